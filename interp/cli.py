@@ -1,0 +1,272 @@
+"""The ``emergence`` command.
+
+``emergence demo`` runs the main job on the embedded default suite; ``bisect``, ``curve`` and
+``rank-heads`` run single steps on any source (a Pythia/PolyPythia hub id, a local suite folder,
+or ``embedded`` / ``embedded-quick``); ``synth`` and ``sweep`` are the synthetic-task commands.
+Errors print one line (``error: ...``) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(help="emergence-lens: find the point of emergence and the heads behind it.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+EMBEDDED = {"embedded": "FULL", "embedded-quick": "QUICK"}
+
+
+def _one_line_errors(fn):
+    """Turn our ValueErrors (bad input) into a one-line message and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, FileNotFoundError, KeyError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(2)
+
+    return wrapper
+
+
+def resolve_sources(specs: List[str], progress: bool = True) -> list:
+    """Checkpoint sources for CLI arguments: ``embedded``/``embedded-quick`` expand to every run
+    of that suite (trained on first use); anything else goes to
+    :func:`interp.checkpoints.open_source` (hub id or local suite folder)."""
+    from interp import embedded
+    from interp.checkpoints import LocalSuiteSource, open_source
+
+    sources = []
+    for spec in specs:
+        if spec in EMBEDDED:
+            cfg = getattr(embedded, EMBEDDED[spec])
+            sources += [LocalSuiteSource(path) for path in embedded.ensure_suite(cfg, progress=progress)]
+        else:
+            sources.append(open_source(spec))
+    return sources
+
+
+def _task(task: str, n_prompts: int, length: int, seed: int):
+    from interp.tasks import make_task
+
+    return make_task(task, n_prompts=n_prompts, length=length, seed=seed)
+
+
+TaskOpt = typer.Option("repetition", help="Capability task: repetition | token-repetition.")
+PromptsOpt = typer.Option(64, help="Number of prompts.")
+LengthOpt = typer.Option(10, help="Random items per prompt before the partial repeat.")
+ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence.")
+DeviceOpt = typer.Option(None, help="torch device (default: cuda if available, else cpu).")
+
+
+def _device(device: Optional[str]) -> str:
+    import torch
+
+    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@app.command()
+@_one_line_errors
+def demo(
+    quick: bool = typer.Option(False, "--quick", help="Small suite for CI (<= 2 min to train)."),
+    out: Path = typer.Option(Path("results/demo"), help="Output folder."),
+    method: str = typer.Option("fast", help="Patching engine: fast | reference | attribution."),
+    device: Optional[str] = DeviceOpt,
+):
+    """Main job on the embedded default: train (once), find each seed's point of emergence,
+    rank heads by delta_p, patch the top K jointly, write tables and report.html to OUT."""
+    from interp.pipeline import run_main_job
+
+    sources = resolve_sources(["embedded-quick" if quick else "embedded"])
+    report = run_main_job(sources, task=_task("repetition", 64, 10, 0), scan=True, method=method,
+                          device=_device(device), out_dir=out,
+                          title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
+    _print_summary(report, out)
+
+
+def _print_summary(report, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Points of emergence")
+    summary = report.summary()
+    for column in summary.columns:
+        table.add_column(str(column))
+    for _, row in summary.iterrows():
+        table.add_row(*["—" if (v is None or v != v) else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row])
+    Console().print(table)
+    typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk .csv/.parquet")
+
+
+@app.command()
+@_one_line_errors
+def curve(
+    source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded."),
+    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
+    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
+    device: Optional[str] = DeviceOpt,
+):
+    """Capability (greedy accuracy, p(answer)) per checkpoint."""
+    import pandas as pd
+
+    from interp.emergence import StepEvaluator
+    from interp.io import atomic_to_csv
+    from interp.pipeline import EMERGENCE_COLUMNS, model_and_seed
+
+    frames = []
+    for src in resolve_sources([source]):
+        batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
+        evaluator = StepEvaluator(src, batch, device=_device(device))
+        wanted = [int(s) for s in steps.split(",")] if steps else src.searchable_steps()
+        for step in wanted:
+            evaluator(step)
+        model, seed = model_and_seed(src.model_id)
+        table = evaluator.table()
+        table.insert(0, "seed", seed)
+        table.insert(0, "model", model)
+        frames.append(table[EMERGENCE_COLUMNS])
+        src.close()
+    result = pd.concat(frames, ignore_index=True)
+    typer.echo(result.to_string(index=False))
+    if out is not None:
+        atomic_to_csv(result, out / "emergence.csv")
+
+
+@app.command()
+@_one_line_errors
+def bisect(
+    source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded)."),
+    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    out: Optional[Path] = typer.Option(None, help="Write points.csv and emergence.csv here."),
+    device: Optional[str] = DeviceOpt,
+):
+    """Point of emergence of each source by bisection over its checkpoints."""
+    from interp.emergence import find_emergence
+    from interp.io import atomic_to_csv
+    from interp.pipeline import model_and_seed
+
+    import pandas as pd
+
+    points, curves = [], []
+    for src in resolve_sources(source):
+        batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
+        point = find_emergence(src, batch, threshold=threshold, device=_device(device))
+        model, seed = model_and_seed(src.model_id)
+        points.append({"model": model, "seed": seed, **point.as_row()})
+        curve_table = point.evaluations.drop(columns="order")
+        curve_table.insert(0, "seed", seed)
+        curve_table.insert(0, "model", model)
+        curves.append(curve_table)
+        src.close()
+    points_df = pd.DataFrame(points).astype({"pre_step": "Int64", "post_step": "Int64"})
+    typer.echo(points_df.to_string(index=False))
+    if out is not None:
+        atomic_to_csv(points_df, out / "points.csv")
+        atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence.csv")
+
+
+@app.command("rank-heads")
+@_one_line_errors
+def rank_heads(
+    source: str = typer.Argument(..., help="Hub id, suite folder (one run)."),
+    pre: int = typer.Option(..., help="Pre-emergence step."),
+    post: int = typer.Option(..., help="Post-emergence step."),
+    method: str = typer.Option("fast", help="fast | reference | attribution."),
+    prescreen_top_n: Optional[int] = typer.Option(None, help="Exact delta_p only for the attribution pre-screen's top N heads."),
+    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
+    device: Optional[str] = DeviceOpt,
+):
+    """Patch each head's attention pattern from POST into PRE; rank by delta_p; joint top-K."""
+    from interp.io import atomic_to_csv
+    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed, rank_heads_between
+
+    if pre == post:
+        raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
+    (src,) = resolve_sources([source])
+    batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
+    result = rank_heads_between(src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n,
+                                device=_device(device))
+    model, seed = model_and_seed(src.model_id)
+    heads = _labelled(result["heads"], model, seed, HEADS_COLUMNS)
+    topk = _labelled(result["topk"], model, seed, TOPK_COLUMNS)
+    typer.echo(f"p_pre={result['p_pre']:.4f} p_post={result['p_post']:.4f}")
+    typer.echo(heads.head(10).to_string(index=False))
+    if out is not None:
+        atomic_to_csv(heads, out / "heads.csv")
+        atomic_to_csv(topk, out / "topk.csv")
+
+
+@app.command()
+@_one_line_errors
+def run(
+    source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick."),
+    out: Path = typer.Option(..., help="Output folder."),
+    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    scan: bool = typer.Option(False, help="Evaluate every checkpoint too (full curves)."),
+    method: str = typer.Option("fast", help="fast | reference | attribution."),
+    device: Optional[str] = DeviceOpt,
+):
+    """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
+    from interp.pipeline import run_main_job
+
+    report = run_main_job(resolve_sources(source), task=_task(task, n_prompts, length, 0), threshold=threshold,
+                          scan=scan, method=method, device=_device(device), out_dir=out)
+    _print_summary(report, out)
+
+
+@app.command("train-suite")
+@_one_line_errors
+def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized suite.")):
+    """Train (or find in the cache) the embedded default suite and print its run folders."""
+    from interp import embedded
+
+    for path in embedded.ensure_suite(embedded.QUICK if quick else embedded.FULL):
+        typer.echo(str(path))
+
+
+@app.command("list-models")
+def list_models():
+    """Print the Pythia / PolyPythia hub ids this toolkit knows and the embedded suite names."""
+    from interp import embedded
+    from interp.checkpoints import pythia_model_ids
+
+    for model_id in pythia_model_ids():
+        typer.echo(model_id)
+    for cfg_name in ("FULL", "QUICK"):
+        cfg = getattr(embedded, cfg_name)
+        for size in cfg.sizes:
+            for seed in cfg.seeds:
+                typer.echo(f"embedded/{embedded.run_name(size, seed)}  ({'embedded' if cfg_name == 'FULL' else 'embedded-quick'})")
+
+
+def _mount_synthetic() -> None:
+    """Mount the synthetic-task sub-commands (``emergence synth``, ``emergence sweep``)."""
+    try:
+        from synthetic.cli import app as synth_app
+    except ImportError:  # pragma: no cover - synthetic package incomplete
+        synth_app = None
+    if synth_app is not None:
+        app.add_typer(synth_app, name="synth", help="Synthetic tasks with a known attention pattern.")
+    try:
+        from synthetic.sweeps import sweep_command
+    except ImportError:  # pragma: no cover
+        sweep_command = None
+    if sweep_command is not None:
+        app.command("sweep")(sweep_command)
+
+
+_mount_synthetic()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,133 @@
+"""Figures and the self-contained HTML report.
+
+Plotly figures for Jupyter (``fig.show()``) and for the report; circuitsvis attention patterns
+rendered with ``local_src`` (JavaScript inlined, no CDN, no network probe on render). The report
+is one HTML file that opens offline: plotly's JS is inlined once, every figure reuses it.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+from torch import Tensor
+from jaxtyping import Float
+
+
+def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
+                      threshold: float | None = 0.5) -> go.Figure:
+    """Capability vs training step, one line per seed, one panel per model; points marked.
+
+    Args:
+        emergence: rows (model, seed, step, accuracy, p_answer) -- ``emergence.csv``.
+        points: rows (model, seed, pre_step, post_step, emerged, ...) -- ``points.csv``.
+        metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
+        threshold: drawn as a dashed line when ``metric == "accuracy"``.
+
+    Raises:
+        ValueError: if ``metric`` is not a column of ``emergence``.
+    """
+    if metric not in ("accuracy", "p_answer"):
+        raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
+    models = list(dict.fromkeys(emergence["model"]))
+    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=models, shared_yaxes=True)
+    palette = pio.templates["plotly"].layout.colorway
+    for col, model in enumerate(models, start=1):
+        sub = emergence[emergence["model"] == model]
+        for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
+            curve = curve.sort_values("step")
+            color = palette[k % len(palette)]
+            fig.add_trace(go.Scatter(
+                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{model} seed {seed}",
+                line=dict(color=color), marker=dict(size=4), legendgroup=f"{model}-{seed}",
+                hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
+            ), row=1, col=col)
+            point = points[(points["model"] == model) & (points["seed"] == seed)]
+            if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
+                post = int(point["post_step"].iloc[0])
+                y = curve.loc[curve["step"] == post, metric]
+                fig.add_trace(go.Scatter(
+                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=False,
+                    marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
+                    hovertemplate=f"point of emergence<br>{model} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
+                    legendgroup=f"{model}-{seed}",
+                ), row=1, col=col)
+        fig.update_xaxes(type="log", title_text="training step (log)", row=1, col=col)
+    if metric == "accuracy" and threshold is not None:
+        fig.add_hline(y=threshold, line_dash="dash", line_color="gray")
+    fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
+    fig.update_layout(title="Capability vs step (★ = point of emergence)", height=420)
+    return fig
+
+
+def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str = "Δp per head") -> go.Figure:
+    """Heatmap of ``delta_p`` (probability units) over layer × head, diverging around 0."""
+    values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
+    bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+    fig = go.Figure(go.Heatmap(
+        z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
+        colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title="Δp"),
+        hovertemplate="layer %{y} head %{x}<br>Δp %{z:+.4f}<extra></extra>",
+    ))
+    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320)
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovered by the top-K heads") -> go.Figure:
+    """``recovered`` vs K, one line per (model, seed) when those columns exist."""
+    fig = go.Figure()
+    groups = topk.groupby(["model", "seed"]) if {"model", "seed"} <= set(topk.columns) else [(("", ""), topk)]
+    for (model, seed), sub in groups:
+        label = f"{model} seed {seed}".strip()
+        fig.add_trace(go.Scatter(x=sub["k"], y=sub["recovered"], mode="lines+markers", name=label or "recovered"))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
+    fig.update_layout(title=title, xaxis_title="K (top heads patched jointly)", yaxis_title="recovered", height=380)
+    return fig
+
+
+def attention_patterns_html(tokens: Sequence[str], patterns: Float[Tensor, "n query_pos key_pos"],
+                            names: Sequence[str]) -> str:
+    """circuitsvis ``attention_heads`` view as self-contained HTML (``local_src``, no CDN)."""
+    import circuitsvis as cv
+
+    rendered = cv.attention.attention_heads(
+        attention=patterns.detach().cpu().float(), tokens=list(tokens), attention_head_names=list(names),
+    )
+    return rendered.local_src
+
+
+def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
+    """A plotly figure as an HTML fragment (``include_plotlyjs=True`` inlines plotly.js once)."""
+    return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs)
+
+
+def report_html(title: str, sections: Sequence[tuple[str, str]], summary_table: pd.DataFrame | None = None) -> str:
+    """Assemble a self-contained report page.
+
+    Args:
+        title: page title.
+        sections: (heading, HTML fragment) pairs in order. The first plotly fragment must carry
+            the inlined plotly.js (``figure_html(fig, include_plotlyjs=True)``).
+        summary_table: shown at the top as an HTML table.
+    """
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "h2{margin-top:2em;border-bottom:1px solid #ddd}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
+    if summary_table is not None:
+        parts.append(summary_table.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.4g}"))
+    for heading, fragment in sections:
+        parts.append(f"<h2>{html.escape(heading)}</h2>")
+        parts.append(fragment)
+    parts.append("</body></html>")
+    return "\n".join(parts)

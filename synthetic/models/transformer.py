@@ -1,0 +1,121 @@
+"""The transformer: a TransformerLens 4.x ``TransformerBridge`` booted natively from a config.
+
+``TransformerBridge.boot_native`` builds a randomly initialised TL-native transformer (pre-LN,
+split Q/K/V, causal). Its stock attention computes the softmax itself and fires
+``hook_attn_scores`` *after* the fact with the post-softmax pattern, and discards edits
+(transformer-lens 4.3, checked here). The attention-bias intervention needs a true
+pre-softmax seam, so :func:`build_transformer` swaps each layer's attention for
+:class:`PreSoftmaxAttention`, which computes exactly the same function but runs the
+causally-masked scores through ``blocks.{l}.attn.hook_attn_scores`` before the softmax, as
+``HookedTransformer`` did. Without hooks the logits are bit-identical to the stock model.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor
+from transformer_lens.model_bridge import TransformerBridge
+from transformer_lens.model_bridge.sources.native.model import NativeAttention
+from transformer_lens.utilities.activation_functions import apply_softcap
+
+from synthetic.models import ModelConfig
+
+# Our names → TransformerLens positional_embedding_type.
+_TL_POSITIONAL = {"learned": "standard", "rotary": "rotary"}
+
+
+class PreSoftmaxAttention(NativeAttention):
+    """``NativeAttention`` whose pre-softmax scores pass through the bridge's
+    ``hook_attn_scores`` (``[batch, n_heads, query_pos, key_pos]``, after the causal mask).
+
+    Returns ``(output, None)`` so the bridge does not fire ``hook_attn_scores`` a second time
+    post hoc with the pattern; ``hook_pattern`` still fires inside via ``pattern_fn``.
+    """
+
+    _scores_hook: Callable[[Tensor], Tensor]
+
+    def forward(  # type: ignore[override]
+        self,
+        hidden_states: Float[Tensor, "batch pos d_model"],
+        attention_mask: Optional[Tensor] = None,
+        position_ids: Optional[Tensor] = None,
+        pattern_fn: Optional[Callable[[Tensor], Tensor]] = None,
+        **kwargs,
+    ) -> tuple[Float[Tensor, "batch pos d_model"], None]:
+        batch, seq, _ = hidden_states.shape
+        q = self.q(hidden_states).view(batch, seq, self.n_heads, self.d_head).transpose(1, 2)
+        k = self.k(hidden_states).view(batch, seq, self.n_kv_heads, self.d_head).transpose(1, 2)
+        v = self.v(hidden_states).view(batch, seq, self.n_kv_heads, self.d_head).transpose(1, 2)
+        if self.rotary is not None:
+            q, k = self.rotary.apply_rope(q, k, position_ids=position_ids)
+        if self.kv_repeats > 1:
+            k = k.repeat_interleave(self.kv_repeats, dim=1)
+            v = v.repeat_interleave(self.kv_repeats, dim=1)
+
+        scores = torch.matmul(q, k.transpose(-2, -1)) / self.scale
+        scores = apply_softcap(scores, self.attn_scores_soft_cap)
+        block_mask = self.causal_mask[:seq, :seq]
+        if attention_mask is not None:
+            block_mask = self._combine_attention_mask(block_mask, attention_mask, batch=batch)
+        scores = scores.masked_fill(block_mask, float("-inf"))
+        scores = self._scores_hook(scores)
+
+        pattern = F.softmax(scores, dim=-1).masked_fill(block_mask, 0.0)
+        if pattern_fn is not None:
+            pattern = pattern_fn(pattern)
+        attn = torch.matmul(pattern, v).transpose(1, 2).contiguous().view(batch, seq, -1)
+        return self.o(attn), None
+
+
+def _install_presoftmax_attention(bridge: TransformerBridge) -> None:
+    for block in bridge.blocks:
+        attn_bridge = block.attn
+        native = attn_bridge.original_component
+        if type(native) is not NativeAttention:
+            raise TypeError(f"expected NativeAttention in {attn_bridge.name}, got {type(native)}")
+        # Same parameters and buffers, new forward: swapping the class keeps every weight.
+        native.__class__ = PreSoftmaxAttention
+        # object.__setattr__: a plain reference, not a second registration of the HookPoint.
+        object.__setattr__(native, "_scores_hook", attn_bridge.hook_attn_scores)
+
+
+def transformer_bridge_config(cfg: ModelConfig) -> dict:
+    """TransformerLens config dict for ``boot_native`` (pre-LN with LayerNorm, GELU MLP,
+    GPT-2 init, ``attn_only`` when ``d_mlp`` is None)."""
+    return {
+        "n_layers": cfg.n_layers,
+        "n_heads": cfg.n_heads,
+        "d_head": cfg.d_head,
+        "d_model": cfg.resolved_d_model,
+        "d_mlp": cfg.d_mlp,
+        "attn_only": cfg.d_mlp is None,
+        "d_vocab": cfg.d_vocab,
+        "n_ctx": cfg.n_ctx,
+        "act_fn": "gelu",
+        "normalization_type": "LN",
+        "positional_embedding_type": _TL_POSITIONAL[cfg.positional_embedding],
+        "seed": cfg.seed,
+    }
+
+
+def build_transformer(cfg: ModelConfig) -> TransformerBridge:
+    """A hooked transformer (``TransformerBridge.boot_native``) with a pre-softmax
+    ``blocks.{l}.attn.hook_attn_scores``.
+
+    Hooks: the usual TransformerLens names (``hook_embed``, ``blocks.{l}.attn.hook_pattern``,
+    ``blocks.{l}.attn.hook_attn_scores``, ``blocks.{l}.hook_resid_post``…). Initialisation is
+    deterministic in ``cfg.seed`` and leaves the global RNG untouched.
+
+    Raises:
+        ValueError: a bad field (:meth:`ModelConfig.validate`) or rotary with an odd d_head.
+    """
+    cfg.validate()
+    if cfg.positional_embedding == "rotary" and cfg.d_head % 2:
+        raise ValueError(f"d_head={cfg.d_head} is invalid for rotary embeddings: must be even")
+    bridge = TransformerBridge.boot_native(transformer_bridge_config(cfg))
+    _install_presoftmax_attention(bridge)
+    return bridge

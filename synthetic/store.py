@@ -1,0 +1,163 @@
+"""Results store of a sweep: one parquet row per finished run, its per-step metrics and its log.
+
+Layout under a sweep folder ``DIR``::
+
+    DIR/runs/<run_id>.parquet     one row per finished run (ok or failed): the source of truth
+    DIR/metrics/<run_id>.parquet  per-step metrics of that run, with a ``run_id`` column
+    DIR/logs/<run_id>.log         the run's stdout, stderr, logging and traceback
+    DIR/results.parquet           every row in one file, rebuilt from ``runs/`` after each run
+    DIR/spec.yaml                 the spec of the latest invocation
+
+Every file is written to a hidden temporary file in the same folder and then ``os.replace``d, so
+a process killed with SIGKILL leaves either the whole file or none of it. A run's metrics are
+written before its row, and a row's presence means "done": a killed sweep is resumed by running
+exactly the runs that have no row. ``results.parquet`` is a single file rather than a dataset
+folder because a pyarrow dataset takes its schema from one file and silently drops or fails on
+columns whose type differs in another (a failed run has nulls where a finished run has numbers);
+concatenating with ``promote_options="permissive"`` unifies them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+
+RESULTS_FILE = "results.parquet"
+
+
+class ResultsStore:
+    """The files of one sweep folder (see the module docstring for the layout).
+
+    Args:
+        root: the sweep folder; created on first write.
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.runs_dir = self.root / "runs"
+        self.metrics_dir = self.root / "metrics"
+        self.logs_dir = self.root / "logs"
+        self.results_path = self.root / RESULTS_FILE
+
+    # -- paths -------------------------------------------------------------------------------
+    def row_path(self, run_id: str) -> Path:
+        """Path of the row file of ``run_id``."""
+        return self.runs_dir / f"{run_id}.parquet"
+
+    def metrics_path(self, run_id: str) -> Path:
+        """Path of the per-step metrics file of ``run_id``."""
+        return self.metrics_dir / f"{run_id}.parquet"
+
+    def log_path(self, run_id: str) -> Path:
+        """Path of the log file of ``run_id``."""
+        return self.logs_dir / f"{run_id}.log"
+
+    # -- writes ------------------------------------------------------------------------------
+    def write_run(self, row: dict[str, Any], metrics: pd.DataFrame | None = None) -> Path:
+        """Record one finished run: its metrics first, then its row (the "done" marker).
+
+        Args:
+            row: flat mapping of column → scalar (or list); must hold ``run_id``.
+            metrics: per-step metrics (one row per evaluation step), or None.
+
+        Returns:
+            The row file's path.
+
+        Raises:
+            ValueError: ``row`` has no ``run_id``.
+        """
+        run_id = row.get("run_id")
+        if not run_id:
+            raise ValueError(f"a results row needs a non-empty 'run_id', got {run_id!r}")
+        if metrics is not None and len(metrics):
+            metrics = metrics.reset_index(drop=True).copy()
+            metrics.insert(0, "run_id", run_id)
+            atomic_to_parquet(metrics, self.metrics_path(run_id))
+        table = pa.Table.from_pylist([row])
+        path = self.row_path(run_id)
+        with atomic_path(path, suffix=".parquet") as tmp:
+            pq.write_table(table, tmp)
+        return path
+
+    def write_log(self, run_id: str, text: str) -> Path:
+        """Write (replace) the log of ``run_id`` atomically."""
+        return atomic_write_text(self.log_path(run_id), text)
+
+    # -- reads -------------------------------------------------------------------------------
+    def row_files(self) -> list[Path]:
+        """Finished-run row files, sorted by name (hidden temporaries excluded)."""
+        if not self.runs_dir.is_dir():
+            return []
+        return sorted(p for p in self.runs_dir.glob("*.parquet") if not p.name.startswith("."))
+
+    def done_ids(self) -> set[str]:
+        """Run ids that have a row (finished, ok or failed)."""
+        return {p.stem for p in self.row_files()}
+
+    def rows_table(self, run_ids: Iterable[str] | None = None) -> pa.Table | None:
+        """All rows (or those of ``run_ids``) as one arrow table with a unified schema, or None."""
+        files = self.row_files()
+        if run_ids is not None:
+            wanted = set(run_ids)
+            files = [p for p in files if p.stem in wanted]
+        if not files:
+            return None
+        tables = [pq.read_table(p) for p in files]
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    def results(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """All rows (or those of ``run_ids``) as a DataFrame, one row per run, sorted by run_id.
+
+        Reads ``runs/`` (always current), not ``results.parquet`` (rebuilt periodically).
+        """
+        table = self.rows_table(run_ids)
+        if table is None:
+            return pd.DataFrame()
+        return table.to_pandas().sort_values("run_id", ignore_index=True)
+
+    def metrics(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """Per-step metrics of all runs (or of ``run_ids``), concatenated, with a ``run_id`` column."""
+        if not self.metrics_dir.is_dir():
+            return pd.DataFrame()
+        files = sorted(p for p in self.metrics_dir.glob("*.parquet") if not p.name.startswith("."))
+        if run_ids is not None:
+            wanted = set(run_ids)
+            files = [p for p in files if p.stem in wanted]
+        if not files:
+            return pd.DataFrame()
+        tables = [pq.read_table(p) for p in files]
+        return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+
+    def consolidate(self) -> Path | None:
+        """Rebuild ``results.parquet`` from ``runs/`` atomically; returns its path (None if no runs)."""
+        table = self.rows_table()
+        if table is None:
+            return None
+        table = table.sort_by("run_id")
+        with atomic_path(self.results_path, suffix=".parquet") as tmp:
+            pq.write_table(table, tmp)
+        return self.results_path
+
+
+def load_results(sweep_dir: str | os.PathLike) -> pd.DataFrame:
+    """One row per finished run of the sweep in ``sweep_dir`` (config columns, summary, metadata).
+
+    Raises:
+        FileNotFoundError: ``sweep_dir`` holds no finished run.
+    """
+    df = ResultsStore(sweep_dir).results()
+    if df.empty:
+        raise FileNotFoundError(f"no finished run under {sweep_dir!s}/runs; run a sweep into it first")
+    return df
+
+
+def load_metrics(sweep_dir: str | os.PathLike, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """Per-step metrics (``run_id`` column plus the runner's columns, e.g. step, loss) of a sweep."""
+    return ResultsStore(sweep_dir).metrics(run_ids)

@@ -1,0 +1,467 @@
+"""One training run on a synthetic task: config → model → AdamW loop → metrics + summary.
+
+Choices where the paper gives nothing (PAPER.md "Unknown, to choose and document"; all are
+:class:`TrainConfig` fields): AdamW (β₁ 0.9, β₂ 0.999) at lr 1e-3 with 0.01 weight decay, linear
+warm-up over 100 steps then constant; 2048 tokens per step (64 sequences at S = 16, T = 1;
+fewer, longer sequences as S grows, as the paper does for cellular automata); a 1-layer
+attention-only transformer with 16 heads of width 8 (the smallest head count the paper's
+S = 16 heads × d_head sweep shows reaching the floor) and learned positional embeddings;
+10⁴ steps (the paper's runs are ≈10⁴ steps).
+
+Every ``eval_every`` steps (and at step 0 and the last step) the model is evaluated on a fixed
+held-out set drawn from ``data_seed`` (so every model seed sees the same evaluation data) and a
+row of metrics is recorded; see :func:`train` for the columns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from jaxtyping import Int
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from synthetic.datasets import TASKS, SyntheticTask, make_task
+from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
+from synthetic.metrics import (
+    attention_alignment,
+    attention_entropy,
+    default_threshold,
+    loss_per_output,
+    masked_mean,
+    per_position_loss,
+    plateau_length,
+    steps_to_threshold,
+)
+from synthetic.models import ModelConfig, build_model, count_parameters, has_attention
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines one run; every field is a scalar so sweeps can vary any of them.
+
+    Task: ``task`` (``"linear-map"`` | ``"cellular-automata"``), state size ``S``, sparsity
+    ``s`` (linear map), transitions per sequence ``T`` (None → task default: 1 for the linear
+    map, 3 for cellular automata), cell states ``k`` and rule-pool size ``n_rules`` (cellular
+    automata), ``data_seed`` (task structure and evaluation set).
+
+    Model (see :class:`synthetic.models.ModelConfig`): ``arch``, ``n_layers``, ``n_heads``,
+    ``d_head``, ``d_model`` (None → n_heads·d_head), ``d_mlp`` (None → attention-only),
+    ``positional_embedding`` (``"learned"`` | ``"rotary"``), ``n_ctx`` (None → the task's
+    sequence length).
+
+    Optimisation: ``steps`` (optimizer updates), ``lr``, ``warmup_steps`` (linear warm-up
+    from lr/warmup_steps, then constant), ``weight_decay`` (AdamW), ``tokens_per_step``
+    (batch = tokens_per_step // seq_len sequences), ``seed`` (weights and training batches).
+
+    Evaluation: ``eval_every`` (steps), ``eval_tokens`` (size of the fixed evaluation set),
+    ``loss_threshold`` (nats; None → floor + plateau_margin·(plateau − floor)),
+    ``plateau_margin`` (fraction of the plateau-to-floor gap; see
+    :func:`synthetic.metrics.plateau_length`).
+
+    Attention bias (:mod:`synthetic.interventions`): ``bias`` (β; 0 → off), ``bias_layers`` /
+    ``bias_heads`` (``"0,2"``; None → all), ``bias_schedule`` (``"constant"`` |
+    ``"linear-anneal"``), ``bias_anneal_steps`` (None → ``steps``).
+
+    Output: ``checkpoint_every`` (steps; 0 → no checkpoints; needs ``out_dir``), ``device``
+    (``"auto"`` → cuda when available, else cpu).
+    """
+
+    task: str = "linear-map"
+    S: int = 16
+    s: int = 3
+    T: int | None = None
+    k: int = 4
+    n_rules: int = 16
+    data_seed: int = 0
+
+    arch: str = "transformer"
+    n_layers: int = 1
+    n_heads: int = 16
+    d_head: int = 8
+    d_model: int | None = None
+    d_mlp: int | None = None
+    positional_embedding: str = "learned"
+    n_ctx: int | None = None
+
+    steps: int = 10_000
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    tokens_per_step: int = 2048
+    seed: int = 0
+
+    eval_every: int = 50
+    eval_tokens: int = 8192
+    loss_threshold: float | None = None
+    plateau_margin: float = 0.05
+
+    bias: float = 0.0
+    bias_layers: str | None = None
+    bias_heads: str | None = None
+    bias_schedule: str = "constant"
+    bias_anneal_steps: int | None = None
+
+    checkpoint_every: int = 0
+    device: str = "auto"
+
+    def validate(self) -> None:
+        """Raise a one-line ValueError naming the first bad field (task/model fields are
+        checked when the task and model are built)."""
+        if self.task not in TASKS:
+            raise ValueError(f"task={self.task!r} is unknown: choose one of {', '.join(TASKS)}")
+        for name, low in (("steps", 1), ("warmup_steps", 0), ("tokens_per_step", 1),
+                          ("eval_every", 1), ("eval_tokens", 1), ("checkpoint_every", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name}={value!r} is invalid: must be an integer ≥ {low}")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr!r} is invalid: must be > 0")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay={self.weight_decay!r} is invalid: must be ≥ 0")
+        if not 0 < self.plateau_margin < 1:
+            raise ValueError(f"plateau_margin={self.plateau_margin!r} is invalid: must be in (0, 1)")
+        if self.bias_schedule not in BIAS_SCHEDULES:
+            raise ValueError(
+                f"bias_schedule={self.bias_schedule!r} is unknown: choose one of {', '.join(BIAS_SCHEDULES)}"
+            )
+        if self.bias_anneal_steps is not None and self.bias_anneal_steps < 1:
+            raise ValueError(f"bias_anneal_steps={self.bias_anneal_steps!r} is invalid: must be ≥ 1")
+        if self.device not in DEVICES and not str(self.device).startswith("cuda:"):
+            raise ValueError(f"device={self.device!r} is invalid: choose auto, cpu, cuda or cuda:N")
+
+    def make_task(self) -> SyntheticTask:
+        """The task this config trains on."""
+        return make_task(self.task, S=self.S, s=self.s, T=self.T, k=self.k,
+                         n_rules=self.n_rules, data_seed=self.data_seed)
+
+    def model_config(self, task: SyntheticTask) -> ModelConfig:
+        """The model config for ``task``.
+
+        Raises:
+            ValueError: the task's sequence is longer than ``n_ctx``.
+        """
+        n_ctx = self.n_ctx if self.n_ctx is not None else task.seq_len
+        if task.seq_len > n_ctx:
+            raise ValueError(
+                f"sequence length {task.seq_len} ((T+1)·S) exceeds the model context "
+                f"n_ctx={n_ctx}: raise n_ctx or shorten S/T"
+            )
+        return ModelConfig(
+            d_vocab=task.d_vocab, n_ctx=n_ctx, arch=self.arch, n_layers=self.n_layers,
+            n_heads=self.n_heads, d_head=self.d_head, d_model=self.d_model, d_mlp=self.d_mlp,
+            positional_embedding=self.positional_embedding, seed=self.seed,
+        )
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
+        """Build from a dict, ignoring unknown keys (e.g. a summary's ``config``)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns: the config, the summary dict, the metrics table (one row
+    per evaluation) and the trained model (on the training device)."""
+
+    config: TrainConfig
+    summary: dict
+    metrics: pd.DataFrame
+    model: nn.Module
+    task: SyntheticTask | None = field(default=None, repr=False)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"auto"`` → cuda when available, else cpu; anything else as given."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def to_device(model: nn.Module, device: torch.device) -> nn.Module:
+    """Move ``model`` to ``device`` (quietly: a TransformerBridge prints by default)."""
+    if all(p.device == device for p in model.parameters()):
+        return model
+    if hasattr(model, "hook_dict") and hasattr(model, "cfg"):
+        return model.to(device, print_details=False)
+    return model.to(device)
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _warmup_factor(warmup_steps: int):
+    """LR multiplier for update ``u`` (0-based): linear warm-up then 1."""
+    if warmup_steps == 0:
+        return lambda u: 1.0
+    return lambda u: min(1.0, (u + 1) / warmup_steps)
+
+
+class Evaluator:
+    """Metrics of a model on a fixed evaluation set (see :func:`train` for the columns)."""
+
+    def __init__(self, task: SyntheticTask, model: nn.Module, tokens: Int[Tensor, "batch pos"]):
+        self.task, self.model, self.tokens = task, model, tokens
+        device = tokens.device
+        self.loss_mask = task.loss_mask.to(device)
+        self.target_mask = task.target_mask.to(device)
+        self.output_index = task.output_index.to(device)
+        self.pattern_mask = task.pattern_mask.to(device)
+        self.attention = has_attention(model)
+        cfg = getattr(model, "cfg", None)
+        self.n_layers = cfg.n_layers if self.attention else 0
+        self.n_heads = cfg.n_heads if self.attention else 0
+        L = task.seq_len
+        # Bound cached patterns to ~2^24 floats per chunk.
+        per_seq = max(1, self.n_layers * self.n_heads * L * L)
+        self.chunk = max(1, min(len(tokens), 2**24 // per_seq))
+
+    @torch.no_grad()
+    def losses(self) -> Tensor:
+        """Per-position losses ``[batch, query_pos]`` without caching (nats)."""
+        return torch.cat([per_position_loss(self.model(c), c) for c in self.tokens.split(self.chunk)])
+
+    @torch.no_grad()
+    def __call__(self) -> dict[str, float]:
+        losses, entropy, alignment = [], 0.0, 0.0
+        names = [f"blocks.{l}.attn.hook_pattern" for l in range(self.n_layers)]
+        for chunk in self.tokens.split(self.chunk):
+            if self.attention:
+                logits, cache = self.model.run_with_cache(chunk, names_filter=lambda n: n in names)
+                patterns = [cache[n] for n in names]  # per layer [batch, head, q, k]
+                ent = torch.stack([attention_entropy(p, self.target_mask) for p in patterns])
+                ali = torch.stack(
+                    [attention_alignment(p, self.pattern_mask, self.target_mask) for p in patterns]
+                )
+                entropy = entropy + ent * len(chunk)
+                alignment = alignment + ali * len(chunk)
+                del cache
+            else:
+                logits = self.model(chunk)
+            losses.append(per_position_loss(logits, chunk))
+        per_pos = torch.cat(losses)
+        row = {
+            "loss": masked_mean(per_pos, self.loss_mask).item(),
+            "loss_target": masked_mean(per_pos, self.target_mask).item(),
+        }
+        per_out = loss_per_output(per_pos, self.output_index, self.task.S).tolist()
+        row.update({f"loss_out_{i}": v for i, v in enumerate(per_out)})
+        if self.attention:
+            n = len(self.tokens)
+            ent, ali = (entropy / n).tolist(), (alignment / n).tolist()
+            for l in range(self.n_layers):
+                for h in range(self.n_heads):
+                    row[f"entropy_L{l}H{h}"] = ent[l][h]
+                    row[f"alignment_L{l}H{h}"] = ali[l][h]
+        return row
+
+
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConfig, step: int) -> Path:
+    """Write ``{"step", "config", "model_state"}`` to ``path`` atomically (torch.save)."""
+    with atomic_path(path, suffix=".pt") as tmp:
+        torch.save({"step": step, "config": asdict(config), "model_state": model.state_dict()}, tmp)
+    return Path(path)
+
+
+def load_checkpoint(
+    path: str | os.PathLike, device: str = "cpu"
+) -> tuple[nn.Module, TrainConfig, int]:
+    """Rebuild the model saved by :func:`save_checkpoint`; returns ``(model, config, step)``."""
+    blob = torch.load(path, map_location=device, weights_only=False)
+    config = TrainConfig.from_dict(blob["config"])
+    model = to_device(build_model(config.model_config(config.make_task())), torch.device(device))
+    model.load_state_dict(blob["model_state"])
+    return model, config, int(blob["step"])
+
+
+def _start_wandb(config: TrainConfig, out_dir: Path | None):
+    try:
+        import wandb as wandb_lib
+    except ImportError:
+        raise ImportError("wandb logging needs the wandb package: pip install 'emergence-lens[wandb]'") from None
+    return wandb_lib.init(
+        project=os.environ.get("WANDB_PROJECT", "emergence-lens"),
+        mode=os.environ.get("WANDB_MODE", "offline"),  # offline unless the user opts in
+        config=asdict(config),
+        dir=str(out_dir) if out_dir is not None else None,
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def summarize(
+    config: TrainConfig, task: SyntheticTask, metrics: pd.DataFrame, n_params: int, wall_time_s: float
+) -> dict:
+    """Summary of a finished run (the dict written as ``summary.json``).
+
+    Keys: ``final_loss`` (last evaluation, nats), ``final_loss_target``, ``floor``,
+    ``floor_kind`` (``"analytic"`` | ``"bayes-monte-carlo"``), ``plateau_loss``,
+    ``plateau_length`` (steps or None), ``threshold``, ``steps_to_threshold`` (steps or None),
+    ``emerged`` (threshold reached), ``final_max_alignment`` (best head, or None),
+    ``n_params``, ``batch_size``, ``seq_len``, ``tokens_per_step``, ``wall_time_s``,
+    ``config``.
+    """
+    floor = task.floor
+    steps, loss = metrics["step"].tolist(), metrics["loss"].tolist()
+    threshold = (
+        config.loss_threshold
+        if config.loss_threshold is not None
+        else default_threshold(task.plateau_loss, floor, config.plateau_margin)
+    )
+    reached = steps_to_threshold(steps, loss, threshold)
+    align_cols = [c for c in metrics.columns if c.startswith("alignment_")]
+    batch_size = config.tokens_per_step // task.seq_len
+    summary = {
+        "final_loss": loss[-1],
+        "final_loss_target": metrics["loss_target"].iloc[-1],
+        "floor": floor,
+        "floor_kind": "analytic" if task.name == "linear-map" else "bayes-monte-carlo",
+        "plateau_loss": task.plateau_loss,
+        "plateau_length": plateau_length(steps, loss, task.plateau_loss, floor, config.plateau_margin),
+        "threshold": threshold,
+        "steps_to_threshold": reached,
+        "emerged": reached is not None,
+        "final_max_alignment": metrics[align_cols].iloc[-1].max() if align_cols else None,
+        "n_params": n_params,
+        "batch_size": batch_size,
+        "seq_len": task.seq_len,
+        "tokens_per_step": batch_size * task.seq_len,
+        "wall_time_s": wall_time_s,
+        "config": asdict(config),
+    }
+    return {k: _json_safe(v) for k, v in summary.items()}
+
+
+def train(
+    config: TrainConfig,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    wandb: bool = False,
+) -> TrainResult:
+    """Train one model on one synthetic task and record its learning curve.
+
+    Metrics columns (one row per evaluation, at step 0, every ``eval_every`` steps and the
+    last step; ``step`` = optimizer updates done): ``step``, ``tokens`` (training tokens
+    seen), ``lr``, ``beta`` (bias in force), ``train_loss`` (last training batch, NaN at step
+    0), ``loss`` (evaluation loss over every loss position, nats), ``loss_target`` (over the
+    transition tokens only), ``loss_nobias`` (same model without the bias; only with a bias),
+    ``loss_out_{i}`` (loss on cell ``i`` of the predicted states, ``i < S``), and for
+    attention models ``entropy_L{l}H{h}`` (nats) and ``alignment_L{l}H{h}`` (attention mass on
+    the true keys, probability) per head, both averaged over the target query positions.
+    Head metrics and losses are measured with the bias in force.
+
+    With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`)
+    and, when ``checkpoint_every > 0``, ``checkpoints/step{N}.pt``.
+
+    Deterministic on CPU: the same config gives the same curve.
+
+    Raises:
+        ValueError: any bad config field, a batch smaller than one sequence, a sequence
+            longer than ``n_ctx``, a bias on a model without attention or bad bias indices.
+        ImportError: ``wandb=True`` without the wandb package.
+    """
+    config.validate()
+    start = time.perf_counter()
+    device = resolve_device(config.device)
+    task = config.make_task()
+    batch_size = config.tokens_per_step // task.seq_len
+    if batch_size < 1:
+        raise ValueError(
+            f"tokens_per_step={config.tokens_per_step} is smaller than one sequence "
+            f"({task.seq_len} tokens): raise it to at least {task.seq_len}"
+        )
+    model = to_device(build_model(config.model_config(task)), device)
+    out_path = Path(out_dir) if out_dir is not None else None
+    if config.checkpoint_every and out_path is None:
+        raise ValueError("checkpoint_every > 0 needs an out_dir to write checkpoints to")
+
+    bias = None
+    if config.bias != 0.0:
+        bias = AttentionBias(
+            model, task.pattern_mask, config.bias, layers=config.bias_layers, heads=config.bias_heads
+        )
+    anneal_steps = config.bias_anneal_steps or config.steps
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_factor(config.warmup_steps))
+    train_gen = _generator(device, config.seed)
+    eval_batch = max(1, config.eval_tokens // task.seq_len)
+    eval_tokens = task.sample(eval_batch, _generator(device, 1_000_003 * config.data_seed + 7))
+    evaluator = Evaluator(task, model, eval_tokens)
+    loss_mask = task.loss_mask[:-1].to(device)
+    all_positions = bool(loss_mask.all())
+
+    run = _start_wandb(config, out_path) if wandb else None
+    rows: list[dict] = []
+    last_train_loss = torch.tensor(float("nan"))
+    bar = tqdm(total=config.steps, disable=not progress, desc=f"{config.task} S={config.S}")
+    try:
+        with bias if bias is not None else nullcontext():
+            for step in range(config.steps + 1):
+                beta = bias_beta(config.bias, config.bias_schedule, step, anneal_steps)
+                if bias is not None:
+                    bias.beta = beta
+                if step % config.eval_every == 0 or step == config.steps:
+                    model.eval()
+                    row = {"step": step, "tokens": step * batch_size * task.seq_len,
+                           "lr": optimizer.param_groups[0]["lr"], "beta": beta,
+                           "train_loss": last_train_loss.item(), **evaluator()}
+                    if bias is not None:
+                        bias.beta = 0.0
+                        row["loss_nobias"] = masked_mean(evaluator.losses(), evaluator.loss_mask).item()
+                        bias.beta = beta
+                    row["elapsed_s"] = time.perf_counter() - start
+                    rows.append(row)
+                    model.train()
+                    bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
+                    if run is not None:
+                        run.log(row, step=step)
+                if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps):
+                    save_checkpoint(out_path / "checkpoints" / f"step{step}.pt", model, config, step)
+                if step == config.steps:
+                    break
+                tokens = task.sample(batch_size, train_gen)
+                logits = model(tokens)
+                if all_positions:
+                    loss = torch.nn.functional.cross_entropy(
+                        logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten()
+                    )
+                else:
+                    loss = per_position_loss(logits, tokens)[:, loss_mask].mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                last_train_loss = loss.detach()
+                bar.update(1)
+    finally:
+        bar.close()
+        if run is not None:
+            run.finish()
+
+    metrics = pd.DataFrame(rows)
+    summary = summarize(config, task, metrics, count_parameters(model), time.perf_counter() - start)
+    if out_path is not None:
+        atomic_to_parquet(metrics, out_path / "metrics.parquet")
+        atomic_write_text(out_path / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task)

@@ -1,0 +1,289 @@
+"""Checkpoint sources: the hub path against a hub cache built on disk (offline), local suites,
+digests and duplicate steps, one-line errors, and resident memory over 30 sequential loads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+import torch
+from conftest import TINY_REPO, save_tiny_neox
+
+from interp import checkpoints
+from interp.checkpoints import (
+    PYTHIA_STEPS,
+    CheckpointError,
+    HubSource,
+    LocalSuiteSource,
+    make_byte_tokenizer,
+    open_source,
+    pythia_model_ids,
+)
+
+torch.set_num_threads(1)
+TOKENS = torch.tensor([[3, 17, 200, 5, 17, 200, 5, 99, 1, 0, 255, 17]])
+
+
+def hf_logits(folder: Path) -> torch.Tensor:
+    """Reference: the Hugging Face model's own eager forward."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.inference_mode():
+        return model(TOKENS).logits
+
+
+def bridge_logits(model) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(TOKENS)
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def one_line(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message, message
+    return message
+
+
+# ----------------------------------------------------------------------------- pure
+
+
+def test_schedule_and_ids():
+    assert len(PYTHIA_STEPS) == 154
+    assert PYTHIA_STEPS[:12] == (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
+    assert PYTHIA_STEPS[-1] == 143000 and all(b - a == 1000 for a, b in zip(PYTHIA_STEPS[11:], PYTHIA_STEPS[12:]))
+    ids = pythia_model_ids()
+    assert len(ids) == len(set(ids)) == 50
+    assert "EleutherAI/pythia-14m" in ids and "EleutherAI/pythia-410m-seed9" in ids
+    assert all(checkpoints.is_pythia_id(i) for i in ids)
+    assert checkpoints.is_pythia_id("EleutherAI/pythia-2.8b-deduped")
+    assert not checkpoints.is_pythia_id("EleutherAI/pythia-1b-seed3")  # seeds exist for 14m..410m only
+
+
+def test_byte_tokenizer_ids_are_bytes():
+    tok = make_byte_tokenizer()
+    text = "def f(x):\n\treturn x  # é\x00"
+    assert tok(text)["input_ids"] == list(text.encode())
+    assert len(tok) == 256 and tok.decode(list(text.encode())) == text
+
+
+def test_bad_input_one_line_errors(tmp_path):
+    with pytest.raises(ValueError) as error:
+        HubSource("gpt2")
+    assert "unknown model id 'gpt2'" in one_line(error) and "pythia" in str(error.value)
+    with pytest.raises(ValueError) as error:
+        open_source("EleutherAI/pythia-99m")
+    assert "'EleutherAI/pythia-99m'" in one_line(error) and "local suite folder" in str(error.value)
+    with pytest.raises(ValueError) as error:
+        LocalSuiteSource(tmp_path)
+    assert "no step{N}/ checkpoint folders" in one_line(error)
+    with pytest.raises(ValueError) as error:
+        HubSource(TINY_REPO, steps=[])
+    one_line(error)
+    assert isinstance(HubSource("someone/model", allow_any_id=True), HubSource)
+
+
+# ----------------------------------------------------------------------------- hub (offline cache)
+
+
+def test_hub_load_matches_hf_forward(tiny_hub_cache, hub_offline):
+    source = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"])
+    assert source.available_steps() == [0, 1, 2, 4]
+    checkpoint = source.load(1, device="cpu")
+    assert (checkpoint.step, checkpoint.revision) == (1, "step1")
+    assert checkpoint.commit == tiny_hub_cache["commits"][1]
+    assert checkpoint.digest == file_sha256(tiny_hub_cache["models"][1] / "model.safetensors")
+    model = checkpoint.model
+    assert not model.training and all(p.dtype == torch.float32 for p in model.parameters())
+    torch.testing.assert_close(bridge_logits(model), hf_logits(tiny_hub_cache["models"][1]), atol=1e-5, rtol=0)
+    assert source.tokenizer()("ab")["input_ids"] == [97, 98]
+
+
+def test_hub_duplicates_and_pickle(tiny_hub_cache, hub_offline):
+    source = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"])
+    assert source.digest(2) == source.digest(1) != source.digest(0)
+    assert source.duplicate_steps([0, 1, 2]) == {2: 1}
+    with pytest.raises(ValueError) as error:  # step 4 holds only pytorch_model.bin
+        source.load(4)
+    assert "only pickle weights" in one_line(error) and "allow_pickle=True" in str(error.value)
+    with pytest.raises(ValueError, match="only pickle weights"):
+        source.searchable_steps()
+
+    permissive = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"], allow_pickle=True)
+    assert permissive.searchable_steps() == [0, 1, 4]
+    checkpoint = permissive.load(4, device="cpu")
+    assert checkpoint.digest == file_sha256(tiny_hub_cache["models"][4] / "pytorch_model.bin")
+    torch.testing.assert_close(bridge_logits(checkpoint.model), hf_logits(tiny_hub_cache["models"][4]), atol=1e-5, rtol=0)
+
+
+def test_hub_missing_step_names_nearest(tiny_hub_cache, hub_offline):
+    source = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"])
+    with pytest.raises(CheckpointError) as error:
+        source.load(1000)
+    message = one_line(error)
+    assert TINY_REPO in message and "step 1000" in message and "nearest available steps: 4" in message
+    with pytest.raises(CheckpointError) as error:
+        source.digest(3)
+    assert "step 3" in one_line(error) and "154-step schedule" in str(error.value) and "steps: 2, 4" in str(error.value)
+
+
+def test_hub_env_var_path_in_fresh_process(tiny_hub_cache, tmp_path):
+    """The path a user runs: no cache_dir argument, HF_HUB_CACHE + HF_HUB_OFFLINE=1 read at import."""
+    script = (
+        "import json, torch; from interp.checkpoints import open_source; "
+        f"s = open_source({TINY_REPO!r}); c = s.load(0, device='cpu'); "
+        f"print(json.dumps(dict(steps=s.available_steps(), digest=c.digest, commit=c.commit, "
+        f"logits=c.model(torch.tensor({TOKENS.tolist()}))[0, -1, :5].tolist())))"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tiny_hub_cache["cache_dir"]),
+           "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["steps"] == [0, 1, 2, 4]
+    assert result["digest"] == file_sha256(tiny_hub_cache["models"][0] / "model.safetensors")
+    assert result["commit"] == tiny_hub_cache["commits"][0]
+    expected = hf_logits(tiny_hub_cache["models"][0])[0, -1, :5]
+    torch.testing.assert_close(torch.tensor(result["logits"]), expected, atol=1e-5, rtol=0)
+
+
+def test_hub_online_listing_and_digest_from_metadata(tmp_path, monkeypatch):
+    """Online: steps are the repo's step branches; a digest comes from LFS metadata (no download).
+    The hub API is replaced by a stand-in returning what huggingface_hub returns."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    lfs_sha = "ab" * 32
+
+    class FakeApi:
+        def list_repo_refs(self, repo_id):
+            names = ["main", "step0", "step1000", "step3000", "notastep"]
+            return SimpleNamespace(branches=[SimpleNamespace(name=n) for n in names])
+
+        def get_paths_info(self, repo_id, paths, revision=None):
+            assert revision == "step3000"
+            return [SimpleNamespace(path="model.safetensors", lfs=SimpleNamespace(sha256=lfs_sha))]
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    source = HubSource("EleutherAI/pythia-410m-seed9", cache_dir=tmp_path)
+    assert source.available_steps() == [0, 1000, 3000]
+    assert source.digest(3000) == lfs_sha
+    with pytest.raises(CheckpointError) as error:
+        source.load(2000)
+    assert "no branch step2000 on the hub" in one_line(error) and "steps: 1000, 3000" in str(error.value)
+
+
+# ----------------------------------------------------------------------------- local suites
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(tmp_path_factory, byte_tokenizer_dir) -> Path:
+    """ROOT/suite.json, ROOT/tokenizer/, ROOT/step{0,1,2}/ (step2 = step1's weights)."""
+    root = tmp_path_factory.mktemp("suite")
+    shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
+    save_tiny_neox(root / "step0", seed=10)
+    save_tiny_neox(root / "step1", seed=11)
+    shutil.copytree(root / "step1", root / "step2")
+    (root / "suite.json").write_text(json.dumps({"model_id": "tiny-suite", "steps": [0, 1, 2]}))
+    return root
+
+
+def test_local_suite_load_digest_duplicates(tiny_suite):
+    source = open_source(tiny_suite)
+    assert isinstance(source, LocalSuiteSource) and source.model_id == "tiny-suite"
+    assert source.available_steps() == [0, 1, 2]
+    assert source.digest(0) == file_sha256(tiny_suite / "step0" / "model.safetensors")
+    assert source.duplicate_steps() == {2: 1}
+    assert source.searchable_steps() == [0, 1]
+    checkpoint = source.load(0, device="cpu")
+    assert (checkpoint.step, checkpoint.revision, checkpoint.commit) == (0, "step0", None)
+    torch.testing.assert_close(bridge_logits(checkpoint.model), hf_logits(tiny_suite / "step0"), atol=1e-5, rtol=0)
+    with pytest.raises(CheckpointError) as error:
+        source.load(7)
+    assert "tiny-suite" in one_line(error) and "step 7" in str(error.value) and "steps: 2" in str(error.value)
+
+
+def test_local_suite_layout_variants(tiny_suite, tmp_path):
+    bare = tmp_path / "bare"  # no suite.json, no tokenizer/: steps from folders, tokenizer from a step
+    save_tiny_neox(bare / "step10", seed=1)
+    save_tiny_neox(bare / "step3", seed=2)
+    make_byte_tokenizer().save_pretrained(bare / "step3")
+    source = LocalSuiteSource(bare)
+    assert source.available_steps() == [3, 10] and source.model_id == "bare"
+    assert source.tokenizer()("a")["input_ids"] == [97]
+    torch.testing.assert_close(bridge_logits(source.load(10, device="cpu").model), hf_logits(bare / "step10"), atol=1e-5, rtol=0)
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_suite, broken)
+    (broken / "suite.json").write_text(json.dumps({"steps": [0, 1, 2, 5]}))
+    with pytest.raises(ValueError) as error:
+        LocalSuiteSource(broken)
+    assert "[5]" in one_line(error)
+
+
+def test_each_load_has_its_own_weights(tiny_suite):
+    """Loading another step never changes a checkpoint already handed out, and reloading a step
+    gives that step's weights again (equal to the Hugging Face forward to 1e-5)."""
+    source = LocalSuiteSource(tiny_suite)
+    first = source.load(0, device="cpu")
+    before = bridge_logits(first.model)
+    second = source.load(1, device="cpu")
+    torch.testing.assert_close(bridge_logits(second.model), hf_logits(tiny_suite / "step1"), atol=1e-5, rtol=0)
+    torch.testing.assert_close(bridge_logits(first.model), before, atol=0, rtol=0)
+    again = source.load(0, device="cpu")
+    torch.testing.assert_close(bridge_logits(again.model), hf_logits(tiny_suite / "step0"), atol=1e-5, rtol=0)
+    source.close()
+    assert source._bridge is None
+
+
+def test_model_without_attention_heads(tmp_path, byte_tokenizer_dir):
+    from transformers import MambaConfig, MambaForCausalLM
+
+    root = tmp_path / "mamba"
+    shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
+    torch.manual_seed(0)
+    MambaForCausalLM(MambaConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, state_size=4)).save_pretrained(root / "step0")
+    with pytest.raises(ValueError) as error:
+        LocalSuiteSource(root).load(0, device="cpu")
+    assert "no attention heads" in one_line(error) and "step 0" in str(error.value)
+
+    zero = tmp_path / "zero"
+    save_tiny_neox(zero / "step0")
+    config = json.loads((zero / "step0" / "config.json").read_text())
+    (zero / "step0" / "config.json").write_text(json.dumps({**config, "num_attention_heads": 0}))
+    with pytest.raises(ValueError) as error:
+        LocalSuiteSource(zero).load(0, device="cpu")
+    assert "num_attention_heads=0" in one_line(error)
+
+
+def test_resident_memory_over_30_loads(tmp_path, byte_tokenizer_dir):
+    """Issue item 10: 30 sequential loads grow resident memory by <= 10 % after the first.
+    The model (7.3 MB of weights, plus the bridge around it) is large enough that keeping every
+    bridge alive, as happens without the source's explicit release, exceeds that bound."""
+    root = tmp_path / "suite30"
+    shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
+    for step in range(30):
+        save_tiny_neox(root / f"step{step}", seed=step, d_model=192, n_layers=4, n_heads=4)
+    source = LocalSuiteSource(root)
+    process = psutil.Process()
+    rss = []
+    for step in source.available_steps():
+        checkpoint = source.load(step, device="cpu")
+        bridge_logits(checkpoint.model)
+        del checkpoint
+        rss.append(process.memory_info().rss)
+    growth = (max(rss[1:]) - rss[0]) / rss[0]
+    print(f"rss_growth_after_first_pct: {100 * growth:.1f}")
+    assert growth <= 0.10, f"RSS grew {100 * growth:.1f}% after the first load: {[r >> 20 for r in rss]} MiB"

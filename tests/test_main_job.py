@@ -1,0 +1,122 @@
+"""The main job end to end on the embedded quick suite, trained here by our own code.
+
+The suite is trained once per test session into a temporary cache (<= 2 minutes on 2 cores).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from interp import embedded
+from interp.checkpoints import LocalSuiteSource
+from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
+from interp.pipeline import run_main_job
+from interp.tasks import RepetitionTask
+
+
+@pytest.fixture(scope="session")
+def quick_suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cache")
+    return embedded.ensure_suite(embedded.QUICK, root=root, progress=False), root
+
+
+@pytest.fixture(scope="session")
+def quick_report(quick_suite, tmp_path_factory):
+    runs, _ = quick_suite
+    out = tmp_path_factory.mktemp("demo")
+    report = run_main_job([LocalSuiteSource(p) for p in runs], task=RepetitionTask(), scan=True, out_dir=out,
+                          progress=False)
+    return report, out
+
+
+def test_suite_layout_and_pythia_architecture(quick_suite):
+    runs, _ = quick_suite
+    cfg = embedded.QUICK
+    assert len(runs) == len(cfg.sizes) * len(cfg.seeds)
+    for run in runs:
+        source = LocalSuiteSource(run)
+        assert source.available_steps() == list(cfg.checkpoint_steps)
+        assert source.available_steps()[:4] == [0, 1, 2, 4]  # log-spaced early steps, as in Pythia
+        config = json.loads((run / f"step{cfg.steps}" / "config.json").read_text())
+        assert config["model_type"] == "gpt_neox"
+        assert config["rotary_pct"] == 0.25 and config["use_parallel_residual"] is True
+        assert config["tie_word_embeddings"] is False
+        assert (run / f"step{cfg.steps}" / "model.safetensors").is_file()
+        assert not list(run.parent.glob(".tmp-*"))  # nothing half-written left behind
+
+
+def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
+    runs, _ = quick_suite
+    batch = RepetitionTask().build(LocalSuiteSource(runs[0]).tokenizer())
+    posts = []
+    for run in runs:
+        source = LocalSuiteSource(run)
+        curve = full_scan(source, batch)
+        assert curve["accuracy"].iloc[0] < 0.25  # chance is 0.1 on digits
+        pre, post, emerged = point_from_curve(curve["step"], curve["accuracy"])
+        # the bisection agrees with the full scan, within its evaluation budget, loading each step once
+        point = find_emergence(source, batch)
+        assert (point.pre_step, point.post_step, point.emerged) == (pre, post, emerged)
+        assert point.n_evaluations <= max_bisection_evaluations(len(source.searchable_steps()))
+        if emerged:
+            posts.append(post)
+            assert curve["accuracy"].iloc[-1] >= 0.5
+    assert posts, "no seed of the quick suite emerged"
+
+
+def test_main_job_tables_and_report(quick_report):
+    report, out = quick_report
+    for name, columns in {
+        "emergence": ["model", "seed", "step", "accuracy", "p_answer"],
+        "points": ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations"],
+        "heads": ["model", "seed", "layer", "head", "delta_p", "rank"],
+        "topk": ["model", "seed", "k", "p_patched", "recovered"],
+    }.items():
+        table = pd.read_csv(out / f"{name}.csv")
+        assert list(table.columns[: len(columns)]) == columns
+        assert len(pd.read_parquet(out / f"{name}.parquet")) == len(table)
+    points = pd.read_csv(out / "points.csv")
+    heads = pd.read_csv(out / "heads.csv")
+    emerged = points[points["emerged"] & points["pre_step"].notna()]
+    assert len(emerged) >= 1
+    n_layers, n_heads = embedded.SMALL.n_layers, embedded.SMALL.n_heads
+    for _, row in emerged.iterrows():
+        h = heads[(heads["model"] == row["model"]) & (heads["seed"] == row["seed"])]
+        assert len(h) == n_layers * n_heads
+        assert sorted(h["rank"]) == list(range(1, n_layers * n_heads + 1))
+        assert h.sort_values("rank")["delta_p"].is_monotonic_decreasing
+    html = (out / "report.html").read_text()
+    assert "circuits-vis" in html and "plotly" in html.lower()
+    assert "cdn.jsdelivr" not in html and "unpkg.com" not in html and 'src="https://cdn.plot.ly' not in html
+
+
+def test_topk_is_consistent_with_single_head_patching(quick_report):
+    report, _ = quick_report
+    for run in report.runs:
+        if run.topk is None:
+            continue
+        top1 = run.heads.iloc[0]
+        p1 = run.topk.loc[run.topk["k"] == 1, "p_patched"].item()
+        # patching the top head alone is exactly the single-head patch that ranked it first
+        assert p1 == pytest.approx(run.p_pre + top1["delta_p"], abs=1e-5)
+        expected = (run.topk["p_patched"] - run.p_pre) / (run.p_post - run.p_pre)
+        assert run.topk["recovered"].to_numpy() == pytest.approx(expected.to_numpy(), abs=1e-9)
+        assert run.p_post > run.p_pre
+
+
+def test_cli_demo_quick_writes_every_file(quick_suite, tmp_path):
+    _, root = quick_suite
+    out = tmp_path / "demo"
+    env = {**__import__("os").environ, "EMERGENCE_LENS_CACHE": str(root)}
+    done = subprocess.run([sys.executable, "-m", "interp.cli", "demo", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ["emergence", "points", "heads", "topk"]:
+        assert (out / f"{name}.csv").is_file() and (out / f"{name}.parquet").is_file()
+    assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js and circuitsvis inlined
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]

@@ -1,0 +1,311 @@
+"""Sweep layer: spec parsing, results store, executors (in-process, joblib, Ray), SIGKILL + resume,
+summaries and plots. Real sweeps go through synthetic.training.train (tiny: S=8, steps<=50)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from synthetic.store import ResultsStore, load_metrics, load_results
+from synthetic.sweep_plots import (plot_final_loss_vs, plot_loss_curves, plot_plateau_vs_S,
+                                   plot_success_vs, success_table)
+from synthetic.sweeps import (SweepSpec, plan_runs, resolve_dataclass_config, run_id_of, run_sweep,
+                              sweep_command)
+from synthetic.training import TrainConfig, train
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The issue's example spec, shortened to test size (steps <= 50, S <= 8).
+EXAMPLE_YAML = """\
+task: linear-map
+steps: 40
+eval_every: 10
+tokens_per_step: 512
+eval_tokens: 1024
+grid:
+  S: [8]
+  s: [1, 2]
+seeds: [0, 1]
+"""
+EXAMPLE_TOML = """\
+task = "linear-map"
+steps = 40
+eval_every = 10
+tokens_per_step = 512
+eval_tokens = 1024
+seeds = [0, 1]
+[grid]
+S = [8]
+s = [1, 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def spec_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("spec") / "example.yaml"
+    path.write_text(EXAMPLE_YAML)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(spec_file, tmp_path_factory):
+    """The example sweep run uninterrupted on 2 joblib worker processes."""
+    out = tmp_path_factory.mktemp("reference")
+    outcome = run_sweep(spec_file, out, jobs=2, executor="joblib", progress=False)
+    return outcome
+
+
+# ---------------------------------------------------------------------------------------------
+# Spec
+# ---------------------------------------------------------------------------------------------
+def test_example_spec_expands_to_grid_times_seeds(spec_file, tmp_path):
+    tasks = plan_runs(spec_file)
+    fields = {f for f in TrainConfig.__dataclass_fields__}
+    assert len(tasks) == 4
+    assert [(t.config["S"], t.config["s"], t.config["seed"]) for t in tasks] == [
+        (8, 1, 0), (8, 1, 1), (8, 2, 0), (8, 2, 1)]
+    for t in tasks:
+        assert set(t.config) == fields  # fully resolved: every TrainConfig field
+        assert t.config["task"] == "linear-map" and t.config["steps"] == 40
+        assert t.run_id == run_id_of(t.config, "synthetic.sweeps:train_runner")
+        assert len(t.run_id) == 16 and int(t.run_id, 16) >= 0
+    assert len({t.run_id for t in tasks}) == 4
+    # TOML, the Python mapping and the Python object give the same runs.
+    toml = tmp_path / "example.toml"
+    toml.write_text(EXAMPLE_TOML)
+    ids = [t.run_id for t in tasks]
+    assert [t.run_id for t in plan_runs(toml)] == ids
+    as_dict = {"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512,
+               "eval_tokens": 1024, "grid": {"S": [8], "s": [1, 2]},
+               "seeds": [0, 1]}
+    assert [t.run_id for t in plan_runs(as_dict)] == ids
+    spec = SweepSpec(fixed={"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512,
+                            "eval_tokens": 1024},
+                     grid={"S": [8], "s": [1, 2]}, seeds=[0, 1])
+    assert [t.run_id for t in plan_runs(spec)] == ids
+
+
+def test_points_union_dedup_and_type_coercion():
+    spec = {"steps": 30.0, "lr": "1e-3", "grid": {"s": [1, 2]}, "seeds": 2,
+            "points": [{"s": 1}, {"S": 4, "s": 3}]}
+    tasks = plan_runs(spec)
+    # grid {s=1, s=2} ∪ points {s=1 (duplicate), (S=4, s=3)} = 3 points × 2 seeds.
+    assert [(t.config["S"], t.config["s"], t.config["seed"]) for t in tasks] == [
+        (16, 1, 0), (16, 1, 1), (16, 2, 0), (16, 2, 1), (4, 3, 0), (4, 3, 1)]
+    assert tasks[0].config["steps"] == 30 and isinstance(tasks[0].config["steps"], int)
+    assert tasks[0].config["lr"] == 0.001 and isinstance(tasks[0].config["lr"], float)
+
+
+def test_spec_errors_are_one_line():
+    with pytest.raises(ValueError, match=r"unknown config field\(s\) stepz .*valid fields: .*steps") as err:
+        plan_runs({"stepz": 10})
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="seed"):
+        plan_runs({"seed": 3, "seeds": [0, 1]})
+    with pytest.raises(ValueError, match=r"grid.s must be a non-empty list"):
+        plan_runs({"grid": {"s": 3}})
+    with pytest.raises(ValueError, match=r"steps='many' must be an integer"):
+        plan_runs({"steps": "many"})
+    with pytest.raises(ValueError, match=r"runner 'nowhere.mod:f' cannot be imported"):
+        plan_runs({"runner": "nowhere.mod:f"})
+    with pytest.raises(ValueError, match=r"executor='dask'; valid executors: joblib, ray"):
+        run_sweep({"steps": 1}, "/tmp/unused-sweep-dir", executor="dask")
+
+
+def test_resolve_dataclass_config_for_other_jobs():
+    """The hook for other jobs (e.g. checkpoint analyses): any dataclass defines the fields."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class AnalysisConfig:
+        model: str
+        seed: int = 0
+        threshold: float | None = None
+
+    assert resolve_dataclass_config(AnalysisConfig, {"model": "pythia-14m", "threshold": 1}) == {
+        "model": "pythia-14m", "seed": 0, "threshold": 1.0}
+    with pytest.raises(ValueError, match="'model' of AnalysisConfig has no default"):
+        resolve_dataclass_config(AnalysisConfig, {})
+
+
+# ---------------------------------------------------------------------------------------------
+# Store and failures, with an in-process toy runner (exact expected values)
+# ---------------------------------------------------------------------------------------------
+def toy_runner(config: dict) -> tuple[dict, pd.DataFrame]:
+    if config["s"] == 3:
+        raise RuntimeError(f"boom at s={config['s']}")
+    print(f"toy run s={config['s']} seed={config['seed']}")
+    steps = np.arange(0, 31, 10)
+    loss = np.log(2) * np.exp(-steps / (10.0 * config["s"])) + 0.001 * config["seed"]
+    return {"final_loss": float(loss[-1]), "emerged": bool(loss[-1] < 0.1), "n_params": 7}, pd.DataFrame(
+        {"step": steps, "loss": loss})
+
+
+def test_failing_run_is_recorded_and_rerun_runs_only_missing(tmp_path, capsys):
+    spec = {"grid": {"s": [1, 2, 3]}, "seeds": [0, 1]}
+    first = run_sweep(spec, tmp_path, runner=toy_runner, progress=False)
+    assert (first.n_planned, first.n_ran, first.n_skipped, first.n_failed) == (6, 6, 0, 2)
+    rows = pd.read_parquet(tmp_path / "results.parquet")
+    assert len(rows) == 6
+    failed = rows[rows["status"] == "failed"]
+    assert sorted(failed["s"]) == [3, 3]
+    assert set(failed["error"]) == {"RuntimeError: boom at s=3"}
+    assert failed["final_loss"].isna().all()
+    ok = rows[rows["status"] == "ok"].set_index(["s", "seed"])
+    for (s, seed), row in ok.iterrows():
+        assert row["final_loss"] == pytest.approx(math.log(2) * math.exp(-3 / s) + 0.001 * seed, abs=1e-12)
+    assert set(rows["emerged"].dropna()) == {True, False}  # s=1 emerged, s=2 did not
+    # Per-run logs hold the run's prints and the failure's traceback.
+    store = ResultsStore(tmp_path)
+    for _, row in rows.iterrows():
+        log = store.log_path(row["run_id"]).read_text()
+        assert ("Traceback" in log and "boom at s=3" in log) if row["s"] == 3 else f"toy run s={row['s']}" in log
+    metrics = load_metrics(tmp_path)
+    assert len(metrics) == 4 * 4 and set(metrics["run_id"]) == set(ok["run_id"])
+    # Re-running runs nothing; --retry-failed runs exactly the failed ones again.
+    again = run_sweep(spec, tmp_path, runner=toy_runner, progress=False)
+    assert (again.n_ran, again.n_skipped) == (0, 6)
+    retry = run_sweep(spec, tmp_path, runner=toy_runner, progress=False, retry_failed=True)
+    assert (retry.n_ran, retry.n_failed) == (2, 2)
+    # Extending the grid runs only the new points; the bar counts runs done / total with an ETA.
+    extended = run_sweep({"grid": {"s": [1, 2, 3, 4]}, "seeds": [0, 1], "name": "toy"}, tmp_path,
+                         runner=toy_runner, progress=True)
+    assert (extended.n_ran, extended.n_skipped) == (2, 6)
+    bar = capsys.readouterr().err
+    assert "toy:  75%" in bar and "6/8 [" in bar and "8/8 [" in bar and "<" in bar  # elapsed<ETA
+
+
+# ---------------------------------------------------------------------------------------------
+# Real sweeps through synthetic.training.train
+# ---------------------------------------------------------------------------------------------
+def _final_losses(results: pd.DataFrame) -> dict[str, float]:
+    return dict(zip(results["run_id"], results["final_loss"]))
+
+
+def _metrics(sweep_dir: Path) -> pd.DataFrame:
+    """Every per-step metric of a sweep except wall-clock time, in a canonical order."""
+    metrics = load_metrics(sweep_dir).drop(columns=["elapsed_s"])
+    return metrics.sort_values(["run_id", "step"], ignore_index=True)
+
+
+def test_real_sweep_on_two_joblib_workers(reference, spec_file):
+    out = reference.out_dir
+    assert (reference.n_planned, reference.n_ran, reference.n_failed) == (4, 4, 0)
+    rows = pd.read_parquet(out / "results.parquet")
+    assert len(rows) == 4 and set(rows["status"]) == {"ok"}
+    assert sorted(zip(rows["s"], rows["seed"])) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    for col in ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged", "n_params",
+                "wall_time_s", "versions", "git_commit", "config_json", "lr", "d_model"):
+        assert col in rows.columns, col
+    # Linear-map floor for S=8: (S-1)/(2S-1) * ln 2 (PAPER.md, "Linear map task").
+    assert np.allclose(rows["floor"], 7 / 15 * math.log(2), atol=1e-6)
+    assert (rows["final_loss"] > rows["floor"] - 1e-6).all() and (rows["final_loss"] < 1.0).all()
+    assert '"torch": "2.' in rows["versions"].iloc[0]
+    metrics = load_metrics(out)
+    assert set(metrics["run_id"]) == set(rows["run_id"])
+    # The sweep runs exactly what a direct train() call runs: bit-for-bit equal final loss.
+    first = rows.sort_values(["s", "seed"]).iloc[0]
+    config = json.loads(first["config_json"])
+    torch.set_num_threads(1)
+    direct = train(TrainConfig(**config), progress=False)
+    assert direct.summary["final_loss"] == first["final_loss"]
+    for run_id in rows["run_id"]:
+        assert (out / "logs" / f"{run_id}.log").read_text().rstrip().splitlines()[-1].startswith("ok after")
+
+
+def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(reference, spec_file, tmp_path):
+    out = tmp_path / "killed"
+    log = open(tmp_path / "sweep.out", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synthetic.sweeps", str(spec_file), "--out", str(out), "--jobs", "1",
+         "--no-progress"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(ResultsStore(out).row_files()) >= 1:
+                break
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and any child it has
+    finally:
+        proc.wait(timeout=60)
+        log.close()
+    assert proc.returncode == -signal.SIGKILL, (tmp_path / "sweep.out").read_text()
+    n_before = len(ResultsStore(out).row_files())
+    assert 1 <= n_before < 4, "the kill must land mid-sweep"
+    for path in out.rglob("*.parquet"):  # every visible parquet file is whole
+        if not path.name.startswith("."):
+            pq.read_table(path)
+    resumed = run_sweep(spec_file, out, jobs=1, progress=False)
+    assert (resumed.n_skipped, resumed.n_ran, resumed.n_failed) == (n_before, 4 - n_before, 0)
+    final = pd.read_parquet(out / "results.parquet")
+    assert _final_losses(final) == _final_losses(reference.results)  # same ids, identical losses
+    pd.testing.assert_frame_equal(_metrics(out), _metrics(reference.out_dir), check_exact=True)
+
+
+def test_ray_matches_joblib_bit_for_bit(reference, spec_file, tmp_path):
+    pytest.importorskip("ray")
+    outcome = run_sweep(spec_file, tmp_path, jobs=2, executor="ray", progress=False)
+    assert (outcome.n_ran, outcome.n_failed) == (4, 0)
+    assert _final_losses(outcome.results) == _final_losses(reference.results)
+    pd.testing.assert_frame_equal(_metrics(tmp_path), _metrics(reference.out_dir), check_exact=True)
+    # Ray workers may be remote: their logs come back with the result and the driver writes them.
+    for run_id in outcome.results["run_id"]:
+        assert "ok after" in (tmp_path / "logs" / f"{run_id}.log").read_text()
+
+
+def test_cli_mounted_as_emergence_sweep(reference, spec_file):
+    root = typer.Typer()
+    root.command("sweep")(sweep_command)
+
+    @root.command("other")
+    def other() -> None:  # a second command, as in the real `emergence` app
+        pass
+
+    runner = CliRunner()
+    result = runner.invoke(root, ["sweep", str(spec_file), "--out", str(reference.out_dir), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == "4 runs, 0 to run"
+    result = runner.invoke(root, ["sweep", str(spec_file), "--out", str(reference.out_dir), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "4 runs: 0 ran, 4 already done, 0 failed" in result.output
+    bad = spec_file.parent / "bad.yaml"
+    bad.write_text("stepz: 3\n")
+    result = runner.invoke(root, ["sweep", str(bad), "--out", str(reference.out_dir)])
+    assert result.exit_code == 2 and "unknown config field(s) stepz" in result.output
+
+
+def test_summaries_and_plots_from_store(reference):
+    results = load_results(reference.out_dir)
+    metrics = load_metrics(reference.out_dir)
+    table = success_table(results, "s")
+    assert list(table["s"]) == [1, 2] and list(table["n_runs"]) == [2, 2]
+    for s, group in results.groupby("s"):
+        row = table[table["s"] == s].iloc[0]
+        assert row["final_loss_mean"] == pytest.approx(group["final_loss"].mean(), abs=1e-12)
+        assert row["success_fraction"] == pytest.approx(group["emerged"].astype(bool).mean())
+    fig = plot_final_loss_vs(results, "s")
+    seeds_trace = fig.data[0]
+    assert sorted(seeds_trace.y) == sorted(results["final_loss"])  # one dot per seed
+    assert list(fig.data[1].y) == pytest.approx(list(table["final_loss_mean"]))
+    assert len(plot_success_vs(results, "s", color="S").data) == 2
+    plateau = plot_plateau_vs_S(results, color="s")
+    assert sorted(plateau.data[0].y) == sorted(results.loc[results["s"] == 1, "plateau_length"].dropna())
+    curves = plot_loss_curves(metrics, results, color="s")
+    assert len(curves.data) == 4  # a band and a mean line per s
+    merged = metrics.merge(results[["run_id", "s"]], on="run_id")
+    by_step = merged[merged["s"] == 1].groupby("step")["loss"].mean()
+    assert list(curves.data[1].y) == pytest.approx(list(by_step.values), abs=1e-12)
