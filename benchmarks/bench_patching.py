@@ -136,8 +136,8 @@ def main() -> None:
     parser.add_argument("--shapes", default="70m,160m")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--pos", type=int, default=17)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--ref-heads-160m", type=int, default=24,
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ref-heads-160m", type=int, default=12,
                         help="heads of the 160m reference actually run (0 = all 144)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -96,13 +96,23 @@ def _print_summary(report, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Points of emergence")
-    summary = report.summary()
-    for column in summary.columns:
-        table.add_column(str(column))
-    for _, row in summary.iterrows():
-        table.add_row(*["—" if (v is None or v != v) else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row])
-    Console().print(table)
+    def fmt(value, spec=".3f"):
+        if value is None or value != value:
+            return "—"
+        return format(value, spec) if isinstance(value, float) else str(value)
+
+    table = Table(title="Points of emergence and top heads")
+    for column in ["run", "emerged", "pre → post", "evals", "p pre → post", "top head (Δp)", "recovered K=2"]:
+        table.add_column(column)
+    for _, row in report.summary().iterrows():
+        table.add_row(
+            f"{row['model']} seed {row['seed']}", fmt(row["emerged"]),
+            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["n_evaluations"]),
+            f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
+            "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
+            fmt(row["recovered_top2"]),
+        )
+    Console(width=max(120, Console().width)).print(table)
     typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk .csv/.parquet")
 
 

@@ -32,6 +32,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from interp.checkpoints import make_byte_tokenizer
 from interp.io import atomic_write_text
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
@@ -107,8 +108,10 @@ class SuiteConfig:
 SMALL = ModelSize("neox-2l-64d", n_layers=2, d_model=64, n_heads=4)
 BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
 
-FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=2400, checkpoint_every=100)
-QUICK = SuiteConfig(sizes=(SMALL,), seeds=(0, 1), steps=1200, checkpoint_every=100)
+#: The default: 2 sizes x 3 seeds, 3000 steps, 41 checkpoints per run (~12 min on 2 cores).
+FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100)
+#: CI-sized: the small model at two seeds, 2400 steps (~2 min on 2 cores).
+QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)
 
 
 def cache_root() -> Path:
@@ -216,37 +219,6 @@ def train_run(
             on_step(step + 1, loss.item())
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character map (what ``ByteLevel`` pre-tokenizers use)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
-
-
-def byte_tokenizer():
-    """A Hugging Face fast tokenizer with one token per byte, token id = byte value (0..255).
-
-    Built with the ``tokenizers`` library (a byte-level BPE with no merges), so that the ids the
-    suite is trained on (raw bytes) are the ids the tokenizer produces. Save it with
-    ``save_pretrained`` and reload it from that folder before booting a bridge (see
-    ../shared/TRANSFORMERLENS.md: an in-memory tokenizer breaks ``boot_transformers``).
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {char: byte for byte, char in _bytes_to_unicode().items()}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok)
-
-
 def run_name(size: ModelSize, seed: int) -> str:
     """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix)."""
     return f"{size.name}-seed{seed}"
@@ -267,7 +239,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    tokenizer = byte_tokenizer()
+    tokenizer = make_byte_tokenizer()
     tokenizer.save_pretrained(tmp / "tokenizer")
     last = [0]
 
@@ -317,7 +289,9 @@ def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int 
 
     base = suite_dir(cfg, root)
     runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
-    missing = [r for r in runs if not (r[2] / "suite.json").exists()]
+    # Largest models first, so that the long runs start early and the pool stays busy.
+    missing = sorted((r for r in runs if not (r[2] / "suite.json").exists()),
+                     key=lambda r: -(r[0].n_layers * r[0].d_model**2))
     if missing:
         base.mkdir(parents=True, exist_ok=True)
         n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))

@@ -199,8 +199,8 @@ def _check_patterns(model: Any, inputs: PatchingInputs, patterns: Tensor) -> tup
     return n_layers, n_heads
 
 
-def _heads_to_mask(heads: Sequence[tuple[int, int]], n_layers: int, n_heads: int,
-                   device: torch.device) -> Bool[Tensor, "layer head"]:
+def _heads_to_mask(heads: Sequence[tuple[int, int]], n_layers: int, n_heads: int) -> Bool[Tensor, "layer head"]:
+    """CPU mask of the given heads (masks only plan runs, so they stay on the host)."""
     mask = torch.zeros(n_layers, n_heads, dtype=torch.bool)
     for item in heads:
         try:
@@ -211,7 +211,7 @@ def _heads_to_mask(heads: Sequence[tuple[int, int]], n_layers: int, n_heads: int
             raise ValueError(f"head {(layer, head)} out of range: layer in [0, {n_layers - 1}], "
                              f"head in [0, {n_heads - 1}]")
         mask[layer, head] = True
-    return mask.to(device)
+    return mask
 
 
 # --------------------------------------------------------------------------- public: plain runs
@@ -362,10 +362,12 @@ class _LayerSkipEngine:
     # ---- the one forward of the pre checkpoint
     def _pre_run(self) -> None:
         L = self.n_layers
+        self.parallel = bool(getattr(self.model.cfg, "parallel_attn_mlp", False))
         names = set()
         for l in range(L):
-            names |= {f"blocks.{l}.hook_in", f"blocks.{l}.hook_out", f"blocks.{l}.attn.hook_out",
-                      f"blocks.{l}.attn.hook_z", _pattern_hook_name(l)}
+            names |= {f"blocks.{l}.hook_in", f"blocks.{l}.hook_out", f"blocks.{l}.attn.hook_z", _pattern_hook_name(l)}
+            if not self.parallel:  # a sequential block's MLP reads resid_pre + attn_out
+                names.add(f"blocks.{l}.attn.hook_out")
         block_calls: dict[int, tuple] = {}
         attn_call: dict[str, tuple] = {}
         handles = []
@@ -387,16 +389,17 @@ class _LayerSkipEngine:
         missing = sorted(n for n in names if n not in cache.keys())
         if missing or len(block_calls) != L or "last" not in attn_call:
             raise _FastPathUnsupported(f"the pre-run did not expose {missing[:3] or 'block/attention calls'}")
+        if any(not block_calls[l][0] for l in range(L)) or not attn_call["last"][0]:
+            raise _FastPathUnsupported("blocks are not called with the residual stream as first positional argument")
         self.resid_pre = [cache[f"blocks.{l}.hook_in"] for l in range(L)]
         self.resid_post = [cache[f"blocks.{l}.hook_out"] for l in range(L)]
-        self.attn_out = [cache[f"blocks.{l}.attn.hook_out"] for l in range(L)]
+        self.attn_out = None if self.parallel else [cache[f"blocks.{l}.attn.hook_out"] for l in range(L)]
         self.z_pre = [cache[f"blocks.{l}.attn.hook_z"] for l in range(L)]
         self.pattern_pre = [cache[_pattern_hook_name(l)] for l in range(L)]
         # Positional args after the hidden states, and kwargs, exactly as the model passed them.
         self.block_args = [(tuple(block_calls[l][0][1:]), _sanitize_call_kwargs(block_calls[l][1])) for l in range(L)]
         args, kwargs = attn_call["last"]
         self.attn_args = (tuple(args[1:]), _sanitize_call_kwargs(kwargs))
-        self.parallel = bool(getattr(self.model.cfg, "parallel_attn_mlp", False))
 
     # ---- building blocks of a run
     def _call_block(self, layer: int, resid: Tensor, n_copies: int) -> Tensor:
@@ -443,15 +446,17 @@ class _LayerSkipEngine:
         """p(answer) per copy and prompt, running blocks ``first_block ..`` from ``resid``.
 
         ``resid`` is the stacked residual stream entering ``first_block`` (``first_block ==
-        n_layers`` means it is already the final residual stream).  ``masks[c, j]`` are the heads
-        of block ``j`` that copy ``c`` patches with the post pattern.
+        n_layers`` means it is already the final residual stream).  ``masks[c, j]`` (on the CPU:
+        planning reads it without device syncs) are the heads of block ``j`` that copy ``c``
+        patches with the post pattern.
         """
         L = self.n_layers
         hooks = []
         if masks is not None:
             for j in range(first_block, L):
                 if bool(masks[:, j].any()):
-                    hooks.append((_pattern_hook_name(j), _pattern_patch_hook(self.post[j], masks[:, j])))
+                    mask = masks[:, j].to(self.device, non_blocking=True)
+                    hooks.append((_pattern_hook_name(j), _pattern_patch_hook(self.post[j], mask)))
         with self.model.hooks(fwd_hooks=hooks):
             for j in range(first_block, L - 1):
                 resid = self._call_block(j, resid, n_copies)
@@ -474,8 +479,11 @@ class _LayerSkipEngine:
         everything = torch.ones(1, self.n_heads, dtype=torch.bool, device=self.device)
         hooks = [(_pattern_hook_name(layer), _pattern_patch_hook(self.post[layer], everything)),
                  (f"blocks.{layer}.attn.hook_z", lambda z, hook: z_post.__setitem__("z", z) or z)]
-        with self.model.hooks(fwd_hooks=hooks):
-            out_all = self._call_block(layer, self.resid_pre[layer], 1)
+        try:
+            with self.model.hooks(fwd_hooks=hooks):
+                out_all = self._call_block(layer, self.resid_pre[layer], 1)
+        except (TypeError, RuntimeError, IndexError) as err:
+            raise _FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
         W_O = getattr(block.attn, "W_O", None)
         if "z" not in z_post or not isinstance(W_O, Tensor) or W_O.ndim != 3:
             raise _FastPathUnsupported(f"block {layer} exposes no hook_z / W_O [head, d_head, d_model]")
@@ -513,13 +521,17 @@ class _LayerSkipEngine:
         """Blocks called with stacked copies + answer-only head must reproduce the model's p."""
         first = max(0, self.n_layers - 2)
         resid = self.resid_pre[first].repeat(2, 1, 1)
-        p = self.run_tail(resid, first, 2)
+        try:
+            p = self.run_tail(resid, first, 2)
+        except (TypeError, RuntimeError, IndexError) as err:
+            raise _FastPathUnsupported(f"blocks cannot be called on stacked copies: {err}") from err
         err = float((p - self.p_pre_rows[None]).abs().max())
         if err > _P_CHECK_ATOL:
             raise _FastPathUnsupported(f"layer-skip tail differs from the model's forward by {err:.2e} in p")
 
     def p_of_sets(self, masks: Bool[Tensor, "sets layer head"], chunk: int) -> Float[Tensor, "sets"]:
         """Mean p(answer) for each joint patch ``masks[s]`` (copies grouped by lowest layer)."""
+        masks = masks.cpu()  # planning only; each chunk's masks go to the device once
         n_sets = masks.shape[0]
         out = self.p_pre.expand(n_sets).clone()
         any_layer = masks.any(dim=2)  # [sets, layer]
@@ -531,8 +543,9 @@ class _LayerSkipEngine:
             for lo in range(0, idx.numel(), chunk):
                 sel = idx[lo:lo + chunk]
                 m = masks[sel]
-                resid = self.start_residual(layer, m[:, layer])
-                out[sel] = self.run_tail(resid, layer + 1, sel.numel(), m).mean(dim=1)
+                resid = self.start_residual(layer, m[:, layer].to(self.device))
+                out[sel.to(self.device)] = self.run_tail(resid, layer + 1, sel.numel(), m).mean(dim=1)
+            del self._deltas[layer]  # [head, batch, pos, d_model] per layer: keep one at a time
         return out
 
 
@@ -540,11 +553,12 @@ def _p_of_sets_full_forward(model: Any, inputs: PatchingInputs, post: Tensor,
                             masks: Bool[Tensor, "sets layer head"], chunk: int) -> Float[Tensor, "sets"]:
     """Fallback: batched full forwards, every patch of a chunk stacked along the batch."""
     n_sets, n_layers, _ = masks.shape
+    masks = masks.cpu()
     out = torch.empty(n_sets, device=inputs.tokens.device)
     for lo in range(0, n_sets, chunk):
         m = masks[lo:lo + chunk]
         n = m.shape[0]
-        hooks = [(_pattern_hook_name(l), _pattern_patch_hook(post[l], m[:, l]))
+        hooks = [(_pattern_hook_name(l), _pattern_patch_hook(post[l], m[:, l].to(post.device)))
                  for l in range(n_layers) if bool(m[:, l].any())]
         stacked = PatchingInputs(inputs.tokens.repeat(n, 1), inputs.answers.repeat(n), inputs.answer_pos.repeat(n))
         p, _ = _answer_rows_forward(lambda tokens, **kw: model.run_with_hooks(tokens, fwd_hooks=hooks, **kw), stacked)
@@ -559,7 +573,7 @@ def _fast_p_of_sets(model: Any, inputs: PatchingInputs, patterns: Tensor,
         try:
             engine = _LayerSkipEngine(model, inputs, patterns)
             engine.check_tail()
-            return engine.p_of_sets(masks.to(engine.device), _chunk_size(model, inputs, memory_budget_mb)), engine.p_pre
+            return engine.p_of_sets(masks, _chunk_size(model, inputs, memory_budget_mb)), engine.p_pre
         except _FastPathUnsupported as err:
             warnings.warn(f"layer-skip patching unavailable for this model ({err}); using batched full "
                           "forwards", RuntimeWarning, stacklevel=3)
@@ -567,7 +581,7 @@ def _fast_p_of_sets(model: Any, inputs: PatchingInputs, patterns: Tensor,
         inputs = inputs.to(device)
         p_pre = _answer_rows_forward(model, inputs)[0].mean()
         chunk = _chunk_size(model, inputs, memory_budget_mb, full_logits=True)
-        return _p_of_sets_full_forward(model, inputs, patterns.to(device, torch.float32), masks.to(device), chunk), p_pre
+        return _p_of_sets_full_forward(model, inputs, patterns.to(device, torch.float32), masks, chunk), p_pre
 
 
 # --------------------------------------------------------------------------- public: patching
@@ -596,9 +610,8 @@ def patch_head_sets(model: Any, inputs: PatchingInputs, patterns: Float[Tensor, 
     """
     inputs = _as_inputs(inputs)
     n_layers, n_heads = _check_patterns(model, inputs, patterns)
-    device = _model_device(model)
-    masks = torch.stack([_heads_to_mask(s, n_layers, n_heads, device) for s in head_sets]) if len(head_sets) else \
-        torch.zeros(0, n_layers, n_heads, dtype=torch.bool, device=device)
+    masks = torch.stack([_heads_to_mask(s, n_layers, n_heads) for s in head_sets]) if len(head_sets) else \
+        torch.zeros(0, n_layers, n_heads, dtype=torch.bool)
     _chunk_size(model, inputs, memory_budget_mb)  # validates the budget before any forward
     if masks.shape[0] == 0:
         return torch.zeros(0)
@@ -684,23 +697,20 @@ def delta_p_all_heads(model: Any, inputs: PatchingInputs, patterns: Float[Tensor
     if method not in ("fast", "reference"):
         raise ValueError(f"method must be 'fast' or 'reference', got {method!r}")
     _chunk_size(model, inputs, memory_budget_mb)
-    device = _model_device(model)
     if heads is None:
-        head_mask = torch.ones(n_layers, n_heads, dtype=torch.bool, device=device)
+        head_mask = torch.ones(n_layers, n_heads, dtype=torch.bool)
     else:
-        head_mask = _heads_to_mask(heads, n_layers, n_heads, device)
+        head_mask = _heads_to_mask(heads, n_layers, n_heads)
     out = torch.full((n_layers, n_heads), float("nan"))
     if not bool(head_mask.any()):
         return out
     if method == "reference":
         return _reference_delta_p(model, inputs, patterns, head_mask)
     pairs = torch.nonzero(head_mask)  # [n, 2], ordered by layer: one stacked call per layer
-    masks = torch.zeros(pairs.shape[0], n_layers, n_heads, dtype=torch.bool, device=device)
-    masks[torch.arange(pairs.shape[0], device=device), pairs[:, 0], pairs[:, 1]] = True
+    masks = torch.zeros(pairs.shape[0], n_layers, n_heads, dtype=torch.bool)
+    masks[torch.arange(pairs.shape[0]), pairs[:, 0], pairs[:, 1]] = True
     p, p_pre = _fast_p_of_sets(model, inputs, patterns, masks, memory_budget_mb)
-    values = (p - p_pre).cpu()
-    pairs = pairs.cpu()
-    out[pairs[:, 0], pairs[:, 1]] = values
+    out[pairs[:, 0], pairs[:, 1]] = (p - p_pre).cpu()  # the one device -> host copy
     return out
 
 

@@ -106,8 +106,8 @@ def rank_heads_between(
         ValueError: if ``pre_step == post_step`` or ``method`` is unknown.
     """
     from interp.patching import (PatchingInputs, attribution_delta_p, cache_patterns, delta_p_all_heads,
-                                 mean_answer_prob, prescreen_rank_correlation)
-    from interp.ranking import rank_heads, topk_recovery
+                                 mean_answer_prob)
+    from interp.ranking import prescreen_rank_correlation, rank_heads, topk_recovery
 
     if pre_step == post_step:
         raise ValueError(f"pre_step == post_step == {pre_step}: patching needs two different checkpoints")

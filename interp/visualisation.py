@@ -61,7 +61,8 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     if metric == "accuracy" and threshold is not None:
         fig.add_hline(y=threshold, line_dash="dash", line_color="gray")
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
-    fig.update_layout(title="Capability vs step (★ = point of emergence)", height=420)
+    label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
+    fig.update_layout(title=f"{label} vs training step (★ = point of emergence; step 0 drawn at 0.5)", height=420)
     return fig
 
 

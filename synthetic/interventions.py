@@ -56,7 +56,9 @@ def parse_indices(text: str | None, n: int, what: str) -> list[int] | None:
         try:
             idx = int(item)
         except ValueError:
-            raise ValueError(f"{what} index {item.strip()!r} is not an integer (e.g. '0,2' or 'all')") from None
+            raise ValueError(
+                f"{what} index {item.strip()!r} is not an integer (e.g. '0,2' or 'all')"
+            ) from None
         out.append(idx)
     check_indices(out, n, what)
     return sorted(set(out))

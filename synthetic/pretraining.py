@@ -43,7 +43,7 @@ from typing import Iterator
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Int
+from jaxtyping import Int
 from torch import Tensor, nn
 
 from interp.io import atomic_write_text

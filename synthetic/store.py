@@ -77,7 +77,7 @@ class ResultsStore:
         if not run_id:
             raise ValueError(f"a results row needs a non-empty 'run_id', got {run_id!r}")
         if metrics is not None and len(metrics):
-            metrics = metrics.reset_index(drop=True).copy()
+            metrics = metrics.reset_index(drop=True).drop(columns=["run_id"], errors="ignore")
             metrics.insert(0, "run_id", run_id)
             atomic_to_parquet(metrics, self.metrics_path(run_id))
         table = pa.Table.from_pylist([row])

@@ -493,7 +493,8 @@ def execute_run(task: RunTask) -> RunRecord:
 def _one_torch_thread() -> Iterator[None]:
     """One intra-op thread per run: N workers on N cores must not oversubscribe, and a fixed
     thread count keeps float reductions (hence losses) identical across executors."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if "torch" not in sys.modules:  # a fresh worker: make OpenMP start with one thread too
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
         import torch
     except ImportError:  # a runner that does not use torch
@@ -590,7 +591,7 @@ def _execute_ray(tasks: Sequence[RunTask], jobs: int, address: str | None) -> It
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+            _start_local_ray(ray, jobs)
         started_here = True
     remote = ray.remote(num_cpus=1, max_retries=0)(execute_run)
     pending = {remote.remote(task): task for task in tasks}
@@ -607,6 +608,20 @@ def _execute_ray(tasks: Sequence[RunTask], jobs: int, address: str | None) -> It
         for ref in pending:
             ray.cancel(ref, force=True)
         if started_here:
+            ray.shutdown()
+
+
+def _start_local_ray(ray: Any, num_cpus: int, attempts: int = 3) -> None:
+    """``ray.init`` a local Ray with ``num_cpus`` CPUs, retrying a start-up timeout: Ray gives
+    its raylet a fixed 30 s to register, which a heavily loaded machine can exceed."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as err:
+            if "timed out during startup" not in str(err) or attempt == attempts:
+                raise
+            logger.warning("local Ray start-up timed out (attempt %d of %d); retrying", attempt, attempts)
             ray.shutdown()
 
 
@@ -736,17 +751,16 @@ def run_sweep(
 def build_row(task: RunTask, record: RunRecord, commit: str | None, sweep_name: str = "") -> dict[str, Any]:
     """One results row: run_id, status, error, the config fields, the summary, then metadata.
 
-    A summary key equal to a config field or a metadata column is stored as ``summary_<key>``.
+    A summary key equal to a config field or a metadata column is stored as ``summary_<key>``;
+    a value that is not a scalar (list, dict) is stored as JSON text.
     """
     row: dict[str, Any] = {"run_id": task.run_id, "status": record.status, "error": record.error}
     for key, value in task.config.items():
         if key in META_COLUMNS:
             raise ValueError(f"config field {key!r} clashes with a results column; rename it")
-        row[key] = list(value) if isinstance(value, tuple) else value
+        row[key] = _flat(value)
     for key, value in record.summary.items():
-        if isinstance(value, Mapping):  # nested values become JSON text: flat columns only
-            value = json.dumps(value, sort_keys=True, default=_json_default)
-        row[f"summary_{key}" if key in row or key in META_COLUMNS else key] = value
+        row[f"summary_{key}" if key in row or key in META_COLUMNS else key] = _flat(value)
     # The summary's own wall time (training only) is kept; this one covers the whole run.
     row["wall_time_s"] = record.wall_time_s
     row.update(
@@ -756,6 +770,14 @@ def build_row(task: RunTask, record: RunRecord, commit: str | None, sweep_name: 
         started_at=record.started_at, finished_at=record.finished_at,
     )
     return row
+
+
+def _flat(value: Any) -> Any:
+    """Scalars stay; anything else (list, dict, object) becomes JSON text, so every row is a
+    flat record whose columns keep one type across runs."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 # ================================================================================================

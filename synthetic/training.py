@@ -292,7 +292,9 @@ def _start_wandb(config: TrainConfig, out_dir: Path | None):
     try:
         import wandb as wandb_lib
     except ImportError:
-        raise ImportError("wandb logging needs the wandb package: pip install 'emergence-lens[wandb]'") from None
+        raise ImportError(
+            "wandb logging needs the wandb package: pip install 'emergence-lens[wandb]'"
+        ) from None
     return wandb_lib.init(
         project=os.environ.get("WANDB_PROJECT", "emergence-lens"),
         mode=os.environ.get("WANDB_MODE", "offline"),  # offline unless the user opts in

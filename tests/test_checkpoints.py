@@ -213,6 +213,9 @@ def test_local_suite_load_digest_duplicates(tiny_suite):
     with pytest.raises(CheckpointError) as error:
         source.load(7)
     assert "tiny-suite" in one_line(error) and "step 7" in str(error.value) and "steps: 2" in str(error.value)
+    with pytest.raises(CheckpointError) as error:
+        source.digest("last")
+    assert "'last' is not an integer training step (available: 0..2)" in one_line(error)
 
 
 def test_local_suite_layout_variants(tiny_suite, tmp_path):

@@ -309,3 +309,26 @@ def test_summaries_and_plots_from_store(reference):
     merged = metrics.merge(results[["run_id", "s"]], on="run_id")
     by_step = merged[merged["s"] == 1].groupby("step")["loss"].mean()
     assert list(curves.data[1].y) == pytest.approx(list(by_step.values), abs=1e-12)
+
+
+def test_local_ray_start_retries_a_startup_timeout():
+    """Ray gives its raylet a fixed 30 s to start; on a loaded machine the start is retried."""
+    from synthetic.sweeps import _start_local_ray
+
+    class FakeRay:
+        def __init__(self, failures: int) -> None:
+            self.failures, self.inits, self.shutdowns = failures, [], 0
+
+        def init(self, **kwargs) -> None:
+            self.inits.append(kwargs)
+            if len(self.inits) <= self.failures:
+                raise Exception("The current node timed out during startup. This could happen ...")
+
+        def shutdown(self) -> None:
+            self.shutdowns += 1
+
+    fake = FakeRay(failures=1)
+    _start_local_ray(fake, 2)
+    assert len(fake.inits) == 2 and fake.shutdowns == 1 and fake.inits[-1]["num_cpus"] == 2
+    with pytest.raises(Exception, match="timed out during startup"):
+        _start_local_ray(FakeRay(failures=3), 2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 import sys
@@ -106,9 +105,35 @@ def test_hf_models_are_bridged_and_match_hf_logits(arch):
     assert cache["blocks.1.hook_resid_pre"].shape == (2, 12, 16)
 
 
-def test_rwkv_records_the_version_that_ran():
+def test_failed_bridge_falls_back_to_the_plain_hf_model(monkeypatch):
+    import synthetic.models.hf as hf
+
+    def no_adapter(*args, **kwargs):
+        raise RuntimeError("no adapter for this model")
+
+    cfg = tiny("mamba2")
+    bridged = build_model(cfg).eval()
+    monkeypatch.setattr(hf, "boot_bridge", no_adapter)
+    plain = build_model(cfg).eval()
+    assert isinstance(plain, hf.HFCausalLM) and not plain.is_bridge
+    assert "no adapter" in plain.bridge_error and not has_attention(plain)
+    tokens = torch.randint(0, 3, (2, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        torch.testing.assert_close(plain(tokens), bridged(tokens), atol=1e-5, rtol=0)
+    assert count_parameters(plain) == count_parameters(bridged)
+
+
+def test_rwkv_records_the_version_that_ran(monkeypatch):
+    from synthetic.models.rwkv import RWKV_VERSION_ENV, rwkv_version
+
     model = build_model(tiny("rwkv"))
-    assert model.rwkv_version == (7 if torch.cuda.is_available() else 4)
+    assert model.rwkv_version == rwkv_version()  # 4 on CPU-only machines, 7 with CUDA and fla
+    assert rwkv_version("cpu") == 4
+    monkeypatch.setenv(RWKV_VERSION_ENV, "4")
+    assert build_model(tiny("rwkv", n_layers=1)).rwkv_version == 4
+    monkeypatch.setenv(RWKV_VERSION_ENV, "5")
+    with pytest.raises(ValueError, match="RWKV_VERSION"):
+        build_model(tiny("rwkv"))
 
 
 @pytest.mark.parametrize("arch", NON_ATTENTION)
@@ -202,6 +227,7 @@ def kernels_installed(request, monkeypatch):
     importlib.reload(modeling)
 
 
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")
 @pytest.mark.parametrize("kernels_installed", ["gated-deltanet", "mamba2"], indirect=True)
 def test_cpu_runs_when_triton_kernels_are_installed(kernels_installed):
     arch, modeling, reference = kernels_installed

@@ -116,9 +116,13 @@ def test_cellular_automaton_floor():
     one = CellularAutomatonTask(S=6, T=2, k=4, n_rules=1)
     assert one.floor == pytest.approx(5 * math.log(4) / 17, abs=1e-12)
     assert one.floor == pytest.approx(one.floor_lower_bound, abs=1e-12)
-    # A pool: inferring the rule costs extra, but less than ignoring the context.
+    # A pool: inferring the rule costs extra, at most ln n_rules per sequence (chain rule),
+    # exactly that once every sequence shows enough windows to single out its rule.
     pool = CellularAutomatonTask(S=6, T=2, k=4, n_rules=16)
-    assert pool.floor_lower_bound + 0.02 < pool.floor < pool.plateau_loss
+    assert pool.floor_lower_bound + 0.02 < pool.floor < pool.floor_upper_bound
+    long = CellularAutomatonTask(S=16, T=3, k=4, n_rules=16)
+    assert long.floor == pytest.approx((15 * math.log(4) + math.log(16)) / 63, abs=1e-12)
+    assert long.floor == pytest.approx(long.floor_upper_bound, abs=1e-12)
     # Deterministic in data_seed.
     assert CellularAutomatonTask(S=6, T=2, k=4, n_rules=16).floor == pool.floor
 

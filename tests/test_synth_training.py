@@ -197,3 +197,26 @@ def test_loss_per_output_and_entropy_by_hand():
     uniform = torch.tril(torch.ones(4, 4)) / torch.arange(1, 5)[:, None]
     ent = attention_entropy(uniform.expand(3, 2, 4, 4), torch.tensor([False, True, False, True]))
     assert torch.allclose(ent, torch.full((2,), (math.log(2) + math.log(4)) / 2))
+
+
+def test_wandb_logging_is_offline_by_default(monkeypatch):
+    calls = {"log": []}
+
+    class _Run:
+        def log(self, row, step):
+            calls["log"].append(step)
+
+        def finish(self):
+            calls["finished"] = True
+
+    class _Wandb:
+        @staticmethod
+        def init(**kwargs):
+            calls["init"] = kwargs
+            return _Run()
+
+    monkeypatch.setitem(__import__("sys").modules, "wandb", _Wandb)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    train(TrainConfig(**{**SMALL, "steps": 10, "eval_every": 5}), progress=False, wandb=True)
+    assert calls["init"]["mode"] == "offline" and calls["init"]["config"]["S"] == 4
+    assert calls["log"] == [0, 5, 10] and calls["finished"]

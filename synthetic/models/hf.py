@@ -20,6 +20,7 @@ Three jobs, each needed by more than one architecture module:
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import tempfile
@@ -194,6 +195,9 @@ def wrap_hf_model(hf_model: nn.Module, d_vocab: int, n_ctx: int, seed: int, **me
     probe = torch.randint(0, d_vocab, (2, n_ctx), generator=gen).to(_device_of(hf_model))
     with torch.no_grad():
         reference = hf_model(probe, use_cache=False).logits
+    # Booting rewrites the HF module tree in place, so a failed boot could leave it half
+    # converted: keep an untouched copy for the fallback.
+    pristine = copy.deepcopy(hf_model)
     model: nn.Module
     error = None
     try:
@@ -205,7 +209,7 @@ def wrap_hf_model(hf_model: nn.Module, d_vocab: int, n_ctx: int, seed: int, **me
         model = bridge
     except Exception as exc:  # noqa: BLE001 - any boot failure falls back, and is recorded
         error = f"{type(exc).__name__}: {exc}"[:500]
-        model = HFCausalLM(hf_model)
+        model = HFCausalLM(pristine)
     model.train()
     attrs = {"has_attention": False, "is_bridge": error is None, "bridge_error": error, **metadata}
     if error is None:

@@ -5,8 +5,9 @@
   positions (``rwkv_linear_attention_cpu``, ~230 ms/step on a toy): keep runs small.
 * RWKV-7 (Peng et al. 2025, "RWKV-7 Goose", arXiv 2503.14456): ``fla.models.RWKV7ForCausalLM``,
   whose layers exist only as triton kernels, so it is chosen only when a CUDA device is present
-  and ``fla`` imports. Every built model records the version that ran in ``model.rwkv_version``
-  (4 or 7); :func:`rwkv_version` says which one :func:`build` would pick here.
+  and ``fla`` imports (override: ``EMERGENCE_LENS_RWKV_VERSION=4|7``). Every built model records
+  the version that ran in ``model.rwkv_version`` (4 or 7); :func:`rwkv_version` says which one
+  :func:`build` would pick here.
 
 RWKV-4 mapping from :class:`synthetic.models.ModelConfig` (our choice; PAPER.md gives no
 configuration):
@@ -32,6 +33,7 @@ this project's CPU machines.
 from __future__ import annotations
 
 import importlib.util
+import os
 import warnings
 
 import torch
@@ -40,6 +42,7 @@ from torch import nn
 from synthetic.models.hf import freeze_dead_parameters, wrap_hf_model
 
 ARCH = "rwkv"
+RWKV_VERSION_ENV = "EMERGENCE_LENS_RWKV_VERSION"
 RWKV7_FFN_RATIO = 4  # fla RWKV7Config default hidden_ratio
 
 
@@ -48,7 +51,19 @@ def _d_model(cfg) -> int:
 
 
 def rwkv_version(device: str | torch.device | None = None) -> int:
-    """7 when ``device`` (default: CUDA if available) is CUDA and ``fla`` is importable, else 4."""
+    """7 when ``device`` (default: CUDA if available) is CUDA and ``fla`` is importable, else 4.
+
+    The environment variable ``EMERGENCE_LENS_RWKV_VERSION`` (``4`` or ``7``) overrides the
+    choice, e.g. to train RWKV-4 with ``--device cpu`` on a machine that has a GPU.
+
+    Raises:
+        ValueError: the environment variable holds anything but 4 or 7.
+    """
+    forced = os.environ.get(RWKV_VERSION_ENV)
+    if forced is not None:
+        if forced not in ("4", "7"):
+            raise ValueError(f"{RWKV_VERSION_ENV}={forced!r} is invalid: use 4 (transformers, CPU) or 7 (fla, CUDA)")
+        return int(forced)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_cuda = torch.device(device).type == "cuda"

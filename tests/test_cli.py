@@ -1,0 +1,76 @@
+"""Command-line interface: bad input gets a one-line error and leaves nothing half-written."""
+
+import shutil
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from interp.cli import app
+from tests.conftest import save_byte_tokenizer, save_tiny_neox
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(tmp_path_factory):
+    root = tmp_path_factory.mktemp("suite")
+    for seed, step in enumerate([0, 100, 200]):
+        save_tiny_neox(root / f"step{step}", seed=seed)
+    save_byte_tokenizer(root / "tokenizer")
+    return root
+
+
+def error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [l for l in result.output.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, result.output  # exactly one line, no traceback
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_unknown_model_id(tmp_path):
+    out = tmp_path / "out"
+    line = error_line(runner.invoke(app, ["bisect", "EleutherAI/pythia-71m", "--out", str(out)]))
+    assert "'EleutherAI/pythia-71m'" in line and "pythia-{14m,31m,70m,160m,410m}" in line
+    assert not out.exists()
+
+
+def test_step_not_in_the_suite_names_nearest_steps(tiny_suite, tmp_path):
+    out = tmp_path / "out"
+    line = error_line(runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "150", "--post", "200",
+                                          "--out", str(out)]))
+    assert "step 150" in line and "100, 200" in line
+    assert not out.exists()
+
+
+def test_pre_equals_post(tiny_suite, tmp_path):
+    out = tmp_path / "out"
+    line = error_line(runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "100", "--post", "100",
+                                          "--out", str(out)]))
+    assert "100" in line and "two different checkpoints" in line
+    assert not out.exists()
+
+
+def test_unknown_task(tiny_suite):
+    line = error_line(runner.invoke(app, ["bisect", str(tiny_suite), "--task", "ioi"]))
+    assert "'ioi'" in line and "repetition" in line
+
+
+def test_rank_heads_writes_tables(tiny_suite, tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    heads = pd.read_csv(out / "heads.csv")
+    assert len(heads) == 2 * 4 and sorted(heads["rank"]) == list(range(1, 9))
+    topk = pd.read_csv(out / "topk.csv")
+    assert list(topk["k"]) == list(range(1, 9))
+    assert sorted(p.name for p in out.iterdir()) == ["heads.csv", "topk.csv"]  # no temporary files left
+
+
+def test_bisect_on_a_local_suite(tiny_suite, tmp_path):
+    result = runner.invoke(app, ["bisect", str(tiny_suite), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    points = pd.read_csv(tmp_path / "points.csv")
+    # random tiny models never reach 50 % on digit repetition: reported as never emerging
+    assert points["emerged"].tolist() == [False] and points["n_evaluations"].tolist() == [2]

@@ -1,0 +1,230 @@
+"""Attention-pattern patching engine: fast path == TransformerLens reference, on two bridges.
+
+Models: (a) a random GPT-NeoX bridge (parallel residual, rotary_pct 0.25, booted offline from a
+saved directory with a byte tokenizer) and (b) a native TransformerLens transformer (sequential
+residual).  Each "post" checkpoint is its "pre" checkpoint with every head's W_Q scaled, so the
+two differ only through the attention patterns: patching all heads must give p_post exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from interp import patching  # noqa: E402
+from interp.patching import (  # noqa: E402
+    PatchingInputs,
+    answer_prob,
+    attribution_delta_p,
+    cache_patterns,
+    delta_p_all_heads,
+    mean_answer_prob,
+    patch_head_sets,
+    patch_heads,
+)
+
+N_LAYERS, N_HEADS, D_MODEL, VOCAB = 3, 4, 64, 256
+BATCH, POS = 6, 9
+
+
+def _byte_tokenizer(path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
+def neox_bridge(path, q_scale: float = 1.0):
+    """Random GPT-NeoX bridge; ``q_scale`` multiplies every head's query weights before boot."""
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=D_MODEL, num_hidden_layers=N_LAYERS,
+                        num_attention_heads=N_HEADS, intermediate_size=4 * D_MODEL, rotary_pct=0.25,
+                        use_parallel_residual=True, max_position_embeddings=64, initializer_range=0.4)
+    model = GPTNeoXForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for layer in model.gpt_neox.layers:  # fused qkv, interleaved per head: [head, (q k v), d_head, d_model]
+            layer.attention.query_key_value.weight.view(N_HEADS, 3, D_MODEL // N_HEADS, D_MODEL)[:, 0] *= q_scale
+    model.save_pretrained(path)
+    tokenizer = _byte_tokenizer(path)
+    return TransformerBridge.boot_transformers(str(path), hf_model=model, tokenizer=tokenizer).eval()
+
+
+def native_bridge(q_scale: float = 1.0):
+    """Random native TransformerLens transformer; weights x3 so patterns and logits are sharp."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_native(dict(
+        n_layers=N_LAYERS, d_model=D_MODEL, n_heads=N_HEADS, d_head=D_MODEL // N_HEADS, d_vocab=VOCAB,
+        n_ctx=64, act_fn="gelu", normalization_type="LN", seed=0))
+    with torch.no_grad():
+        for p in bridge.parameters():
+            if p.ndim >= 2:
+                p.mul_(3.0)
+        for block in bridge.blocks:
+            block.attn.q.original_component.weight.mul_(q_scale)
+    return bridge.eval()
+
+
+def make_inputs(post):
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, VOCAB, (BATCH, POS), generator=gen)
+    answer_pos = torch.randint(POS // 2, POS, (BATCH,), generator=gen)
+    with torch.no_grad():
+        answers = post(tokens)[torch.arange(BATCH), answer_pos].argmax(-1)
+    return PatchingInputs(tokens, answers, answer_pos)
+
+
+@pytest.fixture(scope="module", params=["neox", "native"])
+def pair(request, tmp_path_factory):
+    """(name, pre, post, inputs, post_patterns)."""
+    torch.set_num_threads(1)
+    if request.param == "neox":
+        pre = neox_bridge(tmp_path_factory.mktemp("pre"))
+        post = neox_bridge(tmp_path_factory.mktemp("post"), q_scale=6.0)
+    else:
+        pre, post = native_bridge(), native_bridge(q_scale=4.0)
+    inputs = make_inputs(post)
+    return request.param, pre, post, inputs, cache_patterns(post, inputs.tokens)
+
+
+def hooks_reference(model, inputs, patterns, heads):
+    """Independent joint patch: one run_with_hooks forward replacing the heads' patterns."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+
+    def hook_for(layer):
+        def hook(pattern, hook):
+            pattern = pattern.clone()
+            pattern[:, by_layer[layer]] = patterns[layer][:, by_layer[layer]]
+            return pattern
+        return hook
+
+    with torch.no_grad():
+        logits = model.run_with_hooks(inputs.tokens, fwd_hooks=[
+            (f"blocks.{l}.attn.hook_pattern", hook_for(l)) for l in by_layer])
+    return float(answer_prob(logits, inputs).mean())
+
+
+def test_fast_equals_transformer_lens_reference(pair):
+    name, pre, post, inputs, patterns = pair
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the layer-skip path, not the fallback
+        fast = delta_p_all_heads(pre, inputs, patterns, method="fast")
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")  # TL get_act_patch_..._all_pos
+    assert fast.shape == (N_LAYERS, N_HEADS)
+    assert fast.abs().max() > 1e-3, f"{name}: patches too weak to test anything"
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (fast - reference).abs().max()
+
+
+def test_reference_equals_hand_written_hooks(pair):
+    _, pre, _, inputs, patterns = pair
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
+    p_pre = mean_answer_prob(pre, inputs)
+    for layer, head in [(0, 0), (1, 3), (N_LAYERS - 1, 2)]:
+        expected = hooks_reference(pre, inputs, patterns, [(layer, head)]) - p_pre
+        assert abs(float(reference[layer, head]) - expected) < 1e-5
+
+
+def test_patching_every_head_gives_the_post_checkpoint(pair):
+    _, pre, post, inputs, patterns = pair
+    every = [(l, h) for l in range(N_LAYERS) for h in range(N_HEADS)]
+    p_post, p_pre = mean_answer_prob(post, inputs), mean_answer_prob(pre, inputs)
+    assert abs(p_post - p_pre) > 1e-2
+    assert abs(patch_heads(pre, inputs, patterns, every) - p_post) < 1e-5
+    assert abs(patch_heads(pre, inputs, patterns, []) - p_pre) < 1e-6
+
+
+def test_joint_sets_equal_hooks_reference(pair):
+    _, pre, _, inputs, patterns = pair
+    sets = [[(0, 1)], [(1, 0), (1, 2)], [(2, 3), (0, 2), (1, 1)], [(2, 0)]]
+    got = patch_head_sets(pre, inputs, patterns, sets)
+    for p, heads in zip(got.tolist(), sets):
+        assert abs(p - hooks_reference(pre, inputs, patterns, heads)) < 1e-5
+
+
+def test_head_subset_and_small_memory_budget(pair):
+    _, pre, _, inputs, patterns = pair
+    full = delta_p_all_heads(pre, inputs, patterns)
+    subset = [(0, 3), (2, 1), (1, 1)]
+    # A 10 KiB budget forces one copy of the prompts per chunk.
+    assert patching._chunk_size(pre, inputs, 0.01) == 1
+    part = delta_p_all_heads(pre, inputs, patterns, heads=subset, memory_budget_mb=0.01)
+    mask = torch.zeros(N_LAYERS, N_HEADS, dtype=torch.bool)
+    for l, h in subset:
+        mask[l, h] = True
+    assert torch.isnan(part[~mask]).all()
+    assert torch.allclose(part[mask], full[mask], atol=1e-6, rtol=0)
+
+
+def test_fallback_full_forwards_when_layer_skip_check_fails(pair, monkeypatch):
+    _, pre, _, inputs, patterns = pair
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
+
+    def fail(self):
+        raise patching._FastPathUnsupported("forced by the test")
+
+    monkeypatch.setattr(patching._LayerSkipEngine, "check_tail", fail)
+    with pytest.warns(RuntimeWarning, match="batched full forwards"):
+        fallback = delta_p_all_heads(pre, inputs, patterns, memory_budget_mb=2)
+    assert torch.allclose(fallback, reference, atol=1e-5, rtol=0)
+
+
+def test_attribution_is_exact_to_first_order(pair):
+    """On patterns moved a small step eps toward the post checkpoint, attribution == exact delta_p."""
+    _, pre, _, inputs, patterns = pair
+    pre_patterns = cache_patterns(pre, inputs.tokens)
+    eps = 1e-2
+    nudged = pre_patterns + eps * (patterns - pre_patterns)  # convex combination: still a pattern
+    exact = delta_p_all_heads(pre, inputs, nudged)
+    estimate = attribution_delta_p(pre, inputs, nudged)
+    scale = float(exact.abs().max())
+    assert scale > 1e-5
+    assert float((estimate - exact).abs().max()) < 0.05 * scale
+    # Attribution is linear in the pattern change: the full step is 1/eps times the nudge.
+    full = attribution_delta_p(pre, inputs, patterns)
+    assert torch.allclose(full * eps, estimate, atol=1e-6, rtol=1e-3)
+
+
+def test_answer_prob_is_softmax_at_answer_position():
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, 5, 11, generator=gen)
+    inputs = PatchingInputs(torch.zeros(3, 5, dtype=torch.long), torch.tensor([1, 7, 10]), torch.tensor([4, 0, 2]))
+    expected = torch.stack([logits[b, inputs.answer_pos[b]].softmax(-1)[inputs.answers[b]] for b in range(3)])
+    assert torch.allclose(answer_prob(logits, inputs), expected, atol=1e-7)
+    with pytest.raises(ValueError, match="logits must have shape"):
+        answer_prob(logits[:, :4], inputs)
+
+
+def test_bad_inputs_raise_one_line_errors(pair):
+    _, pre, _, inputs, patterns = pair
+    from types import SimpleNamespace
+
+    no_heads = SimpleNamespace(cfg=SimpleNamespace(n_layers=2, n_heads=0), hook_dict={})
+    cases = [
+        (lambda: cache_patterns(no_heads, inputs.tokens), "no attention heads"),
+        (lambda: delta_p_all_heads(pre, inputs, patterns[:, :, :2]), "patterns must have shape"),
+        (lambda: delta_p_all_heads(pre, inputs, patterns, method="slow"), "method must be"),
+        (lambda: delta_p_all_heads(pre, inputs, patterns, heads=[(N_LAYERS, 0)]), "out of range"),
+        (lambda: delta_p_all_heads(pre, inputs, patterns, memory_budget_mb=0), "memory_budget_mb"),
+        (lambda: PatchingInputs(inputs.tokens, inputs.answers[:2], inputs.answer_pos), "answers must have shape"),
+        (lambda: PatchingInputs(inputs.tokens, inputs.answers, inputs.answer_pos + POS), "answer_pos must lie"),
+        (lambda: PatchingInputs(inputs.tokens.float(), inputs.answers, inputs.answer_pos), "integer"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message) as err:
+            call()
+        assert "\n" not in str(err.value)

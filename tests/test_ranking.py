@@ -1,0 +1,134 @@
+"""Head ranking, joint top-K recovery and the attribution pre-screen, on a native transformer.
+
+The post checkpoint is the pre checkpoint with every W_Q scaled, so the two differ only through
+the attention patterns: patching the top K = all heads must recover exactly 1.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pandas as pd
+import pytest
+import torch
+
+from interp.patching import PatchingInputs, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
+from interp.ranking import (
+    HeadRanking,
+    head_ranking_report,
+    prescreen_rank_correlation,
+    rank_heads,
+    topk_recovery,
+)
+
+N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 6, 9
+
+
+def native_bridge(q_scale: float = 1.0):
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_native(dict(
+        n_layers=N_LAYERS, d_model=64, n_heads=N_HEADS, d_head=16, d_vocab=VOCAB, n_ctx=64,
+        act_fn="gelu", normalization_type="LN", seed=0))
+    with torch.no_grad():
+        for p in bridge.parameters():
+            if p.ndim >= 2:
+                p.mul_(3.0)
+        for block in bridge.blocks:
+            block.attn.q.original_component.weight.mul_(q_scale)
+    return bridge.eval()
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.set_num_threads(1)
+    pre, post = native_bridge(), native_bridge(q_scale=4.0)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, VOCAB, (BATCH, POS), generator=gen)
+    answer_pos = torch.full((BATCH,), POS - 1)
+    with torch.no_grad():
+        answers = post(tokens)[:, -1].argmax(-1)
+    return pre, post, PatchingInputs(tokens, answers, answer_pos)
+
+
+def test_rank_heads_orders_by_delta_p_and_ranks_nan_last():
+    delta_p = torch.tensor([[0.1, float("nan"), -0.2], [0.3, 0.1, 0.0]])
+    frame = rank_heads(delta_p)
+    assert list(frame.columns) == ["layer", "head", "delta_p", "rank"]
+    assert list(zip(frame["layer"], frame["head"])) == [(1, 0), (0, 0), (1, 1), (1, 2), (0, 2), (0, 1)]
+    assert frame["rank"].tolist()[:5] == [1, 2, 3, 4, 5] and frame["rank"].isna().tolist() == [False] * 5 + [True]
+    with pytest.raises(ValueError, match=r"\[layer, head\]"):
+        rank_heads(torch.zeros(4))
+
+
+def test_topk_recovery_reaches_one_and_matches_joint_patches(setup):
+    pre, post, inputs = setup
+    patterns = cache_patterns(post, inputs.tokens)
+    with torch.no_grad():
+        p_pre = float(answer_prob(pre(inputs.tokens), inputs).mean())
+        p_post = float(answer_prob(post(inputs.tokens), inputs).mean())
+    ranking = rank_heads(delta_p_all_heads(pre, inputs, patterns))
+    topk = topk_recovery(pre, inputs, patterns, ranking, p_pre, p_post)
+    assert list(topk.columns) == ["k", "p_patched", "recovered"]
+    assert topk["k"].tolist() == list(range(1, N_LAYERS * N_HEADS + 1))
+    assert abs(p_post - p_pre) > 1e-2
+    assert abs(topk["recovered"].iloc[-1] - 1.0) < 1e-4  # all heads patched == post checkpoint
+    top = list(zip(ranking["layer"], ranking["head"]))
+    for k in (1, 3):
+        assert abs(topk["p_patched"].iloc[k - 1] - patch_heads(pre, inputs, patterns, top[:k])) < 1e-6
+    # K = 1 is the top head alone: its recovered value is its delta_p over the pre -> post change.
+    assert abs(topk["recovered"].iloc[0] - ranking["delta_p"].iloc[0] / (p_post - p_pre)) < 1e-4
+    with pytest.raises(ValueError, match="ks must lie"):
+        topk_recovery(pre, inputs, patterns, ranking, p_pre, p_post, ks=[0])
+
+
+def test_recovered_is_nan_with_a_warning_when_p_post_equals_p_pre(setup):
+    pre, post, inputs = setup
+    patterns = cache_patterns(post, inputs.tokens)
+    ranking = rank_heads(torch.arange(N_LAYERS * N_HEADS, dtype=torch.float32).reshape(N_LAYERS, N_HEADS))
+    with pytest.warns(RuntimeWarning, match="p_post == p_pre"):
+        topk = topk_recovery(pre, inputs, patterns, ranking, 0.25, 0.25, ks=[1, 2])
+    assert topk["recovered"].isna().all() and topk["p_patched"].notna().all()
+
+
+def test_head_ranking_report_end_to_end_and_prescreen(setup):
+    pre, post, inputs = setup
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        report = head_ranking_report(pre, post, inputs)
+    assert isinstance(report, HeadRanking)
+    exact = delta_p_all_heads(pre, inputs, report.post_patterns)
+    assert torch.allclose(report.delta_p, exact, atol=1e-6, rtol=0)
+    assert report.heads["rank"].tolist() == list(range(1, N_LAYERS * N_HEADS + 1))
+    assert abs(report.topk["recovered"].iloc[-1] - 1.0) < 1e-4
+    assert report.delta_p_attribution is None
+
+    screened = head_ranking_report(pre, post, inputs, prescreen_top_n=3)
+    attribution = screened.delta_p_attribution
+    top3 = torch.topk(attribution.flatten(), 3).indices
+    computed = torch.nonzero(~torch.isnan(screened.delta_p.flatten())).flatten()
+    assert sorted(computed.tolist()) == sorted(top3.tolist())
+    assert torch.allclose(screened.delta_p.flatten()[computed], exact.flatten()[computed], atol=1e-6, rtol=0)
+    assert len(screened.topk) == 3 and screened.heads["rank"].notna().sum() == 3
+    assert "delta_p_attribution" in screened.heads.columns
+    with pytest.raises(ValueError, match="prescreen_top_n"):
+        head_ranking_report(pre, post, inputs, prescreen_top_n=0)
+
+
+def test_prescreen_rank_correlation_is_spearman():
+    exact = torch.tensor([[0.5, -0.1, 0.3], [0.0, 0.2, -0.4]])
+    assert prescreen_rank_correlation(exact, exact * 7) == pytest.approx(1.0)
+    assert prescreen_rank_correlation(exact, -exact) == pytest.approx(-1.0)
+    attr = torch.tensor([[0.4, 0.0, 0.1], [-0.2, 0.3, -0.5]])
+    # No ties: Spearman = 1 - 6 sum d^2 / (n (n^2 - 1)).
+    rank_e = pd.Series(exact.flatten().numpy()).rank().to_numpy()
+    rank_a = pd.Series(attr.flatten().numpy()).rank().to_numpy()
+    n = 6
+    expected = 1 - 6 * ((rank_e - rank_a) ** 2).sum() / (n * (n * n - 1))
+    assert prescreen_rank_correlation(exact, attr) == pytest.approx(expected)
+    with_nan = exact.clone()
+    with_nan[0, 0] = float("nan")
+    assert math.isfinite(prescreen_rank_correlation(with_nan, attr))
+    with pytest.raises(ValueError, match="same"):
+        prescreen_rank_correlation(exact, attr[:1])
