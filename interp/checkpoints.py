@@ -218,9 +218,9 @@ def _release_memory() -> None:
 
 
 @contextmanager
-def _quiet_loading():
-    """Silence transformers' per-load "Loading weights" bar (one per checkpoint in a sweep),
-    restoring the user's setting afterwards."""
+def quiet_hf_progress():
+    """Silence transformers' per-file "Loading weights" / "Writing model shards" bars (one per
+    checkpoint in a sweep), restoring the user's setting afterwards."""
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
@@ -351,7 +351,7 @@ class CheckpointSource(ABC):
 
         self.close()  # drop the previous bridge before allocating the next one
         device = _default_device(device)
-        with _quiet_loading():
+        with quiet_hf_progress():
             hf_model = AutoModelForCausalLM.from_pretrained(
                 folder, config=config, dtype=torch.float32, attn_implementation="eager",
                 use_safetensors=None if self.allow_pickle else True,

@@ -32,7 +32,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.checkpoints import make_byte_tokenizer
+from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress
 from interp.io import atomic_write_text
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
@@ -202,7 +202,8 @@ def train_run(
     for step in range(cfg.steps + 1):
         if step in save_at:
             if out_dir is not None:
-                model.save_pretrained(out_dir / f"step{step}", safe_serialization=True)
+                with quiet_hf_progress():
+                    model.save_pretrained(out_dir / f"step{step}")
             if eval_fn is not None:
                 eval_fn(model, step)
         if step == cfg.steps:

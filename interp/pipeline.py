@@ -233,7 +233,9 @@ class MainJobReport:
             rows.append({
                 "model": r.model, "seed": r.seed, "emerged": r.point.emerged, "pre_step": r.point.pre_step,
                 "post_step": r.point.post_step, "n_evaluations": r.point.n_evaluations, "p_pre": r.p_pre,
-                "p_post": r.p_post, "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
+                "p_post": r.p_post,
+                # recovered divides by this jump: below ~0.05 it is ill-conditioned (read it with care)
+                "jump": None if r.p_pre is None else r.p_post - r.p_pre, "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                 "top_delta_p": None if top is None else float(top["delta_p"]), "recovered_top2": rec2,
             })
         return pd.DataFrame(rows)
