@@ -22,6 +22,17 @@ app = typer.Typer(help="emergence-lens: find the point of emergence and the head
 EMBEDDED = {"embedded": "FULL", "embedded-quick": "QUICK"}
 
 
+@app.callback()
+def _main(threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, envvar="EMERGENCE_LENS_THREADS",
+        help="torch CPU threads (default: torch's choice). 1 is fastest on a busy machine.")) -> None:
+    """emergence-lens: find the point of emergence and the heads behind it."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 def _one_line_errors(fn):
     """Turn our ValueErrors (bad input) into a one-line message and exit status 2."""
 

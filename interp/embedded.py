@@ -108,7 +108,7 @@ class SuiteConfig:
 SMALL = ModelSize("neox-2l-64d", n_layers=2, d_model=64, n_heads=4)
 BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
 
-#: The default: 2 sizes x 3 seeds, 3000 steps, 41 checkpoints per run (~12 min on 2 cores).
+#: The default: 2 sizes x 3 seeds, 3000 steps, 38 checkpoints per run (~12 min on 2 cores).
 FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100)
 #: CI-sized: the small model at two seeds, 2400 steps (~2 min on 2 cores).
 QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)

@@ -12,9 +12,11 @@ The search keeps the last evaluated step below the threshold and the first evalu
 it after that, and evaluates the middle of the gap until the two are consecutive: on a monotone
 curve that is plain bisection, ``ceil(log2 N) + 2`` evaluations at most (first, last, then
 halving). When the evaluated accuracies are not monotone (a step at or above the threshold
-before one below it, or a drop larger than ``drop_tolerance``), the result says so and every
-step of the bracket around the non-monotone stretch is evaluated (a scan), so the reported
-point is the last crossing of a fully evaluated stretch.
+before one below it, or a drop larger than sampling noise: 3 standard errors by default), the
+result says so and every step of the bracket around the non-monotone stretch is evaluated (a
+scan), so the reported point is the last crossing of a fully evaluated stretch. A scan costs
+evaluations beyond the bisection budget; on a curve whose capability really dips below the
+threshold after first crossing it, it is what makes the answer agree with a full scan.
 """
 
 from __future__ import annotations
@@ -121,7 +123,21 @@ def _bracket(steps: list[int], acc: dict[int, float], threshold: float) -> tuple
     return last_below, (after[0] if after else None)
 
 
-def _non_monotone_span(steps: list[int], acc: dict[int, float], threshold: float, drop_tolerance: float):
+def drop_is_significant(high: float, low: float, n_prompts: int, drop_tolerance: float | None) -> bool:
+    """Whether accuracy falling from ``high`` to ``low`` is more than sampling noise.
+
+    With ``drop_tolerance=None`` the tolerance is 3 standard errors of the difference of two
+    binomial proportions measured on ``n_prompts`` prompts each (pooled p); else the given
+    tolerance (accuracy units).
+    """
+    if drop_tolerance is None:
+        pooled = (high + low) / 2
+        drop_tolerance = 3.0 * math.sqrt(max(pooled * (1 - pooled), 1e-12) * 2 / max(n_prompts, 1))
+    return high - low > drop_tolerance
+
+
+def _non_monotone_span(steps: list[int], acc: dict[int, float], threshold: float,
+                       drop_tolerance: float | None, n_prompts: int):
     """(first, last) indices of the evaluated stretch that breaks monotonicity, or None."""
     evaluated = [i for i, s in enumerate(steps) if s in acc]
     values = [acc[steps[i]] for i in evaluated]
@@ -129,7 +145,7 @@ def _non_monotone_span(steps: list[int], acc: dict[int, float], threshold: float
     for a in range(len(evaluated)):
         for b in range(a + 1, len(evaluated)):
             crosses_back = values[a] >= threshold > values[b]
-            drops = values[a] - values[b] > drop_tolerance
+            drops = drop_is_significant(values[a], values[b], n_prompts, drop_tolerance)
             if crosses_back or drops:
                 start = evaluated[a] if start is None else min(start, evaluated[a])
                 end = evaluated[b] if end is None else max(end, evaluated[b])
@@ -140,7 +156,7 @@ def search_emergence(
     steps: Sequence[int],
     evaluate_step: Callable[[int], CapabilityScore],
     threshold: float = 0.5,
-    drop_tolerance: float = 0.15,
+    drop_tolerance: float | None = None,
     model_id: str = "",
 ) -> EmergencePoint:
     """Find the point of emergence by bisection over ``steps`` (see the module docstring).
@@ -151,7 +167,9 @@ def search_emergence(
         threshold: greedy-accuracy threshold (fraction), default 0.5 (issue 2; paper: "solved" =
             greedy prediction equals the answer).
         drop_tolerance: an accuracy drop larger than this between evaluated steps marks the curve
-            non-monotone (accuracy units).
+            non-monotone (accuracy units); ``None`` (default) = 3 standard errors of the
+            difference of two binomial proportions on the task's prompt count, so that sampling
+            noise does not trigger scans.
         model_id: label stored on the result.
 
     Returns:
@@ -180,7 +198,8 @@ def search_emergence(
         if lo is not None and hi is not None and hi - lo > 1:
             ev((lo + hi) // 2)
             continue
-        span = _non_monotone_span(steps, acc(), threshold, drop_tolerance)
+        n_prompts = min(score.n_prompts for score in scores.values())
+        span = _non_monotone_span(steps, acc(), threshold, drop_tolerance, n_prompts)
         unevaluated = [] if span is None else [i for i in range(span[0], span[1] + 1) if steps[i] not in scores]
         if span is not None:
             monotone = False

@@ -357,15 +357,17 @@ class _LayerSkipEngine:
         self.post = patterns.to(self.device, torch.float32)
         self.batch, self.pos = self.inputs.batch, self.inputs.pos
         self._deltas: dict[int, Tensor] = {}
+        self._structure_checked = False  # set once block l itself confirmed the delta path
         self._pre_run()
 
     # ---- the one forward of the pre checkpoint
     def _pre_run(self) -> None:
         L = self.n_layers
         self.parallel = bool(getattr(self.model.cfg, "parallel_attn_mlp", False))
-        names = set()
+        names, optional = set(), set()
         for l in range(L):
             names |= {f"blocks.{l}.hook_in", f"blocks.{l}.hook_out", f"blocks.{l}.attn.hook_z", _pattern_hook_name(l)}
+            optional.add(f"blocks.{l}.attn.hook_v")
             if not self.parallel:  # a sequential block's MLP reads resid_pre + attn_out
                 names.add(f"blocks.{l}.attn.hook_out")
         block_calls: dict[int, tuple] = {}
@@ -380,7 +382,7 @@ class _LayerSkipEngine:
                 lambda mod, args, kwargs: attn_call.__setitem__("last", (args, kwargs)), with_kwargs=True))
         try:
             self.p_pre_rows, (cache,) = _answer_rows_forward(
-                lambda tokens, **kw: self.model.run_with_cache(tokens, names_filter=lambda n: n in names, **kw),
+                lambda tokens, **kw: self.model.run_with_cache(tokens, names_filter=lambda n: n in names or n in optional, **kw),
                 self.inputs)
         finally:
             for h in handles:
@@ -396,6 +398,8 @@ class _LayerSkipEngine:
         self.attn_out = None if self.parallel else [cache[f"blocks.{l}.attn.hook_out"] for l in range(L)]
         self.z_pre = [cache[f"blocks.{l}.attn.hook_z"] for l in range(L)]
         self.pattern_pre = [cache[_pattern_hook_name(l)] for l in range(L)]
+        v_names = [f"blocks.{l}.attn.hook_v" for l in range(L)]
+        self.v_pre = [cache[n] for n in v_names] if all(n in cache.keys() for n in v_names) else None
         # Positional args after the hidden states, and kwargs, exactly as the model passed them.
         self.block_args = [(tuple(block_calls[l][0][1:]), _sanitize_call_kwargs(block_calls[l][1])) for l in range(L)]
         args, kwargs = attn_call["last"]
@@ -470,38 +474,67 @@ class _LayerSkipEngine:
         return _prob_of_rows(logits, answers).reshape(n_copies, self.batch)
 
     # ---- layer l: per-head change of the attention output
+    def _z_post_direct(self, layer: int) -> Tensor | None:
+        """``z`` with every head on its post pattern, as ``pattern @ v`` from the cached ``hook_v``.
+
+        Returns None unless the same formula rebuilds the cached pre-run ``z`` (checks the
+        [batch, pos, kv_head, d_head] layout and the grouped-query head mapping).
+        """
+        v = self.v_pre[layer] if self.v_pre is not None else None
+        z_pre = self.z_pre[layer]
+        if v is None or v.ndim != 4 or z_pre.ndim != 4 or v.shape[2] == 0 or self.n_heads % v.shape[2]:
+            return None
+        v = v.float().repeat_interleave(self.n_heads // v.shape[2], dim=2)  # GQA: kv head of each head
+        rebuilt = torch.einsum("bhqk,bkhd->bqhd", self.pattern_pre[layer].float(), v)
+        if rebuilt.shape != z_pre.shape or not torch.allclose(rebuilt, z_pre.float(), rtol=1e-4, atol=1e-5):
+            return None
+        return torch.einsum("bhqk,bkhd->bqhd", self.post[layer], v)
+
     def head_deltas(self, layer: int) -> Float[Tensor, "head batch pos d_model"]:
-        """Change of block ``layer``'s attention output when head h alone is patched (cached)."""
+        """Change of block ``layer``'s attention output when head h alone is patched (cached).
+
+        ``delta[h] = (z_post - z_pre)[:, :, h] @ W_O[h]``.  The first layer computed (and any
+        layer whose ``z`` cannot be rebuilt from ``hook_v``) also runs block ``layer`` itself
+        with every head patched, and the reconstruction must equal it.
+        """
         if layer in self._deltas:
             return self._deltas[layer]
         block = self.model.blocks[layer]
-        z_post: dict[str, Tensor] = {}
         everything = torch.ones(1, self.n_heads, dtype=torch.bool, device=self.device)
-        hooks = [(_pattern_hook_name(layer), _pattern_patch_hook(self.post[layer], everything)),
-                 (f"blocks.{layer}.attn.hook_z", lambda z, hook: z_post.__setitem__("z", z) or z)]
-        try:
-            with self.model.hooks(fwd_hooks=hooks):
-                out_all = self._call_block(layer, self.resid_pre[layer], 1)
-        except (TypeError, RuntimeError, IndexError) as err:
-            raise _FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
+        z_post = self._z_post_direct(layer)
+        out_all = None
+        if z_post is None or not self._structure_checked:
+            captured: dict[str, Tensor] = {}
+            hooks = [(_pattern_hook_name(layer), _pattern_patch_hook(self.post[layer], everything)),
+                     (f"blocks.{layer}.attn.hook_z", lambda z, hook: captured.__setitem__("z", z) or z)]
+            try:
+                with self.model.hooks(fwd_hooks=hooks):
+                    out_all = self._call_block(layer, self.resid_pre[layer], 1)
+            except (TypeError, RuntimeError, IndexError) as err:
+                raise _FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
+            if "z" not in captured:
+                raise _FastPathUnsupported(f"block {layer} exposes no hook_z")
+            z_post = captured["z"] if z_post is None else z_post
         W_O = getattr(block.attn, "W_O", None)
-        if "z" not in z_post or not isinstance(W_O, Tensor) or W_O.ndim != 3:
-            raise _FastPathUnsupported(f"block {layer} exposes no hook_z / W_O [head, d_head, d_model]")
-        dz = z_post["z"].float() - self.z_pre[layer].float()
+        if not isinstance(W_O, Tensor) or W_O.ndim != 3:
+            raise _FastPathUnsupported(f"block {layer} exposes no W_O [head, d_head, d_model]")
+        dz = z_post.float() - self.z_pre[layer].float()
         if dz.ndim != 4 or dz.shape[2] != self.n_heads:
             raise _FastPathUnsupported(f"hook_z of block {layer} has shape {tuple(dz.shape)}, not [batch, pos, head, d_head]")
         pattern_moved = not torch.equal(self.post[layer], self.pattern_pre[layer].float())
-        if pattern_moved and not bool(dz.abs().max() > 0):
+        if out_all is not None and pattern_moved and not bool(dz.abs().max() > 0):
             raise ValueError(f"block {layer}'s attention ignores edits of hook_pattern (z is unchanged); "
                              "this architecture's bridge cannot be pattern-patched")
         delta = torch.einsum("bphd,hdm->hbpm", dz, W_O.to(dz.dtype))
         self._deltas[layer] = delta
-        # Check: the reconstruction with every head patched equals the block itself.
-        rebuilt = self.start_residual(layer, everything)
-        err = float((rebuilt - out_all).abs().max())
-        if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
-            del self._deltas[layer]
-            raise _FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+        if out_all is not None:
+            # The reconstruction with every head patched must equal the block itself.
+            rebuilt = self.start_residual(layer, everything)
+            err = float((rebuilt - out_all).abs().max())
+            if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
+                del self._deltas[layer]
+                raise _FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+            self._structure_checked = True
         return delta
 
     def start_residual(self, layer: int, head_mask: Bool[Tensor, "copies head"]) -> Float[Tensor, "rows pos d_model"]:
