@@ -6,7 +6,7 @@ importing torch and TransformerLens) is included, as a user waits for it; and ag
 warm workers, which is the steady state of a long sweep. Goal: end-to-end >= 1.7x on a 2-core
 machine. The load average is printed because other processes on the machine change the ratio.
 
-    .venv/bin/python benchmarks/bench_sweep_parallel.py [--steps 150] [--jobs 2]
+    .venv/bin/python benchmarks/bench_sweep_parallel.py [--steps 400] [--jobs 2]
 
 Last line: ``sweep_parallel_speedup: <serial / parallel end to end>``.
 """
@@ -43,7 +43,7 @@ def timed_sweep(steps: int, jobs: int) -> tuple[float, float, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=150, help="training steps per run")
+    parser.add_argument("--steps", type=int, default=400, help="training steps per run")
     parser.add_argument("--jobs", type=int, default=2, help="joblib workers for the parallel sweep")
     args = parser.parse_args()
     torch.set_num_threads(1)

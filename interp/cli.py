@@ -113,7 +113,7 @@ def _print_summary(report, out: Path) -> None:
         return format(value, spec) if isinstance(value, float) else str(value)
 
     table = Table(title="Points of emergence and top heads")
-    for column in ["run", "emerged", "pre → post", "evals", "p pre → post", "top head (Δp)", "recovered K=2"]:
+    for column in ["run", "emerged", "pre → post", "evals", "p pre → post", "top head (Δp)", "recovered K=2", "pre-screen ρ"]:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
@@ -121,7 +121,7 @@ def _print_summary(report, out: Path) -> None:
             f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["n_evaluations"]),
             f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
             "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
-            fmt(row["recovered_top2"]),
+            fmt(row["recovered_top2"]), fmt(row["prescreen_spearman"], ".2f"),
         )
     Console(width=max(120, Console().width)).print(table)
     typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk .csv/.parquet")

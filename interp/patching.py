@@ -14,24 +14,28 @@ Two exact methods give the same numbers (tests check 1e-5):
 
 ``method="fast"`` (layer skip, batched heads)
     A patch at layer ``l`` leaves layers ``< l`` unchanged, so one forward of the pre checkpoint
-    caches each block's input/output, attention output, ``hook_z`` and the keyword arguments the
-    model hands every block (attention mask, rotary tables, position ids).  Then, per layer ``l``:
+    caches each block's input and output, ``hook_v``, ``hook_z``, ``hook_pattern`` and the
+    arguments the model hands every block (attention mask, rotary tables, position ids); its
+    logits are computed at the answer positions only (``logits_to_keep``).  Then, per layer ``l``:
 
-    * one extra run of block ``l`` alone with *all* its heads patched gives every head's
-      post-pattern ``z``; head ``h``'s patched attention output is the cached output plus
-      ``(z_post - z_pre)[h] @ W_O[h]`` (the attention output is linear in each head's pattern),
-      so no head's attention is recomputed per patch (the MLP of a sequential block is);
+    * every head's post-pattern ``z`` is ``pattern_post @ v`` from the cache (the same formula
+      must rebuild the cached ``z``), and head ``h``'s patched attention output is the cached
+      one plus ``(z_post - z_pre)[h] @ W_O[h]`` (the attention output is linear in each head's
+      pattern): no attention is recomputed per patch, and a parallel-residual block (GPT-NeoX)
+      needs no MLP either (a sequential block reruns its MLP);
     * the residual streams of all of layer ``l``'s head patches are stacked along the batch
       (one copy of the prompts per head, chunked to ``memory_budget_mb``) and only blocks
       ``l+1 ... n_layers-1`` run, by calling the bridge's own block modules;
     * the last block's MLP and the unembedding run at the answer position only (the metric
       reads nothing else; with a 50k vocabulary the unembedding is most of a forward).
 
-    Ranking all heads costs about ``n_layers * n_heads / 2`` transformer-layer forwards in
-    ``n_layers`` calls.  Every step is checked at run time against the model's own forward
-    (block ``l`` with all heads patched; the last two blocks from the cache); if a check fails
-    (an architecture whose block is not ``x + attn + mlp``) the engine warns and falls back to
-    batched *full* forwards with ``run_with_hooks`` (all patches of a chunk stacked along the
+    Ranking all heads costs about ``n_layers * n_heads / 2`` transformer-layer forwards plus one
+    answer-only unembedding per head, in ``n_layers`` calls.  Run-time checks against the
+    model's own forward guard the shortcuts: block ``l`` itself, run once with every head
+    patched, must equal the reconstruction; the last two blocks called on stacked copies must
+    reproduce the model's p(answer).  If a check fails (an architecture whose block is not
+    ``x + attn + mlp``, or whose blocks cannot be called alone) the engine warns and falls back
+    to batched *full* forwards with ``run_with_hooks`` (all patches of a chunk stacked along the
     batch), which is exact for any architecture whose attention applies ``hook_pattern``.
 
 ``attribution_delta_p`` is the cheap pre-screen: attribution patching (Nanda 2023, "Attribution
@@ -292,6 +296,16 @@ def _sanitize_call_kwargs(kwargs: dict) -> dict:
     return out
 
 
+def _call_signature(args: tuple, kwargs: dict) -> tuple[str | None, tuple, dict]:
+    """``(hidden-states keyword or None if positional, other args, sanitized kwargs)`` of a captured call."""
+    if args:
+        return None, tuple(args[1:]), _sanitize_call_kwargs(kwargs)
+    if "hidden_states" in kwargs:
+        rest = {k: v for k, v in kwargs.items() if k != "hidden_states"}
+        return "hidden_states", (), _sanitize_call_kwargs(rest)
+    raise _FastPathUnsupported("a block was called without positional or hidden_states= residual stream")
+
+
 def _repeat_batch(value: Any, batch: int, n_copies: int) -> Any:
     """Repeat every tensor whose leading dim is the prompt batch ``n_copies`` times (copy-major).
 
@@ -391,8 +405,6 @@ class _LayerSkipEngine:
         missing = sorted(n for n in names if n not in cache.keys())
         if missing or len(block_calls) != L or "last" not in attn_call:
             raise _FastPathUnsupported(f"the pre-run did not expose {missing[:3] or 'block/attention calls'}")
-        if any(not block_calls[l][0] for l in range(L)) or not attn_call["last"][0]:
-            raise _FastPathUnsupported("blocks are not called with the residual stream as first positional argument")
         self.resid_pre = [cache[f"blocks.{l}.hook_in"] for l in range(L)]
         self.resid_post = [cache[f"blocks.{l}.hook_out"] for l in range(L)]
         self.attn_out = None if self.parallel else [cache[f"blocks.{l}.attn.hook_out"] for l in range(L)]
@@ -401,16 +413,21 @@ class _LayerSkipEngine:
         v_names = [f"blocks.{l}.attn.hook_v" for l in range(L)]
         self.v_pre = [cache[n] for n in v_names] if all(n in cache.keys() for n in v_names) else None
         # Positional args after the hidden states, and kwargs, exactly as the model passed them.
-        self.block_args = [(tuple(block_calls[l][0][1:]), _sanitize_call_kwargs(block_calls[l][1])) for l in range(L)]
-        args, kwargs = attn_call["last"]
-        self.attn_args = (tuple(args[1:]), _sanitize_call_kwargs(kwargs))
+        self.block_args = [_call_signature(*block_calls[l]) for l in range(L)]
+        self.attn_args = _call_signature(*attn_call["last"])
 
     # ---- building blocks of a run
-    def _call_block(self, layer: int, resid: Tensor, n_copies: int) -> Tensor:
-        args, kwargs = self.block_args[layer]
+    def _call(self, module: Any, signature: tuple, hidden: Tensor, n_copies: int) -> Tensor:
+        """Call ``module`` as the model did, with ``hidden`` as its hidden states, on stacked copies."""
+        key, args, kwargs = signature
         args = _repeat_batch(args, self.batch, n_copies)
         kwargs = _repeat_batch(kwargs, self.batch, n_copies)
-        return _first(self.model.blocks[layer](resid, *args, **kwargs))
+        if key is None:
+            return _first(module(hidden, *args, **kwargs))
+        return _first(module(*args, **{**kwargs, key: hidden}))
+
+    def _call_block(self, layer: int, resid: Tensor, n_copies: int) -> Tensor:
+        return self._call(self.model.blocks[layer], self.block_args[layer], resid, n_copies)
 
     def _mlp(self, layer: int, x: Tensor) -> Tensor:
         block = self.model.blocks[layer]
@@ -428,9 +445,7 @@ class _LayerSkipEngine:
         """Last block: attention over all positions, MLP only at the answer position."""
         layer = self.n_layers - 1
         block = self.model.blocks[layer]
-        args, kwargs = self.attn_args
-        attn = _first(block.attn(_first(block.ln1(resid)), *_repeat_batch(args, self.batch, n_copies),
-                                 **_repeat_batch(kwargs, self.batch, n_copies)))
+        attn = self._call(block.attn, self.attn_args, _first(block.ln1(resid)), n_copies)
         rows, pos = self._answer_rows(n_copies)
         x, a = resid[rows, pos], attn[rows, pos]
         if not self._has_mlp(layer):
@@ -791,8 +806,9 @@ def attribution_delta_p(model: Any, inputs: PatchingInputs,
 
     hooks = [("blocks.0.hook_in", leaf_residual)] + [(_pattern_hook_name(l), keep(l)) for l in range(n_layers)]
     with torch.inference_mode(False), torch.enable_grad():
-        logits = model.run_with_hooks(inputs.tokens, fwd_hooks=hooks)
-        p = answer_prob(logits, inputs).mean()
+        p_rows, _ = _answer_rows_forward(lambda tokens, **kw: model.run_with_hooks(tokens, fwd_hooks=hooks, **kw),
+                                         inputs)
+        p = p_rows.mean()
         grads = torch.autograd.grad(p, [kept[l] for l in range(n_layers)], allow_unused=True)
     est = torch.stack([
         (g.float() * (post[l] - kept[l].detach().float())).sum(dim=(0, 2, 3)) if g is not None

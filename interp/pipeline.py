@@ -31,7 +31,7 @@ from interp import visualisation as vis
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
-HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank"]
+HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution"]
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered"]
 
 
@@ -91,7 +91,8 @@ def rank_heads_between(
         batch: task prompts tokenised for ``source``'s tokenizer.
         method: ``"fast"`` (batched, layer-skipping), ``"reference"`` (one forward per head,
             TransformerLens's ``get_act_patch_attn_head_pattern_all_pos``) or ``"attribution"``
-            (1 forward + 1 backward estimate; exact delta_p only for ``prescreen_top_n`` heads).
+            (1 forward + 1 backward estimate; exact delta_p only for ``prescreen_top_n`` heads,
+            default a quarter of the heads).
         prescreen_top_n: with ``"fast"``/``"attribution"``, compute exact delta_p only for the
             attribution pre-screen's top N heads (others NaN, ranked after).
         n_example_heads: top heads whose patterns are kept for display.
@@ -99,7 +100,7 @@ def rank_heads_between(
 
     Returns:
         dict with ``p_pre``, ``p_post`` (probability), ``delta_p`` ``Float[Tensor, "layer head"]``,
-        ``heads`` (layer, head, delta_p, rank), ``topk`` (k, p_patched, recovered), the example
+        ``heads`` (layer, head, delta_p, rank, delta_p_attribution), ``topk`` (k, p_patched, recovered), the example
         patterns, and ``rank_correlation_prescreen`` when a pre-screen ran.
 
     Raises:
@@ -124,22 +125,23 @@ def rank_heads_between(
     with torch.inference_mode():
         pre_patterns = cache_patterns(pre.model, inputs.tokens)
         p_pre = mean_answer_prob(pre.model, inputs)
-    correlation = None
+    # The attribution estimate costs one forward and one backward pass: always computed, so that
+    # every report shows how well the cheap pre-screen ranks heads (issue 6, item 2).
+    attribution = attribution_delta_p(pre.model, inputs, post_patterns)
     heads_subset = None
     if method == "attribution" or prescreen_top_n is not None:
-        attribution = attribution_delta_p(pre.model, inputs, post_patterns)
-        if prescreen_top_n is not None:
-            order = torch.argsort(attribution.flatten(), descending=True)[:prescreen_top_n]
-            n_heads = attribution.shape[1]
-            heads_subset = [(int(i) // n_heads, int(i) % n_heads) for i in order]
+        top_n = prescreen_top_n if prescreen_top_n is not None else max(1, attribution.numel() // 4)
+        order = torch.argsort(attribution.flatten(), descending=True)[:top_n]
+        n_heads = attribution.shape[1]
+        heads_subset = [(int(i) // n_heads, int(i) % n_heads) for i in order]
     exact_method = "reference" if method == "reference" else "fast"
     with torch.inference_mode():
         delta_p = delta_p_all_heads(pre.model, inputs, post_patterns, method=exact_method, heads=heads_subset)
-    if method == "attribution" or prescreen_top_n is not None:
-        finite = torch.isfinite(delta_p)
-        if int(finite.sum()) >= 3:
-            correlation = prescreen_rank_correlation(delta_p[finite], attribution[finite])
+    finite = torch.isfinite(delta_p)
+    correlation = (prescreen_rank_correlation(delta_p[finite], attribution[finite])
+                   if int(finite.sum()) >= 3 else None)
     heads = rank_heads(delta_p)
+    heads["delta_p_attribution"] = [float(attribution[l, h]) for l, h in zip(heads["layer"], heads["head"])]
     with torch.inference_mode():
         topk = topk_recovery(pre.model, inputs, post_patterns, heads.dropna(subset=["delta_p"]), p_pre, p_post, ks=ks)
     top = heads.dropna(subset=["delta_p"]).head(n_example_heads)
@@ -237,6 +239,7 @@ class MainJobReport:
                 # recovered divides by this jump: below ~0.05 it is ill-conditioned (read it with care)
                 "jump": None if r.p_pre is None else r.p_post - r.p_pre, "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                 "top_delta_p": None if top is None else float(top["delta_p"]), "recovered_top2": rec2,
+                "prescreen_spearman": r.rank_correlation_prescreen,
             })
         return pd.DataFrame(rows)
 

@@ -228,3 +228,25 @@ def test_bad_inputs_raise_one_line_errors(pair):
         with pytest.raises(ValueError, match=message) as err:
             call()
         assert "\n" not in str(err.value)
+
+
+def test_block_run_path_for_z_equals_reference(pair, monkeypatch):
+    """Without the cached-v shortcut every layer runs its block with all heads patched."""
+    _, pre, _, inputs, patterns = pair
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
+    monkeypatch.setattr(patching._LayerSkipEngine, "_z_post_direct", lambda self, layer: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fast = delta_p_all_heads(pre, inputs, patterns)
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0)
+
+
+def test_wrong_block_structure_is_caught_and_falls_back(pair, monkeypatch):
+    """Lie about parallel vs sequential residual: the block-l check must reject the shortcut."""
+    _, pre, _, inputs, patterns = pair
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
+    monkeypatch.setattr(pre.cfg, "parallel_attn_mlp", not bool(getattr(pre.cfg, "parallel_attn_mlp", False)))
+    monkeypatch.setattr(patching._LayerSkipEngine, "check_tail", lambda self: None)
+    with pytest.warns(RuntimeWarning, match="is not x \\+ attn \\+ mlp"):
+        fast = delta_p_all_heads(pre, inputs, patterns)
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0)
