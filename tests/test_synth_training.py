@@ -220,3 +220,20 @@ def test_wandb_logging_is_offline_by_default(monkeypatch):
     train(TrainConfig(**{**SMALL, "steps": 10, "eval_every": 5}), progress=False, wandb=True)
     assert calls["init"]["mode"] == "offline" and calls["init"]["config"]["S"] == 4
     assert calls["log"] == [0, 5, 10] and calls["finished"]
+
+
+def test_unhooked_fast_attention_equals_the_hooked_path():
+    """Without hooks the transformer uses scaled_dot_product_attention; with any hook it takes
+    the explicit pre-softmax path. Both give the same logits."""
+    import torch
+
+    from synthetic.models import ModelConfig, build_model
+
+    model = build_model(ModelConfig(d_vocab=2, n_ctx=32, n_layers=2, n_heads=4, d_head=8, d_mlp=64))
+    tokens = torch.randint(0, 2, (3, 32), generator=torch.Generator().manual_seed(0))
+    attention = model.blocks[0].attn.original_component
+    assert not attention._hooks_active()
+    fast = model(tokens)
+    hooked = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_attn_scores", lambda x, hook: x)])
+    assert torch.allclose(fast, hooked, atol=1e-5)
+    assert not attention._hooks_active()  # run_with_hooks removed its hook again

@@ -37,6 +37,12 @@ class PreSoftmaxAttention(NativeAttention):
     """
 
     _scores_hook: Callable[[Tensor], Tensor]
+    _pattern_hook: Callable[[Tensor], Tensor]
+
+    def _hooks_active(self) -> bool:
+        # HookPoints are nn.Modules: a TransformerLens hook (run_with_hooks, run_with_cache,
+        # the attention-bias intervention) is a registered forward hook on one of them.
+        return bool(self._scores_hook._forward_hooks) or bool(self._pattern_hook._forward_hooks)
 
     def forward(  # type: ignore[override]
         self,
@@ -55,6 +61,13 @@ class PreSoftmaxAttention(NativeAttention):
         if self.kv_repeats > 1:
             k = k.repeat_interleave(self.kv_repeats, dim=1)
             v = v.repeat_interleave(self.kv_repeats, dim=1)
+
+        no_softcap = (self.attn_scores_soft_cap or 0) <= 0
+        if attention_mask is None and no_softcap and not self._hooks_active():
+            # No hook wants the scores or the pattern: the fused kernel computes the same causal
+            # softmax attention without materialising them (the training fast path).
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0 / self.scale)
+            return self.o(attn.transpose(1, 2).contiguous().view(batch, seq, -1)), None
 
         scores = torch.matmul(q, k.transpose(-2, -1)) / self.scale
         scores = apply_softcap(scores, self.attn_scores_soft_cap)
@@ -81,6 +94,7 @@ def _install_presoftmax_attention(bridge: TransformerBridge) -> None:
         native.__class__ = PreSoftmaxAttention
         # object.__setattr__: a plain reference, not a second registration of the HookPoint.
         object.__setattr__(native, "_scores_hook", attn_bridge.hook_attn_scores)
+        object.__setattr__(native, "_pattern_hook", attn_bridge.hook_pattern)
 
 
 def transformer_bridge_config(cfg: ModelConfig) -> dict:
