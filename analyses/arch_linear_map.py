@@ -184,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     timer = Timer()
     runs, agg, fig = run(settings(args.paper_scale), args.jobs)
     cols = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
-    write_outputs(runs.merge(agg[cols], on=["s", "arch"]), fig, args.out, NAME)
+    table = runs.merge(agg[cols].rename(columns={"final_loss": "final_loss_mean"}), on=["s", "arch"])
+    write_outputs(table, fig, args.out, NAME)
     print(agg.to_string(index=False))
     print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     for line in headline(agg):

@@ -28,7 +28,7 @@ MARGIN = 0.05
 
 
 def settings(paper_scale: bool = False) -> dict:
-    """CPU: S = 8 with every s (1000 steps) and S = 32 with medium s ∈ {8, 16} (600 steps);
+    """CPU: S = 8 with every s (1500 steps) and S = 32 with medium s ∈ {8, 16} (400 steps);
     512 tokens/step, 1 layer × 16 heads × d_head 8, lr 3e-3, 3 seeds.
     Paper scale: S = 8, 16, 32 with every s, 10⁴ steps, 2048 tokens/step."""
     base = {"lr": 3e-3, "seeds": [0, 1, 2], "n_heads": 16, "d_head": 8}
@@ -36,7 +36,7 @@ def settings(paper_scale: bool = False) -> dict:
         grid = {S: list(range(1, S + 1)) for S in (8, 16, 32)}
         return {**base, "lr": 1e-3, "grid": grid, "steps": {8: 10_000, 16: 10_000, 32: 10_000},
                 "tokens_per_step": {8: 2048, 16: 2048, 32: 2048}, "eval_every": 100, "eval_tokens": 8192}
-    return {**base, "grid": {8: list(range(1, 9)), 32: [8, 16]}, "steps": {8: 1000, 32: 600},
+    return {**base, "grid": {8: list(range(1, 9)), 32: [8, 16]}, "steps": {8: 1500, 32: 400},
             "tokens_per_step": {8: 512, 32: 512}, "eval_every": 100, "eval_tokens": 2048}
 
 

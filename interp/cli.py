@@ -49,9 +49,15 @@ def _one_line_errors(fn):
 
 
 def resolve_sources(specs: List[str], progress: bool = True) -> list:
-    """Checkpoint sources for CLI arguments: ``embedded``/``embedded-quick`` expand to every run
-    of that suite (trained on first use); anything else goes to
-    :func:`interp.checkpoints.open_source` (hub id or local suite folder)."""
+    """Checkpoint sources for CLI arguments.
+
+    ``embedded`` / ``embedded-quick`` expand to every run of that suite and
+    ``embedded/<run>`` (as ``emergence list-models`` prints them) to one run, trained on first
+    use; anything else goes to :func:`interp.checkpoints.open_source` (hub id or suite folder).
+
+    Raises:
+        ValueError: an unknown ``embedded/<run>`` name, or a local path that does not exist.
+    """
     from interp import embedded
     from interp.checkpoints import LocalSuiteSource, open_source
 
@@ -60,9 +66,38 @@ def resolve_sources(specs: List[str], progress: bool = True) -> list:
         if spec in EMBEDDED:
             cfg = getattr(embedded, EMBEDDED[spec])
             sources += [LocalSuiteSource(path) for path in embedded.ensure_suite(cfg, progress=progress)]
+        elif spec.startswith("embedded/"):
+            sources.append(LocalSuiteSource(_embedded_run(spec.split("/", 1)[1], progress)))
+        elif spec.startswith(("/", "./", "../", "~")) and not Path(spec).expanduser().is_dir():
+            raise ValueError(f"local suite folder {spec!r} does not exist")
         else:
-            sources.append(open_source(spec))
+            sources.append(open_source(Path(spec).expanduser() if spec.startswith("~") else spec))
     return sources
+
+
+def _embedded_run(name: str, progress: bool) -> Path:
+    """The folder of one embedded run (``neox-2l-64d-seed0``): from the FULL suite if it holds that
+    run, else from QUICK; the suite is trained first if it is not in the cache."""
+    from interp import embedded
+
+    valid = []
+    for cfg in (embedded.FULL, embedded.QUICK):
+        names = [embedded.run_name(size, seed) for size in cfg.sizes for seed in cfg.seeds]
+        if name in names:
+            return embedded.ensure_suite(cfg, progress=progress)[names.index(name)]
+        valid += names
+    raise ValueError(f"unknown embedded run {name!r}; valid: {', '.join(sorted(set(valid)))}")
+
+
+def _parse_steps(text: str) -> list[int]:
+    """``"0,1000,2000"`` -> [0, 1000, 2000]; a bad item raises a one-line error naming it."""
+    steps = []
+    for item in text.split(","):
+        try:
+            steps.append(int(item.strip()))
+        except ValueError:
+            raise ValueError(f"--steps: {item.strip()!r} is not an integer step; expected e.g. 0,1000,2000") from None
+    return steps
 
 
 def _task(task: str, n_prompts: int, length: int, seed: int):
@@ -147,7 +182,7 @@ def curve(
     for src in resolve_sources([source]):
         batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
         evaluator = StepEvaluator(src, batch, device=_device(device))
-        wanted = [int(s) for s in steps.split(",")] if steps else src.searchable_steps()
+        wanted = _parse_steps(steps) if steps else src.searchable_steps()
         for step in wanted:
             evaluator(step)
         model, seed = model_and_seed(src.model_id)
@@ -213,6 +248,9 @@ def rank_heads(
 
     if pre == post:
         raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
+    if pre > post:
+        typer.echo(f"warning: --pre {pre} is later than --post {post}: patterns are patched from the earlier "
+                   "checkpoint into the later one (a noising experiment), so delta_p is expected to be negative", err=True)
     (src,) = resolve_sources([source])
     batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
     result = rank_heads_between(src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n,
@@ -263,11 +301,17 @@ def list_models():
 
     for model_id in pythia_model_ids():
         typer.echo(model_id)
+    typer.echo("embedded        (every run of the default suite)")
+    typer.echo("embedded-quick  (every run of the CI-sized suite)")
+    seen = set()
     for cfg_name in ("FULL", "QUICK"):
         cfg = getattr(embedded, cfg_name)
         for size in cfg.sizes:
             for seed in cfg.seeds:
-                typer.echo(f"embedded/{embedded.run_name(size, seed)}  ({'embedded' if cfg_name == 'FULL' else 'embedded-quick'})")
+                name = f"embedded/{embedded.run_name(size, seed)}"
+                if name not in seen:
+                    seen.add(name)
+                    typer.echo(name)
 
 
 def _mount_synthetic() -> None:

@@ -34,6 +34,16 @@ POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evalua
 HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution"]
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered"]
 
+SUMMARY_LEGEND = (
+    "<b>pre_step → post_step</b>: consecutive checkpoints where greedy accuracy crosses the threshold and "
+    "stays above it (training steps). <b>n_evaluations</b>: checkpoints the bisection evaluated. "
+    "<b>p_pre, p_post</b>: mean probability of the answer token. <b>jump</b> = p_post − p_pre (recovered "
+    "divides by it: below ~0.05 it is ill-conditioned). <b>top_head</b>, <b>top_delta_p</b>: the head whose "
+    "post-step attention pattern, patched alone into the pre step, raises p(answer) most, and by how much. "
+    "<b>recovered_top2</b>: (p with the top 2 heads patched − p_pre) / jump. <b>prescreen_spearman</b>: rank "
+    "correlation of the 1-forward-1-backward attribution estimate with exact Δp over heads."
+)
+
 
 def model_and_seed(model_id: str) -> tuple[str, int]:
     """Split a run id into (model, seed): ``EleutherAI/pythia-70m-seed3`` -> (``pythia-70m``, 3).
@@ -252,17 +262,20 @@ class MainJobReport:
         return vis.recovery_figure(self.topk)
 
     def heatmaps(self) -> list:
-        """Plotly Δp heatmaps (layer × head), one per emerged run."""
-        return [vis.delta_p_heatmap(r.delta_p, title=f"Δp per head — {r.model} seed {r.seed} "
-                                    f"(step {r.point.pre_step} ← {r.point.post_step})")
+        """Plotly Δp heatmaps (layer × head), one per emerged run, on one shared colour scale."""
+        tensors = [r.delta_p for r in self.runs if r.delta_p is not None]
+        finite = [t[torch.isfinite(t)].abs() for t in tensors]
+        bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
+        return [vis.delta_p_heatmap(r.delta_p, title=f"{r.model} seed {r.seed}: Δp when each head's pattern at "
+                                    f"step {r.point.post_step} is patched into step {r.point.pre_step}", bound=bound)
                 for r in self.runs if r.delta_p is not None]
 
     def html(self) -> str:
         """The self-contained report page (plotly.js and circuitsvis JS inlined; opens offline)."""
         sections = [("Capability vs training step", vis.figure_html(self.capability_figure(), include_plotlyjs=True)),
                     ("p(answer) vs training step", vis.figure_html(self.capability_figure("p_answer")))]
-        for fig in self.heatmaps():
-            sections.append((fig.layout.title.text, vis.figure_html(fig)))
+        for r, fig in zip([r for r in self.runs if r.delta_p is not None], self.heatmaps()):
+            sections.append((f"Δp per head — {r.model} seed {r.seed}", vis.figure_html(fig)))
         if len(self.topk):
             sections.append(("Joint top-K patching", vis.figure_html(self.recovery_figure())))
         for r in self.runs:
@@ -271,7 +284,7 @@ class MainJobReport:
                                  vis.attention_patterns_html(r.example_tokens, r.example_patterns, r.example_names)))
         if not any(r.heads is not None for r in self.runs):
             sections.append(("Head ranking", "<p>No run emerged between two checkpoints: nothing to patch.</p>"))
-        return vis.report_html(self.title, sections, summary_table=self.summary())
+        return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``emergence``, ``points``, ``heads``, ``topk`` as CSV and parquet, and ``report.html``.

@@ -8,6 +8,7 @@ is one HTML file that opens offline: plotly's JS is inlined once, every figure r
 from __future__ import annotations
 
 import html
+import re
 from typing import Sequence
 
 import numpy as np
@@ -57,19 +58,27 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
                     hovertemplate=f"point of emergence<br>{model} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
                     legendgroup=f"{model}-{seed}",
                 ), row=1, col=col)
-        fig.update_xaxes(type="log", title_text="training step (log)", row=1, col=col)
+        fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)", row=1, col=col,
+                         tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
+                         minor=dict(showgrid=False, ticks=""))
     if metric == "accuracy" and threshold is not None:
         fig.add_hline(y=threshold, line_dash="dash", line_color="gray")
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
-    fig.update_layout(title=f"{label} vs training step (★ = point of emergence; step 0 drawn at 0.5)", height=420)
+    fig.update_layout(title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
+                      height=420)
     return fig
 
 
-def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str = "Δp per head") -> go.Figure:
-    """Heatmap of ``delta_p`` (probability units) over layer × head, diverging around 0."""
+def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str = "Δp per head",
+                    bound: float | None = None) -> go.Figure:
+    """Heatmap of ``delta_p`` (probability units) over layer × head, diverging around 0.
+
+    ``bound`` fixes the colour range to ±bound (use one bound for heatmaps shown side by side).
+    """
     values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
-    bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+    if bound is None:
+        bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
     fig = go.Figure(go.Heatmap(
         z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
         colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title="Δp"),
@@ -100,7 +109,9 @@ def attention_patterns_html(tokens: Sequence[str], patterns: Float[Tensor, "n qu
     rendered = cv.attention.attention_heads(
         attention=patterns.detach().cpu().float(), tokens=list(tokens), attention_head_names=list(names),
     )
-    return rendered.local_src
+    # circuitsvis writes its mount point as a self-closing <div .../>, which HTML parses as an
+    # open div: everything after it would nest inside the widget and vanish when it renders.
+    return re.sub(r'(<div id="circuits-vis-[^"]*"[^>]*?)\s*/>', r"\1></div>", rendered.local_src, count=1)
 
 
 def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
@@ -108,7 +119,8 @@ def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
     return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs)
 
 
-def report_html(title: str, sections: Sequence[tuple[str, str]], summary_table: pd.DataFrame | None = None) -> str:
+def report_html(title: str, sections: Sequence[tuple[str, str]], summary_table: pd.DataFrame | None = None,
+                legend: str = "") -> str:
     """Assemble a self-contained report page.
 
     Args:
@@ -116,17 +128,23 @@ def report_html(title: str, sections: Sequence[tuple[str, str]], summary_table: 
         sections: (heading, HTML fragment) pairs in order. The first plotly fragment must carry
             the inlined plotly.js (``figure_html(fig, include_plotlyjs=True)``).
         summary_table: shown at the top as an HTML table.
+        legend: HTML shown under the table (what the columns mean).
     """
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title>",
         "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        ".table-wrap{overflow-x:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        ".legend{color:#444;font-size:0.9em;max-width:1100px}"
         "h2{margin-top:2em;border-bottom:1px solid #ddd}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
     if summary_table is not None:
-        parts.append(summary_table.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.4g}"))
+        table = summary_table.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.3f}")
+        parts.append(f"<div class='table-wrap'>{table}</div>")
+    if legend:
+        parts.append(f"<p class='legend'>{legend}</p>")
     for heading, fragment in sections:
         parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts.append(fragment)

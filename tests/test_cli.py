@@ -74,3 +74,25 @@ def test_bisect_on_a_local_suite(tiny_suite, tmp_path):
     points = pd.read_csv(tmp_path / "points.csv")
     # random tiny models never reach 50 % on digit repetition: reported as never emerging
     assert points["emerged"].tolist() == [False] and points["n_evaluations"].tolist() == [2]
+
+
+def test_missing_local_folder_says_so(tmp_path):
+    line = error_line(runner.invoke(app, ["bisect", str(tmp_path / "nope")]))
+    assert "does not exist" in line
+
+
+def test_bad_steps_option_names_the_item(tiny_suite):
+    line = error_line(runner.invoke(app, ["curve", str(tiny_suite), "--steps", "0,1k"]))
+    assert "--steps: '1k' is not an integer" in line
+
+
+def test_unknown_embedded_run_lists_valid_names():
+    line = error_line(runner.invoke(app, ["bisect", "embedded/neox-9l-seed0"]))
+    assert "neox-2l-64d-seed0" in line
+
+
+def test_list_models_prints_usable_sources():
+    result = runner.invoke(app, ["list-models"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert "EleutherAI/pythia-410m-seed9" in lines and "embedded/neox-2l-128d-seed2" in lines

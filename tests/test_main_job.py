@@ -98,6 +98,9 @@ def test_main_job_tables_and_report(quick_report):
         assert h.sort_values("rank")["delta_p"].is_monotonic_decreasing
     html = (out / "report.html").read_text()
     assert "circuits-vis" in html and "plotly" in html.lower()
+    # every circuitsvis mount point is closed (a self-closing <div/> would swallow later sections)
+    assert not re.search(r'<div id="circuits-vis-[^>]*/>', html)
+    assert html.count('<div id="circuits-vis-') == html.count("Attention patterns of the top heads") == len(emerged)
     # self-contained: no script or stylesheet is fetched from a CDN (plotly.js and circuitsvis inlined)
     assert not re.findall(r"<script[^>]*\bsrc=|<link[^>]*\bhref=[\"']https?:", html)
 
