@@ -37,10 +37,20 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
                         help="the paper's settings (S, ~1e4 steps, more seeds): meant for a GPU")
     parser.add_argument("--out", type=Path, default=RESULTS_ROOT / name, help="output folder")
     parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
+    parser.add_argument("--sweep-dir", type=Path, default=None,
+                        help="run through the sweep engine into this results store (resumable; see docs/sweeps.md)")
+    parser.add_argument("--executor", choices=["joblib", "ray"], default="joblib",
+                        help="with --sweep-dir: joblib processes here, or Ray")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be ≥ 1")
+    # The scripts call run_configs(configs, jobs); routing is decided once, here, for the process.
+    _SWEEP.update(dir=args.sweep_dir, executor=args.executor, name=name)
     return args
+
+
+#: Where run_configs sends its runs: set by parse_args from --sweep-dir / --executor.
+_SWEEP: dict[str, Any] = {"dir": None, "executor": "joblib", "name": ""}
 
 
 def _train_one(fields: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
@@ -57,12 +67,20 @@ def _train_one(fields: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
 def run_configs(configs: Sequence[dict[str, Any]], jobs: int = 2) -> list[tuple[dict, pd.DataFrame]]:
     """Train every config (a dict of :class:`~synthetic.training.TrainConfig` fields).
 
+    With ``--sweep-dir`` on the command line the runs go through the sweep engine
+    (:mod:`analyses._sweep`: resumable, joblib or Ray) instead.
+
     Returns ``(summary, metrics)`` per config, in input order (see
     :func:`synthetic.training.train` for the keys and columns). ``jobs == 1`` runs in-process.
 
     Raises:
         ValueError: a bad config field (from :meth:`TrainConfig.validate`).
     """
+    if _SWEEP["dir"] is not None:
+        from _sweep import run_configs_through_sweep
+
+        return run_configs_through_sweep(configs, _SWEEP["dir"], jobs=jobs, executor=_SWEEP["executor"],
+                                         name=_SWEEP["name"])
     if jobs == 1:
         return [_train_one(dict(c)) for c in configs]
     return Parallel(n_jobs=jobs, backend="loky")(delayed(_train_one)(dict(c)) for c in configs)
