@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -10,15 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
-
-
-def _load(name: str):
-    sys.path.insert(0, str(ANALYSES))
-    spec = importlib.util.spec_from_file_location(f"analyses_{name}", ANALYSES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_analysis as _load
 
 
 def test_linear_map_floor_reproduces_at_S8(tmp_path):
