@@ -7,7 +7,9 @@ attention-entropy drop in the heads that learn that row of A [figure].
 Measurement (ours): for each output bit ``i`` whose loss drops (first evaluated step with
 ``loss_out_i ≤ ln 2 / 2``), the head most aligned with row ``i`` of A in the trained model
 (attention mass on row ``i``'s true keys at the queries that predict bit ``i``), and the step of
-that head's largest entropy drop between two evaluations. Lag = loss-drop step − entropy-drop step.
+that head's largest drop in entropy *at the queries that predict bit i* (``row_entropy``: the
+all-query mean blurs a head that learns one row) between two evaluations. Lag = loss-drop step −
+entropy-drop step.
 
 Usage: ``python analyses/staircase.py [--paper-scale] [--out DIR] [--jobs N]``.
 """
@@ -88,7 +90,9 @@ def analyse_run(metrics: pd.DataFrame, align: np.ndarray, S: int) -> pd.DataFram
     for i in range(S):
         loss_drop = drop_step(steps, metrics[f"loss_out_{i}"].to_numpy(), LN2 / 2)
         head = int(np.argmax(align[:, i]))
-        ent = metrics[f"entropy_L0H{head}"].to_numpy()
+        # the head's entropy at the queries predicting bit i (falls back to its all-query mean)
+        column = f"entropy_L0H{head}_out{i}"
+        ent = metrics[column if column in metrics else f"entropy_L0H{head}"].to_numpy()
         # the entropy drop counts from the second evaluation: step 0 → first eval is initialisation noise
         diffs = np.diff(ent)
         ent_drop = int(steps[1 + int(np.argmin(diffs))]) if diffs.size else None
@@ -105,7 +109,8 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, list, go.Figure]:
 
     fields = [{"task": "linear-map", "S": cfg["S"], "s": cfg["s"], "seed": seed, "steps": cfg["steps"],
                "tokens_per_step": cfg["tokens_per_step"], "lr": cfg["lr"], "eval_every": cfg["eval_every"],
-               "eval_tokens": cfg["eval_tokens"], "n_heads": cfg["n_heads"], "d_head": cfg["d_head"]}
+               "eval_tokens": cfg["eval_tokens"], "n_heads": cfg["n_heads"], "d_head": cfg["d_head"],
+               "row_entropy": True}
               for seed in cfg["seeds"]]
     if jobs == 1:
         results = [_train_with_alignment(f) for f in fields]
@@ -122,14 +127,15 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, list, go.Figure]:
     summary0, metrics0, align0 = results[0]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True,
                         subplot_titles=(f"seed {fields[0]['seed']}: per-position loss (nats)",
-                                        "entropy of each bit's best-aligned head (nats)"))
+                                        "entropy of each bit's best-aligned head at that bit's queries (nats)"))
     t0 = table[table.seed == fields[0]["seed"]]
     for i in range(cfg["S"]):
         fig.add_trace(go.Scatter(x=metrics0["step"], y=metrics0[f"loss_out_{i}"], mode="lines",
                                  name=f"bit {i}", legendgroup=f"b{i}"), row=1, col=1)
-    for head in sorted(set(t0["head"])):
-        fig.add_trace(go.Scatter(x=metrics0["step"], y=metrics0[f"entropy_L0H{head}"], mode="lines",
-                                 name=f"head {head}", line={"dash": "dot"}), row=2, col=1)
+    for i, head in zip(t0["output"], t0["head"]):
+        fig.add_trace(go.Scatter(x=metrics0["step"], y=metrics0[f"entropy_L0H{head}_out{i}"], mode="lines",
+                                 name=f"bit {i}: head {head}", legendgroup=f"b{i}", line={"dash": "dot"}),
+                      row=2, col=1)
     fig.update_layout(title=f"Staircase, linear map S={cfg['S']}, s={cfg['s']}, 1 layer",
                       xaxis2_title="step")
     return table, results, fig

@@ -75,7 +75,8 @@ class TrainConfig:
     ``bias_heads`` (``"0,2"``; None → all), ``bias_schedule`` (``"constant"`` |
     ``"linear-anneal"``), ``bias_anneal_steps`` (None → ``steps``).
 
-    Output: ``checkpoint_every`` (steps; 0 → no checkpoints; needs ``out_dir``), ``device``
+    Output: ``row_entropy`` (also record ``entropy_L{l}H{h}_out{i}``, each head's entropy over
+    the queries predicting output i), ``checkpoint_every`` (steps; 0 → no checkpoints; needs ``out_dir``), ``device``
     (``"auto"`` → cuda when available, else cpu).
     """
 
@@ -115,6 +116,7 @@ class TrainConfig:
     bias_anneal_steps: int | None = None
 
     checkpoint_every: int = 0
+    row_entropy: bool = False
     device: str = "auto"
 
     def validate(self) -> None:
@@ -214,8 +216,10 @@ def _warmup_factor(warmup_steps: int):
 class Evaluator:
     """Metrics of a model on a fixed evaluation set (see :func:`train` for the columns)."""
 
-    def __init__(self, task: SyntheticTask, model: nn.Module, tokens: Int[Tensor, "batch pos"]):
+    def __init__(self, task: SyntheticTask, model: nn.Module, tokens: Int[Tensor, "batch pos"],
+                 row_entropy: bool = False):
         self.task, self.model, self.tokens = task, model, tokens
+        self.row_entropy = row_entropy
         device = tokens.device
         self.loss_mask = task.loss_mask.to(device)
         self.target_mask = task.target_mask.to(device)
@@ -237,7 +241,7 @@ class Evaluator:
 
     @torch.no_grad()
     def __call__(self) -> dict[str, float]:
-        losses, entropy, alignment = [], 0.0, 0.0
+        losses, entropy, alignment, query_entropy = [], 0.0, 0.0, 0.0
         names = [f"blocks.{l}.attn.hook_pattern" for l in range(self.n_layers)]
         for chunk in self.tokens.split(self.chunk):
             if self.attention:
@@ -249,6 +253,9 @@ class Evaluator:
                 )
                 entropy = entropy + ent * len(chunk)
                 alignment = alignment + ali * len(chunk)
+                if self.row_entropy:  # per query position: [layer, head, query_pos], summed over the batch
+                    query_entropy = query_entropy + torch.stack(
+                        [-(torch.xlogy(p, p)).sum(-1).sum(0) for p in patterns])
                 del cache
             else:
                 logits = self.model(chunk)
@@ -267,7 +274,22 @@ class Evaluator:
                 for h in range(self.n_heads):
                     row[f"entropy_L{l}H{h}"] = ent[l][h]
                     row[f"alignment_L{l}H{h}"] = ali[l][h]
+            if self.row_entropy:
+                row.update(self._row_entropy(query_entropy / n))
         return row
+
+    def _row_entropy(self, per_query: Tensor) -> dict[str, float]:
+        """``entropy_L{l}H{h}_out{i}``: head entropy (nats) averaged over the queries that predict
+        output ``i`` (bit / cell i of a next state) -- what tells which row of the true pattern a
+        head has learned, where the all-query mean blurs it (the staircase, issue 3 item 5d)."""
+        out = {}
+        for i in range(self.task.S):
+            queries = self.target_mask & (self.output_index == i)
+            values = per_query[:, :, queries].mean(-1).tolist()
+            for l in range(self.n_layers):
+                for h in range(self.n_heads):
+                    out[f"entropy_L{l}H{h}_out{i}"] = values[l][h]
+        return out
 
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConfig, step: int) -> Path:
@@ -409,7 +431,7 @@ def train(
     train_gen = _generator(device, config.seed)
     eval_batch = max(1, config.eval_tokens // task.seq_len)
     eval_tokens = task.sample(eval_batch, _generator(device, 1_000_003 * config.data_seed + 7))
-    evaluator = Evaluator(task, model, eval_tokens)
+    evaluator = Evaluator(task, model, eval_tokens, row_entropy=config.row_entropy)
     loss_mask = task.loss_mask[:-1].to(device)
     all_positions = bool(loss_mask.all())
 

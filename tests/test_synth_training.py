@@ -237,3 +237,28 @@ def test_unhooked_fast_attention_equals_the_hooked_path():
     hooked = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_attn_scores", lambda x, hook: x)])
     assert torch.allclose(fast, hooked, atol=1e-5)
     assert not attention._hooks_active()  # run_with_hooks removed its hook again
+
+
+def test_row_entropy_equals_a_direct_computation_per_output():
+    """entropy_L{l}H{h}_out{i}: each head's attention entropy averaged over the queries that
+    predict output i, equal to a direct computation from hook_pattern."""
+    import torch
+
+    from synthetic.datasets import make_task
+    from synthetic.models import ModelConfig, build_model
+    from synthetic.training import Evaluator
+
+    task = make_task("linear-map", S=4, s=2)
+    model = build_model(ModelConfig(d_vocab=task.d_vocab, n_ctx=task.seq_len, n_heads=2, d_head=4)).eval()
+    tokens = task.sample(16, torch.Generator().manual_seed(0))
+    row = Evaluator(task, model, tokens, row_entropy=True)()
+    _, cache = model.run_with_cache(tokens)
+    pattern = cache["blocks.0.attn.hook_pattern"]  # [batch, head, q, k]
+    entropy = -(torch.xlogy(pattern, pattern)).sum(-1)  # [batch, head, q]
+    for i in range(4):
+        queries = task.target_mask & (task.output_index == i)
+        assert int(queries.sum()) >= 1
+        for h in range(2):
+            expected = entropy[:, h, queries].mean().item()
+            assert abs(row[f"entropy_L0H{h}_out{i}"] - expected) < 1e-5
+    assert "entropy_L0H0_out0" not in Evaluator(task, model, tokens)()  # off by default
