@@ -25,19 +25,8 @@ from interp.ranking import (
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 6, 9
 
 
-def native_bridge(q_scale: float = 1.0):
-    from transformer_lens.model_bridge import TransformerBridge
-
-    bridge = TransformerBridge.boot_native(dict(
-        n_layers=N_LAYERS, d_model=64, n_heads=N_HEADS, d_head=16, d_vocab=VOCAB, n_ctx=64,
-        act_fn="gelu", normalization_type="LN", seed=0))
-    with torch.no_grad():
-        for p in bridge.parameters():
-            if p.ndim >= 2:
-                p.mul_(3.0)
-        for block in bridge.blocks:
-            block.attn.q.original_component.weight.mul_(q_scale)
-    return bridge.eval()
+# the same random native transformer as the patching tests (one definition)
+from tests.test_patching import native_bridge  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -41,9 +41,6 @@ KERNEL_FUNCTIONS = (
 )
 
 
-def _d_model(cfg) -> int:
-    return cfg.d_model if cfg.d_model is not None else cfg.n_heads * cfg.d_head
-
 
 def _modeling_module():
     """The transformers modeling module, looked up at call time (tests may reload it)."""
@@ -58,7 +55,7 @@ def gated_deltanet_config(cfg):
 
     return Qwen3_5TextConfig(
         vocab_size=cfg.d_vocab,
-        hidden_size=_d_model(cfg),
+        hidden_size=cfg.resolved_d_model,
         num_hidden_layers=cfg.n_layers,
         layer_types=["linear_attention"] * cfg.n_layers,
         intermediate_size=cfg.d_mlp or 0,

@@ -42,9 +42,6 @@ KERNEL_FUNCTIONS = (
 )
 
 
-def _d_model(cfg) -> int:
-    return cfg.d_model if cfg.d_model is not None else cfg.n_heads * cfg.d_head
-
 
 def mamba2_config(cfg):
     """The ``transformers.Mamba2Config`` for a :class:`ModelConfig` (mapping in module doc).
@@ -55,7 +52,7 @@ def mamba2_config(cfg):
     """
     from transformers import Mamba2Config
 
-    d_model = _d_model(cfg)
+    d_model = cfg.resolved_d_model
     if cfg.d_mlp is not None:
         raise ValueError(f"d_mlp={cfg.d_mlp!r} is invalid for arch 'mamba2': a Mamba-2 block has no MLP, use d_mlp=None")
     if (EXPAND * d_model) % cfg.d_head:

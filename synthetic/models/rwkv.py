@@ -46,9 +46,6 @@ RWKV_VERSION_ENV = "EMERGENCE_LENS_RWKV_VERSION"
 RWKV7_FFN_RATIO = 4  # fla RWKV7Config default hidden_ratio
 
 
-def _d_model(cfg) -> int:
-    return cfg.d_model if cfg.d_model is not None else cfg.n_heads * cfg.d_head
-
 
 def rwkv_version(device: str | torch.device | None = None) -> int:
     """7 when ``device`` (default: CUDA if available) is CUDA and ``fla`` is importable, else 4.
@@ -77,7 +74,7 @@ def rwkv4_config(cfg, n_layers: int | None = None):
     return RwkvConfig(
         vocab_size=cfg.d_vocab,
         context_length=cfg.n_ctx,
-        hidden_size=_d_model(cfg),
+        hidden_size=cfg.resolved_d_model,
         num_hidden_layers=cfg.n_layers if n_layers is None else n_layers,
         attention_hidden_size=cfg.n_heads * cfg.d_head,
         intermediate_size=cfg.d_mlp or 1,  # zero width is applied after init (see _remove_channel_mix)
@@ -118,7 +115,7 @@ def build_rwkv4(cfg) -> nn.Module:
         hf_model.rwkv.blocks = hf_model.rwkv.blocks[:1]
         hf_model.config.num_hidden_layers = 1
     if cfg.d_mlp is None:
-        _remove_channel_mix(hf_model, _d_model(cfg))
+        _remove_channel_mix(hf_model, cfg.resolved_d_model)
     return wrap_hf_model(
         hf_model, cfg.d_vocab, cfg.n_ctx, cfg.seed, arch=ARCH, rwkv_version=4,
         implementation="transformers.RwkvForCausalLM (RWKV-4)", d_mlp_effective=cfg.d_mlp,
@@ -137,7 +134,7 @@ def build_rwkv7(cfg, device: str | torch.device = "cuda") -> nn.Module:
         raise ValueError("RWKV-7 needs flash-linear-attention (pip install flash-linear-attention); RWKV-4 needs nothing")
     from fla.models import RWKV7Config, RWKV7ForCausalLM
 
-    d_model = _d_model(cfg)
+    d_model = cfg.resolved_d_model
     d_mlp = cfg.d_mlp if cfg.d_mlp is not None else RWKV7_FFN_RATIO * d_model
     hf_cfg = RWKV7Config(
         hidden_size=d_model, num_hidden_layers=cfg.n_layers, head_dim=cfg.d_head,
