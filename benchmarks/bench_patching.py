@@ -65,23 +65,32 @@ def random_neox_bridge(shape: str, seed: int, path: str):
 
 
 def flop_ceiling(shape: str, batch: int, pos: int) -> float:
-    """Speedup the layer-skip method can reach by FLOP count (matmuls only) for this shape.
+    """Reference FLOPs / fast-path FLOPs for this shape (matmuls only): the speedup at equal efficiency.
 
-    Reference: n_layers * n_heads full forwards (every position unembedded).  Layer skip: one
+    Reference: n_layers * n_heads full forwards (every position unembedded).  Fast path: one
     pre-run (answer-only unembed), the tail check (2 copies of the last two blocks), one block for
-    the structure check, and per head of layer l: blocks l+1 .. L-2, the last block's attention
-    (its MLP at the answer only) and an answer-only unembedding.
+    the structure check, and per head of layer l: block l+1's query/key/value/MLP-in projections
+    from the rank-d_head formula, blocks l+2 .. L-2 in full, the last block's keys and values at
+    every position but its query, output projection and MLP at the answer only, and an
+    answer-only unembedding.
     """
     n_layers, n_heads, d = SHAPES[shape]
-    tokens, d_mlp = batch * pos, 4 * d
-    attn = 2 * tokens * 4 * d * d
-    block = attn + 2 * tokens * 2 * d * d_mlp
-    unembed_answer = 2 * batch * d * VOCAB
-    reference = n_layers * n_heads * (n_layers * block + 2 * tokens * d * VOCAB)
-    fast = n_layers * block + unembed_answer + 2 * (block + attn) + block
+    d_head, tokens = d // n_heads, batch * pos
+    mm = lambda rows, d_in, d_out: 2 * rows * d_in * d_out  # noqa: E731
+    scores = 2 * 2 * tokens * pos * d  # q k^T and pattern @ v
+    block = mm(tokens, d, 3 * d) + mm(tokens, d, d) + mm(tokens, d, 4 * d) + mm(tokens, 4 * d, d) + scores
+    low_rank_block = mm(tokens, d_head, 7 * d) + mm(tokens, d, d) + mm(tokens, 4 * d, d) + scores
+    last_block = mm(tokens, d, 2 * d) + mm(batch, d, 2 * d) + mm(batch, d, 8 * d) + scores
+    low_rank_last = mm(tokens, d_head, 3 * d) + mm(batch, d, d) + mm(batch, d, 8 * d) + scores
+    unembed_answer = mm(batch, d, VOCAB)
+    reference = n_layers * n_heads * (n_layers * block + mm(tokens, d, VOCAB))
+    fast = n_layers * block + unembed_answer + 2 * (block + last_block) + block
     for layer in range(n_layers):
-        fast += n_heads * (max(0, n_layers - 2 - layer) * block + (attn if layer <= n_layers - 2 else 0)
-                           + unembed_answer)
+        if layer <= n_layers - 3:
+            tail = low_rank_block + (n_layers - 3 - layer) * block + last_block
+        else:
+            tail = low_rank_last if layer == n_layers - 2 else 0
+        fast += n_heads * (tail + unembed_answer)
     return reference / fast
 
 
@@ -178,7 +187,7 @@ def main() -> None:
               f"(wall {r['t_ref'] / r['t_fast']:.1f}x; goal >= 5x)")
         print(f"[{shape}] attribution pre-screen:     {r['c_attr']:7.2f} s [{r['t_attr']:.2f}] -> {s_attr:.1f}x "
               f"(wall {r['t_ref'] / r['t_attr']:.1f}x; goal >= 15x)")
-        print(f"[{shape}] FLOP-count ceiling of the layer-skip method for this shape: "
+        print(f"[{shape}] FLOP ratio reference / fast path (the speedup at equal matmul efficiency): "
               f"{flop_ceiling(shape, args.batch, args.pos):.1f}x")
         print(f"[{shape}] max |fast - reference| = {r['max_abs_diff']:.2e} (max |delta_p| {r['max_abs_delta_p']:.2e})")
         print(f"{shape}_speedup_fast: {s_fast:.2f}")

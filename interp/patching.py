@@ -26,11 +26,18 @@ Two exact methods give the same numbers (tests check 1e-5):
     * the residual streams of all of layer ``l``'s head patches are stacked along the batch
       (one copy of the prompts per head, chunked to ``memory_budget_mb``) and only blocks
       ``l+1 ... n_layers-1`` run, by calling the bridge's own block modules;
-    * the last block's MLP and the unembedding run at the answer position only (the metric
-      reads nothing else; with a 50k vocabulary the unembedding is most of a forward).
+    * block ``l+1``'s query, key, value and MLP-in projections come from a rank-``d_head``
+      formula when the blocks have a parallel residual: the stream entering block ``l+1`` is the
+      cached one plus ``(z_post - z_pre)[h] @ W_O[h]``, and a linear map of a LayerNorm of it is
+      ``(A + dz_h @ M_h) / s + c`` with ``A``, ``M_h``, ``c`` computed once per layer and ``s``
+      the per-position norm scale (``_LowRankProjections``; each projection is checked against
+      the module itself on first use and the module's own forward used if they differ);
+    * the last block's keys and values run at every position but its query and output
+      projections, its MLP and the unembedding at the answer position only (the metric reads
+      nothing else; with a 50k vocabulary the unembedding is most of a forward).
 
-    Ranking all heads costs about ``n_layers * n_heads / 2`` transformer-layer forwards plus one
-    answer-only unembedding per head, in ``n_layers`` calls.  Run-time checks against the
+    Ranking all heads costs a little under ``n_layers * n_heads / 2`` transformer-layer forwards
+    plus one answer-only unembedding per head, in ``n_layers`` calls.  Run-time checks against the
     model's own forward guard the shortcuts: block ``l`` itself, run once with every head
     patched, must equal the reconstruction; the last two blocks called on stacked copies must
     reproduce the model's p(answer).  If a check fails (an architecture whose block is not
@@ -49,9 +56,10 @@ loop keeps results on that device and moves them to the CPU once at the end.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -360,6 +368,184 @@ def _chunk_size(model: Any, inputs: PatchingInputs, memory_budget_mb: int, full_
     return max(1, int(memory_budget_mb * 2**20) // _bytes_per_copy(model, inputs, full_logits))
 
 
+# --------------------------------------------------------------------------- low-rank input projections
+
+
+def _norm_affine(norm: torch.nn.Module) -> tuple[bool, Tensor | None, Tensor | None, float] | None:
+    """``(centred, gain, bias, eps)`` of a LayerNorm / RMSNorm module (bridge or torch), else None."""
+    if isinstance(norm, torch.nn.LayerNorm):
+        return True, norm.weight, norm.bias, float(norm.eps)
+    if hasattr(norm, "uses_rms_norm") and getattr(norm, "original_component", None) is not None:
+        inner = norm.original_component  # a TransformerBridge NormalizationBridge
+        weight = getattr(norm, "weight", None)
+        if not isinstance(weight, Tensor):
+            return None
+        rms = bool(norm.uses_rms_norm)
+        gain = 1.0 + weight if norm.uses_weight_offset else weight
+        eps = getattr(inner, "eps", None) or getattr(inner, "variance_epsilon", None) or \
+            getattr(norm.config, "eps", 1e-5)
+        return not rms, gain, None if rms else getattr(inner, "bias", None), float(eps)
+    return None
+
+
+@contextlib.contextmanager
+def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[str, str]]]:
+    """Yield a list that, after the block has run once, holds ``(linear, norm)`` submodule names.
+
+    A pair is a ``torch.nn.Linear`` called exactly once, on exactly the output of a norm module
+    of the same block (a block's query/key/value and MLP-in projections).
+    """
+    norm_out: dict[str, Tensor] = {}
+    linear_in: dict[str, list] = {}
+    handles = []
+    for name, module in block.named_modules():
+        if _norm_affine(module) is not None:
+            handles.append(module.register_forward_hook(
+                lambda mod, args, out, name=name: norm_out.__setitem__(name, out)))
+        elif isinstance(module, torch.nn.Linear):
+            handles.append(module.register_forward_pre_hook(
+                lambda mod, args, name=name: linear_in.setdefault(name, []).append(args[0] if args else None)))
+    found: list[tuple[str, str]] = []
+    try:
+        yield found
+    finally:
+        for handle in handles:
+            handle.remove()
+    for linear, inputs in linear_in.items():
+        x = inputs[0] if len(inputs) == 1 else None
+        if not isinstance(x, Tensor):
+            continue
+        # The very tensor first; equal values only as a fallback (hooks may copy), where two norms
+        # with equal outputs here have equal parameters, so either one gives the same formula.
+        same = [n for n, out in norm_out.items() if out is x] or \
+            [n for n, out in norm_out.items() if isinstance(out, Tensor) and out.shape == x.shape and torch.equal(out, x)]
+        if same:
+            found.append((linear, same[0]))
+
+
+@contextlib.contextmanager
+def _swapped_forward(module: torch.nn.Module, forward: Callable) -> Iterator[None]:
+    """Let ``module`` compute with ``forward`` inside the block (hooks on it still run)."""
+    previous = module.__dict__.get("forward")
+    module.forward = forward
+    try:
+        yield
+    finally:
+        if previous is None:
+            del module.forward
+        else:
+            module.forward = previous
+
+
+def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, "n"], pos: Int[Tensor, "n"],
+                        shape: tuple[int, int]) -> Callable:
+    """``linear``'s forward evaluated at positions ``(rows, pos)`` only, zeros elsewhere.
+
+    For the last block's query and output projections: the metric reads the attention output
+    at the answer position alone, and each query position's output depends only on its own
+    query, so the other positions' queries (zeros: a uniform pattern) and outputs are never read.
+    """
+    def forward(inp: Tensor) -> Tensor:
+        if inp.ndim != 3 or tuple(inp.shape[:2]) != shape:
+            return torch.nn.Linear.forward(linear, inp)
+        out = inp.new_zeros(*shape, linear.out_features)
+        out[rows, pos] = torch.nn.Linear.forward(linear, inp[rows, pos])
+        return out
+    return forward
+
+
+class _LowRankProjections:
+    """Norm-fed projections of the block after a one-head patch, without the d_model matmul.
+
+    With a parallel residual (GPT-NeoX), patching head h of block l changes the stream entering
+    block l+1 by ``delta_h = dz_h @ W_O[h]`` only (``dz = z_post - z_pre``, rank <= d_head).  A
+    linear map ``(W, b)`` read from a LayerNorm ``(g, beta, eps)`` of that stream then splits:
+
+        W ln(base + delta_h) + b = (A + dz_h @ M_h) / s + c
+        A   = ((base - mean base) * g) @ W.T          [batch * pos, out]  once per layer
+        M_h = ((W_O[h] - its mean over d_model) * g) @ W.T   [d_head, out]   once per layer
+        c   = W @ beta + b,    s = sqrt(var(base + delta_h) + eps)   per position
+
+    (RMSNorm: no centring, no beta.)  Each stacked copy then costs ``d_head x out`` per position
+    for the query, key, value and MLP-in projections instead of ``d_model x out``: about 7/12
+    of a block's matmuls at ``1 / n_heads`` of the price.  The module's own forward is swapped
+    for the formula only while ``installed``; its first use is checked against the module on
+    one prompt and, if it differs, the module's own forward is used from then on.
+    """
+
+    def __init__(self, block: torch.nn.Module, pairs: Sequence[tuple[str, str]],
+                 base: Float[Tensor, "batch pos d_model"], W_O: Float[Tensor, "head d_head d_model"],
+                 dz: Float[Tensor, "batch pos head d_head"]):
+        self.dz = dz.float()
+        self.entries: list[tuple[torch.nn.Linear, str, Tensor, Tensor, Tensor]] = []
+        self.norms: dict[str, tuple[bool, float]] = {}
+        self.broken = False
+        self._checked: set[torch.nn.Module] = set()  # projections already compared with the module
+        for linear_name, norm_name in pairs:
+            linear, affine = block.get_submodule(linear_name), _norm_affine(block.get_submodule(norm_name))
+            if not isinstance(linear, torch.nn.Linear) or affine is None or linear.weight.dtype != torch.float32:
+                continue  # exactness: float32 weights only (bf16 keeps the module's own rounding)
+            centred, gain, beta, eps = affine
+            W = linear.weight  # [out, d_model]
+            g = torch.ones(W.shape[1], device=W.device) if gain is None else gain.float()
+            base_c = base.float() - base.float().mean(-1, keepdim=True) if centred else base.float()
+            W_O_c = W_O.float() - W_O.float().mean(-1, keepdim=True) if centred else W_O.float()
+            A = ((base_c * g) @ W.T).reshape(-1, W.shape[0])  # [batch * pos, out]
+            M = (W_O_c * g) @ W.T
+            c = torch.zeros(W.shape[0], device=W.device)
+            if beta is not None:
+                c = c + W @ beta.float()
+            if linear.bias is not None:
+                c = c + linear.bias.float()
+            self.entries.append((linear, norm_name, A, M, c))
+            self.norms[norm_name] = (centred, eps)
+
+    @contextlib.contextmanager
+    def installed(self, heads: Int[Tensor, "copies"], stream: Float[Tensor, "rows pos d_model"]) -> Iterator[None]:
+        """Swap the projections in for stacked copies of ``stream``; copy ``c`` patched head ``heads[c]``.
+
+        ``heads`` lives on the CPU (read without a device sync); ``stream`` is ``[copies * batch,
+        pos, d_model]``, the residual stream entering the block.
+        """
+        n_copies = heads.numel()
+        batch, pos = self.dz.shape[:2]
+        heads_list = heads.tolist()
+        dz = self.dz[:, :, heads.to(self.dz.device)].permute(2, 0, 1, 3).reshape(n_copies, batch * pos, -1)
+        scales: dict[str, Tensor] = {}
+
+        def scale(norm_name: str) -> Tensor:
+            if norm_name not in scales:
+                centred, eps = self.norms[norm_name]
+                x = stream.float()
+                var = x.var(-1, unbiased=False, keepdim=True) if centred else x.pow(2).mean(-1, keepdim=True)
+                scales[norm_name] = (var + eps).sqrt()
+            return scales[norm_name]
+
+        def make_forward(linear: torch.nn.Linear, norm_name: str, A: Tensor, M: Tensor, c: Tensor) -> Callable:
+            def forward(inp: Tensor) -> Tensor:
+                if self.broken or inp.shape != stream.shape:  # e.g. the last block's answer-only MLP
+                    return torch.nn.Linear.forward(linear, inp)
+                # One addmm per copy (faster on CPU than a bmm over gathered M), A added in the same call.
+                out = torch.empty(n_copies, batch * pos, A.shape[-1], device=A.device)
+                for i, head in enumerate(heads_list):
+                    torch.addmm(A, dz[i], M[head], out=out[i])
+                out = out.view(n_copies * batch, pos, -1).div_(scale(norm_name)).add_(c)
+                if linear not in checked:
+                    ref = torch.nn.Linear.forward(linear, inp[:1])
+                    if float((out[:1] - ref).abs().max()) > _RESID_CHECK_RTOL * max(1.0, float(ref.abs().max())):
+                        self.broken = True
+                        return torch.nn.Linear.forward(linear, inp)
+                    checked.add(linear)
+                return out.to(inp.dtype)
+            return forward
+
+        checked = self._checked
+        with contextlib.ExitStack() as stack:
+            for entry in self.entries:
+                stack.enter_context(_swapped_forward(entry[0], make_forward(*entry)))
+            yield
+
+
 class _LayerSkipEngine:
     """Cached pre-checkpoint run plus the layer-skip machinery (see the module docstring)."""
 
@@ -371,6 +557,9 @@ class _LayerSkipEngine:
         self.post = patterns.to(self.device, torch.float32)
         self.batch, self.pos = self.inputs.batch, self.inputs.pos
         self._deltas: dict[int, Tensor] = {}
+        self._dz: dict[int, Tensor] = {}  # z_post - z_pre per layer, [batch, pos, head, d_head]
+        self._norm_pairs: list[tuple[str, str]] = []  # (linear, norm) names inside a block
+        self.low_rank_layers: list[int] = []  # blocks whose projections took the low-rank path
         self._structure_checked = False  # set once block l itself confirmed the delta path
         self._pre_run()
 
@@ -442,11 +631,18 @@ class _LayerSkipEngine:
         return rows, self.inputs.answer_pos.repeat(n_copies)
 
     def _final_block_at_answer(self, resid: Tensor, n_copies: int) -> Float[Tensor, "rows d_model"]:
-        """Last block: attention over all positions, MLP only at the answer position."""
+        """Last block at the answer position only: attention (its keys and values at all positions,
+        its query and output projections at the answer), then the MLP."""
         layer = self.n_layers - 1
         block = self.model.blocks[layer]
-        attn = self._call(block.attn, self.attn_args, _first(block.ln1(resid)), n_copies)
         rows, pos = self._answer_rows(n_copies)
+        with contextlib.ExitStack() as stack:
+            for name in ("q", "o"):  # TransformerBridge's names for the query / output projections
+                linear = getattr(getattr(block.attn, name, None), "original_component", None)
+                if isinstance(linear, torch.nn.Linear) and "forward" not in linear.__dict__:
+                    stack.enter_context(_swapped_forward(linear, _answer_rows_linear(
+                        linear, rows, pos, (n_copies * self.batch, self.pos))))
+            attn = self._call(block.attn, self.attn_args, _first(block.ln1(resid)), n_copies)
         x, a = resid[rows, pos], attn[rows, pos]
         if not self._has_mlp(layer):
             return x + a
@@ -523,8 +719,9 @@ class _LayerSkipEngine:
             hooks = [(_pattern_hook_name(layer), _pattern_patch_hook(self.post[layer], everything)),
                      (f"blocks.{layer}.attn.hook_z", lambda z, hook: captured.__setitem__("z", z) or z)]
             try:
-                with self.model.hooks(fwd_hooks=hooks):
+                with self.model.hooks(fwd_hooks=hooks), _recording_norm_projections(block) as pairs:
                     out_all = self._call_block(layer, self.resid_pre[layer], 1)
+                self._norm_pairs = self._norm_pairs or pairs
             except (TypeError, RuntimeError, IndexError) as err:
                 raise _FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
             if "z" not in captured:
@@ -541,13 +738,13 @@ class _LayerSkipEngine:
             raise ValueError(f"block {layer}'s attention ignores edits of hook_pattern (z is unchanged); "
                              "this architecture's bridge cannot be pattern-patched")
         delta = torch.einsum("bphd,hdm->hbpm", dz, W_O.to(dz.dtype))
-        self._deltas[layer] = delta
+        self._deltas[layer], self._dz[layer] = delta, dz
         if out_all is not None:
             # The reconstruction with every head patched must equal the block itself.
             rebuilt = self.start_residual(layer, everything)
             err = float((rebuilt - out_all).abs().max())
             if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
-                del self._deltas[layer]
+                del self._deltas[layer], self._dz[layer]
                 raise _FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
             self._structure_checked = True
         return delta
@@ -588,13 +785,32 @@ class _LayerSkipEngine:
         for layer in sorted(set(start[has_any].tolist())):
             idx = torch.nonzero(start == layer).flatten()
             self.head_deltas(layer)
+            low_rank = self._low_rank(layer, masks[idx])
             for lo in range(0, idx.numel(), chunk):
                 sel = idx[lo:lo + chunk]
                 m = masks[sel]
                 resid = self.start_residual(layer, m[:, layer].to(self.device))
-                out[sel.to(self.device)] = self.run_tail(resid, layer + 1, sel.numel(), m).mean(dim=1)
-            del self._deltas[layer]  # [head, batch, pos, d_model] per layer: keep one at a time
+                heads = m[:, layer].float().argmax(dim=1)  # on the CPU: planning only
+                with low_rank.installed(heads, resid) if low_rank is not None else contextlib.nullcontext():
+                    out[sel.to(self.device)] = self.run_tail(resid, layer + 1, sel.numel(), m).mean(dim=1)
+            if low_rank is not None and not low_rank.broken:
+                self.low_rank_layers.append(layer + 1)
+            del self._deltas[layer], self._dz[layer]  # [head, batch, pos, d_model] per layer: one at a time
         return out
+
+    def _low_rank(self, layer: int, masks: Bool[Tensor, "sets layer head"]) -> _LowRankProjections | None:
+        """Low-rank projections for block ``layer + 1`` when every set patches one head of ``layer``.
+
+        Needs the stream entering block ``layer + 1`` to be the cached one plus the head's
+        ``delta`` (parallel residual, or no MLP) and at least one norm-fed projection found.
+        """
+        direct = self.parallel or not self._has_mlp(layer)
+        if not (direct and self._norm_pairs and layer + 1 < self.n_layers and bool((masks[:, layer].sum(1) == 1).all())):
+            return None
+        W_O = self.model.blocks[layer].attn.W_O
+        low_rank = _LowRankProjections(self.model.blocks[layer + 1], self._norm_pairs, self.resid_post[layer],
+                                       W_O, self._dz[layer])
+        return low_rank if low_rank.entries else None
 
 
 def _p_of_sets_full_forward(model: Any, inputs: PatchingInputs, post: Tensor,

@@ -343,7 +343,8 @@ def summarize(
     ``plateau_length`` (steps or None), ``threshold``, ``steps_to_threshold`` (steps or None),
     ``emerged`` (threshold reached), ``final_max_alignment`` (best head, or None),
     ``n_params``, ``batch_size``, ``seq_len``, ``tokens_per_step``, ``wall_time_s``,
-    ``config``.
+    ``config`` (as given: None means "the task's default") and ``resolved`` (the values the
+    run actually used for those defaults: ``T``, ``d_model``, ``n_ctx``).
     """
     floor = task.floor
     steps, loss = metrics["step"].tolist(), metrics["loss"].tolist()
@@ -372,8 +373,15 @@ def summarize(
         "tokens_per_step": batch_size * task.seq_len,
         "wall_time_s": wall_time_s,
         "config": asdict(config),
+        "resolved": _resolved_defaults(config, task),
     }
     return {k: _json_safe(v) for k, v in summary.items()}
+
+
+def _resolved_defaults(config: TrainConfig, task: SyntheticTask) -> dict:
+    """The values used for config fields left at None (task / model defaults)."""
+    model_cfg = config.model_config(task)
+    return {"T": getattr(task, "T", config.T), "d_model": model_cfg.resolved_d_model, "n_ctx": model_cfg.n_ctx}
 
 
 def train(

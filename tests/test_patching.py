@@ -55,6 +55,10 @@ def neox_bridge(path, q_scale: float = 1.0):
                         use_parallel_residual=True, max_position_embeddings=64, initializer_range=0.4)
     model = GPTNeoXForCausalLM(cfg).eval()
     with torch.no_grad():
+        for module in model.modules():  # trained-looking norms: distinct gains and biases per norm
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.copy_(1 + 0.3 * torch.randn_like(module.weight))
+                module.bias.copy_(0.2 * torch.randn_like(module.bias))
         for layer in model.gpt_neox.layers:  # fused qkv, interleaved per head: [head, (q k v), d_head, d_model]
             layer.attention.query_key_value.weight.view(N_HEADS, 3, D_MODEL // N_HEADS, D_MODEL)[:, 0] *= q_scale
     model.save_pretrained(path)
@@ -249,4 +253,55 @@ def test_wrong_block_structure_is_caught_and_falls_back(pair, monkeypatch):
     monkeypatch.setattr(patching._LayerSkipEngine, "check_tail", lambda self: None)
     with pytest.warns(RuntimeWarning, match="is not x \\+ attn \\+ mlp"):
         fast = delta_p_all_heads(pre, inputs, patterns)
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0)
+
+
+def _single_head_masks(n_layers: int, n_heads: int) -> torch.Tensor:
+    masks = torch.zeros(n_layers * n_heads, n_layers, n_heads, dtype=torch.bool)
+    for i in range(n_layers * n_heads):
+        masks[i, i // n_heads, i % n_heads] = True
+    return masks
+
+
+def _swapped_modules(model) -> list[str]:
+    return [name for name, module in model.named_modules() if "forward" in module.__dict__]
+
+
+def test_low_rank_projections_and_answer_only_last_block_are_used_and_exact(pair):
+    """GPT-NeoX: block l+1's query/key/value/MLP-in come from the rank-d_head formula, the last
+    block's query/output projections run at the answer only; values equal the reference."""
+    name, pre, _, inputs, patterns = pair
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
+    with torch.inference_mode():
+        engine = patching._LayerSkipEngine(pre, inputs, patterns)
+        engine.check_tail()
+        p = engine.p_of_sets(_single_head_masks(N_LAYERS, N_HEADS), chunk=N_HEADS)
+    fast = (p - engine.p_pre).reshape(N_LAYERS, N_HEADS)
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (fast - reference).abs().max()
+    assert _swapped_modules(pre) == []  # every swapped forward was put back
+    if name == "neox":
+        linears = {linear.rsplit(".", 1)[0].split(".")[-1] for linear, _ in engine._norm_pairs}
+        assert {"q", "k", "v", "dense_h_to_4h"} <= linears, engine._norm_pairs
+        assert engine.low_rank_layers == list(range(1, N_LAYERS))
+    else:  # sequential residual: block l+1 reads the MLP's full-rank output, no shortcut
+        assert engine.low_rank_layers == []
+
+
+def test_low_rank_self_check_falls_back_to_the_module(pair, monkeypatch):
+    """A wrong norm description (gain doubled) fails the first-use check: exact values anyway
+    (GPT-NeoX; the sequential native model never takes the shortcut)."""
+    _, pre, _, inputs, patterns = pair
+    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
+    real = patching._norm_affine
+
+    def wrong(norm):
+        found = real(norm)
+        return None if found is None else (found[0], 2 * found[1], found[2], found[3])
+
+    monkeypatch.setattr(patching, "_norm_affine", wrong)
+    with torch.inference_mode():
+        engine = patching._LayerSkipEngine(pre, inputs, patterns)
+        p = engine.p_of_sets(_single_head_masks(N_LAYERS, N_HEADS), chunk=N_HEADS)
+    assert engine._norm_pairs and engine.low_rank_layers == []
+    fast = (p - engine.p_pre).reshape(N_LAYERS, N_HEADS)
     assert torch.allclose(fast, reference, atol=1e-5, rtol=0)

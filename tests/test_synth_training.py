@@ -176,6 +176,9 @@ def test_cli_train_writes_metrics_and_summary(tmp_path):
     assert summary["floor"] == pytest.approx(FLOOR_S4)
     assert summary["config"]["S"] == 4 and summary["config"]["s"] == 1
     assert summary["config"]["bias"] == 1.5 and summary["config"]["seed"] == 3
+    # Defaults left at None are reported as used: T = 1, d_model = 2 heads x 4, n_ctx = (T+1)*S.
+    assert summary["config"]["d_model"] is None and summary["config"]["n_ctx"] is None
+    assert summary["resolved"] == {"T": 1, "d_model": 8, "n_ctx": 8}
     bad = CliRunner().invoke(app, ["train", "--S", "4", "--s", "0", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "s=0 is invalid" in bad.output
 
