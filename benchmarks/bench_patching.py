@@ -35,15 +35,13 @@ SHAPES = {"70m": (6, 8, 512), "160m": (12, 12, 768)}
 VOCAB = 50304
 
 
-def _byte_tokenizer_dir(path: str):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+def _byte_tokenizer_dir(path):
+    """The project's byte tokenizer, saved into ``path`` and reloaded (a bridge boots from a folder)."""
+    from transformers import AutoTokenizer
 
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(path)
+    from interp.checkpoints import make_byte_tokenizer
+
+    make_byte_tokenizer().save_pretrained(path)
     return AutoTokenizer.from_pretrained(path)
 
 
