@@ -5,15 +5,18 @@ TransformerLens 4.x ``TransformerBridge`` (``TransformerBridge.boot_transformers
 step's weight digest, and flags steps whose weights duplicate an earlier step's so that the
 point-of-emergence search skips them. Two implementations:
 
-* :class:`HubSource`: Pythia and PolyPythia on the Hugging Face hub
-  (``EleutherAI/pythia-{14m,31m,70m,160m,410m}`` and ``-seed{1..9}``; the larger and deduped
-  Pythia ids are accepted too). Each checkpoint is the branch ``step{N}`` of the 154-step
-  schedule :data:`PYTHIA_STEPS` (Biderman et al. 2023, Pythia; van der Wal et al. 2025,
-  PolyPythias). Files come through ``huggingface_hub.snapshot_download`` with
-  ``revision="step{N}"`` and only the weight, config and tokenizer files, so the same code
-  runs online and offline (``HF_HUB_OFFLINE=1`` resolves the revision from the cache's
-  ``refs/``). The resolved commit sha is recorded per step. The repos' ``main`` branch is never
-  used (it is often empty on the seed repos).
+* :class:`HubSource`: any hub repository whose branches name training steps (see
+  :mod:`interp.families` for the revision-name grammar and the known families). Pythia and
+  PolyPythia (``EleutherAI/pythia-{14m,31m,70m,160m,410m}`` and ``-seed{1..9}``; the larger and
+  deduped Pythia ids too) keep the 154-step schedule :data:`PYTHIA_STEPS` (Biderman et al. 2023,
+  Pythia; van der Wal et al. 2025, PolyPythias) and their ``step{N}`` branches; OLMo's
+  ``step{N}-tokens{M}B`` and OLMo-2's ``stage{k}[-ingredient{j}]-step{N}-tokens{M}B`` branches
+  give the schedule of one series (default: the series with the most branches). Files come
+  through ``huggingface_hub.snapshot_download`` with the branch as ``revision`` and only the
+  weight, config and tokenizer files, so the same code runs online (branches from
+  ``list_repo_refs``) and offline (``HF_HUB_OFFLINE=1``: the cache's ``refs/``). The resolved
+  commit sha is recorded per step. The ``main`` branch is only read for its weight digest (the
+  final model's, when it has weights; it is empty on the PolyPythia seed repos).
 * :class:`LocalSuiteSource`: a folder with one Hugging Face checkpoint per step, loaded offline.
 
 Local suite layout (what :mod:`interp.embedded` writes)::
@@ -29,6 +32,20 @@ folder that has tokenizer files.
 Digest: the sha256 hex of the weight file's bytes (for one file this equals the hub's LFS oid,
 which is also the blob's name in the hub cache, so no hashing is needed there); for sharded
 weights, the sha256 of the shards' sha256 hex digests, one per line, in file-name order.
+
+Hazards (reported by :func:`checkpoint_table` and :func:`hazard_lines`, one row per step):
+
+* duplicates: identical weights at two steps mean at most one of their labels is right (the hub
+  served pythia-2.8b's final weights on 86 of its 154 branches). Every step of such a group is
+  excluded from the search unless one is known to be right: the final step, when its digest
+  equals the final model's (the hub's ``main`` branch; ``suite.json``'s ``final_digest`` locally);
+* missing steps: steps of the schedule with no branch (Pythia's 154 steps; elsewhere the regular
+  grid the listed steps follow, :func:`interp.families.regular_grid`), or not in the cache offline;
+* the listing: ``hub``, or the cache (``HF_HUB_OFFLINE=1``, or the hub could not be reached).
+
+Tokenizer: every load compares the step's tokenizer (vocabulary, merges, special tokens) with the
+first one this source handed out; a mismatch raises :class:`TokenizerMismatchError` naming both
+steps, since the prompts of one analysis are tokenised once.
 
 Safety: only safetensors weights load unless ``allow_pickle=True`` (unpickling a ``.bin`` can run
 code), and ``trust_remote_code`` stays off unless a hub source is told otherwise.
@@ -58,6 +75,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
+
+from interp.families import RevisionParser, Schedule, build_schedule, family_of, regular_grid
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformer_lens.model_bridge import TransformerBridge
@@ -90,12 +109,18 @@ _VALID_HUB_IDS = (
     "a Pythia/PolyPythia hub id (EleutherAI/pythia-{14m,31m,70m,160m,410m}[-seed{1..9}] "
     "or EleutherAI/pythia-{70m,160m,410m,1b,1.4b,2.8b,6.9b,12b}[-deduped])"
 )
-_VALID_SPECS = f"{_VALID_HUB_IDS} or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)"
+_VALID_SPECS = (f"{_VALID_HUB_IDS}, another org/name hub repo whose branches name training steps "
+                f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)")
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 class CheckpointError(ValueError):
     """A step that the source does not hold; the message names the model, the step and the
     nearest available steps."""
+
+
+class TokenizerMismatchError(ValueError):
+    """Two steps of one source have different tokenizers (vocabulary, merges or special tokens)."""
 
 
 def pythia_model_ids() -> list[str]:
@@ -149,6 +174,38 @@ def make_byte_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     return PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+def tokenizer_fingerprint(tokenizer) -> dict[str, str]:
+    """sha256 digests of a tokenizer's vocabulary, merges and special tokens.
+
+    Read from the fast tokenizer's serialised model (``backend_tokenizer.to_str()``: vocabulary,
+    BPE merges, added tokens) when there is one, else from ``get_vocab()`` and the slow
+    tokenizer's ``bpe_ranks``; special tokens are the ``special_tokens_map`` plus the added
+    tokens flagged special. Two tokenizers that map every text to the same ids with the same
+    special tokens have equal fingerprints.
+
+    Args:
+        tokenizer: a ``transformers.PreTrainedTokenizerBase``.
+
+    Returns:
+        ``{"vocabulary": hex, "merges": hex, "special tokens": hex}``.
+    """
+    def digest(value) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+    vocab = sorted(tokenizer.get_vocab().items())
+    merges: list = []
+    added: list = []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        merges = spec.get("model", {}).get("merges") or []
+        added = sorted((t.get("id"), t.get("content"), bool(t.get("special"))) for t in spec.get("added_tokens") or [])
+    elif hasattr(tokenizer, "bpe_ranks"):
+        merges = sorted((list(pair), rank) for pair, rank in tokenizer.bpe_ranks.items())
+    special = sorted((str(k), str(v)) for k, v in tokenizer.special_tokens_map.items())
+    return {"vocabulary": digest(vocab), "merges": digest(merges), "special tokens": digest([special, added])}
 
 
 # ----------------------------------------------------------------------------- weight files
@@ -264,17 +321,23 @@ class CheckpointSource(ABC):
     """The checkpoints of one training run, by training step.
 
     Subclasses implement :meth:`available_steps`, :meth:`tokenizer`, :meth:`digest` and
-    ``_resolve`` (step -> local folder); loading, duplicate detection and memory handling are
-    shared. One bridge is held at a time (see module docstring, "Memory").
+    ``_resolve`` (step -> local folder); loading, duplicate detection, the tokenizer check and
+    memory handling are shared. One bridge is held at a time (see module docstring, "Memory").
+
+    Attributes:
+        listing: where the list of steps came from (``"local folder"``, ``"hub"``, or the hub
+            cache, offline or because the hub could not be reached).
     """
 
     model_id: str
     allow_pickle: bool = False
     trust_remote_code: bool = False
+    listing: str = "local folder"
 
     def __init__(self) -> None:
         self._bridge = None
         self._digests: dict[int, str] = {}
+        self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
 
     # -- to implement
     @abstractmethod
@@ -324,6 +387,38 @@ class CheckpointSource(ABC):
     def _missing_reason(self, step: int) -> str:
         return ""
 
+    # -- optional per source (defaults: nothing known)
+    def revision(self, step: int) -> str:
+        """The name of ``step``'s checkpoint (hub branch or folder name)."""
+        return f"step{step}"
+
+    def tokens_at(self, step: int) -> int | None:
+        """Tokens seen at ``step`` (tokens) when the source knows them (hub names with ``tokens{M}``)."""
+        return None
+
+    def final_digest(self) -> str | None:
+        """Digest of the run's final model, from a place other than the step labels (the hub's
+        ``main`` branch; ``suite.json``'s ``final_digest``), or ``None`` when unknown."""
+        return None
+
+    def missing_steps(self) -> list[int]:
+        """Steps of the expected schedule that this source does not hold (ascending)."""
+        return []
+
+    def _check_tokenizer(self, step: int, tokenizer) -> None:
+        """Remember the first tokenizer seen; raise :class:`TokenizerMismatchError` if ``step``'s differs."""
+        fingerprint = tokenizer_fingerprint(tokenizer)
+        if self._tokenizer_ref is None:
+            self._tokenizer_ref = (step, fingerprint)
+            return
+        ref_step, ref = self._tokenizer_ref
+        differ = [part for part in ref if ref[part] != fingerprint.get(part)]
+        if differ:
+            raise TokenizerMismatchError(
+                f"{self.model_id}: the tokenizer at step {step} differs from the one at step {ref_step} "
+                f"({', '.join(differ)}); one analysis needs one tokenizer: use steps that share it"
+            )
+
     def load(self, step: int, device: str | torch.device | None = None) -> LoadedCheckpoint:
         """Load ``step`` as a float32 ``TransformerBridge`` in eval mode.
 
@@ -335,6 +430,8 @@ class CheckpointSource(ABC):
 
         Raises:
             CheckpointError: ``step`` is not available (names the nearest available steps).
+            TokenizerMismatchError: ``step``'s tokenizer differs from the first one this source
+                handed out (names both steps).
             ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off, or
                 the model has no attention heads (nothing to patch).
         """
@@ -348,6 +445,9 @@ class CheckpointSource(ABC):
         config = AutoConfig.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
         digest = weights_digest(files)
         self._digests[step] = digest
+        # A fresh tokenizer per boot: the bridge edits the one it gets (adds eos/pad tokens).
+        tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(step, folder))
+        self._check_tokenizer(step, tokenizer)
 
         self.close()  # drop the previous bridge before allocating the next one
         device = _default_device(device)
@@ -357,8 +457,6 @@ class CheckpointSource(ABC):
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
             ).to(device)
-        # A fresh tokenizer per boot: the bridge edits the one it gets (adds eos/pad tokens).
-        tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(step, folder))
         bridge = TransformerBridge.boot_transformers(
             self._bridge_name(folder), hf_model=hf_model, tokenizer=tokenizer,
             dtype=torch.float32, device=device, trust_remote_code=self.trust_remote_code,
@@ -403,11 +501,8 @@ class CheckpointSource(ABC):
                     f"attention-pattern patching needs at least one head"
                 )
 
-    def duplicate_steps(self, steps: Iterable[int] | None = None) -> dict[int, int]:
-        """Steps whose weight digest equals an earlier step's: ``{step: earliest such step}``.
-
-        Such steps carry no new information (e.g. pythia-2.8b serves its final weights on 86 of
-        154 branches, ../shared/TRANSFORMERLENS.md), so the emergence search skips them.
+    def duplicate_groups(self, steps: Iterable[int] | None = None) -> list[list[int]]:
+        """Groups of two or more steps with identical weights (same digest), each ascending.
 
         Args:
             steps: the steps to compare (default: all available steps).
@@ -416,15 +511,43 @@ class CheckpointSource(ABC):
             CheckpointError: one of ``steps`` is not available.
         """
         steps = self.available_steps() if steps is None else sorted({self._check_step(s) for s in steps})
-        first: dict[str, int] = {}
-        duplicates: dict[int, int] = {}
+        by_digest: dict[str, list[int]] = {}
         for step in steps:
-            digest = self.digest(step)
-            if digest in first:
-                duplicates[step] = first[digest]
-            else:
-                first[digest] = step
-        return duplicates
+            by_digest.setdefault(self.digest(step), []).append(step)
+        return sorted(group for group in by_digest.values() if len(group) > 1)
+
+    def kept_duplicate(self, group: Sequence[int]) -> int | None:
+        """The one step of a duplicate group whose label is known to be right, or ``None``.
+
+        Only the final available step can be: when its digest equals :meth:`final_digest`
+        (the final model, read from a place other than the step labels).
+        """
+        final = self.available_steps()[-1]
+        known = self.final_digest()
+        return final if final in group and known is not None and self.digest(final) == known else None
+
+    def duplicate_steps(self, steps: Iterable[int] | None = None) -> dict[int, int]:
+        """Steps excluded because another step has the same weights: ``{step: other step}``.
+
+        Identical weights at two steps mean at most one label is right, and the hub has served
+        one model's final weights on most intermediate branches (pythia-2.8b: 86 of 154,
+        ../shared/TRANSFORMERLENS.md), so *every* step of a duplicate group is excluded unless
+        :meth:`kept_duplicate` knows one to be right; that one stays and the others map to it.
+        Otherwise each step maps to the smallest other step of its group.
+
+        Args:
+            steps: the steps to compare (default: all available steps).
+
+        Raises:
+            CheckpointError: one of ``steps`` is not available.
+        """
+        excluded: dict[int, int] = {}
+        for group in self.duplicate_groups(steps):
+            kept = self.kept_duplicate(group)
+            for step in group:
+                if step != kept:
+                    excluded[step] = kept if kept is not None else min(s for s in group if s != step)
+        return dict(sorted(excluded.items()))
 
     def searchable_steps(self) -> list[int]:
         """Available steps minus :meth:`duplicate_steps`, sorted ascending."""
@@ -447,42 +570,67 @@ class CheckpointSource(ABC):
 
 
 class HubSource(CheckpointSource):
-    """Pythia / PolyPythia checkpoints on the Hugging Face hub, one branch ``step{N}`` per step.
+    """Checkpoints on the Hugging Face hub, one branch per training step.
 
-    Online, the available steps are the repo's ``step{N}`` branches within ``steps`` (some seeds
-    miss a few, e.g. pythia-410m-seed9 at step 40000); with ``HF_HUB_OFFLINE=1`` they are the
-    revisions present in the cache (``refs/step{N}``). Files go to / come from the standard hub
-    cache (``HF_HUB_CACHE``) unless ``cache_dir`` is given.
+    The branches are read online with ``list_repo_refs`` (if the hub cannot be reached, from the
+    cache, and :attr:`listing` says so) and with ``HF_HUB_OFFLINE=1`` from the cache's ``refs/``.
+    Branch names are parsed by :class:`interp.families.RevisionParser` (``step{N}``,
+    ``step{N}-tokens{M}B``, ``stage{k}[-ingredient{j}]-step{N}-tokens{M}B``, or ``revision_regex``)
+    and one series is followed (``series``; default: the series with the most branches, e.g.
+    ``stage1`` on OLMo-2). Pythia / PolyPythia ids keep the 154-step schedule :data:`PYTHIA_STEPS`
+    (some seeds miss a few, e.g. pythia-410m-seed9 at step 40000). Files go to / come from the
+    standard hub cache (``HF_HUB_CACHE``) unless ``cache_dir`` is given.
 
     Args:
-        model_id: e.g. ``"EleutherAI/pythia-70m-seed3"``; see :func:`pythia_model_ids`.
-        steps: the checkpoint schedule (default :data:`PYTHIA_STEPS`).
+        model_id: an ``org/name`` hub id, e.g. ``"EleutherAI/pythia-70m-seed3"`` or
+            ``"allenai/OLMo-2-0425-1B"`` (``emergence list-models`` lists the known families).
+        steps: the checkpoint schedule, training steps (default: :data:`PYTHIA_STEPS` for Pythia
+            ids, else every step the chosen series has). Steps of it without a branch are
+            reported by :meth:`missing_steps`.
         cache_dir: hub cache folder (default: ``huggingface_hub.constants.HF_HUB_CACHE``).
         allow_pickle: also load ``.bin`` weights when a step has no safetensors.
         trust_remote_code: passed to transformers; off by default.
-        allow_any_id: accept a repo that is not Pythia/PolyPythia but has ``step{N}`` branches.
+        allow_any_id: kept for compatibility (any ``org/name`` id is accepted now).
+        series: the series to follow (``"stage1"``, ``"stage2-ingredient3"``; ``""`` for plain
+            ``step{N}`` names); default: the one with the most branches.
+        revision_regex: a regex for other branch names, with a named group ``step`` (optional
+            ``tokens``, ``unit``, ``series``); see :class:`interp.families.RevisionParser`.
 
     Raises:
-        ValueError: unknown model id, or an empty / invalid schedule.
+        ValueError: a malformed id, an unknown id in the Pythia namespace, an empty / invalid
+            schedule, or a bad ``revision_regex``.
     """
 
-    def __init__(self, model_id: str, steps: Sequence[int] = PYTHIA_STEPS, cache_dir: str | Path | None = None,
-                 allow_pickle: bool = False, trust_remote_code: bool = False, allow_any_id: bool = False):
+    def __init__(self, model_id: str, steps: Sequence[int] | None = None, cache_dir: str | Path | None = None,
+                 allow_pickle: bool = False, trust_remote_code: bool = False, allow_any_id: bool = False,
+                 series: str | None = None, revision_regex: str | None = None):
         super().__init__()
-        if not isinstance(model_id, str) or not (is_pythia_id(model_id) or (allow_any_id and "/" in model_id)):
+        if not isinstance(model_id, str) or not is_hub_id(model_id):
             raise ValueError(
-                f"unknown model id {model_id!r}: expected {_VALID_HUB_IDS} "
-                f"(or pass allow_any_id=True for another repo with step{{N}} branches)"
+                f"unknown model id {model_id!r}: expected {_VALID_HUB_IDS}, "
+                f"or another org/name repo whose branches name training steps (emergence list-models)"
             )
-        schedule = sorted({int(s) for s in steps})
-        if not schedule or schedule[0] < 0 or any(int(s) != s for s in steps):
-            raise ValueError(f"steps={list(steps)[:5]}...: need a non-empty list of non-negative integer steps")
+        pythia = is_pythia_id(model_id)
+        if steps is None:
+            steps = PYTHIA_STEPS if pythia else None
+        if steps is not None:
+            schedule = sorted({int(s) for s in steps}) if all(isinstance(s, int) or int(s) == s for s in steps) else []
+            if not schedule or schedule[0] < 0 or any(int(s) != s for s in steps):
+                raise ValueError(f"steps={list(steps)[:5]}...: need a non-empty list of non-negative integer steps")
+            steps = tuple(schedule)
         self.model_id = model_id
-        self.steps = tuple(schedule)
+        self.steps: tuple[int, ...] | None = steps
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.allow_pickle = allow_pickle
         self.trust_remote_code = trust_remote_code
+        self.series_requested = series
+        family = family_of(model_id)
+        self.parser = RevisionParser(revision_regex if revision_regex is not None
+                                     else (family.revision_regex if family else None))
+        self.listing = "not listed yet"
+        self._schedule: Schedule | None = None
         self._available: list[int] | None = None
+        self._final_digest: str | None | bool = False  # False: not looked up yet
 
     # -- hub plumbing
     @staticmethod
@@ -498,45 +646,90 @@ class HubSource(CheckpointSource):
         root = self.cache_dir if self.cache_dir is not None else Path(constants.HF_HUB_CACHE)
         return root / repo_folder_name(repo_id=self.model_id, repo_type="model")
 
-    def _cached_steps(self) -> set[int]:
+    def _cached_refs(self) -> list[str]:
         refs = self._repo_cache() / "refs"
-        found = (_STEP_NAME.fullmatch(p.name) for p in refs.iterdir()) if refs.is_dir() else ()
-        return {int(m.group(1)) for m in found if m}
+        return sorted(p.name for p in refs.iterdir() if p.is_file()) if refs.is_dir() else []
 
-    def available_steps(self) -> list[int]:
-        """Steps of the schedule that the hub has (online) or the cache holds (offline)."""
-        if self._available is None:
-            self._available = sorted(set(self.steps) & self._hub_steps())
-        return list(self._available)
-
-    def _hub_steps(self) -> set[int]:
+    def _branch_names(self) -> list[str]:
+        """Branch names from the hub, or from the cache's refs (offline, or the hub unreachable)."""
         if self._offline():
-            return self._cached_steps()
+            self.listing = "cache (HF_HUB_OFFLINE=1)"
+            return self._cached_refs()
         from huggingface_hub import HfApi
 
         try:
             refs = HfApi().list_repo_refs(self.model_id)
         except Exception as error:  # network trouble: fall back to the cache, as snapshot_download does
-            cached = self._cached_steps()
+            cached = self._cached_refs()
             if not cached:
-                raise ValueError(f"cannot list the step branches of {self.model_id}: {error}".splitlines()[0]) from error
-            logger.warning("cannot reach the hub for %s (%s); using the %d cached steps",
+                raise ValueError(f"cannot list the branches of {self.model_id}: {error}".splitlines()[0]) from error
+            self.listing = f"cache (hub unreachable: {type(error).__name__})"
+            logger.warning("cannot reach the hub for %s (%s); using the %d cached branches",
                            self.model_id, type(error).__name__, len(cached))
             return cached
-        return {int(m.group(1)) for b in refs.branches if (m := _STEP_NAME.fullmatch(b.name))}
+        self.listing = "hub"
+        return [b.name for b in refs.branches]
+
+    @property
+    def schedule(self) -> Schedule:
+        """The parsed branches of the followed series (listed once, then remembered)."""
+        if self._schedule is None:
+            self._schedule = build_schedule(self._branch_names(), self.parser, self.series_requested)
+            if self._schedule.alternates:
+                logger.warning("%s: %d branches name a step another branch already names (kept: %s)",
+                               self.model_id, len(self._schedule.alternates),
+                               ", ".join(self._schedule.revisions[r.step].name for r in self._schedule.alternates[:3]))
+        return self._schedule
+
+    @property
+    def series(self) -> str:
+        """The series followed (``""`` for plain ``step{N}`` names)."""
+        return self.schedule.series
+
+    def available_steps(self) -> list[int]:
+        """Steps of the followed series that the hub has (online) or the cache holds (offline),
+        within the schedule when one is set (Pythia's 154 steps)."""
+        if self._available is None:
+            listed = set(self.schedule.revisions)
+            self._available = sorted(listed & set(self.steps) if self.steps is not None else listed)
+        return list(self._available)
+
+    def expected_steps(self) -> list[int]:
+        """The schedule the source should have: ``steps`` when set (Pythia's 154), else the
+        regular grid of the listed steps (:func:`interp.families.regular_grid`), else none."""
+        if self.steps is not None:
+            return list(self.steps)
+        return regular_grid(self.schedule.revisions)
+
+    def missing_steps(self) -> list[int]:
+        """Steps of :meth:`expected_steps` with no branch on the hub (offline: not in the cache)."""
+        available = set(self.available_steps())
+        return [s for s in self.expected_steps() if s not in available]
+
+    def revision(self, step: int) -> str:
+        """The branch name of ``step`` (``step1000``, ``stage1-step1000-tokens5B``, ...)."""
+        rev = self.schedule.revisions.get(step)
+        return rev.name if rev is not None else f"step{step}"
+
+    def tokens_at(self, step: int) -> int | None:
+        """Tokens seen at ``step`` (tokens), from the branch name (``tokens{M}B``), else ``None``."""
+        rev = self.schedule.revisions.get(step)
+        return None if rev is None else rev.tokens
 
     def _missing_reason(self, step: int) -> str:
-        if step not in self.steps:
+        if self.steps is not None and step not in self.steps:
             return f" (not in its {len(self.steps)}-step schedule)"
+        where = f"series {self.series!r}" if self.series else "its step branches"
         if self._offline():
-            return " in the local hub cache (HF_HUB_OFFLINE=1)"
-        return " (no branch step{} on the hub)".format(step)
+            return f" in the local hub cache (HF_HUB_OFFLINE=1; {where})"
+        return f" (no branch for step {step} in {where} on the hub)" if self.series else " (no branch step{} on the hub)".format(step)
 
-    def _snapshot(self, step: int, patterns: list[str], local_only: bool = False) -> Path:
+    def _snapshot(self, step: int | None, patterns: list[str], local_only: bool = False) -> Path:
+        """A snapshot folder of ``step``'s branch (``None``: the ``main`` branch)."""
         from huggingface_hub import snapshot_download
 
         folder = snapshot_download(
-            self.model_id, revision=f"step{step}", cache_dir=self.cache_dir,
+            self.model_id, revision="main" if step is None else self.revision(step), cache_dir=self.cache_dir,
             allow_patterns=patterns, local_files_only=local_only,
         )
         return Path(folder)
@@ -545,7 +738,7 @@ class HubSource(CheckpointSource):
         folder = self._snapshot(step, _CONFIG_PATTERNS + _TOKENIZER_PATTERNS + _SAFETENSORS_PATTERNS)
         if self.allow_pickle and not _weight_files(folder, allow_pickle=False):
             folder = self._snapshot(step, _PICKLE_PATTERNS)
-        return folder, f"step{step}", folder.name
+        return folder, self.revision(step), folder.name
 
     def _tokenizer_dir(self, step: int, folder: Path | None = None) -> Path:
         # The step's own snapshot (fetched with the weights) when it has tokenizer files; else the
@@ -556,21 +749,24 @@ class HubSource(CheckpointSource):
             if any((candidate / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
                 return candidate
             step = self.available_steps()[-1]
-        raise ValueError(f"{self.model_id}: no tokenizer files (tokenizer.json) at step{step}")
+        raise ValueError(f"{self.model_id}: no tokenizer files (tokenizer.json) at {self.revision(step)}")
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
         """The tokenizer, from the snapshot folder (tokenizer files only) of the first available step.
 
         Raises:
             CheckpointError: no step is available (offline: none in the cache).
+            TokenizerMismatchError: it differs from the tokenizer of a step loaded earlier.
         """
         from transformers import AutoTokenizer
 
         steps = self.available_steps()
         if not steps:
             where = "in the local hub cache (HF_HUB_OFFLINE=1)" if self._offline() else "on the hub"
-            raise CheckpointError(f"{self.model_id} has no step{{N}} checkpoints {where}")
-        return AutoTokenizer.from_pretrained(self._tokenizer_dir(steps[0]))
+            raise CheckpointError(f"{self.model_id} has no checkpoint branches (step{{N}}, ...) {where}")
+        tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(steps[0]))
+        self._check_tokenizer(steps[0], tokenizer)
+        return tokenizer
 
     def digest(self, step: int) -> str:
         """Weight digest of ``step``: from the hub cache when the weights are there (the blob name
@@ -585,7 +781,21 @@ class HubSource(CheckpointSource):
             self._digests[step] = self._cached_digest(step) or self._remote_digest(step)
         return self._digests[step]
 
-    def _cached_digest(self, step: int) -> str | None:
+    def final_digest(self) -> str | None:
+        """Weight digest of the ``main`` branch (the final model), or ``None`` when ``main`` has
+        no weights (the PolyPythia seed repos) or is neither cached nor reachable."""
+        if self._final_digest is False:
+            self._final_digest = None
+            try:
+                self._final_digest = self._cached_digest(None)
+                if self._final_digest is None and not self._offline():
+                    self._final_digest = self._remote_digest(None, download=False)
+            except Exception as error:  # no main branch, no weights on it, or the hub unreachable
+                logger.info("%s: no final-model digest from main (%s)", self.model_id, type(error).__name__)
+        return self._final_digest
+
+    def _cached_digest(self, step: int | None) -> str | None:
+        """Digest from cached weight files of ``step``'s branch (``None``: ``main``), if cached."""
         from huggingface_hub.errors import LocalEntryNotFoundError
 
         try:
@@ -596,7 +806,9 @@ class HubSource(CheckpointSource):
             return None
         return weights_digest(self._require_weights(folder, step))  # refuses pickle-only steps
 
-    def _remote_digest(self, step: int) -> str:
+    def _remote_digest(self, step: int | None, download: bool = True) -> str | None:
+        """Digest from hub metadata (LFS oids) of ``step``'s branch (``None``: ``main``); with
+        ``download=False``, ``None`` where that needs a download."""
         if self._offline():
             raise ValueError(
                 f"{self.model_id} step {step}: weights are not in the hub cache {self._repo_cache()} "
@@ -604,7 +816,7 @@ class HubSource(CheckpointSource):
             )
         from huggingface_hub import HfApi, hf_hub_download
 
-        api, revision = HfApi(), f"step{step}"
+        api, revision = HfApi(), "main" if step is None else self.revision(step)
         kinds = [("model.safetensors", "model.safetensors.index.json")]
         if self.allow_pickle:
             kinds.append(("pytorch_model.bin", "pytorch_model.bin.index.json"))
@@ -618,6 +830,8 @@ class HubSource(CheckpointSource):
                 shard_info = {f.path: f for f in api.get_paths_info(self.model_id, shards, revision=revision)}
                 if all(getattr(shard_info.get(s), "lfs", None) is not None for s in shards):
                     return combine_digests([shard_info[s].lfs.sha256 for s in shards])
+        if not download or step is None:
+            return None
         # No LFS metadata (unusual): download the weights and hash them.
         folder, _, _ = self._resolve(step)
         return weights_digest(self._require_weights(folder, step))
@@ -679,10 +893,27 @@ class LocalSuiteSource(CheckpointSource):
         raise ValueError(f"local suite {str(self.root)!r} has no tokenizer: expected ROOT/tokenizer/ (tokenizer.save_pretrained)")
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        """The suite's tokenizer, from ``ROOT/tokenizer/``."""
+        """The suite's tokenizer, from ``ROOT/tokenizer/`` (else the first step folder with one).
+
+        Raises:
+            TokenizerMismatchError: it differs from the tokenizer of a step loaded earlier.
+        """
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(self._tokenizer_dir(self.available_steps()[0]))
+        first = self.available_steps()[0]
+        tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(first))
+        self._check_tokenizer(first, tokenizer)
+        return tokenizer
+
+    def revision(self, step: int) -> str:
+        """The step's folder name."""
+        folder = self._folders.get(step)
+        return folder.name if folder is not None else f"step{step}"
+
+    def final_digest(self) -> str | None:
+        """``suite.json``'s ``final_digest`` (the final model's weight digest), if recorded."""
+        value = self.metadata.get("final_digest")
+        return value if isinstance(value, str) and _SHA256_HEX.fullmatch(value) else None
 
     def digest(self, step: int) -> str:
         """sha256 of ``step``'s weight file bytes (hashed once, then remembered).
@@ -697,12 +928,23 @@ class LocalSuiteSource(CheckpointSource):
         return self._digests[step]
 
 
+def is_hub_id(model_id: str) -> bool:
+    """Whether ``model_id`` can name a hub repo here: ``org/name``, and a known Pythia id if in
+    the ``EleutherAI/pythia-`` namespace (an unknown size there is a typo, not a new repo)."""
+    if not isinstance(model_id, str) or not _REPO_ID.fullmatch(model_id):
+        return False
+    return is_pythia_id(model_id) or not model_id.startswith("EleutherAI/pythia-")
+
+
 def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
-    """Open a checkpoint source: an existing folder -> :class:`LocalSuiteSource`; a Pythia or
-    PolyPythia hub id -> :class:`HubSource` (``allow_any_id=True`` accepts any ``org/name``).
+    """Open a checkpoint source: an existing folder -> :class:`LocalSuiteSource`; a hub id ->
+    :class:`HubSource`.
+
+    A hub spec may name the series to follow after a colon (hub ids never hold one):
+    ``allenai/OLMo-2-1124-7B:stage2-ingredient1``; ``ID:`` follows the plain ``step{N}`` names.
 
     Args:
-        spec: a hub id or a local suite folder.
+        spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
         **kwargs: passed to the source's constructor; for a local suite only ``model_id`` and
             ``allow_pickle`` apply (hub-only options such as ``cache_dir`` are ignored there).
 
@@ -713,6 +955,92 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
     if path.is_dir():
         return LocalSuiteSource(path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle")})
     text = str(spec)
-    if is_pythia_id(text) or (kwargs.get("allow_any_id") and "/" in text):
-        return HubSource(text, **kwargs)
+    model_id, colon, series = text.partition(":")
+    if is_hub_id(model_id):
+        if colon:
+            kwargs = {**kwargs, "series": series}
+        return HubSource(model_id, **kwargs)
     raise ValueError(f"unknown checkpoint source {text!r}: expected {_VALID_SPECS}")
+
+
+# ----------------------------------------------------------------------------- hazards
+
+#: ``checkpoints.csv`` columns (one row per step of the schedule).
+CHECKPOINT_COLUMNS = ["step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
+
+
+def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
+    """One row per step: what the source holds, its digest and whether the search may use it.
+
+    ``status`` is one of
+
+    * ``searchable``: held, weights unlike every other step's;
+    * ``duplicate-excluded``: the same weights as ``same_weights_as`` (other steps, ``;``-joined):
+      at most one of those labels is right, so the step is left out of the search;
+    * ``duplicate-kept-final``: the final step of a duplicate group whose digest equals the final
+      model's (:meth:`CheckpointSource.final_digest`): its label is known to be right;
+    * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache).
+
+    Digests are read for every held step (hub metadata or the cache; local files hashed once).
+
+    Args:
+        source: a checkpoint source.
+
+    Returns:
+        DataFrame with :data:`CHECKPOINT_COLUMNS`, sorted by step; ``tokens`` (tokens seen) and
+        ``digest`` are empty where unknown; ``listing`` is the source's :attr:`listing` on every row.
+
+    Raises:
+        ValueError: a held step's weights cannot be read (e.g. offline and not cached).
+    """
+    import pandas as pd
+
+    held = source.available_steps()
+    groups = {step: group for group in source.duplicate_groups() for step in group}
+    excluded = source.duplicate_steps()
+    rows = []
+    for step in held:
+        group = groups.get(step, [])
+        status = "searchable" if not group else ("duplicate-excluded" if step in excluded else "duplicate-kept-final")
+        rows.append({"step": step, "revision": source.revision(step), "tokens": source.tokens_at(step),
+                     "digest": source.digest(step), "status": status,
+                     "same_weights_as": ";".join(str(s) for s in group if s != step)})
+    for step in source.missing_steps():
+        rows.append({"step": step, "revision": None, "tokens": None, "digest": None, "status": "missing",
+                     "same_weights_as": ""})
+    table = pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS[:-1]).sort_values("step", kind="stable")
+    table["listing"] = source.listing
+    return table.astype({"tokens": "Int64"}).reset_index(drop=True)
+
+
+def _steps_text(steps: Sequence[int], limit: int = 8) -> str:
+    shown = ", ".join(str(s) for s in steps[:limit])
+    return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
+
+
+def hazard_lines(table: "pd.DataFrame", name: str = "") -> list[str]:
+    """Human-readable hazards of a :func:`checkpoint_table`: one line per kind, none if clean.
+
+    Args:
+        table: a :func:`checkpoint_table` (``model``/``seed`` columns, if present, are ignored).
+        name: prefix of each line (the run's name).
+    """
+    prefix = f"{name}: " if name else ""
+    lines = []
+    excluded = table[table["status"] == "duplicate-excluded"]
+    if len(excluded):
+        groups = sorted({tuple(sorted([int(r.step)] + [int(s) for s in str(r.same_weights_as).split(";") if s]))
+                         for r in excluded.itertuples()})
+        kept = table[table["status"] == "duplicate-kept-final"]["step"].tolist()
+        text = "; ".join("{" + ", ".join(map(str, g)) + "}" for g in groups)
+        lines.append(f"{prefix}{len(excluded)} steps excluded, identical weights within each group {text}"
+                     + (f" (kept: final step {kept[0]}, digest equal to the final model's)" if kept else
+                        " (no label known right: every step of each group excluded)"))
+    listing = str(table["listing"].iloc[0]) if len(table) else ""
+    missing = table[table["status"] == "missing"]["step"].tolist()
+    if missing:
+        where = "not in the local hub cache" if listing.startswith("cache") else "missing"
+        lines.append(f"{prefix}{len(missing)} steps of the schedule {where}: {_steps_text(missing)}")
+    if listing.startswith("cache"):
+        lines.append(f"{prefix}steps listed from the local hub cache, not the hub: {listing}")
+    return lines

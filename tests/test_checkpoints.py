@@ -113,7 +113,10 @@ def test_hub_load_matches_hf_forward(tiny_hub_cache, hub_offline):
 def test_hub_duplicates_and_pickle(tiny_hub_cache, hub_offline):
     source = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"])
     assert source.digest(2) == source.digest(1) != source.digest(0)
-    assert source.duplicate_steps([0, 1, 2]) == {2: 1}
+    # no main branch in this cache: neither label of the group {1, 2} is known right
+    assert source.final_digest() is None
+    assert source.duplicate_groups([0, 1, 2]) == [[1, 2]]
+    assert source.duplicate_steps([0, 1, 2]) == {1: 2, 2: 1}
     with pytest.raises(ValueError) as error:  # step 4 holds only pytorch_model.bin
         source.load(4)
     assert "only pickle weights" in one_line(error) and "allow_pickle=True" in str(error.value)
@@ -121,7 +124,7 @@ def test_hub_duplicates_and_pickle(tiny_hub_cache, hub_offline):
         source.searchable_steps()
 
     permissive = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"], allow_pickle=True)
-    assert permissive.searchable_steps() == [0, 1, 4]
+    assert permissive.searchable_steps() == [0, 4]
     checkpoint = permissive.load(4, device="cpu")
     assert checkpoint.digest == file_sha256(tiny_hub_cache["models"][4] / "pytorch_model.bin")
     torch.testing.assert_close(bridge_logits(checkpoint.model), hf_logits(tiny_hub_cache["models"][4]), atol=1e-5, rtol=0)
@@ -205,8 +208,8 @@ def test_local_suite_load_digest_duplicates(tiny_suite):
     assert isinstance(source, LocalSuiteSource) and source.model_id == "tiny-suite"
     assert source.available_steps() == [0, 1, 2]
     assert source.digest(0) == file_sha256(tiny_suite / "step0" / "model.safetensors")
-    assert source.duplicate_steps() == {2: 1}
-    assert source.searchable_steps() == [0, 1]
+    assert source.duplicate_steps() == {1: 2, 2: 1}
+    assert source.searchable_steps() == [0]
     checkpoint = source.load(0, device="cpu")
     assert (checkpoint.step, checkpoint.revision, checkpoint.commit) == (0, "step0", None)
     torch.testing.assert_close(bridge_logits(checkpoint.model), hf_logits(tiny_suite / "step0"), atol=1e-5, rtol=0)
@@ -290,3 +293,242 @@ def test_resident_memory_over_30_loads(tmp_path, byte_tokenizer_dir):
     growth = (max(rss[1:]) - rss[0]) / rss[0]
     print(f"rss_growth_after_first_pct: {100 * growth:.1f}")
     assert growth <= 0.10, f"RSS grew {100 * growth:.1f}% after the first load: {[r >> 20 for r in rss]} MiB"
+
+
+# ----------------------------------------------------------------------------- revision names
+
+
+def test_revision_names_parse_to_steps_tokens_and_series():
+    from interp.families import RevisionParser
+
+    parser = RevisionParser()
+    cases = {
+        "step1000": (1000, None, ""),
+        "step1000-tokens4B": (1000, 4 * 10**9, ""),
+        "step20000-tokens84B": (20000, 84 * 10**9, ""),
+        "step5-tokens20971520": (5, 20971520, ""),
+        "stage1-step1000-tokens5B": (1000, 5 * 10**9, "stage1"),
+        "stage2-ingredient3-step12000-tokens26B": (12000, 26 * 10**9, "stage2-ingredient3"),
+    }
+    for name, expected in cases.items():
+        rev = parser.parse(name)
+        assert (rev.step, rev.tokens, rev.series) == expected and rev.name == name
+    for name in ("main", "step", "step1000-tokens", "stage1-step1k", "refs/pr/1", "global_step1000"):
+        assert parser.parse(name) is None, name
+    custom = RevisionParser(r"step-(?P<step>\d+)-(?P<tokens>\d+)(?P<unit>B)T")  # e.g. step-001000-2BT
+    rev = custom.parse("step-001000-2BT")
+    assert (rev.step, rev.tokens, rev.series) == (1000, 2 * 10**9, "")
+    assert RevisionParser(r"global_step(\d+)").parse("global_step250").step == 250
+    with pytest.raises(ValueError) as error:
+        RevisionParser(r"ckpt-(\d+)-(\d+)")
+    assert "(?P<step>" in one_line(error)
+    with pytest.raises(ValueError) as error:
+        RevisionParser(r"step(")
+    assert "does not compile" in one_line(error)
+
+
+def test_schedule_series_default_alternates_and_grid():
+    from interp.families import build_schedule, regular_grid
+
+    names = ["main", "stage1-step0-tokens0B", "stage1-step1000-tokens5B", "step150-tokens1B",
+             "stage1-step2000-tokens9B", "step2000-tokens9B", "stage1-step4000-tokens17B",
+             "stage2-ingredient1-step0-tokens0B", "stage2-ingredient1-step1000-tokens5B",
+             "stage2-ingredient2-step1000-tokens5B"]
+    schedule = build_schedule(names)
+    # plain names of a staged repo count in stage1; the prefixed branch wins a shared step
+    assert schedule.series == schedule.default_series == "stage1"
+    assert schedule.series_counts == {"stage1": 6, "stage2-ingredient1": 2, "stage2-ingredient2": 1}
+    assert schedule.steps == [0, 150, 1000, 2000, 4000]
+    assert schedule.revisions[2000].name == "stage1-step2000-tokens9B"
+    assert [r.name for r in schedule.alternates] == ["step2000-tokens9B"]
+    other = build_schedule(names, series="stage2-ingredient1")
+    assert other.steps == [0, 1000] and other.revisions[1000].tokens == 5 * 10**9
+    with pytest.raises(ValueError) as error:
+        build_schedule(names, series="stage3")
+    assert "'stage3'" in one_line(error) and "stage2-ingredient2 (1 branches)" in str(error.value)
+    # a regular stride with one gap: 3000 missing, 150 extra (off the grid)
+    assert regular_grid([0, 150, 1000, 2000, 4000, 5000]) == [0, 1000, 2000, 3000, 4000, 5000]
+    assert regular_grid(PYTHIA_STEPS[:12]) == []  # log-spaced: no dominant stride, nothing inferred
+
+
+def test_known_families_and_ids():
+    from interp.families import FAMILIES, family_of
+
+    assert family_of("EleutherAI/pythia-70m-seed3").name.startswith("Pythia")
+    assert family_of("allenai/OLMo-2-1124-7B").name == "OLMo-2"
+    assert family_of("allenai/OLMo-1B-0724-hf").name.startswith("OLMo (")
+    assert family_of("openai-community/gpt2") is None
+    assert all(f.matches(i) for f in FAMILIES for i in f.example_ids)
+    assert checkpoints.is_hub_id("allenai/OLMo-2-0425-1B") and checkpoints.is_hub_id("someone/gpt2-steps")
+    assert not checkpoints.is_hub_id("EleutherAI/pythia-99m") and not checkpoints.is_hub_id("gpt2")
+    source = open_source("allenai/OLMo-2-1124-7B:stage2-ingredient1")
+    assert isinstance(source, HubSource) and source.series_requested == "stage2-ingredient1"
+    assert source.steps is None and HubSource(TINY_REPO).steps == PYTHIA_STEPS
+
+
+class _FakeHubApi:
+    """Stands in for huggingface_hub.HfApi: a branch listing and LFS metadata per revision."""
+
+    def __init__(self, branches, lfs=None, fail=False):
+        self.branches, self.lfs, self.fail = branches, lfs or {}, fail
+
+    def __call__(self):
+        return self
+
+    def list_repo_refs(self, repo_id):
+        if self.fail:
+            raise ConnectionError("no route to host")
+        return SimpleNamespace(branches=[SimpleNamespace(name=n) for n in self.branches])
+
+    def get_paths_info(self, repo_id, paths, revision=None):
+        sha = self.lfs.get(revision)
+        return [SimpleNamespace(path="model.safetensors", lfs=SimpleNamespace(sha256=sha))] if sha else []
+
+
+def test_hub_olmo2_listing_series_tokens_and_hazards(tmp_path, monkeypatch):
+    """Online listing of an OLMo-2-style repo (hub API stand-in): the default series, tokens per
+    step, a missing step of the regular grid, duplicates with the final model known from main."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    final = "f" * 64
+    branches = ["main", "stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
+                "stage1-step4000-tokens17B", "stage2-ingredient1-step0-tokens0B", "stage2-ingredient1-step500-tokens2B"]
+    lfs = {"main": final, "stage1-step0-tokens0B": "0" * 64, "stage1-step1000-tokens5B": final,
+           "stage1-step2000-tokens9B": "2" * 64, "stage1-step4000-tokens17B": final,
+           "stage2-ingredient1-step0-tokens0B": "0" * 64, "stage2-ingredient1-step500-tokens2B": "5" * 64}
+    monkeypatch.setattr(huggingface_hub, "HfApi", _FakeHubApi(branches, lfs))
+    source = open_source("allenai/OLMo-2-0425-1B", cache_dir=tmp_path)
+    assert source.series == "stage1" and source.available_steps() == [0, 1000, 2000, 4000]
+    assert source.revision(2000) == "stage1-step2000-tokens9B" and source.tokens_at(2000) == 9 * 10**9
+    assert source.missing_steps() == [3000] and source.listing == "hub"
+    assert source.final_digest() == final
+    assert source.duplicate_steps() == {1000: 4000}  # the final step matches main: its label is right
+    table = checkpoints.checkpoint_table(source)
+    assert table["status"].tolist() == ["searchable", "duplicate-excluded", "searchable", "missing", "duplicate-kept-final"]
+    assert table["tokens"].tolist()[:3] == [0, 5 * 10**9, 9 * 10**9] and table["same_weights_as"][1] == "4000"
+    lines = checkpoints.hazard_lines(table, "olmo")
+    assert lines[0] == "olmo: 1 steps excluded, identical weights within each group {1000, 4000} (kept: final step 4000, digest equal to the final model's)"
+    assert lines[1] == "olmo: 1 steps of the schedule missing: 3000" and len(lines) == 2
+    with pytest.raises(CheckpointError) as error:
+        source.load(3000)
+    assert "no branch for step 3000 in series 'stage1'" in one_line(error) and "2000, 4000" in str(error.value)
+
+    ingredient = open_source("allenai/OLMo-2-0425-1B:stage2-ingredient1", cache_dir=tmp_path)
+    assert ingredient.available_steps() == [0, 500] and ingredient.duplicate_steps() == {}
+    with pytest.raises(ValueError) as error:
+        open_source("allenai/OLMo-2-0425-1B:stage9", cache_dir=tmp_path).available_steps()
+    assert "'stage9'" in one_line(error) and "stage1 (4 branches)" in str(error.value)
+
+
+def test_hub_unreachable_falls_back_to_cache_and_says_so(tiny_hub_cache, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "HfApi", _FakeHubApi([], fail=True))
+    source = HubSource(TINY_REPO, cache_dir=tiny_hub_cache["cache_dir"], allow_pickle=True)
+    assert source.available_steps() == [0, 1, 2, 4]
+    assert source.listing == "cache (hub unreachable: ConnectionError)"
+    table = checkpoints.checkpoint_table(source)
+    assert (table["status"] == "missing").sum() == 150 and set(table["listing"]) == {source.listing}
+    lines = checkpoints.hazard_lines(table)
+    assert lines[0].startswith("2 steps excluded, identical weights within each group {1, 2} (no label known right")
+    assert lines[1].startswith("150 steps of the schedule not in the local hub cache: 8, 16, 32")
+    assert lines[2] == "steps listed from the local hub cache, not the hub: cache (hub unreachable: ConnectionError)"
+
+
+# ----------------------------------------------------------------------------- duplicates and hazards
+
+
+@pytest.fixture
+def final_copied_suite(tmp_path, byte_tokenizer_dir) -> Path:
+    """Steps 0, 1000, 2000, 3000 with step 3000's (the final) weights copied into step1000/."""
+    root = tmp_path / "suite"
+    shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
+    for seed, step in enumerate([0, 1000, 2000, 3000]):
+        save_tiny_neox(root / f"step{step}", seed=20 + seed)
+    shutil.copyfile(root / "step3000" / "model.safetensors", root / "step1000" / "model.safetensors")
+    return root
+
+
+def test_final_weights_copied_into_an_earlier_step(final_copied_suite):
+    """Identical weights at 1000 and 3000: at most one label is right. Unknown which: both leave
+    the search and the group is reported; with the final model's digest recorded, 3000 stays."""
+    from interp.emergence import find_emergence
+    from interp.tasks import RepetitionTask
+
+    source = LocalSuiteSource(final_copied_suite)
+    assert source.final_digest() is None
+    assert source.duplicate_groups() == [[1000, 3000]]
+    assert source.duplicate_steps() == {1000: 3000, 3000: 1000}
+    assert source.searchable_steps() == [0, 2000]
+    table = checkpoints.checkpoint_table(source)
+    assert table[["step", "status", "same_weights_as"]].values.tolist() == [
+        [0, "searchable", ""], [1000, "duplicate-excluded", "3000"], [2000, "searchable", ""],
+        [3000, "duplicate-excluded", "1000"]]
+    assert table["digest"][1] == table["digest"][3] == file_sha256(final_copied_suite / "step3000" / "model.safetensors")
+    assert checkpoints.hazard_lines(table, "suite") == [
+        "suite: 2 steps excluded, identical weights within each group {1000, 3000} (no label known right: "
+        "every step of each group excluded)"]
+    batch = RepetitionTask(n_prompts=8, length=6).build(source.tokenizer())
+    point = find_emergence(source, batch, device="cpu")
+    assert point.excluded_steps == {1000: 3000, 3000: 1000}
+    assert set(point.evaluations["step"]) <= {0, 2000}
+
+    final = file_sha256(final_copied_suite / "step3000" / "model.safetensors")
+    (final_copied_suite / "suite.json").write_text(json.dumps({"final_digest": final}))
+    known = LocalSuiteSource(final_copied_suite)
+    assert known.final_digest() == final
+    assert known.duplicate_steps() == {1000: 3000} and known.searchable_steps() == [0, 2000, 3000]
+    table = checkpoints.checkpoint_table(known)
+    assert table["status"].tolist() == ["searchable", "duplicate-excluded", "searchable", "duplicate-kept-final"]
+    assert checkpoints.hazard_lines(table)[0].endswith("(kept: final step 3000, digest equal to the final model's)")
+
+
+def test_hub_main_branch_marks_the_final_step_right(tmp_path, byte_tokenizer_dir, hub_offline):
+    """Offline: main's cached weights equal the final step's, so the final step of a duplicate
+    group stays searchable and the intermediate branch serving the same weights is excluded."""
+    from conftest import add_hub_revision
+
+    cache = tmp_path / "cache"
+    tokenizer_files = {p.name: p for p in byte_tokenizer_dir.iterdir()}
+    models = {seed: save_tiny_neox(tmp_path / f"m{seed}", seed=seed) for seed in (0, 2, 8)}
+    for step, folder in [(0, models[0]), (1, models[8]), (2, models[2]), (8, models[8])]:  # step 1 serves the final weights
+        add_hub_revision(cache, TINY_REPO, f"step{step}", {**{p.name: p for p in folder.iterdir()}, **tokenizer_files})
+    source = HubSource(TINY_REPO, cache_dir=cache, steps=[0, 1, 2, 4, 8])
+    assert source.duplicate_steps() == {1: 8, 8: 1} and source.final_digest() is None
+    add_hub_revision(cache, TINY_REPO, "main", {p.name: p for p in models[8].iterdir()})
+    source = HubSource(TINY_REPO, cache_dir=cache, steps=[0, 1, 2, 4, 8])
+    assert source.final_digest() == file_sha256(models[8] / "model.safetensors")
+    assert source.duplicate_steps() == {1: 8} and source.searchable_steps() == [0, 2, 8]
+    assert source.missing_steps() == [4]
+    assert checkpoints.checkpoint_table(source)["status"].tolist() == [
+        "searchable", "duplicate-excluded", "searchable", "missing", "duplicate-kept-final"]
+
+
+# ----------------------------------------------------------------------------- tokenizer check
+
+
+def test_tokenizer_fingerprint_and_mismatch_between_steps(tmp_path, byte_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    fingerprint = checkpoints.tokenizer_fingerprint
+    reloaded = AutoTokenizer.from_pretrained(byte_tokenizer_dir)
+    assert fingerprint(reloaded) == fingerprint(make_byte_tokenizer())
+    extra = AutoTokenizer.from_pretrained(byte_tokenizer_dir)
+    extra.add_special_tokens({"pad_token": "<pad>"})
+    differ = {k for k, v in fingerprint(extra).items() if v != fingerprint(reloaded)[k]}
+    assert differ == {"vocabulary", "special tokens"}
+
+    root = tmp_path / "suite"  # no ROOT/tokenizer/: each step folder carries its own tokenizer
+    for step in (0, 100, 200):
+        save_tiny_neox(root / f"step{step}", seed=step)
+        (extra if step == 200 else reloaded).save_pretrained(root / f"step{step}")
+    source = LocalSuiteSource(root)
+    assert source.tokenizer()("1")["input_ids"] == [49]
+    source.load(100, device="cpu")
+    with pytest.raises(checkpoints.TokenizerMismatchError) as error:
+        source.load(200, device="cpu")
+    assert one_line(error).startswith("suite: the tokenizer at step 200 differs from the one at step 0 (vocabulary, special tokens)")
