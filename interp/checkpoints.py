@@ -614,7 +614,7 @@ class HubSource(CheckpointSource):
         if steps is None:
             steps = PYTHIA_STEPS if pythia else None
         if steps is not None:
-            schedule = sorted({int(s) for s in steps}) if all(isinstance(s, int) or int(s) == s for s in steps) else []
+            schedule = sorted({int(s) for s in steps})
             if not schedule or schedule[0] < 0 or any(int(s) != s for s in steps):
                 raise ValueError(f"steps={list(steps)[:5]}...: need a non-empty list of non-negative integer steps")
             steps = tuple(schedule)
@@ -627,7 +627,7 @@ class HubSource(CheckpointSource):
         family = family_of(model_id)
         self.parser = RevisionParser(revision_regex if revision_regex is not None
                                      else (family.revision_regex if family else None))
-        self.listing = "not listed yet"
+        self._listing = ""
         self._schedule: Schedule | None = None
         self._available: list[int] | None = None
         self._final_digest: str | None | bool = False  # False: not looked up yet
@@ -653,7 +653,7 @@ class HubSource(CheckpointSource):
     def _branch_names(self) -> list[str]:
         """Branch names from the hub, or from the cache's refs (offline, or the hub unreachable)."""
         if self._offline():
-            self.listing = "cache (HF_HUB_OFFLINE=1)"
+            self._listing = "cache (HF_HUB_OFFLINE=1)"
             return self._cached_refs()
         from huggingface_hub import HfApi
 
@@ -663,11 +663,11 @@ class HubSource(CheckpointSource):
             cached = self._cached_refs()
             if not cached:
                 raise ValueError(f"cannot list the branches of {self.model_id}: {error}".splitlines()[0]) from error
-            self.listing = f"cache (hub unreachable: {type(error).__name__})"
+            self._listing = f"cache (hub unreachable: {type(error).__name__})"
             logger.warning("cannot reach the hub for %s (%s); using the %d cached branches",
                            self.model_id, type(error).__name__, len(cached))
             return cached
-        self.listing = "hub"
+        self._listing = "hub"
         return [b.name for b in refs.branches]
 
     @property
@@ -680,6 +680,12 @@ class HubSource(CheckpointSource):
                                self.model_id, len(self._schedule.alternates),
                                ", ".join(self._schedule.revisions[r.step].name for r in self._schedule.alternates[:3]))
         return self._schedule
+
+    @property
+    def listing(self) -> str:
+        """Where the branches were listed: ``hub``, or ``cache (...)`` (offline, or the hub unreachable)."""
+        _ = self.schedule
+        return self._listing
 
     @property
     def series(self) -> str:

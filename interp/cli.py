@@ -159,6 +159,8 @@ def _print_summary(report, out: Path) -> None:
             fmt(row["recovered_top2"]), fmt(row["prescreen_spearman"], ".2f"),
         )
     Console(width=max(120, Console().width)).print(table)
+    for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache
+        typer.echo(f"hazard: {line}")
     typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk .csv/.parquet")
 
 
@@ -186,6 +188,11 @@ def curve(
         for step in wanted:
             evaluator(step)
         model, seed = model_and_seed(src.model_id)
+        if not steps:  # the digests are known already; explicit steps need not read every step's
+            from interp.checkpoints import checkpoint_table, hazard_lines
+
+            for line in hazard_lines(checkpoint_table(src), f"{model} seed {seed}"):
+                typer.echo(f"hazard: {line}", err=True)
         table = evaluator.table()
         table.insert(0, "seed", seed)
         table.insert(0, "model", model)
@@ -212,7 +219,10 @@ def bisect(
 
     import pandas as pd
 
-    points, curves = [], []
+    from interp.checkpoints import checkpoint_table, hazard_lines
+    from interp.pipeline import CHECKPOINTS_COLUMNS, _labelled
+
+    points, curves, tables = [], [], []
     for src in resolve_sources(source):
         batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
         point = find_emergence(src, batch, threshold=threshold, device=_device(device))
@@ -222,12 +232,17 @@ def bisect(
         curve_table.insert(0, "seed", seed)
         curve_table.insert(0, "model", model)
         curves.append(curve_table)
+        tables.append(_labelled(checkpoint_table(src), model, seed, CHECKPOINTS_COLUMNS))
         src.close()
     points_df = pd.DataFrame(points).astype({"pre_step": "Int64", "post_step": "Int64"})
     typer.echo(points_df.to_string(index=False))
+    for table in tables:
+        for line in hazard_lines(table, f"{table['model'].iloc[0]} seed {table['seed'].iloc[0]}" if len(table) else ""):
+            typer.echo(f"hazard: {line}")
     if out is not None:
         atomic_to_csv(points_df, out / "points.csv")
         atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence.csv")
+        atomic_to_csv(pd.concat(tables, ignore_index=True), out / "checkpoints.csv")
 
 
 @app.command("rank-heads")
@@ -295,9 +310,18 @@ def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized 
 
 @app.command("list-models")
 def list_models():
-    """Print the Pythia / PolyPythia hub ids this toolkit knows and the embedded suite names."""
+    """Print the known model families (id patterns, revision names), then the Pythia /
+    PolyPythia hub ids and the embedded suite names."""
     from interp import embedded
     from interp.checkpoints import pythia_model_ids
+    from interp.families import FAMILIES
+
+    for family in FAMILIES:
+        typer.echo(f"# {family.name}: ids {family.id_pattern}  revisions {family.revision_format}  "
+                   f"({family.architecture}; {family.schedule}); e.g. {', '.join(family.example_ids)}")
+    typer.echo("# any other org/name repo whose branches name steps (step{N}[-tokens{M}B], "
+               "stage{k}[-ingredient{j}]-step{N}-tokens{M}B); ID:SERIES picks a series, e.g. "
+               "allenai/OLMo-2-1124-7B:stage2-ingredient1")
 
     for model_id in pythia_model_ids():
         typer.echo(model_id)

@@ -33,6 +33,7 @@ EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
 HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution"]
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered"]
+CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
 
 SUMMARY_LEGEND = (
     "<b>pre_step → post_step</b>: consecutive checkpoints where greedy accuracy crosses the threshold and "
@@ -79,6 +80,7 @@ class RunAnalysis:
     example_patterns: Tensor | None = None
     example_names: list[str] = field(default_factory=list)
     rank_correlation_prescreen: float | None = None
+    checkpoints: pd.DataFrame | None = None  # interp.checkpoints.checkpoint_table: one row per step
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
@@ -193,6 +195,9 @@ def analyse_run(
         curve = evaluator.table()
     analysis = RunAnalysis(model=model, seed=seed, model_id=source.model_id, point=point,
                            curve=curve[["step", "accuracy", "p_answer"]])
+    from interp.checkpoints import checkpoint_table
+
+    analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     if point.emerged and point.pre_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device)
@@ -232,6 +237,21 @@ class MainJobReport:
         """Joint top-K patching per emerged run: model, seed, k, p_patched, recovered."""
         frames = [_labelled(r.topk, r.model, r.seed, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
+
+    @property
+    def checkpoints(self) -> pd.DataFrame:
+        """One row per step of each run: step, revision, tokens, digest, status (searchable,
+        duplicate-excluded, duplicate-kept-final, missing), same_weights_as, listing."""
+        frames = [_labelled(r.checkpoints, r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self.runs if r.checkpoints is not None]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
+
+    def hazards(self) -> list[str]:
+        """One line per checkpoint hazard of each run (duplicates excluded, missing steps, a
+        listing from the cache); empty when every run is clean."""
+        from interp.checkpoints import hazard_lines
+
+        return [line for r in self.runs if r.checkpoints is not None
+                for line in hazard_lines(r.checkpoints, f"{r.model} seed {r.seed}")]
 
     def summary(self) -> pd.DataFrame:
         """One row per run: point of emergence, p before/after, top head, share recovered by top 2."""
@@ -284,10 +304,11 @@ class MainJobReport:
                                  vis.attention_patterns_html(r.example_tokens, r.example_patterns, r.example_names)))
         if not any(r.heads is not None for r in self.runs):
             sections.append(("Head ranking", "<p>No run emerged between two checkpoints: nothing to patch.</p>"))
+        sections.append(("Checkpoint hazards", vis.checkpoint_hazards_html(self.checkpoints, self.hazards())))
         return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk`` as CSV and parquet, and ``report.html``.
+        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``checkpoints`` as CSV and parquet, and ``report.html``.
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in
         memory before anything is written, so a rendering error leaves the folder untouched.
@@ -295,7 +316,7 @@ class MainJobReport:
         out = Path(out_dir)
         page = self.html()
         written = {}
-        for name in ("emergence", "points", "heads", "topk"):
+        for name in ("emergence", "points", "heads", "topk", "checkpoints"):
             table = getattr(self, name)
             written[f"{name}.csv"] = atomic_to_csv(table, out / f"{name}.csv")
             written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")

@@ -150,3 +150,24 @@ def report_html(title: str, sections: Sequence[tuple[str, str]], summary_table: 
         parts.append(fragment)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> str:
+    """The report's checkpoint-hazard section: the hazard lines, then the rows that are not
+    plainly searchable (duplicates and missing steps; ``checkpoints.csv`` has every step).
+
+    Args:
+        checkpoints: rows (model, seed, step, revision, tokens, digest, status, same_weights_as,
+            listing), as :func:`interp.checkpoints.checkpoint_table` labelled per run.
+        lines: :func:`interp.checkpoints.hazard_lines` of each run.
+    """
+    if not lines:
+        n = int((checkpoints["status"] == "searchable").sum()) if len(checkpoints) else 0
+        return f"<p>No hazards: {n} checkpoints, each with weights unlike every other step's, none missing.</p>"
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    flagged = checkpoints[checkpoints["status"] != "searchable"].drop(columns=["listing"], errors="ignore")
+    table = flagged.to_html(index=False, na_rep="—", max_rows=60)
+    return (f"<ul>{items}</ul><p class='legend'>Identical weights at two steps mean at most one label is right: "
+            f"every step of such a group is left out of the search unless it is the final step and its digest "
+            f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>")
+

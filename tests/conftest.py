@@ -127,3 +127,102 @@ def load_analysis(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# ----------------------------------------------------------------------------- other families
+# Tiny OLMo-2- and GPT-2-shaped hub caches with step-named revisions (tests/test_families.py).
+
+OLMO2_REPO = "allenai/OLMo-2-0425-1B"
+GPT2_REPO = "emergence-lens/gpt2-tiny-steps"
+
+
+def save_tiny_olmo2(directory: str | Path, seed: int = 0, d_model: int = 32, n_layers: int = 2,
+                    n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64) -> Path:
+    """Save a random OLMo-2 (sequential blocks, RMSNorm after attention and after the MLP,
+    QK-norm, rotary, SwiGLU MLP) with ``save_pretrained``; returns ``directory``."""
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    config = Olmo2Config(
+        vocab_size=d_vocab, hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
+        num_key_value_heads=n_heads, intermediate_size=2 * d_model, max_position_embeddings=n_ctx,
+        tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    Olmo2ForCausalLM(config).eval().save_pretrained(directory)
+    return Path(directory)
+
+
+def save_tiny_gpt2(directory: str | Path, seed: int = 0, d_model: int = 32, n_layers: int = 2,
+                   n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64) -> Path:
+    """Save a random GPT-2 (sequential pre-LayerNorm blocks, learned positions, tied
+    embeddings) with ``save_pretrained``; returns ``directory``."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=d_vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads, n_positions=n_ctx,
+                        bos_token_id=None, eos_token_id=None)
+    torch.manual_seed(seed)
+    GPT2LMHeadModel(config).eval().save_pretrained(directory)
+    return Path(directory)
+
+
+def build_hub_cache(cache_dir: Path, repo_id: str, revisions: dict[str, Path], tokenizer_dir: Path) -> dict[str, str]:
+    """Put one saved checkpoint folder per branch name into a hub cache (:func:`add_hub_revision`),
+    each with the tokenizer files; returns ``{branch: commit}``."""
+    tokenizer_files = {p.name: p for p in Path(tokenizer_dir).iterdir()}
+    return {name: add_hub_revision(cache_dir, repo_id, name,
+                                   {**{p.name: p for p in folder.iterdir() if p.is_file()}, **tokenizer_files})
+            for name, folder in revisions.items()}
+
+
+@pytest.fixture(scope="session")
+def olmo2_hub_cache(tmp_path_factory, byte_tokenizer_dir) -> dict:
+    """A hub cache holding a tiny OLMo-2-shaped ``allenai/OLMo-2-0425-1B``: stage-1 branches at
+    steps 0, 1000, 2000, 4000, 5000 (3000 missing from the regular grid; step 2000 serves the
+    final step 5000's weights) plus ``main`` (the final weights), and two stage-2 ingredient-1
+    branches at steps 0 and 1000 (other weights). Returns {"cache_dir", "repo_id", "models"}
+    (models: branch name -> saved checkpoint folder)."""
+    root = tmp_path_factory.mktemp("olmo2_hub")
+    final = save_tiny_olmo2(root / "s5000", seed=5)
+    models = {
+        "stage1-step0-tokens0B": save_tiny_olmo2(root / "s0", seed=0),
+        "stage1-step1000-tokens5B": save_tiny_olmo2(root / "s1000", seed=1),
+        "stage1-step2000-tokens9B": final,
+        "stage1-step4000-tokens17B": save_tiny_olmo2(root / "s4000", seed=4),
+        "stage1-step5000-tokens21B": final,
+        "stage2-ingredient1-step0-tokens0B": save_tiny_olmo2(root / "i0", seed=10),
+        "stage2-ingredient1-step1000-tokens4B": save_tiny_olmo2(root / "i1000", seed=11),
+        "main": final,
+    }
+    cache_dir = root / "cache"
+    build_hub_cache(cache_dir, OLMO2_REPO, models, byte_tokenizer_dir)
+    return {"cache_dir": cache_dir, "repo_id": OLMO2_REPO, "models": models}
+
+
+@pytest.fixture(scope="session")
+def gpt2_hub_cache(tmp_path_factory, byte_tokenizer_dir) -> dict:
+    """A hub cache holding a tiny GPT-2-shaped ``emergence-lens/gpt2-tiny-steps`` with branches
+    ``step{N}-tokens{M}`` (a count of tokens, 2048 per step) at steps 0, 100, 200, 400, 500
+    (300 missing; step 400 serves step 100's weights; no ``main``, so neither label is known
+    right). Returns {"cache_dir", "repo_id", "models"} (branch name -> checkpoint folder)."""
+    root = tmp_path_factory.mktemp("gpt2_hub")
+    models = {f"step{step}-tokens{2048 * step}": save_tiny_gpt2(root / f"g{step}", seed=step)
+              for step in (0, 100, 200, 500)}
+    models["step400-tokens819200"] = models["step100-tokens204800"]
+    cache_dir = root / "cache"
+    build_hub_cache(cache_dir, GPT2_REPO, models, byte_tokenizer_dir)
+    return {"cache_dir": cache_dir, "repo_id": GPT2_REPO, "models": models}
+
+
+@pytest.fixture
+def hub_cache_env(monkeypatch):
+    """Point huggingface_hub (env vars and import-time constants) at a cache, offline: call it
+    with the cache folder."""
+    from huggingface_hub import constants
+
+    def use(cache_dir: Path) -> None:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.setenv("HF_HUB_CACHE", str(cache_dir))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache_dir))
+
+    return use

@@ -1,0 +1,188 @@
+"""Other checkpoint families offline: tiny OLMo-2- and GPT-2-shaped models in hub caches with
+step-named revisions (stage/ingredient series, tokens per step, a duplicate-weight branch, a
+missing step), loaded and run through ``curve``, ``bisect`` and ``rank-heads`` with
+HF_HUB_OFFLINE=1. The caches are built by tests/conftest.py (``olmo2_hub_cache``,
+``gpt2_hub_cache``)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import GPT2_REPO, OLMO2_REPO
+from typer.testing import CliRunner
+
+from interp.checkpoints import HubSource, open_source
+from interp.cli import app
+from interp.tasks import make_task
+
+torch.set_num_threads(1)
+runner = CliRunner()
+N_PROMPTS, LENGTH = 8, 6  # the CLI's repetition task with --n-prompts 8 --length 6, seed 0
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def hf_p_answer(folder: Path, tokenizer) -> float:
+    """Reference: mean p(answer) of the Hugging Face model's own eager forward on the CLI's prompts."""
+    from transformers import AutoModelForCausalLM
+
+    batch = make_task("repetition", n_prompts=N_PROMPTS, length=LENGTH, seed=0).build(tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.inference_mode():
+        logits = model(batch.tokens).logits[torch.arange(len(batch.answers)), batch.answer_pos]
+    return float(logits.softmax(-1)[torch.arange(len(batch.answers)), batch.answers].mean())
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+TASK = ["--n-prompts", str(N_PROMPTS), "--length", str(LENGTH), "--device", "cpu"]
+
+
+def test_olmo2_source_offline(olmo2_hub_cache, hub_cache_env):
+    """Series, tokens per step, the missing step, the duplicate group with the final step known
+    right from main, and a load equal to the Hugging Face forward."""
+    hub_cache_env(olmo2_hub_cache["cache_dir"])
+    models = olmo2_hub_cache["models"]
+    source = open_source(OLMO2_REPO)
+    assert isinstance(source, HubSource) and source.listing == "cache (HF_HUB_OFFLINE=1)"
+    assert source.series == "stage1" and source.schedule.series_counts == {"stage1": 5, "stage2-ingredient1": 2}
+    assert source.available_steps() == [0, 1000, 2000, 4000, 5000] and source.missing_steps() == [3000]
+    assert [source.tokens_at(s) for s in (0, 1000, 5000)] == [0, 5 * 10**9, 21 * 10**9]
+    assert source.final_digest() == sha256(models["main"] / "model.safetensors")
+    assert source.duplicate_steps() == {2000: 5000} and source.searchable_steps() == [0, 1000, 4000, 5000]
+    checkpoint = source.load(4000, device="cpu")
+    assert checkpoint.revision == "stage1-step4000-tokens17B"
+    assert checkpoint.digest == sha256(models["stage1-step4000-tokens17B"] / "model.safetensors")
+
+    from transformers import AutoModelForCausalLM
+
+    tokens = torch.tensor([[3, 17, 200, 5, 17, 200, 5, 99, 1, 0, 255, 17]])
+    hf = AutoModelForCausalLM.from_pretrained(models["stage1-step4000-tokens17B"], attn_implementation="eager").eval()
+    with torch.inference_mode():
+        torch.testing.assert_close(checkpoint.model(tokens), hf(tokens).logits, atol=1e-5, rtol=0)
+
+    ingredient = open_source(f"{OLMO2_REPO}:stage2-ingredient1")
+    assert ingredient.available_steps() == [0, 1000] and ingredient.missing_steps() == []
+    assert ingredient.load(1000, device="cpu").digest == sha256(models["stage2-ingredient1-step1000-tokens4B"] / "model.safetensors")
+
+
+def test_olmo2_cli_curve_bisect_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
+    hub_cache_env(olmo2_hub_cache["cache_dir"])
+    models = olmo2_hub_cache["models"]
+    tokenizer = open_source(OLMO2_REPO).tokenizer()
+
+    invoke("curve", OLMO2_REPO, "--steps", "0,1000,5000", *TASK, "--out", tmp_path / "curve")
+    curve = pd.read_csv(tmp_path / "curve" / "emergence.csv")
+    assert curve["step"].tolist() == [0, 1000, 5000] and set(curve["model"]) == {"OLMo-2-0425-1B"}
+    expected = hf_p_answer(models["stage1-step1000-tokens5B"], tokenizer)
+    assert curve.loc[curve["step"] == 1000, "p_answer"].item() == pytest.approx(expected, abs=1e-5)
+
+    invoke("curve", f"{OLMO2_REPO}:stage2-ingredient1", "--steps", "1000", *TASK, "--out", tmp_path / "ingredient")
+    p_ingredient = pd.read_csv(tmp_path / "ingredient" / "emergence.csv")["p_answer"].item()
+    assert p_ingredient == pytest.approx(hf_p_answer(models["stage2-ingredient1-step1000-tokens4B"], tokenizer), abs=1e-5)
+    assert abs(p_ingredient - expected) > 1e-4  # the other series' step 1000 is another model
+
+    result = invoke("bisect", OLMO2_REPO, *TASK, "--out", tmp_path / "bisect")
+    points = pd.read_csv(tmp_path / "bisect" / "points.csv")
+    assert points["emerged"].tolist() == [False] and points["n_evaluations"].tolist() == [2]  # random models
+    table = pd.read_csv(tmp_path / "bisect" / "checkpoints.csv")
+    assert table[["step", "status"]].values.tolist() == [
+        [0, "searchable"], [1000, "searchable"], [2000, "duplicate-excluded"], [3000, "missing"],
+        [4000, "searchable"], [5000, "duplicate-kept-final"]]
+    assert table["revision"][1] == "stage1-step1000-tokens5B" and table["tokens"][4] == 17 * 10**9
+    assert "hazard: OLMo-2-0425-1B seed 0: 1 steps excluded, identical weights within each group {2000, 5000}" in result.output
+    assert "1 steps of the schedule not in the local hub cache: 3000" in result.output
+    evaluated = pd.read_csv(tmp_path / "bisect" / "emergence.csv")["step"].tolist()
+    assert evaluated == [0, 5000]  # first and last searchable steps
+
+    missing = runner.invoke(app, ["rank-heads", OLMO2_REPO, "--pre", "3000", "--post", "4000", *TASK])
+    assert missing.exit_code == 2 and "step 3000" in missing.output and "2000, 4000" in missing.output
+
+
+def test_olmo2_cli_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
+    """Random tiny models do not emerge: the ranking is asked for directly, with both engines;
+    each equals a hand-written hook patch of the top head, and the two agree to 1e-5."""
+    hub_cache_env(olmo2_hub_cache["cache_dir"])
+    for method in ("fast", "reference"):
+        invoke("rank-heads", OLMO2_REPO, "--pre", "1000", "--post", "4000", "--method", method, *TASK,
+               "--out", tmp_path / method)
+    fast = pd.read_csv(tmp_path / "fast" / "heads.csv").sort_values(["layer", "head"])
+    reference = pd.read_csv(tmp_path / "reference" / "heads.csv").sort_values(["layer", "head"])
+    assert len(fast) == 2 * 4 and sorted(fast["rank"]) == list(range(1, 9))
+    assert (fast["delta_p"].to_numpy() - reference["delta_p"].to_numpy()).__abs__().max() < 1e-5
+    top = reference.sort_values("rank").iloc[0]
+    assert top["delta_p"] == pytest.approx(_hooked_delta_p(OLMO2_REPO, 1000, 4000, int(top["layer"]), int(top["head"])),
+                                           abs=1e-5)
+
+
+def _hooked_delta_p(spec: str, pre: int, post: int, layer: int, head: int) -> float:
+    """delta_p of one head by hand: the pre model run with that head's hook_pattern replaced by
+    the post model's, minus the pre model's own p(answer)."""
+    source = open_source(spec)
+    batch = make_task("repetition", n_prompts=N_PROMPTS, length=LENGTH, seed=0).build(source.tokenizer())
+    name = f"blocks.{layer}.attn.hook_pattern"
+    rows = torch.arange(len(batch.answers))
+    with torch.inference_mode():
+        _, cache = source.load(post, device="cpu").model.run_with_cache(batch.tokens, names_filter=[name])
+        post_pattern = cache[name].clone()
+        model = source.load(pre, device="cpu").model
+
+        def patch(pattern, hook):
+            pattern[:, head] = post_pattern[:, head]
+            return pattern
+
+        def p(logits):
+            return float(logits[rows, batch.answer_pos].softmax(-1)[rows, batch.answers].mean())
+
+        return p(model.run_with_hooks(batch.tokens, fwd_hooks=[(name, patch)])) - p(model(batch.tokens))
+
+
+def test_gpt2_cli_curve_bisect_rank_heads(gpt2_hub_cache, hub_cache_env, tmp_path):
+    """Plain ``step{N}-tokens{M}`` names (a count of tokens); duplicate weights at 100 and 400 with
+    no main branch: neither label is known right, both leave the search."""
+    hub_cache_env(gpt2_hub_cache["cache_dir"])
+    models = gpt2_hub_cache["models"]
+    source = open_source(GPT2_REPO)
+    assert source.series == "" and source.available_steps() == [0, 100, 200, 400, 500]
+    assert source.tokens_at(200) == 409600 and source.missing_steps() == [300]
+    assert source.final_digest() is None and source.duplicate_steps() == {100: 400, 400: 100}
+    tokenizer = source.tokenizer()
+
+    invoke("curve", GPT2_REPO, "--steps", "0,200", *TASK, "--out", tmp_path / "curve")
+    curve = pd.read_csv(tmp_path / "curve" / "emergence.csv")
+    assert curve["p_answer"][1] == pytest.approx(hf_p_answer(models["step200-tokens409600"], tokenizer), abs=1e-5)
+
+    result = invoke("bisect", GPT2_REPO, *TASK, "--out", tmp_path / "bisect")
+    table = pd.read_csv(tmp_path / "bisect" / "checkpoints.csv")
+    assert table["status"].tolist() == ["searchable", "duplicate-excluded", "searchable", "missing",
+                                        "duplicate-excluded", "searchable"]
+    assert "no label known right" in result.output
+    assert pd.read_csv(tmp_path / "bisect" / "emergence.csv")["step"].tolist() == [0, 500]
+
+    for method in ("fast", "reference"):
+        invoke("rank-heads", GPT2_REPO, "--pre", "200", "--post", "500", "--method", method, *TASK,
+               "--out", tmp_path / method)
+    fast = pd.read_csv(tmp_path / "fast" / "heads.csv").sort_values(["layer", "head"])
+    reference = pd.read_csv(tmp_path / "reference" / "heads.csv").sort_values(["layer", "head"])
+    assert len(fast) == 2 * 4
+    assert (fast["delta_p"].to_numpy() - reference["delta_p"].to_numpy()).__abs__().max() < 1e-5
+    top = reference.sort_values("rank").iloc[0]
+    assert top["delta_p"] == pytest.approx(_hooked_delta_p(GPT2_REPO, 200, 500, int(top["layer"]), int(top["head"])), abs=1e-5)
+
+
+def test_list_models_names_the_families():
+    result = invoke("list-models")
+    families = [line for line in result.output.splitlines() if line.startswith("# ")]
+    assert families[0].startswith("# Pythia / PolyPythia: ids EleutherAI/pythia-")
+    assert any(line.startswith("# OLMo-2: ids allenai/OLMo-2-") and "stage1-step{N}-tokens{M}B" in line for line in families)
+    assert any("allenai/OLMo-1B-hf" in line and "step{N}-tokens{M}B" in line for line in families)
