@@ -532,3 +532,26 @@ def test_tokenizer_fingerprint_and_mismatch_between_steps(tmp_path, byte_tokeniz
     with pytest.raises(checkpoints.TokenizerMismatchError) as error:
         source.load(200, device="cpu")
     assert one_line(error).startswith("suite: the tokenizer at step 200 differs from the one at step 0 (vocabulary, special tokens)")
+
+
+def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
+    """``emergence run``: the summary prints the duplicate group, checkpoints.csv has one row per
+    step with its status, and report.html has the hazard section."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(final_copied_suite), "--out", str(out), "--n-prompts", "8",
+                                      "--length", "6", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert ("hazard: suite seed 0: 2 steps excluded, identical weights within each group {1000, 3000} "
+            "(no label known right: every step of each group excluded)") in result.output
+    table = pd.read_csv(out / "checkpoints.csv")
+    assert table[["model", "seed", "step", "status"]].values.tolist() == [
+        ["suite", 0, 0, "searchable"], ["suite", 0, 1000, "duplicate-excluded"], ["suite", 0, 2000, "searchable"],
+        ["suite", 0, 3000, "duplicate-excluded"]]
+    assert len(pd.read_parquet(out / "checkpoints.parquet")) == 4
+    page = (out / "report.html").read_text()
+    assert "<h2>Checkpoint hazards</h2>" in page and "{1000, 3000}" in page
