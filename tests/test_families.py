@@ -186,3 +186,26 @@ def test_list_models_names_the_families():
     assert families[0].startswith("# Pythia / PolyPythia: ids EleutherAI/pythia-")
     assert any(line.startswith("# OLMo-2: ids allenai/OLMo-2-") and "stage1-step{N}-tokens{M}B" in line for line in families)
     assert any("allenai/OLMo-1B-hf" in line and "step{N}-tokens{M}B" in line for line in families)
+
+
+def test_olmo1_branch_names_and_load(tmp_path, byte_tokenizer_dir, hub_cache_env):
+    """OLMo 1's ``step{N}-tokens{M}B`` branches: one series, tokens from the name, and a tiny
+    ``olmo`` model (non-parametric LayerNorm) that boots with logits equal to Hugging Face's."""
+    from conftest import build_hub_cache
+    from transformers import AutoModelForCausalLM, OlmoConfig, OlmoForCausalLM
+
+    torch.manual_seed(0)
+    config = OlmoConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64, pad_token_id=None, bos_token_id=None,
+                        eos_token_id=None, tie_word_embeddings=False)
+    OlmoForCausalLM(config).save_pretrained(tmp_path / "m")
+    build_hub_cache(tmp_path / "cache", "allenai/OLMo-1B-hf",
+                    {"step20000-tokens84B": tmp_path / "m", "step21000-tokens88B": tmp_path / "m"}, byte_tokenizer_dir)
+    hub_cache_env(tmp_path / "cache")
+    source = open_source("allenai/OLMo-1B-hf")
+    assert source.series == "" and source.available_steps() == [20000, 21000]
+    assert source.tokens_at(21000) == 88 * 10**9
+    tokens = torch.tensor([[3, 17, 200, 5, 17, 200, 5, 99, 1, 0, 255, 17]])
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "m", attn_implementation="eager").eval()
+    with torch.inference_mode():
+        torch.testing.assert_close(source.load(20000, device="cpu").model(tokens), hf(tokens).logits, atol=1e-5, rtol=0)
