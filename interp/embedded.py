@@ -416,17 +416,19 @@ def environment(cfg: SuiteConfig) -> dict:
 
 def environment_key(cfg: SuiteConfig) -> str:
     """Short hash of the parts of :func:`environment` that change the weights (measured here, see
-    docs/embedded.md): the training text's digest, the torch version, and torch's CPU kernel level.
-    The thread count is part of the config (``cfg.threads``)."""
+    docs/embedded.md): the training text's digest, torch's CPU kernel level (AVX2 and AVX-512
+    kernels give different weights after 300 steps here), and the torch and transformers versions
+    (their kernels and model code). The thread count is part of the config (``cfg.threads``)."""
     env = environment(cfg)
-    key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"], "cpu": env["cpu_capability"]}
+    key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
+           "transformers": env["packages"]["transformers"], "cpu": env["cpu_capability"]}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
     """Cache folder of a suite config: ``embedded/<config hash>-<environment hash>`` (the second
-    hash covers the training text, the torch version and the CPU kernel level: the weights
-    depend on them)."""
+    hash covers the training text, the torch and transformers versions and the CPU kernel level:
+    the weights depend on them, see :func:`environment_key`)."""
     root = root or cache_root()
     return root / "embedded" / f"{cfg.digest()}-{environment_key(cfg)}"
 
