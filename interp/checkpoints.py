@@ -850,13 +850,16 @@ class LocalSuiteSource(CheckpointSource):
         root: the suite folder.
         model_id: a name for the suite (default: ``suite.json``'s ``model_id``, else the folder name).
         allow_pickle: also load ``.bin`` weights when a step has no safetensors.
+        include_zoom: also offer the steps that ``emergence zoom`` re-trained into the overlay
+            ``ROOT/zoom/step{N}/`` (off by default: the base schedule is what analyses read).
 
     Raises:
         ValueError: ``root`` is not a folder, holds no ``step{N}/`` folders, or ``suite.json``
             lists a step whose folder is missing.
     """
 
-    def __init__(self, root: str | Path, model_id: str | None = None, allow_pickle: bool = False):
+    def __init__(self, root: str | Path, model_id: str | None = None, allow_pickle: bool = False,
+                 include_zoom: bool = False):
         super().__init__()
         self.root = Path(root)
         if not self.root.is_dir():
@@ -873,6 +876,10 @@ class LocalSuiteSource(CheckpointSource):
             folders = {s: folders[s] for s in declared}
         if not folders:
             raise ValueError(f"local suite {str(self.root)!r} has no step{{N}}/ checkpoint folders")
+        if include_zoom and (self.root / "zoom").is_dir():  # overlay steps never replace base steps
+            for p in (self.root / "zoom").iterdir():
+                if p.is_dir() and (m := _STEP_NAME.fullmatch(p.name)):
+                    folders.setdefault(int(m.group(1)), p)
         self._folders = dict(sorted(folders.items()))
         self.model_id = model_id or self.metadata.get("model_id") or self.root.name
         self.allow_pickle = allow_pickle

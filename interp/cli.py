@@ -211,8 +211,15 @@ def bisect(
     threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     out: Optional[Path] = typer.Option(None, help="Write points.csv and emergence.csv here."),
     device: Optional[str] = DeviceOpt,
+    resolution: Optional[int] = typer.Option(
+        None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."),
+    dense_prompts: int = typer.Option(512, help="Prompts per checkpoint in the dense search (with --resolution)."),
+    hold: int = typer.Option(2, min=0, help="Dense search: checkpoints after the crossing that must stay above the threshold."),
 ):
-    """Point of emergence of each source by bisection over its checkpoints."""
+    """Point of emergence of each source by bisection over its checkpoints; with --resolution N,
+    zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
+    if resolution is not None:
+        return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     from interp.emergence import find_emergence
     from interp.io import atomic_to_csv
     from interp.pipeline import model_and_seed
@@ -296,6 +303,52 @@ def run(
     report = run_main_job(resolve_sources(source), task=_task(task, n_prompts, length, 0), threshold=threshold,
                           scan=scan, method=method, device=_device(device), out_dir=out)
     _print_summary(report, out)
+
+
+def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts: int, hold: int,
+                  length: int, out: Optional[Path]) -> None:
+    """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
+    import pandas as pd
+
+    from interp.io import atomic_to_csv
+    from interp.zoom import dense_point
+
+    rows, curves = [], []
+    for src in resolve_sources(specs):
+        point = dense_point(src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold,
+                            length=length)
+        rows.append(point.as_row())
+        curves.append(point.evaluations.assign(model_id=point.model_id))
+        flag = "  (jump too small to divide by)" if point.jump_too_small else ""
+        typer.echo(f"{point.model_id}: pre {point.pre_step} -> post {point.post_step} at {resolution}-step "
+                   f"resolution; accuracy {point.accuracy_pre} -> {point.accuracy_post}; p(answer) jump "
+                   f"{point.jump} ± {point.jump_se}{flag}; re-trained {point.retrained_steps} steps")
+    if out is not None:
+        atomic_to_csv(pd.DataFrame(rows), out / "points_dense.csv")
+        atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence_dense.csv")
+
+
+@app.command()
+@_one_line_errors
+def zoom(
+    source: str = typer.Argument(..., help="One run trained here: embedded/<run> or its folder."),
+    pre: int = typer.Option(..., help="Stored step to re-train from."),
+    post: int = typer.Option(..., help="Stored step to re-train to (its weights are checked)."),
+    every: Optional[int] = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
+    tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
+):
+    """Re-train PRE -> POST from PRE's saved state and store checkpoints every K steps in the run's
+    zoom overlay (RUN/zoom/); the base schedule is left as it is."""
+    from interp.zoom import zoom as zoom_run
+
+    sources = resolve_sources([source])
+    if len(sources) != 1:
+        raise ValueError(f"zoom takes one run; {source!r} names {len(sources)}")
+    result = zoom_run(sources[0], pre, post, every=every, tolerance=tolerance)
+    typer.echo(f"{result.run}: re-trained {result.trained_steps} steps ({result.pre} -> {result.post}) in "
+               f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
+               f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
+               f"steps every {result.every}: {result.new_steps}")
 
 
 @app.command("train-suite")

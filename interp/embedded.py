@@ -17,6 +17,7 @@ step that depends on the seed. The measured effect of each knob is in docs/embed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,12 +29,18 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
 from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress
-from interp.io import atomic_write_text
+from interp.io import atomic_to_csv, atomic_write_text
+from interp.training_state import load_training_state, read_training_state, save_training_state
+
+#: Version of the training loop (data order, schedule, checkpoint contents); part of the cache key.
+#: 2: each step's batch derived from (data_seed, seed, step); optimizer state saved per checkpoint.
+TRAINER_VERSION = 2
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 
@@ -70,8 +77,13 @@ class ModelSize:
 class SuiteConfig:
     """Everything that determines the embedded suite's weights (its hash names the cache folder).
 
-    Units: ``steps`` and ``checkpoint_steps`` in optimizer steps; ``n_ctx`` in tokens (bytes);
-    ``lr`` per step (AdamW, linear warmup over ``warmup_steps`` then constant).
+    Units: ``steps``, ``size_steps`` and ``checkpoint_steps`` in optimizer steps; ``n_ctx`` in
+    tokens (bytes); ``lr`` per step (AdamW, linear warmup over ``warmup_steps`` then constant).
+    ``size_steps`` overrides ``steps`` for some sizes (``(("neox-2l-128d", 2000),)``): the larger
+    model acquires the capability earlier, so it needs fewer steps to be well past its point of
+    emergence. ``threads`` is the torch CPU thread count each run trains with (recorded because
+    the weights may depend on it, see docs/embedded.md); ``attn_implementation`` the transformers
+    attention kernel.
     """
 
     sizes: tuple[ModelSize, ...]
@@ -90,14 +102,28 @@ class SuiteConfig:
     segment_max: int = 32
     corpus_bytes: int = 4_000_000
     data_seed: int = 1234
+    size_steps: tuple[tuple[str, int], ...] = ()
+    threads: int = 1
+    attn_implementation: str = "sdpa"
+    trainer_version: int = TRAINER_VERSION
+
+    def steps_for(self, size: ModelSize) -> int:
+        """Training steps of one size (``size_steps`` entry, else ``steps``)."""
+        return dict(self.size_steps).get(size.name, self.steps)
+
+    def checkpoint_steps_for(self, size: ModelSize) -> tuple[int, ...]:
+        """Pythia-like schedule up to :meth:`steps_for` ``(size)``: 0, 1, 2, 4, ... (powers of two)
+        below ``checkpoint_every``, then every ``checkpoint_every`` steps (Pythia: 0..512, then
+        every 1000)."""
+        last = self.steps_for(size)
+        early = [0] + [2**i for i in range(0, 32) if 2**i < self.checkpoint_every]
+        linear = list(range(self.checkpoint_every, last + 1, self.checkpoint_every))
+        return tuple(sorted(set(early + linear)))
 
     @property
     def checkpoint_steps(self) -> tuple[int, ...]:
-        """Pythia-like schedule: 0, 1, 2, 4, ... (powers of two) below ``checkpoint_every``,
-        then every ``checkpoint_every`` steps up to ``steps`` (Pythia: 0..512, then every 1000)."""
-        early = [0] + [2**i for i in range(0, 32) if 2**i < self.checkpoint_every]
-        linear = list(range(self.checkpoint_every, self.steps + 1, self.checkpoint_every))
-        return tuple(sorted(set(early + linear)))
+        """The schedule up to ``steps`` (the longest run's schedule when no size is overridden)."""
+        return self.checkpoint_steps_for(ModelSize("", 0, 0, 0))
 
     def digest(self) -> str:
         """Short hash of the config (names the cache folder, so a changed config retrains)."""
@@ -108,9 +134,11 @@ class SuiteConfig:
 SMALL = ModelSize("neox-2l-64d", n_layers=2, d_model=64, n_heads=4)
 BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
 
-#: The default: 2 sizes x 3 seeds, 3000 steps, 38 checkpoints per run (~12 min on 2 cores).
-FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100)
-#: CI-sized: the small model at two seeds, 2400 steps (~2 min on 2 cores).
+#: The default: 2 sizes x 3 seeds; the small model trains 3000 steps (38 checkpoints), the base
+#: model 2000 steps (28 checkpoints; it emerges earlier, see docs/embedded.md).
+FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100,
+                   size_steps=((BASE.name, 2000),))
+#: CI-sized: the small model at two seeds, 2400 steps.
 QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)
 
 
@@ -123,6 +151,7 @@ def cache_root() -> Path:
     return Path(base) / "emergence-lens"
 
 
+@functools.lru_cache(maxsize=2)
 def stdlib_corpus(max_bytes: int) -> np.ndarray:
     """The bytes of the standard library's ``.py`` sources, sorted by path, concatenated.
 
@@ -143,6 +172,12 @@ def stdlib_corpus(max_bytes: int) -> np.ndarray:
         if total >= max_bytes:
             break
     return np.frombuffer(b"\n".join(chunks)[:max_bytes], dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=2)
+def corpus_digest(max_bytes: int) -> str:
+    """sha256 (hex) of :func:`stdlib_corpus` ``(max_bytes)``: the training text's identity."""
+    return hashlib.sha256(stdlib_corpus(max_bytes).tobytes()).hexdigest()
 
 
 def sample_batch(
@@ -167,12 +202,75 @@ def sample_batch(
     return torch.from_numpy(rows)
 
 
+def batch_at(corpus: np.ndarray, cfg: SuiteConfig, seed: int, step: int) -> Int[Tensor, "batch n_ctx"]:
+    """The training batch of optimizer step ``step`` (0-based) of the run with ``seed``.
+
+    Drawn from ``np.random.default_rng([cfg.data_seed, seed, step])``: a function of the step
+    alone, so training resumed at step ``A`` sees exactly the batches it would have seen without
+    stopping, with no replay of the steps before ``A``.
+    """
+    return sample_batch(corpus, cfg, np.random.default_rng([cfg.data_seed, seed, step]))
+
+
+def lr_at(cfg: SuiteConfig, step: int) -> float:
+    """Learning rate of optimizer step ``step`` (0-based): linear warm-up over
+    ``cfg.warmup_steps`` steps, then constant ``cfg.lr`` (as ``LambdaLR`` computes it)."""
+    return cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+
+
 def build_model(size: ModelSize, cfg: SuiteConfig, seed: int):
     """A freshly initialised ``GPTNeoXForCausalLM`` of ``size`` (float32), seeded by ``seed``."""
     from transformers import GPTNeoXForCausalLM
 
     torch.manual_seed(seed)
-    return GPTNeoXForCausalLM(size.hf_config(vocab_size=256, n_ctx=cfg.n_ctx)).float()
+    config = size.hf_config(vocab_size=256, n_ctx=cfg.n_ctx)
+    config._attn_implementation = cfg.attn_implementation
+    return GPTNeoXForCausalLM(config).float()
+
+
+def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.AdamW:
+    """AdamW (betas 0.9/0.999) at ``cfg.lr`` with ``cfg.weight_decay``; the learning rate of each
+    step is set by :func:`lr_at` before the update."""
+    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    cfg: SuiteConfig, seed: int, step: int) -> None:
+    """Write one resumable checkpoint: ``save_pretrained`` weights (safetensors) plus the
+    optimizer state and trainer scalars (:mod:`interp.training_state`)."""
+    with quiet_hf_progress():
+        model.save_pretrained(folder)
+    save_training_state(folder, optimizer, step, extra={
+        "lr_next": lr_at(cfg, step),
+        "data_order": f"numpy default_rng([data_seed={cfg.data_seed}, seed={seed}, step])",
+        "seed": seed,
+        "threads": torch.get_num_threads(),
+        "trainer_version": cfg.trainer_version,
+    })
+
+
+def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed: int):
+    """Model and optimizer as they were when ``folder`` was saved, ready to continue training.
+
+    Returns:
+        ``(model, optimizer, step)``.
+
+    Raises:
+        interp.training_state.NotResumableError: ``folder`` has no optimizer / trainer state.
+    """
+    from transformers import GPTNeoXForCausalLM
+
+    meta = read_training_state(folder)
+    # from_pretrained maps the saved names back (transformers saves lm_head as embed_out)
+    with quiet_hf_progress():
+        model = GPTNeoXForCausalLM.from_pretrained(folder, attn_implementation=cfg.attn_implementation,
+                                                   dtype=torch.float32)
+    optimizer = make_optimizer(model, cfg)
+    load_training_state(folder, optimizer)
+    return model, optimizer, int(meta["step"])
+
+
+LOSS_FILE = "loss.csv"
 
 
 def train_run(
@@ -182,42 +280,81 @@ def train_run(
     out_dir: Path | None,
     on_step: Callable[[int, float], None] | None = None,
     eval_fn: Callable[[torch.nn.Module, int], None] | None = None,
-) -> None:
-    """Train one (size, seed) model and save every checkpoint of ``cfg.checkpoint_steps``.
+    *,
+    resume_from: Path | None = None,
+    stop_step: int | None = None,
+    save_steps: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """Train one (size, seed) model and save its checkpoints (resumable, see :func:`save_checkpoint`).
 
-    Writes ``out_dir/step{N}/`` (``save_pretrained``, safetensors) for each checkpoint step;
+    Writes ``out_dir/step{N}/`` for each step of ``save_steps`` (default: the config's schedule);
     ``out_dir=None`` trains without saving (for tuning with ``eval_fn``). The data order depends
-    on ``seed`` as well as the initialisation, as across PolyPythia seeds.
+    on ``seed`` as well as the initialisation, as across PolyPythia seeds; each step's batch is
+    :func:`batch_at`, so training resumed from a saved step continues exactly (at the same torch
+    thread count: the weights may depend on it, see docs/embedded.md).
+
+    Args:
+        resume_from: a checkpoint folder written by this trainer; training continues from its step.
+        stop_step: last step (default: ``cfg.steps_for(size)``).
+        save_steps: steps to save (those after the start step are written).
+
+    Returns:
+        The training-loss curve: one row per optimizer step, columns ``step`` (the weights' step,
+        0-based), ``loss`` (mean next-byte cross-entropy on that step's batch, nats), ``lr``.
+
+    Raises:
+        ValueError: ``stop_step`` before the start step.
+        interp.training_state.NotResumableError: ``resume_from`` holds no training state.
     """
     from transformers import PreTrainedModel  # noqa: F401  (import cost paid once here)
 
-    model = build_model(size, cfg, seed)
+    stop = cfg.steps_for(size) if stop_step is None else int(stop_step)
+    if resume_from is not None:
+        model, optimizer, start = load_checkpoint_state(Path(resume_from), size, cfg, seed)
+    else:
+        model, start = build_model(size, cfg, seed), 0
+        optimizer = make_optimizer(model, cfg)
+    if stop < start:
+        raise ValueError(f"stop_step={stop} is before the start step {start}")
     corpus = stdlib_corpus(cfg.corpus_bytes)
-    rng = np.random.default_rng([cfg.data_seed, seed])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / max(1, cfg.warmup_steps))
-    )
-    save_at = set(cfg.checkpoint_steps)
-    for step in range(cfg.steps + 1):
-        if step in save_at:
+    save_at = set(cfg.checkpoint_steps_for(size) if save_steps is None else save_steps)
+    rows: list[tuple[int, float, float]] = []
+    model.train()  # no dropout in these models; set once for clarity
+    for step in range(start, stop + 1):
+        if step in save_at and (step > start or resume_from is None):
             if out_dir is not None:
-                with quiet_hf_progress():
-                    model.save_pretrained(out_dir / f"step{step}")
+                save_checkpoint(out_dir / f"step{step}", model, optimizer, cfg, seed, step)
             if eval_fn is not None:
                 eval_fn(model, step)
-        if step == cfg.steps:
+                model.train()
+        if step == stop:
             break
-        tokens = sample_batch(corpus, cfg, rng)
-        model.train()
+        tokens = batch_at(corpus, cfg, seed, step)
+        lr = lr_at(cfg, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         loss = model(tokens, labels=tokens).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        schedule.step()
+        rows.append((step, loss.item(), lr))
         if on_step is not None:
-            on_step(step + 1, loss.item())
+            on_step(step + 1, rows[-1][1])
+    return pd.DataFrame(rows, columns=["step", "loss", "lr"])
+
+
+def loss_curve(run_dir: str | Path) -> pd.DataFrame:
+    """The training-loss curve of one trained run: columns ``step``, ``loss`` (nats), ``lr``.
+
+    Raises:
+        FileNotFoundError: the run folder has no ``loss.csv`` (trained by an older trainer).
+    """
+    path = Path(run_dir) / LOSS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: the run was not trained by this trainer "
+                                f"(re-train with `emergence train-suite`)")
+    return pd.read_csv(path)
 
 
 def run_name(size: ModelSize, seed: int) -> str:
@@ -225,36 +362,103 @@ def run_name(size: ModelSize, seed: int) -> str:
     return f"{size.name}-seed{seed}"
 
 
-def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
-    """Cache folder of a suite config (keyed by the config hash and the Python version, since
-    the training text is this Python's standard library)."""
-    import sys
+def _simd_flags() -> list[str]:
+    """The CPU's SIMD feature flags (avx*, fma, amx*, sse4*) from /proc/cpuinfo; [] elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return sorted(f for f in flags if f.startswith(("avx", "amx", "sse4", "fma")))
 
+
+def _cpu_model() -> str:
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(cfg: SuiteConfig) -> dict:
+    """What, besides the config, can change the trained weights: recorded in each run's suite.json.
+
+    Package versions (torch, transformers, transformer_lens, numpy), the full Python version,
+    the sha256 of the training text (the standard library's sources differ between Python patch
+    releases), torch's CPU kernel level (``torch.backends.cpu.get_cpu_capability()``, or
+    ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, and the torch thread count.
+    """
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    def pkg(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {
+        "python": sys.version.split()[0],
+        "python_full": sys.version,
+        "packages": {name: pkg(name) for name in ("torch", "transformers", "transformer-lens", "numpy", "safetensors")},
+        "corpus_sha256": corpus_digest(cfg.corpus_bytes),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "cpu_model": _cpu_model(),
+        "cpu_simd_flags": _simd_flags(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def environment_key(cfg: SuiteConfig) -> str:
+    """Short hash of the parts of :func:`environment` that change the weights (measured here, see
+    docs/embedded.md): the training text's digest, torch's CPU kernel level (AVX2 and AVX-512
+    kernels give different weights after 300 steps here), and the torch and transformers versions
+    (their kernels and model code). The thread count is part of the config (``cfg.threads``)."""
+    env = environment(cfg)
+    key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
+           "transformers": env["packages"]["transformers"], "cpu": env["cpu_capability"]}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
+    """Cache folder of a suite config: ``embedded/<config hash>-<environment hash>`` (the second
+    hash covers the training text, the torch and transformers versions and the CPU kernel level:
+    the weights depend on them, see :func:`environment_key`)."""
     root = root or cache_root()
-    return root / "embedded" / f"{cfg.digest()}-py{sys.version_info.major}{sys.version_info.minor}"
+    return root / "embedded" / f"{cfg.digest()}-{environment_key(cfg)}"
 
 
 def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None) -> Path:
     """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic)."""
-    torch.set_num_threads(1)  # one run per core: two processes beat one two-threaded run here
+    torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tokenizer = make_byte_tokenizer()
     tokenizer.save_pretrained(tmp / "tokenizer")
     last = [0]
+    steps = cfg.steps_for(size)
 
     def report(step: int, loss: float) -> None:
-        if queue is not None and (step % 25 == 0 or step == cfg.steps):
+        if queue is not None and (step % 25 == 0 or step == steps):
             queue.put((run_name(size, seed), step - last[0], loss))
             last[0] = step
 
     started = time.time()
-    train_run(size, seed, cfg, tmp, on_step=report)
+    losses = train_run(size, seed, cfg, tmp, on_step=report)
+    atomic_to_csv(losses, tmp / LOSS_FILE)
     meta = {
         "model_id": f"embedded/{run_name(size, seed)}", "size": asdict(size), "seed": seed,
-        "steps": list(cfg.checkpoint_steps), "config": asdict(cfg), "train_seconds": round(time.time() - started, 1),
+        "steps": list(cfg.checkpoint_steps_for(size)), "config": asdict(cfg),
+        "train_seconds": round(time.time() - started, 1),
         "tokenizer": "bytes (id = byte value)",
+        "resumable": True, "threads": torch.get_num_threads(),
+        "environment": environment(cfg),
     }
     atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
     if final.exists():  # another process finished the same run first: keep theirs
@@ -268,12 +472,12 @@ def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int 
                  progress: bool = True) -> list[Path]:
     """Train (once) and return the run folders of the embedded suite, sizes x seeds.
 
-    Runs already in the cache are reused; missing runs are trained in parallel processes (one
-    torch thread each), with a progress bar over all training steps. Each run folder appears only
-    when complete (trained in a temporary folder, then renamed).
+    Runs already in the cache are reused; missing runs are trained in parallel processes
+    (``cfg.threads`` torch threads each), with a progress bar over all training steps. Each run
+    folder appears only when complete (trained in a temporary folder, then renamed).
 
     Args:
-        cfg: :data:`FULL` (2 sizes x 3 seeds, <= 15 min on 2 cores) or :data:`QUICK` (CI, <= 2 min).
+        cfg: :data:`FULL` (2 sizes x 3 seeds) or :data:`QUICK` (CI).
         root: cache root (default :func:`cache_root`).
         n_jobs: worker processes (default: CPU count, at most the number of missing runs).
         progress: show a tqdm bar.
@@ -290,9 +494,9 @@ def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int 
 
     base = suite_dir(cfg, root)
     runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
-    # Largest models first, so that the long runs start early and the pool stays busy.
+    # Longest runs first (steps x d_model^2 x layers), so that the pool stays busy to the end.
     missing = sorted((r for r in runs if not (r[2] / "suite.json").exists()),
-                     key=lambda r: -(r[0].n_layers * r[0].d_model**2))
+                     key=lambda r: -(cfg.steps_for(r[0]) * r[0].n_layers * r[0].d_model**2))
     if missing:
         base.mkdir(parents=True, exist_ok=True)
         n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))
@@ -300,8 +504,8 @@ def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int 
         with ctx.Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
             queue = manager.Queue()
             futures = {pool.submit(_train_to_folder, size, seed, cfg, final, queue) for size, seed, final in missing}
-            bar = tqdm(total=cfg.steps * len(missing), desc=f"training embedded suite ({len(missing)} runs)",
-                       unit="step", disable=not progress)
+            bar = tqdm(total=sum(cfg.steps_for(size) for size, _, _ in missing),
+                       desc=f"training embedded suite ({len(missing)} runs)", unit="step", disable=not progress)
             pending = futures
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)

@@ -282,3 +282,39 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
         if step not in excluded:
             evaluator(step)
     return evaluator.table()
+
+
+def dense_crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
+                   hold: int = 2) -> tuple[int | None, int | None]:
+    """The crossing of a densely sampled, noisy capability curve (used by the dense search).
+
+    Rule: ``post`` is the first step whose accuracy is at or above ``threshold`` and stays there
+    at the next ``hold`` steps of the curve (all remaining steps when fewer are left); ``pre``
+    is the step just before it. With 512 prompts the standard error of an accuracy near 0.5 is
+    0.022, so a single checkpoint above the threshold amid ones below it is not a crossing.
+
+    Args:
+        steps: evaluated steps (any order; sorted here).
+        accuracy: greedy accuracy (fraction) per step.
+        threshold: accuracy threshold (fraction).
+        hold: checkpoints after ``post`` that must stay at or above the threshold.
+
+    Returns:
+        ``(pre, post)``; ``(None, first step)`` when the first step already qualifies;
+        ``(None, None)`` when no step does.
+
+    Raises:
+        ValueError: different lengths, fewer than 2 steps, or ``hold < 0``.
+    """
+    if len(steps) != len(accuracy):
+        raise ValueError(f"{len(steps)} steps but {len(accuracy)} accuracies")
+    if hold < 0:
+        raise ValueError(f"hold={hold}: must be >= 0")
+    order = sorted(range(len(steps)), key=lambda i: steps[i])
+    s = [int(steps[i]) for i in order]
+    a = [float(accuracy[i]) for i in order]
+    _validate(s, threshold)
+    for i, value in enumerate(a):
+        if value >= threshold and all(x >= threshold for x in a[i + 1:i + 1 + hold]):
+            return (s[i - 1] if i > 0 else None), s[i]
+    return None, None

@@ -70,6 +70,49 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     return fig
 
 
+def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = None,
+                      points: pd.DataFrame | None = None, smooth: int = 25,
+                      title: str = "Training loss and capability") -> go.Figure:
+    """Training loss (nats, left axis) beside the capability (greedy accuracy, right axis) of one
+    run, so that the loss plateau before the jump is visible; the point of emergence is shaded.
+
+    Args:
+        losses: one row per optimizer step, columns ``step``, ``loss`` (nats) -- a run's
+            ``loss.csv`` (:func:`interp.embedded.loss_curve`).
+        emergence: optional capability rows (``step``, ``accuracy``) of the same run.
+        points: optional point-of-emergence row(s) (``pre_step``, ``post_step``, ``emerged``).
+        smooth: window (steps) of the centred running mean drawn over the raw loss; 1 = none.
+
+    Raises:
+        ValueError: ``losses`` lacks ``step`` / ``loss`` columns, or ``smooth`` < 1.
+    """
+    if not {"step", "loss"} <= set(losses.columns):
+        raise ValueError(f"losses has columns {list(losses.columns)}; expected 'step' and 'loss'")
+    if smooth < 1:
+        raise ValueError(f"smooth={smooth}; expected a window of at least 1 step")
+    losses = losses.sort_values("step")
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=losses["step"], y=losses["loss"], mode="lines", name="loss (per step)",
+                             line=dict(color="lightgray", width=1)), secondary_y=False)
+    if smooth > 1:
+        fig.add_trace(go.Scatter(x=losses["step"], y=losses["loss"].rolling(smooth, center=True, min_periods=1).mean(),
+                                 mode="lines", name=f"loss ({smooth}-step mean)", line=dict(color="#1f77b4")),
+                      secondary_y=False)
+    if emergence is not None and len(emergence):
+        curve = emergence.sort_values("step")
+        fig.add_trace(go.Scatter(x=curve["step"], y=curve["accuracy"], mode="lines+markers", name="accuracy",
+                                 line=dict(color="#d62728"), marker=dict(size=4)), secondary_y=True)
+    if points is not None and len(points) and bool(points["emerged"].iloc[0]) and pd.notna(points["post_step"].iloc[0]):
+        fig.add_vrect(x0=float(points["pre_step"].iloc[0]), x1=float(points["post_step"].iloc[0]),
+                      fillcolor="orange", opacity=0.25, line_width=0,
+                      annotation_text="point of emergence", annotation_position="top left")
+    fig.update_xaxes(title_text="training step")
+    fig.update_yaxes(title_text="training loss (nats)", secondary_y=False)
+    fig.update_yaxes(title_text="greedy accuracy", range=[0, 1], secondary_y=True)
+    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2), height=380)
+    return fig
+
+
 def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str = "Δp per head",
                     bound: float | None = None) -> go.Figure:
     """Heatmap of ``delta_p`` (probability units) over layer × head, diverging around 0.

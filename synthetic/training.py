@@ -30,7 +30,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.io import atomic_to_parquet, atomic_write_text
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
 from synthetic.metrics import (
@@ -292,22 +292,84 @@ class Evaluator:
         return out
 
 
-def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConfig, step: int) -> Path:
-    """Write ``{"step", "config", "model_state"}`` to ``path`` atomically (torch.save)."""
-    with atomic_path(path, suffix=".pt") as tmp:
-        torch.save({"step": step, "config": asdict(config), "model_state": model.state_dict()}, tmp)
-    return Path(path)
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConfig, step: int,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    generator: torch.Generator | None = None) -> Path:
+    """Write one checkpoint folder ``path`` atomically (safetensors and JSON, no pickle).
+
+    ``path/model.safetensors`` (the model's state dict), ``path/config.json`` (the
+    :class:`TrainConfig`), and with ``optimizer`` the state to continue training exactly
+    (:mod:`interp.training_state`: AdamW moments, step, learning rate of the next update, and the
+    training-batch generator's state as the data cursor).
+    """
+    import shutil
+
+    from safetensors.torch import save_model
+
+    from interp.training_state import save_training_state
+
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        save_model(model, str(tmp / "model.safetensors"))
+        (tmp / "config.json").write_text(json.dumps({"step": step, "config": asdict(config)}, indent=1))
+        if optimizer is not None:
+            tensors = {"train_generator": generator.get_state()} if generator is not None else {}
+            save_training_state(tmp, optimizer, step, extra={
+                "lr_next": config.lr * _warmup_factor(config.warmup_steps)(step),
+                "threads": torch.get_num_threads()}, tensors=tensors)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
 
 
 def load_checkpoint(
     path: str | os.PathLike, device: str = "cpu"
 ) -> tuple[nn.Module, TrainConfig, int]:
-    """Rebuild the model saved by :func:`save_checkpoint`; returns ``(model, config, step)``."""
-    blob = torch.load(path, map_location=device, weights_only=False)
+    """Rebuild the model saved by :func:`save_checkpoint`; returns ``(model, config, step)``.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a checkpoint folder.
+    """
+    from safetensors.torch import load_model
+
+    path = Path(path)
+    if not (path / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{path} is not a checkpoint folder (no model.safetensors)")
+    blob = json.loads((path / "config.json").read_text())
     config = TrainConfig.from_dict(blob["config"])
     model = to_device(build_model(config.model_config(config.make_task())), torch.device(device))
-    model.load_state_dict(blob["model_state"])
+    load_model(model, str(path / "model.safetensors"), device=str(device))
     return model, config, int(blob["step"])
+
+
+def _resume(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator,
+            config: TrainConfig, device: torch.device) -> int:
+    """Load weights, optimizer and generator state saved by :func:`save_checkpoint`; return its step.
+
+    Raises:
+        ValueError: the checkpoint's config differs from ``config`` (other than ``steps``), or it
+            holds no optimizer state.
+    """
+    from safetensors.torch import load_model
+
+    from interp.training_state import load_training_state
+
+    saved = json.loads((folder / "config.json").read_text())
+    differs = {k: v for k, v in saved["config"].items() if k != "steps" and asdict(config).get(k) != v}
+    if differs:
+        raise ValueError(f"resume_from={str(folder)!r} was trained with other settings: {sorted(differs)}")
+    load_model(model, str(folder / "model.safetensors"), device=str(device))
+    _, tensors = load_training_state(folder, optimizer)
+    if "train_generator" not in tensors:
+        raise ValueError(f"resume_from={str(folder)!r} holds no training-batch generator state")
+    generator.set_state(tensors["train_generator"])
+    return int(saved["step"])
 
 
 def _start_wandb(config: TrainConfig, out_dir: Path | None):
@@ -389,6 +451,7 @@ def train(
     out_dir: str | Path | None = None,
     progress: bool = True,
     wandb: bool = False,
+    resume_from: str | Path | None = None,
 ) -> TrainResult:
     """Train one model on one synthetic task and record its learning curve.
 
@@ -403,9 +466,12 @@ def train(
     Head metrics and losses are measured with the bias in force.
 
     With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`)
-    and, when ``checkpoint_every > 0``, ``checkpoints/step{N}.pt``.
+    and, when ``checkpoint_every > 0``, ``checkpoints/step{N}/`` (:func:`save_checkpoint`:
+    weights, optimizer state and the batch generator's state, so training can continue).
 
-    Deterministic on CPU: the same config gives the same curve.
+    Deterministic on CPU: the same config gives the same curve. ``resume_from`` (a checkpoint
+    folder written with ``checkpoint_every``) continues that run from its step exactly as if it
+    had not stopped (same thread count); the metrics then hold the rows after that step.
 
     Raises:
         ValueError: any bad config field, a batch smaller than one sequence, a sequence
@@ -435,8 +501,11 @@ def train(
     anneal_steps = config.bias_anneal_steps or config.steps
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_factor(config.warmup_steps))
+    warmup = _warmup_factor(config.warmup_steps)
     train_gen = _generator(device, config.seed)
+    start_step = 0
+    if resume_from is not None:
+        start_step = _resume(Path(resume_from), model, optimizer, train_gen, config, device)
     eval_batch = max(1, config.eval_tokens // task.seq_len)
     eval_tokens = task.sample(eval_batch, _generator(device, 1_000_003 * config.data_seed + 7))
     evaluator = Evaluator(task, model, eval_tokens, row_entropy=config.row_entropy)
@@ -449,11 +518,17 @@ def train(
     bar = tqdm(total=config.steps, disable=not progress, desc=f"{config.task} S={config.S}")
     try:
         with bias if bias is not None else nullcontext():
-            for step in range(config.steps + 1):
+            bar.update(start_step)
+            for step in range(start_step, config.steps + 1):
                 beta = bias_beta(config.bias, config.bias_schedule, step, anneal_steps)
                 if bias is not None:
                     bias.beta = beta
-                if step % config.eval_every == 0 or step == config.steps:
+                # the learning rate of update `step` (0-based): a function of the step, so a
+                # resumed run needs no scheduler state
+                for group in optimizer.param_groups:
+                    group["lr"] = config.lr * warmup(step)
+                resumed_here = resume_from is not None and step == start_step
+                if (step % config.eval_every == 0 or step == config.steps) and not resumed_here:
                     model.eval()
                     row = {"step": step, "tokens": step * batch_size * task.seq_len,
                            "lr": optimizer.param_groups[0]["lr"], "beta": beta,
@@ -468,8 +543,10 @@ def train(
                     bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
                     if run is not None:
                         run.log(row, step=step)
-                if config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps):
-                    save_checkpoint(out_path / "checkpoints" / f"step{step}.pt", model, config, step)
+                if (config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps)
+                        and not resumed_here):
+                    save_checkpoint(out_path / "checkpoints" / f"step{step}", model, config, step,
+                                    optimizer=optimizer, generator=train_gen)
                 if step == config.steps:
                     break
                 tokens = task.sample(batch_size, train_gen)
@@ -483,7 +560,6 @@ def train(
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                scheduler.step()
                 last_train_loss = loss.detach()
                 bar.update(1)
     finally:

@@ -226,3 +226,17 @@ def hub_cache_env(monkeypatch):
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache_dir))
 
     return use
+
+
+@pytest.fixture(scope="session")
+def quick_suite(tmp_path_factory):
+    """The embedded quick suite, trained once per session: ``(run folders, cache root)``.
+
+    EMERGENCE_LENS_TEST_CACHE lets a developer reuse a trained quick suite between runs; CI leaves
+    it unset, so the suite is trained from scratch by the code under test.
+    """
+    from interp import embedded
+
+    reuse = os.environ.get("EMERGENCE_LENS_TEST_CACHE")
+    root = Path(reuse) if reuse else tmp_path_factory.mktemp("cache")
+    return embedded.ensure_suite(embedded.QUICK, root=root, progress=False), root

@@ -81,13 +81,23 @@ def test_outputs_written_and_checkpoint_round_trip(plain_run):
                 "n_params", "wall_time_s"):
         assert key in summary
     assert summary["n_params"] == 4736
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
-        "step0.pt", "step150.pt", "step300.pt"]
-    model, config, step = load_checkpoint(out / "checkpoints" / "step300.pt")
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step0", "step150", "step300"]
+    assert not list((out / "checkpoints").rglob("*.pt"))  # safetensors and JSON, no pickle
+    model, config, step = load_checkpoint(out / "checkpoints" / "step300")
     assert step == 300 and config == result.config
     tokens = LinearMapTask(S=4, s=1).sample(16, torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.equal(model(tokens), result.model(tokens))
+
+
+def test_resume_continues_exactly(plain_run, tmp_path):
+    result, out = plain_run
+    resumed = train(result.config, out_dir=tmp_path, progress=False, resume_from=out / "checkpoints" / "step150")
+    # the rows after step 150 and the final weights equal those of the uninterrupted run
+    later = result.metrics[result.metrics["step"] > 150].reset_index(drop=True)
+    pd.testing.assert_frame_equal(resumed.metrics.drop(columns="elapsed_s"), later.drop(columns="elapsed_s"))
+    for name, value in result.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[name]), name
 
 
 def test_bias_run_aligns_better_than_plain(plain_run, bias_run):

@@ -1,0 +1,90 @@
+"""The embedded trainer's resumable checkpoints: exact continuation, loss curve, metadata.
+
+A tiny config (1 layer, d_model 32, 16 steps of 4 x 32 bytes) keeps these tests to seconds.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from interp import embedded
+from interp.training_state import NotResumableError, has_training_state, read_training_state
+
+TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
+CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
+                           warmup_steps=4, corpus_bytes=200_000)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("tiny")
+    losses = embedded.train_run(TINY, 3, CFG, out)
+    return out, losses
+
+
+def _weights(folder: Path) -> dict:
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_schedule_and_state_files(tiny_run):
+    out, losses = tiny_run
+    assert CFG.checkpoint_steps == (0, 1, 2, 4, 8, 16)
+    for step in CFG.checkpoint_steps:
+        assert has_training_state(out / f"step{step}")
+        assert read_training_state(out / f"step{step}")["step"] == step
+    state = read_training_state(out / "step8")
+    assert state["trainer"]["threads"] == 1
+    assert state["trainer"]["lr_next"] == pytest.approx(CFG.lr)  # warm-up (4 steps) is over
+    assert not list(out.rglob("*.bin")) and not list(out.rglob("*.pt"))  # no pickle anywhere
+    assert list(losses["step"]) == list(range(16))
+    # the first step's loss is close to uniform over 256 bytes (ln 256 nats) and training lowers it
+    assert losses["loss"].iloc[0] == pytest.approx(np.log(256), abs=0.3)
+    assert losses["loss"].iloc[-4:].mean() < losses["loss"].iloc[0] - 0.5
+    assert losses["lr"].iloc[0] == pytest.approx(CFG.lr / 4) and losses["lr"].iloc[-1] == CFG.lr
+
+
+def test_resume_reproduces_later_checkpoint_bit_for_bit(tiny_run, tmp_path):
+    out, losses = tiny_run
+    resumed = embedded.train_run(TINY, 3, CFG, tmp_path, resume_from=out / "step4", stop_step=16,
+                                 save_steps=[8, 16])
+    for step in (8, 16):
+        stored, again = _weights(out / f"step{step}"), _weights(tmp_path / f"step{step}")
+        assert stored.keys() == again.keys()
+        assert all(torch.equal(stored[k], again[k]) for k in stored)
+    assert list(resumed["step"]) == list(range(4, 16))
+    assert resumed["loss"].tolist() == losses["loss"].iloc[4:].tolist()
+    # the optimizer moments come back exactly too
+    a = load_file(str(out / "step16" / "optimizer.safetensors"))
+    b = load_file(str(tmp_path / "step16" / "optimizer.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_batches_depend_on_step_and_seed_only():
+    corpus = embedded.stdlib_corpus(CFG.corpus_bytes)
+    first = embedded.batch_at(corpus, CFG, 3, 7)
+    assert torch.equal(first, embedded.batch_at(corpus, CFG, 3, 7))
+    assert not torch.equal(first, embedded.batch_at(corpus, CFG, 3, 8))
+    assert not torch.equal(first, embedded.batch_at(corpus, CFG, 4, 7))
+    assert first.shape == (CFG.batch_size, CFG.n_ctx)
+
+
+def test_folder_without_state_is_not_resumable(tiny_run, tmp_path):
+    out, _ = tiny_run
+    for name in ("model.safetensors", "config.json"):
+        (tmp_path / name).write_bytes((out / "step4" / name).read_bytes())
+    with pytest.raises(NotResumableError, match="cannot be resumed"):
+        embedded.train_run(TINY, 3, CFG, None, resume_from=tmp_path)
+
+
+def test_environment_metadata_names_what_changes_weights():
+    env = embedded.environment(CFG)
+    assert env["packages"]["torch"] == torch.__version__.split("+")[0] or env["packages"]["torch"].startswith(torch.__version__.split("+")[0])
+    assert len(env["corpus_sha256"]) == 64
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert env["python"].count(".") == 2  # the patch version, not only major.minor
+    assert embedded.suite_dir(CFG).name.startswith(CFG.digest() + "-")

@@ -1,0 +1,94 @@
+"""Zoom: exact re-training between stored checkpoints into an overlay; dense crossing rule."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from interp import embedded
+from interp.checkpoints import HubSource, LocalSuiteSource
+from interp.emergence import dense_crossing
+from interp.training_state import NotResumableError
+from interp.zoom import ZoomMismatchError, default_every, overlay_steps, stored_steps, zoom
+
+TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
+CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(5,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
+                           warmup_steps=4, corpus_bytes=200_000)
+
+
+@pytest.fixture()
+def tiny_run(tmp_path_factory, tmp_path):
+    # one trained run per session, copied per test (each test writes its own overlay)
+    base = tmp_path_factory.getbasetemp() / "zoom_tiny_run"
+    if not (base / "suite.json").is_file():
+        previous = torch.get_num_threads()
+        embedded._train_to_folder(TINY, 5, CFG, base)
+        torch.set_num_threads(previous)
+    run = tmp_path / "run"
+    shutil.copytree(base, run)
+    return run
+
+
+def test_zoom_reproduces_the_stored_end_point_and_writes_an_overlay(tiny_run):
+    result = zoom(tiny_run, 8, 16, every=2)
+    assert result.max_abs_diff == 0.0 and result.trained_steps == 8 and result.threads == 1
+    assert result.new_steps == [10, 12, 14] == overlay_steps(tiny_run)
+    # the base schedule is untouched; the overlay is opt-in
+    assert LocalSuiteSource(tiny_run).available_steps() == list(CFG.checkpoint_steps)
+    assert LocalSuiteSource(tiny_run, include_zoom=True).available_steps() == [0, 1, 2, 4, 8, 10, 12, 14, 16]
+    assert json.loads((tiny_run / "zoom" / "zoom.json").read_text())[0]["max_abs_diff"] == 0.0
+    assert not [p for p in (tiny_run / "zoom").iterdir() if p.name.startswith(".tmp")]
+    # a zoomed step is itself resumable: zooming inside the overlay re-trains 12 -> 14 exactly
+    inner = zoom(tiny_run, 12, 14, every=1)
+    assert inner.new_steps == [13] and inner.max_abs_diff == 0.0
+    assert stored_steps(tiny_run) == [0, 1, 2, 4, 8, 10, 12, 13, 14, 16]
+
+
+def test_zoom_refuses_steps_when_the_end_point_differs(tiny_run):
+    weights = load_file(str(tiny_run / "step16" / "model.safetensors"))
+    name = sorted(weights)[0]
+    weights[name] = weights[name] + 1e-3
+    save_file(weights, str(tiny_run / "step16" / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ZoomMismatchError, match="max |diff| 0.001"):
+        zoom(tiny_run, 8, 16, every=2)
+    assert overlay_steps(tiny_run) == []
+    # above the stated tolerance only: 1e-3 is accepted at tolerance 2e-3
+    assert zoom(tiny_run, 8, 16, every=4, tolerance=2e-3).new_steps == [12]
+
+
+def test_bad_input_and_unresumable_sources(tiny_run, tmp_path):
+    with pytest.raises(ValueError, match="must be before"):
+        zoom(tiny_run, 16, 8)
+    with pytest.raises(ValueError, match="nearest stored steps"):
+        zoom(tiny_run, 3, 8)
+    with pytest.raises(NotResumableError, match="no optimizer state"):
+        zoom(HubSource("EleutherAI/pythia-14m"), 0, 1000)
+    foreign = tmp_path / "foreign"
+    shutil.copytree(tiny_run, foreign)
+    meta = json.loads((foreign / "suite.json").read_text())
+    del meta["resumable"]
+    (foreign / "suite.json").write_text(json.dumps(meta))
+    with pytest.raises(NotResumableError, match="cannot re-train"):
+        zoom(foreign, 8, 16)
+
+
+def test_default_spacing_gives_at_least_ten_new_checkpoints():
+    assert default_every(1300, 1400) == 5  # 19 new steps; 10 would give only 9
+    assert default_every(1300, 1310) == 1
+    assert default_every(0, 1000) == 50
+    for pre, post in [(0, 37), (100, 200), (1230, 1240)]:
+        every = default_every(pre, post)
+        assert len(range(pre + every, post, every)) >= min(10, post - pre - 1)
+
+
+def test_dense_crossing_needs_the_crossing_to_hold():
+    steps = [1300, 1310, 1320, 1330, 1340, 1350, 1360, 1370]
+    noisy = [0.20, 0.52, 0.41, 0.47, 0.61, 0.56, 0.58, 0.64]
+    assert dense_crossing(steps, noisy, hold=2) == (1330, 1340)
+    assert dense_crossing(steps, noisy, hold=0) == (1300, 1310)  # the first touch, without the rule
+    assert dense_crossing(steps, [0.1] * 8) == (None, None)
+    assert dense_crossing(steps, [0.9] * 8) == (None, 1300)
+    with pytest.raises(ValueError, match="hold"):
+        dense_crossing(steps, noisy, hold=-1)
