@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.patching import PatchingInputs, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
+from interp.patching import TaskBatch, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
 from interp.ranking import (
     HeadRanking,
     head_ranking_report,
@@ -38,7 +38,7 @@ def setup():
     answer_pos = torch.full((BATCH,), POS - 1)
     with torch.no_grad():
         answers = post(tokens)[:, -1].argmax(-1)
-    return pre, post, PatchingInputs(tokens, answers, answer_pos)
+    return pre, post, TaskBatch(tokens, answers, answer_pos)
 
 
 def test_rank_heads_orders_by_delta_p_and_ranks_nan_last():
