@@ -86,6 +86,7 @@ class RunAnalysis:
     prescreen_top2_found: bool | None = None
     metric: str = "p"
     components: pd.DataFrame | None = None
+    head_scores: pd.DataFrame | None = None
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
@@ -98,7 +99,7 @@ def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
-    metric: str = "p", decompose: bool = True,
+    metric: str = "p", decompose: bool = True, scores: bool = True,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -111,6 +112,8 @@ def analyse_run(
             only its own evaluations, and shares the memoised scores (no checkpoint loads twice).
         method, prescreen_top_n, device, metric: see :func:`interp.ranking.rank_heads_between`.
         decompose: also decompose the jump by component (``components.csv``).
+        scores: also score every head at the checkpoints around the point (``head_scores.csv``,
+            :mod:`interp.scores`).
     """
     from interp.ranking import rank_heads_between
 
@@ -133,6 +136,11 @@ def analyse_run(
             setattr(analysis, key, getattr(ranked, key))
         if ranked.components is not None:
             analysis.components = ranked.components.assign(model=model, seed=seed)
+        if scores:
+            from interp.scores import head_scores_over_checkpoints, steps_around
+
+            steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step)
+            analysis.head_scores = head_scores_over_checkpoints(source, steps, device=device, model=model, seed=seed)
     return analysis
 
 
@@ -175,6 +183,21 @@ class MainJobReport:
 
         frames = [r.components for r in self.runs if r.components is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COMPONENT_COLUMNS)
+
+    @property
+    def head_scores(self) -> pd.DataFrame:
+        """Head scores at the checkpoints around each point (``interp.scores.HEAD_SCORE_COLUMNS``)."""
+        from interp.scores import HEAD_SCORE_COLUMNS
+
+        frames = [r.head_scores for r in self.runs if r.head_scores is not None]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEAD_SCORE_COLUMNS)
+
+    def head_scores_section(self) -> tuple[str, str] | None:
+        """Report section: head scores per checkpoint over the capability curve (None if empty)."""
+        scores = self.head_scores
+        if not len(scores):
+            return None
+        return ("Head scores around the point of emergence", vis.figure_html(vis.head_scores_figure(scores, self.emergence)))
 
     def decomposition_section(self) -> tuple[str, str] | None:
         """Report section: share of the jump each component recovers, and top-K curves (None if empty)."""
@@ -230,9 +253,9 @@ class MainJobReport:
             sections.append((f"Δp per head — {r.model} seed {r.seed}", vis.figure_html(fig)))
         if len(self.topk):
             sections.append(("Joint top-K patching", vis.figure_html(self.recovery_figure())))
-        decomposition = self.decomposition_section()
-        if decomposition is not None:
-            sections.append(decomposition)
+        for extra in (self.decomposition_section(), self.head_scores_section()):
+            if extra is not None:
+                sections.append(extra)
         for r in self.runs:
             if r.example_patterns is not None:
                 sections.append((f"Attention patterns of the top heads — {r.model} seed {r.seed} (prompt 0)",
@@ -242,7 +265,8 @@ class MainJobReport:
         return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components`` as CSV and parquet, and ``report.html``.
+        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` as CSV and
+        parquet, and ``report.html``.
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in
         memory before anything is written, so a rendering error leaves the folder untouched.
@@ -250,7 +274,7 @@ class MainJobReport:
         out = Path(out_dir)
         page = self.html()
         written = {}
-        for name in ("emergence", "points", "heads", "topk", "components"):
+        for name in ("emergence", "points", "heads", "topk", "components", "head_scores"):
             table = getattr(self, name)
             written[f"{name}.csv"] = atomic_to_csv(table, out / f"{name}.csv")
             written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")
@@ -262,7 +286,7 @@ def run_main_job(
     sources: Iterable, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
-    metric: str = "p", decompose: bool = True,
+    metric: str = "p", decompose: bool = True, scores: bool = True,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 
@@ -278,7 +302,7 @@ def run_main_job(
         try:
             runs.append(analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                    decompose=decompose))
+                                    decompose=decompose, scores=scores))
         finally:
             source.close()
     report = MainJobReport(runs=runs, threshold=threshold, title=title)
