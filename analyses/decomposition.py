@@ -102,6 +102,16 @@ def markdown(components: pd.DataFrame, prescreen: pd.DataFrame, settings: str) -
                 row = top[(top["model"] == model) & (top["seed"] == seed) & (top["target"] == target) & (top["k"] == k)]
                 cells.append(f"{fmt(row.iloc[0])} ({row.iloc[0]['heads']})" if len(row) else "—")
             lines.append(f"| top-{k} {target} | " + " | ".join(cells) + " |")
+    lines += ["", "Per run, the components whose whole-component patch recovers the most (95 % interval in brackets; "
+              "\"alone\" = the interval's lower end is above 0.5, i.e. that component carries most of the jump by itself):", ""]
+    for model, seed in runs:
+        sub = full[(full["model"] == model) & (full["seed"] == seed) & full["target"].isin(SHOWN)]
+        sub = sub.sort_values("recovered", ascending=False)
+        alone = [t for t, lo in zip(sub["target"], sub["recovered_lo"]) if lo > 0.5]
+        best = ", ".join(f"{t} {fmt(r)}" for t, (_, r) in zip(sub["target"][:3], sub.head(3).iterrows()))
+        jump = steps[(model, seed)]["value_post"] - steps[(model, seed)]["value_pre"]
+        lines.append(f"- {model} seed {seed} (jump {jump:+.3f}): largest {best}; "
+                     + (f"alone: {', '.join(alone)}." if alone else "no component carries it alone."))
     lines += ["", "Attribution pre-screen of the pattern patch vs exact per-head patching:", "",
               "| run | method | Spearman ρ | exact top 2 in the estimate's top 2 |", "| --- | --- | --- | --- |"]
     for _, row in prescreen.iterrows():
