@@ -15,8 +15,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from synthetic.sweeps import SweepSpec, load_runner, resolve_with, run_id_of, run_sweep, runner_name
-from synthetic.store import load_metrics, load_results
+from sweeps import SweepSpec, load_runner, resolve_with, run_id_of, run_sweep, runner_name
+from sweeps import load_metrics, load_results
+from synthetic.sweeps import DEFAULT_RUNNER
 
 
 def _summary_of(row: pd.Series) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def run_configs_through_sweep(configs: Sequence[dict[str, Any]], sweep_dir: str 
     Raises:
         RuntimeError: a run failed (its error and log path are named).
     """
-    spec = SweepSpec(points=[dict(c) for c in configs], name=name)
+    spec = SweepSpec(points=[dict(c) for c in configs], name=name, runner=DEFAULT_RUNNER)
     run_sweep(spec, sweep_dir, jobs=jobs, executor=executor, ray_address=ray_address)
     rows = load_results(sweep_dir).set_index("run_id")
     runner = load_runner(spec.runner)

@@ -17,13 +17,12 @@ step that depends on the seed. The measured effect of each knob is in docs/embed
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sysconfig
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -32,95 +31,13 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from interp.catalogue import (  # noqa: F401  (the suite configs live with the source names)
+    BASE, FULL, QUICK, SMALL, ModelSize, SuiteConfig, cache_root, run_name, suite_dir,
+)
 from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress
 from interp.io import atomic_write_text
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
-
-
-@dataclass(frozen=True)
-class ModelSize:
-    """One GPT-NeoX shape of the suite (Pythia's architecture at toy scale)."""
-
-    name: str
-    n_layers: int
-    d_model: int
-    n_heads: int
-
-    def hf_config(self, vocab_size: int, n_ctx: int):
-        """The ``GPTNeoXConfig`` of this size: rotary_pct 0.25, parallel residual, untied."""
-        from transformers import GPTNeoXConfig
-
-        return GPTNeoXConfig(
-            vocab_size=vocab_size,
-            hidden_size=self.d_model,
-            num_hidden_layers=self.n_layers,
-            num_attention_heads=self.n_heads,
-            intermediate_size=4 * self.d_model,
-            max_position_embeddings=n_ctx,
-            rotary_pct=0.25,
-            use_parallel_residual=True,
-            tie_word_embeddings=False,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-
-
-@dataclass(frozen=True)
-class SuiteConfig:
-    """Everything that determines the embedded suite's weights (its hash names the cache folder).
-
-    Units: ``steps`` and ``checkpoint_steps`` in optimizer steps; ``n_ctx`` in tokens (bytes);
-    ``lr`` per step (AdamW, linear warmup over ``warmup_steps`` then constant).
-    """
-
-    sizes: tuple[ModelSize, ...]
-    seeds: tuple[int, ...]
-    steps: int
-    checkpoint_every: int
-    n_ctx: int = 128
-    batch_size: int = 16
-    lr: float = 2e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
-    repeat_fraction: float = 0.5
-    prefix_len: int = 40
-    random_prefix: bool = True
-    segment_min: int = 8
-    segment_max: int = 32
-    corpus_bytes: int = 4_000_000
-    data_seed: int = 1234
-
-    @property
-    def checkpoint_steps(self) -> tuple[int, ...]:
-        """Pythia-like schedule: 0, 1, 2, 4, ... (powers of two) below ``checkpoint_every``,
-        then every ``checkpoint_every`` steps up to ``steps`` (Pythia: 0..512, then every 1000)."""
-        early = [0] + [2**i for i in range(0, 32) if 2**i < self.checkpoint_every]
-        linear = list(range(self.checkpoint_every, self.steps + 1, self.checkpoint_every))
-        return tuple(sorted(set(early + linear)))
-
-    def digest(self) -> str:
-        """Short hash of the config (names the cache folder, so a changed config retrains)."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
-
-
-SMALL = ModelSize("neox-2l-64d", n_layers=2, d_model=64, n_heads=4)
-BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
-
-#: The default: 2 sizes x 3 seeds, 3000 steps, 38 checkpoints per run (~12 min on 2 cores).
-FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100)
-#: CI-sized: the small model at two seeds, 2400 steps (~2 min on 2 cores).
-QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)
-
-
-def cache_root() -> Path:
-    """Where trained suites live: ``$EMERGENCE_LENS_CACHE`` or ``~/.cache/emergence-lens``."""
-    env = os.environ.get("EMERGENCE_LENS_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "emergence-lens"
 
 
 def stdlib_corpus(max_bytes: int) -> np.ndarray:
@@ -218,20 +135,6 @@ def train_run(
         schedule.step()
         if on_step is not None:
             on_step(step + 1, loss.item())
-
-
-def run_name(size: ModelSize, seed: int) -> str:
-    """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix)."""
-    return f"{size.name}-seed{seed}"
-
-
-def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
-    """Cache folder of a suite config (keyed by the config hash and the Python version, since
-    the training text is this Python's standard library)."""
-    import sys
-
-    root = root or cache_root()
-    return root / "embedded" / f"{cfg.digest()}-py{sys.version_info.major}{sys.version_info.minor}"
 
 
 def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None) -> Path:

@@ -303,7 +303,7 @@ def load_checkpoint(
     path: str | os.PathLike, device: str = "cpu"
 ) -> tuple[nn.Module, TrainConfig, int]:
     """Rebuild the model saved by :func:`save_checkpoint`; returns ``(model, config, step)``."""
-    blob = torch.load(path, map_location=device, weights_only=False)
+    blob = torch.load(path, map_location=device, weights_only=True)
     config = TrainConfig.from_dict(blob["config"])
     model = to_device(build_model(config.model_config(config.make_task())), torch.device(device))
     model.load_state_dict(blob["model_state"])
