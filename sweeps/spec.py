@@ -91,7 +91,6 @@ class SweepSpec:
         if suffix not in (".yaml", ".yml", ".toml", ".json"):
             raise ValueError(f"sweep spec {path} has extension {suffix!r}; use .yaml, .yml, .toml or .json")
         spec = cls.from_dict(parse_spec_text(path.read_text(encoding="utf-8"), suffix, path) or {})
-        spec = cls.from_dict(data or {})
         if not spec.name:
             spec.name = path.stem
         return spec

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from interp.cli import app
+from emergence_lens.cli import app
 from tests.conftest import save_byte_tokenizer, save_tiny_neox
 
 runner = CliRunner()
@@ -89,6 +89,8 @@ def test_bad_steps_option_names_the_item(tiny_suite):
 def test_unknown_embedded_run_lists_valid_names():
     line = error_line(runner.invoke(app, ["bisect", "embedded/neox-9l-seed0"]))
     assert "neox-2l-64d-seed0" in line
+    line = error_line(runner.invoke(app, ["bisect", "embedded-quick/neox-2l-128d-seed0"]))
+    assert "neox-2l-64d-seed1, neox-2l-64d-seed2" in line  # the quick suite's runs only
 
 
 def test_list_models_prints_usable_sources():
@@ -96,3 +98,4 @@ def test_list_models_prints_usable_sources():
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert "EleutherAI/pythia-410m-seed9" in lines and "embedded/neox-2l-128d-seed2" in lines
+    assert "embedded-quick/neox-2l-64d-seed1" in lines  # a name for every run of the quick suite
