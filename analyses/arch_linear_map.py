@@ -15,36 +15,26 @@ Threshold: the paper's 0.40 at S = 16 lies 18.1 % of the way from the floor (0.3
 at another S we use the same fraction of that S's gap (S = 8: 0.3903), so the two thresholds
 mean the same progress.
 
-Usage: ``python analyses/arch_linear_map.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.arch_linear_map [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from _common import LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, Timer, linear_map_floor, parse_args, run_configs, write_outputs
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
-PAPER_FLOOR_S16 = 15 / 31 * LN2  # 0.3354: (S−1)/(2S−1)·ln 2
+PAPER_FLOOR_S16 = linear_map_floor(16)  # 0.3354: (S−1)/(2S−1)·ln 2
 PAPER_STEPS = {3: {"mlp-mixer": 900, "transformer": 2500}}  # steps to 0.40 at S = 16 [figure]
 PAPER_FINAL = {5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
                7: {"mlp-mixer": 0.465, "transformer": 0.59}}
 ARCHS = ("transformer", "mlp-mixer")
-
-
-def linear_map_floor(S: int) -> float:
-    """Loss floor of the linear map with one transition, ``(S−1)/(2S−1)·ln 2`` nats/token."""
-    return (S - 1) / (2 * S - 1) * LN2
 
 
 def scaled_threshold(S: int) -> float:
@@ -169,20 +159,20 @@ def figure(cfgs: list[dict], results: list, threshold: float) -> go.Figure:
     return fig
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (s, arch, seed); return (per-run table, per-(s, arch) table, figure)."""
     widths = matched_widths(cfg)
     cfgs = configs(cfg, widths)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = run_table(cfgs, results)
     agg = summarise(runs)
     return runs, agg, figure(cfgs, results, scaled_threshold(cfg["S"]))
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
+    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
     timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
+    runs, agg, fig = run(settings(args.paper_scale), execution)
     cols = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
     table = runs.merge(agg[cols].rename(columns={"final_loss": "final_loss_mean"}), on=["s", "arch"])
     write_outputs(table, fig, args.out, NAME)

@@ -10,21 +10,17 @@ for a long time. Plateau length is :func:`synthetic.metrics.plateau_length` (fir
 evaluation that has covered 5 % of the way from ln 2 to the floor); a run that never leaves
 counts as its step budget (a lower bound, ``censored``), so the ratio is then an upper bound.
 
-Usage: ``python analyses/bias_plateau.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.bias_plateau [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, Timer, parse_args, run_configs, write_outputs
 
 NAME = "bias_plateau"
 RATIO_LIMIT = 0.2  # the issue's "at most 1/5"
@@ -52,7 +48,7 @@ def configs(cfg: dict) -> list[dict]:
             for beta in (0.0, cfg["beta"]) for seed in cfg["seeds"]]
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, dict, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, dict, go.Figure]:
     """Train plain and biased runs; return (per-run table, headline dict, figure).
 
     Headline: ``plain_mean`` and ``bias_mean`` (plateau, steps), ``plain_censored`` (runs that
@@ -60,7 +56,7 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, dict, go.Figure]:
     model has a plateau at least 5 evaluations long.
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     rows = []
     for c, (summary, _) in zip(cfgs, results):
         p = summary["plateau_length"]
@@ -91,9 +87,9 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, dict, go.Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
+    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
     timer = Timer()
-    runs, head, fig = run(settings(args.paper_scale), args.jobs)
+    runs, head, fig = run(settings(args.paper_scale), execution)
     write_outputs(runs, fig, args.out, NAME)
     print(runs.to_string(index=False))
     print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")

@@ -7,21 +7,17 @@ stay at ln 2 [figure].
 Checks (ours): "learns" = final loss ≤ the run's threshold (floor + 5 % of the ln 2 − floor gap)
 in every seed; "stays at ln 2" = final loss ≥ ln 2 − 5 % of that gap in every seed.
 
-Usage: ``python analyses/sparsity_sweep.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.sparsity_sweep [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, Timer, parse_args, run_configs, write_outputs
 
 NAME = "sparsity_sweep"
 MARGIN = 0.05
@@ -48,14 +44,14 @@ def configs(cfg: dict) -> list[dict]:
             for S, ss in cfg["grid"].items() for s in ss for seed in cfg["seeds"]]
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train the grid; return (per-run table, per-(S, s) table, figure).
 
     Per-(S, s) columns: ``final_loss_mean/min/max`` (nats), ``floor``, ``learned_all`` (every
     seed ≤ threshold), ``at_ln2_all`` (every seed ≥ ln 2 − 5 % of the gap).
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = pd.DataFrame([
         {"S": c["S"], "s": c["s"], "s_over_S": c["s"] / c["S"], "seed": c["seed"], "steps": c["steps"],
          "final_loss": summ["final_loss"], "floor": summ["floor"], "threshold": summ["threshold"],
@@ -81,10 +77,10 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
+    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
     cfg = settings(args.paper_scale)
     timer = Timer()
-    runs, agg, fig = run(cfg, args.jobs)
+    runs, agg, fig = run(cfg, execution)
     write_outputs(runs, fig, args.out, NAME)
     print(agg.to_string(index=False))
     print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")

@@ -113,17 +113,8 @@ def hub_offline(monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
 
 
-ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
-
-
 def load_analysis(name: str):
-    """Import ``analyses/<name>.py`` as a module (the scripts import ``_common`` from their folder)."""
-    import importlib.util
-    import sys
+    """The reproduction module ``analyses.<name>`` (a package: ``python -m analyses.<name>``)."""
+    import importlib
 
-    if str(ANALYSES) not in sys.path:
-        sys.path.insert(0, str(ANALYSES))
-    spec = importlib.util.spec_from_file_location(f"analyses_{name}", ANALYSES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"analyses.{name}")
