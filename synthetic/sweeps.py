@@ -33,8 +33,12 @@ class TrainRunner:
         return TrainConfig
 
     def resolve(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """TrainConfig defaults filled in; raises ValueError on unknown fields or bad types."""
-        return resolve_dataclass_config(self.config_class(), config)
+        """TrainConfig defaults filled in, and an RWKV run's version chosen from its device (so
+        the version is part of the run id); raises ValueError on unknown fields or bad types."""
+        resolved = resolve_dataclass_config(self.config_class(), config)
+        if resolved.get("arch") == "rwkv":
+            resolved["rwkv_version"] = self.config_class()(**resolved).resolved_rwkv_version()
+        return resolved
 
     def __call__(self, config: Mapping[str, Any]) -> tuple[dict, pd.DataFrame]:
         from synthetic.training import TrainConfig, train
