@@ -99,3 +99,46 @@ def test_list_models_prints_usable_sources():
     lines = result.output.splitlines()
     assert "EleutherAI/pythia-410m-seed9" in lines and "embedded/neox-2l-128d-seed2" in lines
     assert "embedded-quick/neox-2l-64d-seed1" in lines  # a name for every run of the quick suite
+
+
+def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
+    """``embedded/<run>`` takes the run from a suite in the cache that holds it (the quick one
+    first), else from the smallest suite that holds it: a run of both suites never trains the
+    full suite when the quick one has it. Resolution itself trains nothing."""
+    from interp.catalogue import FULL, QUICK, resolve_embedded, suite_dir
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
+    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
+    assert resolve_embedded("embedded/neox-2l-64d-seed0") == [(FULL, "neox-2l-64d-seed0")]  # only FULL has seed 0
+    assert resolve_embedded("embedded-quick/neox-2l-64d-seed2") == [(QUICK, "neox-2l-64d-seed2")]
+    assert [run for _, run in resolve_embedded("embedded-quick")] == ["neox-2l-64d-seed1", "neox-2l-64d-seed2"]
+    # a full suite already in the cache serves the shared run when the quick one is not there
+    done = suite_dir(FULL) / "neox-2l-64d-seed1"
+    done.mkdir(parents=True)
+    (done / "suite.json").write_text("{}")
+    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(FULL, "neox-2l-64d-seed1")]
+    assert not suite_dir(QUICK).exists()
+
+
+def test_open_source_opens_embedded_runs_like_the_cli(tiny_suite, tmp_path, monkeypatch):
+    """``open_source`` (Python) and the command line resolve ``embedded[-quick]/<run>`` the same
+    way; a whole suite is refused by ``open_source`` before anything is trained."""
+    import shutil as _shutil
+
+    from interp.catalogue import QUICK, suite_dir
+    from interp.checkpoints import open_source
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
+    run = suite_dir(QUICK) / "neox-2l-64d-seed1"  # a stand-in run folder: the tiny suite, marked complete
+    _shutil.copytree(tiny_suite, run)
+    (run / "suite.json").write_text('{"model_id": "embedded/neox-2l-64d-seed1"}')
+    (suite_dir(QUICK) / "neox-2l-64d-seed2").mkdir()
+    (suite_dir(QUICK) / "neox-2l-64d-seed2" / "suite.json").write_text("{}")
+    for name in ("embedded/neox-2l-64d-seed1", "embedded-quick/neox-2l-64d-seed1"):
+        source = open_source(name)
+        assert source.available_steps() == [0, 100, 200] and source.model_id == "embedded/neox-2l-64d-seed1"
+    with pytest.raises(ValueError, match="open_source takes one run, and 'embedded-quick' names 2"):
+        open_source("embedded-quick")
+    result = runner.invoke(app, ["curve", "embedded-quick/neox-2l-64d-seed1", "--steps", "0,200"])
+    assert result.exit_code == 0, result.output
+    assert "neox-2l-64d" in result.output and len(result.output.strip().splitlines()) == 3
