@@ -22,7 +22,7 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "arch_cellular_automata"
 ARCHS = ("transformer", "mlp-mixer", "mamba2", "gated-deltanet", "rwkv")
@@ -157,15 +157,17 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     return runs, agg, figure(cfgs, results, float(runs.floor.iloc[0]))
 
 
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each arch's mean late loss and the paper's claim beside it."""
+    runs, agg, _ = outputs
+    late = agg[["arch", "late_loss", "seeds_transformer_lower", "paper"]].rename(columns={"late_loss": "late_loss_mean"})
+    return runs.merge(late, on="arch")
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), execution)
-    write_outputs(runs.merge(agg[["arch", "late_loss", "seeds_transformer_lower", "paper"]]
-                             .rename(columns={"late_loss": "late_loss_mean"}), on="arch"),
-                  fig, args.out, NAME)
-    print(agg.drop(columns=["paper"]).to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written,
+                              shown=lambda o: o[1].drop(columns=["paper"]))
     for line in headline(agg):
         print(line)
     return runs

@@ -26,7 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import Execution, LN2, Timer, linear_map_floor, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, linear_map_floor, reproduce, run_configs
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
@@ -35,6 +35,7 @@ PAPER_STEPS = {3: {"mlp-mixer": 900, "transformer": 2500}}  # steps to 0.40 at S
 PAPER_FINAL = {5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
                7: {"mlp-mixer": 0.465, "transformer": 0.59}}
 ARCHS = ("transformer", "mlp-mixer")
+TABLE_COLUMNS = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
 
 
 def scaled_threshold(S: int) -> float:
@@ -161,23 +162,21 @@ def figure(cfgs: list[dict], results: list, threshold: float) -> go.Figure:
 
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (s, arch, seed); return (per-run table, per-(s, arch) table, figure)."""
-    widths = matched_widths(cfg)
-    cfgs = configs(cfg, widths)
+    cfgs = configs(cfg, matched_widths(cfg))
     results = run_configs(cfgs, execution)
     runs = run_table(cfgs, results)
-    agg = summarise(runs)
-    return runs, agg, figure(cfgs, results, scaled_threshold(cfg["S"]))
+    return runs, summarise(runs), figure(cfgs, results, scaled_threshold(cfg["S"]))
+
+
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each (s, arch)'s means and the paper's numbers beside it."""
+    runs, agg, _ = outputs
+    return runs.merge(agg[TABLE_COLUMNS].rename(columns={"final_loss": "final_loss_mean"}), on=["s", "arch"])
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), execution)
-    cols = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
-    table = runs.merge(agg[cols].rename(columns={"final_loss": "final_loss_mean"}), on=["s", "arch"])
-    write_outputs(table, fig, args.out, NAME)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written)
     for line in headline(agg):
         print(line)
     return runs

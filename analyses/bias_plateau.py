@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "bias_plateau"
 RATIO_LIMIT = 0.2  # the "at most 1/5"
@@ -87,12 +87,8 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, di
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, head, fig = run(settings(args.paper_scale), execution)
-    write_outputs(runs, fig, args.out, NAME)
-    print(runs.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, head, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              shown=lambda o: o[0])
     print(f"plateau without bias: {head['plain_mean']:.0f} steps ({head['plain_censored']} never left); "
           f"with bias: {head['bias_mean']:.0f} steps ({head['bias_censored']} never left)")
     print(f"ratio bias/plain = {head['ratio']:.3f} (≤ 0.2 required): {head['passes']}")

@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "ca_plateau"
 PAPER_PLATEAU = {4: 60, 8: 380, 16: 400, 32: 650, 64: 1400, 128: 3300, 256: 8700}  # [figure]
@@ -116,14 +116,9 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), execution)
-    write_outputs(runs.merge(agg[["S", "bias", "plateau_mean", "paper_plateau"]], on=["S", "bias"]),
-                  fig, args.out, NAME)
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=lambda o: o[0].merge(o[1][["S", "bias", "plateau_mean", "paper_plateau"]], on=["S", "bias"]))
     c = checks(agg)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     print(f"plateau grows with S (standard): {c['grows']} (S_max/S_min = {c['growth_ratio']:.2f}; paper 1400/380 = 3.7)")
     print(f"plateau flat with bias: {c['flat']} (max/min over S = {c['bias_max_over_min']:.2f}; paper ≈1.25)")
     return runs

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -175,6 +175,26 @@ def plateau_loss(task: str, **fields: Any) -> float:
 
 #: The linear map's plateau, ln 2 nats/token (binary tokens), as the task defines it.
 LN2 = plateau_loss("linear-map", S=4, s=1)
+
+
+def reproduce(name: str, doc: str, argv: Sequence[str] | None, settings: Callable[[bool], dict],
+              run: Callable[..., tuple], table: Callable[[tuple], pd.DataFrame] = lambda out: out[0],
+              shown: Callable[[tuple], pd.DataFrame] = lambda out: out[1]) -> tuple[dict, tuple]:
+    """A reproduction's command line end to end: parse ``argv`` (:func:`parse_args`), run
+    ``run(settings(paper_scale), execution)``, write ``table(outputs)`` and the figure (the last
+    output) with :func:`write_outputs`, print ``shown(outputs)`` and the runtime.
+
+    Returns:
+        ``(settings, outputs)`` for the caller's headline lines.
+    """
+    args, execution = parse_args(name, doc.splitlines()[0], argv)
+    cfg = settings(args.paper_scale)
+    timer = Timer()
+    outputs = run(cfg, execution)
+    write_outputs(table(outputs), outputs[-1], args.out, name)
+    print(shown(outputs).to_string(index=False))
+    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    return cfg, outputs
 
 
 class Timer:

@@ -23,7 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import Execution, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 from analyses.arch_cellular_automata import LATE_EVALS
 from analyses.arch_linear_map import scaled_threshold
 
@@ -122,15 +122,18 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     return runs, summarise(runs), figure(cfgs, results)
 
 
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each (task, depth)'s mean late loss and the paper's claim beside it."""
+    runs, agg, _ = outputs
+    late = agg[["task", "n_layers", "late_loss", "paper"]].rename(columns={"late_loss": "late_loss_mean"})
+    return runs.merge(late, on=["task", "n_layers"])
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), execution)
-    write_outputs(runs.merge(agg[["task", "n_layers", "late_loss", "paper"]].rename(
-        columns={"late_loss": "late_loss_mean"}), on=["task", "n_layers"]), fig, args.out, NAME)
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written,
+                              shown=lambda o: o[1].drop(columns=["paper"]))
     v = verdicts(agg)
-    print(agg.drop(columns=["paper"]).to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     lm = agg[agg.task == "linear-map"]
     ca = agg[agg.task == "cellular-automata"]
     print("linear map, steps to threshold by depth: "

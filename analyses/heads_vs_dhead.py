@@ -17,7 +17,7 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, reproduce, run_configs
 
 NAME = "heads_vs_dhead"
 MARGIN = 0.05
@@ -77,12 +77,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), execution)
-    write_outputs(runs, fig, args.out, NAME)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run)
     h1 = agg[agg.n_heads == 1]
     big = agg[agg.n_heads >= 16]
     print(f"H=1 does not learn (stays at ln 2, every seed): {bool(h1.at_ln2_all.all())} "

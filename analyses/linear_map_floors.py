@@ -15,7 +15,7 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, Timer, parse_args, run_configs, within, write_outputs
+from analyses.common import Execution, reproduce, run_configs, within
 
 NAME = "linear_map_floors"
 PAPER_FLOOR = {8: 0.3235, 16: 0.3354, 32: 0.3411}  # PAPER.md "Linear map task" [figure]
@@ -75,18 +75,19 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     return runs, per_s, fig
 
 
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each S's mean, the paper's floor and the 2 % check beside it."""
+    runs, per_s, _ = outputs
+    return runs.merge(per_s[["S", "paper_floor", "ours_mean", "rel_error", "within_2pct"]], on="S")
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, per_s, fig = run(settings(args.paper_scale), execution)
-    table = runs.merge(per_s[["S", "paper_floor", "ours_mean", "rel_error", "within_2pct"]], on="S")
-    write_outputs(table, fig, args.out, NAME)
-    print(per_s.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, per_s, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written)
     for _, r in per_s.iterrows():
         print(f"floor S={r.S}: ours {r.ours_mean:.4f} vs paper {r.paper_floor:.4f}, "
               f"within 2 %: {bool(r.within_2pct)}")
-    return table
+    return runs
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 from analyses.arch_linear_map import scaled_threshold
 
 NAME = "prepretraining"
@@ -142,12 +142,8 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), execution)
-    write_outputs(runs, fig, args.out, NAME)
-    print(agg.drop(columns=["paper"]).to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              shown=lambda o: o[1].drop(columns=["paper"]))
     for r in agg[agg.arm != "scratch"].itertuples():
         print(f"{r.arm}: steps to threshold {r.steps_to_threshold:.0f} vs scratch "
               f"{float(agg[agg.arm == 'scratch'].steps_to_threshold.iloc[0]):.0f}; paired delta "

@@ -17,7 +17,7 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, reproduce, run_configs
 
 NAME = "sparsity_sweep"
 MARGIN = 0.05
@@ -77,13 +77,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    cfg = settings(args.paper_scale)
-    timer = Timer()
-    runs, agg, fig = run(cfg, execution)
-    write_outputs(runs, fig, args.out, NAME)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run)
     s8 = agg[agg.S == 8]
     if len(s8):
         print(f"S=8 learns every s in every seed: {bool(s8.learned_all.all())} "

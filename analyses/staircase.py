@@ -23,7 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import LN2, Execution, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, reproduce, run_configs
 
 NAME = "staircase"
 
@@ -158,14 +158,9 @@ def describe(table: pd.DataFrame, eval_every: int) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args, execution = parse_args(NAME, __doc__.splitlines()[0], argv)
-    cfg = settings(args.paper_scale)
-    timer = Timer()
-    table, _, fig = run(cfg, execution)
-    write_outputs(table, fig, args.out, NAME)
+    cfg, (table, _, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              shown=lambda o: o[0])
     d = describe(table, cfg["eval_every"])
-    print(table.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     print(f"bits whose loss dropped: {d['bits_dropped']}/{d['bits_total']}; distinct drop steps per seed "
           f"{d['distinct_drop_steps_per_seed']}; first {d['first_drop']}, last {d['last_drop']} "
           f"(paper: 16 bits one at a time, ≈500 → ≈4600 steps)")

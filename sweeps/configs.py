@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import types
 import typing
 from typing import Any, Mapping
 
-from interp.io import config_json, to_jsonable  # noqa: F401  (re-exported: one JSON form of configs)
+from interp.io import config_json
 
 
 def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,6 +54,36 @@ def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, 
     return resolved
 
 
+def _exactly(kind: type):
+    """A converter that accepts only values of ``kind`` (bools are not ints here)."""
+    def convert(value: Any) -> Any:
+        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+            return value
+        raise TypeError(value)
+    return convert
+
+
+def _to_int(value: Any) -> int:
+    """Ints, and floats with no fractional part (YAML writes ``1e3`` as a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return _exactly(int)(value)
+
+
+def _to_float(value: Any) -> float:
+    """Numbers, and numeric strings (PyYAML reads ``1e-3`` as a string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(value)
+    return float(value)
+
+
+#: Simple field types -> (converter, what the error message says a value must be).
+_SIMPLE: dict[Any, tuple[Any, str]] = {
+    bool: (_exactly(bool), "true or false"), int: (_to_int, "an integer"),
+    float: (_to_float, "a number"), str: (_exactly(str), "a string"),
+}
+
+
 def _coerce(name: str, value: Any, hint: Any) -> Any:
     """Coerce ``value`` to the simple type ``hint`` (int, float, str, bool, Optional of them)."""
     origin = typing.get_origin(hint)
@@ -69,29 +98,12 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
             except ValueError:
                 continue
         raise ValueError(f"{name}={value!r} is not a valid {hint}")
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise ValueError(f"{name}={value!r} must be true or false")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ValueError(f"{name}={value!r} must be an integer")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ValueError(f"{name}={value!r} must be a number")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise ValueError(f"{name}={value!r} must be a string")
+    if hint in _SIMPLE:
+        convert, what = _SIMPLE[hint]
+        try:
+            return convert(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} must be {what}") from None
     if origin is typing.Literal:
         if value in typing.get_args(hint):
             return value

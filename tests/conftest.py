@@ -23,13 +23,11 @@ def save_tiny_neox(directory: str | Path, seed: int = 0, d_model: int = 32, n_la
                    n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64, safetensors: bool = True) -> Path:
     """Save a random GPT-NeoX (Pythia architecture: rotary on 25 % of head dims, parallel
     residual, untied embeddings) with ``save_pretrained``; returns ``directory``."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
 
-    config = GPTNeoXConfig(
-        vocab_size=d_vocab, hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
-        intermediate_size=4 * d_model, rotary_pct=0.25, max_position_embeddings=n_ctx,
-        use_parallel_residual=True, tie_word_embeddings=False,
-    )
+    from interp.catalogue import neox_config
+
+    config = neox_config(d_model, n_layers, n_heads, d_vocab, n_ctx)
     torch.manual_seed(seed)
     model = GPTNeoXForCausalLM(config).eval()
     directory = Path(directory)
@@ -77,6 +75,15 @@ def add_hub_revision(cache_dir: Path, repo_id: str, revision: str, files: dict[s
         os.symlink(os.path.relpath(repo / "blobs" / digest, link.parent), link)
     (repo / "refs" / revision).write_text(commit)
     return commit
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (the value training runs use; restored afterwards)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

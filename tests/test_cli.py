@@ -1,6 +1,5 @@
-"""Command-line interface: bad input gets a one-line error and leaves nothing half-written."""
+"""Command-line interface: commands that run (bad input: tests/test_cli_bad_input.py)."""
 
-import shutil
 
 import pandas as pd
 import pytest
@@ -29,34 +28,6 @@ def error_line(result) -> str:
     return lines[0]
 
 
-def test_unknown_model_id(tmp_path):
-    out = tmp_path / "out"
-    line = error_line(runner.invoke(app, ["bisect", "EleutherAI/pythia-71m", "--out", str(out)]))
-    assert "'EleutherAI/pythia-71m'" in line and "pythia-{14m,31m,70m,160m,410m}" in line
-    assert not out.exists()
-
-
-def test_step_not_in_the_suite_names_nearest_steps(tiny_suite, tmp_path):
-    out = tmp_path / "out"
-    line = error_line(runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "150", "--post", "200",
-                                          "--out", str(out)]))
-    assert "step 150" in line and "100, 200" in line
-    assert not out.exists()
-
-
-def test_pre_equals_post(tiny_suite, tmp_path):
-    out = tmp_path / "out"
-    line = error_line(runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "100", "--post", "100",
-                                          "--out", str(out)]))
-    assert "100" in line and "two different checkpoints" in line
-    assert not out.exists()
-
-
-def test_unknown_task(tiny_suite):
-    line = error_line(runner.invoke(app, ["bisect", str(tiny_suite), "--task", "ioi"]))
-    assert "'ioi'" in line and "repetition" in line
-
-
 def test_rank_heads_writes_tables(tiny_suite, tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out)])
@@ -74,16 +45,6 @@ def test_bisect_on_a_local_suite(tiny_suite, tmp_path):
     points = pd.read_csv(tmp_path / "points.csv")
     # random tiny models never reach 50 % on digit repetition: reported as never emerging
     assert points["emerged"].tolist() == [False] and points["n_evaluations"].tolist() == [2]
-
-
-def test_missing_local_folder_says_so(tmp_path):
-    line = error_line(runner.invoke(app, ["bisect", str(tmp_path / "nope")]))
-    assert "does not exist" in line
-
-
-def test_bad_steps_option_names_the_item(tiny_suite):
-    line = error_line(runner.invoke(app, ["curve", str(tiny_suite), "--steps", "0,1k"]))
-    assert "--steps: '1k' is not an integer" in line
 
 
 def test_unknown_embedded_run_lists_valid_names():

@@ -12,7 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from emergence_lens.cli import app
-from tests.conftest import save_byte_tokenizer, save_tiny_neox
+from tests.conftest import save_byte_tokenizer
+from tests.test_cli import tiny_suite  # noqa: F401  (the tiny local suite fixture)
 
 runner = CliRunner()
 SPEC_OK = "task: linear-map\nS: 8\nsteps: 5\neval_every: 5\ntokens_per_step: 256\neval_tokens: 256\n"
@@ -33,6 +34,7 @@ BAD = [
     ("curve-prompts", ["curve", "SUITE", "--n-prompts", "0", "--out", "OUT"], "Invalid value"),
     ("rank-heads-prescreen", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--prescreen-top-n", "-3", "--out", "OUT"], "Invalid value"),
     ("rank-heads-suite-of-runs", ["rank-heads", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "rank-heads takes one run, and 'embedded' names 6: use one of embedded/neox-2l-64d-seed0"),
+    ("rank-heads-same-step", ["rank-heads", "SUITE", "--pre", "100", "--post", "100", "--out", "OUT"], "two different checkpoints"),
     ("rank-heads-reversed", ["rank-heads", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"], "--pre 200 is later than --post 100"),
     ("rank-heads-missing-step", ["rank-heads", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
     ("rank-heads-method", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--method", "exact", "--out", "OUT"], "--method 'exact' is unknown"),
@@ -55,15 +57,6 @@ BAD = [
 ]
 #: Commands with no argument to get wrong.
 NO_ARGUMENTS = {"list-models", "train-suite"}
-
-
-@pytest.fixture(scope="module")
-def tiny_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    for seed, step in enumerate([0, 100, 200]):
-        save_tiny_neox(root / f"step{step}", seed=seed)
-    save_byte_tokenizer(root / "tokenizer")
-    return root
 
 
 @pytest.fixture
@@ -109,7 +102,6 @@ def test_bad_argument_is_refused_before_any_work(args, expected, tiny_suite, tmp
 
 
 def test_every_command_with_arguments_has_bad_input_rows():
-    from emergence_lens.cli import RootGroup  # noqa: F401  (the group lists lazy commands too)
     import typer
 
     group = typer.main.get_command(app)

@@ -20,12 +20,7 @@ NON_ATTENTION = ("mlp-mixer", "mamba2", "gated-deltanet", "rwkv")
 HF_ARCHS = ("mamba2", "gated-deltanet", "rwkv")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(arch: str, **overrides) -> ModelConfig:

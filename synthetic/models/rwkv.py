@@ -40,7 +40,7 @@ import warnings
 import torch
 from torch import nn
 
-from synthetic.models.hf import freeze_dead_parameters, wrap_hf_model
+from synthetic.models.hf import TOY_LM_SETTINGS, freeze_dead_parameters, wrap_hf_model
 
 ARCH = "rwkv"
 RWKV_VERSION_ENV = "EMERGENCE_LENS_RWKV_VERSION"
@@ -79,11 +79,7 @@ def rwkv4_config(cfg, n_layers: int | None = None):
         attention_hidden_size=cfg.n_heads * cfg.d_head,
         intermediate_size=cfg.d_mlp or 1,  # zero width is applied after init (see _remove_channel_mix)
         rescale_every=0,
-        tie_word_embeddings=False,
-        use_cache=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
+        **TOY_LM_SETTINGS,
     )
 
 
@@ -139,7 +135,7 @@ def build_rwkv7(cfg, device: str | torch.device = "cuda") -> nn.Module:
     hf_cfg = RWKV7Config(
         hidden_size=d_model, num_hidden_layers=cfg.n_layers, head_dim=cfg.d_head,
         intermediate_size=d_mlp, vocab_size=cfg.d_vocab, max_position_embeddings=cfg.n_ctx,
-        tie_word_embeddings=False, use_cache=False, bos_token_id=None, eos_token_id=None,
+        **{k: v for k, v in TOY_LM_SETTINGS.items() if k != "pad_token_id"},
     )
     with torch.random.fork_rng(devices=[torch.device(device)]):
         torch.manual_seed(cfg.seed)
