@@ -1,6 +1,6 @@
 """(3b) Cellular automata: transformer vs MLP-Mixer, Mamba-2, Gated DeltaNet and RWKV.
 
-Paper (PAPER.md claim 5): the MLP-Mixer "loses on cellular automata"; "Mamba, Gated DeltaNet
+Paper (Baherwani et al. 2026): the MLP-Mixer "loses on cellular automata"; "Mamba, Gated DeltaNet
 and RWKV mostly lose to transformers" [stated; no numbers reachable].
 
 Ours: every architecture at the transformer's trainable-parameter count (width ``d_model``

@@ -1,6 +1,6 @@
 """(3c) Depth hurts the linear map and helps multi-rule cellular automata.
 
-Paper (PAPER.md claim 5): "Depth hurts the linear map and helps multi-rule cellular automata"
+Paper (Baherwani et al. 2026): "Depth hurts the linear map and helps multi-rule cellular automata"
 [stated in the summary we were given; no numbers reachable]. Whether depth was compared at a
 fixed parameter count is unknown; we add layers of the same width (the parameter count grows
 with depth and is reported), which makes "depth hurts" the stronger statement.

@@ -1,6 +1,6 @@
 """(a) Linear-map loss floors for S = 8, 16, 32: trained models reach the paper's floors within 2 %.
 
-Paper (PAPER.md, "Linear map task"): converged losses 0.3235, 0.3354, 0.3411 for S = 8/16/32
+Paper (Baherwani et al. 2026, "Linear map task"): converged losses 0.3235, 0.3354, 0.3411 for S = 8/16/32
 [figure], which equal (S−1)/(2S−1)·ln 2 (one random state, one transition, loss on the 2S−1
 next-token positions). We train on the easiest sparsity (s = 1, learned fastest at every S)
 and compare the final evaluation loss with the paper's floor.
@@ -18,8 +18,8 @@ import plotly.graph_objects as go
 from analyses.common import Execution, reproduce, run_configs, within
 
 NAME = "linear_map_floors"
-PAPER_FLOOR = {8: 0.3235, 16: 0.3354, 32: 0.3411}  # PAPER.md "Linear map task" [figure]
-TOLERANCE = 0.02  # the issue's "within 2 %"
+PAPER_FLOOR = {8: 0.3235, 16: 0.3354, 32: 0.3411}  # Baherwani et al. 2026, linear map task [figure]
+TOLERANCE = 0.02  # the goal: "within 2 %"
 
 
 def settings(paper_scale: bool = False) -> dict:

@@ -1,6 +1,6 @@
 """(4) Pre-pretraining on k-Shuffle Dyck or neural cellular automata, then the linear map.
 
-Paper (PAPER.md claim 5): pre-pretraining on Dyck or on neural cellular automata "sometimes
+Paper (Baherwani et al. 2026): pre-pretraining on Dyck or on neural cellular automata "sometimes
 speeds emergence" [stated in the summary we were given; no numbers, settings unknown].
 
 Ours (:func:`synthetic.pretraining.pretrain_then_train`): a twin of the task model with the
