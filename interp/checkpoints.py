@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import torch
 
 from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_pythia_id, pythia_model_ids  # noqa: F401
+from interp.devices import choose_device
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformer_lens.model_bridge import TransformerBridge
@@ -213,9 +214,9 @@ def quiet_hf_progress():
 
 
 def _default_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    if isinstance(device, torch.device):
+        return device
+    return torch.device(choose_device(device))
 
 
 # ----------------------------------------------------------------------------- sources

@@ -130,13 +130,15 @@ def rank_heads_between(
     with torch.inference_mode():
         post_patterns = cache_patterns(post.model, inputs.tokens).clone()
         p_post = mean_answer_prob(post.model, inputs)
-    # The source reuses one bridge: loading pre overwrites post's weights, so post is done first.
+    # Each load boots a fresh bridge and the source drops its reference to the previous one, so
+    # post's model stays valid while we hold it; post is finished first so that only its
+    # patterns, not its model, are needed once pre is loaded.
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
         pre_patterns = cache_patterns(pre.model, inputs.tokens)
         p_pre = mean_answer_prob(pre.model, inputs)
     # The attribution estimate costs one forward and one backward pass: always computed, so that
-    # every report shows how well the cheap pre-screen ranks heads (issue 6, item 2).
+    # every report shows how well the cheap pre-screen ranks heads.
     attribution = attribution_delta_p(pre.model, inputs, post_patterns)
     heads_subset = None
     if method == "attribution" or prescreen_top_n is not None:

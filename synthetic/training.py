@@ -30,6 +30,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from interp.devices import choose_device
 from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
@@ -201,10 +202,12 @@ class TrainResult:
 
 
 def resolve_device(device: str) -> torch.device:
-    """``"auto"`` → cuda when available, else cpu; anything else as given."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """``"auto"`` → cuda when available, else cpu; anything else as given (:func:`interp.devices.choose_device`).
+
+    Raises:
+        ValueError: a CUDA device where none is usable.
+    """
+    return torch.device(choose_device(device))
 
 
 def to_device(model: nn.Module, device: torch.device) -> nn.Module:
