@@ -142,6 +142,11 @@ def run_name(size: ModelSize, seed: int) -> str:
     return f"{size.name}-seed{seed}"
 
 
+def run_label(model: str, seed: int) -> str:
+    """How tables, figures and the CLI name one run: ``"pythia-70m seed 3"``."""
+    return f"{model} seed {seed}".strip()
+
+
 def cache_root() -> Path:
     """Where trained suites live: ``$EMERGENCE_LENS_CACHE`` or ``~/.cache/emergence-lens``."""
     env = os.environ.get("EMERGENCE_LENS_CACHE")

@@ -126,6 +126,8 @@ def _print_summary(report, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from interp.catalogue import run_label
+
     def fmt(value, spec=".3f"):
         if value is None or value != value:
             return "—"
@@ -136,7 +138,7 @@ def _print_summary(report, out: Path) -> None:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
-            f"{row['model']} seed {row['seed']}", fmt(row["emerged"]),
+            run_label(row["model"], row["seed"]), fmt(row["emerged"]),
             f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["n_evaluations"]),
             f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
             "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
