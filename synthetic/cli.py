@@ -118,8 +118,8 @@ def sweep_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
 ) -> None:
     """Run every missing run of SPEC (re-running resumes an interrupted sweep). Runs train a
-    synthetic-task model (:data:`synthetic.sweeps.train_runner`) unless SPEC names a runner.
-    Exits with status 1, listing them, when any run of SPEC failed."""
+    synthetic-task model (synthetic.sweeps:train_runner) unless SPEC names a runner. Exits with
+    status 1, listing them, when any run of SPEC failed."""
     from interp.io import config_json
     from sweeps import ResultsStore, failure_lines, plan_runs, run_sweep
     from synthetic.sweeps import DEFAULT_RUNNER
