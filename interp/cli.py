@@ -77,6 +77,20 @@ def _check_steps_available(src, steps: List[int]) -> None:
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
 
 
+def _check_embedded_steps(name: str, steps: List[int]) -> None:
+    """For an embedded name, the steps its suite will hold are known before it is trained."""
+    from interp.catalogue import is_embedded_name, resolve_embedded
+    from interp.checkpoints import CheckpointError, nearest_steps
+
+    if not is_embedded_name(name):
+        return
+    for cfg, run in resolve_embedded(name):
+        for step in steps:
+            if step not in cfg.checkpoint_steps:
+                near = ", ".join(map(str, nearest_steps(step, list(cfg.checkpoint_steps))))
+                raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
+
+
 def _open(names: List[str]) -> list:
     from interp.sources import open_sources
 
@@ -160,6 +174,7 @@ def curve(
     device, task_obj = _check_common(device, task, n_prompts, length, out)
     wanted = _parse_steps(steps) if steps else None
     _check_sources([source])
+    _check_embedded_steps(source, wanted or [])
     import pandas as pd
 
     from interp.emergence import StepEvaluator
@@ -233,6 +248,7 @@ def rank_heads(
     from interp.sources import check_one_run
 
     check_one_run(source, "rank-heads")
+    _check_embedded_steps(source, [pre, post])
     from interp.io import atomic_to_csv
     from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed, rank_heads_between
 

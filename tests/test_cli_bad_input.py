@@ -31,6 +31,8 @@ BAD = [
     ("bisect-bad-name-after-embedded", ["bisect", "embedded", "nope/nope", "--out", "OUT"], "unknown checkpoint source 'nope/nope'"),
     ("curve-steps", ["curve", "SUITE", "--steps", "0,1k", "--out", "OUT"], "--steps: '1k' is not an integer"),
     ("curve-missing-step", ["curve", "SUITE", "--steps", "0,150", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
+    ("curve-embedded-step", ["curve", "embedded-quick", "--steps", "150", "--out", "OUT"], "embedded/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200"),
+    ("rank-heads-embedded-step", ["rank-heads", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300", "--out", "OUT"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
     ("curve-prompts", ["curve", "SUITE", "--n-prompts", "0", "--out", "OUT"], "Invalid value"),
     ("rank-heads-prescreen", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--prescreen-top-n", "-3", "--out", "OUT"], "Invalid value"),
     ("rank-heads-suite-of-runs", ["rank-heads", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "rank-heads takes one run, and 'embedded' names 6: use one of embedded/neox-2l-64d-seed0"),
