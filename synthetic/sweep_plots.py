@@ -9,7 +9,6 @@ beside the mean, and loss curves a band over seeds. Figures follow Baherwani et 
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 import numpy as np

@@ -111,6 +111,16 @@ def tiny_hub_cache(tmp_path_factory, byte_tokenizer_dir) -> dict:
     return {"cache_dir": cache_dir, "repo_id": TINY_REPO, "commits": commits, "models": models}
 
 
+@pytest.fixture(scope="session")
+def tiny_local_suite(tmp_path_factory):
+    """A local suite of three random tiny GPT-NeoX checkpoints (steps 0, 100, 200) and a tokenizer."""
+    root = tmp_path_factory.mktemp("suite")
+    for seed, step in enumerate([0, 100, 200]):
+        save_tiny_neox(root / f"step{step}", seed=seed)
+    save_byte_tokenizer(root / "tokenizer")
+    return root
+
+
 @pytest.fixture
 def hub_offline(monkeypatch):
     """``HF_HUB_OFFLINE=1`` for this test: the env var and huggingface_hub's import-time constant."""

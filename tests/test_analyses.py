@@ -17,7 +17,7 @@ def test_linear_map_floor_reproduces_at_S8(tmp_path):
            "eval_every": 100, "eval_tokens": 4096}
     runs, per_s, fig = linear_map_floors.run(cfg, Execution(jobs=1))
     row = per_s.iloc[0]
-    # analytic floor (S−1)/(2S−1)·ln 2 and the paper's 0.3235 [PAPER.md, figure]
+    # analytic floor (S−1)/(2S−1)·ln 2 and the paper's 0.3235 [Baherwani et al. 2026, figure]
     assert row.analytic_floor == pytest.approx(7 / 15 * math.log(2), abs=1e-9)
     assert common.linear_map_floor(8) == pytest.approx(7 / 15 * math.log(2), abs=1e-12)
     assert row.paper_floor == 0.3235

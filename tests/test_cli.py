@@ -6,18 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from emergence_lens.cli import app
-from tests.conftest import save_byte_tokenizer, save_tiny_neox
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def tiny_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    for seed, step in enumerate([0, 100, 200]):
-        save_tiny_neox(root / f"step{step}", seed=seed)
-    save_byte_tokenizer(root / "tokenizer")
-    return root
 
 
 def error_line(result) -> str:
@@ -28,9 +18,9 @@ def error_line(result) -> str:
     return lines[0]
 
 
-def test_rank_heads_writes_tables(tiny_suite, tmp_path):
+def test_rank_heads_writes_tables(tiny_local_suite, tmp_path):
     out = tmp_path / "out"
-    result = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out)])
+    result = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out)])
     assert result.exit_code == 0, result.output
     heads = pd.read_csv(out / "heads.csv")
     assert len(heads) == 2 * 4 and sorted(heads["rank"]) == list(range(1, 9))
@@ -39,8 +29,8 @@ def test_rank_heads_writes_tables(tiny_suite, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv", "topk.csv"]  # no temporary files left
 
 
-def test_bisect_on_a_local_suite(tiny_suite, tmp_path):
-    result = runner.invoke(app, ["bisect", str(tiny_suite), "--out", str(tmp_path)])
+def test_bisect_on_a_local_suite(tiny_local_suite, tmp_path):
+    result = runner.invoke(app, ["bisect", str(tiny_local_suite), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     points = pd.read_csv(tmp_path / "points.csv")
     # random tiny models never reach 50 % on digit repetition: reported as never emerging
@@ -81,7 +71,7 @@ def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
     assert not suite_dir(QUICK).exists()
 
 
-def test_open_source_opens_embedded_runs_like_the_cli(tiny_suite, tmp_path, monkeypatch):
+def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path, monkeypatch):
     """``open_source`` (Python) and the command line resolve ``embedded[-quick]/<run>`` the same
     way; a whole suite is refused by ``open_source`` before anything is trained."""
     import shutil as _shutil
@@ -91,7 +81,7 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_suite, tmp_path, monk
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
     run = suite_dir(QUICK) / "neox-2l-64d-seed1"  # a stand-in run folder: the tiny suite, marked complete
-    _shutil.copytree(tiny_suite, run)
+    _shutil.copytree(tiny_local_suite, run)
     (run / "suite.json").write_text('{"model_id": "embedded/neox-2l-64d-seed1"}')
     (suite_dir(QUICK) / "neox-2l-64d-seed2").mkdir()
     (suite_dir(QUICK) / "neox-2l-64d-seed2" / "suite.json").write_text("{}")

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from emergence_lens.cli import app
 from tests.conftest import save_byte_tokenizer
-from tests.test_cli import tiny_suite  # noqa: F401  (the tiny local suite fixture)
 
 runner = CliRunner()
 SPEC_OK = "task: linear-map\nS: 8\nsteps: 5\neval_every: 5\ntokens_per_step: 256\neval_tokens: 256\n"
@@ -69,7 +68,7 @@ def empty_cache(tmp_path, monkeypatch):
     return cache
 
 
-def _fill(args, tiny_suite, tmp_path):
+def _fill(args, tiny_local_suite, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC_OK)
     field = tmp_path / "field.yaml"
@@ -78,7 +77,7 @@ def _fill(args, tiny_suite, tmp_path):
     bad.write_text("task: linear-map\nsteps: 5\nS: 8: 9\n")  # a second ':' at line 3, column 5
     plain = tmp_path / "a-file"
     plain.write_text("keep me\n")
-    names = {"SUITE": tiny_suite, "OUT": tmp_path / "out", "FILE": plain, "SPEC": spec, "SPECFIELD": field,
+    names = {"SUITE": tiny_local_suite, "OUT": tmp_path / "out", "FILE": plain, "SPEC": spec, "SPECFIELD": field,
              "BADYAML": bad}
     return [str(names.get(a, a)) for a in args]
 
@@ -94,9 +93,9 @@ def assert_refused(result, expected: str) -> None:
 
 
 @pytest.mark.parametrize("args, expected", [row[1:] for row in BAD], ids=[row[0] for row in BAD])
-def test_bad_argument_is_refused_before_any_work(args, expected, tiny_suite, tmp_path, empty_cache, monkeypatch):
+def test_bad_argument_is_refused_before_any_work(args, expected, tiny_local_suite, tmp_path, empty_cache, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU-only torch, on any machine
-    result = runner.invoke(app, _fill(args, tiny_suite, tmp_path))
+    result = runner.invoke(app, _fill(args, tiny_local_suite, tmp_path))
     assert_refused(result, expected)
     assert not (tmp_path / "out").exists()  # no output folder left behind
     assert (tmp_path / "a-file").read_text() == "keep me\n"
@@ -112,8 +111,8 @@ def test_every_command_with_arguments_has_bad_input_rows():
     assert commands - covered == set(), f"commands without a bad-input row: {commands - covered}"
 
 
-def test_traceback_only_with_debug(tiny_suite, tmp_path):
-    result = runner.invoke(app, ["--debug", "bisect", str(tiny_suite), "--device", "gpu"])
+def test_traceback_only_with_debug(tiny_local_suite, tmp_path):
+    result = runner.invoke(app, ["--debug", "bisect", str(tiny_local_suite), "--device", "gpu"])
     assert result.exit_code != 0 and isinstance(result.exception, ValueError)
     assert "device 'gpu' is not valid" in str(result.exception)
 
@@ -157,7 +156,7 @@ def test_missing_optional_dependency_of_a_lazy_command_is_one_line(monkeypatch):
     assert_refused(result, "'emergence synth' is unavailable: needs the package 'no_such_package_xyz'")
 
 
-def test_oserror_is_one_line_naming_the_file(tiny_suite, tmp_path, monkeypatch):
+def test_oserror_is_one_line_naming_the_file(tiny_local_suite, tmp_path, monkeypatch):
     """An error escaping a command (here an unreadable checkpoint) is one line, not a traceback."""
     broken = tmp_path / "broken"
     for step in (0, 100):

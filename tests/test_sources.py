@@ -7,20 +7,19 @@ import torch
 
 from interp.devices import check_device, choose_device
 from interp.sources import check_one_run, check_source_name
-from tests.test_cli import tiny_suite  # noqa: F401  (the tiny local suite fixture)
 
 
-def test_two_checkpoints_of_one_source_held_at_once_stay_correct(tiny_suite):
+def test_two_checkpoints_of_one_source_held_at_once_stay_correct(tiny_local_suite):
     """Loading a second step boots a new bridge; the first one keeps its own weights."""
     from interp.checkpoints import LocalSuiteSource
 
     tokens = torch.arange(12).reshape(2, 6)
-    source = LocalSuiteSource(tiny_suite)
+    source = LocalSuiteSource(tiny_local_suite)
     first = source.load(0, device="cpu")
     second = source.load(200, device="cpu")
     with torch.inference_mode():
         held, other = first.model(tokens), second.model(tokens)
-    fresh = LocalSuiteSource(tiny_suite).load(0, device="cpu")
+    fresh = LocalSuiteSource(tiny_local_suite).load(0, device="cpu")
     with torch.inference_mode():
         assert torch.equal(held, fresh.model(tokens))  # the first checkpoint was not overwritten
     assert (held - other).abs().max() > 1e-3  # and the two really differ

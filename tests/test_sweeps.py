@@ -17,7 +17,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-import typer
 from typer.testing import CliRunner
 
 from emergence_lens.cli import app as emergence_app
@@ -30,7 +29,7 @@ from synthetic.training import TrainConfig, train
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = "synthetic.sweeps:train_runner"  # the runner `emergence sweep` uses when a spec names none
 
-# The issue's example spec, shortened to test size (steps <= 50, S <= 8).
+# The documented example spec, shortened to test size (steps <= 50, S <= 8).
 EXAMPLE_YAML = """\
 task: linear-map
 steps: 40
@@ -216,7 +215,7 @@ def test_real_sweep_on_two_joblib_workers(reference, spec_file):
     for col in ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged", "n_params",
                 "wall_time_s", "versions", "git_commit", "config_json", "lr", "d_model"):
         assert col in rows.columns, col
-    # Linear-map floor for S=8: (S-1)/(2S-1) * ln 2 (PAPER.md, "Linear map task").
+    # Linear-map floor for S=8: (S-1)/(2S-1) * ln 2 (Baherwani et al. 2026, "Linear map task").
     assert np.allclose(rows["floor"], 7 / 15 * math.log(2), atol=1e-6)
     assert (rows["final_loss"] > rows["floor"] - 1e-6).all() and (rows["final_loss"] < 1.0).all()
     assert '"torch": "2.' in rows["versions"].iloc[0]
