@@ -30,7 +30,7 @@ from analyses.common import Execution, LN2, linear_map_floor, reproduce, run_con
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
-PAPER_FLOOR_S16 = linear_map_floor(16)  # 0.3354: (S−1)/(2S−1)·ln 2
+FLOOR_S16 = linear_map_floor(16)  # 0.3354: (S−1)/(2S−1)·ln 2
 PAPER_STEPS = {3: {"mlp-mixer": 900, "transformer": 2500}}  # steps to 0.40 at S = 16 [figure]
 PAPER_FINAL = {5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
                7: {"mlp-mixer": 0.465, "transformer": 0.59}}
@@ -41,7 +41,7 @@ TABLE_COLUMNS = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40",
 def scaled_threshold(S: int) -> float:
     """The paper's 0.40 (S = 16) moved to state size ``S`` at the same fraction of the
     plateau-to-floor gap (nats/token)."""
-    frac = (PAPER_THRESHOLD - PAPER_FLOOR_S16) / (LN2 - PAPER_FLOOR_S16)
+    frac = (PAPER_THRESHOLD - FLOOR_S16) / (LN2 - FLOOR_S16)
     floor = linear_map_floor(S)
     return floor + frac * (LN2 - floor)
 
