@@ -15,11 +15,10 @@ once and a bad source name is refused before anything is loaded.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 #: PolyPythia sizes with ten runs each: the default seed plus ``-seed1`` .. ``-seed9``.
@@ -117,7 +116,9 @@ class SuiteConfig:
 
     def digest(self) -> str:
         """Short hash of the config (names the cache folder, so a changed config retrains)."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        from interp.io import config_json
+
+        blob = config_json(self).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def run_names(self) -> list[str]:
