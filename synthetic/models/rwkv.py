@@ -10,7 +10,7 @@
   :func:`rwkv_version`), hence of its run id; every built model records the version that ran
   in ``model.rwkv_version`` (4 or 7).
 
-RWKV-4 mapping from :class:`synthetic.models.ModelConfig` (our choice; PAPER.md gives no
+RWKV-4 mapping from :class:`synthetic.models.ModelConfig` (our choice; the paper gives no
 configuration):
 
 * ``hidden_size = d_model``; time-mix key/value/receptance width
