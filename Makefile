@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 OUT ?= results/demo
 
-.PHONY: setup demo test
+.PHONY: setup demo test results
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -22,3 +22,8 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q -x --timeout=900
+
+# Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of
+# `make test`. Prints the total time; run it again to resume where it stopped.
+results: setup
+	OMP_NUM_THREADS=1 $(VENV)/bin/emergence results --out results

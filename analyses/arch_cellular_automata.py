@@ -1,6 +1,6 @@
 """(3b) Cellular automata: transformer vs MLP-Mixer, Mamba-2, Gated DeltaNet and RWKV.
 
-Paper (PAPER.md claim 5): the MLP-Mixer "loses on cellular automata"; "Mamba, Gated DeltaNet
+Paper (Baherwani et al. 2026): the MLP-Mixer "loses on cellular automata"; "Mamba, Gated DeltaNet
 and RWKV mostly lose to transformers" [stated; no numbers reachable].
 
 Ours: every architecture at the transformer's trainable-parameter count (width ``d_model``
@@ -12,21 +12,17 @@ that never gets there counts as the budget, ``censored``). "A beats B" = A's mea
 over seeds is lower; we also count the seeds where it is lower (paired by seed: same
 evaluation data, same training batches).
 
-Usage: ``python analyses/arch_cellular_automata.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.arch_cellular_automata [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "arch_cellular_automata"
 ARCHS = ("transformer", "mlp-mixer", "mamba2", "gated-deltanet", "rwkv")
@@ -146,13 +142,13 @@ def headline(agg: pd.DataFrame) -> list[str]:
     return n_seeds_lines
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (arch, seed); return (per-run table, per-arch table, figure)."""
     widths = matched_widths(cfg)
     cfgs = configs(cfg, widths)
     # Slow architectures first so the two workers finish together.
     order = sorted(range(len(cfgs)), key=lambda i: cfgs[i]["arch"] in ("transformer", "mlp-mixer"))
-    done = run_configs([cfgs[i] for i in order], jobs)
+    done = run_configs([cfgs[i] for i in order], execution)
     results = [None] * len(cfgs)
     for i, r in zip(order, done):
         results[i] = r
@@ -161,15 +157,17 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure
     return runs, agg, figure(cfgs, results, float(runs.floor.iloc[0]))
 
 
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each arch's mean late loss and the paper's claim beside it."""
+    runs, agg, _ = outputs
+    late = agg[["arch", "late_loss", "seeds_transformer_lower", "paper"]].rename(columns={"late_loss": "late_loss_mean"})
+    return runs.merge(late, on="arch")
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
-    write_outputs(runs.merge(agg[["arch", "late_loss", "seeds_transformer_lower", "paper"]]
-                             .rename(columns={"late_loss": "late_loss_mean"}), on="arch"),
-                  fig, args.out, NAME)
-    print(agg.drop(columns=["paper"]).to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written,
+                              shown=lambda o: o[1].drop(columns=["paper"]))
     for line in headline(agg):
         print(line)
     return runs

@@ -1,6 +1,6 @@
 """(3a) Linear map: MLP-Mixer vs transformer at a matched parameter budget.
 
-Paper (PAPER.md, "MLP-Mixer vs transformer, S=16" and claim 5): at S = 16, s = 3 the Mixer
+Paper (Baherwani et al. 2026, "MLP-Mixer vs transformer, S=16" and claim 5): at S = 16, s = 3 the Mixer
 reaches loss 0.40 at ≈900 steps vs ≈2500 for the transformer (≈2.8× sooner); at 10⁴ steps
 s = 5: 0.395 vs 0.595, s = 7: 0.465 vs 0.59 [figure]. "Almost an order of magnitude in sample
 efficiency" [stated].
@@ -15,42 +15,33 @@ Threshold: the paper's 0.40 at S = 16 lies 18.1 % of the way from the floor (0.3
 at another S we use the same fraction of that S's gap (S = 8: 0.3903), so the two thresholds
 mean the same progress.
 
-Usage: ``python analyses/arch_linear_map.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.arch_linear_map [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from _common import LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, linear_map_floor, reproduce, run_configs
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
-PAPER_FLOOR_S16 = 15 / 31 * LN2  # 0.3354: (S−1)/(2S−1)·ln 2
+FLOOR_S16 = linear_map_floor(16)  # 0.3354: (S−1)/(2S−1)·ln 2
 PAPER_STEPS = {3: {"mlp-mixer": 900, "transformer": 2500}}  # steps to 0.40 at S = 16 [figure]
 PAPER_FINAL = {5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
                7: {"mlp-mixer": 0.465, "transformer": 0.59}}
 ARCHS = ("transformer", "mlp-mixer")
-
-
-def linear_map_floor(S: int) -> float:
-    """Loss floor of the linear map with one transition, ``(S−1)/(2S−1)·ln 2`` nats/token."""
-    return (S - 1) / (2 * S - 1) * LN2
+TABLE_COLUMNS = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
 
 
 def scaled_threshold(S: int) -> float:
     """The paper's 0.40 (S = 16) moved to state size ``S`` at the same fraction of the
     plateau-to-floor gap (nats/token)."""
-    frac = (PAPER_THRESHOLD - PAPER_FLOOR_S16) / (LN2 - PAPER_FLOOR_S16)
+    frac = (PAPER_THRESHOLD - FLOOR_S16) / (LN2 - FLOOR_S16)
     floor = linear_map_floor(S)
     return floor + frac * (LN2 - floor)
 
@@ -169,25 +160,23 @@ def figure(cfgs: list[dict], results: list, threshold: float) -> go.Figure:
     return fig
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (s, arch, seed); return (per-run table, per-(s, arch) table, figure)."""
-    widths = matched_widths(cfg)
-    cfgs = configs(cfg, widths)
-    results = run_configs(cfgs, jobs)
+    cfgs = configs(cfg, matched_widths(cfg))
+    results = run_configs(cfgs, execution)
     runs = run_table(cfgs, results)
-    agg = summarise(runs)
-    return runs, agg, figure(cfgs, results, scaled_threshold(cfg["S"]))
+    return runs, summarise(runs), figure(cfgs, results, scaled_threshold(cfg["S"]))
+
+
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each (s, arch)'s means and the paper's numbers beside it."""
+    runs, agg, _ = outputs
+    return runs.merge(agg[TABLE_COLUMNS].rename(columns={"final_loss": "final_loss_mean"}), on=["s", "arch"])
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
-    cols = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
-    table = runs.merge(agg[cols].rename(columns={"final_loss": "final_loss_mean"}), on=["s", "arch"])
-    write_outputs(table, fig, args.out, NAME)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written)
     for line in headline(agg):
         print(line)
     return runs

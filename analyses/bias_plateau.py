@@ -1,6 +1,6 @@
 """(c) The attention bias removes the plateau: plateau with β > 0 ≤ 1/5 of the plateau without.
 
-Paper (PAPER.md, "Attention bias" and claim 3): biasing the attention logits toward the true
+Paper (Baherwani et al. 2026, "Attention bias" and claim 3): biasing the attention logits toward the true
 pattern removes the loss plateau [stated]; on cellular automata the biased plateau is ≈160–200
 steps for every S ≥ 8 against up to 1400 at S = 64 [figure]. Scale and schedule are unknown:
 we add β·mask to every head for the whole run (the training default).
@@ -10,24 +10,20 @@ for a long time. Plateau length is :func:`synthetic.metrics.plateau_length` (fir
 evaluation that has covered 5 % of the way from ln 2 to the floor); a run that never leaves
 counts as its step budget (a lower bound, ``censored``), so the ratio is then an upper bound.
 
-Usage: ``python analyses/bias_plateau.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.bias_plateau [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "bias_plateau"
-RATIO_LIMIT = 0.2  # the issue's "at most 1/5"
+RATIO_LIMIT = 0.2  # the goal: "at most 1/5"
 
 
 def settings(paper_scale: bool = False) -> dict:
@@ -52,7 +48,7 @@ def configs(cfg: dict) -> list[dict]:
             for beta in (0.0, cfg["beta"]) for seed in cfg["seeds"]]
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, dict, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, dict, go.Figure]:
     """Train plain and biased runs; return (per-run table, headline dict, figure).
 
     Headline: ``plain_mean`` and ``bias_mean`` (plateau, steps), ``plain_censored`` (runs that
@@ -60,7 +56,7 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, dict, go.Figure]:
     model has a plateau at least 5 evaluations long.
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     rows = []
     for c, (summary, _) in zip(cfgs, results):
         p = summary["plateau_length"]
@@ -91,12 +87,8 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, dict, go.Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, head, fig = run(settings(args.paper_scale), args.jobs)
-    write_outputs(runs, fig, args.out, NAME)
-    print(runs.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, head, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              shown=lambda o: o[0])
     print(f"plateau without bias: {head['plain_mean']:.0f} steps ({head['plain_censored']} never left); "
           f"with bias: {head['bias_mean']:.0f} steps ({head['bias_censored']} never left)")
     print(f"ratio bias/plain = {head['ratio']:.3f} (≤ 0.2 required): {head['passes']}")

@@ -1,6 +1,6 @@
 """(f) Cellular automata: the loss plateau grows with S; with the attention bias it stays flat.
 
-Paper (PAPER.md, "Cellular automata task"): plateau length S = 8 ≈380, 16 ≈400, 32 ≈650,
+Paper (Baherwani et al. 2026, "Cellular automata task"): plateau length S = 8 ≈380, 16 ≈400, 32 ≈650,
 64 ≈1400 steps (standard); with the attention bias ≈160–200 for every S ≥ 8 [figure]. The
 paper's plateau definition is unknown; ours is :func:`synthetic.metrics.plateau_length` (first
 evaluated step whose loss has covered 5 % of the way from ln 4 to the floor).
@@ -10,21 +10,17 @@ plateau(S_max) / plateau(S_min) ≥ 2; "flat" = with the bias, max/min of the me
 ≤ 2 (paper: 200/160 = 1.25). A run that never leaves the plateau counts as its step budget
 (a lower bound), marked ``censored``.
 
-Usage: ``python analyses/ca_plateau.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.ca_plateau [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "ca_plateau"
 PAPER_PLATEAU = {4: 60, 8: 380, 16: 400, 32: 650, 64: 1400, 128: 3300, 256: 8700}  # [figure]
@@ -110,24 +106,19 @@ def figure(agg: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (S, bias, seed); return (per-run table, per-(S, bias) table, figure)."""
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = plateau_table(cfgs, results)
     agg = summarise(runs)
     return runs, agg, figure(agg)
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
-    write_outputs(runs.merge(agg[["S", "bias", "plateau_mean", "paper_plateau"]], on=["S", "bias"]),
-                  fig, args.out, NAME)
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=lambda o: o[0].merge(o[1][["S", "bias", "plateau_mean", "paper_plateau"]], on=["S", "bias"]))
     c = checks(agg)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     print(f"plateau grows with S (standard): {c['grows']} (S_max/S_min = {c['growth_ratio']:.2f}; paper 1400/380 = 3.7)")
     print(f"plateau flat with bias: {c['flat']} (max/min over S = {c['bias_max_over_min']:.2f}; paper ≈1.25)")
     return runs

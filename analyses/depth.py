@@ -1,6 +1,6 @@
 """(3c) Depth hurts the linear map and helps multi-rule cellular automata.
 
-Paper (PAPER.md claim 5): "Depth hurts the linear map and helps multi-rule cellular automata"
+Paper (Baherwani et al. 2026): "Depth hurts the linear map and helps multi-rule cellular automata"
 [stated in the summary we were given; no numbers reachable]. Whether depth was compared at a
 fixed parameter count is unknown; we add layers of the same width (the parameter count grows
 with depth and is reported), which makes "depth hurts" the stronger statement.
@@ -12,24 +12,20 @@ evaluations, nats/token) and plateau length. "Hurts" = the deepest model's mean 
 threshold is larger than the 1-layer model's (ties broken by the final loss); "helps" = the
 deepest model's mean late loss is lower.
 
-Usage: ``python analyses/depth.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.depth [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from _common import Timer, parse_args, run_configs, write_outputs
-from arch_cellular_automata import LATE_EVALS
-from arch_linear_map import scaled_threshold
+from analyses.common import Execution, reproduce, run_configs
+from analyses.arch_cellular_automata import LATE_EVALS
+from analyses.arch_linear_map import scaled_threshold
 
 NAME = "depth"
 PAPER = {"linear-map": "depth hurts [stated]", "cellular-automata": "depth helps (multi-rule) [stated]"}
@@ -118,23 +114,26 @@ def figure(cfgs: list[dict], results: list) -> go.Figure:
     return fig
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (task, n_layers, seed); return (per-run table, per-(task, depth) table, figure)."""
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = run_table(cfgs, results)
     return runs, summarise(runs), figure(cfgs, results)
 
 
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each (task, depth)'s mean late loss and the paper's claim beside it."""
+    runs, agg, _ = outputs
+    late = agg[["task", "n_layers", "late_loss", "paper"]].rename(columns={"late_loss": "late_loss_mean"})
+    return runs.merge(late, on=["task", "n_layers"])
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
-    write_outputs(runs.merge(agg[["task", "n_layers", "late_loss", "paper"]].rename(
-        columns={"late_loss": "late_loss_mean"}), on=["task", "n_layers"]), fig, args.out, NAME)
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written,
+                              shown=lambda o: o[1].drop(columns=["paper"]))
     v = verdicts(agg)
-    print(agg.drop(columns=["paper"]).to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     lm = agg[agg.task == "linear-map"]
     ca = agg[agg.task == "cellular-automata"]
     print("linear map, steps to threshold by depth: "

@@ -1,27 +1,23 @@
 """(e) Heads vs head dim at S = 16: H = 1 does not learn; H ≥ 16 reaches the floor.
 
-Paper (PAPER.md, "Linear map task"): final loss at S = 16 (floor 0.336): H = 1 never learns;
+Paper (Baherwani et al. 2026, "Linear map task"): final loss at S = 16 (floor 0.336): H = 1 never learns;
 H ≥ 16 reaches the floor with d_head 8 or 16, H ≥ 32 with d_head 4 [figure]. The sparsity of
 that sweep is not stated; we use s = 2 (which the paper's S = 16 models learn).
 
 Checks (ours): "does not learn" = final loss ≥ ln 2 − 5 % of the gap to the floor (every seed);
 "reaches the floor" = final loss ≤ threshold (floor + 5 % of the gap; every seed).
 
-Usage: ``python analyses/heads_vs_dhead.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.heads_vs_dhead [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, reproduce, run_configs
 
 NAME = "heads_vs_dhead"
 MARGIN = 0.05
@@ -48,10 +44,10 @@ def configs(cfg: dict) -> list[dict]:
             for h, d in cfg["pairs"] for seed in cfg["seeds"]]
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train the grid; return (per-run table, per-(H, d_head) table, figure)."""
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = pd.DataFrame([
         {"n_heads": c["n_heads"], "d_head": c["d_head"], "seed": c["seed"], "steps": c["steps"],
          "final_loss": summ["final_loss"], "floor": summ["floor"],
@@ -81,12 +77,7 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
-    write_outputs(runs, fig, args.out, NAME)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run)
     h1 = agg[agg.n_heads == 1]
     big = agg[agg.n_heads >= 16]
     print(f"H=1 does not learn (stays at ln 2, every seed): {bool(h1.at_ln2_all.all())} "

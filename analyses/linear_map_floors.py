@@ -1,29 +1,25 @@
 """(a) Linear-map loss floors for S = 8, 16, 32: trained models reach the paper's floors within 2 %.
 
-Paper (PAPER.md, "Linear map task"): converged losses 0.3235, 0.3354, 0.3411 for S = 8/16/32
+Paper (Baherwani et al. 2026, "Linear map task"): converged losses 0.3235, 0.3354, 0.3411 for S = 8/16/32
 [figure], which equal (S−1)/(2S−1)·ln 2 (one random state, one transition, loss on the 2S−1
 next-token positions). We train on the easiest sparsity (s = 1, learned fastest at every S)
 and compare the final evaluation loss with the paper's floor.
 
-Usage: ``python analyses/linear_map_floors.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.linear_map_floors [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import Timer, parse_args, run_configs, within, write_outputs
+from analyses.common import Execution, reproduce, run_configs, within
 
 NAME = "linear_map_floors"
-PAPER_FLOOR = {8: 0.3235, 16: 0.3354, 32: 0.3411}  # PAPER.md "Linear map task" [figure]
-TOLERANCE = 0.02  # the issue's "within 2 %"
+PAPER_FLOOR = {8: 0.3235, 16: 0.3354, 32: 0.3411}  # Baherwani et al. 2026, linear map task [figure]
+TOLERANCE = 0.02  # the goal: "within 2 %"
 
 
 def settings(paper_scale: bool = False) -> dict:
@@ -46,7 +42,7 @@ def configs(cfg: dict) -> list[dict]:
     ]
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train, then return (per-run table, per-S table, figure).
 
     Per-S columns: ``S``, ``paper_floor``, ``analytic_floor`` ((S−1)/(2S−1)·ln 2, nats),
@@ -54,7 +50,7 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure
     ``rel_error`` (ours_mean vs paper), ``within_2pct``.
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = pd.DataFrame([
         {"S": c["S"], "s": c["s"], "seed": c["seed"], "steps": c["steps"], "final_loss": summ["final_loss"],
          "floor": summ["floor"], "steps_to_threshold": summ["steps_to_threshold"], "wall_time_s": summ["wall_time_s"]}
@@ -79,18 +75,19 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure
     return runs, per_s, fig
 
 
+def written(outputs: tuple) -> pd.DataFrame:
+    """The per-run table with each S's mean, the paper's floor and the 2 % check beside it."""
+    runs, per_s, _ = outputs
+    return runs.merge(per_s[["S", "paper_floor", "ours_mean", "rel_error", "within_2pct"]], on="S")
+
+
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, per_s, fig = run(settings(args.paper_scale), args.jobs)
-    table = runs.merge(per_s[["S", "paper_floor", "ours_mean", "rel_error", "within_2pct"]], on="S")
-    write_outputs(table, fig, args.out, NAME)
-    print(per_s.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, per_s, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              table=written)
     for _, r in per_s.iterrows():
         print(f"floor S={r.S}: ours {r.ours_mean:.4f} vs paper {r.paper_floor:.4f}, "
               f"within 2 %: {bool(r.within_2pct)}")
-    return table
+    return runs
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """(4) Pre-pretraining on k-Shuffle Dyck or neural cellular automata, then the linear map.
 
-Paper (PAPER.md claim 5): pre-pretraining on Dyck or on neural cellular automata "sometimes
+Paper (Baherwani et al. 2026): pre-pretraining on Dyck or on neural cellular automata "sometimes
 speeds emergence" [stated in the summary we were given; no numbers, settings unknown].
 
 Ours (:func:`synthetic.pretraining.pretrain_then_train`): a twin of the task model with the
@@ -16,23 +16,18 @@ paired by seed (negative = pre-pretraining sped emergence).
 The models have ``n_ctx = 64`` (the task uses the first 16 positions) so that a pre-pretraining
 sequence holds several NCA frames (4×4 grid: 17 tokens a frame) and long Dyck prefixes.
 
-Usage: ``python analyses/prepretraining.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.prepretraining [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any, Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
-from joblib import Parallel, delayed
 
-from _common import Timer, parse_args, write_outputs
-from arch_linear_map import scaled_threshold
+from analyses.common import Execution, reproduce, run_configs
+from analyses.arch_linear_map import scaled_threshold
 
 NAME = "prepretraining"
 ARMS = ("scratch", "dyck", "nca")
@@ -54,20 +49,33 @@ def settings(paper_scale: bool = False) -> dict:
     return {"task": task, "pretrain_steps": 300, "seeds": [0, 1, 2], "arms": list(ARMS)}
 
 
-def _train_arm(fields: dict[str, Any], arm: str, pretrain_steps: int) -> tuple[dict, pd.DataFrame]:
-    """Worker: one arm of one seed on one torch thread; returns (summary, metrics)."""
-    import torch
+class PretrainRunner:
+    """Sweep runner for one arm of one seed: config = :class:`~synthetic.training.TrainConfig`
+    fields plus ``arm`` (scratch | dyck | nca) and ``pretrain_steps`` (0 for scratch)."""
 
-    torch.set_num_threads(1)  # two workers share a 2-core machine
-    from synthetic.pretraining import pretrain_then_train
-    from synthetic.training import TrainConfig
+    def resolve(self, config: dict[str, Any]) -> dict[str, Any]:
+        """TrainConfig defaults filled in; raises ValueError on a bad field or an unknown arm."""
+        from synthetic.sweeps import train_runner
 
-    config = TrainConfig(**fields)
-    if arm == "scratch":
-        result = pretrain_then_train(config, "dyck", 0)
-    else:
-        result = pretrain_then_train(config, arm, pretrain_steps)
-    return result.summary, result.metrics
+        fields = dict(config)
+        arm, steps = fields.pop("arm", None), fields.pop("pretrain_steps", 0)
+        if arm not in ARMS:
+            raise ValueError(f"arm={arm!r} is unknown: choose one of {', '.join(ARMS)}")
+        return {**train_runner.resolve(fields), "arm": arm, "pretrain_steps": 0 if arm == "scratch" else int(steps)}
+
+    def __call__(self, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
+        from synthetic.pretraining import pretrain_then_train
+        from synthetic.training import TrainConfig
+
+        fields = dict(config)
+        arm, steps = fields.pop("arm"), fields.pop("pretrain_steps")
+        # scratch: the same code path with zero pre-pretraining steps (same seed, batches, data)
+        result = pretrain_then_train(TrainConfig(**fields), "dyck" if arm == "scratch" else arm, steps)
+        return {k: v for k, v in result.summary.items() if k != "config"}, result.metrics
+
+
+runner = PretrainRunner()
+RUNNER = "analyses.prepretraining:runner"
 
 
 def jobs_list(cfg: dict) -> list[tuple[dict, str]]:
@@ -124,25 +132,18 @@ def figure(todo: list[tuple[dict, str]], results: list, threshold: float) -> go.
     return fig
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (arm, seed); return (per-run table, per-arm table, figure)."""
     todo = jobs_list(cfg)
-    if jobs == 1:
-        results = [_train_arm(f, a, cfg["pretrain_steps"]) for f, a in todo]
-    else:
-        results = Parallel(n_jobs=jobs, backend="loky")(
-            delayed(_train_arm)(f, a, cfg["pretrain_steps"]) for f, a in todo)
+    configs = [{**fields, "arm": arm, "pretrain_steps": cfg["pretrain_steps"]} for fields, arm in todo]
+    results = run_configs(configs, execution, runner=RUNNER)
     runs = run_table(todo, results)
     return runs, summarise(runs), figure(todo, results, scaled_threshold(cfg["task"]["S"]))
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    timer = Timer()
-    runs, agg, fig = run(settings(args.paper_scale), args.jobs)
-    write_outputs(runs, fig, args.out, NAME)
-    print(agg.drop(columns=["paper"]).to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              shown=lambda o: o[1].drop(columns=["paper"]))
     for r in agg[agg.arm != "scratch"].itertuples():
         print(f"{r.arm}: steps to threshold {r.steps_to_threshold:.0f} vs scratch "
               f"{float(agg[agg.arm == 'scratch'].steps_to_threshold.iloc[0]):.0f}; paired delta "

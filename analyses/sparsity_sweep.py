@@ -1,27 +1,23 @@
 """(b) Final loss vs s/S: S = 8 learns every s; S = 32 stays at ln 2 for medium s.
 
-Paper (PAPER.md, "Linear map task"): 3 seeds, ≈10⁴ steps: S = 8 learns every s; S = 16 learns
+Paper (Baherwani et al. 2026, "Linear map task"): 3 seeds, ≈10⁴ steps: S = 8 learns every s; S = 16 learns
 s ≤ 2, s = 3 partly, s = 4..13 stay ≈0.49–0.67; S = 32 learns s ≤ 2 and s ≥ 31 only, s = 4..29
 stay at ln 2 [figure].
 
 Checks (ours): "learns" = final loss ≤ the run's threshold (floor + 5 % of the ln 2 − floor gap)
 in every seed; "stays at ln 2" = final loss ≥ ln 2 − 5 % of that gap in every seed.
 
-Usage: ``python analyses/sparsity_sweep.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.sparsity_sweep [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from _common import LN2, Timer, parse_args, run_configs, write_outputs
+from analyses.common import Execution, LN2, reproduce, run_configs
 
 NAME = "sparsity_sweep"
 MARGIN = 0.05
@@ -48,14 +44,14 @@ def configs(cfg: dict) -> list[dict]:
             for S, ss in cfg["grid"].items() for s in ss for seed in cfg["seeds"]]
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train the grid; return (per-run table, per-(S, s) table, figure).
 
     Per-(S, s) columns: ``final_loss_mean/min/max`` (nats), ``floor``, ``learned_all`` (every
     seed ≤ threshold), ``at_ln2_all`` (every seed ≥ ln 2 − 5 % of the gap).
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, jobs)
+    results = run_configs(cfgs, execution)
     runs = pd.DataFrame([
         {"S": c["S"], "s": c["s"], "s_over_S": c["s"] / c["S"], "seed": c["seed"], "steps": c["steps"],
          "final_loss": summ["final_loss"], "floor": summ["floor"], "threshold": summ["threshold"],
@@ -81,13 +77,7 @@ def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    cfg = settings(args.paper_scale)
-    timer = Timer()
-    runs, agg, fig = run(cfg, args.jobs)
-    write_outputs(runs, fig, args.out, NAME)
-    print(agg.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run)
     s8 = agg[agg.S == 8]
     if len(s8):
         print(f"S=8 learns every s in every seed: {bool(s8.learned_all.all())} "

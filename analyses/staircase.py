@@ -1,6 +1,6 @@
 """(d) Staircase: per-position losses drop one at a time, each with an entropy drop in an aligned head.
 
-Paper (PAPER.md, "Linear map task"): a 1-layer transformer on S = 16, s = 3; the 16 per-position
+Paper (Baherwani et al. 2026, "Linear map task"): a 1-layer transformer on S = 16, s = 3; the 16 per-position
 losses drop to ~0 one at a time between ≈500 and ≈4600 steps, and each drop coincides with an
 attention-entropy drop in the heads that learn that row of A [figure].
 
@@ -11,27 +11,21 @@ that head's largest drop in entropy *at the queries that predict bit i* (``row_e
 all-query mean blurs a head that learns one row) between two evaluations. Lag = loss-drop step −
 entropy-drop step.
 
-Usage: ``python analyses/staircase.py [--paper-scale] [--out DIR] [--jobs N]``.
+Usage: ``python -m analyses.staircase [--paper-scale] [--out DIR] [--jobs N]``.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-from pathlib import Path
 from typing import Any, Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from _common import Timer, parse_args, write_outputs
+from analyses.common import Execution, LN2, reproduce, run_configs
 
 NAME = "staircase"
-LN2 = math.log(2)
 
 
 def settings(paper_scale: bool = False) -> dict:
@@ -67,14 +61,26 @@ def row_alignment(model: Any, task: Any, n_seqs: int = 256) -> np.ndarray:
     return out
 
 
-def _train_with_alignment(fields: dict) -> tuple[dict, pd.DataFrame, np.ndarray]:
-    import torch
+class AlignmentRunner:
+    """Sweep runner: one training run plus each head's alignment with each row of A in the
+    trained model (``summary["row_alignment"]``, ``[n_heads][S]``, see :func:`row_alignment`)."""
 
-    torch.set_num_threads(1)
-    from synthetic.training import TrainConfig, train
+    def resolve(self, config: dict[str, Any]) -> dict[str, Any]:
+        from synthetic.sweeps import train_runner
 
-    result = train(TrainConfig(**fields), out_dir=None, progress=False)
-    return result.summary, result.metrics, row_alignment(result.model, result.task)
+        return train_runner.resolve(config)
+
+    def __call__(self, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
+        from synthetic.training import TrainConfig, train
+
+        result = train(TrainConfig(**config), out_dir=None, progress=False)
+        summary = {k: v for k, v in result.summary.items() if k != "config"}
+        summary["row_alignment"] = row_alignment(result.model, result.task).tolist()
+        return summary, result.metrics
+
+
+runner = AlignmentRunner()
+RUNNER = "analyses.staircase:runner"
 
 
 def drop_step(steps: np.ndarray, values: np.ndarray, below: float) -> int | None:
@@ -103,19 +109,15 @@ def analyse_run(metrics: pd.DataFrame, align: np.ndarray, S: int) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def run(cfg: dict, jobs: int = 2) -> tuple[pd.DataFrame, list, go.Figure]:
+def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, list, go.Figure]:
     """Train the seeds; return (per-output table over seeds, raw results, figure)."""
-    from joblib import Parallel, delayed
-
     fields = [{"task": "linear-map", "S": cfg["S"], "s": cfg["s"], "seed": seed, "steps": cfg["steps"],
                "tokens_per_step": cfg["tokens_per_step"], "lr": cfg["lr"], "eval_every": cfg["eval_every"],
                "eval_tokens": cfg["eval_tokens"], "n_heads": cfg["n_heads"], "d_head": cfg["d_head"],
                "row_entropy": True}
               for seed in cfg["seeds"]]
-    if jobs == 1:
-        results = [_train_with_alignment(f) for f in fields]
-    else:
-        results = Parallel(n_jobs=jobs, backend="loky")(delayed(_train_with_alignment)(f) for f in fields)
+    results = [(summary, metrics, np.asarray(summary["row_alignment"]))
+               for summary, metrics in run_configs(fields, execution, runner=RUNNER)]
     tables = []
     for f, (summary, metrics, align) in zip(fields, results):
         t = analyse_run(metrics, align, cfg["S"])
@@ -156,14 +158,9 @@ def describe(table: pd.DataFrame, eval_every: int) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    cfg = settings(args.paper_scale)
-    timer = Timer()
-    table, _, fig = run(cfg, args.jobs)
-    write_outputs(table, fig, args.out, NAME)
+    cfg, (table, _, fig) = reproduce(NAME, __doc__, argv, settings, run,
+                              shown=lambda o: o[0])
     d = describe(table, cfg["eval_every"])
-    print(table.to_string(index=False))
-    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
     print(f"bits whose loss dropped: {d['bits_dropped']}/{d['bits_total']}; distinct drop steps per seed "
           f"{d['distinct_drop_steps_per_seed']}; first {d['first_drop']}, last {d['last_drop']} "
           f"(paper: 16 bits one at a time, ≈500 → ≈4600 steps)")

@@ -36,13 +36,11 @@ def write_suite(root: Path, n_checkpoints: int, distinct: int, d_vocab: int, d_m
                 n_heads: int) -> None:
     """A local suite (layout in interp/checkpoints.py): ``distinct`` random checkpoints, the other
     step folders hard-linking their files (step k links step k % distinct)."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
 
-    config = GPTNeoXConfig(
-        vocab_size=d_vocab, hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
-        intermediate_size=4 * d_model, rotary_pct=0.25, max_position_embeddings=2048,
-        use_parallel_residual=True, tie_word_embeddings=False,
-    )
+    from interp.catalogue import neox_config
+
+    config = neox_config(d_model, n_layers, n_heads, d_vocab, 2048)
     torch.manual_seed(0)
     model = GPTNeoXForCausalLM(config).eval()
     make_byte_tokenizer().save_pretrained(root / "tokenizer")

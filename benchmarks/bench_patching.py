@@ -49,13 +49,13 @@ def _byte_tokenizer_dir(path):
 def random_neox_bridge(shape: str, seed: int, path: str):
     """A randomly initialised GPT-NeoX (Pythia layout: parallel residual, rotary_pct 0.25)."""
     from transformer_lens.model_bridge import TransformerBridge
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
+
+    from interp.catalogue import neox_config
 
     n_layers, n_heads, d_model = SHAPES[shape]
-    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=d_model, num_hidden_layers=n_layers,
-                        num_attention_heads=n_heads, intermediate_size=4 * d_model, rotary_pct=0.25,
-                        use_parallel_residual=True, max_position_embeddings=2048,
-                        initializer_range=0.1)  # sharper than the 0.02 default: delta_p well above float noise
+    # initializer_range sharper than the 0.02 default: delta_p well above float noise
+    cfg = neox_config(d_model, n_layers, n_heads, VOCAB, 2048, initializer_range=0.1)
     torch.manual_seed(seed)
     hf_model = GPTNeoXForCausalLM(cfg).eval()
     cfg.save_pretrained(path)

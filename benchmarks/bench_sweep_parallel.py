@@ -21,12 +21,13 @@ from pathlib import Path
 
 import torch
 
-from synthetic.sweeps import plan_runs, run_sweep
+from sweeps import plan_runs, run_sweep
 
 
 def spec(steps: int) -> dict:
     return {"task": "linear-map", "S": 8, "steps": steps, "eval_every": max(steps // 5, 1),
-            "tokens_per_step": 1024, "eval_tokens": 2048, "grid": {"s": [1, 2]}, "seeds": [0, 1, 2, 3]}
+            "tokens_per_step": 1024, "eval_tokens": 2048, "grid": {"s": [1, 2]}, "seeds": [0, 1, 2, 3],
+            "runner": "synthetic.sweeps:train_runner"}
 
 
 def timed_sweep(steps: int, jobs: int) -> tuple[float, float, dict]:

@@ -77,6 +77,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import torch
 
 from interp.families import RevisionParser, Schedule, build_schedule, family_of, regular_grid
+from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_pythia_id, pythia_model_ids  # noqa: F401
+from interp.devices import choose_device
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformer_lens.model_bridge import TransformerBridge
@@ -88,11 +90,6 @@ logger = logging.getLogger(__name__)
 #: (Biderman et al. 2023, Pythia, section 2; the hub branches ``step{N}``).
 PYTHIA_STEPS: tuple[int, ...] = (0,) + tuple(2**i for i in range(10)) + tuple(range(1000, 143001, 1000))
 
-#: PolyPythia sizes with ten runs each: the default seed plus ``-seed1`` .. ``-seed9``.
-POLYPYTHIA_SIZES = ("14m", "31m", "70m", "160m", "410m")
-
-_POLYPYTHIA_ID = re.compile(r"EleutherAI/pythia-(14m|31m|70m|160m|410m)(-seed[1-9])?")
-_PYTHIA_ID = re.compile(r"EleutherAI/pythia-(70m|160m|410m|1b|1\.4b|2\.8b|6\.9b|12b)(-deduped)?")
 _STEP_NAME = re.compile(r"step(\d+)")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -121,23 +118,6 @@ class CheckpointError(ValueError):
 
 class TokenizerMismatchError(ValueError):
     """Two steps of one source have different tokenizers (vocabulary, merges or special tokens)."""
-
-
-def pythia_model_ids() -> list[str]:
-    """The 50 PolyPythia hub ids: five sizes x (default seed + ``-seed1`` .. ``-seed9``).
-
-    Source: van der Wal et al. 2025, "PolyPythias" (model cards of ``EleutherAI/pythia-*``).
-    """
-    return [
-        f"EleutherAI/pythia-{size}{suffix}"
-        for size in POLYPYTHIA_SIZES
-        for suffix in [""] + [f"-seed{i}" for i in range(1, 10)]
-    ]
-
-
-def is_pythia_id(model_id: str) -> bool:
-    """Whether ``model_id`` names a Pythia or PolyPythia repo with the ``step{N}`` branches."""
-    return bool(_POLYPYTHIA_ID.fullmatch(model_id) or _PYTHIA_ID.fullmatch(model_id))
 
 
 def nearest_steps(step: int, available: Sequence[int]) -> list[int]:
@@ -290,9 +270,9 @@ def quiet_hf_progress():
 
 
 def _default_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    if isinstance(device, torch.device):
+        return device
+    return torch.device(choose_device(device))
 
 
 # ----------------------------------------------------------------------------- sources
@@ -961,9 +941,18 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         **kwargs: passed to the source's constructor; for a local suite only ``model_id`` and
             ``allow_pickle`` apply (hub-only options such as ``cache_dir`` are ignored there).
 
+    An embedded run name (``embedded/<run>``, ``embedded-quick/<run>``) opens that run of the
+    embedded suite (:func:`interp.sources.open_sources`, trained on first use).
+
     Raises:
-        ValueError: ``spec`` is neither (one line listing the valid forms).
+        ValueError: ``spec`` is neither (one line listing the valid forms), or names a whole
+            embedded suite (use :func:`interp.sources.open_sources` for several runs).
     """
+    if isinstance(spec, str) and is_embedded_name(spec):
+        from interp.sources import check_one_run, open_sources
+
+        check_one_run(spec, "open_source")  # before any training
+        return open_sources([spec])[0]
     path = Path(spec)
     if path.is_dir():
         return LocalSuiteSource(path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle")})

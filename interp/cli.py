@@ -1,118 +1,51 @@
-"""The ``emergence`` command.
+"""The checkpoint-suite commands of ``emergence`` (mounted at the top level by
+:mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
+``zoom``, ``train-suite``, ``list-models``.
 
-``emergence demo`` runs the main job on the embedded default suite; ``bisect``, ``curve`` and
-``rank-heads`` run single steps on any source (a Pythia/PolyPythia hub id, a local suite folder,
-or ``embedded`` / ``embedded-quick``); ``synth`` and ``sweep`` are the synthetic-task commands.
-Errors print one line (``error: ...``) and exit with status 2.
+Every command is one call of a public function that a notebook can make too, and checks all of
+its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
+Commands raise ``ValueError`` for bad input; the root app turns any escaping error into one
+line (``error: ...``, exit status 2). Heavy libraries are imported inside the commands.
+
+Adding a command: write a function below with ``@app.command()``; check its arguments first
+(the ``_check_*`` helpers), then make the one call. Nothing else needs registering.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-app = typer.Typer(help="emergence-lens: find the point of emergence and the heads behind it.",
+app = typer.Typer(help="Checkpoint suites: point of emergence and the heads behind it.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
-EMBEDDED = {"embedded": "FULL", "embedded-quick": "QUICK"}
-
-
-@app.callback()
-def _main(threads: Optional[int] = typer.Option(
-        None, "--threads", min=1, envvar="EMERGENCE_LENS_THREADS",
-        help="torch CPU threads (default: torch's choice). 1 is fastest on a busy machine.")) -> None:
-    """emergence-lens: find the point of emergence and the heads behind it."""
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
-def _one_line_errors(fn):
-    """Turn our ValueErrors (bad input) into a one-line message and exit status 2."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except (ValueError, FileNotFoundError, KeyError) as err:
-            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            typer.echo(f"error: {message}", err=True)
-            raise typer.Exit(2)
-
-    return wrapper
-
-
-def resolve_sources(specs: List[str], progress: bool = True) -> list:
-    """Checkpoint sources for CLI arguments.
-
-    ``embedded`` / ``embedded-quick`` expand to every run of that suite and
-    ``embedded/<run>`` (as ``emergence list-models`` prints them) to one run, trained on first
-    use; anything else goes to :func:`interp.checkpoints.open_source` (hub id or suite folder).
-
-    Raises:
-        ValueError: an unknown ``embedded/<run>`` name, or a local path that does not exist.
-    """
-    from interp import embedded
-    from interp.checkpoints import LocalSuiteSource, open_source
-
-    sources = []
-    for spec in specs:
-        if spec in EMBEDDED:
-            cfg = getattr(embedded, EMBEDDED[spec])
-            sources += [LocalSuiteSource(path) for path in embedded.ensure_suite(cfg, progress=progress)]
-        elif spec.startswith("embedded/"):
-            sources.append(LocalSuiteSource(_embedded_run(spec.split("/", 1)[1], progress)))
-        elif spec.startswith(("/", "./", "../", "~")) and not Path(spec).expanduser().is_dir():
-            raise ValueError(f"local suite folder {spec!r} does not exist")
-        else:
-            sources.append(open_source(Path(spec).expanduser() if spec.startswith("~") else spec))
-    return sources
-
-
-def _embedded_run(name: str, progress: bool) -> Path:
-    """The folder of one embedded run (``neox-2l-64d-seed0``): from the FULL suite if it holds that
-    run, else from QUICK; the suite is trained first if it is not in the cache."""
-    from interp import embedded
-
-    valid = []
-    for cfg in (embedded.FULL, embedded.QUICK):
-        names = [embedded.run_name(size, seed) for size in cfg.sizes for seed in cfg.seeds]
-        if name in names:
-            return embedded.ensure_suite(cfg, progress=progress)[names.index(name)]
-        valid += names
-    raise ValueError(f"unknown embedded run {name!r}; valid: {', '.join(sorted(set(valid)))}")
-
-
-def _parse_steps(text: str) -> list[int]:
-    """``"0,1000,2000"`` -> [0, 1000, 2000]; a bad item raises a one-line error naming it."""
-    steps = []
-    for item in text.split(","):
-        try:
-            steps.append(int(item.strip()))
-        except ValueError:
-            raise ValueError(f"--steps: {item.strip()!r} is not an integer step; expected e.g. 0,1000,2000") from None
-    return steps
-
-
-def _task(task: str, n_prompts: int, length: int, seed: int):
-    from interp.tasks import make_task
-
-    return make_task(task, n_prompts=n_prompts, length=length, seed=seed)
-
-
 TaskOpt = typer.Option("repetition", help="Capability task: repetition | token-repetition.")
-PromptsOpt = typer.Option(64, help="Number of prompts.")
-LengthOpt = typer.Option(10, help="Random items per prompt before the partial repeat.")
-ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence.")
-DeviceOpt = typer.Option(None, help="torch device (default: cuda if available, else cpu).")
+PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
+LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
+ThresholdOpt = typer.Option(0.5, min=0.0, max=1.0, help="Greedy-accuracy threshold of the point of emergence.")
+DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
+MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
+METHODS = ("fast", "reference", "attribution")
 MetricOpt = typer.Option("p", "--metric", help="Patching metric: p (probability of the answer) | logprob | "
                          "logit-diff (answer logit minus the largest distractor logit).")
+
+
+# -- argument checks (cheap; run before anything is loaded) -----------------------------------
+def _check_common(device: str, task: str, n_prompts: int, length: int, out: Optional[Path],
+                  method: str = "fast"):
+    """Device, method, task and output folder; returns (device, task object)."""
+    from interp.devices import choose_device, check_device
+    from interp.io import check_out_dir
+
+    check_device(device)  # form first: no torch import for a typo
+    if method not in METHODS:
+        raise ValueError(f"--method {method!r} is unknown; valid: {', '.join(METHODS)}")
+    check_out_dir(out)
+    from interp.tasks import make_task
+
+    return choose_device(device), make_task(task, n_prompts=n_prompts, length=length, seed=0)
 
 
 def _metric(metric: str) -> str:
@@ -123,36 +56,107 @@ def _metric(metric: str) -> str:
     return metric
 
 
-def _device(device: Optional[str]) -> str:
-    import torch
+def _check_sources(names: List[str]) -> None:
+    from interp.sources import check_source_name
 
-    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+    for name in names:
+        check_source_name(name)
 
 
+def _parse_steps(text: str) -> list[int]:
+    """``"0,1000,2000"`` -> [0, 1000, 2000]; a bad item raises a one-line error naming it."""
+    steps = []
+    for item in text.split(","):
+        try:
+            steps.append(int(item.strip()))
+        except ValueError:
+            raise ValueError(f"--steps: {item.strip()!r} is not an integer step; expected e.g. 0,1000,2000") from None
+    if any(step < 0 for step in steps):
+        raise ValueError(f"--steps: {min(steps)} is negative; steps count from 0")
+    return steps
+
+
+def _check_steps_available(src, steps: List[int]) -> None:
+    """Every step of ``steps`` is one the source holds (the error names the nearest ones)."""
+    from interp.checkpoints import CheckpointError, nearest_steps
+
+    available = sorted(src.available_steps())
+    for step in steps:
+        if step not in available:
+            near = ", ".join(map(str, nearest_steps(step, available)))
+            raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
+
+
+def _check_embedded_steps(name: str, steps: List[int]) -> None:
+    """For an embedded name, the steps its suite will hold are known before it is trained."""
+    from interp.catalogue import is_embedded_name, resolve_embedded
+    from interp.checkpoints import CheckpointError, nearest_steps
+
+    if not is_embedded_name(name):
+        return
+    for cfg, run in resolve_embedded(name):
+        size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
+        schedule = list(cfg.checkpoint_steps_for(size))
+        for step in steps:
+            if step not in schedule:
+                near = ", ".join(map(str, nearest_steps(step, schedule)))
+                raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
+
+
+def _open(names: List[str]) -> list:
+    from interp.sources import open_sources
+
+    return open_sources(names)
+
+
+# -- commands ---------------------------------------------------------------------------------
 @app.command()
-@_one_line_errors
 def demo(
-    quick: bool = typer.Option(False, "--quick", help="Small suite for CI (<= 2 min to train)."),
+    quick: bool = typer.Option(False, "--quick", help="Small suite for CI (about 2.5 min to train)."),
     out: Path = typer.Option(Path("results/demo"), help="Output folder."),
-    method: str = typer.Option("fast", help="Patching engine: fast | reference | attribution."),
-    device: Optional[str] = DeviceOpt,
+    method: str = MethodOpt,
+    device: str = DeviceOpt,
     metric: str = MetricOpt,
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta_p, patch the top K jointly, write tables and report.html to OUT."""
+    device, task = _check_common(device, "repetition", 64, 10, out, method)
+    metric = _metric(metric)
     from interp.pipeline import run_main_job
 
-    metric = _metric(metric)
-    sources = resolve_sources(["embedded-quick" if quick else "embedded"])
-    report = run_main_job(sources, task=_task("repetition", 64, 10, 0), scan=True, method=method,
-                          device=_device(device), out_dir=out, metric=metric,
+    report = run_main_job(_open(["embedded-quick" if quick else "embedded"]), task=task, scan=True,
+                          method=method, device=device, out_dir=out, metric=metric,
                           title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
+    _print_summary(report, out)
+
+
+@app.command()
+def run(
+    source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
+    out: Path = typer.Option(..., help="Output folder."),
+    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    scan: bool = typer.Option(False, help="Evaluate every checkpoint too (full curves)."),
+    method: str = MethodOpt,
+    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
+    device: str = DeviceOpt,
+    metric: str = MetricOpt,
+):
+    """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
+    device, task_obj = _check_common(device, task, n_prompts, length, out, method)
+    _check_sources(source)
+    metric = _metric(metric)
+    from interp.pipeline import run_main_job
+
+    report = run_main_job(_open(source), task=task_obj, threshold=threshold, scan=scan, method=method,
+                          prescreen_top_n=prescreen_top_n, device=device, out_dir=out, metric=metric)
     _print_summary(report, out)
 
 
 def _print_summary(report, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from interp.catalogue import run_label
 
     def fmt(value, spec=".3f"):
         if value is None or value != value:
@@ -164,7 +168,7 @@ def _print_summary(report, out: Path) -> None:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
-            f"{row['model']} seed {row['seed']}", fmt(row["emerged"]),
+            run_label(row["model"], row["seed"]), fmt(row["emerged"]),
             f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["n_evaluations"]),
             f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
             "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
@@ -173,42 +177,44 @@ def _print_summary(report, out: Path) -> None:
     Console(width=max(120, Console().width)).print(table)
     for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache
         typer.echo(f"hazard: {line}")
-    typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints .csv/.parquet")
+    typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints "
+               ".csv/.parquet")
 
 
 @app.command()
-@_one_line_errors
 def curve(
-    source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded."),
+    source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
     steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
     task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
-    device: Optional[str] = DeviceOpt,
+    device: str = DeviceOpt,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
+    device, task_obj = _check_common(device, task, n_prompts, length, out)
+    wanted = _parse_steps(steps) if steps else None
+    _check_sources([source])
+    _check_embedded_steps(source, wanted or [])
     import pandas as pd
 
+    from interp.catalogue import run_label
     from interp.emergence import StepEvaluator
     from interp.io import atomic_to_csv
-    from interp.pipeline import EMERGENCE_COLUMNS, model_and_seed
+    from interp.pipeline import EMERGENCE_COLUMNS, _labelled, model_and_seed
 
     frames = []
-    for src in resolve_sources([source]):
-        batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
-        evaluator = StepEvaluator(src, batch, device=_device(device))
-        wanted = _parse_steps(steps) if steps else src.searchable_steps()
-        for step in wanted:
+    for src in _open([source]):
+        if wanted is not None:
+            _check_steps_available(src, wanted)
+        evaluator = StepEvaluator(src, task_obj.build(src.tokenizer()), device=device)
+        for step in wanted if wanted is not None else src.searchable_steps():
             evaluator(step)
         model, seed = model_and_seed(src.model_id)
-        if not steps:  # the digests are known already; explicit steps need not read every step's
+        if wanted is None:  # the digests are known already; explicit steps need not read every step's
             from interp.checkpoints import checkpoint_table, hazard_lines
 
-            for line in hazard_lines(checkpoint_table(src), f"{model} seed {seed}"):
+            for line in hazard_lines(checkpoint_table(src), run_label(model, seed)):
                 typer.echo(f"hazard: {line}", err=True)
-        table = evaluator.table()
-        table.insert(0, "seed", seed)
-        table.insert(0, "model", model)
-        frames.append(table[EMERGENCE_COLUMNS])
+        frames.append(_labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS))
         src.close()
     result = pd.concat(frames, ignore_index=True)
     typer.echo(result.to_string(index=False))
@@ -217,110 +223,48 @@ def curve(
 
 
 @app.command()
-@_one_line_errors
 def bisect(
-    source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded)."),
+    source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
     threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    out: Optional[Path] = typer.Option(None, help="Write points.csv and emergence.csv here."),
-    device: Optional[str] = DeviceOpt,
+    out: Optional[Path] = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
+    device: str = DeviceOpt,
     resolution: Optional[int] = typer.Option(
         None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."),
-    dense_prompts: int = typer.Option(512, help="Prompts per checkpoint in the dense search (with --resolution)."),
+    dense_prompts: int = typer.Option(512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."),
     hold: int = typer.Option(2, min=0, help="Dense search: checkpoints after the crossing that must stay above the threshold."),
 ):
     """Point of emergence of each source by bisection over its checkpoints; with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
+    device, task_obj = _check_common(device, task, n_prompts, length, out)
+    _check_sources(source)
     if resolution is not None:
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
-    from interp.emergence import find_emergence
-    from interp.io import atomic_to_csv
-    from interp.pipeline import model_and_seed
-
     import pandas as pd
 
+    from interp.catalogue import run_label
     from interp.checkpoints import checkpoint_table, hazard_lines
-    from interp.pipeline import CHECKPOINTS_COLUMNS, _labelled
+    from interp.emergence import find_emergence
+    from interp.io import atomic_to_csv
+    from interp.pipeline import CHECKPOINTS_COLUMNS, _labelled, model_and_seed
 
     points, curves, tables = [], [], []
-    for src in resolve_sources(source):
-        batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
-        point = find_emergence(src, batch, threshold=threshold, device=_device(device))
+    for src in _open(source):
+        point = find_emergence(src, task_obj.build(src.tokenizer()), threshold=threshold, device=device)
         model, seed = model_and_seed(src.model_id)
         points.append({"model": model, "seed": seed, **point.as_row()})
-        curve_table = point.evaluations.drop(columns="order")
-        curve_table.insert(0, "seed", seed)
-        curve_table.insert(0, "model", model)
-        curves.append(curve_table)
-        tables.append(_labelled(checkpoint_table(src), model, seed, CHECKPOINTS_COLUMNS))
+        table = point.evaluations.drop(columns="order")
+        curves.append(_labelled(table, model, seed, ["model", "seed", *table.columns]))
+        checkpoints = checkpoint_table(src)
+        tables.append(_labelled(checkpoints, model, seed, CHECKPOINTS_COLUMNS))
+        for line in hazard_lines(checkpoints, run_label(model, seed)):
+            typer.echo(f"hazard: {line}", err=True)
         src.close()
     points_df = pd.DataFrame(points).astype({"pre_step": "Int64", "post_step": "Int64"})
     typer.echo(points_df.to_string(index=False))
-    for table in tables:
-        for line in hazard_lines(table, f"{table['model'].iloc[0]} seed {table['seed'].iloc[0]}" if len(table) else ""):
-            typer.echo(f"hazard: {line}")
     if out is not None:
         atomic_to_csv(points_df, out / "points.csv")
         atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence.csv")
         atomic_to_csv(pd.concat(tables, ignore_index=True), out / "checkpoints.csv")
-
-
-@app.command("rank-heads")
-@_one_line_errors
-def rank_heads(
-    source: str = typer.Argument(..., help="Hub id, suite folder (one run)."),
-    pre: int = typer.Option(..., help="Pre-emergence step."),
-    post: int = typer.Option(..., help="Post-emergence step."),
-    method: str = typer.Option("fast", help="fast | reference | attribution."),
-    prescreen_top_n: Optional[int] = typer.Option(None, help="Exact delta_p only for the attribution pre-screen's top N heads."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
-    device: Optional[str] = DeviceOpt,
-    metric: str = MetricOpt,
-):
-    """Patch each head's attention pattern from POST into PRE; rank by delta_p; joint top-K."""
-    from interp.io import atomic_to_csv
-    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
-    from interp.ranking import rank_heads_between
-
-    metric = _metric(metric)
-
-    if pre == post:
-        raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
-    if pre > post:
-        typer.echo(f"warning: --pre {pre} is later than --post {post}: patterns are patched from the earlier "
-                   "checkpoint into the later one (a noising experiment), so delta_p is expected to be negative", err=True)
-    (src,) = resolve_sources([source])
-    batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
-    result = rank_heads_between(src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n,
-                                device=_device(device), metric=metric)
-    model, seed = model_and_seed(src.model_id)
-    heads = _labelled(result.heads, model, seed, HEADS_COLUMNS)
-    topk = _labelled(result.topk, model, seed, TOPK_COLUMNS)
-    typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f}")
-    typer.echo(heads.head(10).to_string(index=False))
-    if out is not None:
-        atomic_to_csv(heads, out / "heads.csv")
-        atomic_to_csv(topk, out / "topk.csv")
-
-
-@app.command()
-@_one_line_errors
-def run(
-    source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick."),
-    out: Path = typer.Option(..., help="Output folder."),
-    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    scan: bool = typer.Option(False, help="Evaluate every checkpoint too (full curves)."),
-    method: str = typer.Option("fast", help="fast | reference | attribution."),
-    device: Optional[str] = DeviceOpt,
-    metric: str = MetricOpt,
-):
-    """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
-    from interp.pipeline import run_main_job
-
-    metric = _metric(metric)
-    report = run_main_job(resolve_sources(source), task=_task(task, n_prompts, length, 0), threshold=threshold,
-                          scan=scan, method=method, device=_device(device), out_dir=out, metric=metric)
-    _print_summary(report, out)
 
 
 def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts: int, hold: int,
@@ -332,7 +276,7 @@ def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts
     from interp.zoom import dense_point
 
     rows, curves = [], []
-    for src in resolve_sources(specs):
+    for src in _open(specs):
         point = dense_point(src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold,
                             length=length)
         rows.append(point.as_row())
@@ -346,23 +290,68 @@ def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts
         atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence_dense.csv")
 
 
+@app.command("rank-heads")
+def rank_heads(
+    source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
+    method: str = MethodOpt,
+    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
+    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
+    device: str = DeviceOpt,
+    metric: str = MetricOpt,
+):
+    """Patch each head's attention pattern from POST into PRE; rank by delta_p; joint top-K."""
+    if pre == post:
+        raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
+    if pre > post:
+        raise ValueError(f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
+                         "(patterns are patched from post into pre)")
+    device, task_obj = _check_common(device, task, n_prompts, length, out, method)
+    metric = _metric(metric)
+    from interp.sources import check_one_run
+
+    check_one_run(source, "rank-heads")
+    _check_embedded_steps(source, [pre, post])
+    from interp.io import atomic_to_csv
+    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
+    from interp.ranking import rank_heads_between
+
+    (src,) = _open([source])
+    _check_steps_available(src, [pre, post])
+    result = rank_heads_between(src, pre, post, task_obj.build(src.tokenizer()), method=method,
+                                prescreen_top_n=prescreen_top_n, device=device, metric=metric)
+    model, seed = model_and_seed(src.model_id)
+    heads = _labelled(result.heads, model, seed, HEADS_COLUMNS)
+    topk = _labelled(result.topk, model, seed, TOPK_COLUMNS)
+    typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f}")
+    typer.echo(heads.head(10).to_string(index=False))
+    if out is not None:
+        atomic_to_csv(heads, out / "heads.csv")
+        atomic_to_csv(topk, out / "topk.csv")
+
+
 @app.command()
-@_one_line_errors
 def zoom(
     source: str = typer.Argument(..., help="One run trained here: embedded/<run> or its folder."),
-    pre: int = typer.Option(..., help="Stored step to re-train from."),
-    post: int = typer.Option(..., help="Stored step to re-train to (its weights are checked)."),
+    pre: int = typer.Option(..., min=0, help="Stored step to re-train from."),
+    post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked)."),
     every: Optional[int] = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
     tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
 ):
     """Re-train PRE -> POST from PRE's saved state and store checkpoints every K steps in the run's
     zoom overlay (RUN/zoom/); the base schedule is left as it is."""
+    if pre >= post:
+        raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    from interp.sources import check_one_run
+
+    check_one_run(source, "zoom")
+    _check_embedded_steps(source, [pre, post])
     from interp.zoom import zoom as zoom_run
 
-    sources = resolve_sources([source])
-    if len(sources) != 1:
-        raise ValueError(f"zoom takes one run; {source!r} names {len(sources)}")
-    result = zoom_run(sources[0], pre, post, every=every, tolerance=tolerance)
+    (src,) = _open([source])
+    result = zoom_run(src, pre, post, every=every, tolerance=tolerance)
     typer.echo(f"{result.run}: re-trained {result.trained_steps} steps ({result.pre} -> {result.post}) in "
                f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
                f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
@@ -370,7 +359,6 @@ def zoom(
 
 
 @app.command("train-suite")
-@_one_line_errors
 def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized suite.")):
     """Train (or find in the cache) the embedded default suite and print its run folders."""
     from interp import embedded
@@ -381,10 +369,9 @@ def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized 
 
 @app.command("list-models")
 def list_models():
-    """Print the known model families (id patterns, revision names), then the Pythia /
-    PolyPythia hub ids and the embedded suite names."""
-    from interp import embedded
-    from interp.checkpoints import pythia_model_ids
+    """Print the known model families (id patterns, revision names), then every source name
+    accepted above: Pythia / PolyPythia hub ids and embedded names."""
+    from interp.catalogue import embedded_source_names, pythia_model_ids
     from interp.families import FAMILIES
 
     for family in FAMILIES:
@@ -394,39 +381,6 @@ def list_models():
                "stage{k}[-ingredient{j}]-step{N}-tokens{M}B); ID:SERIES picks a series, e.g. "
                "allenai/OLMo-2-1124-7B:stage2-ingredient1")
 
-    for model_id in pythia_model_ids():
-        typer.echo(model_id)
-    typer.echo("embedded        (every run of the default suite)")
-    typer.echo("embedded-quick  (every run of the CI-sized suite)")
-    seen = set()
-    for cfg_name in ("FULL", "QUICK"):
-        cfg = getattr(embedded, cfg_name)
-        for size in cfg.sizes:
-            for seed in cfg.seeds:
-                name = f"embedded/{embedded.run_name(size, seed)}"
-                if name not in seen:
-                    seen.add(name)
-                    typer.echo(name)
-
-
-def _mount_synthetic() -> None:
-    """Mount the synthetic-task sub-commands (``emergence synth``, ``emergence sweep``)."""
-    try:
-        from synthetic.cli import app as synth_app
-    except ImportError:  # pragma: no cover - synthetic package incomplete
-        synth_app = None
-    if synth_app is not None:
-        app.add_typer(synth_app, name="synth", help="Synthetic tasks with a known attention pattern.")
-    try:
-        from synthetic.sweeps import sweep_command
-    except ImportError:  # pragma: no cover
-        sweep_command = None
-    if sweep_command is not None:
-        app.command("sweep")(sweep_command)
-
-
-_mount_synthetic()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    app()
+    notes = {"embedded": "(every run of the default suite)", "embedded-quick": "(every run of the CI-sized suite)"}
+    for name in pythia_model_ids() + embedded_source_names():
+        typer.echo(f"{name:<15} {notes[name]}" if name in notes else name)

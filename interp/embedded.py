@@ -24,7 +24,7 @@ import os
 import shutil
 import sysconfig
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -34,121 +34,14 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from interp.catalogue import (  # noqa: F401  (the suite configs live with the source names)
+    BASE, FULL, QUICK, SMALL, TRAINER_VERSION, ModelSize, SuiteConfig, cache_root, run_name, suite_dir,
+)
 from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress
 from interp.io import atomic_to_csv, atomic_write_text
 from interp.training_state import load_training_state, read_training_state, save_training_state
 
-#: Version of the training loop (data order, schedule, checkpoint contents); part of the cache key.
-#: 2: each step's batch derived from (data_seed, seed, step); optimizer state saved per checkpoint.
-TRAINER_VERSION = 2
-
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
-
-
-@dataclass(frozen=True)
-class ModelSize:
-    """One GPT-NeoX shape of the suite (Pythia's architecture at toy scale)."""
-
-    name: str
-    n_layers: int
-    d_model: int
-    n_heads: int
-
-    def hf_config(self, vocab_size: int, n_ctx: int):
-        """The ``GPTNeoXConfig`` of this size: rotary_pct 0.25, parallel residual, untied."""
-        from transformers import GPTNeoXConfig
-
-        return GPTNeoXConfig(
-            vocab_size=vocab_size,
-            hidden_size=self.d_model,
-            num_hidden_layers=self.n_layers,
-            num_attention_heads=self.n_heads,
-            intermediate_size=4 * self.d_model,
-            max_position_embeddings=n_ctx,
-            rotary_pct=0.25,
-            use_parallel_residual=True,
-            tie_word_embeddings=False,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-
-
-@dataclass(frozen=True)
-class SuiteConfig:
-    """Everything that determines the embedded suite's weights (its hash names the cache folder).
-
-    Units: ``steps``, ``size_steps`` and ``checkpoint_steps`` in optimizer steps; ``n_ctx`` in
-    tokens (bytes); ``lr`` per step (AdamW, linear warmup over ``warmup_steps`` then constant).
-    ``size_steps`` overrides ``steps`` for some sizes (``(("neox-2l-128d", 2000),)``): the larger
-    model acquires the capability earlier, so it needs fewer steps to be well past its point of
-    emergence. ``threads`` is the torch CPU thread count each run trains with (recorded because
-    the weights may depend on it, see docs/embedded.md); ``attn_implementation`` the transformers
-    attention kernel.
-    """
-
-    sizes: tuple[ModelSize, ...]
-    seeds: tuple[int, ...]
-    steps: int
-    checkpoint_every: int
-    n_ctx: int = 128
-    batch_size: int = 16
-    lr: float = 2e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
-    repeat_fraction: float = 0.5
-    prefix_len: int = 40
-    random_prefix: bool = True
-    segment_min: int = 8
-    segment_max: int = 32
-    corpus_bytes: int = 4_000_000
-    data_seed: int = 1234
-    size_steps: tuple[tuple[str, int], ...] = ()
-    threads: int = 1
-    attn_implementation: str = "sdpa"
-    trainer_version: int = TRAINER_VERSION
-
-    def steps_for(self, size: ModelSize) -> int:
-        """Training steps of one size (``size_steps`` entry, else ``steps``)."""
-        return dict(self.size_steps).get(size.name, self.steps)
-
-    def checkpoint_steps_for(self, size: ModelSize) -> tuple[int, ...]:
-        """Pythia-like schedule up to :meth:`steps_for` ``(size)``: 0, 1, 2, 4, ... (powers of two)
-        below ``checkpoint_every``, then every ``checkpoint_every`` steps (Pythia: 0..512, then
-        every 1000)."""
-        last = self.steps_for(size)
-        early = [0] + [2**i for i in range(0, 32) if 2**i < self.checkpoint_every]
-        linear = list(range(self.checkpoint_every, last + 1, self.checkpoint_every))
-        return tuple(sorted(set(early + linear)))
-
-    @property
-    def checkpoint_steps(self) -> tuple[int, ...]:
-        """The schedule up to ``steps`` (the longest run's schedule when no size is overridden)."""
-        return self.checkpoint_steps_for(ModelSize("", 0, 0, 0))
-
-    def digest(self) -> str:
-        """Short hash of the config (names the cache folder, so a changed config retrains)."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
-
-
-SMALL = ModelSize("neox-2l-64d", n_layers=2, d_model=64, n_heads=4)
-BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
-
-#: The default: 2 sizes x 3 seeds; the small model trains 3000 steps (38 checkpoints), the base
-#: model 2000 steps (28 checkpoints; it emerges earlier, see docs/embedded.md).
-FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100,
-                   size_steps=((BASE.name, 2000),))
-#: CI-sized: the small model at two seeds, 2400 steps.
-QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)
-
-
-def cache_root() -> Path:
-    """Where trained suites live: ``$EMERGENCE_LENS_CACHE`` or ``~/.cache/emergence-lens``."""
-    env = os.environ.get("EMERGENCE_LENS_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "emergence-lens"
 
 
 @functools.lru_cache(maxsize=2)
@@ -357,11 +250,6 @@ def loss_curve(run_dir: str | Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def run_name(size: ModelSize, seed: int) -> str:
-    """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix)."""
-    return f"{size.name}-seed{seed}"
-
-
 def _simd_flags() -> list[str]:
     """The CPU's SIMD feature flags (avx*, fma, amx*, sse4*) from /proc/cpuinfo; [] elsewhere."""
     try:
@@ -423,15 +311,6 @@ def environment_key(cfg: SuiteConfig) -> str:
     key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
            "transformers": env["packages"]["transformers"], "cpu": env["cpu_capability"]}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
-
-
-def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
-    """Cache folder of a suite config: ``embedded/<config hash>-<environment hash>`` (the second
-    hash covers the training text, the torch and transformers versions and the CPU kernel level:
-    the weights depend on them, see :func:`environment_key`)."""
-    root = root or cache_root()
-    return root / "embedded" / f"{cfg.digest()}-{environment_key(cfg)}"
-
 
 def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None) -> Path:
     """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic)."""

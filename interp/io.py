@@ -6,13 +6,16 @@ which is atomic on POSIX and Windows when source and destination share a filesys
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported by the caller that hands in a DataFrame
+    import pandas as pd
 
 
 @contextmanager
@@ -64,3 +67,57 @@ def atomic_to_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     with atomic_path(path, suffix=".parquet") as tmp:
         df.to_parquet(tmp, index=False)
     return Path(path)
+
+
+def config_json(config: Any, **kwargs: Any) -> str:
+    """Canonical JSON of a config (sorted keys; dataclasses, tuples, numpy and torch scalars
+    converted); ``kwargs`` go to :func:`json.dumps` (e.g. ``indent``, ``separators``).
+
+    Raises:
+        TypeError: a value that has no JSON form.
+    """
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    return json.dumps(config, sort_keys=True, default=to_jsonable, **kwargs)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """The JSON form of a value :func:`json.dumps` does not know (its ``default=`` hook):
+    tuples and sets -> lists, dataclasses -> dicts, numpy/torch scalars -> Python scalars.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, (tuple, set, frozenset)):
+        return list(obj)
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    raise TypeError(f"config value {obj!r} of type {type(obj).__name__} is not JSON-serialisable")
+
+
+def write_figure_html(fig: Any, path: str | os.PathLike) -> Path:
+    """Write a plotly figure as a self-contained HTML page (plotly.js inlined, so it opens
+    offline), atomically; returns the path."""
+    return atomic_write_text(path, fig.to_html(include_plotlyjs=True, full_html=True))
+
+
+def check_out_dir(path: str | os.PathLike | None, option: str = "--out") -> Path | None:
+    """Refuse an output folder that cannot be one, before any work: returns ``path`` as a Path.
+
+    Nothing is created here; the atomic writers create the folder with the first file, so a
+    command that fails before writing leaves no folder behind.
+
+    Raises:
+        ValueError: ``path`` is an existing file, or lies under one.
+    """
+    if path is None:
+        return None
+    path = Path(path).expanduser()
+    for where in (path, *path.parents):
+        if where.exists():
+            if not where.is_dir():
+                raise ValueError(f"{option} {str(path)!r}: {str(where)!r} is an existing file, not a folder")
+            break
+    return path

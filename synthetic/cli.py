@@ -1,4 +1,5 @@
-"""Command line for the synthetic tasks (mounted by the lead as ``emergence synth``).
+"""Command line for the synthetic tasks: ``emergence synth train`` and ``emergence sweep``
+(mounted by :mod:`emergence_lens.cli`).
 
 Example::
 
@@ -10,13 +11,15 @@ writes ``DIR/metrics.parquet`` and ``DIR/summary.json`` (see :func:`synthetic.tr
 
 from __future__ import annotations
 
+import enum
+import importlib.util
 import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from synthetic.training import TrainConfig, train as train_run
+from synthetic.training import TrainConfig
 
 app = typer.Typer(help="Synthetic tasks with a known attention pattern.", no_args_is_help=True)
 
@@ -72,11 +75,19 @@ def train(
         bias_schedule=bias_schedule, bias_anneal_steps=bias_anneal_steps,
         checkpoint_every=checkpoint_every, device=device,
     )
-    try:
-        result = train_run(config, out_dir=out, progress=progress, wandb=wandb)
-    except ValueError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(code=2) from None
+    # Every check before any work: the output folder, the config, the task and model shapes,
+    # the device, the optional wandb package.
+    from interp.devices import choose_device
+    from interp.io import check_out_dir
+    from synthetic.training import train as train_run
+
+    check_out_dir(out)
+    config.validate()
+    config.model_config(config.make_task())
+    choose_device(None if device == "auto" else device)
+    if wandb and importlib.util.find_spec("wandb") is None:
+        raise ValueError("--wandb needs the package 'wandb', which is not installed: pip install 'emergence-lens[wandb]'")
+    result = train_run(config, out_dir=out, progress=progress, wandb=wandb)
     keys = ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged", "wall_time_s")
     typer.echo(json.dumps({k: result.summary[k] for k in keys}))
     typer.echo(f"wrote {out / 'metrics.parquet'} and {out / 'summary.json'}")
@@ -87,5 +98,45 @@ def _main() -> None:
     """Synthetic tasks with a known attention pattern."""
 
 
-if __name__ == "__main__":
-    app()
+class Executor(str, enum.Enum):
+    joblib = "joblib"
+    ray = "ray"
+
+
+sweep_app = typer.Typer(add_completion=False, help="Run a sweep spec (grid × seeds) into a results store.")
+
+
+@sweep_app.command("sweep")
+def sweep_command(
+    spec: Path = typer.Argument(..., exists=True, dir_okay=False, help="Sweep spec (.yaml, .toml or .json)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Sweep folder; rows land in OUT/results.parquet."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Parallel runs (processes or Ray CPUs)."),
+    executor: Executor = typer.Option(Executor.joblib, "--executor", help="joblib (this machine) or ray."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Existing Ray cluster; default local."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-run runs recorded as failed."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and what is missing; run nothing."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
+) -> None:
+    """Run every missing run of SPEC (re-running resumes an interrupted sweep). Runs train a
+    synthetic-task model (synthetic.sweeps:train_runner) unless SPEC names a runner. Exits with
+    status 1, listing them, when any run of SPEC failed."""
+    from interp.io import config_json
+    from sweeps import ResultsStore, failure_lines, plan_runs, run_sweep
+    from synthetic.sweeps import DEFAULT_RUNNER
+
+    if dry_run:
+        tasks = plan_runs(spec, default_runner=DEFAULT_RUNNER)
+        done = ResultsStore(out).done_ids()
+        for t in tasks:
+            typer.echo(f"{t.run_id} {'done' if t.run_id in done else 'todo'} {config_json(t.config)}")
+        typer.echo(f"{len(tasks)} runs, {sum(t.run_id not in done for t in tasks)} to run")
+        return
+    outcome = run_sweep(spec, out, jobs=jobs, executor=executor.value, ray_address=ray_address,
+                        retry_failed=retry_failed, progress=progress, default_runner=DEFAULT_RUNNER)
+    typer.echo(f"{outcome.n_planned} runs: {outcome.n_ran} ran, {outcome.n_skipped} already done, "
+               f"{outcome.n_failed} failed; rows in {outcome.out_dir / 'results.parquet'}")
+    failures = failure_lines(outcome.results)
+    if failures:
+        for line in failures:
+            typer.echo(f"failed: {line} (log: {outcome.out_dir / 'logs'})", err=True)
+        raise typer.Exit(1)

@@ -1,7 +1,7 @@
-"""Summaries and plotly figures of a sweep's results store (see :mod:`synthetic.store`).
+"""Summaries and plotly figures of a synthetic-task sweep's results store (see :mod:`sweeps.store`).
 
-Every function takes the DataFrames that :func:`synthetic.store.load_results` (one row per run)
-and :func:`synthetic.store.load_metrics` (one row per run × evaluation step) return, so they work
+Every function takes the DataFrames that :func:`sweeps.store.load_results` (one row per run)
+and :func:`sweeps.store.load_metrics` (one row per run × evaluation step) return, so they work
 on any sweep folder. Seeds are never averaged away silently: figures draw one dot per seed
 beside the mean, and loss curves a band over seeds. Figures follow Baherwani et al. 2026
 (final loss vs s/S with seed dots; loss curves; plateau length vs S, cellular-automata part).
@@ -9,7 +9,6 @@ beside the mean, and loss curves a band over seeds. Figures follow Baherwani et 
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
 import numpy as np
@@ -17,7 +16,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from interp.io import atomic_write_text
+from interp.io import write_figure_html as write_figure  # noqa: F401  (one figure -> HTML writer)
 
 COLORS = px.colors.qualitative.Plotly
 
@@ -188,11 +187,6 @@ def plot_loss_curves(metrics: pd.DataFrame, results: pd.DataFrame, color: str | 
     fig.update_layout(title=f"{y} vs {x} (mean over seeds, band = {band})", xaxis_title=f"{x} (steps)",
                       yaxis_title=f"{y} (nats)", template="plotly_white")
     return fig
-
-
-def write_figure(fig: go.Figure, path: str | os.PathLike) -> None:
-    """Save ``fig`` as a self-contained HTML file (plotly.js inlined; works offline), atomically."""
-    atomic_write_text(path, fig.to_html(include_plotlyjs=True, full_html=True))
 
 
 def _rgba(hex_color: str, alpha: float) -> str:

@@ -30,7 +30,8 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from interp.io import atomic_to_parquet, atomic_write_text
+from interp.devices import choose_device
+from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
 from synthetic.metrics import (
@@ -77,7 +78,8 @@ class TrainConfig:
 
     Output: ``row_entropy`` (also record ``entropy_L{l}H{h}_out{i}``, each head's entropy over
     the queries predicting output i), ``checkpoint_every`` (steps; 0 → no checkpoints; needs ``out_dir``), ``device``
-    (``"auto"`` → cuda when available, else cpu).
+    (``"auto"`` → cuda when available, else cpu), ``rwkv_version`` (RWKV only: 4 or 7; None →
+    chosen by the run's device).
     """
 
     task: str = "linear-map"
@@ -118,6 +120,7 @@ class TrainConfig:
     checkpoint_every: int = 0
     row_entropy: bool = False
     device: str = "auto"
+    rwkv_version: int | None = None
 
     def validate(self) -> None:
         """Raise a one-line ValueError naming the first bad field (task/model fields are
@@ -165,7 +168,19 @@ class TrainConfig:
             d_vocab=task.d_vocab, n_ctx=n_ctx, arch=self.arch, n_layers=self.n_layers,
             n_heads=self.n_heads, d_head=self.d_head, d_model=self.d_model, d_mlp=self.d_mlp,
             positional_embedding=self.positional_embedding, seed=self.seed,
+            rwkv_version=self.resolved_rwkv_version(),
         )
+
+    def resolved_rwkv_version(self) -> int | None:
+        """``rwkv_version`` for an RWKV run (None → chosen by the run's device, see
+        :func:`synthetic.models.rwkv.rwkv_version`); None for every other architecture."""
+        if self.arch != "rwkv":
+            return None
+        if self.rwkv_version is not None:
+            return self.rwkv_version
+        from synthetic.models.rwkv import rwkv_version
+
+        return rwkv_version(resolve_device(self.device))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
@@ -187,10 +202,12 @@ class TrainResult:
 
 
 def resolve_device(device: str) -> torch.device:
-    """``"auto"`` → cuda when available, else cpu; anything else as given."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """``"auto"`` → cuda when available, else cpu; anything else as given (:func:`interp.devices.choose_device`).
+
+    Raises:
+        ValueError: a CUDA device where none is usable.
+    """
+    return torch.device(choose_device(device))
 
 
 def to_device(model: nn.Module, device: torch.device) -> nn.Module:

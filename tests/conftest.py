@@ -23,13 +23,11 @@ def save_tiny_neox(directory: str | Path, seed: int = 0, d_model: int = 32, n_la
                    n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64, safetensors: bool = True) -> Path:
     """Save a random GPT-NeoX (Pythia architecture: rotary on 25 % of head dims, parallel
     residual, untied embeddings) with ``save_pretrained``; returns ``directory``."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
 
-    config = GPTNeoXConfig(
-        vocab_size=d_vocab, hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
-        intermediate_size=4 * d_model, rotary_pct=0.25, max_position_embeddings=n_ctx,
-        use_parallel_residual=True, tie_word_embeddings=False,
-    )
+    from interp.catalogue import neox_config
+
+    config = neox_config(d_model, n_layers, n_heads, d_vocab, n_ctx)
     torch.manual_seed(seed)
     model = GPTNeoXForCausalLM(config).eval()
     directory = Path(directory)
@@ -79,6 +77,15 @@ def add_hub_revision(cache_dir: Path, repo_id: str, revision: str, files: dict[s
     return commit
 
 
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test (the value training runs use; restored afterwards)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def byte_tokenizer_dir(tmp_path_factory) -> Path:
     """A saved byte-level tokenizer (256 tokens, id = byte value)."""
@@ -104,6 +111,16 @@ def tiny_hub_cache(tmp_path_factory, byte_tokenizer_dir) -> dict:
     return {"cache_dir": cache_dir, "repo_id": TINY_REPO, "commits": commits, "models": models}
 
 
+@pytest.fixture(scope="session")
+def tiny_local_suite(tmp_path_factory):
+    """A local suite of three random tiny GPT-NeoX checkpoints (steps 0, 100, 200) and a tokenizer."""
+    root = tmp_path_factory.mktemp("suite")
+    for seed, step in enumerate([0, 100, 200]):
+        save_tiny_neox(root / f"step{step}", seed=seed)
+    save_byte_tokenizer(root / "tokenizer")
+    return root
+
+
 @pytest.fixture
 def hub_offline(monkeypatch):
     """``HF_HUB_OFFLINE=1`` for this test: the env var and huggingface_hub's import-time constant."""
@@ -113,20 +130,11 @@ def hub_offline(monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
 
 
-ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
-
-
 def load_analysis(name: str):
-    """Import ``analyses/<name>.py`` as a module (the scripts import ``_common`` from their folder)."""
-    import importlib.util
-    import sys
+    """The reproduction module ``analyses.<name>`` (a package: ``python -m analyses.<name>``)."""
+    import importlib
 
-    if str(ANALYSES) not in sys.path:
-        sys.path.insert(0, str(ANALYSES))
-    spec = importlib.util.spec_from_file_location(f"analyses_{name}", ANALYSES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"analyses.{name}")
 
 
 # ----------------------------------------------------------------------------- other families

@@ -1,61 +1,86 @@
-"""Smoke test of the reproductions in analyses/: one script function at a tiny size (real training)."""
+"""Reproductions in analyses/: one function at a tiny size (real training), the command line,
+and the sweep-engine route that every reproduction shares."""
 
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.conftest import load_analysis as _load
+from analyses import common, linear_map_floors, prepretraining, staircase
+from analyses.common import Execution
 
 
 def test_linear_map_floor_reproduces_at_S8(tmp_path):
-    floors = _load("linear_map_floors")
     cfg = {"S": [8], "s": 1, "seeds": [0], "steps": {8: 400}, "tokens_per_step": {8: 512},
            "eval_every": 100, "eval_tokens": 4096}
-    runs, per_s, fig = floors.run(cfg, jobs=1)
+    runs, per_s, fig = linear_map_floors.run(cfg, Execution(jobs=1))
     row = per_s.iloc[0]
-    # analytic floor (S−1)/(2S−1)·ln 2 and the paper's 0.3235 [PAPER.md, figure]
+    # analytic floor (S−1)/(2S−1)·ln 2 and the paper's 0.3235 [Baherwani et al. 2026, figure]
     assert row.analytic_floor == pytest.approx(7 / 15 * math.log(2), abs=1e-9)
+    assert common.linear_map_floor(8) == pytest.approx(7 / 15 * math.log(2), abs=1e-12)
     assert row.paper_floor == 0.3235
-    # a real 400-step run (the script's CPU setting) on s = 1 reaches the floor within the issue's 2 %
+    # a real 400-step run (the script's CPU setting) on s = 1 reaches the floor within 2 %
     assert 0.3235 * 0.98 <= row.ours_mean <= 0.3235 * 1.02
     assert bool(row.within_2pct)
     assert len(runs) == 1 and runs.steps.iloc[0] == 400
 
     table = runs.merge(per_s[["S", "paper_floor", "ours_mean"]], on="S")
-    csv, html = floors.write_outputs(table, fig, tmp_path, "floors")
+    csv, html = common.write_outputs(table, fig, tmp_path, "floors")
     back = pd.read_csv(csv)
     assert back.final_loss.iloc[0] == pytest.approx(row.ours_mean, rel=1e-9)
     assert "plotly" in html.read_text()[:200_000].lower()
 
 
-def test_common_parse_args_rejects_bad_jobs():
-    common = _load("_common")
+def test_parse_args_returns_the_execution_and_sets_no_globals(tmp_path):
     with pytest.raises(SystemExit):
         common.parse_args("x", "d", ["--jobs", "0"])
-    args = common.parse_args("x", "d", ["--paper-scale"])
-    assert args.paper_scale and args.jobs == 2 and args.out == Path("results/analyses/x")
+    plain = tmp_path / "file"
+    plain.write_text("")
+    with pytest.raises(SystemExit):
+        common.parse_args("x", "d", ["--out", str(plain)])
+    args, execution = common.parse_args("x", "d", ["--paper-scale", "--sweep-dir", str(tmp_path / "s")])
+    assert args.paper_scale and args.out.as_posix() == "results/analyses/x"
+    assert execution == Execution(jobs=2, sweep_dir=tmp_path / "s", executor="joblib", name="x")
+    _, again = common.parse_args("x", "d", [])
+    assert again.sweep_dir is None  # nothing carried over from the previous call
 
 
 def test_reproduction_runs_through_the_sweep_engine_and_resumes(tmp_path):
-    """--sweep-dir routes a reproduction's runs through synthetic.sweeps: same numbers as the
-    direct runner, rows in the results store, and a second call runs nothing new."""
-    floors = _load("linear_map_floors")
-    common = sys.modules["_common"]
+    """--sweep-dir routes a reproduction's runs through the sweep engine: same numbers as the
+    direct runs, rows in the results store, and a second call runs nothing new."""
     cfg = {"S": [8], "s": 1, "seeds": [0], "steps": {8: 100}, "tokens_per_step": {8: 256},
            "eval_every": 50, "eval_tokens": 1024}
-    direct, _, _ = floors.run(cfg, jobs=1)
-    common.parse_args("linear_map_floors", "d", ["--sweep-dir", str(tmp_path / "sweep"), "--jobs", "1"])
-    try:
-        swept, _, _ = floors.run(cfg, jobs=1)
-        again, _, _ = floors.run(cfg, jobs=1)  # everything is in the store: resumed, nothing re-run
-    finally:
-        common.parse_args("x", "d", [])  # back to direct runs for other tests
+    direct, _, _ = linear_map_floors.run(cfg, Execution(jobs=1))
+    through = Execution(jobs=1, sweep_dir=tmp_path / "sweep", name="floors")
+    swept, _, _ = linear_map_floors.run(cfg, through)
+    stamp = (tmp_path / "sweep" / "results.parquet").stat().st_mtime_ns
+    again, _, _ = linear_map_floors.run(cfg, through)  # everything is in the store: nothing re-run
     assert swept.final_loss.tolist() == direct.final_loss.tolist() == again.final_loss.tolist()
     store = pd.read_parquet(tmp_path / "sweep" / "results.parquet")
     assert len(store) == 1 and store.status.tolist() == ["ok"]
     assert store.final_loss.iloc[0] == direct.final_loss.iloc[0]
+    assert len(list((tmp_path / "sweep" / "runs").iterdir())) == 1 and stamp > 0
+
+
+def test_staircase_and_prepretraining_use_the_sweep_dir(tmp_path):
+    """The two reproductions with their own runners (alignment after training; pre-pretraining
+    arms) store every run in the sweep folder and read the same numbers back."""
+    cfg = {"S": 4, "s": 1, "seeds": [0], "steps": 20, "tokens_per_step": 256, "lr": 1e-3,
+           "eval_every": 10, "eval_tokens": 256, "n_heads": 2, "d_head": 4}
+    direct, raw, _ = staircase.run(cfg, Execution(jobs=1))
+    swept, raw_swept, _ = staircase.run(cfg, Execution(jobs=1, sweep_dir=tmp_path / "stair"))
+    pd.testing.assert_frame_equal(direct, swept)
+    assert raw_swept[0][2].shape == (2, 4)  # row alignment [n_heads, S] came back from the store
+    assert len(pd.read_parquet(tmp_path / "stair" / "results.parquet")) == 1
+
+    task = {"task": "linear-map", "S": 4, "s": 1, "n_layers": 1, "n_heads": 2, "d_head": 4, "n_ctx": 16,
+            "lr": 1e-3, "tokens_per_step": 256, "steps": 20, "eval_every": 10, "eval_tokens": 256}
+    pre_cfg = {"task": task, "pretrain_steps": 5, "seeds": [0], "arms": ["scratch", "dyck"]}
+    runs, _, _ = prepretraining.run(pre_cfg, Execution(jobs=1, sweep_dir=tmp_path / "pre"))
+    store = pd.read_parquet(tmp_path / "pre" / "results.parquet")
+    assert sorted(store.arm) == ["dyck", "scratch"]
+    assert sorted(store.pretrain_steps) == [0, 5]  # scratch stores 0 whatever the setting says
+    direct_runs, _, _ = prepretraining.run(pre_cfg, Execution(jobs=1))
+    assert runs.final_loss.tolist() == direct_runs.final_loss.tolist()

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.conftest import load_analysis as _load
+from analyses import arch_linear_map as alm
+from analyses.common import Execution, write_outputs
 
 
 def test_arch_linear_map_tiny(tmp_path):
-    alm = _load("arch_linear_map")
     # The paper's 0.40 at S = 16 is 18.07 % of the way from the floor 15/31·ln 2 to ln 2.
     assert alm.scaled_threshold(16) == pytest.approx(0.40, abs=1e-12)
     floor4 = 3 / 7 * math.log(2)
@@ -22,7 +20,7 @@ def test_arch_linear_map_tiny(tmp_path):
 
     cfg = {"S": 4, "s": [1], "seeds": [0], "n_layers": 1, "n_heads": 4, "d_head": 8, "mixer_d_mlp": 32,
            "steps": 200, "tokens_per_step": 512, "lr": 1e-3, "eval_every": 50, "eval_tokens": 1024}
-    runs, agg, fig = alm.run(cfg, jobs=1)
+    runs, agg, fig = alm.run(cfg, Execution(jobs=1))
     assert list(runs.arch) == ["transformer", "mlp-mixer"]
     t, m = runs.iloc[0], runs.iloc[1]
     # parameter budgets matched within 10 %
@@ -35,5 +33,5 @@ def test_arch_linear_map_tiny(tmp_path):
     assert agg["paper_steps_to_0.40"].isna().all()
     lines = alm.headline(agg)
     assert lines[0].startswith("s=1: steps to 0.")
-    csv, html = alm.write_outputs(runs, fig, tmp_path, "alm")
+    csv, html = write_outputs(runs, fig, tmp_path, "alm")
     assert len(pd.read_csv(csv)) == 2 and "plotly" in html.read_text()[:200_000]

@@ -1,24 +1,13 @@
-"""Command-line interface: bad input gets a one-line error and leaves nothing half-written."""
+"""Command-line interface: commands that run (bad input: tests/test_cli_bad_input.py)."""
 
-import shutil
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from interp.cli import app
-from tests.conftest import save_byte_tokenizer, save_tiny_neox
+from emergence_lens.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def tiny_suite(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    for seed, step in enumerate([0, 100, 200]):
-        save_tiny_neox(root / f"step{step}", seed=seed)
-    save_byte_tokenizer(root / "tokenizer")
-    return root
 
 
 def error_line(result) -> str:
@@ -29,37 +18,9 @@ def error_line(result) -> str:
     return lines[0]
 
 
-def test_unknown_model_id(tmp_path):
+def test_rank_heads_writes_tables(tiny_local_suite, tmp_path):
     out = tmp_path / "out"
-    line = error_line(runner.invoke(app, ["bisect", "EleutherAI/pythia-71m", "--out", str(out)]))
-    assert "'EleutherAI/pythia-71m'" in line and "pythia-{14m,31m,70m,160m,410m}" in line
-    assert not out.exists()
-
-
-def test_step_not_in_the_suite_names_nearest_steps(tiny_suite, tmp_path):
-    out = tmp_path / "out"
-    line = error_line(runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "150", "--post", "200",
-                                          "--out", str(out)]))
-    assert "step 150" in line and "100, 200" in line
-    assert not out.exists()
-
-
-def test_pre_equals_post(tiny_suite, tmp_path):
-    out = tmp_path / "out"
-    line = error_line(runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "100", "--post", "100",
-                                          "--out", str(out)]))
-    assert "100" in line and "two different checkpoints" in line
-    assert not out.exists()
-
-
-def test_unknown_task(tiny_suite):
-    line = error_line(runner.invoke(app, ["bisect", str(tiny_suite), "--task", "ioi"]))
-    assert "'ioi'" in line and "repetition" in line
-
-
-def test_rank_heads_writes_tables(tiny_suite, tmp_path):
-    out = tmp_path / "out"
-    result = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out)])
+    result = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out)])
     assert result.exit_code == 0, result.output
     heads = pd.read_csv(out / "heads.csv")
     assert len(heads) == 2 * 4 and sorted(heads["rank"]) == list(range(1, 9))
@@ -68,27 +29,19 @@ def test_rank_heads_writes_tables(tiny_suite, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv", "topk.csv"]  # no temporary files left
 
 
-def test_bisect_on_a_local_suite(tiny_suite, tmp_path):
-    result = runner.invoke(app, ["bisect", str(tiny_suite), "--out", str(tmp_path)])
+def test_bisect_on_a_local_suite(tiny_local_suite, tmp_path):
+    result = runner.invoke(app, ["bisect", str(tiny_local_suite), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     points = pd.read_csv(tmp_path / "points.csv")
     # random tiny models never reach 50 % on digit repetition: reported as never emerging
     assert points["emerged"].tolist() == [False] and points["n_evaluations"].tolist() == [2]
 
 
-def test_missing_local_folder_says_so(tmp_path):
-    line = error_line(runner.invoke(app, ["bisect", str(tmp_path / "nope")]))
-    assert "does not exist" in line
-
-
-def test_bad_steps_option_names_the_item(tiny_suite):
-    line = error_line(runner.invoke(app, ["curve", str(tiny_suite), "--steps", "0,1k"]))
-    assert "--steps: '1k' is not an integer" in line
-
-
 def test_unknown_embedded_run_lists_valid_names():
     line = error_line(runner.invoke(app, ["bisect", "embedded/neox-9l-seed0"]))
     assert "neox-2l-64d-seed0" in line
+    line = error_line(runner.invoke(app, ["bisect", "embedded-quick/neox-2l-128d-seed0"]))
+    assert "neox-2l-64d-seed1, neox-2l-64d-seed2" in line  # the quick suite's runs only
 
 
 def test_list_models_prints_usable_sources():
@@ -96,3 +49,47 @@ def test_list_models_prints_usable_sources():
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert "EleutherAI/pythia-410m-seed9" in lines and "embedded/neox-2l-128d-seed2" in lines
+    assert "embedded-quick/neox-2l-64d-seed1" in lines  # a name for every run of the quick suite
+
+
+def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
+    """``embedded/<run>`` takes the run from a suite in the cache that holds it (the quick one
+    first), else from the smallest suite that holds it: a run of both suites never trains the
+    full suite when the quick one has it. Resolution itself trains nothing."""
+    from interp.catalogue import FULL, QUICK, resolve_embedded, suite_dir
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
+    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
+    assert resolve_embedded("embedded/neox-2l-64d-seed0") == [(FULL, "neox-2l-64d-seed0")]  # only FULL has seed 0
+    assert resolve_embedded("embedded-quick/neox-2l-64d-seed2") == [(QUICK, "neox-2l-64d-seed2")]
+    assert [run for _, run in resolve_embedded("embedded-quick")] == ["neox-2l-64d-seed1", "neox-2l-64d-seed2"]
+    # a full suite already in the cache serves the shared run when the quick one is not there
+    done = suite_dir(FULL) / "neox-2l-64d-seed1"
+    done.mkdir(parents=True)
+    (done / "suite.json").write_text("{}")
+    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(FULL, "neox-2l-64d-seed1")]
+    assert not suite_dir(QUICK).exists()
+
+
+def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path, monkeypatch):
+    """``open_source`` (Python) and the command line resolve ``embedded[-quick]/<run>`` the same
+    way; a whole suite is refused by ``open_source`` before anything is trained."""
+    import shutil as _shutil
+
+    from interp.catalogue import QUICK, suite_dir
+    from interp.checkpoints import open_source
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
+    run = suite_dir(QUICK) / "neox-2l-64d-seed1"  # a stand-in run folder: the tiny suite, marked complete
+    _shutil.copytree(tiny_local_suite, run)
+    (run / "suite.json").write_text('{"model_id": "embedded/neox-2l-64d-seed1"}')
+    (suite_dir(QUICK) / "neox-2l-64d-seed2").mkdir()
+    (suite_dir(QUICK) / "neox-2l-64d-seed2" / "suite.json").write_text("{}")
+    for name in ("embedded/neox-2l-64d-seed1", "embedded-quick/neox-2l-64d-seed1"):
+        source = open_source(name)
+        assert source.available_steps() == [0, 100, 200] and source.model_id == "embedded/neox-2l-64d-seed1"
+    with pytest.raises(ValueError, match="open_source takes one run, and 'embedded-quick' names 2"):
+        open_source("embedded-quick")
+    result = runner.invoke(app, ["curve", "embedded-quick/neox-2l-64d-seed1", "--steps", "0,200"])
+    assert result.exit_code == 0, result.output
+    assert "neox-2l-64d" in result.output and len(result.output.strip().splitlines()) == 3

@@ -61,10 +61,17 @@ def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
         point = find_emergence(source, batch)
         assert (point.pre_step, point.post_step, point.emerged) == (pre, post, emerged)
         assert point.n_evaluations <= max_bisection_evaluations(len(source.searchable_steps()))
-        if emerged:
-            posts.append(post)
-            assert curve["accuracy"].iloc[-1] >= 0.5
-    assert posts, "no seed of the quick suite emerged"
+        assert emerged, f"{run.name} did not emerge"
+        posts.append(post)
+        assert curve["accuracy"].iloc[-1] >= 0.5
+        # abrupt: from chance level (accuracy < 0.2) to the post step within a fifth of training,
+        # and one checkpoint interval carries a jump of at least 0.15
+        steps, accuracy = curve["step"].to_numpy(), curve["accuracy"].to_numpy()
+        last_at_chance = steps[(steps < post) & (accuracy < 0.2)].max()
+        assert post - last_at_chance <= 0.2 * steps[-1], (run.name, last_at_chance, post)
+        assert (accuracy[1:] - accuracy[:-1]).max() >= 0.15
+    # seed-dependent: every seed of the suite emerges at its own step
+    assert len(posts) == len(runs) >= 2 and len(set(posts)) == len(posts), posts
 
 
 def test_main_job_tables_and_report(quick_report):
@@ -99,9 +106,11 @@ def test_main_job_tables_and_report(quick_report):
 
 def test_topk_is_consistent_with_single_head_patching(quick_report):
     report, _ = quick_report
+    checked = 0
     for run in report.runs:
         if run.topk is None:
             continue
+        checked += 1
         top1 = run.heads.iloc[0]
         p1 = run.topk.loc[run.topk["k"] == 1, "p_patched"].item()
         # patching the top head alone is exactly the single-head patch that ranked it first
@@ -109,13 +118,14 @@ def test_topk_is_consistent_with_single_head_patching(quick_report):
         expected = (run.topk["p_patched"] - run.p_pre) / (run.p_post - run.p_pre)
         assert run.topk["recovered"].to_numpy() == pytest.approx(expected.to_numpy(), abs=1e-9)
         assert run.p_post > run.p_pre
+    assert checked == len(report.runs), "a run without a top-K table checks nothing"
 
 
 def test_cli_demo_quick_writes_every_file(quick_suite, tmp_path):
     _, root = quick_suite
     out = tmp_path / "demo"
     env = {**os.environ, "EMERGENCE_LENS_CACHE": str(root)}
-    done = subprocess.run([sys.executable, "-m", "interp.cli", "demo", "--quick", "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "emergence_lens", "demo", "--quick", "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     for name in ["emergence", "points", "heads", "topk"]:

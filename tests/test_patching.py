@@ -45,12 +45,12 @@ def _byte_tokenizer(path):
 def neox_bridge(path, q_scale: float = 1.0):
     """Random GPT-NeoX bridge; ``q_scale`` multiplies every head's query weights before boot."""
     from transformer_lens.model_bridge import TransformerBridge
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    from transformers import GPTNeoXForCausalLM
+
+    from interp.catalogue import neox_config
 
     torch.manual_seed(0)
-    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=D_MODEL, num_hidden_layers=N_LAYERS,
-                        num_attention_heads=N_HEADS, intermediate_size=4 * D_MODEL, rotary_pct=0.25,
-                        use_parallel_residual=True, max_position_embeddings=64, initializer_range=0.4)
+    cfg = neox_config(D_MODEL, N_LAYERS, N_HEADS, VOCAB, 64, initializer_range=0.4)
     model = GPTNeoXForCausalLM(cfg).eval()
     with torch.no_grad():
         for module in model.modules():  # trained-looking norms: distinct gains and biases per norm

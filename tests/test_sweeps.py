@@ -1,5 +1,5 @@
-"""Sweep layer: spec parsing, results store, executors (in-process, joblib, Ray), SIGKILL + resume,
-summaries and plots. Real sweeps go through synthetic.training.train (tiny: S=8, steps<=50)."""
+"""Sweep layer (package ``sweeps``): spec parsing, results store, executors (in-process, joblib,
+Ray), SIGKILL + resume, summaries and plots. Real sweeps go through synthetic.training.train (tiny: S=8, steps<=50)."""
 
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-import typer
 from typer.testing import CliRunner
 
-from synthetic.store import ResultsStore, load_metrics, load_results
+from emergence_lens.cli import app as emergence_app
+from sweeps import (ResultsStore, SweepSpec, load_metrics, load_results, plan_runs, resolve_dataclass_config,
+                    run_id_of, run_sweep)
 from synthetic.sweep_plots import (plot_final_loss_vs, plot_loss_curves, plot_plateau_vs_S,
                                    plot_success_vs, success_table)
-from synthetic.sweeps import (SweepSpec, plan_runs, resolve_dataclass_config, run_id_of, run_sweep,
-                              sweep_command)
 from synthetic.training import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
+TRAIN = "synthetic.sweeps:train_runner"  # the runner `emergence sweep` uses when a spec names none
 
-# The issue's example spec, shortened to test size (steps <= 50, S <= 8).
+# The documented example spec, shortened to test size (steps <= 50, S <= 8).
 EXAMPLE_YAML = """\
 task: linear-map
 steps: 40
@@ -40,6 +40,7 @@ grid:
   S: [8]
   s: [1, 2]
 seeds: [0, 1]
+runner: synthetic.sweeps:train_runner
 """
 EXAMPLE_TOML = """\
 task = "linear-map"
@@ -48,6 +49,7 @@ eval_every = 10
 tokens_per_step = 512
 eval_tokens = 1024
 seeds = [0, 1]
+runner = "synthetic.sweeps:train_runner"
 [grid]
 S = [8]
 s = [1, 2]
@@ -92,17 +94,17 @@ def test_example_spec_expands_to_grid_times_seeds(spec_file, tmp_path):
     as_dict = {"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512,
                "eval_tokens": 1024, "grid": {"S": [8], "s": [1, 2]},
                "seeds": [0, 1]}
-    assert [t.run_id for t in plan_runs(as_dict)] == ids
+    assert [t.run_id for t in plan_runs(as_dict, TRAIN)] == ids
     spec = SweepSpec(fixed={"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512,
                             "eval_tokens": 1024},
                      grid={"S": [8], "s": [1, 2]}, seeds=[0, 1])
-    assert [t.run_id for t in plan_runs(spec)] == ids
+    assert [t.run_id for t in plan_runs(spec, TRAIN)] == ids
 
 
 def test_points_union_dedup_and_type_coercion():
     spec = {"steps": 30.0, "lr": "1e-3", "grid": {"s": [1, 2]}, "seeds": 2,
             "points": [{"s": 1}, {"S": 4, "s": 3}]}
-    tasks = plan_runs(spec)
+    tasks = plan_runs(spec, TRAIN)
     # grid {s=1, s=2} ∪ points {s=1 (duplicate), (S=4, s=3)} = 3 points × 2 seeds.
     assert [(t.config["S"], t.config["s"], t.config["seed"]) for t in tasks] == [
         (16, 1, 0), (16, 1, 1), (16, 2, 0), (16, 2, 1), (4, 3, 0), (4, 3, 1)]
@@ -112,18 +114,20 @@ def test_points_union_dedup_and_type_coercion():
 
 def test_spec_errors_are_one_line():
     with pytest.raises(ValueError, match=r"unknown config field\(s\) stepz .*valid fields: .*steps") as err:
-        plan_runs({"stepz": 10})
+        plan_runs({"stepz": 10}, TRAIN)
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="seed"):
-        plan_runs({"seed": 3, "seeds": [0, 1]})
+        plan_runs({"seed": 3, "seeds": [0, 1]}, TRAIN)
     with pytest.raises(ValueError, match=r"grid.s must be a non-empty list"):
-        plan_runs({"grid": {"s": 3}})
+        plan_runs({"grid": {"s": 3}}, TRAIN)
     with pytest.raises(ValueError, match=r"steps='many' must be an integer"):
-        plan_runs({"steps": "many"})
+        plan_runs({"steps": "many"}, TRAIN)
     with pytest.raises(ValueError, match=r"runner 'nowhere.mod:f' cannot be imported"):
         plan_runs({"runner": "nowhere.mod:f"})
+    with pytest.raises(ValueError, match=r"names no runner"):
+        plan_runs({"steps": 1})
     with pytest.raises(ValueError, match=r"executor='dask'; valid executors: joblib, ray"):
-        run_sweep({"steps": 1}, "/tmp/unused-sweep-dir", executor="dask")
+        run_sweep({"steps": 1}, "/tmp/unused-sweep-dir", executor="dask", runner=TRAIN)
 
 
 def test_resolve_dataclass_config_for_other_jobs():
@@ -211,7 +215,7 @@ def test_real_sweep_on_two_joblib_workers(reference, spec_file):
     for col in ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged", "n_params",
                 "wall_time_s", "versions", "git_commit", "config_json", "lr", "d_model"):
         assert col in rows.columns, col
-    # Linear-map floor for S=8: (S-1)/(2S-1) * ln 2 (PAPER.md, "Linear map task").
+    # Linear-map floor for S=8: (S-1)/(2S-1) * ln 2 (Baherwani et al. 2026, "Linear map task").
     assert np.allclose(rows["floor"], 7 / 15 * math.log(2), atol=1e-6)
     assert (rows["final_loss"] > rows["floor"] - 1e-6).all() and (rows["final_loss"] < 1.0).all()
     assert '"torch": "2.' in rows["versions"].iloc[0]
@@ -231,7 +235,7 @@ def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(reference, spec_fil
     out = tmp_path / "killed"
     log = open(tmp_path / "sweep.out", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synthetic.sweeps", str(spec_file), "--out", str(out), "--jobs", "1",
+        [sys.executable, "-m", "emergence_lens", "sweep", str(spec_file), "--out", str(out), "--jobs", "1",
          "--no-progress"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -268,23 +272,16 @@ def test_ray_matches_joblib_bit_for_bit(reference, spec_file, tmp_path):
 
 
 def test_cli_mounted_as_emergence_sweep(reference, spec_file):
-    root = typer.Typer()
-    root.command("sweep")(sweep_command)
-
-    @root.command("other")
-    def other() -> None:  # a second command, as in the real `emergence` app
-        pass
-
     runner = CliRunner()
-    result = runner.invoke(root, ["sweep", str(spec_file), "--out", str(reference.out_dir), "--dry-run"])
+    result = runner.invoke(emergence_app, ["sweep", str(spec_file), "--out", str(reference.out_dir), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert result.output.strip().splitlines()[-1] == "4 runs, 0 to run"
-    result = runner.invoke(root, ["sweep", str(spec_file), "--out", str(reference.out_dir), "--no-progress"])
+    result = runner.invoke(emergence_app, ["sweep", str(spec_file), "--out", str(reference.out_dir), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "4 runs: 0 ran, 4 already done, 0 failed" in result.output
     bad = spec_file.parent / "bad.yaml"
     bad.write_text("stepz: 3\n")
-    result = runner.invoke(root, ["sweep", str(bad), "--out", str(reference.out_dir)])
+    result = runner.invoke(emergence_app, ["sweep", str(bad), "--out", str(reference.out_dir)])
     assert result.exit_code == 2 and "unknown config field(s) stepz" in result.output
 
 
@@ -313,7 +310,7 @@ def test_summaries_and_plots_from_store(reference):
 
 def test_local_ray_start_retries_a_startup_timeout():
     """Ray gives its raylet a fixed 30 s to start; on a loaded machine the start is retried."""
-    from synthetic.sweeps import _start_local_ray
+    from sweeps.executors import _start_local_ray
 
     class FakeRay:
         def __init__(self, failures: int) -> None:

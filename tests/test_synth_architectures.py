@@ -20,12 +20,7 @@ NON_ATTENTION = ("mlp-mixer", "mamba2", "gated-deltanet", "rwkv")
 HF_ARCHS = ("mamba2", "gated-deltanet", "rwkv")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(arch: str, **overrides) -> ModelConfig:
@@ -126,14 +121,29 @@ def test_failed_bridge_falls_back_to_the_plain_hf_model(monkeypatch):
 def test_rwkv_records_the_version_that_ran(monkeypatch):
     from synthetic.models.rwkv import RWKV_VERSION_ENV, rwkv_version
 
-    model = build_model(tiny("rwkv"))
-    assert model.rwkv_version == rwkv_version()  # 4 on CPU-only machines, 7 with CUDA and fla
-    assert rwkv_version("cpu") == 4
+    import importlib.util
+
+    from sweeps import run_id_of
+    from synthetic.sweeps import DEFAULT_RUNNER, train_runner
+
+    monkeypatch.delenv(RWKV_VERSION_ENV, raising=False)
+    assert build_model(tiny("rwkv")).rwkv_version == 4  # ModelConfig.rwkv_version None -> RWKV-4
+    # chosen by the run's device, whatever the machine has: a CPU run is RWKV-4 even beside a GPU
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "fla" else real_find_spec(name, *a))
+    assert (rwkv_version("cpu"), rwkv_version("cuda"), rwkv_version("cuda:1")) == (4, 7, 7)
+    monkeypatch.setattr(importlib.util, "find_spec", real_find_spec)
+    # part of the resolved config, hence of the run id
+    cpu = train_runner.resolve({"arch": "rwkv", "device": "cpu"})
+    seven = train_runner.resolve({"arch": "rwkv", "device": "cpu", "rwkv_version": 7})
+    assert cpu["rwkv_version"] == 4 and seven["rwkv_version"] == 7
+    assert run_id_of(cpu, DEFAULT_RUNNER) != run_id_of(seven, DEFAULT_RUNNER)
+    assert train_runner.resolve({"arch": "transformer"})["rwkv_version"] is None
     monkeypatch.setenv(RWKV_VERSION_ENV, "4")
-    assert build_model(tiny("rwkv", n_layers=1)).rwkv_version == 4
+    assert rwkv_version("cuda") == 4
     monkeypatch.setenv(RWKV_VERSION_ENV, "5")
     with pytest.raises(ValueError, match="RWKV_VERSION"):
-        build_model(tiny("rwkv"))
+        rwkv_version("cpu")
 
 
 @pytest.mark.parametrize("arch", NON_ATTENTION)

@@ -28,12 +28,7 @@ from synthetic.pretraining import (
 from synthetic.training import TrainConfig
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_dyck_strings_are_balanced_shuffles_of_k_types():

@@ -34,6 +34,8 @@ class ModelConfig:
             (RoPE on queries and keys; needs an even ``d_head``). Architectures without
             attention may ignore it.
         seed: weight-initialisation seed.
+        rwkv_version: RWKV only: 4 (transformers, CPU or CUDA) or 7 (fla, CUDA); None → 4. The
+            trainer resolves it from the run's device (:func:`synthetic.models.rwkv.rwkv_version`).
     """
 
     d_vocab: int
@@ -46,6 +48,7 @@ class ModelConfig:
     d_mlp: int | None = None
     positional_embedding: str = "learned"
     seed: int = 0
+    rwkv_version: int | None = None
 
     @property
     def resolved_d_model(self) -> int:

@@ -28,7 +28,7 @@ import warnings
 import torch
 from torch import nn
 
-from synthetic.models.hf import freeze_dead_parameters, use_torch_kernels_off_cuda, wrap_hf_model
+from synthetic.models.hf import TOY_LM_SETTINGS, freeze_dead_parameters, use_torch_kernels_off_cuda, wrap_hf_model
 
 ARCH = "gated-deltanet"
 CONV_KERNEL = 4  # Qwen3.5 default linear_conv_kernel_dim
@@ -69,11 +69,7 @@ def gated_deltanet_config(cfg):
         num_key_value_heads=cfg.n_heads,
         head_dim=cfg.d_head,
         max_position_embeddings=cfg.n_ctx,
-        tie_word_embeddings=False,
-        use_cache=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
+        **TOY_LM_SETTINGS,
     )
 
 

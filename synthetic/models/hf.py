@@ -35,6 +35,12 @@ from torch import Tensor, nn
 # Attribute set on the dispatchers so that rebinding is idempotent.
 _DISPATCH_FLAG = "_emergence_lens_off_cuda_dispatch"
 
+#: Settings every toy language model's Hugging Face config shares: untied embeddings, no
+#: generation cache, and no special tokens (ids outside a toy vocabulary only trigger warnings;
+#: nothing generates here).
+TOY_LM_SETTINGS = dict(tie_word_embeddings=False, use_cache=False, bos_token_id=None, eos_token_id=None,
+                       pad_token_id=None)
+
 
 class HFCausalLM(nn.Module):
     """A Hugging Face causal LM seen as ``tokens -> logits`` (no cache, no loss).

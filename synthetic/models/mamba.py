@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from synthetic.models.hf import use_torch_kernels_off_cuda, wrap_hf_model
+from synthetic.models.hf import TOY_LM_SETTINGS, use_torch_kernels_off_cuda, wrap_hf_model
 
 ARCH = "mamba2"
 EXPAND = 2  # Mamba-2 default inner expansion
@@ -70,12 +70,7 @@ def mamba2_config(cfg):
         state_size=STATE_SIZE,
         conv_kernel=CONV_KERNEL,
         chunk_size=max(1, min(cfg.n_ctx, 256)),
-        tie_word_embeddings=False,
-        use_cache=False,
-        # Token ids outside a toy vocabulary only trigger warnings; nothing generates here.
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
+        **TOY_LM_SETTINGS,
     )
 
 

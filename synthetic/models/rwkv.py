@@ -4,12 +4,13 @@
   arXiv 2305.13048): ``transformers.RwkvForCausalLM``. Its CPU path is a python loop over
   positions (``rwkv_linear_attention_cpu``, ~230 ms/step on a toy): keep runs small.
 * RWKV-7 (Peng et al. 2025, "RWKV-7 Goose", arXiv 2503.14456): ``fla.models.RWKV7ForCausalLM``,
-  whose layers exist only as triton kernels, so it is chosen only when a CUDA device is present
-  and ``fla`` imports (override: ``EMERGENCE_LENS_RWKV_VERSION=4|7``). Every built model records
-  the version that ran in ``model.rwkv_version`` (4 or 7); :func:`rwkv_version` says which one
-  :func:`build` would pick here.
+  whose layers exist only as triton kernels, so it is chosen only for a run on a CUDA device
+  when ``fla`` imports (override: ``EMERGENCE_LENS_RWKV_VERSION=4|7``). The version is part of a
+  run's resolved config (``TrainConfig.rwkv_version``, filled in from the run's device by
+  :func:`rwkv_version`), hence of its run id; every built model records the version that ran
+  in ``model.rwkv_version`` (4 or 7).
 
-RWKV-4 mapping from :class:`synthetic.models.ModelConfig` (our choice; PAPER.md gives no
+RWKV-4 mapping from :class:`synthetic.models.ModelConfig` (our choice; the paper gives no
 configuration):
 
 * ``hidden_size = d_model``; time-mix key/value/receptance width
@@ -39,7 +40,7 @@ import warnings
 import torch
 from torch import nn
 
-from synthetic.models.hf import freeze_dead_parameters, wrap_hf_model
+from synthetic.models.hf import TOY_LM_SETTINGS, freeze_dead_parameters, wrap_hf_model
 
 ARCH = "rwkv"
 RWKV_VERSION_ENV = "EMERGENCE_LENS_RWKV_VERSION"
@@ -47,11 +48,12 @@ RWKV7_FFN_RATIO = 4  # fla RWKV7Config default hidden_ratio
 
 
 
-def rwkv_version(device: str | torch.device | None = None) -> int:
-    """7 when ``device`` (default: CUDA if available) is CUDA and ``fla`` is importable, else 4.
+def rwkv_version(device: str | torch.device) -> int:
+    """The RWKV version a run on ``device`` uses: 7 when ``device`` is CUDA and ``fla`` is
+    importable, else 4. Whether this machine has a GPU does not matter, only the run's device.
 
     The environment variable ``EMERGENCE_LENS_RWKV_VERSION`` (``4`` or ``7``) overrides the
-    choice, e.g. to train RWKV-4 with ``--device cpu`` on a machine that has a GPU.
+    choice.
 
     Raises:
         ValueError: the environment variable holds anything but 4 or 7.
@@ -61,8 +63,6 @@ def rwkv_version(device: str | torch.device | None = None) -> int:
         if forced not in ("4", "7"):
             raise ValueError(f"{RWKV_VERSION_ENV}={forced!r} is invalid: use 4 (transformers, CPU) or 7 (fla, CUDA)")
         return int(forced)
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     on_cuda = torch.device(device).type == "cuda"
     return 7 if on_cuda and importlib.util.find_spec("fla") is not None else 4
 
@@ -79,11 +79,7 @@ def rwkv4_config(cfg, n_layers: int | None = None):
         attention_hidden_size=cfg.n_heads * cfg.d_head,
         intermediate_size=cfg.d_mlp or 1,  # zero width is applied after init (see _remove_channel_mix)
         rescale_every=0,
-        tie_word_embeddings=False,
-        use_cache=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
+        **TOY_LM_SETTINGS,
     )
 
 
@@ -139,7 +135,7 @@ def build_rwkv7(cfg, device: str | torch.device = "cuda") -> nn.Module:
     hf_cfg = RWKV7Config(
         hidden_size=d_model, num_hidden_layers=cfg.n_layers, head_dim=cfg.d_head,
         intermediate_size=d_mlp, vocab_size=cfg.d_vocab, max_position_embeddings=cfg.n_ctx,
-        tie_word_embeddings=False, use_cache=False, bos_token_id=None, eos_token_id=None,
+        **{k: v for k, v in TOY_LM_SETTINGS.items() if k != "pad_token_id"},
     )
     with torch.random.fork_rng(devices=[torch.device(device)]):
         torch.manual_seed(cfg.seed)
@@ -153,12 +149,16 @@ def build_rwkv7(cfg, device: str | torch.device = "cuda") -> nn.Module:
 def build(cfg) -> nn.Module:
     """RWKV LM ``forward(tokens Int[batch,pos]) -> logits Float[batch,pos,d_vocab]``.
 
-    RWKV-7 when :func:`rwkv_version` says 7 (CUDA + ``fla``), else RWKV-4; ``model.rwkv_version``
+    RWKV-7 when ``cfg.rwkv_version`` is 7 (built on CUDA), else RWKV-4; ``model.rwkv_version``
     records which. ``has_attention=False``. Seeded by ``cfg.seed``.
+
+    Raises:
+        ValueError: ``cfg.rwkv_version`` is not None, 4 or 7.
     """
-    if rwkv_version() == 7:
-        return build_rwkv7(cfg)
-    return build_rwkv4(cfg)
+    version = cfg.rwkv_version if cfg.rwkv_version is not None else 4
+    if version not in (4, 7):
+        raise ValueError(f"rwkv_version={cfg.rwkv_version!r} is invalid: use 4 (transformers) or 7 (fla, CUDA)")
+    return build_rwkv7(cfg) if version == 7 else build_rwkv4(cfg)
 
 
 def _register() -> None:

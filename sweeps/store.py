@@ -1,4 +1,4 @@
-"""Results store of a sweep: one parquet row per finished run, its per-step metrics and its log.
+"""Results store of a sweep (any runner): one parquet row per finished run, its per-step metrics and its log.
 
 Layout under a sweep folder ``DIR``::
 

@@ -1,0 +1,208 @@
+"""Shared helpers for the reproductions in ``analyses/``.
+
+Each reproduction builds a list of run configs (:class:`synthetic.training.TrainConfig` field
+dicts, or any runner's fields), runs them with :func:`run_configs` (joblib processes, one torch
+thread each, so two workers fit a 2-core machine; or the sweep engine with ``--sweep-dir``),
+reduces the learning curves to a table, and writes ``<name>.csv`` and ``<name>.html`` with
+:func:`write_outputs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from interp.io import atomic_to_csv, write_figure_html
+from synthetic.sweeps import DEFAULT_RUNNER
+
+RESULTS_ROOT = Path("results/analyses")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a reproduction's runs execute.
+
+    Attributes:
+        jobs: worker processes (one torch thread each); 1 = in this process.
+        sweep_dir: a sweep results store to run through (resumable; see docs/sweeps.md), or None
+            for direct runs.
+        executor: with ``sweep_dir``: ``"joblib"`` or ``"ray"``.
+        name: the sweep's label (the reproduction's name).
+    """
+
+    jobs: int = 2
+    sweep_dir: Path | None = None
+    executor: str = "joblib"
+    name: str = ""
+
+
+def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Execution]:
+    """The common command line: ``--paper-scale``, ``--out DIR``, ``--jobs N``, ``--sweep-dir DIR``,
+    ``--executor {joblib,ray}``; returns the arguments and the :class:`Execution` they ask for.
+
+    ``--out`` defaults to ``results/analyses/<name>/``; ``--jobs`` defaults to 2.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=description)
+    parser.add_argument("--paper-scale", action="store_true",
+                        help="the paper's settings (S, ~1e4 steps, more seeds): meant for a GPU")
+    parser.add_argument("--out", type=Path, default=RESULTS_ROOT / name, help="output folder")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
+    parser.add_argument("--sweep-dir", type=Path, default=None,
+                        help="run through the sweep engine into this results store (resumable; see docs/sweeps.md)")
+    parser.add_argument("--executor", choices=["joblib", "ray"], default="joblib",
+                        help="with --sweep-dir: joblib processes here, or Ray")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs={args.jobs} is invalid: must be ≥ 1")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {str(args.out)!r} is an existing file, not a folder")
+    return args, Execution(jobs=args.jobs, sweep_dir=args.sweep_dir, executor=args.executor, name=name)
+
+
+def _run_one(runner: str, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
+    """Worker: one run on one torch thread (the sweep path does the same, so both paths
+    compute identical numbers)."""
+    import torch
+
+    from sweeps import load_runner
+
+    torch.set_num_threads(1)  # two workers share a 2-core machine
+    return load_runner(runner)(dict(config))
+
+
+def run_configs(configs: Sequence[dict[str, Any]], execution: Execution | None = None,
+                runner: str = DEFAULT_RUNNER) -> list[tuple[dict, pd.DataFrame]]:
+    """Run every config with ``runner`` (default: train a synthetic-task model).
+
+    Direct runs use joblib processes (``execution.jobs``; 1 = in this process). With
+    ``execution.sweep_dir`` the configs go through the sweep engine as explicit points: each
+    finished run lands in that results store, runs already there are reused (a killed
+    reproduction resumes where it stopped), and the summary and per-step metrics are read back
+    from the store, so the tables are computed from exactly what the store holds.
+
+    Returns:
+        ``(summary, metrics)`` per config, in input order (for the default runner see
+        :func:`synthetic.training.train` for the keys and columns).
+
+    Raises:
+        ValueError: a bad config field (before any run starts).
+        RuntimeError: a run failed in the sweep path (its error and log path are named).
+    """
+    execution = execution or Execution()
+    if execution.sweep_dir is not None:
+        return _through_sweep(configs, execution, runner)
+    from sweeps import load_runner, resolve_with
+
+    resolved = [resolve_with(load_runner(runner), dict(c)) for c in configs]  # bad fields fail here
+    if execution.jobs == 1:
+        return [_run_one(runner, c) for c in resolved]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=execution.jobs, backend="loky")(delayed(_run_one)(runner, c) for c in resolved)
+
+
+def _summary_of(row: pd.Series) -> dict[str, Any]:
+    """The runner's summary from a results row (``summary_<key>`` columns restored to ``<key>``)."""
+    summary = {}
+    for key, value in row.items():
+        if key.startswith("summary_"):
+            key = key[len("summary_"):]
+        elif f"summary_{key}" in row.index:
+            continue  # the summary's own value wins over the config field of the same name
+        if isinstance(value, str) and value[:1] in "[{":
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+        summary[key] = None if (not isinstance(value, (list, dict)) and pd.isna(value)) else value
+    return summary
+
+
+def _through_sweep(configs: Sequence[dict[str, Any]], execution: Execution,
+                   runner: str) -> list[tuple[dict, pd.DataFrame]]:
+    from sweeps import SweepSpec, load_metrics, load_results, load_runner, resolve_with, run_id_of, run_sweep
+
+    spec = SweepSpec(points=[dict(c) for c in configs], name=execution.name, runner=runner)
+    run_sweep(spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor)
+    rows = load_results(execution.sweep_dir).set_index("run_id")
+    fn = load_runner(runner)
+    out = []
+    for config in configs:  # one entry per config, duplicates included, in input order
+        run_id = run_id_of(resolve_with(fn, dict(config)), runner)
+        row = rows.loc[run_id]
+        if row["status"] != "ok":
+            raise RuntimeError(f"run {run_id} failed: {row['error']} (log: {execution.sweep_dir}/logs/{run_id}.log)")
+        metrics = load_metrics(execution.sweep_dir, [run_id]).drop(columns="run_id").reset_index(drop=True)
+        out.append((_summary_of(row), metrics))
+    return out
+
+
+def write_outputs(table: pd.DataFrame, fig: Any, out_dir: str | os.PathLike, name: str) -> tuple[Path, Path]:
+    """Write ``<out_dir>/<name>.csv`` and ``<out_dir>/<name>.html`` (self-contained) atomically."""
+    out = Path(out_dir)
+    csv = atomic_to_csv(table, out / f"{name}.csv")
+    html = write_figure_html(fig, out / f"{name}.html")
+    return Path(csv), Path(html)
+
+
+def within(ours: float, reference: float, rel: float) -> bool:
+    """``|ours − reference| ≤ rel·|reference|`` (e.g. rel = 0.02 for "within 2 %")."""
+    return abs(ours - reference) <= rel * abs(reference)
+
+
+def linear_map_floor(S: int) -> float:
+    """The linear map's loss floor at state size ``S`` (one transition), from the task itself
+    (``make_task("linear-map", S).floor``; the paper's (S−1)/(2S−1)·ln 2, nats/token)."""
+    from synthetic.datasets import make_task
+
+    return float(make_task("linear-map", S=S, s=1).floor)
+
+
+def plateau_loss(task: str, **fields: Any) -> float:
+    """The task's loss plateau (``ln d_vocab`` nats: ln 2 for the linear map, ln k for cellular
+    automata), from the task itself."""
+    from synthetic.datasets import make_task
+
+    return float(make_task(task, **fields).plateau_loss)
+
+
+#: The linear map's plateau, ln 2 nats/token (binary tokens), as the task defines it.
+LN2 = plateau_loss("linear-map", S=4, s=1)
+
+
+def reproduce(name: str, doc: str, argv: Sequence[str] | None, settings: Callable[[bool], dict],
+              run: Callable[..., tuple], table: Callable[[tuple], pd.DataFrame] = lambda out: out[0],
+              shown: Callable[[tuple], pd.DataFrame] = lambda out: out[1]) -> tuple[dict, tuple]:
+    """A reproduction's command line end to end: parse ``argv`` (:func:`parse_args`), run
+    ``run(settings(paper_scale), execution)``, write ``table(outputs)`` and the figure (the last
+    output) with :func:`write_outputs`, print ``shown(outputs)`` and the runtime.
+
+    Returns:
+        ``(settings, outputs)`` for the caller's headline lines.
+    """
+    args, execution = parse_args(name, doc.splitlines()[0], argv)
+    cfg = settings(args.paper_scale)
+    timer = Timer()
+    outputs = run(cfg, execution)
+    write_outputs(table(outputs), outputs[-1], args.out, name)
+    print(shown(outputs).to_string(index=False))
+    print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")
+    return cfg, outputs
+
+
+class Timer:
+    """Wall-clock seconds since construction (for the runtime line every script prints)."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start

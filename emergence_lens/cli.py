@@ -1,0 +1,119 @@
+"""The ``emergence`` command: every group of the toolkit under one name, and one error handler.
+
+- the checkpoint-suite commands of :mod:`interp.cli` (``demo``, ``run``, ``curve``, ``bisect``,
+  ``rank-heads``, ``train-suite``, ``list-models``) at the top level;
+- ``synth`` (:mod:`synthetic.cli`) and ``sweep`` (a sweep spec into a results store), imported
+  only when used, so that ``emergence --help`` does not import torch, and a missing optional
+  dependency is one line when its command runs;
+- ``results`` (:mod:`analyses.results`): re-run every number the results pages quote.
+
+Any error escaping a command is printed as ``error: emergence <command>: <what was wrong>``
+with exit status 2 (:mod:`emergence_lens.errors`); ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Optional
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.exceptions import TyperException
+
+from emergence_lens.errors import EXIT_BAD_INPUT, one_line
+from interp.cli import app as interp_app
+
+#: Command name -> ("module:attribute" of a typer app, one-line help shown by ``--help``).
+LAZY_COMMANDS = {
+    "synth": ("synthetic.cli:app", "Synthetic tasks with a known attention pattern (train one model)."),
+    "sweep": ("synthetic.cli:sweep_app", "Run a sweep spec (grid x seeds) into a resumable results store."),
+    "results": ("analyses.results:app", "Re-run every number the results pages quote (hours on 2 cores)."),
+}
+
+
+class _LazyCommandError(ValueError):
+    """A lazily mounted command could not be imported."""
+
+
+def _load(name: str) -> TyperCommand:
+    target, _ = LAZY_COMMANDS[name]
+    module_name, attr = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise _LazyCommandError(f"'emergence {name}' is unavailable: {one_line(err)}") from err
+    command = typer.main.get_command(getattr(module, attr))
+    command.name = name
+    return command
+
+
+class RootGroup(TyperGroup):
+    """Eager commands from :mod:`interp.cli`, lazy ones from :data:`LAZY_COMMANDS`, and the one
+    error handler (in :meth:`invoke`, so it covers every command and sub-command)."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return super().list_commands(ctx) + [n for n in LAZY_COMMANDS if n not in self.commands]
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Optional[TyperCommand]:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            # A stand-in for the help listing; resolve_command loads the real one.
+            return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][1])
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: typer.Context, args: list[str]):
+        if args and args[0] in LAZY_COMMANDS and args[0] not in self.commands:
+            return args[0], _load(args[0]), args[1:]
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: typer.Context):
+        words = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except (TyperException, typer.Exit, typer.Abort):  # usage errors, exits: typer prints them
+            raise
+        except Exception as err:
+            if ctx.params.get("debug"):
+                raise
+            typer.echo(f"error: {_command_path(words)}: {one_line(err)}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _command_path(words: list[str]) -> str:
+    """``emergence <command> [<sub-command>]`` from the command line's leading words."""
+    names = []
+    for word in words[:2]:
+        if word.startswith("-"):
+            break
+        names.append(word)
+        if word != "synth":
+            break
+    return " ".join(["emergence", *names])
+
+
+app = typer.Typer(cls=RootGroup, help="emergence-lens: find the point of emergence and the heads behind it.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app.registered_commands += interp_app.registered_commands
+
+
+@app.callback()
+def _root(
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, envvar="EMERGENCE_LENS_THREADS",
+        help="torch CPU threads (default: torch's choice). 1 is fastest on a busy machine."),
+    debug: bool = typer.Option(False, "--debug", envvar="EMERGENCE_LENS_DEBUG",
+                               help="Show the full traceback of an error."),
+) -> None:
+    """emergence-lens: find the point of emergence and the heads behind it."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def main() -> None:
+    """Console-script entry point (``[project.scripts] emergence``)."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,189 @@
+"""The sweep driver: plan the runs of a spec, skip those already in the results store, send the
+rest to an executor, and record each finished run (ok or failed) as it arrives."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from tqdm.auto import tqdm
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from interp.io import atomic_write_text, config_json
+from sweeps.execute import RunRecord, git_commit
+from sweeps.executors import RUN_EXECUTORS, check_executor
+from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
+from sweeps.spec import SweepSpec, load_spec
+from sweeps.store import ResultsStore
+
+# Columns the sweep adds to every row; a config field or summary key must not shadow them.
+META_COLUMNS = (
+    "run_id", "status", "error", "wall_time_s", "runner", "sweep", "config_json",
+    "versions", "git_commit", "host", "started_at", "finished_at",
+)
+CONSOLIDATE_EVERY_S = 2.0
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepOutcome:
+    """What :func:`run_sweep` did.
+
+    Attributes:
+        out_dir: the sweep folder.
+        results: one row per run of this spec (finished now or before), sorted by run_id.
+        n_planned: runs in the spec (after de-duplication).
+        n_skipped: runs that already had a row.
+        n_ran: runs executed now.
+        n_failed: runs of this spec whose row says failed.
+    """
+
+    out_dir: Path
+    results: pd.DataFrame
+    n_planned: int
+    n_skipped: int
+    n_ran: int
+    n_failed: int
+
+
+def run_sweep(
+    spec: "SweepSpec | Mapping[str, Any] | str | os.PathLike",
+    out_dir: str | os.PathLike,
+    jobs: int = 1,
+    executor: str = "joblib",
+    ray_address: str | None = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    runner: "str | RunnerLike | None" = None,
+    default_runner: str | None = None,
+) -> SweepOutcome:
+    """Run every missing run of a sweep and record each in ``out_dir``'s results store.
+
+    Args:
+        spec: a :class:`SweepSpec`, its mapping, or a YAML/TOML/JSON file.
+        out_dir: the sweep folder (created); rows in ``out_dir/results.parquet``.
+        jobs: worker processes (joblib) or CPUs for a local Ray; 1 = in this process.
+        executor: ``"joblib"`` (processes on this machine) or ``"ray"``.
+        ray_address: an existing Ray cluster (e.g. ``"ray://head:10001"`` or ``"auto"``);
+            None = start a local Ray with ``jobs`` CPUs. Remote workers must have this package.
+        retry_failed: also re-run runs recorded as failed.
+        progress: show a runs-done / total bar with ETA on stderr.
+        runner: overrides the spec's runner (a name, or a callable; a callable is pickled to
+            joblib workers and cannot reach a remote Ray cluster unless importable there).
+        default_runner: the runner when neither ``runner`` nor the spec names one.
+
+    Returns:
+        A :class:`SweepOutcome`.
+
+    Raises:
+        ValueError: bad spec (unknown field, bad type, no runner), ``jobs < 1``, an unknown
+            executor or one whose package is missing, ``out_dir`` an existing file. All are
+            checked before anything is written.
+    """
+    # Everything is checked before the folder, the spec copy or the progress bar appear.
+    check_executor(executor)
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r} must be a positive integer")
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise ValueError(f"sweep folder {str(out_dir)!r} exists and is not a folder")
+    spec = load_spec(spec)
+    tasks = plan_runs(spec, runner, default_runner=default_runner)
+    if spec.runner is None and runner is None:
+        spec.runner = default_runner
+    store = ResultsStore(out_dir)
+    store.root.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    atomic_write_text(store.root / "spec.yaml", yaml.safe_dump(spec.to_dict(), sort_keys=False))
+
+    done = store.done_ids()
+    if retry_failed and done:
+        prior = store.results([t.run_id for t in tasks if t.run_id in done])
+        if not prior.empty:
+            done -= set(prior.loc[prior["status"] != "ok", "run_id"])
+    todo = [t for t in tasks if t.run_id not in done]
+    # joblib workers share this filesystem and write their log live; Ray workers may be on
+    # other hosts, so they send the log back with the result and the driver writes it.
+    for t in todo:
+        t.log_path = str(store.log_path(t.run_id)) if executor == "joblib" else None
+
+    commit = git_commit()
+    sweep_name = spec.name
+    n_ran = n_failed_now = 0
+    last_consolidated = time.monotonic()
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="run", desc=sweep_name or "sweep",
+               disable=not progress, dynamic_ncols=True)
+    by_id = {t.run_id: t for t in todo}
+    try:
+        if todo:
+            for record in RUN_EXECUTORS[executor](todo, jobs, ray_address):
+                task = by_id[record.run_id]
+                if record.log is not None:
+                    store.write_log(record.run_id, record.log)
+                row = build_row(task, record, commit, sweep_name)
+                store.write_run(row, record.metrics)
+                n_ran += 1
+                bar.update(1)
+                if record.status != "ok":
+                    n_failed_now += 1
+                    bar.set_postfix(failed=n_failed_now)
+                    logger.warning("run %s failed: %s (log: %s)", record.run_id, record.error,
+                                   store.log_path(record.run_id))
+                if time.monotonic() - last_consolidated > CONSOLIDATE_EVERY_S:
+                    store.consolidate()
+                    last_consolidated = time.monotonic()
+    finally:
+        bar.close()
+        store.consolidate()
+    results = store.results([t.run_id for t in tasks])
+    n_failed = int((results["status"] != "ok").sum()) if not results.empty else 0
+    return SweepOutcome(out_dir=store.root, results=results, n_planned=len(tasks),
+                        n_skipped=len(tasks) - len(todo), n_ran=n_ran, n_failed=n_failed)
+
+
+def build_row(task: RunTask, record: RunRecord, commit: str | None, sweep_name: str = "") -> dict[str, Any]:
+    """One results row: run_id, status, error, the config fields, the summary, then metadata.
+
+    A summary key equal to a config field or a metadata column is stored as ``summary_<key>``;
+    a value that is not a scalar (list, dict) is stored as JSON text.
+    """
+    row: dict[str, Any] = {"run_id": task.run_id, "status": record.status, "error": record.error}
+    for key, value in task.config.items():
+        if key in META_COLUMNS:
+            raise ValueError(f"config field {key!r} clashes with a results column; rename it")
+        row[key] = _flat(value)
+    for key, value in record.summary.items():
+        row[f"summary_{key}" if key in row or key in META_COLUMNS else key] = _flat(value)
+    # The summary's own wall time (training only) is kept; this one covers the whole run.
+    row["wall_time_s"] = record.wall_time_s
+    row.update(
+        runner=runner_name(task.runner), sweep=sweep_name,
+        config_json=config_json(task.config),
+        versions=json.dumps(record.versions, sort_keys=True), git_commit=commit, host=record.host,
+        started_at=record.started_at, finished_at=record.finished_at,
+    )
+    return row
+
+
+def _flat(value: Any) -> Any:
+    """Scalars stay; anything else (list, dict, object) becomes JSON text, so every row is a
+    flat record whose columns keep one type across runs."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def failure_lines(results: pd.DataFrame) -> list[str]:
+    """``"<run_id>: <error>"`` per failed run of a results table (empty when all are ok)."""
+    if results.empty or "status" not in results.columns:
+        return []
+    failed = results[results["status"] != "ok"]
+    return [f"{row.run_id}: {row.error}" for row in failed.itertuples()]
+

@@ -1,0 +1,158 @@
+"""Executing one run inside a worker: one torch thread, output captured, failures recorded
+(never raised), provenance (package versions, host, git commit) attached."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import io
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import pandas as pd
+
+from interp.io import config_json
+from sweeps.runners import RunTask, load_runner, runner_name
+
+VERSIONED_PACKAGES = ("emergence-lens", "torch", "transformer-lens", "transformers", "numpy", "pandas")
+
+
+@dataclass
+class RunRecord:
+    """What a worker sends back: status, summary, per-step metrics, log text and timings."""
+
+    run_id: str
+    status: str  # "ok" or "failed"
+    error: str | None
+    summary: dict[str, Any]
+    metrics: pd.DataFrame | None
+    log: str | None
+    wall_time_s: float
+    started_at: str
+    finished_at: str
+    host: str
+    versions: dict[str, str]
+
+
+def execute_run(task: RunTask) -> RunRecord:
+    """Run one task with one torch thread, capturing its output; never raises on a run error.
+
+    The log goes to ``task.log_path`` as it is written when the path is given (local
+    executors), else it is returned in the record (Ray, where the worker may be another host).
+    """
+    started = _now()
+    t0 = time.perf_counter()
+    status, error, summary, metrics = "ok", None, {}, None
+    buffer = io.StringIO()
+    with contextlib.ExitStack() as stack:
+        if task.log_path is not None:
+            Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+            stream = stack.enter_context(open(task.log_path, "w", encoding="utf-8", buffering=1))
+        else:
+            stream = buffer
+        stream.write(f"run {task.run_id} runner {runner_name(task.runner)} started {started}\n")
+        stream.write(f"config {config_json(task.config)}\n")
+        stack.enter_context(_one_torch_thread())
+        stack.enter_context(_capture(stream))
+        try:
+            fn = load_runner(task.runner)
+            out = fn(dict(task.config))
+            if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Mapping)):
+                raise TypeError(f"runner returned {type(out).__name__}; expected (summary dict, metrics DataFrame)")
+            summary = {str(k): _to_builtin(v) for k, v in out[0].items()}
+            metrics = out[1] if isinstance(out[1], pd.DataFrame) else None
+        except Exception as err:  # a failing run is data, not a crash of the sweep
+            status, error = "failed", f"{type(err).__name__}: {err}".splitlines()[0][:2000]
+            traceback.print_exc(file=stream)
+        wall = time.perf_counter() - t0
+        stream.write(f"{status} after {wall:.3f} s\n")
+    return RunRecord(
+        run_id=task.run_id, status=status, error=error, summary=summary, metrics=metrics,
+        log=buffer.getvalue() if task.log_path is None else None, wall_time_s=wall,
+        started_at=started, finished_at=_now(), host=platform.node(), versions=package_versions(),
+    )
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """One intra-op thread per run: N workers on N cores must not oversubscribe, and a fixed
+    thread count keeps float reductions (hence losses) identical across executors."""
+    if "torch" not in sys.modules:  # a fresh worker: make OpenMP start with one thread too
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import torch
+    except ImportError:  # a runner that does not use torch
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@contextlib.contextmanager
+def _capture(stream: typing.TextIO) -> Iterator[None]:
+    """Send stdout, stderr and root-logger records to ``stream`` for the duration of the run."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
+            yield
+    finally:
+        root.removeHandler(handler)
+
+
+def _to_builtin(value: Any) -> Any:
+    """numpy/torch scalars → Python scalars so rows are plain parquet columns."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    if isinstance(value, (tuple, set)):
+        return list(value)
+    return value
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions() -> dict[str, str]:
+    """Python and key package versions of this process (``"absent"`` for a missing package)."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = "absent"
+    return versions
+
+
+def git_commit(path: str | os.PathLike | None = None) -> str | None:
+    """``HEAD`` of the git checkout holding ``path`` (default: this package), ``+dirty`` if it has
+    uncommitted changes, or None outside a checkout or without git."""
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+

@@ -1,0 +1,107 @@
+"""Executors: each takes the runs to do and yields a :class:`~sweeps.execute.RunRecord` per run
+as runs finish, in any order. ``joblib`` runs processes on this machine (``jobs == 1``: in this
+process); ``ray`` runs on a local Ray or an existing cluster."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from typing import Any, Callable, Iterator, Sequence
+
+from sweeps.execute import RunRecord, _now, execute_run
+from sweeps.runners import RunTask
+
+logger = logging.getLogger(__name__)
+
+#: Executor name -> the package it needs (checked before any work, see :func:`check_executor`).
+EXECUTOR_PACKAGES = {"joblib": "joblib", "ray": "ray"}
+EXECUTORS = tuple(EXECUTOR_PACKAGES)
+
+
+def check_executor(executor: str) -> None:
+    """Raise a one-line ValueError if ``executor`` is unknown or its package is not installed.
+
+    Raises:
+        ValueError: unknown executor (valid ones listed), or its package is missing (the
+            ``pip install`` line given).
+    """
+    if executor not in EXECUTOR_PACKAGES:
+        raise ValueError(f"executor={executor!r}; valid executors: {', '.join(EXECUTORS)}")
+    package = EXECUTOR_PACKAGES[executor]
+    if importlib.util.find_spec(package) is None:
+        raise ValueError(f"executor {executor!r} needs the package {package!r}, which is not installed: "
+                         f"pip install 'emergence-lens[{executor}]'")
+
+
+def _execute_serial(tasks: Sequence[RunTask], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    for task in tasks:
+        yield execute_run(task)
+
+
+def _execute_joblib(tasks: Sequence[RunTask], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    if jobs == 1:  # in-process: no worker start-up, same single-thread arithmetic
+        yield from _execute_serial(tasks, jobs, address)
+        return
+    from joblib import Parallel, delayed
+
+    parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
+    yield from parallel(delayed(execute_run)(task) for task in tasks)
+
+
+def _execute_ray(tasks: Sequence[RunTask], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    try:
+        import ray
+    except ImportError as err:
+        raise ValueError("executor 'ray' needs Ray: pip install 'emergence-lens[ray]'") from err
+    started_here = False
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            _start_local_ray(ray, jobs)
+        started_here = True
+    remote = ray.remote(num_cpus=1, max_retries=0)(execute_run)
+    pending = {remote.remote(task): task for task in tasks}
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                task = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as err:  # worker died (OOM kill, segfault): record and go on
+                    yield _crashed_record(task, err)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if started_here:
+            ray.shutdown()
+
+
+def _start_local_ray(ray: Any, num_cpus: int, attempts: int = 3) -> None:
+    """``ray.init`` a local Ray with ``num_cpus`` CPUs, retrying a start-up timeout: Ray gives
+    its raylet a fixed 30 s to register, which a heavily loaded machine can exceed."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as err:
+            if "timed out during startup" not in str(err) or attempt == attempts:
+                raise
+            logger.warning("local Ray start-up timed out (attempt %d of %d); retrying", attempt, attempts)
+            ray.shutdown()
+
+
+def _crashed_record(task: RunTask, err: BaseException) -> RunRecord:
+    now = _now()
+    message = f"{type(err).__name__}: {err}".splitlines()[0][:2000]
+    return RunRecord(run_id=task.run_id, status="failed", error=message, summary={}, metrics=None,
+                     log=f"worker crashed: {message}\n", wall_time_s=float("nan"), started_at=now,
+                     finished_at=now, host="", versions={})
+
+
+RUN_EXECUTORS: dict[str, Callable[[Sequence[RunTask], int, str | None], Iterator[RunRecord]]] = {
+    "joblib": _execute_joblib,
+    "ray": _execute_ray,
+}
+

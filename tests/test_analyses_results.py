@@ -1,0 +1,66 @@
+"""``emergence results``: the registry of analyses, resume, total time, Markdown tables."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analyses import results
+from analyses.results import REGISTRY, Analysis, run_results
+from emergence_lens.cli import app
+
+CALLS: list[list[str]] = []
+
+
+def main(argv):
+    """A stand-in analysis: records its call and writes one table (value = len of --jobs)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--jobs", type=int)
+    parser.add_argument("--sweep-dir", type=Path)
+    args = parser.parse_args(argv)
+    CALLS.append(list(argv))
+    args.out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"S": [8, 16], "final_loss": [0.32351, 0.33541]}).to_csv(args.out / "tiny.csv", index=False)
+
+
+def test_registry_modules_exist_and_accept_the_common_options():
+    import importlib
+
+    assert len({a.name for a in REGISTRY}) == len(REGISTRY)
+    for analysis in REGISTRY:
+        module = importlib.import_module(analysis.module)
+        assert callable(module.main), analysis.module
+        assert analysis.page.startswith("docs/results"), analysis.page
+
+
+def test_runs_then_resumes_and_writes_markdown(tmp_path):
+    registry = [Analysis("tiny", __name__, "docs/results.md §0")]
+    lines: list[str] = []
+    CALLS.clear()
+    first = run_results(tmp_path, jobs=1, registry=registry, echo=lines.append)
+    assert list(first) == ["tiny"] and len(CALLS) == 1
+    assert CALLS[0] == ["--out", str(tmp_path / "analyses" / "tiny"), "--jobs", "1",
+                        "--sweep-dir", str(tmp_path / "sweeps" / "tiny")]
+    md = (tmp_path / "analyses" / "tiny" / "tiny.md").read_text().splitlines()
+    assert md == ["| S | final_loss |", "| --- | --- |", "| 8 | 0.3235 |", "| 16 | 0.3354 |"]
+    assert lines[-1].startswith("total time: ") and "1 analyses run now (0 already done)" in lines[-1]
+    lines.clear()
+    second = run_results(tmp_path, jobs=1, registry=registry, echo=lines.append)
+    assert second == {} and len(CALLS) == 1  # resumed: nothing re-run
+    assert lines[0].startswith("tiny: done before") and "0 analyses run now (1 already done)" in lines[-1]
+    run_results(tmp_path, jobs=1, registry=registry, force=True, echo=lines.append)
+    assert len(CALLS) == 2
+
+
+def test_unknown_analysis_is_refused_before_work(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown analysis 'nope'; valid: main_job, linear_map_floors"):
+        run_results(tmp_path / "out", ["nope"])
+    assert not (tmp_path / "out").exists()
+    result = CliRunner().invoke(app, ["results", "--list", "--only", "staircase", "--out", str(tmp_path)])
+    assert result.exit_code == 0 and result.output.split() == ["staircase", "todo", "docs/results-synthetic.md", "(d)"]
+    assert results.select(["depth", "staircase"]) == [a for a in REGISTRY if a.name in ("staircase", "depth")]

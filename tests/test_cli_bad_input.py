@@ -1,0 +1,170 @@
+"""Every ``emergence`` command refuses bad arguments before it loads or trains anything: exit
+status 2, one ``error:`` line (or typer's usage panel for a parser error), no traceback, and no
+output folder left behind. Nothing here trains a model: the embedded cache points at an empty
+folder, and a test fails if anything appears in it."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from emergence_lens.cli import app
+from tests.conftest import save_byte_tokenizer
+
+runner = CliRunner()
+SPEC_OK = "task: linear-map\nS: 8\nsteps: 5\neval_every: 5\ntokens_per_step: 256\neval_tokens: 256\n"
+
+# (id, arguments, text the output must hold). SUITE, OUT, FILE, SPEC and BADYAML are filled in
+# per test: a tiny local suite (steps 0, 100, 200), the output folder (must not appear), an
+# existing plain file, a valid sweep spec and one with a YAML syntax error at line 3, column 5.
+BAD = [
+    ("bisect-device-gpu", ["bisect", "SUITE", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid: use auto, cpu, cuda"),
+    ("bisect-device-cuda-cpu-torch", ["bisect", "SUITE", "--device", "cuda", "--out", "OUT"], "no CUDA GPU is usable here"),
+    ("bisect-task", ["bisect", "SUITE", "--task", "ioi", "--out", "OUT"], "unknown task 'ioi'"),
+    ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "Invalid value"),
+    ("bisect-out-is-file", ["bisect", "SUITE", "--out", "FILE"], "is an existing file"),
+    ("bisect-unknown-id", ["bisect", "EleutherAI/pythia-71m", "--out", "OUT"], "unknown checkpoint source 'EleutherAI/pythia-71m'"),
+    ("bisect-bad-name-after-embedded", ["bisect", "embedded", "nope/nope", "--out", "OUT"], "unknown checkpoint source 'nope/nope'"),
+    ("curve-steps", ["curve", "SUITE", "--steps", "0,1k", "--out", "OUT"], "--steps: '1k' is not an integer"),
+    ("curve-missing-step", ["curve", "SUITE", "--steps", "0,150", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
+    ("curve-embedded-step", ["curve", "embedded-quick", "--steps", "150", "--out", "OUT"], "embedded/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200"),
+    ("rank-heads-embedded-step", ["rank-heads", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300", "--out", "OUT"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
+    ("curve-prompts", ["curve", "SUITE", "--n-prompts", "0", "--out", "OUT"], "Invalid value"),
+    ("rank-heads-prescreen", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--prescreen-top-n", "-3", "--out", "OUT"], "Invalid value"),
+    ("rank-heads-suite-of-runs", ["rank-heads", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "rank-heads takes one run, and 'embedded' names 6: use one of embedded/neox-2l-64d-seed0"),
+    ("rank-heads-same-step", ["rank-heads", "SUITE", "--pre", "100", "--post", "100", "--out", "OUT"], "two different checkpoints"),
+    ("rank-heads-reversed", ["rank-heads", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"], "--pre 200 is later than --post 100"),
+    ("rank-heads-missing-step", ["rank-heads", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
+    ("rank-heads-method", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--method", "exact", "--out", "OUT"], "--method 'exact' is unknown"),
+    ("run-device", ["run", "embedded", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid"),
+    ("run-missing-folder", ["run", "./no/such/suite", "--out", "OUT"], "local suite folder './no/such/suite' does not exist"),
+    ("demo-device", ["demo", "--device", "tpu", "--out", "OUT"], "device 'tpu' is not valid"),
+    ("demo-out-is-file", ["demo", "--out", "FILE"], "is an existing file"),
+    ("synth-train-out-is-file", ["synth", "train", "--S", "8", "--steps", "5", "--out", "FILE"], "is an existing file"),
+    ("synth-train-task", ["synth", "train", "--task", "sorting", "--out", "OUT"], "task='sorting' is unknown"),
+    ("synth-train-device", ["synth", "train", "--device", "gpu", "--out", "OUT"], "device="),
+    ("synth-train-context", ["synth", "train", "--S", "8", "--n-ctx", "4", "--out", "OUT"], "exceeds the model context"),
+    ("sweep-yaml-syntax", ["sweep", "BADYAML", "--out", "OUT"], "bad.yaml:3:5: YAML syntax error: mapping values are not allowed here"),
+    ("sweep-unknown-field", ["sweep", "SPECFIELD", "--out", "OUT"], "unknown config field(s) stepz"),
+    ("sweep-out-is-file", ["sweep", "SPEC", "--out", "FILE"], "exists and is not a folder"),
+    ("sweep-jobs", ["sweep", "SPEC", "--jobs", "0", "--out", "OUT"], "Invalid value"),
+    ("results-unknown", ["results", "--only", "nope", "--out", "OUT"], "unknown analysis 'nope'; valid: main_job"),
+    ("results-out-is-file", ["results", "--only", "depth", "--out", "FILE"], "is an existing file"),
+    ("results-jobs", ["results", "--jobs", "0", "--out", "OUT"], "Invalid value"),
+    ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
+]
+#: Commands with no argument to get wrong.
+NO_ARGUMENTS = {"list-models", "train-suite"}
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(cache))
+    return cache
+
+
+def _fill(args, tiny_local_suite, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC_OK)
+    field = tmp_path / "field.yaml"
+    field.write_text("stepz: 3\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: linear-map\nsteps: 5\nS: 8: 9\n")  # a second ':' at line 3, column 5
+    plain = tmp_path / "a-file"
+    plain.write_text("keep me\n")
+    names = {"SUITE": tiny_local_suite, "OUT": tmp_path / "out", "FILE": plain, "SPEC": spec, "SPECFIELD": field,
+             "BADYAML": bad}
+    return [str(names.get(a, a)) for a in args]
+
+
+def assert_refused(result, expected: str) -> None:
+    output = result.output
+    assert result.exit_code == 2, output
+    assert "Traceback" not in output, output
+    assert expected in output, output
+    if "Invalid value" not in expected:  # our own errors: exactly one line
+        lines = [line for line in output.strip().splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: emergence "), output
+
+
+@pytest.mark.parametrize("args, expected", [row[1:] for row in BAD], ids=[row[0] for row in BAD])
+def test_bad_argument_is_refused_before_any_work(args, expected, tiny_local_suite, tmp_path, empty_cache, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU-only torch, on any machine
+    result = runner.invoke(app, _fill(args, tiny_local_suite, tmp_path))
+    assert_refused(result, expected)
+    assert not (tmp_path / "out").exists()  # no output folder left behind
+    assert (tmp_path / "a-file").read_text() == "keep me\n"
+    assert not any(empty_cache.iterdir())  # nothing trained
+
+
+def test_every_command_with_arguments_has_bad_input_rows():
+    import typer
+
+    group = typer.main.get_command(app)
+    commands = set(group.list_commands(None)) - NO_ARGUMENTS
+    covered = {row[1][0] for row in BAD}
+    assert commands - covered == set(), f"commands without a bad-input row: {commands - covered}"
+
+
+def test_traceback_only_with_debug(tiny_local_suite, tmp_path):
+    result = runner.invoke(app, ["--debug", "bisect", str(tiny_local_suite), "--device", "gpu"])
+    assert result.exit_code != 0 and isinstance(result.exception, ValueError)
+    assert "device 'gpu' is not valid" in str(result.exception)
+
+
+def test_sweep_where_every_run_fails_exits_non_zero_listing_failures(tmp_path):
+    spec = tmp_path / "fails.yaml"
+    # tokens_per_step below one sequence (2·S = 16 tokens): every run fails inside train()
+    spec.write_text("task: linear-map\nS: 8\nsteps: 5\ntokens_per_step: 4\nseeds: [0, 1]\n")
+    result = runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "sw"), "--no-progress"])
+    assert result.exit_code == 1, result.output
+    failed = [line for line in result.output.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 2 and all("tokens_per_step=4 is smaller than one sequence" in line for line in failed)
+    assert "2 runs: 2 ran, 0 already done, 2 failed" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_sweep_executor_ray_without_ray(tmp_path, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC_OK)
+    result = runner.invoke(app, ["sweep", str(spec), "--executor", "ray", "--out", str(tmp_path / "sw")])
+    assert_refused(result, "executor 'ray' needs the package 'ray', which is not installed: pip install 'emergence-lens[ray]'")
+    assert "%|" not in result.output  # no progress bar before the error
+    assert not (tmp_path / "sw").exists()
+
+
+def test_synth_wandb_without_wandb(tmp_path, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real_find_spec(name, *a))
+    result = runner.invoke(app, ["synth", "train", "--S", "8", "--steps", "5", "--wandb", "--out", str(tmp_path / "o")])
+    assert_refused(result, "--wandb needs the package 'wandb'")
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_optional_dependency_of_a_lazy_command_is_one_line(monkeypatch):
+    import emergence_lens.cli as root
+
+    monkeypatch.setitem(root.LAZY_COMMANDS, "synth", ("no_such_package_xyz.cli:app", "x"))
+    result = runner.invoke(app, ["synth", "train"])
+    assert_refused(result, "'emergence synth' is unavailable: needs the package 'no_such_package_xyz'")
+
+
+def test_oserror_is_one_line_naming_the_file(tiny_local_suite, tmp_path, monkeypatch):
+    """An error escaping a command (here an unreadable checkpoint) is one line, not a traceback."""
+    broken = tmp_path / "broken"
+    for step in (0, 100):
+        (broken / f"step{step}").mkdir(parents=True)
+        (broken / f"step{step}" / "config.json").write_text("{not json")
+    save_byte_tokenizer(broken / "tokenizer")
+    result = runner.invoke(app, ["rank-heads", str(broken), "--pre", "0", "--post", "100", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: emergence rank-heads: "), result.output
+    assert not (tmp_path / "out").exists()

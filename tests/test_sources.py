@@ -1,0 +1,55 @@
+"""Source names, device choice, and two checkpoints of one source held at once."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from interp.devices import check_device, choose_device
+from interp.sources import check_one_run, check_source_name
+
+
+def test_two_checkpoints_of_one_source_held_at_once_stay_correct(tiny_local_suite):
+    """Loading a second step boots a new bridge; the first one keeps its own weights."""
+    from interp.checkpoints import LocalSuiteSource
+
+    tokens = torch.arange(12).reshape(2, 6)
+    source = LocalSuiteSource(tiny_local_suite)
+    first = source.load(0, device="cpu")
+    second = source.load(200, device="cpu")
+    with torch.inference_mode():
+        held, other = first.model(tokens), second.model(tokens)
+    fresh = LocalSuiteSource(tiny_local_suite).load(0, device="cpu")
+    with torch.inference_mode():
+        assert torch.equal(held, fresh.model(tokens))  # the first checkpoint was not overwritten
+    assert (held - other).abs().max() > 1e-3  # and the two really differ
+    assert first.digest != second.digest
+
+
+def test_device_names_checked_before_torch():
+    assert check_device(None) == "auto" and check_device("cuda:1") == "cuda:1"
+    for bad in ("gpu", "CUDA", "cuda:", "cuda:x", "tpu"):
+        with pytest.raises(ValueError, match=f"device '{bad}' is not valid: use auto, cpu, cuda or cuda:N"):
+            check_device(bad)
+    assert choose_device("cpu") == "cpu"
+    assert choose_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_cuda_on_a_cpu_only_torch_is_one_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"device 'cuda': no CUDA GPU is usable here \(torch .*\)"):
+        choose_device("cuda")
+    assert choose_device("auto") == "cpu"
+
+
+def test_source_names(tmp_path):
+    assert check_source_name("EleutherAI/pythia-70m-seed3") == 1
+    assert check_source_name("embedded") == 6 and check_source_name("embedded-quick") == 2
+    assert check_source_name(str(tmp_path)) == 1
+    with pytest.raises(ValueError, match="local suite folder './nope' does not exist"):
+        check_source_name("./nope")
+    with pytest.raises(ValueError, match="unknown checkpoint source 'gpt2'"):
+        check_source_name("gpt2")
+    with pytest.raises(ValueError, match="x takes one run, and 'embedded-quick' names 2: use one of "
+                                         "embedded-quick/neox-2l-64d-seed1, embedded-quick/neox-2l-64d-seed2"):
+        check_one_run("embedded-quick", "x")
