@@ -54,6 +54,13 @@ BAD = [
     ("results-unknown", ["results", "--only", "nope", "--out", "OUT"], "unknown analysis 'nope'; valid: main_job"),
     ("results-out-is-file", ["results", "--only", "depth", "--out", "FILE"], "is an existing file"),
     ("results-jobs", ["results", "--jobs", "0", "--out", "OUT"], "Invalid value"),
+    ("rank-heads-metric", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--metric", "accuracy", "--out", "OUT"], "metric='accuracy'; valid: p, logprob, logit-diff"),
+    ("demo-metric", ["demo", "--metric", "kl", "--out", "OUT"], "metric='kl'; valid"),
+    ("bisect-resolution", ["bisect", "SUITE", "--resolution", "0", "--out", "OUT"], "Invalid value"),
+    ("zoom-reversed", ["zoom", "SUITE", "--pre", "200", "--post", "100"], "--pre 200 must be earlier than --post 100"),
+    ("zoom-suite-of-runs", ["zoom", "embedded", "--pre", "0", "--post", "100"], "zoom takes one run, and 'embedded' names 6"),
+    ("zoom-embedded-step", ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
+    ("zoom-not-trained-here", ["zoom", "SUITE", "--pre", "100", "--post", "200"], "zoom cannot re-train it"),
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
 ]
 #: Commands with no argument to get wrong.
