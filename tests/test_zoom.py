@@ -112,3 +112,14 @@ def test_dense_point_on_the_quick_suite(quick_suite, tmp_path):
     assert len(after) == 3 and (curve[after] >= 0.5).all()
     assert point.jump > 0 and not point.jump_too_small
     assert LocalSuiteSource(run).available_steps() == list(embedded.QUICK.checkpoint_steps)
+
+
+def test_store_steps_retrains_only_the_intervals_holding_missing_steps(tiny_run):
+    from interp.zoom import store_steps
+
+    results = store_steps(tiny_run, [3, 9, 11, 8])
+    assert [(r.pre, r.post, r.new_steps) for r in results] == [(2, 4, [3]), (8, 16, [9, 11])]
+    assert all(r.max_abs_diff == 0.0 for r in results)
+    assert store_steps(tiny_run, [3, 9]) == []  # all stored now
+    with pytest.raises(ValueError, match="outside"):
+        store_steps(tiny_run, [17])
