@@ -184,7 +184,9 @@ def update_docs(block: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/interval_study.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick | embedded/<run> | a run folder")
+    parser.add_argument("--suite", default="embedded", nargs="+",
+                        help="embedded | embedded-quick | embedded/<run> | run folders (several allowed)")
+    parser.add_argument("--fresh", action="store_true", help="ignore per-run results saved by an earlier call")
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)), help="pre -> post widths in steps")
     parser.add_argument("--resolution", type=int, default=1, help="dense point resolution (steps)")
     parser.add_argument("--prompts", type=int, default=256, help="patching prompts (seed 1)")
@@ -199,15 +201,28 @@ def main(argv=None) -> None:
     widths = [int(w) for w in args.widths.split(",")]
     start = time.time()
     rows, points = [], []
-    for source in resolve_sources([args.suite], progress=False):
-        run_rows, point, (model, seed) = study_run(source.root, widths, args.resolution, args.prompts,
-                                                   args.dense_prompts, args.n_boot)
+    for source in resolve_sources(args.suite, progress=False):
+        # per-run results are kept (keyed by the run folder and the settings), so an interrupted
+        # study resumes where it stopped
+        key = f"{source.root.parent.name}-{source.root.name}-w{args.widths.replace(',', '_')}-r{args.resolution}" \
+              f"-p{args.prompts}-d{args.dense_prompts}-b{args.n_boot}"
+        cached_rows, cached_point = args.out / "runs" / f"{key}.csv", args.out / "runs" / f"{key}.point.csv"
+        if cached_point.is_file() and not args.fresh:
+            run_rows = pd.read_csv(cached_rows).to_dict("records") if cached_rows.stat().st_size > 1 else []
+            point_row = pd.read_csv(cached_point).iloc[0].to_dict()
+        else:
+            run_rows, point, (model, seed) = study_run(source.root, widths, args.resolution, args.prompts,
+                                                       args.dense_prompts, args.n_boot)
+            point_row = {"model": model, "seed": seed, **point.as_row()}
+            atomic_to_csv(pd.DataFrame(run_rows), cached_rows)
+            atomic_to_csv(pd.DataFrame([point_row]), cached_point)
         rows += run_rows
-        points.append({"model": model, "seed": seed, **point.as_row()})
-        print(f"{model} seed {seed}: dense point {point.pre_step} -> {point.post_step} "
-              f"(re-trained {point.retrained_steps} steps), {time.time() - start:.0f} s", flush=True)
+        points.append(point_row)
+        print(f"{point_row['model']} seed {point_row['seed']}: dense point {point_row['pre_step']} -> "
+              f"{point_row['post_step']} (re-trained {point_row['retrained_steps']} steps), {time.time() - start:.0f} s",
+              flush=True)
     table, points_df = pd.DataFrame(rows), pd.DataFrame(points)
-    settings = (f"Command: `python -m analyses.interval_study --suite {args.suite} --widths {args.widths} "
+    settings = (f"Command: `python -m analyses.interval_study --suite {' '.join(args.suite)} --widths {args.widths} "
                 f"--resolution {args.resolution} --prompts {args.prompts} --dense-prompts {args.dense_prompts} "
                 f"--n-boot {args.n_boot}`; dense point: greedy accuracy 0.5 on {args.dense_prompts} repetition prompts "
                 f"(seed 0), holding for the next 2 checkpoints; patching: {args.prompts} prompts (seed 1), metric "

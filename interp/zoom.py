@@ -403,12 +403,13 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
                 device: str = "cpu", max_rounds: int = 12) -> DensePoint:
     """Locate a run's point of emergence to ``resolution`` steps by recursive zooming.
 
-    1. Evaluate every stored checkpoint (base schedule and overlay) on ``n_prompts`` repetition
-       prompts and find the crossing by :func:`interp.emergence.dense_crossing` (first
-       checkpoint at or above ``threshold`` whose next ``hold`` checkpoints stay there).
+    1. Evaluate the base schedule's checkpoints on ``n_prompts`` repetition prompts and find the
+       crossing by :func:`interp.emergence.dense_crossing` (first checkpoint at or above
+       ``threshold`` whose next ``hold`` checkpoints stay there).
     2. While the bracketing checkpoints are more than ``resolution`` steps apart, :func:`zoom`
-       into them with spacing ``max(resolution, ceil(gap / 10))``, evaluate the new checkpoints
-       and apply the rule again over all of them.
+       into them with spacing ``max(resolution, ceil(gap / 10))``, add the new grid to the curve
+       and apply the rule again. Overlay steps stored by other calls are not on the curve, so
+       the result depends on the base schedule and ``resolution`` only.
 
     Args:
         source: a resumable run (folder or LocalSuiteSource).
@@ -443,18 +444,22 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
     zooms: list[ZoomResult] = []
     result = DensePoint(model_id, None, None, resolution, threshold, hold, n_prompts)
 
-    def crossing() -> tuple[int | None, int | None]:
-        steps = stored_steps(run)
+    def crossing(steps: list[int]) -> tuple[int | None, int | None]:
         accuracy = [evaluator(s)[0] for s in steps]
         return dense_crossing(steps, accuracy, threshold=threshold, hold=hold)
 
-    pre, post = crossing()
+    # The curve of each round is the previous round's outside the bracket plus the new grid inside
+    # it: the result depends on the base schedule and the resolution only, not on overlay steps
+    # that other calls stored.
+    curve = sorted(int(s) for s in _metadata(run)["steps"])
+    pre, post = crossing(curve)
     for _ in range(max_rounds):
         if pre is None or post is None or post - pre <= resolution:
             break
         every = max(resolution, math.ceil((post - pre) / 10))
         zooms.append(zoom(run, pre, post, every=every, tolerance=tolerance))
-        new_pre, new_post = crossing()
+        curve = sorted(set(curve) | set(range(pre, post, every)))
+        new_pre, new_post = crossing(curve)
         if (new_pre, new_post) == (pre, post):  # nothing finer to store (e.g. gap not divisible)
             break
         pre, post = new_pre, new_post
