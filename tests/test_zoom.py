@@ -123,3 +123,21 @@ def test_store_steps_retrains_only_the_intervals_holding_missing_steps(tiny_run)
     assert store_steps(tiny_run, [3, 9]) == []  # all stored now
     with pytest.raises(ValueError, match="outside"):
         store_steps(tiny_run, [17])
+
+
+def test_cli_zoom_and_its_one_line_errors(tiny_run):
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    runner = CliRunner()
+    done = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "4"])
+    assert done.exit_code == 0, done.output
+    assert "max |diff| at step 16: 0 " in done.output and "[12]" in done.output
+    for args, message in [(["--pre", "16", "--post", "8"], "must be before"),
+                          (["--pre", "5", "--post", "16"], "nearest stored steps")]:
+        done = runner.invoke(app, ["zoom", str(tiny_run), *args])
+        assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
+    done = runner.invoke(app, ["zoom", "EleutherAI/pythia-14m", "--pre", "0", "--post", "1000"])
+    assert done.exit_code == 2 and "carry no optimizer state" in done.output
+    assert len(done.output.strip().splitlines()) == 1
