@@ -105,3 +105,21 @@ def test_loss_curve_figure_shows_loss_beside_capability(tiny_run):
     assert fig.layout.shapes[0].x0 == 8 and fig.layout.shapes[0].x1 == 16  # the point of emergence shaded
     with pytest.raises(ValueError, match="expected 'step' and 'loss'"):
         loss_curve_figure(losses.rename(columns={"loss": "nats"}))
+
+
+def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
+    torch.set_num_threads(1)
+    short = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)[0]
+    longer_cfg = embedded.SuiteConfig(**{**CFG.__dict__, "steps": 24})
+    (longer,) = embedded.ensure_suite(longer_cfg, root=tmp_path, n_jobs=1, progress=False)
+    assert longer.parent != short.parent
+    assert json.loads((longer / "suite.json").read_text())["continued_from"] == str(short)
+    reference = tmp_path / "from-scratch"
+    losses = embedded.train_run(TINY, 3, longer_cfg, reference)
+    for step in (16, 24):
+        a, b = _weights(longer / f"step{step}"), _weights(reference / f"step{step}")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert embedded.loss_curve(longer)["loss"].tolist() == losses["loss"].tolist()
+    from interp.checkpoints import LocalSuiteSource
+
+    assert LocalSuiteSource(longer).available_steps() == list(longer_cfg.checkpoint_steps)
