@@ -157,8 +157,12 @@ def markdown(table: pd.DataFrame, points: pd.DataFrame, settings: str) -> str:
         top = sub[sub["component"].isin(["top-1 patterns", "top-2 patterns"]) & ~sub["jump_too_small"]]
         holds = top[top["recovered"] >= 0.5]
         if len(holds):
-            where = ", ".join(sorted({f"{int(w)}" for w in holds["width"]}, key=int, reverse=True))
-            verdicts.append(f"- {model} seed {seed}: **yes** — the top 1–2 heads' patterns recover ≥ 50 % at width(s) {where} steps.")
+            where = "; ".join(f"{int(r['width'])} steps, {r['component']} {r['recovered']:.2f} "
+                              f"[{r['recovered_lo']:.2f}, {r['recovered_hi']:.2f}]"
+                              for _, r in holds.sort_values(["width", "component"], ascending=[False, True]).iterrows())
+            firm = (holds["recovered_lo"] >= 0.5).any()
+            verdicts.append(f"- {model} seed {seed}: **yes** — the top 1–2 heads' patterns recover ≥ 50 % ({where})"
+                            + ("." if firm else "; but no 95 % interval lies above 0.5, so not firmly."))
         else:
             valid = sub[~sub["jump_too_small"]]
             if not len(valid):
