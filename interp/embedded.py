@@ -312,6 +312,48 @@ def environment_key(cfg: SuiteConfig) -> str:
            "transformers": env["packages"]["transformers"], "cpu": env["cpu_capability"]}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
 
+
+#: SuiteConfig fields that only choose which runs exist and when they stop; every other field
+#: (and the size, the seed and the environment hash) determines the weights of each step.
+_RUN_SELECTION = ("sizes", "seeds", "steps", "size_steps")
+
+
+def _cached_prefix(size: ModelSize, seed: int, cfg: SuiteConfig, suite_folder: Path) -> Path | None:
+    """A finished run of the same size, seed and training settings in a sibling suite of the cache
+    (same environment hash), shorter than ``cfg`` asks: the longest such run, else None. Its
+    steps are exactly the first steps of the run ``cfg`` wants (the batch, learning rate and
+    optimizer state of a step do not depend on when training stops)."""
+    suffix = suite_folder.name.rsplit("-", 1)[-1]
+    same = {k: v for k, v in asdict(cfg).items() if k not in _RUN_SELECTION}
+    best, best_steps = None, 0
+    for candidate in suite_folder.parent.glob(f"*-{suffix}/{run_name(size, seed)}/suite.json"):
+        try:
+            meta = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            continue
+        other = meta.get("config", {})
+        if meta.get("size") != asdict(size) or not meta.get("resumable"):
+            continue
+        if any(other.get(k) != v for k, v in same.items()):
+            continue
+        steps = max(meta.get("steps", [0]))
+        if best_steps < steps < cfg.steps_for(size):
+            best, best_steps = candidate.parent, steps
+    return best
+
+
+def _copy_prefix(prefix: Path, tmp: Path, schedule: Sequence[int]) -> tuple[int, pd.DataFrame]:
+    """Copy a shorter run's checkpoints of ``schedule`` into ``tmp``; return its last step and
+    its loss rows."""
+    meta = json.loads((prefix / "suite.json").read_text())
+    have = [s for s in meta["steps"] if s in set(schedule)]
+    for step in have:
+        shutil.copytree(prefix / f"step{step}", tmp / f"step{step}")
+    start = max(have)
+    losses = pd.read_csv(prefix / LOSS_FILE)
+    return start, losses[losses["step"] < start]
+
+
 def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None) -> Path:
     """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic)."""
     torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
@@ -329,7 +371,16 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
             last[0] = step
 
     started = time.time()
-    losses = train_run(size, seed, cfg, tmp, on_step=report)
+    prefix = _cached_prefix(size, seed, cfg, final.parent)
+    if prefix is None:
+        losses = train_run(size, seed, cfg, tmp, on_step=report)
+    else:  # continue a shorter cached run of the same training (exact: see train_run)
+        start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
+        if queue is not None:
+            queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1])))
+        last[0] = start
+        losses = pd.concat([earlier, train_run(size, seed, cfg, tmp, on_step=report, resume_from=tmp / f"step{start}")],
+                           ignore_index=True)
     atomic_to_csv(losses, tmp / LOSS_FILE)
     meta = {
         "model_id": f"embedded/{run_name(size, seed)}", "size": asdict(size), "seed": seed,
@@ -338,6 +389,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         "tokenizer": "bytes (id = byte value)",
         "resumable": True, "threads": torch.get_num_threads(),
         "environment": environment(cfg),
+        "continued_from": None if prefix is None else str(prefix),
     }
     atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
     if final.exists():  # another process finished the same run first: keep theirs

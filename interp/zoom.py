@@ -25,7 +25,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -175,7 +175,7 @@ def _max_abs_diff(a: Path, b: Path) -> float:
 
 
 def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float = 0.0,
-         threads: int | None = None) -> ZoomResult:
+         threads: int | None = None, steps: Sequence[int] | None = None) -> ZoomResult:
     """Re-train ``pre -> post`` of a resumable run and store checkpoints every ``every`` steps.
 
     Args:
@@ -188,6 +188,8 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
             on the machine that trained the run, see docs/embedded.md).
         threads: torch threads to re-train with (default: the run's recorded count; another
             count may change the weights).
+        steps: store exactly these steps (strictly between ``pre`` and ``post``) instead of a
+            regular grid; ``every`` is then ignored.
 
     Returns:
         :class:`ZoomResult` (the overlay holds the new steps when this returns).
@@ -213,8 +215,15 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
     if not has_training_state(start_folder):
         raise NotResumableError(f"{start_folder} holds no optimizer state: it cannot be resumed")
     cfg, size, seed, recorded_threads = run_settings(run)
-    every = default_every(pre, post) if every is None else int(every)
-    grid = list(range(pre + every, post, every))
+    if steps is not None:
+        grid = sorted({int(s) for s in steps})
+        outside = [s for s in grid if not pre < s < post]
+        if outside or not grid:
+            raise ValueError(f"steps {outside or grid}: need at least one step strictly between {pre} and {post}")
+        every = min(b - a for a, b in zip([pre] + grid, grid + [post]))
+    else:
+        every = default_every(pre, post) if every is None else int(every)
+        grid = list(range(pre + every, post, every))
     have = set(stored_steps(run))
     wanted = [s for s in grid if s not in have]
     overlay = run / ZOOM_DIR
@@ -245,6 +254,28 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
         shutil.rmtree(tmp, ignore_errors=True)
     return ZoomResult(run, pre, post, every, wanted, diff, tolerance, post - pre, n_threads,
                       time.perf_counter() - started)
+
+
+def store_steps(source, steps: Sequence[int], tolerance: float = 0.0) -> list[ZoomResult]:
+    """Make every step of ``steps`` available in the run (base or overlay), re-training only the
+    stored intervals that contain missing ones (one :func:`zoom` per interval).
+
+    Raises:
+        ValueError: a step before the first or after the last stored step.
+        NotResumableError, ZoomMismatchError: as :func:`zoom`.
+    """
+    run = run_folder(source)
+    have = stored_steps(run)
+    missing = sorted({int(s) for s in steps} - set(have))
+    bad = [s for s in missing if not have[0] < s < have[-1]]
+    if bad:
+        raise ValueError(f"steps {bad} lie outside the run's stored range {have[0]}..{have[-1]}")
+    groups: dict[tuple[int, int], list[int]] = {}
+    for step in missing:
+        below = max(h for h in have if h < step)
+        above = min(h for h in have if h > step)
+        groups.setdefault((below, above), []).append(step)
+    return [zoom(run, pre, post, steps=inside, tolerance=tolerance) for (pre, post), inside in sorted(groups.items())]
 
 
 def _record(overlay: Path, pre: int, post: int, every: int, steps: list[int], diff: float, threads: int,
@@ -372,12 +403,13 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
                 device: str = "cpu", max_rounds: int = 12) -> DensePoint:
     """Locate a run's point of emergence to ``resolution`` steps by recursive zooming.
 
-    1. Evaluate every stored checkpoint (base schedule and overlay) on ``n_prompts`` repetition
-       prompts and find the crossing by :func:`interp.emergence.dense_crossing` (first
-       checkpoint at or above ``threshold`` whose next ``hold`` checkpoints stay there).
+    1. Evaluate the base schedule's checkpoints on ``n_prompts`` repetition prompts and find the
+       crossing by :func:`interp.emergence.dense_crossing` (first checkpoint at or above
+       ``threshold`` whose next ``hold`` checkpoints stay there).
     2. While the bracketing checkpoints are more than ``resolution`` steps apart, :func:`zoom`
-       into them with spacing ``max(resolution, ceil(gap / 10))``, evaluate the new checkpoints
-       and apply the rule again over all of them.
+       into them with spacing ``max(resolution, ceil(gap / 10))``, add the new grid to the curve
+       and apply the rule again. Overlay steps stored by other calls are not on the curve, so
+       the result depends on the base schedule and ``resolution`` only.
 
     Args:
         source: a resumable run (folder or LocalSuiteSource).
@@ -412,18 +444,22 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
     zooms: list[ZoomResult] = []
     result = DensePoint(model_id, None, None, resolution, threshold, hold, n_prompts)
 
-    def crossing() -> tuple[int | None, int | None]:
-        steps = stored_steps(run)
+    def crossing(steps: list[int]) -> tuple[int | None, int | None]:
         accuracy = [evaluator(s)[0] for s in steps]
         return dense_crossing(steps, accuracy, threshold=threshold, hold=hold)
 
-    pre, post = crossing()
+    # The curve of each round is the previous round's outside the bracket plus the new grid inside
+    # it: the result depends on the base schedule and the resolution only, not on overlay steps
+    # that other calls stored.
+    curve = sorted(int(s) for s in _metadata(run)["steps"])
+    pre, post = crossing(curve)
     for _ in range(max_rounds):
         if pre is None or post is None or post - pre <= resolution:
             break
         every = max(resolution, math.ceil((post - pre) / 10))
         zooms.append(zoom(run, pre, post, every=every, tolerance=tolerance))
-        new_pre, new_post = crossing()
+        curve = sorted(set(curve) | set(range(pre, post, every)))
+        new_pre, new_post = crossing(curve)
         if (new_pre, new_post) == (pre, post):  # nothing finer to store (e.g. gap not divisible)
             break
         pre, post = new_pre, new_post

@@ -88,3 +88,38 @@ def test_environment_metadata_names_what_changes_weights():
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert env["python"].count(".") == 2  # the patch version, not only major.minor
     assert embedded.suite_dir(CFG).name.startswith(CFG.digest() + "-")
+
+
+def test_loss_curve_figure_shows_loss_beside_capability(tiny_run):
+    import pandas as pd
+
+    from interp.visualisation import loss_curve_figure
+
+    _, losses = tiny_run
+    emergence = pd.DataFrame({"step": [0, 8, 16], "accuracy": [0.1, 0.2, 0.7]})
+    points = pd.DataFrame({"pre_step": [8], "post_step": [16], "emerged": [True]})
+    fig = loss_curve_figure(losses, emergence, points, smooth=4)
+    names = [t.name for t in fig.data]
+    assert names == ["loss (per step)", "loss (4-step mean)", "accuracy"]
+    assert list(fig.data[0].y) == losses["loss"].tolist()
+    assert fig.layout.shapes[0].x0 == 8 and fig.layout.shapes[0].x1 == 16  # the point of emergence shaded
+    with pytest.raises(ValueError, match="expected 'step' and 'loss'"):
+        loss_curve_figure(losses.rename(columns={"loss": "nats"}))
+
+
+def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
+    torch.set_num_threads(1)
+    short = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)[0]
+    longer_cfg = embedded.SuiteConfig(**{**CFG.__dict__, "steps": 24})
+    (longer,) = embedded.ensure_suite(longer_cfg, root=tmp_path, n_jobs=1, progress=False)
+    assert longer.parent != short.parent
+    assert json.loads((longer / "suite.json").read_text())["continued_from"] == str(short)
+    reference = tmp_path / "from-scratch"
+    losses = embedded.train_run(TINY, 3, longer_cfg, reference)
+    for step in (16, 24):
+        a, b = _weights(longer / f"step{step}"), _weights(reference / f"step{step}")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert embedded.loss_curve(longer)["loss"].tolist() == losses["loss"].tolist()
+    from interp.checkpoints import LocalSuiteSource
+
+    assert LocalSuiteSource(longer).available_steps() == list(longer_cfg.checkpoint_steps)

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -45,13 +44,24 @@ def test_suite_layout_and_pythia_architecture(quick_suite):
         assert rotary == 0.25 and config["use_parallel_residual"] is True
         assert config["tie_word_embeddings"] is False
         assert (run / f"step{cfg.steps}" / "model.safetensors").is_file()
+        assert (run / f"step{cfg.steps}" / "optimizer.safetensors").is_file()  # resumable
         assert not list(run.parent.glob(".tmp-*"))  # nothing half-written left behind
+        losses = embedded.loss_curve(run)
+        assert list(losses["step"]) == list(range(cfg.steps))
+        # starts near ln 256 = 5.55 nats (uniform over bytes) and ends well below the code bytes' plateau
+        assert 4.5 < losses["loss"].iloc[0] < 6.0 and losses["loss"].iloc[-100:].mean() < 2.5
+        meta = json.loads((run / "suite.json").read_text())
+        env = meta["environment"]
+        assert meta["threads"] == cfg.threads == 1 and env["torch_threads"] == 1
+        assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        assert env["corpus_sha256"] == embedded.corpus_digest(cfg.corpus_bytes)
+        assert env["packages"]["transformers"] and env["python"].count(".") == 2
 
 
 def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
     runs, _ = quick_suite
     batch = RepetitionTask().build(LocalSuiteSource(runs[0]).tokenizer())
-    posts = []
+    posts, rises = [], []
     for run in runs:
         source = LocalSuiteSource(run)
         curve = full_scan(source, batch)
@@ -61,17 +71,17 @@ def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
         point = find_emergence(source, batch)
         assert (point.pre_step, point.post_step, point.emerged) == (pre, post, emerged)
         assert point.n_evaluations <= max_bisection_evaluations(len(source.searchable_steps()))
-        assert emerged, f"{run.name} did not emerge"
-        posts.append(post)
-        assert curve["accuracy"].iloc[-1] >= 0.5
-        # abrupt: from chance level (accuracy < 0.2) to the post step within a fifth of training,
-        # and one checkpoint interval carries a jump of at least 0.15
-        steps, accuracy = curve["step"].to_numpy(), curve["accuracy"].to_numpy()
-        last_at_chance = steps[(steps < post) & (accuracy < 0.2)].max()
-        assert post - last_at_chance <= 0.2 * steps[-1], (run.name, last_at_chance, post)
-        assert (accuracy[1:] - accuracy[:-1]).max() >= 0.15
-    # seed-dependent: every seed of the suite emerges at its own step
-    assert len(posts) == len(runs) >= 2 and len(set(posts)) == len(posts), posts
+        if emerged:
+            posts.append(post)
+            assert curve["accuracy"].iloc[-1] >= 0.5
+        linear = curve[curve["step"] >= 100]  # the 100-step part of the schedule
+        rises.append(linear["accuracy"].diff().max())
+    assert len(posts) == len(runs), "a seed of the quick suite did not emerge"
+    # seed-dependent: the seeds cross at different steps
+    assert len(set(posts)) == len(posts)
+    # abrupt: every seed gains >= 0.25 accuracy within one 100-step interval (3 standard errors of
+    # a difference of two 64-prompt accuracies near 0.3), and some seed >= 0.4
+    assert min(rises) >= 0.25 and max(rises) >= 0.4
 
 
 def test_main_job_tables_and_report(quick_report):

@@ -92,3 +92,52 @@ def test_dense_crossing_needs_the_crossing_to_hold():
     assert dense_crossing(steps, [0.9] * 8) == (None, 1300)
     with pytest.raises(ValueError, match="hold"):
         dense_crossing(steps, noisy, hold=-1)
+
+
+def test_dense_point_on_the_quick_suite(quick_suite, tmp_path):
+    from interp.zoom import dense_point
+
+    runs, _ = quick_suite
+    run = tmp_path / runs[-1].name
+    shutil.copytree(runs[-1], run, ignore=shutil.ignore_patterns("zoom"))
+    point = dense_point(run, resolution=10, n_prompts=256)
+    coarse = point.zooms[0]
+    # one zoom into the 100-step bracket, re-trained from the stored state bit for bit
+    assert (coarse.post - coarse.pre, coarse.every, coarse.max_abs_diff) == (100, 10, 0.0)
+    assert point.retrained_steps == 100 and len(overlay_steps(run)) == 9
+    assert coarse.pre <= point.pre_step and point.post_step - point.pre_step == 10 and point.post_step <= coarse.post
+    # the noise rule: post and the next two checkpoints at or above the threshold
+    curve = point.evaluations.set_index("step")["accuracy"]
+    after = [s for s in curve.index if s >= point.post_step][:3]
+    assert len(after) == 3 and (curve[after] >= 0.5).all()
+    assert point.jump > 0 and not point.jump_too_small
+    assert LocalSuiteSource(run).available_steps() == list(embedded.QUICK.checkpoint_steps)
+
+
+def test_store_steps_retrains_only_the_intervals_holding_missing_steps(tiny_run):
+    from interp.zoom import store_steps
+
+    results = store_steps(tiny_run, [3, 9, 11, 8])
+    assert [(r.pre, r.post, r.new_steps) for r in results] == [(2, 4, [3]), (8, 16, [9, 11])]
+    assert all(r.max_abs_diff == 0.0 for r in results)
+    assert store_steps(tiny_run, [3, 9]) == []  # all stored now
+    with pytest.raises(ValueError, match="outside"):
+        store_steps(tiny_run, [17])
+
+
+def test_cli_zoom_and_its_one_line_errors(tiny_run):
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    runner = CliRunner()
+    done = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "4"])
+    assert done.exit_code == 0, done.output
+    assert "max |diff| at step 16: 0 " in done.output and "[12]" in done.output
+    for args, message in [(["--pre", "16", "--post", "8"], "must be before"),
+                          (["--pre", "5", "--post", "16"], "nearest stored steps")]:
+        done = runner.invoke(app, ["zoom", str(tiny_run), *args])
+        assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
+    done = runner.invoke(app, ["zoom", "EleutherAI/pythia-14m", "--pre", "0", "--post", "1000"])
+    assert done.exit_code == 2 and "carry no optimizer state" in done.output
+    assert len(done.output.strip().splitlines()) == 1
