@@ -134,7 +134,7 @@ def main(argv=None) -> None:
     parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick | embedded/<run> | a suite folder")
     parser.add_argument("--metric", default="p", choices=["p", "logprob", "logit-diff"])
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples over prompts")
-    parser.add_argument("--ig-steps", type=int, default=8, help="integration points of the IG pre-screen")
+    parser.add_argument("--ig-steps", type=int, default=4, help="integration points of the IG pre-screen")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's decomposition block")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")

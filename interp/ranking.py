@@ -263,7 +263,7 @@ class HeadRanking:
 
 def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
                  method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None,
-                 ks: Sequence[int] | None = None, prescreen_steps: int = 8, kind: str = "pattern",
+                 ks: Sequence[int] | None = None, prescreen_steps: int = 4, kind: str = "pattern",
                  memory_budget_mb: float = 1024, n_boot: int = N_BOOT, attribution: bool = True) -> HeadRanking:
     """Rank the pre checkpoint's heads by patching ``kind`` (default the pattern) from the post checkpoint.
 
