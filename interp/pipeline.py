@@ -26,7 +26,7 @@ from torch import Tensor
 
 from interp.emergence import EmergencePoint, StepEvaluator, find_emergence, full_scan
 from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
-from interp.tasks import CapabilityTask, RepetitionTask, TaskBatch
+from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
