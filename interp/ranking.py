@@ -49,7 +49,8 @@ from interp.tasks import TaskBatch
 
 __all__ = [
     "HeadRanking", "rank_heads", "topk_recovery", "head_ranking", "head_ranking_report", "rank_heads_between",
-    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "COMPONENTS", "COMPONENT_COLUMNS",
+    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "decompose_between", "COMPONENTS",
+    "COMPONENT_COLUMNS",
 ]
 
 #: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses
@@ -515,3 +516,26 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         "value_pre": m_pre, "value_post": m_post,
     })
     return frame[COMPONENT_COLUMNS]
+
+
+def decompose_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, metric: Any = "p",
+                      device: str | None = None, **kwargs: Any) -> pd.DataFrame:
+    """Load ``post_step`` (captured) then ``pre_step`` from a checkpoint source and run ``decompose_jump``.
+
+    ``kwargs`` go to ``decompose_jump`` (``targets``, ``ks``, ``n_boot``, ...); ``model`` and
+    ``seed`` labels come from the source's id.
+
+    Raises:
+        ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
+    """
+    from interp.pipeline import model_and_seed
+
+    if pre_step >= post_step:
+        raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")
+    post_loaded = source.load(post_step, device=device)
+    batch = batch.to(next(post_loaded.model.parameters()).device)
+    post = capture_post(post_loaded.model, batch, weights=True)
+    pre = source.load(pre_step, device=device)
+    model, seed = model_and_seed(source.model_id)
+    labels = {"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step}
+    return decompose_jump(pre.model, post, batch, metric=metric, labels=labels, **kwargs)
