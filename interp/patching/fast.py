@@ -13,7 +13,9 @@ Then, per layer ``l`` and kind of patch:
   output is the cached one plus ``delta_h = a_h @ B_h`` (``a = z_new - z_pre``, ``B = W_O``; OV
   weights: ``a = [z_new, z_pre]``, ``B = [W_O_post; -W_O_pre]``).  The same call checks the
   reconstruction: cached block output plus every head's ``delta`` must equal the block's output.
-  An MLP-output patch is ``mlp_post - mlp_pre``.
+  Once one block passed that check, patterns and head outputs skip the call: ``z_new`` is the
+  post ``z``, or ``pattern_post @ v`` from the cached ``hook_v`` (if that formula rebuilds the
+  cached ``z``).  An MLP-output patch is ``mlp_post - mlp_pre``.
 * the residual streams of a layer's patches are stacked along the batch (one copy of the
   prompts per patch, chunked to ``memory_budget_mb``) and only blocks ``l+1 ... n_layers-1`` run,
   by calling the bridge's own block modules; patched heads of later layers (activation kinds)
