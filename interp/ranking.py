@@ -283,7 +283,10 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         method: ``"fast"``, ``"reference"`` (full forwards; TransformerLens) or ``"attribution"``.
         prescreen_top_n: patch exactly only the pre-screen's top N heads.
         ks: K values of the joint top-K patch (default 1 ... all ranked heads).
-        prescreen_steps: integration points of the pre-screen (1 = attribution patching).
+        prescreen_steps: integration points of the pre-screen per layer (1 = attribution patching:
+            one forward and one backward; 4, the default, costs ``4 n_layers`` of those: on the
+            Pythia-70m shape about a third of TransformerLens's all-head patch, so use 1 on large
+            models, see ``benchmarks/bench_patching.py``).
         kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
 
     Returns:
@@ -368,7 +371,7 @@ def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
 def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
                        prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
                        ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
-                       n_boot: int = N_BOOT) -> HeadRanking:
+                       n_boot: int = N_BOOT, prescreen_steps: int = 4) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
     The post checkpoint is captured (activations, weights) before pre is loaded: a source reuses
@@ -398,7 +401,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     with torch.inference_mode():
         pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
     ranking = head_ranking(pre.model, post, batch, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
-                           ks=ks, n_boot=n_boot)
+                           ks=ks, n_boot=n_boot, prescreen_steps=prescreen_steps)
     if decompose:
         ranking.components = decompose_jump(pre.model, post, batch, metric=metric, n_boot=n_boot,
                                             labels={"pre_step": pre_step, "post_step": post_step})
