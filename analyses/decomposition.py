@@ -131,10 +131,11 @@ def update_docs(block: str, figure_page: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/decomposition.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick | embedded/<run> | a suite folder")
+    parser.add_argument("--suite", nargs="+", default=["embedded"],
+                        help="embedded | embedded-quick | embedded/<run> | run folders of a local suite (several allowed)")
     parser.add_argument("--metric", default="p", choices=["p", "logprob", "logit-diff"])
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples over prompts")
-    parser.add_argument("--ig-steps", type=int, default=8, help="integration points of the IG pre-screen")
+    parser.add_argument("--ig-steps", type=int, default=4, help="integration points of the IG pre-screen")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's decomposition block")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -146,7 +147,7 @@ def main(argv=None) -> None:
 
     start = time.time()
     frames, prescreen, points = [], [], []
-    for source in resolve_sources([args.suite], progress=False):
+    for source in resolve_sources(args.suite, progress=False):
         try:
             components, rows, (model, seed, point) = analyse_source(source, args.metric, args.n_boot, args.ig_steps)
         finally:
@@ -158,7 +159,8 @@ def main(argv=None) -> None:
             prescreen += rows
     components = pd.concat(frames, ignore_index=True)
     prescreen = pd.DataFrame(prescreen)
-    settings = (f"Command: `python -m analyses.decomposition --suite {args.suite} --metric {args.metric} "
+    shown = " ".join(Path(x).name if "/" in x and not x.startswith("embedded") else x for x in args.suite)
+    settings = (f"Command: `python -m analyses.decomposition --suite {shown} --metric {args.metric} "
                 f"--n-boot {args.n_boot} --ig-steps {args.ig_steps}`; task: `RepetitionTask()` (64 prompts); "
                 f"point of emergence: greedy accuracy 0.5, bisection; metric: {args.metric}.")
     block = markdown(components, prescreen, settings)

@@ -81,7 +81,11 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
     n_layers, n_heads = heads_shape(model)
     device = model_device(model)
     post = _post_patterns(model, batch, patterns)
-    pre = cache_patterns(model, batch.tokens).float()
+    if steps == 1:
+        mode = "joint"  # at alpha = 0 both modes are the same single gradient
+    # The moved layer's own pattern is the pre pattern whenever no earlier layer moves (layer mode,
+    # or alpha = 0): read it in the hook; only joint IG needs a separate pre-run.
+    pre_cached = cache_patterns(model, batch.tokens).float() if mode == "joint" and steps > 1 else None
     # clone(): tensors made under inference_mode cannot enter an autograd graph.
     batch = batch.to(device)
     batch = type(batch)(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
@@ -90,6 +94,7 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
     stacked = batch.repeat(steps)
     estimate = torch.zeros(n_layers, n_heads, device=device)
     groups = [list(range(n_layers))] if mode == "joint" else [[l] for l in range(n_layers)]
+    pre: dict[int, Tensor] = {}
     for layers in groups:
         leaves: dict[int, Tensor] = {}
 
@@ -97,6 +102,8 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
             # pattern + alpha (post - pre): the layer's own pattern is pre, so this is the straight
             # line; later layers keep computing theirs, so indirect effects stay in the gradient.
             def hook(pattern: Tensor, hook: Any = None) -> Tensor:
+                natural = pattern.detach().float().reshape(steps, *post[layer].shape)[0]
+                pre[layer] = pre_cached[layer] if pre_cached is not None else natural
                 offset = alphas.reshape(-1, 1, 1, 1, 1) * (post[layer] - pre[layer])[None]
                 leaves[layer] = pattern + offset.reshape(pattern.shape).to(pattern.dtype)
                 return leaves[layer]
