@@ -222,7 +222,7 @@ def bisect(
     from interp.checkpoints import checkpoint_table, hazard_lines
     from interp.pipeline import CHECKPOINTS_COLUMNS, _labelled
 
-    points, curves, tables = [], [], []
+    points, curves, tables, hazards = [], [], [], []
     for src in resolve_sources(source):
         batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
         point = find_emergence(src, batch, threshold=threshold, device=_device(device))
@@ -233,12 +233,12 @@ def bisect(
         curve_table.insert(0, "model", model)
         curves.append(curve_table)
         tables.append(_labelled(checkpoint_table(src), model, seed, CHECKPOINTS_COLUMNS))
+        hazards += hazard_lines(tables[-1], f"{model} seed {seed}")
         src.close()
     points_df = pd.DataFrame(points).astype({"pre_step": "Int64", "post_step": "Int64"})
     typer.echo(points_df.to_string(index=False))
-    for table in tables:
-        for line in hazard_lines(table, f"{table['model'].iloc[0]} seed {table['seed'].iloc[0]}" if len(table) else ""):
-            typer.echo(f"hazard: {line}")
+    for line in hazards:
+        typer.echo(f"hazard: {line}")
     if out is not None:
         atomic_to_csv(points_df, out / "points.csv")
         atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence.csv")
