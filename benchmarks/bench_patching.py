@@ -1,22 +1,23 @@
-"""Benchmark: all-head attention-pattern patching, our engine vs TransformerLens, same process.
+"""Benchmark: per-head patching of every activation target, our engine vs TransformerLens, same process.
 
-For random GPT-NeoX models of the Pythia-70m shape (6 layers x 8 heads, d_model 512) and the
-Pythia-160m shape (12 x 12, d_model 768), vocabulary 50304, 32 prompts of 17 tokens, it times
+For random GPT-NeoX models of the Pythia-70m shape (6 layers x 8 heads, d_model 512; the
+default) and the Pythia-160m shape (12 x 12, d_model 768), vocabulary 50304, 32 prompts of 17
+tokens, it times, for each activation target (pattern, q, k, v, z):
 
-* TransformerLens ``get_act_patch_attn_head_pattern_all_pos`` (one full forward per head),
-* ``interp.patching.delta_p_all_heads(method="fast")`` (layer skip, heads stacked along batch),
-* ``interp.patching.attribution_delta_p`` (one forward + one backward pre-screen),
+* TransformerLens ``get_act_patch_attn_head_{pattern,q,k,v,out}_all_pos`` (one full forward per head),
+* ``interp.patching.per_head_delta(kind)`` (layer skip, heads stacked along the batch),
 
+and for patterns the attribution pre-screen (``attribution_delta_p``, 1 and 8 gradient points);
 checks that the fast values equal the reference (max abs difference, probability units) and
-prints the ratios.  Goals (issue 6, item 4a): fast >= 5x, pre-screen >= 15x.
+prints the ratios.  Goals: every target >= 4x on the 70m shape, patterns >= 5x.
 
 The 160m reference would take ~6 min on one core, so by default it runs on a subset of heads
 (``--ref-heads-160m``, spread over all layers) and its all-head time is extrapolated linearly
 (one forward per head); the output says so.  Last line: ``speedup_vs_transformer_lens: X``,
-the smaller fast-path speedup of the shapes run.
+the smallest fast-path speedup of the targets and shapes run.
 
-    .venv/bin/python benchmarks/bench_patching.py            # both shapes, ~7 min on 1 core
-    .venv/bin/python benchmarks/bench_patching.py --shapes 70m
+    .venv/bin/python benchmarks/bench_patching.py                 # 70m shape, 5 targets, ~3 min on 1 core
+    .venv/bin/python benchmarks/bench_patching.py --shapes 70m,160m --kinds pattern --repeats 2
 """
 
 from __future__ import annotations
@@ -106,75 +107,91 @@ def _timed(fn, repeats: int = 1):
     return out, min(walls), min(cpus)
 
 
-def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats: int) -> dict:
+KINDS = ("pattern", "q", "k", "v", "z")
+
+
+def _tl_all_pos(kind: str):
+    from transformer_lens import patching as tlp
+
+    return {"pattern": tlp.get_act_patch_attn_head_pattern_all_pos, "q": tlp.get_act_patch_attn_head_q_all_pos,
+            "k": tlp.get_act_patch_attn_head_k_all_pos, "v": tlp.get_act_patch_attn_head_v_all_pos,
+            "z": tlp.get_act_patch_attn_head_out_all_pos}[kind]
+
+
+def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats: int, kinds=KINDS) -> list[dict]:
+    """One row per activation kind: TransformerLens's all-position patch vs ``per_head_delta``."""
     from transformer_lens import ActivationCache
-    from transformer_lens.patching import (
-        generic_activation_patch,
-        get_act_patch_attn_head_pattern_all_pos,
-        layer_head_pattern_patch_setter,
-    )
+    from transformer_lens.patching import generic_activation_patch, layer_head_pattern_patch_setter, \
+        layer_head_vector_patch_setter
 
     from interp.patching import (
-        PatchingInputs,
-        answer_prob,
+        TaskBatch,
+        answer_probability,
         attribution_delta_p,
-        cache_patterns,
-        delta_p_all_heads,
+        capture_post,
+        per_head_delta,
     )
+    from interp.patching.targets import hook_name
 
     n_layers, n_heads, _ = SHAPES[shape]
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, VOCAB, (batch, pos), generator=gen)
     with tempfile.TemporaryDirectory() as tmp:
-        post = random_neox_bridge(shape, 1, tmp)
-        patterns = cache_patterns(post, tokens)
+        post_model = random_neox_bridge(shape, 1, tmp)
         with torch.inference_mode():
-            answers = post(tokens)[:, -1].argmax(-1)
-        del post
+            answers = post_model(tokens)[:, -1].argmax(-1)
+        inputs = TaskBatch(tokens, answers, torch.full((batch,), pos - 1))
+        post = capture_post(post_model, inputs, weights=False)
+        del post_model
         model = random_neox_bridge(shape, 0, tmp)
-    inputs = PatchingInputs(tokens, answers, torch.full((batch,), pos - 1))
-
-    # Reference: TransformerLens, one forward per head (baseline forward not timed).
+    rows_of = torch.arange(batch)
     with torch.inference_mode():
-        p_pre = answer_prob(model(tokens), inputs).mean()
-    cache = ActivationCache({f"blocks.{l}.attn.hook_pattern": patterns[l] for l in range(n_layers)}, model)
+        p_pre = answer_probability(model(tokens)[rows_of, inputs.answer_pos], inputs).mean()
 
     def metric(logits):
-        return answer_prob(logits, inputs).mean() - p_pre
+        return answer_probability(logits[rows_of, inputs.answer_pos], inputs).mean() - p_pre
 
     all_pairs = [(l, h) for l in range(n_layers) for h in range(n_heads)]
-    if ref_heads is None or ref_heads >= len(all_pairs):
-        pairs = all_pairs
-        with torch.inference_mode():
-            ref, t_ref, c_ref = _timed(lambda: get_act_patch_attn_head_pattern_all_pos(model, tokens, cache, metric),
-                                      repeats)
-        ref = ref.flatten()
-    else:  # evenly spread subset, extrapolated linearly (one forward per head)
-        step = len(all_pairs) / ref_heads
-        pairs = [all_pairs[int(i * step)] for i in range(ref_heads)]
-        index_df = pd.DataFrame(pairs, columns=["layer", "head_index"])
-        with torch.inference_mode():
-            ref, t_sub, c_sub = _timed(lambda: generic_activation_patch(
-                model, tokens, cache, metric, patch_setter=layer_head_pattern_patch_setter,
-                activation_name="pattern", index_df=index_df), repeats)
-        t_ref = t_sub * len(all_pairs) / len(pairs)
-        c_ref = c_sub * len(all_pairs) / len(pairs)
-
-    fast, t_fast, c_fast = _timed(lambda: delta_p_all_heads(model, inputs, patterns, method="fast"), repeats)
-    _, t_attr, c_attr = _timed(lambda: attribution_delta_p(model, inputs, patterns), repeats)
-    fast_sel = torch.stack([fast[l, h] for l, h in pairs])
-    return dict(shape=shape, heads=len(all_pairs), ref_heads_run=len(pairs), t_ref=t_ref, t_fast=t_fast,
-                t_attr=t_attr, c_ref=c_ref, c_fast=c_fast, c_attr=c_attr, max_abs_diff=float((fast_sel - ref.cpu()).abs().max()),
-                max_abs_delta_p=float(fast.abs().max()))
+    results = []
+    for kind in kinds:
+        cache = ActivationCache({hook_name(kind, l): post.activation(kind, l) for l in range(n_layers)}, model)
+        if ref_heads is None or ref_heads >= len(all_pairs):
+            pairs = all_pairs
+            with torch.inference_mode():
+                ref, t_ref, c_ref = _timed(lambda: _tl_all_pos(kind)(model, tokens, cache, metric), repeats)
+            ref = ref.flatten()
+        else:  # evenly spread subset, extrapolated linearly (one forward per head)
+            step = len(all_pairs) / ref_heads
+            pairs = [all_pairs[int(i * step)] for i in range(ref_heads)]
+            setter = layer_head_pattern_patch_setter if kind == "pattern" else layer_head_vector_patch_setter
+            index_df = pd.DataFrame(pairs, columns=["layer", "head_index" if kind == "pattern" else "head"])
+            with torch.inference_mode():
+                ref, t_sub, c_sub = _timed(lambda: generic_activation_patch(
+                    model, tokens, cache, metric, patch_setter=setter, activation_name=kind, index_df=index_df), repeats)
+            t_ref = t_sub * len(all_pairs) / len(pairs)
+            c_ref = c_sub * len(all_pairs) / len(pairs)
+        fast, t_fast, c_fast = _timed(lambda: per_head_delta(model, post, inputs, kind), repeats)
+        fast_sel = torch.stack([fast[l, h] for l, h in pairs])
+        row = dict(shape=shape, kind=kind, heads=len(all_pairs), ref_heads_run=len(pairs), t_ref=t_ref, t_fast=t_fast,
+                   c_ref=c_ref, c_fast=c_fast, max_abs_diff=float((fast_sel - ref.cpu()).abs().max()),
+                   max_abs_delta_p=float(fast.abs().max()))
+        if kind == "pattern":
+            patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
+            for steps in (1, 8):
+                _, t_attr, c_attr = _timed(lambda: attribution_delta_p(model, inputs, patterns, steps=steps), repeats)
+                row[f"t_attr{steps}"], row[f"c_attr{steps}"] = t_attr, c_attr
+        results.append(row)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default="70m,160m")
+    parser.add_argument("--shapes", default="70m")
+    parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--pos", type=int, default=17)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=2, help="time each method this many times, keep the best")
+    parser.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
     parser.add_argument("--ref-heads-160m", type=int, default=12,
                         help="heads of the 160m reference actually run (0 = all 144)")
     args = parser.parse_args()
@@ -182,25 +199,27 @@ def main() -> None:
     speedups = []
     for shape in args.shapes.split(","):
         ref_heads = None if shape == "70m" or args.ref_heads_160m <= 0 else args.ref_heads_160m
-        r = bench_shape(shape, args.batch, args.pos, ref_heads, args.repeats)
-        extrap = "" if r["ref_heads_run"] == r["heads"] else \
-            f" (extrapolated from {r['ref_heads_run']} of {r['heads']} heads, one forward per head)"
-        s_fast, s_attr = r["c_ref"] / r["c_fast"], r["c_ref"] / r["c_attr"]
-        speedups.append(s_fast)
-        print(f"[{shape}] {r['heads']} heads, {args.batch} prompts x {args.pos} tokens, {args.threads} thread(s); "
-              f"seconds = process CPU time (wall-clock in brackets), best of {args.repeats}")
-        print(f"[{shape}] transformer_lens all heads: {r['c_ref']:7.2f} s [{r['t_ref']:.2f}]{extrap}")
-        print(f"[{shape}] fast (layer skip):          {r['c_fast']:7.2f} s [{r['t_fast']:.2f}] -> {s_fast:.1f}x "
-              f"(wall {r['t_ref'] / r['t_fast']:.1f}x; goal >= 5x)")
-        print(f"[{shape}] attribution pre-screen:     {r['c_attr']:7.2f} s [{r['t_attr']:.2f}] -> {s_attr:.1f}x "
-              f"(wall {r['t_ref'] / r['t_attr']:.1f}x; goal >= 15x)")
-        print(f"[{shape}] FLOP ratio reference / fast path (the speedup at equal matmul efficiency): "
-              f"{flop_ceiling(shape, args.batch, args.pos):.1f}x")
-        print(f"[{shape}] max |fast - reference| = {r['max_abs_diff']:.2e} (max |delta_p| {r['max_abs_delta_p']:.2e})")
-        print(f"{shape}_speedup_fast: {s_fast:.2f}")
-        print(f"{shape}_speedup_prescreen: {s_attr:.2f}")
+        print(f"[{shape}] {SHAPES[shape][0] * SHAPES[shape][1]} heads, {args.batch} prompts x {args.pos} tokens, "
+              f"{args.threads} thread(s); seconds = process CPU time (wall-clock in brackets), best of {args.repeats}")
+        for r in bench_shape(shape, args.batch, args.pos, ref_heads, args.repeats, args.kinds.split(",")):
+            extrap = "" if r["ref_heads_run"] == r["heads"] else \
+                f" (extrapolated from {r['ref_heads_run']} of {r['heads']} heads)"
+            s_fast = r["c_ref"] / r["c_fast"]
+            speedups.append(s_fast)
+            goal = 5 if r["kind"] == "pattern" else 4
+            print(f"[{shape}] {r['kind']:>7}: transformer_lens {r['c_ref']:7.2f} s [{r['t_ref']:.2f}]{extrap}; "
+                  f"fast {r['c_fast']:6.2f} s [{r['t_fast']:.2f}] -> {s_fast:.1f}x (goal >= {goal}x); "
+                  f"max |fast - reference| {r['max_abs_diff']:.1e} (max |delta_p| {r['max_abs_delta_p']:.1e})")
+            print(f"{shape}_{r['kind']}_speedup_fast: {s_fast:.2f}")
+            for steps in (1, 8):
+                if f"c_attr{steps}" in r:
+                    print(f"[{shape}] pre-screen, {steps} gradient point(s): {r[f'c_attr{steps}']:.2f} s -> "
+                          f"{r['c_ref'] / r[f'c_attr{steps}']:.1f}x vs the pattern reference")
+        if shape in ("70m", "160m") and "pattern" in args.kinds:
+            print(f"[{shape}] FLOP ratio reference / fast path for patterns (the speedup at equal matmul "
+                  f"efficiency): {flop_ceiling(shape, args.batch, args.pos):.1f}x")
     print("(speedups are CPU-time ratios: equal to wall-clock ratios on an idle machine, and robust when other "
-          "processes share the cores; last line: the smaller fast-path speedup over the shapes run)")
+          "processes share the cores; last line: the smallest fast-path speedup over the targets run)")
     print(f"speedup_vs_transformer_lens: {min(speedups):.2f}")
 
 

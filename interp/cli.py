@@ -111,6 +111,16 @@ PromptsOpt = typer.Option(64, help="Number of prompts.")
 LengthOpt = typer.Option(10, help="Random items per prompt before the partial repeat.")
 ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence.")
 DeviceOpt = typer.Option(None, help="torch device (default: cuda if available, else cpu).")
+MetricOpt = typer.Option("p", "--metric", help="Patching metric: p (probability of the answer) | logprob | "
+                         "logit-diff (answer logit minus the largest distractor logit).")
+
+
+def _metric(metric: str) -> str:
+    """The metric name, checked before any work (one-line error naming the valid ones)."""
+    from interp.patching.metrics import resolve_metric
+
+    resolve_metric(metric)
+    return metric
 
 
 def _device(device: Optional[str]) -> str:
@@ -126,14 +136,16 @@ def demo(
     out: Path = typer.Option(Path("results/demo"), help="Output folder."),
     method: str = typer.Option("fast", help="Patching engine: fast | reference | attribution."),
     device: Optional[str] = DeviceOpt,
+    metric: str = MetricOpt,
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta_p, patch the top K jointly, write tables and report.html to OUT."""
     from interp.pipeline import run_main_job
 
+    metric = _metric(metric)
     sources = resolve_sources(["embedded-quick" if quick else "embedded"])
     report = run_main_job(sources, task=_task("repetition", 64, 10, 0), scan=True, method=method,
-                          device=_device(device), out_dir=out,
+                          device=_device(device), out_dir=out, metric=metric,
                           title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
     _print_summary(report, out)
 
@@ -161,7 +173,7 @@ def _print_summary(report, out: Path) -> None:
     Console(width=max(120, Console().width)).print(table)
     for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache
         typer.echo(f"hazard: {line}")
-    typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk .csv/.parquet")
+        typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk/components .csv/.parquet")
 
 
 @app.command()
@@ -256,10 +268,14 @@ def rank_heads(
     task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: Optional[str] = DeviceOpt,
+    metric: str = MetricOpt,
 ):
     """Patch each head's attention pattern from POST into PRE; rank by delta_p; joint top-K."""
     from interp.io import atomic_to_csv
-    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed, rank_heads_between
+    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
+    from interp.ranking import rank_heads_between
+
+    metric = _metric(metric)
 
     if pre == post:
         raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
@@ -269,11 +285,11 @@ def rank_heads(
     (src,) = resolve_sources([source])
     batch = _task(task, n_prompts, length, 0).build(src.tokenizer())
     result = rank_heads_between(src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n,
-                                device=_device(device))
+                                device=_device(device), metric=metric)
     model, seed = model_and_seed(src.model_id)
-    heads = _labelled(result["heads"], model, seed, HEADS_COLUMNS)
-    topk = _labelled(result["topk"], model, seed, TOPK_COLUMNS)
-    typer.echo(f"p_pre={result['p_pre']:.4f} p_post={result['p_post']:.4f}")
+    heads = _labelled(result.heads, model, seed, HEADS_COLUMNS)
+    topk = _labelled(result.topk, model, seed, TOPK_COLUMNS)
+    typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f}")
     typer.echo(heads.head(10).to_string(index=False))
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
@@ -289,12 +305,14 @@ def run(
     scan: bool = typer.Option(False, help="Evaluate every checkpoint too (full curves)."),
     method: str = typer.Option("fast", help="fast | reference | attribution."),
     device: Optional[str] = DeviceOpt,
+    metric: str = MetricOpt,
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
     from interp.pipeline import run_main_job
 
+    metric = _metric(metric)
     report = run_main_job(resolve_sources(source), task=_task(task, n_prompts, length, 0), threshold=threshold,
-                          scan=scan, method=method, device=_device(device), out_dir=out)
+                          scan=scan, method=method, device=_device(device), out_dir=out, metric=metric)
     _print_summary(report, out)
 
 

@@ -31,18 +31,22 @@ from interp import visualisation as vis
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
-HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution"]
-TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered"]
+HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
+                 "metric"]
+TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered", "metric"]
 CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
 
 SUMMARY_LEGEND = (
     "<b>pre_step → post_step</b>: consecutive checkpoints where greedy accuracy crosses the threshold and "
     "stays above it (training steps). <b>n_evaluations</b>: checkpoints the bisection evaluated. "
-    "<b>p_pre, p_post</b>: mean probability of the answer token. <b>jump</b> = p_post − p_pre (recovered "
+    "<b>metric</b>: what p_pre, p_post, Δp and recovered measure (p = probability of the answer token, "
+    "logprob = its log probability in nats, logit-diff = its logit minus the largest distractor logit). "
+    "<b>p_pre, p_post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = p_post − p_pre (recovered "
     "divides by it: below ~0.05 it is ill-conditioned). <b>top_head</b>, <b>top_delta_p</b>: the head whose "
     "post-step attention pattern, patched alone into the pre step, raises p(answer) most, and by how much. "
     "<b>recovered_top2</b>: (p with the top 2 heads patched − p_pre) / jump. <b>prescreen_spearman</b>: rank "
-    "correlation of the 1-forward-1-backward attribution estimate with exact Δp over heads."
+    "correlation of the pre-screen's estimate (integrated gradients on the patterns) with exact Δp over heads; "
+    "<b>prescreen_top2_found</b>: whether the exact top 2 heads are the estimate's top 2."
 )
 
 
@@ -80,6 +84,10 @@ class RunAnalysis:
     example_patterns: Tensor | None = None
     example_names: list[str] = field(default_factory=list)
     rank_correlation_prescreen: float | None = None
+    prescreen_top2_found: bool | None = None
+    metric: str = "p"
+    components: pd.DataFrame | None = None
+    head_scores: pd.DataFrame | None = None
     checkpoints: pd.DataFrame | None = None  # interp.checkpoints.checkpoint_table: one row per step
 
 
@@ -90,89 +98,10 @@ def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -
     return df[list(columns)]
 
 
-def rank_heads_between(
-    source, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
-    prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
-    ks: Sequence[int] | None = None,
-) -> dict:
-    """Patch every head's pattern from ``post_step`` into ``pre_step`` and rank heads by delta_p.
-
-    Args:
-        source: a checkpoint source.
-        pre_step, post_step: training steps (must differ and both be available).
-        batch: task prompts tokenised for ``source``'s tokenizer.
-        method: ``"fast"`` (batched, layer-skipping), ``"reference"`` (one forward per head,
-            TransformerLens's ``get_act_patch_attn_head_pattern_all_pos``) or ``"attribution"``
-            (1 forward + 1 backward estimate; exact delta_p only for ``prescreen_top_n`` heads,
-            default a quarter of the heads).
-        prescreen_top_n: with ``"fast"``/``"attribution"``, compute exact delta_p only for the
-            attribution pre-screen's top N heads (others NaN, ranked after).
-        n_example_heads: top heads whose patterns are kept for display.
-        ks: K values for joint top-K patching (default 1 … all heads).
-
-    Returns:
-        dict with ``p_pre``, ``p_post`` (probability), ``delta_p`` ``Float[Tensor, "layer head"]``,
-        ``heads`` (layer, head, delta_p, rank, delta_p_attribution), ``topk`` (k, p_patched, recovered), the example
-        patterns, and ``rank_correlation_prescreen`` when a pre-screen ran.
-
-    Raises:
-        ValueError: if ``pre_step == post_step`` or ``method`` is unknown.
-    """
-    from interp.patching import (PatchingInputs, attribution_delta_p, cache_patterns, delta_p_all_heads,
-                                 mean_answer_prob)
-    from interp.ranking import prescreen_rank_correlation, rank_heads, topk_recovery
-
-    if pre_step == post_step:
-        raise ValueError(f"pre_step == post_step == {pre_step}: patching needs two different checkpoints")
-    if method not in ("fast", "reference", "attribution"):
-        raise ValueError(f"method={method!r}; valid: 'fast', 'reference', 'attribution'")
-    post = source.load(post_step, device=device)
-    model_device = next(post.model.parameters()).device
-    inputs = PatchingInputs(batch.tokens.to(model_device), batch.answers.to(model_device), batch.answer_pos.to(model_device))
-    with torch.inference_mode():
-        post_patterns = cache_patterns(post.model, inputs.tokens).clone()
-        p_post = mean_answer_prob(post.model, inputs)
-    # The source reuses one bridge: loading pre overwrites post's weights, so post is done first.
-    pre = source.load(pre_step, device=device)
-    with torch.inference_mode():
-        pre_patterns = cache_patterns(pre.model, inputs.tokens)
-        p_pre = mean_answer_prob(pre.model, inputs)
-    # The attribution estimate costs one forward and one backward pass: always computed, so that
-    # every report shows how well the cheap pre-screen ranks heads (issue 6, item 2).
-    attribution = attribution_delta_p(pre.model, inputs, post_patterns)
-    heads_subset = None
-    if method == "attribution" or prescreen_top_n is not None:
-        top_n = prescreen_top_n if prescreen_top_n is not None else max(1, attribution.numel() // 4)
-        order = torch.argsort(attribution.flatten(), descending=True)[:top_n]
-        n_heads = attribution.shape[1]
-        heads_subset = [(int(i) // n_heads, int(i) % n_heads) for i in order]
-    exact_method = "reference" if method == "reference" else "fast"
-    with torch.inference_mode():
-        delta_p = delta_p_all_heads(pre.model, inputs, post_patterns, method=exact_method, heads=heads_subset)
-    finite = torch.isfinite(delta_p)
-    correlation = (prescreen_rank_correlation(delta_p[finite], attribution[finite])
-                   if int(finite.sum()) >= 3 else None)
-    heads = rank_heads(delta_p)
-    heads["delta_p_attribution"] = [float(attribution[l, h]) for l, h in zip(heads["layer"], heads["head"])]
-    with torch.inference_mode():
-        topk = topk_recovery(pre.model, inputs, post_patterns, heads.dropna(subset=["delta_p"]), p_pre, p_post, ks=ks)
-    top = heads.dropna(subset=["delta_p"]).head(n_example_heads)
-    patterns, names = [], []
-    for layer, head in zip(top["layer"], top["head"]):
-        patterns += [pre_patterns[layer, 0, head], post_patterns[layer, 0, head]]
-        names += [f"L{layer}H{head} pre (step {pre_step})", f"L{layer}H{head} post (step {post_step})"]
-    tokenizer = source.tokenizer()
-    return {
-        "p_pre": p_pre, "p_post": p_post, "delta_p": delta_p.detach().cpu(), "heads": heads, "topk": topk,
-        "example_tokens": [tokenizer.decode([int(t)]) for t in batch.tokens[0]],
-        "example_patterns": torch.stack(patterns).cpu() if patterns else None, "example_names": names,
-        "rank_correlation_prescreen": correlation,
-    }
-
-
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
+    metric: str = "p", decompose: bool = True, scores: bool = True,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -183,8 +112,13 @@ def analyse_run(
         threshold: greedy-accuracy threshold for the point of emergence (fraction).
         scan: also evaluate every searchable step (for the full curve); bisection still counts
             only its own evaluations, and shares the memoised scores (no checkpoint loads twice).
-        method, prescreen_top_n, device: see :func:`rank_heads_between`.
+        method, prescreen_top_n, device, metric: see :func:`interp.ranking.rank_heads_between`.
+        decompose: also decompose the jump by component (``components.csv``).
+        scores: also score every head at the checkpoints around the point (``head_scores.csv``,
+            :mod:`interp.scores`).
     """
+    from interp.ranking import rank_heads_between
+
     task = task or RepetitionTask()
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
@@ -200,9 +134,18 @@ def analyse_run(
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     if point.emerged and point.pre_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
-                                    prescreen_top_n=prescreen_top_n, device=device)
-        for key, value in ranked.items():
-            setattr(analysis, key, value)
+                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric,
+                                    decompose=decompose)
+        for key in ("p_pre", "p_post", "delta_p", "heads", "topk", "example_tokens", "example_patterns",
+                    "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric"):
+            setattr(analysis, key, getattr(ranked, key))
+        if ranked.components is not None:
+            analysis.components = ranked.components.assign(model=model, seed=seed)
+        if scores:
+            from interp.scores import head_scores_over_checkpoints, steps_around
+
+            steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step)
+            analysis.head_scores = head_scores_over_checkpoints(source, steps, device=device, model=model, seed=seed)
     return analysis
 
 
@@ -234,7 +177,7 @@ class MainJobReport:
 
     @property
     def topk(self) -> pd.DataFrame:
-        """Joint top-K patching per emerged run: model, seed, k, p_patched, recovered."""
+        """Joint top-K patching per emerged run: model, seed, k, p_patched, recovered, metric."""
         frames = [_labelled(r.topk, r.model, r.seed, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
 
@@ -253,6 +196,37 @@ class MainJobReport:
         return [line for r in self.runs if r.checkpoints is not None
                 for line in hazard_lines(r.checkpoints, f"{r.model} seed {r.seed}")]
 
+    @property
+    def components(self) -> pd.DataFrame:
+        """The jump decomposed by component per emerged run (``interp.ranking.COMPONENT_COLUMNS``)."""
+        from interp.ranking import COMPONENT_COLUMNS
+
+        frames = [r.components for r in self.runs if r.components is not None]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COMPONENT_COLUMNS)
+
+    @property
+    def head_scores(self) -> pd.DataFrame:
+        """Head scores at the checkpoints around each point (``interp.scores.HEAD_SCORE_COLUMNS``)."""
+        from interp.scores import HEAD_SCORE_COLUMNS
+
+        frames = [r.head_scores for r in self.runs if r.head_scores is not None]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEAD_SCORE_COLUMNS)
+
+    def head_scores_section(self) -> tuple[str, str] | None:
+        """Report section: head scores per checkpoint over the capability curve (None if empty)."""
+        scores = self.head_scores
+        if not len(scores):
+            return None
+        return ("Head scores around the point of emergence", vis.figure_html(vis.head_scores_figure(scores, self.emergence)))
+
+    def decomposition_section(self) -> tuple[str, str] | None:
+        """Report section: share of the jump each component recovers, and top-K curves (None if empty)."""
+        components = self.components
+        if not len(components):
+            return None
+        return ("The jump decomposed by component", vis.figure_html(vis.components_figure(components)) +
+                vis.figure_html(vis.components_topk_figure(components)))
+
     def summary(self) -> pd.DataFrame:
         """One row per run: point of emergence, p before/after, top head, share recovered by top 2."""
         rows = []
@@ -269,7 +243,8 @@ class MainJobReport:
                 # recovered divides by this jump: below ~0.05 it is ill-conditioned (read it with care)
                 "jump": None if r.p_pre is None else r.p_post - r.p_pre, "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                 "top_delta_p": None if top is None else float(top["delta_p"]), "recovered_top2": rec2,
-                "prescreen_spearman": r.rank_correlation_prescreen,
+                "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
+                "metric": r.metric if r.heads is not None else None,
             })
         return pd.DataFrame(rows)
 
@@ -298,6 +273,9 @@ class MainJobReport:
             sections.append((f"Δp per head — {r.model} seed {r.seed}", vis.figure_html(fig)))
         if len(self.topk):
             sections.append(("Joint top-K patching", vis.figure_html(self.recovery_figure())))
+        for extra in (self.decomposition_section(), self.head_scores_section()):
+            if extra is not None:
+                sections.append(extra)
         for r in self.runs:
             if r.example_patterns is not None:
                 sections.append((f"Attention patterns of the top heads — {r.model} seed {r.seed} (prompt 0)",
@@ -308,7 +286,8 @@ class MainJobReport:
         return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``checkpoints`` as CSV and parquet, and ``report.html``.
+        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores``,
+        ``checkpoints`` as CSV and parquet, and ``report.html``.
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in
         memory before anything is written, so a rendering error leaves the folder untouched.
@@ -316,7 +295,7 @@ class MainJobReport:
         out = Path(out_dir)
         page = self.html()
         written = {}
-        for name in ("emergence", "points", "heads", "topk", "checkpoints"):
+        for name in ("emergence", "points", "heads", "topk", "components", "head_scores", "checkpoints"):
             table = getattr(self, name)
             written[f"{name}.csv"] = atomic_to_csv(table, out / f"{name}.csv")
             written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")
@@ -328,6 +307,7 @@ def run_main_job(
     sources: Iterable, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
+    metric: str = "p", decompose: bool = True, scores: bool = True,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 
@@ -342,7 +322,8 @@ def run_main_job(
     for source in tqdm(sources, desc="runs", disable=not progress):
         try:
             runs.append(analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
-                                    prescreen_top_n=prescreen_top_n, device=device))
+                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric,
+                                    decompose=decompose, scores=scores))
         finally:
             source.close()
     report = MainJobReport(runs=runs, threshold=threshold, title=title)

@@ -1,60 +1,81 @@
-"""Head ranking by pattern-patching ``delta_p`` and the joint top-K recovery curve.
+"""One ranking path: heads ranked by a patch's effect, joint top-K recovery, the jump decomposed.
 
 Baherwani et al. 2026 (head-patching analysis): rank the pre checkpoint's heads by how much
-patching in the post checkpoint's attention pattern raises p(answer), then patch the top K heads
-jointly for K = 1 ... all and report the fraction of the pre -> post change they recover,
-``recovered = (p_K - p_pre) / (p_post - p_pre)``.  A few heads recovering most of the change is
-the paper's "sparse attention pattern" signature.
+patching in the post checkpoint's attention pattern raises the metric (``delta_p`` for the
+probability of the answer), then patch the top K heads jointly for K = 1 ... all and report the
+fraction of the pre -> post change they recover, ``recovered = (m_K - m_pre) / (m_post - m_pre)``
+(ARENA-style calibration: pre = 0, post = 1).  ``decompose_jump`` asks the same question of
+every component (patterns, queries, keys, values, head outputs, QK and OV weights, MLPs,
+(un)embedding): which one carries the jump?
 
-``recovered`` is undefined when ``p_post == p_pre``: ``topk_recovery`` then returns a NaN
-column and emits a ``RuntimeWarning`` (it does not raise, so a sweep over checkpoint pairs
-keeps going).
+Entry points (the pipeline, the CLI and notebooks all call these):
+
+* ``head_ranking(pre_model, post, batch, ...) -> HeadRanking`` on two loaded checkpoints;
+* ``rank_heads_between(source, pre_step, post_step, batch, ...) -> HeadRanking`` loads them;
+* ``decompose_jump(pre_model, post, batch, ...) -> DataFrame`` (``COMPONENT_COLUMNS``).
+
+Uncertainty: 95 % percentile bootstrap intervals over prompts (Efron & Tibshirani 1993), the
+prompts resampled jointly for the pre, post and patched values so that ``recovered``'s interval
+carries the uncertainty of its denominator.  ``recovered`` is undefined when ``m_post == m_pre``:
+NaN with a ``RuntimeWarning`` (no exception, so a sweep over checkpoint pairs keeps going).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from interp.patching import (
-    PatchingInputs,
-    _answer_rows_forward,
-    _as_inputs,
-    _heads_shape,
-    _model_device,
-    _pattern_hook_name,
+    PostCheckpoint,
+    Target,
     attribution_delta_p,
-    delta_p_all_heads,
-    mean_answer_prob,
-    patch_head_sets,
+    capture_post,
+    metric_name,
+    metric_values,
+    patch_values,
+    per_head_delta,
 )
+from interp.patching._common import check_batch, heads_shape, model_device
+from interp.patching.targets import HEAD_KINDS
+from interp.tasks import TaskBatch
 
 __all__ = [
-    "HeadRanking",
-    "rank_heads",
-    "topk_recovery",
-    "head_ranking_report",
-    "prescreen_rank_correlation",
+    "HeadRanking", "rank_heads", "topk_recovery", "head_ranking", "head_ranking_report", "rank_heads_between",
+    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "COMPONENTS", "COMPONENT_COLUMNS",
 ]
+
+#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses
+COMPONENTS: dict[str, Target] = {
+    "pattern": Target("pattern"), "q": Target("q"), "k": Target("k"), "v": Target("v"), "z": Target("z"),
+    "qk": Target("qk"), "ov": Target("ov"), "mlp": Target("mlp"), "mlp_weights": Target("mlp_weights"),
+    "embed": Target("embed"), "unembed": Target("unembed"),
+}
+COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "value",
+                     "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post"]
+N_BOOT = 1000
+
+
+# --------------------------------------------------------------------------- tables
 
 
 def rank_heads(delta_p: Float[Tensor, "layer head"]) -> pd.DataFrame:
     """One row per head, sorted by ``delta_p`` (largest first).
 
     Args:
-        delta_p: ``Float[Tensor, "layer head"]`` per-head delta_p (probability units); NaN marks
-            heads that were not computed (e.g. outside a pre-screen's top N).
+        delta_p: ``Float[Tensor, "layer head"]`` per-head effect (metric units); NaN marks heads
+            that were not computed (e.g. outside a pre-screen's top N).
 
     Returns:
-        DataFrame with columns ``layer``, ``head``, ``delta_p``, ``rank`` (``Int64``; 1 = largest
-        delta_p; ties broken by (layer, head); ``<NA>`` for NaN heads, which come last).
+        DataFrame with columns ``layer``, ``head``, ``delta_p``, ``rank`` (``Int64``; 1 = largest;
+        ties broken by (layer, head); ``<NA>`` for NaN heads, which come last).
 
     Raises:
         ValueError: if ``delta_p`` is not a 2-D tensor.
@@ -85,28 +106,68 @@ def _ranked_heads(ranking: pd.DataFrame) -> list[tuple[int, int]]:
     return [(int(l), int(h)) for l, h in zip(ranked["layer"], ranked["head"])]
 
 
-def topk_recovery(model: Any, inputs: PatchingInputs, patterns: Float[Tensor, "layer batch head q k"],
-                  ranking: pd.DataFrame, p_pre: float, p_post: float,
-                  ks: Sequence[int] | None = None, memory_budget_mb: int = 1024) -> pd.DataFrame:
+def _recovered(value: float, pre: float, post: float) -> float:
+    span = post - pre
+    return (value - pre) / span if span != 0.0 and math.isfinite(span) else float("nan")
+
+
+def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, "batch"], post: Float[Tensor, "batch"],
+                       n_boot: int = N_BOOT, seed: int = 0) -> dict[str, np.ndarray]:
+    """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
+
+    Prompts are resampled with replacement (``n_boot`` times, ``numpy`` generator ``seed``),
+    jointly for ``patched``, ``pre`` and ``post``.
+
+    Returns:
+        ``{"value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi"}``,
+        arrays of shape ``[sets]`` (``delta`` = patched - pre, metric units).
+
+    Raises:
+        ValueError: mismatched shapes or ``n_boot < 1``.
+    """
+    patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))
+    if patched.ndim != 2 or pre.shape != (patched.shape[1],) or post.shape != pre.shape:
+        raise ValueError(f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    idx = np.random.default_rng(seed).integers(0, pre.shape[0], size=(n_boot, pre.shape[0]))
+    m_patched = patched[:, idx].mean(-1)  # [sets, n_boot]
+    m_pre, m_post = pre[idx].mean(-1), post[idx].mean(-1)
+    span = m_post - m_pre
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recovered = np.where(span != 0, (m_patched - m_pre) / span, np.nan)
+    q = lambda x: np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)  # noqa: E731
+    (v_lo, v_hi), (r_lo, r_hi), (d_lo, d_hi) = q(m_patched), q(recovered), q(m_patched - m_pre)
+    return {"value_lo": v_lo, "value_hi": v_hi, "recovered_lo": r_lo, "recovered_hi": r_hi,
+            "delta_lo": d_lo, "delta_hi": d_hi}
+
+
+def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFrame, p_pre: float, p_post: float,
+                  ks: Sequence[int] | None = None, memory_budget_mb: float = 1024, metric: Any = "p",
+                  kind: str = "pattern") -> pd.DataFrame:
     """Joint patch of the top K ranked heads, for each K.
 
     Args:
         model: pre-checkpoint ``TransformerBridge`` (eval mode).
-        inputs: prompts and answers.
-        patterns: the post checkpoint's patterns (``interp.patching.cache_patterns``).
+        inputs: prompts (``TaskBatch``).
+        post: the post checkpoint: its patterns ``[layer, batch, head, q, k]``
+            (``cache_patterns``), a ``PostCheckpoint``, or the model.
         ranking: output of ``rank_heads`` (only rows with a rank are used).
-        p_pre, p_post: mean p(answer) of the pre and post checkpoints (probability units).
+        p_pre, p_post: mean metric of the pre and post checkpoints (metric units).
         ks: the K values, each in [1, number of ranked heads]; default 1 ... all ranked heads.
         memory_budget_mb: activation memory per stacked chunk, MiB.
+        metric, kind: the metric and the per-head target kind patched.
 
     Returns:
-        DataFrame with columns ``k``, ``p_patched`` (mean p(answer) with the top k heads patched)
-        and ``recovered = (p_patched - p_pre) / (p_post - p_pre)`` (NaN, with a RuntimeWarning,
+        DataFrame ``k``, ``p_patched`` (mean metric with the top k heads patched) and
+        ``recovered = (p_patched - p_pre) / (p_post - p_pre)`` (NaN, with a RuntimeWarning,
         when ``p_post == p_pre``).
 
     Raises:
         ValueError: bad ranking columns, a K out of range, or the engine's input errors.
     """
+    from interp.patching import post_from_patterns
+
     heads = _ranked_heads(ranking)
     if not heads:
         raise ValueError("ranking has no ranked heads (every delta_p is NaN)")
@@ -114,8 +175,10 @@ def topk_recovery(model: Any, inputs: PatchingInputs, patterns: Float[Tensor, "l
     bad = [k for k in ks if not 1 <= k <= len(heads)]
     if bad:
         raise ValueError(f"ks must lie in [1, {len(heads)}] (the number of ranked heads), got {bad}")
-    p = patch_head_sets(model, inputs, patterns, [heads[:k] for k in ks], memory_budget_mb=memory_budget_mb)
-    frame = pd.DataFrame({"k": ks, "p_patched": p.double().numpy()})
+    post = post_from_patterns(model, inputs, post) if isinstance(post, Tensor) else post
+    values = patch_values(model, post, inputs, [Target(kind, tuple(heads[:k])) for k in ks], metric=metric,
+                          memory_budget_mb=memory_budget_mb)
+    frame = pd.DataFrame({"k": ks, "p_patched": values.mean(dim=1).double().numpy()})
     span = float(p_post) - float(p_pre)
     if span == 0.0 or not math.isfinite(span):
         warnings.warn(f"p_post == p_pre ({float(p_pre):.6g}): recovered = (p_K - p_pre) / (p_post - p_pre) "
@@ -126,92 +189,9 @@ def topk_recovery(model: Any, inputs: PatchingInputs, patterns: Float[Tensor, "l
     return frame
 
 
-@dataclass
-class HeadRanking:
-    """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
-
-    Attributes:
-        p_pre, p_post: mean p(answer) of the pre / post checkpoint (probability units).
-        delta_p: ``Float[Tensor, "layer head"]`` exact per-head delta_p (NaN where not computed).
-        heads: ``rank_heads(delta_p)``, plus ``delta_p_attribution`` when a pre-screen ran.
-        topk: ``topk_recovery`` table (k, p_patched, recovered).
-        post_patterns: ``Float[Tensor, "layer batch head query_pos key_pos"]`` post patterns.
-        delta_p_attribution: the pre-screen's estimates, or None.
-    """
-
-    p_pre: float
-    p_post: float
-    delta_p: Tensor
-    heads: pd.DataFrame
-    topk: pd.DataFrame
-    post_patterns: Tensor
-    delta_p_attribution: Tensor | None = None
-
-
-def _patterns_and_p(model: Any, inputs: PatchingInputs) -> tuple[Tensor, float]:
-    """Post-checkpoint patterns and mean p(answer) from a single forward."""
-    n_layers, _ = _heads_shape(model)
-    names = {_pattern_hook_name(l) for l in range(n_layers)}
-    inputs = inputs.to(_model_device(model))
-    with torch.no_grad():
-        p, (cache,) = _answer_rows_forward(
-            lambda tokens, **kw: model.run_with_cache(tokens, names_filter=lambda n: n in names, **kw), inputs)
-        patterns = torch.stack([cache[_pattern_hook_name(l)].float() for l in range(n_layers)])
-    return patterns, float(p.mean())
-
-
-def head_ranking_report(pre_model: Any, post_model: Any, inputs: PatchingInputs,
-                        method: Literal["fast", "reference"] = "fast",
-                        prescreen_top_n: int | None = None, memory_budget_mb: int = 1024) -> HeadRanking:
-    """Rank the pre checkpoint's heads by pattern patching from the post checkpoint.
-
-    Steps: post patterns and p_post (one forward of ``post_model``); p_pre; per-head delta_p
-    (``method``; with ``prescreen_top_n`` only the pre-screen's top N heads by attribution
-    estimate are patched exactly, the rest are NaN); ranking; joint top-K recovery over the
-    ranked heads.
-
-    Args:
-        pre_model, post_model: ``TransformerBridge`` s of the same architecture (eval mode).
-        inputs: prompts and answers.
-        method: ``"fast"`` or ``"reference"`` (see ``delta_p_all_heads``).
-        prescreen_top_n: patch exactly only the top N heads of ``attribution_delta_p``.
-        memory_budget_mb: activation memory per stacked chunk, MiB.
-
-    Returns:
-        ``HeadRanking``.
-
-    Raises:
-        ValueError: models without attention heads or with different (n_layers, n_heads),
-            bad ``prescreen_top_n``, or the engine's input errors.
-    """
-    inputs = _as_inputs(inputs)
-    shape_pre, shape_post = _heads_shape(pre_model), _heads_shape(post_model)
-    if shape_pre != shape_post:
-        raise ValueError(f"pre and post checkpoints differ in (n_layers, n_heads): {shape_pre} vs {shape_post}")
-    n_layers, n_heads = shape_pre
-    if prescreen_top_n is not None and not (isinstance(prescreen_top_n, int) and 1 <= prescreen_top_n):
-        raise ValueError(f"prescreen_top_n must be a positive int or None, got {prescreen_top_n!r}")
-    post_patterns, p_post = _patterns_and_p(post_model, inputs)
-    p_pre = mean_answer_prob(pre_model, inputs)
-    attribution = None
-    heads = None
-    if prescreen_top_n is not None:
-        attribution = attribution_delta_p(pre_model, inputs, post_patterns)
-        top = torch.argsort(attribution.flatten(), descending=True, stable=True)[:prescreen_top_n]
-        heads = [(int(i) // n_heads, int(i) % n_heads) for i in top]
-    delta_p = delta_p_all_heads(pre_model, inputs, post_patterns, method=method,
-                                memory_budget_mb=memory_budget_mb, heads=heads)
-    ranking = rank_heads(delta_p)
-    if attribution is not None:
-        ranking["delta_p_attribution"] = [float(attribution[l, h]) for l, h in zip(ranking["layer"], ranking["head"])]
-    topk = topk_recovery(pre_model, inputs, post_patterns, ranking, p_pre, p_post, memory_budget_mb=memory_budget_mb)
-    return HeadRanking(p_pre=p_pre, p_post=p_post, delta_p=delta_p, heads=ranking, topk=topk,
-                       post_patterns=post_patterns, delta_p_attribution=attribution)
-
-
 def prescreen_rank_correlation(delta_p_exact: Float[Tensor, "layer head"],
                                delta_p_attr: Float[Tensor, "layer head"]) -> float:
-    """Spearman rank correlation between exact and attribution delta_p over the heads both have.
+    """Spearman rank correlation between exact and estimated delta_p over the heads both have.
 
     Computed as the Pearson correlation of pandas average ranks (no SciPy).  Heads that are NaN
     in either tensor are dropped.
@@ -230,3 +210,308 @@ def prescreen_rank_correlation(delta_p_exact: Float[Tensor, "layer head"],
     if len(frame) < 2:
         return float("nan")
     return float(frame["exact"].rank().corr(frame["attr"].rank()))
+
+
+def _top_found(exact: Tensor, estimate: Tensor, k: int = 2) -> bool | None:
+    finite = torch.isfinite(exact.flatten())
+    if int(finite.sum()) < k:
+        return None
+    e, a = exact.flatten()[finite], estimate.flatten()[finite]
+    return set(torch.topk(e, k).indices.tolist()) <= set(torch.topk(a, k).indices.tolist())
+
+
+# --------------------------------------------------------------------------- the ranking
+
+
+@dataclass
+class HeadRanking:
+    """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
+
+    Attributes:
+        p_pre, p_post: mean metric of the pre / post checkpoint (metric units; probability for ``"p"``).
+        delta_p: ``Float[Tensor, "layer head"]`` exact per-head effect (NaN where not computed).
+        heads: ``rank_heads(delta_p)`` plus ``delta_p_lo``, ``delta_p_hi`` (95 % bootstrap
+            interval over prompts), ``delta_p_attribution`` (the pre-screen's estimate) and ``metric``.
+        topk: ``topk_recovery`` table (k, p_patched, recovered, metric).
+        post_patterns: ``Float[Tensor, "layer batch head query_pos key_pos"]`` post patterns.
+        delta_p_attribution: the pre-screen's estimates, or None.
+        metric: the metric's name.
+        rank_correlation_prescreen: Spearman rho of estimate vs exact (None below 3 heads).
+        prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
+            fewer than 2 exact values).
+        components: ``decompose_jump`` table, when asked for.
+        example_tokens, example_patterns, example_names: the top heads' patterns on prompt 0
+            (pre then post for each head), for display.
+    """
+
+    p_pre: float
+    p_post: float
+    delta_p: Tensor
+    heads: pd.DataFrame
+    topk: pd.DataFrame
+    post_patterns: Tensor
+    delta_p_attribution: Tensor | None = None
+    metric: str = "p"
+    rank_correlation_prescreen: float | None = None
+    prescreen_top2_found: bool | None = None
+    components: pd.DataFrame | None = None
+    pre_patterns: Tensor | None = field(default=None, repr=False)
+    example_tokens: list[str] = field(default_factory=list)
+    example_patterns: Tensor | None = None
+    example_names: list[str] = field(default_factory=list)
+
+
+def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
+                 method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None,
+                 ks: Sequence[int] | None = None, prescreen_steps: int = 8, kind: str = "pattern",
+                 memory_budget_mb: float = 1024, n_boot: int = N_BOOT, attribution: bool = True) -> HeadRanking:
+    """Rank the pre checkpoint's heads by patching ``kind`` (default the pattern) from the post checkpoint.
+
+    Steps: post activations and metric (``capture_post``); the pre metric; the attribution
+    pre-screen (integrated gradients over ``prescreen_steps`` points, see
+    ``interp.patching.attribution``; ``attribution=False`` skips it unless it selects heads);
+    exact per-head effects (every head, or with ``prescreen_top_n`` / ``method="attribution"``
+    only the pre-screen's top N, default a quarter of the heads, the rest NaN); ranking with
+    95 % bootstrap intervals; joint top-K recovery over the ranked heads.
+
+    Args:
+        pre_model: the pre checkpoint (``TransformerBridge``, eval mode, float32).
+        post: the post model or its ``PostCheckpoint``.
+        batch: prompts (``TaskBatch``).
+        metric: ``"p"``, ``"logprob"``, ``"logit-diff"`` or a callable (``interp.patching.metrics``).
+        method: ``"fast"``, ``"reference"`` (full forwards; TransformerLens) or ``"attribution"``.
+        prescreen_top_n: patch exactly only the pre-screen's top N heads.
+        ks: K values of the joint top-K patch (default 1 ... all ranked heads).
+        prescreen_steps: integration points of the pre-screen (1 = attribution patching).
+        kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
+
+    Returns:
+        ``HeadRanking``.
+
+    Raises:
+        ValueError: different model shapes, bad ``method``, ``prescreen_top_n``, ``kind``, or
+            the engine's input errors.
+    """
+    batch = check_batch(batch)
+    if method not in ("fast", "reference", "attribution"):
+        raise ValueError(f"method={method!r}; valid: 'fast', 'reference', 'attribution'")
+    if prescreen_top_n is not None and (isinstance(prescreen_top_n, bool) or not isinstance(prescreen_top_n, int)
+                                        or prescreen_top_n < 1):
+        raise ValueError(f"prescreen_top_n must be a positive int or None, got {prescreen_top_n!r}")
+    if kind not in HEAD_KINDS:
+        raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(HEAD_KINDS)}")
+    n_layers, n_heads = heads_shape(pre_model)
+    batch = batch.to(model_device(pre_model))
+    if not isinstance(post, PostCheckpoint):
+        if heads_shape(post) != (n_layers, n_heads):
+            raise ValueError(f"pre and post checkpoints differ in (n_layers, n_heads): {(n_layers, n_heads)} vs "
+                             f"{heads_shape(post)}")
+        post = capture_post(post, batch, weights=kind in ("qk", "ov"))
+    values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
+    p_pre, p_post = float(values_pre.mean()), float(values_post.mean())
+    post_patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
+    estimate, heads = None, None
+    selecting = method == "attribution" or prescreen_top_n is not None
+    if (attribution or selecting) and kind == "pattern":
+        estimate = attribution_delta_p(pre_model, batch, post_patterns, metric=metric, steps=prescreen_steps)
+    if selecting:
+        if estimate is None:
+            raise ValueError(f"the attribution pre-screen ranks patterns only, not kind={kind!r}")
+        top_n = prescreen_top_n if prescreen_top_n is not None else max(1, estimate.numel() // 4)
+        top = torch.argsort(estimate.flatten(), descending=True, stable=True)[:top_n]
+        heads = [(int(i) // n_heads, int(i) % n_heads) for i in top]
+    per_prompt = per_head_delta(pre_model, post, batch, kind, metric=metric,
+                                method="reference" if method == "reference" else "fast", heads=heads,
+                                memory_budget_mb=memory_budget_mb, per_prompt=True)
+    delta = per_prompt.mean(dim=-1)
+    ranking = rank_heads(delta)
+    computed = [(l, h) for l, h in zip(ranking["layer"], ranking["head"]) if torch.isfinite(delta[l, h])]
+    lo = {pair: float("nan") for pair in zip(ranking["layer"], ranking["head"])}
+    hi = dict(lo)
+    if computed:
+        rows = torch.stack([per_prompt[l, h] + values_pre for l, h in computed])
+        ci = bootstrap_interval(rows, values_pre, values_post, n_boot=n_boot)
+        for i, pair in enumerate(computed):
+            lo[pair], hi[pair] = float(ci["delta_lo"][i]), float(ci["delta_hi"][i])
+    pairs = list(zip(ranking["layer"], ranking["head"]))
+    ranking["delta_p_lo"] = [lo[p] for p in pairs]
+    ranking["delta_p_hi"] = [hi[p] for p in pairs]
+    ranking["delta_p_attribution"] = [float(estimate[l, h]) if estimate is not None else float("nan") for l, h in pairs]
+    name = metric_name(metric)
+    ranking["metric"] = name
+    topk = topk_recovery(pre_model, batch, post, ranking, p_pre, p_post, ks=ks, memory_budget_mb=memory_budget_mb,
+                         metric=metric, kind=kind)
+    topk["metric"] = name
+    finite = torch.isfinite(delta)
+    rho = top2 = None
+    if estimate is not None:
+        rho = prescreen_rank_correlation(delta[finite], estimate[finite]) if int(finite.sum()) >= 3 else None
+        top2 = _top_found(delta, estimate)
+    return HeadRanking(p_pre=p_pre, p_post=p_post, delta_p=delta, heads=ranking, topk=topk,
+                       post_patterns=post_patterns, delta_p_attribution=estimate, metric=name,
+                       rank_correlation_prescreen=rho, prescreen_top2_found=top2)
+
+
+def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
+                        method: Literal["fast", "reference"] = "fast", prescreen_top_n: int | None = None,
+                        memory_budget_mb: float = 1024, metric: Any = "p") -> HeadRanking:
+    """``head_ranking`` without the pre-screen unless ``prescreen_top_n`` asks for it (kept name).
+
+    Raises:
+        ValueError: as ``head_ranking``.
+    """
+    return head_ranking(pre_model, post_model, inputs, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
+                        memory_budget_mb=memory_budget_mb, attribution=prescreen_top_n is not None)
+
+
+def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
+                       prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
+                       ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
+                       n_boot: int = N_BOOT) -> HeadRanking:
+    """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
+
+    The post checkpoint is captured (activations, weights) before pre is loaded: a source reuses
+    one bridge, so loading pre overwrites post's weights.
+
+    Args:
+        source: a checkpoint source (``interp.checkpoints``).
+        pre_step, post_step: training steps; ``post_step`` must be later.
+        batch: task prompts tokenised for ``source``'s tokenizer.
+        n_example_heads: top heads whose pre/post patterns on prompt 0 are kept for display.
+        decompose: also run ``decompose_jump`` (``HeadRanking.components``).
+        (others: see ``head_ranking``.)
+
+    Returns:
+        ``HeadRanking`` with the example patterns filled in.
+
+    Raises:
+        ValueError: ``pre_step >= post_step``, or as ``head_ranking``.
+    """
+    if pre_step >= post_step:
+        raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step} "
+                         "(patching goes from the later checkpoint into the earlier one)")
+    post_loaded = source.load(post_step, device=device)
+    batch = batch.to(next(post_loaded.model.parameters()).device)
+    post = capture_post(post_loaded.model, batch, weights=decompose)
+    pre = source.load(pre_step, device=device)
+    with torch.inference_mode():
+        pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
+    ranking = head_ranking(pre.model, post, batch, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
+                           ks=ks, n_boot=n_boot)
+    if decompose:
+        ranking.components = decompose_jump(pre.model, post, batch, metric=metric, n_boot=n_boot,
+                                            labels={"pre_step": pre_step, "post_step": post_step})
+    top = ranking.heads.dropna(subset=["delta_p"]).head(n_example_heads)
+    patterns, names = [], []
+    for layer, head in zip(top["layer"], top["head"]):
+        patterns += [pre_patterns[layer, 0, head], ranking.post_patterns[layer, 0, head]]
+        names += [f"L{layer}H{head} pre (step {pre_step})", f"L{layer}H{head} post (step {post_step})"]
+    tokenizer = source.tokenizer()
+    ranking.pre_patterns = pre_patterns.cpu()
+    ranking.example_tokens = [tokenizer.decode([int(t)]) for t in batch.tokens[0]]
+    ranking.example_patterns = torch.stack(patterns).cpu() if patterns else None
+    ranking.example_names = names
+    ranking.delta_p = ranking.delta_p.detach().cpu()
+    return ranking
+
+
+def _patterns(model: Any, batch: TaskBatch) -> Tensor:
+    from interp.patching import cache_patterns
+
+    return cache_patterns(model, batch.tokens)
+
+
+# --------------------------------------------------------------------------- the jump decomposed
+
+
+def _topk_sets(pre_model: Any, post: PostCheckpoint, batch: TaskBatch, kind: str, metric: Any, ks: Sequence[int],
+               memory_budget_mb: float) -> list[tuple[str, int, Target]]:
+    delta = per_head_delta(pre_model, post, batch, kind, metric=metric, memory_budget_mb=memory_budget_mb)
+    heads = _ranked_heads(rank_heads(delta))
+    return [(f"top-{k}", k, Target(kind, tuple(heads[:k]))) for k in ks if 1 <= k <= len(heads)]
+
+
+def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
+                   targets: Sequence[str] | Mapping[str, Target] | None = None, ks: Sequence[int] | None = None,
+                   topk_kinds: Sequence[str] = ("pattern", "z"), n_boot: int = N_BOOT, seed: int = 0,
+                   method: Literal["fast", "reference"] = "fast", labels: Mapping[str, Any] | None = None,
+                   memory_budget_mb: float = 1024) -> pd.DataFrame:
+    """How much of the pre -> post jump each component recovers when patched from post into pre.
+
+    For every component (default ``COMPONENTS``: patterns, queries, keys, values, head outputs
+    ``hook_z``, QK weights, OV weights, MLP outputs, MLP weights, embedding, unembedding; each
+    over every head / layer) one patched run; for each kind in ``topk_kinds`` its heads ranked by
+    their single-head effect and the top K patched jointly for each K in ``ks``.
+
+    Args:
+        pre_model: the pre checkpoint (``TransformerBridge``, eval mode).
+        post: the post model or its ``PostCheckpoint`` (with weights, for the weight components).
+        batch: prompts (``TaskBatch``).
+        metric: see ``interp.patching.metrics``.
+        targets: component names (keys of ``COMPONENTS``) or a mapping name -> ``Target``.
+        ks: K values of the top-K rows (default 1 ... all heads, or powers of two above 32 heads).
+        topk_kinds: per-head kinds that get top-K rows.
+        n_boot, seed: bootstrap resamples over prompts and their seed.
+        method: ``"fast"`` or ``"reference"`` (see ``interp.patching.patch_values``).
+        labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if absent).
+
+    Returns:
+        DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
+        ``top-K``), ``k`` (heads / layers patched), ``heads`` (top-K rows: the heads), ``metric``,
+        ``value`` (mean metric patched) and ``recovered = (value - value_pre) / (value_post -
+        value_pre)`` with 95 % bootstrap intervals over prompts (``_lo``, ``_hi``).
+
+    Raises:
+        ValueError: an unknown component, bad K, or the engine's input errors.
+    """
+    batch = check_batch(batch)
+    n_layers, n_heads = heads_shape(pre_model)
+    batch = batch.to(model_device(pre_model))
+    if targets is None:
+        chosen = dict(COMPONENTS)
+    elif isinstance(targets, Mapping):
+        chosen = dict(targets)
+    else:
+        unknown = [t for t in targets if t not in COMPONENTS]
+        if unknown:
+            raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
+        chosen = {t: COMPONENTS[t] for t in targets}
+    bad_kinds = [k for k in topk_kinds if k not in HEAD_KINDS]
+    if bad_kinds:
+        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(HEAD_KINDS)})")
+    n_total = n_layers * n_heads
+    if ks is None:
+        ks = list(range(1, n_total + 1)) if n_total <= 32 else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
+    ks = [int(k) for k in ks]
+    bad = [k for k in ks if not 1 <= k <= n_total]
+    if bad:
+        raise ValueError(f"ks must lie in [1, {n_total}] (the number of heads), got {bad}")
+    if not isinstance(post, PostCheckpoint):
+        post = capture_post(post, batch, weights=True)
+    values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
+    rows: list[tuple[str, str, int, str, Target]] = []
+    for name, target in chosen.items():
+        count = len(target.resolved_layers(n_layers)) if target.layers is not None or target.kind in ("mlp", "mlp_weights", "block") \
+            else (1 if target.kind in ("embed", "unembed") else len(target.resolved_heads(n_layers, n_heads)))
+        rows.append((name, "all", count, "", target))
+    for kind in topk_kinds:
+        for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
+            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads), target))
+    values = patch_values(pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method,
+                          memory_budget_mb=memory_budget_mb)
+    ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
+    m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
+    if m_post == m_pre:
+        warnings.warn(f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2)
+    labels = dict(labels or {})
+    frame = pd.DataFrame({
+        "model": labels.get("model"), "seed": labels.get("seed"), "pre_step": labels.get("pre_step"),
+        "post_step": labels.get("post_step"),
+        "target": [r[0] for r in rows], "scope": [r[1] for r in rows], "k": [r[2] for r in rows],
+        "heads": [r[3] for r in rows], "metric": metric_name(metric),
+        "value": values.mean(dim=1).double().numpy(), "value_lo": ci["value_lo"], "value_hi": ci["value_hi"],
+        "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
+        "recovered_lo": ci["recovered_lo"], "recovered_hi": ci["recovered_hi"],
+        "value_pre": m_pre, "value_post": m_post,
+    })
+    return frame[COMPONENT_COLUMNS]

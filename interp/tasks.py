@@ -40,6 +40,9 @@ class TaskBatch:
         answer_pos: ``Int[Tensor, "batch"]`` position whose logits predict the answer.
         prompts: the prompt texts (for display), one per row.
         task: the task's name.
+        distractors: ``Int[Tensor, "batch n_distractors"]`` or None: the wrong answers a
+            logit-difference metric compares the answer with (repetition task: the nine other
+            digits), see :mod:`interp.patching.metrics`.
     """
 
     tokens: Int[Tensor, "batch pos"]
@@ -47,6 +50,7 @@ class TaskBatch:
     answer_pos: Int[Tensor, "batch"]
     prompts: list[str] = field(default_factory=list)
     task: str = ""
+    distractors: Int[Tensor, "batch n_distractors"] | None = None
 
     def __post_init__(self) -> None:
         if self.tokens.ndim != 2:
@@ -57,6 +61,9 @@ class TaskBatch:
                 f"answers {tuple(self.answers.shape)} and answer_pos {tuple(self.answer_pos.shape)} "
                 f"must both be ({n},) to match tokens {tuple(self.tokens.shape)}"
             )
+        if self.distractors is not None and (self.distractors.ndim != 2 or self.distractors.shape[0] != n
+                                             or self.distractors.shape[1] == 0):
+            raise TaskError(f"distractors must be [{n}, n_distractors >= 1], got {tuple(self.distractors.shape)}")
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -65,13 +72,21 @@ class TaskBatch:
         """Return a copy with the tensors on ``device``."""
         return TaskBatch(
             self.tokens.to(device), self.answers.to(device), self.answer_pos.to(device),
-            self.prompts, self.task,
+            self.prompts, self.task, None if self.distractors is None else self.distractors.to(device),
+        )
+
+    def repeat(self, n_copies: int) -> "TaskBatch":
+        """The batch stacked ``n_copies`` times along the prompt axis (copy-major)."""
+        return TaskBatch(
+            self.tokens.repeat(n_copies, 1), self.answers.repeat(n_copies), self.answer_pos.repeat(n_copies),
+            list(self.prompts) * n_copies, self.task,
+            None if self.distractors is None else self.distractors.repeat(n_copies, 1),
         )
 
     @classmethod
     def from_token_lists(
         cls, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str] = (),
-        task: str = "",
+        task: str = "", distractors: Sequence[Sequence[int]] | None = None,
     ) -> "TaskBatch":
         """Stack equal-length token lists into a batch; the answer follows each prompt's last token.
 
@@ -95,6 +110,7 @@ class TaskBatch:
             answer_pos=torch.full((n,), length - 1, dtype=torch.long),
             prompts=list(texts),
             task=task,
+            distractors=None if distractors is None else torch.tensor([list(d) for d in distractors], dtype=torch.long),
         )
 
 
@@ -204,7 +220,9 @@ class RepetitionTask(CapabilityTask):
             prompts.append([digit_ids[d] for d in sequence])
             answers.append(digit_ids[row[-1]])
             texts.append("".join(prefix + DIGITS[d] for d in sequence))
-        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name)
+        # logit-diff compares the answer with the strongest of the nine other digits
+        distractors = [[i for i in digit_ids if i != a] for a in answers]
+        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name, distractors=distractors)
 
 
 @dataclass
@@ -243,7 +261,9 @@ class TokenRepetitionTask(CapabilityTask):
             prompts.append(sequence)
             answers.append(row[-1])
             texts.append(tokenizer.decode(sequence))
-        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name)
+        # logit-diff: the answer against the other tokens of the prompt's random string
+        distractors = [[t for t in p[: self.length] if t != a] for p, a in zip(prompts, answers)]
+        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name, distractors=distractors)
 
 
 def alnum_token_pool(tokenizer) -> list[int]:

@@ -171,3 +171,102 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
             f"every step of such a group is left out of the search unless it is the final step and its digest "
             f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>")
 
+
+#: order and labels of the decomposition's components (``interp.ranking.COMPONENTS``)
+COMPONENT_LABELS = {"pattern": "all patterns", "q": "all queries", "k": "all keys", "v": "all values",
+                    "z": "all head outputs (hook_z)", "qk": "all QK weights", "ov": "all OV weights",
+                    "mlp": "all MLP outputs", "mlp_weights": "all MLP weights", "embed": "embedding",
+                    "unembed": "unembedding"}
+
+
+def _run_label(row) -> str:
+    return f"{row['model']} seed {row['seed']}" if pd.notna(row.get("model")) else "run"
+
+
+def components_figure(components: pd.DataFrame,
+                      title: str = "Share of the jump each component recovers, patched from post into pre") -> go.Figure:
+    """Grouped bars: ``recovered`` per component (every head / layer), one bar per run, 95 % intervals.
+
+    Args:
+        components: rows of ``components.csv`` (``interp.ranking.decompose_jump``); the
+            ``scope == "all"`` rows are drawn.
+    """
+    rows = components[components["scope"] == "all"].copy()
+    fig = go.Figure()
+    order = [c for c in COMPONENT_LABELS if c in set(rows["target"])] + \
+        [c for c in dict.fromkeys(rows["target"]) if c not in COMPONENT_LABELS]
+    rows["run"] = rows.apply(_run_label, axis=1)
+    for run, sub in rows.groupby("run", sort=False):
+        sub = sub.set_index("target").reindex(order)
+        fig.add_trace(go.Bar(
+            x=[COMPONENT_LABELS.get(c, c) for c in order], y=sub["recovered"], name=run,
+            error_y=dict(type="data", symmetric=False, array=sub["recovered_hi"] - sub["recovered"],
+                         arrayminus=sub["recovered"] - sub["recovered_lo"]),
+            hovertemplate="%{x}<br>recovered %{y:.2f}<extra>" + run + "</extra>"))
+    metric = ", ".join(sorted(set(rows["metric"].astype(str)))) if len(rows) else ""
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
+    fig.add_hline(y=0.0, line_color="black", line_width=1)
+    fig.update_layout(title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)", barmode="group",
+                      yaxis_title="recovered = (m_patched − m_pre) / (m_post − m_pre)", height=460)
+    return fig
+
+
+def components_topk_figure(components: pd.DataFrame,
+                           title: str = "Top-K heads patched jointly: patterns vs head outputs") -> go.Figure:
+    """``recovered`` vs K for the top-K rows (patterns solid, head outputs dashed), one colour per run."""
+    rows = components[components["scope"].astype(str).str.startswith("top-")].copy()
+    rows["run"] = rows.apply(_run_label, axis=1) if len(rows) else []
+    palette = pio.templates["plotly"].layout.colorway
+    fig = go.Figure()
+    for i, (run, sub) in enumerate(rows.groupby("run", sort=False)):
+        for target, dash in (("pattern", "solid"), ("z", "dash")):
+            line = sub[sub["target"] == target].sort_values("k")
+            if not len(line):
+                continue
+            fig.add_trace(go.Scatter(
+                x=line["k"], y=line["recovered"], mode="lines+markers", name=f"{run}: {COMPONENT_LABELS[target].replace('all ', '')}",
+                line=dict(color=palette[i % len(palette)], dash=dash),
+                error_y=dict(type="data", symmetric=False, array=line["recovered_hi"] - line["recovered"],
+                             arrayminus=line["recovered"] - line["recovered_lo"], thickness=1)))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
+    fig.update_layout(title=title, xaxis_title="K (top heads by their own effect, patched jointly)",
+                      yaxis_title="recovered", height=420)
+    return fig
+
+
+def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = None,
+                       title: str = "Head scores per checkpoint, over the capability curve") -> go.Figure:
+    """Per run: each head's score (one line per head and score) against training step, with greedy
+    accuracy (grey, right axis) from ``emergence.csv`` when given.
+
+    Args:
+        scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
+        emergence: rows of ``emergence.csv`` (model, seed, step, accuracy, ...), optional.
+    """
+    runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
+    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[f"{m} seed {s}" for m, s in runs],
+                        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))], shared_xaxes=True)
+    dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
+    palette = pio.templates["plotly"].layout.colorway
+    for row, (model, seed) in enumerate(runs, start=1):
+        sub = scores[(scores["model"] == model) & (scores["seed"] == seed)]
+        for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
+            for score, line in by_head.groupby("score"):
+                line = line.sort_values("step")
+                fig.add_trace(go.Scatter(x=line["step"], y=line["value"], mode="lines+markers",
+                                         name=f"L{layer}H{head} {score}", legendgroup=f"L{layer}H{head}",
+                                         showlegend=row == 1, marker=dict(size=4),
+                                         line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid"))),
+                              row=row, col=1, secondary_y=False)
+        if emergence is not None:
+            curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
+            curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]
+            fig.add_trace(go.Scatter(x=curve["step"], y=curve["accuracy"], mode="lines", name="greedy accuracy",
+                                     line=dict(color="gray", width=4), opacity=0.4, showlegend=row == 1),
+                          row=row, col=1, secondary_y=True)
+        fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
+        fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
+    fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
+    fig.update_layout(title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)",
+                      height=320 * max(1, len(runs)) + 80)
+    return fig

@@ -16,9 +16,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp import patching  # noqa: E402
+from interp.patching import fast as fastpath  # noqa: E402
 from interp.patching import (  # noqa: E402
-    PatchingInputs,
+    TaskBatch,
     answer_prob,
     attribution_delta_p,
     cache_patterns,
@@ -86,7 +86,7 @@ def make_inputs(post):
     answer_pos = torch.randint(POS // 2, POS, (BATCH,), generator=gen)
     with torch.no_grad():
         answers = post(tokens)[torch.arange(BATCH), answer_pos].argmax(-1)
-    return PatchingInputs(tokens, answers, answer_pos)
+    return TaskBatch(tokens, answers, answer_pos)
 
 
 @pytest.fixture(scope="module", params=["neox", "native"])
@@ -163,7 +163,7 @@ def test_head_subset_and_small_memory_budget(pair):
     full = delta_p_all_heads(pre, inputs, patterns)
     subset = [(0, 3), (2, 1), (1, 1)]
     # A 10 KiB budget forces one copy of the prompts per chunk.
-    assert patching._chunk_size(pre, inputs, 0.01) == 1
+    assert fastpath.chunk_size(pre, inputs, 0.01) == 1
     part = delta_p_all_heads(pre, inputs, patterns, heads=subset, memory_budget_mb=0.01)
     mask = torch.zeros(N_LAYERS, N_HEADS, dtype=torch.bool)
     for l, h in subset:
@@ -177,10 +177,10 @@ def test_fallback_full_forwards_when_layer_skip_check_fails(pair, monkeypatch):
     reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
 
     def fail(self):
-        raise patching._FastPathUnsupported("forced by the test")
+        raise fastpath.FastPathUnsupported("forced by the test")
 
-    monkeypatch.setattr(patching._LayerSkipEngine, "check_tail", fail)
-    with pytest.warns(RuntimeWarning, match="batched full forwards"):
+    monkeypatch.setattr(fastpath.LayerSkipEngine, "check_tail", fail)
+    with pytest.warns(RuntimeWarning, match="full forwards"):
         fallback = delta_p_all_heads(pre, inputs, patterns, memory_budget_mb=2)
     assert torch.allclose(fallback, reference, atol=1e-5, rtol=0)
 
@@ -204,7 +204,7 @@ def test_attribution_is_exact_to_first_order(pair):
 def test_answer_prob_is_softmax_at_answer_position():
     gen = torch.Generator().manual_seed(1)
     logits = torch.randn(3, 5, 11, generator=gen)
-    inputs = PatchingInputs(torch.zeros(3, 5, dtype=torch.long), torch.tensor([1, 7, 10]), torch.tensor([4, 0, 2]))
+    inputs = TaskBatch(torch.zeros(3, 5, dtype=torch.long), torch.tensor([1, 7, 10]), torch.tensor([4, 0, 2]))
     expected = torch.stack([logits[b, inputs.answer_pos[b]].softmax(-1)[inputs.answers[b]] for b in range(3)])
     assert torch.allclose(answer_prob(logits, inputs), expected, atol=1e-7)
     with pytest.raises(ValueError, match="logits must have shape"):
@@ -222,9 +222,10 @@ def test_bad_inputs_raise_one_line_errors(pair):
         (lambda: delta_p_all_heads(pre, inputs, patterns, method="slow"), "method must be"),
         (lambda: delta_p_all_heads(pre, inputs, patterns, heads=[(N_LAYERS, 0)]), "out of range"),
         (lambda: delta_p_all_heads(pre, inputs, patterns, memory_budget_mb=0), "memory_budget_mb"),
-        (lambda: PatchingInputs(inputs.tokens, inputs.answers[:2], inputs.answer_pos), "answers must have shape"),
-        (lambda: PatchingInputs(inputs.tokens, inputs.answers, inputs.answer_pos + POS), "answer_pos must lie"),
-        (lambda: PatchingInputs(inputs.tokens.float(), inputs.answers, inputs.answer_pos), "integer"),
+        (lambda: TaskBatch(inputs.tokens, inputs.answers[:2], inputs.answer_pos), "must both be"),
+        (lambda: mean_answer_prob(pre, TaskBatch(inputs.tokens, inputs.answers, inputs.answer_pos + POS)),
+         "answer_pos must lie"),
+        (lambda: mean_answer_prob(pre, TaskBatch(inputs.tokens.float(), inputs.answers, inputs.answer_pos)), "integer"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message) as err:
@@ -232,33 +233,25 @@ def test_bad_inputs_raise_one_line_errors(pair):
         assert "\n" not in str(err.value)
 
 
-def test_block_run_path_for_z_equals_reference(pair, monkeypatch):
-    """Without the cached-v shortcut every layer runs its block with all heads patched."""
-    _, pre, _, inputs, patterns = pair
-    reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
-    monkeypatch.setattr(patching._LayerSkipEngine, "_z_post_direct", lambda self, layer: None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        fast = delta_p_all_heads(pre, inputs, patterns)
-    assert torch.allclose(fast, reference, atol=1e-5, rtol=0)
-
-
 def test_wrong_block_structure_is_caught_and_falls_back(pair, monkeypatch):
     """Lie about parallel vs sequential residual: the block-l check must reject the shortcut."""
     _, pre, _, inputs, patterns = pair
     reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
     monkeypatch.setattr(pre.cfg, "parallel_attn_mlp", not bool(getattr(pre.cfg, "parallel_attn_mlp", False)))
-    monkeypatch.setattr(patching._LayerSkipEngine, "check_tail", lambda self: None)
+    monkeypatch.setattr(fastpath.LayerSkipEngine, "check_tail", lambda self: None)
     with pytest.warns(RuntimeWarning, match="is not x \\+ attn \\+ mlp"):
         fast = delta_p_all_heads(pre, inputs, patterns)
     assert torch.allclose(fast, reference, atol=1e-5, rtol=0)
 
 
-def _single_head_masks(n_layers: int, n_heads: int) -> torch.Tensor:
-    masks = torch.zeros(n_layers * n_heads, n_layers, n_heads, dtype=torch.bool)
-    for i in range(n_layers * n_heads):
-        masks[i, i // n_heads, i % n_heads] = True
-    return masks
+def _single_head_units(n_layers: int, n_heads: int) -> list:
+    return [[fastpath.Unit("pattern", l, h)] for l in range(n_layers) for h in range(n_heads)]
+
+
+def _engine(pre, inputs, patterns):
+    from interp.patching import answer_probability, post_from_patterns
+
+    return fastpath.LayerSkipEngine(pre, inputs, answer_probability, post_from_patterns(pre, inputs, patterns))
 
 
 def _swapped_modules(model) -> list[str]:
@@ -271,11 +264,11 @@ def test_low_rank_projections_and_answer_only_last_block_are_used_and_exact(pair
     name, pre, _, inputs, patterns = pair
     reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
     with torch.inference_mode():
-        engine = patching._LayerSkipEngine(pre, inputs, patterns)
+        engine = _engine(pre, inputs, patterns)
         engine.check_tail()
-        p = engine.p_of_sets(_single_head_masks(N_LAYERS, N_HEADS), chunk=N_HEADS)
-    fast = (p - engine.p_pre).reshape(N_LAYERS, N_HEADS)
-    assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (fast - reference).abs().max()
+        p = engine.values_of_sets(_single_head_units(N_LAYERS, N_HEADS), chunk=N_HEADS)
+    got = (p.mean(1) - engine.values_pre.mean()).reshape(N_LAYERS, N_HEADS)
+    assert torch.allclose(got, reference, atol=1e-5, rtol=0), (got - reference).abs().max()
     assert _swapped_modules(pre) == []  # every swapped forward was put back
     if name == "neox":
         linears = {linear.rsplit(".", 1)[0].split(".")[-1] for linear, _ in engine._norm_pairs}
@@ -290,16 +283,16 @@ def test_low_rank_self_check_falls_back_to_the_module(pair, monkeypatch):
     (GPT-NeoX; the sequential native model never takes the shortcut)."""
     _, pre, _, inputs, patterns = pair
     reference = delta_p_all_heads(pre, inputs, patterns, method="reference")
-    real = patching._norm_affine
+    real = fastpath._norm_affine
 
     def wrong(norm):
         found = real(norm)
         return None if found is None else (found[0], 2 * found[1], found[2], found[3])
 
-    monkeypatch.setattr(patching, "_norm_affine", wrong)
+    monkeypatch.setattr(fastpath, "_norm_affine", wrong)
     with torch.inference_mode():
-        engine = patching._LayerSkipEngine(pre, inputs, patterns)
-        p = engine.p_of_sets(_single_head_masks(N_LAYERS, N_HEADS), chunk=N_HEADS)
+        engine = _engine(pre, inputs, patterns)
+        p = engine.values_of_sets(_single_head_units(N_LAYERS, N_HEADS), chunk=N_HEADS)
     assert engine._norm_pairs and engine.low_rank_layers == []
-    fast = (p - engine.p_pre).reshape(N_LAYERS, N_HEADS)
-    assert torch.allclose(fast, reference, atol=1e-5, rtol=0)
+    got = (p.mean(1) - engine.values_pre.mean()).reshape(N_LAYERS, N_HEADS)
+    assert torch.allclose(got, reference, atol=1e-5, rtol=0)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.patching import PatchingInputs, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
+from interp.patching import TaskBatch, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
 from interp.ranking import (
     HeadRanking,
     head_ranking_report,
@@ -38,7 +38,7 @@ def setup():
     answer_pos = torch.full((BATCH,), POS - 1)
     with torch.no_grad():
         answers = post(tokens)[:, -1].argmax(-1)
-    return pre, post, PatchingInputs(tokens, answers, answer_pos)
+    return pre, post, TaskBatch(tokens, answers, answer_pos)
 
 
 def test_rank_heads_orders_by_delta_p_and_ranks_nan_last():
@@ -121,3 +121,25 @@ def test_prescreen_rank_correlation_is_spearman():
     assert math.isfinite(prescreen_rank_correlation(with_nan, attr))
     with pytest.raises(ValueError, match="same"):
         prescreen_rank_correlation(exact, attr[:1])
+
+
+def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_suite):
+    """``rank-heads --metric logit-diff``: the tables say which metric; an unknown metric is a
+    one-line error before any work."""
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out),
+                                 "--metric", "logit-diff"])
+    assert result.exit_code == 0, result.output
+    heads, topk = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "topk.csv")
+    assert set(heads["metric"]) == {"logit-diff"} and set(topk["metric"]) == {"logit-diff"}
+    assert (heads["delta_p_lo"] <= heads["delta_p"] + 1e-9).all() and (heads["delta_p"] <= heads["delta_p_hi"] + 1e-9).all()
+    bad = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"])
+    assert bad.exit_code == 2 and "metric='accuracy'" in bad.output and "Traceback" not in bad.output
+
+
+from tests.test_cli import tiny_suite  # noqa: E402,F401  (the CLI tests' two-checkpoint suite)

@@ -1,0 +1,81 @@
+"""Cross-checkpoint patching: take a component from the post checkpoint into the pre checkpoint.
+
+Public API (TransformerLens's ``patching`` module is the model: one generic function, thin
+specialisations, shapes in every docstring):
+
+Generic call (``engine``)
+    ``patch_values(pre_model, post, batch, targets, metric="p", method="fast")``
+        -> ``Float[Tensor, "targets batch"]``, the metric per prompt with each target patched.
+    ``patch(pre_model, post, batch, target, ...)`` -> ``Float[Tensor, "batch"]`` (one target).
+    ``capture_post(post_model, batch)`` -> ``PostCheckpoint`` (post activations, answer logits,
+        weights; capture before a checkpoint source reuses the bridge for pre).
+    ``metric_values(model, batch, metric)`` -> ``Float[Tensor, "batch"]`` (no patch).
+
+Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``values``,
+    ``head_output`` (``hook_z``), ``qk_weights``, ``ov_weights``, ``path(sender, receiver, "q"|"k"|"v")``,
+    ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
+    ``heads=None`` / ``layers=None`` = all.  ``Target`` is the dataclass behind them.
+
+Metrics (``metrics``): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
+    ``(logits [batch, d_vocab] at the answer positions, batch) -> [batch]``.
+
+Specialisations (``engine``)
+    ``per_head_delta(pre, post, batch, kind="pattern", metric="p")`` -> ``Float[Tensor, "layer head"]``
+    ``delta_p_all_heads(model, batch, patterns)`` -> ``Float[Tensor, "layer head"]`` (the paper's delta_p)
+    ``patch_head_sets(model, batch, patterns, head_sets)`` -> ``Float[Tensor, "sets"]``
+    ``cache_patterns(model, tokens)`` -> ``Float[Tensor, "layer batch head query_pos key_pos"]``
+
+Pre-screen (``attribution``)
+    ``attribution_delta_p(model, batch, patterns, steps=1 | n)`` -> ``Float[Tensor, "layer head"]``
+    (attribution patching; integrated gradients for ``steps > 1``).
+
+The input is an :class:`interp.tasks.TaskBatch` (tokens ``[batch, pos]``, answers ``[batch]``,
+answer_pos ``[batch]``, optional distractors).  ``fast`` holds the layer-skip engine behind
+``method="fast"``; ``engine`` the reference path (TransformerLens's ``generic_activation_patch``
+where it has the same operation).
+"""
+
+from interp.patching.engine import (
+    PostCheckpoint,
+    answer_prob,
+    cache_patterns,
+    capture_post,
+    delta_p_all_heads,
+    mean_answer_prob,
+    metric_values,
+    patch,
+    patch_head_sets,
+    patch_heads,
+    patch_values,
+    per_head_delta,
+    post_from_patterns,
+)
+from interp.patching.attribution import attribution_delta_p
+from interp.patching.metrics import METRIC_UNITS, METRICS, answer_logprob, answer_probability, logit_diff, metric_name, resolve_metric
+from interp.patching.targets import (
+    KINDS,
+    Target,
+    block_weights,
+    embedding,
+    head_output,
+    keys,
+    mlp_output,
+    mlp_weights,
+    ov_weights,
+    path,
+    pattern,
+    qk_weights,
+    queries,
+    unembedding,
+    values,
+)
+from interp.tasks import TaskBatch
+
+__all__ = [
+    "patch_values", "patch", "capture_post", "PostCheckpoint", "metric_values",
+    "Target", "KINDS", "pattern", "queries", "keys", "values", "head_output", "qk_weights", "ov_weights", "path",
+    "mlp_output", "mlp_weights", "block_weights", "embedding", "unembedding",
+    "METRICS", "METRIC_UNITS", "answer_probability", "answer_logprob", "logit_diff", "resolve_metric", "metric_name",
+    "per_head_delta", "delta_p_all_heads", "patch_head_sets", "patch_heads", "cache_patterns", "post_from_patterns",
+    "mean_answer_prob", "answer_prob", "attribution_delta_p", "TaskBatch",
+]

@@ -1,0 +1,95 @@
+"""Helpers every part of the patching package shares: model checks, the batch, answer-only forwards."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.tasks import TaskBatch
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+def heads_shape(model: Any) -> tuple[int, int]:
+    """``(n_layers, n_heads)`` of a bridge with attention heads in eval mode, else a one-line ValueError."""
+    cfg = getattr(model, "cfg", None)
+    n_layers = int(getattr(cfg, "n_layers", 0) or 0)
+    n_heads = int(getattr(cfg, "n_heads", 0) or 0)
+    hook_dict = getattr(model, "hook_dict", {})
+    if n_layers <= 0 or n_heads <= 0 or any(f"blocks.{l}.attn.hook_pattern" not in hook_dict for l in range(n_layers)):
+        raise ValueError(f"model {type(model).__name__} (n_layers={n_layers}, n_heads={n_heads}) has no "
+                         "attention heads with blocks.{l}.attn.hook_pattern; attention-pattern patching "
+                         "needs a TransformerBridge of an attention model")
+    if getattr(model, "training", False):
+        raise ValueError("model is in training mode (dropout would randomise patches); call model.eval() first")
+    return n_layers, n_heads
+
+
+def check_batch(batch: Any) -> TaskBatch:
+    """The batch as a :class:`TaskBatch`, validated for patching (integer ids, answer_pos in range).
+
+    Raises:
+        ValueError: not a batch, non-integer tensors, or ``answer_pos`` outside ``[0, pos - 1]``.
+    """
+    if not isinstance(batch, TaskBatch):
+        try:
+            batch = TaskBatch(batch.tokens, batch.answers, batch.answer_pos,
+                              distractors=getattr(batch, "distractors", None))
+        except AttributeError:
+            raise ValueError(f"batch must be a TaskBatch (tokens, answers, answer_pos), got {type(batch).__name__}") from None
+    for name in ("tokens", "answers", "answer_pos"):
+        value = getattr(batch, name)
+        if not isinstance(value, Tensor) or value.is_floating_point() or value.is_complex():
+            raise ValueError(f"{name} must be an integer torch.Tensor, got "
+                             f"{type(value).__name__ if not isinstance(value, Tensor) else value.dtype}")
+    if batch.tokens.shape[0] == 0 or batch.tokens.shape[1] == 0:
+        raise ValueError(f"tokens must be a non-empty [batch, pos] tensor, got shape {tuple(batch.tokens.shape)}")
+    pos = batch.tokens.shape[1]
+    if bool(((batch.answer_pos < 0) | (batch.answer_pos >= pos)).any()):
+        raise ValueError(f"answer_pos must lie in [0, {pos - 1}], got values "
+                         f"{batch.answer_pos.min().item()}..{batch.answer_pos.max().item()}")
+    return batch
+
+
+def answer_rows(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> Float[Tensor, "batch d_vocab"]:
+    """The logits at each prompt's answer position.
+
+    Raises:
+        ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for this batch.
+    """
+    n, pos = batch.tokens.shape
+    if logits.ndim != 3 or tuple(logits.shape[:2]) != (n, pos):
+        raise ValueError(f"logits must have shape [{n}, {pos}, d_vocab], got {tuple(logits.shape)}")
+    return logits[torch.arange(n, device=logits.device), batch.answer_pos.to(logits.device)]
+
+
+def answer_logits_forward(run: Callable, batch: TaskBatch) -> tuple[Float[Tensor, "batch d_vocab"], Any]:
+    """``(answer-position logits, rest)`` of ``run(tokens, **kw)``, unembedding the answer positions only.
+
+    Hugging Face causal LMs accept ``logits_to_keep`` (a 1-D tensor of positions) and then
+    unembed only those positions; with a 50k vocabulary that is most of a forward's FLOPs.  A
+    model that ignores the argument returns full logits, one that rejects it is rerun without.
+    """
+    keep = torch.unique(batch.answer_pos)  # sorted
+    try:
+        out = run(batch.tokens, logits_to_keep=keep)
+    except TypeError:
+        out = run(batch.tokens)
+    logits, rest = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
+    if logits.shape[1] == batch.tokens.shape[1]:
+        return answer_rows(logits, batch), rest
+    if logits.shape[1] != keep.numel():
+        raise RuntimeError(f"model returned logits of shape {tuple(logits.shape)} for logits_to_keep={keep.tolist()}")
+    rows = logits[torch.arange(batch.tokens.shape[0], device=logits.device), torch.searchsorted(keep, batch.answer_pos)]
+    return rows, rest
+
+
+def first(output: Any) -> Tensor:
+    return output[0] if isinstance(output, (tuple, list)) else output

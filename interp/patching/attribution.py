@@ -1,0 +1,120 @@
+"""Attribution pre-screens: estimates of every head's pattern-patching effect from gradients.
+
+``attribution_delta_p(..., steps=1)`` is attribution patching (Nanda 2023, "Attribution patching:
+activation patching at industrial scale"; Syed et al. 2023, arXiv:2310.10348): the first-order
+Taylor estimate ``sum grad_pattern metric * (pattern_post - pattern_pre)`` at the pre patterns,
+one forward and one backward pass.  At a point of emergence the pattern changes are large and
+the metric (a softmax probability) is far from linear in them, so the tangent at the pre point
+can misrank heads.
+
+``steps > 1`` is integrated gradients (Sundararajan et al. 2017, arXiv:1703.01365) on the
+patterns, as Marks et al. 2024 (arXiv:2403.19647, "Sparse Feature Circuits", their IG
+approximation of patching) use for nodes: the gradient is averaged over ``steps`` points
+``pattern_pre + alpha (pattern_post - pattern_pre)``, ``alpha = (i + 1/2) / steps`` (midpoint
+rule), along the straight line from pre to post.  The node is ``hook_pattern`` (post-softmax),
+so AtP*'s query/key fix (Kramár et al. 2024, arXiv:2403.00745) does not apply; the integral is
+what removes the saturation error of the tangent.
+
+The point ``alpha`` offsets each moved layer's pattern by ``alpha (pattern_post - pattern_pre)``
+while later layers compute their own patterns, so effects through later attention stay in the
+gradient.  ``mode="layer"`` moves one layer at a time (``n_layers`` passes over ``steps``
+stacked copies of the prompts): that layer's patterns then follow the straight line exactly,
+and by IG's completeness the estimates of its heads sum to the effect of patching all of the
+layer's patterns.  ``mode="joint"`` moves every layer at once (one pass; later layers' patterns
+are then off the line, cheaper and rougher).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Literal
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.patching._common import answer_logits_forward, check_batch, heads_shape, model_device
+from interp.patching.engine import cache_patterns, post_from_patterns
+from interp.patching.metrics import MetricLike, resolve_metric
+from interp.patching.targets import hook_name
+from interp.tasks import TaskBatch
+
+__all__ = ["attribution_delta_p"]
+
+
+def _post_patterns(model: Any, batch: TaskBatch, post: Any) -> Tensor:
+    n_layers, _ = heads_shape(model)
+    if isinstance(post, Tensor):
+        post_from_patterns(model, batch, post)  # validates the shape
+        return post.to(model_device(model), torch.float32)
+    if isinstance(post, torch.nn.Module):
+        return cache_patterns(post, batch.tokens).float()
+    return torch.stack([post.activation("pattern", l) for l in range(n_layers)]).to(model_device(model), torch.float32)
+
+
+def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: MetricLike = "p", steps: int = 1,
+                        mode: Literal["joint", "layer"] = "layer") -> Float[Tensor, "layer head"]:
+    """Gradient estimate of every head's pattern-patching effect (``delta_p`` for ``metric="p"``).
+
+    Args:
+        model: the pre checkpoint (``TransformerBridge``, eval mode).
+        inputs: prompts (``TaskBatch``).
+        patterns: the post patterns ``[layer, batch, head, q, k]`` (``cache_patterns``), a
+            ``PostCheckpoint`` or the post model.
+        metric: see ``interp.patching.metrics``.
+        steps: 1 = attribution patching at the pre patterns; > 1 = integrated gradients with
+            that many midpoints along the straight line from the pre to the post patterns.
+        mode: ``"layer"`` (one layer's patterns at a time; ``n_layers`` passes; default) or
+            ``"joint"`` (all layers at once; one pass).  Equal for ``steps=1``.
+
+    Returns:
+        ``Float[Tensor, "layer head"]`` estimated change of the mean metric (metric units, CPU).
+
+    Raises:
+        ValueError: bad batch, metric, steps or mode, or patterns of the wrong shape.
+    """
+    batch = check_batch(inputs)
+    fn = resolve_metric(metric)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}")
+    if mode not in ("joint", "layer"):
+        raise ValueError(f"mode must be 'joint' or 'layer', got {mode!r}")
+    n_layers, n_heads = heads_shape(model)
+    device = model_device(model)
+    post = _post_patterns(model, batch, patterns)
+    pre = cache_patterns(model, batch.tokens).float()
+    # clone(): tensors made under inference_mode cannot enter an autograd graph.
+    batch = batch.to(device)
+    batch = type(batch)(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
+                        distractors=None if batch.distractors is None else batch.distractors.clone())
+    alphas = torch.tensor([0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)], device=device)
+    stacked = batch.repeat(steps)
+    estimate = torch.zeros(n_layers, n_heads, device=device)
+    groups = [list(range(n_layers))] if mode == "joint" else [[l] for l in range(n_layers)]
+    for layers in groups:
+        leaves: dict[int, Tensor] = {}
+
+        def on_line(layer: int) -> Callable:
+            # pattern + alpha (post - pre): the layer's own pattern is pre, so this is the straight
+            # line; later layers keep computing theirs, so indirect effects stay in the gradient.
+            def hook(pattern: Tensor, hook: Any = None) -> Tensor:
+                offset = alphas.reshape(-1, 1, 1, 1, 1) * (post[layer] - pre[layer])[None]
+                leaves[layer] = pattern + offset.reshape(pattern.shape).to(pattern.dtype)
+                return leaves[layer]
+            return hook
+
+        hooks = [(hook_name("pattern", l), on_line(l)) for l in layers]
+        with torch.inference_mode(False), torch.enable_grad():
+            def leaf_residual(resid: Tensor, hook: Any = None) -> Tensor:
+                # grad flows from here even if the parameters are frozen; no parameter grads are built
+                return resid.detach().requires_grad_(True)
+
+            hooks = [("blocks.0.hook_in", leaf_residual)] + hooks
+            rows, _ = answer_logits_forward(lambda tokens, **kw: model.run_with_hooks(tokens, fwd_hooks=hooks, **kw),
+                                            stacked)
+            total = fn(rows, stacked).float().sum() / (steps * batch.tokens.shape[0])
+            grads = torch.autograd.grad(total, [leaves[l] for l in layers])
+        for layer, grad in zip(layers, grads):
+            # mean over the alphas is the sum over copies / steps (already in `total`)
+            grad = grad.reshape(steps, *pre[layer].shape).sum(dim=0)
+            estimate[layer] = (grad * (post[layer] - pre[layer])).sum(dim=(0, 2, 3))
+    return estimate.detach().cpu()

@@ -1,0 +1,458 @@
+"""The generic cross-checkpoint patch: post into pre, any target, any metric, fast or reference.
+
+``patch(pre_model, post, batch, targets, metric)`` runs the pre checkpoint once per target with
+that target taken from the post checkpoint and returns the metric per prompt.  ``post`` is the
+post checkpoint's model or a :class:`PostCheckpoint` captured from it (a checkpoint source that
+reuses one bridge overwrites the post weights when it loads pre: capture first).
+
+``method="fast"`` (default) runs the layer-skip engine (``interp.patching.fast``) for every
+target that is a sum of per-head or per-MLP changes and full forwards for the rest (weights of
+whole blocks, the embedding, the unembedding, OV weights of every head of a layer, joint sets
+with weights beyond their first layer); ``method="reference"`` runs full forwards for every
+target: TransformerLens's ``generic_activation_patch`` (``reduce="none"``) for one head's
+activation or one layer's MLP output, ``run_with_hooks`` for joint activation patches, the
+pre model with the post parameters copied in for weight targets, and two forwards for a path
+(the receiver's input recomputed from the stream plus the sender's change).  The two methods
+agree to 1e-5 (tests).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from interp.patching import _weights
+from interp.patching._common import answer_logits_forward, answer_rows, check_batch, first, heads_shape, model_device
+from interp.patching.fast import (
+    CPU_CHUNK_TOKENS,
+    FastPathUnsupported,
+    LayerSkipEngine,
+    chunk_size,
+    fast_path_applies,
+    query_mask,
+    replace_hook,
+    target_units,
+)
+from interp.patching.metrics import MetricLike, resolve_metric
+from interp.patching.targets import ACTIVATION_KINDS, HOOKS, Target, hook_name
+from interp.tasks import TaskBatch
+
+__all__ = ["PostCheckpoint", "capture_post", "metric_values", "patch", "patch_values", "per_head_delta",
+           "patch_head_sets", "post_from_patterns", "cache_patterns", "delta_p_all_heads", "patch_heads",
+           "mean_answer_prob", "answer_prob"]
+
+
+@dataclass
+class PostCheckpoint:
+    """What the engine needs from the post checkpoint, detached from its model.
+
+    Attributes:
+        activations: hook name -> activation on the batch's tokens (float32, on the model's
+            device): ``hook_pattern`` ``[batch, head, query_pos, key_pos]``, ``hook_q/k/v/z``
+            ``[batch, pos, head, d_head]``, ``hook_mlp_out`` ``[batch, pos, d_model]`` per block.
+        answer_logits: ``Float[Tensor, "batch d_vocab"]`` the post logits at the answer positions.
+        weights: parameter name -> tensor (None if not captured: weight targets then fail).
+        n_layers, n_heads: the shape the pre checkpoint must share.
+    """
+
+    activations: dict[str, Tensor]
+    answer_logits: Tensor | None
+    weights: dict[str, Tensor] | None
+    n_layers: int
+    n_heads: int
+    tokens: Tensor | None = field(default=None, repr=False)
+
+    def activation(self, kind: str, layer: int) -> Tensor:
+        """The captured activation of ``kind`` at ``layer``.
+
+        Raises:
+            ValueError: it was not captured.
+        """
+        name = hook_name(kind, layer)
+        if name not in self.activations:
+            raise ValueError(f"post checkpoint has no {name} captured; capture_post(..., kinds=) must include {kind!r}")
+        return self.activations[name]
+
+    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, "batch"]:
+        """The metric of the post checkpoint per prompt (CPU)."""
+        if self.answer_logits is None:
+            raise ValueError("post checkpoint has no answer logits captured")
+        return resolve_metric(metric)(self.answer_logits, batch.to(self.answer_logits.device)).float().cpu()
+
+
+def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIVATION_KINDS,
+                 weights: bool = True) -> PostCheckpoint:
+    """One forward of the post checkpoint: the activations of ``kinds`` at every layer, the
+    answer logits and (``weights=True``) a copy of every parameter.
+
+    Args:
+        post_model: the post checkpoint (``TransformerBridge``, eval mode).
+        batch: prompts (``TaskBatch``).
+        kinds: activation kinds to keep (subset of ``pattern, q, k, v, z, mlp``).
+        weights: also copy the parameters (needed by weight targets; memory: one model).
+
+    Returns:
+        ``PostCheckpoint`` on the model's device.
+
+    Raises:
+        ValueError: a model without attention heads, in training mode, or a bad batch / kind.
+    """
+    batch = check_batch(batch)
+    n_layers, n_heads = heads_shape(post_model)
+    bad = [k for k in kinds if k not in HOOKS]
+    if bad:
+        raise ValueError(f"kinds {bad} cannot be captured; valid: {', '.join(HOOKS)}")
+    names = {hook_name(k, l) for k in kinds for l in range(n_layers)}
+    device = model_device(post_model)
+    batch = batch.to(device)
+    with torch.no_grad():  # not inference_mode: callers may use the result under autograd
+        rows, (cache,) = answer_logits_forward(
+            lambda tokens, **kw: post_model.run_with_cache(tokens, names_filter=lambda n: n in names, **kw), batch)
+        activations = {name: cache[name].float().clone() for name in names if name in cache.keys()}
+    return PostCheckpoint(activations, rows.float().clone(), _weights.capture_weights(post_model) if weights else None,
+                          n_layers, n_heads, tokens=batch.tokens.clone())
+
+
+def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, "batch"]:
+    """The metric per prompt from one forward of ``model`` (answer positions unembedded only).
+
+    Raises:
+        ValueError: a bad batch or metric.
+    """
+    batch = check_batch(batch)
+    fn = resolve_metric(metric)
+    batch = batch.to(model_device(model))
+    with torch.inference_mode():
+        rows, _ = answer_logits_forward(model, batch)
+        return fn(rows, batch).float().cpu()
+
+
+def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target]) -> PostCheckpoint:
+    if isinstance(post, PostCheckpoint):
+        return post
+    if not isinstance(post, torch.nn.Module):
+        raise ValueError(f"post must be a model or a PostCheckpoint (capture_post), got {type(post).__name__}")
+    needs_weights = any(t.is_weights for t in targets)
+    return capture_post(post, batch, weights=needs_weights)
+
+
+# --------------------------------------------------------------------------- reference path
+
+
+def _hooks_for(model: Any, post: PostCheckpoint, target: Target, pos: int) -> list:
+    """run_with_hooks hooks replacing the target's activations by the post ones (one copy)."""
+    n_layers, n_heads = post.n_layers, post.n_heads
+    device = model_device(model)
+    if target.kind == "mlp":
+        return [(hook_name("mlp", l), replace_hook(post.activation("mlp", l).to(device),
+                                                   torch.ones(1, 1, dtype=torch.bool, device=device), None))
+                for l in target.resolved_layers(n_layers)]
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in target.resolved_heads(n_layers, n_heads):
+        by_layer.setdefault(layer, []).append(head)
+    hooks = []
+    for layer, heads in by_layer.items():
+        mask = torch.zeros(1, n_heads, dtype=torch.bool, device=device)
+        mask[0, heads] = True
+        hooks.append((hook_name(target.kind, layer), replace_hook(
+            post.activation(target.kind, layer).to(device), mask, HOOKS[target.kind][1],
+            query_mask(target.query_pos, pos, device))))
+    return hooks
+
+
+def _transformer_lens_single(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target,
+                             fn: Callable) -> Tensor | None:
+    """TransformerLens's own patch for one head's activation / one layer's MLP output, else None."""
+    from transformer_lens import ActivationCache
+    from transformer_lens.patching import (
+        generic_activation_patch,
+        layer_head_pattern_patch_setter,
+        layer_head_vector_patch_setter,
+    )
+    import pandas as pd
+
+    if target.kind in ("pattern", "q", "k", "v", "z") and target.query_pos is None and target.heads is not None \
+            and len(target.heads) == 1:
+        (layer, head), = target.resolved_heads(post.n_layers, post.n_heads)
+        setter = layer_head_pattern_patch_setter if target.kind == "pattern" else layer_head_vector_patch_setter
+        index_df = pd.DataFrame([[layer, head]], columns=["layer", "head_index" if target.kind == "pattern" else "head"])
+    elif target.kind == "mlp" and target.layers is not None and len(target.layers) == 1:
+        (layer,) = target.resolved_layers(post.n_layers)
+        setter = lambda act, index, clean: clean  # noqa: E731  (the whole layer, every position)
+        index_df = pd.DataFrame([[layer]], columns=["layer"])
+    else:
+        return None
+    name = hook_name(target.kind, layer)
+    cache = ActivationCache({name: post.activation(target.kind, layer).to(model_device(model))}, model)
+    activation = {"mlp": "mlp_out"}.get(target.kind, target.kind)
+    result = generic_activation_patch(model, batch.tokens, cache, lambda logits: fn(answer_rows(logits, batch), batch),
+                                      patch_setter=setter, activation_name=activation, index_df=index_df, reduce="none")
+    return result.values[0]
+
+
+def _path_values(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target, fn: Callable) -> Tensor:
+    """Direct path: receiver input recomputed from (stream + sender's change), two forwards."""
+    (sl, sh), (rl, rh), rinput = target.heads[0], target.receiver, target.receiver_input
+    _, cache = model.run_with_cache(batch.tokens, names_filter=lambda n: n == hook_name("z", sl))
+    W_O = model.blocks[sl].attn.W_O[sh]
+    delta = (post.activation("z", sl)[:, :, sh].to(W_O.device) - cache[hook_name("z", sl)][:, :, sh]) @ W_O
+    captured = {}
+    name = hook_name(rinput, rl)
+    model.run_with_hooks(batch.tokens, fwd_hooks=[
+        (f"blocks.{rl}.hook_in", lambda x, hook: x + delta.to(x.dtype)),
+        (name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)])
+    mask = torch.zeros(1, post.n_heads, dtype=torch.bool, device=W_O.device)
+    mask[0, rh] = True
+    logits = model.run_with_hooks(batch.tokens, fwd_hooks=[(name, replace_hook(captured["x"], mask, 2))])
+    return fn(answer_rows(logits, batch), batch)
+
+
+def _reference_values(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target, fn: Callable) -> Tensor:
+    """The metric per prompt with ``target`` patched, by full forwards (see the module docstring)."""
+    if target.kind == "path":
+        return _path_values(model, post, batch, target, fn)
+    if target.is_weights:
+        if post.weights is None:
+            raise ValueError(f"target {target.label()!r} swaps weights: capture_post(..., weights=True)")
+        with _weights.swapped(model, post.weights, _weights.target_slices(model, target)):
+            rows, _ = answer_logits_forward(model, batch)
+        return fn(rows, batch)
+    values = _transformer_lens_single(model, post, batch, target, fn)
+    if values is not None:
+        return values
+    logits = model.run_with_hooks(batch.tokens, fwd_hooks=_hooks_for(model, post, target, batch.tokens.shape[1]))
+    return fn(answer_rows(logits, batch), batch)
+
+
+# --------------------------------------------------------------------------- the generic call
+
+
+def _check_shapes(pre_model: Any, post: PostCheckpoint, batch: TaskBatch) -> None:
+    shape = heads_shape(pre_model)
+    if shape != (post.n_layers, post.n_heads):
+        raise ValueError(f"pre and post checkpoints differ in (n_layers, n_heads): {shape} vs "
+                         f"{(post.n_layers, post.n_heads)}")
+    if post.tokens is not None and (tuple(post.tokens.shape) != tuple(batch.tokens.shape)
+                                    or not torch.equal(post.tokens.cpu(), batch.tokens.cpu())):
+        raise ValueError("post checkpoint was captured on other prompts than this batch")
+
+
+def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[Target],
+                 metric: MetricLike = "p", method: Literal["fast", "reference"] = "fast",
+                 memory_budget_mb: float = 1024) -> Float[Tensor, "targets batch"]:
+    """The metric per prompt of the pre checkpoint with each target patched from the post checkpoint.
+
+    The generic call every specialisation goes through (TransformerLens's
+    ``generic_activation_patch`` idea, across checkpoints instead of across prompts).
+
+    Args:
+        pre_model: the pre checkpoint, ``TransformerBridge`` in eval mode (float32).
+        post: the post checkpoint's model, or its ``PostCheckpoint`` (``capture_post``).
+        batch: the prompts (``TaskBatch``), the same ones ``post`` was captured on.
+        targets: what to patch, one run per target (``interp.patching.targets``).
+        metric: ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
+            ``(logits [batch, d_vocab], batch) -> [batch]``.
+        method: ``"fast"`` (layer skip where it applies) or ``"reference"`` (full forwards).
+        memory_budget_mb: activation memory per stacked call of the fast path, MiB.
+
+    Returns:
+        ``Float[Tensor, "targets batch"]`` on the CPU, in the metric's units.
+
+    Raises:
+        ValueError: a bad batch, metric, method, target, budget, or models of different shapes.
+    """
+    batch = check_batch(batch)
+    fn = resolve_metric(metric)
+    if method not in ("fast", "reference"):
+        raise ValueError(f"method must be 'fast' or 'reference', got {method!r}")
+    targets = list(targets)
+    bad = [t for t in targets if not isinstance(t, Target)]
+    if bad:
+        raise ValueError(f"targets must be interp.patching.Target objects, got {type(bad[0]).__name__}")
+    n_layers, n_heads = heads_shape(pre_model)
+    units = [target_units(t, n_layers, n_heads) for t in targets]  # validates heads / layers
+    for t in targets:
+        query_mask(t.query_pos, batch.tokens.shape[1], torch.device("cpu"))
+    chunk = chunk_size(pre_model, batch, memory_budget_mb)
+    post = _as_post(post, batch, targets)
+    _check_shapes(pre_model, post, batch)
+    device = model_device(pre_model)
+    batch = batch.to(device)
+    out = torch.empty(len(targets), batch.tokens.shape[0])
+    if not targets:
+        return out
+    fast = [i for i, u in enumerate(units) if method == "fast" and fast_path_applies(u, n_heads)]
+    if fast:
+        with torch.inference_mode():
+            try:
+                engine = LayerSkipEngine(pre_model, batch, fn, post)
+                engine.check_tail()
+                if engine.device.type == "cpu":
+                    chunk = min(chunk, max(1, round(CPU_CHUNK_TOKENS / batch.tokens.numel())))
+                out[fast] = engine.values_of_sets([units[i] for i in fast], chunk).cpu()
+            except FastPathUnsupported as err:
+                warnings.warn(f"layer-skip patching unavailable for this model ({err}); using full forwards",
+                              RuntimeWarning, stacklevel=2)
+                fast = []
+    done = set(fast)
+    with torch.inference_mode():
+        for i, target in enumerate(targets):
+            if i not in done:
+                out[i] = _reference_values(pre_model, post, batch, target, fn).float().cpu()
+    return out
+
+
+def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: MetricLike = "p",
+          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, "batch"]:
+    """The metric per prompt with one target patched (``patch_values`` for a single target).
+
+    Raises:
+        ValueError: as ``patch_values``.
+    """
+    return patch_values(pre_model, post, batch, [target], metric=metric, method=method)[0]
+
+
+# --------------------------------------------------------------------------- thin specialisations
+
+
+def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pattern", metric: MetricLike = "p",
+                   method: Literal["fast", "reference"] = "fast", heads: Sequence[tuple[int, int]] | None = None,
+                   memory_budget_mb: float = 1024, per_prompt: bool = False) -> Tensor:
+    """Each head patched alone: ``mean metric_patched - mean metric_pre`` per ``(layer, head)``.
+
+    With ``kind="pattern"`` and ``metric="p"`` this is the paper's ``delta_p`` (Baherwani et
+    al. 2026, head patching; TransformerLens ``get_act_patch_attn_head_pattern_all_pos``).
+
+    Args:
+        kind: a per-head target kind (``pattern, q, k, v, z, qk, ov``).
+        heads: only these ``(layer, head)`` pairs (others NaN); default every head.
+        per_prompt: return ``[layer, head, batch]`` per-prompt differences instead of means.
+        (others: see ``patch_values``.)
+
+    Returns:
+        ``Float[Tensor, "layer head"]`` (or ``"layer head batch"``), metric units, CPU.
+
+    Raises:
+        ValueError: as ``patch_values``, or a kind that is not per head.
+    """
+    if kind not in ("pattern", "q", "k", "v", "z", "qk", "ov"):
+        raise ValueError(f"kind={kind!r}; per-head kinds: pattern, q, k, v, z, qk, ov")
+    batch = check_batch(batch)
+    n_layers, n_heads = heads_shape(pre_model)
+    pairs = [(l, h) for l in range(n_layers) for h in range(n_heads)] if heads is None else \
+        list(Target(kind, tuple(heads)).resolved_heads(n_layers, n_heads))
+    post = _as_post(post, batch, [Target(kind)])
+    values = patch_values(pre_model, post, batch, [Target(kind, (pair,)) for pair in pairs], metric=metric,
+                          method=method, memory_budget_mb=memory_budget_mb)
+    base = metric_values(pre_model, batch, metric)
+    out = torch.full((n_layers, n_heads, batch.tokens.shape[0]), float("nan"))
+    for (layer, head), row in zip(pairs, values):
+        out[layer, head] = row - base
+    return out if per_prompt else out.mean(dim=-1)
+
+
+def patch_head_sets(model: Any, inputs: TaskBatch, patterns: Any, head_sets: Sequence[Sequence[tuple[int, int]]],
+                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, "sets"]:
+    """Mean metric of the pre checkpoint with each set of heads jointly patched (one value per set).
+
+    Args:
+        model: the pre checkpoint.
+        inputs: prompts (``TaskBatch``).
+        patterns: the post checkpoint's patterns ``[layer, batch, head, q, k]`` (``cache_patterns``)
+            or a ``PostCheckpoint`` / post model.
+        head_sets: sets of ``(layer, head)``; an empty set gives the unpatched value.
+
+    Returns:
+        ``Float[Tensor, "sets"]`` (metric units, CPU).
+
+    Raises:
+        ValueError: as ``patch_values``.
+    """
+    post = post_from_patterns(model, inputs, patterns) if isinstance(patterns, Tensor) else patterns
+    chunk_size(model, check_batch(inputs), memory_budget_mb)
+    sets = [list(s) for s in head_sets]
+    out = torch.empty(len(sets))
+    filled = [i for i, s in enumerate(sets) if s]
+    if filled:
+        values = patch_values(model, post, inputs, [Target(kind, tuple(sets[i])) for i in filled], metric=metric,
+                              memory_budget_mb=memory_budget_mb)
+        out[filled] = values.mean(dim=1)
+    if len(filled) < len(sets):
+        out[[i for i, s in enumerate(sets) if not s]] = float(metric_values(model, inputs, metric).mean())
+    return out
+
+
+def patch_heads(model: Any, inputs: TaskBatch, patterns: Any, heads: Sequence[tuple[int, int]]) -> float:
+    """Mean p(answer) with ``heads`` jointly pattern-patched (``patch_head_sets`` for one set)."""
+    return float(patch_head_sets(model, inputs, patterns, [list(heads)])[0])
+
+
+def post_from_patterns(model: Any, batch: TaskBatch, patterns: Float[Tensor, "layer batch head q k"]) -> PostCheckpoint:
+    """A ``PostCheckpoint`` holding only the post patterns (for pattern targets).
+
+    Raises:
+        ValueError: patterns of the wrong shape for this model and batch.
+    """
+    batch = check_batch(batch)
+    n_layers, n_heads = heads_shape(model)
+    n, pos = batch.tokens.shape
+    expected = (n_layers, n, n_heads, pos, pos)
+    if not isinstance(patterns, Tensor) or tuple(patterns.shape) != expected:
+        got = tuple(patterns.shape) if isinstance(patterns, Tensor) else type(patterns).__name__
+        raise ValueError(f"patterns must have shape [layer, batch, head, query_pos, key_pos] = {expected} "
+                         f"for this model and these prompts (post and pre checkpoints must share "
+                         f"n_layers and n_heads), got {got}")
+    device = model_device(model)
+    return PostCheckpoint({hook_name("pattern", l): patterns[l].to(device, torch.float32) for l in range(n_layers)},
+                          None, None, n_layers, n_heads)
+
+
+def cache_patterns(model: Any, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch head query_pos key_pos"]:
+    """Attention patterns (``hook_pattern``, post-softmax) of every layer, on the model's device.
+
+    Raises:
+        ValueError: if the model has no attention heads or is in training mode.
+    """
+    n_layers, _ = heads_shape(model)
+    names = {hook_name("pattern", l) for l in range(n_layers)}
+    with torch.no_grad():  # not inference_mode: callers may use the result under autograd
+        _, cache = model.run_with_cache(tokens.to(model_device(model)), names_filter=lambda n: n in names)
+        return torch.stack([cache[hook_name("pattern", l)].float() for l in range(n_layers)])
+
+
+def delta_p_all_heads(model: Any, inputs: TaskBatch, patterns: Any, method: Literal["fast", "reference"] = "fast",
+                      memory_budget_mb: float = 1024, heads: Sequence[tuple[int, int]] | None = None,
+                      metric: MetricLike = "p") -> Float[Tensor, "layer head"]:
+    """Per-head ``delta_p`` of pattern patching (``per_head_delta`` with ``kind="pattern"``).
+
+    ``patterns``: the post patterns ``[layer, batch, head, q, k]`` (``cache_patterns``), or a
+    ``PostCheckpoint`` / post model.
+
+    Raises:
+        ValueError: as ``per_head_delta``.
+    """
+    post = post_from_patterns(model, inputs, patterns) if isinstance(patterns, Tensor) else patterns
+    return per_head_delta(model, post, inputs, "pattern", metric=metric, method=method, heads=heads,
+                          memory_budget_mb=memory_budget_mb)
+
+
+def mean_answer_prob(model: Any, inputs: TaskBatch) -> float:
+    """Mean over prompts of ``p(answer)`` (probability) from one forward."""
+    return float(metric_values(model, inputs, "p").mean())
+
+
+def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, "batch"]:
+    """Probability (softmax, float32) of each prompt's answer at its answer position.
+
+    Raises:
+        ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for these inputs.
+    """
+    from interp.patching.metrics import answer_probability
+
+    inputs = check_batch(inputs)
+    return answer_probability(answer_rows(logits, inputs), inputs)

@@ -1,0 +1,781 @@
+"""The fast path: layer skip, patches stacked along the batch, exact shortcuts.
+
+A patch whose first patched component sits in layer ``l`` leaves layers ``< l`` unchanged, so
+one forward of the pre checkpoint caches each block's input and output, the attention
+activations and the arguments the model hands every block (attention mask, rotary tables,
+position ids); its logits are computed at the answer positions only (``logits_to_keep``).
+Then, per layer ``l`` and kind of patch:
+
+* every per-head target at layer ``l`` (pattern, q, k, v, z, QK weights, OV weights, a path
+  into the head) changes only that head's output at layer ``l`` given the cached input of
+  layer ``l``.  One call of block ``l`` with the change applied to *all* of its heads gives each
+  head's new ``z`` (heads do not interact inside a layer), and head ``h``'s patched attention
+  output is the cached one plus ``delta_h = a_h @ B_h`` (``a = z_new - z_pre``, ``B = W_O``; OV
+  weights: ``a = [z_new, z_pre]``, ``B = [W_O_post; -W_O_pre]``).  The same call checks the
+  reconstruction: cached block output plus every head's ``delta`` must equal the block's output.
+  An MLP-output patch is ``mlp_post - mlp_pre``.
+* the residual streams of a layer's patches are stacked along the batch (one copy of the
+  prompts per patch, chunked to ``memory_budget_mb``) and only blocks ``l+1 ... n_layers-1`` run,
+  by calling the bridge's own block modules; patched heads of later layers (activation kinds)
+  are patched there by hooks;
+* block ``l+1``'s query, key, value and MLP-in projections come from a rank-``r`` formula when
+  the blocks have a parallel residual (``_LowRankProjections``, checked against the module on
+  first use);
+* the last block's keys and values run at every position but its query and output
+  projections, its MLP and the unembedding at the answer position only (the metric reads
+  nothing else).
+
+Run-time checks against the model's own forward guard the shortcuts (the block-``l``
+reconstruction above; the last two blocks called on stacked copies must reproduce the model's
+metric).  If one fails, ``FastPathUnsupported`` tells the caller (``interp.patching.engine``)
+to use full forwards.
+
+Architecture-specific parts (how a block combines its attention and MLP, the answer-only last
+block) are the methods in the section "block layout" of ``LayerSkipEngine``: a sequential
+residual block reruns its MLP on the patched stream, a parallel one (GPT-NeoX) does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from interp.patching import _weights
+from interp.patching._common import answer_logits_forward, first, heads_shape, model_device
+from interp.patching.targets import HOOKS, Target, hook_name
+from interp.tasks import TaskBatch
+
+# Tolerances of the run-time checks of the fast path against the model's own forward.
+_VALUE_CHECK_ATOL = 1e-5  # metric units (relative above 1), as the acceptance test of the engine
+_RESID_CHECK_RTOL = 1e-4  # relative to the residual stream's largest entry
+# On a CPU, stacked copies beyond ~2k token rows per call only add cache and allocator misses:
+# 4 copies of 32 x 17 tokens ran 6-10 % faster than 8-12 on the benchmark shapes.  (GPUs: the
+# memory budget alone sets the chunk.)
+CPU_CHUNK_TOKENS = 2048
+#: activation kinds a later layer of a joint patch can take by a hook inside the tail
+_TAIL_KINDS = ("pattern", "q", "k", "v", "z")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One patched component of a joint patch: ``kind`` at ``(layer, index)`` (index: head; 0 for an MLP).
+
+    ``sender`` / ``receiver_input`` for a path (the unit sits at the receiver head).
+    """
+
+    kind: str
+    layer: int
+    index: int
+    query_pos: int | None = None
+    sender: tuple[int, int] | None = None
+    receiver_input: str = "q"
+
+    @property
+    def key(self) -> tuple:
+        """Units with one key share one table of per-head changes at a layer."""
+        return (self.kind, self.query_pos, self.sender, self.receiver_input)
+
+
+def target_units(target: Target, n_layers: int, n_heads: int) -> list[Unit] | None:
+    """The units of a target, or None if it is not a sum of per-head / per-MLP changes."""
+    if target.kind == "path":
+        target.resolved_heads(n_layers, n_heads)
+        (rl, rh) = target.receiver
+        return [Unit("path", rl, rh, sender=target.heads[0], receiver_input=target.receiver_input)]
+    if target.kind == "mlp":
+        return [Unit("mlp", l, 0) for l in target.resolved_layers(n_layers)]
+    if target.kind in ("pattern", "q", "k", "v", "z", "qk", "ov"):
+        return [Unit(target.kind, l, h, query_pos=target.query_pos) for l, h in target.resolved_heads(n_layers, n_heads)]
+    return None
+
+
+def fast_path_applies(units: Sequence[Unit] | None, n_heads: int) -> bool:
+    """Whether the layer-skip engine computes this joint patch exactly.
+
+    All units at the first patched layer may be of any unit kind (a path only alone; OV only
+    without the layer's shared output bias, i.e. not every head of the layer), later ones must
+    be head activations a hook can replace.
+    """
+    if not units:
+        return False
+    first_layer = min(u.layer for u in units)
+    start = [u for u in units if u.layer == first_layer]
+    if any(u.kind == "path" for u in units) and len(units) != 1:
+        return False
+    if any(u.kind not in _TAIL_KINDS for u in units if u.layer > first_layer):
+        return False
+    ov = {u.index for u in start if u.kind == "ov"}
+    return len(ov) < n_heads
+
+
+class FastPathUnsupported(RuntimeError):
+    """A run-time check of the layer-skip path failed for this model."""
+
+
+def _sanitize_call_kwargs(kwargs: dict) -> dict:
+    """Kwargs captured from the model's own block call, minus the per-forward KV cache."""
+    out = {}
+    for key, value in kwargs.items():
+        if key in ("past_key_value", "past_key_values", "layer_past") or hasattr(value, "get_seq_length"):
+            out[key] = None  # a HF Cache object: it belongs to that one forward
+        elif key == "use_cache":
+            out[key] = False
+        else:
+            out[key] = value
+    return out
+
+
+def _call_signature(args: tuple, kwargs: dict) -> tuple[str | None, tuple, dict]:
+    """``(hidden-states keyword or None if positional, other args, sanitized kwargs)`` of a captured call."""
+    if args:
+        return None, tuple(args[1:]), _sanitize_call_kwargs(kwargs)
+    if "hidden_states" in kwargs:
+        rest = {k: v for k, v in kwargs.items() if k != "hidden_states"}
+        return "hidden_states", (), _sanitize_call_kwargs(rest)
+    raise FastPathUnsupported("a block was called without positional or hidden_states= residual stream")
+
+
+def _repeat_batch(value: Any, batch: int, n_copies: int) -> Any:
+    """Repeat every tensor whose leading dim is the prompt batch ``n_copies`` times (copy-major).
+
+    Tensors with a leading dim of 1 broadcast (rotary tables, position ids) and are left alone;
+    1-D tensors (cache positions) are never batched.
+    """
+    if n_copies == 1:
+        return value
+    if isinstance(value, Tensor):
+        if value.ndim >= 2 and value.shape[0] == batch:
+            return value.repeat(n_copies, *([1] * (value.ndim - 1)))
+        return value
+    if isinstance(value, tuple):
+        return tuple(_repeat_batch(v, batch, n_copies) for v in value)
+    if isinstance(value, list):
+        return [_repeat_batch(v, batch, n_copies) for v in value]
+    if isinstance(value, dict):
+        return {k: _repeat_batch(v, batch, n_copies) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------- low-rank input projections
+
+
+def _norm_affine(norm: torch.nn.Module) -> tuple[bool, Tensor | None, Tensor | None, float] | None:
+    """``(centred, gain, bias, eps)`` of a LayerNorm / RMSNorm module (bridge or torch), else None."""
+    if isinstance(norm, torch.nn.LayerNorm):
+        return True, norm.weight, norm.bias, float(norm.eps)
+    if hasattr(norm, "uses_rms_norm") and getattr(norm, "original_component", None) is not None:
+        inner = norm.original_component  # a TransformerBridge NormalizationBridge
+        weight = getattr(norm, "weight", None)
+        if not isinstance(weight, Tensor):
+            return None
+        rms = bool(norm.uses_rms_norm)
+        gain = 1.0 + weight if norm.uses_weight_offset else weight
+        eps = getattr(inner, "eps", None) or getattr(inner, "variance_epsilon", None) or \
+            getattr(norm.config, "eps", 1e-5)
+        return not rms, gain, None if rms else getattr(inner, "bias", None), float(eps)
+    return None
+
+
+@contextlib.contextmanager
+def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[str, str]]]:
+    """Yield a list that, after the block has run once, holds ``(linear, norm)`` submodule names.
+
+    A pair is a ``torch.nn.Linear`` called exactly once, on exactly the output of a norm module
+    of the same block (a block's query/key/value and MLP-in projections).
+    """
+    norm_out: dict[str, Tensor] = {}
+    linear_in: dict[str, list] = {}
+    handles = []
+    for name, module in block.named_modules():
+        if _norm_affine(module) is not None:
+            handles.append(module.register_forward_hook(
+                lambda mod, args, out, name=name: norm_out.__setitem__(name, out)))
+        elif isinstance(module, torch.nn.Linear):
+            handles.append(module.register_forward_pre_hook(
+                lambda mod, args, name=name: linear_in.setdefault(name, []).append(args[0] if args else None)))
+    found: list[tuple[str, str]] = []
+    try:
+        yield found
+    finally:
+        for handle in handles:
+            handle.remove()
+    for linear, inputs in linear_in.items():
+        x = inputs[0] if len(inputs) == 1 else None
+        if not isinstance(x, Tensor):
+            continue
+        # The very tensor first; equal values only as a fallback (hooks may copy), where two norms
+        # with equal outputs here have equal parameters, so either one gives the same formula.
+        same = [n for n, out in norm_out.items() if out is x] or \
+            [n for n, out in norm_out.items() if isinstance(out, Tensor) and out.shape == x.shape and torch.equal(out, x)]
+        if same:
+            found.append((linear, same[0]))
+
+
+@contextlib.contextmanager
+def _swapped_forward(module: torch.nn.Module, forward: Callable) -> Iterator[None]:
+    """Let ``module`` compute with ``forward`` inside the block (hooks on it still run)."""
+    previous = module.__dict__.get("forward")
+    module.forward = forward
+    try:
+        yield
+    finally:
+        if previous is None:
+            del module.forward
+        else:
+            module.forward = previous
+
+
+def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, "n"], pos: Int[Tensor, "n"],
+                        shape: tuple[int, int]) -> Callable:
+    """``linear``'s forward evaluated at positions ``(rows, pos)`` only, zeros elsewhere.
+
+    For the last block's query and output projections: the metric reads the attention output
+    at the answer position alone, and each query position's output depends only on its own
+    query, so the other positions' queries (zeros: a uniform pattern) and outputs are never read.
+    """
+    def forward(inp: Tensor) -> Tensor:
+        if inp.ndim != 3 or tuple(inp.shape[:2]) != shape:
+            return torch.nn.Linear.forward(linear, inp)
+        out = inp.new_zeros(*shape, linear.out_features)
+        out[rows, pos] = torch.nn.Linear.forward(linear, inp[rows, pos])
+        return out
+    return forward
+
+
+class _LowRankProjections:
+    """Norm-fed projections of the block after a one-head patch, without the d_model matmul.
+
+    With a parallel residual (GPT-NeoX), patching head h of block l changes the stream entering
+    block l+1 by ``delta_h = dz_h @ W_O[h]`` only (``dz = z_post - z_pre``, rank <= d_head).  A
+    linear map ``(W, b)`` read from a LayerNorm ``(g, beta, eps)`` of that stream then splits:
+
+        W ln(base + delta_h) + b = (A + dz_h @ M_h) / s + c
+        A   = ((base - mean base) * g) @ W.T          [batch * pos, out]  once per layer
+        M_h = ((W_O[h] - its mean over d_model) * g) @ W.T   [d_head, out]   once per layer
+        c   = W @ beta + b,    s = sqrt(var(base + delta_h) + eps)   per position
+
+    (RMSNorm: no centring, no beta.)  Each stacked copy then costs ``d_head x out`` per position
+    for the query, key, value and MLP-in projections instead of ``d_model x out``: about 7/12
+    of a block's matmuls at ``1 / n_heads`` of the price.  The module's own forward is swapped
+    for the formula only while ``installed``; its first use is checked against the module on
+    one prompt and, if it differs, the module's own forward is used from then on.
+    """
+
+    def __init__(self, block: torch.nn.Module, pairs: Sequence[tuple[str, str]],
+                 base: Float[Tensor, "batch pos d_model"], W_O: Float[Tensor, "unit rank d_model"],
+                 dz: Float[Tensor, "batch pos unit rank"]):
+        self.dz = dz.float()
+        self.entries: list[tuple[torch.nn.Linear, str, Tensor, Tensor, Tensor]] = []
+        self.norms: dict[str, tuple[bool, float]] = {}
+        self.broken = False
+        self._checked: set[torch.nn.Module] = set()  # projections already compared with the module
+        for linear_name, norm_name in pairs:
+            linear, affine = block.get_submodule(linear_name), _norm_affine(block.get_submodule(norm_name))
+            if not isinstance(linear, torch.nn.Linear) or affine is None or linear.weight.dtype != torch.float32:
+                continue  # exactness: float32 weights only (bf16 keeps the module's own rounding)
+            centred, gain, beta, eps = affine
+            W = linear.weight  # [out, d_model]
+            g = torch.ones(W.shape[1], device=W.device) if gain is None else gain.float()
+            base_c = base.float() - base.float().mean(-1, keepdim=True) if centred else base.float()
+            W_O_c = W_O.float() - W_O.float().mean(-1, keepdim=True) if centred else W_O.float()
+            A = ((base_c * g) @ W.T).reshape(-1, W.shape[0])  # [batch * pos, out]
+            M = (W_O_c * g) @ W.T
+            c = torch.zeros(W.shape[0], device=W.device)
+            if beta is not None:
+                c = c + W @ beta.float()
+            if linear.bias is not None:
+                c = c + linear.bias.float()
+            self.entries.append((linear, norm_name, A, M, c))
+            self.norms[norm_name] = (centred, eps)
+
+    @contextlib.contextmanager
+    def installed(self, heads: Int[Tensor, "copies"], stream: Float[Tensor, "rows pos d_model"]) -> Iterator[None]:
+        """Swap the projections in for stacked copies of ``stream``; copy ``c`` patched head ``heads[c]``.
+
+        ``heads`` lives on the CPU (read without a device sync); ``stream`` is ``[copies * batch,
+        pos, d_model]``, the residual stream entering the block.
+        """
+        n_copies = heads.numel()
+        batch, pos = self.dz.shape[:2]
+        heads_list = heads.tolist()
+        dz = self.dz[:, :, heads.to(self.dz.device)].permute(2, 0, 1, 3).reshape(n_copies, batch * pos, -1)
+        scales: dict[str, Tensor] = {}
+
+        def scale(norm_name: str) -> Tensor:
+            if norm_name not in scales:
+                centred, eps = self.norms[norm_name]
+                x = stream.float()
+                var = x.var(-1, unbiased=False, keepdim=True) if centred else x.pow(2).mean(-1, keepdim=True)
+                scales[norm_name] = (var + eps).sqrt()
+            return scales[norm_name]
+
+        def make_forward(linear: torch.nn.Linear, norm_name: str, A: Tensor, M: Tensor, c: Tensor) -> Callable:
+            def forward(inp: Tensor) -> Tensor:
+                if self.broken or inp.shape != stream.shape:  # e.g. the last block's answer-only MLP
+                    return torch.nn.Linear.forward(linear, inp)
+                # One addmm per copy (faster on CPU than a bmm over gathered M), A added in the same call.
+                out = torch.empty(n_copies, batch * pos, A.shape[-1], device=A.device)
+                for i, head in enumerate(heads_list):
+                    torch.addmm(A, dz[i], M[head], out=out[i])
+                out = out.view(n_copies * batch, pos, -1).div_(scale(norm_name)).add_(c)
+                if linear not in checked:
+                    ref = torch.nn.Linear.forward(linear, inp[:1])
+                    if float((out[:1] - ref).abs().max()) > _RESID_CHECK_RTOL * max(1.0, float(ref.abs().max())):
+                        self.broken = True
+                        return torch.nn.Linear.forward(linear, inp)
+                    checked.add(linear)
+                return out.to(inp.dtype)
+            return forward
+
+        checked = self._checked
+        with contextlib.ExitStack() as stack:
+            for entry in self.entries:
+                stack.enter_context(_swapped_forward(entry[0], make_forward(*entry)))
+            yield
+
+
+
+
+def replace_hook(post: Tensor, mask: Bool[Tensor, "copies unit"], head_axis: int | None,
+                 query_mask: Bool[Tensor, "pos"] | None = None) -> Callable:
+    """Hook: copy ``c`` of a stacked batch takes ``post`` on the heads ``mask[c]``.
+
+    ``post``: the post activation of one copy of the prompts (``[batch, head, q, k]`` for a
+    pattern, ``[batch, pos, head, d_head]`` for q/k/v/z, ``[batch, pos, d_model]`` for an MLP
+    output: ``head_axis`` None, one unit); ``query_mask`` restricts a pattern to query positions.
+    """
+    n_copies = mask.shape[0]
+    if head_axis is None:
+        select = mask[:, :1].reshape(n_copies, 1, 1, 1)
+    else:
+        shape = [n_copies] + [1] * post.ndim
+        shape[head_axis + 1] = mask.shape[1]
+        select = mask.reshape(shape)
+        if query_mask is not None:
+            qshape = [1] * (post.ndim + 1)
+            qshape[head_axis + 2] = query_mask.numel()
+            select = select & query_mask.reshape(qshape)
+
+    def hook(act: Tensor, hook: Any = None) -> Tensor:
+        stacked = act.reshape(n_copies, -1, *act.shape[1:])
+        return torch.where(select, post[None].to(act.dtype), stacked).reshape(act.shape)
+
+    return hook
+
+
+def query_mask(query_pos: int | None, pos: int, device: torch.device) -> Tensor | None:
+    """Boolean mask of the one patched destination position (None: every position).
+
+    Raises:
+        ValueError: a position outside ``[-pos, pos - 1]``.
+    """
+    if query_pos is None:
+        return None
+    if not -pos <= query_pos < pos:
+        raise ValueError(f"query_pos={query_pos} out of range for prompts of {pos} tokens")
+    mask = torch.zeros(pos, dtype=torch.bool, device=device)
+    mask[query_pos % pos] = True
+    return mask
+
+
+def bytes_per_copy(model: Any, batch: TaskBatch, full_logits: bool) -> int:
+    """Rough peak activation bytes of one copy of the prompts in a layer-skip (or full) run."""
+    cfg = model.cfg
+    d_model = int(cfg.d_model)
+    d_mlp = int(getattr(cfg, "d_mlp", None) or 4 * d_model)
+    n_heads, d_vocab = int(cfg.n_heads), int(cfg.d_vocab)
+    n, pos = batch.tokens.shape
+    per_token = 8 * d_model + 3 * d_mlp + 4 * n_heads * pos
+    logits = 3 * d_vocab * (pos if full_logits else 1)
+    return 4 * n * (pos * per_token + logits)
+
+
+def chunk_size(model: Any, batch: TaskBatch, memory_budget_mb: float, full_logits: bool = False) -> int:
+    """Copies of the prompts per stacked call within ``memory_budget_mb`` MiB.
+
+    Raises:
+        ValueError: a budget that is not a positive number.
+    """
+    if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)) or memory_budget_mb <= 0:
+        raise ValueError(f"memory_budget_mb must be a positive number of MiB, got {memory_budget_mb!r}")
+    return max(1, int(memory_budget_mb * 2**20) // bytes_per_copy(model, batch, full_logits))
+
+
+@dataclass
+class _Changes:
+    """Per-unit change of block ``layer``'s output for one unit key.
+
+    ``delta[u]`` is added to the stream leaving the block's attention (``after_mlp`` False) or
+    replaces the MLP's contribution (``after_mlp`` True: an MLP-output patch); ``a``, ``B`` its
+    factors ``delta[u] = a[..., u, :] @ B[u]`` when it has low rank (else None).
+    """
+
+    delta: Float[Tensor, "unit batch pos d_model"]
+    a: Tensor | None
+    B: Tensor | None
+    after_mlp: bool
+
+
+class LayerSkipEngine:
+    """Cached pre-checkpoint run plus the layer-skip machinery (see the module docstring).
+
+    Args:
+        model: the pre checkpoint (``TransformerBridge``, eval mode).
+        batch: prompts (on any device; moved to the model's).
+        metric: ``(logits [n, d_vocab], batch) -> [n]`` (see ``interp.patching.metrics``).
+        post: a ``interp.patching.engine.PostCheckpoint`` of the same prompts.
+
+    Raises:
+        FastPathUnsupported: the pre-run does not expose what the engine needs.
+    """
+
+    def __init__(self, model: Any, batch: TaskBatch, metric: Callable, post: Any):
+        self.model = model
+        self.n_layers, self.n_heads = heads_shape(model)
+        self.device = model_device(model)
+        self.batch = batch.to(self.device)
+        self.metric = metric
+        self.post = post
+        self.n, self.pos = (int(x) for x in self.batch.tokens.shape)
+        self._changes: dict[tuple, _Changes] = {}
+        self._norm_pairs: list[tuple[str, str]] = []  # (linear, norm) names inside a block
+        self.low_rank_layers: list[int] = []  # blocks whose projections took the low-rank path
+        self._pre_run()
+
+    # ---- the one forward of the pre checkpoint
+    def _pre_run(self) -> None:
+        L = self.n_layers
+        self.parallel = bool(getattr(self.model.cfg, "parallel_attn_mlp", False))
+        names, optional = set(), set()
+        for l in range(L):
+            names |= {f"blocks.{l}.hook_in", f"blocks.{l}.hook_out", hook_name("z", l), hook_name("pattern", l)}
+            optional |= {hook_name(k, l) for k in ("q", "k", "v", "mlp")}
+            if not self.parallel:  # a sequential block's MLP reads resid_pre + attn_out
+                names.add(f"blocks.{l}.attn.hook_out")
+        block_calls: dict[int, tuple] = {}
+        attn_call: dict[str, tuple] = {}
+        handles = []
+        for l, block in enumerate(self.model.blocks):
+            handles.append(block.register_forward_pre_hook(
+                lambda mod, args, kwargs, l=l: block_calls.__setitem__(l, (args, kwargs)), with_kwargs=True))
+        last = self.model.blocks[L - 1]
+        if hasattr(last, "attn"):
+            handles.append(last.attn.register_forward_pre_hook(
+                lambda mod, args, kwargs: attn_call.__setitem__("last", (args, kwargs)), with_kwargs=True))
+        try:
+            rows, (cache,) = answer_logits_forward(
+                lambda tokens, **kw: self.model.run_with_cache(tokens, names_filter=lambda n: n in names or n in optional, **kw),
+                self.batch)
+        finally:
+            for h in handles:
+                h.remove()
+        self.values_pre = self.metric(rows, self.batch).float()
+        missing = sorted(n for n in names if n not in cache.keys())
+        if missing or len(block_calls) != L or "last" not in attn_call:
+            raise FastPathUnsupported(f"the pre-run did not expose {missing[:3] or 'block/attention calls'}")
+        self.cache = cache
+        self.resid_pre = [cache[f"blocks.{l}.hook_in"] for l in range(L)]
+        self.resid_post = [cache[f"blocks.{l}.hook_out"] for l in range(L)]
+        self.attn_out = None if self.parallel else [cache[f"blocks.{l}.attn.hook_out"] for l in range(L)]
+        # Positional args after the hidden states, and kwargs, exactly as the model passed them.
+        self.block_args = [_call_signature(*block_calls[l]) for l in range(L)]
+        self.attn_args = _call_signature(*attn_call["last"])
+
+    def pre(self, kind: str, layer: int) -> Tensor:
+        name = hook_name(kind, layer)
+        if name not in self.cache.keys():
+            raise FastPathUnsupported(f"the pre-run exposes no {name}")
+        return self.cache[name]
+
+    # ---- block layout (architecture-specific)
+    def _call(self, module: Any, signature: tuple, hidden: Tensor, n_copies: int) -> Tensor:
+        """Call ``module`` as the model did, with ``hidden`` as its hidden states, on stacked copies."""
+        key, args, kwargs = signature
+        args = _repeat_batch(args, self.n, n_copies)
+        kwargs = _repeat_batch(kwargs, self.n, n_copies)
+        if key is None:
+            return first(module(hidden, *args, **kwargs))
+        return first(module(*args, **{**kwargs, key: hidden}))
+
+    def _call_block(self, layer: int, resid: Tensor, n_copies: int) -> Tensor:
+        return self._call(self.model.blocks[layer], self.block_args[layer], resid, n_copies)
+
+    def _mlp(self, layer: int, x: Tensor) -> Tensor:
+        block = self.model.blocks[layer]
+        return first(block.mlp(first(block.ln2(x))))
+
+    def _has_mlp(self, layer: int) -> bool:
+        block = self.model.blocks[layer]
+        return hasattr(block, "mlp") and hasattr(block, "ln2") and not getattr(self.model.cfg, "attn_only", False)
+
+    def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
+                      mlp_replaced: Tensor | None) -> Tensor:
+        """Stacked stream leaving block ``layer`` given the attention-output change per copy.
+
+        ``attn_delta``, ``mlp_delta``: ``[copies, batch, pos, d_model]``; ``mlp_replaced``:
+        ``[copies]`` bool, copies whose MLP output is the post checkpoint's (``mlp_delta`` holds
+        ``mlp_post - mlp_pre`` there).  Parallel residual (GPT-NeoX): the MLP reads the block
+        input, unchanged by an attention patch.  Sequential: the MLP reruns on the patched stream.
+        """
+        n = attn_delta.shape[0]
+        if not self._has_mlp(layer) or self.parallel:
+            out = self.resid_post[layer][None] + attn_delta
+            if mlp_delta is not None:
+                out = out + mlp_delta
+            return out.reshape(n * self.n, self.pos, -1)
+        mid = (self.resid_pre[layer] + self.attn_out[layer])[None] + attn_delta
+        mlp_new = self._mlp(layer, mid.reshape(n * self.n, self.pos, -1)).reshape(mid.shape)
+        if mlp_replaced is not None and bool(mlp_replaced.any()):
+            mlp_post = self.pre("mlp", layer)[None] + mlp_delta
+            mlp_new = torch.where(mlp_replaced.to(self.device).reshape(n, 1, 1, 1), mlp_post, mlp_new)
+        return (mid + mlp_new).reshape(n * self.n, self.pos, -1)
+
+    def _answer_rows(self, n_copies: int) -> tuple[Tensor, Tensor]:
+        rows = torch.arange(n_copies * self.n, device=self.device)
+        return rows, self.batch.answer_pos.repeat(n_copies)
+
+    def _final_block_at_answer(self, resid: Tensor, n_copies: int) -> Float[Tensor, "rows d_model"]:
+        """Last block at the answer position only: attention (its keys and values at all positions,
+        its query and output projections at the answer), then the MLP."""
+        layer = self.n_layers - 1
+        block = self.model.blocks[layer]
+        rows, pos = self._answer_rows(n_copies)
+        with contextlib.ExitStack() as stack:
+            for name in ("q", "o"):  # TransformerBridge's names for the query / output projections
+                linear = getattr(getattr(block.attn, name, None), "original_component", None)
+                if isinstance(linear, torch.nn.Linear) and "forward" not in linear.__dict__:
+                    stack.enter_context(_swapped_forward(linear, _answer_rows_linear(
+                        linear, rows, pos, (n_copies * self.n, self.pos))))
+            attn = self._call(block.attn, self.attn_args, first(block.ln1(resid)), n_copies)
+        x, a = resid[rows, pos], attn[rows, pos]
+        if not self._has_mlp(layer):
+            return x + a
+        if self.parallel:
+            return self._mlp(layer, x[:, None])[:, 0] + a + x
+        mid = a + x
+        return self._mlp(layer, mid[:, None])[:, 0] + mid
+
+    def _unembed_rows(self, x: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_vocab"]:
+        logits = first(self.model.unembed(first(self.model.ln_final(x[:, None]))))[:, 0]
+        cap = float(getattr(self.model.cfg, "output_logits_soft_cap", 0.0) or 0.0)
+        return cap * torch.tanh(logits / cap) if cap > 0 else logits
+
+    # ---- the tail: blocks after the first patched one
+    def _tail_hooks(self, sets: Sequence[Sequence[Unit]], first_block: int) -> list:
+        """Hooks for the units of later layers (head activations), one mask per (layer, kind)."""
+        groups: dict[tuple, Tensor] = {}
+        for c, units in enumerate(sets):
+            for u in units:
+                if u.layer >= first_block:
+                    key = (u.layer, u.kind, u.query_pos)
+                    if key not in groups:
+                        groups[key] = torch.zeros(len(sets), self.n_heads, dtype=torch.bool)
+                    groups[key][c, u.index] = True
+        hooks = []
+        for (layer, kind, qpos), mask in groups.items():
+            post = self.post.activation(kind, layer).to(self.device, torch.float32)
+            hooks.append((hook_name(kind, layer), replace_hook(post, mask.to(self.device), HOOKS[kind][1],
+                                                               query_mask(qpos, self.pos, self.device))))
+        return hooks
+
+    def run_tail(self, resid: Tensor, first_block: int, n_copies: int, hooks: Sequence = ()) -> Float[Tensor, "copies batch"]:
+        """Metric per copy and prompt, running blocks ``first_block ..`` from the stacked ``resid``.
+
+        ``first_block == n_layers`` means ``resid`` is already the final residual stream.
+        """
+        L = self.n_layers
+        with self.model.hooks(fwd_hooks=list(hooks)):
+            for j in range(first_block, L - 1):
+                resid = self._call_block(j, resid, n_copies)
+            if first_block <= L - 1:
+                x = self._final_block_at_answer(resid, n_copies)
+            else:
+                rows, pos = self._answer_rows(n_copies)
+                x = resid[rows, pos]
+        logits = self._unembed_rows(x)
+        return self.metric(logits, self.batch.repeat(n_copies)).float().reshape(n_copies, self.n)
+
+    def check_tail(self) -> None:
+        """Blocks called with stacked copies + answer-only head must reproduce the model's metric."""
+        first_block = max(0, self.n_layers - 2)
+        resid = self.resid_pre[first_block].repeat(2, 1, 1)
+        try:
+            values = self.run_tail(resid, first_block, 2)
+        except (TypeError, RuntimeError, IndexError) as err:
+            raise FastPathUnsupported(f"blocks cannot be called on stacked copies: {err}") from err
+        err = float((values - self.values_pre[None]).abs().max())
+        if err > _VALUE_CHECK_ATOL * max(1.0, float(self.values_pre.abs().max())):
+            raise FastPathUnsupported(f"layer-skip tail differs from the model's forward by {err:.2e} in the metric")
+
+    # ---- layer l: per-unit change of the block output
+    def _modification(self, key: tuple, layer: int) -> tuple[list, list, Tensor | None]:
+        """``(hooks, weight slices, input change)`` applying unit kind ``key`` to every head of ``layer``."""
+        kind, qpos, sender, rinput = key
+        everything = torch.ones(1, self.n_heads, dtype=torch.bool, device=self.device)
+        if kind in ("pattern", "q", "k", "v", "z"):
+            post = self.post.activation(kind, layer).to(self.device, torch.float32)
+            return [(hook_name(kind, layer), replace_hook(post, everything, HOOKS[kind][1],
+                                                          query_mask(qpos, self.pos, self.device)))], [], None
+        if kind == "qk":
+            return [], _weights.head_slices(self.model, layer, range(self.n_heads), ("q", "k")), None
+        if kind == "ov":
+            # W_O too, so the block's own output checks the reconstruction; b_O stays (one head's target has none)
+            return [], _weights.head_slices(self.model, layer, range(self.n_heads), ("v", "o")), None
+        if kind == "path":
+            sl, sh = sender
+            W_O = self._W_O(sl, post=False)[sh]
+            dz = self.post.activation("z", sl)[:, :, sh].to(self.device, torch.float32) - self.pre("z", sl)[:, :, sh].float()
+            delta_s = dz @ W_O.float()
+            captured: dict[str, Tensor] = {}
+            name = hook_name(rinput, layer)
+            with self.model.hooks(fwd_hooks=[(name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)]):
+                self._call_block(layer, self.resid_pre[layer] + delta_s.to(self.resid_pre[layer].dtype), 1)
+            return [(name, replace_hook(captured["x"], everything, 2))], [], None
+        raise FastPathUnsupported(f"no per-head change for kind {kind!r}")
+
+    def _W_O(self, layer: int, post: bool) -> Float[Tensor, "head d_head d_model"]:
+        if not post:
+            W_O = getattr(self.model.blocks[layer].attn, "W_O", None)
+            if not isinstance(W_O, Tensor) or W_O.ndim != 3:
+                raise FastPathUnsupported(f"block {layer} exposes no W_O [head, d_head, d_model]")
+            return W_O.detach()
+        ((name, _),) = _weights.head_slices(self.model, layer, [0], ("o",))[:1]
+        weight = self.post.weights[name].to(self.device)  # [d_model, n_heads * d_head]
+        d_head = weight.shape[1] // self.n_heads
+        return weight.T.reshape(self.n_heads, d_head, -1)
+
+    def changes(self, key: tuple, layer: int) -> _Changes:
+        """Per-unit change of block ``layer``'s output for units of ``key`` (cached).
+
+        Runs block ``layer`` once with the change applied to every head; the reconstruction from
+        the per-head changes must equal the block's output.
+        """
+        if (key, layer) in self._changes:
+            return self._changes[(key, layer)]
+        kind = key[0]
+        if kind == "mlp":
+            delta = (self.post.activation("mlp", layer).to(self.device, torch.float32) - self.pre("mlp", layer).float())[None]
+            changes = _Changes(delta, None, None, after_mlp=True)
+            self._changes[(key, layer)] = changes
+            rebuilt = self._rebuild(layer, key, changes, torch.ones(1, 1, dtype=torch.bool))
+            hooks, slices = [(hook_name("mlp", layer), replace_hook(
+                self.post.activation("mlp", layer).to(self.device, torch.float32),
+                torch.ones(1, 1, dtype=torch.bool, device=self.device), None))], []
+            self._check_block(layer, hooks, slices, rebuilt, key)
+            return changes
+        hooks, slices, _ = self._modification(key, layer)
+        captured: dict[str, Tensor] = {}
+        hooks = hooks + [(hook_name("z", layer), lambda z, hook: captured.__setitem__("z", z) or z)]
+        block = self.model.blocks[layer]
+        try:
+            with self.model.hooks(fwd_hooks=hooks), _weights.swapped(self.model, self.post.weights or {}, slices), \
+                    _recording_norm_projections(block) as pairs:
+                out_all = self._call_block(layer, self.resid_pre[layer], 1)
+            self._norm_pairs = self._norm_pairs or pairs
+        except (TypeError, RuntimeError, IndexError) as err:
+            raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
+        if "z" not in captured:
+            raise FastPathUnsupported(f"block {layer} exposes no hook_z")
+        z_new, z_pre = captured["z"].float(), self.pre("z", layer).float()
+        if z_new.ndim != 4 or z_new.shape[2] != self.n_heads:
+            raise FastPathUnsupported(f"hook_z of block {layer} has shape {tuple(z_new.shape)}, not [batch, pos, head, d_head]")
+        W_O = self._W_O(layer, post=False).float()
+        if kind == "ov":
+            a = torch.cat([z_new, z_pre], dim=-1)
+            B = torch.cat([self._W_O(layer, post=True).float(), -W_O], dim=1)
+        else:
+            a, B = z_new - z_pre, W_O
+        delta = torch.einsum("bpur,urm->ubpm", a, B)
+        changes = _Changes(delta, a, B, after_mlp=False)
+        self._changes[(key, layer)] = changes
+        rebuilt = self._rebuild(layer, key, changes, torch.ones(1, self.n_heads, dtype=torch.bool))
+        err = float((rebuilt - out_all).abs().max())
+        if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
+            del self._changes[(key, layer)]
+            raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+        return changes
+
+    def _check_block(self, layer: int, hooks: list, slices: list, rebuilt: Tensor, key: tuple) -> None:
+        try:
+            with self.model.hooks(fwd_hooks=hooks), _weights.swapped(self.model, self.post.weights or {}, slices):
+                out = self._call_block(layer, self.resid_pre[layer], 1)
+        except (TypeError, RuntimeError, IndexError) as err:
+            raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
+        err = float((rebuilt - out).abs().max())
+        if err > _RESID_CHECK_RTOL * max(1.0, float(out.abs().max())):
+            del self._changes[(key, layer)]
+            raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+
+    def _rebuild(self, layer: int, key: tuple, changes: _Changes, mask: Tensor) -> Tensor:
+        return self.start_residual(layer, {key: mask})
+
+    def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]]) -> Float[Tensor, "rows pos d_model"]:
+        """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``."""
+        n = next(iter(masks.values())).shape[0]
+        attn = torch.zeros(n, self.n, self.pos, self.resid_post[layer].shape[-1], device=self.device)
+        mlp, mlp_replaced = None, None
+        for key, mask in masks.items():
+            changes = self._changes[(key, layer)]
+            d = torch.einsum("cu,ubpm->cbpm", mask.to(self.device, changes.delta.dtype), changes.delta)
+            if changes.after_mlp:
+                mlp, mlp_replaced = d, mask.any(dim=1)
+            else:
+                attn = attn + d
+        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced)
+
+    def _low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
+        """Low-rank projections for block ``layer + 1`` when every set patches one unit of ``layer``.
+
+        Needs the stream entering block ``layer + 1`` to be the cached one plus the unit's
+        ``delta`` (parallel residual, or no MLP) and at least one norm-fed projection found.
+        """
+        changes = self._changes[(key, layer)]
+        direct = self.parallel or not self._has_mlp(layer)
+        if not (direct and changes.a is not None and self._norm_pairs and layer + 1 < self.n_layers
+                and all(len(s) == 1 for s in sets)):
+            return None
+        low_rank = _LowRankProjections(self.model.blocks[layer + 1], self._norm_pairs, self.resid_post[layer],
+                                       changes.B, changes.a)
+        return low_rank if low_rank.entries else None
+
+    def values_of_sets(self, sets: Sequence[Sequence[Unit]], chunk: int) -> Float[Tensor, "sets batch"]:
+        """Metric per prompt for each joint patch (copies grouped by first layer and unit keys)."""
+        out = self.values_pre[None].repeat(len(sets), 1)
+        groups: dict[tuple, list[int]] = {}
+        for i, units in enumerate(sets):
+            if units:
+                layer = min(u.layer for u in units)
+                keys = tuple(sorted({u.key for u in units if u.layer == layer}, key=repr))
+                groups.setdefault((layer, keys), []).append(i)
+        for (layer, keys), idx in sorted(groups.items(), key=lambda item: item[0][0]):
+            for key in keys:
+                self.changes(key, layer)
+            members = [sets[i] for i in idx]
+            low_rank = self._low_rank(layer, keys[0], members) if len(keys) == 1 else None
+            units_count = {key: self._changes[(key, layer)].delta.shape[0] for key in keys}
+            for lo in range(0, len(idx), chunk):
+                sel = idx[lo:lo + chunk]
+                masks = {key: torch.zeros(len(sel), units_count[key], dtype=torch.bool) for key in keys}
+                for c, i in enumerate(sel):
+                    for u in sets[i]:
+                        if u.layer == layer:
+                            masks[u.key][c, u.index] = True
+                resid = self.start_residual(layer, masks)
+                hooks = self._tail_hooks([[u for u in sets[i] if u.layer > layer] for i in sel], layer + 1)
+                if low_rank is not None:
+                    units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
+                    context = low_rank.installed(units, resid)
+                else:
+                    context = contextlib.nullcontext()
+                with context:
+                    out[torch.tensor(sel, device=self.device)] = self.run_tail(resid, layer + 1, len(sel), hooks)
+            if low_rank is not None and not low_rank.broken:
+                self.low_rank_layers.append(layer + 1)
+            for key in keys:  # [unit, batch, pos, d_model] per layer: one at a time
+                self._changes.pop((key, layer), None)
+        return out

@@ -1,0 +1,219 @@
+"""What can be patched from the post checkpoint into the pre checkpoint: ``Target``.
+
+A target names a component and a scope.  Activation targets replace the pre checkpoint's
+activation at a hook by the post checkpoint's activation on the same prompts (all positions,
+unless stated); weight targets swap the post checkpoint's parameters into the pre checkpoint for
+one forward.  Per-head kinds (scope: one head, a set of heads, or ``heads=None`` = all):
+
+================  ======================================================================
+kind              what is swapped (hook or parameters of block ``l``)
+================  ======================================================================
+``pattern``       ``attn.hook_pattern`` (post-softmax), ``[batch, head, query_pos, key_pos]``;
+                  optionally at one destination (query) position only
+``q``/``k``/``v`` ``attn.hook_q`` / ``hook_k`` / ``hook_v`` (before rotary), ``[batch, pos, head, d_head]``
+``z``             ``attn.hook_z``, the head's output before ``W_O``
+``qk``            weights ``W_Q``, ``W_K``, ``b_Q``, ``b_K`` of the head
+``ov``            weights ``W_V``, ``b_V``, ``W_O`` of the head; ``b_O`` (shared by the layer's
+                  heads) too when the target holds every head of that layer
+``path``          one head's output (``(z_post - z_pre) @ W_O``) added only to a later head's
+                  query, key or value input (direct path patching, Wang et al. 2022)
+================  ======================================================================
+
+Per-layer kinds (``layers=None`` = all): ``mlp`` (``hook_mlp_out``, activation), ``mlp_weights``
+(the MLP's parameters), ``block`` (every parameter of the block: norms, attention, MLP).
+Whole-model kinds: ``embed`` (token embedding ``W_E``), ``unembed`` (``W_U``, ``b_U``).
+
+Sources: TransformerLens ``patching`` (activation targets; ``get_act_patch_attn_head_*``),
+Wang et al. 2022 (arXiv:2211.00593, path patching), Olsson et al. 2022 (QK / OV circuits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+__all__ = [
+    "Target", "HEAD_KINDS", "LAYER_KINDS", "MODEL_KINDS", "ACTIVATION_KINDS", "WEIGHT_KINDS", "KINDS",
+    "pattern", "queries", "keys", "values", "head_output", "qk_weights", "ov_weights", "path",
+    "mlp_output", "mlp_weights", "block_weights", "embedding", "unembedding",
+]
+
+HEAD_KINDS = ("pattern", "q", "k", "v", "z", "qk", "ov")
+LAYER_KINDS = ("mlp", "mlp_weights", "block")
+MODEL_KINDS = ("embed", "unembed")
+KINDS = HEAD_KINDS + ("path",) + LAYER_KINDS + MODEL_KINDS
+#: kinds patched by replacing one hook's activation (a TransformerLens patch exists for each)
+ACTIVATION_KINDS = ("pattern", "q", "k", "v", "z", "mlp")
+WEIGHT_KINDS = ("qk", "ov", "mlp_weights", "block", "embed", "unembed")
+#: hook (per block) of each activation kind; the head axis of its activation
+HOOKS = {"pattern": ("attn.hook_pattern", 1), "q": ("attn.hook_q", 2), "k": ("attn.hook_k", 2),
+         "v": ("attn.hook_v", 2), "z": ("attn.hook_z", 2), "mlp": ("hook_mlp_out", None)}
+
+
+def hook_name(kind: str, layer: int) -> str:
+    """``blocks.{layer}.<hook>`` of an activation kind."""
+    return f"blocks.{layer}.{HOOKS[kind][0]}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One patch: a component kind and its scope (see the module docstring for the kinds).
+
+    Attributes:
+        kind: one of ``KINDS``.
+        heads: per-head kinds: the ``(layer, head)`` pairs patched jointly; None = every head.
+            ``path``: ``((sender_layer, sender_head),)``.
+        layers: per-layer kinds: the layers patched jointly; None = every layer.
+        query_pos: ``pattern`` only: patch only this destination (query) position (negative
+            counts from the end, ``-1`` = the last position); None = every position.
+        receiver: ``path`` only: the later head ``(layer, head)`` whose input gets the sender's output.
+        receiver_input: ``path`` only: ``"q"``, ``"k"`` or ``"v"``.
+
+    Raises:
+        ValueError: an unknown kind, a scope that does not fit the kind, or a malformed pair.
+    """
+
+    kind: str
+    heads: tuple[tuple[int, int], ...] | None = None
+    layers: tuple[int, ...] | None = None
+    query_pos: int | None = None
+    receiver: tuple[int, int] | None = None
+    receiver_input: str = "q"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"target kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        if self.heads is not None:
+            object.__setattr__(self, "heads", tuple(_pair(h) for h in self.heads))
+        if self.layers is not None:
+            object.__setattr__(self, "layers", tuple(int(l) for l in self.layers))
+        if self.heads is not None and self.kind not in HEAD_KINDS + ("path",):
+            raise ValueError(f"target {self.kind!r} is per layer or per model: give layers=, not heads=")
+        if self.layers is not None and self.kind not in LAYER_KINDS:
+            raise ValueError(f"target {self.kind!r} takes no layers= (valid for {', '.join(LAYER_KINDS)})")
+        if self.query_pos is not None and self.kind != "pattern":
+            raise ValueError(f"query_pos applies to 'pattern' targets only, got kind {self.kind!r}")
+        if self.kind == "path":
+            if self.heads is None or len(self.heads) != 1 or self.receiver is None:
+                raise ValueError("a 'path' target needs heads=((sender_layer, sender_head),) and receiver=(layer, head)")
+            object.__setattr__(self, "receiver", _pair(self.receiver))
+            if self.receiver[0] <= self.heads[0][0]:
+                raise ValueError(f"path receiver {self.receiver} must be in a later layer than sender {self.heads[0]}")
+            if self.receiver_input not in ("q", "k", "v"):
+                raise ValueError(f"receiver_input={self.receiver_input!r}; valid: 'q', 'k', 'v'")
+
+    @property
+    def is_weights(self) -> bool:
+        return self.kind in WEIGHT_KINDS
+
+    def resolved_heads(self, n_layers: int, n_heads: int) -> tuple[tuple[int, int], ...]:
+        """The patched ``(layer, head)`` pairs (every head when ``heads`` is None), range-checked.
+
+        Raises:
+            ValueError: a head out of range.
+        """
+        heads = self.heads if self.heads is not None else tuple((l, h) for l in range(n_layers) for h in range(n_heads))
+        for layer, head in heads + ((self.receiver,) if self.receiver is not None else ()):
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise ValueError(f"head {(layer, head)} out of range: layer in [0, {n_layers - 1}], "
+                                 f"head in [0, {n_heads - 1}]")
+        return heads
+
+    def resolved_layers(self, n_layers: int) -> tuple[int, ...]:
+        """The patched layers (every layer when ``layers`` is None), range-checked."""
+        layers = self.layers if self.layers is not None else tuple(range(n_layers))
+        bad = [l for l in layers if not 0 <= l < n_layers]
+        if bad:
+            raise ValueError(f"layers {bad} out of range [0, {n_layers - 1}]")
+        return layers
+
+    def label(self) -> str:
+        """Short text for tables: ``pattern L1H0+L0H2``, ``mlp all``, ``path L0H2->L1H0.k``."""
+        if self.kind == "path":
+            (sl, sh), (rl, rh) = self.heads[0], self.receiver
+            return f"path L{sl}H{sh}->L{rl}H{rh}.{self.receiver_input}"
+        if self.kind in MODEL_KINDS:
+            return self.kind
+        if self.kind in LAYER_KINDS:
+            scope = "all" if self.layers is None else "+".join(f"L{l}" for l in self.layers)
+        else:
+            scope = "all" if self.heads is None else "+".join(f"L{l}H{h}" for l, h in self.heads)
+        pos = "" if self.query_pos is None else f"@q{self.query_pos}"
+        return f"{self.kind}{pos} {scope}"
+
+
+def _pair(item) -> tuple[int, int]:
+    try:
+        layer, head = (int(x) for x in item)
+    except (TypeError, ValueError):
+        raise ValueError(f"each head must be a (layer, head) pair, got {item!r}") from None
+    return layer, head
+
+
+def _heads(heads: Iterable | None) -> tuple | None:
+    return None if heads is None else tuple(heads)
+
+
+def pattern(heads: Sequence[tuple[int, int]] | None = None, query_pos: int | None = None) -> Target:
+    """Attention pattern (``hook_pattern``, post-softmax) of ``heads``; optionally one query position."""
+    return Target("pattern", _heads(heads), query_pos=query_pos)
+
+
+def queries(heads: Sequence[tuple[int, int]] | None = None) -> Target:
+    """Queries (``hook_q``) of ``heads``."""
+    return Target("q", _heads(heads))
+
+
+def keys(heads: Sequence[tuple[int, int]] | None = None) -> Target:
+    """Keys (``hook_k``) of ``heads``."""
+    return Target("k", _heads(heads))
+
+
+def values(heads: Sequence[tuple[int, int]] | None = None) -> Target:
+    """Values (``hook_v``) of ``heads``."""
+    return Target("v", _heads(heads))
+
+
+def head_output(heads: Sequence[tuple[int, int]] | None = None) -> Target:
+    """Head output before ``W_O`` (``hook_z``) of ``heads``."""
+    return Target("z", _heads(heads))
+
+
+def qk_weights(heads: Sequence[tuple[int, int]] | None = None) -> Target:
+    """QK weights (``W_Q``, ``W_K``, ``b_Q``, ``b_K``) of ``heads``."""
+    return Target("qk", _heads(heads))
+
+
+def ov_weights(heads: Sequence[tuple[int, int]] | None = None) -> Target:
+    """OV weights (``W_V``, ``b_V``, ``W_O``; ``b_O`` for whole layers) of ``heads``."""
+    return Target("ov", _heads(heads))
+
+
+def path(sender: tuple[int, int], receiver: tuple[int, int], receiver_input: str = "q") -> Target:
+    """Sender head's output patched only into the receiver head's ``receiver_input`` (q, k or v)."""
+    return Target("path", (sender,), receiver=receiver, receiver_input=receiver_input)
+
+
+def mlp_output(layers: Sequence[int] | None = None) -> Target:
+    """MLP output (``hook_mlp_out``) of ``layers``."""
+    return Target("mlp", layers=None if layers is None else tuple(layers))
+
+
+def mlp_weights(layers: Sequence[int] | None = None) -> Target:
+    """Every MLP parameter of ``layers``."""
+    return Target("mlp_weights", layers=None if layers is None else tuple(layers))
+
+
+def block_weights(layers: Sequence[int] | None = None) -> Target:
+    """Every parameter of blocks ``layers`` (norms, attention, MLP)."""
+    return Target("block", layers=None if layers is None else tuple(layers))
+
+
+def embedding() -> Target:
+    """The token embedding ``W_E``."""
+    return Target("embed")
+
+
+def unembedding() -> Target:
+    """The unembedding ``W_U`` and ``b_U``."""
+    return Target("unembed")

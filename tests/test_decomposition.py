@@ -1,0 +1,88 @@
+"""The jump decomposed by component, on a post checkpoint that differs from pre only in W_Q.
+
+Then patterns, QK weights and head outputs (all heads) must recover exactly 1, OV weights,
+MLP weights, the embedding and the unembedding exactly 0, and the bootstrap intervals of the
+first rows collapse onto their values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from interp.patching import TaskBatch
+from interp.ranking import COMPONENT_COLUMNS, bootstrap_interval, decompose_jump, head_ranking
+from tests.test_patching import native_bridge
+
+N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 8, 9
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.set_num_threads(1)
+    pre, post = native_bridge(), native_bridge(q_scale=4.0)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, VOCAB, (BATCH, POS), generator=gen)
+    with torch.no_grad():
+        answers = post(tokens)[:, -1].argmax(-1)
+    distractors = torch.stack([torch.tensor([t for t in range(11) if t != int(a)][:9]) for a in answers])
+    return pre, post, TaskBatch(tokens, answers, torch.full((BATCH,), POS - 1), distractors=distractors)
+
+
+@pytest.mark.parametrize("metric", ["p", "logit-diff"])
+def test_decomposition_of_a_query_weight_jump(setup, metric):
+    pre, post, batch = setup
+    table = decompose_jump(pre, post, batch, metric=metric, ks=[1, 2, N_LAYERS * N_HEADS], n_boot=200,
+                           labels={"model": "toy", "seed": 3, "pre_step": 10, "post_step": 20})
+    assert list(table.columns) == COMPONENT_COLUMNS
+    assert set(table["metric"]) == {metric} and set(table["seed"]) == {3}
+    assert abs(table["value_post"].iloc[0] - table["value_pre"].iloc[0]) > 1e-2
+    full = table[table["scope"] == "all"].set_index("target")
+    for target in ("pattern", "qk", "z"):
+        assert abs(full.loc[target, "recovered"] - 1) < 1e-4, target
+        assert abs(full.loc[target, "recovered_lo"] - 1) < 1e-4 and abs(full.loc[target, "recovered_hi"] - 1) < 1e-4
+    for target in ("ov", "embed", "unembed", "mlp_weights"):  # (values of later layers move with the stream)
+        assert abs(full.loc[target, "recovered"]) < 1e-4, target
+    assert full.loc["pattern", "k"] == N_LAYERS * N_HEADS and full.loc["mlp", "k"] == N_LAYERS
+    for kind in ("pattern", "z"):
+        top = table[(table["target"] == kind) & (table["scope"] != "all")].set_index("k")
+        assert list(top.index) == [1, 2, N_LAYERS * N_HEADS]
+        assert abs(top.loc[N_LAYERS * N_HEADS, "recovered"] - 1) < 1e-4
+        assert len(top.loc[2, "heads"].split()) == 2
+    inside = (table["value_lo"] <= table["value"] + 1e-9) & (table["value"] <= table["value_hi"] + 1e-9)
+    assert inside.all()
+
+
+def test_bootstrap_interval_contains_the_mean_and_is_exact_for_a_shift():
+    gen = torch.Generator().manual_seed(0)
+    pre = torch.rand(50, generator=gen)
+    post = pre + 0.5
+    patched = torch.stack([pre + 0.25, pre + torch.rand(50, generator=gen)])
+    ci = bootstrap_interval(patched, pre, post, n_boot=500)
+    assert np.allclose([ci["delta_lo"][0], ci["delta_hi"][0]], 0.25) and np.allclose(ci["recovered_lo"][0], 0.5)
+    mean = float(patched[1].mean())
+    assert ci["value_lo"][1] < mean < ci["value_hi"][1]
+    assert 0 < ci["value_hi"][1] - ci["value_lo"][1] < 0.3  # about 4 standard errors of 50 uniforms (0.16)
+    with pytest.raises(ValueError, match="n_boot"):
+        bootstrap_interval(patched, pre, post, n_boot=0)
+
+
+def test_head_ranking_intervals_and_metric_names(setup):
+    pre, post, batch = setup
+    ranking = head_ranking(pre, post, batch, metric="logprob", n_boot=200)
+    heads = ranking.heads
+    assert set(heads["metric"]) == {"logprob"} and set(ranking.topk["metric"]) == {"logprob"}
+    assert ((heads["delta_p_lo"] <= heads["delta_p"] + 1e-9) & (heads["delta_p"] <= heads["delta_p_hi"] + 1e-9)).all()
+    assert abs(ranking.topk["recovered"].iloc[-1] - 1) < 1e-4
+    assert ranking.rank_correlation_prescreen is not None and ranking.prescreen_top2_found is not None
+
+
+def test_bad_components_raise(setup):
+    pre, post, batch = setup
+    with pytest.raises(ValueError, match="unknown components"):
+        decompose_jump(pre, post, batch, targets=["attention"])
+    with pytest.raises(ValueError, match="ks must lie"):
+        decompose_jump(pre, post, batch, ks=[0])
+    assert isinstance(decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=10), pd.DataFrame)
