@@ -94,14 +94,33 @@ def target_units(target: Target, n_layers: int, n_heads: int) -> list[Unit] | No
     return None
 
 
-def fast_path_applies(units: Sequence[Unit] | None, n_heads: int) -> bool:
+def heads_mixing_kinds(model: Any) -> frozenset[str]:
+    """Per-head kinds whose change reaches the layer's *other* heads in this model.
+
+    OLMo-2 normalises queries and keys over all heads together (``q_norm`` / ``k_norm`` over
+    ``n_heads * d_head``, before the split into heads), so a head's query, key or QK weights move
+    every head's attention and per-head changes do not add up; per-head norms (``d_head`` wide)
+    and no norm keep heads separate.
+    """
+    attn = model.blocks[0].attn
+    d_head = int(model.cfg.d_head)
+    for name in ("q_norm", "k_norm"):
+        norm = getattr(attn, name) if name in dict(attn.named_children()) else None
+        weight = getattr(norm, "weight", None) if norm is not None else None
+        if isinstance(weight, Tensor) and weight.numel() > d_head:
+            return frozenset({"q", "k", "qk", "path"})
+    return frozenset()
+
+
+def fast_path_applies(units: Sequence[Unit] | None, n_heads: int, mixing: frozenset[str] = frozenset()) -> bool:
     """Whether the layer-skip engine computes this joint patch exactly.
 
     All units at the first patched layer may be of any unit kind (a path only alone; OV only
     without the layer's shared output bias, i.e. not every head of the layer), later ones must
-    be head activations a hook can replace.
+    be head activations a hook can replace. Kinds in ``mixing`` (:func:`heads_mixing_kinds`)
+    are left to the reference path.
     """
-    if not units:
+    if not units or any(u.kind in mixing for u in units):
         return False
     first_layer = min(u.layer for u in units)
     start = [u for u in units if u.layer == first_layer]
@@ -451,6 +470,7 @@ class LayerSkipEngine:
     def _pre_run(self) -> None:
         L = self.n_layers
         self.parallel = bool(getattr(self.model.cfg, "parallel_attn_mlp", False))
+        self._detect_layout()
         names, optional = set(), set()
         for l in range(L):
             names |= {f"blocks.{l}.hook_in", f"blocks.{l}.hook_out", hook_name("z", l), hook_name("pattern", l)}
@@ -493,6 +513,30 @@ class LayerSkipEngine:
         return self.cache[name]
 
     # ---- block layout (architecture-specific)
+    def _detect_layout(self) -> None:
+        """Which norms a block applies where, from the bridge's block submodules.
+
+        ``ln1`` / ``ln2``: pre-norms of the attention / MLP input (GPT-NeoX, GPT-2, Llama);
+        ``ln1_post`` / ``ln2_post``: norms of the attention / MLP *output* before the residual add
+        (OLMo-2, whose attention and MLP read the raw stream). Blocks are checked alike, so one
+        block's layout stands for all of them; a parallel block with output norms is not handled.
+        """
+        block = self.model.blocks[0]
+        self.attn_norm = "ln1" if hasattr(block, "ln1") else None
+        self.attn_out_norm = "ln1_post" if hasattr(block, "ln1_post") else None
+        self.mlp_norm = "ln2" if hasattr(block, "ln2") else None
+        self.mlp_out_norm = "ln2_post" if hasattr(block, "ln2_post") else None
+        if not hasattr(block, "attn") or (self.parallel and (self.attn_out_norm or self.mlp_out_norm)):
+            raise FastPathUnsupported("block layout not handled (no attention, or a parallel block with output norms)")
+
+    def _attn_input(self, block: Any, resid: Tensor) -> Tensor:
+        """What the attention reads: ``ln1(resid)`` for a pre-norm block, the stream itself otherwise."""
+        return first(block.ln1(resid)) if self.attn_norm else resid
+
+    def _attn_to_stream(self, block: Any, attn: Tensor) -> Tensor:
+        """The attention output's contribution to the residual stream (OLMo-2: ``ln1_post(attn)``)."""
+        return first(block.ln1_post(attn)) if self.attn_out_norm else attn
+
     def _call(self, module: Any, signature: tuple, hidden: Tensor, n_copies: int) -> Tensor:
         """Call ``module`` as the model did, with ``hidden`` as its hidden states, on stacked copies."""
         key, args, kwargs = signature
@@ -506,34 +550,56 @@ class LayerSkipEngine:
         return self._call(self.model.blocks[layer], self.block_args[layer], resid, n_copies)
 
     def _mlp(self, layer: int, x: Tensor) -> Tensor:
+        """The MLP's contribution to the stream given its block's stream ``x`` (pre- or post-norm)."""
         block = self.model.blocks[layer]
-        return first(block.mlp(first(block.ln2(x))))
+        out = first(block.mlp(first(block.ln2(x)) if self.mlp_norm else x))
+        return first(block.ln2_post(out)) if self.mlp_out_norm else out
 
     def _has_mlp(self, layer: int) -> bool:
         block = self.model.blocks[layer]
-        return hasattr(block, "mlp") and hasattr(block, "ln2") and not getattr(self.model.cfg, "attn_only", False)
+        has_norm = hasattr(block, "ln2") or hasattr(block, "ln2_post")
+        return hasattr(block, "mlp") and has_norm and not getattr(self.model.cfg, "attn_only", False)
 
     def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None) -> Tensor:
+                      mlp_replaced: Tensor | None, answer_only: bool = False) -> Tensor:
         """Stacked stream leaving block ``layer`` given the attention-output change per copy.
 
         ``attn_delta``, ``mlp_delta``: ``[copies, batch, pos, d_model]``; ``mlp_replaced``:
         ``[copies]`` bool, copies whose MLP output is the post checkpoint's (``mlp_delta`` holds
-        ``mlp_post - mlp_pre`` there).  Parallel residual (GPT-NeoX): the MLP reads the block
-        input, unchanged by an attention patch.  Sequential: the MLP reruns on the patched stream.
+        ``mlp_post - mlp_pre`` there, ``hook_mlp_out`` being the MLP's contribution to the
+        stream).  Parallel residual (GPT-NeoX): the MLP reads the block input, unchanged by an
+        attention patch.  Sequential: the MLP reruns on the patched stream; with an output norm
+        on the attention (OLMo-2) the change passes through it first, so heads do not add
+        linearly in the stream. ``answer_only``: the MLP runs at the answer positions only (it
+        is position-wise; for the last block, whose other positions nobody reads).
         """
         n = attn_delta.shape[0]
-        if not self._has_mlp(layer) or self.parallel:
+        if self.attn_out_norm:  # OLMo-2: the stream gets ln1_post(attn_out + delta), not + delta
+            block = self.model.blocks[layer]
+            attn = (self.attn_out[layer][None] + attn_delta).reshape(n * self.n, self.pos, -1)
+            stream = self._attn_to_stream(block, attn).reshape(attn_delta.shape)
+            mid = self.resid_pre[layer][None] + stream
+        elif not self._has_mlp(layer) or self.parallel:
             out = self.resid_post[layer][None] + attn_delta
             if mlp_delta is not None:
                 out = out + mlp_delta
             return out.reshape(n * self.n, self.pos, -1)
-        mid = (self.resid_pre[layer] + self.attn_out[layer])[None] + attn_delta
-        mlp_new = self._mlp(layer, mid.reshape(n * self.n, self.pos, -1)).reshape(mid.shape)
+        else:
+            mid = (self.resid_pre[layer] + self.attn_out[layer])[None] + attn_delta
+        if not self._has_mlp(layer):
+            return mid.reshape(n * self.n, self.pos, -1)
+        mid = mid.reshape(n * self.n, self.pos, -1)
+        if answer_only:
+            rows, pos = self._answer_rows(n)
+            mlp_new = torch.zeros_like(mid)
+            mlp_new[rows, pos] = self._mlp(layer, mid[rows, pos][:, None])[:, 0]
+        else:
+            mlp_new = self._mlp(layer, mid)
         if mlp_replaced is not None and bool(mlp_replaced.any()):
-            mlp_post = self.pre("mlp", layer)[None] + mlp_delta
-            mlp_new = torch.where(mlp_replaced.to(self.device).reshape(n, 1, 1, 1), mlp_post, mlp_new)
-        return (mid + mlp_new).reshape(n * self.n, self.pos, -1)
+            mlp_post = (self.pre("mlp", layer)[None] + mlp_delta).reshape(mid.shape)
+            replaced = mlp_replaced.to(self.device).repeat_interleave(self.n).reshape(-1, 1, 1)
+            mlp_new = torch.where(replaced, mlp_post, mlp_new)
+        return mid + mlp_new
 
     def _answer_rows(self, n_copies: int) -> tuple[Tensor, Tensor]:
         rows = torch.arange(n_copies * self.n, device=self.device)
@@ -551,8 +617,10 @@ class LayerSkipEngine:
                 if isinstance(linear, torch.nn.Linear) and "forward" not in linear.__dict__:
                     stack.enter_context(_swapped_forward(linear, _answer_rows_linear(
                         linear, rows, pos, (n_copies * self.n, self.pos))))
-            attn = self._call(block.attn, self.attn_args, first(block.ln1(resid)), n_copies)
+            attn = self._call(block.attn, self.attn_args, self._attn_input(block, resid), n_copies)
         x, a = resid[rows, pos], attn[rows, pos]
+        if self.attn_out_norm:
+            a = self._attn_to_stream(block, a[:, None])[:, 0]
         if not self._has_mlp(layer):
             return x + a
         if self.parallel:
@@ -606,7 +674,7 @@ class LayerSkipEngine:
         resid = self.resid_pre[first_block].repeat(2, 1, 1)
         try:
             values = self.run_tail(resid, first_block, 2)
-        except (TypeError, RuntimeError, IndexError) as err:
+        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"blocks cannot be called on stacked copies: {err}") from err
         err = float((values - self.values_pre[None]).abs().max())
         if err > _VALUE_CHECK_ATOL * max(1.0, float(self.values_pre.abs().max())):
@@ -677,7 +745,7 @@ class LayerSkipEngine:
                     _recording_norm_projections(block) as pairs:
                 out_all = self._call_block(layer, self.resid_pre[layer], 1)
             self._norm_pairs = self._norm_pairs or pairs
-        except (TypeError, RuntimeError, IndexError) as err:
+        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
         if "z" not in captured:
             raise FastPathUnsupported(f"block {layer} exposes no hook_z")
@@ -704,7 +772,7 @@ class LayerSkipEngine:
         try:
             with self.model.hooks(fwd_hooks=hooks), _weights.swapped(self.model, self.post.weights or {}, slices):
                 out = self._call_block(layer, self.resid_pre[layer], 1)
-        except (TypeError, RuntimeError, IndexError) as err:
+        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
         err = float((rebuilt - out).abs().max())
         if err > _RESID_CHECK_RTOL * max(1.0, float(out.abs().max())):
@@ -714,8 +782,10 @@ class LayerSkipEngine:
     def _rebuild(self, layer: int, key: tuple, changes: _Changes, mask: Tensor) -> Tensor:
         return self.start_residual(layer, {key: mask})
 
-    def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]]) -> Float[Tensor, "rows pos d_model"]:
-        """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``."""
+    def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]],
+                       answer_only: bool = False) -> Float[Tensor, "rows pos d_model"]:
+        """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``
+        (``answer_only``: correct at the answer positions only, see :meth:`_stream_after`)."""
         n = next(iter(masks.values())).shape[0]
         attn = torch.zeros(n, self.n, self.pos, self.resid_post[layer].shape[-1], device=self.device)
         mlp, mlp_replaced = None, None
@@ -726,7 +796,7 @@ class LayerSkipEngine:
                 mlp, mlp_replaced = d, mask.any(dim=1)
             else:
                 attn = attn + d
-        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced)
+        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced, answer_only)
 
     def _low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
         """Low-rank projections for block ``layer + 1`` when every set patches one unit of ``layer``.
@@ -735,7 +805,7 @@ class LayerSkipEngine:
         ``delta`` (parallel residual, or no MLP) and at least one norm-fed projection found.
         """
         changes = self._changes[(key, layer)]
-        direct = self.parallel or not self._has_mlp(layer)
+        direct = (self.parallel or not self._has_mlp(layer)) and not self.attn_out_norm
         if not (direct and changes.a is not None and self._norm_pairs and layer + 1 < self.n_layers
                 and all(len(s) == 1 for s in sets)):
             return None
@@ -765,7 +835,8 @@ class LayerSkipEngine:
                     for u in sets[i]:
                         if u.layer == layer:
                             masks[u.key][c, u.index] = True
-                resid = self.start_residual(layer, masks)
+                # The last block's stream is read at the answer positions only (run_tail).
+                resid = self.start_residual(layer, masks, answer_only=layer == self.n_layers - 1)
                 hooks = self._tail_hooks([[u for u in sets[i] if u.layer > layer] for i in sel], layer + 1)
                 if low_rank is not None:
                     units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
