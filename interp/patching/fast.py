@@ -287,7 +287,9 @@ class _LowRankProjections:
 
     def __init__(self, block: torch.nn.Module, pairs: Sequence[tuple[str, str]],
                  base: Float[Tensor, "batch pos d_model"], W_O: Float[Tensor, "unit rank d_model"],
-                 dz: Float[Tensor, "batch pos unit rank"]):
+                 dz: Float[Tensor, "batch pos unit rank"], residual: Tensor | None = None):
+        # ``residual`` (OLMo-2's own MLP): the projection reads ``residual + norm(base + delta)``,
+        # so ``c`` gains ``residual @ W.T`` per position.
         self.dz = dz.float()
         self.entries: list[tuple[torch.nn.Linear, str, Tensor, Tensor, Tensor]] = []
         self.norms: dict[str, tuple[bool, float]] = {}
@@ -309,6 +311,8 @@ class _LowRankProjections:
                 c = c + W @ beta.float()
             if linear.bias is not None:
                 c = c + linear.bias.float()
+            if residual is not None:
+                c = c + residual.float() @ W.T  # [batch, pos, out]
             self.entries.append((linear, norm_name, A, M, c))
             self.norms[norm_name] = (centred, eps)
 
@@ -341,7 +345,8 @@ class _LowRankProjections:
                 out = torch.empty(n_copies, batch * pos, A.shape[-1], device=A.device)
                 for i, head in enumerate(heads_list):
                     torch.addmm(A, dz[i], M[head], out=out[i])
-                out = out.view(n_copies * batch, pos, -1).div_(scale(norm_name)).add_(c)
+                out = out.view(n_copies, batch, pos, -1).div_(scale(norm_name).view(n_copies, batch, pos, 1)).add_(c)
+                out = out.view(n_copies * batch, pos, -1)
                 if linear not in checked:
                     ref = torch.nn.Linear.forward(linear, inp[:1])
                     if float((out[:1] - ref).abs().max()) > _RESID_CHECK_RTOL * max(1.0, float(ref.abs().max())):
@@ -464,6 +469,8 @@ class LayerSkipEngine:
         self._changes: dict[tuple, _Changes] = {}
         self._norm_pairs: list[tuple[str, str]] = []  # (linear, norm) names inside a block
         self.low_rank_layers: list[int] = []  # blocks whose projections took the low-rank path
+        self.own_mlp_low_rank_layers: list[int] = []  # sequential blocks whose own MLP input did
+        self._mlp_linears: list[str] | None = None
         self._pre_run()
 
     # ---- the one forward of the pre checkpoint
@@ -561,7 +568,8 @@ class LayerSkipEngine:
         return hasattr(block, "mlp") and has_norm and not getattr(self.model.cfg, "attn_only", False)
 
     def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None, answer_only: bool = False) -> Tensor:
+                      mlp_replaced: Tensor | None, answer_only: bool = False,
+                      own_mlp: Callable[[Tensor], Any] | None = None) -> Tensor:
         """Stacked stream leaving block ``layer`` given the attention-output change per copy.
 
         ``attn_delta``, ``mlp_delta``: ``[copies, batch, pos, d_model]``; ``mlp_replaced``:
@@ -571,9 +579,13 @@ class LayerSkipEngine:
         attention patch.  Sequential: the MLP reruns on the patched stream; with an output norm
         on the attention (OLMo-2) the change passes through it first, so heads do not add
         linearly in the stream. ``answer_only``: the MLP runs at the answer positions only (it
-        is position-wise; for the last block, whose other positions nobody reads).
+        is position-wise; for the last block, whose other positions nobody reads). ``own_mlp``:
+        given the stacked input of the norm the MLP's input projections read through (``mid``
+        for a pre-norm block, the attention output for OLMo-2), a context that swaps in their
+        low-rank formula (:meth:`_own_mlp_low_rank`).
         """
         n = attn_delta.shape[0]
+        attn = None
         if self.attn_out_norm:  # OLMo-2: the stream gets ln1_post(attn_out + delta), not + delta
             block = self.model.blocks[layer]
             attn = (self.attn_out[layer][None] + attn_delta).reshape(n * self.n, self.pos, -1)
@@ -594,7 +606,9 @@ class LayerSkipEngine:
             mlp_new = torch.zeros_like(mid)
             mlp_new[rows, pos] = self._mlp(layer, mid[rows, pos][:, None])[:, 0]
         else:
-            mlp_new = self._mlp(layer, mid)
+            low_rank = own_mlp is not None and mlp_replaced is None
+            with own_mlp(mid if attn is None else attn) if low_rank else contextlib.nullcontext():
+                mlp_new = self._mlp(layer, mid)
         if mlp_replaced is not None and bool(mlp_replaced.any()):
             mlp_post = (self.pre("mlp", layer)[None] + mlp_delta).reshape(mid.shape)
             replaced = mlp_replaced.to(self.device).repeat_interleave(self.n).reshape(-1, 1, 1)
@@ -783,7 +797,7 @@ class LayerSkipEngine:
         return self.start_residual(layer, {key: mask})
 
     def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]],
-                       answer_only: bool = False) -> Float[Tensor, "rows pos d_model"]:
+                       answer_only: bool = False, own_mlp: Callable | None = None) -> Float[Tensor, "rows pos d_model"]:
         """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``
         (``answer_only``: correct at the answer positions only, see :meth:`_stream_after`)."""
         n = next(iter(masks.values())).shape[0]
@@ -796,7 +810,7 @@ class LayerSkipEngine:
                 mlp, mlp_replaced = d, mask.any(dim=1)
             else:
                 attn = attn + d
-        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced, answer_only)
+        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced, answer_only, own_mlp)
 
     def _low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
         """Low-rank projections for block ``layer + 1`` when every set patches one unit of ``layer``.
@@ -813,6 +827,56 @@ class LayerSkipEngine:
                                        changes.B, changes.a)
         return low_rank if low_rank.entries else None
 
+    def _own_mlp_low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
+        """Low-rank MLP-input projections of a *sequential* block ``layer`` itself, when every set
+        patches one unit of it (the patch reaches its own block's MLP input first).
+
+        Pre-norm (GPT-2, Llama): the projections read ``ln2(mid_pre + delta_h)``, ``delta_h =
+        dz_h @ W_O[h]``: the formula of :class:`_LowRankProjections` with base ``mid_pre``.
+        OLMo-2: they read ``resid_pre + ln1_post(attn_pre + delta_h)`` with no norm of their own;
+        an RMSNorm is a per-position scale, so ``W mid = W resid_pre + (A + dz_h @ M_h) / s_h``
+        (base ``attn_pre``, ``resid_pre @ W.T`` added per position). Other layouts: None. Only
+        ``torch.nn.Linear`` projections qualify (GPT-2's Conv1D MLP keeps its own forward).
+        """
+        changes = self._changes[(key, layer)]
+        if (self.parallel or not self._has_mlp(layer) or changes.a is None or changes.after_mlp
+                or layer >= self.n_layers - 1 or not all(len(s) == 1 for s in sets)):
+            return None
+        block = self.model.blocks[layer]
+        if self.mlp_norm:
+            norms = {id(block.ln2), id(getattr(block.ln2, "original_component", None))}
+            pairs = [(lin, norm) for lin, norm in self._norm_pairs if id(block.get_submodule(norm)) in norms]
+            base, residual = self.resid_pre[layer] + self.attn_out[layer], None
+        elif self.attn_out_norm:
+            pairs = [(lin, self.attn_out_norm) for lin in self._mlp_input_linears(layer)]
+            base, residual = self.attn_out[layer], self.resid_pre[layer]
+        else:
+            return None
+        if not pairs:
+            return None
+        low_rank = _LowRankProjections(block, pairs, base, changes.B, changes.a, residual=residual)
+        return low_rank if low_rank.entries else None
+
+    def _mlp_input_linears(self, layer: int) -> list[str]:
+        """Names (inside a block) of the linears that read the MLP's input itself (OLMo-2's gate
+        and up projections), found by running block ``layer``'s MLP once; the same in every block."""
+        if getattr(self, "_mlp_linears", None) is None:
+            block = self.model.blocks[layer]
+            seen: dict[str, Tensor] = {}
+            given: dict[str, Tensor] = {}
+            handles = [block.mlp.register_forward_pre_hook(lambda mod, args: given.__setitem__("x", args[0]))]
+            for name, module in block.named_modules():
+                if isinstance(module, torch.nn.Linear):
+                    handles.append(module.register_forward_pre_hook(
+                        lambda mod, args, name=name: seen.setdefault(name, args[0] if args else None)))
+            try:
+                self._mlp(layer, self.resid_post[layer])
+            finally:
+                for handle in handles:
+                    handle.remove()
+            self._mlp_linears = [name for name, x in seen.items() if "x" in given and x is given["x"]]
+        return self._mlp_linears
+
     def values_of_sets(self, sets: Sequence[Sequence[Unit]], chunk: int) -> Float[Tensor, "sets batch"]:
         """Metric per prompt for each joint patch (copies grouped by first layer and unit keys)."""
         out = self.values_pre[None].repeat(len(sets), 1)
@@ -827,6 +891,7 @@ class LayerSkipEngine:
                 self.changes(key, layer)
             members = [sets[i] for i in idx]
             low_rank = self._low_rank(layer, keys[0], members) if len(keys) == 1 else None
+            own = self._own_mlp_low_rank(layer, keys[0], members) if len(keys) == 1 and low_rank is None else None
             units_count = {key: self._changes[(key, layer)].delta.shape[0] for key in keys}
             for lo in range(0, len(idx), chunk):
                 sel = idx[lo:lo + chunk]
@@ -835,11 +900,12 @@ class LayerSkipEngine:
                     for u in sets[i]:
                         if u.layer == layer:
                             masks[u.key][c, u.index] = True
+                units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
+                own_mlp = None if own is None else (lambda stream, units=units: own.installed(units, stream))
                 # The last block's stream is read at the answer positions only (run_tail).
-                resid = self.start_residual(layer, masks, answer_only=layer == self.n_layers - 1)
+                resid = self.start_residual(layer, masks, answer_only=layer == self.n_layers - 1, own_mlp=own_mlp)
                 hooks = self._tail_hooks([[u for u in sets[i] if u.layer > layer] for i in sel], layer + 1)
                 if low_rank is not None:
-                    units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
                     context = low_rank.installed(units, resid)
                 else:
                     context = contextlib.nullcontext()
@@ -847,6 +913,8 @@ class LayerSkipEngine:
                     out[torch.tensor(sel, device=self.device)] = self.run_tail(resid, layer + 1, len(sel), hooks)
             if low_rank is not None and not low_rank.broken:
                 self.low_rank_layers.append(layer + 1)
+            if own is not None and not own.broken:
+                self.own_mlp_low_rank_layers.append(layer)
             for key in keys:  # [unit, batch, pos, d_model] per layer: one at a time
                 self._changes.pop((key, layer), None)
         return out
