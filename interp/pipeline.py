@@ -196,6 +196,8 @@ class MainJobReport:
 
         return [line for r in self.runs if r.checkpoints is not None
                 for line in hazard_lines(r.checkpoints, f"{r.model} seed {r.seed}")]
+
+    @property
     def components(self) -> pd.DataFrame:
         """The jump decomposed by component per emerged run (``interp.ranking.COMPONENT_COLUMNS``)."""
         from interp.ranking import COMPONENT_COLUMNS
@@ -285,7 +287,7 @@ class MainJobReport:
         return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` and
+        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores``,
         ``checkpoints`` as CSV and parquet, and ``report.html``.
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in

@@ -214,6 +214,7 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
             f"every step of such a group is left out of the search unless it is the final step and its digest "
             f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>")
 
+
 #: order and labels of the decomposition's components (``interp.ranking.COMPONENTS``)
 COMPONENT_LABELS = {"pattern": "all patterns", "q": "all queries", "k": "all keys", "v": "all values",
                     "z": "all head outputs (hook_z)", "qk": "all QK weights", "ov": "all OV weights",

@@ -34,6 +34,7 @@ from interp.patching.fast import (
     LayerSkipEngine,
     chunk_size,
     fast_path_applies,
+    heads_mixing_kinds,
     query_mask,
     replace_hook,
     target_units,
@@ -293,7 +294,8 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
     values_pre = None
     if not targets:
         return out, values_pre
-    fast = [i for i, u in enumerate(units) if method == "fast" and fast_path_applies(u, n_heads)]
+    mixing = heads_mixing_kinds(pre_model) if method == "fast" else frozenset()
+    fast = [i for i, u in enumerate(units) if method == "fast" and fast_path_applies(u, n_heads, mixing)]
     if fast:
         with torch.inference_mode():
             try:

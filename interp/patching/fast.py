@@ -96,14 +96,33 @@ def target_units(target: Target, n_layers: int, n_heads: int) -> list[Unit] | No
     return None
 
 
-def fast_path_applies(units: Sequence[Unit] | None, n_heads: int) -> bool:
+def heads_mixing_kinds(model: Any) -> frozenset[str]:
+    """Per-head kinds whose change reaches the layer's *other* heads in this model.
+
+    OLMo-2 normalises queries and keys over all heads together (``q_norm`` / ``k_norm`` over
+    ``n_heads * d_head``, before the split into heads), so a head's query, key or QK weights move
+    every head's attention and per-head changes do not add up; per-head norms (``d_head`` wide)
+    and no norm keep heads separate.
+    """
+    attn = model.blocks[0].attn
+    d_head = int(model.cfg.d_head)
+    for name in ("q_norm", "k_norm"):
+        norm = getattr(attn, name) if name in dict(attn.named_children()) else None
+        weight = getattr(norm, "weight", None) if norm is not None else None
+        if isinstance(weight, Tensor) and weight.numel() > d_head:
+            return frozenset({"q", "k", "qk", "path"})
+    return frozenset()
+
+
+def fast_path_applies(units: Sequence[Unit] | None, n_heads: int, mixing: frozenset[str] = frozenset()) -> bool:
     """Whether the layer-skip engine computes this joint patch exactly.
 
     All units at the first patched layer may be of any unit kind (a path only alone; OV only
     without the layer's shared output bias, i.e. not every head of the layer), later ones must
-    be head activations a hook can replace.
+    be head activations a hook can replace. Kinds in ``mixing`` (:func:`heads_mixing_kinds`)
+    are left to the reference path.
     """
-    if not units:
+    if not units or any(u.kind in mixing for u in units):
         return False
     first_layer = min(u.layer for u in units)
     start = [u for u in units if u.layer == first_layer]
@@ -270,7 +289,9 @@ class _LowRankProjections:
 
     def __init__(self, block: torch.nn.Module, pairs: Sequence[tuple[str, str]],
                  base: Float[Tensor, "batch pos d_model"], W_O: Float[Tensor, "unit rank d_model"],
-                 dz: Float[Tensor, "batch pos unit rank"]):
+                 dz: Float[Tensor, "batch pos unit rank"], residual: Tensor | None = None):
+        # ``residual`` (OLMo-2's own MLP): the projection reads ``residual + norm(base + delta)``,
+        # so ``c`` gains ``residual @ W.T`` per position.
         self.dz = dz.float()
         self.entries: list[tuple[torch.nn.Linear, str, Tensor, Tensor, Tensor]] = []
         self.norms: dict[str, tuple[bool, float]] = {}
@@ -292,6 +313,8 @@ class _LowRankProjections:
                 c = c + W @ beta.float()
             if linear.bias is not None:
                 c = c + linear.bias.float()
+            if residual is not None:
+                c = c + residual.float() @ W.T  # [batch, pos, out]
             self.entries.append((linear, norm_name, A, M, c))
             self.norms[norm_name] = (centred, eps)
 
@@ -324,7 +347,8 @@ class _LowRankProjections:
                 out = torch.empty(n_copies, batch * pos, A.shape[-1], device=A.device)
                 for i, head in enumerate(heads_list):
                     torch.addmm(A, dz[i], M[head], out=out[i])
-                out = out.view(n_copies * batch, pos, -1).div_(scale(norm_name)).add_(c)
+                out = out.view(n_copies, batch, pos, -1).div_(scale(norm_name).view(n_copies, batch, pos, 1)).add_(c)
+                out = out.view(n_copies * batch, pos, -1)
                 if linear not in checked:
                     ref = torch.nn.Linear.forward(linear, inp[:1])
                     if float((out[:1] - ref).abs().max()) > _RESID_CHECK_RTOL * max(1.0, float(ref.abs().max())):
@@ -448,12 +472,15 @@ class LayerSkipEngine:
         self._norm_pairs: list[tuple[str, str]] = []  # (linear, norm) names inside a block
         self.low_rank_layers: list[int] = []  # blocks whose projections took the low-rank path
         self._structure_checked = False  # set once a block call confirmed the reconstruction
+        self.own_mlp_low_rank_layers: list[int] = []  # sequential blocks whose own MLP input did
+        self._mlp_linears: list[str] | None = None
         self._pre_run()
 
     # ---- the one forward of the pre checkpoint
     def _pre_run(self) -> None:
         L = self.n_layers
         self.parallel = bool(getattr(self.model.cfg, "parallel_attn_mlp", False))
+        self._detect_layout()
         names, optional = set(), set()
         for l in range(L):
             names |= {f"blocks.{l}.hook_in", f"blocks.{l}.hook_out", hook_name("z", l), hook_name("pattern", l)}
@@ -496,6 +523,30 @@ class LayerSkipEngine:
         return self.cache[name]
 
     # ---- block layout (architecture-specific)
+    def _detect_layout(self) -> None:
+        """Which norms a block applies where, from the bridge's block submodules.
+
+        ``ln1`` / ``ln2``: pre-norms of the attention / MLP input (GPT-NeoX, GPT-2, Llama);
+        ``ln1_post`` / ``ln2_post``: norms of the attention / MLP *output* before the residual add
+        (OLMo-2, whose attention and MLP read the raw stream). Blocks are checked alike, so one
+        block's layout stands for all of them; a parallel block with output norms is not handled.
+        """
+        block = self.model.blocks[0]
+        self.attn_norm = "ln1" if hasattr(block, "ln1") else None
+        self.attn_out_norm = "ln1_post" if hasattr(block, "ln1_post") else None
+        self.mlp_norm = "ln2" if hasattr(block, "ln2") else None
+        self.mlp_out_norm = "ln2_post" if hasattr(block, "ln2_post") else None
+        if not hasattr(block, "attn") or (self.parallel and (self.attn_out_norm or self.mlp_out_norm)):
+            raise FastPathUnsupported("block layout not handled (no attention, or a parallel block with output norms)")
+
+    def _attn_input(self, block: Any, resid: Tensor) -> Tensor:
+        """What the attention reads: ``ln1(resid)`` for a pre-norm block, the stream itself otherwise."""
+        return first(block.ln1(resid)) if self.attn_norm else resid
+
+    def _attn_to_stream(self, block: Any, attn: Tensor) -> Tensor:
+        """The attention output's contribution to the residual stream (OLMo-2: ``ln1_post(attn)``)."""
+        return first(block.ln1_post(attn)) if self.attn_out_norm else attn
+
     def _call(self, module: Any, signature: tuple, hidden: Tensor, n_copies: int) -> Tensor:
         """Call ``module`` as the model did, with ``hidden`` as its hidden states, on stacked copies."""
         key, args, kwargs = signature
@@ -509,34 +560,63 @@ class LayerSkipEngine:
         return self._call(self.model.blocks[layer], self.block_args[layer], resid, n_copies)
 
     def _mlp(self, layer: int, x: Tensor) -> Tensor:
+        """The MLP's contribution to the stream given its block's stream ``x`` (pre- or post-norm)."""
         block = self.model.blocks[layer]
-        return first(block.mlp(first(block.ln2(x))))
+        out = first(block.mlp(first(block.ln2(x)) if self.mlp_norm else x))
+        return first(block.ln2_post(out)) if self.mlp_out_norm else out
 
     def _has_mlp(self, layer: int) -> bool:
         block = self.model.blocks[layer]
-        return hasattr(block, "mlp") and hasattr(block, "ln2") and not getattr(self.model.cfg, "attn_only", False)
+        has_norm = hasattr(block, "ln2") or hasattr(block, "ln2_post")
+        return hasattr(block, "mlp") and has_norm and not getattr(self.model.cfg, "attn_only", False)
 
     def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None) -> Tensor:
+                      mlp_replaced: Tensor | None, answer_only: bool = False,
+                      own_mlp: Callable[[Tensor], Any] | None = None) -> Tensor:
         """Stacked stream leaving block ``layer`` given the attention-output change per copy.
 
         ``attn_delta``, ``mlp_delta``: ``[copies, batch, pos, d_model]``; ``mlp_replaced``:
         ``[copies]`` bool, copies whose MLP output is the post checkpoint's (``mlp_delta`` holds
-        ``mlp_post - mlp_pre`` there).  Parallel residual (GPT-NeoX): the MLP reads the block
-        input, unchanged by an attention patch.  Sequential: the MLP reruns on the patched stream.
+        ``mlp_post - mlp_pre`` there, ``hook_mlp_out`` being the MLP's contribution to the
+        stream).  Parallel residual (GPT-NeoX): the MLP reads the block input, unchanged by an
+        attention patch.  Sequential: the MLP reruns on the patched stream; with an output norm
+        on the attention (OLMo-2) the change passes through it first, so heads do not add
+        linearly in the stream. ``answer_only``: the MLP runs at the answer positions only (it
+        is position-wise; for the last block, whose other positions nobody reads). ``own_mlp``:
+        given the stacked input of the norm the MLP's input projections read through (``mid``
+        for a pre-norm block, the attention output for OLMo-2), a context that swaps in their
+        low-rank formula (:meth:`_own_mlp_low_rank`).
         """
         n = attn_delta.shape[0]
-        if not self._has_mlp(layer) or self.parallel:
+        attn = None
+        if self.attn_out_norm:  # OLMo-2: the stream gets ln1_post(attn_out + delta), not + delta
+            block = self.model.blocks[layer]
+            attn = (self.attn_out[layer][None] + attn_delta).reshape(n * self.n, self.pos, -1)
+            stream = self._attn_to_stream(block, attn).reshape(attn_delta.shape)
+            mid = self.resid_pre[layer][None] + stream
+        elif not self._has_mlp(layer) or self.parallel:
             out = self.resid_post[layer][None] + attn_delta
             if mlp_delta is not None:
                 out = out + mlp_delta
             return out.reshape(n * self.n, self.pos, -1)
-        mid = (self.resid_pre[layer] + self.attn_out[layer])[None] + attn_delta
-        mlp_new = self._mlp(layer, mid.reshape(n * self.n, self.pos, -1)).reshape(mid.shape)
+        else:
+            mid = (self.resid_pre[layer] + self.attn_out[layer])[None] + attn_delta
+        if not self._has_mlp(layer):
+            return mid.reshape(n * self.n, self.pos, -1)
+        mid = mid.reshape(n * self.n, self.pos, -1)
+        if answer_only:
+            rows, pos = self._answer_rows(n)
+            mlp_new = torch.zeros_like(mid)
+            mlp_new[rows, pos] = self._mlp(layer, mid[rows, pos][:, None])[:, 0]
+        else:
+            low_rank = own_mlp is not None and mlp_replaced is None
+            with own_mlp(mid if attn is None else attn) if low_rank else contextlib.nullcontext():
+                mlp_new = self._mlp(layer, mid)
         if mlp_replaced is not None and bool(mlp_replaced.any()):
-            mlp_post = self.pre("mlp", layer)[None] + mlp_delta
-            mlp_new = torch.where(mlp_replaced.to(self.device).reshape(n, 1, 1, 1), mlp_post, mlp_new)
-        return (mid + mlp_new).reshape(n * self.n, self.pos, -1)
+            mlp_post = (self.pre("mlp", layer)[None] + mlp_delta).reshape(mid.shape)
+            replaced = mlp_replaced.to(self.device).repeat_interleave(self.n).reshape(-1, 1, 1)
+            mlp_new = torch.where(replaced, mlp_post, mlp_new)
+        return mid + mlp_new
 
     def _answer_rows(self, n_copies: int) -> tuple[Tensor, Tensor]:
         rows = torch.arange(n_copies * self.n, device=self.device)
@@ -554,8 +634,10 @@ class LayerSkipEngine:
                 if isinstance(linear, torch.nn.Linear) and "forward" not in linear.__dict__:
                     stack.enter_context(_swapped_forward(linear, _answer_rows_linear(
                         linear, rows, pos, (n_copies * self.n, self.pos))))
-            attn = self._call(block.attn, self.attn_args, first(block.ln1(resid)), n_copies)
+            attn = self._call(block.attn, self.attn_args, self._attn_input(block, resid), n_copies)
         x, a = resid[rows, pos], attn[rows, pos]
+        if self.attn_out_norm:
+            a = self._attn_to_stream(block, a[:, None])[:, 0]
         if not self._has_mlp(layer):
             return x + a
         if self.parallel:
@@ -609,7 +691,7 @@ class LayerSkipEngine:
         resid = self.resid_pre[first_block].repeat(2, 1, 1)
         try:
             values = self.run_tail(resid, first_block, 2)
-        except (TypeError, RuntimeError, IndexError) as err:
+        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"blocks cannot be called on stacked copies: {err}") from err
         err = float((values - self.values_pre[None]).abs().max())
         if err > _VALUE_CHECK_ATOL * max(1.0, float(self.values_pre.abs().max())):
@@ -731,7 +813,7 @@ class LayerSkipEngine:
                     _recording_norm_projections(block) as pairs:
                 out_all = self._call_block(layer, self.resid_pre[layer], 1)
             self._norm_pairs = self._norm_pairs or pairs
-        except (TypeError, RuntimeError, IndexError) as err:
+        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
         if "z" not in captured:
             raise FastPathUnsupported(f"block {layer} exposes no hook_z")
@@ -749,7 +831,7 @@ class LayerSkipEngine:
         try:
             with self.model.hooks(fwd_hooks=hooks), _weights.swapped(self.model, self.post.weights or {}, slices):
                 out = self._call_block(layer, self.resid_pre[layer], 1)
-        except (TypeError, RuntimeError, IndexError) as err:
+        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
         err = float((rebuilt - out).abs().max())
         if err > _RESID_CHECK_RTOL * max(1.0, float(out.abs().max())):
@@ -759,8 +841,10 @@ class LayerSkipEngine:
     def _rebuild(self, layer: int, key: tuple, changes: _Changes, mask: Tensor) -> Tensor:
         return self.start_residual(layer, {key: mask})
 
-    def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]]) -> Float[Tensor, "rows pos d_model"]:
-        """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``."""
+    def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]],
+                       answer_only: bool = False, own_mlp: Callable | None = None) -> Float[Tensor, "rows pos d_model"]:
+        """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``
+        (``answer_only``: correct at the answer positions only, see :meth:`_stream_after`)."""
         n = next(iter(masks.values())).shape[0]
         attn = torch.zeros(n, self.n, self.pos, self.resid_post[layer].shape[-1], device=self.device)
         mlp, mlp_replaced = None, None
@@ -771,7 +855,7 @@ class LayerSkipEngine:
                 mlp, mlp_replaced = d, mask.any(dim=1)
             else:
                 attn = attn + d
-        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced)
+        return self._stream_after(layer, attn.to(self.resid_post[layer].dtype), mlp, mlp_replaced, answer_only, own_mlp)
 
     def _low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
         """Low-rank projections for block ``layer + 1`` when every set patches one unit of ``layer``.
@@ -780,13 +864,63 @@ class LayerSkipEngine:
         ``delta`` (parallel residual, or no MLP) and at least one norm-fed projection found.
         """
         changes = self._changes[(key, layer)]
-        direct = self.parallel or not self._has_mlp(layer)
+        direct = (self.parallel or not self._has_mlp(layer)) and not self.attn_out_norm
         if not (direct and changes.a is not None and self._norm_pairs and layer + 1 < self.n_layers
                 and all(len(s) == 1 for s in sets)):
             return None
         low_rank = _LowRankProjections(self.model.blocks[layer + 1], self._norm_pairs, self.resid_post[layer],
                                        changes.B, changes.a)
         return low_rank if low_rank.entries else None
+
+    def _own_mlp_low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
+        """Low-rank MLP-input projections of a *sequential* block ``layer`` itself, when every set
+        patches one unit of it (the patch reaches its own block's MLP input first).
+
+        Pre-norm (GPT-2, Llama): the projections read ``ln2(mid_pre + delta_h)``, ``delta_h =
+        dz_h @ W_O[h]``: the formula of :class:`_LowRankProjections` with base ``mid_pre``.
+        OLMo-2: they read ``resid_pre + ln1_post(attn_pre + delta_h)`` with no norm of their own;
+        an RMSNorm is a per-position scale, so ``W mid = W resid_pre + (A + dz_h @ M_h) / s_h``
+        (base ``attn_pre``, ``resid_pre @ W.T`` added per position). Other layouts: None. Only
+        ``torch.nn.Linear`` projections qualify (GPT-2's Conv1D MLP keeps its own forward).
+        """
+        changes = self._changes[(key, layer)]
+        if (self.parallel or not self._has_mlp(layer) or changes.a is None or changes.after_mlp
+                or layer >= self.n_layers - 1 or not all(len(s) == 1 for s in sets)):
+            return None
+        block = self.model.blocks[layer]
+        if self.mlp_norm:
+            norms = {id(block.ln2), id(getattr(block.ln2, "original_component", None))}
+            pairs = [(lin, norm) for lin, norm in self._norm_pairs if id(block.get_submodule(norm)) in norms]
+            base, residual = self.resid_pre[layer] + self.attn_out[layer], None
+        elif self.attn_out_norm:
+            pairs = [(lin, self.attn_out_norm) for lin in self._mlp_input_linears(layer)]
+            base, residual = self.attn_out[layer], self.resid_pre[layer]
+        else:
+            return None
+        if not pairs:
+            return None
+        low_rank = _LowRankProjections(block, pairs, base, changes.B, changes.a, residual=residual)
+        return low_rank if low_rank.entries else None
+
+    def _mlp_input_linears(self, layer: int) -> list[str]:
+        """Names (inside a block) of the linears that read the MLP's input itself (OLMo-2's gate
+        and up projections), found by running block ``layer``'s MLP once; the same in every block."""
+        if getattr(self, "_mlp_linears", None) is None:
+            block = self.model.blocks[layer]
+            seen: dict[str, Tensor] = {}
+            given: dict[str, Tensor] = {}
+            handles = [block.mlp.register_forward_pre_hook(lambda mod, args: given.__setitem__("x", args[0]))]
+            for name, module in block.named_modules():
+                if isinstance(module, torch.nn.Linear):
+                    handles.append(module.register_forward_pre_hook(
+                        lambda mod, args, name=name: seen.setdefault(name, args[0] if args else None)))
+            try:
+                self._mlp(layer, self.resid_post[layer])
+            finally:
+                for handle in handles:
+                    handle.remove()
+            self._mlp_linears = [name for name, x in seen.items() if "x" in given and x is given["x"]]
+        return self._mlp_linears
 
     def values_of_sets(self, sets: Sequence[Sequence[Unit]], chunk: int) -> Float[Tensor, "sets batch"]:
         """Metric per prompt for each joint patch (copies grouped by first layer and unit keys)."""
@@ -802,6 +936,7 @@ class LayerSkipEngine:
                 self.changes(key, layer)
             members = [sets[i] for i in idx]
             low_rank = self._low_rank(layer, keys[0], members) if len(keys) == 1 else None
+            own = self._own_mlp_low_rank(layer, keys[0], members) if len(keys) == 1 and low_rank is None else None
             units_count = {key: self._changes[(key, layer)].delta.shape[0] for key in keys}
             for lo in range(0, len(idx), chunk):
                 sel = idx[lo:lo + chunk]
@@ -810,10 +945,12 @@ class LayerSkipEngine:
                     for u in sets[i]:
                         if u.layer == layer:
                             masks[u.key][c, u.index] = True
-                resid = self.start_residual(layer, masks)
+                units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
+                own_mlp = None if own is None else (lambda stream, units=units: own.installed(units, stream))
+                # The last block's stream is read at the answer positions only (run_tail).
+                resid = self.start_residual(layer, masks, answer_only=layer == self.n_layers - 1, own_mlp=own_mlp)
                 hooks = self._tail_hooks([[u for u in sets[i] if u.layer > layer] for i in sel], layer + 1)
                 if low_rank is not None:
-                    units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
                     context = low_rank.installed(units, resid)
                 else:
                     context = contextlib.nullcontext()
@@ -821,6 +958,8 @@ class LayerSkipEngine:
                     out[torch.tensor(sel, device=self.device)] = self.run_tail(resid, layer + 1, len(sel), hooks)
             if low_rank is not None and not low_rank.broken:
                 self.low_rank_layers.append(layer + 1)
+            if own is not None and not own.broken:
+                self.own_mlp_low_rank_layers.append(layer)
             for key in keys:  # [unit, batch, pos, d_model] per layer: one at a time
                 self._changes.pop((key, layer), None)
         return out

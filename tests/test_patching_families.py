@@ -1,0 +1,132 @@
+"""The fast patching path on sequential-residual families, each in its real block structure:
+GPT-2 (pre-LayerNorm), Llama (pre-RMSNorm, SwiGLU) and OLMo-2 (RMSNorm *after* the attention
+and after the MLP, QK-norm over all heads). Fast == TransformerLens / the reference path to 1e-5,
+with the layer-skip path itself (a fallback to full forwards raises here).
+
+Pre and post are two random models of one shape with non-trivial norm gains, so every component
+differs between them. Helpers (TransformerLens all-position reference, prompts) come from
+tests/test_patching_targets.py, whose sizes this file shares.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pandas as pd
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from test_patching_targets import BATCH, D_MODEL, N_HEADS, N_LAYERS, VOCAB, boot, make_batch, tl_all_pos  # noqa: E402
+
+from interp.patching import (  # noqa: E402
+    answer_probability,
+    capture_post,
+    head_output,
+    metric_values,
+    mlp_output,
+    ov_weights,
+    patch_values,
+    pattern,
+    per_head_delta,
+    qk_weights,
+)
+from interp.patching.targets import Target  # noqa: E402
+
+
+def hf_model(family: str, seed: int):
+    """A random HF model of ``family`` (3 layers x 4 heads, d_model 64) with random norm gains."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Olmo2Config, Olmo2ForCausalLM
+
+    torch.manual_seed(seed)
+    common = dict(vocab_size=VOCAB, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS, initializer_range=0.3,
+                  max_position_embeddings=64, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
+                  pad_token_id=None)
+    if family == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=D_MODEL, n_layer=N_LAYERS, n_head=N_HEADS,
+                                           n_positions=64, initializer_range=0.3, bos_token_id=None, eos_token_id=None))
+    elif family == "llama":
+        model = LlamaForCausalLM(LlamaConfig(hidden_size=D_MODEL, intermediate_size=3 * D_MODEL,
+                                             num_key_value_heads=N_HEADS, **common))
+    else:
+        model = Olmo2ForCausalLM(Olmo2Config(hidden_size=D_MODEL, intermediate_size=3 * D_MODEL,
+                                             num_key_value_heads=N_HEADS, **common))
+    with torch.no_grad():  # norms with gains away from 1 (and biases for LayerNorm), so they matter
+        for name, param in model.named_parameters():
+            if "norm" in name or ".ln_" in name:
+                param.copy_((1 + 0.3 * torch.randn_like(param)) if name.endswith("weight") else 0.2 * torch.randn_like(param))
+    return model.eval()
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "olmo2"])
+def models(request, tmp_path_factory):
+    """(family, pre bridge, post capture, batch)."""
+    torch.set_num_threads(1)
+    pre = boot(hf_model(request.param, 0), tmp_path_factory.mktemp("pre"))
+    post = boot(hf_model(request.param, 1), tmp_path_factory.mktemp("post"))
+    batch = make_batch(post)
+    return request.param, pre, capture_post(post, batch), batch
+
+
+@pytest.mark.parametrize("kind", ["pattern", "z"])
+def test_head_targets_equal_transformer_lens(models, kind):
+    family, pre, post, batch = models
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fast = per_head_delta(pre, post, batch, kind)
+    reference = tl_all_pos(pre, batch, post, kind)
+    assert fast.abs().max() > 1e-3, f"{family} {kind}: patches too weak to test anything"
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (family, (fast - reference).abs().max())
+
+
+def test_mlp_outputs_equal_transformer_lens(models):
+    from transformer_lens import ActivationCache
+    from transformer_lens.patching import generic_activation_patch
+
+    from interp.patching.targets import hook_name
+
+    family, pre, post, batch = models
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fast = patch_values(pre, post, batch, [mlp_output([l]) for l in range(N_LAYERS)])
+    cache = ActivationCache({hook_name("mlp", l): post.activation("mlp", l) for l in range(N_LAYERS)}, pre)
+    with torch.no_grad():
+        tl = generic_activation_patch(
+            pre, batch.tokens, cache, lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch),
+            patch_setter=lambda act, index, clean: clean, activation_name="mlp_out",
+            index_df=pd.DataFrame({"layer": range(N_LAYERS)}), reduce="none")
+    assert (fast - metric_values(pre, batch)).abs().max() > 1e-3
+    assert torch.allclose(fast, tl.values, atol=1e-5, rtol=0), (family, (fast - tl.values).abs().max())
+
+
+def test_joint_and_weight_targets_fast_equal_reference(models):
+    """Joint head sets (the top-K path), every head of a layer, MLP outputs, QK and OV weights
+    (not on GPT-2: its Conv1D attention has no split q/k/v/o linears, so weight targets refuse it)."""
+    family, pre, post, batch = models
+    targets = [pattern([(0, 1), (2, 3)]), pattern([(1, 0), (1, 2)]), head_output([(1, 0), (0, 2), (2, 1)]),
+               Target("q", ((0, 0), (1, 2))), pattern(None), mlp_output([0, 2]), pattern([(2, 0)], query_pos=-1)]
+    if family != "gpt2":
+        targets += [qk_weights([(0, 1)]), qk_weights([(1, 0), (1, 3)]), ov_weights([(1, 3)])]
+    fast = patch_values(pre, post, batch, targets)
+    reference = patch_values(pre, post, batch, targets, method="reference")
+    assert (reference - metric_values(pre, batch)).abs().max() > 1e-3
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (family, (fast - reference).abs().max(dim=1))
+
+
+def test_own_mlp_low_rank_shortcut_is_used_and_exact(models):
+    """Single-head patches of a sequential block reach its own MLP input first: Llama (pre-norm)
+    and OLMo-2 (norm after attention) take the rank-d_head formula there for every block but the
+    last (answer positions only), GPT-2 (Conv1D MLP) keeps the module; all equal the reference."""
+    from interp.patching.fast import LayerSkipEngine, Unit
+    from interp.patching.metrics import resolve_metric
+
+    family, pre, post, batch = models
+    with torch.inference_mode():
+        engine = LayerSkipEngine(pre, batch, resolve_metric("p"), post)
+        sets = [[Unit("pattern", layer, head)] for layer in range(N_LAYERS) for head in range(N_HEADS)]
+        fast = (engine.values_of_sets(sets, 4).mean(1) - engine.values_pre.mean()).reshape(N_LAYERS, N_HEADS)
+    reference = per_head_delta(pre, post, batch, "pattern", method="reference")
+    assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (family, (fast - reference).abs().max())
+    assert engine.own_mlp_low_rank_layers == ([] if family == "gpt2" else list(range(N_LAYERS - 1)))
