@@ -50,6 +50,17 @@ def is_pythia_id(model_id: str) -> bool:
     return bool(_POLYPYTHIA_ID.fullmatch(model_id) or _PYTHIA_ID.fullmatch(model_id))
 
 
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def is_hub_id(model_id: str) -> bool:
+    """Whether ``model_id`` can name a hub repo here: ``org/name``, and a known Pythia id if in
+    the ``EleutherAI/pythia-`` namespace (an unknown size there is a typo, not a new repo)."""
+    if not isinstance(model_id, str) or not _REPO_ID.fullmatch(model_id):
+        return False
+    return is_pythia_id(model_id) or not model_id.startswith("EleutherAI/pythia-")
+
+
 def neox_config(d_model: int, n_layers: int, n_heads: int, vocab_size: int, n_ctx: int, **overrides):
     """A ``transformers.GPTNeoXConfig`` with Pythia's architecture at any size.
 

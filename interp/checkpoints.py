@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import torch
 
 from interp.families import RevisionParser, Schedule, build_schedule, family_of, regular_grid
-from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_pythia_id, pythia_model_ids  # noqa: F401
+from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_hub_id, is_pythia_id, pythia_model_ids  # noqa: F401
 from interp.devices import choose_device
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
@@ -919,14 +919,6 @@ class LocalSuiteSource(CheckpointSource):
         if step not in self._digests:
             self._digests[step] = weights_digest(self._require_weights(self._folders[step], step))
         return self._digests[step]
-
-
-def is_hub_id(model_id: str) -> bool:
-    """Whether ``model_id`` can name a hub repo here: ``org/name``, and a known Pythia id if in
-    the ``EleutherAI/pythia-`` namespace (an unknown size there is a typo, not a new repo)."""
-    if not isinstance(model_id, str) or not _REPO_ID.fullmatch(model_id):
-        return False
-    return is_pythia_id(model_id) or not model_id.startswith("EleutherAI/pythia-")
 
 
 def open_source(spec: str | Path, **kwargs) -> CheckpointSource:

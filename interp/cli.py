@@ -1,6 +1,6 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``zoom``, ``train-suite``, ``list-models``.
+``decompose``, ``zoom``, ``train-suite``, ``list-models``.
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
@@ -333,29 +333,30 @@ def rank_heads(
 
 
 @app.command("decompose")
-@_one_line_errors
 def decompose(
-    source: str = typer.Argument(..., help="Hub id, suite folder or embedded/<run> (one run)."),
-    pre: int = typer.Option(..., help="Pre-emergence step."),
-    post: int = typer.Option(..., help="Post-emergence step (later than --pre)."),
+    source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
     task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
-    device: Optional[str] = DeviceOpt,
+    device: str = DeviceOpt,
     metric: str = MetricOpt,
 ):
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
+    if pre >= post:
+        raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    device, task_obj = _check_common(device, task, n_prompts, length, out)
+    metric = _metric(metric)
+    from interp.sources import check_one_run
+
+    check_one_run(source, "decompose")
+    _check_embedded_steps(source, [pre, post])
     from interp.io import atomic_to_csv
     from interp.ranking import decompose_between
 
-    metric = _metric(metric)
-    if pre >= post:
-        raise ValueError(f"--pre {pre} must be earlier than --post {post}")
-    sources = resolve_sources([source])
-    if len(sources) != 1:
-        raise ValueError(f"decompose takes one run; {source!r} has {len(sources)}: use embedded/<run>")
-    (src,) = sources
-    table = decompose_between(src, pre, post, _task(task, n_prompts, length, 0).build(src.tokenizer()),
-                              metric=metric, device=_device(device))
+    (src,) = _open([source])
+    _check_steps_available(src, [pre, post])
+    table = decompose_between(src, pre, post, task_obj.build(src.tokenizer()), metric=metric, device=device)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
     typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -1,6 +1,7 @@
 """Checkpoint sources from names, the same way for Python and the command line.
 
-A source name is a Pythia/PolyPythia hub id, a local suite folder, or an embedded name
+A source name is a hub id (Pythia/PolyPythia, or any repo whose branches name training steps,
+``ID[:SERIES]``), a local suite folder, or an embedded name
 (``embedded``, ``embedded-quick``: every run of that suite; ``embedded/<run>``,
 ``embedded-quick/<run>``: one run). :func:`check_source_name` refuses a bad name before
 anything is loaded or trained; :func:`open_sources` opens the sources (training an embedded
@@ -12,12 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from interp.catalogue import SUITES, is_embedded_name, is_pythia_id, resolve_embedded
+from interp.catalogue import SUITES, is_embedded_name, is_hub_id, resolve_embedded
 
 if TYPE_CHECKING:
     from interp.checkpoints import CheckpointSource
 
 VALID_NAMES = ("a Pythia/PolyPythia hub id (EleutherAI/pythia-{14m,31m,70m,160m,410m}[-seed{1..9}]), "
+               "another org/name hub repo whose branches name training steps (ID[:SERIES], e.g. OLMo-2), "
                "an existing local suite folder, embedded, embedded-quick, or embedded[-quick]/<run> "
                "(emergence list-models prints them all)")
 
@@ -39,7 +41,7 @@ def check_source_name(name: str) -> int:
         if not Path(name).expanduser().is_dir():
             raise ValueError(f"local suite folder {name!r} does not exist")
         return 1
-    if is_pythia_id(name):
+    if is_hub_id(name.partition(":")[0]):  # ID:SERIES picks a series of step-named branches
         return 1
     raise ValueError(f"unknown checkpoint source {name!r}: expected {VALID_NAMES}")
 

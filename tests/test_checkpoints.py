@@ -540,7 +540,7 @@ def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
     import pandas as pd
     from typer.testing import CliRunner
 
-    from interp.cli import app
+    from emergence_lens.cli import app
 
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", str(final_copied_suite), "--out", str(out), "--n-prompts", "8",

@@ -61,6 +61,10 @@ BAD = [
     ("zoom-suite-of-runs", ["zoom", "embedded", "--pre", "0", "--post", "100"], "zoom takes one run, and 'embedded' names 6"),
     ("zoom-embedded-step", ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
     ("zoom-not-trained-here", ["zoom", "SUITE", "--pre", "100", "--post", "200"], "zoom cannot re-train it"),
+    ("decompose-reversed", ["decompose", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"], "--pre 200 must be earlier than --post 100"),
+    ("decompose-suite-of-runs", ["decompose", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "decompose takes one run, and 'embedded' names 6"),
+    ("decompose-missing-step", ["decompose", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
+    ("decompose-metric", ["decompose", "SUITE", "--pre", "100", "--post", "200", "--metric", "acc", "--out", "OUT"], "metric='acc'; valid"),
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
 ]
 #: Commands with no argument to get wrong.

@@ -88,20 +88,19 @@ def test_bad_components_raise(setup):
     assert isinstance(decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=10), pd.DataFrame)
 
 
-def test_cli_decompose_writes_components(tmp_path, tiny_suite):
+def test_cli_decompose_writes_components(tmp_path, tiny_local_suite):
     from typer.testing import CliRunner
 
-    from interp.cli import app
+    from emergence_lens.cli import app
 
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["decompose", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out),
+    result = CliRunner().invoke(app, ["decompose", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out),
                                       "--metric", "logprob"])
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "components.csv")
     assert list(table.columns) == COMPONENT_COLUMNS and set(table["metric"]) == {"logprob"}
     assert set(table["pre_step"]) == {0} and set(table["post_step"]) == {200}
-    bad = CliRunner().invoke(app, ["decompose", str(tiny_suite), "--pre", "200", "--post", "0"])
+    bad = CliRunner().invoke(app, ["decompose", str(tiny_local_suite), "--pre", "200", "--post", "0"])
     assert bad.exit_code == 2 and "earlier" in bad.output
 
 
-from tests.test_cli import tiny_suite  # noqa: E402,F401  (the CLI tests' two-checkpoint suite)

@@ -16,7 +16,7 @@ from conftest import GPT2_REPO, OLMO2_REPO
 from typer.testing import CliRunner
 
 from interp.checkpoints import HubSource, open_source
-from interp.cli import app
+from emergence_lens.cli import app
 from interp.tasks import make_task
 
 torch.set_num_threads(1)

@@ -123,23 +123,22 @@ def test_prescreen_rank_correlation_is_spearman():
         prescreen_rank_correlation(exact, attr[:1])
 
 
-def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_suite):
+def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_local_suite):
     """``rank-heads --metric logit-diff``: the tables say which metric; an unknown metric is a
     one-line error before any work."""
     from typer.testing import CliRunner
 
-    from interp.cli import app
+    from emergence_lens.cli import app
 
     runner = CliRunner()
     out = tmp_path / "out"
-    result = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out),
+    result = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out),
                                  "--metric", "logit-diff"])
     assert result.exit_code == 0, result.output
     heads, topk = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "topk.csv")
     assert set(heads["metric"]) == {"logit-diff"} and set(topk["metric"]) == {"logit-diff"}
     assert (heads["delta_p_lo"] <= heads["delta_p"] + 1e-9).all() and (heads["delta_p"] <= heads["delta_p_hi"] + 1e-9).all()
-    bad = runner.invoke(app, ["rank-heads", str(tiny_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"])
+    bad = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"])
     assert bad.exit_code == 2 and "metric='accuracy'" in bad.output and "Traceback" not in bad.output
 
 
-from tests.test_cli import tiny_suite  # noqa: E402,F401  (the CLI tests' two-checkpoint suite)

@@ -128,7 +128,7 @@ def test_store_steps_retrains_only_the_intervals_holding_missing_steps(tiny_run)
 def test_cli_zoom_and_its_one_line_errors(tiny_run):
     from typer.testing import CliRunner
 
-    from interp.cli import app
+    from emergence_lens.cli import app
 
     runner = CliRunner()
     done = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "4"])
