@@ -1,6 +1,6 @@
 """One training run on a synthetic task: config → model → AdamW loop → metrics + summary.
 
-Choices where the paper gives nothing (PAPER.md "Unknown, to choose and document"; all are
+Choices where the paper (Baherwani et al. 2026, arXiv 2606.25010) gives nothing (all are
 :class:`TrainConfig` fields): AdamW (β₁ 0.9, β₂ 0.999) at lr 1e-3 with 0.01 weight decay, linear
 warm-up over 100 steps then constant; 2048 tokens per step (64 sequences at S = 16, T = 1;
 fewer, longer sequences as S grows, as the paper does for cellular automata); a 1-layer
