@@ -1,6 +1,6 @@
 """(3a) Linear map: MLP-Mixer vs transformer at a matched parameter budget.
 
-Paper (Baherwani et al. 2026, "MLP-Mixer vs transformer, S=16" and claim 5): at S = 16, s = 3 the Mixer
+Paper (Baherwani et al. 2026, arXiv 2606.25010, MLP-Mixer vs transformer figure, S = 16): at S = 16, s = 3 the Mixer
 reaches loss 0.40 at ≈900 steps vs ≈2500 for the transformer (≈2.8× sooner); at 10⁴ steps
 s = 5: 0.395 vs 0.595, s = 7: 0.465 vs 0.59 [figure]. "Almost an order of magnitude in sample
 efficiency" [stated].

@@ -1,6 +1,6 @@
 """(c) The attention bias removes the plateau: plateau with β > 0 ≤ 1/5 of the plateau without.
 
-Paper (Baherwani et al. 2026, "Attention bias" and claim 3): biasing the attention logits toward the true
+Paper (Baherwani et al. 2026, arXiv 2606.25010, abstract): biasing the attention logits toward the true
 pattern removes the loss plateau [stated]; on cellular automata the biased plateau is ≈160–200
 steps for every S ≥ 8 against up to 1400 at S = 64 [figure]. Scale and schedule are unknown:
 we add β·mask to every head for the whole run (the training default).

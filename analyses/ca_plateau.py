@@ -1,6 +1,6 @@
 """(f) Cellular automata: the loss plateau grows with S; with the attention bias it stays flat.
 
-Paper (Baherwani et al. 2026, "Cellular automata task"): plateau length S = 8 ≈380, 16 ≈400, 32 ≈650,
+Paper (Baherwani et al. 2026, arXiv 2606.25010, cellular-automata plateau figure): plateau length S = 8 ≈380, 16 ≈400, 32 ≈650,
 64 ≈1400 steps (standard); with the attention bias ≈160–200 for every S ≥ 8 [figure]. The
 paper's plateau definition is unknown; ours is :func:`synthetic.metrics.plateau_length` (first
 evaluated step whose loss has covered 5 % of the way from ln 4 to the floor).

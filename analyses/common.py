@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,8 @@ class Execution:
 
 def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Execution]:
     """The common command line: ``--paper-scale``, ``--out DIR``, ``--jobs N``, ``--sweep-dir DIR``,
-    ``--executor {joblib,ray}``; returns the arguments and the :class:`Execution` they ask for.
+    ``--executor {joblib,ray}``, ``--set KEY=VALUE`` (repeatable; see :func:`apply_overrides`);
+    returns the arguments and the :class:`Execution` they ask for.
 
     ``--out`` defaults to ``results/analyses/<name>/``; ``--jobs`` defaults to 2.
     """
@@ -58,6 +60,8 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
                         help="run through the sweep engine into this results store (resumable; see docs/sweeps.md)")
     parser.add_argument("--executor", choices=["joblib", "ray"], default="joblib",
                         help="with --sweep-dir: joblib processes here, or Ray")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one setting (JSON value, e.g. steps=3000 or s=[5]); repeatable")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be ≥ 1")
@@ -177,18 +181,46 @@ def plateau_loss(task: str, **fields: Any) -> float:
 LN2 = plateau_loss("linear-map", S=4, s=1)
 
 
+def apply_overrides(cfg: dict[str, Any], pairs: Sequence[str]) -> dict[str, Any]:
+    """``cfg`` with each ``KEY=VALUE`` of ``pairs`` applied (the ``--set`` option).
+
+    ``VALUE`` is read as JSON (``3000``, ``1e-3``, ``[3, 5]``), else kept as a string; a scalar
+    given for a list setting becomes a one-element list (``s=5`` → ``[5]``).
+
+    Raises:
+        ValueError: a pair without ``=``, or a key that is not one of ``cfg``'s settings.
+    """
+    out = dict(cfg)
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--set {pair!r} is invalid: expected KEY=VALUE")
+        if key not in cfg:
+            raise ValueError(f"--set {key!r} is not a setting: choose one of {', '.join(sorted(cfg))}")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        out[key] = [value] if isinstance(cfg[key], list) and not isinstance(value, list) else value
+    return out
+
+
 def reproduce(name: str, doc: str, argv: Sequence[str] | None, settings: Callable[[bool], dict],
               run: Callable[..., tuple], table: Callable[[tuple], pd.DataFrame] = lambda out: out[0],
               shown: Callable[[tuple], pd.DataFrame] = lambda out: out[1]) -> tuple[dict, tuple]:
     """A reproduction's command line end to end: parse ``argv`` (:func:`parse_args`), run
-    ``run(settings(paper_scale), execution)``, write ``table(outputs)`` and the figure (the last
+    ``run(settings(paper_scale) with the --set overrides, execution)``, write ``table(outputs)`` and the figure (the last
     output) with :func:`write_outputs`, print ``shown(outputs)`` and the runtime.
 
     Returns:
         ``(settings, outputs)`` for the caller's headline lines.
     """
     args, execution = parse_args(name, doc.splitlines()[0], argv)
-    cfg = settings(args.paper_scale)
+    try:
+        cfg = apply_overrides(settings(args.paper_scale), args.set)
+    except ValueError as err:
+        print(f"python -m analyses.{name}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     timer = Timer()
     outputs = run(cfg, execution)
     write_outputs(table(outputs), outputs[-1], args.out, name)

@@ -1,6 +1,6 @@
 """(e) Heads vs head dim at S = 16: H = 1 does not learn; H ≥ 16 reaches the floor.
 
-Paper (Baherwani et al. 2026, "Linear map task"): final loss at S = 16 (floor 0.336): H = 1 never learns;
+Paper (Baherwani et al. 2026, arXiv 2606.25010, linear-map figures): final loss at S = 16 (floor 0.336): H = 1 never learns;
 H ≥ 16 reaches the floor with d_head 8 or 16, H ≥ 32 with d_head 4 [figure]. The sparsity of
 that sweep is not stated; we use s = 2 (which the paper's S = 16 models learn).
 

@@ -1,6 +1,6 @@
 """(a) Linear-map loss floors for S = 8, 16, 32: trained models reach the paper's floors within 2 %.
 
-Paper (Baherwani et al. 2026, "Linear map task"): converged losses 0.3235, 0.3354, 0.3411 for S = 8/16/32
+Paper (Baherwani et al. 2026, arXiv 2606.25010, linear-map figures): converged losses 0.3235, 0.3354, 0.3411 for S = 8/16/32
 [figure], which equal (S−1)/(2S−1)·ln 2 (one random state, one transition, loss on the 2S−1
 next-token positions). We train on the easiest sparsity (s = 1, learned fastest at every S)
 and compare the final evaluation loss with the paper's floor.

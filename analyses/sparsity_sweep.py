@@ -1,6 +1,6 @@
 """(b) Final loss vs s/S: S = 8 learns every s; S = 32 stays at ln 2 for medium s.
 
-Paper (Baherwani et al. 2026, "Linear map task"): 3 seeds, ≈10⁴ steps: S = 8 learns every s; S = 16 learns
+Paper (Baherwani et al. 2026, arXiv 2606.25010, linear-map figures): 3 seeds, ≈10⁴ steps: S = 8 learns every s; S = 16 learns
 s ≤ 2, s = 3 partly, s = 4..13 stay ≈0.49–0.67; S = 32 learns s ≤ 2 and s ≥ 31 only, s = 4..29
 stay at ln 2 [figure].
 

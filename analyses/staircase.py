@@ -1,6 +1,6 @@
 """(d) Staircase: per-position losses drop one at a time, each with an entropy drop in an aligned head.
 
-Paper (Baherwani et al. 2026, "Linear map task"): a 1-layer transformer on S = 16, s = 3; the 16 per-position
+Paper (Baherwani et al. 2026, arXiv 2606.25010, linear-map figures): a 1-layer transformer on S = 16, s = 3; the 16 per-position
 losses drop to ~0 one at a time between ≈500 and ≈4600 steps, and each drop coincides with an
 attention-entropy drop in the heads that learn that row of A [figure].
 

@@ -1,4 +1,4 @@
-"""Resident memory across 30 sequential checkpoint loads (issue item 10: <= 10 % growth after the first).
+"""Resident memory across 30 sequential checkpoint loads (goal: <= 10 % growth after the first).
 
 Writes a temporary local suite of random GPT-NeoX checkpoints at Pythia-70m's shape (6 layers,
 d_model 512, 8 heads, d_vocab 50304: ~70 M parameters, ~282 MB of safetensors each). To keep

@@ -1,4 +1,4 @@
-"""Checkpoint evaluations per point of emergence: bisection vs a full scan (issue 6, item 4b).
+"""Checkpoint evaluations per point of emergence: bisection vs a full scan.
 
 On every run of the embedded suite (trained on first use; ``--quick`` for the CI-sized suite)
 the full scan evaluates every searchable checkpoint; the bisection's own evaluations are counted

@@ -1,7 +1,7 @@
 """Synthetic next-token tasks whose true attention pattern is known.
 
-Two tasks from Baherwani et al. 2026 (arXiv 2606.25010, "Linear map task" and "Cellular
-automata task"; numbers in ``../shared/PAPER.md``):
+Two tasks from Baherwani et al. 2026 (arXiv 2606.25010: the linear map and the cellular
+automata; the paper's numbers each check uses are quoted in docs/results-synthetic.md):
 
 * :class:`LinearMapTask`: ``x_{t+1} = A x_t mod 2`` with a fixed binary ``A`` (exactly ``s``
   ones per row). Output bit ``i`` of state ``t+1`` depends on the bits ``j`` of state ``t``
@@ -153,8 +153,8 @@ class LinearMapTask(SyntheticTask):
         s: sparsity, ones per row of ``A``, ``1 ≤ s ≤ S``.
         T: transitions per sequence (``T + 1`` states), ≥ 1; paper default 1 (``2S`` tokens).
         data_seed: seeds ``A``. Each row is an independent uniformly random ``s``-subset of
-            the ``S`` columns (PAPER.md: "rows sampled as independent uniform s-subsets",
-            our guess).
+            the ``S`` columns (our guess: the paper states exactly ``s`` ones per row, not how
+            the rows are drawn).
         A: optional ``Int[Tensor, "S S"]`` 0/1 map with ``s`` ones per row, used instead of
             sampling one (``data_seed`` is then ignored for ``A``).
 

@@ -1,6 +1,6 @@
 """Attention-bias intervention: add ``β · mask`` to the pre-softmax attention scores.
 
-Paper (Baherwani et al. 2026, "Attention bias"): adding the true pattern to the attention
+Paper (Baherwani et al. 2026, arXiv 2606.25010, abstract): adding the true pattern to the attention
 logits removes the loss plateau; scale, layers, heads and schedule are unknown, so all four
 are parameters here. Default: every layer, every head, constant β for the whole run.
 

@@ -99,7 +99,7 @@ def plateau_length(
 ) -> int | None:
     """Length of the initial loss plateau, steps.
 
-    Definition (ours; PAPER.md marks the paper's as unknown): the first evaluated step at which
+    Definition (ours; the paper does not state its own): the first evaluated step at which
     the loss is at or below ``plateau_loss − margin · (plateau_loss − floor)``, i.e. the loss has
     covered ``margin`` of the way from the plateau to the floor. ``plateau_loss`` is the loss of
     the best context-free predictor (``ln d_vocab`` for both tasks, where the curve sits until

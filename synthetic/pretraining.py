@@ -1,7 +1,8 @@
 """Pre-pretraining: train on a formal-language or cellular-automaton stream, then on a task.
 
 Baherwani et al. 2026 report that pre-pretraining on Dyck or on neural cellular automata
-"sometimes speeds emergence" (PAPER.md claim 5; no numbers reachable). Two generators:
+"sometimes speeds emergence" (arXiv 2606.25010, abstract and summary; no numbers reachable
+here). Two generators:
 
 * :func:`dyck_sequences`, k-Shuffle Dyck: ``k`` bracket types, each balanced on its own but
   freely interleaved with the others (the shuffle of ``k`` Dyck-1 languages), the language Hu

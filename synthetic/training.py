@@ -1,6 +1,6 @@
 """One training run on a synthetic task: config → model → AdamW loop → metrics + summary.
 
-Choices where the paper gives nothing (PAPER.md "Unknown, to choose and document"; all are
+Choices where the paper (Baherwani et al. 2026, arXiv 2606.25010) gives nothing (all are
 :class:`TrainConfig` fields): AdamW (β₁ 0.9, β₂ 0.999) at lr 1e-3 with 0.01 weight decay, linear
 warm-up over 100 steps then constant; 2048 tokens per step (64 sequences at S = 16, T = 1;
 fewer, longer sequences as S grows, as the paper does for cellular automata); a 1-layer
@@ -231,12 +231,19 @@ def _warmup_factor(warmup_steps: int):
 
 
 class Evaluator:
-    """Metrics of a model on a fixed evaluation set (see :func:`train` for the columns)."""
+    """Metrics of a model on a fixed evaluation set (see :func:`train` for the columns).
+
+    With an active ``bias`` (:class:`synthetic.interventions.AttentionBias`, β ≠ 0) the losses
+    are measured with the bias in force (the objective being trained) and ``loss_nobias`` and
+    every head metric (entropy, alignment, per-row entropy) from a second forward with β = 0: a
+    biased pattern measures the bias (β = 3 alone puts most of a head's mass on the true keys),
+    not what the weights learned.
+    """
 
     def __init__(self, task: SyntheticTask, model: nn.Module, tokens: Int[Tensor, "batch pos"],
-                 row_entropy: bool = False):
+                 row_entropy: bool = False, bias: AttentionBias | None = None):
         self.task, self.model, self.tokens = task, model, tokens
-        self.row_entropy = row_entropy
+        self.row_entropy, self.bias = row_entropy, bias
         device = tokens.device
         self.loss_mask = task.loss_mask.to(device)
         self.target_mask = task.target_mask.to(device)
@@ -252,53 +259,74 @@ class Evaluator:
         self.chunk = max(1, min(len(tokens), 2**24 // per_seq))
 
     @torch.no_grad()
-    def losses(self) -> Tensor:
-        """Per-position losses ``[batch, query_pos]`` without caching (nats)."""
-        return torch.cat([per_position_loss(self.model(c), c) for c in self.tokens.split(self.chunk)])
-
-    @torch.no_grad()
     def __call__(self) -> dict[str, float]:
-        losses, entropy, alignment, query_entropy = [], 0.0, 0.0, 0.0
-        names = [f"blocks.{l}.attn.hook_pattern" for l in range(self.n_layers)]
-        for chunk in self.tokens.split(self.chunk):
-            if self.attention:
-                logits, cache = self.model.run_with_cache(chunk, names_filter=lambda n: n in names)
-                patterns = [cache[n] for n in names]  # per layer [batch, head, q, k]
-                ent = torch.stack([attention_entropy(p, self.target_mask) for p in patterns])
-                ali = torch.stack(
-                    [attention_alignment(p, self.pattern_mask, self.target_mask) for p in patterns]
-                )
-                entropy = entropy + ent * len(chunk)
-                alignment = alignment + ali * len(chunk)
-                if self.row_entropy:  # per query position: [layer, head, query_pos], summed over the batch
-                    query_entropy = query_entropy + torch.stack(
-                        [-(torch.xlogy(p, p)).sum(-1).sum(0) for p in patterns])
-                del cache
-            else:
-                logits = self.model(chunk)
-            losses.append(per_position_loss(logits, chunk))
-        per_pos = torch.cat(losses)
+        beta = self.bias.beta if self.bias is not None else 0.0
+        if beta == 0.0:
+            per_pos, heads = self._forward(self.attention)
+            per_pos_nobias = per_pos
+        else:
+            per_pos, _ = self._forward(False)
+            self.bias.beta = 0.0
+            try:
+                per_pos_nobias, heads = self._forward(self.attention)
+            finally:
+                self.bias.beta = beta
         row = {
             "loss": masked_mean(per_pos, self.loss_mask).item(),
             "loss_target": masked_mean(per_pos, self.target_mask).item(),
         }
+        if self.bias is not None:
+            row["loss_nobias"] = masked_mean(per_pos_nobias, self.loss_mask).item()
         per_out = loss_per_output(per_pos, self.output_index, self.task.S).tolist()
         row.update({f"loss_out_{i}": v for i, v in enumerate(per_out)})
-        if self.attention:
-            n = len(self.tokens)
-            ent, ali = (entropy / n).tolist(), (alignment / n).tolist()
-            for l in range(self.n_layers):
-                for h in range(self.n_heads):
-                    row[f"entropy_L{l}H{h}"] = ent[l][h]
-                    row[f"alignment_L{l}H{h}"] = ali[l][h]
-            if self.row_entropy:
-                row.update(self._row_entropy(query_entropy / n))
+        if heads is not None:
+            row.update(self._head_columns(*heads))
         return row
+
+    def _forward(self, with_heads: bool) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor | None] | None]:
+        """One pass over the evaluation set: per-position losses ``[batch, query_pos]`` (nats)
+        and, ``with_heads``, the batch means of entropy and alignment ``[layer, head]`` and of
+        per-query entropy ``[layer, head, query_pos]`` (None unless ``row_entropy``)."""
+        losses, entropy, alignment, query_entropy = [], 0.0, 0.0, 0.0
+        names = [f"blocks.{l}.attn.hook_pattern" for l in range(self.n_layers)]
+        for chunk in self.tokens.split(self.chunk):
+            if not with_heads:
+                losses.append(per_position_loss(self.model(chunk), chunk))
+                continue
+            logits, cache = self.model.run_with_cache(chunk, names_filter=lambda n: n in names)
+            patterns = [cache[n] for n in names]  # per layer [batch, head, q, k]
+            entropy = entropy + len(chunk) * torch.stack(
+                [attention_entropy(p, self.target_mask) for p in patterns])
+            alignment = alignment + len(chunk) * torch.stack(
+                [attention_alignment(p, self.pattern_mask, self.target_mask) for p in patterns])
+            if self.row_entropy:  # per query position: [layer, head, query_pos], summed over the batch
+                query_entropy = query_entropy + torch.stack(
+                    [-(torch.xlogy(p, p)).sum(-1).sum(0) for p in patterns])
+            del cache
+            losses.append(per_position_loss(logits, chunk))
+        if not with_heads:
+            return torch.cat(losses), None
+        n = len(self.tokens)
+        return torch.cat(losses), (entropy / n, alignment / n, query_entropy / n if self.row_entropy else None)
+
+    def _head_columns(self, entropy: Tensor, alignment: Tensor, per_query: Tensor | None) -> dict[str, float]:
+        """``entropy_L{l}H{h}``, ``alignment_L{l}H{h}`` and, with per-query entropy, the per-row
+        columns of :meth:`_row_entropy`."""
+        ent, ali = entropy.tolist(), alignment.tolist()
+        out = {}
+        for l in range(self.n_layers):
+            for h in range(self.n_heads):
+                out[f"entropy_L{l}H{h}"] = ent[l][h]
+                out[f"alignment_L{l}H{h}"] = ali[l][h]
+        if per_query is not None:
+            out.update(self._row_entropy(per_query))
+        return out
 
     def _row_entropy(self, per_query: Tensor) -> dict[str, float]:
         """``entropy_L{l}H{h}_out{i}``: head entropy (nats) averaged over the queries that predict
         output ``i`` (bit / cell i of a next state) -- what tells which row of the true pattern a
-        head has learned, where the all-query mean blurs it (the staircase, issue 3 item 5d)."""
+        head has learned, where the all-query mean blurs it (the staircase of Baherwani et al.
+        2026, where each output's loss drop should coincide with a head's entropy drop)."""
         out = {}
         for i in range(self.task.S):
             queries = self.target_mask & (self.output_index == i)
@@ -420,7 +448,8 @@ def summarize(
     Keys: ``final_loss`` (last evaluation, nats), ``final_loss_target``, ``floor``,
     ``floor_kind`` (``"analytic"`` | ``"bayes-monte-carlo"``), ``plateau_loss``,
     ``plateau_length`` (steps or None), ``threshold``, ``steps_to_threshold`` (steps or None),
-    ``emerged`` (threshold reached), ``final_max_alignment`` (best head, or None),
+    ``emerged`` (threshold reached), ``final_max_alignment`` (best head's alignment at the
+    last evaluation, bias off; None without attention),
     ``n_params``, ``batch_size``, ``seq_len``, ``tokens_per_step``, ``wall_time_s``,
     ``config`` (as given: None means "the task's default") and ``resolved`` (the values the
     run actually used for those defaults: ``T``, ``d_model``, ``n_ctx``).
@@ -480,7 +509,9 @@ def train(
     ``loss_out_{i}`` (loss on cell ``i`` of the predicted states, ``i < S``), and for
     attention models ``entropy_L{l}H{h}`` (nats) and ``alignment_L{l}H{h}`` (attention mass on
     the true keys, probability) per head, both averaged over the target query positions.
-    Head metrics and losses are measured with the bias in force.
+    Losses (``loss``, ``loss_target``, ``loss_out_{i}``) are measured with the bias in force;
+    every head metric (entropy, alignment, per-row entropy) with the bias switched off, so it
+    says what the weights learned, not where the bias pushes attention (see :class:`Evaluator`).
 
     With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`)
     and, when ``checkpoint_every > 0``, ``checkpoints/step{N}/`` (:func:`save_checkpoint`:
@@ -525,7 +556,7 @@ def train(
         start_step = _resume(Path(resume_from), model, optimizer, train_gen, config, device)
     eval_batch = max(1, config.eval_tokens // task.seq_len)
     eval_tokens = task.sample(eval_batch, _generator(device, 1_000_003 * config.data_seed + 7))
-    evaluator = Evaluator(task, model, eval_tokens, row_entropy=config.row_entropy)
+    evaluator = Evaluator(task, model, eval_tokens, row_entropy=config.row_entropy, bias=bias)
     loss_mask = task.loss_mask[:-1].to(device)
     all_positions = bool(loss_mask.all())
 
@@ -550,10 +581,6 @@ def train(
                     row = {"step": step, "tokens": step * batch_size * task.seq_len,
                            "lr": optimizer.param_groups[0]["lr"], "beta": beta,
                            "train_loss": last_train_loss.item(), **evaluator()}
-                    if bias is not None:
-                        bias.beta = 0.0
-                        row["loss_nobias"] = masked_mean(evaluator.losses(), evaluator.loss_mask).item()
-                        bias.beta = beta
                     row["elapsed_s"] = time.perf_counter() - start
                     rows.append(row)
                     model.train()

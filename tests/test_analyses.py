@@ -47,6 +47,29 @@ def test_parse_args_returns_the_execution_and_sets_no_globals(tmp_path):
     assert again.sweep_dir is None  # nothing carried over from the previous call
 
 
+def test_set_overrides_settings_and_rejects_unknown_keys(tmp_path, capsys):
+    from analyses import arch_linear_map
+
+    base = arch_linear_map.settings()
+    cfg = common.apply_overrides(base, ["s=5", "steps=3000", "eval_every=100", "lr=3e-3"])
+    assert cfg == {**base, "s": [5], "steps": 3000, "eval_every": 100, "lr": 0.003}
+    assert base["s"] == [3, 5, 7]  # the defaults are not modified
+    with pytest.raises(ValueError, match="'step' is not a setting: choose one of"):
+        common.apply_overrides(base, ["step=3000"])
+    with pytest.raises(ValueError, match="expected KEY=VALUE"):
+        common.apply_overrides(base, ["steps"])
+
+    def never_run(cfg, execution):
+        raise AssertionError("ran despite a bad --set")
+
+    with pytest.raises(SystemExit) as exit_info:
+        common.reproduce("x", "d", ["--set", "nope=1", "--out", str(tmp_path / "o")],
+                         arch_linear_map.settings, never_run)
+    assert exit_info.value.code == 2
+    assert "error: --set 'nope' is not a setting" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_reproduction_runs_through_the_sweep_engine_and_resumes(tmp_path):
     """--sweep-dir routes a reproduction's runs through the sweep engine: same numbers as the
     direct runs, rows in the results store, and a second call runs nothing new."""

@@ -105,31 +105,41 @@ def test_resume_continues_exactly(plain_run, tmp_path):
         assert torch.equal(value, resumed.model.state_dict()[name]), name
 
 
-def _alignment_without_bias(result) -> list[float]:
-    """Each layer-0 head's ground-truth alignment, from a forward pass with no bias hook (after
-    ``train`` returns, the bias is removed from the model)."""
+def _head_metrics(result, beta: float = 0.0) -> tuple[list[float], list[float]]:
+    """Each layer-0 head's (alignment, entropy) on the run's own evaluation set (data_seed 0 →
+    generator seed 7, 2048 tokens = 256 sequences of 8), recomputed by hand with the attention
+    bias at ``beta`` (``train`` removes its bias hook when it returns, so 0 is the plain model)."""
+    from synthetic.interventions import AttentionBias
     from synthetic.metrics import attention_alignment
 
-    task = result.task
+    task, name = result.task, "blocks.0.attn.hook_pattern"
     tokens = task.sample(256, torch.Generator().manual_seed(7))
-    with torch.no_grad():
-        _, cache = result.model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.0.attn.hook_pattern")
-    return attention_alignment(cache["blocks.0.attn.hook_pattern"], task.pattern_mask, task.target_mask).tolist()
+    with torch.no_grad(), AttentionBias(result.model, task.pattern_mask, beta):
+        _, cache = result.model.run_with_cache(tokens, names_filter=lambda n: n == name)
+    pattern = cache[name]
+    return (attention_alignment(pattern, task.pattern_mask, task.target_mask).tolist(),
+            attention_entropy(pattern, task.target_mask).tolist())
 
 
 def test_alignment_is_measured_with_the_bias_off(plain_run, bias_run):
-    plain, biased = plain_run[0].metrics, bias_run.metrics
-    cols = [f"alignment_L0H{h}" for h in range(4)]
-    # the plain run's recorded alignment is its own (no bias to remove): a fresh bias-off forward on
-    # other sequences gives the same values up to sampling noise
-    assert plain[cols].iloc[-1].tolist() == pytest.approx(_alignment_without_bias(plain_run[0]), abs=0.05)
-    # it learned the true pattern: its best head puts at least half its mass on the true keys
-    assert max(_alignment_without_bias(plain_run[0])) > 0.5
-    # with the bias on, attention is pulled onto the true keys: the recorded mean exceeds the
-    # model's own (bias-off) alignment by a margin, so the two must not be confused
-    own = _alignment_without_bias(bias_run)
-    assert biased[cols].iloc[-1].mean() > sum(own) / len(own) + 0.2
-    assert (biased["beta"] == 3.0).all() and "loss_nobias" in biased
+    align_cols, entropy_cols = [f"alignment_L0H{h}" for h in range(4)], [f"entropy_L0H{h}" for h in range(4)]
+    for result in (plain_run[0], bias_run):
+        own_alignment, own_entropy = _head_metrics(result)
+        last = result.metrics.iloc[-1]
+        # recorded head metrics are the model's own: equal to a bias-off forward on the same tokens
+        assert last[align_cols].tolist() == pytest.approx(own_alignment, abs=1e-5)
+        assert last[entropy_cols].tolist() == pytest.approx(own_entropy, abs=1e-5)
+        assert result.summary["final_max_alignment"] == pytest.approx(max(own_alignment), abs=1e-5)
+    # the plain run learned the true pattern: its best head puts at least half its mass on the true keys
+    assert max(_head_metrics(plain_run[0])[0]) > 0.5
+    # the bias alone moves attention: with β = 3 in force the biased run's mean alignment exceeds
+    # its own by > 0.2, so a biased measurement would have reported the bias, not the weights
+    own, forced = _head_metrics(bias_run)[0], _head_metrics(bias_run, beta=3.0)[0]
+    assert sum(forced) / 4 > sum(own) / 4 + 0.2
+    assert bias_run.metrics[align_cols].iloc[-1].mean() < sum(forced) / 4 - 0.2
+    # losses stay those of the trained objective (bias in force); loss_nobias is the plain model's
+    assert (bias_run.metrics["beta"] == 3.0).all()
+    assert bias_run.metrics["loss"].iloc[-1] < bias_run.metrics["loss_nobias"].iloc[-1]
     assert bias_run.summary["final_loss"] == pytest.approx(FLOOR_S4, abs=0.02)
 
 

@@ -29,7 +29,7 @@ class ModelConfig:
         n_layers, n_heads, d_head: depth, heads per layer, width per head.
         d_model: residual-stream width; None → ``n_heads * d_head``.
         d_mlp: MLP width; None → attention-only (no MLP), as in the paper's 1-layer
-            attention-pattern models (our reading; PAPER.md marks width unknown).
+            attention-pattern models (our reading; the paper states no MLP width).
         positional_embedding: ``"learned"`` (absolute, trained, GPT-2 style) or ``"rotary"``
             (RoPE on queries and keys; needs an even ``d_head``). Architectures without
             attention may ignore it.

@@ -1,6 +1,7 @@
 """Parameter-budget matching across architectures.
 
-Comparisons between the transformer and the alternative token mixers (PAPER.md claim 5) are
+Comparisons between the transformer and the alternative token mixers (Baherwani et al. 2026,
+arXiv 2606.25010: MLP-Mixer, Mamba, Gated DeltaNet, RWKV against the transformer) are
 made at equal trainable-parameter count: :func:`match_parameter_budget` keeps every field of a
 base config and searches the architecture's width knob, ``d_model``, for the count nearest a
 target (by default the transformer's). The counts come from building the model and

@@ -4,14 +4,15 @@ Built from the pure-torch layers transformers ships: a ``Qwen3_5ForCausalLM`` wh
 layer is ``linear_attention`` (``Qwen3_5GatedDeltaNet``: short causal conv on q/k/v, gated
 delta rule with per-head decay ``g`` and write strength ``beta``, gated RMSNorm output).
 
-The CPU trap (``../shared/TRANSFORMERLENS.md``): with ``flash-linear-attention`` and triton
+The CPU trap (reproduced by ``tests/test_synth_architectures.py``,
+``test_cpu_runs_when_triton_kernels_are_installed``): with ``flash-linear-attention`` and triton
 installed, transformers binds ``fla``'s triton kernels at import time and calls them for CPU
 tensors too, which crashes. :func:`build` rebinds those functions through
 :func:`synthetic.models.hf.use_torch_kernels_off_cuda`: the ``fla`` kernel for CUDA tensors,
 transformers' ``torch_chunk_gated_delta_rule`` otherwise.
 
 Mapping from :class:`synthetic.models.ModelConfig` (our choice; the paper gives no
-configuration, PAPER.md "Unknown, to choose and document"):
+configuration):
 
 * ``hidden_size = d_model``; ``n_heads`` key and value heads of size ``d_head`` (as the
   transformer's q/k/v); conv kernel 4 (the Qwen3.5 default).

@@ -8,7 +8,7 @@ Three jobs, each needed by more than one architecture module:
   package is installed together with triton, the module-level function calls the triton
   kernel even for CPU tensors and crashes. We rebind every such function to a dispatcher that
   runs the package kernel only for CUDA tensors and transformers' own pure-torch reference
-  otherwise (``../shared/TRANSFORMERLENS.md``, "Alternative architectures on CPU").
+  otherwise (the trap is reproduced in ``tests/test_synth_architectures.py``).
 * :func:`wrap_hf_model`: wraps the Hugging Face model in a TransformerLens 4.x
   ``TransformerBridge`` (``boot_transformers(path, hf_model=…, tokenizer=…)``) so hooks read
   the same way as on the transformer, and checks that the bridge's logits equal the HF model's.
@@ -141,7 +141,8 @@ def _save_word_tokenizer(d_vocab: int, directory: str):
     """A word-level tokenizer over the strings ``"0" … "d_vocab-1"``, saved and reloaded.
 
     The bridge reloads the tokenizer from its ``name_or_path``, so it must come from a
-    directory (``../shared/TRANSFORMERLENS.md``). Training never uses it: tokens are ids.
+    directory (TransformerLens 4.x ``TransformerBridge.boot_transformers``). Training never
+    uses it: tokens are ids.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -184,7 +185,8 @@ def wrap_hf_model(hf_model: nn.Module, d_vocab: int, n_ctx: int, seed: int, **me
     """TransformerBridge around ``hf_model`` when it boots and agrees, else :class:`HFCausalLM`.
 
     The check: logits of bridge and HF model on one random batch must agree to 1e-5
-    (``../shared/TRANSFORMERLENS.md``: bridge logits equal HF eager logits exactly).
+    (measured here: bridge logits equal the HF model's eager logits,
+    ``tests/test_synth_architectures.py::test_hf_models_are_bridged_and_match_hf_logits``).
 
     The returned module has ``forward(tokens) -> logits`` and these attributes:
     ``has_attention = False`` (no attention pattern exists, so attention bias and pattern

@@ -1,12 +1,12 @@
 """Mamba-2 (Dao & Gu 2024, "Transformers are SSMs", arXiv 2405.21060) via transformers.
 
 ``transformers.Mamba2ForCausalLM`` runs on CPU without ``mamba-ssm`` through its pure-torch
-chunked scan (``../shared/TRANSFORMERLENS.md``: ~55 ms/step on a toy). If ``mamba-ssm`` or
+chunked scan (``mamba2_chunk_scan`` in transformers' Mamba-2 modeling file). If ``mamba-ssm`` or
 ``causal-conv1d`` is installed, transformers binds their triton/CUDA kernels at import time;
 :func:`synthetic.models.hf.use_torch_kernels_off_cuda` keeps those for CUDA tensors only.
 
 Mapping from :class:`synthetic.models.ModelConfig` (our choice; the paper gives no Mamba
-configuration, PAPER.md "Unknown, to choose and document"):
+configuration):
 
 * ``hidden_size = d_model`` (``n_heads * d_head`` when ``d_model`` is None), ``expand = 2``
   (Mamba-2 default), SSM heads of size ``head_dim = d_head``, so

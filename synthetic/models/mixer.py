@@ -6,9 +6,9 @@ both token-mixing weight matrices (``n_ctx × n_ctx``, one pair per layer) are l
 triangular, so hidden unit ``h`` reads positions ``≤ h`` and output position ``q`` reads
 hidden units ``≤ q``; position ``q`` never sees the future (the masking gMLP applies to its
 spatial weights for language modelling: Liu et al. 2021, arXiv 2105.08050). No maintained
-library ships it (``../shared/TRANSFORMERLENS.md``).
-Baherwani et al. 2026 compare an MLP-Mixer with the transformer on the linear map (PAPER.md
-claim 5); their exact mixer is unknown, this is our choice.
+library ships it (neither transformers nor TransformerLens has a causal MLP-Mixer).
+Baherwani et al. 2026 (arXiv 2606.25010, MLP-Mixer vs transformer figure) compare an MLP-Mixer with
+the transformer on the linear map; their exact mixer is not stated, this is our choice.
 
 Block (pre-norm, residual), repeated ``n_layers`` times::
 
