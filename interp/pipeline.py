@@ -80,6 +80,15 @@ class RunAnalysis:
     example_names: list[str] = field(default_factory=list)
     rank_correlation_prescreen: float | None = None
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: the run's summary row, then the report's sections for this run."""
+        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
+
+        ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
+                                delta_p_bound=vis.delta_p_bound([self]))
+        summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
+        return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
+
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
     df = df.copy()
@@ -208,6 +217,8 @@ class MainJobReport:
     runs: list[RunAnalysis]
     threshold: float = 0.5
     title: str = "emergence-lens report"
+    provenance: dict | None = None
+    summary_legend: str = SUMMARY_LEGEND
 
     @property
     def emergence(self) -> pd.DataFrame:
@@ -271,27 +282,27 @@ class MainJobReport:
                 for r in self.runs if r.delta_p is not None]
 
     def html(self) -> str:
-        """The self-contained report page (plotly.js and circuitsvis JS inlined; opens offline)."""
-        sections = [("Capability vs training step", vis.figure_html(self.capability_figure(), include_plotlyjs=True)),
-                    ("p(answer) vs training step", vis.figure_html(self.capability_figure("p_answer")))]
-        for r, fig in zip([r for r in self.runs if r.delta_p is not None], self.heatmaps()):
-            sections.append((f"Δp per head — {r.model} seed {r.seed}", vis.figure_html(fig)))
-        if len(self.topk):
-            sections.append(("Joint top-K patching", vis.figure_html(self.recovery_figure())))
-        for r in self.runs:
-            if r.example_patterns is not None:
-                sections.append((f"Attention patterns of the top heads — {r.model} seed {r.seed} (prompt 0)",
-                                 vis.attention_patterns_html(r.example_tokens, r.example_patterns, r.example_names)))
-        if not any(r.heads is not None for r in self.runs):
-            sections.append(("Head ranking", "<p>No run emerged between two checkpoints: nothing to patch.</p>"))
-        return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
+        """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
+        opens offline). Layout and sections: :mod:`interp.visualisation` (``RUN_SECTIONS``)."""
+        return vis.report_page(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the report's sections (libraries inlined once per notebook page)."""
+        from interp.display import NOTEBOOK_ASSETS
+
+        return vis.report_fragment(self, NOTEBOOK_ASSETS)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk`` as CSV and parquet, and ``report.html``.
+        """Write ``emergence``, ``points``, ``heads``, ``topk`` as CSV and parquet, ``report.html``,
+        ``provenance.json`` and ``state/`` (what :meth:`load` reads back).
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in
         memory before anything is written, so a rendering error leaves the folder untouched.
+        Without a provenance record (a report built by hand) one naming this call is written.
         """
+        from interp import report_state
+        from interp.provenance import make_provenance, write_provenance
+
         out = Path(out_dir)
         page = self.html()
         written = {}
@@ -300,7 +311,32 @@ class MainJobReport:
             written[f"{name}.csv"] = atomic_to_csv(table, out / f"{name}.csv")
             written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")
         written["report.html"] = atomic_write_text(out / "report.html", page)
+        written.update(report_state.save_report_state(self, out / "state"))
+        record = self.provenance or make_provenance("interp.pipeline.MainJobReport.save",
+                                                    {"threshold": self.threshold, "title": self.title})
+        written["provenance.json"] = write_provenance(out, record)
         return written
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "MainJobReport":
+        """Bring back a report saved by :meth:`save`: every run's tables, tensors, point of
+        emergence and example patterns, and the provenance record; its figures and ``html()``
+        are then the saved report's.
+
+        Raises:
+            ValueError: ``folder`` holds no saved report state (``state/report.json``).
+        """
+        from interp import report_state
+        from interp.provenance import read_provenance
+
+        runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
+        return cls(runs=runs, threshold=meta["threshold"], title=meta["title"], provenance=read_provenance(folder))
+
+
+def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
+    """Weight digest of every step the run evaluated or patched (``"step{N}"`` -> sha256 hex)."""
+    steps = set(int(s) for s in run.curve["step"]) | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
+    return {f"step{step}": source.digest(step) for step in sorted(steps)}
 
 
 def run_main_job(
@@ -316,15 +352,22 @@ def run_main_job(
     """
     from tqdm.auto import tqdm
 
+    from interp.provenance import make_provenance
+
     sources = list(sources)
-    runs = []
+    runs, digests = [], {}
     for source in tqdm(sources, desc="runs", disable=not progress):
         try:
-            runs.append(analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
-                                    prescreen_top_n=prescreen_top_n, device=device))
+            run = analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
+                              prescreen_top_n=prescreen_top_n, device=device)
+            runs.append(run)
+            digests[source.model_id] = _step_digests(source, run)
         finally:
             source.close()
-    report = MainJobReport(runs=runs, threshold=threshold, title=title)
+    settings = {"sources": [s.model_id for s in sources], "task": task or RepetitionTask(), "threshold": threshold,
+                "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device}
+    report = MainJobReport(runs=runs, threshold=threshold, title=title,
+                           provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))
     if out_dir is not None:
         report.save(out_dir)
     return report
