@@ -270,3 +270,32 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
 
         atomic_write_text(Path(out_path), body)
     return body
+
+
+def point_html(point, assets: Assets = NOTEBOOK_ASSETS) -> str:
+    """A point of emergence (:class:`interp.emergence.EmergencePoint`) as a table and a figure of
+    the checkpoints the search evaluated (the point marked, the threshold dashed)."""
+    from interp.visualisation import run_capability_figure
+
+    values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,
+              "emerged": point.emerged, "threshold (accuracy)": point.threshold, "monotone": point.monotone,
+              "n_evaluations": point.n_evaluations}
+    if point.excluded_steps:
+        values["excluded (duplicate weights)"] = ", ".join(f"{a} = {b}" for a, b in sorted(point.excluded_steps.items()))
+    parts = [style_tag(), key_values_fragment(values, caption="Steps are training steps; the search evaluates "
+                                              "each checkpoint at most once.")]
+    if len(point.evaluations):
+        fig = run_capability_figure(point.evaluations, point.pre_step, point.post_step, threshold=point.threshold,
+                                    title=f"{point.model_id}: checkpoints the search evaluated")
+        parts.append(figure_fragment(fig, assets))
+    return "<div class='el-point'>" + "\n".join(parts) + "</div>"
+
+
+def capability_score_html(score) -> str:
+    """A capability score (:class:`interp.tasks.CapabilityScore`) as a small table with a bar per value."""
+    rows = "".join(
+        f"<tr><th>{name}</th><td>{value:.4f}</td><td style='width:220px'><div style='background:#4c78a8;height:10px;"
+        f"width:{max(0.0, min(1.0, value)) * 100:.1f}%'></div></td></tr>"
+        for name, value in (("greedy accuracy", score.accuracy), ("mean p(answer)", score.p_answer)))
+    return (f"{style_tag()}<div class='el-table-wrap'><table class='el-table el-kv'>{rows}"
+            f"<tr><th>prompts</th><td>{score.n_prompts}</td><td></td></tr></table></div>")

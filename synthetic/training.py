@@ -185,6 +185,12 @@ class TrainResult:
     model: nn.Module
     task: SyntheticTask | None = field(default=None, repr=False)
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: summary table, loss, staircase, head entropy and alignment (offline)."""
+        from synthetic.display import result_html
+
+        return result_html(self)
+
 
 def resolve_device(device: str) -> torch.device:
     """``"auto"`` → cuda when available, else cpu; anything else as given."""

@@ -1,6 +1,7 @@
 """The main job end to end on the embedded quick suite, trained here by our own code.
 
-The suite is trained once per test session into a temporary cache (<= 2 minutes on 2 cores).
+The suite is trained once per test session into a temporary cache (<= 2 minutes on 2 cores) by the
+``quick_suite`` fixture of conftest.py, which the notebook tests share.
 """
 
 import json
@@ -19,15 +20,6 @@ from interp.checkpoints import LocalSuiteSource
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.pipeline import run_main_job
 from interp.tasks import RepetitionTask
-
-
-@pytest.fixture(scope="session")
-def quick_suite(tmp_path_factory):
-    # EMERGENCE_LENS_TEST_CACHE lets a developer reuse a trained quick suite between runs;
-    # CI leaves it unset, so the suite is trained from scratch by the code under test.
-    reuse = os.environ.get("EMERGENCE_LENS_TEST_CACHE")
-    root = Path(reuse) if reuse else tmp_path_factory.mktemp("cache")
-    return embedded.ensure_suite(embedded.QUICK, root=root, progress=False), root
 
 
 @pytest.fixture(scope="session")
