@@ -48,6 +48,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     models = list(dict.fromkeys(emergence["model"]))
     fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=models, shared_yaxes=True)
     palette = pio.templates["plotly"].layout.colorway
+    starred = False
     for col, model in enumerate(models, start=1):
         sub = emergence[emergence["model"] == model]
         for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
@@ -63,11 +64,12 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
                 post = int(point["post_step"].iloc[0])
                 y = curve.loc[curve["step"] == post, metric]
                 fig.add_trace(go.Scatter(
-                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=True,
+                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=not starred,
                     marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
                     hovertemplate=f"point of emergence<br>{model} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
-                    legendgroup=f"{model}-{seed}", name=f"★ post step, {model} seed {seed}",
+                    legendgroup=f"{model}-{seed}", name="★ post step of the point of emergence",
                 ), row=1, col=col)
+                starred = True  # one legend entry explains every star
         fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)", row=1, col=col,
                          tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
                          minor=dict(showgrid=False, ticks=""))
@@ -94,7 +96,7 @@ def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: st
         z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
         colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title="Δp"),
         hovertemplate="layer %{y} head %{x}<br>Δp %{z:+.4f}<extra></extra>",
-        name="Δp per head (colour: red raises p(answer), blue lowers it)", showlegend=True,
+        name="Δp per head (colour: blue raises p(answer), red lowers it)", showlegend=True,
     ))
     fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320, showlegend=True,
                       legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
