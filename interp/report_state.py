@@ -9,10 +9,11 @@ Layout (no pickle: JSON, parquet and safetensors only)::
         point.json, point_evaluations.parquet   the point of emergence
         tensors.safetensors         every tensor field (delta_p, example_patterns)
 
-The run's fields are walked generically (``dataclasses.fields``), so a field added to the run's
-class later is saved and loaded without touching this module, as long as it is a DataFrame, a
-tensor, a point of emergence or JSON-serialisable. Fields a saved run lacks keep their defaults;
-saved fields the class no longer has are ignored.
+The run's attributes are walked generically (``vars(run)``: its dataclass fields and any attribute
+set on it later), so a field added to the run's class later is saved and loaded without touching
+this module, as long as it is a DataFrame, a tensor, a point of emergence or JSON-serialisable.
+Fields a saved run lacks keep their defaults; saved values that are not fields of the class come
+back as plain attributes.
 """
 
 from __future__ import annotations
@@ -56,23 +57,25 @@ def save_run(run, folder: Path) -> dict[str, Path]:
     from safetensors.torch import save_file
 
     written, scalars, kinds, tensors = {}, {}, {}, {}
-    for f in dataclasses.fields(run):
-        value = getattr(run, f.name)
+    # Dataclass fields and attributes set on the run later (vars() holds both).
+    for name, value in vars(run).items():
+        if name.startswith("_"):
+            continue
         if isinstance(value, pd.DataFrame):
-            kinds[f.name] = "dataframe"
-            written[f"{f.name}.parquet"] = atomic_to_parquet(value, folder / f"{f.name}.parquet")
+            kinds[name] = "dataframe"
+            written[f"{name}.parquet"] = atomic_to_parquet(value, folder / f"{name}.parquet")
         elif isinstance(value, torch.Tensor):
-            kinds[f.name] = "tensor"
-            tensors[f.name] = value.detach().cpu().contiguous()
+            kinds[name] = "tensor"
+            tensors[name] = value.detach().cpu().contiguous()
         elif isinstance(value, EmergencePoint):
-            kinds[f.name] = "point"
+            kinds[name] = "point"
             written.update(_save_point(value, folder))
         else:
             if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
                 value = value.item()
             json.dumps(value)  # raises TypeError naming the type: a field this module cannot save
-            kinds[f.name] = "json"
-            scalars[f.name] = value
+            kinds[name] = "json"
+            scalars[name] = value
     if tensors:
         with atomic_path(folder / "tensors.safetensors", suffix=".safetensors") as tmp:
             save_file(tensors, str(tmp))
@@ -90,8 +93,6 @@ def load_run(folder: Path, run_class):
     names = {f.name for f in dataclasses.fields(run_class)}
     values: dict[str, Any] = {}
     for name, kind in meta["kinds"].items():
-        if name not in names:
-            continue
         if kind == "dataframe":
             values[name] = pd.read_parquet(folder / f"{name}.parquet")
         elif kind == "tensor":
@@ -100,7 +101,11 @@ def load_run(folder: Path, run_class):
             values[name] = _load_point(folder)
         else:
             values[name] = meta["values"][name]
-    return run_class(**values)
+    run = run_class(**{k: v for k, v in values.items() if k in names})
+    for name, value in values.items():  # attributes that are not fields of the class
+        if name not in names:
+            setattr(run, name, value)
+    return run
 
 
 def save_report_state(report, folder: Path) -> dict[str, Path]:
