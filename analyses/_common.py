@@ -87,13 +87,17 @@ def run_configs(configs: Sequence[dict[str, Any]], jobs: int = 2) -> list[tuple[
 
 
 def write_outputs(table: pd.DataFrame, fig: go.Figure, out_dir: str | os.PathLike, name: str) -> tuple[Path, Path]:
-    """Write ``<out_dir>/<name>.csv`` and ``<out_dir>/<name>.html`` atomically.
+    """Write ``<out_dir>/<name>.csv`` and ``<out_dir>/<name>.html`` atomically, and
+    ``provenance.json`` (the command line, package versions, source digests).
 
     The HTML embeds plotly.js (``include_plotlyjs=True``) so it opens offline.
     """
+    from interp.provenance import make_provenance, write_provenance
+
     out = Path(out_dir)
     csv = atomic_to_csv(table, out / f"{name}.csv")
     html = atomic_write_text(out / f"{name}.html", fig.to_html(include_plotlyjs=True, full_html=True))
+    write_provenance(out, make_provenance(f"analyses/{name}.py", {"rows": len(table)}))
     return Path(csv), Path(html)
 
 

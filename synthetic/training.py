@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.provenance import make_provenance, write_provenance
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
 from synthetic.metrics import (
@@ -408,8 +409,8 @@ def train(
     the true keys, probability) per head, both averaged over the target query positions.
     Head metrics and losses are measured with the bias in force.
 
-    With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`)
-    and, when ``checkpoint_every > 0``, ``checkpoints/step{N}.pt``.
+    With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`),
+    ``provenance.json`` (:mod:`interp.provenance`) and, when ``checkpoint_every > 0``, ``checkpoints/step{N}.pt``.
 
     Deterministic on CPU: the same config gives the same curve.
 
@@ -502,4 +503,5 @@ def train(
     if out_path is not None:
         atomic_to_parquet(metrics, out_path / "metrics.parquet")
         atomic_write_text(out_path / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_provenance(out_path, make_provenance("synthetic.training.train", {"config": config}))
     return TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task)
