@@ -220,8 +220,13 @@ def init_notebook() -> None:
     does not draw; this renderer also keeps ``application/vnd.plotly.v1+json`` so JupyterLab's
     plotly extension, when installed, still draws the figure itself.
     """
+    import warnings
+
     import plotly.io as pio
 
+    # tqdm.auto warns at import when ipywidgets is absent; its text bar works as it is (the
+    # widget bar would need the widget manager, which nbconvert's export loads from a CDN).
+    warnings.filterwarnings("ignore", message="IProgress not found")
     if "emergence_lens" not in pio.renderers:
         pio.renderers["emergence_lens"] = _offline_renderer()
     pio.renderers.default = "plotly_mimetype+emergence_lens"
@@ -286,7 +291,7 @@ def point_html(point, assets: Assets = NOTEBOOK_ASSETS) -> str:
                                               "each checkpoint at most once.")]
     if len(point.evaluations):
         fig = run_capability_figure(point.evaluations, point.pre_step, point.post_step, threshold=point.threshold,
-                                    title=f"{point.model_id}: checkpoints the search evaluated")
+                                    title=f"{point.model_id}: evaluated checkpoints")
         parts.append(figure_fragment(fig, assets))
     return "<div class='el-point'>" + "\n".join(parts) + "</div>"
 
