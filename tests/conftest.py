@@ -239,14 +239,16 @@ def _hub_cache_for_notebook(run_folders: list[Path], cache_dir: Path) -> dict:
     from interp.checkpoints import PYTHIA_STEPS, LocalSuiteSource
     from interp.tasks import RepetitionTask, evaluate
 
+    seen = {}
     for folder in run_folders:
         source = LocalSuiteSource(folder)
         steps = sorted(set(source.available_steps()) & set(PYTHIA_STEPS))
         batch = RepetitionTask().build(source.tokenizer())
         accuracy = {s: evaluate(source.load(s).model, batch).accuracy for s in steps}
         source.close()
+        seen[folder.name] = accuracy
         if accuracy[steps[-1]] >= 0.5 and accuracy[steps[0]] < 0.5:
             pythia_layout_cache(folder, STAND_IN_HUB_ID, cache_dir)
             return {"run": folder, "steps": steps, "accuracy": accuracy}
-    pytest.fail(f"no quick-suite run has accuracy >= 0.5 at the last step it shares with Pythia's schedule; "
-                f"the offline hub notebook needs one that emerged")
+    pytest.fail(f"no quick-suite run has accuracy >= 0.5 at the last step it shares with Pythia's schedule "
+                f"(accuracy per step: {seen}); the offline hub notebook needs one that emerged")

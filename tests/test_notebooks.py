@@ -13,8 +13,6 @@ import re
 from importlib import metadata
 
 import nbformat
-import pandas as pd
-import pytest
 
 from conftest import NOTEBOOKS, STAND_IN_HUB_ID
 from interp.checkpoints import LocalSuiteSource
