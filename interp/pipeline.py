@@ -65,6 +65,15 @@ class RunAnalysis:
     (pre then post for each head) with ``example_names`` and ``example_tokens`` for display.
     """
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: the run's summary row, then the report's sections for this run."""
+        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
+
+        ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
+                                delta_p_bound=vis.delta_p_bound([self]))
+        summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
+        return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
+
     model: str
     seed: int
     model_id: str
@@ -79,15 +88,6 @@ class RunAnalysis:
     example_patterns: Tensor | None = None
     example_names: list[str] = field(default_factory=list)
     rank_correlation_prescreen: float | None = None
-
-    def _repr_html_(self) -> str:
-        """Jupyter display: the run's summary row, then the report's sections for this run."""
-        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
-
-        ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
-                                delta_p_bound=vis.delta_p_bound([self]))
-        summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
-        return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
