@@ -135,13 +135,19 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
             f"CircuitsVis.render({_script_safe(call.group(1))});</script>")
 
 
+#: Decimals kept for attention probabilities in a circuitsvis view (the page carries them as JSON
+#: text: float32 values print with ~18 digits, 4 decimals are plenty to draw a pattern).
+PATTERN_DECIMALS = 4
+
+
 def attention_fragment(tokens: Sequence[str], patterns, names: Sequence[str], assets: Assets) -> str:
     """circuitsvis ``attention_heads`` view of ``patterns`` (``Float[Tensor, "n query_pos key_pos"]``,
-    probability) with one name per pattern, as an offline HTML fragment."""
+    probability, shown to :data:`PATTERN_DECIMALS` decimals) with one name per pattern, as an
+    offline HTML fragment."""
     import circuitsvis as cv
 
-    rendered = cv.attention.attention_heads(
-        attention=patterns.detach().cpu().float(), tokens=list(tokens), attention_head_names=list(names))
+    shown = patterns.detach().cpu().double().mul(10**PATTERN_DECIMALS).round().div(10**PATTERN_DECIMALS)
+    rendered = cv.attention.attention_heads(attention=shown, tokens=list(tokens), attention_head_names=list(names))
     return circuitsvis_fragment(rendered, assets)
 
 

@@ -168,13 +168,20 @@ def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jo
     return fig
 
 
+#: Points drawn per curve in the report at most (a per-step loss curve is thinned to this).
+MAX_CURVE_POINTS = 600
+
+
 def training_loss_figure(loss: pd.DataFrame, pre_step: int | None = None, post_step: int | None = None,
                          title: str = "Training loss") -> go.Figure:
     """Training loss (nats) vs step, the point of emergence shaded when given.
 
     Args:
-        loss: rows (step, loss); extra columns are ignored.
+        loss: rows (step, loss); extra columns are ignored. More than ``MAX_CURVE_POINTS`` rows
+            are thinned to every k-th step (the last kept) so that a report page stays light.
     """
+    stride = max(1, -(-len(loss) // MAX_CURVE_POINTS))
+    loss = pd.concat([loss.iloc[::stride], loss.iloc[[-1]]]).drop_duplicates("step") if stride > 1 else loss
     fig = go.Figure(go.Scatter(x=loss["step"].clip(lower=0.5), y=loss["loss"], mode="lines", name="training loss (nats)"))
     if pre_step is not None and post_step is not None:
         fig.add_vrect(x0=max(pre_step, 0.5), x1=max(post_step, 0.5), fillcolor="gold", opacity=0.2, line_width=0,

@@ -75,9 +75,9 @@ def test_report_page_inlines_each_library_once_and_loads_nothing(report):
     emerged = [r for r in report.runs if r.example_patterns is not None]
     assert len(re.findall(r'<div id="circuits-vis-', page)) == len(emerged) == 2
     assert not re.search(r'<div id="circuits-vis-[^>]*/>', page)  # no self-closing mount
-    # the attention props are the run's own patterns (first query row of the first head)
-    first = emerged[0].example_patterns[0, 1, :2].tolist()
-    assert f"{first[0]}" in page and f"{first[1]}" in page
+    # the attention props are the run's own patterns (second query row of the first head, 4 decimals)
+    row = [round(v, 4) for v in emerged[0].example_patterns[0, 1, :2].double().tolist()]
+    assert f"[{row[0]}, {row[1]}, 0.0, 0.0, 0.0, 0.0, 0.0]" in page
     # a library adds its weight once: a page with twice the runs grows by the runs only
     double = MainJobReport(runs=report.runs * 2, title="toy").html()
     libraries = len(display.plotly_script()) + len(display.circuitsvis_script())
@@ -204,3 +204,11 @@ def test_train_result_displays_summary_and_figures():
     html = result._repr_html_()
     assert f"{result.summary['final_loss']:.4g}" in html
     assert html.count("plotly-graph-div") == 4  # loss, staircase, entropy, alignment
+
+
+def test_a_per_step_loss_curve_is_thinned_for_the_page():
+    loss = pd.DataFrame({"step": np.arange(3001), "loss": np.linspace(5.0, 1.0, 3001)})
+    fig = vis.training_loss_figure(loss, 1300, 1400)
+    steps = list(fig.data[0].x)
+    assert len(steps) <= vis.MAX_CURVE_POINTS + 1 and steps[-1] == 3000 and steps[0] == 0.5
+    assert np.all(np.diff(steps) > 0)
