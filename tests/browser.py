@@ -29,6 +29,7 @@ _STATE_JS = """() => {
   }));
   const views = [...document.querySelectorAll('div[id^="circuits-vis-"]')].map(el => ({
     id: el.id, children: el.childElementCount, height: el.getBoundingClientRect().height,
+    canvas: Math.max(0, ...[...el.querySelectorAll('canvas')].map(c => c.clientHeight)),
   }));
   const table = document.querySelector('table.el-table');
   const wrap = table ? table.parentElement : null;
@@ -39,7 +40,8 @@ _STATE_JS = """() => {
 _READY_JS = """() => {
   const figs = [...document.querySelectorAll('.plotly-graph-div')];
   const views = [...document.querySelectorAll('div[id^="circuits-vis-"]')];
-  return figs.every(gd => gd.querySelector('svg.main-svg')) && views.every(el => el.childElementCount > 0);
+  return figs.every(gd => gd.querySelector('svg.main-svg'))
+      && views.every(el => [...el.querySelectorAll('canvas')].some(c => c.clientHeight > 100));
 }"""
 
 
@@ -65,8 +67,9 @@ class PageVisit:
 def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000) -> PageVisit:
     """Open ``page_path`` (a local HTML file) in headless Chromium with every other request blocked.
 
-    Waits until every plotly figure has its SVG and every circuitsvis mount has children (or
-    ``timeout_ms`` passes: then ``ready`` is False), then saves a full-page screenshot.
+    Waits until every plotly figure has its SVG and every circuitsvis view has drawn its zoomed
+    pattern (a canvas taller than 100 px), or ``timeout_ms`` passes (then ``ready`` is False);
+    the state is read at ``width`` x ``height``, then a full-page screenshot is saved.
     """
     from playwright.sync_api import sync_playwright
 
@@ -98,6 +101,11 @@ def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 90
                 result.ready = False
             page.wait_for_timeout(500)  # let late errors surface
             result.state = page.evaluate(_STATE_JS)
+            # A full-page capture resizes the window, and circuitsvis's charts redraw (animated)
+            # on resize: make the window as tall as the page first, let the redraw finish, then shoot.
+            full = min(page.evaluate("document.documentElement.scrollHeight"), 30_000)
+            page.set_viewport_size({"width": width, "height": full})
+            page.wait_for_timeout(1500)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot), full_page=True)
         finally:

@@ -49,7 +49,7 @@ def _check_page(page: Path, screenshot: Path):
         assert fig["legend"] > 0, f"plotly figure {fig['id']} has no legend"
     assert len(views) == len(re.findall(r'<div[^>]*\bid="circuits-vis-', html))
     for view in views:
-        assert view["children"] > 0 and view["height"] > 100, f"circuitsvis view {view['id']} did not mount: {view}"
+        assert view["children"] > 0 and view["canvas"] > 100, f"circuitsvis view {view['id']} did not mount: {view}"
     assert result.ready
     assert screenshot.stat().st_size > 10_000
     return result
