@@ -58,6 +58,10 @@ def source_digests(root: Path | None = None) -> dict[str, Any]:
 
 def _git_state(root: Path) -> dict[str, Any]:
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        if not top or Path(top).resolve() != root.resolve():  # e.g. an installed copy inside another checkout
+            return {"git_commit": None, "git_dirty": None}
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 timeout=10).stdout.strip() or None
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,

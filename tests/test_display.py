@@ -189,6 +189,10 @@ def test_provenance_records_call_settings_versions_and_sources():
     here = Path(__file__).resolve().parents[1] / "interp" / "display.py"
     assert digests["files"]["interp/display.py"] == hashlib.sha256(here.read_bytes()).hexdigest()
     assert record["checkpoints"] == {"a": {"step1": "ff"}}
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here.parents[1], capture_output=True, text=True).stdout.strip()
+    assert digests["git_commit"] == (head or None)
 
 
 def test_assets_reject_an_unknown_library():
