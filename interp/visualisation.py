@@ -27,7 +27,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 from jaxtyping import Float
 
-from interp.display import STYLE, Assets, attention_fragment, figure_fragment, style_tag, table_fragment
+from interp.display import LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, style_tag, table_fragment
 
 
 def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
@@ -447,18 +447,27 @@ PAGE_STYLE = ("body{font-family:system-ui,sans-serif;margin:16px auto;max-width:
               "section.el-run{border-top:3px solid #888;margin-top:2em}")
 
 
+class _HeadAssets(Assets):
+    """Page assets that go into ``<head>``: sections only record which libraries they need."""
+
+    def require(self, name: str) -> str:
+        super().require(name)
+        return ""
+
+
 def report_page(report) -> str:
-    """The whole self-contained report page for a main-job report (plotly.js and the circuitsvis
-    bundle inlined once each, in ``<head>``; no network request when opened).
+    """The whole self-contained report page for a main-job report (plotly.js and, when a run has
+    attention patterns, the circuitsvis bundle inlined once each, in ``<head>``; no network
+    request when opened).
 
     Args:
         report: an ``interp.pipeline.MainJobReport`` (``title``, ``threshold``, ``runs``,
             ``summary()``, ``emergence``, ``points``).
     """
-    assets = Assets()
-    head_scripts = assets.require("plotly") + assets.require("circuitsvis")
+    assets = _HeadAssets()
     ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
     body = report_body(report, ctx)
+    head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
     return "\n".join([
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",

@@ -169,6 +169,11 @@ def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
         re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|circuits-vis-[0-9a-f-]{13}", "", report.html())
 
 
+def test_a_page_without_attention_views_carries_no_circuitsvis_bundle():
+    page = MainJobReport(runs=[make_run(5, emerged=False)], title="none emerged").html()
+    assert "window.CircuitsVis" not in page and page.count("* plotly.js v") == 1
+
+
 def test_load_refuses_a_folder_without_a_report(tmp_path):
     with pytest.raises(ValueError, match="holds no saved report"):
         MainJobReport.load(tmp_path)
