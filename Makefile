@@ -20,7 +20,16 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(VENV)/bin/emergence demo --out $(OUT)
 
+# The browser tests open the report in headless Chromium (Debian's package, driven by playwright):
+# installed here when missing and the machine allows it (root with apt-get); never fatal here,
+# since under CI a missing browser fails those tests with a message saying so.
 test: setup
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (apt-get) for the browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	      >/dev/null 2>&1 || echo "warning: could not install chromium; the browser tests will fail under CI"; \
+	  else echo "note: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; }
 	$(PY) -m pytest -q -x --timeout=900
 
 # Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of

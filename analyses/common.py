@@ -149,10 +149,14 @@ def _through_sweep(configs: Sequence[dict[str, Any]], execution: Execution,
 
 
 def write_outputs(table: pd.DataFrame, fig: Any, out_dir: str | os.PathLike, name: str) -> tuple[Path, Path]:
-    """Write ``<out_dir>/<name>.csv`` and ``<out_dir>/<name>.html`` (self-contained) atomically."""
+    """Write ``<out_dir>/<name>.csv`` and ``<out_dir>/<name>.html`` (self-contained) atomically,
+    and ``provenance.json`` (the command line, package versions, source digests)."""
+    from interp.provenance import make_provenance, write_provenance
+
     out = Path(out_dir)
     csv = atomic_to_csv(table, out / f"{name}.csv")
     html = write_figure_html(fig, out / f"{name}.html")
+    write_provenance(out, make_provenance(f"analyses.{name}", {"rows": len(table)}))
     return Path(csv), Path(html)
 
 

@@ -164,9 +164,9 @@ def main(argv=None) -> None:
                 f"--n-boot {args.n_boot} --ig-steps {args.ig_steps}`; task: `RepetitionTask()` (64 prompts); "
                 f"point of emergence: greedy accuracy 0.5, bisection; metric: {args.metric}.")
     block = markdown(components, prescreen, settings)
-    page = vis.report_html("The jump decomposed by component", [
-        ("Share of the jump each component recovers", vis.figure_html(vis.components_figure(components), include_plotlyjs="cdn")),
-        ("Top-K heads: patterns vs head outputs", vis.figure_html(vis.components_topk_figure(components)))])
+    page = vis.figures_page("The jump decomposed by component", [
+        ("Share of the jump each component recovers", vis.components_figure(components)),
+        ("Top-K heads: patterns vs head outputs", vis.components_topk_figure(components))])
     atomic_to_csv(components, args.out / "components.csv")
     atomic_to_csv(prescreen, args.out / "prescreen.csv")
     atomic_write_text(args.out / "decomposition.md", block)

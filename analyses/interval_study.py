@@ -236,8 +236,7 @@ def main(argv=None) -> None:
     atomic_to_csv(points_df, args.out / "dense_points.csv")
     atomic_write_text(args.out / "interval_study.md", block)
     atomic_write_text(args.out / "interval_study.html",
-                      vis.report_html("Recovery vs interval width",
-                                      [("Share recovered vs width", vis.figure_html(figure(table), include_plotlyjs=True))]))
+                      vis.figures_page("Recovery vs interval width", [("Share recovered vs width", figure(table))]))
     if args.update_docs:
         update_docs(block)
     print(block)

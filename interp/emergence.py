@@ -66,6 +66,12 @@ class EmergencePoint:
             "n_evaluations": self.n_evaluations, "monotone": self.monotone, "threshold": self.threshold,
         }
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: a table and the evaluated checkpoints as a figure (offline)."""
+        from interp.display import point_html
+
+        return point_html(self)
+
 
 class StepEvaluator:
     """Evaluate a task on checkpoints of one source, each step at most once.

@@ -28,6 +28,7 @@ from interp.emergence import EmergencePoint, StepEvaluator, find_emergence, full
 from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
+from interp.catalogue import run_label
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
@@ -70,6 +71,15 @@ class RunAnalysis:
     (pre then post for each head) with ``example_names`` and ``example_tokens`` for display.
     """
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: the run's summary row, then the report's sections for this run."""
+        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
+
+        ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
+                                delta_p_bound=vis.delta_p_bound([self]))
+        summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
+        return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
+
     model: str
     seed: int
     model_id: str
@@ -85,6 +95,7 @@ class RunAnalysis:
     example_names: list[str] = field(default_factory=list)
     rank_correlation_prescreen: float | None = None
     checkpoints: pd.DataFrame | None = None  # interp.checkpoints.checkpoint_table: one row per step
+    training_loss: pd.DataFrame | None = None  # step, loss (nats): runs our trainer wrote (loss.csv)
     prescreen_top2_found: bool | None = None
     metric: str = "p"
     components: pd.DataFrame | None = None
@@ -96,6 +107,17 @@ def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -
     df.insert(0, "seed", seed)
     df.insert(0, "model", model)
     return df[list(columns)]
+
+
+def _training_loss(source) -> pd.DataFrame | None:
+    """The per-step training loss of a run that our trainer wrote (``loss.csv`` beside its
+    checkpoints, :func:`interp.embedded.loss_curve`); None for hub and foreign suites."""
+    root = getattr(source, "root", None)
+    if root is None or not (Path(root) / "loss.csv").is_file():
+        return None
+    from interp.embedded import loss_curve
+
+    return loss_curve(root)
 
 
 def analyse_run(
@@ -133,6 +155,7 @@ def analyse_run(
     from interp.checkpoints import checkpoint_table
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
+    analysis.training_loss = _training_loss(source)
     if point.emerged and point.pre_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
@@ -157,6 +180,8 @@ class MainJobReport:
     runs: list[RunAnalysis]
     threshold: float = 0.5
     title: str = "emergence-lens report"
+    provenance: dict | None = None
+    summary_legend: str = SUMMARY_LEGEND
 
     @property
     def emergence(self) -> pd.DataFrame:
@@ -195,7 +220,7 @@ class MainJobReport:
         from interp.checkpoints import hazard_lines
 
         return [line for r in self.runs if r.checkpoints is not None
-                for line in hazard_lines(r.checkpoints, f"{r.model} seed {r.seed}")]
+                for line in hazard_lines(r.checkpoints, run_label(r.model, r.seed))]
 
     @property
     def components(self) -> pd.DataFrame:
@@ -212,21 +237,6 @@ class MainJobReport:
 
         frames = [r.head_scores for r in self.runs if r.head_scores is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEAD_SCORE_COLUMNS)
-
-    def head_scores_section(self) -> tuple[str, str] | None:
-        """Report section: head scores per checkpoint over the capability curve (None if empty)."""
-        scores = self.head_scores
-        if not len(scores):
-            return None
-        return ("Head scores around the point of emergence", vis.figure_html(vis.head_scores_figure(scores, self.emergence)))
-
-    def decomposition_section(self) -> tuple[str, str] | None:
-        """Report section: share of the jump each component recovers, and top-K curves (None if empty)."""
-        components = self.components
-        if not len(components):
-            return None
-        return ("The jump decomposed by component", vis.figure_html(vis.components_figure(components)) +
-                vis.figure_html(vis.components_topk_figure(components)))
 
     def summary(self) -> pd.DataFrame:
         """One row per run: point of emergence, p before/after, top head, share recovered by top 2."""
@@ -267,32 +277,28 @@ class MainJobReport:
                 for r in self.runs if r.delta_p is not None]
 
     def html(self) -> str:
-        """The self-contained report page (plotly.js and circuitsvis JS inlined; opens offline)."""
-        sections = [("Capability vs training step", vis.figure_html(self.capability_figure(), include_plotlyjs=True)),
-                    ("p(answer) vs training step", vis.figure_html(self.capability_figure("p_answer")))]
-        for r, fig in zip([r for r in self.runs if r.delta_p is not None], self.heatmaps()):
-            sections.append((f"Δp per head — {r.model} seed {r.seed}", vis.figure_html(fig)))
-        if len(self.topk):
-            sections.append(("Joint top-K patching", vis.figure_html(self.recovery_figure())))
-        for extra in (self.decomposition_section(), self.head_scores_section()):
-            if extra is not None:
-                sections.append(extra)
-        for r in self.runs:
-            if r.example_patterns is not None:
-                sections.append((f"Attention patterns of the top heads — {r.model} seed {r.seed} (prompt 0)",
-                                 vis.attention_patterns_html(r.example_tokens, r.example_patterns, r.example_names)))
-        if not any(r.heads is not None for r in self.runs):
-            sections.append(("Head ranking", "<p>No run emerged between two checkpoints: nothing to patch.</p>"))
-        sections.append(("Checkpoint hazards", vis.checkpoint_hazards_html(self.checkpoints, self.hazards())))
-        return vis.report_html(self.title, sections, summary_table=self.summary(), legend=SUMMARY_LEGEND)
+        """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
+        opens offline). Layout and sections: :mod:`interp.visualisation` (``RUN_SECTIONS``)."""
+        return vis.report_page(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the report's sections (libraries inlined once per notebook page)."""
+        from interp.display import NOTEBOOK_ASSETS
+
+        return vis.report_fragment(self, NOTEBOOK_ASSETS)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores``,
-        ``checkpoints`` as CSV and parquet, and ``report.html``.
+        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` and
+        ``checkpoints`` as CSV and parquet, ``report.html``, ``provenance.json`` and ``state/``
+        (what :meth:`load` reads back).
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in
         memory before anything is written, so a rendering error leaves the folder untouched.
+        Without a provenance record (a report built by hand) one naming this call is written.
         """
+        from interp import report_state
+        from interp.provenance import make_provenance, write_provenance
+
         out = Path(out_dir)
         page = self.html()
         written = {}
@@ -301,7 +307,32 @@ class MainJobReport:
             written[f"{name}.csv"] = atomic_to_csv(table, out / f"{name}.csv")
             written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")
         written["report.html"] = atomic_write_text(out / "report.html", page)
+        written.update(report_state.save_report_state(self, out / "state"))
+        record = self.provenance or make_provenance("interp.pipeline.MainJobReport.save",
+                                                    {"threshold": self.threshold, "title": self.title})
+        written["provenance.json"] = write_provenance(out, record)
         return written
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "MainJobReport":
+        """Bring back a report saved by :meth:`save`: every run's tables, tensors, point of
+        emergence and example patterns, and the provenance record; its figures and ``html()``
+        are then the saved report's.
+
+        Raises:
+            ValueError: ``folder`` holds no saved report state (``state/report.json``).
+        """
+        from interp import report_state
+        from interp.provenance import read_provenance
+
+        runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
+        return cls(runs=runs, threshold=meta["threshold"], title=meta["title"], provenance=read_provenance(folder))
+
+
+def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
+    """Weight digest of every step the run evaluated or patched (``"step{N}"`` -> sha256 hex)."""
+    steps = set(int(s) for s in run.curve["step"]) | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
+    return {f"step{step}": source.digest(step) for step in sorted(steps)}
 
 
 def run_main_job(
@@ -318,16 +349,25 @@ def run_main_job(
     """
     from tqdm.auto import tqdm
 
+    from interp.provenance import make_provenance
+
     sources = list(sources)
-    runs = []
+    runs, digests = [], {}
     for source in tqdm(sources, desc="runs", disable=not progress):
         try:
-            runs.append(analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
-                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                    decompose=decompose, scores=scores, prescreen_steps=prescreen_steps))
+            run = analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
+                              prescreen_top_n=prescreen_top_n, device=device, metric=metric,
+                              decompose=decompose, scores=scores, prescreen_steps=prescreen_steps)
+            runs.append(run)
+            digests[source.model_id] = _step_digests(source, run)
         finally:
             source.close()
-    report = MainJobReport(runs=runs, threshold=threshold, title=title)
+    settings = {"sources": [s.model_id for s in sources], "task": task or RepetitionTask(), "threshold": threshold,
+                "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
+                "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
+                "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps}
+    report = MainJobReport(runs=runs, threshold=threshold, title=title,
+                           provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))
     if out_dir is not None:
         report.save(out_dir)
     return report

@@ -128,6 +128,12 @@ class CapabilityScore:
     p_answer: float
     n_prompts: int
 
+    def _repr_html_(self) -> str:
+        """Jupyter display: the two values as a small table with bars."""
+        from interp.display import capability_score_html
+
+        return capability_score_html(self)
+
 
 def single_token_id(tokenizer, text: str) -> int:
     """Return the id of ``text`` if the tokenizer encodes it as exactly one token.

@@ -1,15 +1,23 @@
 """Figures and the self-contained HTML report.
 
-Plotly figures for Jupyter (``fig.show()``) and for the report; circuitsvis attention patterns
-rendered with ``local_src`` (JavaScript inlined, no CDN, no network probe on render). The report
-is one HTML file that opens offline: plotly's JS is inlined once, every figure reuses it.
+Plotly figures for Jupyter and for the report; circuitsvis attention patterns rendered offline
+(:mod:`interp.display`: no CDN, no network probe). The report is one HTML file that opens
+offline, with plotly.js and the circuitsvis bundle inlined once each.
+
+Layout: a summary table first, every run's capability on one figure, then one part per run
+made of the section functions in :data:`RUN_SECTIONS` (capability with the point of emergence,
+Δp heatmap, top-K recovery, attention patterns pre vs post, and the component decomposition,
+head-score curves, training loss and checkpoint hazards when a run carries them). To add a
+section, write ``def my_section(run, ctx) -> Section | None`` and add it to ``RUN_SECTIONS``
+(or ``(report, ctx)`` to ``PAGE_SECTIONS``); notebooks show the same sections.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,6 +26,9 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 from torch import Tensor
 from jaxtyping import Float
+
+from interp.catalogue import run_label
+from interp.display import LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, style_tag, table_fragment
 
 
 def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
@@ -38,6 +49,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     models = list(dict.fromkeys(emergence["model"]))
     fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=models, shared_yaxes=True)
     palette = pio.templates["plotly"].layout.colorway
+    starred = False
     for col, model in enumerate(models, start=1):
         sub = emergence[emergence["model"] == model]
         for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
@@ -53,20 +65,22 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
                 post = int(point["post_step"].iloc[0])
                 y = curve.loc[curve["step"] == post, metric]
                 fig.add_trace(go.Scatter(
-                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=False,
+                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=not starred,
                     marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
                     hovertemplate=f"point of emergence<br>{model} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
-                    legendgroup=f"{model}-{seed}",
+                    legendgroup=f"{model}-{seed}", name="★ post step of the point of emergence",
                 ), row=1, col=col)
+                starred = True  # one legend entry explains every star
         fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)", row=1, col=col,
                          tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
                          minor=dict(showgrid=False, ticks=""))
     if metric == "accuracy" and threshold is not None:
-        fig.add_hline(y=threshold, line_dash="dash", line_color="gray")
+        fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
+                      showlegend=True)
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
     fig.update_layout(title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
-                      height=420)
+                      height=420, showlegend=True)
     return fig
 
 
@@ -126,8 +140,10 @@ def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: st
         z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
         colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title="Δp"),
         hovertemplate="layer %{y} head %{x}<br>Δp %{z:+.4f}<extra></extra>",
+        name="Δp per head (colour: blue raises p(answer), red lowers it)", showlegend=True,
     ))
-    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320)
+    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320, showlegend=True,
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -139,60 +155,358 @@ def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovere
     for (model, seed), sub in groups:
         label = f"{model} seed {seed}".strip()
         fig.add_trace(go.Scatter(x=sub["k"], y=sub["recovered"], mode="lines+markers", name=label or "recovered"))
-    fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
-    fig.update_layout(title=title, xaxis_title="K (top heads patched jointly)", yaxis_title="recovered", height=380)
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", name="post step (recovered = 1)", showlegend=True)
+    fig.add_hline(y=0.0, line_dash="dot", line_color="gray", name="pre step (recovered = 0)", showlegend=True)
+    fig.update_layout(title=title, xaxis_title="K (top heads patched jointly)", yaxis_title="recovered", height=380,
+                      showlegend=True)
     return fig
 
 
+def _log_step_axis(fig: go.Figure, **where) -> None:
+    """Training steps on a log axis with step 0 drawn at 0.5 (Pythia-like schedules start at 0)."""
+    fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)",
+                     tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
+                     minor=dict(showgrid=False, ticks=""), **where)
+
+
+def run_capability_figure(curve: pd.DataFrame, pre_step: int | None, post_step: int | None,
+                          threshold: float | None = 0.5, title: str = "Capability per checkpoint") -> go.Figure:
+    """One run's greedy accuracy and p(answer) vs training step, the point of emergence marked.
+
+    Args:
+        curve: rows (step, accuracy, p_answer): the evaluated checkpoints (steps; fractions).
+        pre_step, post_step: the point of emergence (``None`` when the run did not emerge
+            between two checkpoints); the interval between them is shaded, both ends starred.
+        threshold: the accuracy threshold, drawn dashed.
+    """
+    curve = curve.sort_values("step")
+    x = curve["step"].clip(lower=0.5)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=curve["accuracy"], mode="lines+markers", name="greedy accuracy",
+                             marker=dict(size=5), hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=curve["p_answer"], mode="lines+markers", name="p(answer)",
+                             marker=dict(size=5), hovertemplate="step %{x}<br>p(answer) %{y:.3f}<extra></extra>"))
+    if pre_step is not None and post_step is not None:
+        ends = curve[curve["step"].isin([pre_step, post_step])]
+        fig.add_trace(go.Scatter(
+            x=ends["step"].clip(lower=0.5), y=ends["accuracy"], mode="markers",
+            marker=dict(symbol="star", size=15, color="gold", line=dict(width=1, color="black")),
+            name=f"point of emergence: step {pre_step} → {post_step}",
+            hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra>point of emergence</extra>"))
+        fig.add_vrect(x0=max(pre_step, 0.5), x1=max(post_step, 0.5), fillcolor="gold", opacity=0.2, line_width=0,
+                      name="pre → post interval", showlegend=True)
+    if threshold is not None:
+        fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
+                      showlegend=True)
+    _log_step_axis(fig)
+    fig.update_yaxes(title_text="accuracy / p(answer)", range=[-0.02, 1.02])
+    fig.update_layout(title=title, height=360, showlegend=True, margin=dict(t=50, b=40))
+    return fig
+
+
+def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jointly") -> go.Figure:
+    """One run's share of the jump recovered vs K (``recovered`` = (p_K − p_pre) / (p_post − p_pre))."""
+    fig = recovery_figure(topk[["k", "recovered"]], title=title)
+    fig.data[0].name = "recovered by the top K heads' patterns"
+    fig.update_layout(height=340, margin=dict(t=50, b=40))
+    return fig
+
+
+#: Points drawn per curve in the report at most (a per-step loss curve is thinned to this).
+MAX_CURVE_POINTS = 600
+
+
+def thin_curve(rows: pd.DataFrame, max_points: int = None) -> pd.DataFrame:
+    """Every k-th row (the last kept) so that at most ``max_points`` (default
+    ``MAX_CURVE_POINTS``) remain: a per-step loss curve stays light in a report page."""
+    max_points = max_points or MAX_CURVE_POINTS
+    stride = max(1, -(-len(rows) // max_points))
+    return pd.concat([rows.iloc[::stride], rows.iloc[[-1]]]).drop_duplicates("step") if stride > 1 else rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The report: a list of section functions.
+#
+# A run section is a function ``(run, ctx) -> Section | None``: it reads what it needs from one
+# run's analysis (``interp.pipeline.RunAnalysis``; attributes a run lacks are ``None`` through
+# ``getattr``) and returns a heading and an HTML body, or ``None`` to leave itself out. The report
+# shows, for every run, each function of RUN_SECTIONS in order; a page section
+# ``(report, ctx) -> Section | None`` of PAGE_SECTIONS comes before the runs. Adding a section is
+# writing its function and adding it to one of the two lists.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Section:
+    """One part of the report: a heading and an HTML body (plotly / circuitsvis through ``ctx``)."""
+
+    heading: str
+    body: str
+
+
+@dataclass
+class ReportContext:
+    """What every section shares on one page.
+
+    Attributes:
+        assets: which JavaScript libraries the page already holds (each is inlined once).
+        threshold: the accuracy threshold of the point of emergence (fraction).
+        delta_p_bound: one colour range (±bound, probability) for every Δp heatmap of the page.
+    """
+
+    assets: Assets
+    threshold: float = 0.5
+    delta_p_bound: float | None = None
+
+
+def _run_label(run) -> str:
+    return run_label(run.model, run.seed)
+
+
+def _point(run) -> tuple[int | None, int | None]:
+    point = getattr(run, "point", None)
+    return (getattr(point, "pre_step", None), getattr(point, "post_step", None))
+
+
+def capability_section(run, ctx: ReportContext) -> Section | None:
+    """Capability curve of the run with the point of emergence marked."""
+    curve = getattr(run, "curve", None)
+    if curve is None or not len(curve):
+        return None
+    pre, post = _point(run)
+    fig = run_capability_figure(curve, pre, post, threshold=ctx.threshold,
+                                title=f"{_run_label(run)}: capability per evaluated checkpoint")
+    where = (f"The capability switches on between steps {pre} and {post} (shaded)." if pre is not None and post is not None
+             else "No pair of consecutive checkpoints brackets a crossing of the threshold.")
+    caption = (f"Greedy accuracy and mean p(answer) on the task's prompts at each checkpoint the search evaluated. {where}")
+    return Section("Capability and point of emergence", figure_fragment(fig, ctx.assets, caption))
+
+
+def delta_p_section(run, ctx: ReportContext) -> Section | None:
+    """Δp per head (layer × head heatmap)."""
+    delta_p = getattr(run, "delta_p", None)
+    if delta_p is None:
+        return None
+    pre, post = _point(run)
+    fig = delta_p_heatmap(delta_p, title=f"{_run_label(run)}: Δp per head", bound=ctx.delta_p_bound)
+    caption = (f"Δp = mean p(answer) when one head's attention pattern at step {post} is patched into step {pre}, minus "
+               f"p(answer) at step {pre} (probability). One colour range for every run of the page.")
+    return Section("Δp per head", figure_fragment(fig, ctx.assets, caption))
+
+
+def topk_section(run, ctx: ReportContext) -> Section | None:
+    """Share of the jump recovered by the top-K heads patched jointly."""
+    topk = getattr(run, "topk", None)
+    if topk is None or not len(topk):
+        return None
+    fig = recovery_run_figure(topk, title=f"{_run_label(run)}: top-K heads patched jointly")
+    caption = ("recovered = (p with the top K heads' patterns patched − p_pre) / (p_post − p_pre); 1 means the K heads' "
+               "patterns alone carry the whole jump.")
+    return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
+
+
+def attention_section(run, ctx: ReportContext) -> Section | None:
+    """Attention patterns of the top heads, pre vs post (circuitsvis, offline)."""
+    patterns = getattr(run, "example_patterns", None)
+    if patterns is None:
+        return None
+    caption = ("Each top head's pattern on prompt 0 at the pre step and at the post step (click a head to enlarge; "
+               "rows are query positions, columns key positions).")
+    body = attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets)
+    return Section(f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
+                   body + f"<p class='el-caption'>{caption}</p>")
+
+
+def components_section(run, ctx: ReportContext) -> Section | None:
+    """Component decomposition of the jump (``components.csv`` rows of the run), when computed."""
+    components = getattr(run, "components", None)
+    if components is None or not len(components):
+        return None
+    fig = components_figure(components, title=f"{_run_label(run)}: share of the jump recovered, by component")
+    return Section("Where the jump lives: component decomposition",
+                   figure_fragment(fig, ctx.assets, "Each bar patches one kind of component of every head or layer "
+                                   "from post into pre.") + table_fragment(components))
+
+
+def head_scores_section(run, ctx: ReportContext) -> Section | None:
+    """Head scores per checkpoint (``head_scores.csv`` rows of the run), when computed."""
+    scores = getattr(run, "head_scores", None)
+    if scores is None or not len(scores):
+        return None
+    fig = head_scores_figure(scores, title=f"{_run_label(run)}: head scores per checkpoint")
+    return Section("Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score."))
+
+
+def training_loss_section(run, ctx: ReportContext) -> Section | None:
+    """Training-loss curve (rows step, loss) of a run trained by the toolkit, when recorded."""
+    loss = getattr(run, "training_loss", None)
+    if loss is None or not len(loss):
+        return None
+    pre, post = _point(run)
+    points = pd.DataFrame([{"pre_step": pre, "post_step": post, "emerged": pre is not None and post is not None}])
+    fig = loss_curve_figure(thin_curve(loss), getattr(run, "curve", None), points, smooth=1,
+                            title=f"{_run_label(run)}: training loss beside the capability")
+    return Section("Training loss", figure_fragment(fig, ctx.assets, "Training loss (nats, left) and greedy accuracy "
+                                                    "(right) per step: the loss plateau before the jump shows here."))
+
+
+def hazards_section(run, ctx: ReportContext) -> Section | None:
+    """Checkpoint hazards of the run's per-step ``checkpoints`` table
+    (:func:`interp.checkpoints.checkpoint_table`): duplicate-weight groups left out of the search,
+    steps missing from the schedule, a listing read from the cache."""
+    table = getattr(run, "checkpoints", None)
+    if table is None or "status" not in table.columns:
+        return None
+    from interp.checkpoints import hazard_lines
+
+    return Section("Checkpoint hazards", checkpoint_hazards_html(table, hazard_lines(table, _run_label(run))))
+
+
+#: Sections shown for every run, in order.
+RUN_SECTIONS: list[Callable] = [
+    capability_section,
+    delta_p_section,
+    topk_section,
+    attention_section,
+    components_section,
+    head_scores_section,
+    training_loss_section,
+    hazards_section,
+]
+
+
+def summary_section(report, ctx: ReportContext) -> Section | None:
+    """The summary table, one row per run, and what its columns mean."""
+    return Section("Summary", table_fragment(report.summary(), caption=getattr(report, "summary_legend", "")))
+
+
+def overview_section(report, ctx: ReportContext) -> Section | None:
+    """Every run's capability curve on one figure (one panel per model)."""
+    if not len(report.emergence):
+        return None
+    fig = capability_figure(report.emergence, report.points, threshold=ctx.threshold)
+    return Section("Capability of every run", figure_fragment(fig, ctx.assets, "One line per seed; ★ marks the post "
+                                                                               "step of each run's point of emergence."))
+
+
+#: Sections shown once per page, before the runs.
+PAGE_SECTIONS: list[Callable] = [summary_section, overview_section]
+
+
+def delta_p_bound(runs: Sequence) -> float:
+    """Largest finite |Δp| over ``runs`` (probability; 1.0 when none): one colour range per page."""
+    bounds = [float(np.nanmax(np.abs(_as_array(r.delta_p)))) for r in runs
+              if getattr(r, "delta_p", None) is not None and np.isfinite(_as_array(r.delta_p)).any()]
+    return max(bounds, default=1.0) or 1.0
+
+
+def _as_array(values) -> np.ndarray:
+    return np.asarray(values.detach().cpu() if isinstance(values, Tensor) else values, dtype=float)
+
+
+def _render(section: Section | None, level: int) -> str:
+    if section is None:
+        return ""
+    return f"<h{level}>{html.escape(section.heading)}</h{level}>\n{section.body}\n"
+
+
+def run_anchor(run) -> str:
+    """The HTML id of a run's part of the report: ``run-<model>-seed<seed>``."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"run-{run.model}-seed{run.seed}")
+
+
+def run_html(run, ctx: ReportContext, level: int = 2, sections: Sequence[Callable] | None = None) -> str:
+    """One run's part of the page: a heading, then each section of ``sections`` (default RUN_SECTIONS)."""
+    parts = [f"<section id='{run_anchor(run)}' class='el-run'><h{level}>{html.escape(_run_label(run))}</h{level}>"]
+    parts += [_render(fn(run, ctx), level + 1) for fn in (sections or RUN_SECTIONS)]
+    if getattr(run, "heads", None) is None:
+        parts.append("<p>The run did not emerge between two checkpoints: nothing to patch.</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def report_body(report, ctx: ReportContext) -> str:
+    """The page's content: PAGE_SECTIONS, a list of links to the runs, then every run's sections."""
+    parts = [_render(fn(report, ctx), 2) for fn in PAGE_SECTIONS]
+    links = " · ".join(f"<a href='#{run_anchor(r)}'>{html.escape(_run_label(r))}</a>" for r in report.runs)
+    parts.append(f"<nav class='el-runs'>Runs: {links}</nav>")
+    parts += [run_html(r, ctx) for r in report.runs]
+    return "\n".join(parts)
+
+
+PAGE_STYLE = ("body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
+              "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
+              "section.el-run{border-top:3px solid #888;margin-top:2em}")
+
+
+class _HeadAssets(Assets):
+    """Page assets that go into ``<head>``: sections only record which libraries they need."""
+
+    def require(self, name: str) -> str:
+        super().require(name)
+        return ""
+
+
+def page_html(title: str, body: Callable[[Assets], str]) -> str:
+    """A self-contained page: ``body(assets)`` returns the HTML of the page's content, and every
+    library it asked ``assets`` for (plotly.js, the circuitsvis bundle) is inlined once in
+    ``<head>``; no network request when opened."""
+    assets = _HeadAssets()
+    content = body(assets)
+    head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
+    return "\n".join([
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{PAGE_STYLE}{STYLE}</style>",
+        head_scripts,
+        "</head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        content,
+        "</body></html>",
+    ])
+
+
+def report_page(report) -> str:
+    """The whole self-contained report page for a main-job report (:func:`page_html`).
+
+    Args:
+        report: an ``interp.pipeline.MainJobReport`` (``title``, ``threshold``, ``runs``,
+            ``summary()``, ``emergence``, ``points``).
+    """
+    def body(assets: Assets) -> str:
+        ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
+        return report_body(report, ctx)
+
+    return page_html(report.title, body)
+
+
+def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]]) -> str:
+    """A self-contained page of plotly figures, one heading each (plotly.js inlined once): what an
+    analysis writes beside its tables."""
+    def body(assets: Assets) -> str:
+        return "\n".join(f"<h2>{html.escape(heading)}</h2>{figure_fragment(fig, assets)}" for heading, fig in figures)
+
+    return page_html(title, body)
+
+
+def report_fragment(report, assets: Assets) -> str:
+    """The report's content for a notebook output (libraries from ``assets``, once per page)."""
+    ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
+    return f"<div class='el-report'>{style_tag()}<h2>{html.escape(report.title)}</h2>{report_body(report, ctx)}</div>"
+
+
+# Kept for callers that assemble their own pages.
 def attention_patterns_html(tokens: Sequence[str], patterns: Float[Tensor, "n query_pos key_pos"],
                             names: Sequence[str]) -> str:
-    """circuitsvis ``attention_heads`` view as self-contained HTML (``local_src``, no CDN)."""
-    import circuitsvis as cv
-
-    rendered = cv.attention.attention_heads(
-        attention=patterns.detach().cpu().float(), tokens=list(tokens), attention_head_names=list(names),
-    )
-    # circuitsvis writes its mount point as a self-closing <div .../>, which HTML parses as an
-    # open div: everything after it would nest inside the widget and vanish when it renders.
-    return re.sub(r'(<div id="circuits-vis-[^"]*"[^>]*?)\s*/>', r"\1></div>", rendered.local_src, count=1)
+    """circuitsvis ``attention_heads`` view as a self-contained fragment (its bundle inlined)."""
+    return attention_fragment(tokens, patterns, names, Assets())
 
 
 def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A plotly figure as an HTML fragment (``include_plotlyjs=True`` inlines plotly.js once)."""
+    """A plotly figure as an HTML fragment (``include_plotlyjs=True`` inlines plotly.js)."""
     return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs)
 
-
-def report_html(title: str, sections: Sequence[tuple[str, str]], summary_table: pd.DataFrame | None = None,
-                legend: str = "") -> str:
-    """Assemble a self-contained report page.
-
-    Args:
-        title: page title.
-        sections: (heading, HTML fragment) pairs in order. The first plotly fragment must carry
-            the inlined plotly.js (``figure_html(fig, include_plotlyjs=True)``).
-        summary_table: shown at the top as an HTML table.
-        legend: HTML shown under the table (what the columns mean).
-    """
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(title)}</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        ".table-wrap{overflow-x:auto}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        ".legend{color:#444;font-size:0.9em;max-width:1100px}"
-        "h2{margin-top:2em;border-bottom:1px solid #ddd}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-    ]
-    if summary_table is not None:
-        table = summary_table.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.3f}")
-        parts.append(f"<div class='table-wrap'>{table}</div>")
-    if legend:
-        parts.append(f"<p class='legend'>{legend}</p>")
-    for heading, fragment in sections:
-        parts.append(f"<h2>{html.escape(heading)}</h2>")
-        parts.append(fragment)
-    parts.append("</body></html>")
-    return "\n".join(parts)
 
 
 def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> str:
@@ -222,8 +536,9 @@ COMPONENT_LABELS = {"pattern": "all patterns", "q": "all queries", "k": "all key
                     "unembed": "unembedding"}
 
 
-def _run_label(row) -> str:
-    return f"{row['model']} seed {row['seed']}" if pd.notna(row.get("model")) else "run"
+def _row_label(row) -> str:
+    """A table row's run (``model``, ``seed`` columns) as :func:`interp.catalogue.run_label` names it."""
+    return run_label(row["model"], row["seed"]) if pd.notna(row.get("model")) else "run"
 
 
 def components_figure(components: pd.DataFrame,
@@ -238,7 +553,7 @@ def components_figure(components: pd.DataFrame,
     fig = go.Figure()
     order = [c for c in COMPONENT_LABELS if c in set(rows["target"])] + \
         [c for c in dict.fromkeys(rows["target"]) if c not in COMPONENT_LABELS]
-    rows["run"] = rows.apply(_run_label, axis=1)
+    rows["run"] = rows.apply(_row_label, axis=1)
     for run, sub in rows.groupby("run", sort=False):
         sub = sub.set_index("target").reindex(order)
         fig.add_trace(go.Bar(
@@ -258,7 +573,7 @@ def components_topk_figure(components: pd.DataFrame,
                            title: str = "Top-K heads patched jointly: patterns vs head outputs") -> go.Figure:
     """``recovered`` vs K for the top-K rows (patterns solid, head outputs dashed), one colour per run."""
     rows = components[components["scope"].astype(str).str.startswith("top-")].copy()
-    rows["run"] = rows.apply(_run_label, axis=1) if len(rows) else []
+    rows["run"] = rows.apply(_row_label, axis=1) if len(rows) else []
     palette = pio.templates["plotly"].layout.colorway
     fig = go.Figure()
     for i, (run, sub) in enumerate(rows.groupby("run", sort=False)):

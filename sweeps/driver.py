@@ -102,6 +102,10 @@ def run_sweep(
     import yaml
 
     atomic_write_text(store.root / "spec.yaml", yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    from interp.provenance import make_provenance, write_provenance
+
+    write_provenance(store.root, make_provenance("sweeps.run_sweep", {
+        "spec": spec.to_dict(), "jobs": jobs, "executor": executor, "retry_failed": retry_failed}))
 
     done = store.done_ids()
     if retry_failed and done:

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from interp.devices import choose_device
 from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.provenance import make_provenance, write_provenance
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
 from synthetic.metrics import (
@@ -199,6 +200,12 @@ class TrainResult:
     metrics: pd.DataFrame
     model: nn.Module
     task: SyntheticTask | None = field(default=None, repr=False)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: summary table, loss, staircase, head entropy and alignment (offline)."""
+        from synthetic.display import result_html
+
+        return result_html(self)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -513,9 +520,10 @@ def train(
     every head metric (entropy, alignment, per-row entropy) with the bias switched off, so it
     says what the weights learned, not where the bias pushes attention (see :class:`Evaluator`).
 
-    With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`)
-    and, when ``checkpoint_every > 0``, ``checkpoints/step{N}/`` (:func:`save_checkpoint`:
-    weights, optimizer state and the batch generator's state, so training can continue).
+    With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`),
+    ``provenance.json`` (:mod:`interp.provenance`) and, when ``checkpoint_every > 0``,
+    ``checkpoints/step{N}/`` (:func:`save_checkpoint`: weights, optimizer state and the batch
+    generator's state, so training can continue).
 
     Deterministic on CPU: the same config gives the same curve. ``resume_from`` (a checkpoint
     folder written with ``checkpoint_every``) continues that run from its step exactly as if it
@@ -616,4 +624,5 @@ def train(
     if out_path is not None:
         atomic_to_parquet(metrics, out_path / "metrics.parquet")
         atomic_write_text(out_path / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_provenance(out_path, make_provenance("synthetic.training.train", {"config": config}))
     return TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task)

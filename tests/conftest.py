@@ -248,3 +248,114 @@ def quick_suite(tmp_path_factory):
     reuse = os.environ.get("EMERGENCE_LENS_TEST_CACHE")
     root = Path(reuse) if reuse else tmp_path_factory.mktemp("cache")
     return embedded.ensure_suite(embedded.QUICK, root=root, progress=False), root
+
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "analyses" / "notebooks"
+#: Per-cell limit when the tests execute a notebook at CI scale (seconds).
+NOTEBOOK_CELL_TIMEOUT = 300
+#: A PolyPythia id under which the offline hub cache holds an embedded run (a stand-in: the
+#: weights are the embedded run's, laid out as the hub serves Pythia's checkpoints).
+STAND_IN_HUB_ID = "EleutherAI/pythia-14m-seed7"
+
+
+def execute_notebook(name: str, out_dir: Path, env: dict[str, str], probe: str | None = None):
+    """Execute ``analyses/notebooks/<name>.ipynb`` in a fresh kernel of this interpreter with
+    ``env`` added to the environment; a ``probe`` cell (test-only code) is appended when given.
+
+    Writes ``out_dir/<name>.ipynb`` (executed) and returns the executed notebook. Raises
+    nbclient's ``CellExecutionError`` on the first failing cell.
+    """
+    import json
+    import sys
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    if probe is not None:
+        nb.cells.append(nbformat.v4.new_code_cell(probe, metadata={"tags": ["test-probe"]}))
+    # A kernel spec for this interpreter, so the kernel imports the package under test.
+    spec_dir = out_dir / "kernels" / "emergence-lens-test"
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "emergence-lens (tests)", "language": "python"}))
+    kernel_env = {**os.environ, "EMERGENCE_LENS_NOTEBOOK_SCALE": "ci", "OMP_NUM_THREADS": "1",
+                  "JUPYTER_PATH": str(out_dir), **env}
+    previous = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(out_dir)  # read by the kernel-spec lookup in this process
+    try:
+        client = NotebookClient(nb, timeout=NOTEBOOK_CELL_TIMEOUT, startup_timeout=120,
+                                kernel_name="emergence-lens-test",
+                                resources={"metadata": {"path": str(NOTEBOOKS.parents[1])}})
+        client.execute(env=kernel_env)
+    finally:
+        if previous is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = previous
+    nbformat.write(nb, out_dir / f"{name}.ipynb")
+    return nb
+
+
+def pythia_layout_cache(run_folder: Path, repo_id: str, cache_dir: Path) -> list[int]:
+    """Copy an embedded run's checkpoints into a Hugging Face hub cache under ``repo_id``, one
+    branch ``step{N}`` per step that Pythia's schedule also has (weights, config and the
+    tokenizer files in each, as on the hub). Returns those steps."""
+    from interp.checkpoints import PYTHIA_STEPS, LocalSuiteSource
+
+    source = LocalSuiteSource(run_folder)
+    steps = sorted(set(source.available_steps()) & set(PYTHIA_STEPS))
+    tokenizer_files = {p.name: p for p in (run_folder / "tokenizer").iterdir() if p.is_file()}
+    for step in steps:
+        files = {p.name: p for p in (run_folder / f"step{step}").iterdir() if p.is_file()}
+        add_hub_revision(cache_dir, repo_id, f"step{step}", {**files, **tokenizer_files})
+    return steps
+
+
+@pytest.fixture(scope="session")
+def notebook_runs(quick_suite, tmp_path_factory):
+    """Executes each notebook at most once per session: ``notebook_runs(name)`` ->
+    (executed notebook, its output folder, extra facts such as the hub cache's steps)."""
+    done: dict[str, tuple] = {}
+
+    def run(name: str):
+        if name in done:
+            return done[name]
+        _, root = quick_suite
+        out = tmp_path_factory.mktemp(f"notebook-{name}")
+        env = {"EMERGENCE_LENS_CACHE": str(root), "EMERGENCE_LENS_NOTEBOOK_OUT": str(out / "results")}
+        facts: dict = {}
+        probe = None
+        if name == "hub_pythia":
+            facts = _hub_cache_for_notebook(quick_suite[0], out / "hf-cache")
+            env.update({"HF_HUB_CACHE": str(out / "hf-cache"), "HF_HUB_OFFLINE": "1",
+                        "EMERGENCE_LENS_HUB_ID": STAND_IN_HUB_ID})
+        if name == "synthetic":
+            probe = ("import json\nprint(json.dumps({label: {**r.summary, 'bare_alignment_max': "
+                     "float(alignment_without_bias(r).max())} for label, r in runs.items()}))")
+        done[name] = (execute_notebook(name, out, env, probe=probe), out, facts)
+        return done[name]
+
+    return run
+
+
+def _hub_cache_for_notebook(run_folders: list[Path], cache_dir: Path) -> dict:
+    """Lay out the first quick-suite run that has emerged by the last step it shares with Pythia's
+    schedule; returns {"run": folder, "steps": [...], "accuracy": {step: accuracy}}."""
+    from interp.checkpoints import PYTHIA_STEPS, LocalSuiteSource
+    from interp.tasks import RepetitionTask, evaluate
+
+    seen = {}
+    for folder in run_folders:
+        source = LocalSuiteSource(folder)
+        steps = sorted(set(source.available_steps()) & set(PYTHIA_STEPS))
+        batch = RepetitionTask().build(source.tokenizer())
+        accuracy = {s: evaluate(source.load(s).model, batch).accuracy for s in steps}
+        source.close()
+        seen[folder.name] = accuracy
+        if accuracy[steps[-1]] >= 0.5 and accuracy[steps[0]] < 0.5:
+            pythia_layout_cache(folder, STAND_IN_HUB_ID, cache_dir)
+            return {"run": folder, "steps": steps, "accuracy": accuracy}
+    pytest.fail(f"no quick-suite run has accuracy >= 0.5 at the last step it shares with Pythia's schedule "
+                f"(accuracy per step: {seen}); the offline hub notebook needs one that emerged")

@@ -1,0 +1,312 @@
+"""Rich display of results in Jupyter and in the report, offline.
+
+The toolkit's result objects (:class:`interp.pipeline.MainJobReport`, ``RunAnalysis``,
+:class:`interp.emergence.EmergencePoint`, :class:`interp.tasks.CapabilityScore`, a synthetic
+run's ``TrainResult``) show themselves in a notebook through ``_repr_html_``: tables and plotly
+figures built from the same fragments as ``report.html``. Three rules hold everywhere:
+
+* Nothing is fetched from the network. plotly.js and the circuitsvis bundle are inlined;
+  circuitsvis's own ``RenderedHTML`` is never displayed (its ``str()`` imports from a CDN and
+  its ``_repr_html_`` probes the network on every render), only its ``local_src`` is used.
+* Each JavaScript library is inlined once per page (plotly.js is about 4.8 MB, the circuitsvis
+  bundle 1.3 MB): an :class:`Assets` object remembers what a page already holds. The report uses
+  one per file; a notebook kernel uses :data:`NOTEBOOK_ASSETS`, so the first output that needs a
+  library carries it and later outputs reuse it (as plotly's own ``notebook`` renderer does).
+  After clearing every output of a notebook, call :func:`reset_notebook_assets` (or restart the
+  kernel) so that the next output carries the libraries again.
+* The circuitsvis bundle is loaded as a classic script that defines the global ``CircuitsVis``;
+  each view is a mount ``<div>`` plus a one-line ``CircuitsVis.render(...)`` call.
+
+:func:`init_notebook` makes plain plotly figures follow the same rules, and
+:func:`export_notebook_html` exports an executed notebook to one HTML file that opens offline
+(nbconvert's lab template without its require.js, MathJax and mermaid CDN scripts).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+@lru_cache(maxsize=1)
+def plotly_script() -> str:
+    """plotly.js inlined in one ``<script>`` (the version bundled with the plotly package)."""
+    from plotly.offline import get_plotlyjs
+
+    return "<script type='text/javascript'>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n" \
+           f"<script type='text/javascript'>{_script_safe(get_plotlyjs())}</script>"
+
+
+@lru_cache(maxsize=1)
+def circuitsvis_script() -> str:
+    """The circuitsvis browser bundle as one classic ``<script>`` defining the global ``CircuitsVis``.
+
+    The bundle is the file circuitsvis itself inlines into ``local_src`` (``dist/cdn/iife.js``).
+    """
+    import circuitsvis
+
+    bundle = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
+    source = bundle.read_text(encoding="utf-8")
+    # ``var CircuitsVis`` at the top level of a classic script becomes ``window.CircuitsVis``.
+    return f"<script type='text/javascript'>{_script_safe(source)}\nwindow.CircuitsVis = CircuitsVis;</script>"
+
+
+def _script_safe(source: str) -> str:
+    """Escape ``</script`` so that inlined JavaScript cannot close its own tag early."""
+    return re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
+
+
+LIBRARIES: dict[str, Callable[[], str]] = {"plotly": plotly_script, "circuitsvis": circuitsvis_script}
+
+
+class Assets:
+    """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``).
+
+    ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.sent: set[str] = set()
+
+    def require(self, name: str) -> str:
+        """The ``<script>`` for ``name`` if this page does not hold it yet, else ``""``.
+
+        Raises:
+            ValueError: ``name`` is not a known library.
+        """
+        if name not in LIBRARIES:
+            raise ValueError(f"unknown library {name!r}; valid: {', '.join(sorted(LIBRARIES))}")
+        if name in self.sent:
+            return ""
+        self.sent.add(name)
+        return LIBRARIES[name]()
+
+
+#: The assets of the running notebook kernel's page.
+NOTEBOOK_ASSETS = Assets()
+
+
+def reset_notebook_assets() -> None:
+    """Forget which libraries the notebook page holds (after its outputs were cleared)."""
+    NOTEBOOK_ASSETS.sent.clear()
+
+
+def figure_fragment(fig, assets: Assets, caption: str | None = None) -> str:
+    """A plotly figure as an HTML fragment (plotly.js inlined if ``assets`` does not hold it yet).
+
+    Args:
+        fig: a ``plotly.graph_objects.Figure``.
+        assets: the page's :class:`Assets`.
+        caption: HTML shown under the figure (what it shows, how to read it).
+    """
+    import plotly.io as pio
+
+    body = pio.to_html(fig, full_html=False, include_plotlyjs=False, include_mathjax=False,
+                       config=PLOTLY_CONFIG, default_width="100%")
+    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
+    return f"{assets.require('plotly')}<div class='el-figure'>{body}{note}</div>"
+
+
+_MOUNT = re.compile(r'<div id="(circuits-vis-[^"]*)"[^>]*?/?>')
+_RENDER = re.compile(r"CircuitsVis\.render\((.*)\)\s*</script>\s*$", re.DOTALL)
+
+
+def circuitsvis_fragment(rendered, assets: Assets) -> str:
+    """A circuitsvis view (``RenderedHTML``) as a mount ``<div>`` and one render call.
+
+    The bundle comes from ``assets`` (once per page). If circuitsvis's ``local_src`` ever stops
+    ending with ``CircuitsVis.render(...)``, the whole ``local_src`` is used instead (still
+    offline, only heavier).
+    """
+    local = rendered.local_src
+    mount, call = _MOUNT.search(local), _RENDER.search(local)
+    if mount is None or call is None:
+        # circuitsvis writes a self-closing <div .../>, which HTML parses as an open div.
+        return _MOUNT.sub(lambda m: m.group(0).rstrip("/>").rstrip() + "></div>", local, count=1)
+    return (f"{assets.require('circuitsvis')}<div id=\"{mount.group(1)}\" class='el-circuitsvis' "
+            f"style=\"margin: 15px 0;\"></div>\n<script type='text/javascript'>"
+            f"CircuitsVis.render({_script_safe(call.group(1))});</script>")
+
+
+#: Decimals kept for attention probabilities in a circuitsvis view (the page carries them as JSON
+#: text: float32 values print with ~18 digits, 4 decimals are plenty to draw a pattern).
+PATTERN_DECIMALS = 4
+
+
+def attention_fragment(tokens: Sequence[str], patterns, names: Sequence[str], assets: Assets) -> str:
+    """circuitsvis ``attention_heads`` view of ``patterns`` (``Float[Tensor, "n query_pos key_pos"]``,
+    probability, shown to :data:`PATTERN_DECIMALS` decimals) with one name per pattern, as an
+    offline HTML fragment."""
+    import circuitsvis as cv
+
+    shown = patterns.detach().cpu().double().mul(10**PATTERN_DECIMALS).round().div(10**PATTERN_DECIMALS)
+    rendered = cv.attention.attention_heads(attention=shown, tokens=list(tokens), attention_head_names=list(names))
+    return circuitsvis_fragment(rendered, assets)
+
+
+def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | None = None) -> str:
+    """A DataFrame as a compact HTML table: floats to ``digits`` decimals, missing values as "—",
+    underscores in headers allowed to break (so that wide tables wrap instead of overflowing)."""
+    table = df.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.{digits}f}", classes="el-table",
+                       border=0)
+    table = re.sub(r"<th>([^<]*)</th>", lambda m: "<th>" + m.group(1).replace("_", "_<wbr>") + "</th>", table)
+    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
+    return f"<div class='el-table-wrap'>{table}</div>{note}"
+
+
+def key_values_fragment(values: dict, caption: str | None = None) -> str:
+    """A two-column table (name, value) for a handful of scalars."""
+    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_format(v))}</td></tr>"
+                   for k, v in values.items())
+    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
+    return f"<div class='el-table-wrap'><table class='el-table el-kv'>{rows}</table></div>{note}"
+
+
+def _format(value) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+#: Styles shared by the report page and notebook outputs (scoped to ``.el-*`` classes).
+STYLE = """
+.el-table-wrap{max-width:100%;overflow-x:auto}
+table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
+table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+table.el-table th{background:#f4f4f4;overflow-wrap:anywhere;vertical-align:bottom}
+table.el-kv th{text-align:left}
+.el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}
+.el-figure{margin:0.5em 0}
+"""
+
+
+def style_tag() -> str:
+    """The ``<style>`` element of :data:`STYLE`."""
+    return f"<style>{STYLE}</style>"
+
+
+class HTMLFragment:
+    """An HTML fragment that Jupyter displays (``_repr_html_``) and that prints as its source."""
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+
+    def _repr_html_(self) -> str:
+        return self.body
+
+    def __str__(self) -> str:
+        return self.body
+
+
+def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTMLFragment:
+    """A circuitsvis attention view for a notebook cell, offline (no CDN, no network probe).
+
+    Args:
+        tokens: the prompt's tokens as strings, ``query_pos`` of them.
+        patterns: ``Float[Tensor, "n query_pos key_pos"]``, attention probabilities.
+        names: one label per pattern.
+    """
+    return HTMLFragment(attention_fragment(tokens, patterns, names, NOTEBOOK_ASSETS))
+
+
+def init_notebook() -> None:
+    """Show plain plotly figures in this kernel as offline HTML (plotly.js inlined once, no MathJax
+    or CDN script) by registering and selecting the plotly renderer ``"emergence_lens"``.
+
+    plotly 7's default in a Jupyter kernel is its mimetype renderer, which nbconvert's HTML export
+    does not draw; this renderer also keeps ``application/vnd.plotly.v1+json`` so JupyterLab's
+    plotly extension, when installed, still draws the figure itself.
+    """
+    import warnings
+
+    import plotly.io as pio
+
+    # tqdm.auto warns at import when ipywidgets is absent; its text bar works as it is (the
+    # widget bar would need the widget manager, which nbconvert's export loads from a CDN).
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    if "emergence_lens" not in pio.renderers:
+        pio.renderers["emergence_lens"] = _offline_renderer()
+    pio.renderers.default = "plotly_mimetype+emergence_lens"
+
+
+def _offline_renderer():
+    """A plotly renderer whose text/html is :func:`figure_fragment` with :data:`NOTEBOOK_ASSETS`."""
+    from plotly.io._base_renderers import MimetypeRenderer
+
+    class OfflineRenderer(MimetypeRenderer):
+        def to_mimebundle(self, fig_dict):
+            return {"text/html": figure_fragment(fig_dict, NOTEBOOK_ASSETS)}
+
+    return OfflineRenderer()
+
+
+def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
+    """Export an executed notebook to a single HTML page that makes no network request.
+
+    nbconvert's ``lab`` template loads require.js, MathJax and mermaid from CDNs; this export
+    leaves those three out (the toolkit's outputs need none of them: plotly.js and circuitsvis
+    are inlined in the outputs themselves).
+
+    Args:
+        notebook: an ``nbformat.NotebookNode`` or a path to a ``.ipynb`` file.
+        out_path: also write the page there (atomically).
+
+    Returns:
+        The HTML page.
+    """
+    import jinja2
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    if not hasattr(notebook, "cells"):
+        notebook = nbformat.read(str(notebook), as_version=4)
+    template = ("{%- extends 'lab/index.html.j2' -%}"
+                "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
+                "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
+                "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}")
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({"offline.html.j2": template})],
+                            template_file="offline.html.j2")
+    body, _ = exporter.from_notebook_node(notebook)
+    if out_path is not None:
+        from interp.io import atomic_write_text
+
+        atomic_write_text(Path(out_path), body)
+    return body
+
+
+def point_html(point, assets: Assets = NOTEBOOK_ASSETS) -> str:
+    """A point of emergence (:class:`interp.emergence.EmergencePoint`) as a table and a figure of
+    the checkpoints the search evaluated (the point marked, the threshold dashed)."""
+    from interp.visualisation import run_capability_figure
+
+    values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,
+              "emerged": point.emerged, "threshold (accuracy)": point.threshold, "monotone": point.monotone,
+              "n_evaluations": point.n_evaluations}
+    if point.excluded_steps:
+        values["excluded (duplicate weights)"] = ", ".join(f"{a} = {b}" for a, b in sorted(point.excluded_steps.items()))
+    parts = [style_tag(), key_values_fragment(values, caption="Steps are training steps; the search evaluates "
+                                              "each checkpoint at most once.")]
+    if len(point.evaluations):
+        fig = run_capability_figure(point.evaluations, point.pre_step, point.post_step, threshold=point.threshold,
+                                    title=f"{point.model_id}: evaluated checkpoints")
+        parts.append(figure_fragment(fig, assets))
+    return "<div class='el-point'>" + "\n".join(parts) + "</div>"
+
+
+def capability_score_html(score) -> str:
+    """A capability score (:class:`interp.tasks.CapabilityScore`) as a small table with a bar per value."""
+    rows = "".join(
+        f"<tr><th>{name}</th><td>{value:.4f}</td><td style='width:220px'><div style='background:#4c78a8;height:10px;"
+        f"width:{max(0.0, min(1.0, value)) * 100:.1f}%'></div></td></tr>"
+        for name, value in (("greedy accuracy", score.accuracy), ("mean p(answer)", score.p_answer)))
+    return (f"{style_tag()}<div class='el-table-wrap'><table class='el-table el-kv'>{rows}"
+            f"<tr><th>prompts</th><td>{score.n_prompts}</td><td></td></tr></table></div>")
