@@ -162,7 +162,7 @@ def main(argv=None) -> None:
                         help="embedded | embedded-quick | embedded/<run> | run folders of a local suite (several allowed)")
     parser.add_argument("--metric", default="p", choices=["p", "logprob", "logit-diff"])
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples over prompts")
-    parser.add_argument("--ig-steps", type=int, default=4, help="integration points of the IG pre-screen")
+    parser.add_argument("--ig-steps", type=int, default=2, help="integration points per layer of the IG pre-screen")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's decomposition block")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
