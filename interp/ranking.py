@@ -285,8 +285,8 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         ks: K values of the joint top-K patch (default 1 ... all ranked heads).
         prescreen_steps: integration points of the pre-screen per layer (1 = attribution patching:
             one forward and one backward over the prompts; 2, the default, costs ``n_layers``
-            passes over 2 copies of them: on the Pythia-70m shape about as much as the exact fast
-            path, so use 1 on large models; see ``benchmarks/bench_patching.py``).
+            passes over 2 copies of them, each from its layer on: on the Pythia-70m shape about
+            60 % of the exact fast path, so use 1 on large models; see ``benchmarks/bench_patching.py``).
         kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
 
     Returns:
