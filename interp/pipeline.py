@@ -123,7 +123,7 @@ def _training_loss(source) -> pd.DataFrame | None:
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
-    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 4,
+    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -339,7 +339,7 @@ def run_main_job(
     sources: Iterable, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
-    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 4,
+    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 

@@ -264,12 +264,12 @@ class HeadRanking:
 
 def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
                  method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None,
-                 ks: Sequence[int] | None = None, prescreen_steps: int = 4, kind: str = "pattern",
+                 ks: Sequence[int] | None = None, prescreen_steps: int = 2, kind: str = "pattern",
                  memory_budget_mb: float = 1024, n_boot: int = N_BOOT, attribution: bool = True) -> HeadRanking:
     """Rank the pre checkpoint's heads by patching ``kind`` (default the pattern) from the post checkpoint.
 
     Steps: post activations and metric (``capture_post``); the pre metric; the attribution
-    pre-screen (integrated gradients over ``prescreen_steps`` points, see
+    pre-screen (integrated gradients over ``prescreen_steps`` points per layer, see
     ``interp.patching.attribution``; ``attribution=False`` skips it unless it selects heads);
     exact per-head effects (every head, or with ``prescreen_top_n`` / ``method="attribution"``
     only the pre-screen's top N, default a quarter of the heads, the rest NaN); ranking with
@@ -284,9 +284,9 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         prescreen_top_n: patch exactly only the pre-screen's top N heads.
         ks: K values of the joint top-K patch (default 1 ... all ranked heads).
         prescreen_steps: integration points of the pre-screen per layer (1 = attribution patching:
-            one forward and one backward; 4, the default, costs ``4 n_layers`` of those: on the
-            Pythia-70m shape about a third of TransformerLens's all-head patch, so use 1 on large
-            models, see ``benchmarks/bench_patching.py``).
+            one forward and one backward over the prompts; 2, the default, costs ``n_layers``
+            passes over 2 copies of them, each from its layer on: on the Pythia-70m shape about
+            60 % of the exact fast path, so use 1 on large models; see ``benchmarks/bench_patching.py``).
         kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
 
     Returns:
@@ -371,7 +371,7 @@ def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
 def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
                        prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
                        ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
-                       n_boot: int = N_BOOT, prescreen_steps: int = 4) -> HeadRanking:
+                       n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
     The post checkpoint is captured (activations, weights) before pre is loaded: a source reuses

@@ -104,3 +104,16 @@ def test_cli_decompose_writes_components(tmp_path, tiny_local_suite):
     assert bad.exit_code == 2 and "earlier" in bad.output
 
 
+def test_analysis_tables_render(setup):
+    """analyses/decomposition.py's markdown: one column per run, the components and top-K rows."""
+    from tests.conftest import load_analysis
+
+    module = load_analysis("decomposition")
+    pre, post, batch = setup
+    table = decompose_jump(pre, post, batch, ks=[1, 2], n_boot=50, labels={"model": "toy", "seed": 0, "pre_step": 1,
+                                                                           "post_step": 2})
+    prescreen = pd.DataFrame([{"model": "toy", "seed": 0, "method": "attribution patching", "spearman": 0.5,
+                               "top2_found": True}])
+    text = module.markdown(table, prescreen, "settings")
+    assert "| component | toy seed 0 |" in text and "| pattern | 1.00 [1.00, 1.00] |" in text
+    assert "| top-2 z |" in text and "| toy seed 0 | attribution patching | 0.50 | yes |" in text

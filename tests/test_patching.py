@@ -314,3 +314,15 @@ def test_integrated_gradients_is_complete_per_layer(pair):
         (estimate.sum(dim=1), whole)
     tangent = attribution_delta_p(pre, inputs, patterns, steps=1)
     assert float((tangent.sum(dim=1) - whole).abs().max()) > 10 * float((estimate.sum(dim=1) - whole).abs().max())
+
+
+def test_integrated_gradients_from_the_cached_prefix_equals_full_forwards(pair, monkeypatch):
+    """Layer mode runs only the blocks from the moved layer on; full forwards give the same numbers."""
+    from interp.patching import attribution
+
+    _, pre, _, inputs, patterns = pair
+    fast = attribution_delta_p(pre, inputs, patterns, steps=3, mode="layer")
+    monkeypatch.setattr(attribution, "_tail_runner", lambda *args: None)
+    full = attribution_delta_p(pre, inputs, patterns, steps=3, mode="layer")
+    assert float(full.abs().max()) > 1e-4
+    assert torch.allclose(fast, full, atol=1e-6, rtol=1e-4), (fast - full).abs().max()
