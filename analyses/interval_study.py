@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
