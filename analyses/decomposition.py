@@ -196,7 +196,8 @@ def main(argv=None) -> None:
     block = markdown(components, prescreen, settings) + scores_markdown(scores)
     page = vis.figures_page("The jump decomposed by component", [
         ("Share of the jump each component recovers", vis.components_figure(components)),
-        ("Top-K heads: patterns vs head outputs", vis.components_topk_figure(components))])
+        ("Top-K heads: patterns vs head outputs", vis.components_topk_figure(components))],
+        inline_plotly=False)  # also the docs' figure page: plotly.js from its CDN keeps it small
     atomic_to_csv(components, args.out / "components.csv")
     atomic_to_csv(prescreen, args.out / "prescreen.csv")
     atomic_to_csv(scores, args.out / "head_scores.csv")

@@ -18,7 +18,7 @@ per-prompt difference is flagged (``jump_too_small``): its shares divide by nois
 Writes to ``--out`` (default ``results/analyses/interval_study/``): ``interval_study.csv``,
 ``dense_points.csv``, ``interval_study.md`` (the docs table) and ``interval_study.html`` (figure);
 ``--update-docs`` replaces the block between ``interval-study:begin`` / ``interval-study:end`` in
-docs/results.md. Last line: ``interval_study_runs: N``.
+docs/results.md and writes the figure to docs/figures/interval_study.html. Last line: ``interval_study_runs: N``.
 
 Usage: ``python -m analyses.interval_study [--suite embedded] [--update-docs]``
 """
@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -178,7 +177,9 @@ def markdown(table: pd.DataFrame, points: pd.DataFrame, settings: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_docs(block: str) -> None:
+def update_docs(block: str, figure_page: str) -> None:
+    """Replace docs/results.md's interval-study block and write docs/figures/interval_study.html."""
+    atomic_write_text(ROOT / "docs" / "figures" / f"{NAME}.html", figure_page)
     text = DOCS.read_text()
     if BEGIN not in text:
         text += f"\n## Recovery vs interval width (zoomed checkpoints)\n\n{BEGIN}\n{END}\n"
@@ -237,8 +238,9 @@ def main(argv=None) -> None:
     atomic_write_text(args.out / "interval_study.md", block)
     atomic_write_text(args.out / "interval_study.html",
                       vis.figures_page("Recovery vs interval width", [("Share recovered vs width", figure(table))]))
-    if args.update_docs:
-        update_docs(block)
+    if args.update_docs:  # plotly.js from its CDN: the docs page stays small
+        update_docs(block, vis.figures_page("Recovery vs interval width", [("Share recovered vs width", figure(table))],
+                                            inline_plotly=False))
     print(block)
     print(f"wrote {args.out} in {time.time() - start:.0f} s")
     print(f"interval_study_runs: {len(points_df)}")

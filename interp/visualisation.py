@@ -481,9 +481,15 @@ def report_page(report) -> str:
     return page_html(report.title, body)
 
 
-def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]]) -> str:
-    """A self-contained page of plotly figures, one heading each (plotly.js inlined once): what an
-    analysis writes beside its tables."""
+def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]], inline_plotly: bool = True) -> str:
+    """A self-contained page of plotly figures, one heading each: what an analysis writes beside
+    its tables. ``inline_plotly=False`` loads plotly.js from its CDN instead (a page committed to
+    docs/ stays small; it then needs the network to draw)."""
+    if not inline_plotly:
+        parts = [f"<h2>{html.escape(heading)}</h2>" + pio.to_html(fig, full_html=False, include_plotlyjs="cdn" if i == 0 else False)
+                 for i, (heading, fig) in enumerate(figures)]
+        return page_html(title, lambda assets: "\n".join(parts))
+
     def body(assets: Assets) -> str:
         return "\n".join(f"<h2>{html.escape(heading)}</h2>{figure_fragment(fig, assets)}" for heading, fig in figures)
 
