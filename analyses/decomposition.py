@@ -170,11 +170,11 @@ def main(argv=None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     from interp import visualisation as vis
-    from interp.cli import resolve_sources
+    from interp.sources import open_sources
 
     start = time.time()
     frames, prescreen, points, scores = [], [], [], []
-    for source in resolve_sources(args.suite, progress=False):
+    for source in open_sources(args.suite, progress=False):
         try:
             components, rows, (model, seed, point), run_scores = analyse_source(source, args.metric, args.n_boot,
                                                                                 args.ig_steps)

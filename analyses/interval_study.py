@@ -201,12 +201,12 @@ def main(argv=None) -> None:
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     from interp import visualisation as vis
-    from interp.cli import resolve_sources
+    from interp.sources import open_sources
 
     widths = [int(w) for w in args.widths.split(",")]
     start = time.time()
     rows, points = [], []
-    for source in resolve_sources(args.suite, progress=False):
+    for source in open_sources(args.suite, progress=False):
         # per-run results are kept (keyed by the run folder and the settings), so an interrupted
         # study resumes where it stopped
         key = f"{source.root.parent.name}-{source.root.name}-w{args.widths.replace(',', '_')}-r{args.resolution}" \
