@@ -554,4 +554,4 @@ def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
         ["suite", 0, 3000, "duplicate-excluded"]]
     assert len(pd.read_parquet(out / "checkpoints.parquet")) == 4
     page = (out / "report.html").read_text()
-    assert "<h2>Checkpoint hazards</h2>" in page and "{1000, 3000}" in page
+    assert "<h3>Checkpoint hazards</h3>" in page and "{1000, 3000}" in page
