@@ -139,7 +139,8 @@ def make_byte_tokenizer():
     reversible byte -> printable-character map (``transformers.convert_slow_tokenizer.
     bytes_to_unicode``), so ``tok(text)["input_ids"] == list(text.encode())``. Save it with
     ``save_pretrained`` and reload it from that folder before booting a bridge: an in-memory
-    tokenizer breaks ``boot_transformers`` (KeyError 'name_or_path', ../shared/TRANSFORMERLENS.md).
+    tokenizer breaks ``boot_transformers`` (KeyError 'name_or_path'; TransformerLens 4.x reloads the tokenizer
+    from its ``name_or_path``).
     The bridge adds ``<|endoftext|>`` as id 256 when it boots (it needs an eos/pad token).
 
     Returns:
@@ -510,8 +511,8 @@ class CheckpointSource(ABC):
         """Steps excluded because another step has the same weights: ``{step: other step}``.
 
         Identical weights at two steps mean at most one label is right, and the hub has served
-        one model's final weights on most intermediate branches (pythia-2.8b: 86 of 154,
-        ../shared/TRANSFORMERLENS.md), so *every* step of a duplicate group is excluded unless
+        one model's final weights on most intermediate branches (pythia-2.8b: 86 of its 154
+        step branches), so *every* step of a duplicate group is excluded unless
         :meth:`kept_duplicate` knows one to be right; that one stays and the others map to it.
         Otherwise each step maps to the smallest other step of its group.
 

@@ -170,7 +170,7 @@ def search_emergence(
     Args:
         steps: searchable checkpoint steps (training steps), duplicates already removed.
         evaluate_step: step -> score; called at most once per step by this function.
-        threshold: greedy-accuracy threshold (fraction), default 0.5 (issue 2; paper: "solved" =
+        threshold: greedy-accuracy threshold (fraction), default 0.5 (Baherwani et al. 2026: "solved" =
             greedy prediction equals the answer).
         drop_tolerance: an accuracy drop larger than this between evaluated steps marks the curve
             non-monotone (accuracy units); ``None`` (default) = 3 standard errors of the

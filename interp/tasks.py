@@ -9,7 +9,7 @@ Source: Baherwani et al. 2026, Pythia part ("repetition task"): a string of rand
 followed by a partial repeat; the answer is the next digit of the repeat, e.g.
 ``0 7 3 1 2 0 2 3 0 7 3 1 2 0 2 -> 3``. Solved = greedy prediction equals the answer;
 continuous metric = probability of the answer. The prompt count, string length and digit
-rendering are not given by the paper (PAPER.md marks them unknown): the defaults below are ours.
+rendering are not given by the paper (Baherwani et al. 2026): the defaults below are ours.
 """
 
 from __future__ import annotations

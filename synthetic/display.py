@@ -51,7 +51,7 @@ def loss_figure(results, title: str = "Evaluation loss") -> go.Figure:
 
 def staircase_figure(result, title: str = "Per-position loss: the staircase") -> go.Figure:
     """Loss on each output cell ``i`` (``loss_out_i``, nats) vs step: the cells are learned one at
-    a time (PAPER.md, linear map task)."""
+    a time (Baherwani et al. 2026, the linear map task's staircase figure)."""
     metrics = result.metrics
     columns = sorted((c for c in metrics.columns if re.fullmatch(r"loss_out_\d+", c)), key=lambda c: int(c[9:]))
     fig = go.Figure([go.Scatter(x=metrics["step"], y=metrics[c], mode="lines", name=f"output cell {c[9:]}")

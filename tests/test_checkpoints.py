@@ -275,7 +275,7 @@ def test_model_without_attention_heads(tmp_path, byte_tokenizer_dir):
 
 
 def test_resident_memory_over_30_loads(tmp_path, byte_tokenizer_dir):
-    """Issue item 10: 30 sequential loads grow resident memory by <= 10 % after the first.
+    """30 sequential loads grow resident memory by <= 10 % after the first.
     The model (7.3 MB of weights, plus the bridge around it) is large enough that keeping every
     bridge alive, as happens without the source's explicit release, exceeds that bound."""
     root = tmp_path / "suite30"
