@@ -10,8 +10,11 @@ attribution pre-screen of the pattern patch checked against exact patching (Spea
 whether the exact top 2 heads are the estimate's top 2) for attribution patching (1 gradient
 point) and integrated gradients (``--ig-steps`` points; ``interp.patching.attribution``).
 
+Also the head scores (``interp.scores``: previous-token, prefix-matching, OV copying) at the
+checkpoints around each point.
+
 Writes to ``--out`` (default ``results/analyses/decomposition/``): ``components.csv``,
-``prescreen.csv``, ``decomposition.md`` (the tables docs/results.md quotes) and
+``prescreen.csv``, ``head_scores.csv``, ``decomposition.md`` (the tables docs/results.md quotes) and
 ``decomposition.html`` (the figures); ``--update-docs`` also replaces the block between the
 ``decomposition:begin`` / ``decomposition:end`` markers of ``docs/results.md`` and writes the
 figure page to ``docs/figures/decomposition.html``.  Last line: ``decomposition_runs: N``.
@@ -54,7 +57,7 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
     batch = RepetitionTask().build(source.tokenizer())
     point = find_emergence(source, batch, threshold=threshold)
     if not (point.emerged and point.pre_step is not None):
-        return None, [], (model, seed, point)
+        return None, [], (model, seed, point), None
     ranking = rank_heads_between(source, point.pre_step, point.post_step, batch, metric=metric, decompose=True,
                                  n_boot=n_boot)
     components = ranking.components.assign(model=model, seed=seed)
@@ -70,7 +73,31 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
                      "method": "attribution patching" if steps == 1 else f"integrated gradients ({steps} points)",
                      "steps": steps, "spearman": prescreen_rank_correlation(exact, estimate),
                      "top2_found": top_exact == top_est, "metric": metric})
-    return components, rows, (model, seed, point)
+    from interp.scores import head_scores_over_checkpoints, steps_around
+
+    steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step, n_before=3, n_after=2)
+    scores = head_scores_over_checkpoints(source, steps, model=model, seed=seed)
+    scores["pre_step"], scores["post_step"] = point.pre_step, point.post_step
+    return components, rows, (model, seed, point), scores
+
+
+def scores_markdown(scores: pd.DataFrame) -> str:
+    """Per run and checkpoint: the largest prefix-matching and previous-token scores over heads."""
+    lines = ["", "Head scores around each point (`interp.scores`; the largest over heads; steps relative to the "
+             "point: pre = the last step below the threshold):", "",
+             "| run | score | " + " | ".join(["pre − 3", "pre − 2", "pre − 1", "pre", "post", "post + 1", "post + 2"]) + " |",
+             "| --- | --- |" + " --- |" * 7]
+    for (model, seed), sub in scores.groupby(["model", "seed"], sort=False):
+        pre, post = int(sub["pre_step"].iloc[0]), int(sub["post_step"].iloc[0])
+        steps = sorted(sub["step"].unique())
+        before = [s for s in steps if s <= pre][-4:]
+        after = [s for s in steps if s >= post][:3]
+        slots = [None] * (4 - len(before)) + before + after + [None] * (3 - len(after))
+        for score in ("prefix_matching", "previous_token"):
+            best = sub[sub["score"] == score].groupby("step")["value"].max()
+            cells = ["—" if s is None else f"{best[s]:.2f} ({s})" for s in slots]
+            lines.append(f"| {model} seed {seed} | {score} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(components: pd.DataFrame, prescreen: pd.DataFrame, settings: str) -> str:
@@ -131,10 +158,11 @@ def update_docs(block: str, figure_page: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/decomposition.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick | embedded/<run> | a suite folder")
+    parser.add_argument("--suite", nargs="+", default=["embedded"],
+                        help="embedded | embedded-quick | embedded/<run> | run folders of a local suite (several allowed)")
     parser.add_argument("--metric", default="p", choices=["p", "logprob", "logit-diff"])
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples over prompts")
-    parser.add_argument("--ig-steps", type=int, default=8, help="integration points of the IG pre-screen")
+    parser.add_argument("--ig-steps", type=int, default=2, help="integration points per layer of the IG pre-screen")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's decomposition block")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -145,10 +173,11 @@ def main(argv=None) -> None:
     from interp.cli import resolve_sources
 
     start = time.time()
-    frames, prescreen, points = [], [], []
-    for source in resolve_sources([args.suite], progress=False):
+    frames, prescreen, points, scores = [], [], [], []
+    for source in resolve_sources(args.suite, progress=False):
         try:
-            components, rows, (model, seed, point) = analyse_source(source, args.metric, args.n_boot, args.ig_steps)
+            components, rows, (model, seed, point), run_scores = analyse_source(source, args.metric, args.n_boot,
+                                                                                args.ig_steps)
         finally:
             source.close()
         points.append((model, seed, point.pre_step, point.post_step, point.emerged))
@@ -156,17 +185,21 @@ def main(argv=None) -> None:
         if components is not None:
             frames.append(components)
             prescreen += rows
+            scores.append(run_scores)
     components = pd.concat(frames, ignore_index=True)
     prescreen = pd.DataFrame(prescreen)
-    settings = (f"Command: `python -m analyses.decomposition --suite {args.suite} --metric {args.metric} "
+    shown = " ".join(Path(x).name if "/" in x and not x.startswith("embedded") else x for x in args.suite)
+    settings = (f"Command: `python -m analyses.decomposition --suite {shown} --metric {args.metric} "
                 f"--n-boot {args.n_boot} --ig-steps {args.ig_steps}`; task: `RepetitionTask()` (64 prompts); "
                 f"point of emergence: greedy accuracy 0.5, bisection; metric: {args.metric}.")
-    block = markdown(components, prescreen, settings)
+    scores = pd.concat(scores, ignore_index=True)
+    block = markdown(components, prescreen, settings) + scores_markdown(scores)
     page = vis.report_html("The jump decomposed by component", [
         ("Share of the jump each component recovers", vis.figure_html(vis.components_figure(components), include_plotlyjs="cdn")),
         ("Top-K heads: patterns vs head outputs", vis.figure_html(vis.components_topk_figure(components)))])
     atomic_to_csv(components, args.out / "components.csv")
     atomic_to_csv(prescreen, args.out / "prescreen.csv")
+    atomic_to_csv(scores, args.out / "head_scores.csv")
     atomic_write_text(args.out / "decomposition.md", block)
     atomic_write_text(args.out / "decomposition.html", page)
     if args.update_docs:

@@ -296,6 +296,37 @@ def rank_heads(
         atomic_to_csv(topk, out / "topk.csv")
 
 
+@app.command("decompose")
+@_one_line_errors
+def decompose(
+    source: str = typer.Argument(..., help="Hub id, suite folder or embedded/<run> (one run)."),
+    pre: int = typer.Option(..., help="Pre-emergence step."),
+    post: int = typer.Option(..., help="Post-emergence step (later than --pre)."),
+    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
+    device: Optional[str] = DeviceOpt,
+    metric: str = MetricOpt,
+):
+    """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
+    from interp.io import atomic_to_csv
+    from interp.ranking import decompose_between
+
+    metric = _metric(metric)
+    if pre >= post:
+        raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    sources = resolve_sources([source])
+    if len(sources) != 1:
+        raise ValueError(f"decompose takes one run; {source!r} has {len(sources)}: use embedded/<run>")
+    (src,) = sources
+    table = decompose_between(src, pre, post, _task(task, n_prompts, length, 0).build(src.tokenizer()),
+                              metric=metric, device=_device(device))
+    columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
+    typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
+    typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if out is not None:
+        atomic_to_csv(table, out / "components.csv")
+
+
 @app.command()
 @_one_line_errors
 def run(

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from interp.emergence import EmergencePoint, StepEvaluator, find_emergence, full_scan
 from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
-from interp.tasks import CapabilityTask, RepetitionTask, TaskBatch
+from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
@@ -101,7 +101,7 @@ def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
-    metric: str = "p", decompose: bool = True, scores: bool = True,
+    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -112,7 +112,8 @@ def analyse_run(
         threshold: greedy-accuracy threshold for the point of emergence (fraction).
         scan: also evaluate every searchable step (for the full curve); bisection still counts
             only its own evaluations, and shares the memoised scores (no checkpoint loads twice).
-        method, prescreen_top_n, device, metric: see :func:`interp.ranking.rank_heads_between`.
+        method, prescreen_top_n, device, metric, prescreen_steps: see
+            :func:`interp.ranking.rank_heads_between`.
         decompose: also decompose the jump by component (``components.csv``).
         scores: also score every head at the checkpoints around the point (``head_scores.csv``,
             :mod:`interp.scores`).
@@ -135,7 +136,7 @@ def analyse_run(
     if point.emerged and point.pre_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                    decompose=decompose)
+                                    decompose=decompose, prescreen_steps=prescreen_steps)
         for key in ("p_pre", "p_post", "delta_p", "heads", "topk", "example_tokens", "example_patterns",
                     "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric"):
             setattr(analysis, key, getattr(ranked, key))
@@ -307,7 +308,7 @@ def run_main_job(
     sources: Iterable, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
-    metric: str = "p", decompose: bool = True, scores: bool = True,
+    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 
@@ -323,7 +324,7 @@ def run_main_job(
         try:
             runs.append(analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                    decompose=decompose, scores=scores))
+                                    decompose=decompose, scores=scores, prescreen_steps=prescreen_steps))
         finally:
             source.close()
     report = MainJobReport(runs=runs, threshold=threshold, title=title)

@@ -49,7 +49,8 @@ from interp.tasks import TaskBatch
 
 __all__ = [
     "HeadRanking", "rank_heads", "topk_recovery", "head_ranking", "head_ranking_report", "rank_heads_between",
-    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "COMPONENTS", "COMPONENT_COLUMNS",
+    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "decompose_between", "COMPONENTS",
+    "COMPONENT_COLUMNS",
 ]
 
 #: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses
@@ -263,12 +264,12 @@ class HeadRanking:
 
 def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
                  method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None,
-                 ks: Sequence[int] | None = None, prescreen_steps: int = 8, kind: str = "pattern",
+                 ks: Sequence[int] | None = None, prescreen_steps: int = 2, kind: str = "pattern",
                  memory_budget_mb: float = 1024, n_boot: int = N_BOOT, attribution: bool = True) -> HeadRanking:
     """Rank the pre checkpoint's heads by patching ``kind`` (default the pattern) from the post checkpoint.
 
     Steps: post activations and metric (``capture_post``); the pre metric; the attribution
-    pre-screen (integrated gradients over ``prescreen_steps`` points, see
+    pre-screen (integrated gradients over ``prescreen_steps`` points per layer, see
     ``interp.patching.attribution``; ``attribution=False`` skips it unless it selects heads);
     exact per-head effects (every head, or with ``prescreen_top_n`` / ``method="attribution"``
     only the pre-screen's top N, default a quarter of the heads, the rest NaN); ranking with
@@ -282,7 +283,10 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         method: ``"fast"``, ``"reference"`` (full forwards; TransformerLens) or ``"attribution"``.
         prescreen_top_n: patch exactly only the pre-screen's top N heads.
         ks: K values of the joint top-K patch (default 1 ... all ranked heads).
-        prescreen_steps: integration points of the pre-screen (1 = attribution patching).
+        prescreen_steps: integration points of the pre-screen per layer (1 = attribution patching:
+            one forward and one backward over the prompts; 2, the default, costs ``n_layers``
+            passes over 2 copies of them: on the Pythia-70m shape about as much as the exact fast
+            path, so use 1 on large models; see ``benchmarks/bench_patching.py``).
         kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
 
     Returns:
@@ -367,7 +371,7 @@ def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
 def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
                        prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
                        ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
-                       n_boot: int = N_BOOT) -> HeadRanking:
+                       n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
     The post checkpoint is captured (activations, weights) before pre is loaded: a source reuses
@@ -397,7 +401,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     with torch.inference_mode():
         pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
     ranking = head_ranking(pre.model, post, batch, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
-                           ks=ks, n_boot=n_boot)
+                           ks=ks, n_boot=n_boot, prescreen_steps=prescreen_steps)
     if decompose:
         ranking.components = decompose_jump(pre.model, post, batch, metric=metric, n_boot=n_boot,
                                             labels={"pre_step": pre_step, "post_step": post_step})
@@ -515,3 +519,26 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         "value_pre": m_pre, "value_post": m_post,
     })
     return frame[COMPONENT_COLUMNS]
+
+
+def decompose_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, metric: Any = "p",
+                      device: str | None = None, **kwargs: Any) -> pd.DataFrame:
+    """Load ``post_step`` (captured) then ``pre_step`` from a checkpoint source and run ``decompose_jump``.
+
+    ``kwargs`` go to ``decompose_jump`` (``targets``, ``ks``, ``n_boot``, ...); ``model`` and
+    ``seed`` labels come from the source's id.
+
+    Raises:
+        ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
+    """
+    from interp.pipeline import model_and_seed
+
+    if pre_step >= post_step:
+        raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")
+    post_loaded = source.load(post_step, device=device)
+    batch = batch.to(next(post_loaded.model.parameters()).device)
+    post = capture_post(post_loaded.model, batch, weights=True)
+    pre = source.load(pre_step, device=device)
+    model, seed = model_and_seed(source.model_id)
+    labels = {"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step}
+    return decompose_jump(pre.model, post, batch, metric=metric, labels=labels, **kwargs)

@@ -151,8 +151,11 @@ def head_scores(model: Any, tokens: Int[Tensor, "batch pos"], period: int) -> di
     }
 
 
-def steps_around(steps: Sequence[int], pre_step: int, post_step: int, n_before: int = 4, n_after: int = 4) -> list[int]:
-    """``n_before`` checkpoints up to ``pre_step`` and ``n_after`` from ``post_step`` (both included)."""
+def steps_around(steps: Sequence[int], pre_step: int, post_step: int, n_before: int = 3, n_after: int = 3) -> list[int]:
+    """``pre_step`` and the ``n_before`` checkpoints before it, ``post_step`` and the ``n_after`` after it.
+
+    (Kept short by default: on the hub every extra step is one more checkpoint download.)
+    """
     steps = sorted(steps)
     before = [s for s in steps if s <= pre_step][-(n_before + 1):]
     after = [s for s in steps if s >= post_step][:n_after + 1]

@@ -86,3 +86,37 @@ def test_bad_components_raise(setup):
     with pytest.raises(ValueError, match="ks must lie"):
         decompose_jump(pre, post, batch, ks=[0])
     assert isinstance(decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=10), pd.DataFrame)
+
+
+def test_cli_decompose_writes_components(tmp_path, tiny_suite):
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["decompose", str(tiny_suite), "--pre", "0", "--post", "200", "--out", str(out),
+                                      "--metric", "logprob"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "components.csv")
+    assert list(table.columns) == COMPONENT_COLUMNS and set(table["metric"]) == {"logprob"}
+    assert set(table["pre_step"]) == {0} and set(table["post_step"]) == {200}
+    bad = CliRunner().invoke(app, ["decompose", str(tiny_suite), "--pre", "200", "--post", "0"])
+    assert bad.exit_code == 2 and "earlier" in bad.output
+
+
+from tests.test_cli import tiny_suite  # noqa: E402,F401  (the CLI tests' two-checkpoint suite)
+
+
+def test_analysis_tables_render(setup):
+    """analyses/decomposition.py's markdown: one column per run, the components and top-K rows."""
+    from tests.conftest import load_analysis
+
+    module = load_analysis("decomposition")
+    pre, post, batch = setup
+    table = decompose_jump(pre, post, batch, ks=[1, 2], n_boot=50, labels={"model": "toy", "seed": 0, "pre_step": 1,
+                                                                           "post_step": 2})
+    prescreen = pd.DataFrame([{"model": "toy", "seed": 0, "method": "attribution patching", "spearman": 0.5,
+                               "top2_found": True}])
+    text = module.markdown(table, prescreen, "settings")
+    assert "| component | toy seed 0 |" in text and "| pattern | 1.00 [1.00, 1.00] |" in text
+    assert "| top-2 z |" in text and "| toy seed 0 | attribution patching | 0.50 | yes |" in text

@@ -18,7 +18,8 @@ what removes the saturation error of the tangent.
 The point ``alpha`` offsets each moved layer's pattern by ``alpha (pattern_post - pattern_pre)``
 while later layers compute their own patterns, so effects through later attention stay in the
 gradient.  ``mode="layer"`` moves one layer at a time (``n_layers`` passes over ``steps``
-stacked copies of the prompts): that layer's patterns then follow the straight line exactly,
+stacked copies of the prompts, each running only the blocks from that layer on, from the
+layer-skip engine's cached pre-run): that layer's patterns then follow the straight line exactly,
 and by IG's completeness the estimates of its heads sum to the effect of patching all of the
 layer's patterns.  ``mode="joint"`` moves every layer at once (one pass; later layers' patterns
 are then off the line, cheaper and rougher).
@@ -39,6 +40,20 @@ from interp.patching.targets import hook_name
 from interp.tasks import TaskBatch
 
 __all__ = ["attribution_delta_p"]
+
+
+def _tail_runner(model: Any, batch: TaskBatch, fn: Callable) -> Any:
+    """The layer-skip engine's cached pre-run, to run only the blocks from the moved layer on
+    (None if the model fails the engine's checks: then full forwards)."""
+    from interp.patching.fast import FastPathUnsupported, LayerSkipEngine
+
+    try:
+        with torch.inference_mode(False), torch.no_grad():  # normal tensors: they enter autograd later
+            engine = LayerSkipEngine(model, batch, fn, post=None)
+            engine.check_tail()
+        return engine
+    except FastPathUnsupported:
+        return None
 
 
 def _post_patterns(model: Any, batch: TaskBatch, post: Any) -> Tensor:
@@ -81,7 +96,11 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
     n_layers, n_heads = heads_shape(model)
     device = model_device(model)
     post = _post_patterns(model, batch, patterns)
-    pre = cache_patterns(model, batch.tokens).float()
+    if steps == 1:
+        mode = "joint"  # at alpha = 0 both modes are the same single gradient
+    # The moved layer's own pattern is the pre pattern whenever no earlier layer moves (layer mode,
+    # or alpha = 0): read it in the hook; only joint IG needs a separate pre-run.
+    pre_cached = cache_patterns(model, batch.tokens).float() if mode == "joint" and steps > 1 else None
     # clone(): tensors made under inference_mode cannot enter an autograd graph.
     batch = batch.to(device)
     batch = type(batch)(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
@@ -90,6 +109,8 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
     stacked = batch.repeat(steps)
     estimate = torch.zeros(n_layers, n_heads, device=device)
     groups = [list(range(n_layers))] if mode == "joint" else [[l] for l in range(n_layers)]
+    pre: dict[int, Tensor] = {}
+    tail = _tail_runner(model, batch, fn) if mode == "layer" else None
     for layers in groups:
         leaves: dict[int, Tensor] = {}
 
@@ -97,6 +118,8 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
             # pattern + alpha (post - pre): the layer's own pattern is pre, so this is the straight
             # line; later layers keep computing theirs, so indirect effects stay in the gradient.
             def hook(pattern: Tensor, hook: Any = None) -> Tensor:
+                natural = pattern.detach().float().reshape(steps, *post[layer].shape)[0]
+                pre[layer] = pre_cached[layer] if pre_cached is not None else natural
                 offset = alphas.reshape(-1, 1, 1, 1, 1) * (post[layer] - pre[layer])[None]
                 leaves[layer] = pattern + offset.reshape(pattern.shape).to(pattern.dtype)
                 return leaves[layer]
@@ -108,10 +131,15 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
                 # grad flows from here even if the parameters are frozen; no parameter grads are built
                 return resid.detach().requires_grad_(True)
 
-            hooks = [("blocks.0.hook_in", leaf_residual)] + hooks
-            rows, _ = answer_logits_forward(lambda tokens, **kw: model.run_with_hooks(tokens, fwd_hooks=hooks, **kw),
-                                            stacked)
-            total = fn(rows, stacked).float().sum() / (steps * batch.tokens.shape[0])
+            if tail is not None:  # layer mode: blocks below the moved layer are the same for every alpha
+                (layer,) = layers
+                resid = tail.resid_pre[layer].detach().repeat(steps, 1, 1).requires_grad_(True)
+                total = tail.run_tail(resid, layer, steps, hooks).sum() / (steps * batch.tokens.shape[0])
+            else:
+                hooks = [("blocks.0.hook_in", leaf_residual)] + hooks
+                rows, _ = answer_logits_forward(
+                    lambda tokens, **kw: model.run_with_hooks(tokens, fwd_hooks=hooks, **kw), stacked)
+                total = fn(rows, stacked).float().sum() / (steps * batch.tokens.shape[0])
             grads = torch.autograd.grad(total, [leaves[l] for l in layers])
         for layer, grad in zip(layers, grads):
             # mean over the alphas is the sum over copies / steps (already in `total`)

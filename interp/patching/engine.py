@@ -267,6 +267,12 @@ def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[
     Raises:
         ValueError: a bad batch, metric, method, target, budget, or models of different shapes.
     """
+    return _patch_values(pre_model, post, batch, targets, metric, method, memory_budget_mb)[0]
+
+
+def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[Target], metric: MetricLike,
+                  method: str, memory_budget_mb: float) -> tuple[Tensor, Tensor | None]:
+    """``patch_values`` plus the pre metric per prompt when the fast path computed it (else None)."""
     batch = check_batch(batch)
     fn = resolve_metric(metric)
     if method not in ("fast", "reference"):
@@ -285,8 +291,9 @@ def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[
     device = model_device(pre_model)
     batch = batch.to(device)
     out = torch.empty(len(targets), batch.tokens.shape[0])
+    values_pre = None
     if not targets:
-        return out
+        return out, values_pre
     mixing = heads_mixing_kinds(pre_model) if method == "fast" else frozenset()
     fast = [i for i, u in enumerate(units) if method == "fast" and fast_path_applies(u, n_heads, mixing)]
     if fast:
@@ -297,6 +304,7 @@ def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[
                 if engine.device.type == "cpu":
                     chunk = min(chunk, max(1, round(CPU_CHUNK_TOKENS / batch.tokens.numel())))
                 out[fast] = engine.values_of_sets([units[i] for i in fast], chunk).cpu()
+                values_pre = engine.values_pre.cpu()
             except FastPathUnsupported as err:
                 warnings.warn(f"layer-skip patching unavailable for this model ({err}); using full forwards",
                               RuntimeWarning, stacklevel=2)
@@ -306,7 +314,7 @@ def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[
         for i, target in enumerate(targets):
             if i not in done:
                 out[i] = _reference_values(pre_model, post, batch, target, fn).float().cpu()
-    return out
+    return out, values_pre
 
 
 def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: MetricLike = "p",
@@ -349,9 +357,10 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
     pairs = [(l, h) for l in range(n_layers) for h in range(n_heads)] if heads is None else \
         list(Target(kind, tuple(heads)).resolved_heads(n_layers, n_heads))
     post = _as_post(post, batch, [Target(kind)])
-    values = patch_values(pre_model, post, batch, [Target(kind, (pair,)) for pair in pairs], metric=metric,
-                          method=method, memory_budget_mb=memory_budget_mb)
-    base = metric_values(pre_model, batch, metric)
+    values, base = _patch_values(pre_model, post, batch, [Target(kind, (pair,)) for pair in pairs], metric, method,
+                                 memory_budget_mb)
+    if base is None:  # the fast path did not run: one more forward for the baseline
+        base = metric_values(pre_model, batch, metric)
     out = torch.full((n_layers, n_heads, batch.tokens.shape[0]), float("nan"))
     for (layer, head), row in zip(pairs, values):
         out[layer, head] = row - base

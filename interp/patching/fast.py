@@ -13,7 +13,9 @@ Then, per layer ``l`` and kind of patch:
   output is the cached one plus ``delta_h = a_h @ B_h`` (``a = z_new - z_pre``, ``B = W_O``; OV
   weights: ``a = [z_new, z_pre]``, ``B = [W_O_post; -W_O_pre]``).  The same call checks the
   reconstruction: cached block output plus every head's ``delta`` must equal the block's output.
-  An MLP-output patch is ``mlp_post - mlp_pre``.
+  Once one block passed that check, patterns and head outputs skip the call: ``z_new`` is the
+  post ``z``, or ``pattern_post @ v`` from the cached ``hook_v`` (if that formula rebuilds the
+  cached ``z``).  An MLP-output patch is ``mlp_post - mlp_pre``.
 * the residual streams of a layer's patches are stacked along the batch (one copy of the
   prompts per patch, chunked to ``memory_budget_mb``) and only blocks ``l+1 ... n_layers-1`` run,
   by calling the bridge's own block modules; patched heads of later layers (activation kinds)
@@ -471,6 +473,7 @@ class LayerSkipEngine:
         self.low_rank_layers: list[int] = []  # blocks whose projections took the low-rank path
         self.own_mlp_low_rank_layers: list[int] = []  # sequential blocks whose own MLP input did
         self._mlp_linears: list[str] | None = None
+        self._structure_checked = False  # set once a block call confirmed the reconstruction
         self._pre_run()
 
     # ---- the one forward of the pre checkpoint
@@ -750,6 +753,57 @@ class LayerSkipEngine:
                 torch.ones(1, 1, dtype=torch.bool, device=self.device), None))], []
             self._check_block(layer, hooks, slices, rebuilt, key)
             return changes
+        z_new, out_all = self._z_without_block(key, layer), None
+        if z_new is None:
+            z_new, out_all = self._z_from_block(key, layer)
+        z_pre = self.pre("z", layer).float()
+        W_O = self._W_O(layer, post=False).float()
+        if kind == "ov":
+            a = torch.cat([z_new, z_pre], dim=-1)
+            B = torch.cat([self._W_O(layer, post=True).float(), -W_O], dim=1)
+        else:
+            a, B = z_new - z_pre, W_O
+        delta = torch.einsum("bpur,urm->ubpm", a, B)
+        changes = _Changes(delta, a, B, after_mlp=False)
+        self._changes[(key, layer)] = changes
+        if out_all is not None:
+            # The reconstruction with every head changed must equal the block itself.
+            rebuilt = self._rebuild(layer, key, changes, torch.ones(1, self.n_heads, dtype=torch.bool))
+            err = float((rebuilt - out_all).abs().max())
+            if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
+                del self._changes[(key, layer)]
+                raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+            self._structure_checked = True
+        return changes
+
+    def _z_without_block(self, key: tuple, layer: int) -> Tensor | None:
+        """Every head's new ``z`` without calling the block, once the block structure has been
+        checked: a head output is the post one; a pattern gives ``pattern @ v`` from the cached
+        ``hook_v`` if the same formula rebuilds the cached ``z`` (layout and grouped-query
+        mapping checked).  None: call the block."""
+        kind, qpos = key[0], key[1]
+        if not self._structure_checked or kind not in ("pattern", "z"):
+            return None
+        if kind == "z":
+            return self.post.activation("z", layer).to(self.device, torch.float32)
+        name = hook_name("v", layer)
+        v = self.cache[name] if name in self.cache.keys() else None
+        z_pre, pattern_pre = self.pre("z", layer), self.pre("pattern", layer).float()
+        if v is None or v.ndim != 4 or z_pre.ndim != 4 or v.shape[2] == 0 or self.n_heads % v.shape[2]:
+            return None
+        v = v.float().repeat_interleave(self.n_heads // v.shape[2], dim=2)  # GQA: kv head of each head
+        rebuilt = torch.einsum("bhqk,bkhd->bqhd", pattern_pre, v)
+        if rebuilt.shape != z_pre.shape or not torch.allclose(rebuilt, z_pre.float(), rtol=1e-4, atol=1e-5):
+            return None
+        post = self.post.activation("pattern", layer).to(self.device, torch.float32)
+        mask = query_mask(qpos, self.pos, self.device)
+        if mask is not None:
+            post = torch.where(mask[None, None, :, None], post, pattern_pre)
+        return torch.einsum("bhqk,bkhd->bqhd", post, v)
+
+    def _z_from_block(self, key: tuple, layer: int) -> tuple[Tensor, Tensor]:
+        """``(every head's new z, block output)`` from one call of block ``layer`` with the change
+        applied to every head (and the block's norm-fed projections recorded for the low-rank path)."""
         hooks, slices, _ = self._modification(key, layer)
         captured: dict[str, Tensor] = {}
         hooks = hooks + [(hook_name("z", layer), lambda z, hook: captured.__setitem__("z", z) or z)]
@@ -763,24 +817,15 @@ class LayerSkipEngine:
             raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
         if "z" not in captured:
             raise FastPathUnsupported(f"block {layer} exposes no hook_z")
-        z_new, z_pre = captured["z"].float(), self.pre("z", layer).float()
+        z_new = captured["z"].float()
         if z_new.ndim != 4 or z_new.shape[2] != self.n_heads:
             raise FastPathUnsupported(f"hook_z of block {layer} has shape {tuple(z_new.shape)}, not [batch, pos, head, d_head]")
-        W_O = self._W_O(layer, post=False).float()
-        if kind == "ov":
-            a = torch.cat([z_new, z_pre], dim=-1)
-            B = torch.cat([self._W_O(layer, post=True).float(), -W_O], dim=1)
-        else:
-            a, B = z_new - z_pre, W_O
-        delta = torch.einsum("bpur,urm->ubpm", a, B)
-        changes = _Changes(delta, a, B, after_mlp=False)
-        self._changes[(key, layer)] = changes
-        rebuilt = self._rebuild(layer, key, changes, torch.ones(1, self.n_heads, dtype=torch.bool))
-        err = float((rebuilt - out_all).abs().max())
-        if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
-            del self._changes[(key, layer)]
-            raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
-        return changes
+        if torch.equal(z_new, self.pre("z", layer).float()) and key[0] == "pattern" and \
+                not torch.equal(self.post.activation("pattern", layer).to(self.device, torch.float32),
+                                self.pre("pattern", layer).float()):
+            raise ValueError(f"block {layer}'s attention ignores edits of hook_pattern (z is unchanged); "
+                             "this architecture's bridge cannot be pattern-patched")
+        return z_new, out_all
 
     def _check_block(self, layer: int, hooks: list, slices: list, rebuilt: Tensor, key: tuple) -> None:
         try:
