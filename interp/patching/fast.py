@@ -34,7 +34,14 @@ to use full forwards.
 
 Architecture-specific parts (how a block combines its attention and MLP, the answer-only last
 block) are the methods in the section "block layout" of ``LayerSkipEngine``: a sequential
-residual block reruns its MLP on the patched stream, a parallel one (GPT-NeoX) does not.
+residual block reruns its MLP on the patched stream, a parallel one (GPT-NeoX) does not; the
+norms are read from the block (pre-norms ``ln1``/``ln2``, or OLMo-2's output norms
+``ln1_post``/``ln2_post``, through which a head's change passes before it reaches the stream).
+In a sequential block a one-head patch reaches its own MLP input first, a rank-``d_head`` change
+of a normalised stream, so those projections take the low-rank formula too
+(``_own_mlp_low_rank``); the last block's MLP runs at the answer positions only. Where queries
+and keys are normalised over all heads together (OLMo-2), q, k and QK-weight patches move every
+head of the layer and go to the reference path (``heads_mixing_kinds``).
 """
 
 from __future__ import annotations
