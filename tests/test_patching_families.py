@@ -116,9 +116,9 @@ def test_joint_and_weight_targets_fast_equal_reference(models):
 
 
 def test_own_mlp_low_rank_shortcut_is_used_and_exact(models):
-    """Single-head patches of a sequential block reach its own MLP input first: Llama (pre-norm)
-    and OLMo-2 (norm after attention) take the rank-d_head formula there for every block but the
-    last (answer positions only), GPT-2 (Conv1D MLP) keeps the module; all equal the reference."""
+    """Single-head patches of a sequential block reach its own MLP input first: GPT-2 (pre-norm,
+    Conv1D MLP), Llama (pre-norm) and OLMo-2 (norm after attention) take the rank-d_head formula
+    there for every block but the last (answer positions only); all equal the reference."""
     from interp.patching.fast import LayerSkipEngine, Unit
     from interp.patching.metrics import resolve_metric
 
@@ -129,4 +129,4 @@ def test_own_mlp_low_rank_shortcut_is_used_and_exact(models):
         fast = (engine.values_of_sets(sets, 4).mean(1) - engine.values_pre.mean()).reshape(N_LAYERS, N_HEADS)
     reference = per_head_delta(pre, post, batch, "pattern", method="reference")
     assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (family, (fast - reference).abs().max())
-    assert engine.own_mlp_low_rank_layers == ([] if family == "gpt2" else list(range(N_LAYERS - 1)))
+    assert engine.own_mlp_low_rank_layers == list(range(N_LAYERS - 1))

@@ -34,7 +34,14 @@ to use full forwards.
 
 Architecture-specific parts (how a block combines its attention and MLP, the answer-only last
 block) are the methods in the section "block layout" of ``LayerSkipEngine``: a sequential
-residual block reruns its MLP on the patched stream, a parallel one (GPT-NeoX) does not.
+residual block reruns its MLP on the patched stream, a parallel one (GPT-NeoX) does not; the
+norms are read from the block (pre-norms ``ln1``/``ln2``, or OLMo-2's output norms
+``ln1_post``/``ln2_post``, through which a head's change passes before it reaches the stream).
+In a sequential block a one-head patch reaches its own MLP input first, a rank-``d_head`` change
+of a normalised stream, so those projections take the low-rank formula too
+(``_own_mlp_low_rank``); the last block's MLP runs at the answer positions only. Where queries
+and keys are normalised over all heads together (OLMo-2), q, k and QK-weight patches move every
+head of the layer and go to the reference path (``heads_mixing_kinds``).
 """
 
 from __future__ import annotations
@@ -202,6 +209,22 @@ def _norm_affine(norm: torch.nn.Module) -> tuple[bool, Tensor | None, Tensor | N
     return None
 
 
+def _is_projection(module: torch.nn.Module) -> bool:
+    """A ``torch.nn.Linear``, or transformers' ``Conv1D`` (GPT-2: ``x @ weight + bias``, weight
+    stored ``[in, out]``)."""
+    return isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D"
+
+
+def _projection_weight(module: torch.nn.Module) -> Tensor:
+    """The projection's weight as ``[out, in]`` (a Linear's layout)."""
+    return module.weight if isinstance(module, torch.nn.Linear) else module.weight.T
+
+
+def _module_forward(module: torch.nn.Module, inp: Tensor) -> Tensor:
+    """The module's class forward (not a swapped-in one)."""
+    return type(module).forward(module, inp)
+
+
 @contextlib.contextmanager
 def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[str, str]]]:
     """Yield a list that, after the block has run once, holds ``(linear, norm)`` submodule names.
@@ -216,7 +239,7 @@ def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[s
         if _norm_affine(module) is not None:
             handles.append(module.register_forward_hook(
                 lambda mod, args, out, name=name: norm_out.__setitem__(name, out)))
-        elif isinstance(module, torch.nn.Linear):
+        elif _is_projection(module):
             handles.append(module.register_forward_pre_hook(
                 lambda mod, args, name=name: linear_in.setdefault(name, []).append(args[0] if args else None)))
     found: list[tuple[str, str]] = []
@@ -293,16 +316,16 @@ class _LowRankProjections:
         # ``residual`` (OLMo-2's own MLP): the projection reads ``residual + norm(base + delta)``,
         # so ``c`` gains ``residual @ W.T`` per position.
         self.dz = dz.float()
-        self.entries: list[tuple[torch.nn.Linear, str, Tensor, Tensor, Tensor]] = []
+        self.entries: list[tuple[torch.nn.Module, str, Tensor, Tensor, Tensor]] = []
         self.norms: dict[str, tuple[bool, float]] = {}
         self.broken = False
         self._checked: set[torch.nn.Module] = set()  # projections already compared with the module
         for linear_name, norm_name in pairs:
             linear, affine = block.get_submodule(linear_name), _norm_affine(block.get_submodule(norm_name))
-            if not isinstance(linear, torch.nn.Linear) or affine is None or linear.weight.dtype != torch.float32:
+            if not _is_projection(linear) or affine is None or linear.weight.dtype != torch.float32:
                 continue  # exactness: float32 weights only (bf16 keeps the module's own rounding)
             centred, gain, beta, eps = affine
-            W = linear.weight  # [out, d_model]
+            W = _projection_weight(linear)  # [out, d_model]
             g = torch.ones(W.shape[1], device=W.device) if gain is None else gain.float()
             base_c = base.float() - base.float().mean(-1, keepdim=True) if centred else base.float()
             W_O_c = W_O.float() - W_O.float().mean(-1, keepdim=True) if centred else W_O.float()
@@ -342,7 +365,7 @@ class _LowRankProjections:
         def make_forward(linear: torch.nn.Linear, norm_name: str, A: Tensor, M: Tensor, c: Tensor) -> Callable:
             def forward(inp: Tensor) -> Tensor:
                 if self.broken or inp.shape != stream.shape:  # e.g. the last block's answer-only MLP
-                    return torch.nn.Linear.forward(linear, inp)
+                    return _module_forward(linear, inp)
                 # One addmm per copy (faster on CPU than a bmm over gathered M), A added in the same call.
                 out = torch.empty(n_copies, batch * pos, A.shape[-1], device=A.device)
                 for i, head in enumerate(heads_list):
@@ -350,10 +373,10 @@ class _LowRankProjections:
                 out = out.view(n_copies, batch, pos, -1).div_(scale(norm_name).view(n_copies, batch, pos, 1)).add_(c)
                 out = out.view(n_copies * batch, pos, -1)
                 if linear not in checked:
-                    ref = torch.nn.Linear.forward(linear, inp[:1])
+                    ref = _module_forward(linear, inp[:1])
                     if float((out[:1] - ref).abs().max()) > _RESID_CHECK_RTOL * max(1.0, float(ref.abs().max())):
                         self.broken = True
-                        return torch.nn.Linear.forward(linear, inp)
+                        return _module_forward(linear, inp)
                     checked.add(linear)
                 return out.to(inp.dtype)
             return forward
@@ -471,9 +494,9 @@ class LayerSkipEngine:
         self._changes: dict[tuple, _Changes] = {}
         self._norm_pairs: list[tuple[str, str]] = []  # (linear, norm) names inside a block
         self.low_rank_layers: list[int] = []  # blocks whose projections took the low-rank path
-        self._structure_checked = False  # set once a block call confirmed the reconstruction
         self.own_mlp_low_rank_layers: list[int] = []  # sequential blocks whose own MLP input did
         self._mlp_linears: list[str] | None = None
+        self._structure_checked = False  # set once a block call confirmed the reconstruction
         self._pre_run()
 
     # ---- the one forward of the pre checkpoint
@@ -880,8 +903,8 @@ class LayerSkipEngine:
         dz_h @ W_O[h]``: the formula of :class:`_LowRankProjections` with base ``mid_pre``.
         OLMo-2: they read ``resid_pre + ln1_post(attn_pre + delta_h)`` with no norm of their own;
         an RMSNorm is a per-position scale, so ``W mid = W resid_pre + (A + dz_h @ M_h) / s_h``
-        (base ``attn_pre``, ``resid_pre @ W.T`` added per position). Other layouts: None. Only
-        ``torch.nn.Linear`` projections qualify (GPT-2's Conv1D MLP keeps its own forward).
+        (base ``attn_pre``, ``resid_pre @ W.T`` added per position). Other layouts: None.
+        ``torch.nn.Linear`` and GPT-2's ``Conv1D`` projections qualify.
         """
         changes = self._changes[(key, layer)]
         if (self.parallel or not self._has_mlp(layer) or changes.a is None or changes.after_mlp
@@ -911,7 +934,7 @@ class LayerSkipEngine:
             given: dict[str, Tensor] = {}
             handles = [block.mlp.register_forward_pre_hook(lambda mod, args: given.__setitem__("x", args[0]))]
             for name, module in block.named_modules():
-                if isinstance(module, torch.nn.Linear):
+                if _is_projection(module):
                     handles.append(module.register_forward_pre_hook(
                         lambda mod, args, name=name: seen.setdefault(name, args[0] if args else None)))
             try:
