@@ -46,7 +46,8 @@ class EmergencePoint:
         n_evaluations: checkpoint evaluations spent (each step evaluated once at most).
         evaluations: one row per evaluated step: ``step``, ``accuracy``, ``p_answer``, ``order``
             (1 = evaluated first), sorted by step.
-        excluded_steps: steps left out of the search because their weights duplicate an earlier step.
+        excluded_steps: steps left out of the search because their weights equal another step's
+            ({excluded step: a step with the same weights}; :meth:`CheckpointSource.duplicate_steps`).
     """
 
     model_id: str
@@ -266,7 +267,7 @@ def find_emergence(
         evaluator: reuse an evaluator (and its memoised scores) across calls.
 
     Returns:
-        The :class:`EmergencePoint`, with ``excluded_steps`` = {duplicate step: earlier step}.
+        The :class:`EmergencePoint`, with ``excluded_steps`` = {excluded step: a step with the same weights}.
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
