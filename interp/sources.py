@@ -61,30 +61,36 @@ def check_one_run(name: str, what: str) -> None:
 def open_sources(names: Sequence[str], progress: bool = True) -> list["CheckpointSource"]:
     """Open every source named (a suite name expands to its runs), in the order given.
 
-    Every name is checked first (:func:`check_source_name`), so a bad name in last place still
-    fails before an embedded suite is trained.
+    Every name is checked first (:func:`check_source_name`), and every hub or local source is
+    opened before any embedded suite is trained, so a bad name or a hub repo that cannot be
+    listed fails before minutes of training.
 
     Args:
         names: source names (see the module docstring).
         progress: show the training bar when an embedded suite is trained.
 
     Raises:
-        ValueError: see :func:`check_source_name`.
+        ValueError: see :func:`check_source_name`; a hub repo that cannot be listed (offline
+            without a cache, or no such repo) raises its own error here.
     """
     from interp.checkpoints import LocalSuiteSource, open_source
 
     for name in names:
         check_source_name(name)
+    opened = {name: open_source(Path(name).expanduser() if name.startswith("~") else name)
+              for name in dict.fromkeys(names) if not is_embedded_name(name)}
+    for source in opened.values():
+        source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
     sources = []
     for name in names:
-        if is_embedded_name(name):
-            from interp import embedded
+        if name in opened:
+            sources.append(opened[name])
+            continue
+        from interp import embedded
 
-            for cfg, run in resolve_embedded(name):
-                folders = embedded.ensure_suite(cfg, progress=progress)
-                sources.append(LocalSuiteSource(folders[cfg.run_names().index(run)]))
-        else:
-            sources.append(open_source(Path(name).expanduser() if name.startswith("~") else name))
+        for cfg, run in resolve_embedded(name):
+            folders = embedded.ensure_suite(cfg, progress=progress)
+            sources.append(LocalSuiteSource(folders[cfg.run_names().index(run)]))
     return sources
 
 

@@ -27,7 +27,8 @@ BAD = [
     ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "Invalid value"),
     ("bisect-out-is-file", ["bisect", "SUITE", "--out", "FILE"], "is an existing file"),
     ("bisect-unknown-id", ["bisect", "EleutherAI/pythia-71m", "--out", "OUT"], "unknown checkpoint source 'EleutherAI/pythia-71m'"),
-    ("bisect-bad-name-after-embedded", ["bisect", "embedded", "nope/nope", "--out", "OUT"], "unknown checkpoint source 'nope/nope'"),
+    ("bisect-bad-name-after-embedded", ["bisect", "embedded", "not-a-source", "--out", "OUT"], "unknown checkpoint source 'not-a-source'"),
+    ("bisect-hub-repo-not-cached-after-embedded", ["bisect", "embedded", "nope/nope", "--out", "OUT"], "nope/nope"),
     ("curve-steps", ["curve", "SUITE", "--steps", "0,1k", "--out", "OUT"], "--steps: '1k' is not an integer"),
     ("curve-missing-step", ["curve", "SUITE", "--steps", "0,150", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
     ("curve-embedded-step", ["curve", "embedded-quick", "--steps", "150", "--out", "OUT"], "embedded/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200"),
@@ -72,10 +73,15 @@ NO_ARGUMENTS = {"list-models", "train-suite"}
 
 
 @pytest.fixture
-def empty_cache(tmp_path, monkeypatch):
+def empty_cache(tmp_path, monkeypatch, hub_offline):
+    """An empty embedded cache and an empty, offline hub cache: nothing to reuse, nothing to fetch."""
+    from huggingface_hub import constants
+
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     return cache
 
 
