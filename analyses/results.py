@@ -31,16 +31,25 @@ class Analysis:
         module: importable module with ``main(argv)``.
         page: the docs section that quotes its numbers.
         args: extra command-line arguments for ``main``.
+        runs_sweeps: whether ``main`` takes ``--jobs`` and ``--sweep-dir`` (reproductions that
+            train many runs); the analyses of trained checkpoints take ``--out`` alone and resume
+            from their own saved per-run results.
     """
 
     name: str
     module: str
     page: str
     args: tuple[str, ...] = field(default=())
+    runs_sweeps: bool = True
 
 
 REGISTRY: list[Analysis] = [
     Analysis("main_job", "analyses.main_job", "docs/results.md §1"),
+    Analysis("decomposition", "analyses.decomposition", "docs/results.md §1b", ("--update-docs",), runs_sweeps=False),
+    Analysis("interval_study", "analyses.interval_study", "docs/results.md, recovery vs interval width",
+             ("--update-docs",), runs_sweeps=False),
+    Analysis("trainer_determinism", "analyses.trainer_determinism", "docs/embedded.md, what changes the weights",
+             runs_sweeps=False),
     Analysis("linear_map_floors", "analyses.linear_map_floors", "docs/results-synthetic.md (a)"),
     Analysis("sparsity_sweep", "analyses.sparsity_sweep", "docs/results-synthetic.md (b)"),
     Analysis("bias_plateau", "analyses.bias_plateau", "docs/results-synthetic.md (c)"),
@@ -103,8 +112,8 @@ def run_results(out: Path, names: Optional[List[str]] = None, jobs: int = 2, for
         echo(f"{analysis.name}: running ({analysis.page})")
         t0 = time.perf_counter()
         module = importlib.import_module(analysis.module)
-        module.main(["--out", str(folder), "--jobs", str(jobs), "--sweep-dir", str(out / "sweeps" / analysis.name),
-                     *analysis.args])
+        sweep_args = ["--jobs", str(jobs), "--sweep-dir", str(out / "sweeps" / analysis.name)] if analysis.runs_sweeps else []
+        module.main(["--out", str(folder), *sweep_args, *analysis.args])
         seconds[analysis.name] = time.perf_counter() - t0
         for csv in sorted(folder.glob("*.csv")):
             atomic_write_text(csv.with_suffix(".md"), markdown_table(csv))
