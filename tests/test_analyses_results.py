@@ -58,7 +58,7 @@ def test_runs_then_resumes_and_writes_markdown(tmp_path):
 
 
 def test_unknown_analysis_is_refused_before_work(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown analysis 'nope'; valid: main_job, linear_map_floors"):
+    with pytest.raises(ValueError, match=r"unknown analysis 'nope'; valid: main_job, decomposition, interval_study, trainer_determinism, linear_map_floors"):
         run_results(tmp_path / "out", ["nope"])
     assert not (tmp_path / "out").exists()
     result = CliRunner().invoke(app, ["results", "--list", "--only", "staircase", "--out", str(tmp_path)])
