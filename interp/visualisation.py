@@ -356,7 +356,14 @@ def hazards_section(run, ctx: ReportContext) -> Section | None:
     steps missing from the schedule, a listing read from the cache."""
     table = getattr(run, "checkpoints", None)
     if table is None or "status" not in table.columns:
-        return None
+        # a run without the per-step table (built by hand, or saved before it existed): the
+        # steps its search left out as duplicates are still a hazard worth showing
+        excluded = sorted(getattr(getattr(run, "point", None), "excluded_steps", {}).items())
+        if not excluded:
+            return None
+        rows = pd.DataFrame([{"step": step, "status": f"duplicate of step {other}: left out of the search"}
+                             for step, other in excluded])
+        return Section("Checkpoint hazards", table_fragment(rows))
     from interp.checkpoints import hazard_lines
 
     return Section("Checkpoint hazards", checkpoint_hazards_html(table, hazard_lines(table, _run_label(run))))
@@ -542,6 +549,15 @@ COMPONENT_LABELS = {"pattern": "all patterns", "q": "all queries", "k": "all key
                     "unembed": "unembedding"}
 
 
+def _interval(rows: pd.DataFrame, **style) -> dict | None:
+    """Plotly error bars from the ``recovered_lo`` / ``recovered_hi`` columns (95 % bootstrap
+    interval), or None when a table has no interval."""
+    if not {"recovered_lo", "recovered_hi"} <= set(rows.columns):
+        return None
+    return dict(type="data", symmetric=False, array=rows["recovered_hi"] - rows["recovered"],
+                arrayminus=rows["recovered"] - rows["recovered_lo"], **style)
+
+
 def _row_label(row) -> str:
     """A table row's run (``model``, ``seed`` columns) as :func:`interp.catalogue.run_label` names it."""
     return run_label(row["model"], row["seed"]) if pd.notna(row.get("model")) else "run"
@@ -563,11 +579,9 @@ def components_figure(components: pd.DataFrame,
     for run, sub in rows.groupby("run", sort=False):
         sub = sub.set_index("target").reindex(order)
         fig.add_trace(go.Bar(
-            x=[COMPONENT_LABELS.get(c, c) for c in order], y=sub["recovered"], name=run,
-            error_y=dict(type="data", symmetric=False, array=sub["recovered_hi"] - sub["recovered"],
-                         arrayminus=sub["recovered"] - sub["recovered_lo"]),
+            x=[COMPONENT_LABELS.get(c, c) for c in order], y=sub["recovered"], name=run, error_y=_interval(sub),
             hovertemplate="%{x}<br>recovered %{y:.2f}<extra>" + run + "</extra>"))
-    metric = ", ".join(sorted(set(rows["metric"].astype(str)))) if len(rows) else ""
+    metric = ", ".join(sorted(set(rows["metric"].astype(str)))) if len(rows) and "metric" in rows else "p"
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
     fig.add_hline(y=0.0, line_color="black", line_width=1)
     fig.update_layout(title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)", barmode="group",
@@ -589,9 +603,7 @@ def components_topk_figure(components: pd.DataFrame,
                 continue
             fig.add_trace(go.Scatter(
                 x=line["k"], y=line["recovered"], mode="lines+markers", name=f"{run}: {COMPONENT_LABELS[target].replace('all ', '')}",
-                line=dict(color=palette[i % len(palette)], dash=dash),
-                error_y=dict(type="data", symmetric=False, array=line["recovered_hi"] - line["recovered"],
-                             arrayminus=line["recovered"] - line["recovered_lo"], thickness=1)))
+                line=dict(color=palette[i % len(palette)], dash=dash), error_y=_interval(line, thickness=1)))
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
     fig.update_layout(title=title, xaxis_title="K (top heads by their own effect, patched jointly)",
                       yaxis_title="recovered", height=420)
@@ -607,6 +619,8 @@ def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = No
         scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
         emergence: rows of ``emergence.csv`` (model, seed, step, accuracy, ...), optional.
     """
+    if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
+        scores = scores.assign(model="run", seed="")
     runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
     fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[f"{m} seed {s}" for m, s in runs],
                         specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))], shared_xaxes=True)

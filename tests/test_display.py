@@ -39,9 +39,10 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
         order = torch.argsort(run.delta_p.flatten(), descending=True)
         run.heads = pd.DataFrame({"layer": (order // N_HEADS).numpy(), "head": (order % N_HEADS).numpy(),
                                   "delta_p": run.delta_p.flatten()[order].double().numpy(),
-                                  "rank": np.arange(1, N_LAYERS * N_HEADS + 1), "delta_p_attribution": 0.0})
+                                  "rank": np.arange(1, N_LAYERS * N_HEADS + 1), "delta_p_attribution": 0.0,
+                                  "delta_p_lo": 0.0, "delta_p_hi": 0.0, "metric": "p"})
         run.p_pre, run.p_post = 0.24, 0.56
-        run.topk = pd.DataFrame({"k": [1, 2, 3], "p_patched": [0.3, 0.4, 0.45]})
+        run.topk = pd.DataFrame({"k": [1, 2, 3], "p_patched": [0.3, 0.4, 0.45], "metric": "p"})
         run.topk["recovered"] = (run.topk["p_patched"] - run.p_pre) / (run.p_post - run.p_pre)
         scores = torch.rand(4, N_TOKENS, N_TOKENS, generator=generator).tril()
         run.example_patterns = scores / scores.sum(-1, keepdim=True)
@@ -217,7 +218,9 @@ def test_train_result_displays_summary_and_figures():
 
 def test_a_per_step_loss_curve_is_thinned_for_the_page():
     loss = pd.DataFrame({"step": np.arange(3001), "loss": np.linspace(5.0, 1.0, 3001)})
-    fig = vis.training_loss_figure(loss, 1300, 1400)
-    steps = list(fig.data[0].x)
-    assert len(steps) <= vis.MAX_CURVE_POINTS + 1 and steps[-1] == 3000 and steps[0] == 0.5
+    thinned = vis.thin_curve(loss)
+    steps = list(thinned["step"])
+    assert len(steps) <= vis.MAX_CURVE_POINTS + 1 and steps[-1] == 3000 and steps[0] == 0
     assert np.all(np.diff(steps) > 0)
+    fig = vis.loss_curve_figure(thinned, smooth=1)
+    assert len(fig.data[0].x) == len(steps)
