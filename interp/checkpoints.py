@@ -81,6 +81,7 @@ from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_hub_id, is_p
 from interp.devices import choose_device
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerBase
 

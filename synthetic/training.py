@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.devices import choose_device
-from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.io import atomic_to_parquet, atomic_write_text
 from interp.provenance import make_provenance, write_provenance
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta

@@ -27,7 +27,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.patching import _weights
-from interp.patching._common import answer_logits_forward, answer_rows, check_batch, first, heads_shape, model_device
+from interp.patching._common import answer_logits_forward, answer_rows, check_batch, heads_shape, model_device
 from interp.patching.fast import (
     CPU_CHUNK_TOKENS,
     FastPathUnsupported,
