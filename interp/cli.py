@@ -142,8 +142,8 @@ def run(
     metric: str = MetricOpt,
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
+    _check_sources(source)  # names first: a typo is refused before torch is imported
     device, task_obj = _check_common(device, task, n_prompts, length, out, method)
-    _check_sources(source)
     metric = _metric(metric)
     from interp.pipeline import run_main_job
 
@@ -235,8 +235,8 @@ def bisect(
 ):
     """Point of emergence of each source by bisection over its checkpoints; with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
+    _check_sources(source)  # names first: a typo is refused before torch is imported
     device, task_obj = _check_common(device, task, n_prompts, length, out)
-    _check_sources(source)
     if resolution is not None:
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
