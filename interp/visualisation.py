@@ -123,7 +123,7 @@ def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = Non
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="training loss (nats)", secondary_y=False)
     fig.update_yaxes(title_text="greedy accuracy", range=[0, 1], secondary_y=True)
-    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2), height=380)
+    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2), height=380, showlegend=True)
     return fig
 
 
@@ -584,7 +584,7 @@ def components_figure(components: pd.DataFrame,
     metric = ", ".join(sorted(set(rows["metric"].astype(str)))) if len(rows) and "metric" in rows else "p"
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
     fig.add_hline(y=0.0, line_color="black", line_width=1)
-    fig.update_layout(title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)", barmode="group",
+    fig.update_layout(title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)", barmode="group", showlegend=True,
                       yaxis_title="recovered = (m_patched − m_pre) / (m_post − m_pre)", height=460)
     return fig
 
@@ -605,7 +605,7 @@ def components_topk_figure(components: pd.DataFrame,
                 x=line["k"], y=line["recovered"], mode="lines+markers", name=f"{run}: {COMPONENT_LABELS[target].replace('all ', '')}",
                 line=dict(color=palette[i % len(palette)], dash=dash), error_y=_interval(line, thickness=1)))
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
-    fig.update_layout(title=title, xaxis_title="K (top heads by their own effect, patched jointly)",
+    fig.update_layout(title=title, xaxis_title="K (top heads by their own effect, patched jointly)", showlegend=True,
                       yaxis_title="recovered", height=420)
     return fig
 
@@ -645,6 +645,6 @@ def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = No
         fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
         fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
     fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
-    fig.update_layout(title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)",
+    fig.update_layout(title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)", showlegend=True,
                       height=320 * max(1, len(runs)) + 80)
     return fig
