@@ -379,6 +379,11 @@ def zoom(
     from interp.sources import check_one_run
 
     check_one_run(source, "zoom")
+    from interp.catalogue import is_embedded_name
+
+    if not is_embedded_name(source) and not Path(source).expanduser().is_dir():  # a hub id: nothing to resume
+        raise ValueError(f"{source}: hub checkpoints carry no optimizer state; zoom needs a run trained by "
+                         "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
     _check_embedded_steps(source, [pre, post])
     from interp.zoom import zoom as zoom_run
 

@@ -134,7 +134,7 @@ def test_cli_zoom_and_its_one_line_errors(tiny_run):
     done = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "4"])
     assert done.exit_code == 0, done.output
     assert "max |diff| at step 16: 0 " in done.output and "[12]" in done.output
-    for args, message in [(["--pre", "16", "--post", "8"], "must be before"),
+    for args, message in [(["--pre", "16", "--post", "8"], "must be earlier than"),
                           (["--pre", "5", "--post", "16"], "nearest stored steps")]:
         done = runner.invoke(app, ["zoom", str(tiny_run), *args])
         assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
