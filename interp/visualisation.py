@@ -509,16 +509,6 @@ def report_fragment(report, assets: Assets) -> str:
     return f"<div class='el-report'>{style_tag()}<h2>{html.escape(report.title)}</h2>{report_body(report, ctx)}</div>"
 
 
-# Kept for callers that assemble their own pages.
-def attention_patterns_html(tokens: Sequence[str], patterns: Float[Tensor, "n query_pos key_pos"],
-                            names: Sequence[str]) -> str:
-    """circuitsvis ``attention_heads`` view as a self-contained fragment (its bundle inlined)."""
-    return attention_fragment(tokens, patterns, names, Assets())
-
-
-def figure_html(fig: go.Figure, include_plotlyjs: bool | str = False) -> str:
-    """A plotly figure as an HTML fragment (``include_plotlyjs=True`` inlines plotly.js)."""
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs)
 
 
 
