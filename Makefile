@@ -7,13 +7,20 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 OUT ?= results/demo
 
-.PHONY: setup demo test results
+.PHONY: setup setup-dev demo test results
+# setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright) and
+# Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
+setup-dev: $(VENV)/.installed-dev
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[dev,ray]"
 	touch $@
 
@@ -23,7 +30,7 @@ demo: setup
 # The browser tests open the report in headless Chromium (Debian's package, driven by playwright):
 # installed here when missing and the machine allows it (root with apt-get); never fatal here,
 # since under CI a missing browser fails those tests with a message saying so.
-test: setup
+test: setup-dev
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing chromium (apt-get) for the browser tests"; \

@@ -109,6 +109,13 @@ def _open(names: List[str]) -> list:
     return open_sources(names)
 
 
+def _open_as_ready(names: List[str]):
+    """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
+    from interp.sources import ReadySources
+
+    return ReadySources(names)
+
+
 # -- commands ---------------------------------------------------------------------------------
 @app.command()
 def demo(
@@ -124,7 +131,7 @@ def demo(
     metric = _metric(metric)
     from interp.pipeline import run_main_job
 
-    report = run_main_job(_open(["embedded-quick" if quick else "embedded"]), task=task, scan=True,
+    report = run_main_job(_open_as_ready(["embedded-quick" if quick else "embedded"]), task=task, scan=True,
                           method=method, device=device, out_dir=out, metric=metric,
                           title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
     _print_summary(report, out)
@@ -147,7 +154,7 @@ def run(
     metric = _metric(metric)
     from interp.pipeline import run_main_job
 
-    report = run_main_job(_open(source), task=task_obj, threshold=threshold, scan=scan, method=method,
+    report = run_main_job(_open_as_ready(source), task=task_obj, threshold=threshold, scan=scan, method=method,
                           prescreen_top_n=prescreen_top_n, device=device, out_dir=out, metric=metric)
     _print_summary(report, out)
 

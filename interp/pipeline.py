@@ -343,26 +343,31 @@ def run_main_job(
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 
-    Sources are processed one at a time and closed afterwards (each source reuses one bridge, so
-    resident memory stays flat over long checkpoint sweeps). If ``out_dir`` is given the report
-    is saved there.
+    Sources are processed one at a time, as the iterable hands them out, and closed afterwards
+    (each source reuses one bridge, so resident memory stays flat over long checkpoint sweeps).
+    With :class:`interp.sources.ReadySources` (what the CLI passes), embedded runs are analysed as
+    soon as each is trained and a core is free, and the report keeps the order of the names. If
+    ``out_dir`` is given the report is saved there.
     """
     from tqdm.auto import tqdm
 
     from interp.provenance import make_provenance
 
-    sources = list(sources)
-    runs, digests = [], {}
-    for source in tqdm(sources, desc="runs", disable=not progress):
+    positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
+    total = len(sources) if hasattr(sources, "__len__") else None
+    done: list[tuple[int, RunAnalysis, dict]] = []
+    for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
         try:
             run = analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
                               prescreen_top_n=prescreen_top_n, device=device, metric=metric,
                               decompose=decompose, scores=scores, prescreen_steps=prescreen_steps)
-            runs.append(run)
-            digests[source.model_id] = _step_digests(source, run)
+            done.append((position, run, _step_digests(source, run)))
         finally:
             source.close()
-    settings = {"sources": [s.model_id for s in sources], "task": task or RepetitionTask(), "threshold": threshold,
+    done.sort(key=lambda item: item[0])
+    runs = [run for _, run, _ in done]
+    digests = {run.model_id: steps for _, run, steps in done}
+    settings = {"sources": [run.model_id for run in runs], "task": task or RepetitionTask(), "threshold": threshold,
                 "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
                 "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
                 "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps}

@@ -5,13 +5,14 @@ A source name is a hub id (Pythia/PolyPythia, or any repo whose branches name tr
 (``embedded``, ``embedded-quick``: every run of that suite; ``embedded/<run>``,
 ``embedded-quick/<run>``: one run). :func:`check_source_name` refuses a bad name before
 anything is loaded or trained; :func:`open_sources` opens the sources (training an embedded
-suite on first use); :func:`interp.checkpoints.open_source` opens one.
+suite on first use); :class:`ReadySources` hands them out as each becomes ready (the main job
+analyses trained runs while the others train); :func:`interp.checkpoints.open_source` opens one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from interp.catalogue import SUITES, is_embedded_name, is_hub_id, resolve_embedded
 
@@ -73,25 +74,68 @@ def open_sources(names: Sequence[str], progress: bool = True) -> list["Checkpoin
         ValueError: see :func:`check_source_name`; a hub repo that cannot be listed (offline
             without a cache, or no such repo) raises its own error here.
     """
-    from interp.checkpoints import LocalSuiteSource, open_source
+    ready = ReadySources(names, progress=progress)
+    by_position = dict(ready.with_positions())
+    return [by_position[i] for i in range(len(ready))]
 
-    for name in names:
-        check_source_name(name)
-    opened = {name: open_source(Path(name).expanduser() if name.startswith("~") else name)
-              for name in dict.fromkeys(names) if not is_embedded_name(name)}
-    for source in opened.values():
-        source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
-    sources = []
-    for name in names:
-        if name in opened:
-            sources.append(opened[name])
-            continue
+
+class ReadySources:
+    """The sources ``names`` name, iterated as each becomes ready: hub and local sources first,
+    then embedded runs, each as soon as it is trained and a core is free
+    (:func:`interp.embedded.iter_suite`), so that the main job analyses finished runs while the
+    last ones train.
+
+    Constructing it checks every name and opens the hub and local sources (the same early
+    failures as :func:`open_sources`); iterating it trains what is missing.
+    :func:`interp.pipeline.run_main_job` reads :meth:`with_positions` and reports the runs in the
+    order of ``names`` (suite names expanded to their runs), whatever order they arrived in.
+
+    Raises:
+        ValueError: as :func:`open_sources`.
+    """
+
+    def __init__(self, names: Sequence[str], progress: bool = True) -> None:
+        from interp.checkpoints import open_source
+
+        for name in names:
+            check_source_name(name)
+        self.progress = progress
+        self._opened = {name: open_source(Path(name).expanduser() if name.startswith("~") else name)
+                        for name in dict.fromkeys(names) if not is_embedded_name(name)}
+        for source in self._opened.values():
+            source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
+        # (position, opened name) or (position, suite config, run name), in the order of ``names``
+        self._slots: list[tuple] = []
+        for name in names:
+            if name in self._opened:
+                self._slots.append((len(self._slots), name))
+            else:
+                self._slots += [(len(self._slots), cfg, run) for cfg, run in resolve_embedded(name)]
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __iter__(self) -> Iterator["CheckpointSource"]:
+        for _, source in self.with_positions():
+            yield source
+
+    def with_positions(self) -> Iterator[tuple[int, "CheckpointSource"]]:
+        """``(position, source)`` as each source becomes ready; positions follow ``names``."""
         from interp import embedded
+        from interp.checkpoints import LocalSuiteSource
 
-        for cfg, run in resolve_embedded(name):
-            folders = embedded.ensure_suite(cfg, progress=progress)
-            sources.append(LocalSuiteSource(folders[cfg.run_names().index(run)]))
-    return sources
+        for slot in self._slots:
+            if len(slot) == 2:
+                yield slot[0], self._opened[slot[1]]
+        suites = list(dict.fromkeys(slot[1] for slot in self._slots if len(slot) == 3))
+        for cfg in suites:
+            wanted: dict[str, list[int]] = {}
+            for slot in self._slots:
+                if len(slot) == 3 and slot[1] is cfg:
+                    wanted.setdefault(slot[2], []).append(slot[0])
+            for run, folder in embedded.iter_suite(cfg, progress=self.progress):
+                for position in wanted.get(run, []):
+                    yield position, LocalSuiteSource(folder)
 
 
-__all__ = ["SUITES", "VALID_NAMES", "check_one_run", "check_source_name", "open_sources"]
+__all__ = ["SUITES", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_sources"]

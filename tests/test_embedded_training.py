@@ -123,3 +123,21 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     from interp.checkpoints import LocalSuiteSource
 
     assert LocalSuiteSource(longer).available_steps() == list(longer_cfg.checkpoint_steps)
+
+
+def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
+    """A short run finished beside a long one is handed out at once, with the calling process set to
+    the one idle core's thread count; the long run arrives after it, and the count is restored."""
+    small = embedded.ModelSize("neox-1l-16d", n_layers=1, d_model=16, n_heads=4)
+    cfg = embedded.SuiteConfig(sizes=(small, TINY), seeds=(3,), steps=8, checkpoint_every=8, n_ctx=32, batch_size=4,
+                               warmup_steps=4, corpus_bytes=200_000, size_steps=((TINY.name, 1500),))
+    threads = torch.get_num_threads()
+    seen = []
+    for name, folder in embedded.iter_suite(cfg, root=tmp_path, n_jobs=2, progress=False):
+        long_run = folder.parent / embedded.run_name(TINY, 3)
+        seen.append((name, (long_run / "suite.json").exists(), torch.get_num_threads()))
+        assert (folder / "suite.json").exists()
+    assert seen == [(embedded.run_name(small, 3), False, max(1, threads - 1)), (embedded.run_name(TINY, 3), True, threads)]
+    assert torch.get_num_threads() == threads
+    # cached now: both at once, in (size, seed) order, nothing trained
+    assert [name for name, _ in embedded.iter_suite(cfg, root=tmp_path, progress=False)] == cfg.run_names()

@@ -53,3 +53,19 @@ def test_source_names(tmp_path):
     with pytest.raises(ValueError, match="x takes one run, and 'embedded-quick' names 2: use one of "
                                          "embedded-quick/neox-2l-64d-seed1, embedded-quick/neox-2l-64d-seed2"):
         check_one_run("embedded-quick", "x")
+
+
+def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_order(
+        quick_suite, tiny_local_suite, monkeypatch):
+    """A local suite is ready at once and comes first; the embedded run (cached here) follows;
+    ``with_positions`` says where each belongs, and ``open_sources`` returns the names' order."""
+    from interp.sources import ReadySources, open_sources
+
+    folders, root = quick_suite
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(root))
+    names = [f"embedded-quick/{folders[1].name}", str(tiny_local_suite)]
+    ready = ReadySources(names, progress=False)
+    assert len(ready) == 2
+    arrived = [(position, str(source.root)) for position, source in ready.with_positions()]
+    assert arrived == [(1, str(tiny_local_suite)), (0, str(folders[1]))]
+    assert [str(source.root) for source in open_sources(names, progress=False)] == [str(folders[1]), str(tiny_local_suite)]
