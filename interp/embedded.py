@@ -425,13 +425,14 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
                progress: bool = True) -> Iterator[tuple[str, Path]]:
     """The suite's runs as ``(run name, folder)``, each as soon as it is ready *and* a core is free.
 
-    Cached runs come first, at once. Missing runs are trained as in :func:`ensure_suite`; a run
-    whose training ended is handed out only once no run is waiting for a worker and fewer runs
-    train than there are workers, so that the caller's work on it (the main job's analysis) fills
+    With every run cached, all come at once, in (size, seed) order. Otherwise the missing runs
+    are trained as in :func:`ensure_suite`, and a cached run, or a run whose training ended, is
+    handed out only once no run is waiting for a worker and a core is idle (cores minus
+    ``cfg.threads`` per training run), so that the caller's work on it (the main job's analysis) fills
     a core the pool leaves idle instead of slowing the training (the pool's longest-first order
     leaves one core idle for ~70 s at the end of the full suite on 2 cores). While runs still
-    train, torch in the calling process is set to the idle cores' thread count (restored at the
-    end): a two-threaded analysis beside a training process ran 4x slower than a one-threaded
+    train, torch in the calling process is set to the idle cores' count (at most its own thread
+    count; restored at the end): a two-threaded analysis beside a training process ran 4x slower than a one-threaded
     one here.
 
     If the caller stops early (an error while it handles a run), runs not yet started are
@@ -448,19 +449,16 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
 
     base = suite_dir(cfg, root)
     runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
-    missing = []
-    for size, seed, final in runs:
-        if (final / "suite.json").exists():
-            yield run_name(size, seed), final
-        else:
-            missing.append((size, seed, final))
+    finished = [(run_name(size, seed), final) for size, seed, final in runs if (final / "suite.json").exists()]
+    missing = [(size, seed, final) for size, seed, final in runs if not (final / "suite.json").exists()]
     if not missing:
+        yield from finished
         return
     # Longest runs first (steps x d_model^2 x layers), so that the pool stays busy to the end.
     missing.sort(key=lambda r: -(cfg.steps_for(r[0]) * r[0].n_layers * r[0].d_model**2))
     base.mkdir(parents=True, exist_ok=True)
     n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))
-    threads = torch.get_num_threads()
+    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
         queue = manager.Queue()
@@ -468,14 +466,15 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
                    for size, seed, final in missing}
         bar = tqdm(total=sum(cfg.steps_for(size) for size, _, _ in missing),
                    desc=f"training embedded suite ({len(missing)} runs)", unit="step", disable=not progress)
-        pending, finished = set(futures), []
+        pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         try:
             while pending or finished:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED) if pending else (set(), set())
                 finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
                 _drain_progress(queue, bar, Empty)
-                if finished and len(pending) < n_jobs:  # nothing queued and a core idle
-                    torch.set_num_threads(max(1, threads - len(pending)) if pending else threads)
+                idle_cores = cores - len(pending) * cfg.threads
+                if finished and len(pending) <= n_jobs and idle_cores >= 1:  # nothing queued, a core idle
+                    torch.set_num_threads(min(threads, idle_cores) if pending else threads)
                     yield finished.pop(0)
         finally:
             torch.set_num_threads(threads)
