@@ -102,13 +102,11 @@ def test_mlp_outputs_equal_transformer_lens(models):
 
 
 def test_joint_and_weight_targets_fast_equal_reference(models):
-    """Joint head sets (the top-K path), every head of a layer, MLP outputs, QK and OV weights
-    (not on GPT-2: its Conv1D attention has no split q/k/v/o linears, so weight targets refuse it)."""
+    """Joint head sets (the top-K path), every head of a layer, MLP outputs, QK and OV weights."""
     family, pre, post, batch = models
     targets = [pattern([(0, 1), (2, 3)]), pattern([(1, 0), (1, 2)]), head_output([(1, 0), (0, 2), (2, 1)]),
-               Target("q", ((0, 0), (1, 2))), pattern(None), mlp_output([0, 2]), pattern([(2, 0)], query_pos=-1)]
-    if family != "gpt2":
-        targets += [qk_weights([(0, 1)]), qk_weights([(1, 0), (1, 3)]), ov_weights([(1, 3)])]
+               Target("q", ((0, 0), (1, 2))), pattern(None), mlp_output([0, 2]), pattern([(2, 0)], query_pos=-1),
+               qk_weights([(0, 1)]), qk_weights([(1, 0), (1, 3)]), ov_weights([(1, 3)]), ov_weights([(2, h) for h in range(N_HEADS)])]
     fast = patch_values(pre, post, batch, targets)
     reference = patch_values(pre, post, batch, targets, method="reference")
     assert (reference - metric_values(pre, batch)).abs().max() > 1e-3
@@ -130,3 +128,42 @@ def test_own_mlp_low_rank_shortcut_is_used_and_exact(models):
     reference = per_head_delta(pre, post, batch, "pattern", method="reference")
     assert torch.allclose(fast, reference, atol=1e-5, rtol=0), (family, (fast - reference).abs().max())
     assert engine.own_mlp_low_rank_layers == list(range(N_LAYERS - 1))
+
+
+def test_gpt2_weight_targets_equal_a_model_built_with_the_swapped_weights(tmp_path):
+    """GPT-2 keeps q, k, v in one Conv1D ``c_attn`` ([d_model, 3 d_model]: q | k | v columns, head-major)
+    and ``c_proj`` as Conv1D ([n_heads d_head, d_model]: a head's rows). QK and OV weight targets equal
+    a Hugging Face GPT-2 whose columns / rows of that head were copied from post, booted afresh."""
+    torch.set_num_threads(1)
+    d_head = D_MODEL // N_HEADS
+    hf_pre, hf_post = hf_model("gpt2", 0), hf_model("gpt2", 1)
+    pre = boot(hf_model("gpt2", 0), tmp_path / "pre")
+    batch = make_batch(pre)
+    post = capture_post(boot(hf_model("gpt2", 1), tmp_path / "post"), batch)
+
+    def columns(parts, head):  # c_attn columns of ``parts`` (0 q, 1 k, 2 v) of one head
+        return [slice(part * D_MODEL + head * d_head, part * D_MODEL + (head + 1) * d_head) for part in parts]
+
+    def built(layer, head, parts, output_rows):
+        model = hf_model("gpt2", 0)
+        state = dict(hf_post.named_parameters())
+        prefix = f"transformer.h.{layer}.attn."
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.startswith(prefix + "c_attn."):
+                    for cols in columns(parts, head):
+                        param[..., cols] = state[name][..., cols]
+                if output_rows and name == prefix + "c_proj.weight":
+                    param[head * d_head:(head + 1) * d_head] = state[name][head * d_head:(head + 1) * d_head]
+        return boot(model, tmp_path / f"built-{layer}-{head}-{len(parts)}")
+
+    cases = [(qk_weights([(1, 2)]), built(1, 2, (0, 1), False)), (ov_weights([(0, 3)]), built(0, 3, (2,), True))]
+    targets = [target for target, _ in cases]
+    fast = patch_values(pre, post, batch, targets)
+    reference = patch_values(pre, post, batch, targets, method="reference")
+    base = metric_values(pre, batch)
+    for i, (target, model) in enumerate(cases):
+        expected = metric_values(model, batch)
+        assert (expected - base).abs().max() > 1e-4, f"{target.label()}: the swap changes nothing"
+        assert torch.allclose(reference[i], expected, atol=1e-5, rtol=0), (target.label(), (reference[i] - expected).abs().max())
+        assert torch.allclose(fast[i], expected, atol=1e-5, rtol=0), (target.label(), (fast[i] - expected).abs().max())

@@ -1,9 +1,14 @@
 """Where a weight target's parameters live in a TransformerBridge, and swapping them in place.
 
-Layout (checked on the GPT-NeoX and native bridges): each block's attention has split
-``q``, ``k``, ``v``, ``o`` linears (``attn.{q,k,v,o}.original_component``), head-major, so
-``W_Q[h] = q.weight[h*d_head:(h+1)*d_head].T`` and ``W_O[h] = o.weight[:, h*d_head:(h+1)*d_head].T``
-(GPT-NeoX's fused ``qkv`` linear is not used by the bridge's forward).
+Layout (checked on the GPT-NeoX, GPT-2, Llama, OLMo-2 and native bridges): each block's attention
+has split ``q``, ``k``, ``v``, ``o`` projections (``attn.{q,k,v,o}.original_component``),
+head-major. A ``torch.nn.Linear`` stores ``[out, in]``, so ``W_Q[h] = q.weight[h*d_head:(h+1)*d_head].T``
+and ``W_O[h] = o.weight[:, h*d_head:(h+1)*d_head].T``; transformers' ``Conv1D`` (GPT-2's ``o``,
+``x @ weight + bias``) stores ``[in, out]``, so its head slices are the transposed ones
+(``W_O[h] = o.weight[h*d_head:(h+1)*d_head]``). The bridge's forward uses the split projections
+(GPT-NeoX's fused ``qkv`` linear and GPT-2's ``c_attn`` are not called by it;
+tests/test_patching_families.py checks GPT-2's weight targets against a Hugging Face model built
+with the swapped ``c_attn`` / ``c_proj`` columns).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import contextlib
 from typing import Any, Iterator, Sequence
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from interp.patching.targets import Target
@@ -24,13 +30,27 @@ def _param_names(model: Any) -> dict[int, str]:
     return {id(p): name for name, p in model.named_parameters()}
 
 
-def _linear(model: Any, layer: int, name: str) -> torch.nn.Linear:
+def _is_conv1d(module: Any) -> bool:
+    """transformers' ``Conv1D`` (GPT-2): ``x @ weight + bias``, weight ``[in, out]``."""
+    return type(module).__name__ == "Conv1D" and isinstance(getattr(module, "weight", None), Tensor)
+
+
+def _projection(model: Any, layer: int, name: str) -> torch.nn.Module:
+    """The split ``name`` projection (q, k, v, o) of ``layer``'s attention: a Linear or a Conv1D."""
     module = getattr(model.blocks[layer].attn, name, None)
-    linear = getattr(module, "original_component", None)
-    if not isinstance(linear, torch.nn.Linear):
-        raise ValueError(f"blocks.{layer}.attn has no split '{name}' linear: weight targets need a bridge "
-                         "whose attention exposes q, k, v, o projections")
-    return linear
+    projection = getattr(module, "original_component", None)
+    if not (isinstance(projection, torch.nn.Linear) or _is_conv1d(projection)):
+        raise ValueError(f"blocks.{layer}.attn has no split '{name}' projection: weight targets need a bridge "
+                         "whose attention exposes q, k, v, o projections (Linear or Conv1D)")
+    return projection
+
+
+def _head_index(projection: torch.nn.Module, part: str, rows: slice) -> tuple:
+    """Index of one head's slice of a projection's weight: its output features for q, k, v, its
+    input features for o, on whichever axis the layout (Linear ``[out, in]``, Conv1D ``[in, out]``) puts them."""
+    output_axis = 1 if _is_conv1d(projection) else 0
+    axis = output_axis if part != "o" else 1 - output_axis
+    return (rows,) if axis == 0 else (slice(None), rows)
 
 
 def _check_no_gqa(model: Any) -> None:
@@ -49,18 +69,26 @@ def head_slices(model: Any, layer: int, heads: Sequence[int], parts: Sequence[st
     d_head = int(model.cfg.d_head)
     out: list[Slice] = []
     for part in parts:
-        linear = _linear(model, layer, part)
+        projection = _projection(model, layer, part)
         for h in heads:
             rows = slice(h * d_head, (h + 1) * d_head)
-            if part == "o":
-                out.append((names[id(linear.weight)], (slice(None), rows)))
-            else:
-                out.append((names[id(linear.weight)], (rows,)))
-                if linear.bias is not None:
-                    out.append((names[id(linear.bias)], (rows,)))
-        if part == "o" and bias_out and linear.bias is not None:
-            out.append((names[id(linear.bias)], _ALL))
+            out.append((names[id(projection.weight)], _head_index(projection, part, rows)))
+            if part != "o" and projection.bias is not None:
+                out.append((names[id(projection.bias)], (rows,)))
+        if part == "o" and bias_out and projection.bias is not None:
+            out.append((names[id(projection.bias)], _ALL))
     return out
+
+
+def head_W_O(model: Any, weights: dict[str, Tensor], layer: int) -> Float[Tensor, "head d_head d_model"]:
+    """``W_O`` per head of ``layer`` from a weight dict (:func:`capture_weights`) of a model shaped like ``model``."""
+    projection = _projection(model, layer, "o")
+    name = _param_names(model)[id(projection.weight)]
+    weight = weights[name]
+    if not _is_conv1d(projection):
+        weight = weight.T  # Linear [d_model, n_heads * d_head] -> [n_heads * d_head, d_model]
+    n_heads = int(model.cfg.n_heads)
+    return weight.reshape(n_heads, weight.shape[0] // n_heads, weight.shape[1])
 
 
 def _module_slices(model: Any, module: torch.nn.Module) -> list[Slice]:

@@ -752,10 +752,7 @@ class LayerSkipEngine:
             if not isinstance(W_O, Tensor) or W_O.ndim != 3:
                 raise FastPathUnsupported(f"block {layer} exposes no W_O [head, d_head, d_model]")
             return W_O.detach()
-        ((name, _),) = _weights.head_slices(self.model, layer, [0], ("o",))[:1]
-        weight = self.post.weights[name].to(self.device)  # [d_model, n_heads * d_head]
-        d_head = weight.shape[1] // self.n_heads
-        return weight.T.reshape(self.n_heads, d_head, -1)
+        return _weights.head_W_O(self.model, self.post.weights, layer).to(self.device)
 
     def changes(self, key: tuple, layer: int) -> _Changes:
         """Per-unit change of block ``layer``'s output for units of ``key`` (cached).
