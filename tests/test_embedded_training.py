@@ -124,7 +124,9 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     assert embedded.loss_curve(longer)["loss"].tolist() == losses["loss"].tolist()
     from interp.checkpoints import LocalSuiteSource
 
-    assert LocalSuiteSource(longer).available_steps() == list(longer_cfg.checkpoint_steps)
+    source = LocalSuiteSource(longer)
+    assert source.available_steps() == list(longer_cfg.checkpoint_steps)
+    assert source.final_digest() == source.digest(24) != source.digest(16)  # suite.json records the final model
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a core beside the training one")
