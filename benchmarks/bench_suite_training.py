@@ -120,6 +120,12 @@ def matmul_profile(size, cfg, steps: int = 5) -> None:
 def suite_wall(cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: int = 2,
                steps_override: int | None = None) -> float:
     """Estimated wall seconds of ``ensure_suite`` on ``workers`` processes (longest run first)."""
+    return max(worker_finish(cfg, step_s, save_s, workers, steps_override))
+
+
+def worker_finish(cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: int = 2,
+                  steps_override: int | None = None) -> list[float]:
+    """Estimated second at which each of ``workers`` processes runs out of runs (longest run first)."""
     jobs = []
     for size in cfg.sizes:
         steps = steps_override or cfg.steps_for(size)
@@ -129,7 +135,7 @@ def suite_wall(cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: i
     finish = [0.0] * workers
     for job in sorted(jobs, reverse=True):
         heapq.heapreplace(finish, finish[0] + job)
-    return max(finish)
+    return sorted(finish)
 
 
 def main() -> None:
@@ -158,6 +164,9 @@ def main() -> None:
     steps = {s.name: cfg.steps_for(s) for s in cfg.sizes}
     print(f"suite on 2 processes (estimated from the per-run times above): old trainer, 3000 steps per run: "
           f"{old / 60:.1f} min; current FULL {steps}: {new / 60:.1f} min")
+    finish = worker_finish(cfg, new_step, new_save)
+    print(f"one core idle for the last {finish[-1] - finish[0]:.0f} s of the current suite's training: "
+          f"`emergence demo` analyses the runs trained by then on it (interp.embedded.iter_suite)")
     print(f"suite_training_speedup: {old / new:.2f}")
 
 

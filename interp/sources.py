@@ -110,7 +110,8 @@ class ReadySources:
             if name in self._opened:
                 self._slots.append((len(self._slots), name))
             else:
-                self._slots += [(len(self._slots), cfg, run) for cfg, run in resolve_embedded(name)]
+                for cfg, run in resolve_embedded(name):
+                    self._slots.append((len(self._slots), cfg, run))
 
     def __len__(self) -> int:
         return len(self._slots)

@@ -63,9 +63,32 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
 
     folders, root = quick_suite
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(root))
-    names = [f"embedded-quick/{folders[1].name}", str(tiny_local_suite)]
+    names = ["embedded-quick", str(tiny_local_suite), f"embedded-quick/{folders[1].name}"]
     ready = ReadySources(names, progress=False)
-    assert len(ready) == 2
+    assert len(ready) == 4
     arrived = [(position, str(source.root)) for position, source in ready.with_positions()]
-    assert arrived == [(1, str(tiny_local_suite)), (0, str(folders[1]))]
-    assert [str(source.root) for source in open_sources(names, progress=False)] == [str(folders[1]), str(tiny_local_suite)]
+    assert arrived == [(2, str(tiny_local_suite)), (0, str(folders[0])), (1, str(folders[1])), (3, str(folders[1]))]
+    assert [str(source.root) for source in open_sources(names, progress=False)] == [
+        str(folders[0]), str(folders[1]), str(tiny_local_suite), str(folders[1])]
+
+
+def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
+    """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
+    from interp.checkpoints import LocalSuiteSource
+    from interp.pipeline import run_main_job
+    from interp.tasks import RepetitionTask
+
+    class LateFirst:
+        def __init__(self):
+            self.sources = [LocalSuiteSource(tiny_local_suite, model_id=f"suite-seed{i}") for i in range(3)]
+
+        def __len__(self):
+            return len(self.sources)
+
+        def with_positions(self):
+            return reversed(list(enumerate(self.sources)))
+
+    report = run_main_job(LateFirst(), task=RepetitionTask(n_prompts=4, length=4), device="cpu", progress=False,
+                          decompose=False, scores=False)
+    assert [(run.model_id, run.seed) for run in report.runs] == [("suite-seed0", 0), ("suite-seed1", 1), ("suite-seed2", 2)]
+    assert report.provenance["settings"]["sources"] == ["suite-seed0", "suite-seed1", "suite-seed2"]
