@@ -87,6 +87,21 @@ def _check_steps_available(src, steps: List[int]) -> None:
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
 
 
+def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
+    """``hazard:`` lines when ``pre`` or ``post`` shares its weights with another step (at most one
+    label of such a group is right, see ``CheckpointSource.duplicate_steps``); an error when
+    ``pre`` and ``post`` themselves are identical (nothing to patch)."""
+    if src.digest(pre) == src.digest(post):
+        raise ValueError(f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
+                         f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ")
+    for group in src.duplicate_groups():
+        for step in (pre, post):
+            if step in group:
+                others = ", ".join(str(s) for s in group if s != step)
+                typer.echo(f"hazard: step {step} has the same weights as step {others} "
+                           "(identical weights: at most one of the labels is right)")
+
+
 def _check_embedded_steps(name: str, steps: List[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained."""
     from interp.catalogue import is_embedded_name, resolve_embedded
@@ -327,6 +342,7 @@ def rank_heads(
 
     (src,) = _open([source])
     _check_steps_available(src, [pre, post])
+    _echo_duplicate_hazards(src, pre, post)
     result = rank_heads_between(src, pre, post, task_obj.build(src.tokenizer()), method=method,
                                 prescreen_top_n=prescreen_top_n, device=device, metric=metric)
     model, seed = model_and_seed(src.model_id)
@@ -363,6 +379,7 @@ def decompose(
 
     (src,) = _open([source])
     _check_steps_available(src, [pre, post])
+    _echo_duplicate_hazards(src, pre, post)
     table = decompose_between(src, pre, post, task_obj.build(src.tokenizer()), metric=metric, device=device)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
     typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")

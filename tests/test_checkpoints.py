@@ -555,3 +555,26 @@ def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
     assert len(pd.read_parquet(out / "checkpoints.parquet")) == 4
     page = (out / "report.html").read_text()
     assert "<h3>Checkpoint hazards</h3>" in page and "{1000, 3000}" in page
+
+
+def test_rank_heads_and_decompose_name_duplicate_steps(final_copied_suite, tmp_path):
+    """Asked for a step whose weights another step shares, ``rank-heads`` says so in a ``hazard:``
+    line and goes on; asked for two identical steps, it refuses in one line and writes nothing."""
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    common = ["--n-prompts", "4", "--length", "4", "--device", "cpu"]
+    result = CliRunner().invoke(app, ["rank-heads", str(final_copied_suite), "--pre", "0", "--post", "1000", *common])
+    assert result.exit_code == 0, result.output
+    assert ("hazard: step 1000 has the same weights as step 3000 (identical weights: at most one of the labels "
+            "is right)") in result.output
+    out = tmp_path / "out"
+    for command in ("rank-heads", "decompose"):
+        result = CliRunner().invoke(app, [command, str(final_copied_suite), "--pre", "1000", "--post", "3000",
+                                          "--out", str(out), *common])
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"error: emergence {command}: suite: steps 1000 and 3000 have "
+                                                       "identical weights"), result.output
+        assert not out.exists()
