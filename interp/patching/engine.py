@@ -29,10 +29,10 @@ from torch import Tensor
 from interp.patching import _weights
 from interp.patching._common import answer_logits_forward, answer_rows, check_batch, heads_shape, model_device
 from interp.patching.fast import (
-    CPU_CHUNK_TOKENS,
     FastPathUnsupported,
     LayerSkipEngine,
     chunk_size,
+    cpu_chunk_tokens,
     fast_path_applies,
     heads_mixing_kinds,
     query_mask,
@@ -302,7 +302,7 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
                 engine = LayerSkipEngine(pre_model, batch, fn, post)
                 engine.check_tail()
                 if engine.device.type == "cpu":
-                    chunk = min(chunk, max(1, round(CPU_CHUNK_TOKENS / batch.tokens.numel())))
+                    chunk = min(chunk, max(1, round(cpu_chunk_tokens(pre_model) / batch.tokens.numel())))
                 out[fast] = engine.values_of_sets([units[i] for i in fast], chunk).cpu()
                 values_pre = engine.values_pre.cpu()
             except FastPathUnsupported as err:

@@ -13,9 +13,9 @@ Then, per layer ``l`` and kind of patch:
   output is the cached one plus ``delta_h = a_h @ B_h`` (``a = z_new - z_pre``, ``B = W_O``; OV
   weights: ``a = [z_new, z_pre]``, ``B = [W_O_post; -W_O_pre]``).  The same call checks the
   reconstruction: cached block output plus every head's ``delta`` must equal the block's output.
-  Once one block passed that check, patterns and head outputs skip the call: ``z_new`` is the
-  post ``z``, or ``pattern_post @ v`` from the cached ``hook_v`` (if that formula rebuilds the
-  cached ``z``).  An MLP-output patch is ``mlp_post - mlp_pre``.
+  Once one block passed that check, patterns, values and head outputs skip the call: ``z_new``
+  is the post ``z``, ``pattern_post @ v`` from the cached ``hook_v``, or ``pattern_pre @ v_post``
+  (if that formula rebuilds the cached ``z``).  An MLP-output patch is ``mlp_post - mlp_pre``.
 * the residual streams of a layer's patches are stacked along the batch (one copy of the
   prompts per patch, chunked to ``memory_budget_mb``) and only blocks ``l+1 ... n_layers-1`` run,
   by calling the bridge's own block modules; patched heads of later layers (activation kinds)
@@ -25,7 +25,24 @@ Then, per layer ``l`` and kind of patch:
   first use);
 * the last block's keys and values run at every position but its query and output
   projections, its MLP and the unembedding at the answer position only (the metric reads
-  nothing else).
+  nothing else); on a CPU the answer rows of several chunks are unembedded together
+  (``_PendingUnembedding``).
+* while the engine computes, element-wise modules take a faster form of the same function
+  (``_shortcuts``, each checked against the module on first use): GPT-2's tanh GELU as one
+  kernel instead of seven element-wise passes, and the bridge's norms as the module they wrap
+  (the bridge otherwise normalises once more for its unhooked ``hook_scale`` /
+  ``hook_normalized``).  The pre-run keeps the model's own modules, so the tail check below
+  compares the swapped tail with the model itself.
+
+Where the time goes (torch.profiler, CPU, 1 thread, OLMo-2 70m shape, 32 prompts x 17 tokens,
+every head's ``z`` patched): ~57 % the matmuls of stacked copies (blocks ``l+1 .. n_layers-2``,
+the own MLP's down projection, the last block's keys and values), ~20 % the answer-only
+unembedding and softmax, ~10 % the one-copy matmuls of the pre-run, the checks and the
+low-rank tables; the rest element-wise (rotary, norms, SwiGLU).  Counting matmul FLOPs,
+TransformerLens's one full forward per head does ~4.3x the work of this layout on that shape,
+the ceiling of the speedup at equal matmul efficiency.  Before the shortcuts, GPT-2's
+seven-pass GELU alone took ~13 % of its fast path.  Chunks: ``CPU_CHUNK_TOKENS`` rows per
+stacked call, half for a gated MLP (``cpu_chunk_tokens``).
 
 Run-time checks against the model's own forward guard the shortcuts (the block-``l``
 reconstruction above; the last two blocks called on stacked copies must reproduce the model's
@@ -64,8 +81,11 @@ _VALUE_CHECK_ATOL = 1e-5  # metric units (relative above 1), as the acceptance t
 _RESID_CHECK_RTOL = 1e-4  # relative to the residual stream's largest entry
 # On a CPU, stacked copies beyond ~2k token rows per call only add cache and allocator misses:
 # 4 copies of 32 x 17 tokens ran 6-10 % faster than 8-12 on the benchmark shapes.  (GPUs: the
-# memory budget alone sets the chunk.)
+# memory budget alone sets the chunk.)  A gated MLP halves it (:func:`cpu_chunk_tokens`).
 CPU_CHUNK_TOKENS = 2048
+#: On a CPU, the answer-position streams of several chunks are unembedded together up to this
+#: many rows (:class:`_PendingUnembedding`).
+CPU_UNEMBED_ROWS = 512
 #: activation kinds a later layer of a joint patch can take by a hook inside the tail
 _TAIL_KINDS = ("pattern", "q", "k", "v", "z")
 
@@ -262,16 +282,95 @@ def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[s
 
 @contextlib.contextmanager
 def _swapped_forward(module: torch.nn.Module, forward: Callable) -> Iterator[None]:
-    """Let ``module`` compute with ``forward`` inside the block (hooks on it still run)."""
+    """Let ``module`` compute with ``forward`` inside the block (hooks on it still run).
+
+    Written to the instance's ``__dict__`` itself: a TransformerBridge component's
+    ``__setattr__`` may hand attributes on to the module it wraps.
+    """
     previous = module.__dict__.get("forward")
-    module.forward = forward
+    module.__dict__["forward"] = forward
     try:
         yield
     finally:
         if previous is None:
-            del module.forward
+            module.__dict__.pop("forward", None)
         else:
-            module.forward = previous
+            module.__dict__["forward"] = previous
+
+
+#: activation modules (class names) that compute ``0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))``
+#: as separate element-wise ops (GPT-2's ``gelu_new``): seven passes over ``[rows, pos, d_mlp]``
+_TANH_GELU_MODULES = ("NewGELUActivation",)
+
+
+class _Shortcut:
+    """A module's forward replaced, while the engine computes, by a faster one of the same function.
+
+    Checked on its first call against the module's own forward (one prompt); a mismatch beyond
+    rounding restores the module's own forward for good.
+    """
+
+    def __init__(self, module: torch.nn.Module, fast: Callable[[Tensor], Tensor]):
+        self.module = module
+        self.fast = fast
+        self.checked = False
+        self.broken = False
+
+    def __call__(self, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self.broken or args or kwargs:
+            return type(self.module).forward(self.module, x, *args, **kwargs)
+        out = self.fast(x)
+        if not self.checked:
+            ref = _module_forward(self.module, x[:1])
+            if out.shape != x.shape[:-1] + ref.shape[-1:] or not torch.allclose(out[:1], ref, rtol=1e-5, atol=1e-6):
+                self.broken = True
+                return _module_forward(self.module, x)
+            self.checked = True
+        return out
+
+
+def _tanh_gelu(x: Tensor) -> Tensor:
+    """torch's one-kernel tanh GELU: one pass instead of seven (GPT-2's MLP: the element-wise chain
+    cost ~55 % of its input projection on a CPU)."""
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def _norm_bridge_unhooked(norm: torch.nn.Module) -> Callable[[Tensor], Tensor] | None:
+    """A TransformerBridge norm's forward as its wrapped module alone, or None if that is not equivalent.
+
+    The bridge computes the normalisation itself for its ``hook_scale`` / ``hook_normalized``
+    (and, on its native path, once more through the wrapped module): with neither hooked, the
+    wrapped module's output (native path: the very result; Python path: the same function,
+    e.g. ``F.layer_norm``) with ``hook_in`` / ``hook_out`` kept is the block's norm in one pass.
+    """
+    inner = getattr(norm, "original_component", None)
+    hooks = [getattr(norm, name, None) for name in ("hook_scale", "hook_normalized")]
+    if not isinstance(inner, torch.nn.Module) or isinstance(inner, torch.nn.Identity) or \
+            not all(hasattr(norm, name) for name in ("hook_in", "hook_out")) or \
+            any(h is None or getattr(h, "fwd_hooks", True) or getattr(h, "bwd_hooks", True) for h in hooks):
+        return None
+
+    def forward(x: Tensor) -> Tensor:
+        return norm.hook_out(first(inner(norm.hook_in(x))).to(x.dtype))
+    return forward
+
+
+def _shortcuts(model: Any) -> list[_Shortcut]:
+    """Faster equivalents of element-wise modules of the blocks and the final norm (see :class:`_Shortcut`)."""
+    out = []
+    modules = [m for block in model.blocks for m in block.modules()]
+    if isinstance(getattr(model, "ln_final", None), torch.nn.Module):
+        modules.append(model.ln_final)
+    for module in modules:
+        if "forward" in module.__dict__:
+            continue
+        if type(module).__name__ in _TANH_GELU_MODULES:
+            out.append(_Shortcut(module, _tanh_gelu))
+        elif any(cls.__name__ == "NormalizationBridge" for cls in type(module).__mro__):  # RMS one too
+            fast = _norm_bridge_unhooked(module)
+            if fast is not None:
+                out.append(_Shortcut(module, fast))
+    return out
 
 
 def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, "n"], pos: Int[Tensor, "n"],
@@ -444,6 +543,16 @@ def bytes_per_copy(model: Any, batch: TaskBatch, full_logits: bool) -> int:
     return 4 * n * (pos * per_token + logits)
 
 
+def cpu_chunk_tokens(model: Any) -> int:
+    """Token rows per stacked call on a CPU: ``CPU_CHUNK_TOKENS``, half for a gated MLP.
+
+    A gated MLP (SwiGLU: OLMo-2, Llama) keeps four ``d_mlp``-wide tensors per token alive
+    (gate, up, activation, product) where a plain one keeps two; on the OLMo-2 70m shape 2-3
+    copies of 32 x 17 tokens ran ~8 % faster than 4 (GPT-2: 2-4 copies alike).
+    """
+    return CPU_CHUNK_TOKENS // 2 if getattr(model.cfg, "gated_mlp", False) else CPU_CHUNK_TOKENS
+
+
 def chunk_size(model: Any, batch: TaskBatch, memory_budget_mb: float, full_logits: bool = False) -> int:
     """Copies of the prompts per stacked call within ``memory_budget_mb`` MiB.
 
@@ -453,6 +562,35 @@ def chunk_size(model: Any, batch: TaskBatch, memory_budget_mb: float, full_logit
     if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)) or memory_budget_mb <= 0:
         raise ValueError(f"memory_budget_mb must be a positive number of MiB, got {memory_budget_mb!r}")
     return max(1, int(memory_budget_mb * 2**20) // bytes_per_copy(model, batch, full_logits))
+
+
+class _PendingUnembedding:
+    """Answer-position streams of stacked chunks, unembedded together once ``max_rows`` are pending.
+
+    The unembedding is one ``[rows, d_model] x [d_model, d_vocab]`` product per call; on a CPU
+    (vocabulary 50k, d_model 512) it ran ~15 % faster per row at 512 rows than at the 64 of
+    two stacked copies of 32 prompts.  ``max_rows`` 0: every chunk at once (GPUs, where the
+    memory budget sets the chunk).
+    """
+
+    def __init__(self, engine: "LayerSkipEngine", out: Float[Tensor, "sets batch"], max_rows: int):
+        self.engine, self.out, self.max_rows = engine, out, max_rows
+        self.sets: list[int] = []
+        self.rows: list[Tensor] = []
+
+    def add(self, sets: Sequence[int], rows: Float[Tensor, "rows d_model"]) -> None:
+        """Queue the final stream of copies ``sets`` (``[len(sets) * batch, d_model]``, copy-major)."""
+        self.sets.extend(sets)
+        self.rows.append(rows)
+        if len(self.sets) * self.engine.n >= self.max_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the metric of every queued copy into ``out``."""
+        if self.sets:
+            values = self.engine.values_of_rows(torch.cat(self.rows), len(self.sets))
+            self.out[torch.tensor(self.sets, device=self.out.device)] = values
+            self.sets, self.rows = [], []
 
 
 @dataclass
@@ -497,7 +635,18 @@ class LayerSkipEngine:
         self.own_mlp_low_rank_layers: list[int] = []  # sequential blocks whose own MLP input did
         self._mlp_linears: list[str] | None = None
         self._structure_checked = False  # set once a block call confirmed the reconstruction
+        self._shortcuts = _shortcuts(model)
         self._pre_run()
+
+    @contextlib.contextmanager
+    def fused_kernels(self) -> Iterator[None]:
+        """Swap faster equivalents in for element-wise modules while the engine computes (GPT-2's
+        tanh GELU, the bridge's norms: :func:`_shortcuts`); the pre-run keeps the model's own,
+        so :meth:`check_tail` compares the swapped tail with it."""
+        with contextlib.ExitStack() as stack:
+            for shortcut in self._shortcuts:
+                stack.enter_context(_swapped_forward(shortcut.module, shortcut))
+            yield
 
     # ---- the one forward of the pre checkpoint
     def _pre_run(self) -> None:
@@ -696,15 +845,23 @@ class LayerSkipEngine:
 
         ``first_block == n_layers`` means ``resid`` is already the final residual stream.
         """
+        return self.values_of_rows(self.tail_rows(resid, first_block, n_copies, hooks), n_copies)
+
+    def tail_rows(self, resid: Float[Tensor, "rows pos d_model"], first_block: int, n_copies: int,
+                  hooks: Sequence = ()) -> Float[Tensor, "rows d_model"]:
+        """The final residual stream at each copy's answer positions (copy-major), running blocks
+        ``first_block ..`` from the stacked ``resid``."""
         L = self.n_layers
         with self.model.hooks(fwd_hooks=list(hooks)):
             for j in range(first_block, L - 1):
                 resid = self._call_block(j, resid, n_copies)
             if first_block <= L - 1:
-                x = self._final_block_at_answer(resid, n_copies)
-            else:
-                rows, pos = self._answer_rows(n_copies)
-                x = resid[rows, pos]
+                return self._final_block_at_answer(resid, n_copies)
+            rows, pos = self._answer_rows(n_copies)
+            return resid[rows, pos]
+
+    def values_of_rows(self, x: Float[Tensor, "rows d_model"], n_copies: int) -> Float[Tensor, "copies batch"]:
+        """Metric per copy and prompt from the final stream at the answer positions (``tail_rows``)."""
         logits = self._unembed_rows(x)
         return self.metric(logits, self.batch.repeat(n_copies)).float().reshape(n_copies, self.n)
 
@@ -713,7 +870,8 @@ class LayerSkipEngine:
         first_block = max(0, self.n_layers - 2)
         resid = self.resid_pre[first_block].repeat(2, 1, 1)
         try:
-            values = self.run_tail(resid, first_block, 2)
+            with self.fused_kernels():
+                values = self.run_tail(resid, first_block, 2)
         except (TypeError, RuntimeError, IndexError, AttributeError) as err:
             raise FastPathUnsupported(f"blocks cannot be called on stacked copies: {err}") from err
         err = float((values - self.values_pre[None]).abs().max())
@@ -796,30 +954,44 @@ class LayerSkipEngine:
             self._structure_checked = True
         return changes
 
-    def _z_without_block(self, key: tuple, layer: int) -> Tensor | None:
+    def _z_without_block(self, key: tuple, layer: int) -> Float[Tensor, "batch pos head d_head"] | None:
         """Every head's new ``z`` without calling the block, once the block structure has been
-        checked: a head output is the post one; a pattern gives ``pattern @ v`` from the cached
-        ``hook_v`` if the same formula rebuilds the cached ``z`` (layout and grouped-query
-        mapping checked).  None: call the block."""
+        checked: a head output is the post one; a pattern gives ``pattern_post @ v_pre``, a value
+        ``pattern_pre @ v_post`` (a value patch leaves the pattern alone), where the cached
+        ``hook_v`` and that formula rebuild the cached ``z`` (layout and grouped-query mapping
+        checked).  None: call the block."""
         kind, qpos = key[0], key[1]
-        if not self._structure_checked or kind not in ("pattern", "z"):
+        if not self._structure_checked or kind not in ("pattern", "v", "z"):
             return None
         if kind == "z":
             return self.post.activation("z", layer).to(self.device, torch.float32)
-        name = hook_name("v", layer)
-        v = self.cache[name] if name in self.cache.keys() else None
-        z_pre, pattern_pre = self.pre("z", layer), self.pre("pattern", layer).float()
-        if v is None or v.ndim != 4 or z_pre.ndim != 4 or v.shape[2] == 0 or self.n_heads % v.shape[2]:
+        pattern_pre, v_pre = self._pattern_and_values(layer)
+        if pattern_pre is None:
             return None
-        v = v.float().repeat_interleave(self.n_heads // v.shape[2], dim=2)  # GQA: kv head of each head
-        rebuilt = torch.einsum("bhqk,bkhd->bqhd", pattern_pre, v)
-        if rebuilt.shape != z_pre.shape or not torch.allclose(rebuilt, z_pre.float(), rtol=1e-4, atol=1e-5):
-            return None
+        if kind == "v":
+            v_post = self.post.activation("v", layer).to(self.device, torch.float32)
+            if v_post.shape != v_pre.shape:  # grouped-query values: one per kv head, not per head
+                return None
+            return torch.einsum("bhqk,bkhd->bqhd", pattern_pre, v_post)
         post = self.post.activation("pattern", layer).to(self.device, torch.float32)
         mask = query_mask(qpos, self.pos, self.device)
         if mask is not None:
             post = torch.where(mask[None, None, :, None], post, pattern_pre)
-        return torch.einsum("bhqk,bkhd->bqhd", post, v)
+        return torch.einsum("bhqk,bkhd->bqhd", post, v_pre)
+
+    def _pattern_and_values(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
+        """``(pattern [batch, head, q, k], v per head [batch, pos, head, d_head])`` of the pre-run
+        at ``layer`` if ``z = pattern @ v`` rebuilds its cached ``z``, else ``(None, None)``."""
+        name = hook_name("v", layer)
+        v = self.cache[name] if name in self.cache.keys() else None
+        z_pre, pattern_pre = self.pre("z", layer), self.pre("pattern", layer).float()
+        if v is None or v.ndim != 4 or z_pre.ndim != 4 or v.shape[2] == 0 or self.n_heads % v.shape[2]:
+            return None, None
+        v = v.float().repeat_interleave(self.n_heads // v.shape[2], dim=2)  # GQA: kv head of each head
+        rebuilt = torch.einsum("bhqk,bkhd->bqhd", pattern_pre, v)
+        if rebuilt.shape != z_pre.shape or not torch.allclose(rebuilt, z_pre.float(), rtol=1e-4, atol=1e-5):
+            return None, None
+        return pattern_pre, v
 
     def _z_from_block(self, key: tuple, layer: int) -> tuple[Tensor, Tensor]:
         """``(every head's new z, block output)`` from one call of block ``layer`` with the change
@@ -944,7 +1116,12 @@ class LayerSkipEngine:
 
     def values_of_sets(self, sets: Sequence[Sequence[Unit]], chunk: int) -> Float[Tensor, "sets batch"]:
         """Metric per prompt for each joint patch (copies grouped by first layer and unit keys)."""
+        with self.fused_kernels():
+            return self._values_of_sets(sets, chunk)
+
+    def _values_of_sets(self, sets: Sequence[Sequence[Unit]], chunk: int) -> Float[Tensor, "sets batch"]:
         out = self.values_pre[None].repeat(len(sets), 1)
+        unembed = _PendingUnembedding(self, out, CPU_UNEMBED_ROWS if self.device.type == "cpu" else 0)
         groups: dict[tuple, list[int]] = {}
         for i, units in enumerate(sets):
             if units:
@@ -975,11 +1152,12 @@ class LayerSkipEngine:
                 else:
                     context = contextlib.nullcontext()
                 with context:
-                    out[torch.tensor(sel, device=self.device)] = self.run_tail(resid, layer + 1, len(sel), hooks)
+                    unembed.add(sel, self.tail_rows(resid, layer + 1, len(sel), hooks))
             if low_rank is not None and not low_rank.broken:
                 self.low_rank_layers.append(layer + 1)
             if own is not None and not own.broken:
                 self.own_mlp_low_rank_layers.append(layer)
             for key in keys:  # [unit, batch, pos, d_model] per layer: one at a time
                 self._changes.pop((key, layer), None)
+        unembed.flush()
         return out
