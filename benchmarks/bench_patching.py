@@ -14,9 +14,10 @@ prints the ratios.  Goals: every target >= 4x on the 70m shape, patterns >= 5x.
 ``--shapes gpt2-70m,olmo2-70m``: the same 70m shape as sequential-residual GPT-2 and OLMo-2
 models (goal >= 4x). On OLMo-2, queries and keys are normalised over all heads together, so q
 and k patches take the reference path there (``heads_mixing_kinds``): run ``--kinds pattern,v,z``.
-Measured (2 shared cores, two runs, pattern / v / z): GPT-2 4.4-4.7x / 4.1-4.6x / 4.4-4.6x,
-OLMo-2 4.0-4.1x / 4.1x / 4.2-4.3x; before the one-kernel GELU, unhooked norms, value shortcut,
-gated-MLP chunks and pooled unembedding, 3.6-4.0x and 3.6-4.2x.  GPT-NeoX patterns: 5.4x.
+Measured idle, best of 2 (pattern / v / z): GPT-2 4.70x / 4.72x / 4.69x, OLMo-2 4.04x / 4.16x /
+4.25x (single runs, idle and shared: GPT-2 4.4-4.95x, OLMo-2 3.97-4.34x; docs/guide.md); before
+the one-kernel GELU, unhooked norms, value shortcut, gated-MLP chunks and pooled unembedding,
+3.6-4.0x and 3.6-4.2x.  GPT-NeoX patterns: 5.4x.
 Counting matmul FLOPs, OLMo-2's ceiling at equal matmul efficiency is ~4.3x, so its ratios sit
 within the +-0.3 noise of that ceiling.
 
