@@ -56,7 +56,8 @@ alive (resident memory grew ~190 MB per load of a 70m-shaped model, measured her
 therefore holds one bridge at a time: before booting the next step it drops its reference to the
 previous bridge, and once 32 MiB of weights were dropped since the last collection (at every load
 of a model that size or larger) runs ``gc.collect()`` and returns freed heap to the OS
-(``malloc_trim`` on glibc); :meth:`CheckpointSource.close` always does. A bridge the caller still holds stays valid (its weights never change under it).
+(``malloc_trim`` on glibc); :meth:`CheckpointSource.close` always does. A bridge the caller
+still holds stays valid (its weights never change under it).
 """
 
 from __future__ import annotations

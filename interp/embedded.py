@@ -431,12 +431,12 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
     With every run cached, all come at once, in (size, seed) order. Otherwise the missing runs
     are trained as in :func:`ensure_suite`, and a cached run, or a run whose training ended, is
     handed out only once no run is waiting for a worker and a core is idle (cores minus
-    ``cfg.threads`` per training run), so that the caller's work on it (the main job's analysis) fills
-    a core the pool leaves idle instead of slowing the training (the pool's longest-first order
-    leaves one core idle for ~70 s at the end of the full suite on 2 cores). While runs still
-    train, torch in the calling process is set to the idle cores' count (at most its own thread
-    count; restored at the end): a two-threaded analysis beside a training process ran 4x slower than a one-threaded
-    one here.
+    ``cfg.threads`` per training run). The caller's work on it (the main job's analysis) then
+    fills a core the pool leaves idle instead of slowing the training: the pool's longest-first
+    order leaves one core idle for ~70 s at the end of the full suite on 2 cores. While runs
+    still train, torch in the calling process is set to the idle cores' count (at most its own
+    thread count; restored at the end): a two-threaded analysis beside a training process ran
+    4x slower than a one-threaded one here.
 
     If the caller stops early (an error while it handles a run), runs not yet started are
     cancelled and the running ones finish into the cache (nothing half-written).
@@ -446,7 +446,6 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
     """
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from queue import Empty
 
     from tqdm.auto import tqdm
 
@@ -472,9 +471,11 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         try:
             while pending or finished:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED) if pending else (set(), set())
+                done = set()
+                if pending:
+                    done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                 finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
-                _drain_progress(queue, bar, Empty)
+                _drain_progress(queue, bar)
                 idle_cores = cores - len(pending) * cfg.threads
                 if finished and len(pending) <= n_jobs and idle_cores >= 1:  # nothing queued, a core idle
                     torch.set_num_threads(min(threads, idle_cores) if pending else threads)
@@ -486,12 +487,14 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
                 future.cancel()
 
 
-def _drain_progress(queue, bar, empty: type[Exception]) -> None:
+def _drain_progress(queue, bar) -> None:
     """Move the workers' (run, steps, loss) messages onto the progress bar."""
+    from queue import Empty
+
     while True:
         try:
             name, steps, loss = queue.get_nowait()
-        except empty:
+        except Empty:
             return
         bar.update(steps)
         bar.set_postfix_str(f"{name} loss {loss:.3f}")
