@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
+from interp.training_state import OPTIMIZER_FILE
 from interp.families import RevisionParser, Schedule, build_schedule, family_of, regular_grid
 from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_hub_id, is_pythia_id, pythia_model_ids  # noqa: F401
 from interp.devices import choose_device
@@ -195,9 +196,14 @@ def tokenizer_fingerprint(tokenizer) -> dict[str, str]:
 # ----------------------------------------------------------------------------- weight files
 
 
-def _weight_files(folder: Path, allow_pickle: bool) -> list[Path]:
-    """The weight files of one checkpoint folder: safetensors, else (if allowed) pickle."""
-    safe = sorted(p for p in folder.glob("*.safetensors"))
+def weight_files(folder: Path, allow_pickle: bool = False) -> list[Path]:
+    """The weight files of one checkpoint folder: safetensors, else (if allowed) pickle.
+
+    A resumable checkpoint's optimizer state (:data:`interp.training_state.OPTIMIZER_FILE`) is not
+    a weight file: two steps with the same weights but different optimizer moments are the same
+    model, and the digest of the model must not depend on how it was trained.
+    """
+    safe = sorted(p for p in folder.glob("*.safetensors") if p.name != OPTIMIZER_FILE)
     if safe or not allow_pickle:
         return safe
     return sorted(p for p in folder.glob("*.bin"))
@@ -486,7 +492,7 @@ class CheckpointSource(ABC):
         return self.model_id
 
     def _require_weights(self, folder: Path, step: int) -> list[Path]:
-        files = _weight_files(folder, self.allow_pickle)
+        files = weight_files(folder, self.allow_pickle)
         if files:
             return files
         pickles = sorted(p.name for p in folder.glob("*.bin"))
@@ -760,7 +766,7 @@ class HubSource(CheckpointSource):
 
     def _resolve(self, step: int) -> tuple[Path, str, str | None]:
         folder = self._snapshot(step, _CONFIG_PATTERNS + _TOKENIZER_PATTERNS + _SAFETENSORS_PATTERNS)
-        if self.allow_pickle and not _weight_files(folder, allow_pickle=False):
+        if self.allow_pickle and not weight_files(folder, allow_pickle=False):
             folder = self._snapshot(step, _PICKLE_PATTERNS)
         return folder, self.revision(step), folder.name
 
@@ -826,7 +832,7 @@ class HubSource(CheckpointSource):
             folder = self._snapshot(step, _SAFETENSORS_PATTERNS + _PICKLE_PATTERNS, local_only=True)
         except LocalEntryNotFoundError:
             return None
-        if not _weight_files(folder, allow_pickle=True):
+        if not weight_files(folder, allow_pickle=True):
             return None
         return weights_digest(self._require_weights(folder, step))  # refuses pickle-only steps
 

@@ -130,6 +130,20 @@ def _open(names: List[str]) -> list:
     return open_sources(names)
 
 
+def _open_step_pair(source: str, pre: int, post: int, command: str):
+    """Open the one run ``command`` works on and check ``pre`` / ``post`` there: the embedded
+    suite's steps before training it, the source's own steps after opening it, and steps with
+    identical weights (:func:`_echo_duplicate_hazards`)."""
+    from interp.sources import check_one_run
+
+    check_one_run(source, command)
+    _check_embedded_steps(source, [pre, post])
+    (src,) = _open([source])
+    _check_steps_available(src, [pre, post])
+    _echo_duplicate_hazards(src, pre, post)
+    return src
+
+
 def _open_as_ready(names: List[str]):
     """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
     from interp.sources import ReadySources
@@ -338,17 +352,11 @@ def rank_heads(
                          "(patterns are patched from post into pre)")
     device, task_obj = _check_common(device, task, n_prompts, length, out, method)
     metric = _metric(metric)
-    from interp.sources import check_one_run
-
-    check_one_run(source, "rank-heads")
-    _check_embedded_steps(source, [pre, post])
+    src = _open_step_pair(source, pre, post, "rank-heads")
     from interp.io import atomic_to_csv
     from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
     from interp.ranking import rank_heads_between
 
-    (src,) = _open([source])
-    _check_steps_available(src, [pre, post])
-    _echo_duplicate_hazards(src, pre, post)
     result = rank_heads_between(src, pre, post, task_obj.build(src.tokenizer()), method=method,
                                 prescreen_top_n=prescreen_top_n, device=device, metric=metric)
     model, seed = model_and_seed(src.model_id)
@@ -376,16 +384,10 @@ def decompose(
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
     device, task_obj = _check_common(device, task, n_prompts, length, out)
     metric = _metric(metric)
-    from interp.sources import check_one_run
-
-    check_one_run(source, "decompose")
-    _check_embedded_steps(source, [pre, post])
+    src = _open_step_pair(source, pre, post, "decompose")
     from interp.io import atomic_to_csv
     from interp.ranking import decompose_between
 
-    (src,) = _open([source])
-    _check_steps_available(src, [pre, post])
-    _echo_duplicate_hazards(src, pre, post)
     table = decompose_between(src, pre, post, task_obj.build(src.tokenizer()), metric=metric, device=device)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
     typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")

@@ -37,7 +37,7 @@ from torch import Tensor
 from interp.catalogue import (  # noqa: F401  (the suite configs live with the source names)
     BASE, FULL, QUICK, SMALL, TRAINER_VERSION, ModelSize, SuiteConfig, cache_root, run_name, suite_dir,
 )
-from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress, weights_digest
+from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.io import atomic_to_csv, atomic_write_text
 from interp.training_state import load_training_state, read_training_state, save_training_state
 
@@ -392,7 +392,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         "continued_from": None if prefix is None else str(prefix),
         # the final model's digest, recorded apart from the step labels: a final step whose weights
         # equal an earlier step's then stays searchable (LocalSuiteSource.duplicate_steps)
-        "final_digest": weights_digest(sorted((tmp / f"step{steps}").glob("*.safetensors"))),
+        "final_digest": weights_digest(weight_files(tmp / f"step{steps}")),
     }
     atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
     if final.exists():  # another process finished the same run first: keep theirs

@@ -578,3 +578,20 @@ def test_rank_heads_and_decompose_name_duplicate_steps(final_copied_suite, tmp_p
         assert len(lines) == 1 and lines[0].startswith(f"error: emergence {command}: suite: steps 1000 and 3000 have "
                                                        "identical weights"), result.output
         assert not out.exists()
+
+
+def test_digest_is_of_the_weights_not_the_optimizer_state(tmp_path, byte_tokenizer_dir):
+    """A resumable checkpoint's optimizer.safetensors is not part of the model's digest: the same
+    weights with different optimizer moments are one model (a duplicate group), and the digest
+    equals the sha256 of model.safetensors alone, as for a checkpoint without training state."""
+    from safetensors.torch import save_file
+
+    root = tmp_path / "suite"
+    shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
+    for seed, step in enumerate([0, 100, 200]):
+        save_tiny_neox(root / f"step{step}", seed=30 + seed)
+        save_file({"state.0.exp_avg": torch.full((3,), float(step))}, str(root / f"step{step}" / "optimizer.safetensors"))
+    shutil.copyfile(root / "step200" / "model.safetensors", root / "step0" / "model.safetensors")
+    source = LocalSuiteSource(root)
+    assert source.digest(100) == checkpoints.combine_digests([file_sha256(root / "step100" / "model.safetensors")])
+    assert source.duplicate_groups() == [[0, 200]]

@@ -13,16 +13,16 @@ from __future__ import annotations
 import os
 import warnings
 
-import pandas as pd
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from test_patching_targets import BATCH, D_MODEL, N_HEADS, N_LAYERS, VOCAB, boot, make_batch, tl_all_pos  # noqa: E402
+from test_patching_targets import (  # noqa: E402
+    D_MODEL, N_HEADS, N_LAYERS, VOCAB, boot, make_batch, tl_all_pos, tl_mlp_outputs,
+)
 
 from interp.patching import (  # noqa: E402
-    answer_probability,
     capture_post,
     head_output,
     metric_values,
@@ -82,23 +82,13 @@ def test_head_targets_equal_transformer_lens(models, kind):
 
 
 def test_mlp_outputs_equal_transformer_lens(models):
-    from transformer_lens import ActivationCache
-    from transformer_lens.patching import generic_activation_patch
-
-    from interp.patching.targets import hook_name
-
     family, pre, post, batch = models
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         fast = patch_values(pre, post, batch, [mlp_output([l]) for l in range(N_LAYERS)])
-    cache = ActivationCache({hook_name("mlp", l): post.activation("mlp", l) for l in range(N_LAYERS)}, pre)
-    with torch.no_grad():
-        tl = generic_activation_patch(
-            pre, batch.tokens, cache, lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch),
-            patch_setter=lambda act, index, clean: clean, activation_name="mlp_out",
-            index_df=pd.DataFrame({"layer": range(N_LAYERS)}), reduce="none")
+    tl = tl_mlp_outputs(pre, batch, post)
     assert (fast - metric_values(pre, batch)).abs().max() > 1e-3
-    assert torch.allclose(fast, tl.values, atol=1e-5, rtol=0), (family, (fast - tl.values).abs().max())
+    assert torch.allclose(fast, tl, atol=1e-5, rtol=0), (family, (fast - tl).abs().max())
 
 
 def test_joint_and_weight_targets_fast_equal_reference(models):

@@ -114,6 +114,22 @@ def models(request, tmp_path_factory):
     return request.param, pre, post, batch, capture_post(post, batch), hf_pre, hf_post
 
 
+def tl_mlp_outputs(pre, batch, post) -> torch.Tensor:
+    """TransformerLens's reference for each layer's MLP output patched from post: p(answer) per
+    prompt, ``[layer, batch]`` (``generic_activation_patch``, ``reduce="none"``)."""
+    from transformer_lens import ActivationCache
+    from transformer_lens.patching import generic_activation_patch
+
+    from interp.patching.targets import hook_name
+
+    cache = ActivationCache({hook_name("mlp", l): post.activation("mlp", l) for l in range(N_LAYERS)}, pre)
+    with torch.no_grad():
+        return generic_activation_patch(
+            pre, batch.tokens, cache, lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch),
+            patch_setter=lambda act, index, clean: clean, activation_name="mlp_out",
+            index_df=pd.DataFrame({"layer": range(N_LAYERS)}), reduce="none").values
+
+
 def tl_all_pos(model, batch, post_ckpt, kind):
     """TransformerLens's get_act_patch_attn_head_{kind}_all_pos: mean p change per (layer, head)."""
     from transformer_lens import ActivationCache
@@ -167,23 +183,13 @@ def test_pattern_at_one_destination_equals_transformer_lens(models):
 
 
 def test_mlp_output_equals_transformer_lens_generic_patch(models):
-    from transformer_lens import ActivationCache
-    from transformer_lens.patching import generic_activation_patch
-
-    from interp.patching.targets import hook_name
-
     _, pre, _, batch, post, _, _ = models
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         fast = patch_values(pre, post, batch, [mlp_output([l]) for l in range(N_LAYERS)])
-    cache = ActivationCache({hook_name("mlp", l): post.activation("mlp", l) for l in range(N_LAYERS)}, pre)
-    with torch.no_grad():
-        tl = generic_activation_patch(
-            pre, batch.tokens, cache, lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch),
-            patch_setter=lambda act, index, clean: clean, activation_name="mlp_out",
-            index_df=pd.DataFrame({"layer": range(N_LAYERS)}), reduce="none")
+    tl = tl_mlp_outputs(pre, batch, post)
     assert (fast - metric_values(pre, batch)).abs().max() > 1e-3
-    assert torch.allclose(fast, tl.values, atol=1e-5, rtol=0)
+    assert torch.allclose(fast, tl, atol=1e-5, rtol=0)
 
 
 def test_joint_sets_fast_equal_reference(models):
