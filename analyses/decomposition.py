@@ -37,6 +37,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from interp.emergence import DEFAULT_HOLD  # noqa: E402
 from interp.io import atomic_to_csv, atomic_write_text  # noqa: E402
 
 NAME = "decomposition"
@@ -84,7 +85,8 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
 def scores_markdown(scores: pd.DataFrame) -> str:
     """Per run and checkpoint: the largest prefix-matching and previous-token scores over heads."""
     lines = ["", "Head scores around each point (`interp.scores`; the largest over heads; steps relative to the "
-             "point: pre = the last step below the threshold):", "",
+             f"point: post = the first checkpoint at or above the threshold that holds for the next {DEFAULT_HOLD}, pre = the "
+             "one before):", "",
              "| run | score | " + " | ".join(["pre − 3", "pre − 2", "pre − 1", "pre", "post", "post + 1", "post + 2"]) + " |",
              "| --- | --- |" + " --- |" * 7]
     for (model, seed), sub in scores.groupby(["model", "seed"], sort=False):
@@ -191,7 +193,8 @@ def main(argv=None) -> None:
     shown = " ".join(Path(x).name if "/" in x and not x.startswith("embedded") else x for x in args.suite)
     settings = (f"Command: `python -m analyses.decomposition --suite {shown} --metric {args.metric} "
                 f"--n-boot {args.n_boot} --ig-steps {args.ig_steps}`; task: `RepetitionTask()` (64 prompts); "
-                f"point of emergence: greedy accuracy 0.5, bisection; metric: {args.metric}.")
+                f"point of emergence: greedy accuracy 0.5 held for {DEFAULT_HOLD} checkpoints, bisection; "
+                f"metric: {args.metric}.")
     scores = pd.concat(scores, ignore_index=True)
     block = markdown(components, prescreen, settings) + scores_markdown(scores)
     page = vis.figures_page("The jump decomposed by component", [

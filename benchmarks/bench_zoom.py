@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from interp import embedded
-from interp.emergence import dense_crossing
+from interp.emergence import held_crossing
 from interp.zoom import DenseEvaluator, dense_point, run_settings
 
 
@@ -64,7 +64,7 @@ def main() -> None:
         batch = RepetitionTask(n_prompts=args.prompts).build(LocalSuiteSource(ref).tokenizer())
         evaluator = DenseEvaluator(ref, batch)
         steps = sorted(set(grid) | {s for s in cfg.checkpoint_steps_for(size) if s > post})
-        found = dense_crossing(steps, [evaluator(s)[0] for s in steps])
+        found = held_crossing(steps, [evaluator(s)[0] for s in steps])
         ref_s = time.perf_counter() - start
         print(f"re-training from step 0 to {post} and evaluating {len(grid)} checkpoints: {ref_s:.1f} s "
               f"(found {found[0]} -> {found[1]})")

@@ -25,6 +25,9 @@ TaskOpt = typer.Option("repetition", help="Capability task: repetition | token-r
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
 ThresholdOpt = typer.Option(0.5, min=0.0, max=1.0, help="Greedy-accuracy threshold of the point of emergence.")
+HoldOpt = typer.Option(2, min=0, help="Point of emergence: post is the first checkpoint at or above the threshold "
+                       "that stays there at the next HOLD checkpoints (every remaining one near the end); "
+                       "0 = the first crossing.")
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
@@ -159,6 +162,7 @@ def demo(
     method: str = MethodOpt,
     device: str = DeviceOpt,
     metric: str = MetricOpt,
+    hold: int = HoldOpt,
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta_p, patch the top K jointly, write tables and report.html to OUT."""
@@ -167,7 +171,7 @@ def demo(
     from interp.pipeline import run_main_job
 
     report = run_main_job(_open_as_ready(["embedded-quick" if quick else "embedded"]), task=task, scan=True,
-                          method=method, device=device, out_dir=out, metric=metric,
+                          method=method, device=device, out_dir=out, metric=metric, hold=hold,
                           title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
     _print_summary(report, out)
 
@@ -177,11 +181,12 @@ def run(
     source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
     out: Path = typer.Option(..., help="Output folder."),
     threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    scan: bool = typer.Option(False, help="Evaluate every checkpoint too (full curves)."),
+    scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
     method: str = MethodOpt,
     prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
+    hold: int = HoldOpt,
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
@@ -190,7 +195,7 @@ def run(
     from interp.pipeline import run_main_job
 
     report = run_main_job(_open_as_ready(source), task=task_obj, threshold=threshold, scan=scan, method=method,
-                          prescreen_top_n=prescreen_top_n, device=device, out_dir=out, metric=metric)
+                          prescreen_top_n=prescreen_top_n, device=device, out_dir=out, metric=metric, hold=hold)
     _print_summary(report, out)
 
 
@@ -206,17 +211,20 @@ def _print_summary(report, out: Path) -> None:
         return format(value, spec) if isinstance(value, float) else str(value)
 
     table = Table(title="Points of emergence and top heads")
-    for column in ["run", "emerged", "pre → post", "evals", "p pre → post", "top head (Δp)", "recovered K=2", "pre-screen ρ"]:
+    for column in ["run", "emerged", "pre → post", "monotone", "evals", "p pre → post", "top head (Δp)", "recovered K=2", "pre-screen ρ"]:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
             run_label(row["model"], row["seed"]), fmt(row["emerged"]),
-            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["n_evaluations"]),
+            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["monotone"]), fmt(row["n_evaluations"]),
             f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
             "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
             fmt(row["recovered_top2"]), fmt(row["prescreen_spearman"], ".2f"),
         )
     Console(width=max(120, Console().width)).print(table)
+    from interp.emergence import rule_text
+
+    typer.echo(f"point of emergence: {rule_text(report.hold)}")
     for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache
         typer.echo(f"hazard: {line}")
     typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints "
@@ -273,9 +281,10 @@ def bisect(
     resolution: Optional[int] = typer.Option(
         None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."),
     dense_prompts: int = typer.Option(512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."),
-    hold: int = typer.Option(2, min=0, help="Dense search: checkpoints after the crossing that must stay above the threshold."),
+    hold: int = HoldOpt,
 ):
-    """Point of emergence of each source by bisection over its checkpoints; with --resolution N,
+    """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
+    above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
     device, task_obj = _check_common(device, task, n_prompts, length, out)
@@ -291,7 +300,7 @@ def bisect(
 
     points, curves, tables = [], [], []
     for src in _open(source):
-        point = find_emergence(src, task_obj.build(src.tokenizer()), threshold=threshold, device=device)
+        point = find_emergence(src, task_obj.build(src.tokenizer()), threshold=threshold, device=device, hold=hold)
         model, seed = model_and_seed(src.model_id)
         points.append({"model": model, "seed": seed, **point.as_row()})
         table = point.evaluations.drop(columns="order")

@@ -290,11 +290,13 @@ def point_html(point, assets: Assets = NOTEBOOK_ASSETS) -> str:
 
     values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,
               "emerged": point.emerged, "threshold (accuracy)": point.threshold, "monotone": point.monotone,
-              "n_evaluations": point.n_evaluations}
+              "hold (checkpoints)": point.hold, "search": point.search, "n_evaluations": point.n_evaluations}
     if point.excluded_steps:
         values["excluded (duplicate weights)"] = ", ".join(f"{a} = {b}" for a, b in sorted(point.excluded_steps.items()))
+    from interp.emergence import rule_text
+
     parts = [style_tag(), key_values_fragment(values, caption="Steps are training steps; the search evaluates "
-                                              "each checkpoint at most once.")]
+                                              f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.")]
     if len(point.evaluations):
         fig = run_capability_figure(point.evaluations, point.pre_step, point.post_step, threshold=point.threshold,
                                     title=f"{point.model_id}: evaluated checkpoints")

@@ -1,22 +1,34 @@
 """Point of emergence: the pair of consecutive checkpoints where a capability switches on.
 
-Definition (Baherwani et al. 2026, Pythia part: "the abrupt transition between two consecutive
-checkpoints", located by binary search over checkpoints): given the searchable steps
-``s_0 < ... < s_{N-1}`` of a run and a threshold on greedy accuracy (default 0.5), the point of
-emergence is the pair ``(pre, post)`` of consecutive steps with ``acc(pre) < threshold`` and
-``acc >= threshold`` at ``post`` and at every evaluated step after it. A run whose last step is
-below the threshold never emerges; a run already above it at ``s_0`` emerged before the first
-checkpoint (``pre = None``).
+The rule (one definition, used by every search, table and page of the toolkit): given the
+searchable steps ``s_0 < ... < s_{N-1}`` of a run and a threshold on greedy accuracy (default
+0.5), **post is the first checkpoint whose accuracy is at or above the threshold and stays at or
+above it at the next ``hold`` checkpoints (default 2); pre is the checkpoint before it.** Near the
+end of the run a crossing within the last ``hold`` checkpoints must hold at every remaining one
+(the last checkpoint alone qualifies when it is at or above the threshold). A run emerged when
+some checkpoint qualifies; one that qualifies at ``s_0`` emerged before the first checkpoint
+(``pre = None``). ``hold = 0`` is the plain first crossing. Why a hold: on 64 prompts the
+standard error of an accuracy near 0.5 is 0.06, and real runs touch the threshold and fall back
+(``neox-2l-128d`` seed 0 of the quick suite: 0.031, **0.500**, 0.203, 0.609 at steps
+1000-1300, issue 19); the crossing that holds is 1200 -> 1300, not the touch at 1100.
+:func:`held_crossing` is the rule; :func:`point_from_curve`, :func:`scan_emergence`,
+:func:`search_emergence` and the dense search of :mod:`interp.zoom` all call it or agree with it.
+Source: Baherwani et al. 2026 (Pythia part: "the abrupt transition between two consecutive
+checkpoints", located by binary search over checkpoints); the hold is this toolkit's noise rule.
 
-The search keeps the last evaluated step below the threshold and the first evaluated step above
-it after that, and evaluates the middle of the gap until the two are consecutive: on a monotone
-curve that is plain bisection, ``ceil(log2 N) + 2`` evaluations at most (first, last, then
-halving). When the evaluated accuracies are not monotone (a step at or above the threshold
-before one below it, or a drop larger than sampling noise: 3 standard errors by default), the
-result says so and every step of the bracket around the non-monotone stretch is evaluated (a
-scan), so the reported point is the last crossing of a fully evaluated stretch. A scan costs
-evaluations beyond the bisection budget; on a curve whose capability really dips below the
-threshold after first crossing it, it is what makes the answer agree with a full scan.
+The bisection (:func:`search_emergence`) evaluates the last and the first step, then the middle
+of the gap between the first evaluated step at or above the threshold (whose evaluated
+neighbours within ``hold`` do not fall below it) and the evaluated step before it, until the two
+are consecutive; then it verifies that post holds (evaluating the next ``hold`` checkpoints) and
+looks at the ``hold`` checkpoints before pre. A candidate that does not hold is dropped and the
+search goes on after it. On a monotone curve that costs at most ``ceil(log2 N) + 2 + 2 * hold``
+evaluations (:func:`max_bisection_evaluations`). When the evaluated accuracies are not monotone
+(a step at or above the threshold before one below it, or a drop larger than sampling noise: 3
+standard errors by default), the result says ``monotone=False`` and every step of the stretch
+between them is evaluated (a scan, beyond the budget). Limit: a crossing that holds but lies
+entirely between two evaluated steps below the threshold (with no significant drop between them)
+is invisible to a bisection; a full scan (:func:`scan_emergence`, ``emergence run --scan``) sees
+every checkpoint, and where one exists its point is the one reported.
 """
 
 from __future__ import annotations
@@ -30,6 +42,18 @@ import pandas as pd
 
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
 
+#: Checkpoints after post that must stay at or above the threshold (the rule's default).
+DEFAULT_HOLD = 2
+
+#: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
+RULE = ("post = the first checkpoint whose greedy accuracy is at or above the threshold and stays there at the next "
+        "{hold} checkpoint(s) (at every remaining one near the end of the run); pre = the checkpoint before it")
+
+
+def rule_text(hold: int = DEFAULT_HOLD) -> str:
+    """The point-of-emergence rule in words with ``hold`` filled in (for legends and captions)."""
+    return RULE.format(hold=hold)
+
 
 @dataclass
 class EmergencePoint:
@@ -37,17 +61,22 @@ class EmergencePoint:
 
     Attributes:
         model_id: the run (checkpoint source) searched.
-        pre_step: last step below the threshold (``None`` if emerged before the first step or
-            never emerged).
-        post_step: first step of the final stretch at or above the threshold (``None`` if never).
-        emerged: whether the capability is above the threshold at the last step.
+        pre_step: the checkpoint before post (``None`` if emerged before the first step or never
+            emerged).
+        post_step: the first checkpoint at or above the threshold that holds for the next
+            ``hold`` checkpoints (module docstring; ``None`` if none does).
+        emerged: whether some checkpoint qualifies as post.
         threshold: the accuracy threshold (fraction).
-        monotone: ``False`` if the evaluated curve was not monotone (then the bracket was scanned).
+        monotone: ``False`` if the evaluated curve was not monotone: a step at or above the
+            threshold before one below it, or a drop larger than sampling noise (a bisection then
+            scanned the stretch).
         n_evaluations: checkpoint evaluations spent (each step evaluated once at most).
         evaluations: one row per evaluated step: ``step``, ``accuracy``, ``p_answer``, ``order``
             (1 = evaluated first), sorted by step.
         excluded_steps: steps left out of the search because their weights equal another step's
             ({excluded step: a step with the same weights}; :meth:`CheckpointSource.duplicate_steps`).
+        hold: checkpoints after post that had to stay at or above the threshold (the rule).
+        search: how the point was found: ``"bisection"`` or ``"scan"`` (every searchable step).
     """
 
     model_id: str
@@ -59,12 +88,15 @@ class EmergencePoint:
     n_evaluations: int
     evaluations: pd.DataFrame
     excluded_steps: dict[int, int] = field(default_factory=dict)
+    hold: int = DEFAULT_HOLD
+    search: str = "bisection"
 
     def as_row(self) -> dict:
         """The ``points.csv`` row (without model/seed columns, which the caller adds)."""
         return {
             "pre_step": self.pre_step, "post_step": self.post_step, "emerged": self.emerged,
             "n_evaluations": self.n_evaluations, "monotone": self.monotone, "threshold": self.threshold,
+            "hold": self.hold, "search": self.search,
         }
 
     def _repr_html_(self) -> str:
@@ -105,29 +137,95 @@ class StepEvaluator:
         return pd.DataFrame(rows, columns=["step", "accuracy", "p_answer", "order"]).sort_values("step").reset_index(drop=True)
 
 
-def max_bisection_evaluations(n_steps: int) -> int:
-    """Upper bound on evaluations for a monotone curve over ``n_steps`` steps: ``ceil(log2 N) + 2``."""
-    return math.ceil(math.log2(max(n_steps, 1))) + 2
+def max_bisection_evaluations(n_steps: int, hold: int = DEFAULT_HOLD) -> int:
+    """Upper bound on the bisection's evaluations for a monotone curve over ``n_steps`` steps:
+    ``ceil(log2 N) + 2`` to close the bracket (first, last, then halving), plus ``hold`` to verify
+    that post holds and ``hold`` to look at the checkpoints before pre (at most ``N``)."""
+    return min(max(n_steps, 1), math.ceil(math.log2(max(n_steps, 1))) + 2 + 2 * hold)
 
 
-def _validate(steps: Sequence[int], threshold: float) -> list[int]:
+def check_hold(hold) -> int:
+    """``hold`` if it is an integer >= 0 (checkpoints after post), else a one-line ``ValueError``."""
+    if isinstance(hold, bool) or not isinstance(hold, int) or hold < 0:
+        raise ValueError(f"hold={hold!r}: must be an integer >= 0 (checkpoints after post that must stay at or "
+                         "above the threshold)")
+    return hold
+
+
+def _validate(steps: Sequence[int], threshold: float, hold: int = 0) -> list[int]:
     steps = sorted(set(int(s) for s in steps))
     if len(steps) < 2:
         raise ValueError(f"need at least 2 searchable steps to locate a transition, got {steps}")
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold={threshold} must be in (0, 1] (a greedy-accuracy fraction)")
+    check_hold(hold)
     return steps
 
 
-def _bracket(steps: list[int], acc: dict[int, float], threshold: float) -> tuple[int | None, int | None]:
-    """Indices (last below, first above after it) of the evaluated steps; None where absent."""
-    evaluated = [i for i, s in enumerate(steps) if s in acc]
-    below = [i for i in evaluated if acc[steps[i]] < threshold]
-    if not below:
-        return None, evaluated[0]
-    last_below = below[-1]
-    after = [i for i in evaluated if i > last_below]
-    return last_below, (after[0] if after else None)
+def _holds(acc: dict[int, float], i: int, n: int, threshold: float, hold: int) -> bool:
+    """Whether index ``i`` is at or above the threshold and no known index of its hold window
+    (the next ``hold`` indices, cut at the last index ``n - 1``) is below it."""
+    return acc[i] >= threshold and not any(acc[j] < threshold for j in range(i + 1, min(i + hold, n - 1) + 1) if j in acc)
+
+
+def _first_holding(acc: dict[int, float], n: int, threshold: float, hold: int) -> int | None:
+    """The rule on indices ``0..n-1``: the first known index that holds (see :func:`_holds`)."""
+    return next((i for i in sorted(acc) if _holds(acc, i, n, threshold, hold)), None)
+
+
+def held_crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
+                  hold: int = DEFAULT_HOLD) -> tuple[int | None, int | None]:
+    """The point of emergence of a fully evaluated curve: the rule of the module docstring.
+
+    ``post`` is the first step whose accuracy is at or above ``threshold`` and stays there at the
+    next ``hold`` steps of the curve (at every remaining step when fewer are left); ``pre`` is the
+    step just before it. With 64 prompts the standard error of an accuracy near 0.5 is 0.06 (0.022
+    with 512), so a single checkpoint above the threshold amid ones below it is not a crossing.
+
+    Args:
+        steps: evaluated steps (training steps; any order, sorted here).
+        accuracy: greedy accuracy (fraction) per step.
+        threshold: accuracy threshold (fraction, in (0, 1]).
+        hold: checkpoints after ``post`` that must stay at or above the threshold (>= 0; 0 = the
+            first step at or above the threshold).
+
+    Returns:
+        ``(pre, post)``; ``(None, first step)`` when the first step already qualifies;
+        ``(None, None)`` when no step does.
+
+    Raises:
+        ValueError: different lengths, fewer than 2 steps, a threshold outside (0, 1], ``hold < 0``.
+    """
+    if len(steps) != len(accuracy):
+        raise ValueError(f"{len(steps)} steps but {len(accuracy)} accuracies")
+    order = sorted(range(len(steps)), key=lambda i: steps[i])
+    s = [int(steps[i]) for i in order]
+    _validate(s, threshold, hold)
+    post = _first_holding({k: float(accuracy[i]) for k, i in enumerate(order)}, len(s), threshold, hold)
+    if post is None:
+        return None, None
+    return (s[post - 1] if post > 0 else None), s[post]
+
+
+def point_from_curve(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
+                     hold: int = DEFAULT_HOLD) -> tuple[int | None, int | None, bool]:
+    """Reference answer from a fully evaluated curve: ``(pre_step, post_step, emerged)`` by the
+    rule (:func:`held_crossing`); ``emerged`` is whether some step qualifies as post.
+
+    Raises:
+        ValueError: as :func:`held_crossing`.
+    """
+    pre, post = held_crossing(steps, accuracy, threshold=threshold, hold=hold)
+    return pre, post, post is not None
+
+
+def curve_is_monotone(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
+                      n_prompts: int = 64, drop_tolerance: float | None = None) -> bool:
+    """Whether a curve is monotone in the sense of :attr:`EmergencePoint.monotone`: no step at or
+    above ``threshold`` before one below it, and no drop larger than sampling noise
+    (:func:`drop_is_significant` on ``n_prompts`` prompts, or ``drop_tolerance``)."""
+    acc = {int(s): float(a) for s, a in zip(steps, accuracy)}
+    return _non_monotone_span(sorted(acc), acc, threshold, drop_tolerance, n_prompts) is None
 
 
 def drop_is_significant(high: float, low: float, n_prompts: int, drop_tolerance: float | None) -> bool:
@@ -159,14 +257,64 @@ def _non_monotone_span(steps: list[int], acc: dict[int, float], threshold: float
     return None if start is None else (start, end)
 
 
+
+
+def _next_step(n: int, acc: dict[int, float], threshold: float, hold: int) -> int | None:
+    """The bisection's next index to evaluate given the known accuracies (index -> value), or
+    ``None`` when the point is settled. Order: close the bracket before the candidate post (the
+    first known index that holds), then verify its hold window, then look at the ``hold``
+    indices before pre (they cannot change the point: a step that holds there would have pre in
+    its window; they show a transient crossing next to the point, i.e. ``monotone=False``)."""
+    post = _first_holding(acc, n, threshold, hold)
+    if post is None:
+        return None  # nothing at or above the threshold that holds: the gaps are assumed below
+    if post > 0 and post - 1 not in acc:
+        before = max(i for i in acc if i < post)  # below the threshold (else it would hold, or post would not)
+        return (before + post) // 2
+    window = [j for j in range(post + 1, min(post + hold, n - 1) + 1) if j not in acc]
+    if window:
+        return window[0]
+    look_back = [j for j in range(max(post - 1 - hold, 0), post - 1) if j not in acc]
+    return look_back[-1] if look_back else None
+
+
+def _point(model_id: str, steps: list[int], scores: dict[int, CapabilityScore], order: list[int], threshold: float,
+           hold: int, drop_tolerance: float | None, search: str) -> EmergencePoint:
+    """The :class:`EmergencePoint` of the evaluated steps (the rule applied to them)."""
+    acc = {s: scores[s].accuracy for s in scores}
+    evaluated = sorted(acc)
+    index = {s: k for k, s in enumerate(steps)}
+    post = _first_holding({index[s]: acc[s] for s in evaluated}, len(steps), threshold, hold)
+    n_prompts = min(score.n_prompts for score in scores.values())
+    table = pd.DataFrame(
+        [{"step": s, "accuracy": scores[s].accuracy, "p_answer": scores[s].p_answer, "order": k + 1}
+         for k, s in enumerate(order)],
+        columns=["step", "accuracy", "p_answer", "order"],
+    ).sort_values("step").reset_index(drop=True)
+    return EmergencePoint(
+        model_id=model_id,
+        pre_step=steps[post - 1] if post is not None and post > 0 else None,
+        post_step=None if post is None else steps[post],
+        emerged=post is not None,
+        threshold=threshold,
+        monotone=_non_monotone_span(evaluated, acc, threshold, drop_tolerance, n_prompts) is None,
+        n_evaluations=len(order),
+        evaluations=table,
+        hold=hold,
+        search=search,
+    )
+
+
 def search_emergence(
     steps: Sequence[int],
     evaluate_step: Callable[[int], CapabilityScore],
     threshold: float = 0.5,
     drop_tolerance: float | None = None,
     model_id: str = "",
+    hold: int = DEFAULT_HOLD,
 ) -> EmergencePoint:
-    """Find the point of emergence by bisection over ``steps`` (see the module docstring).
+    """Find the point of emergence by bisection over ``steps`` (the rule and the search: module
+    docstring).
 
     Args:
         steps: searchable checkpoint steps (training steps), duplicates already removed.
@@ -178,83 +326,53 @@ def search_emergence(
             difference of two binomial proportions on the task's prompt count, so that sampling
             noise does not trigger scans.
         model_id: label stored on the result.
+        hold: checkpoints after post that must stay at or above the threshold (default 2).
 
     Returns:
-        The :class:`EmergencePoint`; ``evaluations`` lists every evaluated step.
+        The :class:`EmergencePoint`; ``evaluations`` lists every evaluated step. On a monotone
+        curve ``n_evaluations <= max_bisection_evaluations(len(steps), hold)``.
 
     Raises:
-        ValueError: fewer than two steps, or a threshold outside (0, 1].
+        ValueError: fewer than two steps, a threshold outside (0, 1], or ``hold < 0``.
     """
-    steps = _validate(steps, threshold)
+    steps = _validate(steps, threshold, hold)
     scores: dict[int, CapabilityScore] = {}
     order: list[int] = []
 
-    def ev(i: int) -> float:
+    def ev(i: int) -> None:
         step = steps[i]
         if step not in scores:
             scores[step] = evaluate_step(step)
             order.append(step)
-        return scores[step].accuracy
 
-    acc = lambda: {s: scores[s].accuracy for s in scores}  # noqa: E731  (current view)
     ev(len(steps) - 1)
     ev(0)
-    monotone = True
     while True:
-        lo, hi = _bracket(steps, acc(), threshold)
-        if lo is not None and hi is not None and hi - lo > 1:
-            ev((lo + hi) // 2)
-            continue
+        acc = {s: scores[s].accuracy for s in scores}
         n_prompts = min(score.n_prompts for score in scores.values())
-        span = _non_monotone_span(steps, acc(), threshold, drop_tolerance, n_prompts)
+        span = _non_monotone_span(steps, acc, threshold, drop_tolerance, n_prompts)
         unevaluated = [] if span is None else [i for i in range(span[0], span[1] + 1) if steps[i] not in scores]
-        if span is not None:
-            monotone = False
-        if not unevaluated:
+        if unevaluated:
+            for i in unevaluated:  # scan the stretch that breaks monotonicity
+                ev(i)
+            continue
+        nxt = _next_step(len(steps), {i: acc[s] for i, s in enumerate(steps) if s in acc}, threshold, hold)
+        if nxt is None:
             break
-        for i in unevaluated:  # scan the bracket around the non-monotone stretch
-            ev(i)
-    if not monotone:
-        warnings.warn(f"{model_id or 'run'}: evaluated accuracy is not monotone in step; scanned the bracket", stacklevel=2)
-    lo, hi = _bracket(steps, acc(), threshold)
-    emerged = scores[steps[-1]].accuracy >= threshold
-    table = pd.DataFrame(
-        [{"step": s, "accuracy": scores[s].accuracy, "p_answer": scores[s].p_answer, "order": k + 1}
-         for k, s in enumerate(order)],
-        columns=["step", "accuracy", "p_answer", "order"],
-    ).sort_values("step").reset_index(drop=True)
-    return EmergencePoint(
-        model_id=model_id,
-        pre_step=steps[lo] if (emerged and lo is not None) else None,
-        post_step=steps[hi] if (emerged and hi is not None) else None,
-        emerged=emerged,
-        threshold=threshold,
-        monotone=monotone,
-        n_evaluations=len(order),
-        evaluations=table,
-    )
-
-
-def point_from_curve(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5) -> tuple[int | None, int | None, bool]:
-    """Reference answer from a fully evaluated curve: ``(pre_step, post_step, emerged)``.
-
-    ``post`` starts the final stretch of steps at or above ``threshold``; ``pre`` is the step
-    before it (``None`` if the curve is above the threshold from the first step).
-    """
-    pairs = sorted(zip(steps, accuracy))
-    if pairs[-1][1] < threshold:
-        return None, None, False
-    k = len(pairs) - 1
-    while k > 0 and pairs[k - 1][1] >= threshold:
-        k -= 1
-    return (pairs[k - 1][0] if k > 0 else None), pairs[k][0], True
+        ev(nxt)
+    point = _point(model_id, steps, scores, order, threshold, hold, drop_tolerance, "bisection")
+    if not point.monotone:
+        warnings.warn(f"{model_id or 'run'}: evaluated accuracy is not monotone in step; scanned the stretch",
+                      stacklevel=2)
+    return point
 
 
 def find_emergence(
     source, batch: TaskBatch, threshold: float = 0.5, device: str | None = None,
-    evaluator: StepEvaluator | None = None,
+    evaluator: StepEvaluator | None = None, hold: int = DEFAULT_HOLD,
 ) -> EmergencePoint:
-    """Search a checkpoint source for its point of emergence on a task.
+    """Search a checkpoint source for its point of emergence on a task (bisection,
+    :func:`search_emergence`).
 
     Steps whose weights duplicate an earlier step's (same digest) are excluded first (they would
     create a fake flat stretch; e.g. pythia-2.8b serves its final weights on 86 of 154 branches).
@@ -265,14 +383,19 @@ def find_emergence(
         threshold: greedy-accuracy threshold (fraction).
         device: where checkpoints are loaded.
         evaluator: reuse an evaluator (and its memoised scores) across calls.
+        hold: checkpoints after post that must stay at or above the threshold (the rule).
 
     Returns:
         The :class:`EmergencePoint`, with ``excluded_steps`` = {excluded step: a step with the same weights}.
+
+    Raises:
+        ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
     """
+    _validate([0, 1], threshold, hold)  # before any checkpoint is listed or loaded
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
     steps = [s for s in source.available_steps() if s not in excluded]
-    point = search_emergence(steps, evaluator, threshold=threshold, model_id=source.model_id)
+    point = search_emergence(steps, evaluator, threshold=threshold, model_id=source.model_id, hold=hold)
     point.excluded_steps = dict(excluded)
     return point
 
@@ -291,37 +414,27 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
     return evaluator.table()
 
 
-def dense_crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
-                   hold: int = 2) -> tuple[int | None, int | None]:
-    """The crossing of a densely sampled, noisy capability curve (used by the dense search).
+def scan_emergence(
+    source, batch: TaskBatch, threshold: float = 0.5, device: str | None = None,
+    evaluator: StepEvaluator | None = None, hold: int = DEFAULT_HOLD, drop_tolerance: float | None = None,
+) -> EmergencePoint:
+    """The point of emergence from a full scan: every searchable step evaluated, the rule applied
+    to the whole curve (what the main job reports when it scans). ``monotone`` is that of the
+    whole curve; ``n_evaluations`` counts the scanned steps; ``search == "scan"``.
 
-    Rule: ``post`` is the first step whose accuracy is at or above ``threshold`` and stays there
-    at the next ``hold`` steps of the curve (all remaining steps when fewer are left); ``pre``
-    is the step just before it. With 512 prompts the standard error of an accuracy near 0.5 is
-    0.022, so a single checkpoint above the threshold amid ones below it is not a crossing.
-
-    Args:
-        steps: evaluated steps (any order; sorted here).
-        accuracy: greedy accuracy (fraction) per step.
-        threshold: accuracy threshold (fraction).
-        hold: checkpoints after ``post`` that must stay at or above the threshold.
-
-    Returns:
-        ``(pre, post)``; ``(None, first step)`` when the first step already qualifies;
-        ``(None, None)`` when no step does.
+    Args: as :func:`find_emergence`; ``drop_tolerance`` as :func:`search_emergence`.
 
     Raises:
-        ValueError: different lengths, fewer than 2 steps, or ``hold < 0``.
+        ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
     """
-    if len(steps) != len(accuracy):
-        raise ValueError(f"{len(steps)} steps but {len(accuracy)} accuracies")
-    if hold < 0:
-        raise ValueError(f"hold={hold}: must be >= 0")
-    order = sorted(range(len(steps)), key=lambda i: steps[i])
-    s = [int(steps[i]) for i in order]
-    a = [float(accuracy[i]) for i in order]
-    _validate(s, threshold)
-    for i, value in enumerate(a):
-        if value >= threshold and all(x >= threshold for x in a[i + 1:i + 1 + hold]):
-            return (s[i - 1] if i > 0 else None), s[i]
-    return None, None
+    _validate([0, 1], threshold, hold)
+    evaluator = evaluator or StepEvaluator(source, batch, device=device)
+    excluded = source.duplicate_steps()
+    steps = _validate([s for s in source.available_steps() if s not in excluded], threshold, hold)
+    for step in steps:
+        evaluator(step)
+    scores = {s: evaluator.scores[s] for s in steps}
+    order = [s for s in evaluator.order if s in scores]
+    point = _point(source.model_id, steps, scores, order, threshold, hold, drop_tolerance, "scan")
+    point.excluded_steps = dict(excluded)
+    return point

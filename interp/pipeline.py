@@ -24,22 +24,25 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.emergence import EmergencePoint, StepEvaluator, find_emergence, full_scan
+from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
 from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
 from interp.catalogue import run_label
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
-POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
+POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold", "hold",
+                  "search"]
 CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
 HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
                  "metric"]
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered", "metric"]
 
 SUMMARY_LEGEND = (
-    "<b>pre_step → post_step</b>: consecutive checkpoints where greedy accuracy crosses the threshold and "
-    "stays above it (training steps). <b>n_evaluations</b>: checkpoints the bisection evaluated. "
+    "<b>pre_step → post_step</b> (training steps), the point of emergence: {rule} (<code>hold</code> in "
+    "points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the threshold and falls below it "
+    "again, or drops by more than sampling noise. <b>n_evaluations</b>: checkpoints evaluated to find the point "
+    "(every searchable one when the curve was scanned). "
     "<b>metric</b>: what p_pre, p_post, Δp and recovered measure (p = probability of the answer token, "
     "logprob = its log probability in nats, logit-diff = its logit minus the largest distractor logit). "
     "<b>p_pre, p_post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = p_post − p_pre (recovered "
@@ -49,6 +52,11 @@ SUMMARY_LEGEND = (
     "correlation of the pre-screen's estimate (integrated gradients on the patterns) with exact Δp over heads; "
     "<b>prescreen_top2_found</b>: whether the exact top 2 heads are the estimate's top 2."
 )
+
+
+def summary_legend(hold: int = DEFAULT_HOLD) -> str:
+    """The summary table's legend, stating the point-of-emergence rule with ``hold`` filled in."""
+    return SUMMARY_LEGEND.format(rule=rule_text(hold))
 
 
 def model_and_seed(model_id: str) -> tuple[str, int]:
@@ -124,6 +132,7 @@ def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    hold: int = DEFAULT_HOLD,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -132,8 +141,11 @@ def analyse_run(
         source: checkpoint source of the run.
         task: capability task (default :class:`interp.tasks.RepetitionTask`).
         threshold: greedy-accuracy threshold for the point of emergence (fraction).
-        scan: also evaluate every searchable step (for the full curve); bisection still counts
-            only its own evaluations, and shares the memoised scores (no checkpoint loads twice).
+        scan: evaluate every searchable step (the full curve) and take the point from it
+            (:func:`interp.emergence.scan_emergence`); without it the point comes from the
+            bisection (:func:`interp.emergence.find_emergence`) and the curve holds its steps.
+        hold: checkpoints after post that must stay at or above the threshold (the rule of
+            :mod:`interp.emergence`).
         method, prescreen_top_n, device, metric, prescreen_steps: see
             :func:`interp.ranking.rank_heads_between`.
         decompose: also decompose the jump by component (``components.csv``).
@@ -146,10 +158,9 @@ def analyse_run(
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
     evaluator = StepEvaluator(source, batch, device=device)
-    curve = full_scan(source, batch, evaluator=evaluator) if scan else None
-    point = find_emergence(source, batch, threshold=threshold, evaluator=evaluator)
-    if not scan:
-        curve = evaluator.table()
+    search = scan_emergence if scan else find_emergence
+    point = search(source, batch, threshold=threshold, evaluator=evaluator, hold=hold)
+    curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
     analysis = RunAnalysis(model=model, seed=seed, model_id=source.model_id, point=point,
                            curve=curve[["step", "accuracy", "p_answer"]])
     from interp.checkpoints import checkpoint_table
@@ -181,7 +192,12 @@ class MainJobReport:
     threshold: float = 0.5
     title: str = "emergence-lens report"
     provenance: dict | None = None
-    summary_legend: str = SUMMARY_LEGEND
+    hold: int = DEFAULT_HOLD
+    summary_legend: str | None = None  # None: summary_legend(hold)
+
+    def __post_init__(self):
+        if self.summary_legend is None:
+            self.summary_legend = summary_legend(self.hold)
 
     @property
     def emergence(self) -> pd.DataFrame:
@@ -191,7 +207,8 @@ class MainJobReport:
 
     @property
     def points(self) -> pd.DataFrame:
-        """Point of emergence per run: model, seed, pre_step, post_step, emerged, n_evaluations."""
+        """Point of emergence per run: ``POINTS_COLUMNS`` (model, seed, pre_step, post_step, emerged,
+        n_evaluations, monotone, threshold, hold, search)."""
         rows = [{"model": r.model, "seed": r.seed, **r.point.as_row()} for r in self.runs]
         return pd.DataFrame(rows, columns=POINTS_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64"})
 
@@ -249,7 +266,8 @@ class MainJobReport:
                 rec2 = float(at2["recovered"].iloc[0]) if len(at2) else None
             rows.append({
                 "model": r.model, "seed": r.seed, "emerged": r.point.emerged, "pre_step": r.point.pre_step,
-                "post_step": r.point.post_step, "n_evaluations": r.point.n_evaluations, "p_pre": r.p_pre,
+                "post_step": r.point.post_step, "monotone": r.point.monotone, "n_evaluations": r.point.n_evaluations,
+                "p_pre": r.p_pre,
                 "p_post": r.p_post,
                 # recovered divides by this jump: below ~0.05 it is ill-conditioned (read it with care)
                 "jump": None if r.p_pre is None else r.p_post - r.p_pre, "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
@@ -309,7 +327,7 @@ class MainJobReport:
         written["report.html"] = atomic_write_text(out / "report.html", page)
         written.update(report_state.save_report_state(self, out / "state"))
         record = self.provenance or make_provenance("interp.pipeline.MainJobReport.save",
-                                                    {"threshold": self.threshold, "title": self.title})
+                                                    {"threshold": self.threshold, "hold": self.hold, "title": self.title})
         written["provenance.json"] = write_provenance(out, record)
         return written
 
@@ -326,7 +344,9 @@ class MainJobReport:
         from interp.provenance import read_provenance
 
         runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
-        return cls(runs=runs, threshold=meta["threshold"], title=meta["title"], provenance=read_provenance(folder))
+        hold = DEFAULT_HOLD if meta.get("hold") is None else meta["hold"]  # reports saved before the rule had a hold
+        return cls(runs=runs, threshold=meta["threshold"], hold=hold, title=meta["title"],
+                   provenance=read_provenance(folder))
 
 
 def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
@@ -340,6 +360,7 @@ def run_main_job(
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
     metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    hold: int = DEFAULT_HOLD,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 
@@ -347,12 +368,19 @@ def run_main_job(
     (each source reuses one bridge, so resident memory stays flat over long checkpoint sweeps).
     With :class:`interp.sources.ReadySources` (what the CLI passes), embedded runs are analysed as
     soon as each is trained and a core is free, and the report keeps the order of the names. If
-    ``out_dir`` is given the report is saved there.
+    ``out_dir`` is given the report is saved there. ``scan`` and ``hold``: see :func:`analyse_run`.
+
+    Raises:
+        ValueError: a threshold outside (0, 1] or ``hold < 0`` (before any source is opened).
     """
     from tqdm.auto import tqdm
 
+    from interp.emergence import check_hold
     from interp.provenance import make_provenance
 
+    check_hold(hold)
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold={threshold} must be in (0, 1] (a greedy-accuracy fraction)")
     positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
     total = len(sources) if hasattr(sources, "__len__") else None
     done: list[tuple[int, RunAnalysis, dict]] = []
@@ -360,7 +388,7 @@ def run_main_job(
         try:
             run = analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
                               prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                              decompose=decompose, scores=scores, prescreen_steps=prescreen_steps)
+                              decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, hold=hold)
             done.append((position, run, _step_digests(source, run)))
         finally:
             source.close()
@@ -368,10 +396,10 @@ def run_main_job(
     runs = [run for _, run, _ in done]
     digests = {run.model_id: steps for _, run, steps in done}
     settings = {"sources": [run.model_id for run in runs], "task": task or RepetitionTask(), "threshold": threshold,
-                "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
+                "hold": hold, "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
                 "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
                 "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps}
-    report = MainJobReport(runs=runs, threshold=threshold, title=title,
+    report = MainJobReport(runs=runs, threshold=threshold, hold=hold, title=title,
                            provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))
     if out_dir is not None:
         report.save(out_dir)

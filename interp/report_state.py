@@ -2,7 +2,7 @@
 
 Layout (no pickle: JSON, parquet and safetensors only)::
 
-    state/report.json               {"format": 1, "title", "threshold", "runs": [<run folder>, ...]}
+    state/report.json               {"format": 1, "title", "threshold", "hold", "runs": [<run folder>, ...]}
     state/<i>-<model>-seed<seed>/
         run.json                    scalar fields, and for each field the kind it was saved as
         <field>.parquet             every DataFrame field (curve, heads, topk, and any added later)
@@ -116,7 +116,8 @@ def save_report_state(report, folder: Path) -> dict[str, Path]:
         name = _run_folder(i, run)
         names.append(name)
         written.update({f"state/{k}": v for k, v in save_run(run, folder / name).items()})
-    index = {"format": FORMAT, "title": report.title, "threshold": report.threshold, "runs": names}
+    index = {"format": FORMAT, "title": report.title, "threshold": report.threshold,
+             "hold": getattr(report, "hold", None), "runs": names}
     written["state/report.json"] = atomic_write_text(folder / "report.json", json.dumps(index, indent=2))
     return written
 

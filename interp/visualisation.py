@@ -276,9 +276,22 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     pre, post = _point(run)
     fig = run_capability_figure(curve, pre, post, threshold=ctx.threshold,
                                 title=f"{_run_label(run)}: capability per evaluated checkpoint")
-    where = (f"The capability switches on between steps {pre} and {post} (shaded)." if pre is not None and post is not None
-             else "No pair of consecutive checkpoints brackets a crossing of the threshold.")
-    caption = (f"Greedy accuracy and mean p(answer) on the task's prompts at each checkpoint the search evaluated. {where}")
+    from interp.emergence import DEFAULT_HOLD, rule_text
+
+    point = getattr(run, "point", None)
+    hold = getattr(point, "hold", DEFAULT_HOLD)
+    if pre is not None and post is not None:
+        where = f"The capability switches on between steps {pre} and {post} (shaded)."
+    elif post is not None:
+        where = f"The capability was on from the first checkpoint (step {post})."
+    else:
+        where = "No checkpoint crosses the threshold and holds."
+    if point is not None and not getattr(point, "monotone", True):
+        where += " The accuracy is not monotone: it reaches the threshold and falls back, or drops by more than noise."
+    scanned = getattr(point, "search", "bisection") == "scan"
+    caption = (f"Greedy accuracy and mean p(answer) on the task's prompts at each checkpoint "
+               f"{'(every searchable one)' if scanned else 'the search evaluated'}. {where} "
+               f"Point of emergence: {rule_text(hold)}.")
     return Section("Capability and point of emergence", figure_fragment(fig, ctx.assets, caption))
 
 

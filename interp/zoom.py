@@ -12,7 +12,7 @@ opts in to the overlay.
 
 :func:`dense_point` locates the point of emergence to a given resolution: it zooms recursively into
 the bracketing interval, evaluates every checkpoint with more prompts (512 by default) and applies
-the noise rule of :func:`interp.emergence.dense_crossing` (the crossing must hold for the next
+the noise rule of :func:`interp.emergence.held_crossing` (the crossing must hold for the next
 ``hold`` checkpoints).
 """
 
@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
 from interp.io import atomic_write_text
 from interp.training_state import NotResumableError, has_training_state
 
@@ -299,7 +300,7 @@ class DensePoint:
         pre_step, post_step: consecutive checkpoints ``resolution`` steps apart (or fewer, at the
             end of the search) around the crossing; ``None`` when no crossing holds.
         resolution: the spacing asked for (steps).
-        threshold, hold, n_prompts: the noise rule (see :func:`interp.emergence.dense_crossing`).
+        threshold, hold, n_prompts: the noise rule (see :func:`interp.emergence.held_crossing`).
         accuracy_pre, accuracy_post: greedy accuracy (fraction) at pre and post.
         p_pre, p_post: mean p(answer) (probability) at pre and post.
         jump: ``p_post - p_pre`` (probability).
@@ -398,14 +399,14 @@ def _rename_for(model: torch.nn.Module, weights: dict) -> dict:
     return out
 
 
-def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: int = 512, hold: int = 2,
+def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: int = 512, hold: int = DEFAULT_HOLD,
                 min_jump_se: float = 3.0, tolerance: float = 0.0, task_seed: int = 0, length: int = 10,
                 device: str = "cpu", max_rounds: int = 12) -> DensePoint:
     """Locate a run's point of emergence to ``resolution`` steps by recursive zooming.
 
     1. Evaluate the base schedule's checkpoints on ``n_prompts`` repetition prompts and find the
-       crossing by :func:`interp.emergence.dense_crossing` (first checkpoint at or above
-       ``threshold`` whose next ``hold`` checkpoints stay there).
+       crossing by :func:`interp.emergence.held_crossing` (the toolkit's one rule: the first
+       checkpoint at or above ``threshold`` whose next ``hold`` checkpoints stay there).
     2. While the bracketing checkpoints are more than ``resolution`` steps apart, :func:`zoom`
        into them with spacing ``max(resolution, ceil(gap / 10))``, add the new grid to the curve
        and apply the rule again. Overlay steps stored by other calls are not on the curve, so
@@ -430,13 +431,11 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
         ZoomMismatchError: a zoom did not reproduce its stored end point.
     """
     from interp.checkpoints import LocalSuiteSource
-    from interp.emergence import dense_crossing
     from interp.tasks import RepetitionTask
 
     if resolution < 1:
         raise ValueError(f"resolution={resolution}: must be >= 1 step")
-    if hold < 0:
-        raise ValueError(f"hold={hold}: must be >= 0 checkpoints")
+    check_hold(hold)
     run = run_folder(source)
     model_id = _metadata(run).get("model_id", run.name)
     batch = RepetitionTask(n_prompts=n_prompts, length=length, seed=task_seed).build(LocalSuiteSource(run).tokenizer())
@@ -446,7 +445,7 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
 
     def crossing(steps: list[int]) -> tuple[int | None, int | None]:
         accuracy = [evaluator(s)[0] for s in steps]
-        return dense_crossing(steps, accuracy, threshold=threshold, hold=hold)
+        return held_crossing(steps, accuracy, threshold=threshold, hold=hold)
 
     # The curve of each round is the previous round's outside the bracket plus the new grid inside
     # it: the result depends on the base schedule and the resolution only, not on overlay steps

@@ -148,6 +148,22 @@ def test_point_and_score_display_their_values():
     assert "0.6250" in score and "0.4375" in score and "<td>64</td>" in score and "width:62.5%" in score
 
 
+def test_the_rule_is_stated_in_legend_and_captions_and_kept_by_save_load(tmp_path):
+    from interp.emergence import rule_text
+
+    report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], hold=3)
+    page = report.html()
+    assert f"the point of emergence: {rule_text(3)}" in page  # the summary legend, with the report's hold
+    assert f"Point of emergence: {rule_text(2)}." in page  # each run's caption, with its point's hold
+    assert "No checkpoint crosses the threshold and holds." in page
+    assert "<th>hold (checkpoints)</th><td>2</td>" in report.runs[0].point._repr_html_()
+    assert report.summary()["monotone"].tolist() == [True, True]
+    report.save(tmp_path)
+    again = MainJobReport.load(tmp_path)
+    assert again.hold == 3 and again.summary_legend == report.summary_legend
+    assert again.points[["hold", "search"]].values.tolist() == [[2, "bisection"], [2, "bisection"]]
+
+
 def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
     report.provenance = make_provenance("tests.test_display", {"threshold": 0.5})
     report.runs[0].training_loss = pd.DataFrame({"step": [0, 100], "loss": [5.0, 4.0]})  # a field added later

@@ -97,6 +97,11 @@ def test_main_job_tables_and_report(quick_report):
         assert len(pd.read_parquet(out / f"{name}.parquet")) == len(table)
     points = pd.read_csv(out / "points.csv")
     heads = pd.read_csv(out / "heads.csv")
+    # with a scan the point is the rule over the whole scanned curve (not the bisection's)
+    assert set(points["search"]) == {"scan"} and set(points["hold"]) == {2}
+    for run in report.runs:
+        assert (run.point.pre_step, run.point.post_step, run.point.emerged) == point_from_curve(
+            run.curve["step"], run.curve["accuracy"], hold=2)
     emerged = points[points["emerged"] & points["pre_step"].notna()]
     assert len(emerged) >= 1
     n_layers, n_heads = embedded.SMALL.n_layers, embedded.SMALL.n_heads

@@ -16,7 +16,7 @@ import nbformat
 
 from conftest import NOTEBOOKS, STAND_IN_HUB_ID
 from interp.checkpoints import LocalSuiteSource
-from interp.emergence import find_emergence, point_from_curve
+from interp.emergence import find_emergence, point_from_curve, scan_emergence
 from interp.pipeline import MainJobReport
 from interp.provenance import source_digests
 from interp.tasks import RepetitionTask
@@ -69,7 +69,7 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
     batch = RepetitionTask().build(LocalSuiteSource(runs[0]).tokenizer())
     for run, folder in zip(report.runs, runs):
         source = LocalSuiteSource(folder)
-        point = find_emergence(source, batch)
+        point = (scan_emergence if run.point.search == "scan" else find_emergence)(source, batch)  # as the notebook found it
         assert (run.point.pre_step, run.point.post_step, run.point.emerged) == (point.pre_step, point.post_step, point.emerged)
         if run.heads is not None:
             n_layers, n_heads = run.delta_p.shape

@@ -9,7 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from interp import embedded
 from interp.checkpoints import HubSource, LocalSuiteSource
-from interp.emergence import dense_crossing
+from interp.emergence import held_crossing
 from interp.training_state import NotResumableError
 from interp.zoom import ZoomMismatchError, default_every, overlay_steps, stored_steps, zoom
 
@@ -83,15 +83,15 @@ def test_default_spacing_gives_at_least_ten_new_checkpoints():
         assert len(range(pre + every, post, every)) >= min(10, post - pre - 1)
 
 
-def test_dense_crossing_needs_the_crossing_to_hold():
+def test_held_crossing_needs_the_crossing_to_hold():
     steps = [1300, 1310, 1320, 1330, 1340, 1350, 1360, 1370]
     noisy = [0.20, 0.52, 0.41, 0.47, 0.61, 0.56, 0.58, 0.64]
-    assert dense_crossing(steps, noisy, hold=2) == (1330, 1340)
-    assert dense_crossing(steps, noisy, hold=0) == (1300, 1310)  # the first touch, without the rule
-    assert dense_crossing(steps, [0.1] * 8) == (None, None)
-    assert dense_crossing(steps, [0.9] * 8) == (None, 1300)
+    assert held_crossing(steps, noisy, hold=2) == (1330, 1340)
+    assert held_crossing(steps, noisy, hold=0) == (1300, 1310)  # the first touch, without the rule
+    assert held_crossing(steps, [0.1] * 8) == (None, None)
+    assert held_crossing(steps, [0.9] * 8) == (None, 1300)
     with pytest.raises(ValueError, match="hold"):
-        dense_crossing(steps, noisy, hold=-1)
+        held_crossing(steps, noisy, hold=-1)
 
 
 def test_dense_point_on_the_quick_suite(quick_suite, tmp_path):
