@@ -11,8 +11,9 @@ some checkpoint qualifies; one that qualifies at ``s_0`` emerged before the firs
 standard error of an accuracy near 0.5 is 0.06, and real runs touch the threshold and fall back
 (``neox-2l-128d`` seed 0 of the quick suite: 0.031, **0.500**, 0.203, 0.609 at steps
 1000-1300, issue 19); the crossing that holds is 1200 -> 1300, not the touch at 1100.
-:func:`held_crossing` is the rule; :func:`point_from_curve`, :func:`scan_emergence`,
-:func:`search_emergence` and the dense search of :mod:`interp.zoom` all call it or agree with it.
+:func:`held_crossing` is the rule; :func:`point_from_curve` and the dense search of
+:mod:`interp.zoom` call it, and :func:`search_emergence` / :func:`scan_emergence` apply its core
+(``_first_holding``) to the steps they evaluated.
 Source: Baherwani et al. 2026 (Pythia part: "the abrupt transition between two consecutive
 checkpoints", located by binary search over checkpoints); the hold is this toolkit's noise rule.
 
