@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sysconfig
 import time
 from dataclasses import asdict
@@ -180,7 +181,10 @@ def train_run(
 ) -> pd.DataFrame:
     """Train one (size, seed) model and save its checkpoints (resumable, see :func:`save_checkpoint`).
 
-    Writes ``out_dir/step{N}/`` for each step of ``save_steps`` (default: the config's schedule);
+    Trains in the calling process, with the kernels torch, MKL and oneDNN chose when they loaded
+    there: bit for bit the suite's weights only in a process started with the pins
+    (:func:`interp.kernel_pins.run_pinned` ``(train_run, ...)``; :func:`ensure_suite` and
+    :func:`interp.zoom.zoom` do so). Writes ``out_dir/step{N}/`` for each step of ``save_steps`` (default: the config's schedule);
     ``out_dir=None`` trains without saving (for tuning with ``eval_fn``). The data order depends
     on ``seed`` as well as the initialisation, as across PolyPythia seeds; each step's batch is
     :func:`batch_at`, so training resumed from a saved step continues exactly (at the same torch
@@ -278,8 +282,11 @@ def environment(cfg: SuiteConfig) -> dict:
     Package versions (torch, transformers, transformer_lens, numpy), the full Python version,
     the sha256 of the training text (the standard library's sources differ between Python patch
     releases), torch's CPU kernel level (``torch.backends.cpu.get_cpu_capability()``, or
-    ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, and the torch thread count.
+    ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, the torch thread count, and
+    ``kernel_pins``: whether this process runs with :data:`interp.kernel_pins.PINS` (and if not, why).
     """
+    from interp import kernel_pins
+
     import sys
     from importlib.metadata import PackageNotFoundError, version
 
@@ -299,17 +306,22 @@ def environment(cfg: SuiteConfig) -> dict:
         "cpu_model": _cpu_model(),
         "cpu_simd_flags": _simd_flags(),
         "torch_threads": torch.get_num_threads(),
+        "kernel_pins": kernel_pins.record(),
     }
 
 
 def environment_key(cfg: SuiteConfig) -> str:
     """Short hash of the parts of :func:`environment` that change the weights (measured here, see
-    docs/embedded.md): the training text's digest, torch's CPU kernel level (AVX2 and AVX-512
-    kernels give different weights after 300 steps here), and the torch and transformers versions
-    (their kernels and model code). The thread count is part of the config (``cfg.threads``)."""
+    docs/embedded.md): the training text's digest, the kernel level the workers train with (the
+    pinned set, :func:`interp.kernel_pins.level_label`, where the pins apply; else the level torch
+    runs here: AVX2 and AVX-512 kernels give different weights after 300 steps), and the torch and
+    transformers versions (their kernels and model code). The thread count is part of the config
+    (``cfg.threads``)."""
+    from interp import kernel_pins
+
     env = environment(cfg)
     key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
-           "transformers": env["packages"]["transformers"], "cpu": env["cpu_capability"]}
+           "transformers": env["packages"]["transformers"], "cpu": kernel_pins.level_label()}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -354,8 +366,23 @@ def _copy_prefix(prefix: Path, tmp: Path, schedule: Sequence[int]) -> tuple[int,
     return start, losses[losses["step"] < start]
 
 
+#: Test hook: ``STEP:SIGNAL`` makes a training worker kill itself with SIGNAL at STEP (to test
+#: how a dying worker is reported); never set otherwise.
+_TEST_KILL_VAR = "EMERGENCE_LENS_TEST_KILL_AT"
+
+
 def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None) -> Path:
-    """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic)."""
+    """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic).
+
+    Runs in a training worker started with the kernel pins (:func:`iter_suite`,
+    :func:`interp.kernel_pins.run_pinned`).
+
+    Raises:
+        RuntimeError: the pins apply on this machine but this process was not started with them.
+    """
+    from interp import kernel_pins
+
+    kernel_pins.check_process()
     torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -364,11 +391,19 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     tokenizer.save_pretrained(tmp / "tokenizer")
     last = [0]
     steps = cfg.steps_for(size)
+    kill_step, kill_signal = (os.environ[_TEST_KILL_VAR].split(":") if os.environ.get(_TEST_KILL_VAR)
+                              else (None, None))
 
     def report(step: int, loss: float) -> None:
-        if queue is not None and (step % 25 == 0 or step == steps):
-            queue.put((run_name(size, seed), step - last[0], loss))
+        dying = kill_step is not None and step >= int(kill_step)
+        if queue is not None and (step % 25 == 0 or step == steps or dying):
+            queue.put((run_name(size, seed), step - last[0], loss, os.getpid()))
             last[0] = step
+        if dying:
+            os.kill(os.getpid(), int(getattr(signal, str(kill_signal), kill_signal)))
+
+    if queue is not None:  # the parent learns which process trains this run
+        queue.put((run_name(size, seed), 0, float("nan"), os.getpid()))
 
     started = time.time()
     prefix = _cached_prefix(size, seed, cfg, final.parent)
@@ -377,7 +412,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     else:  # continue a shorter cached run of the same training (exact: see train_run)
         start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
         if queue is not None:
-            queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1])))
+            queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1]), os.getpid()))
         last[0] = start
         losses = pd.concat([earlier, train_run(size, seed, cfg, tmp, on_step=report, resume_from=tmp / f"step{start}")],
                            ignore_index=True)
@@ -441,13 +476,21 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
     If the caller stops early (an error while it handles a run), runs not yet started are
     cancelled and the running ones finish into the cache (nothing half-written).
 
+    The workers are spawned with the kernel pins (:mod:`interp.kernel_pins`): the same weights on
+    every x86-64 CPU with AVX2, whatever the caller's environment says about the kernels.
+
     Raises:
+        interp.kernel_pins.WorkerDiedError: a worker died (a signal, or an exit without a result);
+            the message names the run, the signal and the last step it reported.
         Whatever a training worker raised, when its run is collected.
     """
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     from tqdm.auto import tqdm
+
+    from interp import kernel_pins
 
     base = suite_dir(cfg, root)
     runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
@@ -461,21 +504,26 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
     base.mkdir(parents=True, exist_ok=True)
     n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))
     threads, cores = torch.get_num_threads(), os.cpu_count() or 1
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
+    ctx = kernel_pins.pinned_context(cfg.threads)  # spawned workers, kernels pinned before torch loads
+    with mp.get_context("spawn").Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
         queue = manager.Queue()
         futures = {pool.submit(_train_to_folder, size, seed, cfg, final, queue): run_name(size, seed)
                    for size, seed, final in missing}
         bar = tqdm(total=sum(cfg.steps_for(size) for size, _, _ in missing),
                    desc=f"training embedded suite ({len(missing)} runs)", unit="step", disable=not progress)
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
+        workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
         try:
             while pending or finished:
                 done = set()
                 if pending:
                     done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
-                _drain_progress(queue, bar)
+                _drain_progress(queue, bar, workers)
+                try:
+                    finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
+                except BrokenProcessPool:
+                    _drain_progress(queue, bar, workers)
+                    raise kernel_pins.WorkerDiedError(_died(pool, workers)) from None
                 idle_cores = cores - len(pending) * cfg.threads
                 if finished and len(pending) <= n_jobs and idle_cores >= 1:  # nothing queued, a core idle
                     torch.set_num_threads(min(threads, idle_cores) if pending else threads)
@@ -487,14 +535,37 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
                 future.cancel()
 
 
-def _drain_progress(queue, bar) -> None:
-    """Move the workers' (run, steps, loss) messages onto the progress bar."""
+def _drain_progress(queue, bar, workers: dict | None = None) -> None:
+    """Move the workers' (run, steps, loss, pid) messages onto the progress bar; ``workers`` keeps
+    each worker's run and last reported step (pid -> (run, step))."""
     from queue import Empty
 
     while True:
         try:
-            name, steps, loss = queue.get_nowait()
+            name, steps, loss, pid = queue.get_nowait()
         except Empty:
             return
+        if workers is not None:  # steps are counted per run; a worker may train several in turn
+            same_run = pid in workers and workers[pid][0] == name
+            workers[pid] = (name, (workers[pid][1] if same_run else 0) + steps)
         bar.update(steps)
-        bar.set_postfix_str(f"{name} loss {loss:.3f}")
+        if loss == loss:  # not the NaN of a worker's first message
+            bar.set_postfix_str(f"{name} loss {loss:.3f}")
+
+
+def _died(pool, workers: dict) -> str:
+    """One line on the workers of a broken pool: which run each dead one trained, how it ended
+    (signal), and the last step it reported."""
+    from interp.kernel_pins import describe_exit
+
+    processes = dict(getattr(pool, "_processes", None) or {})
+    codes = {pid: p.exitcode for pid, p in processes.items()}
+    # the pool terminates (SIGTERM) the others once one died: name the first cause first
+    order = sorted(codes, key=lambda pid: (codes[pid] == -signal.SIGTERM, codes[pid] is None))
+    parts = []
+    for pid in order:
+        if codes[pid] is None and pid not in workers:
+            continue
+        run, step = workers.get(pid, ("no run yet", 0))
+        parts.append(f"run {run} (pid {pid}) {describe_exit(codes[pid])} at step {step} (the last it reported)")
+    return "a training worker died: " + ("; ".join(parts) or "no exit status recorded")

@@ -130,6 +130,12 @@ def run_settings(run: Path):
     return cfg, embedded.ModelSize(**meta["size"]), int(meta["seed"]), int(meta.get("threads", cfg.threads))
 
 
+def _trained_pinned(run: Path) -> bool:
+    """Whether the run's ``suite.json`` says it was trained with the kernel pins
+    (:mod:`interp.kernel_pins`): then it is re-trained in a pinned process."""
+    return bool(_metadata(run).get("environment", {}).get("kernel_pins", {}).get("applied"))
+
+
 def overlay_steps(run: str | Path) -> list[int]:
     """Steps stored in the run's zoom overlay (``RUN/zoom/step{N}/``), sorted."""
     folder = Path(run) / ZOOM_DIR
@@ -186,7 +192,8 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
             10 new checkpoints in the interval).
         tolerance: largest accepted max |difference| between the re-trained and the stored
             weights at ``post`` (default 0.0: bit for bit, which holds at the recorded thread count
-            on the machine that trained the run, see docs/embedded.md).
+            on any x86-64 CPU with AVX2 for a run trained with the kernel pins, re-trained here in a
+            pinned process; for an unpinned run, on the machine that trained it; see docs/embedded.md).
         threads: torch threads to re-train with (default: the run's recorded count; another
             count may change the weights).
         steps: store exactly these steps (strictly between ``pre`` and ``post``) instead of a
@@ -238,8 +245,15 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(n_threads)
     try:
-        losses = embedded.train_run(size, seed, cfg, tmp, resume_from=start_folder, stop_step=post,
-                                    save_steps=wanted + [post])
+        if _trained_pinned(run):  # the same kernels as the stored steps: a pinned process
+            from interp import kernel_pins
+
+            losses = kernel_pins.run_pinned(embedded.train_run, size, seed, cfg, tmp, threads=n_threads,
+                                            what=f"zoom re-training of {run.name} {pre}..{post}",
+                                            resume_from=start_folder, stop_step=post, save_steps=wanted + [post])
+        else:  # a run trained before the pins (or unpinned): this process's kernels, as it was
+            losses = embedded.train_run(size, seed, cfg, tmp, resume_from=start_folder, stop_step=post,
+                                        save_steps=wanted + [post])
         diff = _max_abs_diff(tmp / f"step{post}", end_folder)
         if not diff <= tolerance:
             raise ZoomMismatchError(

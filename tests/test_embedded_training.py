@@ -117,7 +117,9 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     assert longer.parent != short.parent
     assert json.loads((longer / "suite.json").read_text())["continued_from"] == str(short)
     reference = tmp_path / "from-scratch"
-    losses = embedded.train_run(TINY, 3, longer_cfg, reference)
+    from interp.kernel_pins import run_pinned
+
+    losses = run_pinned(embedded.train_run, TINY, 3, longer_cfg, reference)  # the workers' kernels
     for step in (16, 24):
         a, b = _weights(longer / f"step{step}"), _weights(reference / f"step{step}")
         assert all(torch.equal(a[k], b[k]) for k in a)

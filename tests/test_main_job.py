@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from interp import embedded
+from interp import embedded, kernel_pins
 from interp.checkpoints import LocalSuiteSource
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.pipeline import run_main_job
@@ -53,7 +53,10 @@ def test_suite_layout_and_pythia_architecture(quick_suite):
         meta = json.loads((run / "suite.json").read_text())
         env = meta["environment"]
         assert meta["threads"] == cfg.threads == 1 and env["torch_threads"] == 1
-        assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        # the workers' kernel level: the pinned one where the pins apply, else this process's
+        pins = env["kernel_pins"]
+        assert pins["applied"] == kernel_pins.pins_apply()
+        assert env["cpu_capability"] == (kernel_pins.PINNED_LEVEL if pins["applied"] else torch.backends.cpu.get_cpu_capability())
         assert env["corpus_sha256"] == embedded.corpus_digest(cfg.corpus_bytes)
         assert env["packages"]["transformers"] and env["python"].count(".") == 2
 

@@ -4,7 +4,6 @@ import json
 import shutil
 
 import pytest
-import torch
 from safetensors.torch import load_file, save_file
 
 from interp import embedded
@@ -23,9 +22,9 @@ def tiny_run(tmp_path_factory, tmp_path):
     # one trained run per session, copied per test (each test writes its own overlay)
     base = tmp_path_factory.getbasetemp() / "zoom_tiny_run"
     if not (base / "suite.json").is_file():
-        previous = torch.get_num_threads()
-        embedded._train_to_folder(TINY, 5, CFG, base)
-        torch.set_num_threads(previous)
+        from interp.kernel_pins import run_pinned
+
+        run_pinned(embedded._train_to_folder, TINY, 5, CFG, base)  # as the suite trains: a pinned worker
     run = tmp_path / "run"
     shutil.copytree(base, run)
     return run

@@ -1,0 +1,252 @@
+"""Kernel pins: the embedded trainer's processes compute with the same kernels on every x86-64 CPU.
+
+What decides the bits of a training step on CPU, besides the code and the packages, is which
+kernels run: torch's own (ATen, chosen by CPU level when torch is imported, overridable with
+``ATEN_CPU_CAPABILITY``), MKL's matrix products (chosen by CPU, overridable with its conditional
+numerical reproducibility branch, ``MKL_CBWR``), oneDNN's (GELU runs there; ``ONEDNN_MAX_CPU_ISA``)
+and the thread count. All are read when the libraries load, so they cannot be changed in a process
+that has imported torch: the trainer sets them in the environment of its own worker processes
+(spawned, never forked), whatever the caller's shell says. :data:`PINS` names the AVX2 level, the
+highest that every x86-64 CPU with AVX2 runs (AVX-512 machines run it too); measured effect of each
+pin in docs/embedded.md ("What changes the weights").
+
+Where pins cannot apply (not x86-64, or no AVX2/FMA) training runs with the machine's kernels, a
+one-line warning says so, ``suite.json`` records why and the cache key names the actual level.
+``EMERGENCE_LENS_UNPINNED=1`` turns the pins off on purpose (the caller's environment decides the
+kernels, as before pins): used to check that the tests' properties of emergence hold under other
+kernel levels (``ATEN_CPU_CAPABILITY=default|avx2|avx512``).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing.context as mp_context
+import os
+import platform
+import signal
+import threading
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Environment set in every training worker before torch is imported.
+PINS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+#: The kernel level torch reports in a pinned worker (``torch.backends.cpu.get_cpu_capability()``).
+PINNED_LEVEL = "AVX2"
+#: Thread-count variables set to the run's thread count in a pinned worker.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: Set to 1 by a caller to train with the environment's kernels instead (tests of portability).
+UNPIN_VAR = "EMERGENCE_LENS_UNPINNED"
+#: Marks a process started with the pins (checked by the trainer before it trains).
+MARK_VAR = "EMERGENCE_LENS_PINNED"
+
+
+def _cpu_flags() -> set[str] | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), None)
+    return set(line.split(":", 1)[1].split()) if line else None
+
+
+@functools.lru_cache(maxsize=1)
+def why_not() -> str | None:
+    """Why the pins cannot apply on this machine (one line), or None when they apply."""
+    if os.environ.get(UNPIN_VAR, "") not in ("", "0"):
+        return f"{UNPIN_VAR}={os.environ[UNPIN_VAR]} set by the caller: the environment's kernels decide"
+    machine = platform.machine().lower()
+    if machine not in ("x86_64", "amd64"):
+        return f"the CPU is {platform.machine()}, not x86-64: AVX2 kernels do not exist here"
+    flags = _cpu_flags()
+    if flags is None:  # no /proc/cpuinfo (macOS, Windows): ask torch what the CPU runs
+        import torch
+
+        if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+            return None
+        return f"torch reports CPU level {torch.backends.cpu.get_cpu_capability()}, below AVX2"
+    if not {"avx2", "fma"} <= flags:
+        return "the CPU has no AVX2/FMA: the pinned AVX2 kernels cannot run here"
+    return None
+
+
+def pins_apply() -> bool:
+    """True when the trainer's workers run with :data:`PINS` (see :func:`why_not`)."""
+    return why_not() is None
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_once(reason: str) -> None:
+    warnings.warn(f"embedded training is not pinned to the {PINNED_LEVEL} kernels: {reason}; "
+                  f"the weights are this machine's own (cache key and suite.json name its level)",
+                  RuntimeWarning, stacklevel=3)
+
+
+def worker_env(threads: int) -> dict[str, str]:
+    """Environment overrides for a training worker: :data:`PINS`, the thread counts and the mark;
+    ``{}`` (with a one-line warning) where the pins cannot apply."""
+    reason = why_not()
+    if reason is not None:
+        if os.environ.get(UNPIN_VAR, "") in ("", "0"):
+            _warn_once(reason)
+        return {}
+    return {**PINS, **{var: str(int(threads)) for var in THREAD_VARS}, MARK_VAR: PINNED_LEVEL}
+
+
+def level_label() -> str:
+    """The kernel level that names the cache key: ``pinned:<pins>`` where the pins apply, else the
+    level torch reports in this process (which unpinned workers inherit)."""
+    if pins_apply():
+        return "pinned:" + ",".join(f"{k}={v}" for k, v in sorted(PINS.items()))
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def kernel_env() -> dict[str, str | None]:
+    """The kernel and thread variables as this process sees them (None: unset)."""
+    return {var: os.environ.get(var) for var in (*PINS, *THREAD_VARS, MARK_VAR)}
+
+
+def record() -> dict:
+    """What a training process ran with, for ``suite.json``: ``applied`` (bool), ``pins`` (the pinned
+    variables or None), ``reason`` (why not, or None), ``cpu_capability`` torch reports here, and
+    the kernel variables as this process saw them."""
+    import torch
+
+    applied = os.environ.get(MARK_VAR) == PINNED_LEVEL
+    return {"applied": applied, "pins": dict(PINS) if applied else None,
+            "reason": None if applied else (why_not() or "trained in a process not started with the pins"),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "env": kernel_env()}
+
+
+def check_process() -> None:
+    """Raise unless this process may train a suite run: pinned (and torch runs the pinned level) or
+    the pins do not apply here.
+
+    Raises:
+        RuntimeError: the pins apply but this process was not started with them (train through
+            :func:`pinned_context` / :func:`run_pinned`), or torch ignored them.
+    """
+    import torch
+
+    if why_not() is not None:
+        return
+    if os.environ.get(MARK_VAR) != PINNED_LEVEL:
+        raise RuntimeError("suite runs train in a process started with the kernel pins "
+                           "(interp.kernel_pins.run_pinned or ensure_suite); this one was not")
+    level = torch.backends.cpu.get_cpu_capability()
+    if level != PINNED_LEVEL:
+        raise RuntimeError(f"torch runs {level} kernels although ATEN_CPU_CAPABILITY=avx2 was pinned")
+
+
+# --- spawned processes with the pins ----------------------------------------------------------
+
+_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def _patched_environ(overrides: dict[str, str]):
+    """os.environ with ``overrides`` while a child is exec'd (spawn copies the parent's environ)."""
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in overrides}
+        os.environ.update(overrides)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _popen_class():
+    from multiprocessing import popen_spawn_posix
+
+    class PinnedPopen(popen_spawn_posix.Popen):
+        def _launch(self, process_obj):
+            with _patched_environ(getattr(process_obj, "_pinned_env", {})):
+                super()._launch(process_obj)
+
+    return PinnedPopen
+
+
+class PinnedProcess(mp_context.SpawnProcess):
+    """A spawned process whose environment carries :func:`worker_env` from its start."""
+
+    @staticmethod
+    def _Popen(process_obj):
+        if os.name == "nt":  # pragma: no cover - Windows spawns via its own Popen
+            with _patched_environ(getattr(process_obj, "_pinned_env", {})):
+                return mp_context.SpawnProcess._Popen(process_obj)
+        return _popen_class()(process_obj)
+
+
+class PinnedContext(mp_context.SpawnContext):
+    """A ``spawn`` multiprocessing context whose processes start with :func:`worker_env` (threads)."""
+
+    def __init__(self, threads: int = 1):
+        super().__init__()
+        self.env = worker_env(threads)
+
+    def Process(self, *args, **kwargs):  # noqa: N802  (multiprocessing's name)
+        process = PinnedProcess(*args, **kwargs)
+        process._pinned_env = self.env
+        return process
+
+
+def pinned_context(threads: int = 1) -> PinnedContext:
+    """Multiprocessing context for training workers (``ProcessPoolExecutor(mp_context=...)``)."""
+    return PinnedContext(threads)
+
+
+class WorkerDiedError(RuntimeError):
+    """A training worker process ended abruptly (killed by a signal, or exited without a result)."""
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """``killed by signal SIGILL (4)`` / ``exited with status 3`` for a process's exit code."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (an instruction this CPU lacks: is ATEN_CPU_CAPABILITY above the CPU?)" if -exitcode == signal.SIGILL else ""
+        return f"killed by signal {name} ({-exitcode}){hint}"
+    return f"exited with status {exitcode}"
+
+
+def _run_in_child(fn, threads, args, kwargs):
+    import torch
+
+    check_process()
+    torch.set_num_threads(threads)
+    return fn(*args, **kwargs)
+
+
+def run_pinned(fn, *args, threads: int = 1, what: str = "training", **kwargs):
+    """``fn(*args, **kwargs)`` in one spawned process with the pins (``threads`` torch threads);
+    its result. ``fn`` and its arguments must pickle (module-level function, plain values).
+
+    Where the pins cannot apply, ``fn`` still runs in a fresh process with the caller's environment.
+
+    Raises:
+        WorkerDiedError: the process died (signal or exit) before returning; names ``what``.
+        Whatever ``fn`` raised.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = pinned_context(threads)
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        future = pool.submit(_run_in_child, fn, int(threads), args, kwargs)
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            codes = [p.exitcode for p in getattr(pool, "_processes", {}).values() if p.exitcode is not None]
+            how = describe_exit(codes[0]) if codes else "ended abruptly"
+            raise WorkerDiedError(f"the {what} process {how}") from None

@@ -1,0 +1,117 @@
+"""Kernel pins: the trainer's workers compute with the pinned kernels whatever the caller's
+environment says, and a worker that dies is reported with its run, signal and step."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp import embedded, kernel_pins
+
+TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
+CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
+                           warmup_steps=4, corpus_bytes=200_000)
+
+needs_pins = pytest.mark.skipif(not kernel_pins.pins_apply(),
+                                reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}")
+
+_TRAIN = """
+import json, sys
+from pathlib import Path
+from interp import embedded
+# the quick suite's first run for 40 steps: the real model and data, trained as the suite is
+cfg = embedded.SuiteConfig(**{**embedded.QUICK.__dict__, "seeds": (1,), "steps": 40, "checkpoint_every": 40})
+(run,) = embedded.ensure_suite(cfg, root=Path(sys.argv[1]), n_jobs=1, progress=False)
+print(json.dumps({"run": str(run), "parent_level": __import__("torch").backends.cpu.get_cpu_capability()}))
+"""
+
+
+def _train_in_subprocess(root: Path, **env_changes) -> tuple[str, dict, str]:
+    """ensure_suite (the quick suite's seed 1, 40 steps) in a fresh Python whose environment has ``env_changes`` (None removes a
+    variable); returns the sha256 of step 40's weights, the run's suite.json and torch's level in
+    that (calling) process."""
+    env = {k: v for k, v in os.environ.items() if k not in (*kernel_pins.PINS, *kernel_pins.THREAD_VARS)}
+    env.update({k: v for k, v in env_changes.items() if v is not None})
+    for k, v in env_changes.items():
+        if v is None:
+            env.pop(k, None)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", _TRAIN, str(root)], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    run = Path(out["run"])
+    digest = hashlib.sha256((run / "step40" / "model.safetensors").read_bytes()).hexdigest()
+    meta = json.loads((run / "suite.json").read_text())
+    meta["cache_folder"] = run.parent.name
+    return digest, meta, out["parent_level"]
+
+
+@needs_pins
+def test_pins_win_over_the_callers_kernel_environment(tmp_path):
+    plain, meta, level = _train_in_subprocess(tmp_path / "a")
+    odd, odd_meta, odd_level = _train_in_subprocess(tmp_path / "b", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
+    assert odd_level == "DEFAULT" and level != "DEFAULT"  # the callers did run different kernels
+    assert plain == odd  # ... and the trainer's workers the same ones: identical bytes
+    for m in (meta, odd_meta):
+        pins = m["environment"]["kernel_pins"]
+        assert pins["applied"] and pins["pins"] == kernel_pins.PINS and pins["cpu_capability"] == "AVX2"
+        assert pins["env"]["ATEN_CPU_CAPABILITY"] == "avx2" and pins["env"]["MKL_CBWR"] == "AVX2"
+        assert pins["env"]["OMP_NUM_THREADS"] == "1"
+    # the same folder name (cache key) for both callers: it names the pinned level, not theirs
+    assert meta["cache_folder"] == odd_meta["cache_folder"]
+    # without the pins the same two environments give other bytes: what the pins take away
+    free, free_meta, _ = _train_in_subprocess(tmp_path / "c", EMERGENCE_LENS_UNPINNED="1")
+    free_odd, _, _ = _train_in_subprocess(tmp_path / "d", EMERGENCE_LENS_UNPINNED="1", ATEN_CPU_CAPABILITY="default",
+                                          MKL_CBWR="COMPATIBLE")
+    assert free != free_odd
+    assert not free_meta["environment"]["kernel_pins"]["applied"]
+    assert "EMERGENCE_LENS_UNPINNED" in free_meta["environment"]["kernel_pins"]["reason"]
+
+
+def test_a_dying_worker_is_reported_with_run_signal_and_step(tmp_path, monkeypatch):
+    monkeypatch.setenv(embedded._TEST_KILL_VAR, "5:SIGILL")  # read by the spawned worker only
+    with pytest.raises(kernel_pins.WorkerDiedError,
+                       match=r"run neox-1l-32d-seed3 \(pid \d+\) killed by signal SIGILL \(4\).* at step 5 "):
+        embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)
+    assert not list(tmp_path.rglob("suite.json"))  # nothing half-written appears as a run
+
+
+def test_run_pinned_reports_a_death_and_returns_results():
+    with pytest.raises(kernel_pins.WorkerDiedError, match=r"the probe process killed by signal SIGSEGV \(11\)"):
+        kernel_pins.run_pinned(signal.raise_signal, signal.SIGSEGV, what="probe")
+    env = kernel_pins.run_pinned(kernel_pins.kernel_env)
+    expected = kernel_pins.PINS if kernel_pins.pins_apply() else {}
+    assert {k: env.get(k) for k in expected} == expected
+
+
+@needs_pins
+def test_suite_training_refuses_an_unpinned_process(tmp_path):
+    assert os.environ.get(kernel_pins.MARK_VAR) is None  # this test process was not started pinned
+    with pytest.raises(RuntimeError, match="started with the kernel pins"):
+        embedded._train_to_folder(TINY, 3, CFG, tmp_path / "run")
+    assert kernel_pins.level_label() == "pinned:ATEN_CPU_CAPABILITY=avx2,MKL_CBWR=AVX2,ONEDNN_MAX_CPU_ISA=AVX2"
+
+
+def test_where_pins_cannot_apply_the_reason_is_one_line(monkeypatch):
+    kernel_pins.why_not.cache_clear()
+    try:
+        monkeypatch.setattr(kernel_pins.platform, "machine", lambda: "aarch64")
+        reason = kernel_pins.why_not()
+        assert reason == "the CPU is aarch64, not x86-64: AVX2 kernels do not exist here"
+        assert kernel_pins.worker_env(1) == {} and kernel_pins.level_label() == torch.backends.cpu.get_cpu_capability()
+        monkeypatch.setattr(kernel_pins.platform, "machine", lambda: "x86_64")
+        monkeypatch.setattr(kernel_pins, "_cpu_flags", lambda: {"sse2", "avx"})
+        kernel_pins.why_not.cache_clear()
+        assert "no AVX2/FMA" in kernel_pins.why_not()
+        monkeypatch.setenv(kernel_pins.UNPIN_VAR, "1")
+        kernel_pins.why_not.cache_clear()
+        assert kernel_pins.why_not().startswith("EMERGENCE_LENS_UNPINNED=1 set by the caller")
+    finally:
+        kernel_pins.why_not.cache_clear()
