@@ -311,7 +311,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        raise TaskFileError([f"task file {path.name!r} is not UTF-8 (byte {err.start}: "
+        line = err.object[: err.start].count(b"\n") + 1
+        raise TaskFileError([f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
                              f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8"]) from None
     records: list[tuple[str, dict]] = []  # (row label, fields)
     if suffix == ".csv":
