@@ -309,3 +309,51 @@ def test_fast_patching_equals_reference_on_a_padded_batch(bridges):
         fast = patch_values(pre, captured, batch, targets, metric="logit-diff", method="fast")
         ref = patch_values(pre, captured, batch, targets, metric="logit-diff", method="reference")
         torch.testing.assert_close(fast, ref, atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------- several tasks in one run
+
+
+def test_main_job_on_several_tasks(tmp_path):
+    """Four tasks (three registered, one file) on a word-level local suite: one analysis per
+    (run, task), a task column in every table, one summary row and one report section per task."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from conftest import save_tiny_neox
+    from emergence_lens.cli import app
+    from interp.pipeline import MainJobReport
+
+    suite = tmp_path / "suite"
+    tok = save_word_tokenizer(suite / "tokenizer")
+    for seed, step in enumerate([0, 100, 200]):
+        save_tiny_neox(suite / f"step{step}", seed=seed, d_vocab=len(tok.get_vocab()))
+    mine = write(tmp_path / "capitals.csv", "prompt,answer,distractors\nThe capital of France is, Paris, John\n"
+                                            "Mary and John went to the store . John gave a drink to, Mary, John\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(suite), "--task", "repetition,pattern-completion,ioi",
+                                      "--task-file", str(mine), "--n-prompts", "6", "--length", "5", "--scan",
+                                      "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    tasks = ["repetition", "pattern-completion", "ioi", "capitals"]
+    for name in ("emergence", "points", "heads", "topk"):
+        table = pd.read_csv(out / f"{name}.csv")
+        assert list(table.columns[:4]) == ["model", "seed", "task", "prepend_bos"]
+    emergence, points = pd.read_csv(out / "emergence.csv"), pd.read_csv(out / "points.csv")
+    assert list(points["task"]) == tasks and not points["prepend_bos"].any()
+    assert emergence.groupby("task")["step"].apply(sorted).to_dict() == {t: [0, 100, 200] for t in tasks}
+    report = MainJobReport.load(out)
+    assert list(report.summary()["task"]) == tasks and report.tasks == tasks
+    html = (out / "report.html").read_text()
+    for task in tasks:
+        assert f"<h2>Task: {task}</h2>" in html
+    # p(answer) of the IOI rows equals the metric of a separate single-task run
+    from interp.checkpoints import LocalSuiteSource
+    from interp.emergence import StepEvaluator
+
+    src = LocalSuiteSource(suite)
+    single = StepEvaluator(src, IOITask(n_prompts=6, seed=0).build(src.tokenizer()), device="cpu")
+    single(100)
+    src.close()
+    ioi = emergence[(emergence["task"] == "ioi") & (emergence["step"] == 100)]
+    assert abs(float(ioi["p_answer"].iloc[0]) - float(single.table()["p_answer"].iloc[0])) < 1e-6
