@@ -43,3 +43,12 @@ def test_capabilities_on_the_quick_suite(quick_suite, tmp_path, monkeypatch):
     block = (out / "capabilities.md").read_text()
     assert "IOI" in block and "word-piece vocabulary" in block
     assert (out / "report" / "report.html").read_text().count("<h2>Task: ") == len(tasks)
+    # the report opens offline in a real browser, one section per task, every figure drawn
+    from test_report_browser import _require_browser
+
+    from browser import visit
+
+    _require_browser()
+    result = visit(out / "report" / "report.html", tmp_path / "capabilities.png")
+    assert result.ready and not result.blocked and not result.page_errors and not result.console_errors
+    assert all(fig["svg"] for fig in result.state["figs"]) and len(result.state["figs"]) >= len(tasks) * len(runs)
