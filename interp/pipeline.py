@@ -183,13 +183,14 @@ def analyse_run(
                     "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric"):
             setattr(analysis, key, getattr(ranked, key))
         if ranked.components is not None:
-            analysis.components = ranked.components.assign(model=model, seed=seed, task=task.name)
+            analysis.components = ranked.components.assign(model=model, seed=seed, task=task.name,
+                                                           prepend_bos=batch.prepend_bos)
         if scores:
             from interp.scores import head_scores_over_checkpoints, steps_around
 
             steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step)
             analysis.head_scores = head_scores_over_checkpoints(source, steps, device=device, model=model,
-                                                                seed=seed).assign(task=task.name)
+                                                                seed=seed).assign(task=task.name, prepend_bos=batch.prepend_bos)
     return analysis
 
 
@@ -296,9 +297,21 @@ class MainJobReport:
             })
         return pd.DataFrame(rows)
 
-    def capability_figure(self, metric: str = "accuracy"):
-        """Plotly figure: capability vs step per seed, point of emergence marked."""
-        return vis.capability_figure(self.emergence, self.points, metric=metric, threshold=self.threshold)
+    def capability_figure(self, metric: str = "accuracy", task: str | None = None):
+        """Plotly figure: capability vs step per seed, point of emergence marked, for ``task``
+        (default: the report's first task).
+
+        Raises:
+            ValueError: ``task`` is not a task of this report.
+        """
+        tasks = self.tasks
+        task = task if task is not None else (tasks[0] if tasks else None)
+        if tasks and task not in tasks:
+            raise ValueError(f"task {task!r} is not in this report; its tasks: {', '.join(tasks)}")
+        emergence, points = self.emergence, self.points
+        if task is not None:
+            emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
+        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold)
 
     def recovery_figure(self):
         """Plotly figure: recovered vs K for every emerged run."""

@@ -344,6 +344,10 @@ def test_main_job_on_several_tasks(tmp_path):
     assert emergence.groupby("task")["step"].apply(sorted).to_dict() == {t: [0, 100, 200] for t in tasks}
     report = MainJobReport.load(out)
     assert list(report.summary()["task"]) == tasks and report.tasks == tasks
+    figure = report.capability_figure(task="ioi")
+    assert {t.name for t in figure.data if t.name and "seed" in t.name} == {"suite seed 0"}
+    with pytest.raises(ValueError, match="task 'nope' is not in this report; its tasks: repetition, "):
+        report.capability_figure(task="nope")
     html = (out / "report.html").read_text()
     for task in tasks:
         assert f"<h2>Task: {task}</h2>" in html
