@@ -21,8 +21,9 @@ import typer
 app = typer.Typer(help="Checkpoint suites: point of emergence and the heads behind it.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
-TaskOpt = typer.Option("repetition", help="Capability task(s), comma-separated: repetition | token-repetition | "
-                       "pattern-completion | ioi | a .jsonl/.csv task file (see `emergence list-tasks`).")
+TaskOpt = typer.Option(None, help="Capability task(s), comma-separated: repetition | token-repetition | "
+                       "pattern-completion | ioi | a .jsonl/.csv task file (see `emergence list-tasks`); "
+                       "default: repetition, or only the --task-file files when some are given.")
 TaskFileOpt = typer.Option(None, "--task-file", help="Your own prompts (JSONL or CSV: prompt, answer, optional "
                            "distractors, id); repeatable, added to --task.")
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
@@ -37,7 +38,7 @@ MetricOpt = typer.Option(None, "--metric", help="Patching metric: p (probability
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
-def _check_common(device: str, task: str, n_prompts: int, length: int, out: Optional[Path],
+def _check_common(device: str, task: Optional[str], n_prompts: int, length: int, out: Optional[Path],
                   method: str = "fast", task_files: Optional[List[Path]] = None):
     """Device, method, tasks (names and files; files read and checked for form) and output
     folder; returns (device, list of task objects)."""
@@ -50,6 +51,7 @@ def _check_common(device: str, task: str, n_prompts: int, length: int, out: Opti
     check_out_dir(out)
     from interp.task_registry import parse_tasks
 
+    task = task if task is not None else ("" if task_files else "repetition")
     return choose_device(device), parse_tasks(task, task_files or (), n_prompts=n_prompts, length=length, seed=0)
 
 
@@ -227,7 +229,7 @@ def demo(
 def run(
     source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
     out: Path = typer.Option(..., help="Output folder."),
-    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    threshold: float = ThresholdOpt, task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     task_file: Optional[List[Path]] = TaskFileOpt,
     scan: bool = typer.Option(False, help="Evaluate every checkpoint too (full curves)."),
     method: str = MethodOpt,
@@ -281,7 +283,7 @@ def _print_summary(report, out: Path) -> None:
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
     steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
 ):
@@ -325,7 +327,7 @@ def curve(
 @app.command()
 def bisect(
     source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
-    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    threshold: float = ThresholdOpt, task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
     device: str = DeviceOpt,
@@ -405,7 +407,7 @@ def rank_heads(
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
     method: str = MethodOpt,
     prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
@@ -443,7 +445,7 @@ def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,

@@ -99,7 +99,8 @@ def make_task(name: str, **params) -> CapabilityTask:
 
 
 def is_task_file(item: str) -> bool:
-    """Whether a ``--task`` item names a file (an extension ``.jsonl``/``.json``/``.csv`` or a path)."""
+    """Whether a ``--task`` item names a file (an extension ``.jsonl``/``.json``/``.csv``, a path, or
+    an existing file); a registered name is never a file (:func:`parse_tasks` checks it first)."""
     return Path(item).suffix.lower() in (".jsonl", ".json", ".csv") or "/" in item or Path(item).is_file()
 
 
@@ -114,7 +115,8 @@ def parse_tasks(text: str | Sequence[str], task_files: Sequence[str | Path] = ()
     items += [str(f) for f in task_files]
     if not items:
         raise ValueError(f"no task given; valid tasks: {', '.join(REGISTRY)} (or a .jsonl/.csv task file)")
-    tasks = [TaskFile(item) if is_task_file(item) else make_task(item, **params) for item in items]
+    tasks = [make_task(item, **params) if item in REGISTRY or not is_task_file(item) else TaskFile(item)
+             for item in items]
     names = [t.name for t in tasks]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

@@ -428,7 +428,8 @@ def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> 
 
     Args:
         model: maps ``Int[Tensor, "batch pos"]`` to logits ``Float[Tensor, "batch pos d_vocab"]``
-            (a Hugging Face model's ``.logits`` output is accepted too).
+            (a Hugging Face model's ``.logits`` output is accepted too); for a padded batch it
+            must accept ``attention_mask=`` and ``position_ids=`` (bridges and HF models do).
         batch: the task's prompts.
         chunk_size: prompts per forward pass (bounds memory).
 

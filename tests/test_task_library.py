@@ -351,6 +351,12 @@ def test_main_job_on_several_tasks(tmp_path):
     html = (out / "report.html").read_text()
     for task in tasks:
         assert f"<h2>Task: {task}</h2>" in html
+    # --task-file alone: only the file's task (no default repetition beside it)
+    result = CliRunner().invoke(app, ["curve", str(suite), "--task-file", str(mine), "--steps", "0,200",
+                                      "--device", "cpu", "--out", str(tmp_path / "curve")])
+    assert result.exit_code == 0, result.output
+    curve = pd.read_csv(tmp_path / "curve" / "emergence.csv")
+    assert list(curve["task"]) == ["capitals", "capitals"] and list(curve["step"]) == [0, 200]
     # p(answer) of the IOI rows equals the metric of a separate single-task run
     from interp.checkpoints import LocalSuiteSource
     from interp.emergence import StepEvaluator
