@@ -78,6 +78,7 @@ def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
             from interp.checkpoints import make_byte_tokenizer
 
             tokenizer = make_byte_tokenizer()
+            tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
         else:
             from interp.checkpoints import open_source
 
