@@ -357,6 +357,12 @@ def test_main_job_on_several_tasks(tmp_path):
     assert result.exit_code == 0, result.output
     curve = pd.read_csv(tmp_path / "curve" / "emergence.csv")
     assert list(curve["task"]) == ["capitals", "capitals"] and list(curve["step"]) == [0, 200]
+    result = CliRunner().invoke(app, ["bisect", str(suite), "--task", f"ioi,{mine}", "--n-prompts", "6",
+                                      "--device", "cpu", "--out", str(tmp_path / "bisect")])
+    assert result.exit_code == 0, result.output
+    bisected = pd.read_csv(tmp_path / "bisect" / "points.csv")
+    assert list(bisected["task"]) == ["ioi", "capitals"]
+    assert list(bisected["emerged"]) == list(points.set_index("task").loc[["ioi", "capitals"], "emerged"])
     # p(answer) of the IOI rows equals the metric of a separate single-task run
     from interp.checkpoints import LocalSuiteSource
     from interp.emergence import StepEvaluator
