@@ -60,6 +60,7 @@ REGISTRY: list[Analysis] = [
     Analysis("arch_cellular_automata", "analyses.arch_cellular_automata", "docs/results-architectures.md (b)"),
     Analysis("depth", "analyses.depth", "docs/results-architectures.md (c)"),
     Analysis("prepretraining", "analyses.prepretraining", "docs/results-architectures.md (4)"),
+    Analysis("capabilities", "analyses.capabilities", "docs/results.md §1c", ("--update-docs",), runs_sweeps=False),
 ]
 
 

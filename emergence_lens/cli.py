@@ -74,7 +74,9 @@ class RootGroup(TyperGroup):
         except Exception as err:
             if ctx.params.get("debug"):
                 raise
-            typer.echo(f"error: {_command_path(words)}: {one_line(err)}", err=True)
+            lines = getattr(err, "lines", None)  # a task file: one line per bad row (interp.task_library)
+            for line in (lines if isinstance(lines, list) and lines else [one_line(err)]):
+                typer.echo(f"error: {_command_path(words)}: {line}", err=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
 

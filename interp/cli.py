@@ -1,6 +1,6 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``decompose``, ``zoom``, ``train-suite``, ``list-models``.
+``decompose``, ``zoom``, ``train-suite``, ``list-models``, ``list-tasks``.
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
@@ -21,7 +21,11 @@ import typer
 app = typer.Typer(help="Checkpoint suites: point of emergence and the heads behind it.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
-TaskOpt = typer.Option("repetition", help="Capability task: repetition | token-repetition.")
+TaskOpt = typer.Option(None, help="Capability task(s), comma-separated: repetition | token-repetition | "
+                       "pattern-completion | ioi | a .jsonl/.csv task file (see `emergence list-tasks`); "
+                       "default: repetition, or only the --task-file files when some are given.")
+TaskFileOpt = typer.Option(None, "--task-file", help="Your own prompts (JSONL or CSV: prompt, answer, optional "
+                           "distractors, id); repeatable, added to --task.")
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
 ThresholdOpt = typer.Option(0.5, min=0.0, max=1.0, help="Greedy-accuracy threshold of the point of emergence.")
@@ -31,14 +35,16 @@ HoldOpt = typer.Option(2, min=0, help="Point of emergence: post is the first che
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
-MetricOpt = typer.Option("p", "--metric", help="Patching metric: p (probability of the answer) | logprob | "
-                         "logit-diff (answer logit minus the largest distractor logit).")
+MetricOpt = typer.Option(None, "--metric", help="Patching metric: p (probability of the answer) | logprob | "
+                         "logit-diff (answer logit minus the largest distractor logit); default: the task's own "
+                         "(`emergence list-tasks`).")
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
-def _check_common(device: str, task: str, n_prompts: int, length: int, out: Optional[Path],
-                  method: str = "fast"):
-    """Device, method, task and output folder; returns (device, task object)."""
+def _check_common(device: str, task: Optional[str], n_prompts: int, length: int, out: Optional[Path],
+                  method: str = "fast", task_files: Optional[List[Path]] = None):
+    """Device, method, tasks (names and files; files read and checked for form) and output
+    folder; returns (device, list of task objects)."""
     from interp.devices import choose_device, check_device
     from interp.io import check_out_dir
 
@@ -46,16 +52,64 @@ def _check_common(device: str, task: str, n_prompts: int, length: int, out: Opti
     if method not in METHODS:
         raise ValueError(f"--method {method!r} is unknown; valid: {', '.join(METHODS)}")
     check_out_dir(out)
-    from interp.tasks import make_task
+    from interp.task_registry import parse_tasks
 
-    return choose_device(device), make_task(task, n_prompts=n_prompts, length=length, seed=0)
+    task = task if task is not None else ("" if task_files else "repetition")
+    return choose_device(device), parse_tasks(task, task_files or (), n_prompts=n_prompts, length=length, seed=0)
 
 
-def _metric(metric: str) -> str:
-    """The metric name, checked before any work (one-line error naming the valid ones)."""
+def _one_task(tasks: list, command: str):
+    """The single task of a command that works on one (rank-heads, decompose)."""
+    if len(tasks) != 1:
+        raise ValueError(f"{command} works on one task; got {len(tasks)} ({', '.join(t.name for t in tasks)}): "
+                         "give one --task")
+    return tasks[0]
+
+
+def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
+    """Build every task with each source's tokenizer before any checkpoint loads (a task file's
+    answers must be one token; IOI needs single-token names). Embedded names use the byte
+    tokenizer (nothing is trained here); other sources load their tokenizer files only."""
+    from interp.catalogue import is_embedded_name
+
+    seen = set()
+    for name in names:
+        if is_embedded_name(name):
+            key = "embedded"
+            if key in seen:
+                continue
+            from interp.checkpoints import make_byte_tokenizer
+
+            tokenizer = make_byte_tokenizer()
+            tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
+        else:
+            from interp.checkpoints import open_source
+
+            key = name
+            src = open_source(name)
+            try:
+                tokenizer = src.tokenizer()
+            finally:
+                src.close()
+        seen.add(key)
+        for task in tasks:
+            task.build(tokenizer)
+
+
+def _metric_for(metric: Optional[str], task) -> str:
+    """``metric``, or the task's default metric when none is given."""
+    from interp.task_registry import default_metric
+
+    return metric or default_metric(task)
+
+
+def _metric(metric: Optional[str]) -> Optional[str]:
+    """The metric name (None: each task's default), checked before any work (one-line error
+    naming the valid ones)."""
     from interp.patching.metrics import resolve_metric
 
-    resolve_metric(metric)
+    if metric is not None:
+        resolve_metric(metric)
     return metric
 
 
@@ -166,11 +220,11 @@ def demo(
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta_p, patch the top K jointly, write tables and report.html to OUT."""
-    device, task = _check_common(device, "repetition", 64, 10, out, method)
+    device, tasks = _check_common(device, "repetition", 64, 10, out, method)
     metric = _metric(metric)
     from interp.pipeline import run_main_job
 
-    report = run_main_job(_open_as_ready(["embedded-quick" if quick else "embedded"]), task=task, scan=True,
+    report = run_main_job(_open_as_ready(["embedded-quick" if quick else "embedded"]), task=tasks, scan=True,
                           method=method, device=device, out_dir=out, metric=metric, hold=hold,
                           title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
     _print_summary(report, out)
@@ -180,7 +234,8 @@ def demo(
 def run(
     source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
     out: Path = typer.Option(..., help="Output folder."),
-    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    threshold: float = ThresholdOpt, task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task_file: Optional[List[Path]] = TaskFileOpt,
     scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
     method: str = MethodOpt,
     prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
@@ -188,13 +243,15 @@ def run(
     metric: str = MetricOpt,
     hold: int = HoldOpt,
 ):
-    """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
+    """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
+    each task (--task a,b,FILE and --task-file: one analysis per (run, task))."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
-    device, task_obj = _check_common(device, task, n_prompts, length, out, method)
+    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     metric = _metric(metric)
+    _check_tasks_on_sources(source, tasks)
     from interp.pipeline import run_main_job
 
-    report = run_main_job(_open_as_ready(source), task=task_obj, threshold=threshold, scan=scan, method=method,
+    report = run_main_job(_open_as_ready(source), task=tasks, threshold=threshold, scan=scan, method=method,
                           prescreen_top_n=prescreen_top_n, device=device, out_dir=out, metric=metric, hold=hold)
     _print_summary(report, out)
 
@@ -211,11 +268,11 @@ def _print_summary(report, out: Path) -> None:
         return format(value, spec) if isinstance(value, float) else str(value)
 
     table = Table(title="Points of emergence and top heads")
-    for column in ["run", "emerged", "pre → post", "monotone", "evals", "p pre → post", "top head (Δp)", "recovered K=2", "pre-screen ρ"]:
+    for column in ["run", "task", "emerged", "pre → post", "monotone", "evals", "p pre → post", "top head (Δp)", "recovered K=2", "pre-screen ρ"]:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
-            run_label(row["model"], row["seed"]), fmt(row["emerged"]),
+            run_label(row["model"], row["seed"]), str(row["task"]), fmt(row["emerged"]),
             f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["monotone"]), fmt(row["n_evaluations"]),
             f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
             "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
@@ -235,15 +292,16 @@ def _print_summary(report, out: Path) -> None:
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
     steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
-    device, task_obj = _check_common(device, task, n_prompts, length, out)
+    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     wanted = _parse_steps(steps) if steps else None
     _check_sources([source])
     _check_embedded_steps(source, wanted or [])
+    _check_tasks_on_sources([source], tasks)
     import pandas as pd
 
     from interp.catalogue import run_label
@@ -255,16 +313,19 @@ def curve(
     for src in _open([source]):
         if wanted is not None:
             _check_steps_available(src, wanted)
-        evaluator = StepEvaluator(src, task_obj.build(src.tokenizer()), device=device)
-        for step in wanted if wanted is not None else src.searchable_steps():
-            evaluator(step)
         model, seed = model_and_seed(src.model_id)
+        for task_obj in tasks:
+            batch = task_obj.build(src.tokenizer())
+            evaluator = StepEvaluator(src, batch, device=device)
+            for step in wanted if wanted is not None else src.searchable_steps():
+                evaluator(step)
+            frames.append(_labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name,
+                                    prepend_bos=batch.prepend_bos))
         if wanted is None:  # the digests are known already; explicit steps need not read every step's
             from interp.checkpoints import checkpoint_table, hazard_lines
 
             for line in hazard_lines(checkpoint_table(src), run_label(model, seed)):
                 typer.echo(f"hazard: {line}", err=True)
-        frames.append(_labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS))
         src.close()
     result = pd.concat(frames, ignore_index=True)
     typer.echo(result.to_string(index=False))
@@ -275,7 +336,8 @@ def curve(
 @app.command()
 def bisect(
     source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
-    threshold: float = ThresholdOpt, task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    threshold: float = ThresholdOpt, task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
     device: str = DeviceOpt,
     resolution: Optional[int] = typer.Option(
@@ -287,8 +349,10 @@ def bisect(
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
-    device, task_obj = _check_common(device, task, n_prompts, length, out)
+    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:
+        if [t.name for t in tasks] != ["repetition"]:
+            raise ValueError("--resolution re-trains and searches with the repetition task only; drop --task/--task-file")
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
 
@@ -296,15 +360,20 @@ def bisect(
     from interp.checkpoints import checkpoint_table, hazard_lines
     from interp.emergence import find_emergence
     from interp.io import atomic_to_csv
-    from interp.pipeline import CHECKPOINTS_COLUMNS, _labelled, model_and_seed
+    from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, _labelled, model_and_seed
 
+    _check_tasks_on_sources(source, tasks)
     points, curves, tables = [], [], []
     for src in _open(source):
-        point = find_emergence(src, task_obj.build(src.tokenizer()), threshold=threshold, device=device, hold=hold)
         model, seed = model_and_seed(src.model_id)
-        points.append({"model": model, "seed": seed, **point.as_row()})
-        table = point.evaluations.drop(columns="order")
-        curves.append(_labelled(table, model, seed, ["model", "seed", *table.columns]))
+        for task_obj in tasks:  # one point of emergence per (run, task)
+            batch = task_obj.build(src.tokenizer())
+            point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold)
+            points.append({"model": model, "seed": seed, "task": task_obj.name, "prepend_bos": batch.prepend_bos,
+                           **point.as_row()})
+            table = point.evaluations.drop(columns="order")
+            curves.append(_labelled(table, model, seed, [*KEY_COLUMNS, *table.columns], task=task_obj.name,
+                                    prepend_bos=batch.prepend_bos))
         checkpoints = checkpoint_table(src)
         tables.append(_labelled(checkpoints, model, seed, CHECKPOINTS_COLUMNS))
         for line in hazard_lines(checkpoints, run_label(model, seed)):
@@ -348,7 +417,7 @@ def rank_heads(
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
     method: str = MethodOpt,
     prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
@@ -359,18 +428,21 @@ def rank_heads(
     if pre > post:
         raise ValueError(f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
                          "(patterns are patched from post into pre)")
-    device, task_obj = _check_common(device, task, n_prompts, length, out, method)
-    metric = _metric(metric)
+    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
+    task_obj = _one_task(tasks, "rank-heads")
+    metric = _metric_for(_metric(metric), task_obj)
+    _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "rank-heads")
     from interp.io import atomic_to_csv
     from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
     from interp.ranking import rank_heads_between
 
-    result = rank_heads_between(src, pre, post, task_obj.build(src.tokenizer()), method=method,
+    batch = task_obj.build(src.tokenizer())
+    result = rank_heads_between(src, pre, post, batch, method=method,
                                 prescreen_top_n=prescreen_top_n, device=device, metric=metric)
     model, seed = model_and_seed(src.model_id)
-    heads = _labelled(result.heads, model, seed, HEADS_COLUMNS)
-    topk = _labelled(result.topk, model, seed, TOPK_COLUMNS)
+    heads = _labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    topk = _labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f}")
     typer.echo(heads.head(10).to_string(index=False))
     if out is not None:
@@ -383,7 +455,7 @@ def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
@@ -391,13 +463,17 @@ def decompose(
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
-    device, task_obj = _check_common(device, task, n_prompts, length, out)
-    metric = _metric(metric)
+    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
+    task_obj = _one_task(tasks, "decompose")
+    metric = _metric_for(_metric(metric), task_obj)
+    _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "decompose")
     from interp.io import atomic_to_csv
     from interp.ranking import decompose_between
 
-    table = decompose_between(src, pre, post, task_obj.build(src.tokenizer()), metric=metric, device=device)
+    batch = task_obj.build(src.tokenizer())
+    table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
+        task=task_obj.name, prepend_bos=batch.prepend_bos)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
     typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -462,3 +538,17 @@ def list_models():
     notes = {"embedded": "(every run of the default suite)", "embedded-quick": "(every run of the CI-sized suite)"}
     for name in pythia_model_ids() + embedded_source_names():
         typer.echo(f"{name:<15} {notes[name]}" if name in notes else name)
+
+
+@app.command("list-tasks")
+def list_tasks():
+    """Print every capability task: its parameters, default metric, BOS convention and source
+    (:data:`interp.task_registry.REGISTRY`)."""
+    from interp.task_registry import task_table
+
+    for _, row in task_table().iterrows():
+        typer.echo(f"{row['task']}: {row['description']}")
+        typer.echo(f"    parameters: {row['parameters']}")
+        typer.echo(f"    default metric: {row['default_metric']}; prepend_bos: {row['prepend_bos']}; "
+                   f"embedded byte tokenizer: {'yes' if row['byte_tokenizer'] else 'no (needs a word-piece vocabulary)'}")
+        typer.echo(f"    source: {row['source']}")

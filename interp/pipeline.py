@@ -30,15 +30,21 @@ from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
 from interp.catalogue import run_label
 
-EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
-POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold", "hold",
+#: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
+#: prompts began with a BOS token). Every per-task table starts with them.
+KEY_COLUMNS = ["model", "seed", "task", "prepend_bos"]
+EMERGENCE_COLUMNS = [*KEY_COLUMNS, "step", "accuracy", "p_answer"]
+POINTS_COLUMNS = [*KEY_COLUMNS, "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold", "hold",
                   "search"]
+#: One row per checkpoint of a run: the same for every task, so no task column.
 CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
-HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
+HEADS_COLUMNS = [*KEY_COLUMNS, "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
                  "metric"]
-TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered", "metric"]
+TOPK_COLUMNS = [*KEY_COLUMNS, "k", "p_patched", "recovered", "metric"]
 
 SUMMARY_LEGEND = (
+    "<b>task</b>: the capability (one row per run and task; <b>prepend_bos</b>: whether its prompts began "
+    "with a BOS token). "
     "<b>pre_step → post_step</b> (training steps), the point of emergence: {rule} (<code>hold</code> in "
     "points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the threshold and falls below it "
     "again, or drops by more than sampling noise. <b>n_evaluations</b>: checkpoints evaluated to find the point "
@@ -108,13 +114,23 @@ class RunAnalysis:
     metric: str = "p"
     components: pd.DataFrame | None = None
     head_scores: pd.DataFrame | None = None
+    task: str = "repetition"
+    prepend_bos: bool = False
 
 
-def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
+def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition",
+              prepend_bos: bool = False) -> pd.DataFrame:
+    """``df`` with the key columns (model, seed and, where ``columns`` has them, task and
+    prepend_bos) in front, restricted to ``columns``."""
     df = df.copy()
-    df.insert(0, "seed", seed)
-    df.insert(0, "model", model)
+    for name, value in (("prepend_bos", prepend_bos), ("task", task), ("seed", seed), ("model", model)):
+        if name in columns and name not in df.columns:
+            df.insert(0, name, value)
     return df[list(columns)]
+
+
+def _run_labelled(df: pd.DataFrame, run: "RunAnalysis", columns: Sequence[str]) -> pd.DataFrame:
+    return _labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
 
 def _training_loss(source) -> pd.DataFrame | None:
@@ -131,11 +147,11 @@ def _training_loss(source) -> pd.DataFrame | None:
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
-    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
     hold: int = DEFAULT_HOLD,
 ) -> RunAnalysis:
-    """The main job on one run: capability curve, point of emergence and, if it emerged between
-    two checkpoints, the head ranking and joint top-K recovery.
+    """The main job on one (run, task): capability curve, point of emergence and, if it emerged
+    between two checkpoints, the head ranking and joint top-K recovery.
 
     Args:
         source: checkpoint source of the run.
@@ -147,14 +163,18 @@ def analyse_run(
         hold: checkpoints after post that must stay at or above the threshold (the rule of
             :mod:`interp.emergence`).
         method, prescreen_top_n, device, metric, prescreen_steps: see
-            :func:`interp.ranking.rank_heads_between`.
+            :func:`interp.ranking.rank_heads_between` (``metric=None``: the task's default,
+            :func:`interp.task_registry.default_metric`).
         decompose: also decompose the jump by component (``components.csv``).
         scores: also score every head at the checkpoints around the point (``head_scores.csv``,
             :mod:`interp.scores`).
     """
     from interp.ranking import rank_heads_between
 
+    from interp.task_registry import default_metric
+
     task = task or RepetitionTask()
+    metric = metric or default_metric(task)
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
     evaluator = StepEvaluator(source, batch, device=device)
@@ -162,7 +182,7 @@ def analyse_run(
     point = search(source, batch, threshold=threshold, evaluator=evaluator, hold=hold)
     curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
     analysis = RunAnalysis(model=model, seed=seed, model_id=source.model_id, point=point,
-                           curve=curve[["step", "accuracy", "p_answer"]])
+                           curve=curve[["step", "accuracy", "p_answer"]], task=task.name, prepend_bos=batch.prepend_bos)
     from interp.checkpoints import checkpoint_table
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
@@ -175,12 +195,14 @@ def analyse_run(
                     "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric"):
             setattr(analysis, key, getattr(ranked, key))
         if ranked.components is not None:
-            analysis.components = ranked.components.assign(model=model, seed=seed)
+            analysis.components = ranked.components.assign(model=model, seed=seed, task=task.name,
+                                                           prepend_bos=batch.prepend_bos)
         if scores:
             from interp.scores import head_scores_over_checkpoints, steps_around
 
             steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step)
-            analysis.head_scores = head_scores_over_checkpoints(source, steps, device=device, model=model, seed=seed)
+            analysis.head_scores = head_scores_over_checkpoints(source, steps, device=device, model=model,
+                                                                seed=seed).assign(task=task.name, prepend_bos=batch.prepend_bos)
     return analysis
 
 
@@ -202,41 +224,57 @@ class MainJobReport:
     @property
     def emergence(self) -> pd.DataFrame:
         """Capability per evaluated checkpoint: model, seed, step, accuracy, p_answer."""
-        frames = [_labelled(r.curve, r.model, r.seed, EMERGENCE_COLUMNS) for r in self.runs]
+        frames = [_run_labelled(r.curve, r, EMERGENCE_COLUMNS) for r in self.runs]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=EMERGENCE_COLUMNS)
 
     @property
     def points(self) -> pd.DataFrame:
-        """Point of emergence per run: ``POINTS_COLUMNS`` (model, seed, pre_step, post_step, emerged,
-        n_evaluations, monotone, threshold, hold, search)."""
-        rows = [{"model": r.model, "seed": r.seed, **r.point.as_row()} for r in self.runs]
+        """Point of emergence per (run, task): ``POINTS_COLUMNS`` (model, seed, task, prepend_bos, pre_step,
+        post_step, emerged, n_evaluations, monotone, threshold, hold, search)."""
+        rows = [{"model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos, **r.point.as_row()}
+                for r in self.runs]
         return pd.DataFrame(rows, columns=POINTS_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64"})
 
     @property
     def heads(self) -> pd.DataFrame:
         """Head ranking per emerged run: model, seed, layer, head, delta_p, rank."""
-        frames = [_labelled(r.heads, r.model, r.seed, HEADS_COLUMNS) for r in self.runs if r.heads is not None]
+        frames = [_run_labelled(r.heads, r, HEADS_COLUMNS) for r in self.runs if r.heads is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
 
     @property
     def topk(self) -> pd.DataFrame:
         """Joint top-K patching per emerged run: model, seed, k, p_patched, recovered, metric."""
-        frames = [_labelled(r.topk, r.model, r.seed, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
+        frames = [_run_labelled(r.topk, r, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
 
     @property
     def checkpoints(self) -> pd.DataFrame:
         """One row per step of each run: step, revision, tokens, digest, status (searchable,
         duplicate-excluded, duplicate-kept-final, missing), same_weights_as, listing."""
-        frames = [_labelled(r.checkpoints, r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self.runs if r.checkpoints is not None]
+        frames = [_labelled(r.checkpoints, r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self._one_per_run()
+                  if r.checkpoints is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
+
+    def _one_per_run(self) -> list[RunAnalysis]:
+        """The first analysis of each run (the checkpoints are the same for every task)."""
+        seen, out = set(), []
+        for r in self.runs:
+            if (r.model, r.seed) not in seen:
+                seen.add((r.model, r.seed))
+                out.append(r)
+        return out
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks of the report, in the order of the runs."""
+        return list(dict.fromkeys(r.task for r in self.runs))
 
     def hazards(self) -> list[str]:
         """One line per checkpoint hazard of each run (duplicates excluded, missing steps, a
         listing from the cache); empty when every run is clean."""
         from interp.checkpoints import hazard_lines
 
-        return [line for r in self.runs if r.checkpoints is not None
+        return [line for r in self._one_per_run() if r.checkpoints is not None
                 for line in hazard_lines(r.checkpoints, run_label(r.model, r.seed))]
 
     @property
@@ -256,7 +294,7 @@ class MainJobReport:
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEAD_SCORE_COLUMNS)
 
     def summary(self) -> pd.DataFrame:
-        """One row per run: point of emergence, p before/after, top head, share recovered by top 2."""
+        """One row per (run, task): point of emergence, p before/after, top head, share recovered by top 2."""
         rows = []
         for r in self.runs:
             top = r.heads.iloc[0] if r.heads is not None and len(r.heads) else None
@@ -265,7 +303,8 @@ class MainJobReport:
                 at2 = r.topk[r.topk["k"] == min(2, int(r.topk["k"].max()))]
                 rec2 = float(at2["recovered"].iloc[0]) if len(at2) else None
             rows.append({
-                "model": r.model, "seed": r.seed, "emerged": r.point.emerged, "pre_step": r.point.pre_step,
+                "model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos,
+                "emerged": r.point.emerged, "pre_step": r.point.pre_step,
                 "post_step": r.point.post_step, "monotone": r.point.monotone, "n_evaluations": r.point.n_evaluations,
                 "p_pre": r.p_pre,
                 "p_post": r.p_post,
@@ -277,9 +316,21 @@ class MainJobReport:
             })
         return pd.DataFrame(rows)
 
-    def capability_figure(self, metric: str = "accuracy"):
-        """Plotly figure: capability vs step per seed, point of emergence marked."""
-        return vis.capability_figure(self.emergence, self.points, metric=metric, threshold=self.threshold)
+    def capability_figure(self, metric: str = "accuracy", task: str | None = None):
+        """Plotly figure: capability vs step per seed, point of emergence marked, for ``task``
+        (default: the report's first task).
+
+        Raises:
+            ValueError: ``task`` is not a task of this report.
+        """
+        tasks = self.tasks
+        task = task if task is not None else (tasks[0] if tasks else None)
+        if tasks and task not in tasks:
+            raise ValueError(f"task {task!r} is not in this report; its tasks: {', '.join(tasks)}")
+        emergence, points = self.emergence, self.points
+        if task is not None:
+            emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
+        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold)
 
     def recovery_figure(self):
         """Plotly figure: recovered vs K for every emerged run."""
@@ -356,19 +407,24 @@ def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
 
 
 def run_main_job(
-    sources: Iterable, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
-    method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
+    sources: Iterable, task: CapabilityTask | Sequence[CapabilityTask] | None = None, threshold: float = 0.5,
+    scan: bool = False, method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
-    metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
     hold: int = DEFAULT_HOLD,
 ) -> MainJobReport:
-    """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
+    """Run :func:`analyse_run` on every (source, task) and collect a :class:`MainJobReport`.
 
-    Sources are processed one at a time, as the iterable hands them out, and closed afterwards
-    (each source reuses one bridge, so resident memory stays flat over long checkpoint sweeps).
-    With :class:`interp.sources.ReadySources` (what the CLI passes), embedded runs are analysed as
-    soon as each is trained and a core is free, and the report keeps the order of the names. If
-    ``out_dir`` is given the report is saved there. ``scan`` and ``hold``: see :func:`analyse_run`.
+    ``task``: one task or a list (default :class:`interp.tasks.RepetitionTask`); the report has
+    one analysis per (run, task), in the order of the sources, then of the tasks. ``metric=None``
+    takes each task's default metric (:mod:`interp.task_registry`).
+
+    Sources are processed one at a time, as the iterable hands them out, and closed after their
+    last task (each source reuses one bridge, so resident memory stays flat over long checkpoint
+    sweeps). With :class:`interp.sources.ReadySources` (what the CLI passes), embedded runs are
+    analysed as soon as each is trained and a core is free, and the report keeps the order of the
+    names. If ``out_dir`` is given the report is saved there. ``scan`` and ``hold``: see
+    :func:`analyse_run`.
 
     Raises:
         ValueError: a threshold outside (0, 1] or ``hold < 0`` (before any source is opened).
@@ -381,23 +437,27 @@ def run_main_job(
     check_hold(hold)
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold={threshold} must be in (0, 1] (a greedy-accuracy fraction)")
+    tasks = list(task) if isinstance(task, (list, tuple)) else [task or RepetitionTask()]
     positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
     total = len(sources) if hasattr(sources, "__len__") else None
-    done: list[tuple[int, RunAnalysis, dict]] = []
+    done: list[tuple[tuple[int, int], RunAnalysis, dict]] = []
     for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
         try:
-            run = analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
-                              prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                              decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, hold=hold)
-            done.append((position, run, _step_digests(source, run)))
+            for task_index, one_task in enumerate(tasks):  # the unit of work: (source, task)
+                run = analyse_run(source, task=one_task, threshold=threshold, scan=scan, method=method,
+                                  prescreen_top_n=prescreen_top_n, device=device, metric=metric,
+                                  decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, hold=hold)
+                done.append(((position, task_index), run, _step_digests(source, run)))
         finally:
             source.close()
     done.sort(key=lambda item: item[0])
     runs = [run for _, run, _ in done]
-    digests = {run.model_id: steps for _, run, steps in done}
-    settings = {"sources": [run.model_id for run in runs], "task": task or RepetitionTask(), "threshold": threshold,
+    digests: dict[str, dict] = {}
+    for _, run, steps in done:
+        digests.setdefault(run.model_id, {}).update(steps)
+    settings = {"sources": list(dict.fromkeys(run.model_id for run in runs)), "task": tasks, "threshold": threshold,
                 "hold": hold, "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
-                "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
+                "metric": metric if metric is None or isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
                 "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps}
     report = MainJobReport(runs=runs, threshold=threshold, hold=hold, title=title,
                            provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))

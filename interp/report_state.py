@@ -34,7 +34,8 @@ FORMAT = 1
 
 
 def _run_folder(index: int, run) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{index:02d}-{run.model}-seed{run.seed}")
+    task = getattr(run, "task", None)
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{index:02d}-{run.model}-seed{run.seed}" + (f"-{task}" if task else ""))
 
 
 def _save_point(point: EmergencePoint, folder: Path) -> dict[str, Path]:

@@ -1,9 +1,20 @@
 """Capability tasks: prompts with one answer token, and the per-checkpoint metrics on them.
 
-A task turns a tokenizer into a :class:`TaskBatch`: ``tokens [batch, pos]`` of equal length, the
-``answers [batch]`` (token ids) and the ``answer_pos [batch]`` (the position whose next-token
-prediction is scored, i.e. the last prompt position). Prompts come from a fixed seed, so every
-checkpoint of a sweep is scored on identical tokens.
+A task turns a tokenizer into a :class:`TaskBatch`: ``tokens [batch, pos]``, the ``answers
+[batch]`` (token ids) and the ``answer_pos [batch]`` (the position whose next-token prediction is
+scored: each prompt's own last token). Prompts of different lengths are padded on the right with
+an ``attention_mask`` (1 = real token) and ``position_ids`` (each real token keeps its index in
+its own prompt, as when run alone); under causal attention no real position sees a pad, so each
+prompt's answer logits equal those of the prompt run alone (tests/test_task_library.py, to 1e-5).
+Prompts come from a fixed seed, so every checkpoint of a sweep is scored on identical tokens.
+
+BOS: every task has ``prepend_bos`` (``None`` = the source's training convention, read from its
+Hugging Face tokenizer: whether ``tokenizer(text)`` adds a BOS token; Pythia's GPT-NeoX tokenizer,
+OLMo-2's and the embedded byte tokenizer add none, Llama's adds ``<s>``). The batch records the
+choice (``TaskBatch.prepend_bos``) and the main job writes it into every table.
+
+More tasks (pattern completion, IOI, your own prompts) and the registry of every task's facts:
+:mod:`interp.task_library`, :mod:`interp.task_registry`.
 
 Source: Baherwani et al. 2026, Pythia part ("repetition task"): a string of random digits
 followed by a partial repeat; the answer is the next digit of the repeat, e.g.
@@ -43,6 +54,9 @@ class TaskBatch:
         distractors: ``Int[Tensor, "batch n_distractors"]`` or None: the wrong answers a
             logit-difference metric compares the answer with (repetition task: the nine other
             digits), see :mod:`interp.patching.metrics`.
+        attention_mask: ``Int[Tensor, "batch pos"]`` (1 = real token, 0 = right padding) or None
+            when every prompt has the same length.
+        prepend_bos: whether a BOS token was prepended to every prompt.
     """
 
     tokens: Int[Tensor, "batch pos"]
@@ -51,6 +65,8 @@ class TaskBatch:
     prompts: list[str] = field(default_factory=list)
     task: str = ""
     distractors: Int[Tensor, "batch n_distractors"] | None = None
+    attention_mask: Int[Tensor, "batch pos"] | None = None
+    prepend_bos: bool = False
 
     def __post_init__(self) -> None:
         if self.tokens.ndim != 2:
@@ -64,6 +80,25 @@ class TaskBatch:
         if self.distractors is not None and (self.distractors.ndim != 2 or self.distractors.shape[0] != n
                                              or self.distractors.shape[1] == 0):
             raise TaskError(f"distractors must be [{n}, n_distractors >= 1], got {tuple(self.distractors.shape)}")
+        if self.attention_mask is not None and tuple(self.attention_mask.shape) != tuple(self.tokens.shape):
+            raise TaskError(f"attention_mask {tuple(self.attention_mask.shape)} must match tokens {tuple(self.tokens.shape)}")
+
+    @property
+    def padded(self) -> bool:
+        """Whether any prompt is shorter than the batch (right padding present)."""
+        return self.attention_mask is not None and not bool(self.attention_mask.bool().all())
+
+    @property
+    def position_ids(self) -> Int[Tensor, "batch pos"]:
+        """Position ids: each real token's index in its own prompt (right padding: ``arange``)."""
+        return torch.arange(self.tokens.shape[1], device=self.tokens.device).expand_as(self.tokens)
+
+    def forward_kwargs(self) -> dict:
+        """Keyword arguments of a forward on ``tokens``: ``attention_mask`` and ``position_ids``
+        when the batch is padded, else none (the model's defaults are exact then)."""
+        if not self.padded:
+            return {}
+        return {"attention_mask": self.attention_mask.to(self.tokens.device), "position_ids": self.position_ids}
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -73,6 +108,7 @@ class TaskBatch:
         return TaskBatch(
             self.tokens.to(device), self.answers.to(device), self.answer_pos.to(device),
             self.prompts, self.task, None if self.distractors is None else self.distractors.to(device),
+            None if self.attention_mask is None else self.attention_mask.to(device), self.prepend_bos,
         )
 
     def repeat(self, n_copies: int) -> "TaskBatch":
@@ -81,36 +117,56 @@ class TaskBatch:
             self.tokens.repeat(n_copies, 1), self.answers.repeat(n_copies), self.answer_pos.repeat(n_copies),
             list(self.prompts) * n_copies, self.task,
             None if self.distractors is None else self.distractors.repeat(n_copies, 1),
+            None if self.attention_mask is None else self.attention_mask.repeat(n_copies, 1), self.prepend_bos,
+        )
+
+    def rows(self, index: slice) -> "TaskBatch":
+        """The prompts ``index`` (a slice) as a batch of their own."""
+        return TaskBatch(
+            self.tokens[index], self.answers[index], self.answer_pos[index], list(self.prompts[index]), self.task,
+            None if self.distractors is None else self.distractors[index],
+            None if self.attention_mask is None else self.attention_mask[index], self.prepend_bos,
         )
 
     @classmethod
     def from_token_lists(
         cls, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str] = (),
-        task: str = "", distractors: Sequence[Sequence[int]] | None = None,
+        task: str = "", distractors: Sequence[Sequence[int]] | None = None, pad_id: int = 0,
+        prepend_bos: bool = False,
     ) -> "TaskBatch":
-        """Stack equal-length token lists into a batch; the answer follows each prompt's last token.
+        """Stack token lists into a batch; the answer follows each prompt's own last token.
+
+        Prompts of different lengths are padded on the right with ``pad_id`` and get an
+        ``attention_mask``; equal lengths give none. Distractor lists of different lengths are
+        padded by repeating their first id (the metric takes a maximum over them).
 
         Raises:
-            TaskError: if the prompts have unequal lengths (positions must line up across the
-                batch for attention-pattern patching) or there are no prompts.
+            TaskError: if there are no prompts, or a prompt is empty.
         """
         if len(prompts) == 0:
             raise TaskError("no prompts given: a task needs at least one prompt")
-        lengths = sorted({len(p) for p in prompts})
-        if len(lengths) != 1:
-            raise TaskError(
-                f"prompts tokenise to unequal lengths {lengths}; patching needs equal lengths "
-                "(use items that are one token each)"
-            )
-        tokens = torch.tensor([list(p) for p in prompts], dtype=torch.long)
-        n, length = tokens.shape
+        lengths = [len(p) for p in prompts]
+        if min(lengths) == 0:
+            raise TaskError(f"prompt {lengths.index(0)} is empty: a prompt needs at least one token")
+        width = max(lengths)
+        tokens = torch.full((len(prompts), width), int(pad_id), dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            tokens[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, : len(p)] = 1
+        d = None
+        if distractors is not None:
+            most = max(len(x) for x in distractors)
+            d = torch.tensor([list(x) + [x[0]] * (most - len(x)) if len(x) else [] for x in distractors], dtype=torch.long)
         return cls(
             tokens=tokens,
             answers=torch.tensor(list(answers), dtype=torch.long),
-            answer_pos=torch.full((n,), length - 1, dtype=torch.long),
+            answer_pos=torch.tensor([n - 1 for n in lengths], dtype=torch.long),
             prompts=list(texts),
             task=task,
-            distractors=None if distractors is None else torch.tensor([list(d) for d in distractors], dtype=torch.long),
+            distractors=d,
+            attention_mask=None if len(set(lengths)) == 1 else mask,
+            prepend_bos=prepend_bos,
         )
 
 
@@ -173,14 +229,65 @@ def resolve_item_prefix(tokenizer, items: Sequence[str], prefix: str | None) -> 
     raise last
 
 
+def tokenizer_adds_bos(tokenizer) -> bool:
+    """Whether the Hugging Face tokenizer prepends a BOS token (its ``add_special_tokens=True``
+    encoding starts with ``bos_token_id`` and the plain one does not): the source's training
+    convention. Pythia (GPT-NeoX tokenizer), OLMo-2 and the embedded byte tokenizer: False;
+    Llama-style tokenizers: True."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    with_special = tokenizer("a", add_special_tokens=True)["input_ids"]
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    return len(with_special) == len(plain) + 1 and with_special[0] == bos
+
+
+def pad_token_id(tokenizer) -> int:
+    """The id right padding uses: the tokenizer's pad token, else its EOS, else 0 (pads are
+    masked out and sit after every real token, so their id never reaches an answer)."""
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
 class CapabilityTask(ABC):
-    """A capability measured by next-token prediction at one position per prompt."""
+    """A capability measured by next-token prediction at one position per prompt.
+
+    Subclasses set ``prepend_bos`` (``None``: the tokenizer's convention, :func:`tokenizer_adds_bos`)
+    and build their batch through :meth:`finish`, which prepends the BOS token and pads.
+    """
 
     name: str = "task"
+    prepend_bos: bool | None = None
 
     @abstractmethod
     def build(self, tokenizer) -> TaskBatch:
         """Tokenise this task's prompts for ``tokenizer`` (deterministic given the task's seed)."""
+
+    def resolved_prepend_bos(self, tokenizer) -> bool:
+        """``prepend_bos``, with ``None`` read from the tokenizer (:func:`tokenizer_adds_bos`).
+
+        Raises:
+            TaskError: ``prepend_bos=True`` with a tokenizer that has no BOS token.
+        """
+        if self.prepend_bos is None:
+            return tokenizer_adds_bos(tokenizer)
+        if self.prepend_bos and getattr(tokenizer, "bos_token_id", None) is None:
+            name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
+            raise TaskError(f"prepend_bos=True but tokenizer {name!r} has no BOS token; use prepend_bos=False")
+        return bool(self.prepend_bos)
+
+    def finish(self, tokenizer, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str],
+               distractors: Sequence[Sequence[int]] | None) -> TaskBatch:
+        """The batch of these token lists, with BOS prepended per :meth:`resolved_prepend_bos`
+        and right padding (:meth:`TaskBatch.from_token_lists`)."""
+        bos = self.resolved_prepend_bos(tokenizer)
+        if bos:
+            prompts = [[tokenizer.bos_token_id, *p] for p in prompts]
+        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name, distractors=distractors,
+                                          pad_id=pad_token_id(tokenizer), prepend_bos=bos)
 
 
 @dataclass
@@ -197,6 +304,7 @@ class RepetitionTask(CapabilityTask):
         seed: seed of the digit strings.
         prefix: rendering of each digit (``" "`` -> ``" 7"``); ``None`` picks the first of
             ``" "``, ``""`` that makes every digit one token.
+        prepend_bos: prepend the BOS token (``None``: the tokenizer's convention).
 
     Raises:
         TaskError: (from :meth:`build`) if a digit is not a single token.
@@ -208,6 +316,7 @@ class RepetitionTask(CapabilityTask):
     seed: int = 0
     prefix: str | None = None
     name: str = "repetition"
+    prepend_bos: bool | None = None
 
     def __post_init__(self) -> None:
         if self.n_prompts < 1:
@@ -228,7 +337,7 @@ class RepetitionTask(CapabilityTask):
             texts.append("".join(prefix + DIGITS[d] for d in sequence))
         # logit-diff compares the answer with the strongest of the nine other digits
         distractors = [[i for i in digit_ids if i != a] for a in answers]
-        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name, distractors=distractors)
+        return self.finish(tokenizer, prompts, answers, texts, distractors)
 
 
 @dataclass
@@ -244,6 +353,7 @@ class TokenRepetitionTask(CapabilityTask):
         seed: sampling seed.
         token_pool: candidate token ids; ``None`` = every token whose text is one ASCII letter
             or digit, optionally after a leading space (works for byte and BPE vocabularies).
+        prepend_bos: prepend the BOS token (``None``: the tokenizer's convention).
 
     Raises:
         TaskError: if the pool has fewer than ``length`` tokens.
@@ -254,6 +364,7 @@ class TokenRepetitionTask(CapabilityTask):
     seed: int = 0
     token_pool: Sequence[int] | None = None
     name: str = "token-repetition"
+    prepend_bos: bool | None = None
 
     def build(self, tokenizer) -> TaskBatch:
         pool = list(self.token_pool) if self.token_pool is not None else alnum_token_pool(tokenizer)
@@ -269,7 +380,7 @@ class TokenRepetitionTask(CapabilityTask):
             texts.append(tokenizer.decode(sequence))
         # logit-diff: the answer against the other tokens of the prompt's random string
         distractors = [[t for t in p[: self.length] if t != a] for p, a in zip(prompts, answers)]
-        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name, distractors=distractors)
+        return self.finish(tokenizer, prompts, answers, texts, distractors)
 
 
 def alnum_token_pool(tokenizer) -> list[int]:
@@ -283,21 +394,15 @@ def alnum_token_pool(tokenizer) -> list[int]:
     return pool
 
 
-TASKS: dict[str, type[CapabilityTask]] = {
-    "repetition": RepetitionTask,
-    "token-repetition": TokenRepetitionTask,
-}
-
-
 def make_task(name: str, **kwargs) -> CapabilityTask:
-    """Build a task by name (see :data:`TASKS`).
+    """Build a task by name (:data:`interp.task_registry.REGISTRY` holds every task's facts).
 
     Raises:
-        ValueError: if ``name`` is not a known task.
+        ValueError: if ``name`` is not a known task (the message lists the valid ones).
     """
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(sorted(TASKS))}")
-    return TASKS[name](**kwargs)
+    from interp.task_registry import make_task as _make
+
+    return _make(name, **kwargs)
 
 
 def answer_logits(
@@ -323,7 +428,8 @@ def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> 
 
     Args:
         model: maps ``Int[Tensor, "batch pos"]`` to logits ``Float[Tensor, "batch pos d_vocab"]``
-            (a Hugging Face model's ``.logits`` output is accepted too).
+            (a Hugging Face model's ``.logits`` output is accepted too); for a padded batch it
+            must accept ``attention_mask=`` and ``position_ids=`` (bridges and HF models do).
         batch: the task's prompts.
         chunk_size: prompts per forward pass (bounds memory).
 
@@ -333,11 +439,8 @@ def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> 
     device = next(model.parameters()).device
     correct, p_sum = 0.0, 0.0
     for start in range(0, len(batch), chunk_size):
-        chunk = TaskBatch(
-            batch.tokens[start : start + chunk_size], batch.answers[start : start + chunk_size],
-            batch.answer_pos[start : start + chunk_size],
-        ).to(device)
-        logits = model(chunk.tokens)
+        chunk = batch.rows(slice(start, start + chunk_size)).to(device)
+        logits = model(chunk.tokens, **chunk.forward_kwargs())
         logits = getattr(logits, "logits", logits)
         score = score_logits(logits, chunk)
         correct += score.accuracy * len(chunk)

@@ -260,7 +260,9 @@ class ReportContext:
 
 
 def _run_label(run) -> str:
-    return run_label(run.model, run.seed)
+    """``pythia-70m seed 3 · repetition``: the run and the task of one analysis."""
+    task = getattr(run, "task", None)
+    return run_label(run.model, run.seed) + (f" · {task}" if task else "")
 
 
 def _point(run) -> tuple[int | None, int | None]:
@@ -401,12 +403,21 @@ def summary_section(report, ctx: ReportContext) -> Section | None:
 
 
 def overview_section(report, ctx: ReportContext) -> Section | None:
-    """Every run's capability curve on one figure (one panel per model)."""
-    if not len(report.emergence):
+    """Every run's capability curve, one figure per task (one panel per model)."""
+    emergence, points = report.emergence, report.points
+    if not len(emergence):
         return None
-    fig = capability_figure(report.emergence, report.points, threshold=ctx.threshold)
-    return Section("Capability of every run", figure_fragment(fig, ctx.assets, "One line per seed; ★ marks the post "
-                                                                               "step of each run's point of emergence."))
+    tasks = list(dict.fromkeys(emergence["task"])) if "task" in emergence.columns else [None]
+    parts = []
+    for task in tasks:
+        e = emergence if task is None else emergence[emergence["task"] == task]
+        p = points if task is None else points[points["task"] == task]
+        fig = capability_figure(e, p, threshold=ctx.threshold)
+        if len(tasks) > 1:
+            fig.update_layout(title=f"Task {task}: capability of every run")
+        parts.append(figure_fragment(fig, ctx.assets, "One line per seed; ★ marks the post step of each run's point "
+                                     "of emergence." + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else "")))
+    return Section("Capability of every run", "\n".join(parts))
 
 
 #: Sections shown once per page, before the runs.
@@ -431,8 +442,9 @@ def _render(section: Section | None, level: int) -> str:
 
 
 def run_anchor(run) -> str:
-    """The HTML id of a run's part of the report: ``run-<model>-seed<seed>``."""
-    return re.sub(r"[^A-Za-z0-9_-]", "-", f"run-{run.model}-seed{run.seed}")
+    """The HTML id of a run's part of the report: ``run-<model>-seed<seed>-<task>``."""
+    task = getattr(run, "task", None)
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"run-{run.model}-seed{run.seed}" + (f"-{task}" if task else ""))
 
 
 def run_html(run, ctx: ReportContext, level: int = 2, sections: Sequence[Callable] | None = None) -> str:
@@ -446,11 +458,20 @@ def run_html(run, ctx: ReportContext, level: int = 2, sections: Sequence[Callabl
 
 
 def report_body(report, ctx: ReportContext) -> str:
-    """The page's content: PAGE_SECTIONS, a list of links to the runs, then every run's sections."""
+    """The page's content: PAGE_SECTIONS, a list of links to the runs, then every run's sections;
+    with several tasks, one section per task holding its runs."""
     parts = [_render(fn(report, ctx), 2) for fn in PAGE_SECTIONS]
     links = " · ".join(f"<a href='#{run_anchor(r)}'>{html.escape(_run_label(r))}</a>" for r in report.runs)
     parts.append(f"<nav class='el-runs'>Runs: {links}</nav>")
-    parts += [run_html(r, ctx) for r in report.runs]
+    tasks = list(dict.fromkeys(getattr(r, "task", None) for r in report.runs))
+    if len(tasks) <= 1:
+        parts += [run_html(r, ctx) for r in report.runs]
+        return "\n".join(parts)
+    for task in tasks:
+        anchor = re.sub(r"[^A-Za-z0-9_-]", "-", f"task-{task}")
+        parts.append(f"<section id='{anchor}' class='el-task'><h2>Task: {html.escape(str(task))}</h2>")
+        parts += [run_html(r, ctx, level=3) for r in report.runs if getattr(r, "task", None) == task]
+        parts.append("</section>")
     return "\n".join(parts)
 
 

@@ -23,7 +23,10 @@ SPEC_OK = "task: linear-map\nS: 8\nsteps: 5\neval_every: 5\ntokens_per_step: 256
 BAD = [
     ("bisect-device-gpu", ["bisect", "SUITE", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid: use auto, cpu, cuda"),
     ("bisect-device-cuda-cpu-torch", ["bisect", "SUITE", "--device", "cuda", "--out", "OUT"], "no CUDA GPU is usable here"),
-    ("bisect-task", ["bisect", "SUITE", "--task", "ioi", "--out", "OUT"], "unknown task 'ioi'"),
+    ("bisect-task", ["bisect", "SUITE", "--task", "nope", "--out", "OUT"], "unknown task 'nope'"),
+    ("bisect-ioi-byte-tokenizer", ["bisect", "SUITE", "--task", "ioi", "--out", "OUT"], "IOI needs a word-piece vocabulary"),
+    ("rank-heads-two-tasks", ["rank-heads", "SUITE", "--pre", "0", "--post", "100", "--task", "repetition,token-repetition"],
+     "rank-heads works on one task; got 2"),
     ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "Invalid value"),
     ("bisect-out-is-file", ["bisect", "SUITE", "--out", "FILE"], "is an existing file"),
     ("bisect-unknown-id", ["bisect", "EleutherAI/pythia-71m", "--out", "OUT"], "unknown checkpoint source 'EleutherAI/pythia-71m'"),
@@ -72,7 +75,7 @@ BAD = [
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
 ]
 #: Commands with no argument to get wrong.
-NO_ARGUMENTS = {"list-models", "train-suite"}
+NO_ARGUMENTS = {"list-models", "list-tasks", "train-suite"}
 
 
 @pytest.fixture

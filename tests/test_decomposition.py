@@ -98,7 +98,7 @@ def test_cli_decompose_writes_components(tmp_path, tiny_local_suite):
                                       "--metric", "logprob"])
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "components.csv")
-    assert list(table.columns) == COMPONENT_COLUMNS and set(table["metric"]) == {"logprob"}
+    assert list(table.columns) == [*COMPONENT_COLUMNS, "task", "prepend_bos"] and set(table["metric"]) == {"logprob"}
     assert set(table["pre_step"]) == {0} and set(table["post_step"]) == {200}
     bad = CliRunner().invoke(app, ["decompose", str(tiny_local_suite), "--pre", "200", "--post", "0"])
     assert bad.exit_code == 2 and "earlier" in bad.output

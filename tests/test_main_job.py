@@ -90,10 +90,10 @@ def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
 def test_main_job_tables_and_report(quick_report):
     report, out = quick_report
     for name, columns in {
-        "emergence": ["model", "seed", "step", "accuracy", "p_answer"],
-        "points": ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations"],
-        "heads": ["model", "seed", "layer", "head", "delta_p", "rank"],
-        "topk": ["model", "seed", "k", "p_patched", "recovered"],
+        "emergence": ["model", "seed", "task", "prepend_bos", "step", "accuracy", "p_answer"],
+        "points": ["model", "seed", "task", "prepend_bos", "pre_step", "post_step", "emerged", "n_evaluations"],
+        "heads": ["model", "seed", "task", "prepend_bos", "layer", "head", "delta_p", "rank"],
+        "topk": ["model", "seed", "task", "prepend_bos", "k", "p_patched", "recovered"],
     }.items():
         table = pd.read_csv(out / f"{name}.csv")
         assert list(table.columns[: len(columns)]) == columns

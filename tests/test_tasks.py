@@ -42,9 +42,15 @@ def test_digit_that_splits_is_a_clear_error(tok):
         RepetitionTask(n_prompts=2, prefix=" ").build(tok)
 
 
-def test_unequal_prompt_lengths_are_rejected():
-    with pytest.raises(TaskError, match=r"unequal lengths \[2, 3\]"):
-        TaskBatch.from_token_lists([[1, 2], [1, 2, 3]], [4, 5])
+def test_unequal_prompt_lengths_are_padded_on_the_right():
+    batch = TaskBatch.from_token_lists([[1, 2], [1, 2, 3]], [4, 5], pad_id=9)
+    assert batch.tokens.tolist() == [[1, 2, 9], [1, 2, 3]] and batch.answer_pos.tolist() == [1, 2]
+    assert batch.attention_mask.tolist() == [[1, 1, 0], [1, 1, 1]] and batch.padded
+    assert batch.forward_kwargs()["position_ids"].tolist() == [[0, 1, 2], [0, 1, 2]]
+    equal = TaskBatch.from_token_lists([[1, 2], [3, 4]], [4, 5])
+    assert equal.attention_mask is None and equal.forward_kwargs() == {}
+    with pytest.raises(TaskError, match="prompt 1 is empty"):
+        TaskBatch.from_token_lists([[1], []], [4, 5])
 
 
 def test_token_repetition_answers_are_the_next_repeated_token(tok):
@@ -56,8 +62,9 @@ def test_token_repetition_answers_are_the_next_repeated_token(tok):
 
 
 def test_unknown_task_lists_valid_ones():
-    with pytest.raises(ValueError, match="valid tasks: repetition, token-repetition"):
-        make_task("ioi")
+    with pytest.raises(ValueError, match="unknown task 'nope'; valid tasks: repetition, token-repetition, "
+                                         "pattern-completion, ioi"):
+        make_task("nope")
 
 
 def test_metrics_from_logits():

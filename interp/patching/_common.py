@@ -41,7 +41,8 @@ def check_batch(batch: Any) -> TaskBatch:
     if not isinstance(batch, TaskBatch):
         try:
             batch = TaskBatch(batch.tokens, batch.answers, batch.answer_pos,
-                              distractors=getattr(batch, "distractors", None))
+                              distractors=getattr(batch, "distractors", None),
+                              attention_mask=getattr(batch, "attention_mask", None))
         except AttributeError:
             raise ValueError(f"batch must be a TaskBatch (tokens, answers, answer_pos), got {type(batch).__name__}") from None
     for name in ("tokens", "answers", "answer_pos"):
@@ -76,12 +77,15 @@ def answer_logits_forward(run: Callable, batch: TaskBatch) -> tuple[Float[Tensor
     Hugging Face causal LMs accept ``logits_to_keep`` (a 1-D tensor of positions) and then
     unembed only those positions; with a 50k vocabulary that is most of a forward's FLOPs.  A
     model that ignores the argument returns full logits, one that rejects it is rerun without.
+    A padded batch (prompts of different lengths) also passes its ``attention_mask`` and
+    ``position_ids`` (:meth:`interp.tasks.TaskBatch.forward_kwargs`).
     """
     keep = torch.unique(batch.answer_pos)  # sorted
+    extra = batch.forward_kwargs() if hasattr(batch, "forward_kwargs") else {}  # padded: mask, position ids
     try:
-        out = run(batch.tokens, logits_to_keep=keep)
+        out = run(batch.tokens, logits_to_keep=keep, **extra)
     except TypeError:
-        out = run(batch.tokens)
+        out = run(batch.tokens, **extra)
     logits, rest = (out[0], out[1:]) if isinstance(out, tuple) else (out, ())
     if logits.shape[1] == batch.tokens.shape[1]:
         return answer_rows(logits, batch), rest

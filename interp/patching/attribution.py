@@ -104,7 +104,8 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
     # clone(): tensors made under inference_mode cannot enter an autograd graph.
     batch = batch.to(device)
     batch = type(batch)(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
-                        distractors=None if batch.distractors is None else batch.distractors.clone())
+                        distractors=None if batch.distractors is None else batch.distractors.clone(),
+                        attention_mask=None if batch.attention_mask is None else batch.attention_mask.clone())
     alphas = torch.tensor([0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)], device=device)
     stacked = batch.repeat(steps)
     estimate = torch.zeros(n_layers, n_heads, device=device)

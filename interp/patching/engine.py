@@ -13,7 +13,9 @@ target: TransformerLens's ``generic_activation_patch`` (``reduce="none"``) for o
 activation or one layer's MLP output, ``run_with_hooks`` for joint activation patches, the
 pre model with the post parameters copied in for weight targets, and two forwards for a path
 (the receiver's input recomputed from the stream plus the sender's change).  The two methods
-agree to 1e-5 (tests).
+agree to 1e-5 (tests), on padded batches too (prompts of different lengths, right padding:
+every forward gets the batch's ``attention_mask`` and ``position_ids``; the fast path's block
+calls reuse the arguments the model's own forward handed each block).
 """
 
 from __future__ import annotations
@@ -177,6 +179,8 @@ def _transformer_lens_single(model: Any, post: PostCheckpoint, batch: TaskBatch,
     )
     import pandas as pd
 
+    if batch.padded:  # generic_activation_patch takes no attention mask: hooks below pass it
+        return None
     if target.kind in ("pattern", "q", "k", "v", "z") and target.query_pos is None and target.heads is not None \
             and len(target.heads) == 1:
         (layer, head), = target.resolved_heads(post.n_layers, post.n_heads)
@@ -199,17 +203,18 @@ def _transformer_lens_single(model: Any, post: PostCheckpoint, batch: TaskBatch,
 def _path_values(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target, fn: Callable) -> Tensor:
     """Direct path: receiver input recomputed from (stream + sender's change), two forwards."""
     (sl, sh), (rl, rh), rinput = target.heads[0], target.receiver, target.receiver_input
-    _, cache = model.run_with_cache(batch.tokens, names_filter=lambda n: n == hook_name("z", sl))
+    kw = batch.forward_kwargs()
+    _, cache = model.run_with_cache(batch.tokens, names_filter=lambda n: n == hook_name("z", sl), **kw)
     W_O = model.blocks[sl].attn.W_O[sh]
     delta = (post.activation("z", sl)[:, :, sh].to(W_O.device) - cache[hook_name("z", sl)][:, :, sh]) @ W_O
     captured = {}
     name = hook_name(rinput, rl)
     model.run_with_hooks(batch.tokens, fwd_hooks=[
         (f"blocks.{rl}.hook_in", lambda x, hook: x + delta.to(x.dtype)),
-        (name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)])
+        (name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)], **kw)
     mask = torch.zeros(1, post.n_heads, dtype=torch.bool, device=W_O.device)
     mask[0, rh] = True
-    logits = model.run_with_hooks(batch.tokens, fwd_hooks=[(name, replace_hook(captured["x"], mask, 2))])
+    logits = model.run_with_hooks(batch.tokens, fwd_hooks=[(name, replace_hook(captured["x"], mask, 2))], **kw)
     return fn(answer_rows(logits, batch), batch)
 
 
@@ -226,7 +231,8 @@ def _reference_values(model: Any, post: PostCheckpoint, batch: TaskBatch, target
     values = _transformer_lens_single(model, post, batch, target, fn)
     if values is not None:
         return values
-    logits = model.run_with_hooks(batch.tokens, fwd_hooks=_hooks_for(model, post, target, batch.tokens.shape[1]))
+    logits = model.run_with_hooks(batch.tokens, fwd_hooks=_hooks_for(model, post, target, batch.tokens.shape[1]),
+                                  **batch.forward_kwargs())
     return fn(answer_rows(logits, batch), batch)
 
 

@@ -1,0 +1,143 @@
+"""Every fact of every capability task in one place (in the manner of lm-evaluation-harness's
+task registry): name, class, parameters, default metric, source, BOS convention.
+
+``make_task(name, **params)`` builds a task by name, ``parse_tasks("repetition,my.jsonl")``
+several at once (names and task files mixed), ``task_table()`` is what ``emergence list-tasks``
+prints. Adding a task: write its class (:mod:`interp.task_library`), add a :class:`TaskSpec` to
+:data:`REGISTRY`; the CLI and the main job pick it up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from interp.task_library import IOITask, PatternCompletionTask, TaskFile
+from interp.tasks import CapabilityTask, RepetitionTask, TokenRepetitionTask
+
+#: ``prepend_bos`` of every task unless given: the source's training convention as its Hugging
+#: Face tokenizer applies it (``interp.tasks.tokenizer_adds_bos``).
+BOS_CONVENTION = "source's tokenizer (Pythia, OLMo-2, embedded: no BOS; Llama-style: BOS)"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One registered task.
+
+    Attributes:
+        name: the name ``--task`` takes.
+        cls: the :class:`interp.tasks.CapabilityTask` subclass.
+        default_metric: metric of patching and the ranking when none is given (``p``,
+            ``logprob``, ``logit-diff``; :mod:`interp.patching.metrics`).
+        source: where the definition comes from.
+        description: one line.
+        byte_tokenizer: whether the embedded byte tokenizer can run it.
+    """
+
+    name: str
+    cls: type
+    default_metric: str
+    source: str
+    description: str
+    byte_tokenizer: bool = True
+
+    def parameters(self) -> dict:
+        """Constructor parameters and their defaults (``name`` and internals left out)."""
+        out = {}
+        for f in dataclasses.fields(self.cls):
+            if f.name in ("name", "rows", "path") or not f.init:
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            out[f.name] = default
+        return out
+
+
+REGISTRY: dict[str, TaskSpec] = {spec.name: spec for spec in (
+    TaskSpec("repetition", RepetitionTask, "p",
+             "Baherwani et al. 2026 (Pythia: string repetition; digits, partial repeat); counts and lengths ours",
+             "random digits, then a partial repeat; predict the next digit"),
+    TaskSpec("token-repetition", TokenRepetitionTask, "p",
+             "Baherwani et al. 2026 (Pythia: in-context repetition); induction-head probe (Olsson et al. 2022)",
+             "random tokens, then a partial repeat; predict the next token"),
+    TaskSpec("pattern-completion", PatternCompletionTask, "p",
+             "Baherwani et al. 2026 name it without a definition: the definition is ours",
+             "a template (ABAB, AABB, ABCABC, ABBA) over random tokens; predict the next element"),
+    TaskSpec("ioi", IOITask, "logit-diff",
+             "Wang et al. 2022, Interpretability in the Wild (ABBA/BABA templates of ioi_dataset.py)",
+             "indirect-object identification; logit-diff = logit(IO) - logit(S)", byte_tokenizer=False),
+)}
+
+#: What ``--task FILE`` / ``TaskFile(path)`` is (not a registered name: a task per file).
+TASK_FILE_SPEC = TaskSpec("FILE.jsonl|FILE.csv", TaskFile, "p", "your own prompts (fields prompt, answer, "
+                          "optional distractors, id)", "one token answer per prompt, checked under the source's tokenizer")
+
+
+def spec_of(name: str) -> TaskSpec:
+    """The spec of a registered task.
+
+    Raises:
+        ValueError: unknown name (one line listing the valid ones).
+    """
+    if name not in REGISTRY:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(REGISTRY)} (or a .jsonl/.csv task file)")
+    return REGISTRY[name]
+
+
+def make_task(name: str, **params) -> CapabilityTask:
+    """Build a registered task; parameters it does not take are dropped (the CLI passes
+    ``n_prompts``, ``length`` and ``seed`` to every task).
+
+    Raises:
+        ValueError: unknown name (one line listing the valid ones), or a bad parameter value.
+    """
+    spec = spec_of(name)
+    accepted = {f.name for f in dataclasses.fields(spec.cls)}
+    return spec.cls(**{k: v for k, v in params.items() if k in accepted})
+
+
+def is_task_file(item: str) -> bool:
+    """Whether a ``--task`` item names a file (an extension ``.jsonl``/``.json``/``.csv``, a path, or
+    an existing file); a registered name is never a file (:func:`parse_tasks` checks it first)."""
+    return Path(item).suffix.lower() in (".jsonl", ".json", ".csv") or "/" in item or Path(item).is_file()
+
+
+def parse_tasks(text: str | Sequence[str], task_files: Sequence[str | Path] = (), **params) -> list[CapabilityTask]:
+    """Tasks from ``"repetition,pattern-completion,my_prompts.jsonl"`` (names and files mixed)
+    plus ``task_files``; each task file is read and checked for form here.
+
+    Raises:
+        ValueError: an unknown name, an empty list, a task given twice; TaskFileError for a bad file.
+    """
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t and t.strip()]
+    items += [str(f) for f in task_files]
+    if not items:
+        raise ValueError(f"no task given; valid tasks: {', '.join(REGISTRY)} (or a .jsonl/.csv task file)")
+    tasks = [make_task(item, **params) if item in REGISTRY or not is_task_file(item) else TaskFile(item)
+             for item in items]
+    names = [t.name for t in tasks]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"task {twice[0]!r} is given twice; each task once")
+    return tasks
+
+
+def default_metric(task: CapabilityTask) -> str:
+    """The registered default metric of ``task`` (``p`` for task files and unregistered classes)."""
+    spec = REGISTRY.get(getattr(task, "name", ""))
+    return spec.default_metric if spec is not None and isinstance(task, spec.cls) else "p"
+
+
+def task_table():
+    """``pandas.DataFrame``: one row per task (name, parameters, default metric, byte tokenizer, source)."""
+    import pandas as pd
+
+    rows = []
+    for spec in [*REGISTRY.values(), TASK_FILE_SPEC]:
+        params = ", ".join(f"{k}={v!r}" for k, v in spec.parameters().items())
+        rows.append({"task": spec.name, "description": spec.description, "parameters": params,
+                     "default_metric": spec.default_metric, "prepend_bos": BOS_CONVENTION,
+                     "byte_tokenizer": spec.byte_tokenizer, "source": spec.source})
+    return pd.DataFrame(rows)
