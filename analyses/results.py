@@ -60,6 +60,10 @@ REGISTRY: list[Analysis] = [
     Analysis("arch_cellular_automata", "analyses.arch_cellular_automata", "docs/results-architectures.md (b)"),
     Analysis("depth", "analyses.depth", "docs/results-architectures.md (c)"),
     Analysis("prepretraining", "analyses.prepretraining", "docs/results-architectures.md (4)"),
+    Analysis("readiness", "analyses.readiness", "docs/results.md, is the pattern the bottleneck? (readiness)",
+             ("--update-docs",), runs_sweeps=False),
+    Analysis("forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)",
+             ("--update-docs",)),
 ]
 
 
