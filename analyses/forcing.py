@@ -25,9 +25,11 @@ only when complete (a temporary folder renamed), and a run's evaluation is kept 
 ``--out/runs/``; a second call trains and evaluates only what is missing.
 
 Writes to ``--out``: ``forcing.csv`` (one row per run × condition), ``forcing_shift.csv`` (one
-row per condition), ``forcing.md`` (the docs block), ``forcing.html`` (capability curves);
-``--update-docs`` replaces the block between ``forcing:begin`` / ``forcing:end`` in
-docs/results.md.  Last line: ``forcing_runs: N``.
+row per condition), ``forcing.md`` (the docs block), ``forcing.html`` (capability curves),
+``answer.md`` (the plain answer of docs/results.md §3, :func:`answer`, from this table and the
+readiness entry's ``readiness_points.csv`` beside ``--out`` when present); ``--update-docs``
+replaces the blocks between ``forcing:begin`` / ``forcing:end`` and
+``pattern-bottleneck-answer:begin`` / ``:end`` in docs/results.md.  Last line: ``forcing_runs: N``.
 
 Usage: ``python -m analyses.forcing [--suite embedded] [--jobs 2] [--update-docs]``
 """
@@ -227,12 +229,58 @@ def curves_figure(curves: pd.DataFrame):
     return fig
 
 
-def update_docs(block: str) -> None:
-    """Replace docs/results.md's forcing block (created under the pattern-bottleneck section if absent)."""
+ANSWER_BEGIN, ANSWER_END = "<!-- pattern-bottleneck-answer:begin -->", "<!-- pattern-bottleneck-answer:end -->"
+
+
+def answer(readiness_points: pd.DataFrame | None, shift: pd.DataFrame) -> str:
+    """The plain paragraph of docs/results.md §3, read off the two experiments' tables by a fixed rule.
+
+    Readiness supports the claim on a run when R exists and the lower end of E − R's interval is
+    above 0 (the ideal-pattern model solved the task at an earlier checkpoint). Forcing supports
+    it when the ``both`` condition's mean shift has its 95 % interval below 0 and at least half of
+    its runs keep the final loss within 1 %. Both: the pattern is the bottleneck; one: partly;
+    neither: not.
+    """
+    both = shift[shift["condition"] == "both"]
+    forced = bool(len(both)) and not pd.isna(both["shift_hi"].iloc[0]) and both["shift_hi"].iloc[0] < 0 \
+        and both["runs_within_1pct"].iloc[0] * 2 >= both["runs"].iloc[0]
+    if len(both) and not pd.isna(both["mean_shift"].iloc[0]):
+        r = both.iloc[0]
+        ci = "" if pd.isna(r["shift_lo"]) else f", 95 % interval {r['shift_lo']:.0f} to {r['shift_hi']:.0f}"
+        forcing_text = (f"forcing both patterns moved the point of emergence by {r['mean_shift']:.0f} steps on "
+                        f"average ({r['earlier']} of {r['runs_with_shift']} runs earlier{ci}), with the final loss "
+                        f"within 1 % on {r['runs_within_1pct']} of {r['runs']} runs")
+    else:
+        forcing_text = "forcing gave no run with a point of emergence in both the plain and the forced run"
+    if readiness_points is None or not len(readiness_points):
+        ready, readiness_text = False, "the readiness entry has not been run"
+    else:
+        p = readiness_points
+        early = p[p["readiness_step"].notna() & (p["e_minus_r_lo"].fillna(-1) > 0)]
+        no_r = int(p["readiness_step"].isna().sum())
+        ready = len(early) * 2 > len(p)
+        readiness_text = (f"the ideal patterns made the capability at an earlier checkpoint (E − R > 0 with its "
+                          f"interval above 0) on {len(early)} of {len(p)} runs, and never on {no_r}")
+    verdict = ("**is the bottleneck**" if ready and forced else "**is partly the bottleneck**" if ready or forced
+               else "**is not the bottleneck**")
+    return (f"On this suite, finding the pattern {verdict} of emergence: {readiness_text}; {forcing_text}. "
+            "(Rule: readiness counts when R precedes E on most runs; forcing counts when the mean shift's interval "
+            "lies below 0 with the loss kept within 1 % on at least half the runs; both = the bottleneck, one = "
+            "partly, neither = not.)\n")
+
+
+def update_docs(block: str, answer_text: str | None = None) -> None:
+    """Replace docs/results.md's forcing block (created under the pattern-bottleneck section if
+    absent) and, given ``answer_text``, the answer paragraph's block."""
     text = DOCS.read_text()
     if BEGIN not in text:
         text += f"\n### Forcing the pattern during training\n\n{BEGIN}\n{END}\n"
     text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+    if answer_text is not None:
+        if ANSWER_BEGIN not in text:
+            text += f"\n### The answer\n\n{ANSWER_BEGIN}\n{ANSWER_END}\n"
+        text = re.sub(re.escape(ANSWER_BEGIN) + r".*?" + re.escape(ANSWER_END),
+                      lambda m: f"{ANSWER_BEGIN}\n{answer_text}{ANSWER_END}", text, flags=re.S)
     atomic_write_text(DOCS, text)
 
 
@@ -342,9 +390,14 @@ def main(argv=None) -> None:
     atomic_write_text(args.out / "forcing.md", block)
     atomic_write_text(args.out / "forcing.html", vis.figures_page(
         "Forcing the pattern", [("Capability per checkpoint", curves_figure(pd.concat(curves, ignore_index=True)))]))
+    # the readiness entry writes beside this one (OUT/analyses/readiness/, analyses/results.py)
+    ready_csv = args.out.parent / "readiness" / "readiness_points.csv"
+    answer_text = answer(pd.read_csv(ready_csv) if ready_csv.is_file() else None, shift)
+    atomic_write_text(args.out / "answer.md", answer_text)
     if args.update_docs:
-        update_docs(block)
+        update_docs(block, answer_text)
     print(block)
+    print(answer_text)
     print(f"wrote {args.out} in {seconds:.0f} s")
     print(f"forcing_runs: {len(table)}")
 

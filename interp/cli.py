@@ -124,6 +124,21 @@ def _check_embedded_steps(name: str, steps: List[int]) -> None:
                 raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
 
 
+def _check_embedded_heads(name: str, heads) -> None:
+    """For an embedded name, heads (``[(layer, head), ...]``) are checked against the suite's sizes
+    before it is trained."""
+    from interp.catalogue import is_embedded_name, resolve_embedded
+
+    if not is_embedded_name(name) or isinstance(heads, str):
+        return
+    for cfg, run in resolve_embedded(name):
+        size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
+        for layer, head in heads:
+            if not (layer < size.n_layers and head < size.n_heads):
+                raise ValueError(f"--heads: L{layer}H{head} is outside {run} (layers 0..{size.n_layers - 1}, "
+                                 f"heads 0..{size.n_heads - 1})")
+
+
 def _open(names: List[str]) -> list:
     from interp.sources import open_sources
 
@@ -459,6 +474,7 @@ def readiness_command(
     device, task_obj = _check_common(device, task, n_prompts, length, out, method)
     for name in source:
         _check_embedded_steps(name, wanted or [])
+        _check_embedded_heads(name, chosen)
     import pandas as pd
 
     from interp.io import atomic_to_csv, atomic_write_text

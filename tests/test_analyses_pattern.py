@@ -68,6 +68,7 @@ def test_forcing_entry_trains_then_resumes(tmp_path, capsys, monkeypatch):
     row = table[(table["seed"] == 1) & (table["condition"] == "both")].iloc[0]
     assert row["final_loss"] == pytest.approx(loss["loss"].tail(100).mean(), rel=1e-12)
     assert "<!-- forcing:begin -->" in docs.read_text() and "Per condition" in docs.read_text()
+    assert "On this suite, finding the pattern" in docs.read_text()  # the answer block, readiness not run here
     entry.main(args[:-1])
     assert "forced runs: 6 (0 trained now)" in capsys.readouterr().out
     assert pd.read_csv(tmp_path / "out" / "forcing.csv").equals(table)
@@ -85,3 +86,27 @@ def test_forcing_entry_refuses_bad_arguments_before_training(args, message, monk
     monkeypatch.setattr(embedded, "ensure_suite", lambda *a, **k: pytest.fail("trained before checking arguments"))
     with pytest.raises(ValueError, match=re.escape(message)):
         entry.main(args)
+
+
+def _shift(mean, lo, hi, within=6):
+    return pd.DataFrame([{"condition": "both", "forcing": "", "runs": 6, "runs_with_shift": 6, "mean_shift": mean,
+                          "shift_lo": lo, "shift_hi": hi, "earlier": 5, "later": 1, "same": 0,
+                          "mean_loss_change": 0.001, "runs_within_1pct": within}])
+
+
+def _ready(e_minus_r_lo):
+    return pd.DataFrame({"readiness_step": [100.0] * len(e_minus_r_lo), "e_minus_r_lo": e_minus_r_lo})
+
+
+@pytest.mark.parametrize("ready, shift, verdict", [
+    (_ready([50, 100, 20, 0, 30, 10]), _shift(-300, -500, -100), "**is the bottleneck**"),
+    (_ready([50, 100, 20, 0, 30, 10]), _shift(-30, -200, 100), "**is partly the bottleneck**"),
+    (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100), "**is partly the bottleneck**"),
+    (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100, within=2), "**is not the bottleneck**"),
+    (None, _shift(float("nan"), float("nan"), float("nan")), "**is not the bottleneck**"),
+])
+def test_answer_follows_its_rule(ready, shift, verdict):
+    from analyses.forcing import answer
+
+    text = answer(ready, shift)
+    assert verdict in text and text.count("\n") == 1
