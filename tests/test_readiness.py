@@ -109,7 +109,8 @@ def test_readiness_equals_hooked_forward(tiny_local_suite, method):
     assert result.heads == {(0, 1): "previous_token", (1, 2): "induction"}
     np.testing.assert_allclose(result.curve["ideal_p_answer"], ref["ideal_p_answer"], atol=1e-5)
     np.testing.assert_allclose(result.curve["ideal_accuracy"], ref["ideal_accuracy"], atol=1e-5)
-    assert float((result.curve["ideal_p_answer"] - result.curve["p_answer"]).abs().max()) > 5e-6  # a real patch (random tiny weights: small)
+    # a real patch (random tiny weights: the effect is small)
+    assert float((result.curve["ideal_p_answer"] - result.curve["p_answer"]).abs().max()) > 5e-6
     table = result.table()
     assert list(table["step"]) == [0, 100, 200] and set(table["heads"]) == {"L0H1=previous_token+L1H2=induction"}
 
@@ -192,3 +193,21 @@ def test_page_in_browser(tiny_local_suite, tmp_path):
 
         for width, shot in shots.items():
             shutil.copy(shot, os.path.join(os.environ["EMERGENCE_LENS_SCREENSHOTS"], shot.name))
+
+
+def test_report_section_of_a_run_with_readiness(tiny_local_suite):
+    from types import SimpleNamespace
+
+    from interp.display import Assets
+    from interp.tasks import make_task
+    from interp.visualisation import RUN_SECTIONS, ReportContext, readiness_section, run_html
+
+    src = _source(tiny_local_suite)
+    batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())
+    result = readiness(src, batch, heads={(1, 2): "induction"}, n_boot=10)
+    run = SimpleNamespace(model="suite0", seed=0, readiness=result)
+    ctx = ReportContext(assets=Assets())
+    assert readiness_section in RUN_SECTIONS
+    page = run_html(run, ctx)
+    assert "Readiness: capability with ideal attention patterns" in page and "L1H2=induction" in page
+    assert readiness_section(SimpleNamespace(model="m", seed=0), ctx) is None  # a run without it: no section
