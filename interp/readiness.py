@@ -328,10 +328,16 @@ def readiness_figure(result: ReadinessResult):
     fig.add_trace(go.Scatter(x=x, y=curve["ideal_p_answer"], mode="lines", line=dict(dash="dot"),
                              name="p(answer) with ideal patterns", visible="legendonly"))
     fig.add_hline(y=result.threshold, line_dash="dash", line_color="gray")
-    for step, name, color in ((result.emergence[1], "E", "black"), (result.ready[1], "R", "green")):
+    import math
+
+    # E solid black, R dashed green (visible on top of E when they coincide); labels at two
+    # heights, x in log10 units (annotations on a log axis take the exponent)
+    for step, name, color, dash, y in ((result.emergence[1], "E", "black", "solid", 1.0),
+                                       (result.ready[1], "R", "green", "dash", 0.9)):
         if step is not None:
-            fig.add_vline(x=max(step, 0.5), line_color=color, line_width=2,
-                          annotation_text=f"{name} = step {step}", annotation_position="top left")
+            fig.add_vline(x=max(step, 0.5), line_color=color, line_width=2, line_dash=dash)
+            fig.add_annotation(x=math.log10(max(step, 0.5)), y=y, yref="paper", text=f"{name} = step {step}",
+                               showarrow=False, xanchor="right", font=dict(color=color), bgcolor="white")
     _log_step_axis(fig)
     fig.update_yaxes(title_text="greedy accuracy", range=[-0.02, 1.05])
     fig.update_layout(title=f"{result.model} seed {result.seed}: capability vs ideal-pattern capability",

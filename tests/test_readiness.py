@@ -211,3 +211,18 @@ def test_report_section_of_a_run_with_readiness(tiny_local_suite):
     page = run_html(run, ctx)
     assert "Readiness: capability with ideal attention patterns" in page and "L1H2=induction" in page
     assert readiness_section(SimpleNamespace(model="m", seed=0), ctx) is None  # a run without it: no section
+
+
+def test_figure_marks_e_and_r_on_the_log_axis():
+    import math
+
+    from interp.readiness import ReadinessResult, readiness_figure
+
+    curve = pd.DataFrame({"step": STEPS, "accuracy": [0] * 5 + [1] * 3, "p_answer": 0.5,
+                          "ideal_accuracy": [0, 0] + [1] * 6, "ideal_p_answer": 0.5})
+    result = ReadinessResult("m", 0, {(1, 0): "induction"}, curve, (8, 16), (1, 2), 14, (14.0, 14.0), 1.0, 10, 0.5, 2)
+    fig = readiness_figure(result)
+    marks = {a.text: a.x for a in fig.layout.annotations}
+    assert marks == {"E = step 16": pytest.approx(math.log10(16)), "R = step 2": pytest.approx(math.log10(2))}
+    assert sorted(s.x0 for s in fig.layout.shapes if s.x0 == s.x1 and s.type == "line") == [2, 16]
+    assert len(fig.data) == 3
