@@ -61,6 +61,10 @@ REGISTRY: list[Analysis] = [
     Analysis("depth", "analyses.depth", "docs/results-architectures.md (c)"),
     Analysis("prepretraining", "analyses.prepretraining", "docs/results-architectures.md (4)"),
     Analysis("capabilities", "analyses.capabilities", "docs/results.md §1c", ("--update-docs",), runs_sweeps=False),
+    Analysis("readiness", "analyses.readiness", "docs/results.md, is the pattern the bottleneck? (readiness)",
+             ("--update-docs",), runs_sweeps=False),
+    Analysis("forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)",
+             ("--update-docs",)),
 ]
 
 

@@ -1,6 +1,6 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``decompose``, ``zoom``, ``train-suite``, ``list-models``, ``list-tasks``.
+``decompose``, ``zoom``, ``readiness``, ``train-suite``, ``list-models``, ``list-tasks``.
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
@@ -179,6 +179,21 @@ def _check_embedded_steps(name: str, steps: List[int]) -> None:
             if step not in schedule:
                 near = ", ".join(map(str, nearest_steps(step, schedule)))
                 raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
+
+
+def _check_embedded_heads(name: str, heads) -> None:
+    """For an embedded name, heads (``[(layer, head), ...]``) are checked against the suite's sizes
+    before it is trained."""
+    from interp.catalogue import is_embedded_name, resolve_embedded
+
+    if not is_embedded_name(name) or isinstance(heads, str):
+        return
+    for cfg, run in resolve_embedded(name):
+        size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
+        for layer, head in heads:
+            if not (layer < size.n_layers and head < size.n_heads):
+                raise ValueError(f"--heads: L{layer}H{head} is outside {run} (layers 0..{size.n_layers - 1}, "
+                                 f"heads 0..{size.n_heads - 1})")
 
 
 def _open(names: List[str]) -> list:
@@ -510,6 +525,60 @@ def zoom(
                f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
                f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
                f"steps every {result.every}: {result.new_steps}")
+
+
+@app.command("readiness")
+def readiness_command(
+    source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
+    heads: str = typer.Option("auto", help="auto (highest prefix-matching and previous-token heads at the post "
+                              "step) or heads as L1H0,L0H2."),
+    patterns: str = typer.Option("auto", help="auto (by each head's scores at the post step), one ideal pattern "
+                                 "for every head, or one per head: previous_token | induction | duplicate_token | "
+                                 "first_token | uniform."),
+    threshold: float = ThresholdOpt,
+    hold: int = typer.Option(2, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."),
+    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
+    n_boot: int = typer.Option(1000, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
+    method: str = typer.Option("fast", help="Patching engine: fast | reference."),
+    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    out: Optional[Path] = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
+    device: str = DeviceOpt,
+):
+    """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
+    their ideal pattern; the readiness step R and E - R (see interp/readiness.py)."""
+    from interp.readiness import parse_heads, parse_patterns
+
+    chosen = parse_heads(heads)
+    names = parse_patterns(patterns, None if chosen == "auto" else len(chosen))
+    if method not in ("fast", "reference"):
+        raise ValueError(f"--method {method!r} is unknown; valid: fast, reference")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold} must be in (0, 1]")
+    wanted = _parse_steps(steps) if steps else None
+    _check_sources(source)
+    device, task_obj = _check_common(device, task, n_prompts, length, out, method)
+    for name in source:
+        _check_embedded_steps(name, wanted or [])
+        _check_embedded_heads(name, chosen)
+    import pandas as pd
+
+    from interp.io import atomic_to_csv, atomic_write_text
+    from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
+
+    results = []
+    for src in _open(source):
+        if wanted is not None:
+            _check_steps_available(src, wanted)
+        result = readiness(src, task_obj.build(src.tokenizer()), heads=chosen, patterns=names, threshold=threshold,
+                           hold=hold, steps=wanted, device=device, method=method, n_boot=n_boot)
+        results.append(result)
+        src.close()
+    points = pd.DataFrame([r.point_row() for r in results], columns=POINTS_COLUMNS)
+    typer.echo(points.to_string(index=False))
+    if out is not None:
+        atomic_to_csv(pd.concat([r.table() for r in results], ignore_index=True), out / "readiness.csv")
+        atomic_to_csv(points, out / "readiness_points.csv")
+        atomic_write_text(out / "readiness.html", readiness_page(results))
 
 
 @app.command("train-suite")

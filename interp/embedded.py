@@ -178,6 +178,7 @@ def train_run(
     resume_from: Path | None = None,
     stop_step: int | None = None,
     save_steps: Sequence[int] | None = None,
+    forcing=None,
 ) -> pd.DataFrame:
     """Train one (size, seed) model and save its checkpoints (resumable, see :func:`save_checkpoint`).
 
@@ -194,6 +195,8 @@ def train_run(
         resume_from: a checkpoint folder written by this trainer; training continues from its step.
         stop_step: last step (default: ``cfg.steps_for(size)``).
         save_steps: steps to save (those after the start step are written).
+        forcing: an :class:`interp.forcing.Forcing` (attention bias toward ideal patterns on
+            chosen heads, a function of the step: resumable); None (default) trains plainly.
 
     Returns:
         The training-loss curve: one row per optimizer step, columns ``step`` (the weights' step,
@@ -230,7 +233,13 @@ def train_run(
         lr = lr_at(cfg, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss = model(tokens, labels=tokens).loss
+        if forcing is None:
+            loss = model(tokens, labels=tokens).loss
+        else:  # the training forward only: checkpoints and eval_fn never see the bias
+            from interp.forcing import forced_attention
+
+            with forced_attention(model, forcing, tokens, step):
+                loss = model(tokens, labels=tokens).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

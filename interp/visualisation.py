@@ -384,6 +384,14 @@ def hazards_section(run, ctx: ReportContext) -> Section | None:
     return Section("Checkpoint hazards", checkpoint_hazards_html(table, hazard_lines(table, _run_label(run))))
 
 
+def readiness_section(run, ctx: ReportContext) -> Section | None:
+    """Capability as trained and with ideal attention patterns, E and R marked (``run.readiness``,
+    an :class:`interp.readiness.ReadinessResult`, when computed)."""
+    from interp.readiness import readiness_section as section
+
+    return section(run, ctx)
+
+
 #: Sections shown for every run, in order.
 RUN_SECTIONS: list[Callable] = [
     capability_section,
@@ -393,6 +401,7 @@ RUN_SECTIONS: list[Callable] = [
     components_section,
     head_scores_section,
     training_loss_section,
+    readiness_section,
     hazards_section,
 ]
 

@@ -73,6 +73,11 @@ BAD = [
     ("decompose-missing-step", ["decompose", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
     ("decompose-metric", ["decompose", "SUITE", "--pre", "100", "--post", "200", "--metric", "acc", "--out", "OUT"], "metric='acc'; valid"),
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
+    ("readiness-heads", ["readiness", "SUITE", "--heads", "L1,H0", "--out", "OUT"], "--heads: 'L1' is not a head"),
+    ("readiness-patterns", ["readiness", "SUITE", "--patterns", "induct", "--out", "OUT"], "--patterns: 'induct' is unknown"),
+    ("readiness-embedded-head", ["readiness", "embedded", "--heads", "L0H9", "--patterns", "induction", "--out", "OUT"],
+     "--heads: L0H9 is outside neox-2l-64d-seed0"),
+    ("readiness-out-is-file", ["readiness", "SUITE", "--out", "FILE"], "is an existing file"),
 ]
 #: Commands with no argument to get wrong.
 NO_ARGUMENTS = {"list-models", "list-tasks", "train-suite"}

@@ -82,6 +82,15 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
     assert provenance["packages"]["torch"] == metadata.version("torch")
     assert provenance["source"]["combined"] == source_digests()["combined"]
     assert provenance["settings"]["scan"] is False  # CI scale: bisection only
+    # the readiness cell: the library's E and R on the first run, and its figure
+    from interp.readiness import readiness
+
+    ready = readiness(LocalSuiteSource(runs[0]), batch, heads="auto", n_boot=200)
+    text = next(o["data"]["text/plain"] for c in nb.cells if c.cell_type == "code" and "ready.point_row()" in c.source
+                for o in c.outputs if "data" in o)
+    text = "".join(text) if isinstance(text, list) else text
+    assert f"'emergence_step': {ready.emergence[1]}" in text and f"'readiness_step': {ready.ready[1]}" in text
+    assert "capability vs ideal-pattern capability" in html
 
 
 def test_hub_notebook_runs_offline_on_a_pythia_layout_cache(notebook_runs):

@@ -25,6 +25,11 @@ Specialisations (``engine``)
     ``patch_head_sets(model, batch, patterns, head_sets)`` -> ``Float[Tensor, "sets"]``
     ``cache_patterns(model, tokens)`` -> ``Float[Tensor, "layer batch head query_pos key_pos"]``
 
+Ideal patterns (``ideal``): ``IdealPatterns({(layer, head): "induction" | callable})`` in place of
+    ``post`` sets pattern targets of those heads to an ideal pattern of the prompt's tokens
+    (``previous_token``, ``induction``, ``duplicate_token``, ``first_token``, ``uniform``);
+    ``ideal_pattern(rule, tokens)`` -> ``Float[Tensor, "batch query_pos key_pos"]``.
+
 Pre-screen (``attribution``)
     ``attribution_delta_p(model, batch, patterns, steps=1 | n)`` -> ``Float[Tensor, "layer head"]``
     (attribution patching; integrated gradients for ``steps > 1``).
@@ -51,6 +56,7 @@ from interp.patching.engine import (
     post_from_patterns,
 )
 from interp.patching.attribution import attribution_delta_p
+from interp.patching.ideal import IDEAL_PATTERNS, IdealPatterns, ideal_pattern
 from interp.patching.metrics import METRIC_UNITS, METRICS, answer_logprob, answer_probability, logit_diff, metric_name, resolve_metric
 from interp.patching.targets import (
     KINDS,
@@ -78,4 +84,5 @@ __all__ = [
     "METRICS", "METRIC_UNITS", "answer_probability", "answer_logprob", "logit_diff", "resolve_metric", "metric_name",
     "per_head_delta", "delta_p_all_heads", "patch_head_sets", "patch_heads", "cache_patterns", "post_from_patterns",
     "mean_answer_prob", "answer_prob", "attribution_delta_p", "TaskBatch",
+    "IdealPatterns", "IDEAL_PATTERNS", "ideal_pattern",
 ]

@@ -135,9 +135,14 @@ def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Flo
         return fn(rows, batch).float().cpu()
 
 
-def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target]) -> PostCheckpoint:
+def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target], pre_model: Any = None) -> PostCheckpoint:
     if isinstance(post, PostCheckpoint):
         return post
+    from interp.patching.ideal import IdealPatterns
+
+    if isinstance(post, IdealPatterns):  # ideal patterns of the chosen heads (interp.patching.ideal)
+        post.check_targets(targets, *heads_shape(pre_model))
+        return post.post(pre_model, batch)
     if not isinstance(post, torch.nn.Module):
         raise ValueError(f"post must be a model or a PostCheckpoint (capture_post), got {type(post).__name__}")
     needs_weights = any(t.is_weights for t in targets)
@@ -259,7 +264,9 @@ def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[
 
     Args:
         pre_model: the pre checkpoint, ``TransformerBridge`` in eval mode (float32).
-        post: the post checkpoint's model, or its ``PostCheckpoint`` (``capture_post``).
+        post: the post checkpoint's model, or its ``PostCheckpoint`` (``capture_post``), or an
+            ``IdealPatterns`` (``interp.patching.ideal``: ideal patterns of chosen heads, for
+            ``pattern`` targets of those heads).
         batch: the prompts (``TaskBatch``), the same ones ``post`` was captured on.
         targets: what to patch, one run per target (``interp.patching.targets``).
         metric: ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
@@ -292,7 +299,7 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
     for t in targets:
         query_mask(t.query_pos, batch.tokens.shape[1], torch.device("cpu"))
     chunk = chunk_size(pre_model, batch, memory_budget_mb)
-    post = _as_post(post, batch, targets)
+    post = _as_post(post, batch, targets, pre_model)
     _check_shapes(pre_model, post, batch)
     device = model_device(pre_model)
     batch = batch.to(device)
@@ -360,9 +367,13 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
         raise ValueError(f"kind={kind!r}; per-head kinds: pattern, q, k, v, z, qk, ov")
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
+    from interp.patching.ideal import IdealPatterns
+
+    if heads is None and isinstance(post, IdealPatterns):
+        heads = sorted(post.heads)
     pairs = [(l, h) for l in range(n_layers) for h in range(n_heads)] if heads is None else \
         list(Target(kind, tuple(heads)).resolved_heads(n_layers, n_heads))
-    post = _as_post(post, batch, [Target(kind)])
+    post = _as_post(post, batch, [Target(kind, tuple(pairs))], pre_model)
     values, base = _patch_values(pre_model, post, batch, [Target(kind, (pair,)) for pair in pairs], metric, method,
                                  memory_budget_mb)
     if base is None:  # the fast path did not run: one more forward for the baseline
