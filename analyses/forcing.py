@@ -321,7 +321,6 @@ def main(argv=None) -> None:
     cfg = suite_config(args.suite, args.steps, args.checkpoint_every)
     by_condition = forcings(prev, ind, args.beta, args.force_steps, args.anneal_steps)  # validates beta / steps
 
-    import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     from interp import embedded
@@ -338,7 +337,9 @@ def main(argv=None) -> None:
     # longest first, so that the pool stays busy to the end
     missing.sort(key=lambda j: -(cfg.steps_for(j[0]) * j[0].n_layers * j[0].d_model ** 2))
     if missing:
-        with ProcessPoolExecutor(min(args.jobs, len(missing)), mp_context=mp.get_context("spawn")) as pool:
+        from interp.kernel_pins import pinned_context  # forced runs train with the suite's kernel pins
+
+        with ProcessPoolExecutor(min(args.jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
             for future in [pool.submit(train_forced, size, seed, cfg, forcing, folder)
                            for size, seed, folder, forcing in missing]:
                 print(f"trained {future.result()} ({time.time() - start:.0f} s)", flush=True)

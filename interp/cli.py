@@ -540,7 +540,8 @@ def readiness_command(
     steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
     n_boot: int = typer.Option(1000, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
     method: str = typer.Option("fast", help="Patching engine: fast | reference."),
-    task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
     device: str = DeviceOpt,
 ):
@@ -556,7 +557,9 @@ def readiness_command(
         raise ValueError(f"--threshold {threshold} must be in (0, 1]")
     wanted = _parse_steps(steps) if steps else None
     _check_sources(source)
-    device, task_obj = _check_common(device, task, n_prompts, length, out, method)
+    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
+    task_obj = _one_task(tasks, "readiness")
+    _check_tasks_on_sources(source, tasks)
     for name in source:
         _check_embedded_steps(name, wanted or [])
         _check_embedded_heads(name, chosen)

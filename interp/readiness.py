@@ -45,15 +45,15 @@ def crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: float =
     """``(pre, post)`` of a fully evaluated curve under the point of emergence's rule: ``post`` is
     the first step at or above ``threshold`` that stays there for the next ``hold`` checkpoints.
 
-    The one rule lives in :mod:`interp.emergence` (:func:`interp.emergence.dense_crossing`);
+    The one rule lives in :mod:`interp.emergence` (:func:`interp.emergence.held_crossing`);
     E and R both go through here so that they can never differ in rule.
 
     Raises:
-        ValueError: as :func:`interp.emergence.dense_crossing`.
+        ValueError: as :func:`interp.emergence.held_crossing`.
     """
-    from interp.emergence import dense_crossing
+    from interp.emergence import held_crossing
 
-    return dense_crossing(steps, accuracy, threshold=threshold, hold=hold)
+    return held_crossing(steps, accuracy, threshold=threshold, hold=hold)
 
 
 def parse_heads(text: str) -> list[tuple[int, int]] | str:
