@@ -28,8 +28,14 @@ ThresholdOpt = typer.Option(0.5, min=0.0, max=1.0, help="Greedy-accuracy thresho
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
-MetricOpt = typer.Option("p", "--metric", help="Patching metric: p (probability of the answer) | logprob | "
-                         "logit-diff (answer logit minus the largest distractor logit).")
+def _metric_option():
+    """``--metric``: choices and help from the metric registry (:mod:`interp.metrics`, no torch import)."""
+    from interp.metrics import metric_help
+
+    return typer.Option("p", "--metric", help=metric_help())
+
+
+MetricOpt = _metric_option()
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
@@ -50,9 +56,10 @@ def _check_common(device: str, task: str, n_prompts: int, length: int, out: Opti
 
 def _metric(metric: str) -> str:
     """The metric name, checked before any work (one-line error naming the valid ones)."""
-    from interp.patching.metrics import resolve_metric
+    from interp.metrics import patching_metric_names
 
-    resolve_metric(metric)
+    if metric not in patching_metric_names():
+        raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())} (--metric)")
     return metric
 
 

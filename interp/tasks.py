@@ -303,17 +303,25 @@ def make_task(name: str, **kwargs) -> CapabilityTask:
 def answer_logits(
     logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch
 ) -> Float[Tensor, "batch d_vocab"]:
-    """Select the logits at each prompt's answer position."""
-    return logits[torch.arange(logits.shape[0], device=logits.device), batch.answer_pos.to(logits.device)]
+    """Select the logits at each prompt's answer position (:func:`interp.metrics.answer_logits`).
+
+    Raises:
+        ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for this batch.
+    """
+    from interp.metrics import answer_logits as pick
+
+    return pick(logits, batch)
 
 
 @torch.inference_mode()
 def score_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> CapabilityScore:
-    """Greedy accuracy and mean p(answer) from a forward pass's logits (float32 softmax)."""
-    final = answer_logits(logits, batch).float()
-    answers = batch.answers.to(final.device)
-    accuracy = (final.argmax(-1) == answers).float().mean().item()
-    p_answer = final.softmax(-1).gather(1, answers[:, None]).mean().item()
+    """Greedy accuracy and mean p(answer) from a forward pass's logits (the registry's
+    ``accuracy`` and ``p`` metrics, :mod:`interp.metrics`)."""
+    from interp.metrics import METRICS
+
+    final = answer_logits(logits, batch)
+    accuracy = METRICS["accuracy"](final, batch).mean().item()
+    p_answer = METRICS["p"](final, batch).mean().item()
     return CapabilityScore(accuracy=accuracy, p_answer=p_answer, n_prompts=len(batch))
 
 

@@ -357,7 +357,7 @@ class DenseEvaluator:
         """``(accuracy, mean p(answer))`` of ``step``."""
         from safetensors.torch import load_file
 
-        from interp.tasks import answer_logits
+        from interp.metrics import METRICS, answer_logits
 
         if step not in self.correct:
             weights = load_file(str(step_folder(self.run, step) / "model.safetensors"), device=str(self.device))
@@ -370,10 +370,9 @@ class DenseEvaluator:
                 chunk = self.batch.tokens[start:start + 128].to(self.device)
                 sub = type(self.batch)(chunk, self.batch.answers[start:start + 128],
                                        self.batch.answer_pos[start:start + 128])
-                final = answer_logits(self.model(chunk).logits, sub).float()
-                answers = sub.answers.to(final.device)
-                correct.append((final.argmax(-1) == answers).cpu().numpy())
-                p_answer.append(final.softmax(-1).gather(1, answers[:, None])[:, 0].cpu().numpy())
+                final = answer_logits(self.model(chunk).logits, sub)
+                correct.append(METRICS["accuracy"](final, sub).bool().cpu().numpy())
+                p_answer.append(METRICS["p"](final, sub).cpu().numpy())
             self.correct[step] = np.concatenate(correct)
             self.p_answer[step] = np.concatenate(p_answer)
         return float(self.correct[step].mean()), float(self.p_answer[step].mean())
