@@ -29,6 +29,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
+from interp.objects import results_equal, short_repr
 
 
 @dataclass
@@ -59,6 +60,9 @@ class EmergencePoint:
     n_evaluations: int
     evaluations: pd.DataFrame
     excluded_steps: dict[int, int] = field(default_factory=dict)
+
+    __eq__ = results_equal
+    __repr__ = short_repr
 
     def as_row(self) -> dict:
         """The ``points.csv`` row (without model/seed columns, which the caller adds)."""

@@ -70,6 +70,8 @@ class MetricSpec:
         patching: offered as a patching metric (``--metric``); ``accuracy`` is not (a 0/1 value
             has no gradient for the attribution pre-screen).
         needs_distractors: the batch must name distractor tokens (``TaskBatch.distractors``).
+        delta: the label of a change of this metric (default ``"Δ " + label``; ``"Δp"`` for ``p``,
+            the paper's term).
 
     Calling a spec calls its function, so ``METRICS["p"](logits, batch)`` works.
     """
@@ -83,6 +85,7 @@ class MetricSpec:
     label: str
     patching: bool = True
     needs_distractors: bool = False
+    delta: str = ""
 
     def __call__(self, logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor, 'batch']":
         return self.fn(logits, batch)
@@ -94,8 +97,8 @@ class MetricSpec:
 
     @property
     def delta_label(self) -> str:
-        """The label of a change of this metric, e.g. ``Δ p(answer)``."""
-        return f"Δ {self.label}"
+        """The label of a change of this metric, e.g. ``Δp``, ``Δ logit difference``."""
+        return self.delta or f"Δ {self.label}"
 
 
 # --------------------------------------------------------------------------- the answer row
@@ -190,7 +193,7 @@ METRIC_UNITS: dict[str, str] = {}
 register_metric(MetricSpec(
     "p", answer_probability, unit="probability", higher_is_better=True,
     source="Baherwani et al. 2026: probability of the answer", label="p(answer)",
-    description="probability of the answer token (softmax, float32)"))
+    description="probability of the answer token (softmax, float32)", delta="Δp"))
 register_metric(MetricSpec(
     "logprob", answer_logprob, unit="nats", higher_is_better=True,
     source="log of Baherwani et al. 2026's probability of the answer", label="log p(answer)",

@@ -23,6 +23,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.objects import fields_html, results_equal, short_repr
+
 DIGITS = tuple("0123456789")
 
 
@@ -51,6 +53,10 @@ class TaskBatch:
     prompts: list[str] = field(default_factory=list)
     task: str = ""
     distractors: Int[Tensor, "batch n_distractors"] | None = None
+
+    __eq__ = results_equal
+    __repr__ = short_repr
+    _repr_html_ = fields_html
 
     def __post_init__(self) -> None:
         if self.tokens.ndim != 2:

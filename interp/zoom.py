@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 
 from interp.io import atomic_write_text
+from interp.objects import fields_html, results_equal, short_repr
 from interp.training_state import NotResumableError, has_training_state
 
 ZOOM_DIR = "zoom"
@@ -69,6 +70,8 @@ class ZoomResult:
     trained_steps: int
     threads: int
     seconds: float
+
+    _repr_html_ = fields_html
 
     def as_row(self) -> dict[str, Any]:
         row = asdict(self)
@@ -327,6 +330,10 @@ class DensePoint:
     retrained_steps: int = 0
     zooms: list[ZoomResult] = field(default_factory=list)
     evaluations: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    __eq__ = results_equal
+    __repr__ = short_repr
+    _repr_html_ = fields_html
 
     def as_row(self) -> dict[str, Any]:
         """One row for a table (without the zooms and evaluations)."""

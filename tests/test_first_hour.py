@@ -1,0 +1,157 @@
+"""The researcher's first hour in Python (issue 22; issue 21's one import): one import that
+does not slow the command line, results that print in one screen and compare, notebooks that
+use the cached suite."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import emergence_lens as el
+from interp.objects import MAX_REPR_CHARS, results_equal, short_repr, values_equal
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_one_import_exposes_the_notebook_names():
+    for name in ("open_source", "RepetitionTask", "TaskBatch", "find_emergence", "rank_heads_between",
+                 "decompose_between", "run_main_job", "MainJobReport", "show_attention", "METRICS",
+                 "register_metric", "HeadRanking", "tasks", "patching"):
+        assert name in el.__all__ and name in dir(el)
+    from interp.ranking import rank_heads_between
+    from interp.tasks import RepetitionTask
+
+    assert el.rank_heads_between is rank_heads_between and el.RepetitionTask is RepetitionTask
+    assert el.tasks.make_task("repetition").name == "repetition"
+    for name in el.__all__:
+        assert getattr(el, name) is not None
+    with pytest.raises(AttributeError, match="names it exports: .*rank_heads_between"):
+        el.rank_heads
+
+
+def test_import_and_help_do_not_load_torch():
+    code = ("import sys\nimport emergence_lens\nfrom typer.testing import CliRunner\n"
+            "from emergence_lens.cli import app\n"
+            "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+            "heavy = [m for m in ('torch', 'pandas', 'transformers', 'transformer_lens') if m in sys.modules]\n"
+            "print(heavy)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- print and compare
+
+
+def _ranking(delta=None):
+    from interp.ranking import HeadRanking, rank_heads
+
+    delta = torch.tensor([[0.3, float("nan")], [0.1, -0.2]]) if delta is None else delta
+    heads = rank_heads(delta).assign(metric="logit-diff", unit="logits")
+    topk = pd.DataFrame({"k": [1, 2], "value": [0.5, 0.7], "recovered": [0.4, 0.8], "metric": "logit-diff",
+                         "unit": "logits"})
+    return HeadRanking(value_pre=0.1, value_post=1.1, delta=delta, heads=heads, topk=topk,
+                       post_patterns=torch.rand(2, 64, 2, 19, 19, generator=torch.Generator().manual_seed(0)),
+                       metric="logit-diff", unit="logits", example_tokens=[str(i) for i in range(19)])
+
+
+def test_head_ranking_prints_in_one_screen_and_compares_by_value():
+    a, b = _ranking(), _ranking()
+    text = repr(a)
+    assert len(text) < MAX_REPR_CHARS + 200 and text.count("\n") < 30
+    assert "metric='logit-diff' (logits)" in text and "L0H0 +0.3" in text
+    assert "Tensor[2×64×2×19×19, float32]" in text  # a tensor by its shape, never its values
+    assert a == b  # NaN at the same place compares equal, tables by DataFrame.equals
+    b.delta = b.delta.clone()
+    b.delta[1, 1] = -0.25
+    assert a != b
+    c = _ranking()
+    c.topk = c.topk.assign(value=[0.5, 0.71])
+    assert not (a == c)
+    assert a.p_pre == a.value_pre == 0.1 and a.delta_p is a.delta  # old names are aliases
+
+
+def test_head_ranking_has_an_html_view_labelled_with_its_metric():
+    import re
+
+    page = _ranking()._repr_html_()
+    assert "logit difference per head (logits)" in page  # the heatmap's title (plotly escapes the Δ)
+    assert "logit-diff (logit difference, logits)" in page
+    visible = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "p(answer)" not in visible and "probability" not in visible and "delta_p" not in visible
+
+
+def test_values_equal_never_raises():
+    frame = pd.DataFrame({"a": [1.0, float("nan")]})
+    assert values_equal(frame, frame.copy()) and not values_equal(frame, frame.assign(a=[1.0, 2.0]))
+    assert values_equal(float("nan"), float("nan")) and not values_equal(torch.ones(2), torch.ones(3))
+    assert values_equal({"x": [torch.zeros(2)]}, {"x": [torch.zeros(2)]})
+    assert not values_equal(torch.zeros(2), torch.zeros(2, dtype=torch.float64))
+
+
+def test_every_result_class_prints_short_and_compares(tmp_path):
+    from interp.emergence import EmergencePoint
+    from interp.tasks import TaskBatch
+
+    evaluations = pd.DataFrame({"step": range(200), "accuracy": 0.5, "p_answer": 0.4, "order": range(200)})
+    point = EmergencePoint("run", 100, 200, True, 0.5, True, 9, evaluations)
+    assert point == EmergencePoint("run", 100, 200, True, 0.5, True, 9, evaluations.copy())
+    assert point != EmergencePoint("run", 100, 300, True, 0.5, True, 9, evaluations)
+    assert len(repr(point)) < 1000
+    batch = TaskBatch(torch.zeros(512, 19, dtype=torch.long), torch.zeros(512, dtype=torch.long),
+                      torch.full((512,), 18), prompts=["x" * 40] * 512, task="repetition")
+    assert batch == TaskBatch(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
+                              list(batch.prompts), "repetition")
+    assert len(repr(batch)) < 1000 and "512 items" in repr(batch)
+    assert "<table" in batch._repr_html_() and "<table" in point._repr_html_()
+
+
+def test_main_job_report_prints_short_and_equals_its_saved_copy(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_display import make_run
+    from interp.pipeline import MainJobReport
+
+    report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], title="toy report")
+    assert len(repr(report)) < 600 and "MainJobReport(" in repr(report)
+    report.save(tmp_path / "r")
+    again = MainJobReport.load(tmp_path / "r")
+    assert again == again and isinstance(again == report, bool)
+    assert all(a.heads.equals(b.heads) for a, b in zip(again.runs, report.runs) if a.heads is not None)
+    assert [r == s for r, s in zip(again.runs, report.runs)] == [True] * len(report.runs)
+
+
+# --------------------------------------------------------------------------- notebooks use the cached suite
+
+
+def test_cached_suite_runs_uses_the_full_suite_when_only_it_is_cached(tmp_path, monkeypatch):
+    from interp import embedded
+    from interp.catalogue import FULL, QUICK, suite_dir
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("trained although a suite was cached")
+
+    monkeypatch.setattr(embedded, "ensure_suite", refuse)
+    for name in FULL.run_names():
+        (suite_dir(FULL, tmp_path) / name).mkdir(parents=True)
+        (suite_dir(FULL, tmp_path) / name / "suite.json").write_text(json.dumps({}))
+    found = embedded.cached_suite_runs(QUICK, root=tmp_path)
+    assert found == [suite_dir(FULL, tmp_path) / n for n in QUICK.run_names()]  # the quick suite's runs, same scale
+    (suite_dir(FULL, tmp_path) / QUICK.run_names()[0] / "suite.json").unlink()  # incomplete: all runs of nothing
+    trained = []
+    monkeypatch.setattr(embedded, "ensure_suite", lambda cfg, **kw: trained.append(cfg) or ["trained"])
+    assert embedded.cached_suite_runs(QUICK, root=tmp_path) == ["trained"] and trained == [QUICK]
+
+
+def test_notebooks_use_the_one_import_and_the_cached_suite():
+    for path in sorted((ROOT / "analyses" / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        assert "import emergence_lens as el" in code, path.name
+        assert "from interp." not in code and "import interp" not in code, path.name
+        assert "ensure_suite(" not in code, path.name  # train only when no suite is cached
