@@ -14,7 +14,6 @@ writes the tables and the self-contained ``report.html``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -29,7 +28,7 @@ from interp.objects import alias_property, results_equal, short_repr
 from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
-from interp.catalogue import run_label
+from interp.catalogue import model_and_seed, run_label  # noqa: F401  (model_and_seed: kept import path)
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
@@ -64,17 +63,6 @@ def summary_legend(metrics: Sequence[str] = ("p",)) -> str:
 
 #: The legend of a report whose metric is ``p`` (kept name).
 SUMMARY_LEGEND = summary_legend(("p",))
-
-
-def model_and_seed(model_id: str) -> tuple[str, int]:
-    """Split a run id into (model, seed): ``EleutherAI/pythia-70m-seed3`` -> (``pythia-70m``, 3).
-
-    The PolyPythia base repos (``EleutherAI/pythia-70m``, trained with data seed 1234) are
-    labelled seed 0, as in the PolyPythias release. Ids without a ``-seed{N}`` suffix get seed 0.
-    """
-    name = model_id.rstrip("/").split("/")[-1]
-    match = re.fullmatch(r"(.+)-seed(\d+)", name)
-    return (match.group(1), int(match.group(2))) if match else (name, 0)
 
 
 @dataclass
@@ -130,7 +118,7 @@ class RunAnalysis:
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
-    df = df.copy()
+    df = df.drop(columns=["model", "seed"], errors="ignore")
     df.insert(0, "seed", seed)
     df.insert(0, "model", model)
     return df[list(columns)]

@@ -420,8 +420,11 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
                        n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
-    The post checkpoint is captured (activations, weights) before pre is loaded: a source reuses
-    one bridge, so loading pre overwrites post's weights.
+    The post checkpoint is captured first (activations, answer logits and, with ``decompose``,
+    a copy of its weights: a :class:`interp.patching.PostCheckpoint`) and its model released, so
+    that at most one model is resident while pre is analysed. Loading pre boots a fresh bridge:
+    a post model the caller still holds keeps its weights unchanged (max |difference| 0,
+    ``tests/test_first_hour.py::test_loading_pre_leaves_post_weights_untouched``).
 
     Args:
         source: a checkpoint source (``interp.checkpoints``).
@@ -432,7 +435,8 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
         (others: see ``head_ranking``.)
 
     Returns:
-        ``HeadRanking`` with the example patterns filled in.
+        ``HeadRanking`` with the example patterns filled in; its ``heads`` and ``topk`` tables
+        start with the source's ``model`` and ``seed`` columns.
 
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``head_ranking``.
@@ -443,6 +447,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     post_loaded = source.load(post_step, device=device)
     batch = batch.to(next(post_loaded.model.parameters()).device)
     post = capture_post(post_loaded.model, batch, weights=decompose)
+    del post_loaded  # the captured tensors are all the analysis needs from post
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
         pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
@@ -462,6 +467,14 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     ranking.example_patterns = torch.stack(patterns).cpu() if patterns else None
     ranking.example_names = names
     ranking.delta = ranking.delta.detach().cpu()
+    from interp.catalogue import model_and_seed
+
+    model, seed = model_and_seed(source.model_id)
+    for name in ("heads", "topk"):
+        table = getattr(ranking, name).drop(columns=["model", "seed"], errors="ignore")
+        table.insert(0, "seed", seed)
+        table.insert(0, "model", model)
+        setattr(ranking, name, table)
     return ranking
 
 
@@ -553,10 +566,11 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
     m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
     if m_post == m_pre:
         warnings.warn(f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2)
-    labels = dict(labels or {})
+    labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
+    nan = float("nan")
     frame = pd.DataFrame({
-        "model": labels.get("model"), "seed": labels.get("seed"), "pre_step": labels.get("pre_step"),
-        "post_step": labels.get("post_step"),
+        "model": labels.get("model", nan), "seed": labels.get("seed", nan), "pre_step": labels.get("pre_step", nan),
+        "post_step": labels.get("post_step", nan),
         "target": [r[0] for r in rows], "scope": [r[1] for r in rows], "k": [r[2] for r in rows],
         "heads": [r[3] for r in rows], "metric": metric_name(metric), "unit": metric_spec(metric).unit,
         "value": values.mean(dim=1).double().numpy(), "value_lo": ci["value_lo"], "value_hi": ci["value_hi"],
@@ -577,7 +591,7 @@ def decompose_between(source: Any, pre_step: int, post_step: int, batch: TaskBat
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
     """
-    from interp.pipeline import model_and_seed
+    from interp.catalogue import model_and_seed
 
     if pre_step >= post_step:
         raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")

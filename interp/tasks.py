@@ -104,10 +104,7 @@ class TaskBatch:
             raise TaskError("no prompts given: a task needs at least one prompt")
         lengths = sorted({len(p) for p in prompts})
         if len(lengths) != 1:
-            raise TaskError(
-                f"prompts tokenise to unequal lengths {lengths}; patching needs equal lengths "
-                "(use items that are one token each)"
-            )
+            raise TaskError(unequal_lengths_message([len(p) for p in prompts], task))
         tokens = torch.tensor([list(p) for p in prompts], dtype=torch.long)
         n, length = tokens.shape
         return cls(
@@ -118,6 +115,29 @@ class TaskBatch:
             task=task,
             distractors=None if distractors is None else torch.tensor([list(d) for d in distractors], dtype=torch.long),
         )
+
+
+#: What to do about prompts of unequal lengths, per task (the hint of the error); others get the generic one.
+LENGTH_HINTS = {
+    "repetition": "every digit must be one token: pass prefix=' ' or '' to RepetitionTask",
+    "token-repetition": "every token of token_pool must stay one token when decoded and re-encoded",
+}
+GENERIC_LENGTH_HINT = ("attention-pattern patching lines positions up across the batch: give every prompt the same "
+                       "number of tokens (e.g. names and objects that are one token each, or one template length)")
+
+
+def unequal_lengths_message(lengths: Sequence[int], task: str = "") -> str:
+    """The one-line error for prompts of unequal token lengths: the usual length, which prompts
+    differ (index and length, the first 8), and a hint for ``task`` (:data:`LENGTH_HINTS`)."""
+    counts: dict[int, int] = {}
+    for n in lengths:
+        counts[n] = counts.get(n, 0) + 1
+    usual = max(counts, key=lambda n: (counts[n], -n))
+    odd = [(i, n) for i, n in enumerate(lengths) if n != usual]
+    listed = ", ".join(f"#{i} ({n} tokens)" for i, n in odd[:8]) + (f", … {len(odd)} in all" if len(odd) > 8 else "")
+    name = f"task {task!r}: " if task else ""
+    return (f"{name}prompts tokenise to unequal lengths: {counts[usual]} of {len(lengths)} have {usual} tokens, "
+            f"these differ: {listed}; {LENGTH_HINTS.get(task, GENERIC_LENGTH_HINT)}")
 
 
 @dataclass

@@ -155,3 +155,44 @@ def test_notebooks_use_the_one_import_and_the_cached_suite():
         assert "import emergence_lens as el" in code, path.name
         assert "from interp." not in code and "import interp" not in code, path.name
         assert "ensure_suite(" not in code, path.name  # train only when no suite is cached
+
+
+# --------------------------------------------------------------------------- labels and docstrings that are true
+
+
+@pytest.fixture
+def seeded_suite(tiny_local_suite, tmp_path):
+    """The tiny local suite under a run id with a seed (``toy-2l-seed2``)."""
+    from interp.checkpoints import LocalSuiteSource
+
+    return LocalSuiteSource(tiny_local_suite, model_id="toy/toy-2l-seed2")
+
+
+def test_loading_pre_leaves_post_weights_untouched(seeded_suite):
+    post = seeded_suite.load(200).model
+    before = {name: p.detach().clone() for name, p in post.named_parameters()}
+    pre = seeded_suite.load(0).model
+    assert pre is not post
+    diff = max(float((p.detach() - before[name]).abs().max()) for name, p in post.named_parameters())
+    assert diff == 0.0  # the docstring of rank_heads_between says so
+    differs = max(float((a.detach() - b.detach()).abs().max()) for a, b in zip(pre.parameters(), post.parameters()))
+    assert differs > 0.0  # pre really is another checkpoint
+
+
+def test_tables_carry_the_sources_model_and_seed(seeded_suite):
+    from interp.ranking import decompose_jump, rank_heads_between
+    from interp.scores import head_scores_over_checkpoints
+    from interp.tasks import RepetitionTask
+
+    scores = head_scores_over_checkpoints(seeded_suite, [0, 200], n_prompts=2, period=5)
+    assert set(scores["model"]) == {"toy-2l"} and set(scores["seed"]) == {2}
+    batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
+    ranking = rank_heads_between(seeded_suite, 0, 200, batch, n_boot=20, ks=[1])
+    for table in (ranking.heads, ranking.topk):
+        assert list(table.columns[:2]) == ["model", "seed"]
+        assert set(table["model"]) == {"toy-2l"} and set(table["seed"]) == {2}
+    post = seeded_suite.load(200).model
+    pre = seeded_suite.load(0).model
+    table = decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=20)
+    for column in ("model", "seed", "pre_step", "post_step"):  # the docstring: NaN when not given
+        assert table[column].isna().all() and table[column].dtype == float, column

@@ -43,8 +43,12 @@ def test_digit_that_splits_is_a_clear_error(tok):
 
 
 def test_unequal_prompt_lengths_are_rejected():
-    with pytest.raises(TaskError, match=r"unequal lengths \[2, 3\]"):
-        TaskBatch.from_token_lists([[1, 2], [1, 2, 3]], [4, 5])
+    with pytest.raises(TaskError, match=r"unequal lengths: 2 of 3 have 2 tokens, these differ: #1 \(3 tokens\); "
+                                        r"attention-pattern patching lines positions up"):
+        TaskBatch.from_token_lists([[1, 2], [1, 2, 3], [3, 4]], [4, 5, 6])
+    with pytest.raises(TaskError, match=r"task 'repetition': .* #0 \(1 tokens\), #1 \(1 tokens\); every digit must be one "
+                                        r"token"):
+        TaskBatch.from_token_lists([[1], [2], [1, 2], [3, 4], [5, 6]], [4, 5, 6, 7, 8], task="repetition")
 
 
 def test_token_repetition_answers_are_the_next_repeated_token(tok):
