@@ -196,3 +196,16 @@ def test_tables_carry_the_sources_model_and_seed(seeded_suite):
     table = decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=20)
     for column in ("model", "seed", "pre_step", "post_step"):  # the docstring: NaN when not given
         assert table[column].isna().all() and table[column].dtype == float, column
+
+
+def test_attention_views_refuse_inputs_they_would_crop():
+    patterns = torch.rand(2, 19, 19).softmax(-1)
+    tokens = [str(i) for i in range(19)]
+    with pytest.raises(ValueError, match=r"patterns \[2, 19, 19\], 5 tokens, 1 names: 5 tokens for 19 query / 19 key "
+                                         r"positions; 1 names for 2 patterns"):
+        el.show_attention(tokens[:5], patterns, ["one"])
+    with pytest.raises(ValueError, match=r"query_pos 19 != key_pos 18"):
+        el.show_attention(tokens, patterns[:, :, :18], ["a", "b"])
+    with pytest.raises(ValueError, match=r"must be \[n, query_pos, key_pos\], got shape \[19, 19\]"):
+        el.show_attention(tokens, patterns[0], ["a"])
+    assert "CircuitsVis.render" in str(el.show_attention(tokens, patterns, ["a", "b"]))
