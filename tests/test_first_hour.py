@@ -4,6 +4,7 @@ use the cached suite."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,79 @@ def test_attention_views_refuse_inputs_they_would_crop():
     with pytest.raises(ValueError, match=r"must be \[n, query_pos, key_pos\], got shape \[19, 19\]"):
         el.show_attention(tokens, patterns[0], ["a"])
     assert "CircuitsVis.render" in str(el.show_attention(tokens, patterns, ["a", "b"]))
+
+
+# --------------------------------------------------------------------------- labels follow the metric
+
+
+def _report_for(ranking, metric):
+    from interp.emergence import EmergencePoint
+    from interp.pipeline import MainJobReport, RunAnalysis
+
+    curve = pd.DataFrame({"step": [0, 100, 200], "accuracy": [0.0, 0.2, 0.8], "p_answer": [0.1, 0.2, 0.7]})
+    point = EmergencePoint("toy/toy-2l-seed2", 100, 200, True, 0.5, True, 3, curve.assign(order=[1, 2, 3]))
+    run = RunAnalysis(model="toy-2l", seed=2, model_id=point.model_id, point=point, curve=curve)
+    for key in ("value_pre", "value_post", "delta", "heads", "topk", "metric", "unit", "example_tokens",
+                "example_patterns", "example_names"):
+        setattr(run, key, getattr(ranking, key))
+    return MainJobReport(runs=[run], title=f"toy {metric}")
+
+
+@pytest.mark.parametrize("metric", ["p", "logprob", "logit-diff"])
+def test_labels_follow_the_metric(metric, seeded_suite, tmp_path):
+    from interp.metrics import METRICS, patching_metric_names
+    from interp.pipeline import MainJobReport
+    from interp.ranking import rank_heads_between
+    from interp.tasks import RepetitionTask
+
+    assert metric in patching_metric_names()
+    spec = METRICS[metric]
+    batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
+    ranking = rank_heads_between(seeded_suite, 100, 200, batch, n_boot=20, ks=[1, 2], metric=metric)
+    assert ranking.unit == spec.unit and set(ranking.heads["unit"]) == {spec.unit} == set(ranking.topk["unit"])
+    report = _report_for(ranking, metric)
+    for table in (report.heads, report.topk, report.summary()):
+        assert not {"delta_p", "p_patched", "p_pre", "p_post", "top_delta_p"} & set(table.columns)
+    summary = report.summary().iloc[0]
+    assert (summary["metric"], summary["unit"]) == (metric, spec.unit)
+    assert summary["top_delta"] == pytest.approx(float(ranking.heads["delta"].max()))
+    page = report.html()
+    visible = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    section = visible.split(f"{spec.delta_label} per head</h3>")[1].split("<h3>")[0]  # the heatmap's section
+    assert f"metric {metric}, {spec.unit}" in section and spec.label in section
+    legend = visible.split("Summary</h2>")[1].split("</h2>")[0]
+    assert f"{metric} = {spec.description} ({spec.unit})" in legend
+    if metric != "p":  # nothing claims a probability for a metric that is not one
+        assert "Δp" not in section and "probability" not in section
+        assert not re.search(r"(?<!log )p\(answer\)", legend)
+        heatmap = report.heatmaps()[0]
+        assert spec.label in heatmap.layout.title.text and spec.unit in heatmap.data[0].colorbar.title.text
+    report.save(tmp_path / "r")
+    again = MainJobReport.load(tmp_path / "r")
+    assert again.runs[0].unit == spec.unit and again.heads.equals(report.heads)
+
+
+def test_reports_saved_with_the_old_column_names_load_with_the_new(seeded_suite, tmp_path):
+    from interp.pipeline import MainJobReport
+    from interp.ranking import rank_heads_between
+    from interp.tasks import RepetitionTask
+
+    batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
+    report = _report_for(rank_heads_between(seeded_suite, 100, 200, batch, n_boot=20, ks=[1], metric="logprob"),
+                         "logprob")
+    report.save(tmp_path / "r")
+    state = next((tmp_path / "r" / "state").glob("00-*"))
+    old_names = {"delta": "delta_p", "delta_lo": "delta_p_lo", "delta_hi": "delta_p_hi",
+                 "delta_attribution": "delta_p_attribution", "value": "p_patched"}
+    for name in ("heads", "topk"):  # as a report written before the rename
+        table = pd.read_parquet(state / f"{name}.parquet").drop(columns=["unit"]).rename(columns=old_names)
+        table.to_parquet(state / f"{name}.parquet")
+    meta = json.loads((state / "run.json").read_text())
+    for new, old in (("value_pre", "p_pre"), ("value_post", "p_post")):
+        meta["kinds"][old] = meta["kinds"].pop(new)
+        meta["values"][old] = meta["values"].pop(new)
+    meta["kinds"].pop("unit"), meta["values"].pop("unit")
+    (state / "run.json").write_text(json.dumps(meta))
+    again = MainJobReport.load(tmp_path / "r")
+    assert again.runs[0].unit == "nats" and again.heads.equals(report.heads) and again.topk.equals(report.topk)
+    assert again.runs[0].value_pre == report.runs[0].value_pre
