@@ -94,6 +94,8 @@ def values_equal(a: Any, b: Any) -> bool:
                 same = (a == b) | (torch.isnan(a) & torch.isnan(b))
                 return bool(same.all())
             return bool(torch.equal(a, b))
+        if isinstance(a, torch.nn.Module):  # a trained model: equal weights and buffers, by value
+            return values_equal(dict(a.state_dict()), dict(b.state_dict()))
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
     if hasattr(a, "equals") and hasattr(a, "columns"):  # pandas DataFrame

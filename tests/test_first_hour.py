@@ -286,3 +286,15 @@ def test_reports_saved_with_the_old_column_names_load_with_the_new(seeded_suite,
     again = MainJobReport.load(tmp_path / "r")
     assert again.runs[0].unit == "nats" and again.heads.equals(report.heads) and again.topk.equals(report.topk)
     assert again.runs[0].value_pre == report.runs[0].value_pre
+
+
+def test_synthetic_results_print_short_and_compare():
+    from synthetic.training import TrainConfig, train
+
+    config = TrainConfig(task="linear-map", S=4, s=1, d_head=4, n_heads=2, n_layers=1, steps=3, tokens_per_step=64,
+                         eval_every=1, eval_tokens=64, warmup_steps=1, seed=0)
+    a, b = train(config, progress=False), train(config, progress=False)
+    assert len(repr(a)) < MAX_REPR_CHARS and "DataFrame[" in repr(a)
+    assert a == b  # same settings, same seed: same metrics and the same weights
+    c = train(TrainConfig(**{**config.__dict__, "seed": 1}), progress=False)
+    assert a != c
