@@ -106,7 +106,18 @@ def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
-    namespace = dict(docs_run)
+    from interp import metrics
+
+    saved = dict(metrics.METRICS), dict(metrics.METRIC_UNITS)  # a page may register a metric
+    try:
+        _run_blocks(page, dict(docs_run))
+    finally:
+        for registry, before in zip((metrics.METRICS, metrics.METRIC_UNITS), saved):
+            registry.clear()
+            registry.update(before)
+
+
+def _run_blocks(page: Path, namespace: dict) -> None:
     for line, code, reason in python_blocks(page.read_text()):
         if reason:
             continue
