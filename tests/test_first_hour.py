@@ -3,7 +3,6 @@ does not slow the command line, results that print in one screen and compare, no
 use the cached suite."""
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 import torch
 
 import emergence_lens as el
-from interp.objects import MAX_REPR_CHARS, results_equal, short_repr, values_equal
+from interp.objects import MAX_REPR_CHARS, values_equal
 
 ROOT = Path(__file__).resolve().parents[1]
 
