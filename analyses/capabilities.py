@@ -13,8 +13,8 @@ tested on a word-level tokenizer in tests/test_task_library.py). For every other
 * ``points.csv``: the point of emergence per (run, task);
 * ``overlap.csv``: per run and pair of tasks (each against ``--reference``, default
   ``token-repetition``, the in-context repetition probe): both points, whether the post steps
-  are equal, the step difference, each task's top ``--top-k`` heads by delta_p, their overlap
-  (shared heads / K) and the Spearman correlation of delta_p over all heads; and, threshold-free,
+  are equal, the step difference, each task's top ``--top-k`` heads by delta (the metric's per-head change), their overlap
+  (shared heads / K) and the Spearman correlation of delta over all heads; and, threshold-free,
   the post step of each task's steepest rise in mean p(answer) between consecutive checkpoints
   (``steepest_post_step``), which compares tasks that do not cross the accuracy threshold. Same
   step and same heads answer "does pattern completion emerge with in-context repetition, through
@@ -116,7 +116,7 @@ def overlap_table(points: pd.DataFrame, heads: pd.DataFrame, reference: str, top
             rho = float("nan")
             if both:
                 merged = ref_heads.merge(task_heads, on=["layer", "head"], suffixes=("_ref", "_task"))
-                rho = float(merged["delta_p_ref"].corr(merged["delta_p_task"], method="spearman"))
+                rho = float(merged["delta_ref"].corr(merged["delta_task"], method="spearman"))
             same = (pd.notna(row["post_step"]) and pd.notna(ref["post_step"])
                     and int(row["post_step"]) == int(ref["post_step"]))
             rows.append({

@@ -119,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     topk = report.topk.assign(run=lambda d: d.model + "-seed" + d.seed.astype(str))
     engine = topk[(topk.run == args.check_run)].sort_values("k").iloc[-1]
     check = pd.DataFrame([{"run": args.check_run, "pre_step": pre_step, "post_step": post_step,
-                           "k": int(engine.k), "p_engine": float(engine.p_patched), "p_by_hand": by_hand,
-                           "abs_difference": abs(float(engine.p_patched) - by_hand)}])
+                           "k": int(engine.k), "p_engine": float(engine["value"]), "p_by_hand": by_hand,
+                           "abs_difference": abs(float(engine["value"]) - by_hand)}])
     atomic_to_csv(check, args.out / "patch_check.csv")
     src.close()
     pre_src.close()

@@ -1,6 +1,76 @@
-"""The ``emergence`` command: the one place above both ``interp`` and ``synthetic``.
+"""emergence-lens: one import for users, and the ``emergence`` command.
 
-``interp`` (checkpoint suites, patching) is the lower layer, ``sweeps`` (run-and-store
+In Python and Jupyter::
+
+    import emergence_lens as el
+
+    source = el.open_source("embedded/neox-2l-128d-seed2")
+    batch = el.RepetitionTask(n_prompts=32).build(source.tokenizer())
+    point = el.find_emergence(source, batch)
+    ranking = el.rank_heads_between(source, point.pre_step, point.post_step, batch, metric="logit-diff")
+    report = el.run_main_job([source])
+
+Every name below is imported on first use (PEP 562 ``__getattr__``): ``import emergence_lens``
+loads neither torch nor pandas, so ``emergence --help`` stays fast. ``dir(el)`` and
+:data:`__all__` list them; :data:`EXPORTS` says where each one lives.
+
+Layers: ``interp`` (checkpoint suites, patching) is the lower layer, ``sweeps`` (run-and-store
 machinery) and ``synthetic`` (tasks with a known attention pattern) sit above it, and this
-package mounts the command groups of all of them; nothing below imports from here.
+package mounts the command groups of all of them and re-exports the names a notebook needs;
+nothing below imports from here.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> module that defines it (the one place to update when a module moves)
+EXPORTS: dict[str, str] = {
+    # checkpoint sources
+    "open_source": "interp.checkpoints", "open_sources": "interp.sources", "CheckpointSource": "interp.checkpoints",
+    "LocalSuiteSource": "interp.checkpoints", "HubSource": "interp.checkpoints",
+    "cached_suite_runs": "interp.embedded", "ensure_suite": "interp.embedded",
+    # tasks
+    "tasks": "interp", "TASKS": "interp.tasks", "make_task": "interp.tasks", "RepetitionTask": "interp.tasks",
+    "TokenRepetitionTask": "interp.tasks", "TaskBatch": "interp.tasks", "CapabilityScore": "interp.tasks",
+    "evaluate": "interp.tasks", "PatternCompletionTask": "interp.task_library", "IOITask": "interp.task_library",
+    "TaskFile": "interp.task_library", "parse_tasks": "interp.task_registry", "task_table": "interp.task_registry",
+    # metrics
+    "METRICS": "interp.metrics", "MetricSpec": "interp.metrics", "register_metric": "interp.metrics",
+    "get_metric": "interp.metrics", "metrics": "interp",
+    # point of emergence
+    "find_emergence": "interp.emergence", "full_scan": "interp.emergence", "EmergencePoint": "interp.emergence",
+    "StepEvaluator": "interp.emergence", "scan_emergence": "interp.emergence",
+    "point_from_curve": "interp.emergence", "held_crossing": "interp.emergence",
+    "zoom": "interp.zoom", "dense_point": "interp.zoom",
+    # patching and ranking
+    "patching": "interp", "patch_values": "interp.patching", "capture_post": "interp.patching",
+    "cache_patterns": "interp.patching", "rank_heads_between": "interp.ranking", "head_ranking": "interp.ranking",
+    "HeadRanking": "interp.ranking", "decompose_between": "interp.ranking", "decompose_jump": "interp.ranking",
+    "head_scores_over_checkpoints": "interp.scores",
+    "IdealPatterns": "interp.patching.ideal", "ideal_pattern": "interp.patching.ideal",
+    "readiness": "interp.readiness", "ReadinessResult": "interp.readiness", "Forcing": "interp.forcing",
+    # the main job and its report
+    "run_main_job": "interp.pipeline", "analyse_run": "interp.pipeline", "MainJobReport": "interp.pipeline",
+    "RunAnalysis": "interp.pipeline",
+    # display
+    "show_attention": "interp.display", "init_notebook": "interp.display",
+    "export_notebook_html": "interp.display", "run_capability_figure": "interp.visualisation",
+}
+
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in EXPORTS:
+        raise AttributeError(f"module 'emergence_lens' has no attribute {name!r}; "
+                             f"names it exports: {', '.join(__all__)}")
+    module = importlib.import_module(EXPORTS[name])
+    value = getattr(module, name) if hasattr(module, name) else importlib.import_module(f"{EXPORTS[name]}.{name}")
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -179,6 +179,17 @@ def run_name(size: ModelSize, seed: int) -> str:
     return f"{size.name}-seed{seed}"
 
 
+def model_and_seed(model_id: str) -> tuple[str, int]:
+    """Split a run id into (model, seed): ``EleutherAI/pythia-70m-seed3`` -> (``pythia-70m``, 3).
+
+    The PolyPythia base repos (``EleutherAI/pythia-70m``, trained with data seed 1234) are
+    labelled seed 0, as in the PolyPythias release. Ids without a ``-seed{N}`` suffix get seed 0.
+    """
+    name = str(model_id).rstrip("/").split("/")[-1]
+    match = re.fullmatch(r"(.+)-seed(\d+)", name)
+    return (match.group(1), int(match.group(2))) if match else (name, 0)
+
+
 def run_label(model: str, seed: int) -> str:
     """How tables, figures and the CLI name one run: ``"pythia-70m seed 3"``."""
     return f"{model} seed {seed}".strip()

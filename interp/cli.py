@@ -35,9 +35,15 @@ HoldOpt = typer.Option(2, min=0, help="Point of emergence: post is the first che
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
-MetricOpt = typer.Option(None, "--metric", help="Patching metric: p (probability of the answer) | logprob | "
-                         "logit-diff (answer logit minus the largest distractor logit); default: the task's own "
-                         "(`emergence list-tasks`).")
+def _metric_option():
+    """``--metric``: choices and help from the metric registry (:mod:`interp.metrics`, no torch import);
+    default None: the task's own metric."""
+    from interp.metrics import metric_help
+
+    return typer.Option(None, "--metric", help=metric_help() + " Default: the task's own (`emergence list-tasks`).")
+
+
+MetricOpt = _metric_option()
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
@@ -105,11 +111,11 @@ def _metric_for(metric: Optional[str], task) -> str:
 
 def _metric(metric: Optional[str]) -> Optional[str]:
     """The metric name (None: each task's default), checked before any work (one-line error
-    naming the valid ones)."""
-    from interp.patching.metrics import resolve_metric
+    naming the valid ones, from the registry)."""
+    from interp.metrics import patching_metric_names
 
-    if metric is not None:
-        resolve_metric(metric)
+    if metric is not None and metric not in patching_metric_names():
+        raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())} (--metric)")
     return metric
 
 
@@ -234,7 +240,7 @@ def demo(
     hold: int = HoldOpt,
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
-    rank heads by delta_p, patch the top K jointly, write tables and report.html to OUT."""
+    rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
     device, tasks = _check_common(device, "repetition", 64, 10, out, method)
     metric = _metric(metric)
     from interp.pipeline import run_main_job
@@ -253,7 +259,7 @@ def run(
     task_file: Optional[List[Path]] = TaskFileOpt,
     scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
     method: str = MethodOpt,
-    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
+    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
     hold: int = HoldOpt,
@@ -282,15 +288,21 @@ def _print_summary(report, out: Path) -> None:
             return "—"
         return format(value, spec) if isinstance(value, float) else str(value)
 
-    table = Table(title="Points of emergence and top heads")
-    for column in ["run", "task", "emerged", "pre → post", "monotone", "evals", "p pre → post", "top head (Δp)", "recovered K=2", "pre-screen ρ"]:
+    from interp.metrics import metric_spec
+
+    metrics = report.metrics() or ["p"]
+    label = metric_spec(metrics[0]).label if len(metrics) == 1 else "metric"
+    unit = metric_spec(metrics[0]).unit if len(metrics) == 1 else "metric units"
+    table = Table(title=f"Points of emergence and top heads (metric {', '.join(metrics)}: {label}, {unit})")
+    for column in ["run", "task", "emerged", "pre → post", "monotone", "evals", f"{label} pre → post",
+                   f"top head (Δ {label})", "recovered K=2", "pre-screen ρ"]:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
             run_label(row["model"], row["seed"]), str(row["task"]), fmt(row["emerged"]),
             f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["monotone"]), fmt(row["n_evaluations"]),
-            f"{fmt(row['p_pre'])} → {fmt(row['p_post'])}",
-            "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta_p']:+.3f})",
+            f"{fmt(row['value_pre'])} → {fmt(row['value_post'])}",
+            "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta']:+.3f})",
             fmt(row["recovered_top2"]), fmt(row["prescreen_spearman"], ".2f"),
         )
     Console(width=max(120, Console().width)).print(table)
@@ -431,13 +443,13 @@ def rank_heads(
     pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
     method: str = MethodOpt,
-    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
+    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
     task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
 ):
-    """Patch each head's attention pattern from POST into PRE; rank by delta_p; joint top-K."""
+    """Patch each head's attention pattern from POST into PRE; rank by delta (metric units); joint top-K."""
     if pre == post:
         raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
     if pre > post:
@@ -458,7 +470,7 @@ def rank_heads(
     model, seed = model_and_seed(src.model_id)
     heads = _labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     topk = _labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
-    typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f}")
+    typer.echo(f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f}")
     typer.echo(heads.head(10).to_string(index=False))
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
@@ -490,7 +502,7 @@ def decompose(
     table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
         task=task_obj.name, prepend_bos=batch.prepend_bos)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
-    typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
+    typer.echo(f"metric={metric} ({table['unit'].iloc[0]}) pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if out is not None:
         atomic_to_csv(table, out / "components.csv")

@@ -140,11 +140,43 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
 PATTERN_DECIMALS = 4
 
 
+def check_attention_inputs(tokens: Sequence[str], patterns, names: Sequence[str]) -> None:
+    """Refuse inputs a circuitsvis attention view would silently crop or leave unlabelled.
+
+    ``patterns`` must be ``Float[Tensor, "n query_pos key_pos"]`` with ``query_pos == key_pos ==
+    len(tokens)``, and ``names`` must hold ``n`` labels.
+
+    Raises:
+        ValueError: one line naming the shapes that do not fit.
+    """
+    shape = tuple(getattr(patterns, "shape", ()))
+    if len(shape) != 3:
+        raise ValueError(f"patterns must be [n, query_pos, key_pos], got shape {list(shape) or type(patterns).__name__}")
+    n, q, k = shape
+    tokens, names = list(tokens), list(names)
+    problems = []
+    if q != k:
+        problems.append(f"query_pos {q} != key_pos {k}")
+    if len(tokens) != k or len(tokens) != q:
+        problems.append(f"{len(tokens)} tokens for {q} query / {k} key positions")
+    if len(names) != n:
+        problems.append(f"{len(names)} names for {n} patterns")
+    if problems:
+        raise ValueError(f"attention view: patterns {list(shape)}, {len(tokens)} tokens, {len(names)} names: "
+                         f"{'; '.join(problems)} (need tokens = query_pos = key_pos and one name per pattern)")
+
+
 def attention_fragment(tokens: Sequence[str], patterns, names: Sequence[str], assets: Assets) -> str:
     """circuitsvis ``attention_heads`` view of ``patterns`` (``Float[Tensor, "n query_pos key_pos"]``,
     probability, shown to :data:`PATTERN_DECIMALS` decimals) with one name per pattern, as an
-    offline HTML fragment."""
+    offline HTML fragment.
+
+    Raises:
+        ValueError: shapes that do not fit (:func:`check_attention_inputs`).
+    """
     import circuitsvis as cv
+
+    check_attention_inputs(tokens, patterns, names)
 
     shown = patterns.detach().cpu().double().mul(10**PATTERN_DECIMALS).round().div(10**PATTERN_DECIMALS)
     rendered = cv.attention.attention_heads(attention=shown, tokens=list(tokens), attention_head_names=list(names))
@@ -214,6 +246,10 @@ def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTM
         tokens: the prompt's tokens as strings, ``query_pos`` of them.
         patterns: ``Float[Tensor, "n query_pos key_pos"]``, attention probabilities.
         names: one label per pattern.
+
+    Raises:
+        ValueError: ``patterns`` not ``[n, len(tokens), len(tokens)]`` or not ``n`` names
+            (:func:`check_attention_inputs`; nothing is cropped silently).
     """
     return HTMLFragment(attention_fragment(tokens, patterns, names, NOTEBOOK_ASSETS))
 

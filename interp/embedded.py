@@ -468,6 +468,37 @@ def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int 
     return [ready[name] for name in cfg.run_names()]
 
 
+def cached_suite_runs(prefer: SuiteConfig = QUICK, root: Path | None = None, progress: bool = True) -> list[Path]:
+    """The run folders of an embedded suite already in the cache, training ``prefer`` only when none is.
+
+    Order of preference: every run of ``prefer`` cached -> those; else another suite of
+    :data:`interp.catalogue.SUITES` whose cache holds a run of every name ``prefer`` has (the
+    full suite holds the quick suite's runs, with more steps) -> those runs of it, so a notebook
+    keeps its scale; else another complete cached suite -> all its runs; else
+    :func:`ensure_suite` (``prefer``) trains. Runs are reused only from a complete run folder
+    (``suite.json`` present); nothing is trained when any suite is cached.
+
+    Returns:
+        Run folders, each a local suite for :class:`interp.checkpoints.LocalSuiteSource`.
+    """
+    from interp.catalogue import SUITES, suite_dir
+
+    def cached(cfg: SuiteConfig, names: Sequence[str]) -> list[Path] | None:
+        folders = [suite_dir(cfg, root) / name for name in names]
+        return folders if all((f / "suite.json").is_file() for f in folders) else None
+
+    wanted = prefer.run_names()
+    others = [cfg for cfg in SUITES.values() if cfg.digest() != prefer.digest()]
+    found = cached(prefer, wanted)
+    for cfg in others:
+        if found is None and set(wanted) <= set(cfg.run_names()):
+            found = cached(cfg, wanted)
+    for cfg in others:
+        if found is None:
+            found = cached(cfg, cfg.run_names())
+    return found if found is not None else ensure_suite(prefer, root=root, progress=progress)
+
+
 def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None,
                progress: bool = True) -> Iterator[tuple[str, Path]]:
     """The suite's runs as ``(run name, folder)``, each as soon as it is ready *and* a core is free.

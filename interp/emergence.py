@@ -42,6 +42,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
+from interp.objects import results_equal, short_repr
 
 #: Checkpoints after post that must stay at or above the threshold (the rule's default).
 DEFAULT_HOLD = 2
@@ -91,6 +92,9 @@ class EmergencePoint:
     excluded_steps: dict[int, int] = field(default_factory=dict)
     hold: int = DEFAULT_HOLD
     search: str = "bisection"
+
+    __eq__ = results_equal
+    __repr__ = short_repr
 
     def as_row(self) -> dict:
         """The ``points.csv`` row (without model/seed columns, which the caller adds)."""

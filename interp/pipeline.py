@@ -14,7 +14,6 @@ writes the tables and the self-contained ``report.html``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -25,10 +24,11 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
+from interp.objects import alias_property, results_equal, short_repr
 from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
-from interp.catalogue import run_label
+from interp.catalogue import model_and_seed, run_label  # noqa: F401  (model_and_seed: kept import path)
 
 #: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
 #: prompts began with a BOS token). Every per-task table starts with them.
@@ -38,52 +38,59 @@ POINTS_COLUMNS = [*KEY_COLUMNS, "pre_step", "post_step", "emerged", "n_evaluatio
                   "search"]
 #: One row per checkpoint of a run: the same for every task, so no task column.
 CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
-HEADS_COLUMNS = [*KEY_COLUMNS, "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
-                 "metric"]
-TOPK_COLUMNS = [*KEY_COLUMNS, "k", "p_patched", "recovered", "metric"]
-
-SUMMARY_LEGEND = (
-    "<b>task</b>: the capability (one row per run and task; <b>prepend_bos</b>: whether its prompts began "
-    "with a BOS token). "
-    "<b>pre_step → post_step</b> (training steps), the point of emergence: {rule} (<code>hold</code> in "
-    "points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the threshold and falls below it "
-    "again, or drops by more than sampling noise. <b>n_evaluations</b>: checkpoints evaluated to find the point "
-    "(every searchable one when the curve was scanned). "
-    "<b>metric</b>: what p_pre, p_post, Δp and recovered measure (p = probability of the answer token, "
-    "logprob = its log probability in nats, logit-diff = its logit minus the largest distractor logit). "
-    "<b>p_pre, p_post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = p_post − p_pre (recovered "
-    "divides by it: below ~0.05 it is ill-conditioned). <b>top_head</b>, <b>top_delta_p</b>: the head whose "
-    "post-step attention pattern, patched alone into the pre step, raises p(answer) most, and by how much. "
-    "<b>recovered_top2</b>: (p with the top 2 heads patched − p_pre) / jump. <b>prescreen_spearman</b>: rank "
-    "correlation of the pre-screen's estimate (integrated gradients on the patterns) with exact Δp over heads; "
-    "<b>prescreen_top2_found</b>: whether the exact top 2 heads are the estimate's top 2."
-)
+HEADS_COLUMNS = [*KEY_COLUMNS, "layer", "head", "delta", "rank", "delta_attribution", "delta_lo", "delta_hi",
+                 "metric", "unit"]
+TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
+#: Column names of reports saved before the columns followed the metric -> today's names.
+OLD_COLUMNS = {"delta_p": "delta", "delta_p_attribution": "delta_attribution", "delta_p_lo": "delta_lo",
+               "delta_p_hi": "delta_hi", "p_patched": "value"}
 
 
-def summary_legend(hold: int = DEFAULT_HOLD) -> str:
-    """The summary table's legend, stating the point-of-emergence rule with ``hold`` filled in."""
-    return SUMMARY_LEGEND.format(rule=rule_text(hold))
+def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
+    """What the summary table's columns mean: the point-of-emergence rule with ``hold`` filled in,
+    and the metrics of its rows named from the registry (:mod:`interp.metrics`)."""
+    from interp.metrics import metric_spec
+
+    names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
+    described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
+    label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
+    return (
+        "<b>task</b>: the capability (one row per run and task; <b>prepend_bos</b>: whether its prompts began "
+        "with a BOS token). "
+        f"<b>pre_step → post_step</b> (training steps), the point of emergence: {rule_text(hold)} (<code>hold</code> "
+        "in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the threshold and falls below "
+        "it again, or drops by more than sampling noise. <b>n_evaluations</b>: checkpoints evaluated to find the "
+        "point (every searchable one when the curve was scanned). "
+        f"<b>metric</b>, <b>unit</b>: what value_pre, value_post, jump, top_delta and recovered measure ({described}). "
+        "<b>value_pre, value_post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = value_post − value_pre "
+        "(recovered divides by it: a jump small against its noise makes recovered ill-conditioned). <b>top_head</b>, "
+        "<b>top_delta</b>: the head whose post-step attention pattern, patched alone into the pre step, raises "
+        f"{label} most, and by how much (metric units). <b>recovered_top2</b>: (value with the top 2 heads patched − "
+        "value_pre) / jump. <b>prescreen_spearman</b>: rank correlation of the pre-screen's estimate (integrated "
+        "gradients on the patterns) with the exact per-head delta; <b>prescreen_top2_found</b>: whether the exact "
+        "top 2 heads are the estimate's top 2."
+    )
 
 
-def model_and_seed(model_id: str) -> tuple[str, int]:
-    """Split a run id into (model, seed): ``EleutherAI/pythia-70m-seed3`` -> (``pythia-70m``, 3).
-
-    The PolyPythia base repos (``EleutherAI/pythia-70m``, trained with data seed 1234) are
-    labelled seed 0, as in the PolyPythias release. Ids without a ``-seed{N}`` suffix get seed 0.
-    """
-    name = model_id.rstrip("/").split("/")[-1]
-    match = re.fullmatch(r"(.+)-seed(\d+)", name)
-    return (match.group(1), int(match.group(2))) if match else (name, 0)
+#: The legend of a report whose metric is ``p`` (kept name).
+SUMMARY_LEGEND = summary_legend(("p",))
 
 
 @dataclass
 class RunAnalysis:
     """Everything the main job computed for one run (one model at one seed).
 
-    ``delta_p`` is ``Float[Tensor, "layer head"]`` in probability units; ``example_patterns`` holds
-    the top heads' patterns on prompt 0 as ``Float[Tensor, "2*n_top query_pos key_pos"]``
-    (pre then post for each head) with ``example_names`` and ``example_tokens`` for display.
+    ``delta`` is ``Float[Tensor, "layer head"]`` in the units of ``metric`` (``unit``; the paper's
+    ``delta_p`` for ``"p"``), ``value_pre`` / ``value_post`` the mean metric at the pre / post step;
+    ``example_patterns`` holds the top heads' patterns on prompt 0 as
+    ``Float[Tensor, "2*n_top query_pos key_pos"]`` (pre then post for each head) with
+    ``example_names`` and ``example_tokens`` for display. ``p_pre``, ``p_post`` and ``delta_p`` are
+    aliases (names from before the labels followed the metric). ``repr`` is one screen; ``==``
+    compares every field by value.
     """
+
+    __eq__ = results_equal
+    __repr__ = short_repr
 
     def _repr_html_(self) -> str:
         """Jupyter display: the run's summary row, then the report's sections for this run."""
@@ -99,9 +106,9 @@ class RunAnalysis:
     model_id: str
     point: EmergencePoint
     curve: pd.DataFrame
-    p_pre: float | None = None
-    p_post: float | None = None
-    delta_p: Float[Tensor, "layer head"] | None = None
+    value_pre: float | None = None
+    value_post: float | None = None
+    delta: Float[Tensor, "layer head"] | None = None
     heads: pd.DataFrame | None = None
     topk: pd.DataFrame | None = None
     example_tokens: list[str] = field(default_factory=list)
@@ -116,13 +123,18 @@ class RunAnalysis:
     head_scores: pd.DataFrame | None = None
     task: str = "repetition"
     prepend_bos: bool = False
+    unit: str = "probability"
+
+    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units).")
+    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units).")
+    delta_p = alias_property("delta", "Alias of ``delta`` (metric units).")
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition",
               prepend_bos: bool = False) -> pd.DataFrame:
-    """``df`` with the key columns (model, seed and, where ``columns`` has them, task and
-    prepend_bos) in front, restricted to ``columns``."""
-    df = df.copy()
+    """``df`` with the key columns in front (model and seed of the source, replacing any the table
+    carried; task and prepend_bos where ``columns`` has them), restricted to ``columns``."""
+    df = df.drop(columns=["model", "seed"], errors="ignore")
     for name, value in (("prepend_bos", prepend_bos), ("task", task), ("seed", seed), ("model", model)):
         if name in columns and name not in df.columns:
             df.insert(0, name, value)
@@ -191,8 +203,8 @@ def analyse_run(
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
                                     decompose=decompose, prescreen_steps=prescreen_steps)
-        for key in ("p_pre", "p_post", "delta_p", "heads", "topk", "example_tokens", "example_patterns",
-                    "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric"):
+        for key in ("value_pre", "value_post", "delta", "heads", "topk", "example_tokens", "example_patterns",
+                    "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric", "unit"):
             setattr(analysis, key, getattr(ranked, key))
         if ranked.components is not None:
             analysis.components = ranked.components.assign(model=model, seed=seed, task=task.name,
@@ -215,11 +227,26 @@ class MainJobReport:
     title: str = "emergence-lens report"
     provenance: dict | None = None
     hold: int = DEFAULT_HOLD
-    summary_legend: str | None = None  # None: summary_legend(hold)
+    summary_legend: str | None = None  # None: summary_legend(self.metrics(), hold)
 
-    def __post_init__(self):
-        if self.summary_legend is None:
-            self.summary_legend = summary_legend(self.hold)
+    __eq__ = results_equal
+
+    def __repr__(self) -> str:
+        runs = ", ".join(f"{r.model} seed {r.seed} {r.task}: " + (f"{r.point.pre_step}→{r.point.post_step}"
+                                                                   if r.point.emerged else "not emerged")
+                         for r in self.runs[:8])
+        more = f", … {len(self.runs)} runs" if len(self.runs) > 8 else ""
+        return (f"MainJobReport(title={self.title!r}, threshold={self.threshold:g}, hold={self.hold}, metric="
+                f"{', '.join(self.metrics()) or '—'}, runs=[{runs}{more}])")
+
+    def metrics(self) -> list[str]:
+        """The metrics of the runs' patching tables (one name per metric used)."""
+        return list(dict.fromkeys(r.metric for r in self.runs if r.heads is not None))
+
+    def legend(self) -> str:
+        """What the summary table's columns mean (``summary_legend`` if set, else written for the
+        report's metrics and hold rule from the registry)."""
+        return self.summary_legend or summary_legend(self.metrics() or ["p"], self.hold)
 
     @property
     def emergence(self) -> pd.DataFrame:
@@ -237,13 +264,15 @@ class MainJobReport:
 
     @property
     def heads(self) -> pd.DataFrame:
-        """Head ranking per emerged run: model, seed, layer, head, delta_p, rank."""
+        """Head ranking per emerged (run, task): model, seed, task, prepend_bos, layer, head, delta (metric
+        units), rank, ..., metric, unit."""
         frames = [_run_labelled(r.heads, r, HEADS_COLUMNS) for r in self.runs if r.heads is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
 
     @property
     def topk(self) -> pd.DataFrame:
-        """Joint top-K patching per emerged run: model, seed, k, p_patched, recovered, metric."""
+        """Joint top-K patching per emerged (run, task): model, seed, task, prepend_bos, k, value (metric
+        units), recovered, metric, unit."""
         frames = [_run_labelled(r.topk, r, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
 
@@ -306,13 +335,14 @@ class MainJobReport:
                 "model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos,
                 "emerged": r.point.emerged, "pre_step": r.point.pre_step,
                 "post_step": r.point.post_step, "monotone": r.point.monotone, "n_evaluations": r.point.n_evaluations,
-                "p_pre": r.p_pre,
-                "p_post": r.p_post,
-                # recovered divides by this jump: below ~0.05 it is ill-conditioned (read it with care)
-                "jump": None if r.p_pre is None else r.p_post - r.p_pre, "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
-                "top_delta_p": None if top is None else float(top["delta_p"]), "recovered_top2": rec2,
+                "value_pre": r.value_pre, "value_post": r.value_post,
+                # recovered divides by this jump: small against its noise, it is ill-conditioned
+                "jump": None if r.value_pre is None else r.value_post - r.value_pre,
+                "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
+                "top_delta": None if top is None else float(top["delta"]), "recovered_top2": rec2,
                 "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
                 "metric": r.metric if r.heads is not None else None,
+                "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
             })
         return pd.DataFrame(rows)
 
@@ -337,13 +367,17 @@ class MainJobReport:
         return vis.recovery_figure(self.topk)
 
     def heatmaps(self) -> list:
-        """Plotly Δp heatmaps (layer × head), one per emerged run, on one shared colour scale."""
-        tensors = [r.delta_p for r in self.runs if r.delta_p is not None]
+        """Plotly heatmaps of the per-head delta (layer × head, metric units), one per emerged run,
+        on one shared colour scale; titles and colour bars name the run's metric."""
+        from interp.metrics import metric_spec
+
+        tensors = [r.delta for r in self.runs if r.delta is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
         bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [vis.delta_p_heatmap(r.delta_p, title=f"{r.model} seed {r.seed}: Δp when each head's pattern at "
-                                    f"step {r.point.post_step} is patched into step {r.point.pre_step}", bound=bound)
-                for r in self.runs if r.delta_p is not None]
+        return [vis.delta_p_heatmap(r.delta, title=f"{r.model} seed {r.seed}: {metric_spec(r.metric).delta_label} "
+                                    f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
+                                    f"step {r.point.pre_step}", bound=bound, metric=r.metric, unit=r.unit)
+                for r in self.runs if r.delta is not None]
 
     def html(self) -> str:
         """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
@@ -395,9 +429,28 @@ class MainJobReport:
         from interp.provenance import read_provenance
 
         runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
+        for run in runs:
+            _upgrade_run(run)
         hold = DEFAULT_HOLD if meta.get("hold") is None else meta["hold"]  # reports saved before the rule had a hold
         return cls(runs=runs, threshold=meta["threshold"], hold=hold, title=meta["title"],
                    provenance=read_provenance(folder))
+
+
+def _upgrade_run(run: RunAnalysis) -> None:
+    """Rename the columns of a run saved before the columns followed the metric (``delta_p`` ->
+    ``delta``, ``p_patched`` -> ``value``, ...) and add the ``unit`` column (from the registry)."""
+    from interp.metrics import metric_spec
+
+    if run.heads is not None and "unit" not in run.heads.columns:  # saved before units were stored
+        run.unit = metric_spec(run.metric or "p").unit
+    for name in ("heads", "topk", "components"):
+        table = getattr(run, name, None)
+        if table is None:
+            continue
+        table = table.rename(columns={k: v for k, v in OLD_COLUMNS.items() if k in table.columns})
+        if "unit" not in table.columns and "metric" in table.columns:
+            table.insert(list(table.columns).index("metric") + 1, "unit", run.unit)
+        setattr(run, name, table)
 
 
 def _step_digests(source, run: RunAnalysis) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """One ranking path: heads ranked by a patch's effect, joint top-K recovery, the jump decomposed.
 
 Baherwani et al. 2026 (head-patching analysis): rank the pre checkpoint's heads by how much
-patching in the post checkpoint's attention pattern raises the metric (``delta_p`` for the
-probability of the answer), then patch the top K heads jointly for K = 1 ... all and report the
+patching in the post checkpoint's attention pattern raises the metric (the column ``delta``, in
+the metric's unit: the paper's ``delta_p`` for the probability of the answer), then patch the top K heads jointly for K = 1 ... all and report the
 fraction of the pre -> post change they recover, ``recovered = (m_K - m_pre) / (m_post - m_pre)``
 (ARENA-style calibration: pre = 0, post = 1).  ``decompose_jump`` asks the same question of
 every component (patterns, queries, keys, values, head outputs, QK and OV weights, MLPs,
@@ -39,12 +39,14 @@ from interp.patching import (
     attribution_delta_p,
     capture_post,
     metric_name,
+    metric_spec,
     metric_values,
     patch_values,
     per_head_delta,
 )
 from interp.patching._common import check_batch, heads_shape, model_device
 from interp.patching.targets import HEAD_KINDS
+from interp.objects import alias_property, results_equal, short_repr
 from interp.tasks import TaskBatch
 
 __all__ = [
@@ -59,7 +61,7 @@ COMPONENTS: dict[str, Target] = {
     "qk": Target("qk"), "ov": Target("ov"), "mlp": Target("mlp"), "mlp_weights": Target("mlp_weights"),
     "embed": Target("embed"), "unembed": Target("unembed"),
 }
-COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "value",
+COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "unit", "value",
                      "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post"]
 N_BOOT = 1000
 
@@ -67,33 +69,34 @@ N_BOOT = 1000
 # --------------------------------------------------------------------------- tables
 
 
-def rank_heads(delta_p: Float[Tensor, "layer head"]) -> pd.DataFrame:
-    """One row per head, sorted by ``delta_p`` (largest first).
+def rank_heads(delta: Float[Tensor, "layer head"]) -> pd.DataFrame:
+    """One row per head, sorted by ``delta`` (largest first).
 
     Args:
-        delta_p: ``Float[Tensor, "layer head"]`` per-head effect (metric units); NaN marks heads
-            that were not computed (e.g. outside a pre-screen's top N).
+        delta: ``Float[Tensor, "layer head"]`` per-head effect (metric units: the paper's
+            ``delta_p`` for the metric ``p``); NaN marks heads that were not computed (e.g.
+            outside a pre-screen's top N).
 
     Returns:
-        DataFrame with columns ``layer``, ``head``, ``delta_p``, ``rank`` (``Int64``; 1 = largest;
+        DataFrame with columns ``layer``, ``head``, ``delta``, ``rank`` (``Int64``; 1 = largest;
         ties broken by (layer, head); ``<NA>`` for NaN heads, which come last).
 
     Raises:
-        ValueError: if ``delta_p`` is not a 2-D tensor.
+        ValueError: if ``delta`` is not a 2-D tensor.
     """
-    if not isinstance(delta_p, Tensor) or delta_p.ndim != 2:
-        shape = tuple(delta_p.shape) if isinstance(delta_p, Tensor) else type(delta_p).__name__
-        raise ValueError(f"delta_p must be a [layer, head] tensor, got {shape}")
-    n_layers, n_heads = delta_p.shape
-    values = delta_p.detach().float().cpu()
+    if not isinstance(delta, Tensor) or delta.ndim != 2:
+        shape = tuple(delta.shape) if isinstance(delta, Tensor) else type(delta).__name__
+        raise ValueError(f"delta must be a [layer, head] tensor, got {shape}")
+    n_layers, n_heads = delta.shape
+    values = delta.detach().float().cpu()
     frame = pd.DataFrame({
         "layer": torch.arange(n_layers).repeat_interleave(n_heads).numpy(),
         "head": torch.arange(n_heads).repeat(n_layers).numpy(),
-        "delta_p": values.flatten().numpy().astype("float64"),
+        "delta": values.flatten().numpy().astype("float64"),
     })
-    frame = frame.sort_values(["delta_p", "layer", "head"], ascending=[False, True, True],
+    frame = frame.sort_values(["delta", "layer", "head"], ascending=[False, True, True],
                               na_position="last", kind="mergesort").reset_index(drop=True)
-    ranked = frame["delta_p"].notna()
+    ranked = frame["delta"].notna()
     frame["rank"] = pd.array([pd.NA] * len(frame), dtype="Int64")
     frame.loc[ranked, "rank"] = range(1, int(ranked.sum()) + 1)
     return frame
@@ -143,7 +146,7 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
             "delta_lo": d_lo, "delta_hi": d_hi}
 
 
-def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFrame, p_pre: float, p_post: float,
+def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFrame, value_pre: float, value_post: float,
                   ks: Sequence[int] | None = None, memory_budget_mb: float = 1024, metric: Any = "p",
                   kind: str = "pattern") -> pd.DataFrame:
     """Joint patch of the top K ranked heads, for each K.
@@ -154,15 +157,15 @@ def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFram
         post: the post checkpoint: its patterns ``[layer, batch, head, q, k]``
             (``cache_patterns``), a ``PostCheckpoint``, or the model.
         ranking: output of ``rank_heads`` (only rows with a rank are used).
-        p_pre, p_post: mean metric of the pre and post checkpoints (metric units).
+        value_pre, value_post: mean metric of the pre and post checkpoints (metric units).
         ks: the K values, each in [1, number of ranked heads]; default 1 ... all ranked heads.
         memory_budget_mb: activation memory per stacked chunk, MiB.
         metric, kind: the metric and the per-head target kind patched.
 
     Returns:
-        DataFrame ``k``, ``p_patched`` (mean metric with the top k heads patched) and
-        ``recovered = (p_patched - p_pre) / (p_post - p_pre)`` (NaN, with a RuntimeWarning,
-        when ``p_post == p_pre``).
+        DataFrame ``k``, ``value`` (mean metric with the top k heads patched, metric units) and
+        ``recovered = (value - value_pre) / (value_post - value_pre)`` (NaN, with a
+        RuntimeWarning, when ``value_post == value_pre``).
 
     Raises:
         ValueError: bad ranking columns, a K out of range, or the engine's input errors.
@@ -171,7 +174,7 @@ def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFram
 
     heads = _ranked_heads(ranking)
     if not heads:
-        raise ValueError("ranking has no ranked heads (every delta_p is NaN)")
+        raise ValueError("ranking has no ranked heads (every delta is NaN)")
     ks = list(range(1, len(heads) + 1)) if ks is None else [int(k) for k in ks]
     bad = [k for k in ks if not 1 <= k <= len(heads)]
     if bad:
@@ -179,20 +182,20 @@ def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFram
     post = post_from_patterns(model, inputs, post) if isinstance(post, Tensor) else post
     values = patch_values(model, post, inputs, [Target(kind, tuple(heads[:k])) for k in ks], metric=metric,
                           memory_budget_mb=memory_budget_mb)
-    frame = pd.DataFrame({"k": ks, "p_patched": values.mean(dim=1).double().numpy()})
-    span = float(p_post) - float(p_pre)
+    frame = pd.DataFrame({"k": ks, "value": values.mean(dim=1).double().numpy()})
+    span = float(value_post) - float(value_pre)
     if span == 0.0 or not math.isfinite(span):
-        warnings.warn(f"p_post == p_pre ({float(p_pre):.6g}): recovered = (p_K - p_pre) / (p_post - p_pre) "
-                      "is undefined; returning NaN", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"value_post == value_pre ({float(value_pre):.6g}): recovered = (value_K - value_pre) / "
+                      "(value_post - value_pre) is undefined; returning NaN", RuntimeWarning, stacklevel=2)
         frame["recovered"] = float("nan")
     else:
-        frame["recovered"] = (frame["p_patched"] - float(p_pre)) / span
+        frame["recovered"] = (frame["value"] - float(value_pre)) / span
     return frame
 
 
 def prescreen_rank_correlation(delta_p_exact: Float[Tensor, "layer head"],
                                delta_p_attr: Float[Tensor, "layer head"]) -> float:
-    """Spearman rank correlation between exact and estimated delta_p over the heads both have.
+    """Spearman rank correlation between exact and estimated per-head effects over the heads both have.
 
     Computed as the Pearson correlation of pandas average ranks (no SciPy).  Heads that are NaN
     in either tensor are dropped.
@@ -228,30 +231,39 @@ def _top_found(exact: Tensor, estimate: Tensor, k: int = 2) -> bool | None:
 class HeadRanking:
     """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
 
+    Values are in the units of ``metric`` (``unit``; :mod:`interp.metrics`): probability for
+    ``"p"`` (then ``delta`` is the paper's ``delta_p``), nats for ``"logprob"``, logits for
+    ``"logit-diff"``.
+
     Attributes:
-        p_pre, p_post: mean metric of the pre / post checkpoint (metric units; probability for ``"p"``).
-        delta_p: ``Float[Tensor, "layer head"]`` exact per-head effect (NaN where not computed).
-        heads: ``rank_heads(delta_p)`` plus ``delta_p_lo``, ``delta_p_hi`` (95 % bootstrap
-            interval over prompts), ``delta_p_attribution`` (the pre-screen's estimate) and ``metric``.
-        topk: ``topk_recovery`` table (k, p_patched, recovered, metric).
+        value_pre, value_post: mean metric of the pre / post checkpoint (metric units).
+        delta: ``Float[Tensor, "layer head"]`` exact per-head effect (NaN where not computed).
+        heads: ``rank_heads(delta)`` plus ``delta_lo``, ``delta_hi`` (95 % bootstrap interval
+            over prompts), ``delta_attribution`` (the pre-screen's estimate), ``metric`` and ``unit``.
+        topk: ``topk_recovery`` table (k, value, recovered, metric, unit).
         post_patterns: ``Float[Tensor, "layer batch head query_pos key_pos"]`` post patterns.
-        delta_p_attribution: the pre-screen's estimates, or None.
-        metric: the metric's name.
+        delta_attribution: the pre-screen's estimates ``Float[Tensor, "layer head"]``, or None.
+        metric: the metric's name; unit: its unit.
         rank_correlation_prescreen: Spearman rho of estimate vs exact (None below 3 heads).
         prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
             fewer than 2 exact values).
         components: ``decompose_jump`` table, when asked for.
         example_tokens, example_patterns, example_names: the top heads' patterns on prompt 0
             (pre then post for each head), for display.
+
+    ``p_pre``, ``p_post``, ``delta_p`` and ``delta_p_attribution`` are aliases of the fields above
+    (names from before the labels followed the metric). ``repr`` is one screen, ``==`` compares
+    every field (tensors by value, tables with ``DataFrame.equals``), and Jupyter shows the
+    tables and the heatmap.
     """
 
-    p_pre: float
-    p_post: float
-    delta_p: Tensor
+    value_pre: float
+    value_post: float
+    delta: Tensor
     heads: pd.DataFrame
     topk: pd.DataFrame
     post_patterns: Tensor
-    delta_p_attribution: Tensor | None = None
+    delta_attribution: Tensor | None = None
     metric: str = "p"
     rank_correlation_prescreen: float | None = None
     prescreen_top2_found: bool | None = None
@@ -260,6 +272,40 @@ class HeadRanking:
     example_tokens: list[str] = field(default_factory=list)
     example_patterns: Tensor | None = None
     example_names: list[str] = field(default_factory=list)
+    unit: str = "probability"
+
+    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
+    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
+    delta_p = alias_property("delta", "Alias of ``delta`` (metric units, not always a probability).")
+    delta_p_attribution = alias_property("delta_attribution", "Alias of ``delta_attribution``.")
+
+    __eq__ = results_equal
+
+    def __repr__(self) -> str:
+        top = self.heads.dropna(subset=["delta"]).head(3) if "delta" in self.heads else self.heads.head(0)
+        best = ", ".join(f"L{int(l)}H{int(h)} {d:+.4g}" for l, h, d in zip(top["layer"], top["head"], top["delta"]))
+        return (f"HeadRanking(metric={self.metric!r} ({self.unit}), value_pre={self.value_pre:.4g}, "
+                f"value_post={self.value_post:.4g}, top heads: {best or 'none'})\n" + short_repr(self))
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the values, the Δ heatmap, the top heads and the top-K table."""
+        from interp.display import NOTEBOOK_ASSETS, figure_fragment, key_values_fragment, style_tag, table_fragment
+        from interp.metrics import metric_spec
+        from interp.visualisation import delta_p_heatmap
+
+        spec = metric_spec(self.metric)
+        values = {"metric": f"{self.metric} ({spec.label}, {self.unit})", "value_pre": self.value_pre,
+                  "value_post": self.value_post, "jump": self.value_post - self.value_pre,
+                  "prescreen_spearman": self.rank_correlation_prescreen,
+                  "prescreen_top2_found": self.prescreen_top2_found}
+        fig = delta_p_heatmap(self.delta, title=f"{spec.delta_label} per head ({self.unit})", metric=self.metric,
+                              unit=self.unit)
+        return "<div class='el-head-ranking'>" + "\n".join([
+            style_tag(), key_values_fragment(values), figure_fragment(fig, NOTEBOOK_ASSETS),
+            table_fragment(self.heads.head(10), caption=f"Top heads by delta ({self.unit}); {len(self.heads)} in all."),
+            table_fragment(self.topk, caption="recovered = (value with the top K heads patched − value_pre) / "
+                                              "(value_post − value_pre)."),
+        ]) + "</div>"
 
 
 def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
@@ -312,7 +358,7 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
                              f"{heads_shape(post)}")
         post = capture_post(post, batch, weights=kind in ("qk", "ov"))
     values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
-    p_pre, p_post = float(values_pre.mean()), float(values_post.mean())
+    value_pre, value_post = float(values_pre.mean()), float(values_post.mean())
     post_patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
     estimate, heads = None, None
     selecting = method == "attribution" or prescreen_top_n is not None
@@ -338,21 +384,21 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         for i, pair in enumerate(computed):
             lo[pair], hi[pair] = float(ci["delta_lo"][i]), float(ci["delta_hi"][i])
     pairs = list(zip(ranking["layer"], ranking["head"]))
-    ranking["delta_p_lo"] = [lo[p] for p in pairs]
-    ranking["delta_p_hi"] = [hi[p] for p in pairs]
-    ranking["delta_p_attribution"] = [float(estimate[l, h]) if estimate is not None else float("nan") for l, h in pairs]
-    name = metric_name(metric)
-    ranking["metric"] = name
-    topk = topk_recovery(pre_model, batch, post, ranking, p_pre, p_post, ks=ks, memory_budget_mb=memory_budget_mb,
-                         metric=metric, kind=kind)
-    topk["metric"] = name
+    ranking["delta_lo"] = [lo[p] for p in pairs]
+    ranking["delta_hi"] = [hi[p] for p in pairs]
+    ranking["delta_attribution"] = [float(estimate[l, h]) if estimate is not None else float("nan") for l, h in pairs]
+    spec = metric_spec(metric)
+    ranking["metric"], ranking["unit"] = spec.name, spec.unit
+    topk = topk_recovery(pre_model, batch, post, ranking, value_pre, value_post, ks=ks,
+                         memory_budget_mb=memory_budget_mb, metric=metric, kind=kind)
+    topk["metric"], topk["unit"] = spec.name, spec.unit
     finite = torch.isfinite(delta)
     rho = top2 = None
     if estimate is not None:
         rho = prescreen_rank_correlation(delta[finite], estimate[finite]) if int(finite.sum()) >= 3 else None
         top2 = _top_found(delta, estimate)
-    return HeadRanking(p_pre=p_pre, p_post=p_post, delta_p=delta, heads=ranking, topk=topk,
-                       post_patterns=post_patterns, delta_p_attribution=estimate, metric=name,
+    return HeadRanking(value_pre=value_pre, value_post=value_post, delta=delta, heads=ranking, topk=topk,
+                       post_patterns=post_patterns, delta_attribution=estimate, metric=spec.name, unit=spec.unit,
                        rank_correlation_prescreen=rho, prescreen_top2_found=top2)
 
 
@@ -374,8 +420,11 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
                        n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
-    The post checkpoint is captured (activations, weights) before pre is loaded: a source reuses
-    one bridge, so loading pre overwrites post's weights.
+    The post checkpoint is captured first (activations, answer logits and, with ``decompose``,
+    a copy of its weights: a :class:`interp.patching.PostCheckpoint`) and its model released, so
+    that at most one model is resident while pre is analysed. Loading pre boots a fresh bridge:
+    a post model the caller still holds keeps its weights unchanged (max |difference| 0,
+    ``tests/test_first_hour.py::test_loading_pre_leaves_post_weights_untouched``).
 
     Args:
         source: a checkpoint source (``interp.checkpoints``).
@@ -386,7 +435,8 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
         (others: see ``head_ranking``.)
 
     Returns:
-        ``HeadRanking`` with the example patterns filled in.
+        ``HeadRanking`` with the example patterns filled in; its ``heads`` and ``topk`` tables
+        start with the source's ``model`` and ``seed`` columns.
 
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``head_ranking``.
@@ -397,6 +447,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     post_loaded = source.load(post_step, device=device)
     batch = batch.to(next(post_loaded.model.parameters()).device)
     post = capture_post(post_loaded.model, batch, weights=decompose)
+    del post_loaded  # the captured tensors are all the analysis needs from post
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
         pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
@@ -405,7 +456,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     if decompose:
         ranking.components = decompose_jump(pre.model, post, batch, metric=metric, n_boot=n_boot,
                                             labels={"pre_step": pre_step, "post_step": post_step})
-    top = ranking.heads.dropna(subset=["delta_p"]).head(n_example_heads)
+    top = ranking.heads.dropna(subset=["delta"]).head(n_example_heads)
     patterns, names = [], []
     for layer, head in zip(top["layer"], top["head"]):
         patterns += [pre_patterns[layer, 0, head], ranking.post_patterns[layer, 0, head]]
@@ -415,7 +466,15 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     ranking.example_tokens = [tokenizer.decode([int(t)]) for t in batch.tokens[0]]
     ranking.example_patterns = torch.stack(patterns).cpu() if patterns else None
     ranking.example_names = names
-    ranking.delta_p = ranking.delta_p.detach().cpu()
+    ranking.delta = ranking.delta.detach().cpu()
+    from interp.catalogue import model_and_seed
+
+    model, seed = model_and_seed(source.model_id)
+    for name in ("heads", "topk"):
+        table = getattr(ranking, name).drop(columns=["model", "seed"], errors="ignore")
+        table.insert(0, "seed", seed)
+        table.insert(0, "model", model)
+        setattr(ranking, name, table)
     return ranking
 
 
@@ -462,7 +521,7 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
     Returns:
         DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
         ``top-K``), ``k`` (heads / layers patched), ``heads`` (top-K rows: the heads), ``metric``,
-        ``value`` (mean metric patched) and ``recovered = (value - value_pre) / (value_post -
+        ``unit``, ``value`` (mean metric patched, metric units) and ``recovered = (value - value_pre) / (value_post -
         value_pre)`` with 95 % bootstrap intervals over prompts (``_lo``, ``_hi``).
 
     Raises:
@@ -507,12 +566,13 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
     m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
     if m_post == m_pre:
         warnings.warn(f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2)
-    labels = dict(labels or {})
+    labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
+    nan = float("nan")
     frame = pd.DataFrame({
-        "model": labels.get("model"), "seed": labels.get("seed"), "pre_step": labels.get("pre_step"),
-        "post_step": labels.get("post_step"),
+        "model": labels.get("model", nan), "seed": labels.get("seed", nan), "pre_step": labels.get("pre_step", nan),
+        "post_step": labels.get("post_step", nan),
         "target": [r[0] for r in rows], "scope": [r[1] for r in rows], "k": [r[2] for r in rows],
-        "heads": [r[3] for r in rows], "metric": metric_name(metric),
+        "heads": [r[3] for r in rows], "metric": metric_name(metric), "unit": metric_spec(metric).unit,
         "value": values.mean(dim=1).double().numpy(), "value_lo": ci["value_lo"], "value_hi": ci["value_hi"],
         "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
         "recovered_lo": ci["recovered_lo"], "recovered_hi": ci["recovered_hi"],
@@ -531,7 +591,7 @@ def decompose_between(source: Any, pre_step: int, post_step: int, batch: TaskBat
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
     """
-    from interp.pipeline import model_and_seed
+    from interp.catalogue import model_and_seed
 
     if pre_step >= post_step:
         raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")

@@ -164,7 +164,7 @@ def steps_around(steps: Sequence[int], pre_step: int, post_step: int, n_before: 
 
 def head_scores_over_checkpoints(source: Any, steps: Sequence[int], token_pool: Sequence[int] | None = None,
                                  n_prompts: int = 16, period: int = 20, device: str | None = None,
-                                 model: str = "", seed: int = 0) -> pd.DataFrame:
+                                 model: str | None = None, seed: int | None = None) -> pd.DataFrame:
     """``head_scores`` at each of ``steps`` of a checkpoint source, one row per (step, head, score).
 
     Args:
@@ -172,12 +172,18 @@ def head_scores_over_checkpoints(source: Any, steps: Sequence[int], token_pool: 
         steps: training steps to score.
         token_pool: token ids of the random sequences (default: the tokenizer's single
             letters and digits, ``interp.tasks.alnum_token_pool``).
-        model, seed: labels of the table.
+        model, seed: labels of the table (default: from the source's id,
+            :func:`interp.catalogue.model_and_seed`).
 
     Returns:
         DataFrame with ``HEAD_SCORE_COLUMNS`` (values: attention fractions, or the copying ratio).
     """
+    from interp.catalogue import model_and_seed
     from interp.tasks import alnum_token_pool
+
+    known_model, known_seed = model_and_seed(getattr(source, "model_id", ""))
+    model = known_model if model is None else model
+    seed = known_seed if seed is None else seed
 
     pool = token_pool if token_pool is not None else alnum_token_pool(source.tokenizer())
     tokens = repeated_random_tokens(pool, n_prompts=n_prompts, period=period)

@@ -34,6 +34,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.objects import fields_html, results_equal, short_repr
+
 DIGITS = tuple("0123456789")
 
 
@@ -67,6 +69,10 @@ class TaskBatch:
     distractors: Int[Tensor, "batch n_distractors"] | None = None
     attention_mask: Int[Tensor, "batch pos"] | None = None
     prepend_bos: bool = False
+
+    __eq__ = results_equal
+    __repr__ = short_repr
+    _repr_html_ = fields_html
 
     def __post_init__(self) -> None:
         if self.tokens.ndim != 2:
@@ -168,6 +174,29 @@ class TaskBatch:
             attention_mask=None if len(set(lengths)) == 1 else mask,
             prepend_bos=prepend_bos,
         )
+
+
+#: What to do about prompts of unequal lengths, per task (the hint of the error); others get the generic one.
+LENGTH_HINTS = {
+    "repetition": "every digit must be one token: pass prefix=' ' or '' to RepetitionTask",
+    "token-repetition": "every token of token_pool must stay one token when decoded and re-encoded",
+}
+GENERIC_LENGTH_HINT = ("attention-pattern patching lines positions up across the batch: give every prompt the same "
+                       "number of tokens (e.g. names and objects that are one token each, or one template length)")
+
+
+def unequal_lengths_message(lengths: Sequence[int], task: str = "") -> str:
+    """The one-line error for prompts of unequal token lengths: the usual length, which prompts
+    differ (index and length, the first 8), and a hint for ``task`` (:data:`LENGTH_HINTS`)."""
+    counts: dict[int, int] = {}
+    for n in lengths:
+        counts[n] = counts.get(n, 0) + 1
+    usual = max(counts, key=lambda n: (counts[n], -n))
+    odd = [(i, n) for i, n in enumerate(lengths) if n != usual]
+    listed = ", ".join(f"#{i} ({n} tokens)" for i, n in odd[:8]) + (f", … {len(odd)} in all" if len(odd) > 8 else "")
+    name = f"task {task!r}: " if task else ""
+    return (f"{name}prompts tokenise to unequal lengths: {counts[usual]} of {len(lengths)} have {usual} tokens, "
+            f"these differ: {listed}; {LENGTH_HINTS.get(task, GENERIC_LENGTH_HINT)}")
 
 
 @dataclass
@@ -408,17 +437,25 @@ def make_task(name: str, **kwargs) -> CapabilityTask:
 def answer_logits(
     logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch
 ) -> Float[Tensor, "batch d_vocab"]:
-    """Select the logits at each prompt's answer position."""
-    return logits[torch.arange(logits.shape[0], device=logits.device), batch.answer_pos.to(logits.device)]
+    """Select the logits at each prompt's answer position (:func:`interp.metrics.answer_logits`).
+
+    Raises:
+        ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for this batch.
+    """
+    from interp.metrics import answer_logits as pick
+
+    return pick(logits, batch)
 
 
 @torch.inference_mode()
 def score_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> CapabilityScore:
-    """Greedy accuracy and mean p(answer) from a forward pass's logits (float32 softmax)."""
-    final = answer_logits(logits, batch).float()
-    answers = batch.answers.to(final.device)
-    accuracy = (final.argmax(-1) == answers).float().mean().item()
-    p_answer = final.softmax(-1).gather(1, answers[:, None]).mean().item()
+    """Greedy accuracy and mean p(answer) from a forward pass's logits (the registry's
+    ``accuracy`` and ``p`` metrics, :mod:`interp.metrics`)."""
+    from interp.metrics import METRICS
+
+    final = answer_logits(logits, batch)
+    accuracy = METRICS["accuracy"](final, batch).mean().item()
+    p_answer = METRICS["p"](final, batch).mean().item()
     return CapabilityScore(accuracy=accuracy, p_answer=p_answer, n_prompts=len(batch))
 
 

@@ -127,21 +127,32 @@ def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = Non
     return fig
 
 
-def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str = "Δp per head",
-                    bound: float | None = None) -> go.Figure:
-    """Heatmap of ``delta_p`` (probability units) over layer × head, diverging around 0.
+def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str | None = None,
+                    bound: float | None = None, metric: str = "p", unit: str | None = None) -> go.Figure:
+    """Heatmap of a per-head effect over layer × head, diverging around 0, labelled with its metric.
 
-    ``bound`` fixes the colour range to ±bound (use one bound for heatmaps shown side by side).
+    Args:
+        delta_p: ``Float[Tensor, "layer head"]``, the change of ``metric`` per head (metric units;
+            the paper's Δp for ``metric="p"``).
+        title: the figure's title (default ``"Δ <metric label> per head (<unit>)"``).
+        bound: fixes the colour range to ±bound (use one bound for heatmaps shown side by side).
+        metric: a name of :data:`interp.metrics.METRICS` (the colour bar, hover and legend use its
+            label); unit: overrides the registry's unit.
     """
+    from interp.metrics import metric_spec
+
+    spec = metric_spec(metric)
+    unit = unit or spec.unit
     values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
     if bound is None:
         bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
     fig = go.Figure(go.Heatmap(
         z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
-        colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title="Δp"),
-        hovertemplate="layer %{y} head %{x}<br>Δp %{z:+.4f}<extra></extra>",
-        name="Δp per head (colour: blue raises p(answer), red lowers it)", showlegend=True,
+        colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title=f"{spec.delta_label}<br>({unit})"),
+        hovertemplate="layer %{y} head %{x}<br>" + spec.delta_label + " %{z:+.4f} " + unit + "<extra></extra>",
+        name=f"{spec.delta_label} per head (colour: blue raises {spec.label}, red lowers it)", showlegend=True,
     ))
+    title = title or f"{spec.delta_label} per head ({unit})"
     fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320, showlegend=True,
                       legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
     fig.update_yaxes(autorange="reversed")
@@ -205,7 +216,8 @@ def run_capability_figure(curve: pd.DataFrame, pre_step: int | None, post_step: 
 
 
 def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jointly") -> go.Figure:
-    """One run's share of the jump recovered vs K (``recovered`` = (p_K − p_pre) / (p_post − p_pre))."""
+    """One run's share of the jump recovered vs K (``recovered`` = (value_K − value_pre) / (value_post −
+    value_pre), in the run's metric)."""
     fig = recovery_figure(topk[["k", "recovered"]], title=title)
     fig.data[0].name = "recovered by the top K heads' patterns"
     fig.update_layout(height=340, margin=dict(t=50, b=40))
@@ -251,7 +263,7 @@ class ReportContext:
     Attributes:
         assets: which JavaScript libraries the page already holds (each is inlined once).
         threshold: the accuracy threshold of the point of emergence (fraction).
-        delta_p_bound: one colour range (±bound, probability) for every Δp heatmap of the page.
+        delta_p_bound: one colour range (±bound, metric units) for every per-head heatmap of the page.
     """
 
     assets: Assets
@@ -297,16 +309,28 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     return Section("Capability and point of emergence", figure_fragment(fig, ctx.assets, caption))
 
 
+def _metric_of(run):
+    """The registry entry of a run's metric (``run.metric``; ``"p"`` when absent) and its unit."""
+    from interp.metrics import metric_spec
+
+    spec = metric_spec(getattr(run, "metric", None) or "p")
+    return spec, getattr(run, "unit", None) or spec.unit
+
+
 def delta_p_section(run, ctx: ReportContext) -> Section | None:
-    """Δp per head (layer × head heatmap)."""
-    delta_p = getattr(run, "delta_p", None)
-    if delta_p is None:
+    """The change of the metric per head (layer × head heatmap), labelled with the run's metric."""
+    delta = getattr(run, "delta", None)
+    if delta is None:
         return None
     pre, post = _point(run)
-    fig = delta_p_heatmap(delta_p, title=f"{_run_label(run)}: Δp per head", bound=ctx.delta_p_bound)
-    caption = (f"Δp = mean p(answer) when one head's attention pattern at step {post} is patched into step {pre}, minus "
-               f"p(answer) at step {pre} (probability). One colour range for every run of the page.")
-    return Section("Δp per head", figure_fragment(fig, ctx.assets, caption))
+    spec, unit = _metric_of(run)
+    d = spec.delta_label
+    fig = delta_p_heatmap(delta, title=f"{_run_label(run)}: {d} per head ({unit})", bound=ctx.delta_p_bound,
+                          metric=spec.name, unit=unit)
+    caption = (f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
+               f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
+               "One colour range for every run of the page.")
+    return Section(f"{d} per head", figure_fragment(fig, ctx.assets, caption))
 
 
 def topk_section(run, ctx: ReportContext) -> Section | None:
@@ -315,8 +339,9 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
     if topk is None or not len(topk):
         return None
     fig = recovery_run_figure(topk, title=f"{_run_label(run)}: top-K heads patched jointly")
-    caption = ("recovered = (p with the top K heads' patterns patched − p_pre) / (p_post − p_pre); 1 means the K heads' "
-               "patterns alone carry the whole jump.")
+    spec, unit = _metric_of(run)
+    caption = (f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
+               f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump.")
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -408,7 +433,8 @@ RUN_SECTIONS: list[Callable] = [
 
 def summary_section(report, ctx: ReportContext) -> Section | None:
     """The summary table, one row per run, and what its columns mean."""
-    return Section("Summary", table_fragment(report.summary(), caption=getattr(report, "summary_legend", "")))
+    legend = report.legend() if hasattr(report, "legend") else getattr(report, "summary_legend", "")
+    return Section("Summary", table_fragment(report.summary(), caption=legend))
 
 
 def overview_section(report, ctx: ReportContext) -> Section | None:
@@ -434,9 +460,9 @@ PAGE_SECTIONS: list[Callable] = [summary_section, overview_section]
 
 
 def delta_p_bound(runs: Sequence) -> float:
-    """Largest finite |Δp| over ``runs`` (probability; 1.0 when none): one colour range per page."""
-    bounds = [float(np.nanmax(np.abs(_as_array(r.delta_p)))) for r in runs
-              if getattr(r, "delta_p", None) is not None and np.isfinite(_as_array(r.delta_p)).any()]
+    """Largest finite |delta| over ``runs`` (metric units; 1.0 when none): one colour range per page."""
+    bounds = [float(np.nanmax(np.abs(_as_array(r.delta)))) for r in runs
+              if getattr(r, "delta", None) is not None and np.isfinite(_as_array(r.delta)).any()]
     return max(bounds, default=1.0) or 1.0
 
 

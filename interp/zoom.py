@@ -33,6 +33,7 @@ import torch
 
 from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
 from interp.io import atomic_write_text
+from interp.objects import fields_html, results_equal, short_repr
 from interp.training_state import NotResumableError, has_training_state
 
 ZOOM_DIR = "zoom"
@@ -70,6 +71,8 @@ class ZoomResult:
     trained_steps: int
     threads: int
     seconds: float
+
+    _repr_html_ = fields_html
 
     def as_row(self) -> dict[str, Any]:
         row = asdict(self)
@@ -343,6 +346,10 @@ class DensePoint:
     zooms: list[ZoomResult] = field(default_factory=list)
     evaluations: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
+    __eq__ = results_equal
+    __repr__ = short_repr
+    _repr_html_ = fields_html
+
     def as_row(self) -> dict[str, Any]:
         """One row for a table (without the zooms and evaluations)."""
         return {k: v for k, v in asdict(self).items() if k not in ("zooms", "evaluations")}
@@ -372,7 +379,7 @@ class DenseEvaluator:
         """``(accuracy, mean p(answer))`` of ``step``."""
         from safetensors.torch import load_file
 
-        from interp.tasks import answer_logits
+        from interp.metrics import METRICS, answer_logits
 
         if step not in self.correct:
             weights = load_file(str(step_folder(self.run, step) / "model.safetensors"), device=str(self.device))
@@ -385,10 +392,9 @@ class DenseEvaluator:
                 chunk = self.batch.tokens[start:start + 128].to(self.device)
                 sub = type(self.batch)(chunk, self.batch.answers[start:start + 128],
                                        self.batch.answer_pos[start:start + 128])
-                final = answer_logits(self.model(chunk).logits, sub).float()
-                answers = sub.answers.to(final.device)
-                correct.append((final.argmax(-1) == answers).cpu().numpy())
-                p_answer.append(final.softmax(-1).gather(1, answers[:, None])[:, 0].cpu().numpy())
+                final = answer_logits(self.model(chunk).logits, sub)
+                correct.append(METRICS["accuracy"](final, sub).bool().cpu().numpy())
+                p_answer.append(METRICS["p"](final, sub).cpu().numpy())
             self.correct[step] = np.concatenate(correct)
             self.p_answer[step] = np.concatenate(p_answer)
         return float(self.correct[step].mean()), float(self.p_answer[step].mean())

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from interp.devices import choose_device
 from interp.io import atomic_to_parquet, atomic_write_text
+from interp.objects import short_repr, values_equal
 from interp.provenance import make_provenance, write_provenance
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
@@ -199,7 +200,20 @@ class TrainResult:
     summary: dict
     metrics: pd.DataFrame
     model: nn.Module
-    task: SyntheticTask | None = field(default=None, repr=False)
+    task: SyntheticTask | None = field(default=None, repr=False, compare=False)
+
+    #: timings, which differ between two runs of the same settings and are left out of ``==``
+    TIMING = ("wall_time_s", "elapsed_s")
+
+    __repr__ = short_repr  # one screen
+
+    def __eq__(self, other: object) -> bool:
+        """Same config, summary, metrics (``DataFrame.equals``) and weights (by value), timings aside."""
+        if not isinstance(other, TrainResult):
+            return NotImplemented
+        strip = lambda r: (r.config, {k: v for k, v in r.summary.items() if k not in self.TIMING},  # noqa: E731
+                           r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
+        return values_equal(strip(self), strip(other))
 
     def _repr_html_(self) -> str:
         """Jupyter display: summary table, loss, staircase, head entropy and alignment (offline)."""

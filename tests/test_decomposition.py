@@ -74,7 +74,7 @@ def test_head_ranking_intervals_and_metric_names(setup):
     ranking = head_ranking(pre, post, batch, metric="logprob", n_boot=200)
     heads = ranking.heads
     assert set(heads["metric"]) == {"logprob"} and set(ranking.topk["metric"]) == {"logprob"}
-    assert ((heads["delta_p_lo"] <= heads["delta_p"] + 1e-9) & (heads["delta_p"] <= heads["delta_p_hi"] + 1e-9)).all()
+    assert ((heads["delta_lo"] <= heads["delta"] + 1e-9) & (heads["delta"] <= heads["delta_hi"] + 1e-9)).all()
     assert abs(ranking.topk["recovered"].iloc[-1] - 1) < 1e-4
     assert ranking.rank_correlation_prescreen is not None and ranking.prescreen_top2_found is not None
 

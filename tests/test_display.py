@@ -38,12 +38,12 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
         run.delta_p = torch.rand(N_LAYERS, N_HEADS, generator=generator) * 0.1 - 0.02
         order = torch.argsort(run.delta_p.flatten(), descending=True)
         run.heads = pd.DataFrame({"layer": (order // N_HEADS).numpy(), "head": (order % N_HEADS).numpy(),
-                                  "delta_p": run.delta_p.flatten()[order].double().numpy(),
-                                  "rank": np.arange(1, N_LAYERS * N_HEADS + 1), "delta_p_attribution": 0.0,
-                                  "delta_p_lo": 0.0, "delta_p_hi": 0.0, "metric": "p"})
+                                  "delta": run.delta_p.flatten()[order].double().numpy(),
+                                  "rank": np.arange(1, N_LAYERS * N_HEADS + 1), "delta_attribution": 0.0,
+                                  "delta_lo": 0.0, "delta_hi": 0.0, "metric": "p", "unit": "probability"})
         run.p_pre, run.p_post = 0.24, 0.56
-        run.topk = pd.DataFrame({"k": [1, 2, 3], "p_patched": [0.3, 0.4, 0.45], "metric": "p"})
-        run.topk["recovered"] = (run.topk["p_patched"] - run.p_pre) / (run.p_post - run.p_pre)
+        run.topk = pd.DataFrame({"k": [1, 2, 3], "value": [0.3, 0.4, 0.45], "metric": "p", "unit": "probability"})
+        run.topk["recovered"] = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
         scores = torch.rand(4, N_TOKENS, N_TOKENS, generator=generator).tril()
         run.example_patterns = scores / scores.sum(-1, keepdim=True)
         run.example_tokens = [f"t{i}" for i in range(N_TOKENS)]

@@ -119,9 +119,9 @@ def test_olmo2_cli_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
     fast = pd.read_csv(tmp_path / "fast" / "heads.csv").sort_values(["layer", "head"])
     reference = pd.read_csv(tmp_path / "reference" / "heads.csv").sort_values(["layer", "head"])
     assert len(fast) == 2 * 4 and sorted(fast["rank"]) == list(range(1, 9))
-    assert (fast["delta_p"].to_numpy() - reference["delta_p"].to_numpy()).__abs__().max() < 1e-5
+    assert (fast["delta"].to_numpy() - reference["delta"].to_numpy()).__abs__().max() < 1e-5
     top = reference.sort_values("rank").iloc[0]
-    assert top["delta_p"] == pytest.approx(_hooked_delta_p(OLMO2_REPO, 1000, 4000, int(top["layer"]), int(top["head"])),
+    assert top["delta"] == pytest.approx(_hooked_delta_p(OLMO2_REPO, 1000, 4000, int(top["layer"]), int(top["head"])),
                                            abs=1e-5)
 
 
@@ -175,9 +175,9 @@ def test_gpt2_cli_curve_bisect_rank_heads(gpt2_hub_cache, hub_cache_env, tmp_pat
     fast = pd.read_csv(tmp_path / "fast" / "heads.csv").sort_values(["layer", "head"])
     reference = pd.read_csv(tmp_path / "reference" / "heads.csv").sort_values(["layer", "head"])
     assert len(fast) == 2 * 4
-    assert (fast["delta_p"].to_numpy() - reference["delta_p"].to_numpy()).__abs__().max() < 1e-5
+    assert (fast["delta"].to_numpy() - reference["delta"].to_numpy()).__abs__().max() < 1e-5
     top = reference.sort_values("rank").iloc[0]
-    assert top["delta_p"] == pytest.approx(_hooked_delta_p(GPT2_REPO, 200, 500, int(top["layer"]), int(top["head"])), abs=1e-5)
+    assert top["delta"] == pytest.approx(_hooked_delta_p(GPT2_REPO, 200, 500, int(top["layer"]), int(top["head"])), abs=1e-5)
 
 
 def test_list_models_names_the_families():

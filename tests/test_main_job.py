@@ -92,8 +92,8 @@ def test_main_job_tables_and_report(quick_report):
     for name, columns in {
         "emergence": ["model", "seed", "task", "prepend_bos", "step", "accuracy", "p_answer"],
         "points": ["model", "seed", "task", "prepend_bos", "pre_step", "post_step", "emerged", "n_evaluations"],
-        "heads": ["model", "seed", "task", "prepend_bos", "layer", "head", "delta_p", "rank"],
-        "topk": ["model", "seed", "task", "prepend_bos", "k", "p_patched", "recovered"],
+        "heads": ["model", "seed", "task", "prepend_bos", "layer", "head", "delta", "rank"],
+        "topk": ["model", "seed", "task", "prepend_bos", "k", "value", "recovered"],
     }.items():
         table = pd.read_csv(out / f"{name}.csv")
         assert list(table.columns[: len(columns)]) == columns
@@ -112,7 +112,7 @@ def test_main_job_tables_and_report(quick_report):
         h = heads[(heads["model"] == row["model"]) & (heads["seed"] == row["seed"])]
         assert len(h) == n_layers * n_heads
         assert sorted(h["rank"]) == list(range(1, n_layers * n_heads + 1))
-        assert h.sort_values("rank")["delta_p"].is_monotonic_decreasing
+        assert h.sort_values("rank")["delta"].is_monotonic_decreasing
     html = (out / "report.html").read_text()
     assert "circuits-vis" in html and "plotly" in html.lower()
     # every circuitsvis mount point is closed (a self-closing <div/> would swallow later sections)
@@ -130,10 +130,10 @@ def test_topk_is_consistent_with_single_head_patching(quick_report):
             continue
         checked += 1
         top1 = run.heads.iloc[0]
-        p1 = run.topk.loc[run.topk["k"] == 1, "p_patched"].item()
+        p1 = run.topk.loc[run.topk["k"] == 1, "value"].item()
         # patching the top head alone is exactly the single-head patch that ranked it first
-        assert p1 == pytest.approx(run.p_pre + top1["delta_p"], abs=1e-5)
-        expected = (run.topk["p_patched"] - run.p_pre) / (run.p_post - run.p_pre)
+        assert p1 == pytest.approx(run.p_pre + top1["delta"], abs=1e-5)
+        expected = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
         assert run.topk["recovered"].to_numpy() == pytest.approx(expected.to_numpy(), abs=1e-9)
         assert run.p_post > run.p_pre
     assert checked == len(report.runs), "a run without a top-K table checks nothing"

@@ -103,7 +103,7 @@ def test_hub_notebook_runs_offline_on_a_pythia_layout_cache(notebook_runs):
     steps = facts["steps"]
     pre, post, emerged = point_from_curve(steps, [facts["accuracy"][s] for s in steps])
     assert emerged and (run.point.pre_step, run.point.post_step) == (pre, post)
-    assert run.heads is not None and run.heads["delta_p"].notna().all()
+    assert run.heads is not None and run.heads["delta"].notna().all()
     source = LocalSuiteSource(facts["run"])
     # hub blobs are named by their sha256: the digests equal the embedded run's weight digests
     assert report.provenance["checkpoints"][STAND_IN_HUB_ID][f"step{post}"] == source.digest(post)

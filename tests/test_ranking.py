@@ -44,7 +44,7 @@ def setup():
 def test_rank_heads_orders_by_delta_p_and_ranks_nan_last():
     delta_p = torch.tensor([[0.1, float("nan"), -0.2], [0.3, 0.1, 0.0]])
     frame = rank_heads(delta_p)
-    assert list(frame.columns) == ["layer", "head", "delta_p", "rank"]
+    assert list(frame.columns) == ["layer", "head", "delta", "rank"]
     assert list(zip(frame["layer"], frame["head"])) == [(1, 0), (0, 0), (1, 1), (1, 2), (0, 2), (0, 1)]
     assert frame["rank"].tolist()[:5] == [1, 2, 3, 4, 5] and frame["rank"].isna().tolist() == [False] * 5 + [True]
     with pytest.raises(ValueError, match=r"\[layer, head\]"):
@@ -59,15 +59,15 @@ def test_topk_recovery_reaches_one_and_matches_joint_patches(setup):
         p_post = float(answer_prob(post(inputs.tokens), inputs).mean())
     ranking = rank_heads(delta_p_all_heads(pre, inputs, patterns))
     topk = topk_recovery(pre, inputs, patterns, ranking, p_pre, p_post)
-    assert list(topk.columns) == ["k", "p_patched", "recovered"]
+    assert list(topk.columns) == ["k", "value", "recovered"]
     assert topk["k"].tolist() == list(range(1, N_LAYERS * N_HEADS + 1))
     assert abs(p_post - p_pre) > 1e-2
     assert abs(topk["recovered"].iloc[-1] - 1.0) < 1e-4  # all heads patched == post checkpoint
     top = list(zip(ranking["layer"], ranking["head"]))
     for k in (1, 3):
-        assert abs(topk["p_patched"].iloc[k - 1] - patch_heads(pre, inputs, patterns, top[:k])) < 1e-6
+        assert abs(topk["value"].iloc[k - 1] - patch_heads(pre, inputs, patterns, top[:k])) < 1e-6
     # K = 1 is the top head alone: its recovered value is its delta_p over the pre -> post change.
-    assert abs(topk["recovered"].iloc[0] - ranking["delta_p"].iloc[0] / (p_post - p_pre)) < 1e-4
+    assert abs(topk["recovered"].iloc[0] - ranking["delta"].iloc[0] / (p_post - p_pre)) < 1e-4
     with pytest.raises(ValueError, match="ks must lie"):
         topk_recovery(pre, inputs, patterns, ranking, p_pre, p_post, ks=[0])
 
@@ -76,9 +76,9 @@ def test_recovered_is_nan_with_a_warning_when_p_post_equals_p_pre(setup):
     pre, post, inputs = setup
     patterns = cache_patterns(post, inputs.tokens)
     ranking = rank_heads(torch.arange(N_LAYERS * N_HEADS, dtype=torch.float32).reshape(N_LAYERS, N_HEADS))
-    with pytest.warns(RuntimeWarning, match="p_post == p_pre"):
+    with pytest.warns(RuntimeWarning, match="value_post == value_pre"):
         topk = topk_recovery(pre, inputs, patterns, ranking, 0.25, 0.25, ks=[1, 2])
-    assert topk["recovered"].isna().all() and topk["p_patched"].notna().all()
+    assert topk["recovered"].isna().all() and topk["value"].notna().all()
 
 
 def test_head_ranking_report_end_to_end_and_prescreen(setup):
@@ -100,7 +100,7 @@ def test_head_ranking_report_end_to_end_and_prescreen(setup):
     assert sorted(computed.tolist()) == sorted(top3.tolist())
     assert torch.allclose(screened.delta_p.flatten()[computed], exact.flatten()[computed], atol=1e-6, rtol=0)
     assert len(screened.topk) == 3 and screened.heads["rank"].notna().sum() == 3
-    assert "delta_p_attribution" in screened.heads.columns
+    assert "delta_attribution" in screened.heads.columns
     with pytest.raises(ValueError, match="prescreen_top_n"):
         head_ranking_report(pre, post, inputs, prescreen_top_n=0)
 
@@ -137,7 +137,7 @@ def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_local_s
     assert result.exit_code == 0, result.output
     heads, topk = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "topk.csv")
     assert set(heads["metric"]) == {"logit-diff"} and set(topk["metric"]) == {"logit-diff"}
-    assert (heads["delta_p_lo"] <= heads["delta_p"] + 1e-9).all() and (heads["delta_p"] <= heads["delta_p_hi"] + 1e-9).all()
+    assert (heads["delta_lo"] <= heads["delta"] + 1e-9).all() and (heads["delta"] <= heads["delta_hi"] + 1e-9).all()
     bad = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"])
     assert bad.exit_code == 2 and "metric='accuracy'" in bad.output and "Traceback" not in bad.output
 

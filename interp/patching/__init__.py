@@ -16,7 +16,7 @@ Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``v
     ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
     ``heads=None`` / ``layers=None`` = all.  ``Target`` is the dataclass behind them.
 
-Metrics (``metrics``): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
+Metrics (the registry :mod:`interp.metrics`): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
     ``(logits [batch, d_vocab] at the answer positions, batch) -> [batch]``.
 
 Specialisations (``engine``)
@@ -57,7 +57,8 @@ from interp.patching.engine import (
 )
 from interp.patching.attribution import attribution_delta_p
 from interp.patching.ideal import IDEAL_PATTERNS, IdealPatterns, ideal_pattern
-from interp.patching.metrics import METRIC_UNITS, METRICS, answer_logprob, answer_probability, logit_diff, metric_name, resolve_metric
+from interp.patching.metrics import (METRIC_UNITS, METRICS, answer_logprob, answer_probability, logit_diff, metric_name,
+                                     metric_spec, resolve_metric)
 from interp.patching.targets import (
     KINDS,
     Target,
@@ -82,6 +83,7 @@ __all__ = [
     "Target", "KINDS", "pattern", "queries", "keys", "values", "head_output", "qk_weights", "ov_weights", "path",
     "mlp_output", "mlp_weights", "block_weights", "embedding", "unembedding",
     "METRICS", "METRIC_UNITS", "answer_probability", "answer_logprob", "logit_diff", "resolve_metric", "metric_name",
+    "metric_spec",
     "per_head_delta", "delta_p_all_heads", "patch_head_sets", "patch_heads", "cache_patterns", "post_from_patterns",
     "mean_answer_prob", "answer_prob", "attribution_delta_p", "TaskBatch",
     "IdealPatterns", "IDEAL_PATTERNS", "ideal_pattern",

@@ -8,6 +8,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.metrics import answer_logits
 from interp.tasks import TaskBatch
 
 
@@ -60,15 +61,12 @@ def check_batch(batch: Any) -> TaskBatch:
 
 
 def answer_rows(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> Float[Tensor, "batch d_vocab"]:
-    """The logits at each prompt's answer position.
+    """The logits at each prompt's answer position (:func:`interp.metrics.answer_logits`).
 
     Raises:
         ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for this batch.
     """
-    n, pos = batch.tokens.shape
-    if logits.ndim != 3 or tuple(logits.shape[:2]) != (n, pos):
-        raise ValueError(f"logits must have shape [{n}, {pos}, d_vocab], got {tuple(logits.shape)}")
-    return logits[torch.arange(n, device=logits.device), batch.answer_pos.to(logits.device)]
+    return answer_logits(logits, batch)
 
 
 def answer_logits_forward(run: Callable, batch: TaskBatch) -> tuple[Float[Tensor, "batch d_vocab"], Any]:

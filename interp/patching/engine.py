@@ -28,6 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.objects import results_equal, short_repr
 from interp.patching import _weights
 from interp.patching._common import answer_logits_forward, answer_rows, check_batch, heads_shape, model_device
 from interp.patching.fast import (
@@ -69,6 +70,9 @@ class PostCheckpoint:
     n_layers: int
     n_heads: int
     tokens: Tensor | None = field(default=None, repr=False)
+
+    __eq__ = results_equal
+    __repr__ = short_repr
 
     def activation(self, kind: str, layer: int) -> Tensor:
         """The captured activation of ``kind`` at ``layer``.
