@@ -32,7 +32,7 @@ EXPORTS: dict[str, str] = {
     "LocalSuiteSource": "interp.checkpoints", "HubSource": "interp.checkpoints",
     "cached_suite_runs": "interp.embedded", "ensure_suite": "interp.embedded",
     # tasks
-    "tasks": "interp", "TASKS": "interp.tasks", "make_task": "interp.tasks", "RepetitionTask": "interp.tasks",
+    "tasks": "interp", "TASKS": "interp.task_registry", "make_task": "interp.task_registry", "RepetitionTask": "interp.tasks",
     "TokenRepetitionTask": "interp.tasks", "TaskBatch": "interp.tasks", "CapabilityScore": "interp.tasks",
     "evaluate": "interp.tasks", "PatternCompletionTask": "interp.task_library", "IOITask": "interp.task_library",
     "TaskFile": "interp.task_library", "parse_tasks": "interp.task_registry", "task_table": "interp.task_registry",

@@ -70,6 +70,9 @@ REGISTRY: dict[str, TaskSpec] = {spec.name: spec for spec in (
              "indirect-object identification; logit-diff = logit(IO) - logit(S)", byte_tokenizer=False),
 )}
 
+#: Every registered task by name (the name ``import emergence_lens as el; el.TASKS`` shows).
+TASKS = REGISTRY
+
 #: What ``--task FILE`` / ``TaskFile(path)`` is (not a registered name: a task per file).
 TASK_FILE_SPEC = TaskSpec("FILE.jsonl|FILE.csv", TaskFile, "p", "your own prompts (fields prompt, answer, "
                           "optional distractors, id)", "one token answer per prompt, checked under the source's tokenizer")

@@ -303,7 +303,7 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     assert list(points.columns) == pipeline.POINTS_COLUMNS
     assert points[["pre_step", "post_step", "hold", "search"]].values.tolist() == [[0, 100, 0, "scan"]]
     assert scanned.provenance["settings"]["hold"] == 0
-    assert "stays there at the next 0 checkpoint(s)" in scanned.summary_legend
+    assert "stays there at the next 0 checkpoint(s)" in scanned.legend()
     bisected = pipeline.run_main_job([LocalSuiteSource(tiny_local_suite)], scan=False, **kwargs)
     point = bisected.runs[0].point
     assert (point.emerged, point.search, point.n_evaluations) == (False, "bisection", 2)
