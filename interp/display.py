@@ -63,11 +63,19 @@ def _script_safe(source: str) -> str:
     return re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
 
 
-LIBRARIES: dict[str, Callable[[], str]] = {"plotly": plotly_script, "circuitsvis": circuitsvis_script}
+def scrubber_script() -> str:
+    """The attention-pattern scrubber's style and script (:mod:`interp.scrubber`, defines ``ELScrub``)."""
+    from interp.scrubber import scrub_script
+
+    return scrub_script()
+
+
+LIBRARIES: dict[str, Callable[[], str]] = {"plotly": plotly_script, "circuitsvis": circuitsvis_script,
+                                           "scrubber": scrubber_script}
 
 
 class Assets:
-    """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``).
+    """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``, ``"scrubber"``).
 
     ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards.
     """
