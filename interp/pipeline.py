@@ -38,16 +38,18 @@ HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_a
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered", "metric"]
 
 SUMMARY_LEGEND = (
-    "<b>pre_step → post_step</b>: consecutive checkpoints where greedy accuracy crosses the threshold and "
-    "stays above it (training steps). <b>n_evaluations</b>: checkpoints the bisection evaluated. "
-    "<b>metric</b>: what p_pre, p_post, Δp and recovered measure (p = probability of the answer token, "
+    "<b>pre step → post step</b>: consecutive checkpoints where greedy accuracy crosses the threshold and "
+    "stays above it (training steps). <b>checkpoints evaluated</b>: checkpoints the bisection evaluated. "
+    "<b>metric</b>: what p pre, p post, Δp and recovered measure (p = probability of the answer token, "
     "logprob = its log probability in nats, logit-diff = its logit minus the largest distractor logit). "
-    "<b>p_pre, p_post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = p_post − p_pre (recovered "
-    "divides by it: below ~0.05 it is ill-conditioned). <b>top_head</b>, <b>top_delta_p</b>: the head whose "
+    "<b>p pre, p post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = p post − p pre (recovered "
+    "divides by it: below ~0.05 it is ill-conditioned). <b>top head</b>, <b>top Δp</b>: the head whose "
     "post-step attention pattern, patched alone into the pre step, raises p(answer) most, and by how much. "
-    "<b>recovered_top2</b>: (p with the top 2 heads patched − p_pre) / jump. <b>prescreen_spearman</b>: rank "
+    "<b>recovered by top 2</b>: (p with the top 2 heads patched − p pre) / jump. <b>pre-screen ρ</b>: Spearman rank "
     "correlation of the pre-screen's estimate (integrated gradients on the patterns) with exact Δp over heads; "
-    "<b>prescreen_top2_found</b>: whether the exact top 2 heads are the estimate's top 2."
+    "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. In "
+    "<code>report.summary()</code> the columns are pre_step, post_step, n_evaluations, p_pre, p_post, jump, "
+    "top_head, top_delta_p, recovered_top2, prescreen_spearman, prescreen_top2_found."
 )
 
 
@@ -73,11 +75,11 @@ class RunAnalysis:
 
     def _repr_html_(self) -> str:
         """Jupyter display: the run's summary row, then the report's sections for this run."""
-        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
+        from interp.display import NOTEBOOK_ASSETS, style_tag
 
         ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
                                 delta_p_bound=vis.delta_p_bound([self]))
-        summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
+        summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
         return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
 
     model: str
@@ -100,6 +102,11 @@ class RunAnalysis:
     metric: str = "p"
     components: pd.DataFrame | None = None
     head_scores: pd.DataFrame | None = None
+    # the scrubber (interp.scrubber): each head's pattern on the task's first prompts at every
+    # step the run evaluated, UInt8[Tensor, "prompt step layer head query_pos key_pos"] = round(255 p)
+    scrub_steps: list[int] = field(default_factory=list)
+    scrub_tokens: list[list[str]] = field(default_factory=list)
+    scrub_patterns: Tensor | None = None
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str]) -> pd.DataFrame:
@@ -124,6 +131,7 @@ def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    scrub: bool = True,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -139,13 +147,17 @@ def analyse_run(
         decompose: also decompose the jump by component (``components.csv``).
         scores: also score every head at the checkpoints around the point (``head_scores.csv``,
             :mod:`interp.scores`).
+        scrub: also keep every head's pattern on the task's first prompts at each step the run
+            evaluates (the report's scrubber, :mod:`interp.scrubber`; no extra checkpoint load).
     """
     from interp.ranking import rank_heads_between
+    from interp.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
 
     task = task or RepetitionTask()
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
-    evaluator = StepEvaluator(source, batch, device=device)
+    evaluator = (PatternRecorder(source, batch, device=device, n_prompts=DEFAULT_PROMPTS) if scrub
+                 else StepEvaluator(source, batch, device=device))
     curve = full_scan(source, batch, evaluator=evaluator) if scan else None
     point = find_emergence(source, batch, threshold=threshold, evaluator=evaluator)
     if not scan:
@@ -156,6 +168,11 @@ def analyse_run(
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     analysis.training_loss = _training_loss(source)
+    if scrub and evaluator.patterns:
+        steps, patterns = evaluator.recorded()
+        tokenizer = source.tokenizer()
+        analysis.scrub_steps, analysis.scrub_patterns = steps, torch.from_numpy(patterns)
+        analysis.scrub_tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: evaluator.n_prompts]]
     if point.emerged and point.pre_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
@@ -340,6 +357,7 @@ def run_main_job(
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
     metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    scrub: bool = True,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every source and collect a :class:`MainJobReport`.
 
@@ -360,7 +378,7 @@ def run_main_job(
         try:
             run = analyse_run(source, task=task, threshold=threshold, scan=scan, method=method,
                               prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                              decompose=decompose, scores=scores, prescreen_steps=prescreen_steps)
+                              decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, scrub=scrub)
             done.append((position, run, _step_digests(source, run)))
         finally:
             source.close()
@@ -370,7 +388,7 @@ def run_main_job(
     settings = {"sources": [run.model_id for run in runs], "task": task or RepetitionTask(), "threshold": threshold,
                 "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
                 "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
-                "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps}
+                "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps, "scrub": scrub}
     report = MainJobReport(runs=runs, threshold=threshold, title=title,
                            provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))
     if out_dir is not None:
