@@ -155,18 +155,32 @@ class ScrubData:
         if any(len(t) != shape[-1] for t in self.tokens):
             raise ValueError(f"every prompt needs {shape[-1]} token labels, got {[len(t) for t in self.tokens]}")
 
-    def payload(self) -> dict:
-        """The page's data: shapes, steps, tokens, and the deflated, base64-encoded bytes."""
+    def payload(self, max_chars: int = 140_000) -> dict:
+        """The page's data: shapes, steps, tokens, and the pattern bytes.
+
+        The causal upper triangle is left out, each step is stored as its change from the step
+        before (mod 256: consecutive checkpoints are alike, so the bytes deflate better), then
+        deflated (zlib) and base64-encoded. The patterns keep their 255 levels when that fits in
+        ``max_chars`` characters, else they are stored to 100, 50 or 25 levels (the first that
+        fits; the page says which).
+        """
         n_prompts, n_steps, n_layers, n_heads, n, _ = self.patterns.shape
         upper = np.triu(np.ones((n, n), dtype=bool), k=1)
         causal = not self.patterns[..., upper].any()
         cells = self.patterns[..., ~upper] if causal else self.patterns.reshape(*self.patterns.shape[:4], n * n)
-        blob = zlib.compress(np.ascontiguousarray(cells).tobytes(), 9)
+        for levels in (LEVELS, 100, 50, 25):
+            values = cells if levels == LEVELS else np.rint(cells.astype(np.float32) * (levels / LEVELS)).astype(np.uint8)
+            delta = values.copy()
+            delta[:, 1:] = values[:, 1:] - values[:, :-1]  # uint8 arithmetic wraps mod 256
+            data = base64.b64encode(zlib.compress(np.ascontiguousarray(delta).tobytes(), 9)).decode("ascii")
+            if len(data) <= max_chars:
+                break
         return {"prompts": n_prompts, "steps": [int(s) for s in self.steps], "layers": n_layers, "heads": n_heads,
-                "n": n, "causal": causal, "tokens": self.tokens, "zoom": [int(s) for s in self.zoom_steps],
-                "pre": self.pre_step, "post": self.post_step, "label": self.label,
-                "delta_p": None if self.delta_p is None else np.round(np.asarray(self.delta_p, float), 4).tolist(),
-                "data": base64.b64encode(blob).decode("ascii")}
+                "n": n, "causal": causal, "levels": levels, "tokens": self.tokens,
+                "zoom": [int(s) for s in self.zoom_steps], "pre": self.pre_step, "post": self.post_step,
+                "label": self.label, "data": data,
+                "delta_p": None if self.delta_p is None else
+                [[None if not np.isfinite(v) else round(float(v), 4) for v in row] for row in np.asarray(self.delta_p, float)]}
 
 
 def _json_for_script(value: Any) -> str:
@@ -184,12 +198,13 @@ def _figures(data: ScrubData) -> list[tuple[Any, bool, str]]:
     of the side panel. The marker is a line the page script lays over the plot (moving a plotly
     shape by ``Plotly.relayout`` costs ~25 ms a figure, over the frame's budget)."""
     import plotly.graph_objects as go
+    import plotly.io as pio
 
     from interp.visualisation import delta_p_heatmap, run_capability_figure, _log_step_axis
 
     out = []
     if len(data.curve):
-        fig = run_capability_figure(data.curve, data.pre_step, data.post_step, threshold=data.threshold,
+        fig = run_capability_figure(data.curve.round(4), data.pre_step, data.post_step, threshold=data.threshold,
                                     title="Capability per checkpoint")
         fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), legend=dict(orientation="h", y=-0.3),
                           title_font_size=14)
@@ -202,7 +217,7 @@ def _figures(data: ScrubData) -> list[tuple[Any, bool, str]]:
         for i, name in enumerate(names):
             for (layer, head), line in scores[scores["score"] == name].groupby(["layer", "head"]):
                 line = line.sort_values("step")
-                fig.add_trace(go.Scatter(x=line["step"].clip(lower=0.5), y=line["value"], mode="lines+markers",
+                fig.add_trace(go.Scatter(x=line["step"].clip(lower=0.5), y=line["value"].round(3), mode="lines+markers",
                                          marker=dict(size=3), name=f"L{layer}H{head}", visible=i == 0,
                                          hovertemplate=f"L{layer}H{head} {name}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>"))
         per = len(fig.data) // max(1, len(names))
@@ -222,6 +237,9 @@ def _figures(data: ScrubData) -> list[tuple[Any, bool, str]]:
         fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"Δp per head ({pair})")
         fig.update_layout(height=260, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14, showlegend=False)
         out.append((fig, False, "Δp = p(answer) with the head's post pattern patched in, minus p_pre"))
+    light = go.layout.Template(layout=pio.templates["plotly"].layout)  # the look, without per-trace defaults
+    for fig, _, _ in out:
+        fig.layout.template = light
     return out
 
 
@@ -231,8 +249,8 @@ SCRUB_STYLE = """
 .el-scrub-controls input[type=range]{flex:1 1 260px;min-width:200px}
 .el-scrub-step{font-variant-numeric:tabular-nums;min-width:15em;font-weight:600}
 .el-scrub-main{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
-.el-scrub-grid{flex:1 1 560px;min-width:0}
-.el-scrub-side{flex:0 1 400px;min-width:300px}
+.el-scrub-grid{flex:3 1 560px;min-width:0}
+.el-scrub-side{flex:1 1 380px;min-width:300px}
 .el-scrub-layer{display:flex;flex-wrap:wrap;gap:6px;margin-bottom:6px}
 .el-scrub-head{display:flex;flex-direction:column;align-items:flex-start}
 .el-scrub-head span{font-weight:600;font-size:12px}
@@ -266,11 +284,13 @@ def scrubber_fragment(data: ScrubData, assets) -> str:
                      + f"<p class='el-caption'>{html.escape(caption)}</p>")
         figs.append({"id": div_id, "marker": marker})
     spec = {**data.payload(), "figs": figs}
+    precision = (f"Attention is stored to 1/{spec['levels']} (±{0.5 / spec['levels']:.3f})"
+                 + ("" if spec["levels"] == LEVELS else " to keep the page light") + ".")
     library = assets.require("plotly") + assets.require("scrubber")
     return (f"{library}<div class='el-scrub' id='{uid}' tabindex='0'>"
             f"<script type='application/json' class='el-scrub-data'>{_json_for_script(spec)}</script>"
             "<div class='el-scrub-controls'></div><div class='el-scrub-main'><div class='el-scrub-grid'></div>"
-            f"<div class='el-scrub-side'>{''.join(parts)}</div></div></div>"
+            f"<div class='el-scrub-side'>{''.join(parts)}</div></div><p class='el-caption'>{precision}</p></div>"
             f"<script type='text/javascript'>ELScrub.mount('{uid}');</script>")
 
 
@@ -302,7 +322,7 @@ class Scrubber:
 
 _HELP = ("<p class='el-caption'>Rows are query positions, columns key positions (the upper triangle is masked: a "
          "token attends to itself and earlier tokens only). ← / → step through the checkpoints (click the page first), "
-         "▶ plays; hover a cell for its value. Values are stored to ±0.002.</p>")
+         "▶ plays; hover a cell for its value.</p>")
 
 
 def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts: int = DEFAULT_PROMPTS,
@@ -433,8 +453,10 @@ async function mount(id){
   const root=document.getElementById(id);
   const spec=JSON.parse(root.querySelector('script.el-scrub-data').textContent);
   const bytes=await inflate(spec.data);
-  const n=spec.n, cells=spec.causal?n*(n+1)/2:n*n, H=spec.heads, L=spec.layers, S=spec.steps.length;
-  const st={prompt:0,index:0,diff:false,timer:null,cell:10};
+  const n=spec.n, cells=spec.causal?n*(n+1)/2:n*n, H=spec.heads, L=spec.layers, S=spec.steps.length, V=spec.levels;
+  const block=L*H*cells;  // one step of one prompt; stored as the change from the step before (mod 256)
+  for(let p=0;p<spec.prompts;p++)for(let s=1;s<S;s++){const off=(p*S+s)*block;for(let i=0;i<block;i++)bytes[off+i]=(bytes[off+i]+bytes[off-block+i])&255;}
+  const st={prompt:0,index:0,diff:false,timer:null,cell:10,scale:1};
   const at=(q,k)=>spec.causal?(k>q?-1:q*(q+1)/2+k):q*n+k;
   const base=(p,s,l,h)=>(((p*S+s)*L+l)*H+h)*cells;
   const controls=root.querySelector('.el-scrub-controls'), grid=root.querySelector('.el-scrub-grid');
@@ -463,7 +485,8 @@ async function mount(id){
     ctx.setTransform(ratio,0,0,ratio,0,0);ctx.fillStyle='#fff';ctx.fillRect(0,0,c.width,c.height);
     const cur=base(st.prompt,st.index,l,h),prev=base(st.prompt,Math.max(0,st.index-1),l,h);
     for(let q=0;q<n;q++)for(let k=0;k<n;k++){const i=at(q,k);let rgb;
-      if(i<0)rgb=[232,232,232];else if(st.diff){const d=bytes[cur+i]-bytes[prev+i];rgb=DIV[Math.round((d+255)/2)];}else rgb=SEQ[bytes[cur+i]];
+      if(i<0)rgb=[232,232,232];else if(st.diff){const d=(bytes[cur+i]-bytes[prev+i])/st.scale;rgb=DIV[Math.max(0,Math.min(255,Math.round((d+1)*127.5)))];}
+      else rgb=SEQ[Math.round(bytes[cur+i]*255/V)];
       ctx.fillStyle='rgb('+rgb[0]+','+rgb[1]+','+rgb[2]+')';ctx.fillRect(gap+k*cs,q*cs,cs,cs);}
     if(cs>=7){const tokens=spec.tokens[st.prompt],font=Math.min(11,cs);ctx.fillStyle='#222';ctx.font=font+'px monospace';
       ctx.textAlign='right';ctx.textBaseline='middle';
@@ -473,14 +496,17 @@ async function mount(id){
   function hover(ev,c,l,h){const r=c.getBoundingClientRect(),cs=st.cell,k=Math.floor((ev.clientX-r.left-gap)/cs),q=Math.floor((ev.clientY-r.top)/cs);
     if(k<0||q<0||k>=n||q>=n||at(q,k)<0){tip.style.display='none';return;}
     const t=spec.tokens[st.prompt],cur=bytes[base(st.prompt,st.index,l,h)+at(q,k)],prev=bytes[base(st.prompt,Math.max(0,st.index-1),l,h)+at(q,k)];
-    tip.textContent='L'+l+'H'+h+'  query '+q+' "'+t[q]+'" → key '+k+' "'+t[k]+'"\nattention '+(cur/255).toFixed(3)+'   change since previous step '+((cur-prev)/255>=0?'+':'')+((cur-prev)/255).toFixed(3);
+    const digits=V>100?3:2,chg=(cur-prev)/V;
+    tip.textContent='L'+l+'H'+h+'  query '+q+' "'+t[q]+'" → key '+k+' "'+t[k]+'"\nattention '+(cur/V).toFixed(digits)+'   change since the previous step '+(chg>=0?'+':'')+chg.toFixed(digits);
     tip.style.left=(ev.clientX+12)+'px';tip.style.top=(ev.clientY+12)+'px';tip.style.display='block';}
-  function drawGrid(){for(const c of canvases)drawHead(c,+c.dataset.layer,+c.dataset.head);
+  function changeScale(){let m=1;const a=base(st.prompt,st.index,0,0),b=base(st.prompt,Math.max(0,st.index-1),0,0);
+    for(let i=0;i<block;i++){const d=Math.abs(bytes[a+i]-bytes[b+i]);if(d>m)m=d;}return m;}
+  function drawGrid(){if(st.diff)st.scale=changeScale();for(const c of canvases)drawHead(c,+c.dataset.layer,+c.dataset.head);
     const s=spec.steps[st.index],prev=st.index>0?spec.steps[st.index-1]:null;
     label.textContent='step '+s+(zoom.has(s)?' (zoomed)':'')+' · checkpoint '+(st.index+1)+' of '+S+(st.diff?(prev===null?' · first step: no change':' · minus step '+prev):'')
       +(s===spec.pre?' · pre step':'')+(s===spec.post?' · post step':'');
     bar.style.background=st.diff?'linear-gradient(to right,rgb(178,24,43),rgb(247,247,247),rgb(33,102,172))':'linear-gradient(to right,#fff,rgb(8,48,107))';
-    scaleText.textContent=st.diff?' −1 … +1 (change in attention)':' 0 … 1 (attention)';}
+    const top=(st.scale/V).toFixed(V>100?3:2);scaleText.textContent=st.diff?' −'+top+' … +'+top+' (change in attention; the largest at this step)':' 0 … 1 (attention)';}
   function markers(){const x=Math.max(spec.steps[st.index],0.5);
     for(const f of spec.figs){const gd=document.getElementById(f.id),fl=gd&&gd._fullLayout;if(!f.marker||!fl||!fl.xaxis||!fl._size)continue;
       let m=gd.querySelector('.el-scrub-marker');const host=gd.querySelector('.svg-container');if(!host)continue;
