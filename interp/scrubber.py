@@ -235,7 +235,7 @@ def _figures(data: ScrubData) -> list[tuple[Any, bool, str]]:
     if data.delta_p is not None:
         pair = f"step {data.post_step} patched into step {data.pre_step}" if data.pre_step is not None else "the ranking"
         fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"Δp per head ({pair})")
-        fig.update_layout(height=260, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14, showlegend=False)
+        fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14)
         out.append((fig, False, "Δp = p(answer) with the head's post pattern patched in, minus p_pre"))
     light = go.layout.Template(layout=pio.templates["plotly"].layout)  # the look, without per-trace defaults
     for fig, _, _ in out:
@@ -249,8 +249,8 @@ SCRUB_STYLE = """
 .el-scrub-controls input[type=range]{flex:1 1 260px;min-width:200px}
 .el-scrub-step{font-variant-numeric:tabular-nums;min-width:15em;font-weight:600}
 .el-scrub-main{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
-.el-scrub-grid{flex:3 1 560px;min-width:0}
-.el-scrub-side{flex:1 1 380px;min-width:300px}
+.el-scrub-grid{flex:3 1 600px;min-width:0}
+.el-scrub-side{flex:1 1 360px;min-width:300px}
 .el-scrub-layer{display:flex;flex-wrap:wrap;gap:6px;margin-bottom:6px}
 .el-scrub-head{display:flex;flex-direction:column;align-items:flex-start}
 .el-scrub-head span{font-weight:600;font-size:12px}
@@ -476,9 +476,9 @@ async function mount(id){
       const dp=spec.delta_p&&spec.delta_p[l]&&spec.delta_p[l][h]!=null?'  Δp '+(spec.delta_p[l][h]>=0?'+':'')+spec.delta_p[l][h].toFixed(3):'';
       el('span',{textContent:'L'+l+'H'+h+dp},box);const c=el('canvas',{},box);c.dataset.layer=l;c.dataset.head=h;canvases.push(c);
       c.addEventListener('mousemove',ev=>hover(ev,c,l,h));c.addEventListener('mouseleave',()=>{tip.style.display='none';});}}
-  const gap=36;
+  const gap=30;
   function layout(){const width=grid.clientWidth||800;const per=Math.max(120,Math.floor((width-6*(H-1))/Math.min(H,4)));
-    st.cell=Math.max(3,Math.min(16,Math.floor((per-gap)/n)));
+    st.cell=Math.max(3,Math.min(16,Math.floor((per-gap-2)/n)));
     const px=gap+n*st.cell+2, ratio=window.devicePixelRatio||1;
     for(const c of canvases){c.width=px*ratio;c.height=px*ratio;c.style.width=px+'px';c.style.height=px+'px';}}
   function drawHead(c,l,h){const ctx=c.getContext('2d'),ratio=window.devicePixelRatio||1,cs=st.cell;
