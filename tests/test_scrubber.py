@@ -104,6 +104,14 @@ def test_hostile_tokens_stay_data_in_the_page():
     assert len(re.findall(r"<script\b", body, re.I)) == 1 + 3 + 1 and "<!--" not in body
 
 
+def test_notebook_output_is_a_whole_page_each_time():
+    page = Scrubber(toy_data())
+    for _ in range(2):  # self-contained whatever the notebook showed before
+        out = page._repr_html_()
+        assert out.count("* plotly.js v") == 1 and out.count("window.ELScrub)") == 1
+        assert out.index("* plotly.js v") < out.index("ELScrub.mount(")
+
+
 def test_ranking_table_and_sizes_are_checked():
     data = toy_data()
     with pytest.raises(ValueError, match="do not match"):
