@@ -193,7 +193,7 @@ def _json_for_script(value: Any) -> str:
     return text
 
 
-def _figures(data: ScrubData) -> list[tuple[Any, bool, str]]:
+def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bool, str]]:
     """(figure, whether its x axis is the training step and takes the slider's marker, caption)
     of the side panel. The marker is a line the page script lays over the plot (moving a plotly
     shape by ``Plotly.relayout`` costs ~25 ms a figure, over the frame's budget)."""
@@ -232,7 +232,7 @@ def _figures(data: ScrubData) -> list[tuple[Any, bool, str]]:
                           updatemenus=[dict(type="dropdown", buttons=buttons, x=1, xanchor="right", y=1.18,
                                             yanchor="top")])
         out.append((fig, True, "one line per head; the menu picks the score"))
-    if data.delta_p is not None:
+    if data.delta_p is not None and delta_p_figure:
         pair = f"step {data.post_step} patched into step {data.pre_step}" if data.pre_step is not None else "the ranking"
         fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"Δp per head ({pair})")
         fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14)
@@ -268,22 +268,29 @@ def scrub_script() -> str:
     return f"<style>{SCRUB_STYLE}</style><script type='text/javascript'>{_SCRIPT}</script>"
 
 
-def scrubber_fragment(data: ScrubData, assets) -> str:
+def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p_figure: bool = True) -> str:
     """One scrubber as an HTML fragment: plotly.js and the scrubber script come from ``assets``
-    (:class:`interp.display.Assets`, once per page)."""
+    (:class:`interp.display.Assets`, once per page).
+
+    Args:
+        data: what to show.
+        assets: the page's assets.
+        max_chars: budget of the pattern bytes (base64 characters, :meth:`ScrubData.payload`).
+        delta_p_figure: draw the Δp heatmap beside the grid (Δp also heads each head's title).
+    """
     import plotly.io as pio
 
     from interp.display import PLOTLY_CONFIG
 
     uid = "el-scrub-" + uuid.uuid4().hex[:12]
     figs, parts = [], []
-    for i, (fig, marker, caption) in enumerate(_figures(data)):
+    for i, (fig, marker, caption) in enumerate(_figures(data, delta_p_figure)):
         div_id = f"{uid}-fig{i}"
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=False, include_mathjax=False,
                                  config=PLOTLY_CONFIG, default_width="100%", div_id=div_id)
                      + f"<p class='el-caption'>{html.escape(caption)}</p>")
         figs.append({"id": div_id, "marker": marker})
-    spec = {**data.payload(), "figs": figs}
+    spec = {**data.payload(max_chars), "figs": figs}
     precision = (f"Attention is stored to 1/{spec['levels']} (±{0.5 / spec['levels']:.3f})"
                  + ("" if spec["levels"] == LEVELS else " to keep the page light") + ".")
     library = assets.require("plotly") + assets.require("scrubber")
@@ -420,19 +427,21 @@ def scrubber(source, task=None, steps: Sequence[int] | None = None, n_prompts: i
                                ranking=ranking, threshold=threshold))
 
 
-def run_scrub_data(run, threshold: float = 0.5) -> ScrubData | None:
-    """The scrubber data a main-job run recorded (``scrub_patterns`` etc.), or None without them."""
+def run_scrub_data(run, threshold: float = 0.5, n_prompts: int | None = None) -> ScrubData | None:
+    """The scrubber data a main-job run recorded (``scrub_patterns`` etc.; its first ``n_prompts``
+    prompts when given), or None without them."""
     patterns = getattr(run, "scrub_patterns", None)
     if patterns is None or not getattr(run, "scrub_steps", None):
         return None
     from interp.catalogue import run_label
 
     patterns = patterns.numpy() if hasattr(patterns, "numpy") else np.asarray(patterns)
+    patterns = patterns[:n_prompts] if n_prompts else patterns
     curve = run.curve[run.curve["step"].isin(run.scrub_steps)] if getattr(run, "curve", None) is not None else pd.DataFrame()
     scores = getattr(run, "head_scores", None)
     delta_p, pre, post = _ranking(run)
     return ScrubData(label=run_label(run.model, run.seed), steps=list(run.scrub_steps), patterns=patterns,
-                     tokens=[list(t) for t in run.scrub_tokens], curve=curve,
+                     tokens=[list(t) for t in run.scrub_tokens][: len(patterns)], curve=curve,
                      head_scores=None if scores is None else scores[["step", "layer", "head", "score", "value"]],
                      delta_p=delta_p, pre_step=pre, post_step=post, threshold=threshold)
 

@@ -326,14 +326,21 @@ def scrubber_section(run, ctx: ReportContext) -> Section | None:
     (:mod:`interp.scrubber`), when the run recorded them."""
     from interp.scrubber import run_scrub_data, scrubber_fragment
 
-    data = run_scrub_data(run, threshold=ctx.threshold)
+    data = run_scrub_data(run, threshold=ctx.threshold, n_prompts=REPORT_SCRUB_PROMPTS)
     if data is None:
         return None
-    caption = (f"{len(data.steps)} checkpoints the run evaluated (every checkpoint with a full scan; "
-               "<code>emergence scrub</code> shows every one of any run). Rows are query positions, columns key "
-               "positions; ← / → step once the scrubber has focus (click it).")
-    return Section(f"Attention patterns across checkpoints — {_run_label(run)}",
-                   scrubber_fragment(data, ctx.assets) + f"<p class='el-caption'>{caption}</p>")
+    caption = (f"{len(data.steps)} checkpoints the run evaluated (every checkpoint with a full scan), on the task's "
+               f"first {len(data.tokens)} prompts; <code>emergence scrub</code> shows every checkpoint of any run on "
+               "more prompts. Rows are query positions, columns key positions; each head's title gives its Δp; "
+               "← / → step once the scrubber has focus (click it).")
+    body = scrubber_fragment(data, ctx.assets, max_chars=REPORT_SCRUB_CHARS, delta_p_figure=False)
+    return Section(f"Attention patterns across checkpoints — {_run_label(run)}", body + f"<p class='el-caption'>{caption}</p>")
+
+
+#: The report's scrubbers stay light (one per run): prompts shown, and the budget of each one's
+#: pattern bytes (base64 characters; coarser levels past it, see ``ScrubData.payload``).
+REPORT_SCRUB_PROMPTS = 2
+REPORT_SCRUB_CHARS = 40_000
 
 
 def components_section(run, ctx: ReportContext) -> Section | None:
