@@ -190,6 +190,7 @@ STYLE = """
 .el-table-wrap{max-width:100%;overflow-x:auto}
 table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
 table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+table.el-table td{white-space:nowrap}
 table.el-table th{background:#f4f4f4;overflow-wrap:normal;word-break:normal;hyphens:none;vertical-align:bottom}
 table.el-kv th{text-align:left}
 .el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}

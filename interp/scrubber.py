@@ -225,8 +225,12 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
                         args=[{"visible": [j // per == i for j in range(len(fig.data))]},
                               {"yaxis.title.text": name.replace("_", "-") + " score"}])
                    for i, name in enumerate(names)]
-        _log_step_axis(fig)
-        fig.update_xaxes(title_text="training step (log)")
+        low, high = float(scores["step"].min()), float(scores["step"].max())
+        if low > 0 and high / low < 20:  # a few steps around the point: a linear axis has ticks there
+            fig.update_xaxes(title_text="training step")
+        else:
+            _log_step_axis(fig)
+            fig.update_xaxes(title_text="training step (log)")
         fig.update_layout(title="Head scores", title_font_size=14, height=300, showlegend=True,
                           yaxis_title=names[0].replace("_", "-") + " score", margin=dict(t=40, b=40, l=50, r=10),
                           updatemenus=[dict(type="dropdown", buttons=buttons, x=1, xanchor="right", y=1.18,
