@@ -355,14 +355,22 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
         ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns.
         interp.checkpoints.CheckpointError: a step the source does not hold (nearest named).
     """
+    if n_prompts < 1:
+        raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
+    delta_p, pre, post = _ranking(ranking)
+    zoomed, zoom_steps = _with_zoom(source)
+    try:
+        return _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold)
+    finally:
+        if zoomed is not source:
+            zoomed.close()
+
+
+def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold) -> ScrubData:
     from interp.catalogue import run_label
     from interp.pipeline import model_and_seed
     from interp.tasks import RepetitionTask
 
-    if n_prompts < 1:
-        raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
-    delta_p, pre, post = _ranking(ranking)
-    source, zoom_steps = _with_zoom(source)
     wanted = sorted(set(int(s) for s in steps)) if steps is not None else source.available_steps()
     for step in wanted:
         source._check_step(step)
@@ -424,11 +432,16 @@ def scrubber(source, task=None, steps: Sequence[int] | None = None, n_prompts: i
     from interp.checkpoints import CheckpointSource, open_source
     from interp.sources import check_one_run
 
-    if not isinstance(source, CheckpointSource):
+    opened = not isinstance(source, CheckpointSource)
+    if opened:
         check_one_run(str(source), "scrubber")
         source = open_source(source)
-    return Scrubber(scrub_data(source, task=task, steps=steps, n_prompts=n_prompts, device=device, scores=scores,
-                               ranking=ranking, threshold=threshold))
+    try:
+        return Scrubber(scrub_data(source, task=task, steps=steps, n_prompts=n_prompts, device=device, scores=scores,
+                                   ranking=ranking, threshold=threshold))
+    finally:
+        if opened:  # a source the caller handed in stays open
+            source.close()
 
 
 def run_scrub_data(run, threshold: float = 0.5, n_prompts: int | None = None) -> ScrubData | None:
