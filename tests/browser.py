@@ -141,7 +141,7 @@ def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 90
             page.set_viewport_size({"width": width, "height": full})
             page.wait_for_timeout(1500)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True)
+            page.screenshot(path=str(screenshot), full_page=True, timeout=timeout_ms)  # a 30 000 px page on a busy machine
         finally:
             context.close()
     return result
