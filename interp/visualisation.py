@@ -409,7 +409,7 @@ RUN_SECTIONS: list[Callable] = [
 ]
 
 
-#: Headers of the summary table on a page (``MainJobReport.summary()`` and its CSV keep the
+#: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
 #: column names): words that wrap between one another, never inside one.
 SUMMARY_HEADERS = {"pre_step": "pre step", "post_step": "post step", "n_evaluations": "checkpoints evaluated",
                    "p_pre": "p pre", "p_post": "p post", "top_head": "top head", "top_delta_p": "top Δp",
