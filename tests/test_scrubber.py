@@ -290,7 +290,17 @@ def test_hostile_token_text_is_drawn_as_text(tmp_path):
         assert page.evaluate("document.querySelectorAll('script').length") == \
             len(re.findall(r"<script\b", path.read_text(encoding="utf-8")))
         assert page.evaluate("ELScrub.all.length") == 1
+        # hovering a cell names its tokens as text
+        box = page.locator(".el-scrub canvas").first.bounding_box()
+        cell = (box["width"] - 32) / len(HOSTILE)  # the canvas: 30 px of labels, the cells, 2 px
+        page.mouse.move(box["x"] + 30 + 1.5 * cell, box["y"] + 2.5 * cell)
+        assert 'query 2 "</script>" → key 1 "<script>"' in page.inner_text(".el-scrub-tip")
         page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
+        # the play button animates through the checkpoints
+        page.click(".el-scrub button")
+        page.wait_for_timeout(2000)
+        assert page.evaluate("ELScrub.all[0].index") >= 1
+        page.click(".el-scrub button")
     assert visit.page_errors == [] and visit.console_errors == [] and visit.blocked == []
 
 
