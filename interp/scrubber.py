@@ -349,7 +349,9 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
         n_prompts: prompts of the task the chooser offers (the first ones).
         scores: also record head scores at every step (:mod:`interp.scores`).
         ranking: a ``RunAnalysis`` (its ``delta_p`` and point of emergence), a heads table
-            (columns layer, head, delta_p), or None.
+            (columns layer, head, delta_p), or None. Without a point from the ranking, the
+            point of emergence of the scrubbed curve is marked
+            (:func:`interp.emergence.point_from_curve`: the last crossing that stays above).
         threshold: greedy-accuracy threshold drawn on the capability curve (fraction).
 
     Raises:
@@ -385,8 +387,14 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p,
     tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: recorder.n_prompts]]
     model, seed = model_and_seed(source.model_id)
     head_scores = pd.DataFrame(recorder.score_rows, columns=["step", "layer", "head", "score", "value"]) if scores else None
+    curve = recorder.table()[["step", "accuracy", "p_answer"]]
+    if pre is None and post is None and len(curve) >= 2:  # no ranking: the point on the scrubbed curve
+        from interp.emergence import point_from_curve
+
+        found_pre, found_post, emerged = point_from_curve(curve["step"], curve["accuracy"], threshold)
+        pre, post = (found_pre, found_post) if emerged and found_pre is not None else (None, None)
     return ScrubData(label=run_label(model, seed), steps=ordered, patterns=patterns, tokens=tokens,
-                     curve=recorder.table()[["step", "accuracy", "p_answer"]], zoom_steps=[s for s in ordered if s in zoom_steps],
+                     curve=curve, zoom_steps=[s for s in ordered if s in zoom_steps],
                      head_scores=head_scores, delta_p=delta_p, pre_step=pre, post_step=post, threshold=threshold)
 
 
