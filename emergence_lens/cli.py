@@ -1,7 +1,7 @@
 """The ``emergence`` command: every group of the toolkit under one name, and one error handler.
 
 - the checkpoint-suite commands of :mod:`interp.cli` (``demo``, ``run``, ``curve``, ``bisect``,
-  ``rank-heads``, ``train-suite``, ``list-models``) at the top level;
+  ``rank-heads``, ``decompose``, ``zoom``, ``scrub``, ``train-suite``, ``list-models``) at the top level;
 - ``synth`` (:mod:`synthetic.cli`) and ``sweep`` (a sweep spec into a results store), imported
   only when used, so that ``emergence --help`` does not import torch, and a missing optional
   dependency is one line when its command runs;

@@ -1,6 +1,6 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``decompose``, ``zoom``, ``readiness``, ``train-suite``, ``list-models``, ``list-tasks``.
+``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``list-models``, ``list-tasks``.
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
@@ -594,6 +594,86 @@ def readiness_command(
         atomic_to_csv(pd.concat([r.table() for r in results], ignore_index=True), out / "readiness.csv")
         atomic_to_csv(points, out / "readiness_points.csv")
         atomic_write_text(out / "readiness.html", readiness_page(results))
+
+
+def _check_page_path(out: Path) -> Path:
+    """An ``--out`` page path: ends with .html, is not a folder, and no file lies on its way."""
+    from interp.io import check_out_dir
+
+    out = Path(out).expanduser()
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--out {str(out)!r}: expected a page path ending with .html")
+    if out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; expected a page path ending with .html")
+    check_out_dir(out.parent)
+    return out
+
+
+def _read_ranking(path: Path):
+    """A heads table (``rank-heads --out``'s heads.csv: layer, head, delta; ``delta_p`` in tables written
+    before the columns followed the metric), read before any loading."""
+    import pandas as pd
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"--heads {str(path)!r} is not a file; expected heads.csv written by emergence rank-heads/run")
+    try:
+        table = pd.read_csv(path)
+    except Exception as err:  # a file pandas cannot parse: one line naming it
+        raise ValueError(f"--heads {str(path)!r} is not a CSV table ({type(err).__name__})") from None
+    if "delta" in table.columns:  # today's heads.csv: the per-head change in the metric's unit
+        table = table.rename(columns={"delta": "delta_p"})
+    if not {"layer", "head", "delta_p"} <= set(table.columns):
+        raise ValueError(f"--heads {str(path)!r} has columns {list(table.columns)}; expected layer, head, delta")
+    return table
+
+
+@app.command()
+def scrub(
+    source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
+    out: Path = typer.Option(..., help="The page to write (.html)."),
+    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
+    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),
+    heads: Optional[Path] = typer.Option(None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."),
+    scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
+    threshold: float = ThresholdOpt,
+    device: str = DeviceOpt,
+):
+    """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
+    slider (arrow keys, play), the change since the previous step, and the capability curve,
+    head scores and Δp beside it."""
+    from interp.sources import check_one_run
+
+    check_one_run(source, "scrub")
+    out = _check_page_path(out)
+    wanted = _parse_steps(steps) if steps else None
+    device, tasks = _check_common(device, task, n_prompts, length, None)
+    task_obj = _one_task(tasks, "scrub")
+    _check_tasks_on_sources([source], tasks)
+    ranking = _read_ranking(heads) if heads is not None else None
+    _check_embedded_steps(source, wanted or [])
+    (src,) = _open([source])
+    if wanted is not None:
+        _check_steps_available(src, wanted)
+    if ranking is not None and {"model", "seed"} <= set(ranking.columns):
+        from interp.pipeline import model_and_seed
+
+        model, seed = model_and_seed(src.model_id)
+        mine = ranking[(ranking["model"] == model) & (ranking["seed"] == seed)]
+        if len(mine) == 0 and ranking[["model", "seed"]].drop_duplicates().shape[0] > 1:
+            raise ValueError(f"--heads {str(heads)!r} has no rows for {model} seed {seed}")
+        ranking = mine if len(mine) else ranking
+    from interp.scrubber import scrubber
+
+    page = scrubber(src, task=task_obj, steps=wanted, n_prompts=prompts, device=device, scores=scores,
+                    ranking=ranking, threshold=threshold)
+    page.save_html(out)
+    data = page.data
+    typer.echo(f"wrote {out}: {len(data.steps)} checkpoints ({len(data.zoom_steps)} zoomed) x "
+               f"{data.patterns.shape[2] * data.patterns.shape[3]} heads x {len(data.tokens)} prompts of "
+               f"{data.patterns.shape[-1]} tokens; {out.stat().st_size / 1e6:.2f} MB")
+    src.close()
 
 
 @app.command("train-suite")

@@ -63,11 +63,19 @@ def _script_safe(source: str) -> str:
     return re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
 
 
-LIBRARIES: dict[str, Callable[[], str]] = {"plotly": plotly_script, "circuitsvis": circuitsvis_script}
+def scrubber_script() -> str:
+    """The attention-pattern scrubber's style and script (:mod:`interp.scrubber`, defines ``ELScrub``)."""
+    from interp.scrubber import scrub_script
+
+    return scrub_script()
+
+
+LIBRARIES: dict[str, Callable[[], str]] = {"plotly": plotly_script, "circuitsvis": circuitsvis_script,
+                                           "scrubber": scrubber_script}
 
 
 class Assets:
-    """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``).
+    """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``, ``"scrubber"``).
 
     ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards.
     """
@@ -214,7 +222,8 @@ STYLE = """
 .el-table-wrap{max-width:100%;overflow-x:auto}
 table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
 table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}
-table.el-table th{background:#f4f4f4;overflow-wrap:anywhere;vertical-align:bottom}
+table.el-table td{white-space:nowrap}
+table.el-table th{background:#f4f4f4;overflow-wrap:normal;word-break:normal;hyphens:none;vertical-align:bottom}
 table.el-kv th{text-align:left}
 .el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}
 .el-figure{margin:0.5em 0}

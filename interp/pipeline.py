@@ -47,28 +47,32 @@ OLD_COLUMNS = {"delta_p": "delta", "delta_p_attribution": "delta_attribution", "
 
 
 def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
-    """What the summary table's columns mean: the point-of-emergence rule with ``hold`` filled in,
-    and the metrics of its rows named from the registry (:mod:`interp.metrics`)."""
+    """What the summary table's columns mean, by the headers the page shows
+    (:data:`interp.visualisation.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
+    in, and the metrics of its rows named from the registry (:mod:`interp.metrics`)."""
     from interp.metrics import metric_spec
 
     names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
     described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
     label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
     return (
-        "<b>task</b>: the capability (one row per run and task; <b>prepend_bos</b>: whether its prompts began "
+        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
         "with a BOS token). "
-        f"<b>pre_step → post_step</b> (training steps), the point of emergence: {rule_text(hold)} (<code>hold</code> "
-        "in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the threshold and falls below "
-        "it again, or drops by more than sampling noise. <b>n_evaluations</b>: checkpoints evaluated to find the "
-        "point (every searchable one when the curve was scanned). "
-        f"<b>metric</b>, <b>unit</b>: what value_pre, value_post, jump, top_delta and recovered measure ({described}). "
-        "<b>value_pre, value_post</b>: mean metric of the pre / post checkpoint. <b>jump</b> = value_post − value_pre "
-        "(recovered divides by it: a jump small against its noise makes recovered ill-conditioned). <b>top_head</b>, "
-        "<b>top_delta</b>: the head whose post-step attention pattern, patched alone into the pre step, raises "
-        f"{label} most, and by how much (metric units). <b>recovered_top2</b>: (value with the top 2 heads patched − "
-        "value_pre) / jump. <b>prescreen_spearman</b>: rank correlation of the pre-screen's estimate (integrated "
-        "gradients on the patterns) with the exact per-head delta; <b>prescreen_top2_found</b>: whether the exact "
-        "top 2 heads are the estimate's top 2."
+        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
+        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
+        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
+        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
+        f"<b>metric</b>, <b>unit</b>: what pre value, post value, jump, top Δ and recovered measure ({described}). "
+        "<b>pre value, post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
+        "value (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
+        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
+        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
+        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
+        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
+        "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. In "
+        "<code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
+        "post_step, monotone, n_evaluations, value_pre, value_post, jump, top_head, top_delta, recovered_top2, "
+        "prescreen_spearman, prescreen_top2_found, metric, unit."
     )
 
 
@@ -94,11 +98,11 @@ class RunAnalysis:
 
     def _repr_html_(self) -> str:
         """Jupyter display: the run's summary row, then the report's sections for this run."""
-        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
+        from interp.display import NOTEBOOK_ASSETS, style_tag
 
         ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
                                 delta_p_bound=vis.delta_p_bound([self]))
-        summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
+        summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
         return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
 
     model: str
@@ -128,6 +132,12 @@ class RunAnalysis:
     p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units).")
     p_post = alias_property("value_post", "Alias of ``value_post`` (metric units).")
     delta_p = alias_property("delta", "Alias of ``delta`` (metric units).")
+
+    # the scrubber (interp.scrubber): each head's pattern on the task's first prompts at every
+    # step the run evaluated, UInt8[Tensor, "prompt step layer head query_pos key_pos"] = round(255 p)
+    scrub_steps: list[int] = field(default_factory=list)
+    scrub_tokens: list[list[str]] = field(default_factory=list)
+    scrub_patterns: Tensor | None = None
 
 
 def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition",
@@ -160,7 +170,7 @@ def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
-    hold: int = DEFAULT_HOLD,
+    hold: int = DEFAULT_HOLD, scrub: bool = True,
 ) -> RunAnalysis:
     """The main job on one (run, task): capability curve, point of emergence and, if it emerged
     between two checkpoints, the head ranking and joint top-K recovery.
@@ -180,8 +190,11 @@ def analyse_run(
         decompose: also decompose the jump by component (``components.csv``).
         scores: also score every head at the checkpoints around the point (``head_scores.csv``,
             :mod:`interp.scores`).
+        scrub: also keep every head's pattern on the task's first prompts at each step the run
+            evaluates (the report's scrubber, :mod:`interp.scrubber`; no extra checkpoint load).
     """
     from interp.ranking import rank_heads_between
+    from interp.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
 
     from interp.task_registry import default_metric
 
@@ -189,7 +202,8 @@ def analyse_run(
     metric = metric or default_metric(task)
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
-    evaluator = StepEvaluator(source, batch, device=device)
+    evaluator = (PatternRecorder(source, batch, device=device, n_prompts=DEFAULT_PROMPTS) if scrub
+                 else StepEvaluator(source, batch, device=device))
     search = scan_emergence if scan else find_emergence
     point = search(source, batch, threshold=threshold, evaluator=evaluator, hold=hold)
     curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
@@ -199,6 +213,11 @@ def analyse_run(
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     analysis.training_loss = _training_loss(source)
+    if scrub and evaluator.patterns:
+        steps, patterns = evaluator.recorded()
+        tokenizer = source.tokenizer()
+        analysis.scrub_steps, analysis.scrub_patterns = steps, torch.from_numpy(patterns)
+        analysis.scrub_tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: evaluator.n_prompts]]
     if point.emerged and point.pre_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
@@ -464,7 +483,7 @@ def run_main_job(
     scan: bool = False, method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
-    hold: int = DEFAULT_HOLD,
+    hold: int = DEFAULT_HOLD, scrub: bool = True,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every (source, task) and collect a :class:`MainJobReport`.
 
@@ -499,7 +518,8 @@ def run_main_job(
             for task_index, one_task in enumerate(tasks):  # the unit of work: (source, task)
                 run = analyse_run(source, task=one_task, threshold=threshold, scan=scan, method=method,
                                   prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                  decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, hold=hold)
+                                  decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, hold=hold,
+                                  scrub=scrub)
                 done.append(((position, task_index), run, _step_digests(source, run)))
         finally:
             source.close()
@@ -511,7 +531,7 @@ def run_main_job(
     settings = {"sources": list(dict.fromkeys(run.model_id for run in runs)), "task": tasks, "threshold": threshold,
                 "hold": hold, "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
                 "metric": metric if metric is None or isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
-                "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps}
+                "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps, "scrub": scrub}
     report = MainJobReport(runs=runs, threshold=threshold, hold=hold, title=title,
                            provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))
     if out_dir is not None:

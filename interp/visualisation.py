@@ -6,7 +6,8 @@ offline, with plotly.js and the circuitsvis bundle inlined once each.
 
 Layout: a summary table first, every run's capability on one figure, then one part per run
 made of the section functions in :data:`RUN_SECTIONS` (capability with the point of emergence,
-Δp heatmap, top-K recovery, attention patterns pre vs post, and the component decomposition,
+Δp heatmap, top-K recovery, attention patterns pre vs post, the scrubber of every head's pattern
+across checkpoints, and the component decomposition,
 head-score curves, training loss and checkpoint hazards when a run carries them). To add a
 section, write ``def my_section(run, ctx) -> Section | None`` and add it to ``RUN_SECTIONS``
 (or ``(report, ctx)`` to ``PAGE_SECTIONS``); notebooks show the same sections.
@@ -75,8 +76,11 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
                          tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
                          minor=dict(showgrid=False, ticks=""))
     if metric == "accuracy" and threshold is not None:
+        # one line per panel, one legend entry for all of them (clicking it toggles every panel's)
         fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
-                      showlegend=True)
+                      showlegend=True, legendgroup="threshold")
+        for i, shape in enumerate(s for s in fig.layout.shapes if s.legendgroup == "threshold"):
+            shape.showlegend = i == 0
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
     fig.update_layout(title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
@@ -357,6 +361,28 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
                    body + f"<p class='el-caption'>{caption}</p>")
 
 
+def scrubber_section(run, ctx: ReportContext) -> Section | None:
+    """Every head's attention pattern at every checkpoint the run evaluated, with a step slider
+    (:mod:`interp.scrubber`), when the run recorded them."""
+    from interp.scrubber import run_scrub_data, scrubber_fragment
+
+    data = run_scrub_data(run, threshold=ctx.threshold, n_prompts=REPORT_SCRUB_PROMPTS)
+    if data is None:
+        return None
+    caption = (f"{len(data.steps)} checkpoints the run evaluated (every checkpoint with a full scan), on the task's "
+               f"first {len(data.tokens)} prompts; <code>emergence scrub</code> shows every checkpoint of any run on "
+               "more prompts. Rows are query positions, columns key positions; each head's title gives its Δp; "
+               "← / → step once the scrubber has focus (click it).")
+    body = scrubber_fragment(data, ctx.assets, max_chars=REPORT_SCRUB_CHARS, delta_p_figure=False)
+    return Section(f"Attention patterns across checkpoints — {_run_label(run)}", body + f"<p class='el-caption'>{caption}</p>")
+
+
+#: The report's scrubbers stay light (one per run): prompts shown, and the budget of each one's
+#: pattern bytes (base64 characters; coarser levels past it, see ``ScrubData.payload``).
+REPORT_SCRUB_PROMPTS = 2
+REPORT_SCRUB_CHARS = 40_000
+
+
 def components_section(run, ctx: ReportContext) -> Section | None:
     """Component decomposition of the jump (``components.csv`` rows of the run), when computed."""
     components = getattr(run, "components", None)
@@ -423,6 +449,7 @@ RUN_SECTIONS: list[Callable] = [
     delta_p_section,
     topk_section,
     attention_section,
+    scrubber_section,
     components_section,
     head_scores_section,
     training_loss_section,
@@ -431,10 +458,23 @@ RUN_SECTIONS: list[Callable] = [
 ]
 
 
+#: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
+#: column names): words that wrap between one another, never inside one.
+SUMMARY_HEADERS = {"prepend_bos": "BOS prepended", "pre_step": "pre step", "post_step": "post step",
+                   "n_evaluations": "checkpoints evaluated", "value_pre": "pre value", "value_post": "post value",
+                   "top_head": "top head", "top_delta": "top Δ", "recovered_top2": "recovered by top 2",
+                   "prescreen_spearman": "pre-screen ρ", "prescreen_top2_found": "pre-screen found top 2"}
+
+
+def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
+    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`)."""
+    return table_fragment(summary.rename(columns=SUMMARY_HEADERS), caption=caption)
+
+
 def summary_section(report, ctx: ReportContext) -> Section | None:
     """The summary table, one row per run, and what its columns mean."""
     legend = report.legend() if hasattr(report, "legend") else getattr(report, "summary_legend", "")
-    return Section("Summary", table_fragment(report.summary(), caption=legend))
+    return Section("Summary", summary_fragment(report.summary(), caption=legend))
 
 
 def overview_section(report, ctx: ReportContext) -> Section | None:

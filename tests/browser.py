@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,39 @@ class PageVisit:
     ready: bool = False
 
 
+@contextmanager
+def open_page(page_path: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000):
+    """Open ``page_path`` in headless Chromium with every other request blocked, as :func:`visit`
+    does, and yield ``(page, PageVisit)`` for a test to drive (the visit records requests,
+    blocked requests, console and page errors while the page is open)."""
+    from playwright.sync_api import sync_playwright
+
+    url = page_path.resolve().as_uri()
+    result = PageVisit(url=url)
+
+    def on_route(route):
+        if route.request.url == url or route.request.url.startswith(("data:", "blob:")):
+            route.continue_()
+        else:
+            result.blocked.append(route.request.url)
+            route.abort()
+
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": width, "height": height}, service_workers="block", offline=True)
+        try:
+            context.route("**/*", on_route)
+            page = context.new_page()
+            page.on("request", lambda r: result.requests.append(r.url))
+            page.on("console", lambda m: result.console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: result.page_errors.append(str(e)))
+            page.goto(url, wait_until="load", timeout=timeout_ms)
+            yield page, result
+        finally:
+            context.close()
+
+
 def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000) -> PageVisit:
     """Open ``page_path`` (a local HTML file) in headless Chromium with every other request blocked.
 
@@ -107,7 +141,7 @@ def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 90
             page.set_viewport_size({"width": width, "height": full})
             page.wait_for_timeout(1500)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True)
+            page.screenshot(path=str(screenshot), full_page=True, timeout=timeout_ms)  # a 30 000 px page on a busy machine
         finally:
             context.close()
     return result

@@ -17,8 +17,8 @@ from tests.conftest import save_byte_tokenizer
 runner = CliRunner()
 SPEC_OK = "task: linear-map\nS: 8\nsteps: 5\neval_every: 5\ntokens_per_step: 256\neval_tokens: 256\n"
 
-# (id, arguments, text the output must hold). SUITE, OUT, FILE, SPEC and BADYAML are filled in
-# per test: a tiny local suite (steps 0, 100, 200), the output folder (must not appear), an
+# (id, arguments, text the output must hold). SUITE, OUT, PAGE, FILE, SPEC and BADYAML are filled in
+# per test: a tiny local suite (steps 0, 100, 200), the output folder (must not appear; PAGE a page in it), an
 # existing plain file, a valid sweep spec and one with a YAML syntax error at line 3, column 5.
 BAD = [
     ("bisect-device-gpu", ["bisect", "SUITE", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid: use auto, cpu, cuda"),
@@ -78,6 +78,12 @@ BAD = [
     ("readiness-embedded-head", ["readiness", "embedded", "--heads", "L0H9", "--patterns", "induction", "--out", "OUT"],
      "--heads: L0H9 is outside neox-2l-64d-seed0"),
     ("readiness-out-is-file", ["readiness", "SUITE", "--out", "FILE"], "is an existing file"),
+    ("scrub-suite-of-runs", ["scrub", "embedded", "--out", "PAGE"], "scrub takes one run, and 'embedded' names 6"),
+    ("scrub-out-not-html", ["scrub", "SUITE", "--out", "OUT"], "expected a page path ending with .html"),
+    ("scrub-missing-step", ["scrub", "SUITE", "--steps", "0,150", "--out", "PAGE"], "no checkpoint at step 150; nearest: 100, 200"),
+    ("scrub-embedded-step", ["scrub", "embedded/neox-2l-128d-seed0", "--steps", "1250", "--out", "PAGE"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
+    ("scrub-heads-not-a-file", ["scrub", "SUITE", "--heads", "OUT", "--out", "PAGE"], "--heads"),
+    ("scrub-device", ["scrub", "SUITE", "--device", "gpu", "--out", "PAGE"], "device 'gpu' is not valid"),
 ]
 #: Commands with no argument to get wrong.
 NO_ARGUMENTS = {"list-models", "list-tasks", "train-suite"}
@@ -106,7 +112,7 @@ def _fill(args, tiny_local_suite, tmp_path):
     plain = tmp_path / "a-file"
     plain.write_text("keep me\n")
     names = {"SUITE": tiny_local_suite, "OUT": tmp_path / "out", "FILE": plain, "SPEC": spec, "SPECFIELD": field,
-             "BADYAML": bad}
+             "BADYAML": bad, "PAGE": tmp_path / "out" / "page.html"}
     return [str(names.get(a, a)) for a in args]
 
 

@@ -118,6 +118,12 @@ def test_main_job_tables_and_report(quick_report):
     # every circuitsvis mount point is closed (a self-closing <div/> would swallow later sections)
     assert not re.search(r'<div id="circuits-vis-[^>]*/>', html)
     assert html.count('<div id="circuits-vis-') == html.count("Attention patterns of the top heads") == len(emerged)
+    # a scrubber per run over every step the run evaluated (the scan: every searchable step)
+    assert html.count("class='el-scrub'") == len(report.runs) and html.count("window.ELScrub)") == 1
+    for run in report.runs:
+        assert run.scrub_steps == sorted(int(s) for s in run.curve["step"])
+        assert tuple(run.scrub_patterns.shape) == (4, len(run.scrub_steps), n_layers, n_heads, 19, 19)
+        assert len(run.scrub_tokens) == 4 and all(len(t) == 19 for t in run.scrub_tokens)
     # self-contained: no script or stylesheet is fetched from a CDN (plotly.js and circuitsvis inlined)
     assert not re.findall(r"<script[^>]*\bsrc=|<link[^>]*\bhref=[\"']https?:", html)
 
