@@ -136,7 +136,7 @@ def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
     run.scrub_patterns = torch.from_numpy(data.patterns)
     report = MainJobReport(runs=[run, other], title="toy")
     page = report.html()
-    assert page.count("<h3>Attention patterns across checkpoints — toy seed 1</h3>") == 1
+    assert page.count("<h3>Attention patterns across checkpoints — toy seed 1 · repetition</h3>") == 1
     assert page.count("class='el-scrub'") == 1 and page.count("window.ELScrub)") == 1  # script once per page
     again = MainJobReport.load(report.save(tmp_path)["report.html"].parent)
     assert again.runs[0].scrub_steps == run.scrub_steps and again.runs[0].scrub_tokens == run.scrub_tokens
@@ -152,7 +152,8 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
 
     report = MainJobReport(runs=[make_run(1)], title="toy")
     headers = re.findall(r"<th>([^<]*)</th>", vis.summary_fragment(report.summary()))
-    assert headers[:6] == ["model", "seed", "emerged", "pre step", "post step", "checkpoints evaluated"]
+    assert headers[:9] == ["model", "seed", "task", "BOS prepended", "emerged", "pre step", "post step", "monotone",
+                           "checkpoints evaluated"]
     assert "overflow-wrap:anywhere" not in display.STYLE
     two_models = report.emergence.assign(model="a")
     two_models = pd.concat([two_models, report.emergence.assign(model="b")])
@@ -166,7 +167,7 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
     (["scrub", "SUITE", "--out", "page.txt"], "expected a page path ending with .html"),
     (["scrub", "SUITE", "--out", "p.html", "--steps", "0,x"], "'x' is not an integer step"),
     (["scrub", "SUITE", "--out", "p.html", "--steps", "3"], "has no checkpoint at step 3; nearest: 2"),
-    (["scrub", "SUITE", "--out", "p.html", "--heads", "HEADS"], "expected layer, head, delta_p"),
+    (["scrub", "SUITE", "--out", "p.html", "--heads", "HEADS"], "expected layer, head, delta"),
     (["scrub", "embedded-quick", "--out", "p.html"], "scrub takes one run"),
 ])
 def test_scrub_cli_refuses_bad_input_in_one_line(args, message, scrub_suite, tmp_path, monkeypatch):
