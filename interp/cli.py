@@ -24,7 +24,7 @@ app = typer.Typer(help="Checkpoint suites: point of emergence and the heads behi
 TaskOpt = typer.Option("repetition", help="Capability task: repetition | token-repetition.")
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
-ThresholdOpt = typer.Option(0.5, min=0.0, max=1.0, help="Greedy-accuracy threshold of the point of emergence.")
+ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence, in (0, 1].")
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
@@ -46,6 +46,12 @@ def _check_common(device: str, task: str, n_prompts: int, length: int, out: Opti
     from interp.tasks import make_task
 
     return choose_device(device), make_task(task, n_prompts=n_prompts, length=length, seed=0)
+
+
+def _check_threshold(threshold: float) -> None:
+    """The greedy-accuracy threshold lies in (0, 1] (0 would call every checkpoint emerged)."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
 
 
 def _metric(metric: str) -> str:
@@ -185,6 +191,7 @@ def run(
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
+    _check_threshold(threshold)
     device, task_obj = _check_common(device, task, n_prompts, length, out, method)
     metric = _metric(metric)
     from interp.pipeline import run_main_job
@@ -278,6 +285,7 @@ def bisect(
     """Point of emergence of each source by bisection over its checkpoints; with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
+    _check_threshold(threshold)
     device, task_obj = _check_common(device, task, n_prompts, length, out)
     if resolution is not None:
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
@@ -408,6 +416,9 @@ def zoom(
     zoom overlay (RUN/zoom/); the base schedule is left as it is."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    if every is not None and every >= post - pre:
+        raise ValueError(f"--every {every} leaves no step strictly between --pre {pre} and --post {post}; "
+                         f"use --every below {post - pre}")
     from interp.sources import check_one_run
 
     check_one_run(source, "zoom")

@@ -24,7 +24,7 @@ BAD = [
     ("bisect-device-gpu", ["bisect", "SUITE", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid: use auto, cpu, cuda"),
     ("bisect-device-cuda-cpu-torch", ["bisect", "SUITE", "--device", "cuda", "--out", "OUT"], "no CUDA GPU is usable here"),
     ("bisect-task", ["bisect", "SUITE", "--task", "ioi", "--out", "OUT"], "unknown task 'ioi'"),
-    ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "Invalid value"),
+    ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "--threshold 2 must be in (0, 1]"),
     ("bisect-out-is-file", ["bisect", "SUITE", "--out", "FILE"], "is an existing file"),
     ("bisect-unknown-id", ["bisect", "EleutherAI/pythia-71m", "--out", "OUT"], "unknown checkpoint source 'EleutherAI/pythia-71m'"),
     ("bisect-bad-name-after-embedded", ["bisect", "embedded", "not-a-source", "--out", "OUT"], "unknown checkpoint source 'not-a-source'"),
@@ -66,6 +66,10 @@ BAD = [
     ("decompose-suite-of-runs", ["decompose", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "decompose takes one run, and 'embedded' names 6"),
     ("decompose-missing-step", ["decompose", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
     ("decompose-metric", ["decompose", "SUITE", "--pre", "100", "--post", "200", "--metric", "acc", "--out", "OUT"], "metric='acc'; valid"),
+    ("run-threshold-zero", ["run", "embedded/neox-2l-128d-seed0", "--out", "OUT", "--threshold", "0"], "--threshold 0 must be in (0, 1]"),
+    ("run-threshold-above-one", ["run", "SUITE", "--out", "OUT", "--threshold", "1.5"], "--threshold 1.5 must be in (0, 1]"),
+    ("bisect-threshold-zero", ["bisect", "embedded-quick", "--threshold", "0", "--out", "OUT"], "--threshold 0 must be in (0, 1]"),
+    ("zoom-every-too-wide", ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1100", "--post", "1200", "--every", "100"], "--every 100 leaves no step strictly between"),
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
 ]
 #: Commands with no argument to get wrong.
