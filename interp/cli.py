@@ -150,6 +150,34 @@ def _open_step_pair(source: str, pre: int, post: int, command: str):
     return src
 
 
+def _jump_flag(too_small: bool) -> str:
+    """The CLI's flag of a jump below 3 standard errors (``interp.emergence.jump_noise``)."""
+    return "  JUMP TOO SMALL: below 3 standard errors; the shares below divide by noise" if too_small else ""
+
+
+class _warnings_as_lines:
+    """Show the warnings a computation raises as ``warning: <message>`` lines on stderr (one each,
+    once per message) instead of Python's two-line ``file:line: RuntimeWarning`` form."""
+
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self._caught = self._catch.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self._catch.__exit__(*exc)
+        seen = set()
+        for item in self._caught:
+            text = str(item.message)
+            if text not in seen and issubclass(item.category, RuntimeWarning):
+                seen.add(text)
+                typer.echo(f"warning: {text}", err=True)
+        return False
+
+
 def _open_as_ready(names: List[str]):
     """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
     from interp.sources import ReadySources
@@ -365,12 +393,14 @@ def rank_heads(
     from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
     from interp.ranking import rank_heads_between
 
-    result = rank_heads_between(src, pre, post, task_obj.build(src.tokenizer()), method=method,
-                                prescreen_top_n=prescreen_top_n, device=device, metric=metric)
+    with _warnings_as_lines():
+        result = rank_heads_between(src, pre, post, task_obj.build(src.tokenizer()), method=method,
+                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric)
     model, seed = model_and_seed(src.model_id)
     heads = _labelled(result.heads, model, seed, HEADS_COLUMNS)
     topk = _labelled(result.topk, model, seed, TOPK_COLUMNS)
-    typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f}")
+    typer.echo(f"metric={result.metric} pre={result.p_pre:.4f} post={result.p_post:.4f} "
+               f"jump={result.p_post - result.p_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}")
     typer.echo(heads.head(10).to_string(index=False))
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
@@ -396,9 +426,13 @@ def decompose(
     from interp.io import atomic_to_csv
     from interp.ranking import decompose_between
 
-    table = decompose_between(src, pre, post, task_obj.build(src.tokenizer()), metric=metric, device=device)
+    with _warnings_as_lines():
+        table = decompose_between(src, pre, post, task_obj.build(src.tokenizer()), metric=metric, device=device)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
-    typer.echo(f"metric={metric} pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
+    first = table.iloc[0]
+    typer.echo(f"metric={metric} pre={first['value_pre']:.4f} post={first['value_post']:.4f} "
+               f"jump={first['value_post'] - first['value_pre']:.4f} ± {first['jump_se']:.4f}"
+               f"{_jump_flag(bool(first['jump_too_small']))}")
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if out is not None:
         atomic_to_csv(table, out / "components.csv")

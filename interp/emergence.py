@@ -325,3 +325,38 @@ def dense_crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: f
         if value >= threshold and all(x >= threshold for x in a[i + 1:i + 1 + hold]):
             return (s[i - 1] if i > 0 else None), s[i]
     return None, None
+
+
+#: A jump in the metric smaller than this many standard errors of the paired per-prompt
+#: difference is flagged (``jump_too_small``): shares of it divide by noise.
+MIN_JUMP_SE = 3.0
+
+
+def jump_noise(values_pre, values_post, min_se: float = MIN_JUMP_SE) -> tuple[float, float, bool]:
+    """The pre -> post jump of a per-prompt metric, its standard error, and whether it is too small.
+
+    Args:
+        values_pre, values_post: ``Float[Tensor, "batch"]`` (or arrays) of the metric per prompt
+            at the pre and post checkpoint, the same prompts in the same order (metric units).
+        min_se: the jump must be at least this many standard errors (default 3).
+
+    Returns:
+        ``(jump, se, too_small)``: the mean paired difference post - pre, its standard error
+        ``std(ddof=1) / sqrt(n)`` (NaN for one prompt), and ``not jump >= min_se * se`` (so a
+        single prompt, a NaN or a negative jump is flagged). This is the rule of the interval
+        study (``analyses/interval_study.py``) and of :func:`interp.zoom.dense_point`.
+
+    Raises:
+        ValueError: different numbers of prompts, or none.
+    """
+    import torch
+
+    pre = torch.as_tensor(values_pre).double().flatten().cpu()
+    post = torch.as_tensor(values_post).double().flatten().cpu()
+    if pre.shape != post.shape or not pre.numel():
+        raise ValueError(f"values_pre and values_post must hold the same prompts (>= 1); got {tuple(pre.shape)} "
+                         f"and {tuple(post.shape)}")
+    diff = post - pre
+    jump = float(diff.mean())
+    se = float(diff.std() / math.sqrt(diff.numel())) if diff.numel() > 1 else float("nan")
+    return jump, se, not jump >= min_se * se

@@ -34,7 +34,7 @@ EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
 CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
 HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
-                 "metric"]
+                 "metric", "jump_too_small"]
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered", "metric"]
 
 SUMMARY_LEGEND = (
@@ -47,7 +47,9 @@ SUMMARY_LEGEND = (
     "post-step attention pattern, patched alone into the pre step, raises p(answer) most, and by how much. "
     "<b>recovered_top2</b>: (p with the top 2 heads patched − p_pre) / jump. <b>prescreen_spearman</b>: rank "
     "correlation of the pre-screen's estimate (integrated gradients on the patterns) with exact Δp over heads; "
-    "<b>prescreen_top2_found</b>: whether the exact top 2 heads are the estimate's top 2."
+    "<b>prescreen_top2_found</b>: whether the exact top 2 heads are the estimate's top 2. "
+    "<b>jump_too_small</b>: the jump is below 3 standard errors of the paired per-prompt difference "
+    "(the shares of it divide by noise)."
 )
 
 
@@ -198,7 +200,8 @@ class MainJobReport:
     @property
     def heads(self) -> pd.DataFrame:
         """Head ranking per emerged run: model, seed, layer, head, delta_p, rank."""
-        frames = [_labelled(r.heads, r.model, r.seed, HEADS_COLUMNS) for r in self.runs if r.heads is not None]
+        frames = [_labelled(r.heads if "jump_too_small" in r.heads else r.heads.assign(jump_too_small=pd.NA),
+                            r.model, r.seed, HEADS_COLUMNS) for r in self.runs if r.heads is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
 
     @property
@@ -256,6 +259,7 @@ class MainJobReport:
                 "top_delta_p": None if top is None else float(top["delta_p"]), "recovered_top2": rec2,
                 "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
                 "metric": r.metric if r.heads is not None else None,
+                "jump_too_small": None if top is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
             })
         return pd.DataFrame(rows)
 

@@ -268,6 +268,15 @@ def _point(run) -> tuple[int | None, int | None]:
     return (getattr(point, "pre_step", None), getattr(point, "post_step", None))
 
 
+def _jump_note(run) -> str:
+    """A warning sentence when the run's jump is below 3 standard errors (``jump_too_small``)."""
+    heads = getattr(run, "heads", None)
+    if heads is None or "jump_too_small" not in heads or not len(heads) or not bool(heads["jump_too_small"].iloc[0]):
+        return ""
+    return (" <b class='el-warning'>The jump is below 3 standard errors of the paired per-prompt difference "
+            "(jump_too_small): Δp and recovered compare against noise.</b>")
+
+
 def capability_section(run, ctx: ReportContext) -> Section | None:
     """Capability curve of the run with the point of emergence marked."""
     curve = getattr(run, "curve", None)
@@ -290,7 +299,7 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
     pre, post = _point(run)
     fig = delta_p_heatmap(delta_p, title=f"{_run_label(run)}: Δp per head", bound=ctx.delta_p_bound)
     caption = (f"Δp = mean p(answer) when one head's attention pattern at step {post} is patched into step {pre}, minus "
-               f"p(answer) at step {pre} (probability). One colour range for every run of the page.")
+               f"p(answer) at step {pre} (probability). One colour range for every run of the page.") + _jump_note(run)
     return Section("Δp per head", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -301,7 +310,7 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
         return None
     fig = recovery_run_figure(topk, title=f"{_run_label(run)}: top-K heads patched jointly")
     caption = ("recovered = (p with the top K heads' patterns patched − p_pre) / (p_post − p_pre); 1 means the K heads' "
-               "patterns alone carry the whole jump.")
+               "patterns alone carry the whole jump.") + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -325,7 +334,7 @@ def components_section(run, ctx: ReportContext) -> Section | None:
     fig = components_figure(components, title=f"{_run_label(run)}: share of the jump recovered, by component")
     return Section("Where the jump lives: component decomposition",
                    figure_fragment(fig, ctx.assets, "Each bar patches one kind of component of every head or layer "
-                                   "from post into pre.") + table_fragment(components))
+                                   "from post into pre." + _jump_note(run)) + table_fragment(components))
 
 
 def head_scores_section(run, ctx: ReportContext) -> Section | None:
