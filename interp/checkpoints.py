@@ -974,8 +974,9 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
 
     Args:
         spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
-        **kwargs: passed to the source's constructor; for a local suite only ``model_id`` and
-            ``allow_pickle`` apply (hub-only options such as ``cache_dir`` are ignored there).
+        **kwargs: passed to the source's constructor; for a local suite only ``model_id``,
+            ``allow_pickle`` and ``include_zoom`` apply (hub-only options such as ``cache_dir``
+            are ignored there; ``include_zoom`` is ignored by hub sources).
 
     An embedded run name (``embedded/<run>``, ``embedded-quick/<run>``) opens that run of the
     embedded suite (:func:`interp.sources.open_sources`, trained on first use).
@@ -991,10 +992,12 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         return open_sources([spec])[0]
     path = Path(spec)
     if path.is_dir():
-        return LocalSuiteSource(path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle")})
+        return LocalSuiteSource(path, **{k: v for k, v in kwargs.items()
+                                         if k in ("model_id", "allow_pickle", "include_zoom")})
     text = str(spec)
     model_id, colon, series = text.partition(":")
     if is_hub_id(model_id):
+        kwargs.pop("include_zoom", None)  # hub checkpoints have no zoom overlay
         if colon:
             kwargs = {**kwargs, "series": series}
         return HubSource(model_id, **kwargs)

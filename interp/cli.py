@@ -115,25 +115,30 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
 
 
 def _check_embedded_steps(name: str, steps: List[int]) -> None:
-    """For an embedded name, the steps its suite will hold are known before it is trained."""
+    """For an embedded name, the steps its suite will hold are known before it is trained: the
+    schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
     from interp.catalogue import is_embedded_name, resolve_embedded
     from interp.checkpoints import CheckpointError, nearest_steps
 
     if not is_embedded_name(name):
         return
+    from interp.sources import zoomed_steps
+
     for cfg, run in resolve_embedded(name):
         size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
-        schedule = list(cfg.checkpoint_steps_for(size))
+        schedule = sorted(set(cfg.checkpoint_steps_for(size)) | set(zoomed_steps(name)))
         for step in steps:
             if step not in schedule:
                 near = ", ".join(map(str, nearest_steps(step, schedule)))
                 raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
 
 
-def _open(names: List[str]) -> list:
+def _open(names: List[str], include_zoom: bool = False) -> list:
+    """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
+    take explicit steps; searches read the base schedule)."""
     from interp.sources import open_sources
 
-    return open_sources(names)
+    return open_sources(names, include_zoom=include_zoom)
 
 
 def _open_step_pair(source: str, pre: int, post: int, command: str):
@@ -144,7 +149,7 @@ def _open_step_pair(source: str, pre: int, post: int, command: str):
 
     check_one_run(source, command)
     _check_embedded_steps(source, [pre, post])
-    (src,) = _open([source])
+    (src,) = _open([source], include_zoom=True)
     _check_steps_available(src, [pre, post])
     _echo_duplicate_hazards(src, pre, post)
     return src
@@ -261,7 +266,8 @@ def _print_summary(report, out: Path) -> None:
 @app.command()
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
-    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
+    steps: Optional[str] = typer.Option(None, help="Comma-separated steps, zoomed steps (emergence zoom) included "
+                                        "(default: every searchable step of the base schedule)."),
     task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
@@ -279,7 +285,7 @@ def curve(
     from interp.pipeline import EMERGENCE_COLUMNS, _labelled, model_and_seed
 
     frames = []
-    for src in _open([source]):
+    for src in _open([source], include_zoom=wanted is not None):
         if wanted is not None:
             _check_steps_available(src, wanted)
         evaluator = StepEvaluator(src, task_obj.build(src.tokenizer()), device=device)
@@ -371,8 +377,8 @@ def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts
 @app.command("rank-heads")
 def rank_heads(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
-    pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
-    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
     method: str = MethodOpt,
     prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact delta_p only for the attribution pre-screen's top N heads."),
     task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
@@ -410,8 +416,8 @@ def rank_heads(
 @app.command("decompose")
 def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
-    pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
-    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
     task: str = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
@@ -441,8 +447,8 @@ def decompose(
 @app.command()
 def zoom(
     source: str = typer.Argument(..., help="One run trained here: embedded/<run> or its folder."),
-    pre: int = typer.Option(..., min=0, help="Stored step to re-train from."),
-    post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked)."),
+    pre: int = typer.Option(..., min=0, help="Stored step to re-train from (base schedule or zoomed)."),
+    post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked; base or zoomed)."),
     every: Optional[int] = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
     tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
 ):
