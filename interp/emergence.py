@@ -67,11 +67,22 @@ class EmergencePoint:
             "n_evaluations": self.n_evaluations, "monotone": self.monotone, "threshold": self.threshold,
         }
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: a table and the evaluated checkpoints as a figure (offline)."""
+    def _html(self, assets) -> str:
         from interp.display import point_html
 
-        return point_html(self)
+        return point_html(self, assets)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: a table and the evaluated checkpoints as a figure (offline, self-contained)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path):
+        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"point of emergence: {self.model_id}")
 
 
 class StepEvaluator:

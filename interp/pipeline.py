@@ -73,14 +73,25 @@ class RunAnalysis:
     (pre then post for each head) with ``example_names`` and ``example_tokens`` for display.
     """
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: the run's summary row, then the report's sections for this run."""
-        from interp.display import NOTEBOOK_ASSETS, style_tag, table_fragment
+    def _html(self, assets) -> str:
+        """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
+        from interp.display import style_tag, table_fragment
 
-        ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
-                                delta_p_bound=vis.delta_p_bound([self]))
+        ctx = vis.ReportContext(assets=assets, threshold=self.point.threshold, delta_p_bound=vis.delta_p_bound([self]))
         summary = table_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
         return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter display (self-contained: carries the libraries it draws with)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path: str | Path) -> Path:
+        """Write this run's part of the report as a self-contained page (atomic; opens offline)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"emergence-lens: {run_label(self.model, self.seed)}")
 
     model: str
     seed: int
@@ -276,7 +287,7 @@ class MainJobReport:
         tensors = [r.delta_p for r in self.runs if r.delta_p is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
         bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [vis.delta_p_heatmap(r.delta_p, title=f"{r.model} seed {r.seed}: Δp when each head's pattern at "
+        return [vis.delta_p_heatmap(r.delta_p, title=f"{vis.plot_text(run_label(r.model, r.seed))}: Δp when each head's pattern at "
                                     f"step {r.point.post_step} is patched into step {r.point.pre_step}", bound=bound)
                 for r in self.runs if r.delta_p is not None]
 
@@ -285,11 +296,20 @@ class MainJobReport:
         opens offline). Layout and sections: :mod:`interp.visualisation` (``RUN_SECTIONS``)."""
         return vis.report_page(self)
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: the report's sections (libraries inlined once per notebook page)."""
-        from interp.display import NOTEBOOK_ASSETS
+    def _html(self, assets) -> str:
+        """The report's content (libraries from ``assets``)."""
+        return vis.report_fragment(self, assets)
 
-        return vis.report_fragment(self, NOTEBOOK_ASSETS)
+    def _repr_html_(self) -> str:
+        """Jupyter display: the report's sections (self-contained: each output carries the
+        libraries it draws with, so a cell run again or a saved notebook still draws)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path: str | Path) -> Path:
+        """Write ``report.html`` alone (the page :meth:`html` returns) to ``path``, atomically."""
+        return atomic_write_text(Path(path), self.html())
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` and

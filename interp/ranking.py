@@ -283,6 +283,23 @@ class HeadRanking:
     jump_se: float = float("nan")
     jump_too_small: bool = False
 
+    def _html(self, assets) -> str:
+        from interp.display import head_ranking_html
+
+        return head_ranking_html(self, assets)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display (self-contained): :func:`interp.display.head_ranking_html`."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path) -> "Path":
+        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"head ranking ({self.metric})")
+
 
 def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
                  method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None,

@@ -28,7 +28,8 @@ from torch import Tensor
 from jaxtyping import Float
 
 from interp.catalogue import run_label
-from interp.display import LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, style_tag, table_fragment
+from interp.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
+                            table_fragment)
 
 
 def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
@@ -47,7 +48,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     if metric not in ("accuracy", "p_answer"):
         raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
     models = list(dict.fromkeys(emergence["model"]))
-    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=models, shared_yaxes=True)
+    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True)
     palette = pio.templates["plotly"].layout.colorway
     starred = False
     for col, model in enumerate(models, start=1):
@@ -56,7 +57,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
             curve = curve.sort_values("step")
             color = palette[k % len(palette)]
             fig.add_trace(go.Scatter(
-                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{model} seed {seed}",
+                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{plot_text(model)} seed {seed}",
                 line=dict(color=color), marker=dict(size=4), legendgroup=f"{model}-{seed}",
                 hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
             ), row=1, col=col)
@@ -67,7 +68,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
                 fig.add_trace(go.Scatter(
                     x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=not starred,
                     marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
-                    hovertemplate=f"point of emergence<br>{model} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
+                    hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
                     legendgroup=f"{model}-{seed}", name="★ post step of the point of emergence",
                 ), row=1, col=col)
                 starred = True  # one legend entry explains every star
@@ -153,7 +154,7 @@ def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovere
     fig = go.Figure()
     groups = topk.groupby(["model", "seed"]) if {"model", "seed"} <= set(topk.columns) else [(("", ""), topk)]
     for (model, seed), sub in groups:
-        label = f"{model} seed {seed}".strip()
+        label = plot_text(f"{model} seed {seed}".strip())
         fig.add_trace(go.Scatter(x=sub["k"], y=sub["recovered"], mode="lines+markers", name=label or "recovered"))
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", name="post step (recovered = 1)", showlegend=True)
     fig.add_hline(y=0.0, line_dash="dot", line_color="gray", name="pre step (recovered = 0)", showlegend=True)
@@ -284,7 +285,7 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
         return None
     pre, post = _point(run)
     fig = run_capability_figure(curve, pre, post, threshold=ctx.threshold,
-                                title=f"{_run_label(run)}: capability per evaluated checkpoint")
+                                title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint")
     where = (f"The capability switches on between steps {pre} and {post} (shaded)." if pre is not None and post is not None
              else "No pair of consecutive checkpoints brackets a crossing of the threshold.")
     caption = (f"Greedy accuracy and mean p(answer) on the task's prompts at each checkpoint the search evaluated. {where}")
@@ -297,7 +298,7 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
     if delta_p is None:
         return None
     pre, post = _point(run)
-    fig = delta_p_heatmap(delta_p, title=f"{_run_label(run)}: Δp per head", bound=ctx.delta_p_bound)
+    fig = delta_p_heatmap(delta_p, title=f"{plot_text(_run_label(run))}: Δp per head", bound=ctx.delta_p_bound)
     caption = (f"Δp = mean p(answer) when one head's attention pattern at step {post} is patched into step {pre}, minus "
                f"p(answer) at step {pre} (probability). One colour range for every run of the page.") + _jump_note(run)
     return Section("Δp per head", figure_fragment(fig, ctx.assets, caption))
@@ -308,7 +309,7 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
     topk = getattr(run, "topk", None)
     if topk is None or not len(topk):
         return None
-    fig = recovery_run_figure(topk, title=f"{_run_label(run)}: top-K heads patched jointly")
+    fig = recovery_run_figure(topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly")
     caption = ("recovered = (p with the top K heads' patterns patched − p_pre) / (p_post − p_pre); 1 means the K heads' "
                "patterns alone carry the whole jump.") + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
@@ -331,7 +332,7 @@ def components_section(run, ctx: ReportContext) -> Section | None:
     components = getattr(run, "components", None)
     if components is None or not len(components):
         return None
-    fig = components_figure(components, title=f"{_run_label(run)}: share of the jump recovered, by component")
+    fig = components_figure(components, title=f"{plot_text(_run_label(run))}: share of the jump recovered, by component")
     return Section("Where the jump lives: component decomposition",
                    figure_fragment(fig, ctx.assets, "Each bar patches one kind of component of every head or layer "
                                    "from post into pre." + _jump_note(run)) + table_fragment(components))
@@ -342,7 +343,7 @@ def head_scores_section(run, ctx: ReportContext) -> Section | None:
     scores = getattr(run, "head_scores", None)
     if scores is None or not len(scores):
         return None
-    fig = head_scores_figure(scores, title=f"{_run_label(run)}: head scores per checkpoint")
+    fig = head_scores_figure(scores, title=f"{plot_text(_run_label(run))}: head scores per checkpoint")
     return Section("Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score."))
 
 
@@ -354,7 +355,7 @@ def training_loss_section(run, ctx: ReportContext) -> Section | None:
     pre, post = _point(run)
     points = pd.DataFrame([{"pre_step": pre, "post_step": post, "emerged": pre is not None and post is not None}])
     fig = loss_curve_figure(thin_curve(loss), getattr(run, "curve", None), points, smooth=1,
-                            title=f"{_run_label(run)}: training loss beside the capability")
+                            title=f"{plot_text(_run_label(run))}: training loss beside the capability")
     return Section("Training loss", figure_fragment(fig, ctx.assets, "Training loss (nats, left) and greedy accuracy "
                                                     "(right) per step: the loss plateau before the jump shows here."))
 
@@ -559,7 +560,7 @@ def _interval(rows: pd.DataFrame, **style) -> dict | None:
 
 def _row_label(row) -> str:
     """A table row's run (``model``, ``seed`` columns) as :func:`interp.catalogue.run_label` names it."""
-    return run_label(row["model"], row["seed"]) if pd.notna(row.get("model")) else "run"
+    return plot_text(run_label(row["model"], row["seed"])) if pd.notna(row.get("model")) else "run"
 
 
 def components_figure(components: pd.DataFrame,
@@ -621,7 +622,7 @@ def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = No
     if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
         scores = scores.assign(model="run", seed="")
     runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
-    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[f"{m} seed {s}" for m, s in runs],
+    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
                         specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))], shared_xaxes=True)
     dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
     palette = pio.templates["plotly"].layout.colorway
