@@ -83,7 +83,8 @@ def _parse_steps(text: str) -> list[int]:
 
 
 def _check_steps_available(src, steps: List[int]) -> None:
-    """Every step of ``steps`` is one the source holds (the error names the nearest ones)."""
+    """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
+    weight files are whole (the error names the corrupt file)."""
     from interp.checkpoints import CheckpointError, nearest_steps
 
     available = sorted(src.available_steps())
@@ -91,6 +92,10 @@ def _check_steps_available(src, steps: List[int]) -> None:
         if step not in available:
             near = ", ".join(map(str, nearest_steps(step, available)))
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
+    for step in steps:  # a corrupt file: one line naming the step and the file, before any load
+        reason = src.corrupt_reason(step)
+        if reason is not None:
+            raise CheckpointError(f"{src.model_id} step {step}: {reason}; pick another step (the search leaves it out)")
 
 
 def _echo_duplicate_hazards(src, pre: int, post: int) -> None:

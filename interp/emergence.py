@@ -268,7 +268,9 @@ def find_emergence(
     """Search a checkpoint source for its point of emergence on a task.
 
     Steps whose weights duplicate an earlier step's (same digest) are excluded first (they would
-    create a fake flat stretch; e.g. pythia-2.8b serves its final weights on 86 of 154 branches).
+    create a fake flat stretch; e.g. pythia-2.8b serves its final weights on 86 of 154 branches),
+    and so are steps sharing a shard with another step and steps with a corrupt weight file
+    (:meth:`interp.checkpoints.CheckpointSource.searchable_steps`; ``checkpoints.csv`` reports them).
 
     Args:
         source: an :class:`interp.checkpoints.CheckpointSource`.
@@ -282,7 +284,7 @@ def find_emergence(
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
-    steps = [s for s in source.available_steps() if s not in excluded]
+    steps = source.searchable_steps()  # also without shared shards and corrupt files
     point = search_emergence(steps, evaluator, threshold=threshold, model_id=source.model_id)
     point.excluded_steps = dict(excluded)
     return point
@@ -295,10 +297,8 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
         DataFrame with columns ``step``, ``accuracy``, ``p_answer``, ``order``, sorted by step.
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
-    excluded = source.duplicate_steps()
-    for step in source.available_steps():
-        if step not in excluded:
-            evaluator(step)
+    for step in source.searchable_steps():
+        evaluator(step)
     return evaluator.table()
 
 

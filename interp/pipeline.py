@@ -32,7 +32,8 @@ from interp.catalogue import run_label
 
 EMERGENCE_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = ["model", "seed", "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold"]
-CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
+CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "detail",
+                       "listing"]
 HEADS_COLUMNS = ["model", "seed", "layer", "head", "delta_p", "rank", "delta_p_attribution", "delta_p_lo", "delta_p_hi",
                  "metric", "jump_too_small"]
 TOPK_COLUMNS = ["model", "seed", "k", "p_patched", "recovered", "metric"]
@@ -224,8 +225,10 @@ class MainJobReport:
     @property
     def checkpoints(self) -> pd.DataFrame:
         """One row per step of each run: step, revision, tokens, digest, status (searchable,
-        duplicate-excluded, duplicate-kept-final, missing), same_weights_as, listing."""
-        frames = [_labelled(r.checkpoints, r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self.runs if r.checkpoints is not None]
+        duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, missing),
+        same_weights_as, detail, listing."""
+        frames = [_labelled(r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
+                            r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self.runs if r.checkpoints is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
 
     def hazards(self) -> list[str]:
