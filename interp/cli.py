@@ -138,6 +138,15 @@ def _check_embedded_steps(name: str, steps: List[int]) -> None:
                 raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
 
 
+def _check_resumable(name: str, what: str) -> None:
+    """``name`` is a run trained here (embedded or a folder): a hub id carries no optimizer state."""
+    from interp.catalogue import is_embedded_name
+
+    if not is_embedded_name(name) and not Path(name).expanduser().is_dir():
+        raise ValueError(f"{name}: hub checkpoints carry no optimizer state; {what} needs a run trained by "
+                         "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
+
+
 def _open(names: List[str], include_zoom: bool = False) -> list:
     """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
     take explicit steps; searches read the base schedule)."""
@@ -327,6 +336,8 @@ def bisect(
     _check_threshold(threshold)
     device, task_obj = _check_common(device, task, n_prompts, length, out)
     if resolution is not None:
+        for name in source:
+            _check_resumable(name, "bisect --resolution")
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
 
@@ -467,11 +478,7 @@ def zoom(
     from interp.sources import check_one_run
 
     check_one_run(source, "zoom")
-    from interp.catalogue import is_embedded_name
-
-    if not is_embedded_name(source) and not Path(source).expanduser().is_dir():  # a hub id: nothing to resume
-        raise ValueError(f"{source}: hub checkpoints carry no optimizer state; zoom needs a run trained by "
-                         "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
+    _check_resumable(source, "zoom")
     _check_embedded_steps(source, [pre, post])
     from interp.zoom import zoom as zoom_run
 

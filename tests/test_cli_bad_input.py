@@ -70,6 +70,7 @@ BAD = [
     ("run-threshold-above-one", ["run", "SUITE", "--out", "OUT", "--threshold", "1.5"], "--threshold 1.5 must be in (0, 1]"),
     ("bisect-threshold-zero", ["bisect", "embedded-quick", "--threshold", "0", "--out", "OUT"], "--threshold 0 must be in (0, 1]"),
     ("zoom-every-too-wide", ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1100", "--post", "1200", "--every", "100"], "--every 100 leaves no step strictly between"),
+    ("bisect-resolution-hub", ["bisect", "embedded-quick", "EleutherAI/pythia-70m", "--resolution", "10", "--out", "OUT"], "EleutherAI/pythia-70m: hub checkpoints carry no optimizer state; bisect --resolution needs a run trained by emergence-lens"),
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
 ]
 #: Commands with no argument to get wrong.
