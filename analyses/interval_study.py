@@ -52,6 +52,7 @@ SHOWN = [("top-1 patterns", "pattern", "top-1"), ("top-2 patterns", "pattern", "
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
     from interp.checkpoints import LocalSuiteSource
+    from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
     from interp.pipeline import model_and_seed
     from interp.ranking import decompose_jump
@@ -75,8 +76,7 @@ def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts:
     for width, pre_step in zip(widths, pres):
         pre = source.load(pre_step)
         values_pre = metric_values(pre.model, batch, "p")
-        diff = post.values(batch, "p") - values_pre
-        jump, se = float(diff.mean()), float(diff.std() / math.sqrt(len(diff)))
+        jump, se, too_small = jump_noise(values_pre, post.values(batch, "p"))
         table = decompose_jump(pre.model, post, batch, metric="p", targets=["pattern", "z", "qk", "ov"],
                                ks=[1, 2], topk_kinds=("pattern",), n_boot=n_boot,
                                labels={"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step})
@@ -89,7 +89,7 @@ def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts:
                          "component": label, "heads": row["heads"] if scope != "all" else f"all {n_heads}",
                          "recovered": row["recovered"], "recovered_lo": row["recovered_lo"],
                          "recovered_hi": row["recovered_hi"], "p_pre": row["value_pre"], "p_post": row["value_post"],
-                         "jump": jump, "jump_se": se, "jump_too_small": not jump >= 3 * se})
+                         "jump": jump, "jump_se": se, "jump_too_small": too_small})
     source.close()
     return rows, point, (model, seed)
 

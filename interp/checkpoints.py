@@ -31,7 +31,8 @@ folder that has tokenizer files.
 
 Digest: the sha256 hex of the weight file's bytes (for one file this equals the hub's LFS oid,
 which is also the blob's name in the hub cache, so no hashing is needed there); for sharded
-weights, the sha256 of the shards' sha256 hex digests, one per line, in file-name order.
+weights, the sha256 of the shards' sha256 hex digests, one per line, in file-name order. The
+per-shard digests are kept too (:meth:`CheckpointSource.file_digests`).
 
 Hazards (reported by :func:`checkpoint_table` and :func:`hazard_lines`, one row per step):
 
@@ -39,6 +40,10 @@ Hazards (reported by :func:`checkpoint_table` and :func:`hazard_lines`, one row 
   served pythia-2.8b's final weights on 86 of its 154 branches). Every step of such a group is
   excluded from the search unless one is known to be right: the final step, when its digest
   equals the final model's (the hub's ``main`` branch; ``suite.json``'s ``final_digest`` locally);
+* shared shards and corrupt files (:mod:`interp.checkpoint_integrity`): a step whose weight shard
+  is byte-identical to another step's while its other shards differ (``partial-duplicate``), or
+  whose weight file is truncated or has its header overwritten (``corrupt``; loading it raises
+  :class:`CorruptCheckpointError`), is left out of the search and reported;
 * missing steps: steps of the schedule with no branch (Pythia's 154 steps; elsewhere the regular
   grid the listed steps follow, :func:`interp.families.regular_grid`), or not in the cache offline;
 * the listing: ``hub``, or the cache (``HF_HUB_OFFLINE=1``, or the hub could not be reached).
@@ -118,6 +123,10 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 class CheckpointError(ValueError):
     """A step that the source does not hold; the message names the model, the step and the
     nearest available steps."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A weight file of a step is truncated or its header overwritten (the step is left out)."""
 
 
 class TokenizerMismatchError(ValueError):
@@ -353,6 +362,8 @@ class CheckpointSource(ABC):
     def __init__(self) -> None:
         self._bridge = None
         self._digests: dict[int, str] = {}
+        self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
+        self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
 
     # -- to implement
@@ -448,6 +459,8 @@ class CheckpointSource(ABC):
             CheckpointError: ``step`` is not available (names the nearest available steps).
             TokenizerMismatchError: ``step``'s tokenizer differs from the first one this source
                 handed out (names both steps).
+            CorruptCheckpointError: a weight file is truncated or its header overwritten (one
+                line naming the step and the file).
             ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off, or
                 the model has no attention heads (nothing to patch).
         """
@@ -457,6 +470,7 @@ class CheckpointSource(ABC):
         step = self._check_step(step)
         folder, revision, commit = self._resolve(step)
         files = self._require_weights(folder, step)
+        self._refuse_corrupt(step, files)
         self._require_attention(folder, step)
         config = AutoConfig.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
         digest = weights_digest(files)
@@ -566,9 +580,93 @@ class CheckpointSource(ABC):
         return dict(sorted(excluded.items()))
 
     def searchable_steps(self) -> list[int]:
-        """Available steps minus :meth:`duplicate_steps`, sorted ascending."""
-        duplicates = self.duplicate_steps()
-        return [s for s in self.available_steps() if s not in duplicates]
+        """Available steps minus :meth:`duplicate_steps`, :meth:`partial_duplicates` and
+        :meth:`corrupt_steps`, sorted ascending."""
+        left_out = set(self.duplicate_steps()) | set(self.partial_duplicates()) | set(self.corrupt_steps())
+        return [s for s in self.available_steps() if s not in left_out]
+
+    # -- files that are not what their label says (interp.checkpoint_integrity)
+    def file_digests(self, step: int) -> dict[str, str] | None:
+        """``{weight file name: sha256 hex}`` of ``step`` (one entry per shard), or None when only
+        the whole digest is known.
+
+        Raises:
+            CheckpointError: ``step`` is not available.
+        """
+        self.digest(step)
+        return self._file_digests.get(self._check_step(step))
+
+    def _local_weight_files(self, step: int) -> list[Path] | None:
+        """``step``'s weight files when they are on this machine (None: not downloaded)."""
+        folder, _, _ = self._resolve(step)
+        return weight_files(folder, self.allow_pickle) or None
+
+    def corrupt_reason(self, step: int) -> str | None:
+        """``"<file>: <what is wrong>"`` when a weight file of ``step`` on this machine is truncated
+        or its header overwritten (:func:`interp.checkpoint_integrity.safetensors_problem`); None
+        when whole or not downloaded.
+
+        Raises:
+            CheckpointError: ``step`` is not available.
+        """
+        from interp.checkpoint_integrity import file_problem
+
+        step = self._check_step(step)
+        if step not in self._problems:
+            problem = None
+            for path in self._local_weight_files(step) or []:
+                reason = file_problem(path)
+                if reason is not None:
+                    problem = f"{path.name}: {reason}"
+                    break
+            self._problems[step] = problem
+        return self._problems[step]
+
+    def corrupt_steps(self) -> dict[int, str]:
+        """``{step: "<file>: <what is wrong>"}`` for every available step with a corrupt weight file."""
+        reasons = {step: self.corrupt_reason(step) for step in self.available_steps()}
+        return {step: reason for step, reason in reasons.items() if reason is not None}
+
+    def _refuse_corrupt(self, step: int, files: Sequence[Path]) -> None:
+        from interp.checkpoint_integrity import file_problem
+
+        for path in files:
+            reason = file_problem(path)
+            if reason is not None:
+                self._problems[step] = f"{path.name}: {reason}"
+                raise CorruptCheckpointError(f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
+                                             "the step is left out: download or re-train it again")
+
+    def partial_duplicates(self) -> dict[int, tuple[list[int], list[str]]]:
+        """Steps sharing a weight shard with another step whose weights otherwise differ:
+        ``{step: (other steps, shared file names)}``.
+
+        As for whole duplicates (:meth:`duplicate_steps`), every such step is left out of the
+        search unless it is the final step and its digest equals :meth:`final_digest`.
+        """
+        from interp.checkpoint_integrity import shared_files
+
+        steps = self.available_steps()
+        digests = {step: self.digest(step) for step in steps}
+        files = {step: f for step in steps if (f := self.file_digests(step))}
+        found = shared_files(files, digests)
+        if found and steps[-1] in found and self.kept_duplicate([steps[-1]]) == steps[-1]:
+            del found[steps[-1]]
+        return found
+
+    def shared_tensors(self, step: int, names: Sequence[str]) -> list[str]:
+        """Names of the tensors stored in ``step``'s weight files ``names`` (from the files'
+        headers, else the checkpoint's index), [] when unknown."""
+        from interp.checkpoint_integrity import tensor_names
+
+        try:
+            folder = self._weights_folder(step)
+        except Exception:  # not downloaded: no header to read
+            folder = None
+        return sorted({t for name in names for t in tensor_names(folder, name)})
+
+    def _weights_folder(self, step: int) -> Path | None:
+        return self._resolve(step)[0]
 
     def close(self) -> None:
         """Drop this source's bridge and free its memory now (a bridge the caller holds survives)."""
@@ -811,6 +909,20 @@ class HubSource(CheckpointSource):
             self._digests[step] = self._cached_digest(step) or self._remote_digest(step)
         return self._digests[step]
 
+    def _local_weight_files(self, step: int) -> list[Path] | None:
+        """The step's weight files in the hub cache (None when not downloaded: nothing is fetched)."""
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            folder = self._weights_folder(step)
+        except LocalEntryNotFoundError:
+            return None
+        return weight_files(folder, self.allow_pickle) or None
+
+    def _weights_folder(self, step: int) -> Path:
+        """The cached snapshot of ``step``'s weights and index (never downloads)."""
+        return self._snapshot(step, _SAFETENSORS_PATTERNS + _PICKLE_PATTERNS + ["*.index.json"], local_only=True)
+
     def final_digest(self) -> str | None:
         """Weight digest of the ``main`` branch (the final model), or ``None`` when ``main`` has
         no weights (the PolyPythia seed repos) or is neither cached nor reachable."""
@@ -834,7 +946,11 @@ class HubSource(CheckpointSource):
             return None
         if not weight_files(folder, allow_pickle=True):
             return None
-        return weights_digest(self._require_weights(folder, step))  # refuses pickle-only steps
+        files = self._require_weights(folder, step)  # refuses pickle-only steps
+        per_file = {p.name: _sha256_of_file(p) for p in sorted(files, key=lambda p: p.name)}
+        if step is not None:
+            self._file_digests[step] = per_file
+        return combine_digests(list(per_file.values()))
 
     def _remote_digest(self, step: int | None, download: bool = True) -> str | None:
         """Digest from hub metadata (LFS oids) of ``step``'s branch (``None``: ``main``); with
@@ -853,12 +969,16 @@ class HubSource(CheckpointSource):
         for single, index in kinds:
             info = {f.path: f for f in api.get_paths_info(self.model_id, [single, index], revision=revision)}
             if single in info and getattr(info[single], "lfs", None) is not None:
+                if step is not None:
+                    self._file_digests[step] = {single: info[single].lfs.sha256}
                 return info[single].lfs.sha256
             if index in info:
                 index_file = hf_hub_download(self.model_id, index, revision=revision, cache_dir=self.cache_dir)
                 shards = sorted(set(json.loads(Path(index_file).read_text())["weight_map"].values()))
                 shard_info = {f.path: f for f in api.get_paths_info(self.model_id, shards, revision=revision)}
                 if all(getattr(shard_info.get(s), "lfs", None) is not None for s in shards):
+                    if step is not None:
+                        self._file_digests[step] = {s: shard_info[s].lfs.sha256 for s in shards}
                     return combine_digests([shard_info[s].lfs.sha256 for s in shards])
         if not download or step is None:
             return None
@@ -961,7 +1081,9 @@ class LocalSuiteSource(CheckpointSource):
         """
         step = self._check_step(step)
         if step not in self._digests:
-            self._digests[step] = weights_digest(self._require_weights(self._folders[step], step))
+            files = sorted(self._require_weights(self._folders[step], step), key=lambda p: p.name)
+            self._file_digests[step] = {p.name: _sha256_of_file(p) for p in files}
+            self._digests[step] = combine_digests(list(self._file_digests[step].values()))
         return self._digests[step]
 
 
@@ -974,8 +1096,9 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
 
     Args:
         spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
-        **kwargs: passed to the source's constructor; for a local suite only ``model_id`` and
-            ``allow_pickle`` apply (hub-only options such as ``cache_dir`` are ignored there).
+        **kwargs: passed to the source's constructor; for a local suite only ``model_id``,
+            ``allow_pickle`` and ``include_zoom`` apply (hub-only options such as ``cache_dir``
+            are ignored there; ``include_zoom`` is ignored by hub sources).
 
     An embedded run name (``embedded/<run>``, ``embedded-quick/<run>``) opens that run of the
     embedded suite (:func:`interp.sources.open_sources`, trained on first use).
@@ -991,10 +1114,12 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         return open_sources([spec])[0]
     path = Path(spec)
     if path.is_dir():
-        return LocalSuiteSource(path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle")})
+        return LocalSuiteSource(path, **{k: v for k, v in kwargs.items()
+                                         if k in ("model_id", "allow_pickle", "include_zoom")})
     text = str(spec)
     model_id, colon, series = text.partition(":")
     if is_hub_id(model_id):
+        kwargs.pop("include_zoom", None)  # hub checkpoints have no zoom overlay
         if colon:
             kwargs = {**kwargs, "series": series}
         return HubSource(model_id, **kwargs)
@@ -1004,7 +1129,7 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
 # ----------------------------------------------------------------------------- hazards
 
 #: ``checkpoints.csv`` columns (one row per step of the schedule).
-CHECKPOINT_COLUMNS = ["step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
+CHECKPOINT_COLUMNS = ["step", "revision", "tokens", "digest", "status", "same_weights_as", "detail", "listing"]
 
 
 def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
@@ -1017,6 +1142,10 @@ def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
       at most one of those labels is right, so the step is left out of the search;
     * ``duplicate-kept-final``: the final step of a duplicate group whose digest equals the final
       model's (:meth:`CheckpointSource.final_digest`): its label is known to be right;
+    * ``partial-duplicate``: a weight shard byte-identical to one of ``same_weights_as`` while the
+      other shards differ (``detail`` names the files and their tensors): left out of the search;
+    * ``corrupt``: a weight file truncated or with its header overwritten (``detail``: the file
+      and what is wrong): left out of the search;
     * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache).
 
     Digests are read for every held step (hub metadata or the cache; local files hashed once).
@@ -1033,19 +1162,29 @@ def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
     """
     import pandas as pd
 
+    from interp.checkpoint_integrity import describe_shared
+
     held = source.available_steps()
     groups = {step: group for group in source.duplicate_groups() for step in group}
     excluded = source.duplicate_steps()
+    partial = source.partial_duplicates()
+    corrupt = source.corrupt_steps()
     rows = []
     for step in held:
         group = groups.get(step, [])
         status = "searchable" if not group else ("duplicate-excluded" if step in excluded else "duplicate-kept-final")
+        same, detail = ";".join(str(s) for s in group if s != step), ""
+        if step in partial and not group:
+            others, names = partial[step]
+            status, same = "partial-duplicate", ";".join(map(str, others))
+            detail = describe_shared(names, source.shared_tensors(step, names), others)
+        if step in corrupt:
+            status, detail = "corrupt", corrupt[step]
         rows.append({"step": step, "revision": source.revision(step), "tokens": source.tokens_at(step),
-                     "digest": source.digest(step), "status": status,
-                     "same_weights_as": ";".join(str(s) for s in group if s != step)})
+                     "digest": source.digest(step), "status": status, "same_weights_as": same, "detail": detail})
     for step in source.missing_steps():
         rows.append({"step": step, "revision": None, "tokens": None, "digest": None, "status": "missing",
-                     "same_weights_as": ""})
+                     "same_weights_as": "", "detail": ""})
     table = pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS[:-1]).sort_values("step", kind="stable")
     table["listing"] = source.listing
     return table.astype({"tokens": "Int64"}).reset_index(drop=True)
@@ -1074,6 +1213,10 @@ def hazard_lines(table: "pd.DataFrame", name: str = "") -> list[str]:
         lines.append(f"{prefix}{len(excluded)} steps excluded, identical weights within each group {text}"
                      + (f" (kept: final step {kept[0]}, digest equal to the final model's)" if kept else
                         " (no label known right: every step of each group excluded)"))
+    for kind in ("partial-duplicate", "corrupt"):
+        for row in table[table["status"] == kind].itertuples():
+            detail = getattr(row, "detail", "") or ""
+            lines.append(f"{prefix}step {int(row.step)} {kind}: {detail}; left out of the search")
     listing = str(table["listing"].iloc[0]) if len(table) else ""
     missing = table[table["status"] == "missing"]["step"].tolist()
     if missing:

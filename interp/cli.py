@@ -28,7 +28,7 @@ TaskFileOpt = typer.Option(None, "--task-file", help="Your own prompts (JSONL or
                            "distractors, id); repeatable, added to --task.")
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
-ThresholdOpt = typer.Option(0.5, min=0.0, max=1.0, help="Greedy-accuracy threshold of the point of emergence.")
+ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence, in (0, 1].")
 HoldOpt = typer.Option(2, min=0, help="Point of emergence: post is the first checkpoint at or above the threshold "
                        "that stays there at the next HOLD checkpoints (every remaining one near the end); "
                        "0 = the first crossing.")
@@ -70,6 +70,12 @@ def _one_task(tasks: list, command: str):
         raise ValueError(f"{command} works on one task; got {len(tasks)} ({', '.join(t.name for t in tasks)}): "
                          "give one --task")
     return tasks[0]
+
+
+def _check_threshold(threshold: float) -> None:
+    """The greedy-accuracy threshold lies in (0, 1] (0 would call every checkpoint emerged)."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
 
 
 def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
@@ -140,7 +146,8 @@ def _parse_steps(text: str) -> list[int]:
 
 
 def _check_steps_available(src, steps: List[int]) -> None:
-    """Every step of ``steps`` is one the source holds (the error names the nearest ones)."""
+    """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
+    weight files are whole (the error names the corrupt file)."""
     from interp.checkpoints import CheckpointError, nearest_steps
 
     available = sorted(src.available_steps())
@@ -148,6 +155,10 @@ def _check_steps_available(src, steps: List[int]) -> None:
         if step not in available:
             near = ", ".join(map(str, nearest_steps(step, available)))
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
+    for step in steps:  # a corrupt file: one line naming the step and the file, before any load
+        reason = src.corrupt_reason(step)
+        if reason is not None:
+            raise CheckpointError(f"{src.model_id} step {step}: {reason}; pick another step (the search leaves it out)")
 
 
 def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
@@ -172,15 +183,18 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
 
 
 def _check_embedded_steps(name: str, steps: List[int]) -> None:
-    """For an embedded name, the steps its suite will hold are known before it is trained."""
+    """For an embedded name, the steps its suite will hold are known before it is trained: the
+    schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
     from interp.catalogue import is_embedded_name, resolve_embedded
     from interp.checkpoints import CheckpointError, nearest_steps
 
     if not is_embedded_name(name):
         return
+    from interp.sources import zoomed_steps
+
     for cfg, run in resolve_embedded(name):
         size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
-        schedule = list(cfg.checkpoint_steps_for(size))
+        schedule = sorted(set(cfg.checkpoint_steps_for(size)) | set(zoomed_steps(name)))
         for step in steps:
             if step not in schedule:
                 near = ", ".join(map(str, nearest_steps(step, schedule)))
@@ -202,10 +216,21 @@ def _check_embedded_heads(name: str, heads) -> None:
                                  f"heads 0..{size.n_heads - 1})")
 
 
-def _open(names: List[str]) -> list:
+def _check_resumable(name: str, what: str) -> None:
+    """``name`` is a run trained here (embedded or a folder): a hub id carries no optimizer state."""
+    from interp.catalogue import is_embedded_name
+
+    if not is_embedded_name(name) and not Path(name).expanduser().is_dir():
+        raise ValueError(f"{name}: hub checkpoints carry no optimizer state; {what} needs a run trained by "
+                         "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
+
+
+def _open(names: List[str], include_zoom: bool = False) -> list:
+    """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
+    take explicit steps; searches read the base schedule)."""
     from interp.sources import open_sources
 
-    return open_sources(names)
+    return open_sources(names, include_zoom=include_zoom)
 
 
 def _open_step_pair(source: str, pre: int, post: int, command: str):
@@ -216,10 +241,38 @@ def _open_step_pair(source: str, pre: int, post: int, command: str):
 
     check_one_run(source, command)
     _check_embedded_steps(source, [pre, post])
-    (src,) = _open([source])
+    (src,) = _open([source], include_zoom=True)
     _check_steps_available(src, [pre, post])
     _echo_duplicate_hazards(src, pre, post)
     return src
+
+
+def _jump_flag(too_small: bool) -> str:
+    """The CLI's flag of a jump below 3 standard errors (``interp.emergence.jump_noise``)."""
+    return "  JUMP TOO SMALL: below 3 standard errors; the shares below divide by noise" if too_small else ""
+
+
+class _warnings_as_lines:
+    """Show the warnings a computation raises as ``warning: <message>`` lines on stderr (one each,
+    once per message) instead of Python's two-line ``file:line: RuntimeWarning`` form."""
+
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self._caught = self._catch.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self._catch.__exit__(*exc)
+        seen = set()
+        for item in self._caught:
+            text = str(item.message)
+            if text not in seen and issubclass(item.category, RuntimeWarning):
+                seen.add(text)
+                typer.echo(f"warning: {text}", err=True)
+        return False
 
 
 def _open_as_ready(names: List[str]):
@@ -267,6 +320,7 @@ def run(
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
     each task (--task a,b,FILE and --task-file: one analysis per (run, task))."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
+    _check_threshold(threshold)
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     metric = _metric(metric)
     _check_tasks_on_sources(source, tasks)
@@ -318,7 +372,8 @@ def _print_summary(report, out: Path) -> None:
 @app.command()
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
-    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
+    steps: Optional[str] = typer.Option(None, help="Comma-separated steps, zoomed steps (emergence zoom) included "
+                                        "(default: every searchable step of the base schedule)."),
     task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
@@ -337,7 +392,7 @@ def curve(
     from interp.pipeline import EMERGENCE_COLUMNS, _labelled, model_and_seed
 
     frames = []
-    for src in _open([source]):
+    for src in _open([source], include_zoom=wanted is not None):
         if wanted is not None:
             _check_steps_available(src, wanted)
         model, seed = model_and_seed(src.model_id)
@@ -376,10 +431,13 @@ def bisect(
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
+    _check_threshold(threshold)
     device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:
         if [t.name for t in tasks] != ["repetition"]:
             raise ValueError("--resolution re-trains and searches with the repetition task only; drop --task/--task-file")
+        for name in source:
+            _check_resumable(name, "bisect --resolution")
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
 
@@ -440,8 +498,8 @@ def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts
 @app.command("rank-heads")
 def rank_heads(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
-    pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
-    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
     method: str = MethodOpt,
     prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
     task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
@@ -465,12 +523,14 @@ def rank_heads(
     from interp.ranking import rank_heads_between
 
     batch = task_obj.build(src.tokenizer())
-    result = rank_heads_between(src, pre, post, batch, method=method,
-                                prescreen_top_n=prescreen_top_n, device=device, metric=metric)
+    with _warnings_as_lines():
+        result = rank_heads_between(src, pre, post, batch, method=method,
+                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric)
     model, seed = model_and_seed(src.model_id)
     heads = _labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     topk = _labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
-    typer.echo(f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f}")
+    typer.echo(f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
+               f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}")
     typer.echo(heads.head(10).to_string(index=False))
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
@@ -480,8 +540,8 @@ def rank_heads(
 @app.command("decompose")
 def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
-    pre: int = typer.Option(..., min=0, help="Pre-emergence step."),
-    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre)."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
     task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
     out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
@@ -499,10 +559,14 @@ def decompose(
     from interp.ranking import decompose_between
 
     batch = task_obj.build(src.tokenizer())
-    table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
-        task=task_obj.name, prepend_bos=batch.prepend_bos)
+    with _warnings_as_lines():
+        table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
+            task=task_obj.name, prepend_bos=batch.prepend_bos)
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
-    typer.echo(f"metric={metric} ({table['unit'].iloc[0]}) pre={table['value_pre'].iloc[0]:.4f} post={table['value_post'].iloc[0]:.4f}")
+    first = table.iloc[0]
+    typer.echo(f"metric={metric} ({first['unit']}) pre={first['value_pre']:.4f} post={first['value_post']:.4f} "
+               f"jump={first['value_post'] - first['value_pre']:.4f} ± {first['jump_se']:.4f}"
+               f"{_jump_flag(bool(first['jump_too_small']))}")
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if out is not None:
         atomic_to_csv(table, out / "components.csv")
@@ -511,8 +575,8 @@ def decompose(
 @app.command()
 def zoom(
     source: str = typer.Argument(..., help="One run trained here: embedded/<run> or its folder."),
-    pre: int = typer.Option(..., min=0, help="Stored step to re-train from."),
-    post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked)."),
+    pre: int = typer.Option(..., min=0, help="Stored step to re-train from (base schedule or zoomed)."),
+    post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked; base or zoomed)."),
     every: Optional[int] = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
     tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
 ):
@@ -520,14 +584,13 @@ def zoom(
     zoom overlay (RUN/zoom/); the base schedule is left as it is."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    if every is not None and every >= post - pre:
+        raise ValueError(f"--every {every} leaves no step strictly between --pre {pre} and --post {post}; "
+                         f"use --every below {post - pre}")
     from interp.sources import check_one_run
 
     check_one_run(source, "zoom")
-    from interp.catalogue import is_embedded_name
-
-    if not is_embedded_name(source) and not Path(source).expanduser().is_dir():  # a hub id: nothing to resume
-        raise ValueError(f"{source}: hub checkpoints carry no optimizer state; zoom needs a run trained by "
-                         "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
+    _check_resumable(source, "zoom")
     _check_embedded_steps(source, [pre, post])
     from interp.zoom import zoom as zoom_run
 

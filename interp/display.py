@@ -9,11 +9,18 @@ figures built from the same fragments as ``report.html``. Three rules hold every
   circuitsvis's own ``RenderedHTML`` is never displayed (its ``str()`` imports from a CDN and
   its ``_repr_html_`` probes the network on every render), only its ``local_src`` is used.
 * Each JavaScript library is inlined once per page (plotly.js is about 4.8 MB, the circuitsvis
-  bundle 1.3 MB): an :class:`Assets` object remembers what a page already holds. The report uses
-  one per file; a notebook kernel uses :data:`NOTEBOOK_ASSETS`, so the first output that needs a
-  library carries it and later outputs reuse it (as plotly's own ``notebook`` renderer does).
-  After clearing every output of a notebook, call :func:`reset_notebook_assets` (or restart the
-  kernel) so that the next output carries the libraries again.
+  bundle 1.3 MB): an :class:`Assets` object remembers what a page already holds. A page is one
+  output document: the report file, a file written by ``save_html``, or one notebook output.
+  Every ``_repr_html_`` call starts a new :class:`Assets`, so each output carries the libraries
+  it needs: a cell run again, a second ``show_attention`` or a saved notebook whose first output
+  was replaced still draws (several figures inside one output share one copy).
+* Every displayable object has ``save_html(path)``, which writes a self-contained page
+  atomically whatever was displayed before; :func:`save_html` does the same for any of them
+  and for a DataFrame (a ``decompose_jump`` table, a ranking's ``heads``).
+* Text from users or tokenizers is data, never markup: tables and labels are HTML-escaped,
+  figure labels are HTML-escaped (plotly reads its text as a small HTML subset), and JSON
+  inside ``<script>`` has ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as ``\\uXXXX`` (so a token
+  ``"<!--"`` followed by ``"<script>"`` cannot put the HTML parser into a script-data escape state).
 * The circuitsvis bundle is loaded as a classic script that defines the global ``CircuitsVis``;
   each view is a mount ``<div>`` plus a one-line ``CircuitsVis.render(...)`` call.
 
@@ -63,6 +70,24 @@ def _script_safe(source: str) -> str:
     return re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
 
 
+_JSON_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def json_script_safe(text: str) -> str:
+    """JSON (or JavaScript whose only ``<``, ``>``, ``&`` lie inside string literals) made safe
+    to inline in a ``<script>``: those characters and U+2028/U+2029 become ``\\uXXXX`` escapes,
+    which decode to the same strings. No ``</script``, ``<!--`` or ``<script`` can then appear."""
+    return re.sub("[<>&\u2028\u2029]", lambda m: _JSON_UNSAFE[m.group(0)], text)
+
+
+def plot_text(text) -> str:
+    """User or tokenizer text for a plotly label (title, trace name, hover text): HTML-escaped,
+    since plotly renders its strings as a small HTML subset (``<b>``, ``<br>``, entities)."""
+    return html.escape(str(text), quote=False)
+
+
+
+
 def scrubber_script() -> str:
     """The attention-pattern scrubber's style and script (:mod:`interp.scrubber`, defines ``ELScrub``)."""
     from interp.scrubber import scrub_script
@@ -97,13 +122,9 @@ class Assets:
         return LIBRARIES[name]()
 
 
-#: The assets of the running notebook kernel's page.
-NOTEBOOK_ASSETS = Assets()
-
-
 def reset_notebook_assets() -> None:
-    """Forget which libraries the notebook page holds (after its outputs were cleared)."""
-    NOTEBOOK_ASSETS.sent.clear()
+    """Does nothing (kept for notebooks that call it): every notebook output now carries the
+    libraries it needs, so nothing is remembered between outputs."""
 
 
 def figure_fragment(fig, assets: Assets, caption: str | None = None) -> str:
@@ -138,9 +159,11 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
     if mount is None or call is None:
         # circuitsvis writes a self-closing <div .../>, which HTML parses as an open div.
         return _MOUNT.sub(lambda m: m.group(0).rstrip("/>").rstrip() + "></div>", local, count=1)
+    # The call's arguments are the view's id, ``CircuitsVis.<View>`` and its props as JSON: every
+    # ``<``, ``>``, ``&`` lies inside a JSON string (tokens, head names).
     return (f"{assets.require('circuitsvis')}<div id=\"{mount.group(1)}\" class='el-circuitsvis' "
             f"style=\"margin: 15px 0;\"></div>\n<script type='text/javascript'>"
-            f"CircuitsVis.render({_script_safe(call.group(1))});</script>")
+            f"CircuitsVis.render({json_script_safe(call.group(1))});</script>")
 
 
 #: Decimals kept for attention probabilities in a circuitsvis view (the page carries them as JSON
@@ -236,23 +259,46 @@ def style_tag() -> str:
 
 
 class HTMLFragment:
-    """An HTML fragment that Jupyter displays (``_repr_html_``) and that prints as its source."""
+    """An HTML view that Jupyter displays (``_repr_html_``), prints as its source and saves as a
+    page (:meth:`save_html`).
 
-    def __init__(self, body: str) -> None:
-        self.body = body
+    Args:
+        render: ``render(assets) -> str``, the view's HTML with the libraries it asks ``assets``
+            for; called anew for each output, so each output is self-contained.
+        title: the page title :meth:`save_html` uses.
+    """
+
+    def __init__(self, render: Callable[["Assets"], str] | str, title: str = "emergence-lens view") -> None:
+        self._render = render if callable(render) else (lambda assets, body=render: body)
+        self.title = title
+
+    def _html(self, assets: Assets) -> str:
+        return self._render(assets)
 
     def _repr_html_(self) -> str:
-        return self.body
+        return self._html(Assets())
+
+    @property
+    def body(self) -> str:
+        """The view as one self-contained fragment."""
+        return self._repr_html_()
 
     def __str__(self) -> str:
         return self.body
+
+    def save_html(self, path: str | Path, title: str | None = None) -> Path:
+        """Write the view as a self-contained page (see :func:`save_html`)."""
+        return save_html(self, path, title=title)
 
 
 def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTMLFragment:
     """A circuitsvis attention view for a notebook cell, offline (no CDN, no network probe).
 
+    Each display carries the circuitsvis bundle (self-contained); ``.save_html(path)`` writes it
+    as a page.
+
     Args:
-        tokens: the prompt's tokens as strings, ``query_pos`` of them.
+        tokens: the prompt's tokens as strings, ``query_pos`` of them (shown as text, never markup).
         patterns: ``Float[Tensor, "n query_pos key_pos"]``, attention probabilities.
         names: one label per pattern.
 
@@ -260,12 +306,86 @@ def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTM
         ValueError: ``patterns`` not ``[n, len(tokens), len(tokens)]`` or not ``n`` names
             (:func:`check_attention_inputs`; nothing is cropped silently).
     """
-    return HTMLFragment(attention_fragment(tokens, patterns, names, NOTEBOOK_ASSETS))
+    tokens, names = list(tokens), list(names)
+    return HTMLFragment(lambda assets: attention_fragment(tokens, patterns, names, assets), title="attention patterns")
+
+
+def save_html(obj, path: str | Path, title: str | None = None) -> Path:
+    """Write ``obj`` as a self-contained HTML page (libraries inlined once in ``<head>``, opens
+    offline), atomically, whatever was displayed before in this process.
+
+    Args:
+        obj: a displayable object of the toolkit (anything with ``_html(assets)``: a
+            ``MainJobReport``, ``RunAnalysis``, ``HeadRanking``, ``EmergencePoint``,
+            ``CapabilityScore``, ``TrainResult``, a ``show_attention`` view), or a DataFrame (a
+            ``decompose_jump`` table gets its figure too).
+        path: the file to write (its folder is created).
+        title: the page title (default: the object's own, else its class name).
+
+    Returns:
+        ``path`` as a ``Path``.
+
+    Raises:
+        TypeError: ``obj`` has no HTML form.
+    """
+    from interp.io import atomic_write_text
+    from interp.visualisation import page_html
+
+    if isinstance(obj, pd.DataFrame):
+        render = lambda assets: dataframe_html(obj, assets)  # noqa: E731
+    elif hasattr(obj, "_html"):
+        render = obj._html
+    else:
+        raise TypeError(f"{type(obj).__name__} has no HTML form; save_html takes a toolkit result or a DataFrame")
+    title = title or getattr(obj, "title", None) or type(obj).__name__
+    return atomic_write_text(Path(path), page_html(str(title), lambda assets: style_tag() + render(assets)))
+
+
+def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
+    """A DataFrame as a page fragment: a ``decompose_jump`` table (``interp.ranking.COMPONENT_COLUMNS``)
+    as its figure and table, any other as a table."""
+    from interp.ranking import COMPONENT_COLUMNS
+
+    if set(COMPONENT_COLUMNS) <= set(df.columns) and len(df):
+        from interp.visualisation import components_figure
+
+        return figure_fragment(components_figure(df), assets) + table_fragment(df)
+    return table_fragment(df)
+
+
+def head_ranking_html(ranking, assets: Assets) -> str:
+    """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
+    the ten top heads, the Δp heatmap, top-K recovery, the example attention patterns and the
+    decomposition when computed."""
+    from interp.visualisation import delta_p_heatmap, recovery_run_figure
+
+    from interp.metrics import metric_spec
+
+    spec = metric_spec(ranking.metric)
+    unit = getattr(ranking, "unit", spec.unit)
+    values = {"metric": f"{ranking.metric} ({spec.label}, {unit})", "value_pre": ranking.value_pre,
+              "value_post": ranking.value_post, "jump (post − pre)": ranking.value_post - ranking.value_pre,
+              "jump standard error": ranking.jump_se,
+              "jump_too_small (below 3 standard errors)": ranking.jump_too_small,
+              "pre-screen Spearman ρ": ranking.rank_correlation_prescreen,
+              "pre-screen found the top 2": ranking.prescreen_top2_found}
+    parts = [key_values_fragment(values, caption=f"Metric units: {html.escape(str(unit))}."),
+             table_fragment(ranking.heads.head(10), digits=4, caption=f"The ten top heads by delta ({html.escape(unit)}; "
+                            "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts)."),
+             figure_fragment(delta_p_heatmap(ranking.delta, title=f"{spec.delta_label} per head ({unit})",
+                                             metric=ranking.metric, unit=unit), assets)]
+    if ranking.topk is not None and len(ranking.topk):
+        parts.append(figure_fragment(recovery_run_figure(ranking.topk), assets))
+    if ranking.example_patterns is not None and ranking.example_tokens:
+        parts.append(attention_fragment(ranking.example_tokens, ranking.example_patterns, ranking.example_names, assets))
+    if ranking.components is not None and len(ranking.components):
+        parts.append(dataframe_html(ranking.components, assets))
+    return "<div class='el-head-ranking'>" + "\n".join(parts) + "</div>"
 
 
 def init_notebook() -> None:
-    """Show plain plotly figures in this kernel as offline HTML (plotly.js inlined once, no MathJax
-    or CDN script) by registering and selecting the plotly renderer ``"emergence_lens"``.
+    """Show plain plotly figures in this kernel as offline HTML (plotly.js inlined in each output,
+    no MathJax or CDN script) by registering and selecting the plotly renderer ``"emergence_lens"``.
 
     plotly 7's default in a Jupyter kernel is its mimetype renderer, which nbconvert's HTML export
     does not draw; this renderer also keeps ``application/vnd.plotly.v1+json`` so JupyterLab's
@@ -284,12 +404,13 @@ def init_notebook() -> None:
 
 
 def _offline_renderer():
-    """A plotly renderer whose text/html is :func:`figure_fragment` with :data:`NOTEBOOK_ASSETS`."""
+    """A plotly renderer whose text/html is :func:`figure_fragment` carrying plotly.js (each
+    output is self-contained)."""
     from plotly.io._base_renderers import MimetypeRenderer
 
     class OfflineRenderer(MimetypeRenderer):
         def to_mimebundle(self, fig_dict):
-            return {"text/html": figure_fragment(fig_dict, NOTEBOOK_ASSETS)}
+            return {"text/html": figure_fragment(fig_dict, Assets())}
 
     return OfflineRenderer()
 
@@ -328,11 +449,12 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
     return body
 
 
-def point_html(point, assets: Assets = NOTEBOOK_ASSETS) -> str:
+def point_html(point, assets: Assets | None = None) -> str:
     """A point of emergence (:class:`interp.emergence.EmergencePoint`) as a table and a figure of
     the checkpoints the search evaluated (the point marked, the threshold dashed)."""
     from interp.visualisation import run_capability_figure
 
+    assets = Assets() if assets is None else assets
     values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,
               "emerged": point.emerged, "threshold (accuracy)": point.threshold, "monotone": point.monotone,
               "hold (checkpoints)": point.hold, "search": point.search, "n_evaluations": point.n_evaluations}
@@ -344,7 +466,7 @@ def point_html(point, assets: Assets = NOTEBOOK_ASSETS) -> str:
                                               f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.")]
     if len(point.evaluations):
         fig = run_capability_figure(point.evaluations, point.pre_step, point.post_step, threshold=point.threshold,
-                                    title=f"{point.model_id}: evaluated checkpoints")
+                                    title=f"{plot_text(point.model_id)}: evaluated checkpoints")
         parts.append(figure_fragment(fig, assets))
     return "<div class='el-point'>" + "\n".join(parts) + "</div>"
 

@@ -104,11 +104,22 @@ class EmergencePoint:
             "hold": self.hold, "search": self.search,
         }
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: a table and the evaluated checkpoints as a figure (offline)."""
+    def _html(self, assets) -> str:
         from interp.display import point_html
 
-        return point_html(self)
+        return point_html(self, assets)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: a table and the evaluated checkpoints as a figure (offline, self-contained)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path):
+        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"point of emergence: {self.model_id}")
 
 
 class StepEvaluator:
@@ -380,7 +391,9 @@ def find_emergence(
     :func:`search_emergence`).
 
     Steps whose weights duplicate an earlier step's (same digest) are excluded first (they would
-    create a fake flat stretch; e.g. pythia-2.8b serves its final weights on 86 of 154 branches).
+    create a fake flat stretch; e.g. pythia-2.8b serves its final weights on 86 of 154 branches),
+    and so are steps sharing a shard with another step and steps with a corrupt weight file
+    (:meth:`interp.checkpoints.CheckpointSource.searchable_steps`; ``checkpoints.csv`` reports them).
 
     Args:
         source: an :class:`interp.checkpoints.CheckpointSource`.
@@ -399,7 +412,7 @@ def find_emergence(
     _validate([0, 1], threshold, hold)  # before any checkpoint is listed or loaded
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
-    steps = [s for s in source.available_steps() if s not in excluded]
+    steps = source.searchable_steps()  # also without shared shards and corrupt files
     point = search_emergence(steps, evaluator, threshold=threshold, model_id=source.model_id, hold=hold)
     point.excluded_steps = dict(excluded)
     return point
@@ -412,10 +425,8 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
         DataFrame with columns ``step``, ``accuracy``, ``p_answer``, ``order``, sorted by step.
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
-    excluded = source.duplicate_steps()
-    for step in source.available_steps():
-        if step not in excluded:
-            evaluator(step)
+    for step in source.searchable_steps():
+        evaluator(step)
     return evaluator.table()
 
 
@@ -435,7 +446,7 @@ def scan_emergence(
     _validate([0, 1], threshold, hold)
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
-    steps = _validate([s for s in source.available_steps() if s not in excluded], threshold, hold)
+    steps = _validate(source.searchable_steps(), threshold, hold)  # also without shared shards and corrupt files
     for step in steps:
         evaluator(step)
     scores = {s: evaluator.scores[s] for s in steps}
@@ -443,3 +454,38 @@ def scan_emergence(
     point = _point(source.model_id, steps, scores, order, threshold, hold, drop_tolerance, "scan")
     point.excluded_steps = dict(excluded)
     return point
+
+
+#: A jump in the metric smaller than this many standard errors of the paired per-prompt
+#: difference is flagged (``jump_too_small``): shares of it divide by noise.
+MIN_JUMP_SE = 3.0
+
+
+def jump_noise(values_pre, values_post, min_se: float = MIN_JUMP_SE) -> tuple[float, float, bool]:
+    """The pre -> post jump of a per-prompt metric, its standard error, and whether it is too small.
+
+    Args:
+        values_pre, values_post: ``Float[Tensor, "batch"]`` (or arrays) of the metric per prompt
+            at the pre and post checkpoint, the same prompts in the same order (metric units).
+        min_se: the jump must be at least this many standard errors (default 3).
+
+    Returns:
+        ``(jump, se, too_small)``: the mean paired difference post - pre, its standard error
+        ``std(ddof=1) / sqrt(n)`` (NaN for one prompt), and ``not jump >= min_se * se`` (so a
+        single prompt, a NaN or a negative jump is flagged). This is the rule of the interval
+        study (``analyses/interval_study.py``) and of :func:`interp.zoom.dense_point`.
+
+    Raises:
+        ValueError: different numbers of prompts, or none.
+    """
+    import torch
+
+    pre = torch.as_tensor(values_pre).double().flatten().cpu()
+    post = torch.as_tensor(values_post).double().flatten().cpu()
+    if pre.shape != post.shape or not pre.numel():
+        raise ValueError(f"values_pre and values_post must hold the same prompts (>= 1); got {tuple(pre.shape)} "
+                         f"and {tuple(post.shape)}")
+    diff = post - pre
+    jump = float(diff.mean())
+    se = float(diff.std() / math.sqrt(diff.numel())) if diff.numel() > 1 else float("nan")
+    return jump, se, not jump >= min_se * se

@@ -37,9 +37,10 @@ EMERGENCE_COLUMNS = [*KEY_COLUMNS, "step", "accuracy", "p_answer"]
 POINTS_COLUMNS = [*KEY_COLUMNS, "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold", "hold",
                   "search"]
 #: One row per checkpoint of a run: the same for every task, so no task column.
-CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "listing"]
+CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "detail",
+                       "listing"]
 HEADS_COLUMNS = [*KEY_COLUMNS, "layer", "head", "delta", "rank", "delta_attribution", "delta_lo", "delta_hi",
-                 "metric", "unit"]
+                 "metric", "unit", "jump_too_small"]
 TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
 #: Column names of reports saved before the columns followed the metric -> today's names.
 OLD_COLUMNS = {"delta_p": "delta", "delta_p_attribution": "delta_attribution", "delta_p_lo": "delta_lo",
@@ -72,7 +73,7 @@ def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) ->
         "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. In "
         "<code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
         "post_step, monotone, n_evaluations, value_pre, value_post, jump, top_head, top_delta, recovered_top2, "
-        "prescreen_spearman, prescreen_top2_found, metric, unit."
+        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
     )
 
 
@@ -96,14 +97,25 @@ class RunAnalysis:
     __eq__ = results_equal
     __repr__ = short_repr
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: the run's summary row, then the report's sections for this run."""
-        from interp.display import NOTEBOOK_ASSETS, style_tag
+    def _html(self, assets) -> str:
+        """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
+        from interp.display import style_tag
 
-        ctx = vis.ReportContext(assets=NOTEBOOK_ASSETS, threshold=self.point.threshold,
-                                delta_p_bound=vis.delta_p_bound([self]))
+        ctx = vis.ReportContext(assets=assets, threshold=self.point.threshold, delta_p_bound=vis.delta_p_bound([self]))
         summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
         return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter display (self-contained: carries the libraries it draws with)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path: str | Path) -> Path:
+        """Write this run's part of the report as a self-contained page (atomic; opens offline)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"emergence-lens: {run_label(self.model, self.seed)}")
 
     model: str
     seed: int
@@ -285,7 +297,8 @@ class MainJobReport:
     def heads(self) -> pd.DataFrame:
         """Head ranking per emerged (run, task): model, seed, task, prepend_bos, layer, head, delta (metric
         units), rank, ..., metric, unit."""
-        frames = [_run_labelled(r.heads, r, HEADS_COLUMNS) for r in self.runs if r.heads is not None]
+        frames = [_run_labelled(r.heads if "jump_too_small" in r.heads else r.heads.assign(jump_too_small=pd.NA), r,
+                                HEADS_COLUMNS) for r in self.runs if r.heads is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
 
     @property
@@ -298,9 +311,10 @@ class MainJobReport:
     @property
     def checkpoints(self) -> pd.DataFrame:
         """One row per step of each run: step, revision, tokens, digest, status (searchable,
-        duplicate-excluded, duplicate-kept-final, missing), same_weights_as, listing."""
-        frames = [_labelled(r.checkpoints, r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self._one_per_run()
-                  if r.checkpoints is not None]
+        duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, missing),
+        same_weights_as, detail, listing."""
+        frames = [_labelled(r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
+                            r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self._one_per_run() if r.checkpoints is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
 
     def _one_per_run(self) -> list[RunAnalysis]:
@@ -362,6 +376,7 @@ class MainJobReport:
                 "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
                 "metric": r.metric if r.heads is not None else None,
                 "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
+                "jump_too_small": None if top is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
             })
         return pd.DataFrame(rows)
 
@@ -393,7 +408,7 @@ class MainJobReport:
         tensors = [r.delta for r in self.runs if r.delta is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
         bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [vis.delta_p_heatmap(r.delta, title=f"{r.model} seed {r.seed}: {metric_spec(r.metric).delta_label} "
+        return [vis.delta_p_heatmap(r.delta, title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
                                     f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
                                     f"step {r.point.pre_step}", bound=bound, metric=r.metric, unit=r.unit)
                 for r in self.runs if r.delta is not None]
@@ -403,11 +418,20 @@ class MainJobReport:
         opens offline). Layout and sections: :mod:`interp.visualisation` (``RUN_SECTIONS``)."""
         return vis.report_page(self)
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: the report's sections (libraries inlined once per notebook page)."""
-        from interp.display import NOTEBOOK_ASSETS
+    def _html(self, assets) -> str:
+        """The report's content (libraries from ``assets``)."""
+        return vis.report_fragment(self, assets)
 
-        return vis.report_fragment(self, NOTEBOOK_ASSETS)
+    def _repr_html_(self) -> str:
+        """Jupyter display: the report's sections (self-contained: each output carries the
+        libraries it draws with, so a cell run again or a saved notebook still draws)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path: str | Path) -> Path:
+        """Write ``report.html`` alone (the page :meth:`html` returns) to ``path``, atomically."""
+        return atomic_write_text(Path(path), self.html())
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` and

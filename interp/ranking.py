@@ -18,6 +18,9 @@ Uncertainty: 95 % percentile bootstrap intervals over prompts (Efron & Tibshiran
 prompts resampled jointly for the pre, post and patched values so that ``recovered``'s interval
 carries the uncertainty of its denominator.  ``recovered`` is undefined when ``m_post == m_pre``:
 NaN with a ``RuntimeWarning`` (no exception, so a sweep over checkpoint pairs keeps going).
+Over fewer than ``MIN_BOOTSTRAP_PROMPTS`` (5) prompts the bounds are NaN, with a ``RuntimeWarning``.
+A jump below 3 standard errors of the paired per-prompt difference (``interp.emergence.jump_noise``,
+the interval study's rule) is flagged ``jump_too_small``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from interp.patching import (
 from interp.patching._common import check_batch, heads_shape, model_device
 from interp.patching.targets import HEAD_KINDS
 from interp.objects import alias_property, results_equal, short_repr
+from interp.emergence import jump_noise
 from interp.tasks import TaskBatch
 
 __all__ = [
@@ -62,8 +66,13 @@ COMPONENTS: dict[str, Target] = {
     "embed": Target("embed"), "unembed": Target("unembed"),
 }
 COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "unit", "value",
-                     "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post"]
+                     "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post",
+                     "jump_se", "jump_too_small"]
 N_BOOT = 1000
+#: Fewest prompts a 95 % percentile bootstrap interval is computed over. The 2.5th and 97.5th
+#: percentiles need at least 1 / 0.025 = 40 distinct resampled means; n prompts give at most
+#: C(2n - 1, n) distinct resamples: 10 at n = 3, 35 at n = 4, 126 at n = 5. Below, the bounds are NaN.
+MIN_BOOTSTRAP_PROMPTS = 5
 
 
 # --------------------------------------------------------------------------- tables
@@ -120,7 +129,8 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
     """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
 
     Prompts are resampled with replacement (``n_boot`` times, ``numpy`` generator ``seed``),
-    jointly for ``patched``, ``pre`` and ``post``.
+    jointly for ``patched``, ``pre`` and ``post``. Over fewer than :data:`MIN_BOOTSTRAP_PROMPTS`
+    prompts every bound is NaN and a ``RuntimeWarning`` says why.
 
     Returns:
         ``{"value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi"}``,
@@ -134,6 +144,12 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
         raise ValueError(f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}")
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if pre.shape[0] < MIN_BOOTSTRAP_PROMPTS:
+        warnings.warn(f"bootstrap over {pre.shape[0]} prompt(s): a 95 % interval needs at least "
+                      f"{MIN_BOOTSTRAP_PROMPTS} (fewer give under 40 distinct resamples); the bounds are NaN. "
+                      f"Use {MIN_BOOTSTRAP_PROMPTS} or more prompts (--n-prompts)", RuntimeWarning, stacklevel=3)
+        nan = np.full(patched.shape[0], np.nan)
+        return {key: nan.copy() for key in ("value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi")}
     idx = np.random.default_rng(seed).integers(0, pre.shape[0], size=(n_boot, pre.shape[0]))
     m_patched = patched[:, idx].mean(-1)  # [sets, n_boot]
     m_pre, m_post = pre[idx].mean(-1), post[idx].mean(-1)
@@ -250,6 +266,10 @@ class HeadRanking:
         components: ``decompose_jump`` table, when asked for.
         example_tokens, example_patterns, example_names: the top heads' patterns on prompt 0
             (pre then post for each head), for display.
+        jump_se: standard error of the paired per-prompt jump value_post - value_pre (metric units).
+        jump_too_small: the jump is below 3 standard errors (:func:`interp.emergence.jump_noise`):
+            delta and recovered divide or compare against noise (also the ``jump_too_small``
+            column of ``heads``).
 
     ``p_pre``, ``p_post``, ``delta_p`` and ``delta_p_attribution`` are aliases of the fields above
     (names from before the labels followed the metric). ``repr`` is one screen, ``==`` compares
@@ -273,6 +293,8 @@ class HeadRanking:
     example_patterns: Tensor | None = None
     example_names: list[str] = field(default_factory=list)
     unit: str = "probability"
+    jump_se: float = float("nan")
+    jump_too_small: bool = False
 
     p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
     p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
@@ -287,25 +309,22 @@ class HeadRanking:
         return (f"HeadRanking(metric={self.metric!r} ({self.unit}), value_pre={self.value_pre:.4g}, "
                 f"value_post={self.value_post:.4g}, top heads: {best or 'none'})\n" + short_repr(self))
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: the values, the Δ heatmap, the top heads and the top-K table."""
-        from interp.display import NOTEBOOK_ASSETS, figure_fragment, key_values_fragment, style_tag, table_fragment
-        from interp.metrics import metric_spec
-        from interp.visualisation import delta_p_heatmap
+    def _html(self, assets) -> str:
+        from interp.display import head_ranking_html
 
-        spec = metric_spec(self.metric)
-        values = {"metric": f"{self.metric} ({spec.label}, {self.unit})", "value_pre": self.value_pre,
-                  "value_post": self.value_post, "jump": self.value_post - self.value_pre,
-                  "prescreen_spearman": self.rank_correlation_prescreen,
-                  "prescreen_top2_found": self.prescreen_top2_found}
-        fig = delta_p_heatmap(self.delta, title=f"{spec.delta_label} per head ({self.unit})", metric=self.metric,
-                              unit=self.unit)
-        return "<div class='el-head-ranking'>" + "\n".join([
-            style_tag(), key_values_fragment(values), figure_fragment(fig, NOTEBOOK_ASSETS),
-            table_fragment(self.heads.head(10), caption=f"Top heads by delta ({self.unit}); {len(self.heads)} in all."),
-            table_fragment(self.topk, caption="recovered = (value with the top K heads patched − value_pre) / "
-                                              "(value_post − value_pre)."),
-        ]) + "</div>"
+        return head_ranking_html(self, assets)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display (self-contained): :func:`interp.display.head_ranking_html`."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path) -> "Path":
+        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"head ranking ({self.metric})")
 
 
 def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
@@ -359,6 +378,7 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         post = capture_post(post, batch, weights=kind in ("qk", "ov"))
     values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
     value_pre, value_post = float(values_pre.mean()), float(values_post.mean())
+    _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
     post_patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
     estimate, heads = None, None
     selecting = method == "attribution" or prescreen_top_n is not None
@@ -389,6 +409,7 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
     ranking["delta_attribution"] = [float(estimate[l, h]) if estimate is not None else float("nan") for l, h in pairs]
     spec = metric_spec(metric)
     ranking["metric"], ranking["unit"] = spec.name, spec.unit
+    ranking["jump_too_small"] = jump_too_small
     topk = topk_recovery(pre_model, batch, post, ranking, value_pre, value_post, ks=ks,
                          memory_budget_mb=memory_budget_mb, metric=metric, kind=kind)
     topk["metric"], topk["unit"] = spec.name, spec.unit
@@ -399,7 +420,8 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         top2 = _top_found(delta, estimate)
     return HeadRanking(value_pre=value_pre, value_post=value_post, delta=delta, heads=ranking, topk=topk,
                        post_patterns=post_patterns, delta_attribution=estimate, metric=spec.name, unit=spec.unit,
-                       rank_correlation_prescreen=rho, prescreen_top2_found=top2)
+                       rank_correlation_prescreen=rho, prescreen_top2_found=top2,
+                       jump_se=jump_se, jump_too_small=jump_too_small)
 
 
 def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
@@ -522,7 +544,9 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
         ``top-K``), ``k`` (heads / layers patched), ``heads`` (top-K rows: the heads), ``metric``,
         ``unit``, ``value`` (mean metric patched, metric units) and ``recovered = (value - value_pre) / (value_post -
-        value_pre)`` with 95 % bootstrap intervals over prompts (``_lo``, ``_hi``).
+        value_pre)`` with 95 % bootstrap intervals over prompts (``_lo``, ``_hi``; NaN below
+        :data:`MIN_BOOTSTRAP_PROMPTS` prompts), ``jump_se`` (standard error of the paired jump)
+        and ``jump_too_small`` (the jump is below 3 standard errors: the shares divide by noise).
 
     Raises:
         ValueError: an unknown component, bad K, or the engine's input errors.
@@ -564,6 +588,7 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
                           memory_budget_mb=memory_budget_mb)
     ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
     m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
+    _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
     if m_post == m_pre:
         warnings.warn(f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2)
     labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
@@ -576,7 +601,7 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         "value": values.mean(dim=1).double().numpy(), "value_lo": ci["value_lo"], "value_hi": ci["value_hi"],
         "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
         "recovered_lo": ci["recovered_lo"], "recovered_hi": ci["recovered_hi"],
-        "value_pre": m_pre, "value_post": m_post,
+        "value_pre": m_pre, "value_post": m_post, "jump_se": jump_se, "jump_too_small": jump_too_small,
     })
     return frame[COMPONENT_COLUMNS]
 

@@ -376,10 +376,10 @@ def readiness_section(run, ctx) -> Any:
 
 def readiness_html(result: ReadinessResult) -> str:
     """Notebook display of one result: the figure (plotly from the notebook's assets) and its caption."""
-    from interp.display import NOTEBOOK_ASSETS, figure_fragment, style_tag
+    from interp.display import Assets, figure_fragment, style_tag
 
     return (f"<div class='el-report'>{style_tag()}"
-            f"{figure_fragment(readiness_figure(result), NOTEBOOK_ASSETS, _caption(result))}</div>")
+            f"{figure_fragment(readiness_figure(result), Assets(), _caption(result))}</div>")
 
 
 def readiness_page(results: Sequence[ReadinessResult], title: str = "Readiness") -> str:

@@ -59,7 +59,7 @@ def check_one_run(name: str, what: str) -> None:
         raise ValueError(f"{what} takes one run, and {name!r} names {len(runs)}: use one of {', '.join(runs)}")
 
 
-def open_sources(names: Sequence[str], progress: bool = True) -> list["CheckpointSource"]:
+def open_sources(names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> list["CheckpointSource"]:
     """Open every source named (a suite name expands to its runs), in the order given.
 
     Every name is checked first (:func:`check_source_name`), and every hub or local source is
@@ -69,12 +69,14 @@ def open_sources(names: Sequence[str], progress: bool = True) -> list["Checkpoin
     Args:
         names: source names (see the module docstring).
         progress: show the training bar when an embedded suite is trained.
+        include_zoom: local and embedded runs also offer the steps ``emergence zoom`` stored in
+            their overlay (``LocalSuiteSource(include_zoom=True)``).
 
     Raises:
         ValueError: see :func:`check_source_name`; a hub repo that cannot be listed (offline
             without a cache, or no such repo) raises its own error here.
     """
-    ready = ReadySources(names, progress=progress)
+    ready = ReadySources(names, progress=progress, include_zoom=include_zoom)
     by_position = dict(ready.with_positions())
     return [by_position[i] for i in range(len(ready))]
 
@@ -94,13 +96,15 @@ class ReadySources:
         ValueError: as :func:`open_sources`.
     """
 
-    def __init__(self, names: Sequence[str], progress: bool = True) -> None:
+    def __init__(self, names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> None:
         from interp.checkpoints import open_source
 
         for name in names:
             check_source_name(name)
         self.progress = progress
-        self._opened = {name: open_source(Path(name).expanduser() if name.startswith("~") else name)
+        self.include_zoom = include_zoom
+        self._opened = {name: open_source(Path(name).expanduser() if name.startswith("~") else name,
+                                          include_zoom=include_zoom)
                         for name in dict.fromkeys(names) if not is_embedded_name(name)}
         for source in self._opened.values():
             source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
@@ -136,7 +140,26 @@ class ReadySources:
                     wanted.setdefault(slot[2], []).append(slot[0])
             for run, folder in embedded.iter_suite(cfg, progress=self.progress):
                 for position in wanted.get(run, []):
-                    yield position, LocalSuiteSource(folder)
+                    yield position, LocalSuiteSource(folder, include_zoom=self.include_zoom)
 
 
-__all__ = ["SUITES", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_sources"]
+def zoomed_steps(name: str) -> list[int]:
+    """Steps ``emergence zoom`` stored in the overlay of the one run ``name`` names (an embedded
+    run already trained in the cache, or a local suite folder), without training or loading
+    anything; [] for a hub id, an embedded run not trained yet, or a run never zoomed."""
+    from interp.zoom import overlay_steps
+
+    if is_embedded_name(name):
+        from interp.catalogue import suite_dir
+
+        runs = resolve_embedded(name)
+        if len(runs) != 1:
+            return []
+        cfg, run = runs[0]
+        return overlay_steps(suite_dir(cfg) / run)
+    if _looks_like_path(name):
+        return overlay_steps(Path(name).expanduser())
+    return []
+
+
+__all__ = ["SUITES", "zoomed_steps", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_sources"]

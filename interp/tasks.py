@@ -213,11 +213,20 @@ class CapabilityScore:
     p_answer: float
     n_prompts: int
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: the two values as a small table with bars."""
+    def _html(self, assets=None) -> str:
         from interp.display import capability_score_html
 
         return capability_score_html(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the two values as a small table with bars."""
+        return self._html()
+
+    def save_html(self, path):
+        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title="capability score")
 
 
 def single_token_id(tokenizer, text: str) -> int:

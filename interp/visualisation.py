@@ -29,7 +29,8 @@ from torch import Tensor
 from jaxtyping import Float
 
 from interp.catalogue import run_label
-from interp.display import LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, style_tag, table_fragment
+from interp.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
+                            table_fragment)
 
 
 def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
@@ -48,7 +49,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     if metric not in ("accuracy", "p_answer"):
         raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
     models = list(dict.fromkeys(emergence["model"]))
-    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=models, shared_yaxes=True)
+    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True)
     palette = pio.templates["plotly"].layout.colorway
     starred = False
     for col, model in enumerate(models, start=1):
@@ -57,7 +58,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
             curve = curve.sort_values("step")
             color = palette[k % len(palette)]
             fig.add_trace(go.Scatter(
-                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{model} seed {seed}",
+                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{plot_text(model)} seed {seed}",
                 line=dict(color=color), marker=dict(size=4), legendgroup=f"{model}-{seed}",
                 hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
             ), row=1, col=col)
@@ -68,7 +69,7 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
                 fig.add_trace(go.Scatter(
                     x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=not starred,
                     marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
-                    hovertemplate=f"point of emergence<br>{model} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
+                    hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
                     legendgroup=f"{model}-{seed}", name="★ post step of the point of emergence",
                 ), row=1, col=col)
                 starred = True  # one legend entry explains every star
@@ -168,7 +169,7 @@ def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovere
     fig = go.Figure()
     groups = topk.groupby(["model", "seed"]) if {"model", "seed"} <= set(topk.columns) else [(("", ""), topk)]
     for (model, seed), sub in groups:
-        label = f"{model} seed {seed}".strip()
+        label = plot_text(f"{model} seed {seed}".strip())
         fig.add_trace(go.Scatter(x=sub["k"], y=sub["recovered"], mode="lines+markers", name=label or "recovered"))
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", name="post step (recovered = 1)", showlegend=True)
     fig.add_hline(y=0.0, line_dash="dot", line_color="gray", name="pre step (recovered = 0)", showlegend=True)
@@ -286,6 +287,15 @@ def _point(run) -> tuple[int | None, int | None]:
     return (getattr(point, "pre_step", None), getattr(point, "post_step", None))
 
 
+def _jump_note(run) -> str:
+    """A warning sentence when the run's jump is below 3 standard errors (``jump_too_small``)."""
+    heads = getattr(run, "heads", None)
+    if heads is None or "jump_too_small" not in heads or not len(heads) or not bool(heads["jump_too_small"].iloc[0]):
+        return ""
+    return (" <b class='el-warning'>The jump is below 3 standard errors of the paired per-prompt difference "
+            "(jump_too_small): Δp and recovered compare against noise.</b>")
+
+
 def capability_section(run, ctx: ReportContext) -> Section | None:
     """Capability curve of the run with the point of emergence marked."""
     curve = getattr(run, "curve", None)
@@ -293,7 +303,7 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
         return None
     pre, post = _point(run)
     fig = run_capability_figure(curve, pre, post, threshold=ctx.threshold,
-                                title=f"{_run_label(run)}: capability per evaluated checkpoint")
+                                title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint")
     from interp.emergence import DEFAULT_HOLD, rule_text
 
     point = getattr(run, "point", None)
@@ -329,11 +339,11 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
     pre, post = _point(run)
     spec, unit = _metric_of(run)
     d = spec.delta_label
-    fig = delta_p_heatmap(delta, title=f"{_run_label(run)}: {d} per head ({unit})", bound=ctx.delta_p_bound,
+    fig = delta_p_heatmap(delta, title=f"{plot_text(_run_label(run))}: {d} per head ({unit})", bound=ctx.delta_p_bound,
                           metric=spec.name, unit=unit)
     caption = (f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
                f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
-               "One colour range for every run of the page.")
+               "One colour range for every run of the page.") + _jump_note(run)
     return Section(f"{d} per head", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -342,10 +352,10 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
     topk = getattr(run, "topk", None)
     if topk is None or not len(topk):
         return None
-    fig = recovery_run_figure(topk, title=f"{_run_label(run)}: top-K heads patched jointly")
+    fig = recovery_run_figure(topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly")
     spec, unit = _metric_of(run)
     caption = (f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
-               f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump.")
+               f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump.") + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -388,10 +398,10 @@ def components_section(run, ctx: ReportContext) -> Section | None:
     components = getattr(run, "components", None)
     if components is None or not len(components):
         return None
-    fig = components_figure(components, title=f"{_run_label(run)}: share of the jump recovered, by component")
+    fig = components_figure(components, title=f"{plot_text(_run_label(run))}: share of the jump recovered, by component")
     return Section("Where the jump lives: component decomposition",
                    figure_fragment(fig, ctx.assets, "Each bar patches one kind of component of every head or layer "
-                                   "from post into pre.") + table_fragment(components))
+                                   "from post into pre." + _jump_note(run)) + table_fragment(components))
 
 
 def head_scores_section(run, ctx: ReportContext) -> Section | None:
@@ -399,7 +409,7 @@ def head_scores_section(run, ctx: ReportContext) -> Section | None:
     scores = getattr(run, "head_scores", None)
     if scores is None or not len(scores):
         return None
-    fig = head_scores_figure(scores, title=f"{_run_label(run)}: head scores per checkpoint")
+    fig = head_scores_figure(scores, title=f"{plot_text(_run_label(run))}: head scores per checkpoint")
     return Section("Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score."))
 
 
@@ -411,7 +421,7 @@ def training_loss_section(run, ctx: ReportContext) -> Section | None:
     pre, post = _point(run)
     points = pd.DataFrame([{"pre_step": pre, "post_step": post, "emerged": pre is not None and post is not None}])
     fig = loss_curve_figure(thin_curve(loss), getattr(run, "curve", None), points, smooth=1,
-                            title=f"{_run_label(run)}: training loss beside the capability")
+                            title=f"{plot_text(_run_label(run))}: training loss beside the capability")
     return Section("Training loss", figure_fragment(fig, ctx.assets, "Training loss (nats, left) and greedy accuracy "
                                                     "(right) per step: the loss plateau before the jump shows here."))
 
@@ -659,7 +669,7 @@ def _interval(rows: pd.DataFrame, **style) -> dict | None:
 
 def _row_label(row) -> str:
     """A table row's run (``model``, ``seed`` columns) as :func:`interp.catalogue.run_label` names it."""
-    return run_label(row["model"], row["seed"]) if pd.notna(row.get("model")) else "run"
+    return plot_text(run_label(row["model"], row["seed"])) if pd.notna(row.get("model")) else "run"
 
 
 def components_figure(components: pd.DataFrame,
@@ -721,7 +731,7 @@ def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = No
     if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
         scores = scores.assign(model="run", seed="")
     runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
-    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[f"{m} seed {s}" for m, s in runs],
+    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
                         specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))], shared_xaxes=True)
     dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
     palette = pio.templates["plotly"].layout.colorway

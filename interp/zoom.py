@@ -489,8 +489,8 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
     if pre is not None and post is not None:
         result.accuracy_pre, result.p_pre = evaluator(pre)
         result.accuracy_post, result.p_post = evaluator(post)
-        diff = evaluator.p_answer[post] - evaluator.p_answer[pre]
-        result.jump = float(diff.mean())
-        result.jump_se = float(diff.std(ddof=1) / math.sqrt(len(diff)))
-        result.jump_too_small = not result.jump >= min_jump_se * result.jump_se
+        from interp.emergence import jump_noise
+
+        result.jump, result.jump_se, result.jump_too_small = jump_noise(
+            evaluator.p_answer[pre], evaluator.p_answer[post], min_se=min_jump_se)
     return result

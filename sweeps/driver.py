@@ -63,6 +63,7 @@ def run_sweep(
     progress: bool = True,
     runner: "str | RunnerLike | None" = None,
     default_runner: str | None = None,
+    force: bool = False,
 ) -> SweepOutcome:
     """Run every missing run of a sweep and record each in ``out_dir``'s results store.
 
@@ -78,14 +79,19 @@ def run_sweep(
         runner: overrides the spec's runner (a name, or a callable; a callable is pickled to
             joblib workers and cannot reach a remote Ray cluster unless importable there).
         default_runner: the runner when neither ``runner`` nor the spec names one.
+        force: start over: a sweep folder that holds another spec is emptied first.
+
+    One sweep per folder: a folder holding another spec (``spec.yaml``; compared by
+    :func:`spec_digest`) is refused unless ``force``; the same spec resumes.
 
     Returns:
         A :class:`SweepOutcome`.
 
     Raises:
         ValueError: bad spec (unknown field, bad type, no runner), ``jobs < 1``, an unknown
-            executor or one whose package is missing, ``out_dir`` an existing file. All are
-            checked before anything is written.
+            executor or one whose package is missing, ``out_dir`` an existing file, ``out_dir``
+            a sweep folder of another spec (without ``force``). All are checked before anything
+            is written.
     """
     # Everything is checked before the folder, the spec copy or the progress bar appear.
     check_executor(executor)
@@ -98,6 +104,8 @@ def run_sweep(
     if spec.runner is None and runner is None:
         spec.runner = default_runner
     store = ResultsStore(out_dir)
+    if check_spec_folder(store.root, spec, force):
+        _empty_sweep_folder(store.root)
     store.root.mkdir(parents=True, exist_ok=True)
     import yaml
 
@@ -150,6 +158,51 @@ def run_sweep(
     n_failed = int((results["status"] != "ok").sum()) if not results.empty else 0
     return SweepOutcome(out_dir=store.root, results=results, n_planned=len(tasks),
                         n_skipped=len(tasks) - len(todo), n_ran=n_ran, n_failed=n_failed)
+
+
+def spec_digest(spec: SweepSpec) -> str:
+    """SHA-256 (hex) of a spec's canonical JSON, its ``name`` left out (a renamed copy of the
+    same grid is the same sweep)."""
+    import hashlib
+
+    content = {k: v for k, v in spec.to_dict().items() if k != "name"}
+    return hashlib.sha256(config_json(content).encode()).hexdigest()
+
+
+def check_spec_folder(root: str | os.PathLike, spec: SweepSpec, force: bool = False) -> bool:
+    """One sweep per folder: whether ``root`` holds another spec's sweep (its ``spec.yaml``
+    differs from ``spec`` by :func:`spec_digest`) that ``force`` will delete.
+
+    Returns:
+        False for a new folder, a folder without ``spec.yaml`` or the same spec; True for
+        another spec with ``force``.
+
+    Raises:
+        ValueError: another spec without ``force``; the one line names both (name, digest).
+    """
+    held = Path(root) / "spec.yaml"
+    if not held.is_file():
+        return False
+    old = SweepSpec.from_file(held)
+    old_digest, new_digest = spec_digest(old), spec_digest(spec)
+    if old_digest == new_digest:
+        return False
+    if not force:
+        raise ValueError(f"sweep folder {str(root)!r} holds spec {old.name or '(unnamed)'!r} (digest "
+                         f"{old_digest[:12]}); this spec {spec.name or '(unnamed)'!r} (digest {new_digest[:12]}) "
+                         "differs: resume with the same spec, use another --out, or --force to start over "
+                         "(deletes the folder's runs)")
+    return True
+
+
+def _empty_sweep_folder(root: Path) -> None:
+    import shutil
+
+    for child in Path(root).iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def build_row(task: RunTask, record: RunRecord, commit: str | None, sweep_name: str = "") -> dict[str, Any]:

@@ -6,7 +6,7 @@ Layout under a sweep folder ``DIR``::
     DIR/metrics/<run_id>.parquet  per-step metrics of that run, with a ``run_id`` column
     DIR/logs/<run_id>.log         the run's stdout, stderr, logging and traceback
     DIR/results.parquet           every row in one file, rebuilt from ``runs/`` after each run
-    DIR/spec.yaml                 the spec of the latest invocation
+    DIR/spec.yaml                 the sweep's spec (one per folder, see run_sweep)
 
 Every file is written to a hidden temporary file in the same folder and then ``os.replace``d, so
 a process killed with SIGKILL leaves either the whole file or none of it. A run's metrics are

@@ -116,23 +116,31 @@ def sweep_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-run runs recorded as failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and what is missing; run nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
+    force: bool = typer.Option(False, "--force", help="Start over: OUT holds another spec's sweep; delete its runs first."),
 ) -> None:
     """Run every missing run of SPEC (re-running resumes an interrupted sweep). Runs train a
     synthetic-task model (synthetic.sweeps:train_runner) unless SPEC names a runner. Exits with
-    status 1, listing them, when any run of SPEC failed."""
+    status 1, listing them, when any run of SPEC failed. One sweep per folder: OUT holding another
+    spec is refused (both named) unless --force."""
     from interp.io import config_json
     from sweeps import ResultsStore, failure_lines, plan_runs, run_sweep
     from synthetic.sweeps import DEFAULT_RUNNER
 
     if dry_run:
+        from sweeps.driver import check_spec_folder
+        from sweeps.spec import load_spec
+
         tasks = plan_runs(spec, default_runner=DEFAULT_RUNNER)
-        done = ResultsStore(out).done_ids()
+        loaded = load_spec(spec)
+        loaded.runner = loaded.runner or DEFAULT_RUNNER
+        done = set() if check_spec_folder(out, loaded, force) else ResultsStore(out).done_ids()
         for t in tasks:
             typer.echo(f"{t.run_id} {'done' if t.run_id in done else 'todo'} {config_json(t.config)}")
         typer.echo(f"{len(tasks)} runs, {sum(t.run_id not in done for t in tasks)} to run")
         return
     outcome = run_sweep(spec, out, jobs=jobs, executor=executor.value, ray_address=ray_address,
-                        retry_failed=retry_failed, progress=progress, default_runner=DEFAULT_RUNNER)
+                        retry_failed=retry_failed, progress=progress, default_runner=DEFAULT_RUNNER,
+                        force=force)
     typer.echo(f"{outcome.n_planned} runs: {outcome.n_ran} ran, {outcome.n_skipped} already done, "
                f"{outcome.n_failed} failed; rows in {outcome.out_dir / 'results.parquet'}")
     failures = failure_lines(outcome.results)

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import torch
 from jaxtyping import Float
 
-from interp.display import NOTEBOOK_ASSETS, Assets, figure_fragment, key_values_fragment, style_tag
+from interp.display import Assets, figure_fragment, key_values_fragment, style_tag
 
 SUMMARY_KEYS = ("final_loss", "floor", "plateau_loss", "plateau_length", "threshold", "steps_to_threshold",
                 "emerged", "final_max_alignment", "n_params", "wall_time_s")
@@ -101,8 +101,10 @@ def alignment_without_bias(result, n_seqs: int = 256, seed: int = 12345) -> Floa
                      for n in names])
 
 
-def result_html(result, assets: Assets = NOTEBOOK_ASSETS) -> str:
-    """A run's summary table and its loss, staircase, entropy and alignment figures as HTML."""
+def result_html(result, assets: Assets | None = None) -> str:
+    """A run's summary table and its loss, staircase, entropy and alignment figures as HTML
+    (libraries from ``assets``; default a new page's, so the HTML is self-contained)."""
+    assets = Assets() if assets is None else assets
     summary = {k: result.summary.get(k) for k in SUMMARY_KEYS}
     parts = [style_tag(), f"<h3>{_label(result)}</h3>",
              key_values_fragment(summary, caption="Losses in nats; plateau_length and steps_to_threshold in steps "

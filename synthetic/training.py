@@ -215,11 +215,23 @@ class TrainResult:
                            r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
         return values_equal(strip(self), strip(other))
 
-    def _repr_html_(self) -> str:
-        """Jupyter display: summary table, loss, staircase, head entropy and alignment (offline)."""
+    def _html(self, assets) -> str:
         from synthetic.display import result_html
 
-        return result_html(self)
+        return result_html(self, assets)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: summary table, loss, staircase, head entropy and alignment (offline,
+        self-contained)."""
+        from interp.display import Assets
+
+        return self._html(Assets())
+
+    def save_html(self, path):
+        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
+        from interp.display import save_html
+
+        return save_html(self, path, title=f"synthetic run: {self.config.task}")
 
 
 def resolve_device(device: str) -> torch.device:

@@ -63,6 +63,7 @@ class PageVisit:
     page_errors: list[str] = field(default_factory=list)
     state: dict = field(default_factory=dict)
     ready: bool = False
+    probe: object = None  # what ``probe_js`` returned
 
 
 @contextmanager
@@ -98,12 +99,14 @@ def open_page(page_path: Path, width: int = 1280, height: int = 900, timeout_ms:
             context.close()
 
 
-def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000) -> PageVisit:
+def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000,
+          probe_js: str | None = None) -> PageVisit:
     """Open ``page_path`` (a local HTML file) in headless Chromium with every other request blocked.
 
     Waits until every plotly figure has its SVG and every circuitsvis view has drawn its zoomed
     pattern (a canvas taller than 100 px), or ``timeout_ms`` passes (then ``ready`` is False);
-    the state is read at ``width`` x ``height``, then a full-page screenshot is saved.
+    the state is read at ``width`` x ``height`` (and ``probe_js``, a JavaScript function, is
+    evaluated into ``probe``), then a full-page screenshot is saved.
     """
     from playwright.sync_api import sync_playwright
 
@@ -135,6 +138,8 @@ def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 90
                 result.ready = False
             page.wait_for_timeout(500)  # let late errors surface
             result.state = page.evaluate(_STATE_JS)
+            if probe_js is not None:
+                result.probe = page.evaluate(probe_js)
             # A full-page capture resizes the window, and circuitsvis's charts redraw (animated)
             # on resize: make the window as tall as the page first, let the redraw finish, then shoot.
             full = min(page.evaluate("document.documentElement.scrollHeight"), 30_000)

@@ -93,3 +93,19 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
     result = runner.invoke(app, ["curve", "embedded-quick/neox-2l-64d-seed1", "--steps", "0,200"])
     assert result.exit_code == 0, result.output
     assert "neox-2l-64d" in result.output and len(result.output.strip().splitlines()) == 3
+
+
+def test_rank_heads_and_decompose_over_one_prompt_say_why_bounds_are_nan(tiny_local_suite, tmp_path):
+    """One prompt: NaN bounds, a one-line warning, and the jump flagged (no standard error)."""
+    for command, table, bounds in (("rank-heads", "heads.csv", ["delta_p_lo", "delta_p_hi"]),
+                                   ("decompose", "components.csv", ["recovered_lo", "recovered_hi"])):
+        out = tmp_path / command
+        result = runner.invoke(app, [command, str(tiny_local_suite), "--pre", "0", "--post", "200", "--n-prompts", "1",
+                                     "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        warnings = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+        assert len(warnings) == 1 and "bootstrap over 1 prompt(s)" in warnings[0], result.output
+        assert "RuntimeWarning" not in result.output
+        assert "JUMP TOO SMALL: below 3 standard errors" in result.output
+        frame = pd.read_csv(out / table)
+        assert frame[bounds].isna().all().all() and frame["jump_too_small"].all()

@@ -117,3 +117,48 @@ def test_analysis_tables_render(setup):
     text = module.markdown(table, prescreen, "settings")
     assert "| component | toy seed 0 |" in text and "| pattern | 1.00 [1.00, 1.00] |" in text
     assert "| top-2 z |" in text and "| toy seed 0 | attribution patching | 0.50 | yes |" in text
+
+
+def test_bootstrap_over_too_few_prompts_gives_nan_bounds_and_says_why(setup):
+    from interp.ranking import MIN_BOOTSTRAP_PROMPTS
+
+    gen = torch.Generator().manual_seed(1)
+    pre, post = torch.rand(MIN_BOOTSTRAP_PROMPTS, generator=gen), torch.rand(MIN_BOOTSTRAP_PROMPTS, generator=gen) + 1
+    patched = (pre + post)[None] / 2
+    with pytest.warns(RuntimeWarning, match=f"bootstrap over 4 prompt\\(s\\): a 95 % interval needs at least {MIN_BOOTSTRAP_PROMPTS}"):
+        few = bootstrap_interval(patched[:, :4], pre[:4], post[:4], n_boot=200)
+    assert all(np.isnan(v).all() for v in few.values())
+    enough = bootstrap_interval(patched, pre, post, n_boot=200)  # 5 prompts: finite, non-degenerate bounds
+    assert enough["value_lo"][0] < float(patched.mean()) < enough["value_hi"][0]
+    # Through head_ranking and decompose_jump: one prompt gives NaN bounds, never lo == hi == value.
+    model_pre, model_post, batch = setup
+    one = TaskBatch(batch.tokens[:1], batch.answers[:1], batch.answer_pos[:1], distractors=batch.distractors[:1])
+    with pytest.warns(RuntimeWarning, match="bootstrap over 1 prompt"):
+        ranking = head_ranking(model_pre, model_post, one, n_boot=50, attribution=False)
+        table = decompose_jump(model_pre, model_post, one, targets=["pattern"], ks=[1], n_boot=50)
+    assert ranking.heads["delta_p"].notna().all() and ranking.heads[["delta_p_lo", "delta_p_hi"]].isna().all().all()
+    assert table["recovered"].notna().all() and table[["recovered_lo", "recovered_hi"]].isna().all().all()
+    # One prompt has no standard error: the jump is flagged.
+    assert ranking.jump_too_small and ranking.heads["jump_too_small"].all() and table["jump_too_small"].all()
+
+
+def test_jump_below_three_standard_errors_is_flagged(setup):
+    from interp.emergence import jump_noise
+
+    pre = torch.tensor([0.0040, 0.0041, 0.0039, 0.0040])
+    noisy = pre + torch.tensor([0.0010, -0.0008, 0.0006, -0.0000])  # mean 0.0002, se 0.0004
+    jump, se, too_small = jump_noise(pre, noisy)
+    assert jump == pytest.approx(0.0002, abs=1e-9) and se == pytest.approx(float((noisy - pre).double().std()) / 2, rel=1e-9)
+    assert too_small
+    clear = pre + torch.tensor([0.30, 0.31, 0.29, 0.30])
+    assert not jump_noise(pre, clear)[2]
+    # The ranking and the decomposition carry the same flag as the rule on their own metric values.
+    from interp.patching import metric_values
+
+    model_pre, model_post, batch = setup
+    ranking = head_ranking(model_pre, model_post, batch, n_boot=50, attribution=False)
+    table = decompose_jump(model_pre, model_post, batch, targets=["pattern"], ks=[1], n_boot=50)
+    expected = jump_noise(metric_values(model_pre, batch, "p"), metric_values(model_post, batch, "p"))
+    assert ranking.jump_se == pytest.approx(expected[1], rel=1e-9) and ranking.jump_too_small == expected[2]
+    assert set(ranking.heads["jump_too_small"]) == {expected[2]} and set(table["jump_too_small"]) == {expected[2]}
+    assert table["jump_se"].iloc[0] == pytest.approx(expected[1], rel=1e-9)

@@ -129,14 +129,47 @@ def test_every_figure_has_a_legend(report):
         assert named, fig.layout.title.text
 
 
-def test_notebook_display_sends_libraries_with_the_first_output_only(report):
-    first = report._repr_html_()
-    assert first.count("* plotly.js v") == 1 and first.count("window.CircuitsVis = CircuitsVis") == 1
-    again = report.runs[0]._repr_html_()
-    assert "* plotly.js v" not in again and "window.CircuitsVis" not in again
-    assert "plotly-graph-div" in again and '<div id="circuits-vis-' in again
-    display.reset_notebook_assets()
-    assert "* plotly.js v" in report.runs[1]._repr_html_()
+def test_every_notebook_output_carries_its_libraries(report):
+    """Assets are deduplicated per output, not per process: the same display twice (a cell run
+    again), a run after the report, and a second attention view each carry what they draw with,
+    once."""
+    for html in (report._repr_html_(), report._repr_html_(), report.runs[0]._repr_html_(),
+                 report.runs[0]._repr_html_()):
+        assert html.count("* plotly.js v") == 1 and html.count("window.CircuitsVis = CircuitsVis") == 1
+    run = report.runs[0]
+    views = [display.show_attention(run.example_tokens, run.example_patterns, run.example_names) for _ in range(2)]
+    for view in views + views:
+        html = view._repr_html_()
+        assert html.count("window.CircuitsVis = CircuitsVis") == 1 and "* plotly.js v" not in html
+        assert len(html) > len(display.circuitsvis_script())
+    assert "* plotly.js v" in run.point._repr_html_() and "* plotly.js v" in run.point._repr_html_()
+
+
+def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, tmp_path):
+    from interp.ranking import COMPONENT_COLUMNS, HeadRanking
+
+    run = report.runs[0]
+    report._repr_html_()  # displayed before: must not matter
+    ranking = HeadRanking(p_pre=run.p_pre, p_post=run.p_post, delta_p=run.delta_p, heads=run.heads.assign(jump_too_small=False),
+                          topk=run.topk, post_patterns=torch.zeros(1), example_tokens=run.example_tokens,
+                          example_patterns=run.example_patterns, example_names=run.example_names, jump_se=0.01)
+    components = pd.DataFrame([{c: None for c in COMPONENT_COLUMNS} | {"model": "toy", "seed": 1, "target": "pattern",
+                                "scope": "all", "k": 6, "heads": "", "metric": "p", "value": 0.5, "recovered": 0.8,
+                                "recovered_lo": 0.7, "recovered_hi": 0.9, "value_pre": 0.24, "value_post": 0.56}])
+    view = display.show_attention(run.example_tokens, run.example_patterns, run.example_names)
+    view._repr_html_()
+    cases = [(report, 1, 1), (run, 1, 1), (ranking, 1, 1), (view, 0, 1), (run.point, 1, 0),
+             (CapabilityScore(accuracy=0.5, p_answer=0.25, n_prompts=8), 0, 0), (components, 1, 0)]
+    for i, (obj, plotly, circuitsvis) in enumerate(cases):
+        path = tmp_path / "pages" / f"{i}.html"
+        written = display.save_html(obj, path) if isinstance(obj, pd.DataFrame) else obj.save_html(path)
+        page = written.read_text()
+        assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>"), type(obj)
+        assert page.count("* plotly.js v") == plotly and page.count("window.CircuitsVis = CircuitsVis") == circuitsvis
+        assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # atomic: no temporary left
+    assert "<th>jump standard error</th><td>0.01</td>" in (tmp_path / "pages" / "2.html").read_text()
+    with pytest.raises(TypeError, match="int has no HTML form"):
+        display.save_html(3, tmp_path / "x.html")
 
 
 def test_point_and_score_display_their_values():

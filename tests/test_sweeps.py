@@ -185,12 +185,47 @@ def test_failing_run_is_recorded_and_rerun_runs_only_missing(tmp_path, capsys):
     assert (again.n_ran, again.n_skipped) == (0, 6)
     retry = run_sweep(spec, tmp_path, runner=toy_runner, progress=False, retry_failed=True)
     assert (retry.n_ran, retry.n_failed) == (2, 2)
-    # Extending the grid runs only the new points; the bar counts runs done / total with an ETA.
-    extended = run_sweep({"grid": {"s": [1, 2, 3, 4]}, "seeds": [0, 1], "name": "toy"}, tmp_path,
-                         runner=toy_runner, progress=True)
-    assert (extended.n_ran, extended.n_skipped) == (2, 6)
+    # One sweep per folder: another spec (a grid extended) is refused naming both specs and
+    # leaves the folder as it was; --force starts over.
+    from sweeps.driver import spec_digest
+
+    extended_spec = {"grid": {"s": [1, 2, 3, 4]}, "seeds": [0, 1], "name": "toy"}
+    held = (tmp_path / "spec.yaml").read_text()
+    with pytest.raises(ValueError) as refused:
+        run_sweep(extended_spec, tmp_path, runner=toy_runner, progress=False)
+    message = str(refused.value)
+    old_digest = spec_digest(SweepSpec.from_dict(spec))[:12]
+    new_digest = spec_digest(SweepSpec.from_dict(extended_spec))[:12]
+    assert old_digest != new_digest and "\n" not in message
+    assert f"(digest {old_digest})" in message and f"spec 'toy' (digest {new_digest})" in message, message
+    assert (tmp_path / "spec.yaml").read_text() == held and len(pd.read_parquet(tmp_path / "results.parquet")) == 6
+    extended = run_sweep(extended_spec, tmp_path, runner=toy_runner, progress=True, force=True)
+    assert (extended.n_ran, extended.n_skipped) == (8, 0)
+    assert len(pd.read_parquet(tmp_path / "results.parquet")) == 8
     bar = capsys.readouterr().err
-    assert "toy:  75%" in bar and "6/8 [" in bar and "8/8 [" in bar and "<" in bar  # elapsed<ETA
+    assert "toy: 100%" in bar and "8/8 [" in bar and "<" in bar  # elapsed<ETA
+    # The same spec (renamed) resumes.
+    assert run_sweep(dict(extended_spec, name="again"), tmp_path, runner=toy_runner, progress=False).n_ran == 0
+
+
+def test_cli_sweep_refuses_another_spec_in_one_line(tmp_path):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("runner: tests.test_sweeps:toy_runner\ngrid:\n  s: [1]\nseeds: [0]\n")
+    second.write_text("runner: tests.test_sweeps:toy_runner\ngrid:\n  s: [1, 2]\nseeds: [0]\n")
+    out = tmp_path / "sw"
+    runner = CliRunner()
+    assert runner.invoke(emergence_app, ["sweep", str(first), "--out", str(out), "--no-progress"]).exit_code == 0
+    for args in ([], ["--dry-run"]):
+        result = runner.invoke(emergence_app, ["sweep", str(second), "--out", str(out), "--no-progress", *args])
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert "holds spec 'a'" in lines[0] and "this spec 'b'" in lines[0] and "--force" in lines[0]
+    forced = runner.invoke(emergence_app, ["sweep", str(second), "--out", str(out), "--no-progress", "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert "2 runs: 2 ran, 0 already done" in forced.output
+    assert sorted(pd.read_parquet(out / "results.parquet")["s"]) == [1, 2]
+    again = runner.invoke(emergence_app, ["sweep", str(second), "--out", str(out), "--no-progress"])
+    assert "2 runs: 0 ran, 2 already done" in again.output
 
 
 # ---------------------------------------------------------------------------------------------

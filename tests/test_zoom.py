@@ -140,3 +140,41 @@ def test_cli_zoom_and_its_one_line_errors(tiny_run):
     done = runner.invoke(app, ["zoom", "EleutherAI/pythia-14m", "--pre", "0", "--post", "1000"])
     assert done.exit_code == 2 and "carry no optimizer state" in done.output
     assert len(done.output.strip().splitlines()) == 1
+
+
+def test_zoomed_steps_are_reachable_from_the_command_line(tiny_run, tmp_path, monkeypatch):
+    """After `emergence zoom`, curve --steps, rank-heads and decompose take the zoomed steps, and
+    the "nearest" hint names them (a local suite folder, then an embedded name)."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    runner = CliRunner()
+    zoomed = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "2"])
+    assert zoomed.exit_code == 0 and "stored 3 new steps every 2: [10, 12, 14]" in zoomed.output, zoomed.output
+    curve = runner.invoke(app, ["curve", str(tiny_run), "--steps", "10,14", "--n-prompts", "4", "--out", str(tmp_path / "c")])
+    assert curve.exit_code == 0, curve.output
+    assert list(pd.read_csv(tmp_path / "c" / "emergence.csv")["step"]) == [10, 14]
+    for command in ("rank-heads", "decompose"):
+        out = tmp_path / command
+        ok = runner.invoke(app, [command, str(tiny_run), "--pre", "10", "--post", "14", "--n-prompts", "6", "--out", str(out)])
+        assert ok.exit_code == 0, ok.output
+        missing = runner.invoke(app, [command, str(tiny_run), "--pre", "11", "--post", "14"])
+        assert missing.exit_code == 2 and "no checkpoint at step 11; nearest: 10, 12" in missing.output, missing.output
+    # An embedded run: its overlay's steps pass the pre-training check and name the nearest ones
+    # (nothing is trained or loaded: the step is refused before that).
+    from interp.catalogue import resolve_embedded, suite_dir
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
+    (cfg, run), = resolve_embedded("embedded-quick/neox-2l-64d-seed1")
+    for step in (1132, 1134):
+        (suite_dir(cfg) / run / "zoom" / f"step{step}").mkdir(parents=True)
+    refused = runner.invoke(app, ["rank-heads", "embedded-quick/neox-2l-64d-seed1", "--pre", "1133", "--post", "1200"])
+    assert refused.exit_code == 2 and "has no checkpoint at step 1133; nearest: 1132, 1134" in refused.output, refused.output
+    import typer
+
+    commands = typer.main.get_command(app).commands
+    for command, option in (("rank-heads", "pre"), ("decompose", "pre"), ("curve", "steps"), ("zoom", "pre")):
+        help_text = next(p.help for p in commands[command].params if p.name == option)
+        assert "zoom" in help_text, (command, help_text)  # stated in --help
