@@ -88,9 +88,13 @@ class StepEvaluator:
         self.scores: dict[int, CapabilityScore] = {}
         self.order: list[int] = []
 
-    def __call__(self, step: int) -> CapabilityScore:
+    def __call__(self, step: int, then: int | None = None) -> CapabilityScore:
+        """The score of ``step``; ``then``: the step asked for next, read ahead while this one is
+        evaluated (:meth:`interp.checkpoints.CheckpointSource.prefetch`, when the source swaps weights)."""
         if step not in self.scores:
             checkpoint = self.source.load(step, device=self.device)
+            if then is not None and then not in self.scores and hasattr(self.source, "prefetch"):
+                self.source.prefetch(then)
             self.scores[step] = evaluate(checkpoint.model, self.batch)
             self.order.append(step)
         return self.scores[step]
@@ -285,9 +289,9 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
-    for step in source.available_steps():
-        if step not in excluded:
-            evaluator(step)
+    steps = [step for step in source.available_steps() if step not in excluded]
+    for step, then in zip(steps, steps[1:] + [None]):
+        evaluator(step, then=then)
     return evaluator.table()
 
 

@@ -124,6 +124,7 @@ def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str = "p", decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
+    dtype: str = "float32", swap_weights: bool = True,
 ) -> RunAnalysis:
     """The main job on one run: capability curve, point of emergence and, if it emerged between
     two checkpoints, the head ranking and joint top-K recovery.
@@ -139,9 +140,24 @@ def analyse_run(
         decompose: also decompose the jump by component (``components.csv``).
         scores: also score every head at the checkpoints around the point (``head_scores.csv``,
             :mod:`interp.scores`).
+        dtype: ``float32`` (default), ``bfloat16`` or ``float16`` for the models; with the low
+            precisions the attention softmax and the metric are computed in float32
+            (:func:`interp.checkpoints.upcast_softmax`).
+        swap_weights: switch checkpoints inside one resident bridge (:mod:`interp.weight_swap`)
+            and read the next checkpoint ahead on a background thread; every value equals a
+            fresh boot's (tests/test_weight_swap.py).
+
+    Raises:
+        ValueError: an unknown ``dtype`` (the valid ones named).
     """
     from interp.ranking import rank_heads_between
 
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in dtypes:
+        raise ValueError(f"dtype={dtype!r}; valid dtypes: {', '.join(dtypes)}")
+    if hasattr(source, "swap_weights"):
+        source.swap_weights = swap_weights
+        source.dtype = dtypes[dtype]
     task = task or RepetitionTask()
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
