@@ -62,20 +62,22 @@ def write_suite(root: Path, shape: str, steps: int, d_vocab: int) -> Path:
     return suite
 
 
-def switch_times(suite: Path, swap: bool, ahead: bool, eval_tokens: int) -> tuple[list[float], float]:
+def switch_times(suite: Path, swap: bool, ahead: bool, eval_tokens: int, device: str = "cpu") -> tuple[list[float], float]:
     """Seconds per load of steps 1..N after a warm-up load of step 0, and seconds spent reading."""
     source = LocalSuiteSource(suite)
     source.swap_weights = swap
     steps = source.available_steps()
     for step in steps:
         source.digest(step)
-    tokens = torch.randint(0, 256, (1, eval_tokens), generator=torch.Generator().manual_seed(0))
-    source.load(steps[0], device="cpu")
+    tokens = torch.randint(0, 256, (1, eval_tokens), generator=torch.Generator().manual_seed(0)).to(device)
+    source.load(steps[0], device=device)
     source.read_seconds = 0.0
     times = []
     for i, step in enumerate(steps[1:], start=1):
         t0 = time.perf_counter()
-        model = source.load(step, device="cpu").model
+        model = source.load(step, device=device).model
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         if ahead and i + 1 < len(steps):
             source.prefetch(steps[i + 1])
@@ -87,14 +89,14 @@ def switch_times(suite: Path, swap: bool, ahead: bool, eval_tokens: int) -> tupl
     return times, read
 
 
-def rss_over_switches(suite: Path, switches: int) -> list[int]:
+def rss_over_switches(suite: Path, switches: int, device: str = "cpu") -> list[int]:
     source = LocalSuiteSource(suite)
     source.swap_weights = True
     steps = source.available_steps()
     process = psutil.Process()
     rss = []
     for i in range(switches + 1):
-        source.load(steps[i % len(steps)], device="cpu")
+        source.load(steps[i % len(steps)], device=device)
         if i:
             rss.append(process.memory_info().rss)
     source.close()
@@ -108,6 +110,7 @@ def main() -> None:
     parser.add_argument("--switches", type=int, default=200)
     parser.add_argument("--d-vocab", type=int, default=50304)
     parser.add_argument("--eval-tokens", type=int, default=512)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     print(f"cpu_count={os.cpu_count()} torch_threads={torch.get_num_threads()} load_avg={os.getloadavg()}")
@@ -116,10 +119,10 @@ def main() -> None:
         results = {}
         for shape in args.shapes.split(","):
             suite = write_suite(tmp, shape, args.steps, args.d_vocab)
-            boot, _ = switch_times(suite, swap=False, ahead=False, eval_tokens=args.eval_tokens)
-            swap, read_plain = switch_times(suite, swap=True, ahead=False, eval_tokens=args.eval_tokens)
-            ahead, read_ahead = switch_times(suite, swap=True, ahead=True, eval_tokens=args.eval_tokens)
-            rss = rss_over_switches(suite, args.switches)
+            boot, _ = switch_times(suite, swap=False, ahead=False, eval_tokens=args.eval_tokens, device=args.device)
+            swap, read_plain = switch_times(suite, swap=True, ahead=False, eval_tokens=args.eval_tokens, device=args.device)
+            ahead, read_ahead = switch_times(suite, swap=True, ahead=True, eval_tokens=args.eval_tokens, device=args.device)
+            rss = rss_over_switches(suite, args.switches, device=args.device)
             growth = (max(rss[1:]) - rss[0]) / rss[0]
             mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
             hidden = 1 - read_ahead / read_plain if read_plain > 0 else float("nan")
