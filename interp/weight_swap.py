@@ -80,6 +80,9 @@ class WeightSwap:
         self.targets = targets
         self.joint_qkv = joint_qkv
         self.config_text = config_text
+        #: per joint-QKV module: (its HF attention's parameters, [(q/k/v tensor, flat index)]) when
+        #: the split is a pure selection of their elements (found by :func:`_probe_split`), else None
+        self.gathers = [_probe_split(m) for m in joint_qkv]
 
     @classmethod
     def build(cls, hf_named: Mapping[str, torch.Tensor], bridge, file_keys: Sequence[str], hf_model,
@@ -130,10 +133,78 @@ class WeightSwap:
                     raise ValueError(f"weight {key!r} has shape {tuple(tensor.shape)}, the resident bridge "
                                      f"{tuple(target.shape)}: not the same architecture")
                 target.copy_(tensor)
-        for module in self.joint_qkv:
-            parts = module.split_qkv_matrix(module.original_component)
+        for module, gathers in zip(self.joint_qkv, self.gathers):
+            if gathers is not None:
+                sources = [t.reshape(-1) for t in gathers[0]]
+                flat = torch.cat(sources) if len(sources) > 1 else sources[0]
+                for target, index in gathers[1]:
+                    target.copy_(flat[index].view_as(target))
+                continue
+            parts = _split_qkv(module)
             for bridge_part, fresh in zip((module.q, module.k, module.v), parts):
                 resident = bridge_part.original_component
                 resident.weight.copy_(fresh.weight)
                 if getattr(resident, "bias", None) is not None and getattr(fresh, "bias", None) is not None:
                     resident.bias.copy_(fresh.bias)
+
+
+def _split_qkv(module) -> tuple:
+    """``module.split_qkv_matrix(its HF attention)``: the q, k, v ``nn.Linear`` it builds.
+
+    The adapter builds three ``nn.Linear`` and then replaces their weights by slices of the
+    fused matrix; their random initialisation was ~40 % of a swap of a 70m-shaped model, so the
+    layers are built on the meta device (the slices stay real tensors). An adapter that builds
+    real tensors with factory functions gets meta ones that way; it is run again normally.
+    """
+    try:
+        with torch.device("meta"):
+            parts = module.split_qkv_matrix(module.original_component)
+        if not any(t.is_meta for part in parts for t in part.parameters()):
+            return parts
+    except (RuntimeError, NotImplementedError, TypeError, ValueError):
+        pass
+    return module.split_qkv_matrix(module.original_component)
+
+
+@torch.no_grad()
+def _probe_split(module):
+    """The QKV split of ``module`` as an element selection, or None.
+
+    Every split the adapters ship (GPT-NeoX's per-head interleave, GPT-2's thirds...) selects
+    elements of the HF attention's parameters. Filling those parameters with their element
+    numbers, running the split once and reading the numbers back gives the selection; applying
+    it is one gather per q/k/v tensor instead of building three ``nn.Linear``. The parameters
+    are restored afterwards, and the selection is used only when it reproduces the real split
+    exactly (float32 parameters whose element count float32 counts exactly: < 2**24).
+    """
+    parts = [module.q, module.k, module.v]
+    skip = {id(p) for part in parts for p in part.parameters()}
+    params = [p for p in module.original_component.parameters() if id(p) not in skip]
+    total = sum(p.numel() for p in params)
+    if not params or total >= 2**24 or any(p.dtype != torch.float32 for p in params):
+        return None
+    saved = [p.detach().clone() for p in params]
+    try:
+        real = _split_qkv(module)
+        offset = 0
+        for p in params:
+            p.copy_(torch.arange(offset, offset + p.numel(), dtype=torch.float32).view_as(p))
+            offset += p.numel()
+        probe = _split_qkv(module)
+    finally:
+        for p, value in zip(params, saved):
+            p.copy_(value)
+    gathers = []
+    flat = torch.cat([p.reshape(-1) for p in params])
+    for bridge_part, real_part, probe_part in zip(parts, real, probe):
+        resident = bridge_part.original_component
+        for name in ("weight", "bias"):
+            target, ids = getattr(resident, name, None), getattr(probe_part, name, None)
+            if target is None or ids is None:
+                continue
+            index = ids.detach().reshape(-1).round().long().to(flat.device)
+            if index.min() < 0 or index.max() >= total or not torch.equal(
+                    flat[index].view_as(target), getattr(real_part, name).detach().to(flat.device).view_as(target)):
+                return None
+            gathers.append((target, index))
+    return params, gathers
