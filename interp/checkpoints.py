@@ -57,7 +57,11 @@ therefore holds one bridge at a time: before booting the next step it drops its 
 previous bridge, and once 32 MiB of weights were dropped since the last collection (at every load
 of a model that size or larger) runs ``gc.collect()`` and returns freed heap to the OS
 (``malloc_trim`` on glibc); :meth:`CheckpointSource.close` always does. A bridge the caller
-still holds stays valid (its weights never change under it).
+still holds stays valid (its weights never change under it), unless the source's
+``swap_weights`` is on: then checkpoints of one architecture are switched inside the one resident
+bridge (:mod:`interp.weight_swap`, what the main job does), the next checkpoint can be read ahead
+on a background thread (:meth:`CheckpointSource.prefetch`), and a bridge handed out takes the
+weights of the next step loaded; hold two checkpoints with two sources.
 """
 
 from __future__ import annotations
@@ -341,7 +345,7 @@ class LoadedCheckpoint:
     """One loaded checkpoint.
 
     Attributes:
-        model: the ``TransformerBridge``, float32, eval mode.
+        model: the ``TransformerBridge`` in eval mode (the source's ``dtype``, float32 by default).
         step: training step (optimizer steps).
         digest: sha256 hex of the weights (see module docstring).
         revision: ``"step{N}"`` on the hub; the step folder's name locally.
