@@ -87,3 +87,29 @@ def test_swap_keeps_the_tokenizer_check_and_boots_on_a_new_architecture(swap_sui
     source.load(0, device="cpu")
     with pytest.raises(TokenizerMismatchError):
         source.load(1, device="cpu")
+
+
+def test_read_ahead_gives_the_same_weights_and_holds_one_checkpoint(swap_suite):
+    """A step read ahead loads exactly as a fresh boot; a second read-ahead replaces the first (at
+    most one checkpoint is held beside the bridge); a read-ahead of another step is dropped."""
+    tokens = torch.arange(12)[None]
+    fresh = {}
+    for step in STEPS:
+        with torch.inference_mode():
+            fresh[step] = LocalSuiteSource(swap_suite).load(step, device="cpu").model(tokens)
+    source = LocalSuiteSource(swap_suite)
+    source.swap_weights = True
+    source.load(0, device="cpu")
+    source.prefetch(1)
+    source.prefetch(2)  # replaces the read-ahead of step 1
+    assert source._ahead[0] == 2
+    loaded = source.load(2, device="cpu")
+    assert source._ahead is None
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded.model(tokens), fresh[2], atol=0, rtol=0)
+    source.prefetch(3)
+    loaded = source.load(1, device="cpu")  # not the step read ahead: read now, the read-ahead dropped
+    assert source._ahead is None
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded.model(tokens), fresh[1], atol=0, rtol=0)
+    source.close()
