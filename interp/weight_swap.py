@@ -80,8 +80,8 @@ class WeightSwap:
         self.targets = targets
         self.joint_qkv = joint_qkv
         self.config_text = config_text
-        #: per joint-QKV module: (its HF attention's parameters, [(q/k/v tensor, flat index)]) when
-        #: the split is a pure selection of their elements (found by :func:`_probe_split`), else None
+        #: per joint-QKV module: [(q/k/v tensor, the HF parameter it selects from, flat index)] when
+        #: the split is a pure selection of one parameter's elements (:func:`_probe_split`), else None
         self.gathers = [_probe_split(m) for m in joint_qkv]
 
     @classmethod
@@ -135,10 +135,8 @@ class WeightSwap:
                 target.copy_(tensor)
         for module, gathers in zip(self.joint_qkv, self.gathers):
             if gathers is not None:
-                sources = [t.reshape(-1) for t in gathers[0]]
-                flat = torch.cat(sources) if len(sources) > 1 else sources[0]
-                for target, index in gathers[1]:
-                    target.copy_(flat[index].view_as(target))
+                for target, param, index in gathers:  # one gather straight into the resident tensor
+                    torch.index_select(param.reshape(-1), 0, index, out=target.view(-1))
                 continue
             parts = _split_qkv(module)
             for bridge_part, fresh in zip((module.q, module.k, module.v), parts):
@@ -196,6 +194,10 @@ def _probe_split(module):
             p.copy_(value)
     gathers = []
     flat = torch.cat([p.reshape(-1) for p in params])
+    bounds = [0]
+    for p in params:
+        bounds.append(bounds[-1] + p.numel())
+    spans = list(zip(bounds, bounds[1:]))
     for bridge_part, real_part, probe_part in zip(parts, real, probe):
         resident = bridge_part.original_component
         for name in ("weight", "bias"):
@@ -206,5 +208,8 @@ def _probe_split(module):
             if index.min() < 0 or index.max() >= total or not torch.equal(
                     flat[index].view_as(target), getattr(real_part, name).detach().to(flat.device).view_as(target)):
                 return None
-            gathers.append((target, index))
-    return params, gathers
+            owners = [i for i, (lo, hi) in enumerate(spans) if lo <= int(index.min()) and int(index.max()) < hi]
+            if len(owners) != 1 or not target.is_contiguous():
+                return None
+            gathers.append((target, params[owners[0]], index - spans[owners[0]][0]))
+    return gathers
