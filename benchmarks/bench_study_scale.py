@@ -10,7 +10,7 @@ clock starts, as on a running cluster; 1 worker runs in the process). Each unit 
 how the study spreads over workers; it needs as many idle cores as workers. Both runs must give
 identical tables (checked). Usage::
 
-    .venv/bin/python benchmarks/bench_study_scale.py [--sources 12] [--steps 6] [--executor joblib|ray]
+    .venv/bin/python benchmarks/bench_study_scale.py [--sources 12] [--steps 10] [--d-model 256] [--executor joblib|ray]
 
 Last line: ``study_throughput_2_vs_1_workers: <ratio>``.
 """
@@ -56,8 +56,8 @@ def _warm() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=int, default=12)
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--executor", default="joblib", choices=["joblib", "ray"])
     args = parser.parse_args()
     from interp.study import run_study
