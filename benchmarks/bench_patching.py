@@ -43,7 +43,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-SHAPES = {"70m": (6, 8, 512), "160m": (12, 12, 768), "gpt2-70m": (6, 8, 512), "olmo2-70m": (6, 8, 512)}
+SHAPES = {"70m": (6, 8, 512), "160m": (12, 12, 768), "410m": (24, 16, 1024), "gpt2-70m": (6, 8, 512),
+          "olmo2-70m": (6, 8, 512)}
+#: Where the models run (``--device``); on CUDA ratios are wall-clock (CPU time does not count the GPU).
+DEVICE = "cpu"
 #: sequential-residual families at the 70m shape: GPT-2 (pre-LayerNorm, GELU MLP 4 x d_model) and
 #: OLMo-2 (RMSNorm after attention and MLP, QK-norm over all heads, SwiGLU MLP 4 x d_model as in
 #: OLMo-2-1B); every other shape is GPT-NeoX
@@ -138,8 +141,12 @@ def _timed(fn, repeats: int = 1):
     """
     walls, cpus = [], []
     for _ in range(repeats):
+        if DEVICE.startswith("cuda"):
+            torch.cuda.synchronize()
         start, cpu = time.perf_counter(), time.process_time()
         out = fn()
+        if DEVICE.startswith("cuda"):
+            torch.cuda.synchronize()
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu)
     return out, min(walls), min(cpus)
@@ -173,16 +180,16 @@ def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats
 
     n_layers, n_heads, _ = SHAPES[shape]
     gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, VOCAB, (batch, pos), generator=gen)
+    tokens = torch.randint(0, VOCAB, (batch, pos), generator=gen).to(DEVICE)
     with tempfile.TemporaryDirectory() as tmp:
-        post_model = random_bridge(shape, 1, tmp)
+        post_model = random_bridge(shape, 1, tmp).to(DEVICE)
         with torch.inference_mode():
             answers = post_model(tokens)[:, -1].argmax(-1)
-        inputs = TaskBatch(tokens, answers, torch.full((batch,), pos - 1))
+        inputs = TaskBatch(tokens, answers, torch.full((batch,), pos - 1, device=tokens.device))
         post = capture_post(post_model, inputs, weights=False)
         del post_model
-        model = random_bridge(shape, 0, tmp)
-    rows_of = torch.arange(batch)
+        model = random_bridge(shape, 0, tmp).to(DEVICE)
+    rows_of = torch.arange(batch, device=tokens.device)
     with torch.inference_mode():
         p_pre = answer_probability(model(tokens)[rows_of, inputs.answer_pos], inputs).mean()
 
@@ -211,7 +218,7 @@ def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats
         fast, t_fast, c_fast = _timed(lambda: per_head_delta(model, post, inputs, kind), repeats)
         fast_sel = torch.stack([fast[l, h] for l, h in pairs])
         row = dict(shape=shape, kind=kind, heads=len(all_pairs), ref_heads_run=len(pairs), t_ref=t_ref, t_fast=t_fast,
-                   c_ref=c_ref, c_fast=c_fast, max_abs_diff=float((fast_sel - ref.cpu()).abs().max()),
+                   c_ref=c_ref, c_fast=c_fast, max_abs_diff=float((fast_sel.cpu() - ref.cpu()).abs().max()),
                    max_abs_delta_p=float(fast.abs().max()))
         if kind == "pattern":
             patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
@@ -231,18 +238,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
     parser.add_argument("--ref-heads-160m", type=int, default=12,
-                        help="heads of the 160m reference actually run (0 = all 144)")
+                        help="heads of the 160m / 410m reference actually run (0 = all)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (ratios are then wall-clock)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     torch.set_num_threads(args.threads)
     speedups = []
     for shape in args.shapes.split(","):
-        ref_heads = args.ref_heads_160m if shape == "160m" and args.ref_heads_160m > 0 else None
+        ref_heads = args.ref_heads_160m if shape in ("160m", "410m") and args.ref_heads_160m > 0 else None
         print(f"[{shape}] {SHAPES[shape][0] * SHAPES[shape][1]} heads, {args.batch} prompts x {args.pos} tokens, "
               f"{args.threads} thread(s); seconds = process CPU time (wall-clock in brackets), best of {args.repeats}")
         for r in bench_shape(shape, args.batch, args.pos, ref_heads, args.repeats, args.kinds.split(",")):
             extrap = "" if r["ref_heads_run"] == r["heads"] else \
                 f" (extrapolated from {r['ref_heads_run']} of {r['heads']} heads)"
-            s_fast = r["c_ref"] / r["c_fast"]
+            s_fast = r["t_ref"] / r["t_fast"] if DEVICE.startswith("cuda") else r["c_ref"] / r["c_fast"]
             speedups.append(s_fast)
             goal = 5 if r["kind"] == "pattern" and shape in ("70m", "160m") else 4
             print(f"[{shape}] {r['kind']:>7}: transformer_lens {r['c_ref']:7.2f} s [{r['t_ref']:.2f}]{extrap}; "

@@ -62,7 +62,11 @@ therefore holds one bridge at a time: before booting the next step it drops its 
 previous bridge, and once 32 MiB of weights were dropped since the last collection (at every load
 of a model that size or larger) runs ``gc.collect()`` and returns freed heap to the OS
 (``malloc_trim`` on glibc); :meth:`CheckpointSource.close` always does. A bridge the caller
-still holds stays valid (its weights never change under it).
+still holds stays valid (its weights never change under it), unless the source's
+``swap_weights`` is on: then checkpoints of one architecture are switched inside the one resident
+bridge (:mod:`interp.weight_swap`, what the main job does), the next checkpoint can be read ahead
+on a background thread (:meth:`CheckpointSource.prefetch`), and a bridge handed out takes the
+weights of the next step loaded; hold two checkpoints with two sources.
 """
 
 from __future__ import annotations
@@ -323,12 +327,34 @@ def _default_device(device: str | torch.device | None) -> torch.device:
 # ----------------------------------------------------------------------------- sources
 
 
+def upcast_softmax(bridge) -> int:
+    """Make every attention of ``bridge`` take its softmax in float32 and cast the pattern back to
+    the scores' dtype before ``hook_pattern`` (TransformerLens's own ``upcast_to_fp32`` option of
+    ``_softmax_dropout_pattern``, which the GPT-NeoX attention does not turn on): the bridge's
+    softmax is otherwise taken in the model's dtype, and float16 gave NaNs on pythia-70m-deduped
+    (TransformerLens issue #104). Returns the number of attention modules changed."""
+    import functools
+
+    changed = 0
+    for module in bridge.modules():
+        original = getattr(type(module), "_softmax_dropout_pattern", None)
+        if original is None:
+            continue
+
+        def softmax_fp32(attn_scores, target_dtype=None, upcast_to_fp32=False, *, _module=module, _original=original):
+            return _original(_module, attn_scores, target_dtype=target_dtype or attn_scores.dtype, upcast_to_fp32=True)
+
+        module._softmax_dropout_pattern = functools.update_wrapper(softmax_fp32, original)
+        changed += 1
+    return changed
+
+
 @dataclass
 class LoadedCheckpoint:
     """One loaded checkpoint.
 
     Attributes:
-        model: the ``TransformerBridge``, float32, eval mode.
+        model: the ``TransformerBridge`` in eval mode (the source's ``dtype``, float32 by default).
         step: training step (optimizer steps).
         digest: sha256 hex of the weights (see module docstring).
         revision: ``"step{N}"`` on the hub; the step folder's name locally.
@@ -365,6 +391,64 @@ class CheckpointSource(ABC):
         self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
         self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
+        self._swap = None  # interp.weight_swap.WeightSwap of the resident bridge, when swapping
+        self._bridge_key: tuple | None = None  # (device, dtype) of the resident bridge
+        self._fingerprints: dict[str, dict[str, str]] = {}  # tokenizer files' sha256 -> fingerprint
+        #: Switch checkpoints by copying weights into the resident bridge (interp.weight_swap)
+        #: instead of booting a new one. Off by default: then every bridge handed out keeps its
+        #: weights; on, the next load of this source changes the weights of the bridge it handed
+        #: out last (the main job turns it on: it copies what it keeps, interp.patching.capture_post).
+        self.swap_weights = False
+        #: dtype of loaded bridges (float32; the main job's ``dtype`` sets bfloat16 / float16).
+        self.dtype = torch.float32
+        self._ahead = None  # (step, thread, result dict) of the one checkpoint read ahead
+        #: Seconds :meth:`load` spent reading weights (or waiting for a read-ahead): benchmarks.
+        self.read_seconds = 0.0
+
+    def prefetch(self, step: int) -> None:
+        """Start reading ``step``'s weights (downloading them on the hub path) on a background
+        thread, so that a later :meth:`load` of it only copies them into the resident bridge.
+
+        At most one checkpoint is read ahead: a call replaces the previous read-ahead (waiting
+        for its thread first, so memory holds at most one checkpoint beside the bridge). Used
+        only when :attr:`swap_weights` is on; an unavailable step is ignored (its load raises).
+        """
+        import threading
+
+        if not self.swap_weights or step not in self.available_steps():
+            return
+        if self._ahead is not None:
+            if self._ahead[0] == step:
+                return
+            self._ahead[1].join()
+        result: dict = {}
+
+        def read() -> None:
+            from interp import weight_swap
+
+            try:
+                folder, revision, commit = self._resolve(step)
+                files = self._require_weights(folder, step)
+                if all(p.suffix == ".safetensors" for p in files):
+                    result["tensors"] = weight_swap.read_weights(files)
+                self.digest(step)  # hashed here too (local files), off the critical path
+                result.update(resolved=(folder, revision, commit), files=files)
+            except Exception as error:  # reported by the load that needs it, not here
+                result["error"] = error
+
+        thread = threading.Thread(target=read, name=f"prefetch-{self.model_id}-{step}", daemon=True)
+        self._ahead = (step, thread, result)
+        thread.start()
+
+    def _take_ahead(self, step: int) -> dict | None:
+        """The read-ahead of ``step`` (waiting for it), or None; any other read-ahead is dropped."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        ahead[1].join()
+        if ahead[0] != step or "error" in ahead[2]:
+            return None
+        return ahead[2]
 
     # -- to implement
     @abstractmethod
@@ -434,7 +518,23 @@ class CheckpointSource(ABC):
 
     def _check_tokenizer(self, step: int, tokenizer) -> None:
         """Remember the first tokenizer seen; raise :class:`TokenizerMismatchError` if ``step``'s differs."""
-        fingerprint = tokenizer_fingerprint(tokenizer)
+        self._check_fingerprint(step, tokenizer_fingerprint(tokenizer))
+
+    def _check_tokenizer_files(self, step: int, folder: Path) -> None:
+        """:meth:`_check_tokenizer` on the tokenizer in ``folder``, loading it only when files
+        with these bytes were not fingerprinted before (a weight swap loads no tokenizer)."""
+        from transformers import AutoTokenizer
+
+        h = hashlib.sha256()
+        for name in _TOKENIZER_PATTERNS:
+            if (folder / name).is_file():
+                h.update(name.encode() + b"\0" + (folder / name).read_bytes() + b"\0")
+        key = h.hexdigest()
+        if key not in self._fingerprints:
+            self._fingerprints[key] = tokenizer_fingerprint(AutoTokenizer.from_pretrained(folder))
+        self._check_fingerprint(step, self._fingerprints[key])
+
+    def _check_fingerprint(self, step: int, fingerprint: dict[str, str]) -> None:
         if self._tokenizer_ref is None:
             self._tokenizer_ref = (step, fingerprint)
             return
@@ -447,9 +547,12 @@ class CheckpointSource(ABC):
             )
 
     def load(self, step: int, device: str | torch.device | None = None) -> LoadedCheckpoint:
-        """Load ``step`` as a float32 ``TransformerBridge`` in eval mode.
+        """Load ``step`` as a ``TransformerBridge`` (:attr:`dtype`, float32 by default) in eval mode.
 
-        The previous bridge this source booted is released first (see module docstring).
+        The previous bridge this source booted is released first (see module docstring). With
+        :attr:`swap_weights` on, a step whose ``config.json`` equals the resident bridge's is
+        switched in by copying its safetensors into that bridge (:mod:`interp.weight_swap`), with
+        the same digest and tokenizer checks; the returned model is then the resident bridge.
 
         Args:
             step: training step (optimizer steps); must be in :meth:`available_steps`.
@@ -467,31 +570,57 @@ class CheckpointSource(ABC):
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
         from transformer_lens.model_bridge import TransformerBridge
 
+        from interp import weight_swap
+
+        import time
+
         step = self._check_step(step)
-        folder, revision, commit = self._resolve(step)
-        files = self._require_weights(folder, step)
+        started = time.perf_counter()
+        ahead = self._take_ahead(step)
+        if ahead is not None:
+            (folder, revision, commit), files = ahead["resolved"], ahead["files"]
+        else:
+            folder, revision, commit = self._resolve(step)
+            files = self._require_weights(folder, step)
         self._refuse_corrupt(step, files)
         self._require_attention(folder, step)
-        config = AutoConfig.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
-        digest = weights_digest(files)
+        config_text = (folder / "config.json").read_text()
+        digest = self._digests.get(step) or weights_digest(files)
         self._digests[step] = digest
+        tokenizer_dir = self._tokenizer_dir(step, folder)
+        self._check_tokenizer_files(step, tokenizer_dir)
+        device = _default_device(device)
+        dtype = self.dtype
+        safetensors_only = all(p.suffix == ".safetensors" for p in files)
+        if (self.swap_weights and self._swap is not None and self._bridge is not None and safetensors_only
+                and self._bridge_key == (device, dtype)):
+            tensors = ahead["tensors"] if ahead is not None and "tensors" in ahead else weight_swap.read_weights(files)
+            self.read_seconds += time.perf_counter() - started
+            if self._swap.fits(list(tensors), config_text):
+                self._swap.apply(tensors)
+                del tensors
+                return LoadedCheckpoint(model=self._bridge, step=step, digest=digest, revision=revision, commit=commit)
+            del tensors
+
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
         # A fresh tokenizer per boot: the bridge edits the one it gets (adds eos/pad tokens).
-        tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(step, folder))
-        self._check_tokenizer(step, tokenizer)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
 
         self._drop_bridge()  # drop the previous bridge before allocating the next one
-        device = _default_device(device)
         with quiet_hf_progress():
             hf_model = AutoModelForCausalLM.from_pretrained(
-                folder, config=config, dtype=torch.float32, attn_implementation="eager",
+                folder, config=config, dtype=dtype, attn_implementation="eager",
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
             ).to(device)
+        hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         bridge = TransformerBridge.boot_transformers(
             self._bridge_name(folder), hf_model=hf_model, tokenizer=tokenizer,
-            dtype=torch.float32, device=device, trust_remote_code=self.trust_remote_code,
+            dtype=dtype, device=device, trust_remote_code=self.trust_remote_code,
         )
         bridge.eval()
+        if dtype != torch.float32:
+            upcast_softmax(bridge)
         if not any(name.endswith("attn.hook_pattern") for name in bridge.hook_dict):
             del bridge, hf_model
             _release_memory()
@@ -500,6 +629,16 @@ class CheckpointSource(ABC):
                 f"(no blocks.*.attn.hook_pattern): attention-pattern patching needs a model with attention"
             )
         self._bridge = bridge
+        self._bridge_key = (device, dtype)
+        self._swap = None
+        if hf_named is not None:
+            from safetensors import safe_open
+
+            keys = [k for p in files for k in safe_open(str(p), framework="pt").keys()]
+            self._swap = weight_swap.WeightSwap.build(hf_named, bridge, keys, hf_model, config_text)
+            if self._swap is None:
+                logger.info("%s: no weight-swap plan for %s; every checkpoint boots a bridge",
+                            self.model_id, config.model_type)
         return LoadedCheckpoint(model=bridge, step=step, digest=digest, revision=revision, commit=commit)
 
     def _bridge_name(self, folder: Path) -> str:
@@ -670,7 +809,9 @@ class CheckpointSource(ABC):
 
     def close(self) -> None:
         """Drop this source's bridge and free its memory now (a bridge the caller holds survives)."""
+        self._take_ahead(-1)
         self._bridge = None
+        self._swap = None
         _release_memory()
 
     def _drop_bridge(self) -> None:
@@ -679,6 +820,7 @@ class CheckpointSource(ABC):
         if self._bridge is not None:
             nbytes = _model_bytes(self._bridge)
             self._bridge = None
+            self._swap = None
             _release_dropped(nbytes)
 
     def __enter__(self):

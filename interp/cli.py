@@ -316,18 +316,35 @@ def run(
     device: str = DeviceOpt,
     metric: str = MetricOpt,
     hold: int = HoldOpt,
+    executor: str = typer.Option("local", help="Where units run: local (this process), joblib (JOBS processes), "
+                                 "ray (a local Ray with JOBS CPUs, or the cluster at --address)."),
+    jobs: int = typer.Option(1, help="Worker processes (joblib) or CPUs of a local Ray."),
+    address: Optional[str] = typer.Option(None, help="An existing Ray cluster (ray://head:10001 or auto)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the (source, task) units and which are done; run nothing."),
+    dtype: str = typer.Option("float32", help="Model precision: float32, bfloat16 or float16 (softmax and metric in float32)."),
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
-    each task (--task a,b,FILE and --task-file: one analysis per (run, task))."""
+    each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
+    OUT/units: a killed run started again does only the missing units."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
     _check_threshold(threshold)
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     metric = _metric(metric)
     _check_tasks_on_sources(source, tasks)
-    from interp.pipeline import run_main_job
+    from interp.study import check_study_options, plan_units, run_study, study_status
 
-    report = run_main_job(_open_as_ready(source), task=tasks, threshold=threshold, scan=scan, method=method,
-                          prescreen_top_n=prescreen_top_n, device=device, out_dir=out, metric=metric, hold=hold)
+    check_study_options(executor, jobs, dtype)
+    if address is not None and executor != "ray":
+        raise ValueError(f"--address {address!r} needs --executor ray (got {executor!r})")
+    if dry_run:
+        status = study_status(plan_units(source, tasks), out)
+        for row in status.itertuples():
+            typer.echo(f"{'done' if row.done else 'todo'}  {row.source}  {row.task}  {row.unit_id}")
+        typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
+        return
+    report = run_study(source, out, tasks=tasks, executor=executor, jobs=jobs, address=address,
+                       threshold=threshold, scan=scan, method=method, prescreen_top_n=prescreen_top_n,
+                       device=device, metric=metric, dtype=dtype, hold=hold)
     _print_summary(report, out)
 
 

@@ -136,9 +136,13 @@ class StepEvaluator:
         self.scores: dict[int, CapabilityScore] = {}
         self.order: list[int] = []
 
-    def __call__(self, step: int) -> CapabilityScore:
+    def __call__(self, step: int, then: int | None = None) -> CapabilityScore:
+        """The score of ``step``; ``then``: the step asked for next, read ahead while this one is
+        evaluated (:meth:`interp.checkpoints.CheckpointSource.prefetch`, when the source swaps weights)."""
         if step not in self.scores:
             checkpoint = self.source.load(step, device=self.device)
+            if then is not None and then not in self.scores and hasattr(self.source, "prefetch"):
+                self.source.prefetch(then)
             self.scores[step] = evaluate(checkpoint.model, self.batch)
             self.order.append(step)
         return self.scores[step]
@@ -425,8 +429,9 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
         DataFrame with columns ``step``, ``accuracy``, ``p_answer``, ``order``, sorted by step.
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
-    for step in source.searchable_steps():
-        evaluator(step)
+    steps = source.searchable_steps()  # also without shared shards and corrupt files
+    for step, then in zip(steps, steps[1:] + [None]):
+        evaluator(step, then=then)  # the next step read ahead while this one is evaluated
     return evaluator.table()
 
 

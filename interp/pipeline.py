@@ -182,7 +182,7 @@ def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
     method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
-    hold: int = DEFAULT_HOLD, scrub: bool = True,
+    hold: int = DEFAULT_HOLD, scrub: bool = True, dtype: str = "float32", swap_weights: bool = True,
 ) -> RunAnalysis:
     """The main job on one (run, task): capability curve, point of emergence and, if it emerged
     between two checkpoints, the head ranking and joint top-K recovery.
@@ -204,12 +204,27 @@ def analyse_run(
             :mod:`interp.scores`).
         scrub: also keep every head's pattern on the task's first prompts at each step the run
             evaluates (the report's scrubber, :mod:`interp.scrubber`; no extra checkpoint load).
+        dtype: ``float32`` (default), ``bfloat16`` or ``float16`` for the models; with the low
+            precisions the attention softmax and the metric are computed in float32
+            (:func:`interp.checkpoints.upcast_softmax`).
+        swap_weights: switch checkpoints inside one resident bridge (:mod:`interp.weight_swap`)
+            and read the next checkpoint ahead on a background thread; every value equals a
+            fresh boot's (tests/test_weight_swap.py).
+
+    Raises:
+        ValueError: an unknown ``dtype`` (the valid ones named).
     """
     from interp.ranking import rank_heads_between
     from interp.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
 
     from interp.task_registry import default_metric
 
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in dtypes:
+        raise ValueError(f"dtype={dtype!r}; valid dtypes: {', '.join(dtypes)}")
+    if hasattr(source, "swap_weights"):
+        source.swap_weights = swap_weights
+        source.dtype = dtypes[dtype]
     task = task or RepetitionTask()
     metric = metric or default_metric(task)
     batch = task.build(source.tokenizer())

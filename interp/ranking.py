@@ -467,6 +467,8 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
         raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step} "
                          "(patching goes from the later checkpoint into the earlier one)")
     post_loaded = source.load(post_step, device=device)
+    if hasattr(source, "prefetch"):
+        source.prefetch(pre_step)  # read while post is captured (swapping sources only)
     batch = batch.to(next(post_loaded.model.parameters()).device)
     post = capture_post(post_loaded.model, batch, weights=decompose)
     del post_loaded  # the captured tensors are all the analysis needs from post

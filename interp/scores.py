@@ -188,8 +188,11 @@ def head_scores_over_checkpoints(source: Any, steps: Sequence[int], token_pool: 
     pool = token_pool if token_pool is not None else alnum_token_pool(source.tokenizer())
     tokens = repeated_random_tokens(pool, n_prompts=n_prompts, period=period)
     rows = []
-    for step in steps:
+    steps = list(steps)
+    for i, step in enumerate(steps):
         loaded = source.load(step, device=device)
+        if i + 1 < len(steps) and hasattr(source, "prefetch"):
+            source.prefetch(steps[i + 1])  # read while this step is scored (swapping sources only)
         with torch.inference_mode():
             scores = head_scores(loaded.model, tokens, period)
         for name, values in scores.items():
