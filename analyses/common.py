@@ -39,6 +39,9 @@ class Execution:
         ensemble: with ``sweep_dir``: at most this many runs of one shape (differing only in
             seed, data_seed, s or n_rules) train together in one worker
             (:func:`synthetic.ensemble.train_ensemble`); 1 = every run alone.
+        device: the ``device`` field given to every run (``"cpu"``, ``"cuda"``, ``"cuda:N"``,
+            ``"auto"``); None leaves the runs' own (``"auto"``: cuda when available). It is part
+            of each run's id, so CPU and GPU runs of one store never mix.
     """
 
     jobs: int = 2
@@ -46,10 +49,11 @@ class Execution:
     executor: str = "joblib"
     name: str = ""
     ensemble: int = 1
+    device: str | None = None
 
 
 def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Execution]:
-    """The common command line: ``--paper-scale``, ``--out DIR``, ``--jobs N``, ``--sweep-dir DIR``, ``--ensemble N``,
+    """The common command line: ``--paper-scale``, ``--out DIR``, ``--jobs N``, ``--sweep-dir DIR``, ``--ensemble N``, ``--device D``,
     ``--executor {joblib,ray}``, ``--set KEY=VALUE`` (repeatable; see :func:`apply_overrides`);
     returns the arguments and the :class:`Execution` they ask for.
 
@@ -69,7 +73,11 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
     parser.add_argument("--ensemble", type=int, default=None, metavar="N",
                         help="with --sweep-dir: train up to N runs of one shape together (seeds, data "
                              "seeds, s) in one worker; default 8 with --paper-scale, else 1 (each run alone)")
+    parser.add_argument("--device", default=None,
+                        help="device of every run: auto, cpu, cuda or cuda:N (default: each run's own, auto)")
     args = parser.parse_args(argv)
+    if args.device is not None and args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
+        parser.error(f"--device={args.device!r} is invalid: choose auto, cpu, cuda or cuda:N")
     if args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be ≥ 1")
     if args.ensemble is None:
@@ -79,7 +87,7 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {str(args.out)!r} is an existing file, not a folder")
     return args, Execution(jobs=args.jobs, sweep_dir=args.sweep_dir, executor=args.executor, name=name,
-                           ensemble=args.ensemble)
+                           ensemble=args.ensemble, device=args.device)
 
 
 def _run_one(runner: str, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
@@ -112,6 +120,8 @@ def run_configs(configs: Sequence[dict[str, Any]], execution: Execution | None =
         RuntimeError: a run failed in the sweep path (its error and log path are named).
     """
     execution = execution or Execution()
+    if execution.device is not None:
+        configs = [{**c, "device": execution.device} for c in configs]
     if execution.sweep_dir is not None:
         return _through_sweep(configs, execution, runner)
     from sweeps import load_runner, resolve_with
