@@ -148,3 +148,22 @@ def test_paper_scale_argument_path_runs_tiny_as_ensembles_on_the_given_device(tm
     assert set(rows["device"]) == {"cpu"} and set(rows["status"]) == {"ok"}
     for run_id in rows["run_id"]:  # the two seeds of each shape trained as one ensemble
         assert "trained together" in (tmp_path / "sw" / "logs" / f"{run_id}.log").read_text()
+
+
+def test_paper_scale_settings_of_the_other_entries_run_tiny_through_the_sweep(tmp_path):
+    # the paper-scale settings dicts, shrunk in steps/tokens/grid only, through run() and the store
+    from analyses import arch_linear_map, depth, sparsity_sweep
+
+    tiny = {"eval_every": 2, "eval_tokens": 64}
+    sp = {**sparsity_sweep.settings(True), **tiny, "grid": {8: [1, 2]}, "steps": {8: 4},
+          "tokens_per_step": {8: 64}, "seeds": [0, 1]}
+    al = {**arch_linear_map.settings(True), **tiny, "steps": 4, "tokens_per_step": 64, "seeds": [0]}
+    dp = depth.settings(True)
+    dp = {**dp, "layers": [1, 2], "seeds": [0],
+          "tasks": [{**t, **tiny, "steps": 4, "tokens_per_step": 128} for t in dp["tasks"]]}
+    for module, cfg, n_runs in ((sparsity_sweep, sp, 4), (arch_linear_map, al, 2), (depth, dp, 4)):
+        sweep = tmp_path / module.__name__
+        out = module.run(cfg, Execution(jobs=1, sweep_dir=sweep, ensemble=8, device="cpu", name="t"))
+        assert len(out[0]) == n_runs, module.__name__
+        rows = pd.read_parquet(sweep / "results.parquet")
+        assert len(rows) == n_runs and set(rows["status"]) == {"ok"} and set(rows["steps"]) == {4}
