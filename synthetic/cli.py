@@ -116,6 +116,8 @@ def sweep_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-run runs recorded as failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and what is missing; run nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
+    ensemble: int = typer.Option(1, "--ensemble", min=1, help="Train up to N runs of one shape (differing only "
+                                 "in seed, data_seed, s, n_rules) together in one worker; 1 = each alone."),
 ) -> None:
     """Run every missing run of SPEC (re-running resumes an interrupted sweep). Runs train a
     synthetic-task model (synthetic.sweeps:train_runner) unless SPEC names a runner. Exits with
@@ -132,7 +134,8 @@ def sweep_command(
         typer.echo(f"{len(tasks)} runs, {sum(t.run_id not in done for t in tasks)} to run")
         return
     outcome = run_sweep(spec, out, jobs=jobs, executor=executor.value, ray_address=ray_address,
-                        retry_failed=retry_failed, progress=progress, default_runner=DEFAULT_RUNNER)
+                        retry_failed=retry_failed, progress=progress, default_runner=DEFAULT_RUNNER,
+                        ensemble=ensemble)
     typer.echo(f"{outcome.n_planned} runs: {outcome.n_ran} ran, {outcome.n_skipped} already done, "
                f"{outcome.n_failed} failed; rows in {outcome.out_dir / 'results.parquet'}")
     failures = failure_lines(outcome.results)
