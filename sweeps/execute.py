@@ -115,7 +115,7 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
     finished = _now()
     records = []
     for task, (summary, metrics) in zip(tasks, outs):
-        log = buffer.getvalue() + f"run {task.run_id} ok after {wall:.3f} s (its share of the group)\n"
+        log = buffer.getvalue() + f"run {task.run_id}\nok after {wall:.3f} s (its share of the group)\n"
         if task.log_path is not None:
             Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(task.log_path).write_text(log, encoding="utf-8")

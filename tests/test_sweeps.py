@@ -352,5 +352,6 @@ def test_ensemble_units_match_single_runs_in_format_and_values(reference, spec_f
     for run_id in rows.index:
         log = (out / "logs" / f"{run_id}.log").read_text()
         assert "trained together" in log and run_id in log
+        assert log.rstrip().splitlines()[-1].startswith("ok after")  # the last line of a single run's log too
     # resumable: a second call finds every run in the store
     assert run_sweep(spec_file, out, jobs=1, progress=False, ensemble=8).n_ran == 0
