@@ -11,7 +11,7 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev demo test results lock
+.PHONY: setup setup-dev demo test results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -52,3 +52,8 @@ test: setup-dev
 # `make test`. Prints the total time; run it again to resume where it stopped.
 results: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/emergence results --out results
+
+# The paper-scale entries (issue 27; ~11 h on 2 idle cores, estimates in docs/results-synthetic.md
+# and docs/results-architectures.md). On a GPU: make results-paper DEVICE=cuda. Resumable.
+results-paper: setup
+	OMP_NUM_THREADS=1 $(VENV)/bin/emergence results --paper-scale --out results $(if $(DEVICE),--device $(DEVICE))

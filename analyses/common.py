@@ -36,16 +36,24 @@ class Execution:
             for direct runs.
         executor: with ``sweep_dir``: ``"joblib"`` or ``"ray"``.
         name: the sweep's label (the reproduction's name).
+        ensemble: with ``sweep_dir``: at most this many runs of one shape (differing only in
+            seed, data_seed, s or n_rules) train together in one worker
+            (:func:`synthetic.ensemble.train_ensemble`); 1 = every run alone.
+        device: the ``device`` field given to every run (``"cpu"``, ``"cuda"``, ``"cuda:N"``,
+            ``"auto"``); None leaves the runs' own (``"auto"``: cuda when available). It is part
+            of each run's id, so CPU and GPU runs of one store never mix.
     """
 
     jobs: int = 2
     sweep_dir: Path | None = None
     executor: str = "joblib"
     name: str = ""
+    ensemble: int = 1
+    device: str | None = None
 
 
 def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Execution]:
-    """The common command line: ``--paper-scale``, ``--out DIR``, ``--jobs N``, ``--sweep-dir DIR``,
+    """The common command line: ``--paper-scale``, ``--out DIR``, ``--jobs N``, ``--sweep-dir DIR``, ``--ensemble N``, ``--device D``,
     ``--executor {joblib,ray}``, ``--set KEY=VALUE`` (repeatable; see :func:`apply_overrides`);
     returns the arguments and the :class:`Execution` they ask for.
 
@@ -62,12 +70,24 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
                         help="with --sweep-dir: joblib processes here, or Ray")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting (JSON value, e.g. steps=3000 or s=[5]); repeatable")
+    parser.add_argument("--ensemble", type=int, default=None, metavar="N",
+                        help="with --sweep-dir: train up to N runs of one shape together (seeds, data "
+                             "seeds, s) in one worker; default 8 with --paper-scale, else 1 (each run alone)")
+    parser.add_argument("--device", default=None,
+                        help="device of every run: auto, cpu, cuda or cuda:N (default: each run's own, auto)")
     args = parser.parse_args(argv)
+    if args.device is not None and args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
+        parser.error(f"--device={args.device!r} is invalid: choose auto, cpu, cuda or cuda:N")
     if args.jobs < 1:
         parser.error(f"--jobs={args.jobs} is invalid: must be ≥ 1")
+    if args.ensemble is None:
+        args.ensemble = 8 if args.paper_scale else 1
+    if args.ensemble < 1:
+        parser.error(f"--ensemble={args.ensemble} is invalid: must be ≥ 1")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {str(args.out)!r} is an existing file, not a folder")
-    return args, Execution(jobs=args.jobs, sweep_dir=args.sweep_dir, executor=args.executor, name=name)
+    return args, Execution(jobs=args.jobs, sweep_dir=args.sweep_dir, executor=args.executor, name=name,
+                           ensemble=args.ensemble, device=args.device)
 
 
 def _run_one(runner: str, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
@@ -100,6 +120,8 @@ def run_configs(configs: Sequence[dict[str, Any]], execution: Execution | None =
         RuntimeError: a run failed in the sweep path (its error and log path are named).
     """
     execution = execution or Execution()
+    if execution.device is not None:
+        configs = [{**c, "device": execution.device} for c in configs]
     if execution.sweep_dir is not None:
         return _through_sweep(configs, execution, runner)
     from sweeps import load_runner, resolve_with
@@ -134,7 +156,8 @@ def _through_sweep(configs: Sequence[dict[str, Any]], execution: Execution,
     from sweeps import SweepSpec, load_metrics, load_results, load_runner, resolve_with, run_id_of, run_sweep
 
     spec = SweepSpec(points=[dict(c) for c in configs], name=execution.name, runner=runner)
-    run_sweep(spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor)
+    run_sweep(spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor,
+              ensemble=execution.ensemble)
     rows = load_results(execution.sweep_dir).set_index("run_id")
     fn = load_runner(runner)
     out = []

@@ -34,6 +34,9 @@ class Analysis:
         runs_sweeps: whether ``main`` takes ``--jobs`` and ``--sweep-dir`` (reproductions that
             train many runs); the analyses of trained checkpoints take ``--out`` alone and resume
             from their own saved per-run results.
+        paper_scale: an entry at the paper's steps and tokens per step (issue 27: hours of CPU
+            each, runtimes in docs/results-synthetic.md and results-architectures.md); run only
+            with ``emergence results --paper-scale`` (or named with ``--only``).
     """
 
     name: str
@@ -41,6 +44,7 @@ class Analysis:
     page: str
     args: tuple[str, ...] = field(default=())
     runs_sweeps: bool = True
+    paper_scale: bool = False
 
 
 REGISTRY: list[Analysis] = [
@@ -65,11 +69,22 @@ REGISTRY: list[Analysis] = [
              ("--update-docs",), runs_sweeps=False),
     Analysis("forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)",
              ("--update-docs",)),
+    # The paper's own scale where it decides a claim (issue 27): `emergence results --paper-scale`.
+    Analysis("sparsity_sweep_paper", "analyses.sparsity_sweep", "docs/results-synthetic.md (b), paper scale",
+             ("--paper-scale",), paper_scale=True),
+    Analysis("heads_vs_dhead_paper", "analyses.heads_vs_dhead", "docs/results-synthetic.md (e), paper scale",
+             ("--paper-scale",), paper_scale=True),
+    Analysis("arch_linear_map_paper", "analyses.arch_linear_map", "docs/results-architectures.md (a), paper scale",
+             ("--paper-scale",), paper_scale=True),
+    Analysis("depth_paper", "analyses.depth", "docs/results-architectures.md (c), paper scale",
+             ("--paper-scale",), paper_scale=True),
 ]
 
 
-def select(names: Optional[List[str]] = None, registry: Optional[list[Analysis]] = None) -> list[Analysis]:
-    """The registry entries named (all when ``names`` is empty), in registry order.
+def select(names: Optional[List[str]] = None, registry: Optional[list[Analysis]] = None,
+           paper_scale: bool = False) -> list[Analysis]:
+    """The registry entries named, in registry order; when ``names`` is empty, every entry of the
+    documented scale, or with ``paper_scale`` every paper-scale entry (:attr:`Analysis.paper_scale`).
 
     Raises:
         ValueError: an unknown name (the valid ones listed).
@@ -79,7 +94,9 @@ def select(names: Optional[List[str]] = None, registry: Optional[list[Analysis]]
     unknown = [n for n in names or [] if n not in known]
     if unknown:
         raise ValueError(f"unknown analysis {', '.join(map(repr, unknown))}; valid: {', '.join(known)}")
-    return [a for a in registry if not names or a.name in names]
+    if names:
+        return [a for a in registry if a.name in names]
+    return [a for a in registry if a.paper_scale == paper_scale]
 
 
 def markdown_table(csv: Path) -> str:
@@ -94,15 +111,22 @@ def markdown_table(csv: Path) -> str:
 
 
 def run_results(out: Path, names: Optional[List[str]] = None, jobs: int = 2, force: bool = False,
-                registry: Optional[list[Analysis]] = None, echo=print) -> dict[str, float]:
+                registry: Optional[list[Analysis]] = None, echo=print, paper_scale: bool = False,
+                device: Optional[str] = None) -> dict[str, float]:
     """Run the selected analyses that have not finished yet; returns seconds per analysis run now.
+
+    ``paper_scale`` selects the paper-scale entries instead of the documented-scale ones (when no
+    ``names``); ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``) is passed to every entry that
+    trains runs (``--device``).
 
     Raises:
         ValueError: an unknown name, ``jobs < 1`` or ``out`` an existing file (before any work).
     """
     from interp.io import atomic_write_text, check_out_dir
 
-    chosen = select(names, registry)
+    chosen = select(names, registry, paper_scale=paper_scale)
+    if device is not None and device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"--device {device!r} is invalid: choose auto, cpu, cuda or cuda:N")
     if jobs < 1:
         raise ValueError(f"--jobs {jobs} must be ≥ 1")
     check_out_dir(out)
@@ -118,6 +142,8 @@ def run_results(out: Path, names: Optional[List[str]] = None, jobs: int = 2, for
         t0 = time.perf_counter()
         module = importlib.import_module(analysis.module)
         sweep_args = ["--jobs", str(jobs), "--sweep-dir", str(out / "sweeps" / analysis.name)] if analysis.runs_sweeps else []
+        if analysis.runs_sweeps and device is not None:
+            sweep_args += ["--device", device]
         module.main(["--out", str(folder), *sweep_args, *analysis.args])
         seconds[analysis.name] = time.perf_counter() - t0
         for csv in sorted(folder.glob("*.csv")):
@@ -140,12 +166,20 @@ def results_command(
     jobs: int = typer.Option(2, "--jobs", min=1, help="Worker processes per analysis."),
     force: bool = typer.Option(False, "--force", help="Re-run analyses that finished before (their stores still resume)."),
     list_only: bool = typer.Option(False, "--list", help="List the registry and what is done; run nothing."),
+    paper_scale: bool = typer.Option(False, "--paper-scale", help="Run the paper-scale entries (hours of CPU each; "
+                                     "minutes on a GPU) instead of the documented-scale ones."),
+    device: Optional[str] = typer.Option(None, "--device", help="Device of every trained run: cpu, cuda or cuda:N "
+                                         "(default: each run's own, auto = cuda when available)."),
 ) -> None:
     """Re-run every number docs/results*.md quote, at the documented scale (hours on 2 cores);
     prints the total time; a second call resumes where the first stopped."""
     if list_only:
-        for analysis in select(only):
+        for analysis in select(only, paper_scale=paper_scale):
             done = (out / "analyses" / analysis.name / "done.json").exists()
             typer.echo(f"{analysis.name:24s} {'done' if done else 'todo'}  {analysis.page}")
         return
-    run_results(out, only, jobs=jobs, force=force, echo=typer.echo)
+    try:
+        run_results(out, only, jobs=jobs, force=force, echo=typer.echo, paper_scale=paper_scale, device=device)
+    except ValueError as err:
+        typer.echo(f"error: emergence results: {err}", err=True)
+        raise typer.Exit(2) from None

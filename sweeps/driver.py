@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from interp.io import atomic_write_text, config_json
-from sweeps.execute import RunRecord, git_commit
+from sweeps.execute import RunRecord, git_commit, group_units
 from sweeps.executors import RUN_EXECUTORS, check_executor
 from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
 from sweeps.spec import SweepSpec, load_spec
@@ -64,6 +64,7 @@ def run_sweep(
     runner: "str | RunnerLike | None" = None,
     default_runner: str | None = None,
     force: bool = False,
+    ensemble: int = 1,
 ) -> SweepOutcome:
     """Run every missing run of a sweep and record each in ``out_dir``'s results store.
 
@@ -83,6 +84,11 @@ def run_sweep(
 
     One sweep per folder: a folder holding another spec (``spec.yaml``; compared by
     :func:`spec_digest`) is refused unless ``force``; the same spec resumes.
+        ensemble: at most this many runs that the runner can train together (its
+            ``group_key`` / ``run_group``: for the synthetic trainer, grid points that differ only
+            in seed, data_seed, s or n_rules; :func:`synthetic.ensemble.train_ensemble`) go to a
+            worker as one unit; 1 = every run alone. Rows have the same columns either way;
+            values agree to float rounding (see synthetic/ensemble.py).
 
     Returns:
         A :class:`SweepOutcome`.
@@ -97,6 +103,8 @@ def run_sweep(
     check_executor(executor)
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r} must be a positive integer")
+    if not isinstance(ensemble, int) or ensemble < 1:
+        raise ValueError(f"ensemble={ensemble!r} must be a positive integer (1 = every run alone)")
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise ValueError(f"sweep folder {str(out_dir)!r} exists and is not a folder")
     spec = load_spec(spec)
@@ -113,7 +121,8 @@ def run_sweep(
     from interp.provenance import make_provenance, write_provenance
 
     write_provenance(store.root, make_provenance("sweeps.run_sweep", {
-        "spec": spec.to_dict(), "jobs": jobs, "executor": executor, "retry_failed": retry_failed}))
+        "spec": spec.to_dict(), "jobs": jobs, "executor": executor, "retry_failed": retry_failed,
+        "ensemble": ensemble}))
 
     done = store.done_ids()
     if retry_failed and done:
@@ -135,7 +144,7 @@ def run_sweep(
     by_id = {t.run_id: t for t in todo}
     try:
         if todo:
-            for record in RUN_EXECUTORS[executor](todo, jobs, ray_address):
+            for record in RUN_EXECUTORS[executor](group_units(todo, ensemble), jobs, ray_address):
                 task = by_id[record.run_id]
                 if record.log is not None:
                     store.write_log(record.run_id, record.log)

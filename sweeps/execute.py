@@ -17,7 +17,7 @@ import traceback
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -81,6 +81,74 @@ def execute_run(task: RunTask) -> RunRecord:
         log=buffer.getvalue() if task.log_path is None else None, wall_time_s=wall,
         started_at=started, finished_at=_now(), host=platform.node(), versions=package_versions(),
     )
+
+
+def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
+    """Run one unit of work: a single run (:func:`execute_run`), or runs of one runner that it
+    trains together (its ``run_group(configs) -> [(summary, metrics), ...]``, e.g. an ensemble of
+    seeds in one process; see :func:`group_units`). Never raises on a run error: when the group
+    fails, every run of it is retried alone, so each gets its own record and log.
+
+    A grouped run's record is like a single run's: its summary and metrics come from the group,
+    ``wall_time_s`` is the group's wall time divided by its size, and its log holds the group's
+    output after a line naming the group's runs.
+    """
+    if len(tasks) == 1:
+        return [execute_run(tasks[0])]
+    fn = load_runner(tasks[0].runner)
+    group = getattr(fn, "run_group", None)
+    if group is None:
+        return [execute_run(t) for t in tasks]
+    started = _now()
+    t0 = time.perf_counter()
+    buffer = io.StringIO()
+    buffer.write(f"runs {', '.join(t.run_id for t in tasks)} trained together by "
+                 f"{runner_name(tasks[0].runner)}.run_group, started {started}\n")
+    try:
+        with _one_torch_thread(), _capture(buffer):
+            outs = group([dict(t.config) for t in tasks])
+        if len(outs) != len(tasks):
+            raise TypeError(f"run_group returned {len(outs)} results for {len(tasks)} runs")
+    except Exception:  # the group as a whole failed: each run alone records its own outcome
+        return [execute_run(t) for t in tasks]
+    wall = (time.perf_counter() - t0) / len(tasks)
+    finished = _now()
+    records = []
+    for task, (summary, metrics) in zip(tasks, outs):
+        log = buffer.getvalue() + f"run {task.run_id}\nok after {wall:.3f} s (its share of the group)\n"
+        if task.log_path is not None:
+            Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(task.log_path).write_text(log, encoding="utf-8")
+        records.append(RunRecord(
+            run_id=task.run_id, status="ok", error=None,
+            summary={str(k): _to_builtin(v) for k, v in summary.items()},
+            metrics=metrics if isinstance(metrics, pd.DataFrame) else None,
+            log=None if task.log_path is not None else log, wall_time_s=wall, started_at=started,
+            finished_at=finished, host=platform.node(), versions=package_versions()))
+    return records
+
+
+def group_units(tasks: Sequence[RunTask], max_size: int) -> list[list[RunTask]]:
+    """Split ``tasks`` into units of work: runs whose runner gives the same
+    ``group_key(config)`` (not None) go together, at most ``max_size`` per unit, in task order;
+    every other run is a unit of its own. ``max_size`` 1 → one unit per run."""
+    if max_size <= 1:
+        return [[t] for t in tasks]
+    units: list[list[RunTask]] = []
+    open_units: dict[Any, list[RunTask]] = {}
+    for task in tasks:
+        key_fn = getattr(load_runner(task.runner), "group_key", None)
+        key = key_fn(dict(task.config)) if key_fn is not None else None
+        if key is None:
+            units.append([task])
+            continue
+        key = (runner_name(task.runner), key)
+        unit = open_units.get(key)
+        if unit is None or len(unit) >= max_size:
+            unit = open_units[key] = []
+            units.append(unit)
+        unit.append(task)
+    return units
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Executors: each takes the runs to do and yields a :class:`~sweeps.execute.RunRecord` per run
+"""Executors: each takes the units of runs to do (a unit: one run, or runs trained together) and yields a :class:`~sweeps.execute.RunRecord` per run
 as runs finish, in any order. ``joblib`` runs processes on this machine (``jobs == 1``: in this
 process); ``ray`` runs on a local Ray or an existing cluster."""
 
@@ -8,7 +8,7 @@ import importlib.util
 import logging
 from typing import Any, Callable, Iterator, Sequence
 
-from sweeps.execute import RunRecord, _now, execute_run
+from sweeps.execute import RunRecord, _now, execute_unit
 from sweeps.runners import RunTask
 
 logger = logging.getLogger(__name__)
@@ -33,22 +33,23 @@ def check_executor(executor: str) -> None:
                          f"pip install 'emergence-lens[{executor}]'")
 
 
-def _execute_serial(tasks: Sequence[RunTask], jobs: int, address: str | None) -> Iterator[RunRecord]:
-    for task in tasks:
-        yield execute_run(task)
+def _execute_serial(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    for unit in units:
+        yield from execute_unit(unit)
 
 
-def _execute_joblib(tasks: Sequence[RunTask], jobs: int, address: str | None) -> Iterator[RunRecord]:
+def _execute_joblib(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
     if jobs == 1:  # in-process: no worker start-up, same single-thread arithmetic
-        yield from _execute_serial(tasks, jobs, address)
+        yield from _execute_serial(units, jobs, address)
         return
     from joblib import Parallel, delayed
 
     parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    yield from parallel(delayed(execute_run)(task) for task in tasks)
+    for records in parallel(delayed(execute_unit)(unit) for unit in units):
+        yield from records
 
 
-def _execute_ray(tasks: Sequence[RunTask], jobs: int, address: str | None) -> Iterator[RunRecord]:
+def _execute_ray(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
     try:
         import ray
     except ImportError as err:
@@ -60,17 +61,18 @@ def _execute_ray(tasks: Sequence[RunTask], jobs: int, address: str | None) -> It
         else:
             _start_local_ray(ray, jobs)
         started_here = True
-    remote = ray.remote(num_cpus=1, max_retries=0)(execute_run)
-    pending = {remote.remote(task): task for task in tasks}
+    remote = ray.remote(num_cpus=1, max_retries=0)(execute_unit)
+    pending = {remote.remote(unit): unit for unit in units}
     try:
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                task = pending.pop(ref)
+                unit = pending.pop(ref)
                 try:
-                    yield ray.get(ref)
+                    yield from ray.get(ref)
                 except Exception as err:  # worker died (OOM kill, segfault): record and go on
-                    yield _crashed_record(task, err)
+                    for task in unit:
+                        yield _crashed_record(task, err)
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)
@@ -100,7 +102,9 @@ def _crashed_record(task: RunTask, err: BaseException) -> RunRecord:
                      finished_at=now, host="", versions={})
 
 
-RUN_EXECUTORS: dict[str, Callable[[Sequence[RunTask], int, str | None], Iterator[RunRecord]]] = {
+#: Executor name -> ``(units, jobs, address) -> records``; a unit is a list of runs one worker does
+#: together (:func:`sweeps.execute.group_units`).
+RUN_EXECUTORS: dict[str, Callable[[Sequence[list[RunTask]], int, str | None], Iterator[RunRecord]]] = {
     "joblib": _execute_joblib,
     "ray": _execute_ray,
 }

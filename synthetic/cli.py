@@ -117,6 +117,8 @@ def sweep_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and what is missing; run nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),
     force: bool = typer.Option(False, "--force", help="Start over: OUT holds another spec's sweep; delete its runs first."),
+    ensemble: int = typer.Option(1, "--ensemble", min=1, help="Train up to N runs of one shape (differing only "
+                                 "in seed, data_seed, s, n_rules) together in one worker; 1 = each alone."),
 ) -> None:
     """Run every missing run of SPEC (re-running resumes an interrupted sweep). Runs train a
     synthetic-task model (synthetic.sweeps:train_runner) unless SPEC names a runner. Exits with
@@ -140,7 +142,7 @@ def sweep_command(
         return
     outcome = run_sweep(spec, out, jobs=jobs, executor=executor.value, ray_address=ray_address,
                         retry_failed=retry_failed, progress=progress, default_runner=DEFAULT_RUNNER,
-                        force=force)
+                        force=force, ensemble=ensemble)
     typer.echo(f"{outcome.n_planned} runs: {outcome.n_ran} ran, {outcome.n_skipped} already done, "
                f"{outcome.n_failed} failed; rows in {outcome.out_dir / 'results.parquet'}")
     failures = failure_lines(outcome.results)

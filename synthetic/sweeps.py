@@ -7,6 +7,7 @@ name, ``"synthetic.sweeps:train_runner"``, is part of every run's id (see
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Mapping
 
 from sweeps.configs import resolve_dataclass_config
@@ -47,6 +48,26 @@ class TrainRunner:
         # The summary echoes the config as a nested dict; the row already holds every field.
         summary = {k: v for k, v in result.summary.items() if k != "config"}
         return summary, result.metrics
+
+
+    def group_key(self, config: Mapping[str, Any]) -> str | None:
+        """Runs with the same key can train as one ensemble (:meth:`run_group`): the config less
+        the fields an ensemble's members may differ in; None when the batched path does not
+        cover it (see :func:`synthetic.ensemble.batched_supported`)."""
+        from synthetic.ensemble import MEMBER_FIELDS, batched_supported
+        from synthetic.training import TrainConfig
+
+        if not batched_supported(TrainConfig(**config)):
+            return None
+        return json.dumps({k: v for k, v in sorted(config.items()) if k not in MEMBER_FIELDS}, default=str)
+
+    def run_group(self, configs: list[Mapping[str, Any]]) -> list[tuple[dict, pd.DataFrame]]:
+        """Train ``configs`` (one :meth:`group_key`) as one ensemble
+        (:func:`synthetic.ensemble.train_ensemble`); per config what :meth:`__call__` returns."""
+        from synthetic.training import TrainConfig, train_ensemble
+
+        results = train_ensemble([TrainConfig(**c) for c in configs])
+        return [({k: v for k, v in r.summary.items() if k != "config"}, r.metrics) for r in results]
 
 
 train_runner = TrainRunner()

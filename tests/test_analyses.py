@@ -107,3 +107,63 @@ def test_staircase_and_prepretraining_use_the_sweep_dir(tmp_path):
     assert sorted(store.pretrain_steps) == [0, 5]  # scratch stores 0 whatever the setting says
     direct_runs, _, _ = prepretraining.run(pre_cfg, Execution(jobs=1))
     assert runs.final_loss.tolist() == direct_runs.final_loss.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper-scale entries (issue 27): the settings are the paper's; the argument path runs tiny
+# ---------------------------------------------------------------------------------------------
+def test_paper_scale_settings_are_the_papers_steps_and_tokens():
+    from analyses import arch_linear_map, depth, heads_vs_dhead, sparsity_sweep
+
+    sp = sparsity_sweep.settings(True)
+    assert sp["grid"] == {8: list(range(1, 9)), 16: [2, 3, 8], 32: [2, 16, 31]}
+    assert set(sp["steps"].values()) == {10_000} and set(sp["tokens_per_step"].values()) == {2048}
+    hd = heads_vs_dhead.settings(True)
+    assert hd["pairs"] == [(1, 8), (4, 8), (16, 8), (64, 8), (128, 1)] and hd["S"] == 16
+    al = arch_linear_map.settings(True)
+    assert (al["S"], al["s"], al["steps"], al["tokens_per_step"]) == (16, [3], 10_000, 2048)
+    dp = depth.settings(True)
+    assert dp["layers"] == [1, 2, 4] and [t["task"] for t in dp["tasks"]] == ["linear-map", "cellular-automata"]
+    assert dp["tasks"][1]["n_rules"] == 16 and all(t["steps"] == 10_000 for t in dp["tasks"])
+    for cfg in (sp, hd, al, dp):
+        assert cfg["seeds"] == [0, 1, 2]
+
+
+def test_paper_scale_argument_path_runs_tiny_as_ensembles_on_the_given_device(tmp_path):
+    from analyses import heads_vs_dhead
+    from analyses.common import parse_args
+    from sweeps import load_results
+
+    args, execution = parse_args("heads_vs_dhead", "x", ["--paper-scale", "--sweep-dir", str(tmp_path / "sw"),
+                                                         "--device", "cpu", "--jobs", "1"])
+    assert (execution.ensemble, execution.device) == (8, "cpu")
+    with pytest.raises(SystemExit):
+        parse_args("heads_vs_dhead", "x", ["--device", "tpu"])
+    argv = ["--paper-scale", "--out", str(tmp_path / "out"), "--jobs", "1", "--sweep-dir", str(tmp_path / "sw"),
+            "--device", "cpu", "--set", "pairs=[[4, 8], [128, 1]]", "--set", "seeds=[0, 1]", "--set", "steps=4",
+            "--set", "eval_every=2", "--set", "eval_tokens=64", "--set", "tokens_per_step=64"]
+    runs = heads_vs_dhead.main(argv)
+    assert len(runs) == 4 and runs["final_loss"].between(0.2, 1.0).all()
+    rows = load_results(tmp_path / "sw")
+    assert set(rows["device"]) == {"cpu"} and set(rows["status"]) == {"ok"}
+    for run_id in rows["run_id"]:  # the two seeds of each shape trained as one ensemble
+        assert "trained together" in (tmp_path / "sw" / "logs" / f"{run_id}.log").read_text()
+
+
+def test_paper_scale_settings_of_the_other_entries_run_tiny_through_the_sweep(tmp_path):
+    # the paper-scale settings dicts, shrunk in steps/tokens/grid only, through run() and the store
+    from analyses import arch_linear_map, depth, sparsity_sweep
+
+    tiny = {"eval_every": 2, "eval_tokens": 64}
+    sp = {**sparsity_sweep.settings(True), **tiny, "grid": {8: [1, 2]}, "steps": {8: 4},
+          "tokens_per_step": {8: 64}, "seeds": [0, 1]}
+    al = {**arch_linear_map.settings(True), **tiny, "steps": 4, "tokens_per_step": 64, "seeds": [0]}
+    dp = depth.settings(True)
+    dp = {**dp, "layers": [1, 2], "seeds": [0],
+          "tasks": [{**t, **tiny, "steps": 4, "tokens_per_step": 128} for t in dp["tasks"]]}
+    for module, cfg, n_runs in ((sparsity_sweep, sp, 4), (arch_linear_map, al, 2), (depth, dp, 4)):
+        sweep = tmp_path / module.__name__
+        out = module.run(cfg, Execution(jobs=1, sweep_dir=sweep, ensemble=8, device="cpu", name="t"))
+        assert len(out[0]) == n_runs, module.__name__
+        rows = pd.read_parquet(sweep / "results.parquet")
+        assert len(rows) == n_runs and set(rows["status"]) == {"ok"} and set(rows["steps"]) == {4}

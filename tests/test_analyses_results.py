@@ -64,3 +64,18 @@ def test_unknown_analysis_is_refused_before_work(tmp_path):
     result = CliRunner().invoke(app, ["results", "--list", "--only", "staircase", "--out", str(tmp_path)])
     assert result.exit_code == 0 and result.output.split() == ["staircase", "todo", "docs/results-synthetic.md", "(d)"]
     assert results.select(["depth", "staircase"]) == [a for a in REGISTRY if a.name in ("staircase", "depth")]
+
+
+def test_paper_scale_entries_are_behind_the_flag_and_pass_device(tmp_path):
+    paper = [a.name for a in results.select(paper_scale=True)]
+    assert paper == ["sparsity_sweep_paper", "heads_vs_dhead_paper", "arch_linear_map_paper", "depth_paper"]
+    assert not set(paper) & {a.name for a in results.select()}  # not in the documented-scale run
+    assert all(a.args == ("--paper-scale",) and a.runs_sweeps for a in results.select(paper_scale=True))
+    registry = [Analysis("tiny", __name__, "docs/results.md §0", ("--x",), paper_scale=True)]
+    CALLS.clear()
+    with pytest.raises(SystemExit):  # the stand-in does not take --device / --x: the args reached it
+        run_results(tmp_path, jobs=1, registry=registry, paper_scale=True, device="cuda", echo=lambda _: None)
+    with pytest.raises(ValueError, match="--device 'gpu' is invalid"):
+        run_results(tmp_path, registry=registry, paper_scale=True, device="gpu")
+    result = CliRunner().invoke(app, ["results", "--list", "--paper-scale", "--out", str(tmp_path)])
+    assert result.exit_code == 0 and [line.split()[0] for line in result.output.splitlines()] == paper

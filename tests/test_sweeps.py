@@ -364,3 +364,29 @@ def test_local_ray_start_retries_a_startup_timeout():
     assert len(fake.inits) == 2 and fake.shutdowns == 1 and fake.inits[-1]["num_cpus"] == 2
     with pytest.raises(Exception, match="timed out during startup"):
         _start_local_ray(FakeRay(failures=3), 2)
+
+
+def test_ensemble_units_match_single_runs_in_format_and_values(reference, spec_file, tmp_path):
+    # s and seed differ only in data/init: all 4 runs form one ensemble unit (one worker)
+    from sweeps.execute import group_units
+    from sweeps.runners import plan_runs
+
+    units = group_units(plan_runs(spec_file), 8)
+    assert [len(u) for u in units] == [4]
+    assert [len(u) for u in group_units(plan_runs(spec_file), 3)] == [3, 1]
+    out = tmp_path / "ensemble"
+    outcome = run_sweep(spec_file, out, jobs=1, progress=False, ensemble=8)
+    assert (outcome.n_ran, outcome.n_failed) == (4, 0)
+    rows = outcome.results.set_index("run_id").sort_index()
+    ref = reference.results.set_index("run_id").sort_index()
+    assert list(rows.index) == list(ref.index) and list(rows.columns) == list(ref.columns)
+    assert np.allclose(rows["final_loss"], ref["final_loss"], rtol=0, atol=1e-5)
+    a, b = _metrics(out), _metrics(reference.out_dir)
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    assert np.allclose(a["loss"], b["loss"], atol=1e-5)
+    for run_id in rows.index:
+        log = (out / "logs" / f"{run_id}.log").read_text()
+        assert "trained together" in log and run_id in log
+        assert log.rstrip().splitlines()[-1].startswith("ok after")  # the last line of a single run's log too
+    # resumable: a second call finds every run in the store
+    assert run_sweep(spec_file, out, jobs=1, progress=False, ensemble=8).n_ran == 0
