@@ -307,6 +307,7 @@ def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTM
             (:func:`check_attention_inputs`; nothing is cropped silently).
     """
     tokens, names = list(tokens), list(names)
+    check_attention_inputs(tokens, patterns, names)  # at the call, not when a notebook first draws it
     return HTMLFragment(lambda assets: attention_fragment(tokens, patterns, names, assets), title="attention patterns")
 
 
@@ -361,9 +362,12 @@ def head_ranking_html(ranking, assets: Assets) -> str:
 
     from interp.metrics import metric_spec
 
-    spec = metric_spec(ranking.metric)
-    unit = getattr(ranking, "unit", spec.unit)
-    values = {"metric": f"{ranking.metric} ({spec.label}, {unit})", "value_pre": ranking.value_pre,
+    try:
+        spec = metric_spec(ranking.metric)
+        label, delta_label, unit = spec.label, spec.delta_label, getattr(ranking, "unit", spec.unit)
+    except ValueError:  # a metric function of the user's, not in the registry
+        label, delta_label, unit = str(ranking.metric), f"Δ {ranking.metric}", getattr(ranking, "unit", "metric units")
+    values = {"metric": f"{ranking.metric} ({label}, {unit})", "value_pre": ranking.value_pre,
               "value_post": ranking.value_post, "jump (post − pre)": ranking.value_post - ranking.value_pre,
               "jump standard error": ranking.jump_se,
               "jump_too_small (below 3 standard errors)": ranking.jump_too_small,
@@ -372,7 +376,7 @@ def head_ranking_html(ranking, assets: Assets) -> str:
     parts = [key_values_fragment(values, caption=f"Metric units: {html.escape(str(unit))}."),
              table_fragment(ranking.heads.head(10), digits=4, caption=f"The ten top heads by delta ({html.escape(unit)}; "
                             "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts)."),
-             figure_fragment(delta_p_heatmap(ranking.delta, title=f"{spec.delta_label} per head ({unit})",
+             figure_fragment(delta_p_heatmap(ranking.delta, title=plot_text(f"{delta_label} per head ({unit})"),
                                              metric=ranking.metric, unit=unit), assets)]
     if ranking.topk is not None and len(ranking.topk):
         parts.append(figure_fragment(recovery_run_figure(ranking.topk), assets))

@@ -402,6 +402,8 @@ def _ranking(ranking) -> tuple[np.ndarray | None, int | None, int | None]:
     if ranking is None:
         return None, None, None
     if isinstance(ranking, pd.DataFrame):
+        if "delta" in ranking.columns and "delta_p" not in ranking.columns:  # today's heads.csv column
+            ranking = ranking.rename(columns={"delta": "delta_p"})
         if not {"layer", "head", "delta_p"} <= set(ranking.columns):
             raise ValueError(f"ranking table has columns {list(ranking.columns)}; expected layer, head, delta_p")
         table = np.full((int(ranking["layer"].max()) + 1, int(ranking["head"].max()) + 1), np.nan)

@@ -205,7 +205,7 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
         run = _execute_serial if executor == "local" else RUN_EXECUTORS[executor]
         bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", desc="units", disable=not progress)
         try:
-            for record in run(todo, jobs, address):
+            for record in run([[task] for task in todo], jobs, address):  # one unit of work per (source, task)
                 record: RunRecord
                 unit = by_id[record.run_id]
                 if record.log is not None:

@@ -292,8 +292,9 @@ def _jump_note(run) -> str:
     heads = getattr(run, "heads", None)
     if heads is None or "jump_too_small" not in heads or not len(heads) or not bool(heads["jump_too_small"].iloc[0]):
         return ""
+    spec, _ = _metric_of(run)
     return (" <b class='el-warning'>The jump is below 3 standard errors of the paired per-prompt difference "
-            "(jump_too_small): Δp and recovered compare against noise.</b>")
+            f"(jump_too_small): {html.escape(spec.delta_label)} and recovered compare against noise.</b>")
 
 
 def capability_section(run, ctx: ReportContext) -> Section | None:

@@ -42,7 +42,7 @@ def test_parse_args_returns_the_execution_and_sets_no_globals(tmp_path):
         common.parse_args("x", "d", ["--out", str(plain)])
     args, execution = common.parse_args("x", "d", ["--paper-scale", "--sweep-dir", str(tmp_path / "s")])
     assert args.paper_scale and args.out.as_posix() == "results/analyses/x"
-    assert execution == Execution(jobs=2, sweep_dir=tmp_path / "s", executor="joblib", name="x")
+    assert execution == Execution(jobs=2, sweep_dir=tmp_path / "s", executor="joblib", name="x", ensemble=8)  # --paper-scale trains ensembles of 8
     _, again = common.parse_args("x", "d", [])
     assert again.sweep_dir is None  # nothing carried over from the previous call
 

@@ -97,7 +97,7 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
 
 def test_rank_heads_and_decompose_over_one_prompt_say_why_bounds_are_nan(tiny_local_suite, tmp_path):
     """One prompt: NaN bounds, a one-line warning, and the jump flagged (no standard error)."""
-    for command, table, bounds in (("rank-heads", "heads.csv", ["delta_p_lo", "delta_p_hi"]),
+    for command, table, bounds in (("rank-heads", "heads.csv", ["delta_lo", "delta_hi"]),
                                    ("decompose", "components.csv", ["recovered_lo", "recovered_hi"])):
         out = tmp_path / command
         result = runner.invoke(app, [command, str(tiny_local_suite), "--pre", "0", "--post", "200", "--n-prompts", "1",

@@ -136,7 +136,7 @@ def test_bootstrap_over_too_few_prompts_gives_nan_bounds_and_says_why(setup):
     with pytest.warns(RuntimeWarning, match="bootstrap over 1 prompt"):
         ranking = head_ranking(model_pre, model_post, one, n_boot=50, attribution=False)
         table = decompose_jump(model_pre, model_post, one, targets=["pattern"], ks=[1], n_boot=50)
-    assert ranking.heads["delta_p"].notna().all() and ranking.heads[["delta_p_lo", "delta_p_hi"]].isna().all().all()
+    assert ranking.heads["delta"].notna().all() and ranking.heads[["delta_lo", "delta_hi"]].isna().all().all()
     assert table["recovered"].notna().all() and table[["recovered_lo", "recovered_hi"]].isna().all().all()
     # One prompt has no standard error: the jump is flagged.
     assert ranking.jump_too_small and ranking.heads["jump_too_small"].all() and table["jump_too_small"].all()

@@ -150,7 +150,7 @@ def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, t
 
     run = report.runs[0]
     report._repr_html_()  # displayed before: must not matter
-    ranking = HeadRanking(p_pre=run.p_pre, p_post=run.p_post, delta_p=run.delta_p, heads=run.heads.assign(jump_too_small=False),
+    ranking = HeadRanking(value_pre=run.value_pre, value_post=run.value_post, delta=run.delta, heads=run.heads.assign(jump_too_small=False),
                           topk=run.topk, post_patterns=torch.zeros(1), example_tokens=run.example_tokens,
                           example_patterns=run.example_patterns, example_names=run.example_names, jump_se=0.01)
     components = pd.DataFrame([{c: None for c in COMPONENT_COLUMNS} | {"model": "toy", "seed": 1, "target": "pattern",

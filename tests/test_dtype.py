@@ -35,7 +35,7 @@ def test_low_precision_delta_p_within_tolerance_of_float32(quick_suite):
             attn = loaded.model.blocks[0].attn
             assert hasattr(attn._softmax_dropout_pattern, "__wrapped__") == (dtype != torch.float32)
             ranking = rank_heads_between(source, point.pre_step, point.post_step, batch, decompose=False, device="cpu")
-            assert not torch.isnan(ranking.delta_p).any() and not ranking.topk["p_patched"].isna().any()
+            assert not torch.isnan(ranking.delta_p).any() and not ranking.topk["value"].isna().any()
             delta_p[dtype] = ranking.delta_p.float()
         for dtype, tolerance in TOLERANCE.items():
             error = (delta_p[dtype] - delta_p[torch.float32]).abs().max().item()

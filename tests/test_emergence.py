@@ -222,6 +222,9 @@ class FakeSource:
         assert not self.untouchable, "read the digests before checking the arguments"
         return self.duplicates
 
+    def searchable_steps(self):
+        return [s for s in self.available_steps() if s not in self.duplicate_steps()]
+
 
 class CurveEvaluator(StepEvaluator):
     """A StepEvaluator over a fixed curve (step -> (accuracy, p_answer)), 64 prompts."""
@@ -230,7 +233,7 @@ class CurveEvaluator(StepEvaluator):
         super().__init__(source=None, batch=None)
         self.curve = curve
 
-    def __call__(self, step):
+    def __call__(self, step, then=None):  # then: the step read ahead (nothing to read here)
         if step not in self.scores:
             accuracy, p_answer = self.curve[step]
             self.scores[step] = CapabilityScore(accuracy=accuracy, p_answer=p_answer, n_prompts=64)
@@ -293,7 +296,8 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
 
     monkeypatch.setattr(pipeline, "StepEvaluator", Fixed)
     task = RepetitionTask(n_prompts=4, length=4)
-    kwargs = dict(task=task, device="cpu", progress=False, decompose=False, scores=False, hold=0)
+    kwargs = dict(task=task, device="cpu", progress=False, decompose=False, scores=False, hold=0,
+                  scrub=False)  # the scrubber records with its own evaluator; this test fixes the curve
     scanned = pipeline.run_main_job([LocalSuiteSource(tiny_local_suite)], scan=True, out_dir=tmp_path / "scan", **kwargs)
     point = scanned.runs[0].point
     assert (point.pre_step, point.post_step, point.emerged, point.monotone) == (0, 100, True, False)

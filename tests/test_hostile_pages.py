@@ -150,7 +150,7 @@ def test_hostile_tokens_in_the_report_page(tmp_path):
 def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
     _require_browser()
     run = hostile_run(3)
-    ranking = HeadRanking(p_pre=run.p_pre, p_post=run.p_post, delta_p=run.delta_p,
+    ranking = HeadRanking(value_pre=run.value_pre, value_post=run.value_post, delta=run.delta,
                           heads=run.heads.assign(jump_too_small=True), topk=run.topk, post_patterns=torch.zeros(1),
                           example_tokens=run.example_tokens, example_patterns=run.example_patterns,
                           example_names=run.example_names, components=run.components, metric="p<script>")
