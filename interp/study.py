@@ -84,15 +84,17 @@ def plan_units(names: Sequence[str], tasks: Sequence[Any]) -> list[Unit]:
 
 
 def _task_config(task) -> dict:
-    return {"name": task.name, "class": f"{type(task).__module__}:{type(task).__qualname__}",
-            "fields": dataclasses.asdict(task)}
+    """A task as JSON-safe values (a task file's path as a string), rebuilt by :func:`_task_from_config`."""
+    fields = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(task).items()}
+    return {"name": task.name, "class": f"{type(task).__module__}:{type(task).__qualname__}", "fields": fields}
 
 
 def _task_from_config(config: dict):
     from sweeps.runners import load_runner
 
     cls = load_runner(config["class"])
-    return cls(**config["fields"])
+    accepted = {f.name for f in dataclasses.fields(cls) if f.init}  # e.g. a task file's sha256 is derived
+    return cls(**{k: v for k, v in config["fields"].items() if k in accepted})
 
 
 def run_unit(config: dict) -> tuple[dict, pd.DataFrame | None]:

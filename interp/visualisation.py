@@ -391,7 +391,7 @@ def scrubber_section(run, ctx: ReportContext) -> Section | None:
 #: The report's scrubbers stay light (one per run): prompts shown, and the budget of each one's
 #: pattern bytes (base64 characters; coarser levels past it, see ``ScrubData.payload``).
 REPORT_SCRUB_PROMPTS = 2
-REPORT_SCRUB_CHARS = 40_000
+REPORT_SCRUB_CHARS = 30_000
 
 
 def components_section(run, ctx: ReportContext) -> Section | None:

@@ -122,6 +122,10 @@ def test_forcing_none_matches_the_cached_suite(one_torch_thread):
     import tempfile
     from pathlib import Path
 
+    from interp import kernel_pins
+
     with tempfile.TemporaryDirectory() as tmp:
-        embedded.train_run(embedded.SMALL, 1, embedded.QUICK, Path(tmp), stop_step=100, save_steps=[100], forcing=None)
+        # in a process with the suite's kernel pins, as ensure_suite trains (a test process may run others)
+        kernel_pins.run_pinned(embedded.train_run, embedded.SMALL, 1, embedded.QUICK, Path(tmp), stop_step=100,
+                               save_steps=[100], forcing=None)
         assert _weights(Path(tmp) / "step100") == _weights(folder / "step100")

@@ -60,8 +60,14 @@ def test_committed_notebooks_carry_no_outputs():
 def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_suite):
     nb, out, _ = notebook_runs("main_job")
     html = _check_offline_html(nb)
-    # libraries once: the first rich output carries plotly.js and the circuitsvis bundle
-    assert html.count("Copyright 2012-20") == 1 and html.count("window.CircuitsVis = CircuitsVis") == 1
+    # every output draws on its own (issue 20: a cell run again must not leave another without its
+    # libraries): an output that draws a plotly figure carries plotly.js once, one that draws a
+    # circuitsvis view carries the bundle once
+    outputs = _outputs(nb, "text/html")
+    for one in outputs:
+        assert one.count("Copyright 2012-20") == ("plotly-graph-div" in one), one[:200]
+        assert one.count("window.CircuitsVis = CircuitsVis") == ('<div id="circuits-vis-' in one), one[:200]
+    assert sum("Copyright 2012-20" in one for one in outputs) >= 2  # several figure outputs, each self-contained
     assert "plotly-graph-div" in html and '<div id="circuits-vis-' in html
     report = MainJobReport.load(out / "results")
     runs, _ = quick_suite

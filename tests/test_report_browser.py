@@ -21,8 +21,10 @@ from browser import chromium_path, visit
 from interp.display import export_notebook_html
 from interp.pipeline import MainJobReport
 
-#: Page weight limit of the six-run demo report (bytes).
-MAX_SIX_RUN_PAGE = 7_000_000
+#: Page weight limit of the six-run demo report (bytes): plotly.js and the circuitsvis bundle are
+#: 6.12 MB of it; the six scrubber sections (issue 26) about 0.35 MB. Raised from 7.0 MB when the
+#: tables gained task, hold, unit and jump-noise columns (six-run demo page measured at 7.09 MB).
+MAX_SIX_RUN_PAGE = 7_150_000
 
 
 def _require_browser() -> None:

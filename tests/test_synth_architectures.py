@@ -158,9 +158,10 @@ def test_attention_requests_on_models_without_attention_are_errors(arch):
 
 @pytest.mark.parametrize("arch", ALL_ARCHS)
 def test_short_training_run_lowers_the_loss(arch):
-    """60 steps on the S=4, s=1 linear map (a bit copy): the transition loss falls well below ln 2."""
+    """150 steps on the S=4, s=1 linear map (a bit copy): the transition loss falls well below ln 2 (at 60 steps
+    gated-deltanet sat at 0.56 nats on AVX2/AVX-512 kernels and 0.45 on the default level: too near the edge)."""
     config = TrainConfig(
-        task="linear-map", S=4, s=1, arch=arch, n_heads=4, d_head=8, steps=60, eval_every=60,
+        task="linear-map", S=4, s=1, arch=arch, n_heads=4, d_head=8, steps=150, eval_every=150,
         tokens_per_step=256, eval_tokens=512, warmup_steps=5, lr=1e-2, seed=0,
     )
     result = train(config, progress=False)
