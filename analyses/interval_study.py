@@ -189,7 +189,7 @@ def update_docs(block: str, figure_page: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/interval_study.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="embedded", nargs="+",
+    parser.add_argument("--suite", default=["embedded"], nargs="+",
                         help="embedded | embedded-quick | embedded/<run> | run folders (several allowed)")
     parser.add_argument("--fresh", action="store_true", help="ignore per-run results saved by an earlier call")
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)), help="pre -> post widths in steps")

@@ -81,7 +81,7 @@ def update_docs(block: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/readiness.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="embedded", nargs="+",
+    parser.add_argument("--suite", default=["embedded"], nargs="+",
                         help="embedded | embedded-quick | embedded/<run> | run folders (several allowed)")
     parser.add_argument("--prompts", type=int, default=256, help="repetition prompts per checkpoint")
     parser.add_argument("--n-boot", type=int, default=1000)

@@ -70,8 +70,9 @@ def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) ->
         f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
         "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
         "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
-        "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. In "
-        "<code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
+        "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. "
+        "<b>jump below 3 s.e.</b>: the jump is below 3 standard errors of the paired per-prompt difference "
+        "(the shares of it divide by noise). In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
         "post_step, monotone, n_evaluations, value_pre, value_post, jump, top_head, top_delta, recovered_top2, "
         "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
     )

@@ -108,45 +108,21 @@ def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 90
     the state is read at ``width`` x ``height`` (and ``probe_js``, a JavaScript function, is
     evaluated into ``probe``), then a full-page screenshot is saved.
     """
-    from playwright.sync_api import sync_playwright
-
-    url = page_path.resolve().as_uri()
-    result = PageVisit(url=url)
-
-    def on_route(route):
-        if route.request.url == url or route.request.url.startswith(("data:", "blob:")):
-            route.continue_()
-        else:
-            result.blocked.append(route.request.url)
-            route.abort()
-
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            profile, executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": width, "height": height}, service_workers="block", offline=True)
+    with open_page(page_path, width, height, timeout_ms) as (page, result):
         try:
-            context.route("**/*", on_route)
-            page = context.new_page()
-            page.on("request", lambda r: result.requests.append(r.url))
-            page.on("console", lambda m: result.console_errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: result.page_errors.append(str(e)))
-            page.goto(url, wait_until="load", timeout=timeout_ms)
-            try:
-                page.wait_for_function(_READY_JS, timeout=timeout_ms)
-                result.ready = True
-            except Exception:  # the state below says what did not draw
-                result.ready = False
-            page.wait_for_timeout(500)  # let late errors surface
-            result.state = page.evaluate(_STATE_JS)
-            if probe_js is not None:
-                result.probe = page.evaluate(probe_js)
-            # A full-page capture resizes the window, and circuitsvis's charts redraw (animated)
-            # on resize: make the window as tall as the page first, let the redraw finish, then shoot.
-            full = min(page.evaluate("document.documentElement.scrollHeight"), 30_000)
-            page.set_viewport_size({"width": width, "height": full})
-            page.wait_for_timeout(1500)
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True, timeout=timeout_ms)  # a 30 000 px page on a busy machine
-        finally:
-            context.close()
+            page.wait_for_function(_READY_JS, timeout=timeout_ms)
+            result.ready = True
+        except Exception:  # the state below says what did not draw
+            result.ready = False
+        page.wait_for_timeout(500)  # let late errors surface
+        result.state = page.evaluate(_STATE_JS)
+        if probe_js is not None:
+            result.probe = page.evaluate(probe_js)
+        # A full-page capture resizes the window, and circuitsvis's charts redraw (animated)
+        # on resize: make the window as tall as the page first, let the redraw finish, then shoot.
+        full = min(page.evaluate("document.documentElement.scrollHeight"), 30_000)
+        page.set_viewport_size({"width": width, "height": full})
+        page.wait_for_timeout(1500)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot), full_page=True, timeout=timeout_ms)  # a 30 000 px page on a busy machine
     return result
