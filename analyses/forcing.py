@@ -43,7 +43,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -51,9 +50,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from interp.io import atomic_to_csv, atomic_write_text  # noqa: E402
+from interp.io import atomic_to_csv, atomic_write_text
 
 NAME = "forcing"
 DOCS = ROOT / "docs" / "results.md"

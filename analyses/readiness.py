@@ -23,16 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from interp.io import atomic_to_csv, atomic_write_text  # noqa: E402
+from interp.io import atomic_to_csv, atomic_write_text
 
 NAME = "readiness"
 DOCS = ROOT / "docs" / "results.md"
