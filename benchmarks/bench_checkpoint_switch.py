@@ -13,8 +13,14 @@ steps in order after one warm-up load (the first boot is not a switch):
 * ``ahead``: swap, plus ``prefetch(next step)`` right after each load and one forward pass of
   ``--eval-tokens`` tokens (standing for the evaluation the read is hidden behind); the hidden
   share is 1 - (seconds ``load`` waited for weights with read-ahead) / (seconds it read without);
-* ``rss``: resident set size over ``--switches`` (default 200) swaps cycling through the steps;
-  growth = (max RSS over switches 2..N - RSS after switch 1) / RSS after switch 1 (goal <= 5 %).
+* ``rss``: resident set size over ``--switches`` (default 200) swaps cycling through the steps,
+  without and with read-ahead (one checkpoint ahead is held beside the bridge, so the read-ahead
+  run's RSS after switch 1 is one checkpoint larger); growth = (max RSS over switches 2..N - RSS
+  after switch 1) / RSS after switch 1 (goal <= 5 %).
+
+With read-ahead the tensors read ahead are converted to the bridge's dtype on the background
+thread and adopted as its parameters (``WeightSwap.apply(adopt=True)``), so the switch itself
+copies nothing but the QKV split.
 
 Weight digests are hashed once before timing (the main job's search computes every step's digest
 for its duplicate check before loading any, so a load finds it known); both paths then run the
@@ -89,7 +95,7 @@ def switch_times(suite: Path, swap: bool, ahead: bool, eval_tokens: int, device:
     return times, read
 
 
-def rss_over_switches(suite: Path, switches: int, device: str = "cpu") -> list[int]:
+def rss_over_switches(suite: Path, switches: int, device: str = "cpu", ahead: bool = False) -> list[int]:
     source = LocalSuiteSource(suite)
     source.swap_weights = True
     steps = source.available_steps()
@@ -97,6 +103,9 @@ def rss_over_switches(suite: Path, switches: int, device: str = "cpu") -> list[i
     rss = []
     for i in range(switches + 1):
         source.load(steps[i % len(steps)], device=device)
+        if ahead:  # measured once the read-ahead is done (while it runs, the file's mapped pages count too)
+            source.prefetch(steps[(i + 1) % len(steps)])
+            source._ahead[1].join()
         if i:
             rss.append(process.memory_info().rss)
     source.close()
@@ -124,19 +133,24 @@ def main() -> None:
             ahead, read_ahead = switch_times(suite, swap=True, ahead=True, eval_tokens=args.eval_tokens, device=args.device)
             rss = rss_over_switches(suite, args.switches, device=args.device)
             growth = (max(rss[1:]) - rss[0]) / rss[0]
+            rss_ahead = rss_over_switches(suite, args.switches, device=args.device, ahead=True)
+            growth_ahead = (max(rss_ahead[1:]) - rss_ahead[0]) / rss_ahead[0]
             mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
             hidden = 1 - read_ahead / read_plain if read_plain > 0 else float("nan")
             print(f"{shape}: boot {mean(boot):.3f} s/switch, swap {mean(swap):.3f} s/switch, "
                   f"swap+read-ahead {mean(ahead):.3f} s/switch ({len(boot)} switches)")
             print(f"{shape}: reading {read_plain:.3f} s without read-ahead, {read_ahead:.3f} s waited with it")
             print(f"{shape}: rss {rss[0] >> 20} MiB after switch 1, max {max(rss[1:]) >> 20} MiB over {args.switches}")
-            results[shape] = (mean(boot) / mean(swap), mean(boot) / mean(ahead), hidden, growth)
+            print(f"{shape}: with read-ahead rss {rss_ahead[0] >> 20} MiB after switch 1, "
+                  f"max {max(rss_ahead[1:]) >> 20} MiB over {args.switches}")
+            results[shape] = (mean(boot) / mean(swap), mean(boot) / mean(ahead), hidden, growth, growth_ahead)
             shutil.rmtree(suite)
-        for shape, (speedup, speedup_ahead, hidden, growth) in results.items():
+        for shape, (speedup, speedup_ahead, hidden, growth, growth_ahead) in results.items():
             print(f"switch_speedup_{shape}: {speedup:.1f}")
             print(f"switch_speedup_read_ahead_{shape}: {speedup_ahead:.1f}")
             print(f"read_hidden_share_{shape}: {hidden:.2f}")
             print(f"rss_growth_over_switches_pct_{shape}: {100 * growth:.1f}")
+            print(f"rss_growth_over_switches_read_ahead_pct_{shape}: {100 * growth_ahead:.1f}")
         print(f"load_avg_after={os.getloadavg()}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -430,7 +430,8 @@ class CheckpointSource(ABC):
                 folder, revision, commit = self._resolve(step)
                 files = self._require_weights(folder, step)
                 if all(p.suffix == ".safetensors" for p in files):
-                    result["tensors"] = weight_swap.read_weights(files)
+                    # read and converted here, off the critical path: the load is then one memcpy
+                    result["tensors"] = weight_swap.read_weights(files, dtype=self.dtype)
                 self.digest(step)  # hashed here too (local files), off the critical path
                 result.update(resolved=(folder, revision, commit), files=files)
             except Exception as error:  # reported by the load that needs it, not here
@@ -594,10 +595,12 @@ class CheckpointSource(ABC):
         safetensors_only = all(p.suffix == ".safetensors" for p in files)
         if (self.swap_weights and self._swap is not None and self._bridge is not None and safetensors_only
                 and self._bridge_key == (device, dtype)):
-            tensors = ahead["tensors"] if ahead is not None and "tensors" in ahead else weight_swap.read_weights(files)
+            read_ahead = ahead is not None and "tensors" in ahead
+            tensors = ahead["tensors"] if read_ahead else weight_swap.read_weights(files)
             self.read_seconds += time.perf_counter() - started
             if self._swap.fits(list(tensors), config_text):
-                self._swap.apply(tensors)
+                # a read-ahead's tensors are ours and already in the bridge's dtype: adopted, not copied
+                self._swap.apply(tensors, adopt=read_ahead and device.type == "cpu")
                 del tensors
                 return LoadedCheckpoint(model=self._bridge, step=step, digest=digest, revision=revision, commit=commit)
             del tensors

@@ -58,13 +58,24 @@ def _file_key_renamer(hf_model) -> "callable":
     return rename
 
 
-def read_weights(files: Sequence[Path]) -> dict[str, torch.Tensor]:
-    """Every tensor of a checkpoint's safetensors files, on the CPU in their stored dtype."""
+def read_weights(files: Sequence[Path], dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint's safetensors files, on the CPU.
+
+    Args:
+        files: the checkpoint's ``*.safetensors`` files.
+        dtype: None keeps the stored dtype and maps the files lazily (pages are read when the
+            tensors are first used); a dtype reads every tensor into memory now, converted to it
+            (what a read-ahead thread does, so that :meth:`WeightSwap.apply` is a plain memory
+            copy on the critical path).
+    """
     from safetensors.torch import load_file
 
     tensors: dict[str, torch.Tensor] = {}
     for path in files:
         tensors.update(load_file(str(path), device="cpu"))
+    if dtype is not None:
+        tensors = {key: (t.to(dtype) if t.dtype != dtype else t.clone()) if t.is_floating_point() else t.clone()
+                   for key, t in tensors.items()}
     return tensors
 
 
@@ -121,18 +132,31 @@ class WeightSwap:
         return config_text == self.config_text and set(file_keys) == set(self.targets)
 
     @torch.no_grad()
-    def apply(self, tensors: Mapping[str, torch.Tensor]) -> None:
+    def apply(self, tensors: Mapping[str, torch.Tensor], adopt: bool = False) -> None:
         """Copy ``tensors`` (file key -> tensor) into the bridge and refresh its QKV split.
+
+        Args:
+            tensors: file key -> tensor, as :func:`read_weights` returns them.
+            adopt: the tensors are owned by the caller, in memory and handed over (a read-ahead
+                made them with ``read_weights(files, dtype=...)``): a tensor already in the
+                parameter's dtype, device and layout becomes that parameter's data
+                (``Parameter.data = tensor``, no copy; the parameter object stays the same, and
+                the old storage is freed) instead of being copied into it.
 
         Raises:
             ValueError: a tensor's shape differs from the parameter it goes into.
         """
         for key, tensor in tensors.items():
-            for target in self.targets[key]:
+            group = self.targets[key]
+            for target in group:
                 if target.shape != tensor.shape:
                     raise ValueError(f"weight {key!r} has shape {tuple(tensor.shape)}, the resident bridge "
                                      f"{tuple(target.shape)}: not the same architecture")
-                target.copy_(tensor)
+                if (adopt and len(group) == 1 and tensor.dtype == target.dtype and tensor.device == target.device
+                        and tensor.is_contiguous() and target.is_contiguous()):
+                    target.data = tensor
+                else:
+                    target.copy_(tensor)
         for module, gathers in zip(self.joint_qkv, self.gathers):
             if gathers is not None:
                 for target, param, index in gathers:  # one gather straight into the resident tensor

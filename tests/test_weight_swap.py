@@ -113,3 +113,33 @@ def test_read_ahead_gives_the_same_weights_and_holds_one_checkpoint(swap_suite):
     with torch.inference_mode():
         torch.testing.assert_close(loaded.model(tokens), fresh[1], atol=0, rtol=0)
     source.close()
+
+
+def test_adopted_read_ahead_equals_a_fresh_boot_over_many_switches(swap_suite):
+    """A read-ahead's tensors become the bridge's parameters (no copy): every value still equals a
+    fresh boot's, step after step and back, and the bridge's parameter objects stay the same."""
+    batch = RepetitionTask(n_prompts=8, length=8, seed=0).build(LocalSuiteSource(swap_suite).tokenizer())
+    tokens = torch.randint(0, 256, (3, 24), generator=torch.Generator().manual_seed(1))
+    fresh = {}
+    for step in STEPS:
+        source = LocalSuiteSource(swap_suite)
+        fresh[step] = _values(source.load(step, device="cpu").model, batch, tokens)
+        source.close()
+    source = LocalSuiteSource(swap_suite)
+    source.swap_weights = True
+    bridge = source.load(0, device="cpu").model
+    parameters = [id(p) for p in bridge.parameters()]
+    order = (2, 1, 3, 0, 3, 2)
+    source.prefetch(order[0])
+    for i, step in enumerate(order):
+        loaded = source.load(step, device="cpu")
+        if i + 1 < len(order):
+            source.prefetch(order[i + 1])
+        assert loaded.model is bridge and [id(p) for p in bridge.parameters()] == parameters
+        values = _values(loaded.model, batch, tokens)
+        for name, expected in fresh[step].items():
+            if isinstance(expected, torch.Tensor):
+                torch.testing.assert_close(values[name], expected, atol=0, rtol=0, msg=f"step {step} {name}")
+            else:
+                assert values[name] == expected, (step, name)
+    source.close()
