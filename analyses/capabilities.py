@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2, help="(accepted for the results registry; the job runs here)")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(accepted for the results registry; unused)")
     args = parser.parse_args(argv)
-    from interp.catalogue import SUITES
+    from interp.sources.catalogue import SUITES
     from interp.task_registry import REGISTRY
 
     if args.suite not in SUITES:
@@ -166,7 +166,7 @@ def markdown(points: pd.DataFrame, overlap: pd.DataFrame, settings: str) -> str:
 
 
 def update_docs(block: str) -> None:
-    from interp.io import atomic_write_text
+    from interp.core.io import atomic_write_text
 
     text = DOCS.read_text()
     if BEGIN not in text or END not in text:
@@ -177,7 +177,7 @@ def update_docs(block: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
-    from interp.io import atomic_to_csv, atomic_write_text
+    from interp.core.io import atomic_to_csv, atomic_write_text
     from interp.pipeline import EMERGENCE_COLUMNS, run_main_job
     from interp.sources import open_sources
     from interp.task_registry import make_task

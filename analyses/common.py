@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from interp.io import atomic_to_csv, write_figure_html
+from interp.core.io import atomic_to_csv, write_figure_html
 from synthetic.sweeps import DEFAULT_RUNNER
 
 RESULTS_ROOT = Path("results/analyses")
@@ -174,7 +174,7 @@ def _through_sweep(configs: Sequence[dict[str, Any]], execution: Execution,
 def write_outputs(table: pd.DataFrame, fig: Any, out_dir: str | os.PathLike, name: str) -> tuple[Path, Path]:
     """Write ``<out_dir>/<name>.csv`` and ``<out_dir>/<name>.html`` (self-contained) atomically,
     and ``provenance.json`` (the command line, package versions, source digests)."""
-    from interp.provenance import make_provenance, write_provenance
+    from interp.core.provenance import make_provenance, write_provenance
 
     out = Path(out_dir)
     csv = atomic_to_csv(table, out / f"{name}.csv")

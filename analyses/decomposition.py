@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from interp.emergence import DEFAULT_HOLD  # noqa: E402
-from interp.io import atomic_to_csv, atomic_write_text  # noqa: E402
+from interp.core.io import atomic_to_csv, atomic_write_text  # noqa: E402
 
 NAME = "decomposition"
 DOCS = ROOT / "docs" / "results.md"
@@ -171,7 +171,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from interp import visualisation as vis
+    from interp.report import page as vis
     from interp.sources import open_sources
 
     start = time.time()

@@ -11,7 +11,7 @@ conditions:
 - ``both``: the two together;
 
 each forced run trained from the same initialisation and data order as the plain one
-(:func:`interp.embedded.train_run` with an :class:`interp.forcing.Forcing`: full ``β`` for
+(:func:`interp.sources.embedded.train_run` with an :class:`interp.forcing.Forcing`: full ``β`` for
 ``--force-steps`` steps, then linearly to 0 over ``--anneal-steps``).  Every checkpoint of every
 run is evaluated *without* the bias (greedy accuracy on ``--prompts`` repetition prompts), the
 point of emergence E is the first checkpoint crossing 0.5 that holds for the next 2
@@ -51,7 +51,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from interp.io import atomic_to_csv, atomic_write_text
+from interp.core.io import atomic_to_csv, atomic_write_text
 
 NAME = "forcing"
 DOCS = ROOT / "docs" / "results.md"
@@ -91,8 +91,8 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
     """Train one forced run into ``final`` (a temporary sibling renamed at the end); a local suite."""
     import torch
 
-    from interp import embedded
-    from interp.checkpoints import make_byte_tokenizer
+    from interp.sources import embedded
+    from interp.sources import make_byte_tokenizer
 
     if (final / "suite.json").exists():
         return final
@@ -118,7 +118,7 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
 
 def evaluate_run(folder: Path, n_prompts: int, threshold: float = 0.5, hold: int = 2) -> tuple[pd.DataFrame, tuple]:
     """``(curve [step, accuracy, p_answer], (pre, post))`` of a run folder, every checkpoint, no bias."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.emergence import full_scan
     from interp.readiness import crossing
     from interp.tasks import RepetitionTask
@@ -284,7 +284,7 @@ def update_docs(block: str, answer_text: str | None = None) -> None:
 
 def suite_config(name: str, steps: int | None, checkpoint_every: int | None):
     """The suite's config, with ``--steps`` / ``--checkpoint-every`` overrides (CI scale)."""
-    from interp.catalogue import SUITES
+    from interp.sources.catalogue import SUITES
 
     if name not in SUITES:
         raise ValueError(f"--suite {name!r} is unknown; valid: {', '.join(SUITES)}")
@@ -321,9 +321,9 @@ def main(argv=None) -> None:
 
     from concurrent.futures import ProcessPoolExecutor
 
-    from interp import embedded
-    from interp import visualisation as vis
-    from interp.catalogue import run_name
+    from interp.sources import embedded
+    from interp.report import page as vis
+    from interp.sources.catalogue import run_name
 
     start = time.time()
     plain = dict(zip(cfg.run_names(), embedded.ensure_suite(cfg, progress=False)))
@@ -335,7 +335,7 @@ def main(argv=None) -> None:
     # longest first, so that the pool stays busy to the end
     missing.sort(key=lambda j: -(cfg.steps_for(j[0]) * j[0].n_layers * j[0].d_model ** 2))
     if missing:
-        from interp.kernel_pins import pinned_context  # forced runs train with the suite's kernel pins
+        from interp.core.kernel_pins import pinned_context  # forced runs train with the suite's kernel pins
 
         with ProcessPoolExecutor(min(args.jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
             for future in [pool.submit(train_forced, size, seed, cfg, forcing, folder)

@@ -37,7 +37,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from interp.io import atomic_to_csv, atomic_write_text  # noqa: E402
+from interp.core.io import atomic_to_csv, atomic_write_text  # noqa: E402
 
 NAME = "interval_study"
 DOCS = ROOT / "docs" / "results.md"
@@ -51,7 +51,7 @@ SHOWN = [("top-1 patterns", "pattern", "top-1"), ("top-2 patterns", "pattern", "
 
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
     from interp.pipeline import model_and_seed
@@ -200,7 +200,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
-    from interp import visualisation as vis
+    from interp.report import page as vis
     from interp.sources import open_sources
 
     widths = [int(w) for w in args.widths.split(",")]

@@ -38,7 +38,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2, help="(accepted for the results registry; the job runs here)")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(accepted for the results registry; unused)")
     args = parser.parse_args(argv)
-    from interp.catalogue import SUITES
+    from interp.sources.catalogue import SUITES
 
     if args.suite not in SUITES:
         parser.error(f"--suite {args.suite!r}: choose one of {', '.join(SUITES)}")
@@ -88,9 +88,9 @@ def patch_all_heads_by_hand(pre_model, post_model, batch) -> float:
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
-    from interp.catalogue import SUITES
+    from interp.sources.catalogue import SUITES
     from interp.emergence import StepEvaluator
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
     from interp.pipeline import run_main_job
     from interp.sources import open_sources
     from interp.tasks import RepetitionTask

@@ -30,7 +30,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from interp.io import atomic_to_csv, atomic_write_text
+from interp.core.io import atomic_to_csv, atomic_write_text
 
 NAME = "readiness"
 DOCS = ROOT / "docs" / "results.md"

@@ -122,7 +122,7 @@ def run_results(out: Path, names: Optional[List[str]] = None, jobs: int = 2, for
     Raises:
         ValueError: an unknown name, ``jobs < 1`` or ``out`` an existing file (before any work).
     """
-    from interp.io import atomic_write_text, check_out_dir
+    from interp.core.io import atomic_write_text, check_out_dir
 
     chosen = select(names, registry, paper_scale=paper_scale)
     if device is not None and device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):

@@ -2,7 +2,7 @@
 
 Trains the quick suite's first run (``neox-2l-64d-seed1``) for ``--steps`` steps (300 by default)
 once per setting, each from a fresh Python process whose environment is the setting: ``pinned``
-rows train the way the suite does (a worker spawned with :data:`interp.kernel_pins.PINS`, so the
+rows train the way the suite does (a worker spawned with :data:`interp.core.kernel_pins.PINS`, so the
 caller's variables must not matter), ``unpinned`` rows with ``EMERGENCE_LENS_UNPINNED=1`` (the
 caller's ``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``, ``ONEDNN_MAX_CPU_ISA`` and thread count decide).
 Compares the weights at the last step with those of the first row and records the training
@@ -45,7 +45,7 @@ _CHILD = """
 import json, sys
 from pathlib import Path
 from analyses.trainer_determinism import train_and_report
-from interp import kernel_pins
+from interp.core import kernel_pins
 out, threads, steps, pinned = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 if pinned:
     report = kernel_pins.run_pinned(train_and_report, out, steps, threads=threads)
@@ -64,7 +64,8 @@ def train_and_report(out: Path, steps: int) -> dict:
 
     import torch
 
-    from interp import embedded, kernel_pins
+    from interp.sources import embedded
+    from interp.core import kernel_pins
 
     started = time.perf_counter()
     embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=steps, save_steps=[steps])
@@ -75,7 +76,7 @@ def train_and_report(out: Path, steps: int) -> dict:
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     from safetensors.torch import load_file
 
-    from interp import kernel_pins
+    from interp.core import kernel_pins
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                          "steps_per_s": round(args.steps / report["seconds"], 2)})
             print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
 
     atomic_to_csv(table, args.out / "trainer_determinism.csv")
     print(table.to_string(index=False))

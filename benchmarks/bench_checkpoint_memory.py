@@ -28,17 +28,17 @@ from pathlib import Path
 import psutil
 import torch
 
-from interp import checkpoints
-from interp.checkpoints import LocalSuiteSource, make_byte_tokenizer
+from interp import sources as checkpoints
+from interp.sources import LocalSuiteSource, make_byte_tokenizer
 
 
 def write_suite(root: Path, n_checkpoints: int, distinct: int, d_vocab: int, d_model: int, n_layers: int,
                 n_heads: int) -> None:
-    """A local suite (layout in interp/checkpoints.py): ``distinct`` random checkpoints, the other
+    """A local suite (layout in interp/sources/__init__.py): ``distinct`` random checkpoints, the other
     step folders hard-linking their files (step k links step k % distinct)."""
     from transformers import GPTNeoXForCausalLM
 
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
 
     config = neox_config(d_model, n_layers, n_heads, d_vocab, 2048)
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
 """Switching checkpoints: a new TransformerBridge per checkpoint vs weights copied into the resident
-bridge (interp.weight_swap), the share of reading time hidden by reading ahead, and resident
+bridge (interp.sources.weight_swap), the share of reading time hidden by reading ahead, and resident
 memory over many switches (issue 24, items 2 and 3).
 
 Builds, in a temporary folder, a local suite of ``--steps`` (default 10) random GPT-NeoX
@@ -43,7 +43,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from interp.checkpoints import LocalSuiteSource, make_byte_tokenizer
+from interp.sources import LocalSuiteSource, make_byte_tokenizer
 
 SHAPES = {"70m": (512, 6, 8), "160m": (768, 12, 12), "14m": (128, 6, 4), "tiny": (64, 2, 4)}
 
@@ -52,7 +52,7 @@ def write_suite(root: Path, shape: str, steps: int, d_vocab: int) -> Path:
     """``root/<shape>``: ``steps`` distinct random float16 checkpoints of that shape."""
     from transformers import GPTNeoXForCausalLM
 
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
 
     d_model, n_layers, n_heads = SHAPES[shape]
     suite = root / shape

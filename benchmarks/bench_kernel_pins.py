@@ -20,7 +20,7 @@ from pathlib import Path
 
 _CHILD = """
 import json, sys
-from interp import kernel_pins
+from interp.core import kernel_pins
 from benchmarks.bench_kernel_pins import steps_per_second
 size, steps, pinned = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 if pinned:
@@ -39,7 +39,7 @@ def steps_per_second(size_name: str, steps: int) -> dict:
 
     import torch
 
-    from interp import embedded
+    from interp.sources import embedded
 
     size = {s.name: s for s in (embedded.SMALL, embedded.BASE)}[size_name]
     embedded.train_run(size, 1, embedded.QUICK, None, stop_step=5)
@@ -49,7 +49,8 @@ def steps_per_second(size_name: str, steps: int) -> dict:
 
 
 def main() -> None:
-    from interp import embedded, kernel_pins
+    from interp.sources import embedded
+    from interp.core import kernel_pins
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)

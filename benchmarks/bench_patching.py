@@ -58,7 +58,7 @@ def _byte_tokenizer_dir(path):
     """The project's byte tokenizer, saved into ``path`` and reloaded (a bridge boots from a folder)."""
     from transformers import AutoTokenizer
 
-    from interp.checkpoints import make_byte_tokenizer
+    from interp.sources import make_byte_tokenizer
 
     make_byte_tokenizer().save_pretrained(path)
     return AutoTokenizer.from_pretrained(path)
@@ -69,7 +69,7 @@ def random_neox_bridge(shape: str, seed: int, path: str):
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import GPTNeoXForCausalLM
 
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
 
     n_layers, n_heads, d_model = SHAPES[shape]
     # initializer_range sharper than the 0.02 default: delta_p well above float noise

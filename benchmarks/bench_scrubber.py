@@ -1,7 +1,7 @@
 """Frame time of the scrubber's head grid against a plotly heatmap grid, in one Chromium run.
 
 Both pages show the same grid: 2 layers x 4 heads of 19 x 19 causal attention patterns (the
-embedded quick suite's shape). The scrubber page (interp.scrubber) draws each head on its own
+embedded quick suite's shape). The scrubber page (interp.report.scrubber) draws each head on its own
 canvas; the reference is one plotly figure of 8 heatmap subplots updated by ``Plotly.restyle``
 (what plotly frames and sliders would do per frame). A frame is timed in the page with
 ``performance.now()`` from the update until the next animation frame. Needs headless Chromium
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def scrubber_page(folder: Path, steps: int) -> Path:
-    from interp.scrubber import ScrubData, Scrubber, quantise_patterns
+    from interp.report.scrubber import ScrubData, Scrubber, quantise_patterns
 
     n = 19
     logits = torch.randn(2, steps, 2, 4, n, n, generator=torch.Generator().manual_seed(0)) * 2
@@ -43,7 +43,7 @@ def plotly_page(folder: Path) -> Path:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from interp.visualisation import figures_page
+    from interp.report.page import figures_page
 
     fig = make_subplots(rows=2, cols=4)
     rng = np.random.default_rng(0)

@@ -6,7 +6,7 @@ Measured in one run, one torch thread (as each training process uses):
    per step against the time the matmuls take (the machine's achieved rate), so it is clear
    whether a step is compute-bound or overhead-bound.
 2. Per-step time of the old loop (``LambdaLR``, one sequential data generator, no optimizer state
-   in the checkpoints) and of the current one (:func:`interp.embedded.train_run`: batch derived
+   in the checkpoints) and of the current one (:func:`interp.sources.embedded.train_run`: batch derived
    from the step, learning rate from the step), ``--steps`` steps each, interleaved so that load
    from other processes hits both alike; and the time to save one checkpoint (old: weights only;
    now: weights + optimizer state).
@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from interp import embedded
-from interp.checkpoints import quiet_hf_progress
+from interp.sources import embedded
+from interp.sources import quiet_hf_progress
 
 
 def old_loop(size, cfg, steps: int, corpus) -> float:
@@ -59,7 +59,7 @@ def old_loop(size, cfg, steps: int, corpus) -> float:
 
 
 def new_loop(size, cfg, steps: int) -> float:
-    """Seconds per step of :func:`interp.embedded.train_run` (no checkpoints saved)."""
+    """Seconds per step of :func:`interp.sources.embedded.train_run` (no checkpoints saved)."""
     embedded.train_run(size, 0, cfg, None, stop_step=3, save_steps=[])  # warm-up
     start = time.perf_counter()
     embedded.train_run(size, 0, cfg, None, stop_step=steps, save_steps=[])
@@ -166,7 +166,7 @@ def main() -> None:
           f"{old / 60:.1f} min; current FULL {steps}: {new / 60:.1f} min")
     finish = worker_finish(cfg, new_step, new_save)
     print(f"one core idle for the last {finish[-1] - finish[0]:.0f} s of the current suite's training: "
-          f"`emergence demo` analyses the runs trained by then on it (interp.embedded.iter_suite)")
+          f"`emergence demo` analyses the runs trained by then on it (interp.sources.embedded.iter_suite)")
     print(f"suite_training_speedup: {old / new:.2f}")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from interp import embedded
+from interp.sources import embedded
 from interp.emergence import held_crossing
 from interp.zoom import DenseEvaluator, dense_point, run_settings
 
@@ -58,7 +58,7 @@ def main() -> None:
                 shutil.copytree(copy / f"step{s}", ref / f"step{s}")
         shutil.copy(copy / "suite.json", ref / "suite.json")
         shutil.copytree(copy / "tokenizer", ref / "tokenizer")
-        from interp.checkpoints import LocalSuiteSource
+        from interp.sources import LocalSuiteSource
         from interp.tasks import RepetitionTask
 
         batch = RepetitionTask(n_prompts=args.prompts).build(LocalSuiteSource(ref).tokenizer())

@@ -28,17 +28,17 @@ from typing import Any
 #: public name -> module that defines it (the one place to update when a module moves)
 EXPORTS: dict[str, str] = {
     # checkpoint sources
-    "open_source": "interp.checkpoints", "open_sources": "interp.sources", "CheckpointSource": "interp.checkpoints",
-    "LocalSuiteSource": "interp.checkpoints", "HubSource": "interp.checkpoints",
-    "cached_suite_runs": "interp.embedded", "ensure_suite": "interp.embedded",
+    "open_source": "interp.sources", "open_sources": "interp.sources", "CheckpointSource": "interp.sources",
+    "LocalSuiteSource": "interp.sources", "HubSource": "interp.sources",
+    "cached_suite_runs": "interp.sources.embedded", "ensure_suite": "interp.sources.embedded",
     # tasks
     "tasks": "interp", "TASKS": "interp.task_registry", "make_task": "interp.task_registry", "RepetitionTask": "interp.tasks",
     "TokenRepetitionTask": "interp.tasks", "TaskBatch": "interp.tasks", "CapabilityScore": "interp.tasks",
     "evaluate": "interp.tasks", "PatternCompletionTask": "interp.task_library", "IOITask": "interp.task_library",
     "TaskFile": "interp.task_library", "parse_tasks": "interp.task_registry", "task_table": "interp.task_registry",
     # metrics
-    "METRICS": "interp.metrics", "MetricSpec": "interp.metrics", "register_metric": "interp.metrics",
-    "get_metric": "interp.metrics", "metrics": "interp",
+    "METRICS": "interp.core.metrics", "MetricSpec": "interp.core.metrics", "register_metric": "interp.core.metrics",
+    "get_metric": "interp.core.metrics", "metrics": "interp",
     # point of emergence
     "find_emergence": "interp.emergence", "full_scan": "interp.emergence", "EmergencePoint": "interp.emergence",
     "StepEvaluator": "interp.emergence", "scan_emergence": "interp.emergence",
@@ -55,8 +55,8 @@ EXPORTS: dict[str, str] = {
     "run_main_job": "interp.pipeline", "analyse_run": "interp.pipeline", "MainJobReport": "interp.pipeline",
     "RunAnalysis": "interp.pipeline",
     # display
-    "show_attention": "interp.display", "init_notebook": "interp.display",
-    "export_notebook_html": "interp.display", "run_capability_figure": "interp.visualisation",
+    "show_attention": "interp.report.display", "init_notebook": "interp.report.display",
+    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.page",
 }
 
 __all__ = sorted(EXPORTS)

@@ -36,9 +36,9 @@ DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, el
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
 def _metric_option():
-    """``--metric``: choices and help from the metric registry (:mod:`interp.metrics`, no torch import);
+    """``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch import);
     default None: the task's own metric."""
-    from interp.metrics import metric_help
+    from interp.core.metrics import metric_help
 
     return typer.Option(None, "--metric", help=metric_help() + " Default: the task's own (`emergence list-tasks`).")
 
@@ -51,8 +51,8 @@ def _check_common(device: str, task: Optional[str], n_prompts: int, length: int,
                   method: str = "fast", task_files: Optional[List[Path]] = None):
     """Device, method, tasks (names and files; files read and checked for form) and output
     folder; returns (device, list of task objects)."""
-    from interp.devices import choose_device, check_device
-    from interp.io import check_out_dir
+    from interp.core.devices import choose_device, check_device
+    from interp.core.io import check_out_dir
 
     check_device(device)  # form first: no torch import for a typo
     if method not in METHODS:
@@ -82,7 +82,7 @@ def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
     """Build every task with each source's tokenizer before any checkpoint loads (a task file's
     answers must be one token; IOI needs single-token names). Embedded names use the byte
     tokenizer (nothing is trained here); other sources load their tokenizer files only."""
-    from interp.catalogue import is_embedded_name
+    from interp.sources.catalogue import is_embedded_name
 
     seen = set()
     for name in names:
@@ -90,12 +90,12 @@ def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
             key = "embedded"
             if key in seen:
                 continue
-            from interp.checkpoints import make_byte_tokenizer
+            from interp.sources.common import make_byte_tokenizer
 
             tokenizer = make_byte_tokenizer()
             tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
         else:
-            from interp.checkpoints import open_source
+            from interp.sources.door import open_source
 
             key = name
             src = open_source(name)
@@ -118,7 +118,7 @@ def _metric_for(metric: Optional[str], task) -> str:
 def _metric(metric: Optional[str]) -> Optional[str]:
     """The metric name (None: each task's default), checked before any work (one-line error
     naming the valid ones, from the registry)."""
-    from interp.metrics import patching_metric_names
+    from interp.core.metrics import patching_metric_names
 
     if metric is not None and metric not in patching_metric_names():
         raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())} (--metric)")
@@ -126,7 +126,7 @@ def _metric(metric: Optional[str]) -> Optional[str]:
 
 
 def _check_sources(names: List[str]) -> None:
-    from interp.sources import check_source_name
+    from interp.sources.door import check_source_name
 
     for name in names:
         check_source_name(name)
@@ -148,7 +148,7 @@ def _parse_steps(text: str) -> list[int]:
 def _check_steps_available(src, steps: List[int]) -> None:
     """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
     weight files are whole (the error names the corrupt file)."""
-    from interp.checkpoints import CheckpointError, nearest_steps
+    from interp.sources.common import CheckpointError, nearest_steps
 
     available = sorted(src.available_steps())
     for step in steps:
@@ -168,7 +168,7 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
     if src.digest(pre) == src.digest(post):
         raise ValueError(f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
                          f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ")
-    from interp.checkpoints import CheckpointError
+    from interp.sources.common import CheckpointError
 
     try:
         groups = src.duplicate_groups()
@@ -185,12 +185,12 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
 def _check_embedded_steps(name: str, steps: List[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained: the
     schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
-    from interp.catalogue import is_embedded_name, resolve_embedded
-    from interp.checkpoints import CheckpointError, nearest_steps
+    from interp.sources.catalogue import is_embedded_name, resolve_embedded
+    from interp.sources.common import CheckpointError, nearest_steps
 
     if not is_embedded_name(name):
         return
-    from interp.sources import zoomed_steps
+    from interp.sources.door import zoomed_steps
 
     for cfg, run in resolve_embedded(name):
         size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
@@ -204,7 +204,7 @@ def _check_embedded_steps(name: str, steps: List[int]) -> None:
 def _check_embedded_heads(name: str, heads) -> None:
     """For an embedded name, heads (``[(layer, head), ...]``) are checked against the suite's sizes
     before it is trained."""
-    from interp.catalogue import is_embedded_name, resolve_embedded
+    from interp.sources.catalogue import is_embedded_name, resolve_embedded
 
     if not is_embedded_name(name) or isinstance(heads, str):
         return
@@ -218,7 +218,7 @@ def _check_embedded_heads(name: str, heads) -> None:
 
 def _check_resumable(name: str, what: str) -> None:
     """``name`` is a run trained here (embedded or a folder): a hub id carries no optimizer state."""
-    from interp.catalogue import is_embedded_name
+    from interp.sources.catalogue import is_embedded_name
 
     if not is_embedded_name(name) and not Path(name).expanduser().is_dir():
         raise ValueError(f"{name}: hub checkpoints carry no optimizer state; {what} needs a run trained by "
@@ -228,7 +228,7 @@ def _check_resumable(name: str, what: str) -> None:
 def _open(names: List[str], include_zoom: bool = False) -> list:
     """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
     take explicit steps; searches read the base schedule)."""
-    from interp.sources import open_sources
+    from interp.sources.door import open_sources
 
     return open_sources(names, include_zoom=include_zoom)
 
@@ -237,7 +237,7 @@ def _open_step_pair(source: str, pre: int, post: int, command: str):
     """Open the one run ``command`` works on and check ``pre`` / ``post`` there: the embedded
     suite's steps before training it, the source's own steps after opening it, and steps with
     identical weights (:func:`_echo_duplicate_hazards`)."""
-    from interp.sources import check_one_run
+    from interp.sources.door import check_one_run
 
     check_one_run(source, command)
     _check_embedded_steps(source, [pre, post])
@@ -277,7 +277,7 @@ class _warnings_as_lines:
 
 def _open_as_ready(names: List[str]):
     """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
-    from interp.sources import ReadySources
+    from interp.sources.door import ReadySources
 
     return ReadySources(names)
 
@@ -352,14 +352,14 @@ def _print_summary(report, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from interp.catalogue import run_label
+    from interp.sources.catalogue import run_label
 
     def fmt(value, spec=".3f"):
         if value is None or value != value:
             return "—"
         return format(value, spec) if isinstance(value, float) else str(value)
 
-    from interp.metrics import metric_spec
+    from interp.core.metrics import metric_spec
 
     metrics = report.metrics() or ["p"]
     label = metric_spec(metrics[0]).label if len(metrics) == 1 else "metric"
@@ -403,9 +403,9 @@ def curve(
     _check_tasks_on_sources([source], tasks)
     import pandas as pd
 
-    from interp.catalogue import run_label
+    from interp.sources.catalogue import run_label
     from interp.emergence import StepEvaluator
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
     from interp.pipeline import EMERGENCE_COLUMNS, _labelled, model_and_seed
 
     frames = []
@@ -421,7 +421,7 @@ def curve(
             frames.append(_labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name,
                                     prepend_bos=batch.prepend_bos))
         if wanted is None:  # the digests are known already; explicit steps need not read every step's
-            from interp.checkpoints import checkpoint_table, hazard_lines
+            from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
 
             for line in hazard_lines(checkpoint_table(src), run_label(model, seed)):
                 typer.echo(f"hazard: {line}", err=True)
@@ -458,10 +458,10 @@ def bisect(
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
 
-    from interp.catalogue import run_label
-    from interp.checkpoints import checkpoint_table, hazard_lines
+    from interp.sources.catalogue import run_label
+    from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
     from interp.emergence import find_emergence
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
     from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, _labelled, model_and_seed
 
     _check_tasks_on_sources(source, tasks)
@@ -494,7 +494,7 @@ def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts
     """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
     import pandas as pd
 
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
     from interp.zoom import dense_point
 
     rows, curves = [], []
@@ -535,7 +535,7 @@ def rank_heads(
     metric = _metric_for(_metric(metric), task_obj)
     _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "rank-heads")
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
     from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
     from interp.ranking import rank_heads_between
 
@@ -572,7 +572,7 @@ def decompose(
     metric = _metric_for(_metric(metric), task_obj)
     _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "decompose")
-    from interp.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv
     from interp.ranking import decompose_between
 
     batch = task_obj.build(src.tokenizer())
@@ -604,7 +604,7 @@ def zoom(
     if every is not None and every >= post - pre:
         raise ValueError(f"--every {every} leaves no step strictly between --pre {pre} and --post {post}; "
                          f"use --every below {post - pre}")
-    from interp.sources import check_one_run
+    from interp.sources.door import check_one_run
 
     check_one_run(source, "zoom")
     _check_resumable(source, "zoom")
@@ -657,7 +657,7 @@ def readiness_command(
         _check_embedded_heads(name, chosen)
     import pandas as pd
 
-    from interp.io import atomic_to_csv, atomic_write_text
+    from interp.core.io import atomic_to_csv, atomic_write_text
     from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
 
     results = []
@@ -678,7 +678,7 @@ def readiness_command(
 
 def _check_page_path(out: Path) -> Path:
     """An ``--out`` page path: ends with .html, is not a folder, and no file lies on its way."""
-    from interp.io import check_out_dir
+    from interp.core.io import check_out_dir
 
     out = Path(out).expanduser()
     if out.suffix.lower() not in (".html", ".htm"):
@@ -723,7 +723,7 @@ def scrub(
     """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
     slider (arrow keys, play), the change since the previous step, and the capability curve,
     head scores and Δp beside it."""
-    from interp.sources import check_one_run
+    from interp.sources.door import check_one_run
 
     check_one_run(source, "scrub")
     out = _check_page_path(out)
@@ -744,7 +744,7 @@ def scrub(
         if len(mine) == 0 and ranking[["model", "seed"]].drop_duplicates().shape[0] > 1:
             raise ValueError(f"--heads {str(heads)!r} has no rows for {model} seed {seed}")
         ranking = mine if len(mine) else ranking
-    from interp.scrubber import scrubber
+    from interp.report.scrubber import scrubber
 
     page = scrubber(src, task=task_obj, steps=wanted, n_prompts=prompts, device=device, scores=scores,
                     ranking=ranking, threshold=threshold)
@@ -759,7 +759,7 @@ def scrub(
 @app.command("train-suite")
 def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized suite.")):
     """Train (or find in the cache) the embedded default suite and print its run folders."""
-    from interp import embedded
+    from interp.sources import embedded
 
     for path in embedded.ensure_suite(embedded.QUICK if quick else embedded.FULL):
         typer.echo(str(path))
@@ -769,8 +769,8 @@ def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized 
 def list_models():
     """Print the known model families (id patterns, revision names), then every source name
     accepted above: Pythia / PolyPythia hub ids and embedded names."""
-    from interp.catalogue import embedded_source_names, pythia_model_ids
-    from interp.families import FAMILIES
+    from interp.sources.catalogue import embedded_source_names, pythia_model_ids
+    from interp.sources.families import FAMILIES
 
     for family in FAMILIES:
         typer.echo(f"# {family.name}: ids {family.id_pattern}  revisions {family.revision_format}  "

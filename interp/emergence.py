@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
-from interp.objects import results_equal, short_repr
+from interp.core.objects import results_equal, short_repr
 
 #: Checkpoints after post that must stay at or above the threshold (the rule's default).
 DEFAULT_HOLD = 2
@@ -105,19 +105,19 @@ class EmergencePoint:
         }
 
     def _html(self, assets) -> str:
-        from interp.display import point_html
+        from interp.report.display import point_html
 
         return point_html(self, assets)
 
     def _repr_html_(self) -> str:
         """Jupyter display: a table and the evaluated checkpoints as a figure (offline, self-contained)."""
-        from interp.display import Assets
+        from interp.report.display import Assets
 
         return self._html(Assets())
 
     def save_html(self, path):
-        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
-        from interp.display import save_html
+        """Write the display as a self-contained page (atomic; :func:`interp.report.display.save_html`)."""
+        from interp.report.display import save_html
 
         return save_html(self, path, title=f"point of emergence: {self.model_id}")
 
@@ -138,7 +138,7 @@ class StepEvaluator:
 
     def __call__(self, step: int, then: int | None = None) -> CapabilityScore:
         """The score of ``step``; ``then``: the step asked for next, read ahead while this one is
-        evaluated (:meth:`interp.checkpoints.CheckpointSource.prefetch`, when the source swaps weights)."""
+        evaluated (:meth:`interp.sources.CheckpointSource.prefetch`, when the source swaps weights)."""
         if step not in self.scores:
             checkpoint = self.source.load(step, device=self.device)
             if then is not None and then not in self.scores and hasattr(self.source, "prefetch"):
@@ -397,10 +397,10 @@ def find_emergence(
     Steps whose weights duplicate an earlier step's (same digest) are excluded first (they would
     create a fake flat stretch; e.g. pythia-2.8b serves its final weights on 86 of 154 branches),
     and so are steps sharing a shard with another step and steps with a corrupt weight file
-    (:meth:`interp.checkpoints.CheckpointSource.searchable_steps`; ``checkpoints.csv`` reports them).
+    (:meth:`interp.sources.CheckpointSource.searchable_steps`; ``checkpoints.csv`` reports them).
 
     Args:
-        source: an :class:`interp.checkpoints.CheckpointSource`.
+        source: an :class:`interp.sources.CheckpointSource`.
         batch: the task prompts, tokenised once for this source's tokenizer.
         threshold: greedy-accuracy threshold (fraction).
         device: where checkpoints are loaded.

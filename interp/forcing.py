@@ -2,7 +2,7 @@
 
 Baherwani et al. 2026 add the true attention pattern to the attention logits of a synthetic task
 and the loss plateau disappears (``synthetic.interventions.AttentionBias``).  Here the same idea
-runs in the embedded trainer (:func:`interp.embedded.train_run` ``forcing=``): for the chosen
+runs in the embedded trainer (:func:`interp.sources.embedded.train_run` ``forcing=``): for the chosen
 heads, ``β(t) · log(ideal + ε)`` is added to the attention scores before the softmax, ``ideal``
 the head's ideal pattern on the training batch's tokens (:mod:`interp.patching.ideal`;
 ``[batch, query_pos, key_pos]``, computed per step from that step's tokens).  Where the ideal

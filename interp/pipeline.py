@@ -24,11 +24,11 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
-from interp.objects import alias_property, results_equal, short_repr
-from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
+from interp.core.objects import alias_property, results_equal, short_repr
+from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.tasks import CapabilityTask, RepetitionTask
-from interp import visualisation as vis
-from interp.catalogue import model_and_seed, run_label  # noqa: F401  (model_and_seed: kept import path)
+from interp.report import page as vis
+from interp.sources.catalogue import model_and_seed, run_label  # noqa: F401  (model_and_seed: kept import path)
 
 #: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
 #: prompts began with a BOS token). Every per-task table starts with them.
@@ -49,9 +49,9 @@ OLD_COLUMNS = {"delta_p": "delta", "delta_p_attribution": "delta_attribution", "
 
 def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
     """What the summary table's columns mean, by the headers the page shows
-    (:data:`interp.visualisation.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
-    in, and the metrics of its rows named from the registry (:mod:`interp.metrics`)."""
-    from interp.metrics import metric_spec
+    (:data:`interp.report.page.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
+    in, and the metrics of its rows named from the registry (:mod:`interp.core.metrics`)."""
+    from interp.core.metrics import metric_spec
 
     names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
     described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
@@ -100,7 +100,7 @@ class RunAnalysis:
 
     def _html(self, assets) -> str:
         """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
-        from interp.display import style_tag
+        from interp.report.display import style_tag
 
         ctx = vis.ReportContext(assets=assets, threshold=self.point.threshold, delta_p_bound=vis.delta_p_bound([self]))
         summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
@@ -108,13 +108,13 @@ class RunAnalysis:
 
     def _repr_html_(self) -> str:
         """Jupyter display (self-contained: carries the libraries it draws with)."""
-        from interp.display import Assets
+        from interp.report.display import Assets
 
         return self._html(Assets())
 
     def save_html(self, path: str | Path) -> Path:
         """Write this run's part of the report as a self-contained page (atomic; opens offline)."""
-        from interp.display import save_html
+        from interp.report.display import save_html
 
         return save_html(self, path, title=f"emergence-lens: {run_label(self.model, self.seed)}")
 
@@ -132,7 +132,7 @@ class RunAnalysis:
     example_patterns: Tensor | None = None
     example_names: list[str] = field(default_factory=list)
     rank_correlation_prescreen: float | None = None
-    checkpoints: pd.DataFrame | None = None  # interp.checkpoints.checkpoint_table: one row per step
+    checkpoints: pd.DataFrame | None = None  # interp.sources.checkpoint_table: one row per step
     training_loss: pd.DataFrame | None = None  # step, loss (nats): runs our trainer wrote (loss.csv)
     prescreen_top2_found: bool | None = None
     metric: str = "p"
@@ -146,7 +146,7 @@ class RunAnalysis:
     p_post = alias_property("value_post", "Alias of ``value_post`` (metric units).")
     delta_p = alias_property("delta", "Alias of ``delta`` (metric units).")
 
-    # the scrubber (interp.scrubber): each head's pattern on the task's first prompts at every
+    # the scrubber (interp.report.scrubber): each head's pattern on the task's first prompts at every
     # step the run evaluated, UInt8[Tensor, "prompt step layer head query_pos key_pos"] = round(255 p)
     scrub_steps: list[int] = field(default_factory=list)
     scrub_tokens: list[list[str]] = field(default_factory=list)
@@ -170,11 +170,11 @@ def _run_labelled(df: pd.DataFrame, run: "RunAnalysis", columns: Sequence[str]) 
 
 def _training_loss(source) -> pd.DataFrame | None:
     """The per-step training loss of a run that our trainer wrote (``loss.csv`` beside its
-    checkpoints, :func:`interp.embedded.loss_curve`); None for hub and foreign suites."""
+    checkpoints, :func:`interp.sources.embedded.loss_curve`); None for hub and foreign suites."""
     root = getattr(source, "root", None)
     if root is None or not (Path(root) / "loss.csv").is_file():
         return None
-    from interp.embedded import loss_curve
+    from interp.sources.embedded import loss_curve
 
     return loss_curve(root)
 
@@ -204,11 +204,11 @@ def analyse_run(
         scores: also score every head at the checkpoints around the point (``head_scores.csv``,
             :mod:`interp.scores`).
         scrub: also keep every head's pattern on the task's first prompts at each step the run
-            evaluates (the report's scrubber, :mod:`interp.scrubber`; no extra checkpoint load).
+            evaluates (the report's scrubber, :mod:`interp.report.scrubber`; no extra checkpoint load).
         dtype: ``float32`` (default), ``bfloat16`` or ``float16`` for the models; with the low
             precisions the attention softmax and the metric are computed in float32
-            (:func:`interp.checkpoints.upcast_softmax`).
-        swap_weights: switch checkpoints inside one resident bridge (:mod:`interp.weight_swap`)
+            (:func:`interp.sources.upcast_softmax`).
+        swap_weights: switch checkpoints inside one resident bridge (:mod:`interp.sources.weight_swap`)
             and read the next checkpoint ahead on a background thread; every value equals a
             fresh boot's (tests/test_weight_swap.py).
 
@@ -216,7 +216,7 @@ def analyse_run(
         ValueError: an unknown ``dtype`` (the valid ones named).
     """
     from interp.ranking import rank_heads_between
-    from interp.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
+    from interp.report.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
 
     from interp.task_registry import default_metric
 
@@ -237,7 +237,7 @@ def analyse_run(
     curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
     analysis = RunAnalysis(model=model, seed=seed, model_id=source.model_id, point=point,
                            curve=curve[["step", "accuracy", "p_answer"]], task=task.name, prepend_bos=batch.prepend_bos)
-    from interp.checkpoints import checkpoint_table
+    from interp.sources.checkpoint_integrity import checkpoint_table
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     analysis.training_loss = _training_loss(source)
@@ -350,7 +350,7 @@ class MainJobReport:
     def hazards(self) -> list[str]:
         """One line per checkpoint hazard of each run (duplicates excluded, missing steps, a
         listing from the cache); empty when every run is clean."""
-        from interp.checkpoints import hazard_lines
+        from interp.sources.checkpoint_integrity import hazard_lines
 
         return [line for r in self._one_per_run() if r.checkpoints is not None
                 for line in hazard_lines(r.checkpoints, run_label(r.model, r.seed))]
@@ -419,7 +419,7 @@ class MainJobReport:
     def heatmaps(self) -> list:
         """Plotly heatmaps of the per-head delta (layer × head, metric units), one per emerged run,
         on one shared colour scale; titles and colour bars name the run's metric."""
-        from interp.metrics import metric_spec
+        from interp.core.metrics import metric_spec
 
         tensors = [r.delta for r in self.runs if r.delta is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
@@ -431,7 +431,7 @@ class MainJobReport:
 
     def html(self) -> str:
         """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
-        opens offline). Layout and sections: :mod:`interp.visualisation` (``RUN_SECTIONS``)."""
+        opens offline). Layout and sections: :mod:`interp.report.page` (``RUN_SECTIONS``)."""
         return vis.report_page(self)
 
     def _html(self, assets) -> str:
@@ -441,7 +441,7 @@ class MainJobReport:
     def _repr_html_(self) -> str:
         """Jupyter display: the report's sections (self-contained: each output carries the
         libraries it draws with, so a cell run again or a saved notebook still draws)."""
-        from interp.display import Assets
+        from interp.report.display import Assets
 
         return self._html(Assets())
 
@@ -458,8 +458,8 @@ class MainJobReport:
         memory before anything is written, so a rendering error leaves the folder untouched.
         Without a provenance record (a report built by hand) one naming this call is written.
         """
-        from interp import report_state
-        from interp.provenance import make_provenance, write_provenance
+        from interp.report import report_state
+        from interp.core.provenance import make_provenance, write_provenance
 
         out = Path(out_dir)
         page = self.html()
@@ -484,8 +484,8 @@ class MainJobReport:
         Raises:
             ValueError: ``folder`` holds no saved report state (``state/report.json``).
         """
-        from interp import report_state
-        from interp.provenance import read_provenance
+        from interp.report import report_state
+        from interp.core.provenance import read_provenance
 
         runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
         for run in runs:
@@ -498,7 +498,7 @@ class MainJobReport:
 def _upgrade_run(run: RunAnalysis) -> None:
     """Rename the columns of a run saved before the columns followed the metric (``delta_p`` ->
     ``delta``, ``p_patched`` -> ``value``, ...) and add the ``unit`` column (from the registry)."""
-    from interp.metrics import metric_spec
+    from interp.core.metrics import metric_spec
 
     if run.heads is not None and "unit" not in run.heads.columns:  # saved before units were stored
         run.unit = metric_spec(run.metric or "p").unit
@@ -544,7 +544,7 @@ def run_main_job(
     from tqdm.auto import tqdm
 
     from interp.emergence import check_hold
-    from interp.provenance import make_provenance
+    from interp.core.provenance import make_provenance
 
     check_hold(hold)
     if not 0.0 < threshold <= 1.0:

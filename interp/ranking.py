@@ -49,7 +49,7 @@ from interp.patching import (
 )
 from interp.patching._common import check_batch, heads_shape, model_device
 from interp.patching.targets import HEAD_KINDS
-from interp.objects import alias_property, results_equal, short_repr
+from interp.core.objects import alias_property, results_equal, short_repr
 from interp.emergence import jump_noise
 from interp.tasks import TaskBatch
 
@@ -247,7 +247,7 @@ def _top_found(exact: Tensor, estimate: Tensor, k: int = 2) -> bool | None:
 class HeadRanking:
     """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
 
-    Values are in the units of ``metric`` (``unit``; :mod:`interp.metrics`): probability for
+    Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`): probability for
     ``"p"`` (then ``delta`` is the paper's ``delta_p``), nats for ``"logprob"``, logits for
     ``"logit-diff"``.
 
@@ -310,19 +310,19 @@ class HeadRanking:
                 f"value_post={self.value_post:.4g}, top heads: {best or 'none'})\n" + short_repr(self))
 
     def _html(self, assets) -> str:
-        from interp.display import head_ranking_html
+        from interp.report.display import head_ranking_html
 
         return head_ranking_html(self, assets)
 
     def _repr_html_(self) -> str:
-        """Jupyter display (self-contained): :func:`interp.display.head_ranking_html`."""
-        from interp.display import Assets
+        """Jupyter display (self-contained): :func:`interp.report.display.head_ranking_html`."""
+        from interp.report.display import Assets
 
         return self._html(Assets())
 
     def save_html(self, path) -> "Path":
-        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
-        from interp.display import save_html
+        """Write the display as a self-contained page (atomic; :func:`interp.report.display.save_html`)."""
+        from interp.report.display import save_html
 
         return save_html(self, path, title=f"head ranking ({self.metric})")
 
@@ -449,7 +449,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     ``tests/test_first_hour.py::test_loading_pre_leaves_post_weights_untouched``).
 
     Args:
-        source: a checkpoint source (``interp.checkpoints``).
+        source: a checkpoint source (``interp.sources``).
         pre_step, post_step: training steps; ``post_step`` must be later.
         batch: task prompts tokenised for ``source``'s tokenizer.
         n_example_heads: top heads whose pre/post patterns on prompt 0 are kept for display.
@@ -491,7 +491,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     ranking.example_patterns = torch.stack(patterns).cpu() if patterns else None
     ranking.example_names = names
     ranking.delta = ranking.delta.detach().cpu()
-    from interp.catalogue import model_and_seed
+    from interp.sources.catalogue import model_and_seed
 
     model, seed = model_and_seed(source.model_id)
     for name in ("heads", "topk"):
@@ -618,7 +618,7 @@ def decompose_between(source: Any, pre_step: int, post_step: int, batch: TaskBat
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
     """
-    from interp.catalogue import model_and_seed
+    from interp.sources.catalogue import model_and_seed
 
     if pre_step >= post_step:
         raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")

@@ -216,7 +216,7 @@ def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "aut
     """Capability per checkpoint as trained and with the chosen heads' patterns set to ideal.
 
     Args:
-        source: a checkpoint source (``interp.checkpoints``; ``source.load(step)``).
+        source: a checkpoint source (``interp.sources``; ``source.load(step)``).
         batch: the task's prompts (``TaskBatch``: tokens ``[batch, pos]``, answers ``[batch]``,
             answer_pos ``[batch]``), tokenised for this source.
         heads: ``"auto"`` (see the module docstring), ``[(layer, head), ...]``, or a mapping
@@ -315,7 +315,7 @@ def readiness_figure(result: ReadinessResult):
     threshold dashed, E and R marked by vertical lines."""
     import plotly.graph_objects as go
 
-    from interp.visualisation import _log_step_axis
+    from interp.report.page import _log_step_axis
 
     curve = result.curve.sort_values("step")
     x = curve["step"].clip(lower=0.5)
@@ -364,8 +364,8 @@ def _caption(result: ReadinessResult) -> str:
 
 
 def readiness_section(run, ctx) -> Any:
-    """Report section (``interp.visualisation.RUN_SECTIONS``): the readiness figure of a run that has one."""
-    from interp.visualisation import Section, figure_fragment
+    """Report section (``interp.report.page.RUN_SECTIONS``): the readiness figure of a run that has one."""
+    from interp.report.page import Section, figure_fragment
 
     result = getattr(run, "readiness", None)
     if result is None:
@@ -376,7 +376,7 @@ def readiness_section(run, ctx) -> Any:
 
 def readiness_html(result: ReadinessResult) -> str:
     """Notebook display of one result: the figure (plotly from the notebook's assets) and its caption."""
-    from interp.display import Assets, figure_fragment, style_tag
+    from interp.report.display import Assets, figure_fragment, style_tag
 
     return (f"<div class='el-report'>{style_tag()}"
             f"{figure_fragment(readiness_figure(result), Assets(), _caption(result))}</div>")
@@ -386,7 +386,7 @@ def readiness_page(results: Sequence[ReadinessResult], title: str = "Readiness")
     """A self-contained page (plotly inlined) with one readiness section per run."""
     import html
 
-    from interp.visualisation import figure_fragment, page_html
+    from interp.report.page import figure_fragment, page_html
 
     def body(assets) -> str:
         return "\n".join(f"<h2>{html.escape(f'{r.model} seed {r.seed}')}</h2>"

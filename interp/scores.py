@@ -168,17 +168,17 @@ def head_scores_over_checkpoints(source: Any, steps: Sequence[int], token_pool: 
     """``head_scores`` at each of ``steps`` of a checkpoint source, one row per (step, head, score).
 
     Args:
-        source: a checkpoint source (``interp.checkpoints``).
+        source: a checkpoint source (``interp.sources``).
         steps: training steps to score.
         token_pool: token ids of the random sequences (default: the tokenizer's single
             letters and digits, ``interp.tasks.alnum_token_pool``).
         model, seed: labels of the table (default: from the source's id,
-            :func:`interp.catalogue.model_and_seed`).
+            :func:`interp.sources.catalogue.model_and_seed`).
 
     Returns:
         DataFrame with ``HEAD_SCORE_COLUMNS`` (values: attention fractions, or the copying ratio).
     """
-    from interp.catalogue import model_and_seed
+    from interp.sources.catalogue import model_and_seed
     from interp.tasks import alnum_token_pool
 
     known_model, known_seed = model_and_seed(getattr(source, "model_id", ""))

@@ -1,7 +1,7 @@
 """The main job as a resumable sweep over (source, task) units, on this machine or a Ray cluster.
 
 Each unit is one run analysed for one task (:func:`interp.pipeline.analyse_run`). A worker opens
-its source by name, analyses it and sends back the unit's saved state (:mod:`interp.report_state`,
+its source by name, analyses it and sends back the unit's saved state (:mod:`interp.report.report_state`,
 as a tar archive in memory, so that workers need no shared disk); the driver stores it in the
 sweeps' resumable store (:class:`sweeps.store.ResultsStore`) under ``OUT/units/``::
 
@@ -65,8 +65,8 @@ def expand_sources(names: Sequence[str]) -> list[str]:
     Raises:
         ValueError: as :func:`interp.sources.check_source_name`.
     """
-    from interp.catalogue import is_embedded_name, resolve_embedded
-    from interp.sources import check_source_name
+    from interp.sources.catalogue import is_embedded_name, resolve_embedded
+    from interp.sources.door import check_source_name
 
     out: list[str] = []
     for name in names:
@@ -105,8 +105,8 @@ def run_unit(config: dict) -> tuple[dict, pd.DataFrame | None]:
     summary ``state_tar`` (bytes), ``digests`` (JSON text: step -> weight sha256), ``model_id``.
     """
     from interp.pipeline import MainJobReport, _step_digests, analyse_run
-    from interp.report_state import save_report_state
-    from interp.sources import open_sources
+    from interp.report.report_state import save_report_state
+    from interp.sources.door import open_sources
 
     options = dict(config["options"])
     (source,) = open_sources([config["source"]], progress=False)
@@ -182,8 +182,8 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
             the study again retries only the failed and missing units.
     """
     from interp.pipeline import MainJobReport, RunAnalysis
-    from interp.provenance import make_provenance
-    from interp.report_state import load_report_state
+    from interp.core.provenance import make_provenance
+    from interp.report.report_state import load_report_state
     from interp.tasks import RepetitionTask
     from sweeps.execute import RunRecord
     from sweeps.executors import RUN_EXECUTORS, _execute_serial

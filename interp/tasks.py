@@ -34,7 +34,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.objects import fields_html, results_equal, short_repr
+from interp.core.objects import fields_html, results_equal, short_repr
 
 DIGITS = tuple("0123456789")
 
@@ -214,7 +214,7 @@ class CapabilityScore:
     n_prompts: int
 
     def _html(self, assets=None) -> str:
-        from interp.display import capability_score_html
+        from interp.report.display import capability_score_html
 
         return capability_score_html(self)
 
@@ -223,8 +223,8 @@ class CapabilityScore:
         return self._html()
 
     def save_html(self, path):
-        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
-        from interp.display import save_html
+        """Write the display as a self-contained page (atomic; :func:`interp.report.display.save_html`)."""
+        from interp.report.display import save_html
 
         return save_html(self, path, title="capability score")
 
@@ -446,12 +446,12 @@ def make_task(name: str, **kwargs) -> CapabilityTask:
 def answer_logits(
     logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch
 ) -> Float[Tensor, "batch d_vocab"]:
-    """Select the logits at each prompt's answer position (:func:`interp.metrics.answer_logits`).
+    """Select the logits at each prompt's answer position (:func:`interp.core.metrics.answer_logits`).
 
     Raises:
         ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for this batch.
     """
-    from interp.metrics import answer_logits as pick
+    from interp.core.metrics import answer_logits as pick
 
     return pick(logits, batch)
 
@@ -459,8 +459,8 @@ def answer_logits(
 @torch.inference_mode()
 def score_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> CapabilityScore:
     """Greedy accuracy and mean p(answer) from a forward pass's logits (the registry's
-    ``accuracy`` and ``p`` metrics, :mod:`interp.metrics`)."""
-    from interp.metrics import METRICS
+    ``accuracy`` and ``p`` metrics, :mod:`interp.core.metrics`)."""
+    from interp.core.metrics import METRICS
 
     final = answer_logits(logits, batch)
     accuracy = METRICS["accuracy"](final, batch).mean().item()

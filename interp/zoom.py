@@ -32,11 +32,11 @@ import pandas as pd
 import torch
 
 from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
-from interp.io import atomic_write_text
-from interp.objects import fields_html, results_equal, short_repr
-from interp.training_state import NotResumableError, has_training_state
+from interp.core.io import atomic_write_text
+from interp.sources.local import ZOOM_DIR, overlay_steps  # noqa: F401  (the overlay's layout lives with the local suite)
+from interp.core.objects import fields_html, results_equal, short_repr
+from interp.core.training_state import NotResumableError, has_training_state
 
-ZOOM_DIR = "zoom"
 ZOOM_INDEX = "zoom.json"
 
 
@@ -88,7 +88,8 @@ def run_folder(source) -> Path:
         NotResumableError: a hub source, or a folder that was not written by this package's
             trainer (no ``suite.json`` with its config, or checkpoints without optimizer state).
     """
-    from interp.checkpoints import CheckpointSource, LocalSuiteSource
+    from interp.sources.base import CheckpointSource
+    from interp.sources.local import LocalSuiteSource
 
     if isinstance(source, LocalSuiteSource):
         root = source.root
@@ -119,7 +120,7 @@ def run_settings(run: Path):
     Raises:
         NotResumableError: the run was written by another trainer version.
     """
-    from interp import embedded
+    from interp.sources import embedded
 
     meta = _metadata(run)
     values = dict(meta["config"])
@@ -135,17 +136,8 @@ def run_settings(run: Path):
 
 def _trained_pinned(run: Path) -> bool:
     """Whether the run's ``suite.json`` says it was trained with the kernel pins
-    (:mod:`interp.kernel_pins`): then it is re-trained in a pinned process."""
+    (:mod:`interp.core.kernel_pins`): then it is re-trained in a pinned process."""
     return bool(_metadata(run).get("environment", {}).get("kernel_pins", {}).get("applied"))
-
-
-def overlay_steps(run: str | Path) -> list[int]:
-    """Steps stored in the run's zoom overlay (``RUN/zoom/step{N}/``), sorted."""
-    folder = Path(run) / ZOOM_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name[4:]) for p in folder.iterdir() if p.is_dir() and p.name[4:].isdigit()
-                  and p.name.startswith("step"))
 
 
 def stored_steps(run: str | Path) -> list[int]:
@@ -160,7 +152,7 @@ def step_folder(run: Path, step: int) -> Path:
     Raises:
         ValueError: the step is stored in neither (the message lists the nearest stored steps).
     """
-    from interp.checkpoints import nearest_steps
+    from interp.sources.common import nearest_steps
 
     for folder in (run / f"step{step}", run / ZOOM_DIR / f"step{step}"):
         if folder.is_dir():
@@ -189,7 +181,7 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
     """Re-train ``pre -> post`` of a resumable run and store checkpoints every ``every`` steps.
 
     Args:
-        source: a run folder or a :class:`interp.checkpoints.LocalSuiteSource` over one.
+        source: a run folder or a :class:`interp.sources.LocalSuiteSource` over one.
         pre, post: stored steps (base or overlay), ``pre < post``.
         every: spacing of the new checkpoints in steps (default :func:`default_every`: at least
             10 new checkpoints in the interval).
@@ -211,7 +203,7 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
         ZoomMismatchError: the re-trained ``post`` differs from the stored one by more than
             ``tolerance`` (nothing is written).
     """
-    from interp import embedded
+    from interp.sources import embedded
 
     started = time.perf_counter()
     run = run_folder(source)
@@ -249,7 +241,7 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
     torch.set_num_threads(n_threads)
     try:
         if _trained_pinned(run):  # the same kernels as the stored steps: a pinned process
-            from interp import kernel_pins
+            from interp.core import kernel_pins
 
             losses = kernel_pins.run_pinned(embedded.train_run, size, seed, cfg, tmp, threads=n_threads,
                                             what=f"zoom re-training of {run.name} {pre}..{post}",
@@ -365,7 +357,7 @@ class DenseEvaluator:
     def __init__(self, run: Path, batch, device: str = "cpu"):
         from transformers import GPTNeoXForCausalLM
 
-        from interp.checkpoints import quiet_hf_progress
+        from interp.sources.common import quiet_hf_progress
 
         self.run, self.batch, self.device = run, batch, device
         with quiet_hf_progress():
@@ -379,7 +371,7 @@ class DenseEvaluator:
         """``(accuracy, mean p(answer))`` of ``step``."""
         from safetensors.torch import load_file
 
-        from interp.metrics import METRICS, answer_logits
+        from interp.core.metrics import METRICS, answer_logits
 
         if step not in self.correct:
             weights = load_file(str(step_folder(self.run, step) / "model.safetensors"), device=str(self.device))
@@ -450,7 +442,7 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
         ValueError: ``resolution < 1``, ``hold < 0`` or ``n_prompts < 1``.
         ZoomMismatchError: a zoom did not reproduce its stored end point.
     """
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources.local import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     if resolution < 1:

@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any, Mapping
 
-from interp.io import config_json
+from interp.core.io import config_json
 
 
 def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:

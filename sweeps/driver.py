@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from interp.io import atomic_write_text, config_json
+from interp.core.io import atomic_write_text, config_json
 from sweeps.execute import RunRecord, git_commit, group_units
 from sweeps.executors import RUN_EXECUTORS, check_executor
 from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
@@ -118,7 +118,7 @@ def run_sweep(
     import yaml
 
     atomic_write_text(store.root / "spec.yaml", yaml.safe_dump(spec.to_dict(), sort_keys=False))
-    from interp.provenance import make_provenance, write_provenance
+    from interp.core.provenance import make_provenance, write_provenance
 
     write_provenance(store.root, make_provenance("sweeps.run_sweep", {
         "spec": spec.to_dict(), "jobs": jobs, "executor": executor, "retry_failed": retry_failed,

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
-from interp.io import config_json
+from interp.core.io import config_json
 from sweeps.runners import RunTask, load_runner, runner_name
 
 VERSIONED_PACKAGES = ("emergence-lens", "torch", "transformer-lens", "transformers", "numpy", "pandas")

@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_text
 
 RESULTS_FILE = "results.parquet"
 

@@ -77,8 +77,8 @@ def train(
     )
     # Every check before any work: the output folder, the config, the task and model shapes,
     # the device, the optional wandb package.
-    from interp.devices import choose_device
-    from interp.io import check_out_dir
+    from interp.core.devices import choose_device
+    from interp.core.io import check_out_dir
     from synthetic.training import train as train_run
 
     check_out_dir(out)
@@ -124,7 +124,7 @@ def sweep_command(
     synthetic-task model (synthetic.sweeps:train_runner) unless SPEC names a runner. Exits with
     status 1, listing them, when any run of SPEC failed. One sweep per folder: OUT holding another
     spec is refused (both named) unless --force."""
-    from interp.io import config_json
+    from interp.core.io import config_json
     from sweeps import ResultsStore, failure_lines, plan_runs, run_sweep
     from synthetic.sweeps import DEFAULT_RUNNER
 

@@ -3,7 +3,7 @@
 Figures (plotly): the evaluation loss against its floor and plateau, the per-position
 "staircase" (loss on each output cell), and per-head attention entropy and ground-truth
 alignment over training. ``TrainResult._repr_html_`` shows a summary table and these figures,
-offline (:mod:`interp.display`).
+offline (:mod:`interp.report.display`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import torch
 from jaxtyping import Float
 
-from interp.display import Assets, figure_fragment, key_values_fragment, style_tag
+from interp.report.display import Assets, figure_fragment, key_values_fragment, style_tag
 
 SUMMARY_KEYS = ("final_loss", "floor", "plateau_loss", "plateau_length", "threshold", "steps_to_threshold",
                 "emerged", "final_max_alignment", "n_params", "wall_time_s")

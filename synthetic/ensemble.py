@@ -40,8 +40,8 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.io import atomic_to_parquet, atomic_write_text
-from interp.provenance import make_provenance, write_provenance
+from interp.core.io import atomic_to_parquet, atomic_write_text
+from interp.core.provenance import make_provenance, write_provenance
 
 #: Config fields that may differ between members: they change the data or the init, not the shape.
 MEMBER_FIELDS = ("seed", "data_seed", "s", "n_rules")

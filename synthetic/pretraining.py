@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from jaxtyping import Int
 from torch import Tensor, nn
 
-from interp.io import atomic_write_text
+from interp.core.io import atomic_write_text
 from synthetic import models as model_registry
 from synthetic.models import ModelConfig, build_model
 

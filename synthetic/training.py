@@ -30,10 +30,10 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from interp.devices import choose_device
-from interp.io import atomic_to_parquet, atomic_write_text
-from interp.objects import short_repr, values_equal
-from interp.provenance import make_provenance, write_provenance
+from interp.core.devices import choose_device
+from interp.core.io import atomic_to_parquet, atomic_write_text
+from interp.core.objects import short_repr, values_equal
+from interp.core.provenance import make_provenance, write_provenance
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
 from synthetic.metrics import (
@@ -223,19 +223,19 @@ class TrainResult:
     def _repr_html_(self) -> str:
         """Jupyter display: summary table, loss, staircase, head entropy and alignment (offline,
         self-contained)."""
-        from interp.display import Assets
+        from interp.report.display import Assets
 
         return self._html(Assets())
 
     def save_html(self, path):
-        """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
-        from interp.display import save_html
+        """Write the display as a self-contained page (atomic; :func:`interp.report.display.save_html`)."""
+        from interp.report.display import save_html
 
         return save_html(self, path, title=f"synthetic run: {self.config.task}")
 
 
 def resolve_device(device: str) -> torch.device:
-    """``"auto"`` → cuda when available, else cpu; anything else as given (:func:`interp.devices.choose_device`).
+    """``"auto"`` → cuda when available, else cpu; anything else as given (:func:`interp.core.devices.choose_device`).
 
     Raises:
         ValueError: a CUDA device where none is usable.
@@ -377,14 +377,14 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConf
 
     ``path/model.safetensors`` (the model's state dict), ``path/config.json`` (the
     :class:`TrainConfig`), and with ``optimizer`` the state to continue training exactly
-    (:mod:`interp.training_state`: AdamW moments, step, learning rate of the next update, and the
+    (:mod:`interp.core.training_state`: AdamW moments, step, learning rate of the next update, and the
     training-batch generator's state as the data cursor).
     """
     import shutil
 
     from safetensors.torch import save_model
 
-    from interp.training_state import save_training_state
+    from interp.core.training_state import save_training_state
 
     path = Path(path)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
@@ -436,7 +436,7 @@ def _resume(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, ge
     """
     from safetensors.torch import load_model
 
-    from interp.training_state import load_training_state
+    from interp.core.training_state import load_training_state
 
     saved = json.loads((folder / "config.json").read_text())
     differs = {k: v for k, v in saved["config"].items() if k != "steps" and asdict(config).get(k) != v}
@@ -547,7 +547,7 @@ def train(
     says what the weights learned, not where the bias pushes attention (see :class:`Evaluator`).
 
     With ``out_dir`` writes ``metrics.parquet``, ``summary.json`` (see :func:`summarize`),
-    ``provenance.json`` (:mod:`interp.provenance`) and, when ``checkpoint_every > 0``,
+    ``provenance.json`` (:mod:`interp.core.provenance`) and, when ``checkpoint_every > 0``,
     ``checkpoints/step{N}/`` (:func:`save_checkpoint`: weights, optimizer state and the batch
     generator's state, so training can continue).
 

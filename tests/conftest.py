@@ -25,7 +25,7 @@ def save_tiny_neox(directory: str | Path, seed: int = 0, d_model: int = 32, n_la
     residual, untied embeddings) with ``save_pretrained``; returns ``directory``."""
     from transformers import GPTNeoXForCausalLM
 
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
 
     config = neox_config(d_model, n_layers, n_heads, d_vocab, n_ctx)
     torch.manual_seed(seed)
@@ -42,8 +42,8 @@ def save_tiny_neox(directory: str | Path, seed: int = 0, d_model: int = 32, n_la
 
 
 def save_byte_tokenizer(directory: str | Path) -> Path:
-    """Save :func:`interp.checkpoints.make_byte_tokenizer` into ``directory``."""
-    from interp.checkpoints import make_byte_tokenizer
+    """Save :func:`interp.sources.make_byte_tokenizer` into ``directory``."""
+    from interp.sources import make_byte_tokenizer
 
     make_byte_tokenizer().save_pretrained(directory)
     return Path(directory)
@@ -243,7 +243,7 @@ def quick_suite(tmp_path_factory):
     EMERGENCE_LENS_TEST_CACHE lets a developer reuse a trained quick suite between runs; CI leaves
     it unset, so the suite is trained from scratch by the code under test.
     """
-    from interp import embedded
+    from interp.sources import embedded
 
     reuse = os.environ.get("EMERGENCE_LENS_TEST_CACHE")
     root = Path(reuse) if reuse else tmp_path_factory.mktemp("cache")
@@ -302,7 +302,7 @@ def pythia_layout_cache(run_folder: Path, repo_id: str, cache_dir: Path) -> list
     """Copy an embedded run's checkpoints into a Hugging Face hub cache under ``repo_id``, one
     branch ``step{N}`` per step that Pythia's schedule also has (weights, config and the
     tokenizer files in each, as on the hub). Returns those steps."""
-    from interp.checkpoints import PYTHIA_STEPS, LocalSuiteSource
+    from interp.sources import PYTHIA_STEPS, LocalSuiteSource
 
     source = LocalSuiteSource(run_folder)
     steps = sorted(set(source.available_steps()) & set(PYTHIA_STEPS))
@@ -343,7 +343,7 @@ def notebook_runs(quick_suite, tmp_path_factory):
 def _hub_cache_for_notebook(run_folders: list[Path], cache_dir: Path) -> dict:
     """Lay out the first quick-suite run that has emerged by the last step it shares with Pythia's
     schedule; returns {"run": folder, "steps": [...], "accuracy": {step: accuracy}}."""
-    from interp.checkpoints import PYTHIA_STEPS, LocalSuiteSource
+    from interp.sources import PYTHIA_STEPS, LocalSuiteSource
     from interp.tasks import RepetitionTask, evaluate
 
     seen = {}

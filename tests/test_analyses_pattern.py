@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def test_readiness_entry_matches_the_library_and_resumes(quick_suite, tmp_path, capsys, monkeypatch):
     from analyses import readiness as entry
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.readiness import readiness
     from interp.tasks import RepetitionTask
 
@@ -81,7 +81,7 @@ def test_forcing_entry_trains_then_resumes(tmp_path, capsys, monkeypatch):
 ])
 def test_forcing_entry_refuses_bad_arguments_before_training(args, message, monkeypatch):
     from analyses import forcing as entry
-    from interp import embedded
+    from interp.sources import embedded
 
     monkeypatch.setattr(embedded, "ensure_suite", lambda *a, **k: pytest.fail("trained before checking arguments"))
     with pytest.raises(ValueError, match=re.escape(message)):

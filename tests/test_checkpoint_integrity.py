@@ -18,9 +18,9 @@ import pytest
 from conftest import TINY_REPO, add_hub_revision, save_byte_tokenizer, save_tiny_neox
 from typer.testing import CliRunner
 
-from interp import checkpoints
-from interp.checkpoint_integrity import safetensors_problem
-from interp.checkpoints import CorruptCheckpointError, HubSource, LocalSuiteSource
+from interp import sources as checkpoints
+from interp.sources.checkpoint_integrity import safetensors_problem
+from interp.sources import CorruptCheckpointError, HubSource, LocalSuiteSource
 
 SHARD_1, SHARD_2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
 
@@ -30,7 +30,7 @@ def save_two_shards(folder: Path, seed: int) -> Path:
     from transformers import GPTNeoXForCausalLM
 
     import torch
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
 
     torch.manual_seed(seed)
     GPTNeoXForCausalLM(neox_config(32, 2, 4, 256, 64)).save_pretrained(folder, max_shard_size="100KB")

@@ -17,8 +17,8 @@ import pytest
 import torch
 from conftest import TINY_REPO, save_tiny_neox
 
-from interp import checkpoints
-from interp.checkpoints import (
+from interp import sources as checkpoints
+from interp.sources import (
     PYTHIA_STEPS,
     CheckpointError,
     HubSource,
@@ -144,7 +144,7 @@ def test_hub_missing_step_names_nearest(tiny_hub_cache, hub_offline):
 def test_hub_env_var_path_in_fresh_process(tiny_hub_cache, tmp_path):
     """The path a user runs: no cache_dir argument, HF_HUB_CACHE + HF_HUB_OFFLINE=1 read at import."""
     script = (
-        "import json, torch; from interp.checkpoints import open_source; "
+        "import json, torch; from interp.sources import open_source; "
         f"s = open_source({TINY_REPO!r}); c = s.load(0, device='cpu'); "
         f"print(json.dumps(dict(steps=s.available_steps(), digest=c.digest, commit=c.commit, "
         f"logits=c.model(torch.tensor({TOKENS.tolist()}))[0, -1, :5].tolist())))"
@@ -299,7 +299,7 @@ def test_resident_memory_over_30_loads(tmp_path, byte_tokenizer_dir):
 
 
 def test_revision_names_parse_to_steps_tokens_and_series():
-    from interp.families import RevisionParser
+    from interp.sources.families import RevisionParser
 
     parser = RevisionParser()
     cases = {
@@ -328,7 +328,7 @@ def test_revision_names_parse_to_steps_tokens_and_series():
 
 
 def test_schedule_series_default_alternates_and_grid():
-    from interp.families import build_schedule, regular_grid
+    from interp.sources.families import build_schedule, regular_grid
 
     names = ["main", "stage1-step0-tokens0B", "stage1-step1000-tokens5B", "step150-tokens1B",
              "stage1-step2000-tokens9B", "step2000-tokens9B", "stage1-step4000-tokens17B",
@@ -352,7 +352,7 @@ def test_schedule_series_default_alternates_and_grid():
 
 
 def test_known_families_and_ids():
-    from interp.families import FAMILIES, family_of
+    from interp.sources.families import FAMILIES, family_of
 
     assert family_of("EleutherAI/pythia-70m-seed3").name.startswith("Pythia")
     assert family_of("allenai/OLMo-2-1124-7B").name == "OLMo-2"

@@ -56,7 +56,7 @@ def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
     """``embedded/<run>`` takes the run from a suite in the cache that holds it (the quick one
     first), else from the smallest suite that holds it: a run of both suites never trains the
     full suite when the quick one has it. Resolution itself trains nothing."""
-    from interp.catalogue import FULL, QUICK, resolve_embedded, suite_dir
+    from interp.sources.catalogue import FULL, QUICK, resolve_embedded, suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
     assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
@@ -76,8 +76,8 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
     way; a whole suite is refused by ``open_source`` before anything is trained."""
     import shutil as _shutil
 
-    from interp.catalogue import QUICK, suite_dir
-    from interp.checkpoints import open_source
+    from interp.sources.catalogue import QUICK, suite_dir
+    from interp.sources import open_source
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
     run = suite_dir(QUICK) / "neox-2l-64d-seed1"  # a stand-in run folder: the tiny suite, marked complete

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 import torch
 
-from interp import display, visualisation as vis
+from interp.report import display
+from interp.report import page as vis
 from interp.emergence import EmergencePoint
 from interp.pipeline import MainJobReport, RunAnalysis
-from interp.provenance import make_provenance, package_versions, source_digests
+from interp.core.provenance import make_provenance, package_versions, source_digests
 from interp.tasks import CapabilityScore
 
 N_LAYERS, N_HEADS, N_TOKENS = 2, 3, 7
@@ -242,7 +243,7 @@ def test_provenance_records_call_settings_versions_and_sources():
     from pathlib import Path
 
     here = Path(__file__).resolve().parents[1] / "interp" / "display.py"
-    assert digests["files"]["interp/display.py"] == hashlib.sha256(here.read_bytes()).hexdigest()
+    assert digests["files"]["interp/report/display.py"] == hashlib.sha256(here.read_bytes()).hexdigest()
     assert record["checkpoints"] == {"a": {"step1": "ff"}}
     import subprocess
 

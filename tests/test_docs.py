@@ -78,7 +78,7 @@ def test_substitutions_and_markers_are_few_and_current():
 @pytest.fixture(scope="module")
 def docs_run(quick_suite, tmp_path_factory):
     """A quick-suite run that emerged, copied (zoom writes into its folder), and its point."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.emergence import find_emergence
     from interp.tasks import RepetitionTask
 
@@ -106,7 +106,7 @@ def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
-    from interp import metrics
+    from interp.core import metrics
 
     saved = dict(metrics.METRICS), dict(metrics.METRIC_UNITS)  # a page may register a metric
     try:

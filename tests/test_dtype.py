@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.checkpoints import LocalSuiteSource
+from interp.sources import LocalSuiteSource
 from interp.emergence import find_emergence
 from interp.ranking import rank_heads_between
 from interp.tasks import RepetitionTask

@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp import embedded
-from interp.training_state import NotResumableError, has_training_state, read_training_state
+from interp.sources import embedded
+from interp.core.training_state import NotResumableError, has_training_state, read_training_state
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
 CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
@@ -95,7 +95,7 @@ def test_environment_metadata_names_what_changes_weights():
 def test_loss_curve_figure_shows_loss_beside_capability(tiny_run):
     import pandas as pd
 
-    from interp.visualisation import loss_curve_figure
+    from interp.report.page import loss_curve_figure
 
     _, losses = tiny_run
     emergence = pd.DataFrame({"step": [0, 8, 16], "accuracy": [0.1, 0.2, 0.7]})
@@ -117,14 +117,14 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     assert longer.parent != short.parent
     assert json.loads((longer / "suite.json").read_text())["continued_from"] == str(short)
     reference = tmp_path / "from-scratch"
-    from interp.kernel_pins import run_pinned
+    from interp.core.kernel_pins import run_pinned
 
     losses = run_pinned(embedded.train_run, TINY, 3, longer_cfg, reference)  # the workers' kernels
     for step in (16, 24):
         a, b = _weights(longer / f"step{step}"), _weights(reference / f"step{step}")
         assert all(torch.equal(a[k], b[k]) for k in a)
     assert embedded.loss_curve(longer)["loss"].tolist() == losses["loss"].tolist()
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
 
     source = LocalSuiteSource(longer)
     assert source.available_steps() == list(longer_cfg.checkpoint_steps)

@@ -285,7 +285,7 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     import pandas as pd
 
     from interp import pipeline
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     curve = {0: (0.1, 0.05), 100: (0.6, 0.3), 200: (0.4, 0.2)}

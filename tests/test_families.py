@@ -15,7 +15,7 @@ import torch
 from conftest import GPT2_REPO, OLMO2_REPO
 from typer.testing import CliRunner
 
-from interp.checkpoints import HubSource, open_source
+from interp.sources import HubSource, open_source
 from emergence_lens.cli import app
 from interp.tasks import make_task
 

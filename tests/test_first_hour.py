@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import emergence_lens as el
-from interp.objects import MAX_REPR_CHARS, values_equal
+from interp.core.objects import MAX_REPR_CHARS, values_equal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,8 +130,8 @@ def test_main_job_report_prints_short_and_equals_its_saved_copy(tmp_path):
 
 
 def test_cached_suite_runs_uses_the_full_suite_when_only_it_is_cached(tmp_path, monkeypatch):
-    from interp import embedded
-    from interp.catalogue import FULL, QUICK, suite_dir
+    from interp.sources import embedded
+    from interp.sources.catalogue import FULL, QUICK, suite_dir
 
     def refuse(*args, **kwargs):
         raise AssertionError("trained although a suite was cached")
@@ -163,7 +163,7 @@ def test_notebooks_use_the_one_import_and_the_cached_suite():
 @pytest.fixture
 def seeded_suite(tiny_local_suite, tmp_path):
     """The tiny local suite under a run id with a seed (``toy-2l-seed2``)."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
 
     return LocalSuiteSource(tiny_local_suite, model_id="toy/toy-2l-seed2")
 
@@ -229,7 +229,7 @@ def _report_for(ranking, metric):
 
 @pytest.mark.parametrize("metric", ["p", "logprob", "logit-diff"])
 def test_labels_follow_the_metric(metric, seeded_suite, tmp_path):
-    from interp.metrics import METRICS, patching_metric_names
+    from interp.core.metrics import METRICS, patching_metric_names
     from interp.pipeline import MainJobReport
     from interp.ranking import rank_heads_between
     from interp.tasks import RepetitionTask

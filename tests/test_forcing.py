@@ -114,7 +114,7 @@ def test_forcing_none_matches_the_cached_suite(one_torch_thread):
     """The plain trainer's bytes: a run trained with forcing=None reproduces the cached quick suite's
     step 100 (trained by ensure_suite in this environment; the cache key holds the kernel level,
     so a cache found here was trained with this code path's settings)."""
-    from interp.catalogue import run_name, suite_dir
+    from interp.sources.catalogue import run_name, suite_dir
 
     folder = suite_dir(embedded.QUICK) / run_name(embedded.SMALL, 1)
     if not (folder / "suite.json").exists():
@@ -122,7 +122,7 @@ def test_forcing_none_matches_the_cached_suite(one_torch_thread):
     import tempfile
     from pathlib import Path
 
-    from interp import kernel_pins
+    from interp.core import kernel_pins
 
     with tempfile.TemporaryDirectory() as tmp:
         # in a process with the suite's kernel pins, as ensure_suite trains (a test process may run others)

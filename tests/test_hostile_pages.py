@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from browser import visit
-from interp import display
+from interp.report import display
 from interp.pipeline import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
 from tests.test_display import make_run
@@ -172,7 +172,7 @@ def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
 
 
 NOTEBOOK_CELLS = [
-    "from interp.display import init_notebook, show_attention\n"
+    "from interp.report.display import init_notebook, show_attention\n"
     "import plotly.graph_objects as go, torch\n"
     "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
     "from interp.pipeline import MainJobReport\n"

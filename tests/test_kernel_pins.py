@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp import embedded, kernel_pins
+from interp.sources import embedded
+from interp.core import kernel_pins
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
 CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
@@ -24,7 +25,7 @@ needs_pins = pytest.mark.skipif(not kernel_pins.pins_apply(),
 _TRAIN = """
 import json, sys
 from pathlib import Path
-from interp import embedded
+from interp.sources import embedded
 # the quick suite's first run for 40 steps: the real model and data, trained as the suite is
 cfg = embedded.SuiteConfig(**{**embedded.QUICK.__dict__, "seeds": (1,), "steps": 40, "checkpoint_every": 40})
 (run,) = embedded.ensure_suite(cfg, root=Path(sys.argv[1]), n_jobs=1, progress=False)

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from interp import embedded, kernel_pins
-from interp.checkpoints import LocalSuiteSource
+from interp.sources import embedded
+from interp.core import kernel_pins
+from interp.sources import LocalSuiteSource
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.pipeline import run_main_job
 from interp.tasks import RepetitionTask

@@ -1,4 +1,4 @@
-"""The metric registry (interp.metrics): one definition per metric, read by tasks, the zoom,
+"""The metric registry (interp.core.metrics): one definition per metric, read by tasks, the zoom,
 patching and the command line."""
 
 import subprocess
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp import metrics
-from interp.metrics import METRICS, MetricSpec, answer_logits, get_metric, metric_spec, resolve_metric
+from interp.core import metrics
+from interp.core.metrics import METRICS, MetricSpec, answer_logits, get_metric, metric_spec, resolve_metric
 from interp.tasks import TaskBatch, score_logits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_logit_diff_without_distractors_names_the_task():
 
 def test_a_metric_added_once_shows_in_the_cli_choices_and_help():
     code = (
-        "from interp.metrics import MetricSpec, register_metric\n"
+        "from interp.core.metrics import MetricSpec, register_metric\n"
         "register_metric(MetricSpec('margin2', lambda l, b: l[:, 0], unit='logits', higher_is_better=True,"
         " source='test', description='toy margin', label='margin'))\n"
         "import sys\n"

@@ -36,7 +36,7 @@ def _byte_tokenizer(path):
     """The project's byte tokenizer, saved into ``path`` and reloaded (a bridge boots from a folder)."""
     from transformers import AutoTokenizer
 
-    from interp.checkpoints import make_byte_tokenizer
+    from interp.sources import make_byte_tokenizer
 
     make_byte_tokenizer().save_pretrained(path)
     return AutoTokenizer.from_pretrained(path)
@@ -47,7 +47,7 @@ def neox_bridge(path, q_scale: float = 1.0):
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import GPTNeoXForCausalLM
 
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
 
     torch.manual_seed(0)
     cfg = neox_config(D_MODEL, N_LAYERS, N_HEADS, VOCAB, 64, initializer_range=0.4)

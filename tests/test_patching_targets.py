@@ -62,7 +62,7 @@ def boot(hf_model, path):
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoTokenizer
 
-    from interp.checkpoints import make_byte_tokenizer
+    from interp.sources import make_byte_tokenizer
 
     hf_model.save_pretrained(path)
     make_byte_tokenizer().save_pretrained(path)

@@ -198,9 +198,9 @@ def test_page_in_browser(tiny_local_suite, tmp_path):
 def test_report_section_of_a_run_with_readiness(tiny_local_suite):
     from types import SimpleNamespace
 
-    from interp.display import Assets
+    from interp.report.display import Assets
     from interp.tasks import make_task
-    from interp.visualisation import RUN_SECTIONS, ReportContext, readiness_section, run_html
+    from interp.report.page import RUN_SECTIONS, ReportContext, readiness_section, run_html
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from browser import chromium_path, visit
-from interp.display import export_notebook_html
+from interp.report.display import export_notebook_html
 from interp.pipeline import MainJobReport
 
 #: Page weight limit of the six-run demo report (bytes): plotly.js and the circuitsvis bundle are

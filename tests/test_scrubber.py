@@ -1,4 +1,4 @@
-"""The attention-pattern scrubber (interp/scrubber.py), ``emergence scrub`` and the report polish.
+"""The attention-pattern scrubber (interp/report/scrubber.py), ``emergence scrub`` and the report polish.
 
 Without a browser: the page's bytes decode back to the recorded patterns, hostile token text stays
 data, the report carries a scrubber per run that recorded one, bad CLI input is one line.
@@ -27,8 +27,8 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import save_tiny_neox
-from interp import scrubber as scrub_module
-from interp.scrubber import ScrubData, Scrubber, scrubber
+from interp.report import scrubber as scrub_module
+from interp.report.scrubber import ScrubData, Scrubber, scrubber
 
 HOSTILE = ["<!--", "<script>", "</script>", "a&amp;b", "\u2028", "'\"", "</SCRIPT >", "-->"]
 #: Page weight goal for the quick suite's 32 steps x 8 heads x 19-token prompts (bytes).
@@ -147,7 +147,8 @@ def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
 def test_summary_headers_are_words_and_threshold_is_listed_once():
     from test_display import make_run
 
-    from interp import display, visualisation as vis
+    from interp.report import display
+    from interp.report import page as vis
     from interp.pipeline import MainJobReport
 
     report = MainJobReport(runs=[make_run(1)], title="toy")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.devices import check_device, choose_device
+from interp.core.devices import check_device, choose_device
 from interp.sources import check_one_run, check_source_name
 
 
 def test_two_checkpoints_of_one_source_held_at_once_stay_correct(tiny_local_suite):
     """Loading a second step boots a new bridge; the first one keeps its own weights."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
 
     tokens = torch.arange(12).reshape(2, 6)
     source = LocalSuiteSource(tiny_local_suite)
@@ -74,7 +74,7 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
 
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.pipeline import run_main_job
     from interp.tasks import RepetitionTask
 

@@ -59,7 +59,7 @@ def word_tok(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def byte_tok():
-    from interp.checkpoints import make_byte_tokenizer
+    from interp.sources import make_byte_tokenizer
 
     return make_byte_tokenizer()
 
@@ -92,7 +92,7 @@ def test_pattern_completion_answers_follow_the_template(byte_tok):
 def test_ioi_on_a_word_level_tokenizer_and_a_tiny_model(word_tok, tmp_path):
     from transformers import GPTNeoXForCausalLM
 
-    from interp.catalogue import neox_config
+    from interp.sources.catalogue import neox_config
     from interp.patching import metric_values
 
     batch = IOITask(n_prompts=12, seed=0).build(word_tok)
@@ -191,13 +191,13 @@ def test_cli_refuses_a_bad_task_file_before_loading_a_checkpoint(tmp_path, monke
     from typer.testing import CliRunner
 
     from emergence_lens.cli import app
-    from interp import checkpoints
+    from interp import sources as checkpoints
 
     def no_load(*args, **kwargs):
         raise AssertionError("a checkpoint was loaded")
 
     monkeypatch.setattr(checkpoints.CheckpointSource, "load", no_load)
-    monkeypatch.setattr("interp.embedded.ensure_suite", no_load)
+    monkeypatch.setattr("interp.sources.embedded.ensure_suite", no_load)
     path = write(tmp_path / "bad.jsonl", "\n".join(json.dumps({"prompt": "x", "answer": f"w{i}"}) for i in range(3)))
     result = CliRunner().invoke(app, ["run", "embedded-quick", "--task", "repetition", "--task-file", str(path),
                                       "--out", str(tmp_path / "out")])
@@ -364,7 +364,7 @@ def test_main_job_on_several_tasks(tmp_path):
     assert list(bisected["task"]) == ["ioi", "capitals"]
     assert list(bisected["emerged"]) == list(points.set_index("task").loc[["ioi", "capitals"], "emerged"])
     # p(answer) of the IOI rows equals the metric of a separate single-task run
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources import LocalSuiteSource
     from interp.emergence import StepEvaluator
 
     src = LocalSuiteSource(suite)

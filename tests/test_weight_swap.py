@@ -1,4 +1,4 @@
-"""Switching checkpoints inside one resident bridge (interp.weight_swap): every capability value,
+"""Switching checkpoints inside one resident bridge (interp.sources.weight_swap): every capability value,
 head score, attention pattern and logit equals a freshly booted bridge's, and the checks a boot
 makes (digest, tokenizer) still run."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from interp.checkpoints import LocalSuiteSource, TokenizerMismatchError
+from interp.sources import LocalSuiteSource, TokenizerMismatchError
 from interp.scores import head_scores
 from interp.tasks import RepetitionTask, evaluate
 from tests.conftest import save_tiny_neox

@@ -6,10 +6,10 @@ import shutil
 import pytest
 from safetensors.torch import load_file, save_file
 
-from interp import embedded
-from interp.checkpoints import HubSource, LocalSuiteSource
+from interp.sources import embedded
+from interp.sources import HubSource, LocalSuiteSource
 from interp.emergence import held_crossing
-from interp.training_state import NotResumableError
+from interp.core.training_state import NotResumableError
 from interp.zoom import ZoomMismatchError, default_every, overlay_steps, stored_steps, zoom
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
@@ -22,7 +22,7 @@ def tiny_run(tmp_path_factory, tmp_path):
     # one trained run per session, copied per test (each test writes its own overlay)
     base = tmp_path_factory.getbasetemp() / "zoom_tiny_run"
     if not (base / "suite.json").is_file():
-        from interp.kernel_pins import run_pinned
+        from interp.core.kernel_pins import run_pinned
 
         run_pinned(embedded._train_to_folder, TINY, 5, CFG, base)  # as the suite trains: a pinned worker
     run = tmp_path / "run"
@@ -164,7 +164,7 @@ def test_zoomed_steps_are_reachable_from_the_command_line(tiny_run, tmp_path, mo
         assert missing.exit_code == 2 and "no checkpoint at step 11; nearest: 10, 12" in missing.output, missing.output
     # An embedded run: its overlay's steps pass the pre-training check and name the nearest ones
     # (nothing is trained or loaded: the step is refused before that).
-    from interp.catalogue import resolve_embedded, suite_dir
+    from interp.sources.catalogue import resolve_embedded, suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
     (cfg, run), = resolve_embedded("embedded-quick/neox-2l-64d-seed1")

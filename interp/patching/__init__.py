@@ -16,7 +16,7 @@ Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``v
     ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
     ``heads=None`` / ``layers=None`` = all.  ``Target`` is the dataclass behind them.
 
-Metrics (the registry :mod:`interp.metrics`): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
+Metrics (the registry :mod:`interp.core.metrics`): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
     ``(logits [batch, d_vocab] at the answer positions, batch) -> [batch]``.
 
 Specialisations (``engine``)

@@ -8,7 +8,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.metrics import answer_logits
+from interp.core.metrics import answer_logits
 from interp.tasks import TaskBatch
 
 
@@ -61,7 +61,7 @@ def check_batch(batch: Any) -> TaskBatch:
 
 
 def answer_rows(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> Float[Tensor, "batch d_vocab"]:
-    """The logits at each prompt's answer position (:func:`interp.metrics.answer_logits`).
+    """The logits at each prompt's answer position (:func:`interp.core.metrics.answer_logits`).
 
     Raises:
         ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for this batch.

@@ -28,7 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.objects import results_equal, short_repr
+from interp.core.objects import results_equal, short_repr
 from interp.patching import _weights
 from interp.patching._common import answer_logits_forward, answer_rows, check_batch, heads_shape, model_device
 from interp.patching.fast import (

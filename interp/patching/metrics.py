@@ -1,8 +1,8 @@
-"""Patching metrics: the registry of :mod:`interp.metrics`, seen from the patching package.
+"""Patching metrics: the registry of :mod:`interp.core.metrics`, seen from the patching package.
 
 A patching metric is ``metric(logits [batch, d_vocab] at the answer positions, batch) ->
 Float[Tensor, "batch"]``; the built-in ones (``"p"``, ``"logprob"``, ``"logit-diff"``), their
-units and sources, and how to add one are in :mod:`interp.metrics` (one definition, one place).
+units and sources, and how to add one are in :mod:`interp.core.metrics` (one definition, one place).
 This module keeps the names the patching package has always exported.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from interp.metrics import (  # noqa: F401  (re-exported)
+from interp.core.metrics import (  # noqa: F401  (re-exported)
     METRIC_UNITS,
     METRICS,
     MetricLike,

@@ -135,7 +135,7 @@ def check_process() -> None:
         return
     if os.environ.get(MARK_VAR) != PINNED_LEVEL:
         raise RuntimeError("suite runs train in a process started with the kernel pins "
-                           "(interp.kernel_pins.run_pinned or ensure_suite); this one was not")
+                           "(interp.core.kernel_pins.run_pinned or ensure_suite); this one was not")
     level = torch.backends.cpu.get_cpu_capability()
     if level != PINNED_LEVEL:
         raise RuntimeError(f"torch runs {level} kernels although ATEN_CPU_CAPABILITY=avx2 was pinned")

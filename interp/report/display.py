@@ -89,8 +89,8 @@ def plot_text(text) -> str:
 
 
 def scrubber_script() -> str:
-    """The attention-pattern scrubber's style and script (:mod:`interp.scrubber`, defines ``ELScrub``)."""
-    from interp.scrubber import scrub_script
+    """The attention-pattern scrubber's style and script (:mod:`interp.report.scrubber`, defines ``ELScrub``)."""
+    from interp.report.scrubber import scrub_script
 
     return scrub_script()
 
@@ -329,8 +329,8 @@ def save_html(obj, path: str | Path, title: str | None = None) -> Path:
     Raises:
         TypeError: ``obj`` has no HTML form.
     """
-    from interp.io import atomic_write_text
-    from interp.visualisation import page_html
+    from interp.core.io import atomic_write_text
+    from interp.report.page import page_html
 
     if isinstance(obj, pd.DataFrame):
         render = lambda assets: dataframe_html(obj, assets)  # noqa: E731
@@ -348,7 +348,7 @@ def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
     from interp.ranking import COMPONENT_COLUMNS
 
     if set(COMPONENT_COLUMNS) <= set(df.columns) and len(df):
-        from interp.visualisation import components_figure
+        from interp.report.page import components_figure
 
         return figure_fragment(components_figure(df), assets) + table_fragment(df)
     return table_fragment(df)
@@ -358,9 +358,9 @@ def head_ranking_html(ranking, assets: Assets) -> str:
     """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
     the ten top heads, the Δp heatmap, top-K recovery, the example attention patterns and the
     decomposition when computed."""
-    from interp.visualisation import delta_p_heatmap, recovery_run_figure
+    from interp.report.page import delta_p_heatmap, recovery_run_figure
 
-    from interp.metrics import metric_spec
+    from interp.core.metrics import metric_spec
 
     try:
         spec = metric_spec(ranking.metric)
@@ -447,7 +447,7 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
                             template_file="offline.html.j2")
     body, _ = exporter.from_notebook_node(notebook)
     if out_path is not None:
-        from interp.io import atomic_write_text
+        from interp.core.io import atomic_write_text
 
         atomic_write_text(Path(out_path), body)
     return body
@@ -456,7 +456,7 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
 def point_html(point, assets: Assets | None = None) -> str:
     """A point of emergence (:class:`interp.emergence.EmergencePoint`) as a table and a figure of
     the checkpoints the search evaluated (the point marked, the threshold dashed)."""
-    from interp.visualisation import run_capability_figure
+    from interp.report.page import run_capability_figure
 
     assets = Assets() if assets is None else assets
     values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,

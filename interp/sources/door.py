@@ -6,20 +6,28 @@ A source name is a hub id (Pythia/PolyPythia, or any repo whose branches name tr
 ``embedded-quick/<run>``: one run). :func:`check_source_name` refuses a bad name before
 anything is loaded or trained; :func:`open_sources` opens the sources (training an embedded
 suite on first use); :class:`ReadySources` hands them out as each becomes ready (the main job
-analyses trained runs while the others train); :func:`interp.checkpoints.open_source` opens one.
+analyses trained runs while the others train); :func:`open_source` opens one (the one door: hub id, local folder or embedded run).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import Iterator, Sequence
 
-from interp.catalogue import SUITES, is_embedded_name, is_hub_id, resolve_embedded
+from interp.sources.catalogue import (
+    SUITES,
+    is_embedded_name,
+    is_hub_id,
+    resolve_embedded,
+)
 
-if TYPE_CHECKING:
-    from interp.checkpoints import CheckpointSource
+from interp.sources.base import CheckpointSource
+from interp.sources.common import _VALID_SPECS
+from interp.sources.families import PYTHIA_IDS_TEXT
+from interp.sources.hub import HubSource
+from interp.sources.local import LocalSuiteSource, overlay_steps
 
-VALID_NAMES = ("a Pythia/PolyPythia hub id (EleutherAI/pythia-{14m,31m,70m,160m,410m}[-seed{1..9}]), "
+VALID_NAMES = (f"{PYTHIA_IDS_TEXT}, "
                "another org/name hub repo whose branches name training steps (ID[:SERIES], e.g. OLMo-2), "
                "an existing local suite folder, embedded, embedded-quick, or embedded[-quick]/<run> "
                "(emergence list-models prints them all)")
@@ -84,7 +92,7 @@ def open_sources(names: Sequence[str], progress: bool = True, include_zoom: bool
 class ReadySources:
     """The sources ``names`` name, iterated as each becomes ready: hub and local sources first,
     then embedded runs, each as soon as it is trained and a core is free
-    (:func:`interp.embedded.iter_suite`), so that the main job analyses finished runs while the
+    (:func:`interp.sources.embedded.iter_suite`), so that the main job analyses finished runs while the
     last ones train.
 
     Constructing it checks every name and opens the hub and local sources (the same early
@@ -97,8 +105,6 @@ class ReadySources:
     """
 
     def __init__(self, names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> None:
-        from interp.checkpoints import open_source
-
         for name in names:
             check_source_name(name)
         self.progress = progress
@@ -126,8 +132,8 @@ class ReadySources:
 
     def with_positions(self) -> Iterator[tuple[int, "CheckpointSource"]]:
         """``(position, source)`` as each source becomes ready; positions follow ``names``."""
-        from interp import embedded
-        from interp.checkpoints import LocalSuiteSource
+        from interp.sources.local import LocalSuiteSource
+        from interp.sources import embedded
 
         for slot in self._slots:
             if len(slot) == 2:
@@ -143,14 +149,49 @@ class ReadySources:
                     yield position, LocalSuiteSource(folder, include_zoom=self.include_zoom)
 
 
+def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
+    """Open a checkpoint source: an existing folder -> :class:`LocalSuiteSource`; a hub id ->
+    :class:`HubSource`.
+
+    A hub spec may name the series to follow after a colon (hub ids never hold one):
+    ``allenai/OLMo-2-1124-7B:stage2-ingredient1``; ``ID:`` follows the plain ``step{N}`` names.
+
+    Args:
+        spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
+        **kwargs: passed to the source's constructor; for a local suite only ``model_id``,
+            ``allow_pickle`` and ``include_zoom`` apply (hub-only options such as ``cache_dir``
+            are ignored there; ``include_zoom`` is ignored by hub sources).
+
+    An embedded run name (``embedded/<run>``, ``embedded-quick/<run>``) opens that run of the
+    embedded suite (:func:`interp.sources.open_sources`, trained on first use).
+
+    Raises:
+        ValueError: ``spec`` is neither (one line listing the valid forms), or names a whole
+            embedded suite (use :func:`interp.sources.open_sources` for several runs).
+    """
+    if isinstance(spec, str) and is_embedded_name(spec):
+        check_one_run(spec, "open_source")  # before any training
+        return open_sources([spec])[0]
+    path = Path(spec)
+    if path.is_dir():
+        return LocalSuiteSource(path, **{k: v for k, v in kwargs.items()
+                                         if k in ("model_id", "allow_pickle", "include_zoom")})
+    text = str(spec)
+    model_id, colon, series = text.partition(":")
+    if is_hub_id(model_id):
+        kwargs.pop("include_zoom", None)  # hub checkpoints have no zoom overlay
+        if colon:
+            kwargs = {**kwargs, "series": series}
+        return HubSource(model_id, **kwargs)
+    raise ValueError(f"unknown checkpoint source {text!r}: expected {_VALID_SPECS}")
+
+
 def zoomed_steps(name: str) -> list[int]:
     """Steps ``emergence zoom`` stored in the overlay of the one run ``name`` names (an embedded
     run already trained in the cache, or a local suite folder), without training or loading
     anything; [] for a hub id, an embedded run not trained yet, or a run never zoomed."""
-    from interp.zoom import overlay_steps
-
     if is_embedded_name(name):
-        from interp.catalogue import suite_dir
+        from interp.sources.catalogue import suite_dir
 
         runs = resolve_embedded(name)
         if len(runs) != 1:
@@ -162,4 +203,4 @@ def zoomed_steps(name: str) -> list[int]:
     return []
 
 
-__all__ = ["SUITES", "zoomed_steps", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_sources"]
+__all__ = ["SUITES", "zoomed_steps", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_source", "open_sources"]

@@ -6,7 +6,7 @@ standard library's own sources mixed with repeated random segments, with checkpo
 Pythia-like schedule (log-spaced early steps, then linear). The suite is trained on first use
 and cached under the user's cache folder (``$EMERGENCE_LENS_CACHE`` or
 ``~/.cache/emergence-lens``); each (size, seed) run is one local suite readable by
-:class:`interp.checkpoints.LocalSuiteSource`.
+:class:`interp.sources.LocalSuiteSource`.
 
 Why repeated segments: plain code bytes alone did not teach in-context repetition to a 2-layer
 model within 3000 steps (measured here, see docs/embedded.md). A fraction of sequences made of
@@ -17,13 +17,10 @@ step that depends on the seed. The measured effect of each knob is in docs/embed
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import shutil
 import signal
-import sysconfig
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -35,43 +32,36 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.catalogue import (  # noqa: F401  (the suite configs live with the source names)
-    BASE, FULL, QUICK, SMALL, TRAINER_VERSION, ModelSize, SuiteConfig, cache_root, run_name, suite_dir,
+from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.training_state import (
+    load_training_state,
+    read_training_state,
+    save_training_state,
 )
-from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
-from interp.io import atomic_to_csv, atomic_write_text
-from interp.training_state import load_training_state, read_training_state, save_training_state
+from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
+from interp.sources.catalogue import (  # noqa: F401  (the suite configs live with the source names)
+    BASE,
+    FULL,
+    QUICK,
+    SMALL,
+    TRAINER_VERSION,
+    ModelSize,
+    SuiteConfig,
+    cache_root,
+    run_name,
+    suite_dir,
+)
+
+from interp.sources.environment import (  # noqa: E402,F401  (moved; read here by the trainer)
+    _cpu_model,
+    _simd_flags,
+    corpus_digest,
+    environment,
+    environment_key,
+    stdlib_corpus,
+)
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
-
-
-@functools.lru_cache(maxsize=2)
-def stdlib_corpus(max_bytes: int) -> np.ndarray:
-    """The bytes of the standard library's ``.py`` sources, sorted by path, concatenated.
-
-    Tests and site-packages are left out. The corpus depends on the Python version: the suite's
-    cache folder is keyed by it too.
-
-    Returns:
-        ``uint8`` array of at most ``max_bytes`` bytes.
-    """
-    root = Path(sysconfig.get_paths()["stdlib"])
-    chunks, total = [], 0
-    for path in sorted(root.rglob("*.py")):
-        if {"site-packages", "test", "tests", "idlelib"} & set(path.relative_to(root).parts):
-            continue
-        data = path.read_bytes()
-        chunks.append(data)
-        total += len(data)
-        if total >= max_bytes:
-            break
-    return np.frombuffer(b"\n".join(chunks)[:max_bytes], dtype=np.uint8)
-
-
-@functools.lru_cache(maxsize=2)
-def corpus_digest(max_bytes: int) -> str:
-    """sha256 (hex) of :func:`stdlib_corpus` ``(max_bytes)``: the training text's identity."""
-    return hashlib.sha256(stdlib_corpus(max_bytes).tobytes()).hexdigest()
 
 
 def sample_batch(
@@ -131,7 +121,7 @@ def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.Adam
 def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     cfg: SuiteConfig, seed: int, step: int) -> None:
     """Write one resumable checkpoint: ``save_pretrained`` weights (safetensors) plus the
-    optimizer state and trainer scalars (:mod:`interp.training_state`)."""
+    optimizer state and trainer scalars (:mod:`interp.core.training_state`)."""
     with quiet_hf_progress():
         model.save_pretrained(folder)
     save_training_state(folder, optimizer, step, extra={
@@ -150,7 +140,7 @@ def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed:
         ``(model, optimizer, step)``.
 
     Raises:
-        interp.training_state.NotResumableError: ``folder`` has no optimizer / trainer state.
+        interp.core.training_state.NotResumableError: ``folder`` has no optimizer / trainer state.
     """
     from transformers import GPTNeoXForCausalLM
 
@@ -184,7 +174,7 @@ def train_run(
 
     Trains in the calling process, with the kernels torch, MKL and oneDNN chose when they loaded
     there: bit for bit the suite's weights only in a process started with the pins
-    (:func:`interp.kernel_pins.run_pinned` ``(train_run, ...)``; :func:`ensure_suite` and
+    (:func:`interp.core.kernel_pins.run_pinned` ``(train_run, ...)``; :func:`ensure_suite` and
     :func:`interp.zoom.zoom` do so). Writes ``out_dir/step{N}/`` for each step of ``save_steps`` (default: the config's schedule);
     ``out_dir=None`` trains without saving (for tuning with ``eval_fn``). The data order depends
     on ``seed`` as well as the initialisation, as across PolyPythia seeds; each step's batch is
@@ -204,7 +194,7 @@ def train_run(
 
     Raises:
         ValueError: ``stop_step`` before the start step.
-        interp.training_state.NotResumableError: ``resume_from`` holds no training state.
+        interp.core.training_state.NotResumableError: ``resume_from`` holds no training state.
     """
     from transformers import PreTrainedModel  # noqa: F401  (import cost paid once here)
 
@@ -263,77 +253,6 @@ def loss_curve(run_dir: str | Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def _simd_flags() -> list[str]:
-    """The CPU's SIMD feature flags (avx*, fma, amx*, sse4*) from /proc/cpuinfo; [] elsewhere."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if f.startswith(("avx", "amx", "sse4", "fma")))
-
-
-def _cpu_model() -> str:
-    import platform
-
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def environment(cfg: SuiteConfig) -> dict:
-    """What, besides the config, can change the trained weights: recorded in each run's suite.json.
-
-    Package versions (torch, transformers, transformer_lens, numpy), the full Python version,
-    the sha256 of the training text (the standard library's sources differ between Python patch
-    releases), torch's CPU kernel level (``torch.backends.cpu.get_cpu_capability()``, or
-    ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, the torch thread count, and
-    ``kernel_pins``: whether this process runs with :data:`interp.kernel_pins.PINS` (and if not, why).
-    """
-    from interp import kernel_pins
-
-    import sys
-    from importlib.metadata import PackageNotFoundError, version
-
-    def pkg(name: str) -> str | None:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
-
-    return {
-        "python": sys.version.split()[0],
-        "python_full": sys.version,
-        "packages": {name: pkg(name) for name in ("torch", "transformers", "transformer-lens", "numpy", "safetensors")},
-        "corpus_sha256": corpus_digest(cfg.corpus_bytes),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
-        "cpu_model": _cpu_model(),
-        "cpu_simd_flags": _simd_flags(),
-        "torch_threads": torch.get_num_threads(),
-        "kernel_pins": kernel_pins.record(),
-    }
-
-
-def environment_key(cfg: SuiteConfig) -> str:
-    """Short hash of the parts of :func:`environment` that change the weights (measured here, see
-    docs/embedded.md): the training text's digest, the kernel level the workers train with (the
-    pinned set, :func:`interp.kernel_pins.level_label`, where the pins apply; else the level torch
-    runs here: AVX2 and AVX-512 kernels give different weights after 300 steps), and the torch and
-    transformers versions (their kernels and model code). The thread count is part of the config
-    (``cfg.threads``)."""
-    from interp import kernel_pins
-
-    env = environment(cfg)
-    key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
-           "transformers": env["packages"]["transformers"], "cpu": kernel_pins.level_label()}
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
-
-
 #: SuiteConfig fields that only choose which runs exist and when they stop; every other field
 #: (and the size, the seed and the environment hash) determines the weights of each step.
 _RUN_SELECTION = ("sizes", "seeds", "steps", "size_steps")
@@ -384,12 +303,12 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic).
 
     Runs in a training worker started with the kernel pins (:func:`iter_suite`,
-    :func:`interp.kernel_pins.run_pinned`).
+    :func:`interp.core.kernel_pins.run_pinned`).
 
     Raises:
         RuntimeError: the pins apply on this machine but this process was not started with them.
     """
-    from interp import kernel_pins
+    from interp.core import kernel_pins
 
     kernel_pins.check_process()
     torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
@@ -462,7 +381,7 @@ def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int 
 
     Returns:
         Run folders in (size, seed) order, each a local suite for
-        :class:`interp.checkpoints.LocalSuiteSource`.
+        :class:`interp.sources.LocalSuiteSource`.
     """
     ready = dict(iter_suite(cfg, root=root, n_jobs=n_jobs, progress=progress))
     return [ready[name] for name in cfg.run_names()]
@@ -472,16 +391,16 @@ def cached_suite_runs(prefer: SuiteConfig = QUICK, root: Path | None = None, pro
     """The run folders of an embedded suite already in the cache, training ``prefer`` only when none is.
 
     Order of preference: every run of ``prefer`` cached -> those; else another suite of
-    :data:`interp.catalogue.SUITES` whose cache holds a run of every name ``prefer`` has (the
+    :data:`interp.sources.catalogue.SUITES` whose cache holds a run of every name ``prefer`` has (the
     full suite holds the quick suite's runs, with more steps) -> those runs of it, so a notebook
     keeps its scale; else another complete cached suite -> all its runs; else
     :func:`ensure_suite` (``prefer``) trains. Runs are reused only from a complete run folder
     (``suite.json`` present); nothing is trained when any suite is cached.
 
     Returns:
-        Run folders, each a local suite for :class:`interp.checkpoints.LocalSuiteSource`.
+        Run folders, each a local suite for :class:`interp.sources.LocalSuiteSource`.
     """
-    from interp.catalogue import SUITES, suite_dir
+    from interp.sources.catalogue import SUITES, suite_dir
 
     def cached(cfg: SuiteConfig, names: Sequence[str]) -> list[Path] | None:
         folders = [suite_dir(cfg, root) / name for name in names]
@@ -516,11 +435,11 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
     If the caller stops early (an error while it handles a run), runs not yet started are
     cancelled and the running ones finish into the cache (nothing half-written).
 
-    The workers are spawned with the kernel pins (:mod:`interp.kernel_pins`): the same weights on
+    The workers are spawned with the kernel pins (:mod:`interp.core.kernel_pins`): the same weights on
     every x86-64 CPU with AVX2, whatever the caller's environment says about the kernels.
 
     Raises:
-        interp.kernel_pins.WorkerDiedError: a worker died (a signal, or an exit without a result);
+        interp.core.kernel_pins.WorkerDiedError: a worker died (a signal, or an exit without a result);
             the message names the run, the signal and the last step it reported.
         Whatever a training worker raised, when its run is collected.
     """
@@ -530,7 +449,7 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
 
     from tqdm.auto import tqdm
 
-    from interp import kernel_pins
+    from interp.core import kernel_pins
 
     base = suite_dir(cfg, root)
     runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
@@ -596,7 +515,7 @@ def _drain_progress(queue, bar, workers: dict | None = None) -> None:
 def _died(pool, workers: dict) -> str:
     """One line on the workers of a broken pool: which run each dead one trained, how it ended
     (signal), and the last step it reported."""
-    from interp.kernel_pins import describe_exit
+    from interp.core.kernel_pins import describe_exit
 
     processes = dict(getattr(pool, "_processes", None) or {})
     codes = {pid: p.exitcode for pid, p in processes.items()}

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from interp.io import atomic_write_text
+from interp.core.io import atomic_write_text
 
 FILENAME = "provenance.json"
 

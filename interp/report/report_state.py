@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from interp.emergence import EmergencePoint
-from interp.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_text
 
 FORMAT = 1
 

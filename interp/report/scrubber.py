@@ -201,7 +201,7 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from interp.visualisation import delta_p_heatmap, run_capability_figure, _log_step_axis
+    from interp.report.page import delta_p_heatmap, run_capability_figure, _log_step_axis
 
     out = []
     if len(data.curve):
@@ -275,7 +275,7 @@ def scrub_script() -> str:
 
 def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p_figure: bool = True) -> str:
     """One scrubber as an HTML fragment: plotly.js and the scrubber script come from ``assets``
-    (:class:`interp.display.Assets`, once per page).
+    (:class:`interp.report.display.Assets`, once per page).
 
     Args:
         data: what to show.
@@ -285,7 +285,7 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
     """
     import plotly.io as pio
 
-    from interp.display import PLOTLY_CONFIG
+    from interp.report.display import PLOTLY_CONFIG
 
     uid = "el-scrub-" + uuid.uuid4().hex[:12]
     figs, parts = [], []
@@ -316,18 +316,18 @@ class Scrubber:
 
     def html(self) -> str:
         """The whole offline page (plotly.js and the scrubber script inlined once)."""
-        from interp.visualisation import page_html
+        from interp.report.page import page_html
 
         return page_html(self.title, lambda assets: scrubber_fragment(self.data, assets) + _HELP)
 
     def _repr_html_(self) -> str:
-        from interp.display import Assets, style_tag
+        from interp.report.display import Assets, style_tag
 
         return f"<div>{style_tag()}<h3>{html.escape(self.title)}</h3>{scrubber_fragment(self.data, Assets())}{_HELP}</div>"
 
     def save_html(self, path: str | Path) -> Path:
         """Write :meth:`html` to ``path`` atomically; returns the path."""
-        from interp.io import atomic_write_text
+        from interp.core.io import atomic_write_text
 
         return atomic_write_text(Path(path), self.html())
 
@@ -342,7 +342,7 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
     """Load every checkpoint of ``steps`` once and record what the scrubber shows.
 
     Args:
-        source: a checkpoint source (``interp.checkpoints.CheckpointSource``); a local suite
+        source: a checkpoint source (``interp.sources.CheckpointSource``); a local suite
             with a zoom overlay (``emergence zoom``) shows its zoomed steps too.
         task: capability task (default :class:`interp.tasks.RepetitionTask`).
         steps: training steps (default: every step the source holds).
@@ -356,7 +356,7 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
 
     Raises:
         ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns.
-        interp.checkpoints.CheckpointError: a step the source does not hold (nearest named).
+        interp.sources.CheckpointError: a step the source does not hold (nearest named).
     """
     if n_prompts < 1:
         raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
@@ -370,7 +370,7 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
 
 
 def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold) -> ScrubData:
-    from interp.catalogue import run_label
+    from interp.sources.catalogue import run_label
     from interp.pipeline import model_and_seed
     from interp.tasks import RepetitionTask
 
@@ -417,7 +417,7 @@ def _ranking(ranking) -> tuple[np.ndarray | None, int | None, int | None]:
 
 def _with_zoom(source) -> tuple[Any, set[int]]:
     """The source with its zoom overlay's steps (a local suite trained here), and those steps."""
-    from interp.checkpoints import LocalSuiteSource
+    from interp.sources.local import LocalSuiteSource
 
     root = getattr(source, "root", None)
     if not isinstance(source, LocalSuiteSource) or root is None or not (Path(root) / "zoom").is_dir():
@@ -440,8 +440,9 @@ def scrubber(source, task=None, steps: Sequence[int] | None = None, n_prompts: i
     Raises:
         ValueError: a bad source name (one line listing the valid forms), or as :func:`scrub_data`.
     """
-    from interp.checkpoints import CheckpointSource, open_source
-    from interp.sources import check_one_run
+    from interp.sources.base import CheckpointSource
+    from interp.sources.door import open_source
+    from interp.sources.door import check_one_run
 
     opened = not isinstance(source, CheckpointSource)
     if opened:
@@ -461,7 +462,7 @@ def run_scrub_data(run, threshold: float = 0.5, n_prompts: int | None = None) ->
     patterns = getattr(run, "scrub_patterns", None)
     if patterns is None or not getattr(run, "scrub_steps", None):
         return None
-    from interp.catalogue import run_label
+    from interp.sources.catalogue import run_label
 
     patterns = patterns.numpy() if hasattr(patterns, "numpy") else np.asarray(patterns)
     patterns = patterns[:n_prompts] if n_prompts else patterns

@@ -1,6 +1,6 @@
 """Checkpoint files that are not what their label says: corrupt files and shards shared between steps.
 
-Two hazards beyond whole-checkpoint duplicates (:meth:`interp.checkpoints.CheckpointSource.duplicate_steps`):
+Two hazards beyond whole-checkpoint duplicates (:meth:`interp.sources.CheckpointSource.duplicate_steps`):
 
 * **corrupt**: a weight file cut short (a download interrupted) or with its header overwritten.
   A safetensors file is an 8-byte little-endian header length N, N bytes of JSON naming each
@@ -15,7 +15,7 @@ Two hazards beyond whole-checkpoint duplicates (:meth:`interp.checkpoints.Checkp
   shard's header or the checkpoint's ``*.index.json``.
 
 Both kinds of step are left out of the search (:meth:`CheckpointSource.searchable_steps`) and
-reported in ``checkpoints.csv`` (:func:`interp.checkpoints.checkpoint_table`).
+reported in ``checkpoints.csv`` (:func:`interp.sources.checkpoint_table`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from interp.sources.base import CheckpointSource
 
 #: Bytes per element of the safetensors dtypes.
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
@@ -137,3 +142,102 @@ def describe_shared(names: Iterable[str], tensors: list[str], others: list[int],
     what = f" ({len(tensors)} tensors: {shown})" if tensors else ""
     steps = ", ".join(map(str, others))
     return f"shares {', '.join(names)}{what} with step{'s' if len(others) > 1 else ''} {steps}"
+
+
+# ----------------------------------------------------------------------------- hazards
+
+#: ``checkpoints.csv`` columns (one row per step of the schedule).
+CHECKPOINT_COLUMNS = ["step", "revision", "tokens", "digest", "status", "same_weights_as", "detail", "listing"]
+
+
+def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
+    """One row per step: what the source holds, its digest and whether the search may use it.
+
+    ``status`` is one of
+
+    * ``searchable``: held, weights unlike every other step's;
+    * ``duplicate-excluded``: the same weights as ``same_weights_as`` (other steps, ``;``-joined):
+      at most one of those labels is right, so the step is left out of the search;
+    * ``duplicate-kept-final``: the final step of a duplicate group whose digest equals the final
+      model's (:meth:`CheckpointSource.final_digest`): its label is known to be right;
+    * ``partial-duplicate``: a weight shard byte-identical to one of ``same_weights_as`` while the
+      other shards differ (``detail`` names the files and their tensors): left out of the search;
+    * ``corrupt``: a weight file truncated or with its header overwritten (``detail``: the file
+      and what is wrong): left out of the search;
+    * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache).
+
+    Digests are read for every held step (hub metadata or the cache; local files hashed once).
+
+    Args:
+        source: a checkpoint source.
+
+    Returns:
+        DataFrame with :data:`CHECKPOINT_COLUMNS`, sorted by step; ``tokens`` (tokens seen) and
+        ``digest`` are empty where unknown; ``listing`` is the source's :attr:`listing` on every row.
+
+    Raises:
+        ValueError: a held step's weights cannot be read (e.g. offline and not cached).
+    """
+    import pandas as pd
+
+    held = source.available_steps()
+    groups = {step: group for group in source.duplicate_groups() for step in group}
+    excluded = source.duplicate_steps()
+    partial = source.partial_duplicates()
+    corrupt = source.corrupt_steps()
+    rows = []
+    for step in held:
+        group = groups.get(step, [])
+        status = "searchable" if not group else ("duplicate-excluded" if step in excluded else "duplicate-kept-final")
+        same, detail = ";".join(str(s) for s in group if s != step), ""
+        if step in partial and not group:
+            others, names = partial[step]
+            status, same = "partial-duplicate", ";".join(map(str, others))
+            detail = describe_shared(names, source.shared_tensors(step, names), others)
+        if step in corrupt:
+            status, detail = "corrupt", corrupt[step]
+        rows.append({"step": step, "revision": source.revision(step), "tokens": source.tokens_at(step),
+                     "digest": source.digest(step), "status": status, "same_weights_as": same, "detail": detail})
+    for step in source.missing_steps():
+        rows.append({"step": step, "revision": None, "tokens": None, "digest": None, "status": "missing",
+                     "same_weights_as": "", "detail": ""})
+    table = pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS[:-1]).sort_values("step", kind="stable")
+    table["listing"] = source.listing
+    return table.astype({"tokens": "Int64"}).reset_index(drop=True)
+
+
+def _steps_text(steps: Sequence[int], limit: int = 8) -> str:
+    shown = ", ".join(str(s) for s in steps[:limit])
+    return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
+
+
+def hazard_lines(table: "pd.DataFrame", name: str = "") -> list[str]:
+    """Human-readable hazards of a :func:`checkpoint_table`: one line per kind, none if clean.
+
+    Args:
+        table: a :func:`checkpoint_table` (``model``/``seed`` columns, if present, are ignored).
+        name: prefix of each line (the run's name).
+    """
+    prefix = f"{name}: " if name else ""
+    lines = []
+    excluded = table[table["status"] == "duplicate-excluded"]
+    if len(excluded):
+        groups = sorted({tuple(sorted([int(r.step)] + [int(s) for s in str(r.same_weights_as).split(";") if s]))
+                         for r in excluded.itertuples()})
+        kept = table[table["status"] == "duplicate-kept-final"]["step"].tolist()
+        text = "; ".join("{" + ", ".join(map(str, g)) + "}" for g in groups)
+        lines.append(f"{prefix}{len(excluded)} steps excluded, identical weights within each group {text}"
+                     + (f" (kept: final step {kept[0]}, digest equal to the final model's)" if kept else
+                        " (no label known right: every step of each group excluded)"))
+    for kind in ("partial-duplicate", "corrupt"):
+        for row in table[table["status"] == kind].itertuples():
+            detail = getattr(row, "detail", "") or ""
+            lines.append(f"{prefix}step {int(row.step)} {kind}: {detail}; left out of the search")
+    listing = str(table["listing"].iloc[0]) if len(table) else ""
+    missing = table[table["status"] == "missing"]["step"].tolist()
+    if missing:
+        where = "not in the local hub cache" if listing.startswith("cache") else "missing"
+        lines.append(f"{prefix}{len(missing)} steps of the schedule {where}: {_steps_text(missing)}")
+    if listing.startswith("cache"):
+        lines.append(f"{prefix}steps listed from the local hub cache, not the hub: {listing}")
+    return lines

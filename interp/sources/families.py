@@ -220,6 +220,17 @@ class ModelFamily:
         return re.fullmatch(self.id_pattern, model_id) is not None
 
 
+#: The Pythia / PolyPythia hub ids with ``step{N}`` branches: the one place this pattern is written
+#: (:func:`interp.sources.catalogue.is_pythia_id`, the family table and the error messages read it).
+POLYPYTHIA_SIZES = ("14m", "31m", "70m", "160m", "410m")
+PYTHIA_SIZES = ("70m", "160m", "410m", "1b", "1.4b", "2.8b", "6.9b", "12b")
+POLYPYTHIA_ID_PATTERN = rf"EleutherAI/pythia-({'|'.join(POLYPYTHIA_SIZES)})(-seed[1-9])?"
+PYTHIA_ID_PATTERN = rf"EleutherAI/pythia-({'|'.join(s.replace('.', chr(92) + '.') for s in PYTHIA_SIZES)})(-deduped)?"
+#: The same ids as one line of text, for error messages.
+PYTHIA_IDS_TEXT = (f"a Pythia/PolyPythia hub id (EleutherAI/pythia-{{{','.join(POLYPYTHIA_SIZES)}}}[-seed{{1..9}}] "
+                   f"or EleutherAI/pythia-{{{','.join(PYTHIA_SIZES)}}}[-deduped])")
+
+
 #: The families this toolkit knows (``emergence list-models``). Sources: the model cards of
 #: ``EleutherAI/pythia-*`` (Biderman et al. 2023; van der Wal et al. 2025, PolyPythias),
 #: ``allenai/OLMo-1B`` / ``allenai/OLMo-1B-0724-hf`` / ``allenai/OLMo-7B-0424`` ("The naming
@@ -227,8 +238,7 @@ class ModelFamily:
 FAMILIES: tuple[ModelFamily, ...] = (
     ModelFamily(
         name="Pythia / PolyPythia",
-        id_pattern=r"EleutherAI/pythia-(14m|31m|70m|160m|410m)(-seed[1-9])?|"
-                   r"EleutherAI/pythia-(70m|160m|410m|1b|1\.4b|2\.8b|6\.9b|12b)(-deduped)?",
+        id_pattern=f"{POLYPYTHIA_ID_PATTERN}|{PYTHIA_ID_PATTERN}",
         example_ids=("EleutherAI/pythia-70m-seed3", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m-deduped"),
         revision_format="step{N}",
         architecture="gpt_neox (parallel residual)",

@@ -1,7 +1,7 @@
-"""Figures and the self-contained HTML report.
+"""The self-contained HTML report: its sections and the page (figures: :mod:`interp.report.figures`).
 
 Plotly figures for Jupyter and for the report; circuitsvis attention patterns rendered offline
-(:mod:`interp.display`: no CDN, no network probe). The report is one HTML file that opens
+(:mod:`interp.report.display`: no CDN, no network probe). The report is one HTML file that opens
 offline, with plotly.js and the circuitsvis bundle inlined once each.
 
 Layout: a summary table first, every run's capability on one figure, then one part per run
@@ -24,221 +24,25 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.subplots import make_subplots
 from torch import Tensor
-from jaxtyping import Float
 
-from interp.catalogue import run_label
-from interp.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
+from interp.sources.catalogue import run_label
+from interp.report.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
                             table_fragment)
-
-
-def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
-                      threshold: float | None = 0.5) -> go.Figure:
-    """Capability vs training step, one line per seed, one panel per model; points marked.
-
-    Args:
-        emergence: rows (model, seed, step, accuracy, p_answer) -- ``emergence.csv``.
-        points: rows (model, seed, pre_step, post_step, emerged, ...) -- ``points.csv``.
-        metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
-        threshold: drawn as a dashed line when ``metric == "accuracy"``.
-
-    Raises:
-        ValueError: if ``metric`` is not a column of ``emergence``.
-    """
-    if metric not in ("accuracy", "p_answer"):
-        raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
-    models = list(dict.fromkeys(emergence["model"]))
-    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True)
-    palette = pio.templates["plotly"].layout.colorway
-    starred = False
-    for col, model in enumerate(models, start=1):
-        sub = emergence[emergence["model"] == model]
-        for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
-            curve = curve.sort_values("step")
-            color = palette[k % len(palette)]
-            fig.add_trace(go.Scatter(
-                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{plot_text(model)} seed {seed}",
-                line=dict(color=color), marker=dict(size=4), legendgroup=f"{model}-{seed}",
-                hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
-            ), row=1, col=col)
-            point = points[(points["model"] == model) & (points["seed"] == seed)]
-            if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
-                post = int(point["post_step"].iloc[0])
-                y = curve.loc[curve["step"] == post, metric]
-                fig.add_trace(go.Scatter(
-                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=not starred,
-                    marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
-                    hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
-                    legendgroup=f"{model}-{seed}", name="★ post step of the point of emergence",
-                ), row=1, col=col)
-                starred = True  # one legend entry explains every star
-        fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)", row=1, col=col,
-                         tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-                         minor=dict(showgrid=False, ticks=""))
-    if metric == "accuracy" and threshold is not None:
-        # one line per panel, one legend entry for all of them (clicking it toggles every panel's)
-        fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
-                      showlegend=True, legendgroup="threshold")
-        for i, shape in enumerate(s for s in fig.layout.shapes if s.legendgroup == "threshold"):
-            shape.showlegend = i == 0
-    fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
-    label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
-    fig.update_layout(title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
-                      height=420, showlegend=True)
-    return fig
-
-
-def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = None,
-                      points: pd.DataFrame | None = None, smooth: int = 25,
-                      title: str = "Training loss and capability") -> go.Figure:
-    """Training loss (nats, left axis) beside the capability (greedy accuracy, right axis) of one
-    run, so that the loss plateau before the jump is visible; the point of emergence is shaded.
-
-    Args:
-        losses: one row per optimizer step, columns ``step``, ``loss`` (nats) -- a run's
-            ``loss.csv`` (:func:`interp.embedded.loss_curve`).
-        emergence: optional capability rows (``step``, ``accuracy``) of the same run.
-        points: optional point-of-emergence row(s) (``pre_step``, ``post_step``, ``emerged``).
-        smooth: window (steps) of the centred running mean drawn over the raw loss; 1 = none.
-
-    Raises:
-        ValueError: ``losses`` lacks ``step`` / ``loss`` columns, or ``smooth`` < 1.
-    """
-    if not {"step", "loss"} <= set(losses.columns):
-        raise ValueError(f"losses has columns {list(losses.columns)}; expected 'step' and 'loss'")
-    if smooth < 1:
-        raise ValueError(f"smooth={smooth}; expected a window of at least 1 step")
-    losses = losses.sort_values("step")
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=losses["step"], y=losses["loss"], mode="lines", name="loss (per step)",
-                             line=dict(color="lightgray", width=1)), secondary_y=False)
-    if smooth > 1:
-        fig.add_trace(go.Scatter(x=losses["step"], y=losses["loss"].rolling(smooth, center=True, min_periods=1).mean(),
-                                 mode="lines", name=f"loss ({smooth}-step mean)", line=dict(color="#1f77b4")),
-                      secondary_y=False)
-    if emergence is not None and len(emergence):
-        curve = emergence.sort_values("step")
-        fig.add_trace(go.Scatter(x=curve["step"], y=curve["accuracy"], mode="lines+markers", name="accuracy",
-                                 line=dict(color="#d62728"), marker=dict(size=4)), secondary_y=True)
-    if points is not None and len(points) and bool(points["emerged"].iloc[0]) and pd.notna(points["post_step"].iloc[0]):
-        fig.add_vrect(x0=float(points["pre_step"].iloc[0]), x1=float(points["post_step"].iloc[0]),
-                      fillcolor="orange", opacity=0.25, line_width=0,
-                      annotation_text="point of emergence", annotation_position="top left")
-    fig.update_xaxes(title_text="training step")
-    fig.update_yaxes(title_text="training loss (nats)", secondary_y=False)
-    fig.update_yaxes(title_text="greedy accuracy", range=[0, 1], secondary_y=True)
-    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2), height=380, showlegend=True)
-    return fig
-
-
-def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str | None = None,
-                    bound: float | None = None, metric: str = "p", unit: str | None = None) -> go.Figure:
-    """Heatmap of a per-head effect over layer × head, diverging around 0, labelled with its metric.
-
-    Args:
-        delta_p: ``Float[Tensor, "layer head"]``, the change of ``metric`` per head (metric units;
-            the paper's Δp for ``metric="p"``).
-        title: the figure's title (default ``"Δ <metric label> per head (<unit>)"``).
-        bound: fixes the colour range to ±bound (use one bound for heatmaps shown side by side).
-        metric: a name of :data:`interp.metrics.METRICS` (the colour bar, hover and legend use its
-            label); unit: overrides the registry's unit.
-    """
-    from interp.metrics import metric_spec
-
-    spec = metric_spec(metric)
-    unit = unit or spec.unit
-    values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
-    if bound is None:
-        bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
-    fig = go.Figure(go.Heatmap(
-        z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
-        colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title=f"{spec.delta_label}<br>({unit})"),
-        hovertemplate="layer %{y} head %{x}<br>" + spec.delta_label + " %{z:+.4f} " + unit + "<extra></extra>",
-        name=f"{spec.delta_label} per head (colour: blue raises {spec.label}, red lowers it)", showlegend=True,
-    ))
-    title = title or f"{spec.delta_label} per head ({unit})"
-    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320, showlegend=True,
-                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
-    fig.update_yaxes(autorange="reversed")
-    return fig
-
-
-def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovered by the top-K heads") -> go.Figure:
-    """``recovered`` vs K, one line per (model, seed) when those columns exist."""
-    fig = go.Figure()
-    groups = topk.groupby(["model", "seed"]) if {"model", "seed"} <= set(topk.columns) else [(("", ""), topk)]
-    for (model, seed), sub in groups:
-        label = plot_text(f"{model} seed {seed}".strip())
-        fig.add_trace(go.Scatter(x=sub["k"], y=sub["recovered"], mode="lines+markers", name=label or "recovered"))
-    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", name="post step (recovered = 1)", showlegend=True)
-    fig.add_hline(y=0.0, line_dash="dot", line_color="gray", name="pre step (recovered = 0)", showlegend=True)
-    fig.update_layout(title=title, xaxis_title="K (top heads patched jointly)", yaxis_title="recovered", height=380,
-                      showlegend=True)
-    return fig
-
-
-def _log_step_axis(fig: go.Figure, **where) -> None:
-    """Training steps on a log axis with step 0 drawn at 0.5 (Pythia-like schedules start at 0)."""
-    fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)",
-                     tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-                     minor=dict(showgrid=False, ticks=""), **where)
-
-
-def run_capability_figure(curve: pd.DataFrame, pre_step: int | None, post_step: int | None,
-                          threshold: float | None = 0.5, title: str = "Capability per checkpoint") -> go.Figure:
-    """One run's greedy accuracy and p(answer) vs training step, the point of emergence marked.
-
-    Args:
-        curve: rows (step, accuracy, p_answer): the evaluated checkpoints (steps; fractions).
-        pre_step, post_step: the point of emergence (``None`` when the run did not emerge
-            between two checkpoints); the interval between them is shaded, both ends starred.
-        threshold: the accuracy threshold, drawn dashed.
-    """
-    curve = curve.sort_values("step")
-    x = curve["step"].clip(lower=0.5)
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=x, y=curve["accuracy"], mode="lines+markers", name="greedy accuracy",
-                             marker=dict(size=5), hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=curve["p_answer"], mode="lines+markers", name="p(answer)",
-                             marker=dict(size=5), hovertemplate="step %{x}<br>p(answer) %{y:.3f}<extra></extra>"))
-    if pre_step is not None and post_step is not None:
-        ends = curve[curve["step"].isin([pre_step, post_step])]
-        fig.add_trace(go.Scatter(
-            x=ends["step"].clip(lower=0.5), y=ends["accuracy"], mode="markers",
-            marker=dict(symbol="star", size=15, color="gold", line=dict(width=1, color="black")),
-            name=f"point of emergence: step {pre_step} → {post_step}",
-            hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra>point of emergence</extra>"))
-        fig.add_vrect(x0=max(pre_step, 0.5), x1=max(post_step, 0.5), fillcolor="gold", opacity=0.2, line_width=0,
-                      name="pre → post interval", showlegend=True)
-    if threshold is not None:
-        fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
-                      showlegend=True)
-    _log_step_axis(fig)
-    fig.update_yaxes(title_text="accuracy / p(answer)", range=[-0.02, 1.02])
-    fig.update_layout(title=title, height=360, showlegend=True, margin=dict(t=50, b=40))
-    return fig
-
-
-def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jointly") -> go.Figure:
-    """One run's share of the jump recovered vs K (``recovered`` = (value_K − value_pre) / (value_post −
-    value_pre), in the run's metric)."""
-    fig = recovery_figure(topk[["k", "recovered"]], title=title)
-    fig.data[0].name = "recovered by the top K heads' patterns"
-    fig.update_layout(height=340, margin=dict(t=50, b=40))
-    return fig
-
-
-#: Points drawn per curve in the report at most (a per-step loss curve is thinned to this).
-MAX_CURVE_POINTS = 600
-
-
-def thin_curve(rows: pd.DataFrame, max_points: int = None) -> pd.DataFrame:
-    """Every k-th row (the last kept) so that at most ``max_points`` (default
-    ``MAX_CURVE_POINTS``) remain: a per-step loss curve stays light in a report page."""
-    max_points = max_points or MAX_CURVE_POINTS
-    stride = max(1, -(-len(rows) // max_points))
-    return pd.concat([rows.iloc[::stride], rows.iloc[[-1]]]).drop_duplicates("step") if stride > 1 else rows
+from interp.report.figures import (  # noqa: F401  (the figures are read here too: interp.visualisation's names)
+    COMPONENT_LABELS,
+    MAX_CURVE_POINTS,
+    capability_figure,
+    components_figure,
+    components_topk_figure,
+    delta_p_heatmap,
+    head_scores_figure,
+    loss_curve_figure,
+    recovery_figure,
+    recovery_run_figure,
+    run_capability_figure,
+    thin_curve,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,7 +130,7 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
 
 def _metric_of(run):
     """The registry entry of a run's metric (``run.metric``; ``"p"`` when absent) and its unit."""
-    from interp.metrics import metric_spec
+    from interp.core.metrics import metric_spec
 
     spec = metric_spec(getattr(run, "metric", None) or "p")
     return spec, getattr(run, "unit", None) or spec.unit
@@ -374,8 +178,8 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
 
 def scrubber_section(run, ctx: ReportContext) -> Section | None:
     """Every head's attention pattern at every checkpoint the run evaluated, with a step slider
-    (:mod:`interp.scrubber`), when the run recorded them."""
-    from interp.scrubber import run_scrub_data, scrubber_fragment
+    (:mod:`interp.report.scrubber`), when the run recorded them."""
+    from interp.report.scrubber import run_scrub_data, scrubber_fragment
 
     data = run_scrub_data(run, threshold=ctx.threshold, n_prompts=REPORT_SCRUB_PROMPTS)
     if data is None:
@@ -429,7 +233,7 @@ def training_loss_section(run, ctx: ReportContext) -> Section | None:
 
 def hazards_section(run, ctx: ReportContext) -> Section | None:
     """Checkpoint hazards of the run's per-step ``checkpoints`` table
-    (:func:`interp.checkpoints.checkpoint_table`): duplicate-weight groups left out of the search,
+    (:func:`interp.sources.checkpoint_table`): duplicate-weight groups left out of the search,
     steps missing from the schedule, a listing read from the cache."""
     table = getattr(run, "checkpoints", None)
     if table is None or "status" not in table.columns:
@@ -441,7 +245,7 @@ def hazards_section(run, ctx: ReportContext) -> Section | None:
         rows = pd.DataFrame([{"step": step, "status": f"duplicate of step {other}: left out of the search"}
                              for step, other in excluded])
         return Section("Checkpoint hazards", table_fragment(rows))
-    from interp.checkpoints import hazard_lines
+    from interp.sources.checkpoint_integrity import hazard_lines
 
     return Section("Checkpoint hazards", checkpoint_hazards_html(table, hazard_lines(table, _run_label(run))))
 
@@ -654,8 +458,8 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
 
     Args:
         checkpoints: rows (model, seed, step, revision, tokens, digest, status, same_weights_as,
-            listing), as :func:`interp.checkpoints.checkpoint_table` labelled per run.
-        lines: :func:`interp.checkpoints.hazard_lines` of each run.
+            listing), as :func:`interp.sources.checkpoint_table` labelled per run.
+        lines: :func:`interp.sources.hazard_lines` of each run.
     """
     if not lines:
         n = int((checkpoints["status"] == "searchable").sum()) if len(checkpoints) else 0
@@ -666,111 +470,3 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
     return (f"<ul>{items}</ul><p class='legend'>Identical weights at two steps mean at most one label is right: "
             f"every step of such a group is left out of the search unless it is the final step and its digest "
             f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>")
-
-
-#: order and labels of the decomposition's components (``interp.ranking.COMPONENTS``)
-COMPONENT_LABELS = {"pattern": "all patterns", "q": "all queries", "k": "all keys", "v": "all values",
-                    "z": "all head outputs (hook_z)", "qk": "all QK weights", "ov": "all OV weights",
-                    "mlp": "all MLP outputs", "mlp_weights": "all MLP weights", "embed": "embedding",
-                    "unembed": "unembedding"}
-
-
-def _interval(rows: pd.DataFrame, **style) -> dict | None:
-    """Plotly error bars from the ``recovered_lo`` / ``recovered_hi`` columns (95 % bootstrap
-    interval), or None when a table has no interval."""
-    if not {"recovered_lo", "recovered_hi"} <= set(rows.columns):
-        return None
-    return dict(type="data", symmetric=False, array=rows["recovered_hi"] - rows["recovered"],
-                arrayminus=rows["recovered"] - rows["recovered_lo"], **style)
-
-
-def _row_label(row) -> str:
-    """A table row's run (``model``, ``seed`` columns) as :func:`interp.catalogue.run_label` names it."""
-    return plot_text(run_label(row["model"], row["seed"])) if pd.notna(row.get("model")) else "run"
-
-
-def components_figure(components: pd.DataFrame,
-                      title: str = "Share of the jump each component recovers, patched from post into pre") -> go.Figure:
-    """Grouped bars: ``recovered`` per component (every head / layer), one bar per run, 95 % intervals.
-
-    Args:
-        components: rows of ``components.csv`` (``interp.ranking.decompose_jump``); the
-            ``scope == "all"`` rows are drawn.
-    """
-    rows = components[components["scope"] == "all"].copy()
-    fig = go.Figure()
-    order = [c for c in COMPONENT_LABELS if c in set(rows["target"])] + \
-        [c for c in dict.fromkeys(rows["target"]) if c not in COMPONENT_LABELS]
-    rows["run"] = rows.apply(_row_label, axis=1)
-    for run, sub in rows.groupby("run", sort=False):
-        sub = sub.set_index("target").reindex(order)
-        fig.add_trace(go.Bar(
-            x=[COMPONENT_LABELS.get(c, c) for c in order], y=sub["recovered"], name=run, error_y=_interval(sub),
-            hovertemplate="%{x}<br>recovered %{y:.2f}<extra>" + run + "</extra>"))
-    metric = ", ".join(sorted(set(rows["metric"].astype(str)))) if len(rows) and "metric" in rows else "p"
-    fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
-    fig.add_hline(y=0.0, line_color="black", line_width=1)
-    fig.update_layout(title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)", barmode="group", showlegend=True,
-                      yaxis_title="recovered = (m_patched − m_pre) / (m_post − m_pre)", height=460)
-    return fig
-
-
-def components_topk_figure(components: pd.DataFrame,
-                           title: str = "Top-K heads patched jointly: patterns vs head outputs") -> go.Figure:
-    """``recovered`` vs K for the top-K rows (patterns solid, head outputs dashed), one colour per run."""
-    rows = components[components["scope"].astype(str).str.startswith("top-")].copy()
-    rows["run"] = rows.apply(_row_label, axis=1) if len(rows) else []
-    palette = pio.templates["plotly"].layout.colorway
-    fig = go.Figure()
-    for i, (run, sub) in enumerate(rows.groupby("run", sort=False)):
-        for target, dash in (("pattern", "solid"), ("z", "dash")):
-            line = sub[sub["target"] == target].sort_values("k")
-            if not len(line):
-                continue
-            fig.add_trace(go.Scatter(
-                x=line["k"], y=line["recovered"], mode="lines+markers", name=f"{run}: {COMPONENT_LABELS[target].replace('all ', '')}",
-                line=dict(color=palette[i % len(palette)], dash=dash), error_y=_interval(line, thickness=1)))
-    fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
-    fig.update_layout(title=title, xaxis_title="K (top heads by their own effect, patched jointly)", showlegend=True,
-                      yaxis_title="recovered", height=420)
-    return fig
-
-
-def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = None,
-                       title: str = "Head scores per checkpoint, over the capability curve") -> go.Figure:
-    """Per run: each head's score (one line per head and score) against training step, with greedy
-    accuracy (grey, right axis) from ``emergence.csv`` when given.
-
-    Args:
-        scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
-        emergence: rows of ``emergence.csv`` (model, seed, step, accuracy, ...), optional.
-    """
-    if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
-        scores = scores.assign(model="run", seed="")
-    runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
-    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
-                        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))], shared_xaxes=True)
-    dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
-    palette = pio.templates["plotly"].layout.colorway
-    for row, (model, seed) in enumerate(runs, start=1):
-        sub = scores[(scores["model"] == model) & (scores["seed"] == seed)]
-        for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
-            for score, line in by_head.groupby("score"):
-                line = line.sort_values("step")
-                fig.add_trace(go.Scatter(x=line["step"], y=line["value"], mode="lines+markers",
-                                         name=f"L{layer}H{head} {score}", legendgroup=f"L{layer}H{head}",
-                                         showlegend=row == 1, marker=dict(size=4),
-                                         line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid"))),
-                              row=row, col=1, secondary_y=False)
-        if emergence is not None:
-            curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
-            curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]
-            fig.add_trace(go.Scatter(x=curve["step"], y=curve["accuracy"], mode="lines", name="greedy accuracy",
-                                     line=dict(color="gray", width=4), opacity=0.4, showlegend=row == 1),
-                          row=row, col=1, secondary_y=True)
-        fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
-        fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
-    fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
-    fig.update_layout(title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)", showlegend=True,
-                      height=320 * max(1, len(runs)) + 80)
-    return fig

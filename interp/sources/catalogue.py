@@ -4,7 +4,7 @@
 - The embedded suites: their configs (:data:`FULL`, :data:`QUICK`), run names
   (``neox-2l-64d-seed1``), source names (``embedded``, ``embedded-quick``,
   ``embedded/<run>``, ``embedded-quick/<run>``) and cache folders. Training them lives in
-  :mod:`interp.embedded`; opening them in :mod:`interp.sources`.
+  :mod:`interp.sources.embedded`; opening them in :mod:`interp.sources`.
 - The GPT-NeoX config of a Pythia-shaped model (:func:`neox_config`), the one place that
   spells out Pythia's architecture choices.
 
@@ -25,11 +25,12 @@ from pathlib import Path
 #: saved with every checkpoint.
 TRAINER_VERSION = 2
 
-#: PolyPythia sizes with ten runs each: the default seed plus ``-seed1`` .. ``-seed9``.
-POLYPYTHIA_SIZES = ("14m", "31m", "70m", "160m", "410m")
+#: PolyPythia sizes with ten runs each: the default seed plus ``-seed1`` .. ``-seed9``
+#: (written once, in :mod:`interp.sources.families`).
+from interp.sources.families import POLYPYTHIA_ID_PATTERN, POLYPYTHIA_SIZES, PYTHIA_ID_PATTERN  # noqa: E402
 
-_POLYPYTHIA_ID = re.compile(r"EleutherAI/pythia-(14m|31m|70m|160m|410m)(-seed[1-9])?")
-_PYTHIA_ID = re.compile(r"EleutherAI/pythia-(70m|160m|410m|1b|1\.4b|2\.8b|6\.9b|12b)(-deduped)?")
+_POLYPYTHIA_ID = re.compile(POLYPYTHIA_ID_PATTERN)
+_PYTHIA_ID = re.compile(PYTHIA_ID_PATTERN)
 
 
 def pythia_model_ids() -> list[str]:
@@ -150,7 +151,7 @@ class SuiteConfig:
 
     def digest(self) -> str:
         """Short hash of the config (names the cache folder, so a changed config retrains)."""
-        from interp.io import config_json
+        from interp.core.io import config_json
 
         blob = config_json(self).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -209,9 +210,9 @@ def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
 
     The second hash covers what besides the config changes the trained weights (the training
     text, the torch and transformers versions, torch's CPU kernel level; measured in
-    docs/embedded.md): :func:`interp.embedded.environment_key`, which imports torch.
+    docs/embedded.md): :func:`interp.sources.environment.environment_key`, which imports torch.
     """
-    from interp.embedded import environment_key
+    from interp.sources.environment import environment_key
 
     root = root or cache_root()
     return root / "embedded" / f"{cfg.digest()}-{environment_key(cfg)}"

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from interp.io import atomic_path, atomic_write_text
+from interp.core.io import atomic_path, atomic_write_text
 
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "trainer_state.json"

@@ -1,0 +1,282 @@
+"""What every checkpoint source shares: the errors, the tokenizer and digest helpers, and the
+memory release between loads (:mod:`interp.sources.base` holds the source class itself).
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import gc
+import hashlib
+import json
+import logging
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import torch
+
+from interp.sources.families import PYTHIA_IDS_TEXT
+
+from interp.core.devices import choose_device
+from interp.core.training_state import OPTIMIZER_FILE
+from interp.sources.catalogue import (  # noqa: F401
+    POLYPYTHIA_SIZES,
+    is_embedded_name,
+    is_hub_id,
+    is_pythia_id,
+    pythia_model_ids,
+)
+
+if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    pass
+logger = logging.getLogger(__name__)
+
+#: Pythia's 154 checkpoint steps: 0, the powers of two 1..512, then every 1000 steps to 143000
+#: (Biderman et al. 2023, Pythia, section 2; the hub branches ``step{N}``).
+PYTHIA_STEPS: tuple[int, ...] = (0,) + tuple(2**i for i in range(10)) + tuple(range(1000, 143001, 1000))
+
+_STEP_NAME = re.compile(r"step(\d+)")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+# Files fetched per step: weights are fetched separately so that pickle files are only ever
+# downloaded when allowed and when no safetensors exist.
+_SAFETENSORS_PATTERNS = ["*.safetensors", "*.safetensors.index.json"]
+_PICKLE_PATTERNS = ["*.bin", "*.bin.index.json"]
+_CONFIG_PATTERNS = ["config.json", "generation_config.json"]
+_TOKENIZER_PATTERNS = [
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.json", "merges.txt", "tokenizer.model",
+]
+_VALID_HUB_IDS = PYTHIA_IDS_TEXT
+_VALID_SPECS = (f"{_VALID_HUB_IDS}, another org/name hub repo whose branches name training steps "
+                f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)")
+
+
+class CheckpointError(ValueError):
+    """A step that the source does not hold; the message names the model, the step and the
+    nearest available steps."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A weight file of a step is truncated or its header overwritten (the step is left out)."""
+
+
+class TokenizerMismatchError(ValueError):
+    """Two steps of one source have different tokenizers (vocabulary, merges or special tokens)."""
+
+
+def nearest_steps(step: int, available: Sequence[int]) -> list[int]:
+    """The available steps just below and just above ``step`` (one or two of them, ascending).
+
+    Args:
+        step: a training step (optimizer steps).
+        available: sorted ascending steps.
+    """
+    i = bisect.bisect_left(available, step)
+    return [s for s in (available[i - 1] if i > 0 else None,
+                        available[i] if i < len(available) else None) if s is not None and s != step]
+
+
+def make_byte_tokenizer():
+    """A fast tokenizer with one token per byte, token id = byte value (0..255), no merges.
+
+    Built with the ``tokenizers`` library: a byte-level BPE whose vocabulary is GPT-2's
+    reversible byte -> printable-character map (``transformers.convert_slow_tokenizer.
+    bytes_to_unicode``), so ``tok(text)["input_ids"] == list(text.encode())``. Save it with
+    ``save_pretrained`` and reload it from that folder before booting a bridge: an in-memory
+    tokenizer breaks ``boot_transformers`` (KeyError 'name_or_path'; TransformerLens 4.x reloads the tokenizer
+    from its ``name_or_path``).
+    The bridge adds ``<|endoftext|>`` as id 256 when it boots (it needs an eos/pad token).
+
+    Returns:
+        a ``transformers.PreTrainedTokenizerFast`` with a 256-token vocabulary.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    vocab = {char: byte for byte, char in bytes_to_unicode().items()}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+def tokenizer_fingerprint(tokenizer) -> dict[str, str]:
+    """sha256 digests of a tokenizer's vocabulary, merges and special tokens.
+
+    Read from the fast tokenizer's serialised model (``backend_tokenizer.to_str()``: vocabulary,
+    BPE merges, added tokens) when there is one, else from ``get_vocab()`` and the slow
+    tokenizer's ``bpe_ranks``; special tokens are the ``special_tokens_map`` plus the added
+    tokens flagged special. Two tokenizers that map every text to the same ids with the same
+    special tokens have equal fingerprints.
+
+    Args:
+        tokenizer: a ``transformers.PreTrainedTokenizerBase``.
+
+    Returns:
+        ``{"vocabulary": hex, "merges": hex, "special tokens": hex}``.
+    """
+    def digest(value) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+    vocab = sorted(tokenizer.get_vocab().items())
+    merges: list = []
+    added: list = []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        spec = json.loads(backend.to_str())
+        merges = spec.get("model", {}).get("merges") or []
+        added = sorted((t.get("id"), t.get("content"), bool(t.get("special"))) for t in spec.get("added_tokens") or [])
+    elif hasattr(tokenizer, "bpe_ranks"):
+        merges = sorted((list(pair), rank) for pair, rank in tokenizer.bpe_ranks.items())
+    special = sorted((str(k), str(v)) for k, v in tokenizer.special_tokens_map.items())
+    return {"vocabulary": digest(vocab), "merges": digest(merges), "special tokens": digest([special, added])}
+
+
+# ----------------------------------------------------------------------------- weight files
+
+
+def weight_files(folder: Path, allow_pickle: bool = False) -> list[Path]:
+    """The weight files of one checkpoint folder: safetensors, else (if allowed) pickle.
+
+    A resumable checkpoint's optimizer state (:data:`interp.core.training_state.OPTIMIZER_FILE`) is not
+    a weight file: two steps with the same weights but different optimizer moments are the same
+    model, and the digest of the model must not depend on how it was trained.
+    """
+    safe = sorted(p for p in folder.glob("*.safetensors") if p.name != OPTIMIZER_FILE)
+    if safe or not allow_pickle:
+        return safe
+    return sorted(p for p in folder.glob("*.bin"))
+
+
+def _sha256_of_file(path: Path) -> str:
+    """sha256 hex of a file's bytes; a hub-cache blob is named by it already (LFS oid)."""
+    if path.is_symlink():
+        blob = path.resolve()
+        if blob.parent.name == "blobs" and _SHA256_HEX.fullmatch(blob.name):
+            return blob.name
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def combine_digests(file_digests: Sequence[str]) -> str:
+    """One checkpoint digest from its weight files' sha256 digests (in file-name order).
+
+    One file: its own digest (the hub LFS oid). Several shards: sha256 of the digests, one per
+    line, so it can be computed from hub metadata without downloading the shards.
+    """
+    if len(file_digests) == 1:
+        return file_digests[0]
+    return hashlib.sha256("".join(f"{d}\n" for d in file_digests).encode()).hexdigest()
+
+
+def weights_digest(files: Sequence[Path]) -> str:
+    """Digest of a checkpoint's weight files (see :func:`combine_digests`)."""
+    return combine_digests([_sha256_of_file(p) for p in sorted(files, key=lambda p: p.name)])
+
+
+def _malloc_trim() -> None:
+    """Return freed heap pages to the OS (glibc only; elsewhere the collection is what matters)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6") if sys.platform.startswith("linux") else False
+        except OSError:
+            _LIBC = False
+    if _LIBC and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
+
+
+def _release_memory() -> None:
+    """Free dropped bridges now (they hold reference cycles) and hand freed heap to the OS.
+
+    A full collection costs ~0.2-0.6 s per call (it scans every tracked object of the process:
+    ~430k once transformers and TransformerLens are imported).
+    """
+    global _DROPPED_BYTES
+    _DROPPED_BYTES = 0
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    _malloc_trim()
+
+
+#: Bytes of weights dropped since the last full collection, and the amount that triggers one. A
+#: collection per load cost 0.2 s of a 0.27 s load of an embedded run's 2-layer model (3.5 s of a
+#: run's 10 s analysis, measured here); collecting once per 32 MiB of dropped weights keeps the
+#: garbage bounded (tests/test_checkpoints.py::test_resident_memory_over_30_loads: <= 10 % growth
+#: over 30 loads of a 7.3 MB model) and still collects at every load of a model that size or larger.
+_DROPPED_BYTES = 0
+_COLLECT_EVERY_BYTES = 32 * 2**20
+
+
+def _model_bytes(model: torch.nn.Module) -> int:
+    """Bytes of a model's parameters and buffers (what a dropped bridge leaves as garbage)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _release_dropped(nbytes: int) -> None:
+    """Account for a dropped model of ``nbytes``; collect once the dropped total reaches the budget."""
+    global _DROPPED_BYTES
+    _DROPPED_BYTES += nbytes
+    if _DROPPED_BYTES >= _COLLECT_EVERY_BYTES:
+        _release_memory()
+
+
+@contextmanager
+def quiet_hf_progress():
+    """Silence transformers' per-file "Loading weights" / "Writing model shards" bars (one per
+    checkpoint in a sweep), restoring the user's setting afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _default_device(device: str | torch.device | None) -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    return torch.device(choose_device(device))
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+def upcast_softmax(bridge) -> int:
+    """Make every attention of ``bridge`` take its softmax in float32 and cast the pattern back to
+    the scores' dtype before ``hook_pattern`` (TransformerLens's own ``upcast_to_fp32`` option of
+    ``_softmax_dropout_pattern``, which the GPT-NeoX attention does not turn on): the bridge's
+    softmax is otherwise taken in the model's dtype, and float16 gave NaNs on pythia-70m-deduped
+    (TransformerLens issue #104). Returns the number of attention modules changed."""
+    import functools
+
+    changed = 0
+    for module in bridge.modules():
+        original = getattr(type(module), "_softmax_dropout_pattern", None)
+        if original is None:
+            continue
+
+        def softmax_fp32(attn_scores, target_dtype=None, upcast_to_fp32=False, *, _module=module, _original=original):
+            return _original(_module, attn_scores, target_dtype=target_dtype or attn_scores.dtype, upcast_to_fp32=True)
+
+        module._softmax_dropout_pattern = functools.update_wrapper(softmax_fp32, original)
+        changed += 1
+    return changed
+
+

@@ -1,0 +1,121 @@
+"""What besides a suite's config decides its trained weights: the training text (the standard
+library's sources), the package versions, the CPU kernel level. Recorded in each run's suite.json
+(:func:`environment`) and hashed into the suite's cache folder (:func:`environment_key`);
+:mod:`interp.sources.embedded` trains with them, :mod:`interp.sources.catalogue` names the folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sysconfig
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from interp.sources.catalogue import SuiteConfig
+
+
+@functools.lru_cache(maxsize=2)
+def stdlib_corpus(max_bytes: int) -> np.ndarray:
+    """The bytes of the standard library's ``.py`` sources, sorted by path, concatenated.
+
+    Tests and site-packages are left out. The corpus depends on the Python version: the suite's
+    cache folder is keyed by it too.
+
+    Returns:
+        ``uint8`` array of at most ``max_bytes`` bytes.
+    """
+    root = Path(sysconfig.get_paths()["stdlib"])
+    chunks, total = [], 0
+    for path in sorted(root.rglob("*.py")):
+        if {"site-packages", "test", "tests", "idlelib"} & set(path.relative_to(root).parts):
+            continue
+        data = path.read_bytes()
+        chunks.append(data)
+        total += len(data)
+        if total >= max_bytes:
+            break
+    return np.frombuffer(b"\n".join(chunks)[:max_bytes], dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=2)
+def corpus_digest(max_bytes: int) -> str:
+    """sha256 (hex) of :func:`stdlib_corpus` ``(max_bytes)``: the training text's identity."""
+    return hashlib.sha256(stdlib_corpus(max_bytes).tobytes()).hexdigest()
+
+
+def _simd_flags() -> list[str]:
+    """The CPU's SIMD feature flags (avx*, fma, amx*, sse4*) from /proc/cpuinfo; [] elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return sorted(f for f in flags if f.startswith(("avx", "amx", "sse4", "fma")))
+
+
+def _cpu_model() -> str:
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(cfg: SuiteConfig) -> dict:
+    """What, besides the config, can change the trained weights: recorded in each run's suite.json.
+
+    Package versions (torch, transformers, transformer_lens, numpy), the full Python version,
+    the sha256 of the training text (the standard library's sources differ between Python patch
+    releases), torch's CPU kernel level (``torch.backends.cpu.get_cpu_capability()``, or
+    ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, the torch thread count, and
+    ``kernel_pins``: whether this process runs with :data:`interp.core.kernel_pins.PINS` (and if not, why).
+    """
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    from interp.core import kernel_pins
+
+    def pkg(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {
+        "python": sys.version.split()[0],
+        "python_full": sys.version,
+        "packages": {name: pkg(name) for name in ("torch", "transformers", "transformer-lens", "numpy", "safetensors")},
+        "corpus_sha256": corpus_digest(cfg.corpus_bytes),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "cpu_model": _cpu_model(),
+        "cpu_simd_flags": _simd_flags(),
+        "torch_threads": torch.get_num_threads(),
+        "kernel_pins": kernel_pins.record(),
+    }
+
+
+def environment_key(cfg: SuiteConfig) -> str:
+    """Short hash of the parts of :func:`environment` that change the weights (measured here, see
+    docs/embedded.md): the training text's digest, the kernel level the workers train with (the
+    pinned set, :func:`interp.core.kernel_pins.level_label`, where the pins apply; else the level torch
+    runs here: AVX2 and AVX-512 kernels give different weights after 300 steps), and the torch and
+    transformers versions (their kernels and model code). The thread count is part of the config
+    (``cfg.threads``)."""
+    from interp.core import kernel_pins
+
+    env = environment(cfg)
+    key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
+           "transformers": env["packages"]["transformers"], "cpu": kernel_pins.level_label()}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
