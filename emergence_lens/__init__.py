@@ -28,8 +28,8 @@ from typing import Any
 #: public name -> module that defines it (the one place to update when a module moves)
 EXPORTS: dict[str, str] = {
     # checkpoint sources
-    "open_source": "interp.sources", "open_sources": "interp.sources", "CheckpointSource": "interp.sources",
-    "LocalSuiteSource": "interp.sources", "HubSource": "interp.sources",
+    "open_source": "interp.sources.door", "open_sources": "interp.sources.door", "CheckpointSource": "interp.sources.base",
+    "LocalSuiteSource": "interp.sources.local", "HubSource": "interp.sources.hub",
     "cached_suite_runs": "interp.sources.embedded", "ensure_suite": "interp.sources.embedded",
     # tasks
     "tasks": "interp", "TASKS": "interp.task_registry", "make_task": "interp.task_registry", "RepetitionTask": "interp.tasks",
@@ -56,7 +56,7 @@ EXPORTS: dict[str, str] = {
     "RunAnalysis": "interp.pipeline",
     # display
     "show_attention": "interp.report.display", "init_notebook": "interp.report.display",
-    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.page",
+    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.figures",
 }
 
 __all__ = sorted(EXPORTS)

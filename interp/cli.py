@@ -2,6 +2,10 @@
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
 ``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``list-models``, ``list-tasks``.
 
+Over 600 lines because every command is a thin wrapper of a few lines (check the arguments,
+make one call) and tests patch this module's helpers by name (``cli._open``); splitting the
+commands into groups per module is left for when a group grows its own options.
+
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
 Commands raise ``ValueError`` for bad input; the root app turns any escaping error into one
@@ -406,7 +410,8 @@ def curve(
     from interp.sources.catalogue import run_label
     from interp.emergence import StepEvaluator
     from interp.core.io import atomic_to_csv
-    from interp.pipeline import EMERGENCE_COLUMNS, _labelled, model_and_seed
+    from interp.pipeline import EMERGENCE_COLUMNS, labelled
+    from interp.sources.catalogue import model_and_seed
 
     frames = []
     for src in _open([source], include_zoom=wanted is not None):
@@ -418,7 +423,7 @@ def curve(
             evaluator = StepEvaluator(src, batch, device=device)
             for step in wanted if wanted is not None else src.searchable_steps():
                 evaluator(step)
-            frames.append(_labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name,
+            frames.append(labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name,
                                     prepend_bos=batch.prepend_bos))
         if wanted is None:  # the digests are known already; explicit steps need not read every step's
             from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
@@ -462,7 +467,8 @@ def bisect(
     from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
     from interp.emergence import find_emergence
     from interp.core.io import atomic_to_csv
-    from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, _labelled, model_and_seed
+    from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, labelled
+    from interp.sources.catalogue import model_and_seed
 
     _check_tasks_on_sources(source, tasks)
     points, curves, tables = [], [], []
@@ -474,10 +480,10 @@ def bisect(
             points.append({"model": model, "seed": seed, "task": task_obj.name, "prepend_bos": batch.prepend_bos,
                            **point.as_row()})
             table = point.evaluations.drop(columns="order")
-            curves.append(_labelled(table, model, seed, [*KEY_COLUMNS, *table.columns], task=task_obj.name,
+            curves.append(labelled(table, model, seed, [*KEY_COLUMNS, *table.columns], task=task_obj.name,
                                     prepend_bos=batch.prepend_bos))
         checkpoints = checkpoint_table(src)
-        tables.append(_labelled(checkpoints, model, seed, CHECKPOINTS_COLUMNS))
+        tables.append(labelled(checkpoints, model, seed, CHECKPOINTS_COLUMNS))
         for line in hazard_lines(checkpoints, run_label(model, seed)):
             typer.echo(f"hazard: {line}", err=True)
         src.close()
@@ -536,7 +542,8 @@ def rank_heads(
     _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "rank-heads")
     from interp.core.io import atomic_to_csv
-    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, _labelled, model_and_seed
+    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, labelled
+    from interp.sources.catalogue import model_and_seed
     from interp.ranking import rank_heads_between
 
     batch = task_obj.build(src.tokenizer())
@@ -544,8 +551,8 @@ def rank_heads(
         result = rank_heads_between(src, pre, post, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric)
     model, seed = model_and_seed(src.model_id)
-    heads = _labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
-    topk = _labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    heads = labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     typer.echo(f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
                f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}")
     typer.echo(heads.head(10).to_string(index=False))

@@ -153,7 +153,7 @@ class RunAnalysis:
     scrub_patterns: Tensor | None = None
 
 
-def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition",
+def labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition",
               prepend_bos: bool = False) -> pd.DataFrame:
     """``df`` with the key columns in front (model and seed of the source, replacing any the table
     carried; task and prepend_bos where ``columns`` has them), restricted to ``columns``."""
@@ -165,7 +165,7 @@ def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], t
 
 
 def _run_labelled(df: pd.DataFrame, run: "RunAnalysis", columns: Sequence[str]) -> pd.DataFrame:
-    return _labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
+    return labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
 
 def _training_loss(source) -> pd.DataFrame | None:
@@ -329,7 +329,7 @@ class MainJobReport:
         """One row per step of each run: step, revision, tokens, digest, status (searchable,
         duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, missing),
         same_weights_as, detail, listing."""
-        frames = [_labelled(r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
+        frames = [labelled(r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
                             r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self._one_per_run() if r.checkpoints is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
 

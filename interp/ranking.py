@@ -1,5 +1,9 @@
 """One ranking path: heads ranked by a patch's effect, joint top-K recovery, the jump decomposed.
 
+Over 600 lines because the ranking, the joint top-K and the decomposition share the bootstrap
+and the patch plumbing of one jump; the decomposition's COMPONENTS are being moved to the
+patch-kinds table (issue 21, item 2), which shrinks this module.
+
 Baherwani et al. 2026 (head-patching analysis): rank the pre checkpoint's heads by how much
 patching in the post checkpoint's attention pattern raises the metric (the column ``delta``, in
 the metric's unit: the paper's ``delta_p`` for the probability of the answer), then patch the top K heads jointly for K = 1 ... all and report the

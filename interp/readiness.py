@@ -238,7 +238,7 @@ def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "aut
     """
     from interp.patching import IdealPatterns, patch_values, pattern
     from interp.patching._common import answer_logits_forward, check_batch
-    from interp.pipeline import model_and_seed
+    from interp.sources.catalogue import model_and_seed
 
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold={threshold} must be in (0, 1]")

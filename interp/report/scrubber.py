@@ -371,7 +371,7 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
 
 def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold) -> ScrubData:
     from interp.sources.catalogue import run_label
-    from interp.pipeline import model_and_seed
+    from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask
 
     wanted = sorted(set(int(s) for s in steps)) if steps is not None else source.available_steps()
