@@ -374,6 +374,9 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
     if kind not in HEAD_KINDS:
         raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(HEAD_KINDS)}")
     n_layers, n_heads = heads_shape(pre_model)
+    if prescreen_top_n is not None and prescreen_top_n > n_layers * n_heads:
+        raise ValueError(f"prescreen_top_n={prescreen_top_n} is more than the model's {n_layers * n_heads} heads "
+                         f"({n_layers} layers x {n_heads} heads); use 1..{n_layers * n_heads}, or None for every head")
     batch = batch.to(model_device(pre_model))
     if not isinstance(post, PostCheckpoint):
         if heads_shape(post) != (n_layers, n_heads):
