@@ -315,7 +315,7 @@ def readiness_figure(result: ReadinessResult):
     threshold dashed, E and R marked by vertical lines."""
     import plotly.graph_objects as go
 
-    from interp.report.page import _log_step_axis
+    from interp.report.figures import _log_step_axis
 
     curve = result.curve.sort_values("step")
     x = curve["step"].clip(lower=0.5)

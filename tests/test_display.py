@@ -242,7 +242,7 @@ def test_provenance_records_call_settings_versions_and_sources():
     import hashlib
     from pathlib import Path
 
-    here = Path(__file__).resolve().parents[1] / "interp" / "display.py"
+    here = Path(__file__).resolve().parents[1] / "interp" / "report" / "display.py"
     assert digests["files"]["interp/report/display.py"] == hashlib.sha256(here.read_bytes()).hexdigest()
     assert record["checkpoints"] == {"a": {"step1": "ff"}}
     import subprocess

@@ -95,7 +95,7 @@ def test_environment_metadata_names_what_changes_weights():
 def test_loss_curve_figure_shows_loss_beside_capability(tiny_run):
     import pandas as pd
 
-    from interp.report.page import loss_curve_figure
+    from interp.report.figures import loss_curve_figure
 
     _, losses = tiny_run
     emergence = pd.DataFrame({"step": [0, 8, 16], "accuracy": [0.1, 0.2, 0.7]})

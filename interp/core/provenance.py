@@ -47,7 +47,7 @@ def source_digests(root: Path | None = None) -> dict[str, Any]:
     """sha256 of each ``.py`` file of the toolkit (relative path -> hex), their combined digest
     (sha256 of the sorted ``path digest`` lines) and the git commit of the checkout (``None``
     outside a git checkout; ``dirty`` is ``True`` when tracked files differ from it)."""
-    root = root or Path(__file__).resolve().parents[1]
+    root = root or Path(__file__).resolve().parents[2]  # the repository (this file: interp/core/)
     files = {}
     for folder in SOURCE_DIRS:
         for path in sorted((root / folder).rglob("*.py")):

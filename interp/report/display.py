@@ -348,7 +348,7 @@ def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
     from interp.ranking import COMPONENT_COLUMNS
 
     if set(COMPONENT_COLUMNS) <= set(df.columns) and len(df):
-        from interp.report.page import components_figure
+        from interp.report.figures import components_figure
 
         return figure_fragment(components_figure(df), assets) + table_fragment(df)
     return table_fragment(df)
@@ -358,7 +358,7 @@ def head_ranking_html(ranking, assets: Assets) -> str:
     """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
     the ten top heads, the Δp heatmap, top-K recovery, the example attention patterns and the
     decomposition when computed."""
-    from interp.report.page import delta_p_heatmap, recovery_run_figure
+    from interp.report.figures import delta_p_heatmap, recovery_run_figure
 
     from interp.core.metrics import metric_spec
 
@@ -456,7 +456,7 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
 def point_html(point, assets: Assets | None = None) -> str:
     """A point of emergence (:class:`interp.emergence.EmergencePoint`) as a table and a figure of
     the checkpoints the search evaluated (the point marked, the threshold dashed)."""
-    from interp.report.page import run_capability_figure
+    from interp.report.figures import run_capability_figure
 
     assets = Assets() if assets is None else assets
     values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,

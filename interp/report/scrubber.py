@@ -211,7 +211,7 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from interp.report.page import delta_p_heatmap, run_capability_figure, _log_step_axis
+    from interp.report.figures import delta_p_heatmap, run_capability_figure, _log_step_axis
 
     out = []
     if len(data.curve):
