@@ -31,8 +31,8 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 

@@ -58,9 +58,9 @@ def verdict(points: pd.DataFrame) -> list[str]:
 
 
 def markdown(points: pd.DataFrame, settings: str, seconds: float) -> str:
-    from analyses.results import markdown_table
-
     import tempfile
+
+    from analyses.results import markdown_table
 
     with tempfile.TemporaryDirectory() as tmp:
         points.to_csv(Path(tmp) / "p.csv", index=False)

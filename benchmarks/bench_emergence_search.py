@@ -20,8 +20,7 @@ import numpy as np
 
 from interp import embedded
 from interp.checkpoints import PYTHIA_STEPS, LocalSuiteSource
-from interp.emergence import (StepEvaluator, full_scan, max_bisection_evaluations, point_from_curve,
-                              search_emergence)
+from interp.emergence import StepEvaluator, full_scan, max_bisection_evaluations, point_from_curve, search_emergence
 from interp.tasks import CapabilityScore, RepetitionTask
 
 
@@ -55,7 +54,7 @@ def main() -> None:
             list(stretched), list(stretched.values()))
         ratios.append(len(PYTHIA_STEPS) / p_point.n_evaluations)
         print(f"{source.model_id:<28}{len(steps):>4}{len(steps):>6}{point.n_evaluations:>8}"
-              f"{max_bisection_evaluations(len(steps)):>8}  {str(agree):<5}  | "
+              f"{max_bisection_evaluations(len(steps)):>8}  {agree!s:<5}  | "
               f"{len(PYTHIA_STEPS):>6} {p_point.n_evaluations:>6} {p_agree}")
         source.close()
     print(f"evaluations_ratio_full_scan_vs_bisection: {np.mean(ratios):.1f}")

@@ -40,8 +40,8 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+import pandas as pd
+import torch
 
 SHAPES = {"70m": (6, 8, 512), "160m": (12, 12, 768), "410m": (24, 16, 1024), "gpt2-70m": (6, 8, 512),
           "olmo2-70m": (6, 8, 512)}
@@ -166,8 +166,11 @@ def _tl_all_pos(kind: str):
 def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats: int, kinds=KINDS) -> list[dict]:
     """One row per activation kind: TransformerLens's all-position patch vs ``per_head_delta``."""
     from transformer_lens import ActivationCache
-    from transformer_lens.patching import generic_activation_patch, layer_head_pattern_patch_setter, \
-        layer_head_vector_patch_setter
+    from transformer_lens.patching import (
+        generic_activation_patch,
+        layer_head_pattern_patch_setter,
+        layer_head_vector_patch_setter,
+    )
 
     from interp.patching import (
         TaskBatch,

@@ -80,17 +80,18 @@ import logging
 import re
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from interp.training_state import OPTIMIZER_FILE
-from interp.families import RevisionParser, Schedule, build_schedule, family_of, regular_grid
 from interp.catalogue import POLYPYTHIA_SIZES, is_embedded_name, is_hub_id, is_pythia_id, pythia_model_ids  # noqa: F401
 from interp.devices import choose_device
+from interp.families import RevisionParser, Schedule, build_schedule, family_of, regular_grid
+from interp.training_state import OPTIMIZER_FILE
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     import pandas as pd
@@ -568,12 +569,12 @@ class CheckpointSource(ABC):
             ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off, or
                 the model has no attention heads (nothing to patch).
         """
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        import time
+
         from transformer_lens.model_bridge import TransformerBridge
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         from interp import weight_swap
-
-        import time
 
         step = self._check_step(step)
         started = time.perf_counter()
@@ -897,7 +898,7 @@ class HubSource(CheckpointSource):
         self._listing = ""
         self._schedule: Schedule | None = None
         self._available: list[int] | None = None
-        self._final_digest: str | None | bool = False  # False: not looked up yet
+        self._final_digest: str | bool | None = False  # False: not looked up yet
 
     # -- hub plumbing
     @staticmethod
@@ -995,7 +996,7 @@ class HubSource(CheckpointSource):
         where = f"series {self.series!r}" if self.series else "its step branches"
         if self._offline():
             return f" in the local hub cache (HF_HUB_OFFLINE=1; {where})"
-        return f" (no branch for step {step} in {where} on the hub)" if self.series else " (no branch step{} on the hub)".format(step)
+        return f" (no branch for step {step} in {where} on the hub)" if self.series else f" (no branch step{step} on the hub)"
 
     def _snapshot(self, step: int | None, patterns: list[str], local_only: bool = False) -> Path:
         """A snapshot folder of ``step``'s branch (``None``: the ``main`` branch)."""
@@ -1277,7 +1278,7 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
 CHECKPOINT_COLUMNS = ["step", "revision", "tokens", "digest", "status", "same_weights_as", "detail", "listing"]
 
 
-def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
+def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
     """One row per step: what the source holds, its digest and whether the search may use it.
 
     ``status`` is one of
@@ -1340,7 +1341,7 @@ def _steps_text(steps: Sequence[int], limit: int = 8) -> str:
     return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
 
 
-def hazard_lines(table: "pd.DataFrame", name: str = "") -> list[str]:
+def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
     """Human-readable hazards of a :func:`checkpoint_table`: one line per kind, none if clean.
 
     Args:

@@ -25,9 +25,9 @@ import shutil
 import signal
 import sysconfig
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,16 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp.catalogue import (  # noqa: F401  (the suite configs live with the source names)
-    BASE, FULL, QUICK, SMALL, TRAINER_VERSION, ModelSize, SuiteConfig, cache_root, run_name, suite_dir,
+    BASE,
+    FULL,
+    QUICK,
+    SMALL,
+    TRAINER_VERSION,
+    ModelSize,
+    SuiteConfig,
+    cache_root,
+    run_name,
+    suite_dir,
 )
 from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.io import atomic_to_csv, atomic_write_text
@@ -294,10 +303,10 @@ def environment(cfg: SuiteConfig) -> dict:
     ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, the torch thread count, and
     ``kernel_pins``: whether this process runs with :data:`interp.kernel_pins.PINS` (and if not, why).
     """
-    from interp import kernel_pins
-
     import sys
     from importlib.metadata import PackageNotFoundError, version
+
+    from interp import kernel_pins
 
     def pkg(name: str) -> str | None:
         try:

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import pandas as pd
 
-from interp.tasks import CapabilityScore, TaskBatch, evaluate
 from interp.objects import results_equal, short_repr
+from interp.tasks import CapabilityScore, TaskBatch, evaluate
 
 #: Checkpoints after post that must stay at or above the threshold (the rule's default).
 DEFAULT_HOLD = 2

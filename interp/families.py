@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 #: The built-in revision-name grammar (see the module docstring).
 DEFAULT_REVISION_REGEX = (

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Iterator, Mapping
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
-__all__ = ["Forcing", "forced_attention", "attention_bias"]
+__all__ = ["Forcing", "attention_bias", "forced_attention"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Forcing:
             raise ValueError(f"forcing eps={self.eps} must be > 0")
 
     @classmethod
-    def of(cls, heads: Mapping[tuple[int, int], str], **kw) -> "Forcing":
+    def of(cls, heads: Mapping[tuple[int, int], str], **kw) -> Forcing:
         """From ``{(layer, head): pattern name}``."""
         return cls(tuple((l, h, p) for (l, h), p in sorted(heads.items())), **kw)
 

@@ -191,7 +191,7 @@ class PinnedContext(mp_context.SpawnContext):
         super().__init__()
         self.env = worker_env(threads)
 
-    def Process(self, *args, **kwargs):  # noqa: N802  (multiprocessing's name)
+    def Process(self, *args, **kwargs):
         process = PinnedProcess(*args, **kwargs)
         process._pinned_env = self.env
         return process

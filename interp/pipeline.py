@@ -14,21 +14,21 @@ writes the tables and the self-contained ``report.html``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
-from interp.objects import alias_property, results_equal, short_repr
-from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
-from interp.tasks import CapabilityTask, RepetitionTask
 from interp import visualisation as vis
-from interp.catalogue import model_and_seed, run_label  # noqa: F401  (model_and_seed: kept import path)
+from interp.catalogue import model_and_seed, run_label
+from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
+from interp.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
+from interp.objects import alias_property, results_equal, short_repr
+from interp.tasks import CapabilityTask, RepetitionTask
 
 #: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
 #: prompts began with a BOS token). Every per-task table starts with them.
@@ -164,7 +164,7 @@ def _labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], t
     return df[list(columns)]
 
 
-def _run_labelled(df: pd.DataFrame, run: "RunAnalysis", columns: Sequence[str]) -> pd.DataFrame:
+def _run_labelled(df: pd.DataFrame, run: RunAnalysis, columns: Sequence[str]) -> pd.DataFrame:
     return _labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
 
@@ -217,7 +217,6 @@ def analyse_run(
     """
     from interp.ranking import rank_heads_between
     from interp.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
-
     from interp.task_registry import default_metric
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -476,7 +475,7 @@ class MainJobReport:
         return written
 
     @classmethod
-    def load(cls, folder: str | Path) -> "MainJobReport":
+    def load(cls, folder: str | Path) -> MainJobReport:
         """Bring back a report saved by :meth:`save`: every run's tables, tensors, point of
         emergence and example patterns, and the provenance record; its figures and ``html()``
         are then the saved report's.

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.emergence import jump_noise
+from interp.objects import alias_property, results_equal, short_repr
 from interp.patching import (
     PostCheckpoint,
     Target,
@@ -49,14 +52,21 @@ from interp.patching import (
 )
 from interp.patching._common import check_batch, heads_shape, model_device
 from interp.patching.targets import HEAD_KINDS
-from interp.objects import alias_property, results_equal, short_repr
-from interp.emergence import jump_noise
 from interp.tasks import TaskBatch
 
 __all__ = [
-    "HeadRanking", "rank_heads", "topk_recovery", "head_ranking", "head_ranking_report", "rank_heads_between",
-    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "decompose_between", "COMPONENTS",
+    "COMPONENTS",
     "COMPONENT_COLUMNS",
+    "HeadRanking",
+    "bootstrap_interval",
+    "decompose_between",
+    "decompose_jump",
+    "head_ranking",
+    "head_ranking_report",
+    "prescreen_rank_correlation",
+    "rank_heads",
+    "rank_heads_between",
+    "topk_recovery",
 ]
 
 #: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses
@@ -124,7 +134,7 @@ def _recovered(value: float, pre: float, post: float) -> float:
     return (value - pre) / span if span != 0.0 and math.isfinite(span) else float("nan")
 
 
-def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, "batch"], post: Float[Tensor, "batch"],
+def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, batch], post: Float[Tensor, batch],
                        n_boot: int = N_BOOT, seed: int = 0) -> dict[str, np.ndarray]:
     """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
 
@@ -320,7 +330,7 @@ class HeadRanking:
 
         return self._html(Assets())
 
-    def save_html(self, path) -> "Path":
+    def save_html(self, path) -> Path:
         """Write the display as a self-contained page (atomic; :func:`interp.display.save_html`)."""
         from interp.display import save_html
 

@@ -21,15 +21,26 @@ Tibshirani 1993 (percentile bootstrap).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["ReadinessResult", "readiness", "crossing", "auto_heads", "parse_heads", "parse_patterns",
-           "READINESS_COLUMNS", "POINTS_COLUMNS", "readiness_figure", "readiness_html"]
+__all__ = [
+    "POINTS_COLUMNS",
+    "READINESS_COLUMNS",
+    "ReadinessResult",
+    "auto_heads",
+    "crossing",
+    "parse_heads",
+    "parse_patterns",
+    "readiness",
+    "readiness_figure",
+    "readiness_html",
+]
 
 #: readiness.csv: one row per (run, checkpoint)
 READINESS_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer", "ideal_accuracy", "ideal_p_answer", "heads"]

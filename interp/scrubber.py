@@ -29,9 +29,10 @@ import html
 import json
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,8 +42,17 @@ from jaxtyping import Float, UInt8
 from interp.emergence import StepEvaluator
 from interp.tasks import evaluate
 
-__all__ = ["ScrubData", "Scrubber", "PatternRecorder", "scrubber", "scrub_data", "scrubber_fragment",
-           "quantise_patterns", "token_labels", "DEFAULT_PROMPTS"]
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "PatternRecorder",
+    "ScrubData",
+    "Scrubber",
+    "quantise_patterns",
+    "scrub_data",
+    "scrubber",
+    "scrubber_fragment",
+    "token_labels",
+]
 
 #: Prompts of the task the scrubber carries (the chooser's "handful").
 DEFAULT_PROMPTS = 4
@@ -201,7 +211,7 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from interp.visualisation import delta_p_heatmap, run_capability_figure, _log_step_axis
+    from interp.visualisation import _log_step_axis, delta_p_heatmap, run_capability_figure
 
     out = []
     if len(data.curve):

@@ -29,9 +29,10 @@ import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -181,6 +182,8 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
         RuntimeError: some units failed (their logs named); the others are stored, and running
             the study again retries only the failed and missing units.
     """
+    from tqdm.auto import tqdm
+
     from interp.pipeline import MainJobReport, RunAnalysis
     from interp.provenance import make_provenance
     from interp.report_state import load_report_state
@@ -189,7 +192,6 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
     from sweeps.executors import RUN_EXECUTORS, _execute_serial
     from sweeps.runners import RunTask
     from sweeps.store import ResultsStore
-    from tqdm.auto import tqdm
 
     check_study_options(executor, jobs, options.get("dtype", "float32"))
     tasks = list(tasks) if tasks else [RepetitionTask()]

@@ -26,8 +26,8 @@ rendering are not given by the paper (Baherwani et al. 2026): the defaults below
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -62,8 +62,8 @@ class TaskBatch:
     """
 
     tokens: Int[Tensor, "batch pos"]
-    answers: Int[Tensor, "batch"]
-    answer_pos: Int[Tensor, "batch"]
+    answers: Int[Tensor, batch]
+    answer_pos: Int[Tensor, batch]
     prompts: list[str] = field(default_factory=list)
     task: str = ""
     distractors: Int[Tensor, "batch n_distractors"] | None = None
@@ -109,7 +109,7 @@ class TaskBatch:
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
 
-    def to(self, device: str | torch.device) -> "TaskBatch":
+    def to(self, device: str | torch.device) -> TaskBatch:
         """Return a copy with the tensors on ``device``."""
         return TaskBatch(
             self.tokens.to(device), self.answers.to(device), self.answer_pos.to(device),
@@ -117,7 +117,7 @@ class TaskBatch:
             None if self.attention_mask is None else self.attention_mask.to(device), self.prepend_bos,
         )
 
-    def repeat(self, n_copies: int) -> "TaskBatch":
+    def repeat(self, n_copies: int) -> TaskBatch:
         """The batch stacked ``n_copies`` times along the prompt axis (copy-major)."""
         return TaskBatch(
             self.tokens.repeat(n_copies, 1), self.answers.repeat(n_copies), self.answer_pos.repeat(n_copies),
@@ -126,7 +126,7 @@ class TaskBatch:
             None if self.attention_mask is None else self.attention_mask.repeat(n_copies, 1), self.prepend_bos,
         )
 
-    def rows(self, index: slice) -> "TaskBatch":
+    def rows(self, index: slice) -> TaskBatch:
         """The prompts ``index`` (a slice) as a batch of their own."""
         return TaskBatch(
             self.tokens[index], self.answers[index], self.answer_pos[index], list(self.prompts[index]), self.task,
@@ -139,7 +139,7 @@ class TaskBatch:
         cls, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str] = (),
         task: str = "", distractors: Sequence[Sequence[int]] | None = None, pad_id: int = 0,
         prepend_bos: bool = False,
-    ) -> "TaskBatch":
+    ) -> TaskBatch:
         """Stack token lists into a batch; the answer follows each prompt's own last token.
 
         Prompts of different lengths are padded on the right with ``pad_id`` and get an

@@ -17,20 +17,28 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
-from jaxtyping import Float
 
 from interp.catalogue import run_label
-from interp.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
-                            table_fragment)
+from interp.display import (
+    LIBRARIES,
+    STYLE,
+    Assets,
+    attention_fragment,
+    figure_fragment,
+    plot_text,
+    style_tag,
+    table_fragment,
+)
 
 
 def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 import torch
@@ -154,8 +154,15 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
     from tqdm.auto import tqdm
 
     from synthetic.models import build_model, count_parameters
-    from synthetic.training import (Evaluator, TrainResult, _generator, _warmup_factor, resolve_device,
-                                    summarize, to_device)
+    from synthetic.training import (
+        Evaluator,
+        TrainResult,
+        _generator,
+        _warmup_factor,
+        resolve_device,
+        summarize,
+        to_device,
+    )
 
     start = time.perf_counter()
     for config in configs:

@@ -38,8 +38,8 @@ import dataclasses
 import gzip
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import torch

@@ -185,7 +185,7 @@ class TrainConfig:
         return rwkv_version(resolve_device(self.device))
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """Build from a dict, ignoring unknown keys (e.g. a summary's ``config``)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})

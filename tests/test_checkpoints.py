@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import psutil
 import pytest
 import torch
-from conftest import TINY_REPO, save_tiny_neox
 
+from conftest import TINY_REPO, save_tiny_neox
 from interp import checkpoints
 from interp.checkpoints import (
     PYTHIA_STEPS,

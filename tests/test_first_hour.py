@@ -114,8 +114,8 @@ def test_every_result_class_prints_short_and_compares(tmp_path):
 
 def test_main_job_report_prints_short_and_equals_its_saved_copy(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_display import make_run
     from interp.pipeline import MainJobReport
+    from test_display import make_run
 
     report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], title="toy report")
     assert len(repr(report)) < 600 and "MainJobReport(" in repr(report)

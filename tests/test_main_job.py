@@ -20,7 +20,6 @@ from interp.emergence import find_emergence, full_scan, max_bisection_evaluation
 from interp.pipeline import run_main_job
 from interp.tasks import RepetitionTask
 
-
 #: sha256 of model.safetensors of the pinned quick suite, trained on the machine of docs/embedded.md
 #: (Intel Xeon, AVX-512; torch 2.13.0, transformers 5.24.0, Python 3.11.7).
 PINNED_REFERENCE = {

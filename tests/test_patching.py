@@ -16,8 +16,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.patching import fast as fastpath  # noqa: E402
-from interp.patching import (  # noqa: E402
+from interp.patching import (
     TaskBatch,
     answer_prob,
     attribution_delta_p,
@@ -27,6 +26,7 @@ from interp.patching import (  # noqa: E402
     patch_head_sets,
     patch_heads,
 )
+from interp.patching import fast as fastpath
 
 N_LAYERS, N_HEADS, D_MODEL, VOCAB = 3, 4, 64, 256
 BATCH, POS = 6, 9

@@ -18,11 +18,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from test_patching_targets import (  # noqa: E402
-    D_MODEL, N_HEADS, N_LAYERS, VOCAB, boot, make_batch, tl_all_pos, tl_mlp_outputs,
-)
-
-from interp.patching import (  # noqa: E402
+from interp.patching import (
     capture_post,
     head_output,
     metric_values,
@@ -33,7 +29,17 @@ from interp.patching import (  # noqa: E402
     per_head_delta,
     qk_weights,
 )
-from interp.patching.targets import Target  # noqa: E402
+from interp.patching.targets import Target
+from test_patching_targets import (
+    D_MODEL,
+    N_HEADS,
+    N_LAYERS,
+    VOCAB,
+    boot,
+    make_batch,
+    tl_all_pos,
+    tl_mlp_outputs,
+)
 
 
 def hf_model(family: str, seed: int):

@@ -20,10 +20,23 @@ import torch
 from typer.testing import CliRunner
 
 from emergence_lens.cli import app as emergence_app
-from sweeps import (ResultsStore, SweepSpec, load_metrics, load_results, plan_runs, resolve_dataclass_config,
-                    run_id_of, run_sweep)
-from synthetic.sweep_plots import (plot_final_loss_vs, plot_loss_curves, plot_plateau_vs_S,
-                                   plot_success_vs, success_table)
+from sweeps import (
+    ResultsStore,
+    SweepSpec,
+    load_metrics,
+    load_results,
+    plan_runs,
+    resolve_dataclass_config,
+    run_id_of,
+    run_sweep,
+)
+from synthetic.sweep_plots import (
+    plot_final_loss_vs,
+    plot_loss_curves,
+    plot_plateau_vs_S,
+    plot_success_vs,
+    success_table,
+)
 from synthetic.training import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,9 +14,17 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.task_library import IOI_NAMES, IOI_OBJECTS, IOI_PLACES, IOI_TEMPLATES, IOITask, PatternCompletionTask, TaskFile  # noqa: E402
-from interp.task_registry import REGISTRY, default_metric, parse_tasks, task_table  # noqa: E402
-from interp.tasks import RepetitionTask, TaskBatch, TaskError, tokenizer_adds_bos  # noqa: E402
+from interp.task_library import (
+    IOI_NAMES,
+    IOI_OBJECTS,
+    IOI_PLACES,
+    IOI_TEMPLATES,
+    IOITask,
+    PatternCompletionTask,
+    TaskFile,
+)
+from interp.task_registry import REGISTRY, default_metric, parse_tasks, task_table
+from interp.tasks import RepetitionTask, TaskBatch, TaskError, tokenizer_adds_bos
 
 EOT = "<|endoftext|>"
 

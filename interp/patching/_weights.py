@@ -14,7 +14,8 @@ with the swapped ``c_attn`` / ``c_proj`` columns).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float

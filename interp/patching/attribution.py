@@ -27,7 +27,8 @@ are then off the line, cheaper and rougher).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float

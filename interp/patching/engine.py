@@ -21,8 +21,9 @@ calls reuse the arguments the model's own forward handed each block).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -46,9 +47,21 @@ from interp.patching.metrics import MetricLike, resolve_metric
 from interp.patching.targets import ACTIVATION_KINDS, HOOKS, Target, hook_name
 from interp.tasks import TaskBatch
 
-__all__ = ["PostCheckpoint", "capture_post", "metric_values", "patch", "patch_values", "per_head_delta",
-           "patch_head_sets", "post_from_patterns", "cache_patterns", "delta_p_all_heads", "patch_heads",
-           "mean_answer_prob", "answer_prob"]
+__all__ = [
+    "PostCheckpoint",
+    "answer_prob",
+    "cache_patterns",
+    "capture_post",
+    "delta_p_all_heads",
+    "mean_answer_prob",
+    "metric_values",
+    "patch",
+    "patch_head_sets",
+    "patch_heads",
+    "patch_values",
+    "per_head_delta",
+    "post_from_patterns",
+]
 
 
 @dataclass
@@ -85,7 +98,7 @@ class PostCheckpoint:
             raise ValueError(f"post checkpoint has no {name} captured; capture_post(..., kinds=) must include {kind!r}")
         return self.activations[name]
 
-    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, "batch"]:
+    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, batch]:
         """The metric of the post checkpoint per prompt (CPU)."""
         if self.answer_logits is None:
             raise ValueError("post checkpoint has no answer logits captured")
@@ -125,7 +138,7 @@ def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIV
                           n_layers, n_heads, tokens=batch.tokens.clone())
 
 
-def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, "batch"]:
+def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, batch]:
     """The metric per prompt from one forward of ``model`` (answer positions unembedded only).
 
     Raises:
@@ -180,13 +193,13 @@ def _hooks_for(model: Any, post: PostCheckpoint, target: Target, pos: int) -> li
 def _transformer_lens_single(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target,
                              fn: Callable) -> Tensor | None:
     """TransformerLens's own patch for one head's activation / one layer's MLP output, else None."""
+    import pandas as pd
     from transformer_lens import ActivationCache
     from transformer_lens.patching import (
         generic_activation_patch,
         layer_head_pattern_patch_setter,
         layer_head_vector_patch_setter,
     )
-    import pandas as pd
 
     if batch.padded:  # generic_activation_patch takes no attention mask: hooks below pass it
         return None
@@ -335,7 +348,7 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
 
 
 def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: MetricLike = "p",
-          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, "batch"]:
+          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, batch]:
     """The metric per prompt with one target patched (``patch_values`` for a single target).
 
     Raises:
@@ -389,7 +402,7 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
 
 
 def patch_head_sets(model: Any, inputs: TaskBatch, patterns: Any, head_sets: Sequence[Sequence[tuple[int, int]]],
-                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, "sets"]:
+                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, sets]:
     """Mean metric of the pre checkpoint with each set of heads jointly patched (one value per set).
 
     Args:
@@ -478,7 +491,7 @@ def mean_answer_prob(model: Any, inputs: TaskBatch) -> float:
     return float(metric_values(model, inputs, "p").mean())
 
 
-def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, "batch"]:
+def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, batch]:
     """Probability (softmax, float32) of each prompt's answer at its answer position.
 
     Raises:

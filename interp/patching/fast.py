@@ -64,8 +64,9 @@ head of the layer and go to the reference path (``heads_mixing_kinds``).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -373,7 +374,7 @@ def _shortcuts(model: Any) -> list[_Shortcut]:
     return out
 
 
-def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, "n"], pos: Int[Tensor, "n"],
+def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, n], pos: Int[Tensor, n],
                         shape: tuple[int, int]) -> Callable:
     """``linear``'s forward evaluated at positions ``(rows, pos)`` only, zeros elsewhere.
 
@@ -441,7 +442,7 @@ class _LowRankProjections:
             self.norms[norm_name] = (centred, eps)
 
     @contextlib.contextmanager
-    def installed(self, heads: Int[Tensor, "copies"], stream: Float[Tensor, "rows pos d_model"]) -> Iterator[None]:
+    def installed(self, heads: Int[Tensor, copies], stream: Float[Tensor, "rows pos d_model"]) -> Iterator[None]:
         """Swap the projections in for stacked copies of ``stream``; copy ``c`` patched head ``heads[c]``.
 
         ``heads`` lives on the CPU (read without a device sync); ``stream`` is ``[copies * batch,
@@ -490,7 +491,7 @@ class _LowRankProjections:
 
 
 def replace_hook(post: Tensor, mask: Bool[Tensor, "copies unit"], head_axis: int | None,
-                 query_mask: Bool[Tensor, "pos"] | None = None) -> Callable:
+                 query_mask: Bool[Tensor, pos] | None = None) -> Callable:
     """Hook: copy ``c`` of a stacked batch takes ``post`` on the heads ``mask[c]``.
 
     ``post``: the post activation of one copy of the prompts (``[batch, head, q, k]`` for a
@@ -573,7 +574,7 @@ class _PendingUnembedding:
     memory budget sets the chunk).
     """
 
-    def __init__(self, engine: "LayerSkipEngine", out: Float[Tensor, "sets batch"], max_rows: int):
+    def __init__(self, engine: LayerSkipEngine, out: Float[Tensor, "sets batch"], max_rows: int):
         self.engine, self.out, self.max_rows = engine, out, max_rows
         self.sets: list[int] = []
         self.rows: list[Tensor] = []

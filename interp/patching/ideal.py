@@ -30,15 +30,25 @@ Baherwani et al. 2026 (the ideal sparse patterns whose learning the paper calls 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Union
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-__all__ = ["IDEAL_PATTERNS", "IdealPatterns", "ideal_pattern", "check_pattern", "previous_token_pattern",
-           "induction_pattern", "duplicate_token_pattern", "first_token_pattern", "uniform_pattern"]
+__all__ = [
+    "IDEAL_PATTERNS",
+    "IdealPatterns",
+    "check_pattern",
+    "duplicate_token_pattern",
+    "first_token_pattern",
+    "ideal_pattern",
+    "induction_pattern",
+    "previous_token_pattern",
+    "uniform_pattern",
+]
 
 PatternRule = Union[str, Callable[[Tensor], Tensor]]
 
@@ -193,7 +203,7 @@ class IdealPatterns:
         object.__setattr__(self, "heads", fixed)
 
     @classmethod
-    def of(cls, rule: PatternRule, heads: Sequence[tuple[int, int]]) -> "IdealPatterns":
+    def of(cls, rule: PatternRule, heads: Sequence[tuple[int, int]]) -> IdealPatterns:
         """Every head of ``heads`` gets ``rule``."""
         return cls({tuple(h): rule for h in heads})
 

@@ -29,13 +29,30 @@ Wang et al. 2022 (arXiv:2211.00593, path patching), Olsson et al. 2022 (QK / OV 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 __all__ = [
-    "Target", "HEAD_KINDS", "LAYER_KINDS", "MODEL_KINDS", "ACTIVATION_KINDS", "WEIGHT_KINDS", "KINDS",
-    "pattern", "queries", "keys", "values", "head_output", "qk_weights", "ov_weights", "path",
-    "mlp_output", "mlp_weights", "block_weights", "embedding", "unembedding",
+    "ACTIVATION_KINDS",
+    "HEAD_KINDS",
+    "KINDS",
+    "LAYER_KINDS",
+    "MODEL_KINDS",
+    "WEIGHT_KINDS",
+    "Target",
+    "block_weights",
+    "embedding",
+    "head_output",
+    "keys",
+    "mlp_output",
+    "mlp_weights",
+    "ov_weights",
+    "path",
+    "pattern",
+    "qk_weights",
+    "queries",
+    "unembedding",
+    "values",
 ]
 
 HEAD_KINDS = ("pattern", "q", "k", "v", "z", "qk", "ov")
