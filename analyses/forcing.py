@@ -49,9 +49,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from interp.io import atomic_to_csv, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NAME = "forcing"
 DOCS = ROOT / "docs" / "results.md"

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from interp.io import atomic_to_csv, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NAME = "readiness"
 DOCS = ROOT / "docs" / "results.md"

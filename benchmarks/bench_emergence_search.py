@@ -46,8 +46,8 @@ def main() -> None:
         calls = []
 
         def evaluate(step: int) -> CapabilityScore:
-            calls.append(step)
-            return CapabilityScore(stretched[step], stretched[step], len(batch))
+            calls.append(step)  # noqa: B023
+            return CapabilityScore(stretched[step], stretched[step], len(batch))  # noqa: B023
 
         p_point = search_emergence(list(PYTHIA_STEPS), evaluate)
         p_agree = (p_point.pre_step, p_point.post_step, p_point.emerged) == point_from_curve(

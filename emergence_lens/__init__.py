@@ -59,7 +59,7 @@ EXPORTS: dict[str, str] = {
     "export_notebook_html": "interp.display", "run_capability_figure": "interp.visualisation",
 }
 
-__all__ = sorted(EXPORTS)
+__all__ = sorted(EXPORTS)  # noqa: PLE0605 (a list, built from the one table above)
 
 
 def __getattr__(name: str) -> Any:

@@ -173,7 +173,7 @@ def check_hold(hold) -> int:
 
 
 def _validate(steps: Sequence[int], threshold: float, hold: int = 0) -> list[int]:
-    steps = sorted(set(int(s) for s in steps))
+    steps = sorted({int(s) for s in steps})
     if len(steps) < 2:
         raise ValueError(f"need at least 2 searchable steps to locate a transition, got {steps}")
     if not 0.0 < threshold <= 1.0:

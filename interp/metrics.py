@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing this module must not import torch (CLI start-up)
     from jaxtyping import Float
@@ -103,7 +103,7 @@ class MetricSpec:
     needs_distractors: bool = False
     delta: str = ""
 
-    def __call__(self, logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, batch]:
+    def __call__(self, logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
         return self.fn(logits, batch)
 
     @property
@@ -141,7 +141,7 @@ def _answers(batch, device):
     return batch.answers.to(device)
 
 
-def answer_logprob(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, batch]:
+def answer_logprob(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """Log probability (log-softmax in float32) of each prompt's answer token; nats."""
     import torch
 
@@ -149,7 +149,7 @@ def answer_logprob(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tenso
     return logp.gather(-1, _answers(batch, logits.device)[:, None]).squeeze(-1)
 
 
-def answer_probability(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, batch]:
+def answer_probability(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """Softmax probability (float32) of each prompt's answer token; probability units.
 
     This is the one place p(answer) is computed (tasks, the emergence search, the zoom and the
@@ -158,7 +158,7 @@ def answer_probability(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[T
     return answer_logprob(logits, batch).exp()
 
 
-def logit_diff(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, batch]:
+def logit_diff(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """Answer logit minus the largest distractor logit (float32); logits.
 
     Raises:
@@ -177,7 +177,7 @@ def logit_diff(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, b
     return answer - rival
 
 
-def greedy_correct(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, batch]:
+def greedy_correct(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """1.0 where the argmax of the answer logits is the answer, else 0.0 (float32); fraction."""
     return (logits.argmax(-1) == _answers(batch, logits.device)).float()
 
@@ -223,7 +223,7 @@ register_metric(MetricSpec(
     source="Baherwani et al. 2026: solved = greedy prediction equals the answer", label="greedy accuracy",
     description="1 if the greedy prediction is the answer, else 0", patching=False))
 
-MetricLike = Union[str, Callable]
+MetricLike = str | Callable
 
 
 def patching_metric_names() -> list[str]:

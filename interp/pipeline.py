@@ -513,7 +513,7 @@ def _upgrade_run(run: RunAnalysis) -> None:
 
 def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
     """Weight digest of every step the run evaluated or patched (``"step{N}"`` -> sha256 hex)."""
-    steps = set(int(s) for s in run.curve["step"]) | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
+    steps = {int(s) for s in run.curve["step"]} | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
     return {f"step{step}": source.digest(step) for step in sorted(steps)}
 
 

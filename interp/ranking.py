@@ -29,6 +29,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -134,7 +135,7 @@ def _recovered(value: float, pre: float, post: float) -> float:
     return (value - pre) / span if span != 0.0 and math.isfinite(span) else float("nan")
 
 
-def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, batch], post: Float[Tensor, batch],
+def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, " batch"], post: Float[Tensor, " batch"],
                        n_boot: int = N_BOOT, seed: int = 0) -> dict[str, np.ndarray]:
     """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
 
@@ -166,7 +167,9 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
     span = m_post - m_pre
     with np.errstate(divide="ignore", invalid="ignore"):
         recovered = np.where(span != 0, (m_patched - m_pre) / span, np.nan)
-    q = lambda x: np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)  # noqa: E731
+    def q(x):
+        return np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)
+
     (v_lo, v_hi), (r_lo, r_hi), (d_lo, d_hi) = q(m_patched), q(recovered), q(m_patched - m_pre)
     return {"value_lo": v_lo, "value_hi": v_hi, "recovered_lo": r_lo, "recovered_hi": r_hi,
             "delta_lo": d_lo, "delta_hi": d_hi}
@@ -484,7 +487,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     del post_loaded  # the captured tensors are all the analysis needs from post
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
-        pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
+        pre_patterns = torch.stack(list(_patterns(pre.model, batch)))
     ranking = head_ranking(pre.model, post, batch, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
                            ks=ks, n_boot=n_boot, prescreen_steps=prescreen_steps)
     if decompose:

@@ -384,7 +384,7 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p,
     from interp.pipeline import model_and_seed
     from interp.tasks import RepetitionTask
 
-    wanted = sorted(set(int(s) for s in steps)) if steps is not None else source.available_steps()
+    wanted = sorted({int(s) for s in steps}) if steps is not None else source.available_steps()
     for step in wanted:
         source._check_step(step)
     task = task or RepetitionTask()

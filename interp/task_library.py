@@ -312,8 +312,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
         line = err.object[: err.start].count(b"\n") + 1
-        raise TaskFileError([f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
-                             f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8"]) from None
+        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
+                             f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8")]) from None
     records: list[tuple[str, dict]] = []  # (row label, fields)
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
@@ -331,8 +331,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
             except json.JSONDecodeError as err:
                 raise TaskFileError([f"task file {path.name!r}: line {n} is not JSON ({err.msg})"]) from None
             if not isinstance(fields, dict):
-                raise TaskFileError([f"task file {path.name!r}: line {n} is a {type(fields).__name__}, "
-                                     "expected an object with prompt and answer"])
+                raise TaskFileError([(f"task file {path.name!r}: line {n} is a {type(fields).__name__}, "
+                                     "expected an object with prompt and answer")])
             records.append((f"line {n}", fields))
     if not records:
         raise TaskFileError([f"task file {path.name!r} has no rows; each row needs a prompt and an answer"])
@@ -341,8 +341,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     if missing:
         where = ", ".join(f"{label} ({f})" for label, f in missing[:MAX_ROW_ERRORS])
         more = f" and {len(missing) - MAX_ROW_ERRORS} more" if len(missing) > MAX_ROW_ERRORS else ""
-        raise TaskFileError([f"task file {path.name!r}: missing or empty field at {where}{more}; "
-                             "each row needs prompt and answer (text)"])
+        raise TaskFileError([(f"task file {path.name!r}: missing or empty field at {where}{more}; "
+                             "each row needs prompt and answer (text)")])
     rows, seen = [], {}
     for i, (label, fields) in enumerate(records):
         d = fields.get("distractors") or []
@@ -358,6 +358,6 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     with_d = {bool(r.distractors) for r in rows}
     if len(with_d) > 1:
         lacking = [r.id for r in rows if not r.distractors][:MAX_ROW_ERRORS]
-        raise TaskFileError([f"task file {path.name!r}: distractors on some rows only (none on ids {lacking}); "
-                             "give them on every row or on none"])
+        raise TaskFileError([(f"task file {path.name!r}: distractors on some rows only (none on ids {lacking}); "
+                             "give them on every row or on none")])
     return rows

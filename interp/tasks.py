@@ -62,8 +62,8 @@ class TaskBatch:
     """
 
     tokens: Int[Tensor, "batch pos"]
-    answers: Int[Tensor, batch]
-    answer_pos: Int[Tensor, batch]
+    answers: Int[Tensor, " batch"]
+    answer_pos: Int[Tensor, " batch"]
     prompts: list[str] = field(default_factory=list)
     task: str = ""
     distractors: Int[Tensor, "batch n_distractors"] | None = None
@@ -424,7 +424,7 @@ class TokenRepetitionTask(CapabilityTask):
 def alnum_token_pool(tokenizer) -> list[int]:
     """Token ids whose text is a single ASCII letter or digit, with or without a leading space."""
     pool = []
-    for text in [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"]:
+    for text in list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"):
         for candidate in (text, " " + text):
             ids = tokenizer.encode(candidate, add_special_tokens=False)
             if len(ids) == 1 and ids[0] not in pool:

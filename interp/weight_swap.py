@@ -25,6 +25,7 @@ that every capability value and logit of a swapped bridge equals a fresh boot's.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -221,7 +222,7 @@ def _probe_split(module):
     bounds = [0]
     for p in params:
         bounds.append(bounds[-1] + p.numel())
-    spans = list(zip(bounds, bounds[1:]))
+    spans = list(itertools.pairwise(bounds))
     for bridge_part, real_part, probe_part in zip(parts, real, probe):
         resident = bridge_part.original_component
         for name in ("weight", "bias"):

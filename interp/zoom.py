@@ -152,7 +152,7 @@ def overlay_steps(run: str | Path) -> list[int]:
 def stored_steps(run: str | Path) -> list[int]:
     """Base steps (``suite.json``) and overlay steps of a run, sorted."""
     base = _metadata(Path(run)).get("steps", [])
-    return sorted(set(int(s) for s in base) | set(overlay_steps(run)))
+    return sorted({int(s) for s in base} | set(overlay_steps(run)))
 
 
 def step_folder(run: Path, step: int) -> Path:

@@ -97,7 +97,7 @@ def _main() -> None:
     """Synthetic tasks with a known attention pattern."""
 
 
-class Executor(str, enum.Enum):
+class Executor(str, enum.Enum):  # noqa: UP042 (StrEnum would change str(Executor.ray))
     joblib = "joblib"
     ray = "ray"
 

@@ -211,8 +211,10 @@ class TrainResult:
         """Same config, summary, metrics (``DataFrame.equals``) and weights (by value), timings aside."""
         if not isinstance(other, TrainResult):
             return NotImplemented
-        strip = lambda r: (r.config, {k: v for k, v in r.summary.items() if k not in self.TIMING},  # noqa: E731
-                           r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
+        def strip(r):
+            return (r.config, {k: v for k, v in r.summary.items() if k not in self.TIMING},
+                    r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
+
         return values_equal(strip(self), strip(other))
 
     def _html(self, assets) -> str:

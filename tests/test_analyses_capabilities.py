@@ -36,8 +36,9 @@ def test_capabilities_on_the_quick_suite(quick_suite, tmp_path, monkeypatch):
         assert row["steepest_rise"] == pytest.approx(rises.max()) and rises.max() > 0
         assert row["steepest_post_step"] == int(curve.sort_values("step")["step"].iloc[int(np.nanargmax(rises.values))])
         if pd.notna(row["head_overlap"]):  # both emerged: the overlap is what the head tables say
-            top = lambda task: set(heads[(heads.model == row.model) & (heads.seed == row.seed) & (heads.task == task)]
-                                   .nsmallest(2, "rank").apply(lambda h: f"L{h.layer}H{h.head}", axis=1))
+            def top(task):
+                return set(heads[(heads.model == row.model) & (heads.seed == row.seed) & (heads.task == task)]  # noqa: B023
+                                               .nsmallest(2, "rank").apply(lambda h: f"L{h.layer}H{h.head}", axis=1))
             assert row["head_overlap"] == pytest.approx(len(top(row["task"]) & top("token-repetition")) / 2)
             assert row["same_step"] == (row["post_step"] == row["reference_post_step"])
     block = (out / "capabilities.md").read_text()

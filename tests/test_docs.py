@@ -34,8 +34,8 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str]]] = {
         ("pre=1800, post=1900, every=10", "pre=PRE, post=POST, every=50"),
         ("resolution=1)", "resolution=50, n_prompts=128)"),
     ],
-    "sweeps.md": [('load_results(DIR), load_metrics(DIR)', 'load_results("results/lm-small"), '
-                                                             'load_metrics("results/lm-small")')],
+    "sweeps.md": [('load_results(DIR), load_metrics(DIR)', ('load_results("results/lm-small"), '
+                                                             'load_metrics("results/lm-small")'))],
     "synthetic.md": [("steps=10_000", "steps=200")],
 }
 #: page -> files written into the temporary folder before its blocks run (from the page's own text).

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-PYTHIA_STEPS = tuple([0] + [2**i for i in range(10)] + list(range(1000, 143001, 1000)))
 from interp.emergence import (
     DEFAULT_HOLD,
     StepEvaluator,
@@ -20,6 +19,8 @@ from interp.emergence import (
     search_emergence,
 )
 from interp.tasks import CapabilityScore
+
+PYTHIA_STEPS = tuple([0] + [2**i for i in range(10)] + list(range(1000, 143001, 1000)))
 
 #: Issue 19: neox-2l-128d seed 0 of the quick suite as `make demo` scanned it on an AVX2-only
 #: machine (64 prompts): step -> (accuracy, p(answer)) for steps 700..2000.
@@ -283,7 +284,7 @@ def test_too_few_steps_is_a_clear_error(bad):
 
 
 def test_threshold_out_of_range():
-    with pytest.raises(ValueError, match="threshold=1.5"):
+    with pytest.raises(ValueError, match=r"threshold=1\.5"):
         search_emergence([0, 1], lambda s: CapabilityScore(0, 0, 1), threshold=1.5)
 
 

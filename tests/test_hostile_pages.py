@@ -171,11 +171,11 @@ def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
 
 
 NOTEBOOK_CELLS = [
-    "from interp.display import init_notebook, show_attention\n"
+    ("from interp.display import init_notebook, show_attention\n"
     "import plotly.graph_objects as go, torch\n"
     "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
     "from interp.pipeline import MainJobReport\n"
-    "init_notebook()",
+    "init_notebook()"),
     "go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name='<!--<script>'), layout=dict(showlegend=True))",
     "run = hostile_run(1)\nshow_attention(run.example_tokens, run.example_patterns, run.example_names)",
     "MainJobReport(runs=[hostile_run(1)], title='twice')",

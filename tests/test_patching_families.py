@@ -132,7 +132,7 @@ def test_gpt2_weight_targets_equal_a_model_built_with_the_swapped_weights(tmp_pa
     a Hugging Face GPT-2 whose columns / rows of that head were copied from post, booted afresh."""
     torch.set_num_threads(1)
     d_head = D_MODEL // N_HEADS
-    hf_pre, hf_post = hf_model("gpt2", 0), hf_model("gpt2", 1)
+    _hf_pre, hf_post = hf_model("gpt2", 0), hf_model("gpt2", 1)
     pre = boot(hf_model("gpt2", 0), tmp_path / "pre")
     batch = make_batch(pre)
     post = capture_post(boot(hf_model("gpt2", 1), tmp_path / "post"), batch)

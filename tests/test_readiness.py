@@ -191,7 +191,7 @@ def test_page_in_browser(tiny_local_suite, tmp_path):
     if os.environ.get("EMERGENCE_LENS_SCREENSHOTS"):
         import shutil
 
-        for width, shot in shots.items():
+        for shot in shots.values():
             shutil.copy(shot, os.path.join(os.environ["EMERGENCE_LENS_SCREENSHOTS"], shot.name))
 
 

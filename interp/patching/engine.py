@@ -98,7 +98,7 @@ class PostCheckpoint:
             raise ValueError(f"post checkpoint has no {name} captured; capture_post(..., kinds=) must include {kind!r}")
         return self.activations[name]
 
-    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, batch]:
+    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
         """The metric of the post checkpoint per prompt (CPU)."""
         if self.answer_logits is None:
             raise ValueError("post checkpoint has no answer logits captured")
@@ -138,7 +138,7 @@ def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIV
                           n_layers, n_heads, tokens=batch.tokens.clone())
 
 
-def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, batch]:
+def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
     """The metric per prompt from one forward of ``model`` (answer positions unembedded only).
 
     Raises:
@@ -348,7 +348,7 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
 
 
 def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: MetricLike = "p",
-          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, batch]:
+          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, " batch"]:
     """The metric per prompt with one target patched (``patch_values`` for a single target).
 
     Raises:
@@ -402,7 +402,7 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
 
 
 def patch_head_sets(model: Any, inputs: TaskBatch, patterns: Any, head_sets: Sequence[Sequence[tuple[int, int]]],
-                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, sets]:
+                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, " sets"]:
     """Mean metric of the pre checkpoint with each set of heads jointly patched (one value per set).
 
     Args:
@@ -491,7 +491,7 @@ def mean_answer_prob(model: Any, inputs: TaskBatch) -> float:
     return float(metric_values(model, inputs, "p").mean())
 
 
-def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, batch]:
+def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, " batch"]:
     """Probability (softmax, float32) of each prompt's answer at its answer position.
 
     Raises:

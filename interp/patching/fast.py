@@ -374,7 +374,7 @@ def _shortcuts(model: Any) -> list[_Shortcut]:
     return out
 
 
-def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, n], pos: Int[Tensor, n],
+def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, " n"], pos: Int[Tensor, " n"],
                         shape: tuple[int, int]) -> Callable:
     """``linear``'s forward evaluated at positions ``(rows, pos)`` only, zeros elsewhere.
 
@@ -442,7 +442,7 @@ class _LowRankProjections:
             self.norms[norm_name] = (centred, eps)
 
     @contextlib.contextmanager
-    def installed(self, heads: Int[Tensor, copies], stream: Float[Tensor, "rows pos d_model"]) -> Iterator[None]:
+    def installed(self, heads: Int[Tensor, " copies"], stream: Float[Tensor, "rows pos d_model"]) -> Iterator[None]:
         """Swap the projections in for stacked copies of ``stream``; copy ``c`` patched head ``heads[c]``.
 
         ``heads`` lives on the CPU (read without a device sync); ``stream`` is ``[copies * batch,
@@ -491,7 +491,7 @@ class _LowRankProjections:
 
 
 def replace_hook(post: Tensor, mask: Bool[Tensor, "copies unit"], head_axis: int | None,
-                 query_mask: Bool[Tensor, pos] | None = None) -> Callable:
+                 query_mask: Bool[Tensor, " pos"] | None = None) -> Callable:
     """Hook: copy ``c`` of a stacked batch takes ``post`` on the heads ``mask[c]``.
 
     ``post``: the post activation of one copy of the prompts (``[batch, head, q, k]`` for a
@@ -1144,7 +1144,7 @@ class LayerSkipEngine:
                         if u.layer == layer:
                             masks[u.key][c, u.index] = True
                 units = masks[keys[0]].float().argmax(dim=1)  # on the CPU: planning only
-                own_mlp = None if own is None else (lambda stream, units=units: own.installed(units, stream))
+                own_mlp = None if own is None else (lambda stream, units=units: own.installed(units, stream))  # noqa: B023
                 # The last block's stream is read at the answer positions only (run_tail).
                 resid = self.start_residual(layer, masks, answer_only=layer == self.n_layers - 1, own_mlp=own_mlp)
                 hooks = self._tail_hooks([[u for u in sets[i] if u.layer > layer] for i in sel], layer + 1)

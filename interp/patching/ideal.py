@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -50,7 +50,7 @@ __all__ = [
     "uniform_pattern",
 ]
 
-PatternRule = Union[str, Callable[[Tensor], Tensor]]
+PatternRule = str | Callable[[Tensor], Tensor]
 
 
 def _tokens(tokens: Any) -> Tensor:
