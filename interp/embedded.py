@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -50,6 +51,9 @@ from interp.catalogue import (  # noqa: F401  (the suite configs live with the s
 from interp.checkpoints import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.io import atomic_to_csv, atomic_write_text
 from interp.training_state import load_training_state, read_training_state, save_training_state
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 
@@ -137,7 +141,7 @@ def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.Adam
     return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def save_checkpoint(folder: Path, model: PreTrainedModel, optimizer: torch.optim.Optimizer,
                     cfg: SuiteConfig, seed: int, step: int) -> None:
     """Write one resumable checkpoint: ``save_pretrained`` weights (safetensors) plus the
     optimizer state and trainer scalars (:mod:`interp.training_state`)."""
@@ -418,7 +422,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
             queue.put((run_name(size, seed), step - last[0], loss, os.getpid()))
             last[0] = step
         if dying:
-            os.kill(os.getpid(), int(getattr(signal, str(kill_signal), kill_signal)))
+            os.kill(os.getpid(), int(getattr(signal, str(kill_signal), str(kill_signal))))
 
     if queue is not None:  # the parent learns which process trains this run
         queue.put((run_name(size, seed), 0, float("nan"), os.getpid()))
@@ -564,7 +568,7 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
         try:
             while pending or finished:
-                done = set()
+                done: set = set()
                 if pending:
                     done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                 _drain_progress(queue, bar, workers)

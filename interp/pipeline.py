@@ -14,9 +14,10 @@ writes the tables and the self-contained ``report.html``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, cast
 
 import pandas as pd
 import torch
@@ -181,7 +182,7 @@ def _training_loss(source) -> pd.DataFrame | None:
 
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
-    method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
+    method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
     hold: int = DEFAULT_HOLD, scrub: bool = True, dtype: str = "float32", swap_weights: bool = True,
 ) -> RunAnalysis:
@@ -240,12 +241,12 @@ def analyse_run(
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     analysis.training_loss = _training_loss(source)
-    if scrub and evaluator.patterns:
+    if scrub and isinstance(evaluator, PatternRecorder) and evaluator.patterns:
         steps, patterns = evaluator.recorded()
         tokenizer = source.tokenizer()
         analysis.scrub_steps, analysis.scrub_patterns = steps, torch.from_numpy(patterns)
         analysis.scrub_tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: evaluator.n_prompts]]
-    if point.emerged and point.pre_step is not None:
+    if point.emerged and point.pre_step is not None and point.post_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
                                     decompose=decompose, prescreen_steps=prescreen_steps)
@@ -385,13 +386,13 @@ class MainJobReport:
                 "post_step": r.point.post_step, "monotone": r.point.monotone, "n_evaluations": r.point.n_evaluations,
                 "value_pre": r.value_pre, "value_post": r.value_post,
                 # recovered divides by this jump: small against its noise, it is ill-conditioned
-                "jump": None if r.value_pre is None else r.value_post - r.value_pre,
+                "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
                 "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                 "top_delta": None if top is None else float(top["delta"]), "recovered_top2": rec2,
                 "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
                 "metric": r.metric if r.heads is not None else None,
                 "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
-                "jump_too_small": None if top is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
+                "jump_too_small": None if top is None or r.heads is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
             })
         return pd.DataFrame(rows)
 
@@ -519,7 +520,7 @@ def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
 
 def run_main_job(
     sources: Iterable, task: CapabilityTask | Sequence[CapabilityTask] | None = None, threshold: float = 0.5,
-    scan: bool = False, method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
+    scan: bool = False, method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
     hold: int = DEFAULT_HOLD, scrub: bool = True,
@@ -548,9 +549,9 @@ def run_main_job(
     check_hold(hold)
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold={threshold} must be in (0, 1] (a greedy-accuracy fraction)")
-    tasks = list(task) if isinstance(task, (list, tuple)) else [task or RepetitionTask()]
+    tasks: list[CapabilityTask] = list(task) if isinstance(task, (list, tuple)) else [cast(CapabilityTask, task) or RepetitionTask()]
     positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
-    total = len(sources) if hasattr(sources, "__len__") else None
+    total = len(sources) if isinstance(sources, Sized) else None
     done: list[tuple[tuple[int, int], RunAnalysis, dict]] = []
     for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
         try:

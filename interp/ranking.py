@@ -150,7 +150,7 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
     Raises:
         ValueError: mismatched shapes or ``n_boot < 1``.
     """
-    patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))
+    patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))  # type: ignore[assignment]
     if patched.ndim != 2 or pre.shape != (patched.shape[1],) or post.shape != pre.shape:
         raise ValueError(f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}")
     if n_boot < 1:
@@ -449,7 +449,7 @@ def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
                         memory_budget_mb=memory_budget_mb, attribution=prescreen_top_n is not None)
 
 
-def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
+def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: Literal["fast", "reference", "attribution"] = "fast",
                        prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
                        ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
                        n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
@@ -598,7 +598,7 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         rows.append((name, "all", count, "", target))
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
-            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads), target))
+            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
     values = patch_values(pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method,
                           memory_budget_mb=memory_budget_mb)
     ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)

@@ -133,7 +133,8 @@ IOI_OBJECTS = ("ring", "kiss", "bone", "basketball", "computer", "necklace", "dr
 
 def _single_tokens(tokenizer, words: Sequence[str], prefix: str = " ") -> tuple[dict[str, int], dict[str, list[int]]]:
     """``({word: id} of words that are one token as prefix + word, {word: ids} of the others)``."""
-    good, bad = {}, {}
+    good: dict[str, int] = {}
+    bad: dict[str, list[int]] = {}
     for w in words:
         ids = tokenizer.encode(prefix + w, add_special_tokens=False)
         (good if len(ids) == 1 else bad)[w] = ids[0] if len(ids) == 1 else ids
@@ -272,12 +273,12 @@ class TaskFile(CapabilityTask):
             if bad:
                 what, text, ids = bad[0]
                 pieces = [tokenizer.decode([t]) for t in ids]
-                problems.append(f"{self.path.name}: row {row.id}: {what} {text!r} is {len(ids)} tokens {pieces!r} "
+                problems.append(f"{Path(self.path).name}: row {row.id}: {what} {text!r} is {len(ids)} tokens {pieces!r} "
                                 f"under tokenizer {tok_name!r}; answers and distractors must be one token")
                 continue
             prompt_ids = _split_ids(tokenizer, row.prompt)
             if not prompt_ids:
-                problems.append(f"{self.path.name}: row {row.id}: prompt {row.prompt!r} is no token at all")
+                problems.append(f"{Path(self.path).name}: row {row.id}: prompt {row.prompt!r} is no token at all")
                 continue
             prompts.append(prompt_ids)
             answers.append(_split_ids(tokenizer, row.answer)[0])
@@ -311,8 +312,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        line = err.object[: err.start].count(b"\n") + 1
-        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
+        line_no = err.object[: err.start].count(b"\n") + 1
+        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line_no}, byte {err.start}: "
                              f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8")]) from None
     records: list[tuple[str, dict]] = []  # (row label, fields)
     if suffix == ".csv":
@@ -343,7 +344,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
         more = f" and {len(missing) - MAX_ROW_ERRORS} more" if len(missing) > MAX_ROW_ERRORS else ""
         raise TaskFileError([(f"task file {path.name!r}: missing or empty field at {where}{more}; "
                              "each row needs prompt and answer (text)")])
-    rows, seen = [], {}
+    rows: list[TaskRow] = []
+    seen: dict[str, list[str]] = {}
     for i, (label, fields) in enumerate(records):
         d = fields.get("distractors") or []
         if isinstance(d, str) or not all(isinstance(x, str) for x in d):

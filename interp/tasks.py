@@ -102,7 +102,7 @@ class TaskBatch:
     def forward_kwargs(self) -> dict:
         """Keyword arguments of a forward on ``tokens``: ``attention_mask`` and ``position_ids``
         when the batch is padded, else none (the model's defaults are exact then)."""
-        if not self.padded:
+        if not self.padded or self.attention_mask is None:
             return {}
         return {"attention_mask": self.attention_mask.to(self.tokens.device), "position_ids": self.position_ids}
 

@@ -205,7 +205,7 @@ class IdealPatterns:
     @classmethod
     def of(cls, rule: PatternRule, heads: Sequence[tuple[int, int]]) -> IdealPatterns:
         """Every head of ``heads`` gets ``rule``."""
-        return cls({tuple(h): rule for h in heads})
+        return cls({(h[0], h[1]): rule for h in heads})
 
     def label(self) -> str:
         """``L1H0=induction+L0H2=previous_token``."""
@@ -228,7 +228,7 @@ class IdealPatterns:
         n_layers, n_heads = heads_shape(model)
         Target("pattern", tuple(self.heads)).resolved_heads(n_layers, n_heads)  # range check
         tokens = batch.tokens.cpu()
-        cache: dict[str, Tensor] = {}
+        cache: dict[str | int, Tensor] = {}
         base = uniform_pattern(tokens)
         patterns = base[:, None].repeat(1, n_heads, 1, 1)[None].repeat(n_layers, 1, 1, 1, 1)
         for (layer, head), rule in self.heads.items():
