@@ -84,7 +84,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -97,6 +97,8 @@ if TYPE_CHECKING:  # the bridge and transformers are imported when first needed 
     import pandas as pd
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerBase
+
+    from interp.weight_swap import WeightSwap
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +266,7 @@ def _malloc_trim() -> None:
         _LIBC.malloc_trim(0)
 
 
-_LIBC = None
+_LIBC: ctypes.CDLL | Literal[False] | None = None  # None: not looked up yet; False: no glibc
 
 
 def _release_memory() -> None:
@@ -387,12 +389,12 @@ class CheckpointSource(ABC):
     listing: str = "local folder"
 
     def __init__(self) -> None:
-        self._bridge = None
+        self._bridge: TransformerBridge | None = None
         self._digests: dict[int, str] = {}
         self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
         self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
-        self._swap = None  # interp.weight_swap.WeightSwap of the resident bridge, when swapping
+        self._swap: WeightSwap | None = None  # interp.weight_swap.WeightSwap of the resident bridge, when swapping
         self._bridge_key: tuple | None = None  # (device, dtype) of the resident bridge
         self._fingerprints: dict[str, dict[str, str]] = {}  # tokenizer files' sha256 -> fingerprint
         #: Switch checkpoints by copying weights into the resident bridge (interp.weight_swap)
@@ -402,7 +404,7 @@ class CheckpointSource(ABC):
         self.swap_weights = False
         #: dtype of loaded bridges (float32; the main job's ``dtype`` sets bfloat16 / float16).
         self.dtype = torch.float32
-        self._ahead = None  # (step, thread, result dict) of the one checkpoint read ahead
+        self._ahead: tuple[int, Any, dict] | None = None  # (step, thread, result dict) of the one checkpoint read ahead
         #: Seconds :meth:`load` spent reading weights (or waiting for a read-ahead): benchmarks.
         self.read_seconds = 0.0
 
@@ -597,7 +599,7 @@ class CheckpointSource(ABC):
         if (self.swap_weights and self._swap is not None and self._bridge is not None and safetensors_only
                 and self._bridge_key == (device, dtype)):
             read_ahead = ahead is not None and "tensors" in ahead
-            tensors = ahead["tensors"] if read_ahead else weight_swap.read_weights(files)
+            tensors = ahead["tensors"] if read_ahead and ahead is not None else weight_swap.read_weights(files)
             self.read_seconds += time.perf_counter() - started
             if self._swap.fits(list(tensors), config_text):
                 # a read-ahead's tensors are ours and already in the bridge's dtype: adopted, not copied
@@ -616,7 +618,7 @@ class CheckpointSource(ABC):
                 folder, config=config, dtype=dtype, attn_implementation="eager",
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
-            ).to(device)
+            ).to(device)  # type: ignore[arg-type]  # transformers types .to as taking a model
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         bridge = TransformerBridge.boot_transformers(
             self._bridge_name(folder), hf_model=hf_model, tokenizer=tokenizer,
@@ -648,7 +650,7 @@ class CheckpointSource(ABC):
     def _bridge_name(self, folder: Path) -> str:
         return self.model_id
 
-    def _require_weights(self, folder: Path, step: int) -> list[Path]:
+    def _require_weights(self, folder: Path, step: int | None) -> list[Path]:
         files = weight_files(folder, self.allow_pickle)
         if files:
             return files
@@ -950,7 +952,7 @@ class HubSource(CheckpointSource):
         return self._schedule
 
     @property
-    def listing(self) -> str:
+    def listing(self) -> str:  # type: ignore[override]  # a class attribute in CheckpointSource, computed here
         """Where the branches were listed: ``hub``, or ``cache (...)`` (offline, or the hub unreachable)."""
         _ = self.schedule
         return self._listing
@@ -973,7 +975,7 @@ class HubSource(CheckpointSource):
         regular grid of the listed steps (:func:`interp.families.regular_grid`), else none."""
         if self.steps is not None:
             return list(self.steps)
-        return regular_grid(self.schedule.revisions)
+        return regular_grid(list(self.schedule.revisions))
 
     def missing_steps(self) -> list[int]:
         """Steps of :meth:`expected_steps` with no branch on the hub (offline: not in the cache)."""
@@ -1052,7 +1054,9 @@ class HubSource(CheckpointSource):
         """
         step = self._check_step(step)
         if step not in self._digests:
-            self._digests[step] = self._cached_digest(step) or self._remote_digest(step)
+            digest = self._cached_digest(step) or self._remote_digest(step)
+            assert digest is not None  # a step's remote digest, downloading if need be, is never None
+            self._digests[step] = digest
         return self._digests[step]
 
     def _local_weight_files(self, step: int) -> list[Path] | None:
@@ -1080,7 +1084,7 @@ class HubSource(CheckpointSource):
                     self._final_digest = self._remote_digest(None, download=False)
             except Exception as error:  # no main branch, no weights on it, or the hub unreachable
                 logger.info("%s: no final-model digest from main (%s)", self.model_id, type(error).__name__)
-        return self._final_digest
+        return self._final_digest if isinstance(self._final_digest, str) else None
 
     def _cached_digest(self, step: int | None) -> str | None:
         """Digest from cached weight files of ``step``'s branch (``None``: ``main``), if cached."""
@@ -1114,18 +1118,20 @@ class HubSource(CheckpointSource):
             kinds.append(("pytorch_model.bin", "pytorch_model.bin.index.json"))
         for single, index in kinds:
             info = {f.path: f for f in api.get_paths_info(self.model_id, [single, index], revision=revision)}
-            if single in info and getattr(info[single], "lfs", None) is not None:
+            lfs = getattr(info.get(single), "lfs", None)
+            if lfs is not None:
                 if step is not None:
-                    self._file_digests[step] = {single: info[single].lfs.sha256}
-                return info[single].lfs.sha256
+                    self._file_digests[step] = {single: lfs.sha256}
+                return lfs.sha256
             if index in info:
                 index_file = hf_hub_download(self.model_id, index, revision=revision, cache_dir=self.cache_dir)
                 shards = sorted(set(json.loads(Path(index_file).read_text())["weight_map"].values()))
                 shard_info = {f.path: f for f in api.get_paths_info(self.model_id, shards, revision=revision)}
-                if all(getattr(shard_info.get(s), "lfs", None) is not None for s in shards):
+                shas: dict[str, Any] = {s: getattr(getattr(shard_info.get(s), "lfs", None), "sha256", None) for s in shards}
+                if all(sha is not None for sha in shas.values()):
                     if step is not None:
-                        self._file_digests[step] = {s: shard_info[s].lfs.sha256 for s in shards}
-                    return combine_digests([shard_info[s].lfs.sha256 for s in shards])
+                        self._file_digests[step] = shas
+                    return combine_digests(list(shas.values()))
         if not download or step is None:
             return None
         # No LFS metadata (unusual): download the weights and hash them.
