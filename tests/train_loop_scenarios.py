@@ -137,13 +137,30 @@ def synthetic_ensemble() -> dict[str, str]:
 
 # ---- pre-pretraining (synthetic.pretraining) ----------------------------------------------------------
 
-def pretraining(source: str) -> dict[str, str]:
-    """Pre-pretrain the linear-map model's twin on ``source`` for 20 steps, then 40 task steps."""
-    from synthetic.pretraining import pretrain_then_train, pretrained_state, PretrainSpec
+def pretraining(source: str, resume: bool = False) -> dict[str, str]:
+    """Pre-pretrain the linear-map model's twin on ``source`` for 20 steps, then 40 task steps
+    (resume: the twin's 20 steps as 10 saved, then resumed; the task run as is)."""
+    from synthetic.models import build_model
+    from synthetic.pretraining import (PretrainSpec, pretrain_model, pretrain_then_train, pretrained_state,
+                                       vocab_dependent_keys)
     from synthetic.training import TrainConfig
 
     config = TrainConfig(**SYNTH["linear_map"], steps=40)
-    state, losses = pretrained_state(config, PretrainSpec(source=source), 20)
+    spec = PretrainSpec(source=source)
+    if resume:  # what pretrained_state does, in two halves
+        task_cfg = config.model_config(config.make_task())
+        pre_cfg = dataclasses.replace(task_cfg, d_vocab=spec.d_vocab)
+        batch = max(1, config.tokens_per_step // task_cfg.n_ctx)
+        kw = dict(lr=config.lr, weight_decay=config.weight_decay, seed=config.seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            losses = pretrain_model(build_model(pre_cfg), spec, 10, batch, task_cfg.n_ctx, **kw,
+                                    checkpoint_dir=tmp, checkpoint_every=10)
+            twin = build_model(pre_cfg)
+            losses += pretrain_model(twin, spec, 20, batch, task_cfg.n_ctx, **kw, resume_from=Path(tmp) / "step10")
+        skip = vocab_dependent_keys(task_cfg)
+        state = {k: v.detach().cpu().clone() for k, v in twin.state_dict().items() if k not in skip}
+    else:
+        state, losses = pretrained_state(config, spec, 20)
     h = hashlib.sha256()
     for key, tensor in sorted(state.items()):
         h.update(key.encode())
@@ -173,7 +190,7 @@ def run(name: str, resume: bool = False) -> dict[str, str]:
 
 #: Scenarios whose callers save a resumable state (stop part-way, resume, compare).
 RESUMABLE = ("embedded_plain", "embedded_forced", "synthetic_linear_map", "synthetic_cellular_automata",
-             "synthetic_linear_map_bias")
+             "synthetic_linear_map_bias", "pretraining_dyck", "pretraining_nca")
 
 
 def run_all(resumed: bool = True) -> dict[str, dict[str, str]]:
