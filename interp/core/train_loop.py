@@ -2,9 +2,8 @@
 
 Used by the embedded suite (:func:`interp.embedded.train_run`, with the attention-bias forcing of
 :mod:`interp.forcing` as a forward context), the synthetic tasks (:func:`synthetic.training.train`)
-and pre-pretraining (:func:`synthetic.pretraining.pretrain_model`). The stacked ensemble
-(:mod:`synthetic.ensemble`) keeps its own step over stacked weights but uses this module's
-schedule (:func:`warmup_constant`) and state format.
+pre-pretraining (:func:`synthetic.pretraining.pretrain_model`) and the stacked ensemble
+(:func:`synthetic.ensemble.train_ensemble`: its ``[E, ...]`` weights are no module, ``model=None``).
 
 One step ``t`` (0-based; ``t`` optimizer updates done before it), as nanoGPT's ``train.py`` writes it::
 
@@ -58,7 +57,7 @@ def warmup_constant(lr: float, warmup_steps: int) -> Callable[[int], float]:
 
 
 def train_loop(
-    model: torch.nn.Module,
+    model: torch.nn.Module | None,
     optimizer: torch.optim.Optimizer,
     *,
     start: int,
@@ -75,6 +74,8 @@ def train_loop(
 
     Args:
         model: the module being trained (its parameters are in ``optimizer``); left in train mode.
+            None for parameters that are no module (the stacked ensemble's ``[E, ...]`` weights):
+            ``loss_fn`` then gets None and reads them itself, clipping covers the optimizer's.
         optimizer: AdamW or any torch optimizer; its param groups' ``lr`` is set before each update.
         start: updates already done (0, or the step of the state resumed from).
         stop: the last step; ``at_step(stop)`` runs, no update follows.
@@ -94,7 +95,10 @@ def train_loop(
     """
     if stop < start:
         raise ValueError(f"stop_step={stop} is before the start step {start}")
-    model.train()
+    if model is not None:
+        model.train()
+    clipped = (list(model.parameters()) if model is not None
+               else [p for group in optimizer.param_groups for p in group["params"]])
     for step in range(start, stop + 1):
         if at_step is not None:
             at_step(step)
@@ -109,7 +113,7 @@ def train_loop(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            torch.nn.utils.clip_grad_norm_(clipped, clip)
         optimizer.step()
         if after_step is not None:
             after_step(step, loss.detach())
