@@ -23,6 +23,10 @@ Per-layer kinds (``layers=None`` = all): ``mlp`` (``hook_mlp_out``, activation),
 (the MLP's parameters), ``block`` (every parameter of the block: norms, attention, MLP).
 Whole-model kinds: ``embed`` (token embedding ``W_E``), ``unembed`` (``W_U``, ``b_U``).
 
+Each kind's facts (scope, hook, head axis, weight slices, TransformerLens setter, fast support,
+decomposition row) are one entry of the kinds table :data:`interp.patching.kinds.KIND_TABLE`,
+which ``Target`` and both engines read; a new kind is one entry there.
+
 Sources: TransformerLens ``patching`` (activation targets; ``get_act_patch_attn_head_*``),
 Wang et al. 2022 (arXiv:2211.00593, path patching), Olsson et al. 2022 (QK / OV circuits).
 """
