@@ -47,7 +47,7 @@ def _fast_computes(pre, target: Target) -> bool:
 
 
 @pytest.mark.parametrize("name", list(KIND_TABLE))
-def test_every_kind_in_the_table_is_patched_alike_by_both_engines(models, name):
+def test_every_kind_in_the_table_is_patched_alike_by_both_engines(models, name):  # noqa: F811
     _, pre, _, batch, post, _, _ = models
     target = _target_of(name)
     with warnings.catch_warnings():
@@ -147,7 +147,7 @@ def _plain_swapped_W_O(pre, post_model, batch, layer: int, head: int):
 
 
 @pytest.mark.parametrize("name", [kind.name for kind in TOY_KINDS])
-def test_a_kind_added_as_one_entry_is_patched_by_both_engines(models, toy_kinds, name):
+def test_a_kind_added_as_one_entry_is_patched_by_both_engines(models, toy_kinds, name):  # noqa: F811
     """Registered at run time (the same entry in ``_BUILT_IN`` would make it built in): targets,
     ``capture_post``, the reference engine and, where ``fast`` is declared, the layer-skip engine
     take it from the table alone and agree with a plain forward to 1e-5."""
@@ -179,3 +179,23 @@ def test_unregistered_kinds_are_gone():
         Target("values_again")
     assert "\n" not in str(err.value) and "values_again" not in str(err.value).split("valid:")[1]
     assert kind_table.kind_names("head") == ("pattern", "q", "k", "v", "z", "qk", "ov")
+
+
+def test_the_reference_engine_and_the_kinds_table_import_nothing_from_the_fast_engine():
+    """Shared helpers live in ``_common``: the reference path, the table, targets and weight
+    swapping stand without the fast engine (imports read from the source with ``ast``)."""
+    import ast
+    from pathlib import Path
+
+    import interp.patching as package
+
+    root = Path(package.__file__).parent
+    for name in ("reference.py", "kinds.py", "targets.py", "_weights.py", "_common.py"):
+        tree = ast.parse((root / name).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | \
+            {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert not {m for m in imported if m.startswith(("interp.patching.fast", "interp.patching.engine"))}, \
+            (name, sorted(imported))
+    assert {p.name for p in (root / "fast").glob("*.py")} >= {"engine.py", "layouts.py", "plan.py", "modules.py"}
+    assert max(len((root / "fast" / p).read_text().splitlines()) for p in ("engine.py", "layouts.py", "plan.py",
+                                                                            "modules.py")) < 650
