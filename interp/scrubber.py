@@ -139,7 +139,10 @@ class ScrubData:
         curve: rows (step, accuracy, p_answer): capability per checkpoint (fractions).
         zoom_steps: steps re-trained by ``emergence zoom`` (marked on the slider).
         head_scores: rows (step, layer, head, score, value) or None.
-        delta_p: ``Float[ndarray, "layer head"]`` (probability) of a ranking, or None.
+        delta_p: ``Float[ndarray, "layer head"]`` of a ranking, or None: the change of the
+            ranking's metric per head (probability for ``p``; the metric's unit otherwise).
+        metric: the ranking's metric name (:mod:`interp.metrics`); its labels head the heads
+            (``Δp``, ``Δ logit difference``, ...).
         pre_step, post_step: the point of emergence, when known.
         threshold: greedy-accuracy threshold of the point of emergence (fraction).
     """
@@ -152,6 +155,7 @@ class ScrubData:
     zoom_steps: list[int] = field(default_factory=list)
     head_scores: pd.DataFrame | None = None
     delta_p: np.ndarray | None = None
+    metric: str = "p"
     pre_step: int | None = None
     post_step: int | None = None
     threshold: float = 0.5
@@ -165,6 +169,12 @@ class ScrubData:
             raise ValueError(f"patterns {shape} do not match {len(self.tokens)} prompts x {len(self.steps)} steps")
         if any(len(t) != shape[-1] for t in self.tokens):
             raise ValueError(f"every prompt needs {shape[-1]} token labels, got {[len(t) for t in self.tokens]}")
+
+    def delta_label(self) -> str:
+        """The label of one head's value: the metric's change label (``Δp``, ``Δ logit difference``)."""
+        from interp.metrics import metric_spec
+
+        return metric_spec(self.metric).delta_label
 
     def payload(self, max_chars: int = 140_000) -> dict:
         """The page's data: shapes, steps, tokens, and the pattern bytes.
@@ -189,7 +199,7 @@ class ScrubData:
         return {"prompts": n_prompts, "steps": [int(s) for s in self.steps], "layers": n_layers, "heads": n_heads,
                 "n": n, "causal": causal, "levels": levels, "tokens": self.tokens,
                 "zoom": [int(s) for s in self.zoom_steps], "pre": self.pre_step, "post": self.post_step,
-                "label": self.label, "data": data,
+                "label": self.label, "data": data, "delta_label": self.delta_label(),
                 "delta_p": None if self.delta_p is None else
                 [[None if not np.isfinite(v) else round(float(v), 4) for v in row] for row in np.asarray(self.delta_p, float)]}
 
@@ -249,9 +259,13 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
         out.append((fig, True, "one line per head; the menu picks the score"))
     if data.delta_p is not None and delta_p_figure:
         pair = f"step {data.post_step} patched into step {data.pre_step}" if data.pre_step is not None else "the ranking"
-        fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"Δp per head ({pair})")
+        from interp.metrics import metric_spec
+
+        delta, quantity = data.delta_label(), metric_spec(data.metric).label
+        fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"{delta} per head ({pair})", metric=data.metric)
         fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14)
-        out.append((fig, False, "Δp = p(answer) with the head's post pattern patched in, minus p_pre"))
+        out.append((fig, False, (f"{delta} = {quantity} with the head's post pattern patched in, minus its value "
+                                f"at the pre checkpoint")))
     light = go.layout.Template(layout=pio.templates["plotly"].layout)  # the look, without per-trace defaults
     for fig, _, _ in out:
         fig.layout.template = light
@@ -291,7 +305,8 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         data: what to show.
         assets: the page's assets.
         max_chars: budget of the pattern bytes (base64 characters, :meth:`ScrubData.payload`).
-        delta_p_figure: draw the Δp heatmap beside the grid (Δp also heads each head's title).
+        delta_p_figure: draw the per-head heatmap of the ranking's metric change (Δp for p) beside the grid
+            (the value also heads each head's title, with the metric's label).
     """
     import plotly.io as pio
 
@@ -370,16 +385,18 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
     """
     if n_prompts < 1:
         raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
-    delta_p, pre, post = _ranking(ranking)
+    delta_p, pre, post, metric = _ranking(ranking)
     zoomed, zoom_steps = _with_zoom(source)
     try:
-        return _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold)
+        return _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold,
+                       metric)
     finally:
         if zoomed is not source:
             zoomed.close()
 
 
-def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold) -> ScrubData:
+def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold,
+            metric: str = "p") -> ScrubData:
     from interp.catalogue import run_label
     from interp.pipeline import model_and_seed
     from interp.tasks import RepetitionTask
@@ -405,24 +422,27 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p,
         pre, post = (found_pre, found_post) if emerged and found_pre is not None else (None, None)
     return ScrubData(label=run_label(model, seed), steps=ordered, patterns=patterns, tokens=tokens,
                      curve=curve, zoom_steps=[s for s in ordered if s in zoom_steps],
-                     head_scores=head_scores, delta_p=delta_p, pre_step=pre, post_step=post, threshold=threshold)
+                     head_scores=head_scores, delta_p=delta_p, metric=metric, pre_step=pre, post_step=post,
+                     threshold=threshold)
 
 
-def _ranking(ranking) -> tuple[np.ndarray | None, int | None, int | None]:
+def _ranking(ranking) -> tuple[np.ndarray | None, int | None, int | None, str]:
+    """(per-head values, pre step, post step, metric name) of a ranking given to the scrubber."""
     if ranking is None:
-        return None, None, None
+        return None, None, None, "p"
     if isinstance(ranking, pd.DataFrame):
+        metric = str(ranking["metric"].iloc[0]) if "metric" in ranking.columns and len(ranking) else "p"
         if "delta" in ranking.columns and "delta_p" not in ranking.columns:  # today's heads.csv column
             ranking = ranking.rename(columns={"delta": "delta_p"})
         if not {"layer", "head", "delta_p"} <= set(ranking.columns):
             raise ValueError(f"ranking table has columns {list(ranking.columns)}; expected layer, head, delta_p")
         table = np.full((int(ranking["layer"].max()) + 1, int(ranking["head"].max()) + 1), np.nan)
         table[ranking["layer"].astype(int), ranking["head"].astype(int)] = ranking["delta_p"].astype(float)
-        return table, None, None
+        return table, None, None, metric
     point = getattr(ranking, "point", None)
     delta_p = getattr(ranking, "delta_p", None)
     values = None if delta_p is None else np.asarray(delta_p.detach().cpu() if hasattr(delta_p, "detach") else delta_p, float)
-    return values, getattr(point, "pre_step", None), getattr(point, "post_step", None)
+    return values, getattr(point, "pre_step", None), getattr(point, "post_step", None), getattr(ranking, "metric", None) or "p"
 
 
 def _with_zoom(source) -> tuple[Any, set[int]]:
@@ -477,11 +497,11 @@ def run_scrub_data(run, threshold: float = 0.5, n_prompts: int | None = None) ->
     patterns = patterns[:n_prompts] if n_prompts else patterns
     curve = run.curve[run.curve["step"].isin(run.scrub_steps)] if getattr(run, "curve", None) is not None else pd.DataFrame()
     scores = getattr(run, "head_scores", None)
-    delta_p, pre, post = _ranking(run)
+    delta_p, pre, post, metric = _ranking(run)
     return ScrubData(label=run_label(run.model, run.seed), steps=list(run.scrub_steps), patterns=patterns,
                      tokens=[list(t) for t in run.scrub_tokens][: len(patterns)], curve=curve,
                      head_scores=None if scores is None else scores[["step", "layer", "head", "score", "value"]],
-                     delta_p=delta_p, pre_step=pre, post_step=post, threshold=threshold)
+                     delta_p=delta_p, metric=metric, pre_step=pre, post_step=post, threshold=threshold)
 
 
 _SCRIPT = r"""
@@ -520,7 +540,7 @@ async function mount(id){
   const zoom=new Set(spec.zoom), canvases=[];
   for(let l=0;l<L;l++){const row=el('div',{className:'el-scrub-layer'},grid);
     for(let h=0;h<H;h++){const box=el('div',{className:'el-scrub-head'},row);
-      const dp=spec.delta_p&&spec.delta_p[l]&&spec.delta_p[l][h]!=null?'  Δp '+(spec.delta_p[l][h]>=0?'+':'')+spec.delta_p[l][h].toFixed(3):'';
+      const dp=spec.delta_p&&spec.delta_p[l]&&spec.delta_p[l][h]!=null?'  '+(spec.delta_label||'Δp')+' '+(spec.delta_p[l][h]>=0?'+':'')+spec.delta_p[l][h].toFixed(3):'';
       el('span',{textContent:'L'+l+'H'+h+dp},box);const c=el('canvas',{},box);c.dataset.layer=l;c.dataset.head=h;canvases.push(c);
       c.addEventListener('mousemove',ev=>hover(ev,c,l,h));c.addEventListener('mouseleave',()=>{tip.style.display='none';});}}
   const gap=30;

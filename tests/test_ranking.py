@@ -103,6 +103,9 @@ def test_head_ranking_report_end_to_end_and_prescreen(setup):
     assert "delta_attribution" in screened.heads.columns
     with pytest.raises(ValueError, match="prescreen_top_n"):
         head_ranking_report(pre, post, inputs, prescreen_top_n=0)
+    n_heads_total = pre.cfg.n_layers * pre.cfg.n_heads
+    with pytest.raises(ValueError, match=f"prescreen_top_n={n_heads_total + 1} is more than the model's {n_heads_total} heads"):
+        head_ranking_report(pre, post, inputs, prescreen_top_n=n_heads_total + 1)
 
 
 def test_prescreen_rank_correlation_is_spearman():

@@ -121,8 +121,29 @@ def test_ranking_table_and_sizes_are_checked():
                   curve=data.curve)
     with pytest.raises(ValueError, match="expected layer, head, delta_p"):
         scrub_module._ranking(pd.DataFrame({"layer": [0], "delta_p": [0.1]}))
-    table, _, _ = scrub_module._ranking(pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5]}))
-    assert table[0, 1] == 0.25 and table[1, 0] == -0.5 and np.isnan(table[0, 0])
+    table, _, _, metric = scrub_module._ranking(pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5]}))
+    assert table[0, 1] == 0.25 and table[1, 0] == -0.5 and np.isnan(table[0, 0]) and metric == "p"
+
+
+@pytest.mark.parametrize("metric, label", [("p", "Δp"), ("logit-diff", "Δ logit difference"),
+                                           ("logprob", "Δ log p(answer)"), ("my_margin", "Δ my_margin")])
+def test_head_labels_follow_the_rankings_metric(metric, label):
+    """The per-head label, the heatmap's title, colour bar and caption name the ranking's metric
+    (a heads table's ``metric`` column, or a ranking's ``metric``), never Δp for another metric."""
+    from interp.metrics import metric_spec
+
+    assert metric_spec(metric).delta_label == label
+    table = pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5], "metric": [metric, metric]})
+    values, _, _, found = scrub_module._ranking(table)
+    assert found == metric
+    data = toy_data()
+    data.delta_p, data.metric = values, metric
+    assert data.payload()["delta_label"] == label
+    heatmap = [fig for fig, _, caption in scrub_module._figures(data) if caption.startswith(label + " = ")]
+    assert len(heatmap) == 1
+    assert heatmap[0].layout.title.text.startswith(f"{label} per head")
+    assert heatmap[0].data[0].colorbar.title.text.startswith(label)
+    assert ("Δp" in json.dumps(heatmap[0].to_plotly_json(), ensure_ascii=False)) == (metric == "p")
 
 
 def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
