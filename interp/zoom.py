@@ -370,8 +370,8 @@ class DenseEvaluator:
 
         self.run, self.batch, self.device = run, batch, device
         with quiet_hf_progress():
-            self.model = GPTNeoXForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]),
-                                                            dtype=torch.float32).to(device).eval()  # type: ignore[arg-type]  # transformers types .to as taking a model
+            model = GPTNeoXForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]), dtype=torch.float32)
+        self.model = model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to as taking a model
         self.correct: dict[int, np.ndarray] = {}
         self.p_answer: dict[int, np.ndarray] = {}
 

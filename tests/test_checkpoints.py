@@ -63,7 +63,7 @@ def one_line(error: pytest.ExceptionInfo) -> str:
 def test_schedule_and_ids():
     assert len(PYTHIA_STEPS) == 154
     assert PYTHIA_STEPS[:12] == (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
-    assert PYTHIA_STEPS[-1] == 143000 and all(b - a == 1000 for a, b in itertools.pairwise(PYTHIA_STEPS))
+    assert PYTHIA_STEPS[-1] == 143000 and all(b - a == 1000 for a, b in itertools.pairwise(PYTHIA_STEPS[11:]))
     ids = pythia_model_ids()
     assert len(ids) == len(set(ids)) == 50
     assert "EleutherAI/pythia-14m" in ids and "EleutherAI/pythia-410m-seed9" in ids
