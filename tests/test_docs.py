@@ -37,6 +37,8 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str]]] = {
     "sweeps.md": [('load_results(DIR), load_metrics(DIR)', 'load_results("results/lm-small"), '
                                                              'load_metrics("results/lm-small")')],
     "synthetic.md": [("steps=10_000", "steps=200")],
+    "concepts.md": [('"embedded-quick/neox-2l-64d-seed1"', "RUN")],
+    "extending.md": [('"embedded-quick/neox-2l-64d-seed1"', "RUN")],
 }
 #: page -> files written into the temporary folder before its blocks run (from the page's own text).
 FIXTURE_FILES = {"sweeps.md": "sweep.yaml"}
@@ -106,15 +108,19 @@ def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
-    from interp import metrics
+    from interp import metrics, task_registry, visualisation
 
-    saved = dict(metrics.METRICS), dict(metrics.METRIC_UNITS)  # a page may register a metric
+    # a page may register a metric or a task, or add a report section (docs/extending.md)
+    registries = (metrics.METRICS, metrics.METRIC_UNITS, task_registry.REGISTRY)
+    saved = [dict(r) for r in registries], list(visualisation.RUN_SECTIONS), list(visualisation.PAGE_SECTIONS)
     try:
         _run_blocks(page, dict(docs_run))
     finally:
-        for registry, before in zip((metrics.METRICS, metrics.METRIC_UNITS), saved):
+        for registry, before in zip(registries, saved[0]):
             registry.clear()
             registry.update(before)
+        visualisation.RUN_SECTIONS[:] = saved[1]
+        visualisation.PAGE_SECTIONS[:] = saved[2]
 
 
 def _run_blocks(page: Path, namespace: dict) -> None:
