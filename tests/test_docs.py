@@ -109,9 +109,10 @@ def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
     from interp import metrics, task_registry, visualisation
+    from interp.patching import kinds
 
-    # a page may register a metric or a task, or add a report section (docs/extending.md)
-    registries = (metrics.METRICS, metrics.METRIC_UNITS, task_registry.REGISTRY)
+    # a page may register a metric, a task or a patch kind, or add a report section (docs/extending.md)
+    registries = (metrics.METRICS, metrics.METRIC_UNITS, task_registry.REGISTRY, kinds.KIND_TABLE)
     saved = [dict(r) for r in registries], list(visualisation.RUN_SECTIONS), list(visualisation.PAGE_SECTIONS)
     try:
         _run_blocks(page, dict(docs_run))
