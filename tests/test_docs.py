@@ -101,9 +101,13 @@ def _fixture_file(page: Path, name: str) -> str:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if "```python" in p.read_text()], ids=lambda p: p.name)
-def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
+def test_every_python_block_runs(page, docs_run, quick_suite, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # A block that names an embedded run (guide.md's `scrubber("embedded-quick/...")`) finds the
+    # quick suite the session trained, as a reader's cache holds it; without this it trained the
+    # suite a second time into ~/.cache on a clean checkout (minutes of `make test`).
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(quick_suite[1]))
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
     from interp import metrics
