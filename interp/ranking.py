@@ -48,7 +48,7 @@ from interp.patching import (
     per_head_delta,
 )
 from interp.patching._common import check_batch, heads_shape, model_device
-from interp.patching.targets import HEAD_KINDS
+from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
 from interp.objects import alias_property, results_equal, short_repr
 from interp.emergence import jump_noise
 from interp.tasks import TaskBatch
@@ -59,12 +59,9 @@ __all__ = [
     "COMPONENT_COLUMNS",
 ]
 
-#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses
-COMPONENTS: dict[str, Target] = {
-    "pattern": Target("pattern"), "q": Target("q"), "k": Target("k"), "v": Target("v"), "z": Target("z"),
-    "qk": Target("qk"), "ov": Target("ov"), "mlp": Target("mlp"), "mlp_weights": Target("mlp_weights"),
-    "embed": Target("embed"), "unembed": Target("unembed"),
-}
+#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
+#: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
+COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
 COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "unit", "value",
                      "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post",
                      "jump_se", "jump_too_small"]
@@ -367,8 +364,8 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
     if prescreen_top_n is not None and (isinstance(prescreen_top_n, bool) or not isinstance(prescreen_top_n, int)
                                         or prescreen_top_n < 1):
         raise ValueError(f"prescreen_top_n must be a positive int or None, got {prescreen_top_n!r}")
-    if kind not in HEAD_KINDS:
-        raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(HEAD_KINDS)}")
+    if kind not in kind_names("head"):
+        raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(kind_names('head'))}")
     n_layers, n_heads = heads_shape(pre_model)
     if prescreen_top_n is not None and prescreen_top_n > n_layers * n_heads:
         raise ValueError(f"prescreen_top_n={prescreen_top_n} is more than the model's {n_layers * n_heads} heads "
@@ -568,9 +565,9 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         if unknown:
             raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
         chosen = {t: COMPONENTS[t] for t in targets}
-    bad_kinds = [k for k in topk_kinds if k not in HEAD_KINDS]
+    bad_kinds = [k for k in topk_kinds if k not in kind_names("head")]
     if bad_kinds:
-        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(HEAD_KINDS)})")
+        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
     n_total = n_layers * n_heads
     if ks is None:
         ks = list(range(1, n_total + 1)) if n_total <= 32 else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
@@ -583,8 +580,9 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
     values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
     rows: list[tuple[str, str, int, str, Target]] = []
     for name, target in chosen.items():
-        count = len(target.resolved_layers(n_layers)) if target.layers is not None or target.kind in ("mlp", "mlp_weights", "block") \
-            else (1 if target.kind in ("embed", "unembed") else len(target.resolved_heads(n_layers, n_heads)))
+        scope = get_kind(target.kind).scope
+        count = len(target.resolved_layers(n_layers)) if scope == "layer" \
+            else (1 if scope == "model" else len(target.resolved_heads(n_layers, n_heads)))
         rows.append((name, "all", count, "", target))
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):

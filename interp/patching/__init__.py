@@ -11,6 +11,9 @@ Generic call (``engine``)
         weights; capture before a checkpoint source reuses the bridge for pre).
     ``metric_values(model, batch, metric)`` -> ``Float[Tensor, "batch"]`` (no patch).
 
+Kinds (``kinds``): ``KIND_TABLE``, one ``Kind`` entry per kind of target (scope, hook, head axis,
+    weight slices, TransformerLens setter, fast support); ``register(Kind(...))`` adds one.
+
 Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``values``,
     ``head_output`` (``hook_z``), ``qk_weights``, ``ov_weights``, ``path(sender, receiver, "q"|"k"|"v")``,
     ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
@@ -36,8 +39,9 @@ Pre-screen (``attribution``)
 
 The input is an :class:`interp.tasks.TaskBatch` (tokens ``[batch, pos]``, answers ``[batch]``,
 answer_pos ``[batch]``, optional distractors).  ``fast`` holds the layer-skip engine behind
-``method="fast"``; ``engine`` the reference path (TransformerLens's ``generic_activation_patch``
-where it has the same operation).
+``method="fast"`` (a package: one class per block layout); ``reference`` the full forwards
+(TransformerLens's ``generic_activation_patch`` where it has the same operation); ``engine`` the
+generic call that sends each target to one of them.
 """
 
 from interp.patching.engine import (
