@@ -33,6 +33,11 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str]]] = {
         ("src.load(31000)", "src.load(POST)"), ("pre_step=30000, post_step=31000", "pre_step=PRE, post_step=POST"),
         ("pre=1800, post=1900, every=10", "pre=PRE, post=POST, every=50"),
         ("resolution=1)", "resolution=50, n_prompts=128)"),
+        # readiness patches and evaluates each checkpoint twice (as trained, ideal patterns): the
+        # first step and the ones from 200 before the point on (6 of the quick suite's 32) show
+        # the call and its E and R; all 32 took 5.7 min of the page's ~14 min under load
+        ('el.readiness(src, batch, heads="auto")',
+         'el.readiness(src, batch, heads="auto", steps=[s for s in src.available_steps() if s == 0 or s >= PRE - 200])'),
     ],
     "sweeps.md": [('load_results(DIR), load_metrics(DIR)', 'load_results("results/lm-small"), '
                                                              'load_metrics("results/lm-small")')],
@@ -103,9 +108,13 @@ def _fixture_file(page: Path, name: str) -> str:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if "```python" in p.read_text()], ids=lambda p: p.name)
-def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
+def test_every_python_block_runs(page, docs_run, quick_suite, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # A block that names an embedded run (guide.md's `scrubber("embedded-quick/...")`) finds the
+    # quick suite the session trained, as a reader's cache holds it; without this it trained the
+    # suite a second time into ~/.cache on a clean checkout (minutes of `make test`).
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(quick_suite[1]))
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
     from interp import metrics, task_registry, visualisation
