@@ -57,6 +57,9 @@ EXPORTS: dict[str, str] = {
     # display
     "show_attention": "interp.display", "init_notebook": "interp.display",
     "export_notebook_html": "interp.display", "run_capability_figure": "interp.visualisation",
+    # the scrubber and studies at scale (docs/concepts.md)
+    "scrubber": "interp.scrubber", "run_study": "interp.study", "plan_units": "interp.study",
+    "study_status": "interp.study",
 }
 
 __all__ = sorted(EXPORTS)  # noqa: PLE0605 (a list, built from the one table above)

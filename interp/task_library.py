@@ -27,7 +27,15 @@ MAX_ROW_ERRORS = 10
 
 
 class TaskFileError(TaskError):
-    """A task file cannot be used. ``lines``: one line per problem (the first is ``str(err)``)."""
+    """A task file cannot be used: missing, not ``.jsonl``/``.csv``, not UTF-8, not JSON, no rows,
+    a missing field, duplicate ids, distractors on some rows only, or answers that are not one
+    token under the source's tokenizer. ``lines``: one line per problem (the first is
+    ``str(err)``; the command line prints at most 10, then a count).
+
+    Fix: correct the rows named (each row needs ``prompt`` and ``answer``; ``distractors`` on
+    every row or none; one-token answers under this tokenizer, e.g. with a leading space for
+    word-piece vocabularies) and save the file as UTF-8.
+    """
 
     def __init__(self, lines: Sequence[str]):
         self.lines = list(lines)

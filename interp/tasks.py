@@ -40,7 +40,14 @@ DIGITS = tuple("0123456789")
 
 
 class TaskError(ValueError):
-    """A task cannot be built for this tokenizer or these prompts."""
+    """A task cannot be built for this tokenizer or these prompts: an item the task needs as one
+    token splits into several (digits, names, letters), too few single-token items for a template,
+    or prompts the batch cannot hold.
+
+    Fix: use a task the tokenizer can run (``emergence list-tasks``, column ``byte_tokenizer``;
+    IOI needs a word-piece vocabulary such as Pythia's), or change the task's parameters
+    (``prefix``, ``templates``, ``length``) as the message says.
+    """
 
 
 @dataclass

@@ -42,7 +42,15 @@ ZOOM_INDEX = "zoom.json"
 
 
 class ZoomMismatchError(ValueError):
-    """The re-trained end point differs from the stored one by more than the tolerance."""
+    """Re-training ``pre -> post`` did not reproduce the stored ``post`` weights within the
+    tolerance (default 0: bit for bit), so the new steps would not lie on the stored trajectory;
+    nothing is written. Usually another thread count, CPU instruction set or library version
+    than the run was trained with.
+
+    Fix: re-train with the run's recorded thread count (the default) on an x86-64 CPU with AVX2
+    and the versions of ``constraints.txt`` (docs/embedded.md, "Zoom"), or accept a small
+    difference with ``tolerance=`` (``--tolerance``).
+    """
 
 
 @dataclass

@@ -128,7 +128,15 @@ def fast_path_applies(units: Sequence[Unit] | None, n_heads: int, mixing: frozen
 
 
 class FastPathUnsupported(RuntimeError):
-    """A run-time check of the layer-skip path failed for this model."""
+    """A run-time check of the layer-skip (fast) patching path failed for this model: a block
+    layout it does not handle, a hook it needs that the bridge does not expose, or a rebuilt
+    block that differs from the model's own forward. The engine catches it and computes the same
+    values with full forwards (the reference path), with a warning naming the reason.
+
+    Fix: nothing is needed (the values are exact either way); to skip the check and its warning,
+    pass ``method="reference"``. To make the fast path handle a new block layout, see
+    docs/extending.md.
+    """
 
 
 def bytes_per_copy(model: Any, batch: TaskBatch, full_logits: bool) -> int:
