@@ -89,9 +89,9 @@ class PatternRecorder(StepEvaluator):
         self.patterns: dict[int, np.ndarray] = {}
         self.want_scores = scores
         self.score_rows: list[tuple] = []
-        self._score_tokens = None
+        self._score_tokens: tuple[torch.Tensor, int] | None = None
 
-    def __call__(self, step: int):
+    def __call__(self, step: int, then: int | None = None):  # then: read-ahead hint, not used here
         if step not in self.scores:
             from interp.patching import cache_patterns
 

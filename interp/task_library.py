@@ -320,8 +320,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        line_no = err.object[: err.start].count(b"\n") + 1
-        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line_no}, byte {err.start}: "
+        line = err.object[: err.start].count(b"\n") + 1
+        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
                              f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8")]) from None
     records: list[tuple[str, dict]] = []  # (row label, fields)
     if suffix == ".csv":
@@ -332,11 +332,11 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
             fields["distractors"] = [x for x in d.split("|") if x] if d else []
             records.append((f"line {n}", fields))
     else:
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for n, row_text in enumerate(text.splitlines(), start=1):
+            if not row_text.strip():
                 continue
             try:
-                fields = json.loads(line)
+                fields = json.loads(row_text)
             except json.JSONDecodeError as err:
                 raise TaskFileError([f"task file {path.name!r}: line {n} is not JSON ({err.msg})"]) from None
             if not isinstance(fields, dict):

@@ -56,7 +56,7 @@ def test_messages_are_read_from_the_raise_statements(entries):
     names = {e.name: e for e in entries}
     # every message pattern named in the page comes from a raise statement in that file
     for e in entries:
-        for file, function, message in e.messages:
+        for file, _function, message in e.messages:
             source = (cat.ROOT / file).read_text()
             assert f"raise {e.name}(" in source or f".{e.name}(" in source, (e.name, file)
             literal = re.split(r"\{[^}]*\}", message)[0][:20]
