@@ -11,8 +11,8 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev demo test results results-paper lock
-# setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright) and
+.PHONY: setup setup-dev demo lint test results results-paper lock
+# setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
 setup-dev: $(VENV)/.installed-dev
@@ -36,17 +36,29 @@ lock: setup
 demo: setup
 	$(VENV)/bin/emergence demo --out $(OUT)
 
+# Code style (docs/developing.md, Code style): ruff's lint rules, ruff's formatting and mypy on the
+# public API (emergence_lens and every module its EXPORTS table names, read from the table, so that a
+# moved module is checked where it now lives). Any finding fails `make lint`, hence `make test`.
+# FORMAT_CHECK=1 adds `ruff format --check .`: the default once the tree has had its one formatting
+# commit (`ruff format .`); until then 0.
+FORMAT_CHECK ?= 0
+PUBLIC_MODULES = $(shell $(PY) -c 'import emergence_lens as el; print(" ".join(sorted(set(el.EXPORTS.values()))))')
+lint: setup-dev
+	$(VENV)/bin/ruff check .
+	$(if $(filter 1,$(FORMAT_CHECK)),$(VENV)/bin/ruff format --check .)
+	$(VENV)/bin/mypy -m emergence_lens $(addprefix -m ,$(PUBLIC_MODULES))
+
 # The browser tests open the report in headless Chromium (Debian's package, driven by playwright):
 # installed here when missing and the machine allows it (root with apt-get); never fatal here,
 # since under CI a missing browser fails those tests with a message saying so.
-test: setup-dev
+test: setup-dev lint
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing chromium (apt-get) for the browser tests"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 	      >/dev/null 2>&1 || echo "warning: could not install chromium; the browser tests will fail under CI"; \
 	  else echo "note: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; }
-	$(PY) -m pytest -q --timeout=900  # no -x: one failure must not hide the others
+	$(PY) -m pytest -q --timeout=900 --durations=30  # no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
 
 # Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of
 # `make test`. Prints the total time; run it again to resume where it stopped.

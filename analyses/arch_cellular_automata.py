@@ -17,7 +17,7 @@ Usage: ``python -m analyses.arch_cellular_automata [--paper-scale] [--out DIR] [
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go

@@ -20,13 +20,13 @@ Usage: ``python -m analyses.arch_linear_map [--paper-scale] [--out DIR] [--jobs 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import Execution, LN2, linear_map_floor, reproduce, run_configs
+from analyses.common import LN2, Execution, linear_map_floor, reproduce, run_configs
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)

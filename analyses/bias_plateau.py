@@ -15,7 +15,7 @@ Usage: ``python -m analyses.bias_plateau [--paper-scale] [--out DIR] [--jobs N]`
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go

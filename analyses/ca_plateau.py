@@ -15,7 +15,7 @@ Usage: ``python -m analyses.ca_plateau [--paper-scale] [--out DIR] [--jobs N]``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -38,7 +38,7 @@ def settings(paper_scale: bool = False) -> dict:
         S = [8, 16, 32, 64, 128, 256]
         return {"task": "cellular-automata", "n_rules": 16, "T": 3, "n_layers": 2, "n_heads": 16,
                 "d_head": 8, "d_mlp": 256, "lr": 1e-3, "seeds": [0, 1, 2], "beta": 3.0, "S": S,
-                "steps": {s: 10_000 for s in S}, "bias_steps": 10_000, "tokens_per_step": 2048,
+                "steps": dict.fromkeys(S, 10000), "bias_steps": 10_000, "tokens_per_step": 2048,
                 "eval_every": 25, "eval_tokens": 8192}
     return {"task": "cellular-automata", "n_rules": 1, "T": 1, "n_layers": 1, "n_heads": 16,
             "d_head": 8, "d_mlp": 256, "lr": 3e-3, "seeds": [0, 1, 2], "beta": 3.0,

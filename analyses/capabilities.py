@@ -31,8 +31,8 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -105,7 +105,7 @@ def overlap_table(points: pd.DataFrame, heads: pd.DataFrame, reference: str, top
         run_heads = heads[(heads["model"] == model) & (heads["seed"] == seed)]
 
         def ranked(task: str) -> pd.DataFrame:
-            return run_heads[run_heads["task"] == task].sort_values("rank")
+            return run_heads[run_heads["task"] == task].sort_values("rank")  # noqa: B023
 
         ref_heads = ranked(reference)
         for _, row in run_points[run_points["task"] != reference].iterrows():
@@ -146,8 +146,8 @@ def markdown(points: pd.DataFrame, overlap: pd.DataFrame, settings: str) -> str:
     for _, r in points.iterrows():
         lines.append(f"| {r['model']} seed {r['seed']} | {r['task']} | {'yes' if r['emerged'] else 'no'} | "
                      f"{fmt(r['pre_step'])} → {fmt(r['post_step'])} |")
-    lines += ["", "| run | task | vs | same post step | Δ steps | top heads | reference's top heads | overlap | "
-              "Spearman ρ (Δp) | steepest rise of p (task / reference) |",
+    lines += ["", ("| run | task | vs | same post step | Δ steps | top heads | reference's top heads | overlap | "
+              "Spearman ρ (Δp) | steepest rise of p (task / reference) |"),
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     num = lambda v, f: "—" if v is None or pd.isna(v) else format(v, f)  # noqa: E731
     text = lambda v: "—" if v is None or pd.isna(v) or v == "" else str(v)  # noqa: E731
@@ -158,10 +158,10 @@ def markdown(points: pd.DataFrame, overlap: pd.DataFrame, settings: str) -> str:
                      f"{'yes' if r['same_step'] else 'no'} | {num(r['step_difference'], '.0f')} | {text(r['top_heads'])} | "
                      f"{text(r['reference_top_heads'])} | {num(r['head_overlap'], '.2f')} | "
                      f"{num(r['spearman_delta_p'], '.2f')} | {steep} |")
-    lines += ["", "Not measured here: IOI (Wang et al. 2022) needs names that are single tokens, i.e. a "
+    lines += ["", ("Not measured here: IOI (Wang et al. 2022) needs names that are single tokens, i.e. a "
               "word-piece vocabulary; the embedded suite's byte tokenizer has one token per byte, so "
               "`--task ioi` is refused on it (the task is tested on a word-level tokenizer built by "
-              "tests/test_task_library.py)."]
+              "tests/test_task_library.py).")]
     return "\n".join(lines) + "\n"
 
 

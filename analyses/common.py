@@ -10,13 +10,15 @@ reduces the learning curves to a table, and writes ``<name>.csv`` and ``<name>.h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -143,10 +145,8 @@ def _summary_of(row: pd.Series) -> dict[str, Any]:
         elif f"summary_{key}" in row.index:
             continue  # the summary's own value wins over the config field of the same name
         if isinstance(value, str) and value[:1] in "[{":
-            try:
+            with contextlib.suppress(ValueError):
                 value = json.loads(value)
-            except ValueError:
-                pass
         summary[key] = None if (not isinstance(value, (list, dict)) and pd.isna(value)) else value
     return summary
 

@@ -84,9 +84,9 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
 
 def scores_markdown(scores: pd.DataFrame) -> str:
     """Per run and checkpoint: the largest prefix-matching and previous-token scores over heads."""
-    lines = ["", "Head scores around each point (`interp.scores`; the largest over heads; steps relative to the "
+    lines = ["", ("Head scores around each point (`interp.scores`; the largest over heads; steps relative to the "
              f"point: post = the first checkpoint at or above the threshold that holds for the next {DEFAULT_HOLD}, pre = the "
-             "one before):", "",
+             "one before):"), "",
              "| run | score | " + " | ".join(["pre − 3", "pre − 2", "pre − 1", "pre", "post", "post + 1", "post + 2"]) + " |",
              "| --- | --- |" + " --- |" * 7]
     for (model, seed), sub in scores.groupby(["model", "seed"], sort=False):
@@ -108,8 +108,8 @@ def markdown(components: pd.DataFrame, prescreen: pd.DataFrame, settings: str) -
         return f"{row['recovered']:.2f} [{row['recovered_lo']:.2f}, {row['recovered_hi']:.2f}]"
 
     full = components[components["scope"] == "all"]
-    lines = [settings, "", "Share of the jump recovered, `recovered = (m_patched − m_pre) / (m_post − m_pre)`, "
-             "with 95 % bootstrap intervals over prompts; every head / layer of the component patched at once.", ""]
+    lines = [settings, "", ("Share of the jump recovered, `recovered = (m_patched − m_pre) / (m_post − m_pre)`, "
+             "with 95 % bootstrap intervals over prompts; every head / layer of the component patched at once."), ""]
     runs = list(dict.fromkeys(zip(full["model"], full["seed"])))
     header = ["component"] + [f"{m} seed {s}" for m, s in runs]
     lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
@@ -131,8 +131,8 @@ def markdown(components: pd.DataFrame, prescreen: pd.DataFrame, settings: str) -
                 row = top[(top["model"] == model) & (top["seed"] == seed) & (top["target"] == target) & (top["k"] == k)]
                 cells.append(f"{fmt(row.iloc[0])} ({row.iloc[0]['heads']})" if len(row) else "—")
             lines.append(f"| top-{k} {target} | " + " | ".join(cells) + " |")
-    lines += ["", "Per run, the components whose whole-component patch recovers the most (95 % interval in brackets; "
-              "\"alone\" = the interval's lower end is above 0.5, i.e. that component carries most of the jump by itself):", ""]
+    lines += ["", ("Per run, the components whose whole-component patch recovers the most (95 % interval in brackets; "
+              "\"alone\" = the interval's lower end is above 0.5, i.e. that component carries most of the jump by itself):"), ""]
     for model, seed in runs:
         sub = full[(full["model"] == model) & (full["seed"] == seed) & full["target"].isin(SHOWN)]
         sub = sub.sort_values("recovered", ascending=False)

@@ -17,15 +17,15 @@ Usage: ``python -m analyses.depth [--paper-scale] [--out DIR] [--jobs N]``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import Execution, reproduce, run_configs
 from analyses.arch_cellular_automata import LATE_EVALS
 from analyses.arch_linear_map import scaled_threshold
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "depth"
 PAPER = {"linear-map": "depth hurts [stated]", "cellular-automata": "depth helps (multi-rule) [stated]"}

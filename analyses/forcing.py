@@ -49,9 +49,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from interp.core.io import atomic_to_csv, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NAME = "forcing"
 DOCS = ROOT / "docs" / "results.md"
@@ -310,6 +310,9 @@ def main(argv=None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="training processes")
     parser.add_argument("--sweep-dir", type=Path, default=ROOT / "results" / "sweeps" / NAME)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--runs", default=None,
+                        help="comma-separated model names (neox-2l-128d) or run names (neox-2l-128d-seed0): only "
+                             "these runs (default: every run of the suite); the docs block then says which")
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     prev = parse_head(args.prev_head, 0, "--prev-head")
@@ -317,6 +320,7 @@ def main(argv=None) -> None:
     if args.jobs < 1 or args.prompts < 1:
         raise ValueError(f"--jobs {args.jobs} and --prompts {args.prompts} must be >= 1")
     cfg = suite_config(args.suite, args.steps, args.checkpoint_every)
+    selected = select_runs(cfg, args.runs)
     by_condition = forcings(prev, ind, args.beta, args.force_steps, args.anneal_steps)  # validates beta / steps
 
     from concurrent.futures import ProcessPoolExecutor
@@ -330,7 +334,7 @@ def main(argv=None) -> None:
     tag = f"{cfg.digest()}-{embedded.environment_key(cfg)}-b{args.beta:g}-n{args.force_steps}-a{args.anneal_steps}" \
           f"-{args.prev_head}-{args.ind_head}"
     jobs = [(size, seed, args.sweep_dir / tag / run_name(size, seed) / condition, forcing)
-            for size in cfg.sizes for seed in cfg.seeds for condition, forcing in by_condition.items() if forcing]
+            for size, seed in selected for condition, forcing in by_condition.items() if forcing]
     missing = [j for j in jobs if not (j[2] / "suite.json").exists()]
     # longest first, so that the pool stays busy to the end
     missing.sort(key=lambda j: -(cfg.steps_for(j[0]) * j[0].n_layers * j[0].d_model ** 2))
@@ -344,33 +348,32 @@ def main(argv=None) -> None:
     print(f"forced runs: {len(jobs)} ({len(missing)} trained now)", flush=True)
 
     rows, curves = [], []
-    for size in cfg.sizes:
-        for seed in cfg.seeds:
-            name = run_name(size, seed)
-            folders = {"plain": plain[name],
-                       **{c: args.sweep_dir / tag / name / c for c, f in by_condition.items() if f}}
-            result = {}
-            for condition, folder in folders.items():
-                key = args.out / "runs" / f"{tag}-{name}-{condition}-p{args.prompts}.csv"
-                if key.is_file():
-                    curve = pd.read_csv(key)
-                    point = crossing_of(curve)
-                else:
-                    curve, point = evaluate_run(folder, args.prompts)
-                    atomic_to_csv(curve, key)
-                curves.append(curve.assign(model=size.name, seed=seed, condition=condition))
-                result[condition] = (point, final_loss(folder))
-            (plain_point, plain_loss) = result["plain"]
-            for condition, (point, loss) in result.items():
-                e, e0 = point[1], plain_point[1]
-                change = loss / plain_loss - 1
-                rows.append({"model": size.name, "seed": seed, "condition": condition,
-                             "forcing": "" if by_condition[condition] is None else by_condition[condition].label(),
-                             "emergence_pre": point[0], "emergence_step": e,
-                             "shift": None if e is None or e0 is None else int(e - e0), "final_loss": loss,
-                             "plain_final_loss": plain_loss, "loss_change": change, "within_1pct": abs(change) <= 0.01})
-            print(f"{name}: E " + ", ".join(f"{c} {result[c][0][1]}" for c in result) + f" ({time.time() - start:.0f} s)",
-                  flush=True)
+    for size, seed in selected:
+        name = run_name(size, seed)
+        folders = {"plain": plain[name],
+                   **{c: args.sweep_dir / tag / name / c for c, f in by_condition.items() if f}}
+        result = {}
+        for condition, folder in folders.items():
+            key = args.out / "runs" / f"{tag}-{name}-{condition}-p{args.prompts}.csv"
+            if key.is_file():
+                curve = pd.read_csv(key)
+                point = crossing_of(curve)
+            else:
+                curve, point = evaluate_run(folder, args.prompts)
+                atomic_to_csv(curve, key)
+            curves.append(curve.assign(model=size.name, seed=seed, condition=condition))
+            result[condition] = (point, final_loss(folder))
+        (plain_point, plain_loss) = result["plain"]
+        for condition, (point, loss) in result.items():
+            e, e0 = point[1], plain_point[1]
+            change = loss / plain_loss - 1
+            rows.append({"model": size.name, "seed": seed, "condition": condition,
+                         "forcing": "" if by_condition[condition] is None else by_condition[condition].label(),
+                         "emergence_pre": point[0], "emergence_step": e,
+                         "shift": None if e is None or e0 is None else int(e - e0), "final_loss": loss,
+                         "plain_final_loss": plain_loss, "loss_change": change, "within_1pct": abs(change) <= 0.01})
+        print(f"{name}: E " + ", ".join(f"{c} {result[c][0][1]}" for c in result) + f" ({time.time() - start:.0f} s)",
+              flush=True)
     table = pd.DataFrame(rows, columns=COLUMNS).astype({"emergence_pre": "Int64", "emergence_step": "Int64",
                                                          "shift": "Int64"})
     shift = summarise(table)
@@ -382,7 +385,10 @@ def main(argv=None) -> None:
                 + f"; suite `{cfg.digest()}-{embedded.environment_key(cfg)}`; bias β·log(ideal + 1e-3) for "
                 f"{args.force_steps} steps, then linearly to 0 over {args.anneal_steps}; E: greedy accuracy 0.5 on "
                 f"{args.prompts} repetition prompts, holding for the next 2 checkpoints, measured without the bias; "
-                f"final loss: mean training loss of the last 100 steps.")
+                f"final loss: mean training loss of the last 100 steps."
+                + ("" if args.runs is None else
+                   f" **Runs: {', '.join(run_name(size, seed) for size, seed in selected)} only** "
+                   f"(`--runs {args.runs}`); the suite's other runs were not forced."))
     block = markdown(table, shift, settings, seconds)
     atomic_to_csv(table, args.out / "forcing.csv")
     atomic_to_csv(shift, args.out / "forcing_shift.csv")
@@ -399,6 +405,26 @@ def main(argv=None) -> None:
     print(answer_text)
     print(f"wrote {args.out} in {seconds:.0f} s")
     print(f"forcing_runs: {len(table)}")
+
+
+def select_runs(cfg, runs: str | None) -> list[tuple]:
+    """``[(size, seed), ...]`` of the suite named by ``--runs`` (model or run names), in suite order.
+
+    Raises:
+        ValueError: a name that is neither a model nor a run of the suite (the valid ones named).
+    """
+    from interp.sources.catalogue import run_name
+
+    every = [(size, seed) for size in cfg.sizes for seed in cfg.seeds]
+    if runs is None:
+        return every
+    wanted = [name.strip() for name in runs.split(",") if name.strip()]
+    valid = {size.name for size in cfg.sizes} | {run_name(size, seed) for size, seed in every}
+    bad = [name for name in wanted if name not in valid]
+    if bad or not wanted:
+        raise ValueError(f"--runs {runs!r}: {', '.join(bad) or 'no name'} not in this suite; valid: "
+                         f"{', '.join(sorted(valid))}")
+    return [(size, seed) for size, seed in every if size.name in wanted or run_name(size, seed) in wanted]
 
 
 def crossing_of(curve: pd.DataFrame, threshold: float = 0.5, hold: int = 2) -> tuple:

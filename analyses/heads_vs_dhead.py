@@ -12,12 +12,12 @@ Usage: ``python -m analyses.heads_vs_dhead [--paper-scale] [--out DIR] [--jobs N
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, LN2, reproduce, run_configs
+from analyses.common import LN2, Execution, reproduce, run_configs
 
 NAME = "heads_vs_dhead"
 MARGIN = 0.05

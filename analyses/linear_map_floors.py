@@ -10,7 +10,7 @@ Usage: ``python -m analyses.linear_map_floors [--paper-scale] [--out DIR] [--job
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go

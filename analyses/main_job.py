@@ -18,8 +18,8 @@ Usage: ``python -m analyses.main_job [--suite embedded] [--out DIR]``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -88,14 +88,14 @@ def patch_all_heads_by_hand(pre_model, post_model, batch) -> float:
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
+    import time
+
     from interp.sources.catalogue import SUITES
     from interp.emergence import StepEvaluator
     from interp.core.io import atomic_to_csv
     from interp.pipeline import run_main_job
     from interp.sources import open_sources
     from interp.tasks import RepetitionTask
-
-    import time
 
     started = time.perf_counter()
     task = RepetitionTask()

@@ -21,13 +21,14 @@ Usage: ``python -m analyses.prepretraining [--paper-scale] [--out DIR] [--jobs N
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, reproduce, run_configs
 from analyses.arch_linear_map import scaled_threshold
+from analyses.common import Execution, reproduce, run_configs
 
 NAME = "prepretraining"
 ARMS = ("scratch", "dyck", "nca")

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from interp.core.io import atomic_to_csv, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NAME = "readiness"
 DOCS = ROOT / "docs" / "results.md"
@@ -58,9 +58,9 @@ def verdict(points: pd.DataFrame) -> list[str]:
 
 
 def markdown(points: pd.DataFrame, settings: str, seconds: float) -> str:
-    from analyses.results import markdown_table
-
     import tempfile
+
+    from analyses.results import markdown_table
 
     with tempfile.TemporaryDirectory() as tmp:
         points.to_csv(Path(tmp) / "p.csv", index=False)

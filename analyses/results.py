@@ -17,7 +17,6 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -81,7 +80,7 @@ REGISTRY: list[Analysis] = [
 ]
 
 
-def select(names: Optional[List[str]] = None, registry: Optional[list[Analysis]] = None,
+def select(names: list[str] | None = None, registry: list[Analysis] | None = None,
            paper_scale: bool = False) -> list[Analysis]:
     """The registry entries named, in registry order; when ``names`` is empty, every entry of the
     documented scale, or with ``paper_scale`` every paper-scale entry (:attr:`Analysis.paper_scale`).
@@ -110,9 +109,9 @@ def markdown_table(csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_results(out: Path, names: Optional[List[str]] = None, jobs: int = 2, force: bool = False,
-                registry: Optional[list[Analysis]] = None, echo=print, paper_scale: bool = False,
-                device: Optional[str] = None) -> dict[str, float]:
+def run_results(out: Path, names: list[str] | None = None, jobs: int = 2, force: bool = False,
+                registry: list[Analysis] | None = None, echo=print, paper_scale: bool = False,
+                device: str | None = None) -> dict[str, float]:
     """Run the selected analyses that have not finished yet; returns seconds per analysis run now.
 
     ``paper_scale`` selects the paper-scale entries instead of the documented-scale ones (when no
@@ -161,14 +160,14 @@ app = typer.Typer(add_completion=False, help="Re-run every number the results pa
 
 @app.command("results")
 def results_command(
-    only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this analysis (repeatable)."),
+    only: list[str] | None = typer.Option(None, "--only", help="Run only this analysis (repeatable)."),
     out: Path = typer.Option(Path("results"), "--out", help="Output root: OUT/analyses/<name>, OUT/sweeps/<name>."),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Worker processes per analysis."),
     force: bool = typer.Option(False, "--force", help="Re-run analyses that finished before (their stores still resume)."),
     list_only: bool = typer.Option(False, "--list", help="List the registry and what is done; run nothing."),
     paper_scale: bool = typer.Option(False, "--paper-scale", help="Run the paper-scale entries (hours of CPU each; "
                                      "minutes on a GPU) instead of the documented-scale ones."),
-    device: Optional[str] = typer.Option(None, "--device", help="Device of every trained run: cpu, cuda or cuda:N "
+    device: str | None = typer.Option(None, "--device", help="Device of every trained run: cpu, cuda or cuda:N "
                                          "(default: each run's own, auto = cuda when available)."),
 ) -> None:
     """Re-run every number docs/results*.md quote, at the documented scale (hours on 2 cores);

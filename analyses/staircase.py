@@ -16,14 +16,15 @@ Usage: ``python -m analyses.staircase [--paper-scale] [--out DIR] [--jobs N]``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import Execution, LN2, reproduce, run_configs
+from analyses.common import LN2, Execution, reproduce, run_configs
 
 NAME = "staircase"
 

@@ -20,8 +20,7 @@ import numpy as np
 
 from interp.sources import embedded
 from interp.sources import PYTHIA_STEPS, LocalSuiteSource
-from interp.emergence import (StepEvaluator, full_scan, max_bisection_evaluations, point_from_curve,
-                              search_emergence)
+from interp.emergence import StepEvaluator, full_scan, max_bisection_evaluations, point_from_curve, search_emergence
 from interp.tasks import CapabilityScore, RepetitionTask
 
 
@@ -47,15 +46,15 @@ def main() -> None:
         calls = []
 
         def evaluate(step: int) -> CapabilityScore:
-            calls.append(step)
-            return CapabilityScore(stretched[step], stretched[step], len(batch))
+            calls.append(step)  # noqa: B023
+            return CapabilityScore(stretched[step], stretched[step], len(batch))  # noqa: B023
 
         p_point = search_emergence(list(PYTHIA_STEPS), evaluate)
         p_agree = (p_point.pre_step, p_point.post_step, p_point.emerged) == point_from_curve(
             list(stretched), list(stretched.values()))
         ratios.append(len(PYTHIA_STEPS) / p_point.n_evaluations)
         print(f"{source.model_id:<28}{len(steps):>4}{len(steps):>6}{point.n_evaluations:>8}"
-              f"{max_bisection_evaluations(len(steps)):>8}  {str(agree):<5}  | "
+              f"{max_bisection_evaluations(len(steps)):>8}  {agree!s:<5}  | "
               f"{len(PYTHIA_STEPS):>6} {p_point.n_evaluations:>6} {p_agree}")
         source.close()
     print(f"evaluations_ratio_full_scan_vs_bisection: {np.mean(ratios):.1f}")

@@ -34,14 +34,15 @@ the smallest fast-path speedup of the targets and shapes run.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tempfile
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+import pandas as pd
+import torch
 
 SHAPES = {"70m": (6, 8, 512), "160m": (12, 12, 768), "410m": (24, 16, 1024), "gpt2-70m": (6, 8, 512),
           "olmo2-70m": (6, 8, 512)}
@@ -166,8 +167,11 @@ def _tl_all_pos(kind: str):
 def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats: int, kinds=KINDS) -> list[dict]:
     """One row per activation kind: TransformerLens's all-position patch vs ``per_head_delta``."""
     from transformer_lens import ActivationCache
-    from transformer_lens.patching import generic_activation_patch, layer_head_pattern_patch_setter, \
-        layer_head_vector_patch_setter
+    from transformer_lens.patching import (
+        generic_activation_patch,
+        layer_head_pattern_patch_setter,
+        layer_head_vector_patch_setter,
+    )
 
     from interp.patching import (
         TaskBatch,
@@ -203,7 +207,7 @@ def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats
         if ref_heads is None or ref_heads >= len(all_pairs):
             pairs = all_pairs
             with torch.inference_mode():
-                ref, t_ref, c_ref = _timed(lambda: _tl_all_pos(kind)(model, tokens, cache, metric), repeats)
+                ref, t_ref, c_ref = _timed(lambda: _tl_all_pos(kind)(model, tokens, cache, metric), repeats)  # noqa: B023
             ref = ref.flatten()
         else:  # evenly spread subset, extrapolated linearly (one forward per head)
             step = len(all_pairs) / ref_heads
@@ -211,11 +215,12 @@ def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats
             setter = layer_head_pattern_patch_setter if kind == "pattern" else layer_head_vector_patch_setter
             index_df = pd.DataFrame(pairs, columns=["layer", "head_index" if kind == "pattern" else "head"])
             with torch.inference_mode():
-                ref, t_sub, c_sub = _timed(lambda: generic_activation_patch(
-                    model, tokens, cache, metric, patch_setter=setter, activation_name=kind, index_df=index_df), repeats)
+                ref, t_sub, c_sub = _timed(functools.partial(
+                    generic_activation_patch, model, tokens, cache, metric, patch_setter=setter, activation_name=kind,
+                    index_df=index_df), repeats)
             t_ref = t_sub * len(all_pairs) / len(pairs)
             c_ref = c_sub * len(all_pairs) / len(pairs)
-        fast, t_fast, c_fast = _timed(lambda: per_head_delta(model, post, inputs, kind), repeats)
+        fast, t_fast, c_fast = _timed(lambda: per_head_delta(model, post, inputs, kind), repeats)  # noqa: B023
         fast_sel = torch.stack([fast[l, h] for l, h in pairs])
         row = dict(shape=shape, kind=kind, heads=len(all_pairs), ref_heads_run=len(pairs), t_ref=t_ref, t_fast=t_fast,
                    c_ref=c_ref, c_fast=c_fast, max_abs_diff=float((fast_sel.cpu() - ref.cpu()).abs().max()),
@@ -223,7 +228,7 @@ def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats
         if kind == "pattern":
             patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
             for steps in (1, 2):
-                _, t_attr, c_attr = _timed(lambda: attribution_delta_p(model, inputs, patterns, steps=steps), repeats)
+                _, t_attr, c_attr = _timed(lambda: attribution_delta_p(model, inputs, patterns, steps=steps), repeats)  # noqa: B023
                 row[f"t_attr{steps}"], row[f"c_attr{steps}"] = t_attr, c_attr
         results.append(row)
     return results

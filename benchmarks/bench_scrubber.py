@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def scrubber_page(folder: Path, steps: int) -> Path:
-    from interp.report.scrubber import ScrubData, Scrubber, quantise_patterns
+    from interp.report.scrubber import Scrubber, ScrubData, quantise_patterns
 
     n = 19
     logits = torch.randn(2, steps, 2, 4, n, n, generator=torch.Generator().manual_seed(0)) * 2

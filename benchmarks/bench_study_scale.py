@@ -28,8 +28,8 @@ import pandas as pd
 
 
 def build_sources(root: Path, n_sources: int, steps: int, d_model: int) -> list[str]:
-    from transformers import GPTNeoXForCausalLM
     import torch
+    from transformers import GPTNeoXForCausalLM
 
     from interp.sources.catalogue import neox_config
     from interp.sources import make_byte_tokenizer
@@ -47,8 +47,9 @@ def build_sources(root: Path, n_sources: int, steps: int, d_model: int) -> list[
 
 def _warm() -> int:
     """Import what a unit needs (a worker's one-off start-up, not the study's throughput)."""
-    import interp.pipeline  # noqa: F401
     import transformer_lens.model_bridge  # noqa: F401
+
+    import interp.pipeline  # noqa: F401
 
     return os.getpid()
 

@@ -81,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     import functools
     global print
-    print = functools.partial(print, flush=True)  # noqa: A001
+    print = functools.partial(print, flush=True)
     torch.set_num_threads(args.threads)
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"threads {args.threads}, {os.cpu_count()} CPUs, device {args.device}, load average {os.getloadavg()}, steps {args.steps}")

@@ -56,10 +56,13 @@ EXPORTS: dict[str, str] = {
     "RunAnalysis": "interp.pipeline",
     # display
     "show_attention": "interp.report.display", "init_notebook": "interp.report.display",
-    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.figures",
+    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.page",
+    # the scrubber and studies at scale (docs/concepts.md)
+    "scrubber": "interp.report.scrubber", "run_study": "interp.study", "plan_units": "interp.study",
+    "study_status": "interp.study",
 }
 
-__all__ = sorted(EXPORTS)
+__all__ = sorted(EXPORTS)  # noqa: PLE0605 (a list, built from the one table above)
 
 
 def __getattr__(name: str) -> Any:

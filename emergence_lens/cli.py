@@ -14,7 +14,6 @@ with exit status 2 (:mod:`emergence_lens.errors`); ``--debug`` shows the traceba
 from __future__ import annotations
 
 import importlib
-from typing import Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -54,7 +53,7 @@ class RootGroup(TyperGroup):
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return super().list_commands(ctx) + [n for n in LAZY_COMMANDS if n not in self.commands]
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> Optional[TyperCommand]:
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> TyperCommand | None:
         if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
             # A stand-in for the help listing; resolve_command loads the real one.
             return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][1])
@@ -99,7 +98,7 @@ app.registered_commands += interp_app.registered_commands
 
 @app.callback()
 def _root(
-    threads: Optional[int] = typer.Option(
+    threads: int | None = typer.Option(
         None, "--threads", min=1, envvar="EMERGENCE_LENS_THREADS",
         help="torch CPU threads (default: torch's choice). 1 is fastest on a busy machine."),
     debug: bool = typer.Option(False, "--debug", envvar="EMERGENCE_LENS_DEBUG",

@@ -18,7 +18,6 @@ Adding a command: write a function below with ``@app.command()``; check its argu
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -51,11 +50,11 @@ MetricOpt = _metric_option()
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
-def _check_common(device: str, task: Optional[str], n_prompts: int, length: int, out: Optional[Path],
-                  method: str = "fast", task_files: Optional[List[Path]] = None):
+def _check_common(device: str, task: str | None, n_prompts: int, length: int, out: Path | None,
+                  method: str = "fast", task_files: list[Path] | None = None):
     """Device, method, tasks (names and files; files read and checked for form) and output
     folder; returns (device, list of task objects)."""
-    from interp.core.devices import choose_device, check_device
+    from interp.core.devices import check_device, choose_device
     from interp.core.io import check_out_dir
 
     check_device(device)  # form first: no torch import for a typo
@@ -82,7 +81,7 @@ def _check_threshold(threshold: float) -> None:
         raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
 
 
-def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
+def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
     """Build every task with each source's tokenizer before any checkpoint loads (a task file's
     answers must be one token; IOI needs single-token names). Embedded names use the byte
     tokenizer (nothing is trained here); other sources load their tokenizer files only."""
@@ -112,14 +111,14 @@ def _check_tasks_on_sources(names: List[str], tasks: list) -> None:
             task.build(tokenizer)
 
 
-def _metric_for(metric: Optional[str], task) -> str:
+def _metric_for(metric: str | None, task) -> str:
     """``metric``, or the task's default metric when none is given."""
     from interp.task_registry import default_metric
 
     return metric or default_metric(task)
 
 
-def _metric(metric: Optional[str]) -> Optional[str]:
+def _metric(metric: str | None) -> str | None:
     """The metric name (None: each task's default), checked before any work (one-line error
     naming the valid ones, from the registry)."""
     from interp.core.metrics import patching_metric_names
@@ -129,7 +128,7 @@ def _metric(metric: Optional[str]) -> Optional[str]:
     return metric
 
 
-def _check_sources(names: List[str]) -> None:
+def _check_sources(names: list[str]) -> None:
     from interp.sources.door import check_source_name
 
     for name in names:
@@ -149,7 +148,7 @@ def _parse_steps(text: str) -> list[int]:
     return steps
 
 
-def _check_steps_available(src, steps: List[int]) -> None:
+def _check_steps_available(src, steps: list[int]) -> None:
     """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
     weight files are whole (the error names the corrupt file)."""
     from interp.sources.common import CheckpointError, nearest_steps
@@ -186,7 +185,7 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
                            "(identical weights: at most one of the labels is right)")
 
 
-def _check_embedded_steps(name: str, steps: List[int]) -> None:
+def _check_embedded_steps(name: str, steps: list[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained: the
     schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
     from interp.sources.catalogue import is_embedded_name, resolve_embedded
@@ -229,7 +228,7 @@ def _check_resumable(name: str, what: str) -> None:
                          "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
 
 
-def _open(names: List[str], include_zoom: bool = False) -> list:
+def _open(names: list[str], include_zoom: bool = False) -> list:
     """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
     take explicit steps; searches read the base schedule)."""
     from interp.sources.door import open_sources
@@ -279,7 +278,7 @@ class _warnings_as_lines:
         return False
 
 
-def _open_as_ready(names: List[str]):
+def _open_as_ready(names: list[str]):
     """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
     from interp.sources.door import ReadySources
 
@@ -310,20 +309,20 @@ def demo(
 
 @app.command()
 def run(
-    source: List[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
+    source: list[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
     out: Path = typer.Option(..., help="Output folder."),
-    threshold: float = ThresholdOpt, task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    task_file: Optional[List[Path]] = TaskFileOpt,
+    threshold: float = ThresholdOpt, task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
     scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
     method: str = MethodOpt,
-    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
+    prescreen_top_n: int | None = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
     hold: int = HoldOpt,
     executor: str = typer.Option("local", help="Where units run: local (this process), joblib (JOBS processes), "
                                  "ray (a local Ray with JOBS CPUs, or the cluster at --address)."),
     jobs: int = typer.Option(1, help="Worker processes (joblib) or CPUs of a local Ray."),
-    address: Optional[str] = typer.Option(None, help="An existing Ray cluster (ray://head:10001 or auto)."),
+    address: str | None = typer.Option(None, help="An existing Ray cluster (ray://head:10001 or auto)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the (source, task) units and which are done; run nothing."),
     dtype: str = typer.Option("float32", help="Model precision: float32, bfloat16 or float16 (softmax and metric in float32)."),
 ):
@@ -393,10 +392,10 @@ def _print_summary(report, out: Path) -> None:
 @app.command()
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
-    steps: Optional[str] = typer.Option(None, help="Comma-separated steps, zoomed steps (emergence zoom) included "
+    steps: str | None = typer.Option(None, help="Comma-separated steps, zoomed steps (emergence zoom) included "
                                         "(default: every searchable step of the base schedule)."),
-    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
-    out: Optional[Path] = typer.Option(None, help="Write emergence.csv here."),
+    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
@@ -439,12 +438,12 @@ def curve(
 
 @app.command()
 def bisect(
-    source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
-    threshold: float = ThresholdOpt, task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    task_file: Optional[List[Path]] = TaskFileOpt,
-    out: Optional[Path] = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
+    source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
+    threshold: float = ThresholdOpt, task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
     device: str = DeviceOpt,
-    resolution: Optional[int] = typer.Option(
+    resolution: int | None = typer.Option(
         None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."),
     dense_prompts: int = typer.Option(512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."),
     hold: int = HoldOpt,
@@ -495,8 +494,8 @@ def bisect(
         atomic_to_csv(pd.concat(tables, ignore_index=True), out / "checkpoints.csv")
 
 
-def _bisect_dense(specs: List[str], resolution: int, threshold: float, n_prompts: int, hold: int,
-                  length: int, out: Optional[Path]) -> None:
+def _bisect_dense(specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int,
+                  length: int, out: Path | None) -> None:
     """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
     import pandas as pd
 
@@ -524,9 +523,9 @@ def rank_heads(
     pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
     method: str = MethodOpt,
-    prescreen_top_n: Optional[int] = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
-    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
-    out: Optional[Path] = typer.Option(None, help="Write heads.csv and topk.csv here."),
+    prescreen_top_n: int | None = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
+    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
 ):
@@ -566,8 +565,8 @@ def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
-    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: Optional[List[Path]] = TaskFileOpt,
-    out: Optional[Path] = typer.Option(None, help="Write components.csv here."),
+    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
 ):
@@ -601,7 +600,7 @@ def zoom(
     source: str = typer.Argument(..., help="One run trained here: embedded/<run> or its folder."),
     pre: int = typer.Option(..., min=0, help="Stored step to re-train from (base schedule or zoomed)."),
     post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked; base or zoomed)."),
-    every: Optional[int] = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
+    every: int | None = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
     tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
 ):
     """Re-train PRE -> POST from PRE's saved state and store checkpoints every K steps in the run's
@@ -628,7 +627,7 @@ def zoom(
 
 @app.command("readiness")
 def readiness_command(
-    source: List[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
+    source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
     heads: str = typer.Option("auto", help="auto (highest prefix-matching and previous-token heads at the post "
                               "step) or heads as L1H0,L0H2."),
     patterns: str = typer.Option("auto", help="auto (by each head's scores at the post step), one ideal pattern "
@@ -636,12 +635,12 @@ def readiness_command(
                                  "first_token | uniform."),
     threshold: float = ThresholdOpt,
     hold: int = typer.Option(2, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."),
-    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
+    steps: str | None = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
     n_boot: int = typer.Option(1000, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
     method: str = typer.Option("fast", help="Patching engine: fast | reference."),
-    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
-    task_file: Optional[List[Path]] = TaskFileOpt,
-    out: Optional[Path] = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
+    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
     device: str = DeviceOpt,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
@@ -719,10 +718,10 @@ def _read_ranking(path: Path):
 def scrub(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     out: Path = typer.Option(..., help="The page to write (.html)."),
-    steps: Optional[str] = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
-    task: Optional[str] = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    steps: str | None = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
+    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
     prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),
-    heads: Optional[Path] = typer.Option(None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."),
+    heads: Path | None = typer.Option(None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."),
     scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
     threshold: float = ThresholdOpt,
     device: str = DeviceOpt,

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import pandas as pd
 
-from interp.tasks import CapabilityScore, TaskBatch, evaluate
 from interp.core.objects import results_equal, short_repr
+from interp.tasks import CapabilityScore, TaskBatch, evaluate
 
 #: Checkpoints after post that must stay at or above the threshold (the rule's default).
 DEFAULT_HOLD = 2
@@ -173,7 +173,7 @@ def check_hold(hold) -> int:
 
 
 def _validate(steps: Sequence[int], threshold: float, hold: int = 0) -> list[int]:
-    steps = sorted(set(int(s) for s in steps))
+    steps = sorted({int(s) for s in steps})
     if len(steps) < 2:
         raise ValueError(f"need at least 2 searchable steps to locate a transition, got {steps}")
     if not 0.0 < threshold <= 1.0:

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Iterator, Mapping
+from typing import Any
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
-__all__ = ["Forcing", "forced_attention", "attention_bias"]
+__all__ = ["Forcing", "attention_bias", "forced_attention"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Forcing:
             raise ValueError(f"forcing eps={self.eps} must be > 0")
 
     @classmethod
-    def of(cls, heads: Mapping[tuple[int, int], str], **kw) -> "Forcing":
+    def of(cls, heads: Mapping[tuple[int, int], str], **kw) -> Forcing:
         """From ``{(layer, head): pattern name}``."""
         return cls(tuple((l, h, p) for (l, h), p in sorted(heads.items())), **kw)
 
@@ -135,7 +136,7 @@ def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 @contextlib.contextmanager
-def forced_attention(model: torch.nn.Module, forcing: Forcing | None, tokens: Int[Tensor, "batch pos"],
+def forced_attention(model: Any, forcing: Forcing | None, tokens: Int[Tensor, "batch pos"],
                      step: int) -> Iterator[float]:
     """While active, the chosen heads' attention scores of ``model`` get the bias of ``step``.
 
@@ -145,7 +146,7 @@ def forced_attention(model: torch.nn.Module, forcing: Forcing | None, tokens: In
         ValueError: not a GPT-NeoX causal LM, or a head outside the model.
     """
     beta = 0.0 if forcing is None else forcing.beta_at(step)
-    if beta == 0.0:
+    if forcing is None or beta == 0.0:
         yield beta
         return
     modules = _attention_modules(model)

@@ -14,21 +14,22 @@ writes the tables and the self-contained ``report.html``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Literal, cast
 
 import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
-from interp.core.objects import alias_property, results_equal, short_repr
-from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
-from interp.tasks import CapabilityTask, RepetitionTask
 from interp.report import page as vis
-from interp.sources.catalogue import model_and_seed, run_label  # noqa: F401  (model_and_seed: kept import path)
+from interp.sources.catalogue import model_and_seed, run_label
+from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
+from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
+from interp.core.objects import alias_property, results_equal, short_repr
+from interp.tasks import CapabilityTask, RepetitionTask
 
 #: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
 #: prompts began with a BOS token). Every per-task table starts with them.
@@ -164,7 +165,7 @@ def labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], ta
     return df[list(columns)]
 
 
-def _run_labelled(df: pd.DataFrame, run: "RunAnalysis", columns: Sequence[str]) -> pd.DataFrame:
+def _run_labelled(df: pd.DataFrame, run: RunAnalysis, columns: Sequence[str]) -> pd.DataFrame:
     return labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
 
@@ -181,7 +182,7 @@ def _training_loss(source) -> pd.DataFrame | None:
 
 def analyse_run(
     source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
-    method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
+    method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
     hold: int = DEFAULT_HOLD, scrub: bool = True, dtype: str = "float32", swap_weights: bool = True,
 ) -> RunAnalysis:
@@ -217,7 +218,6 @@ def analyse_run(
     """
     from interp.ranking import rank_heads_between
     from interp.report.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
-
     from interp.task_registry import default_metric
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -241,12 +241,12 @@ def analyse_run(
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
     analysis.training_loss = _training_loss(source)
-    if scrub and evaluator.patterns:
+    if scrub and isinstance(evaluator, PatternRecorder) and evaluator.patterns:
         steps, patterns = evaluator.recorded()
         tokenizer = source.tokenizer()
         analysis.scrub_steps, analysis.scrub_patterns = steps, torch.from_numpy(patterns)
         analysis.scrub_tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: evaluator.n_prompts]]
-    if point.emerged and point.pre_step is not None:
+    if point.emerged and point.pre_step is not None and point.post_step is not None:
         ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
                                     prescreen_top_n=prescreen_top_n, device=device, metric=metric,
                                     decompose=decompose, prescreen_steps=prescreen_steps)
@@ -386,13 +386,13 @@ class MainJobReport:
                 "post_step": r.point.post_step, "monotone": r.point.monotone, "n_evaluations": r.point.n_evaluations,
                 "value_pre": r.value_pre, "value_post": r.value_post,
                 # recovered divides by this jump: small against its noise, it is ill-conditioned
-                "jump": None if r.value_pre is None else r.value_post - r.value_pre,
+                "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
                 "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                 "top_delta": None if top is None else float(top["delta"]), "recovered_top2": rec2,
                 "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
                 "metric": r.metric if r.heads is not None else None,
                 "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
-                "jump_too_small": None if top is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
+                "jump_too_small": None if top is None or r.heads is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
             })
         return pd.DataFrame(rows)
 
@@ -476,7 +476,7 @@ class MainJobReport:
         return written
 
     @classmethod
-    def load(cls, folder: str | Path) -> "MainJobReport":
+    def load(cls, folder: str | Path) -> MainJobReport:
         """Bring back a report saved by :meth:`save`: every run's tables, tensors, point of
         emergence and example patterns, and the provenance record; its figures and ``html()``
         are then the saved report's.
@@ -514,13 +514,13 @@ def _upgrade_run(run: RunAnalysis) -> None:
 
 def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
     """Weight digest of every step the run evaluated or patched (``"step{N}"`` -> sha256 hex)."""
-    steps = set(int(s) for s in run.curve["step"]) | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
+    steps = {int(s) for s in run.curve["step"]} | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
     return {f"step{step}": source.digest(step) for step in sorted(steps)}
 
 
 def run_main_job(
     sources: Iterable, task: CapabilityTask | Sequence[CapabilityTask] | None = None, threshold: float = 0.5,
-    scan: bool = False, method: str = "fast", prescreen_top_n: int | None = None, device: str | None = None,
+    scan: bool = False, method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None, device: str | None = None,
     out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
     metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
     hold: int = DEFAULT_HOLD, scrub: bool = True,
@@ -549,9 +549,9 @@ def run_main_job(
     check_hold(hold)
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold={threshold} must be in (0, 1] (a greedy-accuracy fraction)")
-    tasks = list(task) if isinstance(task, (list, tuple)) else [task or RepetitionTask()]
+    tasks: list[CapabilityTask] = list(task) if isinstance(task, (list, tuple)) else [cast(CapabilityTask, task) or RepetitionTask()]
     positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
-    total = len(sources) if hasattr(sources, "__len__") else None
+    total = len(sources) if isinstance(sources, Sized) else None
     done: list[tuple[tuple[int, int], RunAnalysis, dict]] = []
     for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
         try:

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -40,6 +42,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.emergence import jump_noise
+from interp.core.objects import alias_property, results_equal, short_repr
 from interp.patching import (
     PostCheckpoint,
     Target,
@@ -52,23 +56,27 @@ from interp.patching import (
     per_head_delta,
 )
 from interp.patching._common import check_batch, heads_shape, model_device
-from interp.patching.targets import HEAD_KINDS
-from interp.core.objects import alias_property, results_equal, short_repr
-from interp.emergence import jump_noise
+from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
 from interp.tasks import TaskBatch
 
 __all__ = [
-    "HeadRanking", "rank_heads", "topk_recovery", "head_ranking", "head_ranking_report", "rank_heads_between",
-    "prescreen_rank_correlation", "bootstrap_interval", "decompose_jump", "decompose_between", "COMPONENTS",
+    "COMPONENTS",
     "COMPONENT_COLUMNS",
+    "HeadRanking",
+    "bootstrap_interval",
+    "decompose_between",
+    "decompose_jump",
+    "head_ranking",
+    "head_ranking_report",
+    "prescreen_rank_correlation",
+    "rank_heads",
+    "rank_heads_between",
+    "topk_recovery",
 ]
 
-#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses
-COMPONENTS: dict[str, Target] = {
-    "pattern": Target("pattern"), "q": Target("q"), "k": Target("k"), "v": Target("v"), "z": Target("z"),
-    "qk": Target("qk"), "ov": Target("ov"), "mlp": Target("mlp"), "mlp_weights": Target("mlp_weights"),
-    "embed": Target("embed"), "unembed": Target("unembed"),
-}
+#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
+#: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
+COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
 COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "unit", "value",
                      "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post",
                      "jump_se", "jump_too_small"]
@@ -128,7 +136,7 @@ def _recovered(value: float, pre: float, post: float) -> float:
     return (value - pre) / span if span != 0.0 and math.isfinite(span) else float("nan")
 
 
-def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, "batch"], post: Float[Tensor, "batch"],
+def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, " batch"], post: Float[Tensor, " batch"],
                        n_boot: int = N_BOOT, seed: int = 0) -> dict[str, np.ndarray]:
     """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
 
@@ -143,7 +151,7 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
     Raises:
         ValueError: mismatched shapes or ``n_boot < 1``.
     """
-    patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))
+    patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))  # type: ignore[assignment]
     if patched.ndim != 2 or pre.shape != (patched.shape[1],) or post.shape != pre.shape:
         raise ValueError(f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}")
     if n_boot < 1:
@@ -160,7 +168,9 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
     span = m_post - m_pre
     with np.errstate(divide="ignore", invalid="ignore"):
         recovered = np.where(span != 0, (m_patched - m_pre) / span, np.nan)
-    q = lambda x: np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)  # noqa: E731
+    def q(x):
+        return np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)
+
     (v_lo, v_hi), (r_lo, r_hi), (d_lo, d_hi) = q(m_patched), q(recovered), q(m_patched - m_pre)
     return {"value_lo": v_lo, "value_hi": v_hi, "recovered_lo": r_lo, "recovered_hi": r_hi,
             "delta_lo": d_lo, "delta_hi": d_hi}
@@ -324,7 +334,7 @@ class HeadRanking:
 
         return self._html(Assets())
 
-    def save_html(self, path) -> "Path":
+    def save_html(self, path) -> Path:
         """Write the display as a self-contained page (atomic; :func:`interp.report.display.save_html`)."""
         from interp.report.display import save_html
 
@@ -371,8 +381,8 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
     if prescreen_top_n is not None and (isinstance(prescreen_top_n, bool) or not isinstance(prescreen_top_n, int)
                                         or prescreen_top_n < 1):
         raise ValueError(f"prescreen_top_n must be a positive int or None, got {prescreen_top_n!r}")
-    if kind not in HEAD_KINDS:
-        raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(HEAD_KINDS)}")
+    if kind not in kind_names("head"):
+        raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(kind_names('head'))}")
     n_layers, n_heads = heads_shape(pre_model)
     if prescreen_top_n is not None and prescreen_top_n > n_layers * n_heads:
         raise ValueError(f"prescreen_top_n={prescreen_top_n} is more than the model's {n_layers * n_heads} heads "
@@ -443,7 +453,7 @@ def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
                         memory_budget_mb=memory_budget_mb, attribution=prescreen_top_n is not None)
 
 
-def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: str = "fast",
+def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: Literal["fast", "reference", "attribution"] = "fast",
                        prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
                        ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
                        n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
@@ -481,7 +491,7 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     del post_loaded  # the captured tensors are all the analysis needs from post
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
-        pre_patterns = torch.stack([a for a in _patterns(pre.model, batch)])
+        pre_patterns = torch.stack(list(_patterns(pre.model, batch)))
     ranking = head_ranking(pre.model, post, batch, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
                            ks=ks, n_boot=n_boot, prescreen_steps=prescreen_steps)
     if decompose:
@@ -572,9 +582,9 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         if unknown:
             raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
         chosen = {t: COMPONENTS[t] for t in targets}
-    bad_kinds = [k for k in topk_kinds if k not in HEAD_KINDS]
+    bad_kinds = [k for k in topk_kinds if k not in kind_names("head")]
     if bad_kinds:
-        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(HEAD_KINDS)})")
+        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
     n_total = n_layers * n_heads
     if ks is None:
         ks = list(range(1, n_total + 1)) if n_total <= 32 else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
@@ -587,12 +597,13 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
     values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
     rows: list[tuple[str, str, int, str, Target]] = []
     for name, target in chosen.items():
-        count = len(target.resolved_layers(n_layers)) if target.layers is not None or target.kind in ("mlp", "mlp_weights", "block") \
-            else (1 if target.kind in ("embed", "unembed") else len(target.resolved_heads(n_layers, n_heads)))
+        kind_scope = get_kind(target.kind).scope
+        count = len(target.resolved_layers(n_layers)) if kind_scope == "layer" \
+            else (1 if kind_scope == "model" else len(target.resolved_heads(n_layers, n_heads)))
         rows.append((name, "all", count, "", target))
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
-            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads), target))
+            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
     values = patch_values(pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method,
                           memory_budget_mb=memory_budget_mb)
     ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)

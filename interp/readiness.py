@@ -21,15 +21,26 @@ Tibshirani 1993 (percentile bootstrap).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["ReadinessResult", "readiness", "crossing", "auto_heads", "parse_heads", "parse_patterns",
-           "READINESS_COLUMNS", "POINTS_COLUMNS", "readiness_figure", "readiness_html"]
+__all__ = [
+    "POINTS_COLUMNS",
+    "READINESS_COLUMNS",
+    "ReadinessResult",
+    "auto_heads",
+    "crossing",
+    "parse_heads",
+    "parse_patterns",
+    "readiness",
+    "readiness_figure",
+    "readiness_html",
+]
 
 #: readiness.csv: one row per (run, checkpoint)
 READINESS_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer", "ideal_accuracy", "ideal_p_answer", "heads"]
@@ -124,7 +135,7 @@ def auto_heads(model: Any, tokenizer: Any, heads: Sequence[tuple[int, int]] | No
         masked[ind] = -1.0
         pt = divmod(int(masked.argmax()), n_heads)
         return {ind: "induction", pt: "previous_token"}
-    return {tuple(h): ("induction" if prefix[h] >= prev[h] else "previous_token") for h in heads}
+    return {(h[0], h[1]): ("induction" if prefix[h] >= prev[h] else "previous_token") for h in heads}
 
 
 def _correct(rows: torch.Tensor, batch) -> torch.Tensor:
@@ -162,8 +173,8 @@ class ReadinessResult:
     n_boot: int
     threshold: float
     hold: int
-    correct: np.ndarray = field(repr=False, default=None)
-    ideal_correct: np.ndarray = field(repr=False, default=None)
+    correct: np.ndarray | None = field(repr=False, default=None)
+    ideal_correct: np.ndarray | None = field(repr=False, default=None)
 
     @property
     def heads_label(self) -> str:
@@ -211,7 +222,7 @@ def _bootstrap(steps: list[int], correct: np.ndarray, ideal: np.ndarray, thresho
 
 def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "auto", threshold: float = 0.5,
               hold: int = 2, steps: Sequence[int] | None = None, device: str | None = None,
-              method: str = "fast", n_boot: int = 1000, boot_seed: int = 0,
+              method: Literal["fast", "reference"] = "fast", n_boot: int = 1000, boot_seed: int = 0,
               on_step: Callable[[int], None] | None = None) -> ReadinessResult:
     """Capability per checkpoint as trained and with the chosen heads' patterns set to ideal.
 
@@ -278,7 +289,7 @@ def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "aut
         chosen = dict(heads)
     else:
         pick_step = emergence[1] if emergence[1] is not None else steps[-1]
-        picked = None
+        picked: dict[tuple[int, int], str] = {}
         if heads == "auto" or patterns == "auto":  # head scores at E's post step (the last step if none)
             post_model = source.load(pick_step, device=device).model
             picked = auto_heads(post_model, source.tokenizer(), None if heads == "auto" else list(heads))

@@ -24,7 +24,8 @@ All attention scores read ``hook_pattern`` (post-softmax) of the model on tokens
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,9 +33,18 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-__all__ = ["SCORES", "previous_token_score", "prefix_matching_score", "copying_score_from_weights",
-           "copying_scores", "repeated_random_tokens", "head_scores", "head_scores_over_checkpoints",
-           "steps_around", "HEAD_SCORE_COLUMNS"]
+__all__ = [
+    "HEAD_SCORE_COLUMNS",
+    "SCORES",
+    "copying_score_from_weights",
+    "copying_scores",
+    "head_scores",
+    "head_scores_over_checkpoints",
+    "prefix_matching_score",
+    "previous_token_score",
+    "repeated_random_tokens",
+    "steps_around",
+]
 
 SCORES = ("previous_token", "prefix_matching", "copying")
 HEAD_SCORE_COLUMNS = ["model", "seed", "step", "layer", "head", "score", "value"]
@@ -46,7 +56,7 @@ def _check_pattern(pattern: Tensor) -> None:
         raise ValueError(f"pattern must be [batch, head, query_pos, key_pos] with query_pos == key_pos, got {shape}")
 
 
-def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, "head"]:
+def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"]) -> Float[Tensor, " head"]:
     """Mean attention from position ``i`` to ``i - 1`` over ``i >= 1`` and the batch.
 
     Raises:
@@ -56,7 +66,7 @@ def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"])
     return pattern.float().diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))
 
 
-def prefix_matching_score(pattern: Float[Tensor, "batch head query_pos key_pos"], period: int) -> Float[Tensor, "head"]:
+def prefix_matching_score(pattern: Float[Tensor, "batch head query_pos key_pos"], period: int) -> Float[Tensor, " head"]:
     """Mean attention from each position ``i >= period`` to key ``i - period + 1`` (the token after
     the previous occurrence of token ``i`` on a sequence that repeats with ``period``).
 
@@ -72,7 +82,7 @@ def prefix_matching_score(pattern: Float[Tensor, "batch head query_pos key_pos"]
 
 def copying_score_from_weights(W_E: Float[Tensor, "d_vocab d_model"], W_V: Float[Tensor, "head d_model d_head"],
                                W_O: Float[Tensor, "head d_head d_model"], W_U: Float[Tensor, "d_model d_vocab"]
-                               ) -> Float[Tensor, "head"]:
+                               ) -> Float[Tensor, " head"]:
     """``sum(lambda) / sum(|lambda|)`` of each head's OV circuit ``W_E W_V[h] W_O[h] W_U``.
 
     Raises:

@@ -29,9 +29,10 @@ import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -92,7 +93,7 @@ def _task_config(task) -> dict:
 def _task_from_config(config: dict):
     from sweeps.runners import load_runner
 
-    cls = load_runner(config["class"])
+    cls: Any = load_runner(config["class"])
     accepted = {f.name for f in dataclasses.fields(cls) if f.init}  # e.g. a task file's sha256 is derived
     return cls(**{k: v for k, v in config["fields"].items() if k in accepted})
 
@@ -181,15 +182,15 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
         RuntimeError: some units failed (their logs named); the others are stored, and running
             the study again retries only the failed and missing units.
     """
+    from tqdm.auto import tqdm
+
     from interp.pipeline import MainJobReport, RunAnalysis
     from interp.core.provenance import make_provenance
     from interp.report.report_state import load_report_state
     from interp.tasks import RepetitionTask
-    from sweeps.execute import RunRecord
     from sweeps.executors import RUN_EXECUTORS, _execute_serial
     from sweeps.runners import RunTask
     from sweeps.store import ResultsStore
-    from tqdm.auto import tqdm
 
     check_study_options(executor, jobs, options.get("dtype", "float32"))
     tasks = list(tasks) if tasks else [RepetitionTask()]
@@ -207,8 +208,7 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
         run = _execute_serial if executor == "local" else RUN_EXECUTORS[executor]
         bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", desc="units", disable=not progress)
         try:
-            for record in run([[task] for task in todo], jobs, address):  # one unit of work per (source, task)
-                record: RunRecord
+            for record in run([[task] for task in todo], jobs, address):  # one unit of work per (source, task): a RunRecord
                 unit = by_id[record.run_id]
                 if record.log is not None:
                     store.write_log(record.run_id, record.log)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -27,7 +27,15 @@ MAX_ROW_ERRORS = 10
 
 
 class TaskFileError(TaskError):
-    """A task file cannot be used. ``lines``: one line per problem (the first is ``str(err)``)."""
+    """A task file cannot be used: missing, not ``.jsonl``/``.csv``, not UTF-8, not JSON, no rows,
+    a missing field, duplicate ids, distractors on some rows only, or answers that are not one
+    token under the source's tokenizer. ``lines``: one line per problem (the first is
+    ``str(err)``; the command line prints at most 10, then a count).
+
+    Fix: correct the rows named (each row needs ``prompt`` and ``answer``; ``distractors`` on
+    every row or none; one-token answers under this tokenizer, e.g. with a leading space for
+    word-piece vocabularies) and save the file as UTF-8.
+    """
 
     def __init__(self, lines: Sequence[str]):
         self.lines = list(lines)
@@ -133,7 +141,8 @@ IOI_OBJECTS = ("ring", "kiss", "bone", "basketball", "computer", "necklace", "dr
 
 def _single_tokens(tokenizer, words: Sequence[str], prefix: str = " ") -> tuple[dict[str, int], dict[str, list[int]]]:
     """``({word: id} of words that are one token as prefix + word, {word: ids} of the others)``."""
-    good, bad = {}, {}
+    good: dict[str, int] = {}
+    bad: dict[str, list[int]] = {}
     for w in words:
         ids = tokenizer.encode(prefix + w, add_special_tokens=False)
         (good if len(ids) == 1 else bad)[w] = ids[0] if len(ids) == 1 else ids
@@ -272,12 +281,12 @@ class TaskFile(CapabilityTask):
             if bad:
                 what, text, ids = bad[0]
                 pieces = [tokenizer.decode([t]) for t in ids]
-                problems.append(f"{self.path.name}: row {row.id}: {what} {text!r} is {len(ids)} tokens {pieces!r} "
+                problems.append(f"{Path(self.path).name}: row {row.id}: {what} {text!r} is {len(ids)} tokens {pieces!r} "
                                 f"under tokenizer {tok_name!r}; answers and distractors must be one token")
                 continue
             prompt_ids = _split_ids(tokenizer, row.prompt)
             if not prompt_ids:
-                problems.append(f"{self.path.name}: row {row.id}: prompt {row.prompt!r} is no token at all")
+                problems.append(f"{Path(self.path).name}: row {row.id}: prompt {row.prompt!r} is no token at all")
                 continue
             prompts.append(prompt_ids)
             answers.append(_split_ids(tokenizer, row.answer)[0])
@@ -312,8 +321,8 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
         line = err.object[: err.start].count(b"\n") + 1
-        raise TaskFileError([f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
-                             f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8"]) from None
+        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
+                             f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8")]) from None
     records: list[tuple[str, dict]] = []  # (row label, fields)
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
@@ -323,16 +332,16 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
             fields["distractors"] = [x for x in d.split("|") if x] if d else []
             records.append((f"line {n}", fields))
     else:
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for n, row_text in enumerate(text.splitlines(), start=1):
+            if not row_text.strip():
                 continue
             try:
-                fields = json.loads(line)
+                fields = json.loads(row_text)
             except json.JSONDecodeError as err:
                 raise TaskFileError([f"task file {path.name!r}: line {n} is not JSON ({err.msg})"]) from None
             if not isinstance(fields, dict):
-                raise TaskFileError([f"task file {path.name!r}: line {n} is a {type(fields).__name__}, "
-                                     "expected an object with prompt and answer"])
+                raise TaskFileError([(f"task file {path.name!r}: line {n} is a {type(fields).__name__}, "
+                                     "expected an object with prompt and answer")])
             records.append((f"line {n}", fields))
     if not records:
         raise TaskFileError([f"task file {path.name!r} has no rows; each row needs a prompt and an answer"])
@@ -341,9 +350,10 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     if missing:
         where = ", ".join(f"{label} ({f})" for label, f in missing[:MAX_ROW_ERRORS])
         more = f" and {len(missing) - MAX_ROW_ERRORS} more" if len(missing) > MAX_ROW_ERRORS else ""
-        raise TaskFileError([f"task file {path.name!r}: missing or empty field at {where}{more}; "
-                             "each row needs prompt and answer (text)"])
-    rows, seen = [], {}
+        raise TaskFileError([(f"task file {path.name!r}: missing or empty field at {where}{more}; "
+                             "each row needs prompt and answer (text)")])
+    rows: list[TaskRow] = []
+    seen: dict[str, list[str]] = {}
     for i, (label, fields) in enumerate(records):
         d = fields.get("distractors") or []
         if isinstance(d, str) or not all(isinstance(x, str) for x in d):
@@ -358,6 +368,6 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     with_d = {bool(r.distractors) for r in rows}
     if len(with_d) > 1:
         lacking = [r.id for r in rows if not r.distractors][:MAX_ROW_ERRORS]
-        raise TaskFileError([f"task file {path.name!r}: distractors on some rows only (none on ids {lacking}); "
-                             "give them on every row or on none"])
+        raise TaskFileError([(f"task file {path.name!r}: distractors on some rows only (none on ids {lacking}); "
+                             "give them on every row or on none")])
     return rows

@@ -10,9 +10,9 @@ prints. Adding a task: write its class (:mod:`interp.task_library`), add a :clas
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from interp.task_library import IOITask, PatternCompletionTask, TaskFile
 from interp.tasks import CapabilityTask, RepetitionTask, TokenRepetitionTask

@@ -26,8 +26,8 @@ rendering are not given by the paper (Baherwani et al. 2026): the defaults below
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -40,7 +40,14 @@ DIGITS = tuple("0123456789")
 
 
 class TaskError(ValueError):
-    """A task cannot be built for this tokenizer or these prompts."""
+    """A task cannot be built for this tokenizer or these prompts: an item the task needs as one
+    token splits into several (digits, names, letters), too few single-token items for a template,
+    or prompts the batch cannot hold.
+
+    Fix: use a task the tokenizer can run (``emergence list-tasks``, column ``byte_tokenizer``;
+    IOI needs a word-piece vocabulary such as Pythia's), or change the task's parameters
+    (``prefix``, ``templates``, ``length``) as the message says.
+    """
 
 
 @dataclass
@@ -62,8 +69,8 @@ class TaskBatch:
     """
 
     tokens: Int[Tensor, "batch pos"]
-    answers: Int[Tensor, "batch"]
-    answer_pos: Int[Tensor, "batch"]
+    answers: Int[Tensor, " batch"]
+    answer_pos: Int[Tensor, " batch"]
     prompts: list[str] = field(default_factory=list)
     task: str = ""
     distractors: Int[Tensor, "batch n_distractors"] | None = None
@@ -102,14 +109,14 @@ class TaskBatch:
     def forward_kwargs(self) -> dict:
         """Keyword arguments of a forward on ``tokens``: ``attention_mask`` and ``position_ids``
         when the batch is padded, else none (the model's defaults are exact then)."""
-        if not self.padded:
+        if not self.padded or self.attention_mask is None:
             return {}
         return {"attention_mask": self.attention_mask.to(self.tokens.device), "position_ids": self.position_ids}
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
 
-    def to(self, device: str | torch.device) -> "TaskBatch":
+    def to(self, device: str | torch.device) -> TaskBatch:
         """Return a copy with the tensors on ``device``."""
         return TaskBatch(
             self.tokens.to(device), self.answers.to(device), self.answer_pos.to(device),
@@ -117,7 +124,7 @@ class TaskBatch:
             None if self.attention_mask is None else self.attention_mask.to(device), self.prepend_bos,
         )
 
-    def repeat(self, n_copies: int) -> "TaskBatch":
+    def repeat(self, n_copies: int) -> TaskBatch:
         """The batch stacked ``n_copies`` times along the prompt axis (copy-major)."""
         return TaskBatch(
             self.tokens.repeat(n_copies, 1), self.answers.repeat(n_copies), self.answer_pos.repeat(n_copies),
@@ -126,7 +133,7 @@ class TaskBatch:
             None if self.attention_mask is None else self.attention_mask.repeat(n_copies, 1), self.prepend_bos,
         )
 
-    def rows(self, index: slice) -> "TaskBatch":
+    def rows(self, index: slice) -> TaskBatch:
         """The prompts ``index`` (a slice) as a batch of their own."""
         return TaskBatch(
             self.tokens[index], self.answers[index], self.answer_pos[index], list(self.prompts[index]), self.task,
@@ -139,7 +146,7 @@ class TaskBatch:
         cls, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str] = (),
         task: str = "", distractors: Sequence[Sequence[int]] | None = None, pad_id: int = 0,
         prepend_bos: bool = False,
-    ) -> "TaskBatch":
+    ) -> TaskBatch:
         """Stack token lists into a batch; the answer follows each prompt's own last token.
 
         Prompts of different lengths are padded on the right with ``pad_id`` and get an
@@ -424,7 +431,7 @@ class TokenRepetitionTask(CapabilityTask):
 def alnum_token_pool(tokenizer) -> list[int]:
     """Token ids whose text is a single ASCII letter or digit, with or without a leading space."""
     pool = []
-    for text in [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"]:
+    for text in list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"):
         for candidate in (text, " " + text):
             ids = tokenizer.encode(candidate, add_special_tokens=False)
             if len(ids) == 1 and ids[0] not in pool:

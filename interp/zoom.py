@@ -23,9 +23,10 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,15 @@ ZOOM_INDEX = "zoom.json"
 
 
 class ZoomMismatchError(ValueError):
-    """The re-trained end point differs from the stored one by more than the tolerance."""
+    """Re-training ``pre -> post`` did not reproduce the stored ``post`` weights within the
+    tolerance (default 0: bit for bit), so the new steps would not lie on the stored trajectory;
+    nothing is written. Usually another thread count, CPU instruction set or library version
+    than the run was trained with.
+
+    Fix: re-train with the run's recorded thread count (the default) on an x86-64 CPU with AVX2
+    and the versions of ``constraints.txt`` (docs/embedded.md, "Zoom"), or accept a small
+    difference with ``tolerance=`` (``--tolerance``).
+    """
 
 
 @dataclass
@@ -143,7 +152,7 @@ def _trained_pinned(run: Path) -> bool:
 def stored_steps(run: str | Path) -> list[int]:
     """Base steps (``suite.json``) and overlay steps of a run, sorted."""
     base = _metadata(Path(run)).get("steps", [])
-    return sorted(set(int(s) for s in base) | set(overlay_steps(run)))
+    return sorted({int(s) for s in base} | set(overlay_steps(run)))
 
 
 def step_folder(run: Path, step: int) -> Path:
@@ -361,8 +370,8 @@ class DenseEvaluator:
 
         self.run, self.batch, self.device = run, batch, device
         with quiet_hf_progress():
-            self.model = GPTNeoXForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]),
-                                                            dtype=torch.float32).to(device).eval()
+            model = GPTNeoXForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]), dtype=torch.float32)
+        self.model = model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to as taking a model
         self.correct: dict[int, np.ndarray] = {}
         self.p_answer: dict[int, np.ndarray] = {}
 

@@ -10,7 +10,8 @@ import dataclasses
 import hashlib
 import types
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from interp.core.io import config_json
 

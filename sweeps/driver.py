@@ -7,13 +7,13 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from tqdm.auto import tqdm
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from interp.core.io import atomic_write_text, config_json
 from sweeps.execute import RunRecord, git_commit, group_units
@@ -54,14 +54,14 @@ class SweepOutcome:
 
 
 def run_sweep(
-    spec: "SweepSpec | Mapping[str, Any] | str | os.PathLike",
+    spec: SweepSpec | Mapping[str, Any] | str | os.PathLike,
     out_dir: str | os.PathLike,
     jobs: int = 1,
     executor: str = "joblib",
     ray_address: str | None = None,
     retry_failed: bool = False,
     progress: bool = True,
-    runner: "str | RunnerLike | None" = None,
+    runner: str | RunnerLike | None = None,
     default_runner: str | None = None,
     force: bool = False,
     ensemble: int = 1,

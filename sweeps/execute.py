@@ -15,9 +15,10 @@ import sys
 import time
 import traceback
 import typing
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -194,7 +195,7 @@ def _to_builtin(value: Any) -> Any:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 @functools.lru_cache(maxsize=1)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from sweeps.execute import RunRecord, _now, execute_unit
 from sweeps.runners import RunTask

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from sweeps.configs import run_id_of
 from sweeps.spec import SweepSpec, load_spec
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 RunnerLike = Callable[[dict], "tuple[dict, pd.DataFrame | None]"]
 
 
-def load_runner(runner: "str | RunnerLike") -> RunnerLike:
+def load_runner(runner: str | RunnerLike) -> RunnerLike:
     """Import ``"module:attribute"`` (dotted attributes allowed), or return a callable as is.
 
     Raises:
@@ -43,7 +44,7 @@ def load_runner(runner: "str | RunnerLike") -> RunnerLike:
     return obj
 
 
-def runner_name(runner: "str | RunnerLike") -> str:
+def runner_name(runner: str | RunnerLike) -> str:
     """The ``"module:qualname"`` name of a runner (the string itself for a string)."""
     if isinstance(runner, str):
         return runner
@@ -73,8 +74,8 @@ class RunTask:
     log_path: str | None = None
 
 
-def plan_runs(spec: "SweepSpec | Mapping | str | os.PathLike",
-              runner: "str | RunnerLike | None" = None,
+def plan_runs(spec: SweepSpec | Mapping | str | os.PathLike,
+              runner: str | RunnerLike | None = None,
               default_runner: str | None = None) -> list[RunTask]:
     """Expand a spec into resolved, de-duplicated runs, in spec order.
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 try:  # Python >= 3.11
     import tomllib
@@ -53,7 +54,7 @@ class SweepSpec:
     name: str = ""
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SweepSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
         """Build a spec from the file format (reserved keys ``grid points seeds runner name``).
 
         Raises:
@@ -79,7 +80,7 @@ class SweepSpec:
                    runner=runner, name=name)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "SweepSpec":
+    def from_file(cls, path: str | os.PathLike) -> SweepSpec:
         """Read a spec from a ``.yaml``/``.yml``, ``.toml`` or ``.json`` file.
 
         Raises:
@@ -155,7 +156,7 @@ def _as_seeds(seeds: Any) -> list[int] | None:
     raise ValueError(f"seeds must be a non-empty list of ints or a positive count, got {seeds!r}")
 
 
-def load_spec(spec: "SweepSpec | Mapping[str, Any] | str | os.PathLike") -> SweepSpec:
+def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike) -> SweepSpec:
     """Accept a :class:`SweepSpec`, a mapping in the file format, or a path to a spec file."""
     if isinstance(spec, SweepSpec):
         return spec

@@ -20,8 +20,9 @@ concatenating with ``promote_options="permissive"`` unifies them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa

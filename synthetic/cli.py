@@ -15,7 +15,6 @@ import enum
 import importlib.util
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,7 +31,7 @@ def train(
     task: str = typer.Option(_D.task, "--task", help="linear-map | cellular-automata"),
     S: int = typer.Option(_D.S, "--S", help="State size S (bits / cells per state)."),
     s: int = typer.Option(_D.s, "--s", help="Sparsity s: ones per row of A (linear map)."),
-    T: Optional[int] = typer.Option(None, "--T", help="Transitions per sequence (default: 1 for linear-map, 3 for cellular-automata)."),
+    T: int | None = typer.Option(None, "--T", help="Transitions per sequence (default: 1 for linear-map, 3 for cellular-automata)."),
     k: int = typer.Option(_D.k, "--k", help="Cell states (cellular automata)."),
     n_rules: int = typer.Option(_D.n_rules, "--n-rules", help="Rule-pool size (cellular automata)."),
     data_seed: int = typer.Option(_D.data_seed, "--data-seed", help="Seed of A / the rule pool and the evaluation set."),
@@ -40,10 +39,10 @@ def train(
     n_layers: int = typer.Option(_D.n_layers, "--n-layers"),
     n_heads: int = typer.Option(_D.n_heads, "--n-heads"),
     d_head: int = typer.Option(_D.d_head, "--d-head"),
-    d_model: Optional[int] = typer.Option(None, "--d-model", help="(default: n_heads * d_head)"),
-    d_mlp: Optional[int] = typer.Option(None, "--d-mlp", help="MLP width (default: none, attention-only)."),
+    d_model: int | None = typer.Option(None, "--d-model", help="(default: n_heads * d_head)"),
+    d_mlp: int | None = typer.Option(None, "--d-mlp", help="MLP width (default: none, attention-only)."),
     positional_embedding: str = typer.Option(_D.positional_embedding, "--positional-embedding", help="learned | rotary"),
-    n_ctx: Optional[int] = typer.Option(None, "--n-ctx", help="Model context (default: the sequence length)."),
+    n_ctx: int | None = typer.Option(None, "--n-ctx", help="Model context (default: the sequence length)."),
     steps: int = typer.Option(_D.steps, "--steps", help="Optimizer updates."),
     lr: float = typer.Option(_D.lr, "--lr"),
     warmup_steps: int = typer.Option(_D.warmup_steps, "--warmup-steps"),
@@ -52,13 +51,13 @@ def train(
     seed: int = typer.Option(_D.seed, "--seed", help="Weights and training batches."),
     eval_every: int = typer.Option(_D.eval_every, "--eval-every", help="Steps between evaluations."),
     eval_tokens: int = typer.Option(_D.eval_tokens, "--eval-tokens"),
-    loss_threshold: Optional[float] = typer.Option(None, "--loss-threshold", help="Nats (default: floor + margin·(plateau − floor))."),
+    loss_threshold: float | None = typer.Option(None, "--loss-threshold", help="Nats (default: floor + margin·(plateau − floor))."),
     plateau_margin: float = typer.Option(_D.plateau_margin, "--plateau-margin"),
     bias: float = typer.Option(_D.bias, "--bias", help="Attention bias β added to the true keys' logits (0: off)."),
-    bias_layers: Optional[str] = typer.Option(None, "--bias-layers", help="e.g. '0,1' (default: all)."),
-    bias_heads: Optional[str] = typer.Option(None, "--bias-heads", help="e.g. '0,3' (default: all)."),
+    bias_layers: str | None = typer.Option(None, "--bias-layers", help="e.g. '0,1' (default: all)."),
+    bias_heads: str | None = typer.Option(None, "--bias-heads", help="e.g. '0,3' (default: all)."),
     bias_schedule: str = typer.Option(_D.bias_schedule, "--bias-schedule", help="constant | linear-anneal"),
-    bias_anneal_steps: Optional[int] = typer.Option(None, "--bias-anneal-steps", help="(default: steps)"),
+    bias_anneal_steps: int | None = typer.Option(None, "--bias-anneal-steps", help="(default: steps)"),
     checkpoint_every: int = typer.Option(_D.checkpoint_every, "--checkpoint-every", help="Save DIR/checkpoints/step{N}.pt every N steps (0: never)."),
     device: str = typer.Option(_D.device, "--device", help="auto | cpu | cuda | cuda:N"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
@@ -98,7 +97,7 @@ def _main() -> None:
     """Synthetic tasks with a known attention pattern."""
 
 
-class Executor(str, enum.Enum):
+class Executor(str, enum.Enum):  # noqa: UP042 (StrEnum would change str(Executor.ray))
     joblib = "joblib"
     ray = "ray"
 
@@ -112,7 +111,7 @@ def sweep_command(
     out: Path = typer.Option(..., "--out", "-o", help="Sweep folder; rows land in OUT/results.parquet."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Parallel runs (processes or Ray CPUs)."),
     executor: Executor = typer.Option(Executor.joblib, "--executor", help="joblib (this machine) or ray."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Existing Ray cluster; default local."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Existing Ray cluster; default local."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Re-run runs recorded as failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the runs and what is missing; run nothing."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA."),

@@ -9,7 +9,7 @@ offline (:mod:`interp.report.display`).
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd

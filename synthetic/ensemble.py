@@ -17,6 +17,13 @@ per-op Python overhead dominates these tiny models (S = 16, 16 heads × d_head 8
 step) and ``scaled_dot_product_attention`` has no vmap batching rule on CPU (it falls back to a
 per-sample loop). Here the attention is one plain 4-D SDPA call over ``E·batch`` sequences.
 
+The batched step runs on the one training loop (:func:`interp.core.train_loop.train_loop` with
+``model=None``: the stacked weights are no module) with its schedule
+(:func:`interp.core.train_loop.warmup_constant`), so the learning rate, the order of a step and the
+evaluation steps are :func:`~synthetic.training.train`'s. It writes no resumable state: a config
+with ``checkpoint_every`` trains one member at a time with :func:`~synthetic.training.train`,
+whose checkpoints are the loop's state format.
+
 Covered by the batched path: ``arch="transformer"`` with learned positional embeddings and
 LayerNorm (the TL-native pre-LN attention-only or GELU-MLP block, as
 :func:`synthetic.models.transformer.build_transformer` builds), no attention bias, no
@@ -30,9 +37,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 import torch
@@ -153,9 +160,9 @@ def train_ensemble(configs: Sequence, out_dirs: Sequence[str | Path | None] | No
 def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
     from tqdm.auto import tqdm
 
+    from interp.core.train_loop import train_loop, warmup_constant
     from synthetic.models import build_model, count_parameters
-    from synthetic.training import (Evaluator, TrainResult, _generator, _warmup_factor, resolve_device,
-                                    summarize, to_device)
+    from synthetic.training import Evaluator, TrainResult, _generator, resolve_device, summarize, to_device
 
     start = time.perf_counter()
     for config in configs:
@@ -176,7 +183,6 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
               for name in states[0]}
     optimizer = torch.optim.AdamW([p for p in params.values() if p.requires_grad], lr=c0.lr,
                                   weight_decay=c0.weight_decay)
-    warmup = _warmup_factor(c0.warmup_steps)
     gens = [_generator(device, c.seed) for c in configs]
     eval_batch = max(1, c0.eval_tokens // seq_len)
     evaluators = [Evaluator(t, m, t.sample(eval_batch, _generator(device, 1_000_003 * c.data_seed + 7)),
@@ -187,36 +193,37 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
                  d_mlp=c0.d_mlp)
 
     rows: list[list[dict]] = [[] for _ in configs]
-    last = torch.full((len(configs),), float("nan"))
+    last = [torch.full((len(configs),), float("nan"))]  # per-member training loss of the last update
     E = len(configs)
+    lr_at = warmup_constant(c0.lr, c0.warmup_steps)
+    weights = masks.unsqueeze(1).float()
     bar = tqdm(total=c0.steps, disable=not progress, desc=f"ensemble of {E}")
+
+    def at_step(step: int) -> None:
+        if step % c0.eval_every == 0 or step == c0.steps:
+            _unstack(params, states)
+            for e, (model, evaluator) in enumerate(zip(models, evaluators)):
+                model.eval()
+                row = {"step": step, "tokens": step * batch_size * seq_len,
+                       "lr": lr_at(step), "beta": 0.0,
+                       "train_loss": last[0][e].item(), **evaluator()}
+                row["elapsed_s"] = time.perf_counter() - start
+                rows[e].append(row)
+                model.train()
+
+    def loss_fn(_, tokens: Tensor, step: int) -> Tensor:
+        # the summed member losses: each member's parameters get exactly its own gradient
+        logits = ensemble_forward(params, tokens, **shape)
+        per_pos = F.cross_entropy(logits[:, :, :-1].flatten(0, 2).float(), tokens[:, :, 1:].flatten(),
+                                  reduction="none").view(E, batch_size, -1)
+        losses = (per_pos * weights).sum((1, 2)) / (weights.sum((1, 2)) * batch_size)
+        last[0] = losses.detach().cpu()
+        return losses.sum()
+
     try:
-        for step in range(c0.steps + 1):
-            for group in optimizer.param_groups:
-                group["lr"] = c0.lr * warmup(step)
-            if step % c0.eval_every == 0 or step == c0.steps:
-                _unstack(params, states)
-                for e, (model, evaluator) in enumerate(zip(models, evaluators)):
-                    model.eval()
-                    row = {"step": step, "tokens": step * batch_size * seq_len,
-                           "lr": optimizer.param_groups[0]["lr"], "beta": 0.0,
-                           "train_loss": last[e].item(), **evaluator()}
-                    row["elapsed_s"] = time.perf_counter() - start
-                    rows[e].append(row)
-                    model.train()
-            if step == c0.steps:
-                break
-            tokens = torch.stack([t.sample(batch_size, g) for t, g in zip(tasks, gens)])
-            logits = ensemble_forward(params, tokens, **shape)
-            per_pos = F.cross_entropy(logits[:, :, :-1].flatten(0, 2).float(), tokens[:, :, 1:].flatten(),
-                                      reduction="none").view(E, batch_size, -1)
-            weights = masks.unsqueeze(1).float()
-            losses = (per_pos * weights).sum((1, 2)) / (weights.sum((1, 2)) * batch_size)
-            optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            optimizer.step()
-            last = losses.detach().cpu()
-            bar.update(1)
+        train_loop(None, optimizer, start=0, stop=c0.steps,
+                   batch_at=lambda step: torch.stack([t.sample(batch_size, g) for t, g in zip(tasks, gens)]),
+                   loss_fn=loss_fn, lr_at=lr_at, at_step=at_step, after_step=lambda step, loss: bar.update(1))
     finally:
         bar.close()
 

@@ -13,7 +13,7 @@ each true key by ``e^β`` before renormalising.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from jaxtyping import Float
@@ -143,7 +143,7 @@ class AttentionBias:
         """``(hook name, fn)`` pairs for ``model.hooks(fwd_hooks=…)`` / ``run_with_hooks``."""
         return [(f"blocks.{layer}.attn.hook_attn_scores", self._hook) for layer in self.layers]
 
-    def __enter__(self) -> "AttentionBias":
+    def __enter__(self) -> AttentionBias:
         self._ctx = self.model.hooks(fwd_hooks=self.hooks())
         self._ctx.__enter__()
         return self

@@ -8,7 +8,7 @@ query position ``q`` predict token ``q + 1``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -38,8 +38,8 @@ import dataclasses
 import gzip
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import torch
@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from jaxtyping import Int
 from torch import Tensor, nn
 
-from interp.core.io import atomic_write_text
+from interp.core.io import atomic_path, atomic_write_text
 from synthetic import models as model_registry
 from synthetic.models import ModelConfig, build_model
 
@@ -338,27 +338,67 @@ def pretrain_model(
     lr: float = 1e-3,
     weight_decay: float = 0.01,
     seed: int = 0,
+    *,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 0,
+    resume_from: str | Path | None = None,
 ) -> list[float]:
     """Train ``model`` (in place) with next-token loss on fresh generator batches.
 
-    AdamW, constant ``lr`` (the task run has its own warm-up). Batch ``i`` is drawn with seed
-    ``seed · 1_000_003 + i``, so runs are deterministic.
+    AdamW, constant ``lr`` (the task run has its own warm-up), on the one training loop
+    (:func:`interp.core.train_loop.train_loop`). Batch ``i`` is drawn with seed
+    ``seed · 1_000_003 + i``, so runs are deterministic and a resumed run continues exactly.
+
+    Args:
+        checkpoint_dir: with ``checkpoint_every > 0``, write ``checkpoint_dir/step{N}/`` every
+            ``checkpoint_every`` steps and at the last: ``model.safetensors`` plus the loop's
+            resumable state (:func:`interp.core.train_loop.save_state`).
+        resume_from: a ``step{N}`` folder written so; training continues from step ``N`` (the
+            same model shape, ``lr`` and ``weight_decay``).
 
     Returns:
-        The training loss per step (nats), ``steps`` values.
+        The training loss per step trained (nats): ``steps`` values, or ``steps - N`` when resumed.
+
+    Raises:
+        ValueError: ``checkpoint_every > 0`` without ``checkpoint_dir``, or a resumed step after ``steps``.
+        interp.core.training_state.NotResumableError: ``resume_from`` holds no training state.
     """
+    from safetensors.torch import load_model, save_model
+
+    from interp.core.train_loop import load_state, save_state, train_loop, warmup_constant
+
+    if checkpoint_every and checkpoint_dir is None:
+        raise ValueError("checkpoint_every > 0 needs a checkpoint_dir to write checkpoints to")
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    losses = []
-    model.train()
-    for step in range(steps):
-        tokens = spec.sample(batch_size, n_ctx, seed * 1_000_003 + step).to(device)
+    start = 0
+    if resume_from is not None:
+        start, _, _ = load_state(resume_from, optimizer)
+        load_model(model, str(Path(resume_from) / "model.safetensors"), device=str(device))
+        if start > steps:
+            raise ValueError(f"resume_from={str(resume_from)!r} is at step {start}, after steps={steps}")
+    lr_at = warmup_constant(lr, 0)
+    losses: list[float] = []
+
+    def at_step(step: int) -> None:
+        if not checkpoint_every or (resume_from is not None and step == start):
+            return
+        if step % checkpoint_every == 0 or step == steps:
+            folder = Path(checkpoint_dir) / f"step{step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            with atomic_path(folder / "model.safetensors", suffix=".safetensors") as tmp:
+                save_model(model, str(tmp))
+            save_state(folder, optimizer, step, lr_next=lr_at(step), extra={
+                "data_order": f"{spec.source} sequences seeded seed * 1_000_003 + step", "seed": seed})
+
+    def loss_fn(model: nn.Module, tokens: Tensor, step: int) -> Tensor:
         logits = model(tokens)
-        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten())
+
+    train_loop(model, optimizer, start=start, stop=steps,
+               batch_at=lambda step: spec.sample(batch_size, n_ctx, seed * 1_000_003 + step).to(device),
+               loss_fn=loss_fn, lr_at=lr_at, at_step=at_step,
+               after_step=lambda step, loss: losses.append(loss.item()))
     return losses
 
 

@@ -9,7 +9,7 @@ beside the mean, and loss curves a band over seeds. Figures follow Baherwani et 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -8,7 +8,8 @@ name, ``"synthetic.sweeps:train_runner"``, is part of every run's id (see
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sweeps.configs import resolve_dataclass_config
 

@@ -30,6 +30,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from interp.core.train_loop import train_loop, warmup_constant
 from interp.core.devices import choose_device
 from interp.core.io import atomic_to_parquet, atomic_write_text
 from interp.core.objects import short_repr, values_equal
@@ -185,7 +186,7 @@ class TrainConfig:
         return rwkv_version(resolve_device(self.device))
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """Build from a dict, ignoring unknown keys (e.g. a summary's ``config``)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
@@ -211,8 +212,10 @@ class TrainResult:
         """Same config, summary, metrics (``DataFrame.equals``) and weights (by value), timings aside."""
         if not isinstance(other, TrainResult):
             return NotImplemented
-        strip = lambda r: (r.config, {k: v for k, v in r.summary.items() if k not in self.TIMING},  # noqa: E731
-                           r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
+        def strip(r):
+            return (r.config, {k: v for k, v in r.summary.items() if k not in self.TIMING},
+                    r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
+
         return values_equal(strip(self), strip(other))
 
     def _html(self, assets) -> str:
@@ -254,13 +257,6 @@ def to_device(model: nn.Module, device: torch.device) -> nn.Module:
 
 def _generator(device: torch.device, seed: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
-
-
-def _warmup_factor(warmup_steps: int):
-    """LR multiplier for update ``u`` (0-based): linear warm-up then 1."""
-    if warmup_steps == 0:
-        return lambda u: 1.0
-    return lambda u: min(1.0, (u + 1) / warmup_steps)
 
 
 class Evaluator:
@@ -377,14 +373,15 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConf
 
     ``path/model.safetensors`` (the model's state dict), ``path/config.json`` (the
     :class:`TrainConfig`), and with ``optimizer`` the state to continue training exactly
-    (:mod:`interp.core.training_state`: AdamW moments, step, learning rate of the next update, and the
-    training-batch generator's state as the data cursor).
+    (the training loop's state format, :func:`interp.core.train_loop.save_state`: AdamW moments,
+    step, learning rate of the next update, and the training-batch generator's state as the data
+    cursor).
     """
     import shutil
 
     from safetensors.torch import save_model
 
-    from interp.core.training_state import save_training_state
+    from interp.core.train_loop import save_state, warmup_constant
 
     path = Path(path)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
@@ -395,9 +392,8 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConf
         (tmp / "config.json").write_text(json.dumps({"step": step, "config": asdict(config)}, indent=1))
         if optimizer is not None:
             tensors = {"train_generator": generator.get_state()} if generator is not None else {}
-            save_training_state(tmp, optimizer, step, extra={
-                "lr_next": config.lr * _warmup_factor(config.warmup_steps)(step),
-                "threads": torch.get_num_threads()}, tensors=tensors)
+            save_state(tmp, optimizer, step, lr_next=warmup_constant(config.lr, config.warmup_steps)(step),
+                       tensors=tensors)
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -436,14 +432,14 @@ def _resume(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, ge
     """
     from safetensors.torch import load_model
 
-    from interp.core.training_state import load_training_state
+    from interp.core.train_loop import load_state
 
     saved = json.loads((folder / "config.json").read_text())
     differs = {k: v for k, v in saved["config"].items() if k != "steps" and asdict(config).get(k) != v}
     if differs:
         raise ValueError(f"resume_from={str(folder)!r} was trained with other settings: {sorted(differs)}")
     load_model(model, str(folder / "model.safetensors"), device=str(device))
-    _, tensors = load_training_state(folder, optimizer)
+    _, _, tensors = load_state(folder, optimizer)
     if "train_generator" not in tensors:
         raise ValueError(f"resume_from={str(folder)!r} holds no training-batch generator state")
     generator.set_state(tensors["train_generator"])
@@ -583,7 +579,7 @@ def train(
     anneal_steps = config.bias_anneal_steps or config.steps
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    warmup = _warmup_factor(config.warmup_steps)
+    lr_at = warmup_constant(config.lr, config.warmup_steps)
     train_gen = _generator(device, config.seed)
     start_step = 0
     if resume_from is not None:
@@ -596,50 +592,50 @@ def train(
 
     run = _start_wandb(config, out_path) if wandb else None
     rows: list[dict] = []
-    last_train_loss = torch.tensor(float("nan"))
+    last_train_loss = [torch.tensor(float("nan"))]
     bar = tqdm(total=config.steps, disable=not progress, desc=f"{config.task} S={config.S}")
+
+    def at_step(step: int) -> None:  # bias schedule, evaluation and checkpoints before update `step`
+        beta = bias_beta(config.bias, config.bias_schedule, step, anneal_steps)
+        if bias is not None:
+            bias.beta = beta
+        # the param groups hold the learning rate of the coming update when a checkpoint is saved
+        # (as synthetic checkpoints always have; the loop sets it again before the update)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step)
+        resumed_here = resume_from is not None and step == start_step
+        if (step % config.eval_every == 0 or step == config.steps) and not resumed_here:
+            model.eval()
+            row = {"step": step, "tokens": step * batch_size * task.seq_len,
+                   "lr": optimizer.param_groups[0]["lr"], "beta": beta,
+                   "train_loss": last_train_loss[0].item(), **evaluator()}
+            row["elapsed_s"] = time.perf_counter() - start
+            rows.append(row)
+            model.train()
+            bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
+            if run is not None:
+                run.log(row, step=step)
+        if (config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps)
+                and not resumed_here):
+            save_checkpoint(out_path / "checkpoints" / f"step{step}", model, config, step,
+                            optimizer=optimizer, generator=train_gen)
+
+    def loss_fn(model: nn.Module, tokens: Tensor, step: int) -> Tensor:
+        logits = model(tokens)
+        if all_positions:
+            return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten())
+        return per_position_loss(logits, tokens)[:, loss_mask].mean()
+
+    def after_step(step: int, loss: Tensor) -> None:
+        last_train_loss[0] = loss
+        bar.update(1)
+
     try:
         with bias if bias is not None else nullcontext():
             bar.update(start_step)
-            for step in range(start_step, config.steps + 1):
-                beta = bias_beta(config.bias, config.bias_schedule, step, anneal_steps)
-                if bias is not None:
-                    bias.beta = beta
-                # the learning rate of update `step` (0-based): a function of the step, so a
-                # resumed run needs no scheduler state
-                for group in optimizer.param_groups:
-                    group["lr"] = config.lr * warmup(step)
-                resumed_here = resume_from is not None and step == start_step
-                if (step % config.eval_every == 0 or step == config.steps) and not resumed_here:
-                    model.eval()
-                    row = {"step": step, "tokens": step * batch_size * task.seq_len,
-                           "lr": optimizer.param_groups[0]["lr"], "beta": beta,
-                           "train_loss": last_train_loss.item(), **evaluator()}
-                    row["elapsed_s"] = time.perf_counter() - start
-                    rows.append(row)
-                    model.train()
-                    bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
-                    if run is not None:
-                        run.log(row, step=step)
-                if (config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps)
-                        and not resumed_here):
-                    save_checkpoint(out_path / "checkpoints" / f"step{step}", model, config, step,
-                                    optimizer=optimizer, generator=train_gen)
-                if step == config.steps:
-                    break
-                tokens = task.sample(batch_size, train_gen)
-                logits = model(tokens)
-                if all_positions:
-                    loss = torch.nn.functional.cross_entropy(
-                        logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten()
-                    )
-                else:
-                    loss = per_position_loss(logits, tokens)[:, loss_mask].mean()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                last_train_loss = loss.detach()
-                bar.update(1)
+            train_loop(model, optimizer, start=start_step, stop=config.steps,
+                       batch_at=lambda step: task.sample(batch_size, train_gen), loss_fn=loss_fn, lr_at=lr_at,
+                       at_step=at_step, after_step=after_step)
     finally:
         bar.close()
         if run is not None:

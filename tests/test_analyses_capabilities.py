@@ -36,17 +36,17 @@ def test_capabilities_on_the_quick_suite(quick_suite, tmp_path, monkeypatch):
         assert row["steepest_rise"] == pytest.approx(rises.max()) and rises.max() > 0
         assert row["steepest_post_step"] == int(curve.sort_values("step")["step"].iloc[int(np.nanargmax(rises.values))])
         if pd.notna(row["head_overlap"]):  # both emerged: the overlap is what the head tables say
-            top = lambda task: set(heads[(heads.model == row.model) & (heads.seed == row.seed) & (heads.task == task)]
-                                   .nsmallest(2, "rank").apply(lambda h: f"L{h.layer}H{h.head}", axis=1))  # noqa: E731
+            def top(task):
+                return set(heads[(heads.model == row.model) & (heads.seed == row.seed) & (heads.task == task)]  # noqa: B023
+                                               .nsmallest(2, "rank").apply(lambda h: f"L{h.layer}H{h.head}", axis=1))
             assert row["head_overlap"] == pytest.approx(len(top(row["task"]) & top("token-repetition")) / 2)
             assert row["same_step"] == (row["post_step"] == row["reference_post_step"])
     block = (out / "capabilities.md").read_text()
     assert "IOI" in block and "word-piece vocabulary" in block
     assert (out / "report" / "report.html").read_text().count("<h2>Task: ") == len(tasks)
     # the report opens offline in a real browser, one section per task, every figure drawn
-    from test_report_browser import _require_browser
-
     from browser import visit
+    from test_report_browser import _require_browser
 
     _require_browser()
     result = visit(out / "report" / "report.html", tmp_path / "capabilities.png")

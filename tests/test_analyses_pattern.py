@@ -72,12 +72,19 @@ def test_forcing_entry_trains_then_resumes(tmp_path, capsys, monkeypatch):
     entry.main(args[:-1])
     assert "forced runs: 6 (0 trained now)" in capsys.readouterr().out
     assert pd.read_csv(tmp_path / "out" / "forcing.csv").equals(table)
+    # a subset of runs (what a partial run reports): only its rows, and the block says so
+    entry.main(args[:-1] + ["--runs", "neox-2l-64d-seed2", "--out", str(tmp_path / "subset")])
+    assert "forced runs: 3 (0 trained now)" in capsys.readouterr().out
+    subset = pd.read_csv(tmp_path / "subset" / "forcing.csv")
+    assert subset.equals(table[table["seed"] == 2].reset_index(drop=True))
+    assert "**Runs: neox-2l-64d-seed2 only**" in (tmp_path / "subset" / "forcing.md").read_text()
 
 
 @pytest.mark.parametrize("args, message", [
     (["--prev-head", "L1H0"], "--prev-head 'L1H0': expected a layer-0 head"),
     (["--suite", "nope"], "--suite 'nope' is unknown"),
     (["--beta", "-1"], "beta=-1.0 must be a finite number >= 0"),
+    (["--runs", "neox-2l-64d-seed9"], "--runs 'neox-2l-64d-seed9': neox-2l-64d-seed9 not in this suite; valid: "),
 ])
 def test_forcing_entry_refuses_bad_arguments_before_training(args, message, monkeypatch):
     from analyses import forcing as entry

@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import TINY_REPO, add_hub_revision, save_byte_tokenizer, save_tiny_neox
 from typer.testing import CliRunner
 
+from conftest import TINY_REPO, add_hub_revision, save_tiny_neox
 from interp import sources as checkpoints
 from interp.sources.checkpoint_integrity import safetensors_problem
 from interp.sources import CorruptCheckpointError, HubSource, LocalSuiteSource
@@ -27,9 +27,9 @@ SHARD_1, SHARD_2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.saf
 
 def save_two_shards(folder: Path, seed: int) -> Path:
     """A tiny GPT-NeoX saved in two safetensors shards with an index."""
+    import torch
     from transformers import GPTNeoXForCausalLM
 
-    import torch
     from interp.sources.catalogue import neox_config
 
     torch.manual_seed(seed)

@@ -4,6 +4,7 @@ digests and duplicate steps, one-line errors, and resident memory over 30 sequen
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -15,8 +16,8 @@ from types import SimpleNamespace
 import psutil
 import pytest
 import torch
-from conftest import TINY_REPO, save_tiny_neox
 
+from conftest import TINY_REPO, save_tiny_neox
 from interp import sources as checkpoints
 from interp.sources import (
     PYTHIA_STEPS,
@@ -62,7 +63,7 @@ def one_line(error: pytest.ExceptionInfo) -> str:
 def test_schedule_and_ids():
     assert len(PYTHIA_STEPS) == 154
     assert PYTHIA_STEPS[:12] == (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
-    assert PYTHIA_STEPS[-1] == 143000 and all(b - a == 1000 for a, b in zip(PYTHIA_STEPS[11:], PYTHIA_STEPS[12:]))
+    assert PYTHIA_STEPS[-1] == 143000 and all(b - a == 1000 for a, b in itertools.pairwise(PYTHIA_STEPS[11:]))
     ids = pythia_model_ids()
     assert len(ids) == len(set(ids)) == 50
     assert "EleutherAI/pythia-14m" in ids and "EleutherAI/pythia-410m-seed9" in ids
@@ -470,8 +471,8 @@ def test_final_weights_copied_into_an_earlier_step(final_copied_suite):
         [3000, "duplicate-excluded", "1000"]]
     assert table["digest"][1] == table["digest"][3] == file_sha256(final_copied_suite / "step3000" / "model.safetensors")
     assert checkpoints.hazard_lines(table, "suite") == [
-        "suite: 2 steps excluded, identical weights within each group {1000, 3000} (no label known right: "
-        "every step of each group excluded)"]
+        ("suite: 2 steps excluded, identical weights within each group {1000, 3000} (no label known right: "
+        "every step of each group excluded)")]
     batch = RepetitionTask(n_prompts=8, length=6).build(source.tokenizer())
     point = find_emergence(source, batch, device="cpu")
     assert point.excluded_steps == {1000: 3000, 3000: 1000}

@@ -154,7 +154,7 @@ def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, t
     ranking = HeadRanking(value_pre=run.value_pre, value_post=run.value_post, delta=run.delta, heads=run.heads.assign(jump_too_small=False),
                           topk=run.topk, post_patterns=torch.zeros(1), example_tokens=run.example_tokens,
                           example_patterns=run.example_patterns, example_names=run.example_names, jump_se=0.01)
-    components = pd.DataFrame([{c: None for c in COMPONENT_COLUMNS} | {"model": "toy", "seed": 1, "target": "pattern",
+    components = pd.DataFrame([dict.fromkeys(COMPONENT_COLUMNS) | {"model": "toy", "seed": 1, "target": "pattern",
                                 "scope": "all", "k": 6, "heads": "", "metric": "p", "value": 0.5, "recovered": 0.8,
                                 "recovered_lo": 0.7, "recovered_hi": 0.9, "value_pre": 0.24, "value_post": 0.56}])
     view = display.show_attention(run.example_tokens, run.example_patterns, run.example_names)

@@ -33,10 +33,17 @@ SUBSTITUTIONS: dict[str, list[tuple[str, str]]] = {
         ("src.load(31000)", "src.load(POST)"), ("pre_step=30000, post_step=31000", "pre_step=PRE, post_step=POST"),
         ("pre=1800, post=1900, every=10", "pre=PRE, post=POST, every=50"),
         ("resolution=1)", "resolution=50, n_prompts=128)"),
+        # readiness patches and evaluates each checkpoint twice (as trained, ideal patterns): the
+        # first step and the ones from 200 before the point on (6 of the quick suite's 32) show
+        # the call and its E and R; all 32 took 5.7 min of the page's ~14 min under load
+        ('el.readiness(src, batch, heads="auto")',
+         'el.readiness(src, batch, heads="auto", steps=[s for s in src.available_steps() if s == 0 or s >= PRE - 200])'),
     ],
-    "sweeps.md": [('load_results(DIR), load_metrics(DIR)', 'load_results("results/lm-small"), '
-                                                             'load_metrics("results/lm-small")')],
+    "sweeps.md": [('load_results(DIR), load_metrics(DIR)', ('load_results("results/lm-small"), '
+                                                             'load_metrics("results/lm-small")'))],
     "synthetic.md": [("steps=10_000", "steps=200")],
+    "concepts.md": [('"embedded-quick/neox-2l-64d-seed1"', "RUN")],
+    "extending.md": [('"embedded-quick/neox-2l-64d-seed1"', "RUN")],
 }
 #: page -> files written into the temporary folder before its blocks run (from the page's own text).
 FIXTURE_FILES = {"sweeps.md": "sweep.yaml"}
@@ -101,20 +108,31 @@ def _fixture_file(page: Path, name: str) -> str:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if "```python" in p.read_text()], ids=lambda p: p.name)
-def test_every_python_block_runs(page, docs_run, tmp_path, monkeypatch):
+def test_every_python_block_runs(page, docs_run, quick_suite, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # A block that names an embedded run (guide.md's `scrubber("embedded-quick/...")`) finds the
+    # quick suite the session trained, as a reader's cache holds it; without this it trained the
+    # suite a second time into ~/.cache on a clean checkout (minutes of `make test`).
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(quick_suite[1]))
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
     from interp.core import metrics
+    from interp import task_registry
+    from interp.report import page as visualisation
+    from interp.patching import kinds
 
-    saved = dict(metrics.METRICS), dict(metrics.METRIC_UNITS)  # a page may register a metric
+    # a page may register a metric, a task or a patch kind, or add a report section (docs/extending.md)
+    registries = (metrics.METRICS, metrics.METRIC_UNITS, task_registry.REGISTRY, kinds.KIND_TABLE)
+    saved = [dict(r) for r in registries], list(visualisation.RUN_SECTIONS), list(visualisation.PAGE_SECTIONS)
     try:
         _run_blocks(page, dict(docs_run))
     finally:
-        for registry, before in zip((metrics.METRICS, metrics.METRIC_UNITS), saved):
+        for registry, before in zip(registries, saved[0]):
             registry.clear()
             registry.update(before)
+        visualisation.RUN_SECTIONS[:] = saved[1]
+        visualisation.PAGE_SECTIONS[:] = saved[2]
 
 
 def _run_blocks(page: Path, namespace: dict) -> None:

@@ -8,7 +8,6 @@ bfloat16 9.7e-4 / 4.0e-4 and float16 2.3e-4 / 6.5e-5 on the quick suite's two ru
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from interp.sources import LocalSuiteSource

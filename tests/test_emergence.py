@@ -7,10 +7,20 @@ import math
 import numpy as np
 import pytest
 
-PYTHIA_STEPS = tuple([0] + [2**i for i in range(10)] + list(range(1000, 143001, 1000)))
-from interp.emergence import (DEFAULT_HOLD, StepEvaluator, curve_is_monotone, find_emergence, held_crossing,
-                              max_bisection_evaluations, point_from_curve, scan_emergence, search_emergence)
+from interp.emergence import (
+    DEFAULT_HOLD,
+    StepEvaluator,
+    curve_is_monotone,
+    find_emergence,
+    held_crossing,
+    max_bisection_evaluations,
+    point_from_curve,
+    scan_emergence,
+    search_emergence,
+)
 from interp.tasks import CapabilityScore
+
+PYTHIA_STEPS = tuple([0] + [2**i for i in range(10)] + list(range(1000, 143001, 1000)))
 
 #: Issue 19: neox-2l-128d seed 0 of the quick suite as `make demo` scanned it on an AVX2-only
 #: machine (64 prompts): step -> (accuracy, p(answer)) for steps 700..2000.
@@ -180,7 +190,7 @@ def test_bisection_cannot_see_a_held_crossing_between_two_probes_below():
 
 def test_never_emerging_run_costs_two_evaluations_and_is_reported():
     steps = list(PYTHIA_STEPS)
-    evaluate, calls = counting({s: 0.1 for s in steps})
+    evaluate, calls = counting(dict.fromkeys(steps, 0.1))
     point = search_emergence(steps, evaluate)
     assert not point.emerged and point.pre_step is None and point.post_step is None
     assert calls == [143000, 0]  # last, then first
@@ -274,7 +284,7 @@ def test_too_few_steps_is_a_clear_error(bad):
 
 
 def test_threshold_out_of_range():
-    with pytest.raises(ValueError, match="threshold=1.5"):
+    with pytest.raises(ValueError, match=r"threshold=1\.5"):
         search_emergence([0, 1], lambda s: CapabilityScore(0, 0, 1), threshold=1.5)
 
 

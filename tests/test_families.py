@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import GPT2_REPO, OLMO2_REPO
 from typer.testing import CliRunner
 
-from interp.sources import HubSource, open_source
+from conftest import GPT2_REPO, OLMO2_REPO
 from emergence_lens.cli import app
+from interp.sources import HubSource, open_source
 from interp.tasks import make_task
 
 torch.set_num_threads(1)
@@ -191,8 +191,9 @@ def test_list_models_names_the_families():
 def test_olmo1_branch_names_and_load(tmp_path, byte_tokenizer_dir, hub_cache_env):
     """OLMo 1's ``step{N}-tokens{M}B`` branches: one series, tokens from the name, and a tiny
     ``olmo`` model (non-parametric LayerNorm) that boots with logits equal to Hugging Face's."""
-    from conftest import build_hub_cache
     from transformers import AutoModelForCausalLM, OlmoConfig, OlmoForCausalLM
+
+    from conftest import build_hub_cache
 
     torch.manual_seed(0)
     config = OlmoConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

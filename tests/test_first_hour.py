@@ -30,8 +30,8 @@ def test_one_import_exposes_the_notebook_names():
     assert el.tasks.make_task("repetition").name == "repetition"
     for name in el.__all__:
         assert getattr(el, name) is not None
-    with pytest.raises(AttributeError, match="names it exports: .*rank_heads_between"):
-        el.rank_heads
+    with pytest.raises(AttributeError, match=r"names it exports: .*rank_heads_between"):
+        _ = el.rank_heads
 
 
 def test_import_and_help_do_not_load_torch():
@@ -73,7 +73,7 @@ def test_head_ranking_prints_in_one_screen_and_compares_by_value():
     assert a != b
     c = _ranking()
     c.topk = c.topk.assign(value=[0.5, 0.71])
-    assert not (a == c)
+    assert a != c
     assert a.p_pre == a.value_pre == 0.1 and a.delta_p is a.delta  # old names are aliases
 
 
@@ -114,8 +114,8 @@ def test_every_result_class_prints_short_and_compares(tmp_path):
 
 def test_main_job_report_prints_short_and_equals_its_saved_copy(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_display import make_run
     from interp.pipeline import MainJobReport
+    from test_display import make_run
 
     report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], title="toy report")
     assert len(repr(report)) < 600 and "MainJobReport(" in repr(report)

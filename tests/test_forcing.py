@@ -13,9 +13,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp import embedded  # noqa: E402
-from interp.forcing import Forcing, forced_attention  # noqa: E402
-from interp.patching.ideal import ideal_pattern  # noqa: E402
+from interp.sources import embedded
+from interp.forcing import Forcing, forced_attention
+from interp.patching.ideal import ideal_pattern
 
 TINY = dataclasses.replace(embedded.QUICK, steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4,
                            n_ctx=48)
@@ -71,9 +71,9 @@ def test_forced_head_attends_as_its_ideal_pattern():
 
 def test_head_outside_model_refused():
     model = _model("sdpa")
-    with pytest.raises(ValueError, match="forcing head L2H0 is outside the model"):
-        with forced_attention(model, Forcing(((2, 0, "induction"),)), torch.zeros(1, 4, dtype=torch.long), 0):
-            pass
+    with (pytest.raises(ValueError, match="forcing head L2H0 is outside the model"),
+          forced_attention(model, Forcing(((2, 0, "induction"),)), torch.zeros(1, 4, dtype=torch.long), 0)):
+        pass
 
 
 def _weights(folder):
@@ -102,8 +102,8 @@ def test_plain_bytes_and_bias_moves_weights(tmp_path, one_torch_thread):
     plain = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "plain", save_steps=[24])
     off = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "off", save_steps=[24],
                              forcing=dataclasses.replace(FORCING, steps=0, anneal_steps=0))
-    forced = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "forced", save_steps=[8, 24], forcing=FORCING,
-                                eval_fn=eval_fn)
+    embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "forced", save_steps=[8, 24], forcing=FORCING,
+                       eval_fn=eval_fn)
     assert _weights(tmp_path / "plain" / "step24") == _weights(tmp_path / "off" / "step24")
     assert plain["loss"].tolist() == off["loss"].tolist()
     assert _weights(tmp_path / "plain" / "step24") != _weights(tmp_path / "forced" / "step24")

@@ -21,7 +21,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
-import pytest
 import torch
 
 from browser import visit
@@ -81,7 +80,7 @@ def hostile_run(seed: int = 1):
     run.point = dataclasses.replace(run.point, model_id=run.model_id)
     run.example_tokens = (HOSTILE * 2)[:n]
     run.example_names = [f"{name} {HOSTILE[i % 3]}" for i, name in enumerate(run.example_names)]
-    run.components = pd.DataFrame([{c: None for c in COMPONENT_COLUMNS} | {
+    run.components = pd.DataFrame([dict.fromkeys(COMPONENT_COLUMNS) | {
         "model": HOSTILE_MODEL, "seed": seed, "target": "pattern", "scope": "all", "k": 6, "heads": "</script>",
         "metric": "p", "value": 0.5, "recovered": 0.8, "recovered_lo": 0.7, "recovered_hi": 0.9, "value_pre": 0.24,
         "value_post": 0.56, "jump_se": 0.01, "jump_too_small": False}])
@@ -172,11 +171,11 @@ def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
 
 
 NOTEBOOK_CELLS = [
-    "from interp.report.display import init_notebook, show_attention\n"
+    ("from interp.report.display import init_notebook, show_attention\n"
     "import plotly.graph_objects as go, torch\n"
     "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
     "from interp.pipeline import MainJobReport\n"
-    "init_notebook()",
+    "init_notebook()"),
     "go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name='<!--<script>'), layout=dict(showlegend=True))",
     "run = hostile_run(1)\nshow_attention(run.example_tokens, run.example_patterns, run.example_names)",
     "MainJobReport(runs=[hostile_run(1)], title='twice')",

@@ -29,7 +29,8 @@ NOT_YET: set[tuple[str, str]] = {
     # TaskBatch is defined on the top floor and the engine takes it: move TaskBatch below patching
     ("interp.patching", "interp.tasks"), ("interp.patching._common", "interp.tasks"),
     ("interp.patching.attribution", "interp.tasks"), ("interp.patching.engine", "interp.tasks"),
-    ("interp.patching.fast", "interp.tasks"),
+    ("interp.patching.fast.engine", "interp.tasks"), ("interp.patching.fast.plan", "interp.tasks"),
+    ("interp.patching.reference", "interp.tasks"),
     # the report reads the hold rule's text, COMPONENT_COLUMNS, EmergencePoint and readiness's section
     ("interp.report.display", "interp.emergence"), ("interp.report.display", "interp.ranking"),
     ("interp.report.page", "interp.emergence"), ("interp.report.page", "interp.readiness"),
@@ -47,10 +48,12 @@ NOT_YET: set[tuple[str, str]] = {
     ("interp.tasks", "interp.task_registry"),
     # ideal patterns use the engine's PostCheckpoint and the engine takes IdealPatterns (patching's owner)
     ("interp.patching.ideal", "interp.patching.engine"),
+    # the engine picks its layout class from layouts.py, whose classes subclass the engine (patching's owner)
+    ("interp.patching.fast.engine", "interp.patching.fast.layouts"),
 }
 
 #: Modules over MAX_LINES with no reason yet, and why they are allowed for now.
-LONG_FOR_NOW = {"interp.patching.fast": "being split into interp/patching/fast/ (issue 21, item 2)"}
+LONG_FOR_NOW = {"interp.patching.fast.engine": "13 lines over, in the patching room's own split (issue 21, item 2)"}
 
 
 def modules() -> dict[str, Path]:

@@ -4,6 +4,7 @@ The suite is trained once per test session into a temporary cache by the ``quick
 of conftest.py, shared with tests/test_zoom.py and the notebook tests.
 """
 
+import itertools
 import json
 import os
 import re
@@ -20,7 +21,6 @@ from interp.sources import LocalSuiteSource
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.pipeline import run_main_job
 from interp.tasks import RepetitionTask
-
 
 #: sha256 of model.safetensors of the pinned quick suite, trained on the machine of docs/embedded.md
 #: (Intel Xeon, AVX-512; torch 2.13.0, transformers 5.24.0, Python 3.11.7).
@@ -93,7 +93,7 @@ def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
         if emerged and point.pre_step is not None:
             assert acc[point.pre_step] < 0.5 <= acc[point.post_step]
         steps = list(curve["step"])
-        crossings = [(a, b) for a, b in zip(steps, steps[1:]) if acc[a] < 0.5 <= acc[b]]
+        crossings = [(a, b) for a, b in itertools.pairwise(steps) if acc[a] < 0.5 <= acc[b]]
         if len(crossings) <= 1:
             assert (point.pre_step, point.post_step) == (pre, post)
         assert point.n_evaluations <= max_bisection_evaluations(len(source.searchable_steps()))

@@ -18,11 +18,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from test_patching_targets import (  # noqa: E402
-    D_MODEL, N_HEADS, N_LAYERS, VOCAB, boot, make_batch, tl_all_pos, tl_mlp_outputs,
-)
-
-from interp.patching import (  # noqa: E402
+from interp.patching import (
     capture_post,
     head_output,
     metric_values,
@@ -33,7 +29,17 @@ from interp.patching import (  # noqa: E402
     per_head_delta,
     qk_weights,
 )
-from interp.patching.targets import Target  # noqa: E402
+from interp.patching.targets import Target
+from test_patching_targets import (
+    D_MODEL,
+    N_HEADS,
+    N_LAYERS,
+    VOCAB,
+    boot,
+    make_batch,
+    tl_all_pos,
+    tl_mlp_outputs,
+)
 
 
 def hf_model(family: str, seed: int):
@@ -126,7 +132,7 @@ def test_gpt2_weight_targets_equal_a_model_built_with_the_swapped_weights(tmp_pa
     a Hugging Face GPT-2 whose columns / rows of that head were copied from post, booted afresh."""
     torch.set_num_threads(1)
     d_head = D_MODEL // N_HEADS
-    hf_pre, hf_post = hf_model("gpt2", 0), hf_model("gpt2", 1)
+    _hf_pre, hf_post = hf_model("gpt2", 0), hf_model("gpt2", 1)
     pre = boot(hf_model("gpt2", 0), tmp_path / "pre")
     batch = make_batch(pre)
     post = capture_post(boot(hf_model("gpt2", 1), tmp_path / "post"), batch)

@@ -14,10 +14,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.patching import IdealPatterns, ideal_pattern, patch_values, pattern, per_head_delta  # noqa: E402
-from interp.patching._common import answer_rows  # noqa: E402
-from interp.patching.metrics import answer_probability  # noqa: E402
-from tests.test_patching_targets import N_HEADS, N_LAYERS, boot, make_batch, native, neox_hf  # noqa: E402
+from interp.patching import IdealPatterns, ideal_pattern, patch_values, pattern, per_head_delta
+from interp.patching._common import answer_rows
+from interp.patching.metrics import answer_probability
+from tests.test_patching_targets import N_HEADS, N_LAYERS, boot, make_batch, native, neox_hf
 
 TOKENS = torch.tensor([[5, 7, 9, 5, 7, 3, 5]])
 

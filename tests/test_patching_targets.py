@@ -15,7 +15,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.patching import (  # noqa: E402
+from interp.patching import (
     TaskBatch,
     answer_probability,
     block_weights,
@@ -34,7 +34,7 @@ from interp.patching import (  # noqa: E402
     qk_weights,
     unembedding,
 )
-from interp.patching.targets import Target  # noqa: E402
+from interp.patching.targets import Target
 
 N_LAYERS, N_HEADS, D_MODEL, VOCAB = 3, 4, 64, 256
 D_HEAD = D_MODEL // N_HEADS

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from emergence_lens.cli import app  # noqa: E402
-from interp.readiness import _bootstrap, crossing, parse_heads, parse_patterns, readiness  # noqa: E402
+from emergence_lens.cli import app
+from interp.readiness import _bootstrap, crossing, parse_heads, parse_patterns, readiness
 
 runner = CliRunner()
 STEPS = [0, 1, 2, 4, 8, 16, 32, 64]
@@ -191,7 +191,7 @@ def test_page_in_browser(tiny_local_suite, tmp_path):
     if os.environ.get("EMERGENCE_LENS_SCREENSHOTS"):
         import shutil
 
-        for width, shot in shots.items():
+        for shot in shots.values():
             shutil.copy(shot, os.path.join(os.environ["EMERGENCE_LENS_SCREENSHOTS"], shot.name))
 
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 from conftest import save_tiny_neox
 from interp.report import scrubber as scrub_module
-from interp.report.scrubber import ScrubData, Scrubber, scrubber
+from interp.report.scrubber import Scrubber, ScrubData, scrubber
 
 HOSTILE = ["<!--", "<script>", "</script>", "a&amp;b", "\u2028", "'\"", "</SCRIPT >", "-->"]
 #: Page weight goal for the quick suite's 32 steps x 8 heads x 19-token prompts (bytes).
@@ -147,9 +147,8 @@ def test_head_labels_follow_the_rankings_metric(metric, label):
 
 
 def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
-    from test_display import make_run
-
     from interp.pipeline import MainJobReport
+    from test_display import make_run
 
     run, other = make_run(1), make_run(2)
     data = toy_data(n_steps=5)
@@ -166,11 +165,10 @@ def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
 
 
 def test_summary_headers_are_words_and_threshold_is_listed_once():
-    from test_display import make_run
-
     from interp.report import display
     from interp.report import page as vis
     from interp.pipeline import MainJobReport
+    from test_display import make_run
 
     report = MainJobReport(runs=[make_run(1)], title="toy")
     headers = re.findall(r"<th>([^<]*)</th>", vis.summary_fragment(report.summary()))

@@ -46,7 +46,7 @@ def test_source_names(tmp_path):
     assert check_source_name("EleutherAI/pythia-70m-seed3") == 1
     assert check_source_name("embedded") == 6 and check_source_name("embedded-quick") == 2
     assert check_source_name(str(tmp_path)) == 1
-    with pytest.raises(ValueError, match="local suite folder './nope' does not exist"):
+    with pytest.raises(ValueError, match=r"local suite folder '\./nope' does not exist"):
         check_source_name("./nope")
     with pytest.raises(ValueError, match="unknown checkpoint source 'gpt2'"):
         check_source_name("gpt2")

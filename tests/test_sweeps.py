@@ -20,10 +20,23 @@ import torch
 from typer.testing import CliRunner
 
 from emergence_lens.cli import app as emergence_app
-from sweeps import (ResultsStore, SweepSpec, load_metrics, load_results, plan_runs, resolve_dataclass_config,
-                    run_id_of, run_sweep)
-from synthetic.sweep_plots import (plot_final_loss_vs, plot_loss_curves, plot_plateau_vs_S,
-                                   plot_success_vs, success_table)
+from sweeps import (
+    ResultsStore,
+    SweepSpec,
+    load_metrics,
+    load_results,
+    plan_runs,
+    resolve_dataclass_config,
+    run_id_of,
+    run_sweep,
+)
+from synthetic.sweep_plots import (
+    plot_final_loss_vs,
+    plot_loss_curves,
+    plot_plateau_vs_S,
+    plot_success_vs,
+    success_table,
+)
 from synthetic.training import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,7 +89,7 @@ def reference(spec_file, tmp_path_factory):
 # ---------------------------------------------------------------------------------------------
 def test_example_spec_expands_to_grid_times_seeds(spec_file, tmp_path):
     tasks = plan_runs(spec_file)
-    fields = {f for f in TrainConfig.__dataclass_fields__}
+    fields = set(TrainConfig.__dataclass_fields__)
     assert len(tasks) == 4
     assert [(t.config["S"], t.config["s"], t.config["seed"]) for t in tasks] == [
         (8, 1, 0), (8, 1, 1), (8, 2, 0), (8, 2, 1)]
@@ -268,7 +281,7 @@ def test_real_sweep_on_two_joblib_workers(reference, spec_file):
 
 def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(reference, spec_file, tmp_path):
     out = tmp_path / "killed"
-    log = open(tmp_path / "sweep.out", "w")
+    log = open(tmp_path / "sweep.out", "w")  # noqa: SIM115 (the child writes to it while this test runs)
     proc = subprocess.Popen(
         [sys.executable, "-m", "emergence_lens", "sweep", str(spec_file), "--out", str(out), "--jobs", "1",
          "--no-progress"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -119,11 +119,10 @@ def test_failed_bridge_falls_back_to_the_plain_hf_model(monkeypatch):
 
 
 def test_rwkv_records_the_version_that_ran(monkeypatch):
-    from synthetic.models.rwkv import RWKV_VERSION_ENV, rwkv_version
-
     import importlib.util
 
     from sweeps import run_id_of
+    from synthetic.models.rwkv import RWKV_VERSION_ENV, rwkv_version
     from synthetic.sweeps import DEFAULT_RUNNER, train_runner
 
     monkeypatch.delenv(RWKV_VERSION_ENV, raising=False)

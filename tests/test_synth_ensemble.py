@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from synthetic.ensemble import check_same_shape
 from synthetic.training import TrainConfig, train, train_ensemble
 

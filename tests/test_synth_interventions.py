@@ -138,13 +138,13 @@ def test_bias_bad_input(setup, kwargs, match):
 
 def test_bias_mask_shape_checked_against_the_input(setup):
     task, _, model, tokens = setup
-    with AttentionBias(model, task.pattern_mask[:10, :10], beta=1.0):
-        with pytest.raises(ValueError, match=r"does not match attention scores"):
-            model(tokens)
+    with (AttentionBias(model, task.pattern_mask[:10, :10], beta=1.0),
+          pytest.raises(ValueError, match=r"does not match attention scores")):
+        model(tokens)
 
 
 def test_build_model_errors():
-    with pytest.raises(ValueError, match="arch='lstm' is unknown: choose one of .*transformer"):
+    with pytest.raises(ValueError, match=r"arch='lstm' is unknown: choose one of .*transformer"):
         build_model(ModelConfig(d_vocab=2, n_ctx=8, arch="lstm"))
     with pytest.raises(ValueError, match="positional_embedding='alibi'"):
         build_model(ModelConfig(d_vocab=2, n_ctx=8, positional_embedding="alibi"))

@@ -27,14 +27,13 @@ from synthetic.pretraining import (
 )
 from synthetic.training import TrainConfig
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_dyck_strings_are_balanced_shuffles_of_k_types():
     k, length = 5, 24
     tokens = dyck_sequences(k, 300, length, seed=3)
-    assert tokens.shape == (300, length) and 0 <= tokens.min() and tokens.max() < 2 * k
+    assert tokens.shape == (300, length) and tokens.min() >= 0 and tokens.max() < 2 * k
     assert all(is_shuffle_dyck_prefix(row, k) for row in tokens)
     depth = (F.one_hot(tokens // 2, k) * torch.where(tokens % 2 == 1, -1, 1)[..., None]).sum(dim=1)
     assert (depth == 0).all()  # even length: every type closes

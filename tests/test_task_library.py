@@ -14,9 +14,17 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.task_library import IOI_NAMES, IOI_OBJECTS, IOI_PLACES, IOI_TEMPLATES, IOITask, PatternCompletionTask, TaskFile  # noqa: E402
-from interp.task_registry import REGISTRY, default_metric, parse_tasks, task_table  # noqa: E402
-from interp.tasks import RepetitionTask, TaskBatch, TaskError, tokenizer_adds_bos  # noqa: E402
+from interp.task_library import (
+    IOI_NAMES,
+    IOI_OBJECTS,
+    IOI_PLACES,
+    IOI_TEMPLATES,
+    IOITask,
+    PatternCompletionTask,
+    TaskFile,
+)
+from interp.task_registry import REGISTRY, default_metric, parse_tasks, task_table
+from interp.tasks import RepetitionTask, TaskBatch, TaskError, tokenizer_adds_bos
 
 EOT = "<|endoftext|>"
 
@@ -102,7 +110,7 @@ def test_ioi_on_a_word_level_tokenizer_and_a_tiny_model(word_tok, tmp_path):
         io, s = word_tok.decode([int(batch.answers[i])]), word_tok.decode([int(batch.distractors[i, 0])])
         assert io in IOI_NAMES and s in IOI_NAMES and io != s
         assert text.split().count(s) == 2 and text.split().count(io) == 1  # S twice, IO once
-        first = [w for w in text.replace(",", " ").split() if w in (io, s)][0]
+        first = next(w for w in text.replace(",", " ").split() if w in (io, s))
         assert first == (io if i % 2 == 0 else s)  # ABBA (IO first), then BABA, alternating
         n = int(batch.attention_mask[i].sum())
         assert batch.tokens[i, :n].tolist() == word_tok(text)["input_ids"]  # the HF tokenizer's own ids

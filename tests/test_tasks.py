@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from interp.sources import make_byte_tokenizer as byte_tokenizer
-from interp.tasks import (RepetitionTask, TaskBatch, TaskError, TokenRepetitionTask, evaluate, make_task,
-                          score_logits)
+from interp.tasks import RepetitionTask, TaskBatch, TaskError, TokenRepetitionTask, evaluate, make_task, score_logits
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ def test_zoom_refuses_steps_when_the_end_point_differs(tiny_run):
     name = sorted(weights)[0]
     weights[name] = weights[name] + 1e-3
     save_file(weights, str(tiny_run / "step16" / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(ZoomMismatchError, match="max |diff| 0.001"):
+    with pytest.raises(ZoomMismatchError, match=r"max \|diff\| 0\.001"):
         zoom(tiny_run, 8, 16, every=2)
     assert overlay_steps(tiny_run) == []
     # above the stated tolerance only: 1e-3 is accepted at tolerance 2e-3

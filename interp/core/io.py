@@ -10,9 +10,10 @@ import dataclasses
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is imported by the caller that hands in a DataFrame
     import pandas as pd

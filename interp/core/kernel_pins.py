@@ -191,7 +191,7 @@ class PinnedContext(mp_context.SpawnContext):
         super().__init__()
         self.env = worker_env(threads)
 
-    def Process(self, *args, **kwargs):  # noqa: N802  (multiprocessing's name)
+    def Process(self, *args, **kwargs):
         process = PinnedProcess(*args, **kwargs)
         process._pinned_env = self.env
         return process
@@ -203,7 +203,15 @@ def pinned_context(threads: int = 1) -> PinnedContext:
 
 
 class WorkerDiedError(RuntimeError):
-    """A training worker process ended abruptly (killed by a signal, or exited without a result)."""
+    """A training worker process ended abruptly (killed by a signal, or exited without a
+    result); the message names the process and the signal or exit status. ``SIGILL`` means the
+    CPU lacks an instruction set the pinned kernels use; ``SIGKILL`` usually the out-of-memory
+    killer.
+
+    Fix: run the same command again (training resumes from the last saved step); for ``SIGILL``
+    train on an x86-64 CPU with AVX2 (docs/embedded.md, "Kernel pins"); for ``SIGKILL`` free
+    memory or train fewer runs at once.
+    """
 
 
 def describe_exit(exitcode: int | None) -> str:

@@ -42,16 +42,32 @@ command line can build its help from the registry without loading torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing this module must not import torch (CLI start-up)
     from jaxtyping import Float
     from torch import Tensor
 
-__all__ = ["MetricSpec", "METRICS", "METRIC_UNITS", "register_metric", "get_metric", "resolve_metric",
-           "metric_name", "metric_spec", "patching_metric_names", "metric_help", "answer_logits",
-           "answer_probability", "answer_logprob", "logit_diff", "greedy_correct", "MetricLike"]
+__all__ = [
+    "METRICS",
+    "METRIC_UNITS",
+    "MetricLike",
+    "MetricSpec",
+    "answer_logits",
+    "answer_logprob",
+    "answer_probability",
+    "get_metric",
+    "greedy_correct",
+    "logit_diff",
+    "metric_help",
+    "metric_name",
+    "metric_spec",
+    "patching_metric_names",
+    "register_metric",
+    "resolve_metric",
+]
 
 
 @dataclass(frozen=True)
@@ -87,7 +103,7 @@ class MetricSpec:
     needs_distractors: bool = False
     delta: str = ""
 
-    def __call__(self, logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor, 'batch']":
+    def __call__(self, logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
         return self.fn(logits, batch)
 
     @property
@@ -104,7 +120,7 @@ class MetricSpec:
 # --------------------------------------------------------------------------- the answer row
 
 
-def answer_logits(logits: "Float[Tensor, 'batch pos d_vocab']", batch) -> "Float[Tensor, 'batch d_vocab']":
+def answer_logits(logits: Float[Tensor, 'batch pos d_vocab'], batch) -> Float[Tensor, 'batch d_vocab']:
     """The logits at each prompt's answer position (the one place the answer row is picked).
 
     Raises:
@@ -125,7 +141,7 @@ def _answers(batch, device):
     return batch.answers.to(device)
 
 
-def answer_logprob(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor, 'batch']":
+def answer_logprob(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """Log probability (log-softmax in float32) of each prompt's answer token; nats."""
     import torch
 
@@ -133,7 +149,7 @@ def answer_logprob(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Te
     return logp.gather(-1, _answers(batch, logits.device)[:, None]).squeeze(-1)
 
 
-def answer_probability(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor, 'batch']":
+def answer_probability(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """Softmax probability (float32) of each prompt's answer token; probability units.
 
     This is the one place p(answer) is computed (tasks, the emergence search, the zoom and the
@@ -142,7 +158,7 @@ def answer_probability(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Floa
     return answer_logprob(logits, batch).exp()
 
 
-def logit_diff(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor, 'batch']":
+def logit_diff(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """Answer logit minus the largest distractor logit (float32); logits.
 
     Raises:
@@ -161,7 +177,7 @@ def logit_diff(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor
     return answer - rival
 
 
-def greedy_correct(logits: "Float[Tensor, 'batch d_vocab']", batch) -> "Float[Tensor, 'batch']":
+def greedy_correct(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
     """1.0 where the argmax of the answer logits is the answer, else 0.0 (float32); fraction."""
     return (logits.argmax(-1) == _answers(batch, logits.device)).float()
 
@@ -207,7 +223,7 @@ register_metric(MetricSpec(
     source="Baherwani et al. 2026: solved = greedy prediction equals the answer", label="greedy accuracy",
     description="1 if the greedy prediction is the answer, else 0", patching=False))
 
-MetricLike = Union[str, Callable]
+MetricLike = str | Callable
 
 
 def patching_metric_names() -> list[str]:

@@ -98,7 +98,7 @@ def make_provenance(call: str, settings: dict[str, Any], checkpoints: dict[str, 
     import torch
 
     return {
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "call": call,
         "command": sys.argv[:] if sys.argv and sys.argv[0] else None,
         "settings": _json_safe(settings),

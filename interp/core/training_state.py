@@ -31,7 +31,14 @@ STATE_FORMAT = 1
 
 
 class NotResumableError(ValueError):
-    """A checkpoint folder lacks the optimizer state or trainer state needed to continue training."""
+    """A checkpoint cannot be trained further: it lacks the optimizer or trainer state (every
+    hub checkpoint; a suite not written by this package's trainer), or was written by another
+    trainer or state-format version.
+
+    Fix: zoom and resume work on runs trained here only (``embedded/<run>`` or a folder written
+    by ``emergence train-suite``); for a hub model use the checkpoints it has (``emergence
+    bisect``), or re-train the run with the current code.
+    """
 
 
 def has_training_state(folder: str | Path) -> bool:

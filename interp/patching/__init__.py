@@ -11,6 +11,9 @@ Generic call (``engine``)
         weights; capture before a checkpoint source reuses the bridge for pre).
     ``metric_values(model, batch, metric)`` -> ``Float[Tensor, "batch"]`` (no patch).
 
+Kinds (``kinds``): ``KIND_TABLE``, one ``Kind`` entry per kind of target (scope, hook, head axis,
+    weight slices, TransformerLens setter, fast support); ``register(Kind(...))`` adds one.
+
 Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``values``,
     ``head_output`` (``hook_z``), ``qk_weights``, ``ov_weights``, ``path(sender, receiver, "q"|"k"|"v")``,
     ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
@@ -36,10 +39,12 @@ Pre-screen (``attribution``)
 
 The input is an :class:`interp.tasks.TaskBatch` (tokens ``[batch, pos]``, answers ``[batch]``,
 answer_pos ``[batch]``, optional distractors).  ``fast`` holds the layer-skip engine behind
-``method="fast"``; ``engine`` the reference path (TransformerLens's ``generic_activation_patch``
-where it has the same operation).
+``method="fast"`` (a package: one class per block layout); ``reference`` the full forwards
+(TransformerLens's ``generic_activation_patch`` where it has the same operation); ``engine`` the
+generic call that sends each target to one of them.
 """
 
+from interp.patching.attribution import attribution_delta_p
 from interp.patching.engine import (
     PostCheckpoint,
     answer_prob,
@@ -55,10 +60,17 @@ from interp.patching.engine import (
     per_head_delta,
     post_from_patterns,
 )
-from interp.patching.attribution import attribution_delta_p
 from interp.patching.ideal import IDEAL_PATTERNS, IdealPatterns, ideal_pattern
-from interp.patching.metrics import (METRIC_UNITS, METRICS, answer_logprob, answer_probability, logit_diff, metric_name,
-                                     metric_spec, resolve_metric)
+from interp.patching.metrics import (
+    METRIC_UNITS,
+    METRICS,
+    answer_logprob,
+    answer_probability,
+    logit_diff,
+    metric_name,
+    metric_spec,
+    resolve_metric,
+)
 from interp.patching.targets import (
     KINDS,
     Target,
@@ -79,12 +91,45 @@ from interp.patching.targets import (
 from interp.tasks import TaskBatch
 
 __all__ = [
-    "patch_values", "patch", "capture_post", "PostCheckpoint", "metric_values",
-    "Target", "KINDS", "pattern", "queries", "keys", "values", "head_output", "qk_weights", "ov_weights", "path",
-    "mlp_output", "mlp_weights", "block_weights", "embedding", "unembedding",
-    "METRICS", "METRIC_UNITS", "answer_probability", "answer_logprob", "logit_diff", "resolve_metric", "metric_name",
+    "IDEAL_PATTERNS",
+    "KINDS",
+    "METRICS",
+    "METRIC_UNITS",
+    "IdealPatterns",
+    "PostCheckpoint",
+    "Target",
+    "TaskBatch",
+    "answer_logprob",
+    "answer_prob",
+    "answer_probability",
+    "attribution_delta_p",
+    "block_weights",
+    "cache_patterns",
+    "capture_post",
+    "delta_p_all_heads",
+    "embedding",
+    "head_output",
+    "ideal_pattern",
+    "keys",
+    "logit_diff",
+    "mean_answer_prob",
+    "metric_name",
     "metric_spec",
-    "per_head_delta", "delta_p_all_heads", "patch_head_sets", "patch_heads", "cache_patterns", "post_from_patterns",
-    "mean_answer_prob", "answer_prob", "attribution_delta_p", "TaskBatch",
-    "IdealPatterns", "IDEAL_PATTERNS", "ideal_pattern",
+    "metric_values",
+    "mlp_output",
+    "mlp_weights",
+    "ov_weights",
+    "patch",
+    "patch_head_sets",
+    "patch_heads",
+    "patch_values",
+    "path",
+    "pattern",
+    "per_head_delta",
+    "post_from_patterns",
+    "qk_weights",
+    "queries",
+    "resolve_metric",
+    "unembedding",
+    "values",
 ]

@@ -1,11 +1,13 @@
-"""Helpers every part of the patching package shares: model checks, the batch, answer-only forwards."""
+"""Helpers every part of the patching package shares: model checks, the batch, answer-only forwards,
+the hook that replaces an activation by the post one (reference and fast engines alike)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interp.core.metrics import answer_logits
@@ -95,3 +97,45 @@ def answer_logits_forward(run: Callable, batch: TaskBatch) -> tuple[Float[Tensor
 
 def first(output: Any) -> Tensor:
     return output[0] if isinstance(output, (tuple, list)) else output
+
+
+def replace_hook(post: Tensor, mask: Bool[Tensor, "copies unit"], head_axis: int | None,
+                 query_mask: Bool[Tensor, " pos"] | None = None) -> Callable:
+    """Hook: copy ``c`` of a stacked batch takes ``post`` on the heads ``mask[c]``.
+
+    ``post``: the post activation of one copy of the prompts (``[batch, head, q, k]`` for a
+    pattern, ``[batch, pos, head, d_head]`` for q/k/v/z, ``[batch, pos, d_model]`` for an MLP
+    output: ``head_axis`` None, one unit); ``query_mask`` restricts a pattern to query positions.
+    """
+    n_copies = mask.shape[0]
+    if head_axis is None:
+        select = mask[:, :1].reshape(n_copies, 1, 1, 1)
+    else:
+        shape = [n_copies] + [1] * post.ndim
+        shape[head_axis + 1] = mask.shape[1]
+        select = mask.reshape(shape)
+        if query_mask is not None:
+            qshape = [1] * (post.ndim + 1)
+            qshape[head_axis + 2] = query_mask.numel()
+            select = select & query_mask.reshape(qshape)
+
+    def hook(act: Tensor, hook: Any = None) -> Tensor:
+        stacked = act.reshape(n_copies, -1, *act.shape[1:])
+        return torch.where(select, post[None].to(act.dtype), stacked).reshape(act.shape)
+
+    return hook
+
+
+def query_mask(query_pos: int | None, pos: int, device: torch.device) -> Tensor | None:
+    """Boolean mask of the one patched destination position (None: every position).
+
+    Raises:
+        ValueError: a position outside ``[-pos, pos - 1]``.
+    """
+    if query_pos is None:
+        return None
+    if not -pos <= query_pos < pos:
+        raise ValueError(f"query_pos={query_pos} out of range for prompts of {pos} tokens")
+    mask = torch.zeros(pos, dtype=torch.bool, device=device)
+    mask[query_pos % pos] = True
+    return mask

@@ -14,12 +14,14 @@ with the swapped ``c_attn`` / ``c_proj`` columns).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.patching.kinds import get_kind
 from interp.patching.targets import Target
 
 Slice = tuple[str, tuple]  # (parameter name, index into it)
@@ -97,32 +99,33 @@ def _module_slices(model: Any, module: torch.nn.Module) -> list[Slice]:
 
 
 def target_slices(model: Any, target: Target) -> list[Slice]:
-    """Every parameter slice a weight target swaps.
+    """Every parameter slice a weight target swaps, from its kind's ``weights`` in the kinds table
+    (:mod:`interp.patching.kinds`): head kinds name attention projections (``q``, ``k``, ``v``,
+    ``o``; ``b_O`` too for every head of a layer when ``shared_bias``), layer kinds block
+    submodules (``""`` the whole block), model kinds model attributes.
 
     Raises:
         ValueError: not a weight target, or the bridge lacks the needed modules.
     """
+    kind = get_kind(target.kind)
+    if not kind.is_weights:
+        raise ValueError(f"target {target.kind!r} is not a weight target")
     n_layers, n_heads = int(model.cfg.n_layers), int(model.cfg.n_heads)
-    if target.kind in ("qk", "ov"):
+    if kind.scope == "head":
         by_layer: dict[int, list[int]] = {}
         for layer, head in target.resolved_heads(n_layers, n_heads):
             by_layer.setdefault(layer, []).append(head)
         slices: list[Slice] = []
         for layer, heads in sorted(by_layer.items()):
-            if target.kind == "qk":
-                slices += head_slices(model, layer, heads, ("q", "k"))
-            else:
-                slices += head_slices(model, layer, heads, ("v", "o"), bias_out=len(set(heads)) == n_heads)
+            slices += head_slices(model, layer, heads, kind.weights,
+                                  bias_out=kind.shared_bias and len(set(heads)) == n_heads)
         return slices
-    if target.kind == "mlp_weights":
-        return [s for l in target.resolved_layers(n_layers) for s in _module_slices(model, model.blocks[l].mlp)]
-    if target.kind == "block":
-        return [s for l in target.resolved_layers(n_layers) for s in _module_slices(model, model.blocks[l])]
-    if target.kind == "embed":
-        return _module_slices(model, model.embed)
-    if target.kind == "unembed":
-        return _module_slices(model, model.unembed)
-    raise ValueError(f"target {target.kind!r} is not a weight target")
+    if kind.scope == "layer":
+        return [s for l in target.resolved_layers(n_layers) for name in kind.weights
+                for s in _module_slices(model, model.blocks[l].get_submodule(name))]
+    if kind.scope == "model":
+        return [s for name in kind.weights for s in _module_slices(model, getattr(model, name))]
+    raise ValueError(f"target {target.kind!r}: weights of scope {kind.scope!r} are not supported")
 
 
 @contextlib.contextmanager

@@ -27,7 +27,9 @@ are then off the line, cheaper and rougher).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -122,8 +124,8 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
                 natural = pattern.detach().float().reshape(steps, *post[layer].shape)[0]
                 pre[layer] = pre_cached[layer] if pre_cached is not None else natural
                 offset = alphas.reshape(-1, 1, 1, 1, 1) * (post[layer] - pre[layer])[None]
-                leaves[layer] = pattern + offset.reshape(pattern.shape).to(pattern.dtype)
-                return leaves[layer]
+                leaves[layer] = pattern + offset.reshape(pattern.shape).to(pattern.dtype)  # noqa: B023
+                return leaves[layer]  # noqa: B023
             return hook
 
         hooks = [(hook_name("pattern", l), on_line(l)) for l in layers]
@@ -139,7 +141,7 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
             else:
                 hooks = [("blocks.0.hook_in", leaf_residual)] + hooks
                 rows, _ = answer_logits_forward(
-                    lambda tokens, **kw: model.run_with_hooks(tokens, fwd_hooks=hooks, **kw), stacked)
+                    functools.partial(model.run_with_hooks, fwd_hooks=hooks), stacked)
                 total = fn(rows, stacked).float().sum() / (steps * batch.tokens.shape[0])
             grads = torch.autograd.grad(total, [leaves[l] for l in layers])
         for layer, grad in zip(layers, grads):

@@ -9,10 +9,12 @@ reuses one bridge overwrites the post weights when it loads pre: capture first).
 target that is a sum of per-head or per-MLP changes and full forwards for the rest (weights of
 whole blocks, the embedding, the unembedding, OV weights of every head of a layer, joint sets
 with weights beyond their first layer); ``method="reference"`` runs full forwards for every
-target: TransformerLens's ``generic_activation_patch`` (``reduce="none"``) for one head's
-activation or one layer's MLP output, ``run_with_hooks`` for joint activation patches, the
-pre model with the post parameters copied in for weight targets, and two forwards for a path
-(the receiver's input recomputed from the stream plus the sender's change).  The two methods
+target (``interp.patching.reference``): TransformerLens's ``generic_activation_patch``
+(``reduce="none"``) for one head's activation or one layer's MLP output, ``run_with_hooks``
+for joint activation patches, the pre model with the post parameters copied in for weight
+targets, and two forwards for a path (the receiver's input recomputed from the stream plus the
+sender's change).  Both read each kind's facts from the kinds table
+(``interp.patching.kinds``).  The two methods
 agree to 1e-5 (tests), on padded batches too (prompts of different lengths, right padding:
 every forward gets the batch's ``attention_mask`` and ``position_ids``; the fast path's block
 calls reuse the arguments the model's own forward handed each block).
@@ -21,8 +23,9 @@ calls reuse the arguments the model's own forward handed each block).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -30,7 +33,14 @@ from torch import Tensor
 
 from interp.core.objects import results_equal, short_repr
 from interp.patching import _weights
-from interp.patching._common import answer_logits_forward, answer_rows, check_batch, heads_shape, model_device
+from interp.patching._common import (
+    answer_logits_forward,
+    answer_rows,
+    check_batch,
+    heads_shape,
+    model_device,
+    query_mask,
+)
 from interp.patching.fast import (
     FastPathUnsupported,
     LayerSkipEngine,
@@ -38,17 +48,29 @@ from interp.patching.fast import (
     cpu_chunk_tokens,
     fast_path_applies,
     heads_mixing_kinds,
-    query_mask,
-    replace_hook,
     target_units,
 )
+from interp.patching.kinds import KIND_TABLE, kind_names
 from interp.patching.metrics import MetricLike, resolve_metric
-from interp.patching.targets import ACTIVATION_KINDS, HOOKS, Target, hook_name
+from interp.patching.reference import reference_values
+from interp.patching.targets import Target, hook_name
 from interp.tasks import TaskBatch
 
-__all__ = ["PostCheckpoint", "capture_post", "metric_values", "patch", "patch_values", "per_head_delta",
-           "patch_head_sets", "post_from_patterns", "cache_patterns", "delta_p_all_heads", "patch_heads",
-           "mean_answer_prob", "answer_prob"]
+__all__ = [
+    "PostCheckpoint",
+    "answer_prob",
+    "cache_patterns",
+    "capture_post",
+    "delta_p_all_heads",
+    "mean_answer_prob",
+    "metric_values",
+    "patch",
+    "patch_head_sets",
+    "patch_heads",
+    "patch_values",
+    "per_head_delta",
+    "post_from_patterns",
+]
 
 
 @dataclass
@@ -85,14 +107,14 @@ class PostCheckpoint:
             raise ValueError(f"post checkpoint has no {name} captured; capture_post(..., kinds=) must include {kind!r}")
         return self.activations[name]
 
-    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, "batch"]:
+    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
         """The metric of the post checkpoint per prompt (CPU)."""
         if self.answer_logits is None:
             raise ValueError("post checkpoint has no answer logits captured")
         return resolve_metric(metric)(self.answer_logits, batch.to(self.answer_logits.device)).float().cpu()
 
 
-def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIVATION_KINDS,
+def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] | None = None,
                  weights: bool = True) -> PostCheckpoint:
     """One forward of the post checkpoint: the activations of ``kinds`` at every layer, the
     answer logits and (``weights=True``) a copy of every parameter.
@@ -100,7 +122,8 @@ def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIV
     Args:
         post_model: the post checkpoint (``TransformerBridge``, eval mode).
         batch: prompts (``TaskBatch``).
-        kinds: activation kinds to keep (subset of ``pattern, q, k, v, z, mlp``).
+        kinds: activation kinds to keep (kinds with a hook in ``interp.patching.kinds``: ``pattern, q,
+            k, v, z, mlp`` and any registered one); None: every one of them.
         weights: also copy the parameters (needed by weight targets; memory: one model).
 
     Returns:
@@ -111,9 +134,11 @@ def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIV
     """
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(post_model)
-    bad = [k for k in kinds if k not in HOOKS]
+    hooked = [name for name, k in KIND_TABLE.items() if k.hook is not None]
+    kinds = hooked if kinds is None else kinds
+    bad = [k for k in kinds if k not in hooked]
     if bad:
-        raise ValueError(f"kinds {bad} cannot be captured; valid: {', '.join(HOOKS)}")
+        raise ValueError(f"kinds {bad} cannot be captured; valid: {', '.join(hooked)}")
     names = {hook_name(k, l) for k in kinds for l in range(n_layers)}
     device = model_device(post_model)
     batch = batch.to(device)
@@ -125,7 +150,7 @@ def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] = ACTIV
                           n_layers, n_heads, tokens=batch.tokens.clone())
 
 
-def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, "batch"]:
+def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
     """The metric per prompt from one forward of ``model`` (answer positions unembedded only).
 
     Raises:
@@ -151,98 +176,6 @@ def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target], pre_model: 
         raise ValueError(f"post must be a model or a PostCheckpoint (capture_post), got {type(post).__name__}")
     needs_weights = any(t.is_weights for t in targets)
     return capture_post(post, batch, weights=needs_weights)
-
-
-# --------------------------------------------------------------------------- reference path
-
-
-def _hooks_for(model: Any, post: PostCheckpoint, target: Target, pos: int) -> list:
-    """run_with_hooks hooks replacing the target's activations by the post ones (one copy)."""
-    n_layers, n_heads = post.n_layers, post.n_heads
-    device = model_device(model)
-    if target.kind == "mlp":
-        return [(hook_name("mlp", l), replace_hook(post.activation("mlp", l).to(device),
-                                                   torch.ones(1, 1, dtype=torch.bool, device=device), None))
-                for l in target.resolved_layers(n_layers)]
-    by_layer: dict[int, list[int]] = {}
-    for layer, head in target.resolved_heads(n_layers, n_heads):
-        by_layer.setdefault(layer, []).append(head)
-    hooks = []
-    for layer, heads in by_layer.items():
-        mask = torch.zeros(1, n_heads, dtype=torch.bool, device=device)
-        mask[0, heads] = True
-        hooks.append((hook_name(target.kind, layer), replace_hook(
-            post.activation(target.kind, layer).to(device), mask, HOOKS[target.kind][1],
-            query_mask(target.query_pos, pos, device))))
-    return hooks
-
-
-def _transformer_lens_single(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target,
-                             fn: Callable) -> Tensor | None:
-    """TransformerLens's own patch for one head's activation / one layer's MLP output, else None."""
-    from transformer_lens import ActivationCache
-    from transformer_lens.patching import (
-        generic_activation_patch,
-        layer_head_pattern_patch_setter,
-        layer_head_vector_patch_setter,
-    )
-    import pandas as pd
-
-    if batch.padded:  # generic_activation_patch takes no attention mask: hooks below pass it
-        return None
-    if target.kind in ("pattern", "q", "k", "v", "z") and target.query_pos is None and target.heads is not None \
-            and len(target.heads) == 1:
-        (layer, head), = target.resolved_heads(post.n_layers, post.n_heads)
-        setter = layer_head_pattern_patch_setter if target.kind == "pattern" else layer_head_vector_patch_setter
-        index_df = pd.DataFrame([[layer, head]], columns=["layer", "head_index" if target.kind == "pattern" else "head"])
-    elif target.kind == "mlp" and target.layers is not None and len(target.layers) == 1:
-        (layer,) = target.resolved_layers(post.n_layers)
-        setter = lambda act, index, clean: clean  # noqa: E731  (the whole layer, every position)
-        index_df = pd.DataFrame([[layer]], columns=["layer"])
-    else:
-        return None
-    name = hook_name(target.kind, layer)
-    cache = ActivationCache({name: post.activation(target.kind, layer).to(model_device(model))}, model)
-    activation = {"mlp": "mlp_out"}.get(target.kind, target.kind)
-    result = generic_activation_patch(model, batch.tokens, cache, lambda logits: fn(answer_rows(logits, batch), batch),
-                                      patch_setter=setter, activation_name=activation, index_df=index_df, reduce="none")
-    return result.values[0]
-
-
-def _path_values(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target, fn: Callable) -> Tensor:
-    """Direct path: receiver input recomputed from (stream + sender's change), two forwards."""
-    (sl, sh), (rl, rh), rinput = target.heads[0], target.receiver, target.receiver_input
-    kw = batch.forward_kwargs()
-    _, cache = model.run_with_cache(batch.tokens, names_filter=lambda n: n == hook_name("z", sl), **kw)
-    W_O = model.blocks[sl].attn.W_O[sh]
-    delta = (post.activation("z", sl)[:, :, sh].to(W_O.device) - cache[hook_name("z", sl)][:, :, sh]) @ W_O
-    captured = {}
-    name = hook_name(rinput, rl)
-    model.run_with_hooks(batch.tokens, fwd_hooks=[
-        (f"blocks.{rl}.hook_in", lambda x, hook: x + delta.to(x.dtype)),
-        (name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)], **kw)
-    mask = torch.zeros(1, post.n_heads, dtype=torch.bool, device=W_O.device)
-    mask[0, rh] = True
-    logits = model.run_with_hooks(batch.tokens, fwd_hooks=[(name, replace_hook(captured["x"], mask, 2))], **kw)
-    return fn(answer_rows(logits, batch), batch)
-
-
-def _reference_values(model: Any, post: PostCheckpoint, batch: TaskBatch, target: Target, fn: Callable) -> Tensor:
-    """The metric per prompt with ``target`` patched, by full forwards (see the module docstring)."""
-    if target.kind == "path":
-        return _path_values(model, post, batch, target, fn)
-    if target.is_weights:
-        if post.weights is None:
-            raise ValueError(f"target {target.label()!r} swaps weights: capture_post(..., weights=True)")
-        with _weights.swapped(model, post.weights, _weights.target_slices(model, target)):
-            rows, _ = answer_logits_forward(model, batch)
-        return fn(rows, batch)
-    values = _transformer_lens_single(model, post, batch, target, fn)
-    if values is not None:
-        return values
-    logits = model.run_with_hooks(batch.tokens, fwd_hooks=_hooks_for(model, post, target, batch.tokens.shape[1]),
-                                  **batch.forward_kwargs())
-    return fn(answer_rows(logits, batch), batch)
 
 
 # --------------------------------------------------------------------------- the generic call
@@ -330,12 +263,12 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
     with torch.inference_mode():
         for i, target in enumerate(targets):
             if i not in done:
-                out[i] = _reference_values(pre_model, post, batch, target, fn).float().cpu()
+                out[i] = reference_values(pre_model, post, batch, target, fn).float().cpu()
     return out, values_pre
 
 
 def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: MetricLike = "p",
-          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, "batch"]:
+          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, " batch"]:
     """The metric per prompt with one target patched (``patch_values`` for a single target).
 
     Raises:
@@ -367,8 +300,8 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
     Raises:
         ValueError: as ``patch_values``, or a kind that is not per head.
     """
-    if kind not in ("pattern", "q", "k", "v", "z", "qk", "ov"):
-        raise ValueError(f"kind={kind!r}; per-head kinds: pattern, q, k, v, z, qk, ov")
+    if kind not in kind_names("head"):
+        raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(kind_names('head'))}")
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
     from interp.patching.ideal import IdealPatterns
@@ -389,7 +322,7 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
 
 
 def patch_head_sets(model: Any, inputs: TaskBatch, patterns: Any, head_sets: Sequence[Sequence[tuple[int, int]]],
-                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, "sets"]:
+                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, " sets"]:
     """Mean metric of the pre checkpoint with each set of heads jointly patched (one value per set).
 
     Args:
@@ -478,7 +411,7 @@ def mean_answer_prob(model: Any, inputs: TaskBatch) -> float:
     return float(metric_values(model, inputs, "p").mean())
 
 
-def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, "batch"]:
+def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -> Float[Tensor, " batch"]:
     """Probability (softmax, float32) of each prompt's answer at its answer position.
 
     Raises:

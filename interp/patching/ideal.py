@@ -30,17 +30,27 @@ Baherwani et al. 2026 (the ideal sparse patterns whose learning the paper calls 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-__all__ = ["IDEAL_PATTERNS", "IdealPatterns", "ideal_pattern", "check_pattern", "previous_token_pattern",
-           "induction_pattern", "duplicate_token_pattern", "first_token_pattern", "uniform_pattern"]
+__all__ = [
+    "IDEAL_PATTERNS",
+    "IdealPatterns",
+    "check_pattern",
+    "duplicate_token_pattern",
+    "first_token_pattern",
+    "ideal_pattern",
+    "induction_pattern",
+    "previous_token_pattern",
+    "uniform_pattern",
+]
 
-PatternRule = Union[str, Callable[[Tensor], Tensor]]
+PatternRule = str | Callable[[Tensor], Tensor]
 
 
 def _tokens(tokens: Any) -> Tensor:
@@ -193,9 +203,9 @@ class IdealPatterns:
         object.__setattr__(self, "heads", fixed)
 
     @classmethod
-    def of(cls, rule: PatternRule, heads: Sequence[tuple[int, int]]) -> "IdealPatterns":
+    def of(cls, rule: PatternRule, heads: Sequence[tuple[int, int]]) -> IdealPatterns:
         """Every head of ``heads`` gets ``rule``."""
-        return cls({tuple(h): rule for h in heads})
+        return cls({(h[0], h[1]): rule for h in heads})
 
     def label(self) -> str:
         """``L1H0=induction+L0H2=previous_token``."""
@@ -218,7 +228,7 @@ class IdealPatterns:
         n_layers, n_heads = heads_shape(model)
         Target("pattern", tuple(self.heads)).resolved_heads(n_layers, n_heads)  # range check
         tokens = batch.tokens.cpu()
-        cache: dict[str, Tensor] = {}
+        cache: dict[str | int, Tensor] = {}
         base = uniform_pattern(tokens)
         patterns = base[:, None].repeat(1, n_heads, 1, 1)[None].repeat(n_layers, 1, 1, 1, 1)
         for (layer, head), rule in self.heads.items():

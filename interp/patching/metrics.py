@@ -23,8 +23,18 @@ from interp.core.metrics import (  # noqa: F401  (re-exported)
     resolve_metric,
 )
 
-__all__ = ["Metric", "METRICS", "METRIC_UNITS", "MetricSpec", "answer_probability", "answer_logprob", "logit_diff",
-           "resolve_metric", "metric_name", "metric_spec"]
+__all__ = [
+    "METRICS",
+    "METRIC_UNITS",
+    "Metric",
+    "MetricSpec",
+    "answer_logprob",
+    "answer_probability",
+    "logit_diff",
+    "metric_name",
+    "metric_spec",
+    "resolve_metric",
+]
 
 
 class Metric(Protocol):

@@ -23,36 +23,64 @@ Per-layer kinds (``layers=None`` = all): ``mlp`` (``hook_mlp_out``, activation),
 (the MLP's parameters), ``block`` (every parameter of the block: norms, attention, MLP).
 Whole-model kinds: ``embed`` (token embedding ``W_E``), ``unembed`` (``W_U``, ``b_U``).
 
+Each kind's facts (scope, hook, head axis, weight slices, TransformerLens setter, fast support,
+decomposition row) are one entry of the kinds table :data:`interp.patching.kinds.KIND_TABLE`,
+which ``Target`` and both engines read; a new kind is one entry there.
+
 Sources: TransformerLens ``patching`` (activation targets; ``get_act_patch_attn_head_*``),
 Wang et al. 2022 (arXiv:2211.00593, path patching), Olsson et al. 2022 (QK / OV circuits).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+
+from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
 
 __all__ = [
-    "Target", "HEAD_KINDS", "LAYER_KINDS", "MODEL_KINDS", "ACTIVATION_KINDS", "WEIGHT_KINDS", "KINDS",
-    "pattern", "queries", "keys", "values", "head_output", "qk_weights", "ov_weights", "path",
-    "mlp_output", "mlp_weights", "block_weights", "embedding", "unembedding",
+    "ACTIVATION_KINDS",
+    "HEAD_KINDS",
+    "KINDS",
+    "LAYER_KINDS",
+    "MODEL_KINDS",
+    "WEIGHT_KINDS",
+    "Target",
+    "block_weights",
+    "embedding",
+    "head_output",
+    "keys",
+    "mlp_output",
+    "mlp_weights",
+    "ov_weights",
+    "path",
+    "pattern",
+    "qk_weights",
+    "queries",
+    "unembedding",
+    "values",
 ]
 
-HEAD_KINDS = ("pattern", "q", "k", "v", "z", "qk", "ov")
-LAYER_KINDS = ("mlp", "mlp_weights", "block")
-MODEL_KINDS = ("embed", "unembed")
-KINDS = HEAD_KINDS + ("path",) + LAYER_KINDS + MODEL_KINDS
+#: the built-in kinds of each scope, in table order (:data:`interp.patching.kinds.KIND_TABLE`; a kind
+#: added by :func:`interp.patching.kinds.register` is in the table, not in these tuples)
+HEAD_KINDS = kind_names("head")
+LAYER_KINDS = kind_names("layer")
+MODEL_KINDS = kind_names("model")
+KINDS = kind_names()
 #: kinds patched by replacing one hook's activation (a TransformerLens patch exists for each)
-ACTIVATION_KINDS = ("pattern", "q", "k", "v", "z", "mlp")
-WEIGHT_KINDS = ("qk", "ov", "mlp_weights", "block", "embed", "unembed")
-#: hook (per block) of each activation kind; the head axis of its activation
-HOOKS = {"pattern": ("attn.hook_pattern", 1), "q": ("attn.hook_q", 2), "k": ("attn.hook_k", 2),
-         "v": ("attn.hook_v", 2), "z": ("attn.hook_z", 2), "mlp": ("hook_mlp_out", None)}
+ACTIVATION_KINDS = tuple(k.name for k in KIND_TABLE.values() if k.hook is not None)
+WEIGHT_KINDS = tuple(k.name for k in KIND_TABLE.values() if k.is_weights)
+#: hook (per block) of each built-in activation kind; the head axis of its activation
+HOOKS = {k.name: (k.hook, k.head_axis) for k in KIND_TABLE.values() if k.hook is not None}
 
 
 def hook_name(kind: str, layer: int) -> str:
-    """``blocks.{layer}.<hook>`` of an activation kind."""
-    return f"blocks.{layer}.{HOOKS[kind][0]}"
+    """``blocks.{layer}.<hook>`` of an activation kind (:meth:`interp.patching.kinds.Kind.hook_name`).
+
+    Raises:
+        ValueError: an unknown kind or a weight kind.
+    """
+    return get_kind(kind).hook_name(layer)
 
 
 @dataclass(frozen=True)
@@ -81,19 +109,19 @@ class Target:
     receiver_input: str = "q"
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"target kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        scope = get_kind(self.kind).scope  # an unknown kind: ValueError naming the valid ones
         if self.heads is not None:
             object.__setattr__(self, "heads", tuple(_pair(h) for h in self.heads))
         if self.layers is not None:
             object.__setattr__(self, "layers", tuple(int(l) for l in self.layers))
-        if self.heads is not None and self.kind not in HEAD_KINDS + ("path",):
+        if self.heads is not None and scope not in ("head", "path"):
             raise ValueError(f"target {self.kind!r} is per layer or per model: give layers=, not heads=")
-        if self.layers is not None and self.kind not in LAYER_KINDS:
-            raise ValueError(f"target {self.kind!r} takes no layers= (valid for {', '.join(LAYER_KINDS)})")
-        if self.query_pos is not None and self.kind != "pattern":
-            raise ValueError(f"query_pos applies to 'pattern' targets only, got kind {self.kind!r}")
-        if self.kind == "path":
+        if self.layers is not None and scope != "layer":
+            raise ValueError(f"target {self.kind!r} takes no layers= (valid for {', '.join(kind_names('layer'))})")
+        if self.query_pos is not None and not get_kind(self.kind).query_pos:
+            valid = ", ".join(repr(k.name) for k in KIND_TABLE.values() if k.query_pos)
+            raise ValueError(f"query_pos applies to {valid} targets only, got kind {self.kind!r}")
+        if scope == "path":
             if self.heads is None or len(self.heads) != 1 or self.receiver is None:
                 raise ValueError("a 'path' target needs heads=((sender_layer, sender_head),) and receiver=(layer, head)")
             object.__setattr__(self, "receiver", _pair(self.receiver))
@@ -104,7 +132,8 @@ class Target:
 
     @property
     def is_weights(self) -> bool:
-        return self.kind in WEIGHT_KINDS
+        """The target swaps parameters (its kind has ``weights`` in the kinds table)."""
+        return get_kind(self.kind).is_weights
 
     def resolved_heads(self, n_layers: int, n_heads: int) -> tuple[tuple[int, int], ...]:
         """The patched ``(layer, head)`` pairs (every head when ``heads`` is None), range-checked.
@@ -129,12 +158,13 @@ class Target:
 
     def label(self) -> str:
         """Short text for tables: ``pattern L1H0+L0H2``, ``mlp all``, ``path L0H2->L1H0.k``."""
-        if self.kind == "path":
+        scope = get_kind(self.kind).scope
+        if scope == "path":
             (sl, sh), (rl, rh) = self.heads[0], self.receiver
-            return f"path L{sl}H{sh}->L{rl}H{rh}.{self.receiver_input}"
-        if self.kind in MODEL_KINDS:
+            return f"{self.kind} L{sl}H{sh}->L{rl}H{rh}.{self.receiver_input}"
+        if scope == "model":
             return self.kind
-        if self.kind in LAYER_KINDS:
+        if scope == "layer":
             scope = "all" if self.layers is None else "+".join(f"L{l}" for l in self.layers)
         else:
             scope = "all" if self.heads is None else "+".join(f"L{l}H{h}" for l, h in self.heads)

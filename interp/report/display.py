@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -268,7 +268,7 @@ class HTMLFragment:
         title: the page title :meth:`save_html` uses.
     """
 
-    def __init__(self, render: Callable[["Assets"], str] | str, title: str = "emergence-lens view") -> None:
+    def __init__(self, render: Callable[[Assets], str] | str, title: str = "emergence-lens view") -> None:
         self._render = render if callable(render) else (lambda assets, body=render: body)
         self.title = title
 
@@ -358,9 +358,8 @@ def head_ranking_html(ranking, assets: Assets) -> str:
     """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
     the ten top heads, the Δp heatmap, top-K recovery, the example attention patterns and the
     decomposition when computed."""
-    from interp.report.figures import delta_p_heatmap, recovery_run_figure
-
     from interp.core.metrics import metric_spec
+    from interp.report.figures import delta_p_heatmap, recovery_run_figure
 
     try:
         spec = metric_spec(ranking.metric)

@@ -218,7 +218,7 @@ def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jo
 MAX_CURVE_POINTS = 600
 
 
-def thin_curve(rows: pd.DataFrame, max_points: int = None) -> pd.DataFrame:
+def thin_curve(rows: pd.DataFrame, max_points: int | None = None) -> pd.DataFrame:
     """Every k-th row (the last kept) so that at most ``max_points`` (default
     ``MAX_CURVE_POINTS``) remain: a per-step loss curve stays light in a report page."""
     max_points = max_points or MAX_CURVE_POINTS

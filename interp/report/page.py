@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,7 @@ from torch import Tensor
 from interp.sources.catalogue import run_label
 from interp.report.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
                             table_fragment)
-from interp.report.figures import (  # noqa: F401  (the figures are read here too: interp.visualisation's names)
+from interp.report.figures import (  # noqa: F401  (the figures are read here too: interp.report.page's names)
     COMPONENT_LABELS,
     MAX_CURVE_POINTS,
     capability_figure,

@@ -1,5 +1,9 @@
 """The attention-pattern scrubber: every head's pattern on one prompt, at every checkpoint of a run.
 
+Over 600 lines because the scrubber's data (patterns per checkpoint, quantised), its page
+fragment and its inline script are one feature; its data half belongs on the top floor
+(tests/test_import_graph.py NOT_YET), which will bring it under 600.
+
 One offline page (or notebook output, or a section of ``report.html``): a step slider over the
 run's checkpoints (zoomed steps of :mod:`interp.zoom` included and marked), a grid of every head's
 attention pattern (``hook_pattern``, post-softmax; rows are query positions, columns key
@@ -29,9 +33,10 @@ import html
 import json
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,8 +46,17 @@ from jaxtyping import Float, UInt8
 from interp.emergence import StepEvaluator
 from interp.tasks import evaluate
 
-__all__ = ["ScrubData", "Scrubber", "PatternRecorder", "scrubber", "scrub_data", "scrubber_fragment",
-           "quantise_patterns", "token_labels", "DEFAULT_PROMPTS"]
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "PatternRecorder",
+    "ScrubData",
+    "Scrubber",
+    "quantise_patterns",
+    "scrub_data",
+    "scrubber",
+    "scrubber_fragment",
+    "token_labels",
+]
 
 #: Prompts of the task the scrubber carries (the chooser's "handful").
 DEFAULT_PROMPTS = 4
@@ -79,9 +93,9 @@ class PatternRecorder(StepEvaluator):
         self.patterns: dict[int, np.ndarray] = {}
         self.want_scores = scores
         self.score_rows: list[tuple] = []
-        self._score_tokens = None
+        self._score_tokens: tuple[torch.Tensor, int] | None = None
 
-    def __call__(self, step: int):
+    def __call__(self, step: int, then: int | None = None):  # then: read-ahead hint, not used here
         if step not in self.scores:
             from interp.patching import cache_patterns
 
@@ -211,7 +225,7 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from interp.report.figures import delta_p_heatmap, run_capability_figure, _log_step_axis
+    from interp.report.figures import _log_step_axis, delta_p_heatmap, run_capability_figure
 
     out = []
     if len(data.curve):
@@ -254,8 +268,8 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
         delta, quantity = data.delta_label(), metric_spec(data.metric).label
         fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"{delta} per head ({pair})", metric=data.metric)
         fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14)
-        out.append((fig, False, f"{delta} = {quantity} with the head's post pattern patched in, minus its value "
-                                f"at the pre checkpoint"))
+        out.append((fig, False, (f"{delta} = {quantity} with the head's post pattern patched in, minus its value "
+                                f"at the pre checkpoint")))
     light = go.layout.Template(layout=pio.templates["plotly"].layout)  # the look, without per-trace defaults
     for fig, _, _ in out:
         fig.layout.template = light
@@ -390,7 +404,7 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p,
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.tasks import RepetitionTask
 
-    wanted = sorted(set(int(s) for s in steps)) if steps is not None else source.available_steps()
+    wanted = sorted({int(s) for s in steps}) if steps is not None else source.available_steps()
     for step in wanted:
         source._check_step(step)
     task = task or RepetitionTask()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: Where a name read from this package is looked up, in order (the old ``interp.checkpoints``
+#: Where a name read from this package is looked up, in order (the old ``interp.sources``
 #: and ``interp.sources`` names all resolve here).
 _ROOMS = ("door", "base", "common", "hub", "local", "checkpoint_integrity", "catalogue", "families")
 

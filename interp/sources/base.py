@@ -76,7 +76,8 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -91,6 +92,8 @@ from interp.sources.catalogue import (  # noqa: F401
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerBase
+
+    from interp.sources.weight_swap import WeightSwap
 from interp.sources.common import (
     _TOKENIZER_PATTERNS,
     CheckpointError,
@@ -147,12 +150,12 @@ class CheckpointSource(ABC):
     listing: str = "local folder"
 
     def __init__(self) -> None:
-        self._bridge = None
+        self._bridge: TransformerBridge | None = None
         self._digests: dict[int, str] = {}
         self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
         self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
-        self._swap = None  # interp.sources.weight_swap.WeightSwap of the resident bridge, when swapping
+        self._swap: WeightSwap | None = None  # interp.sources.weight_swap.WeightSwap of the resident bridge, when swapping
         self._bridge_key: tuple | None = None  # (device, dtype) of the resident bridge
         self._fingerprints: dict[str, dict[str, str]] = {}  # tokenizer files' sha256 -> fingerprint
         #: Switch checkpoints by copying weights into the resident bridge (interp.sources.weight_swap)
@@ -162,7 +165,7 @@ class CheckpointSource(ABC):
         self.swap_weights = False
         #: dtype of loaded bridges (float32; the main job's ``dtype`` sets bfloat16 / float16).
         self.dtype = torch.float32
-        self._ahead = None  # (step, thread, result dict) of the one checkpoint read ahead
+        self._ahead: tuple[int, Any, dict] | None = None  # (step, thread, result dict) of the one checkpoint read ahead
         #: Seconds :meth:`load` spent reading weights (or waiting for a read-ahead): benchmarks.
         self.read_seconds = 0.0
 
@@ -357,7 +360,7 @@ class CheckpointSource(ABC):
         if (self.swap_weights and self._swap is not None and self._bridge is not None and safetensors_only
                 and self._bridge_key == (device, dtype)):
             read_ahead = ahead is not None and "tensors" in ahead
-            tensors = ahead["tensors"] if read_ahead else weight_swap.read_weights(files)
+            tensors = ahead["tensors"] if read_ahead and ahead is not None else weight_swap.read_weights(files)
             self.read_seconds += time.perf_counter() - started
             if self._swap.fits(list(tensors), config_text):
                 # a read-ahead's tensors are ours and already in the bridge's dtype: adopted, not copied
@@ -376,7 +379,7 @@ class CheckpointSource(ABC):
                 folder, config=config, dtype=dtype, attn_implementation="eager",
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
-            ).to(device)
+            ).to(device)  # type: ignore[arg-type]  # transformers types .to as taking a model
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         bridge = TransformerBridge.boot_transformers(
             self._bridge_name(folder), hf_model=hf_model, tokenizer=tokenizer,
@@ -408,7 +411,7 @@ class CheckpointSource(ABC):
     def _bridge_name(self, folder: Path) -> str:
         return self.model_id
 
-    def _require_weights(self, folder: Path, step: int) -> list[Path]:
+    def _require_weights(self, folder: Path, step: int | None) -> list[Path]:
         files = weight_files(folder, self.allow_pickle)
         if files:
             return files

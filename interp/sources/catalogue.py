@@ -140,7 +140,7 @@ class SuiteConfig:
         below ``checkpoint_every``, then every ``checkpoint_every`` steps (Pythia: 0..512, then
         every 1000)."""
         last = self.steps_for(size)
-        early = [0] + [2**i for i in range(0, 32) if 2**i < self.checkpoint_every]
+        early = [0] + [2**i for i in range(32) if 2**i < self.checkpoint_every]
         linear = list(range(self.checkpoint_every, last + 1, self.checkpoint_every))
         return tuple(sorted(set(early + linear)))
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -150,7 +152,7 @@ def describe_shared(names: Iterable[str], tensors: list[str], others: list[int],
 CHECKPOINT_COLUMNS = ["step", "revision", "tokens", "digest", "status", "same_weights_as", "detail", "listing"]
 
 
-def checkpoint_table(source: CheckpointSource) -> "pd.DataFrame":
+def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
     """One row per step: what the source holds, its digest and whether the search may use it.
 
     ``status`` is one of
@@ -211,7 +213,7 @@ def _steps_text(steps: Sequence[int], limit: int = 8) -> str:
     return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
 
 
-def hazard_lines(table: "pd.DataFrame", name: str = "") -> list[str]:
+def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
     """Human-readable hazards of a :func:`checkpoint_table`: one line per kind, none if clean.
 
     Args:

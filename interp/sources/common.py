@@ -14,7 +14,8 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -56,16 +57,32 @@ _VALID_SPECS = (f"{_VALID_HUB_IDS}, another org/name hub repo whose branches nam
 
 
 class CheckpointError(ValueError):
-    """A step that the source does not hold; the message names the model, the step and the
-    nearest available steps."""
+    """A step that the source does not hold (not on its schedule, not an integer, missing from
+    the hub listing or the local suite, or, offline, not in the cache); the message names the
+    model, the step and the nearest available steps.
+
+    Fix: pick a step the source holds (``source.available_steps()``, ``emergence curve SRC``
+    lists them; for a hub step not cached offline, download it first: ``huggingface-cli download
+    MODEL --revision stepN``).
+    """
 
 
 class CorruptCheckpointError(CheckpointError):
-    """A weight file of a step is truncated or its header overwritten (the step is left out)."""
+    """A weight file of a step is truncated or its header overwritten; the searches leave the step
+    out (``checkpoints.csv`` status ``corrupt``) and loading it raises this, naming the file.
+
+    Fix: use another step, or delete that step's files and download (hub) or re-train (local
+    suite) them again.
+    """
 
 
 class TokenizerMismatchError(ValueError):
-    """Two steps of one source have different tokenizers (vocabulary, merges or special tokens)."""
+    """Two steps of one source have different tokenizers (vocabulary, merges or special tokens):
+    one analysis tokenises its prompts once, so the steps' token ids would not mean the same text.
+
+    Fix: analyse only steps that share one tokenizer (a separate source or ``steps=`` list per
+    tokenizer), or repair the suite folder whose ``tokenizer/`` differs between steps.
+    """
 
 
 def nearest_steps(step: int, available: Sequence[int]) -> list[int]:
@@ -194,7 +211,7 @@ def _malloc_trim() -> None:
         _LIBC.malloc_trim(0)
 
 
-_LIBC = None
+_LIBC: ctypes.CDLL | Literal[False] | None = None  # None: not looked up yet; False: no glibc
 
 
 def _release_memory() -> None:

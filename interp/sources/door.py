@@ -11,8 +11,8 @@ analyses trained runs while the others train); :func:`open_source` opens one (th
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from interp.sources.catalogue import (
     SUITES,
@@ -67,7 +67,7 @@ def check_one_run(name: str, what: str) -> None:
         raise ValueError(f"{what} takes one run, and {name!r} names {len(runs)}: use one of {', '.join(runs)}")
 
 
-def open_sources(names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> list["CheckpointSource"]:
+def open_sources(names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> list[CheckpointSource]:
     """Open every source named (a suite name expands to its runs), in the order given.
 
     Every name is checked first (:func:`check_source_name`), and every hub or local source is
@@ -126,11 +126,11 @@ class ReadySources:
     def __len__(self) -> int:
         return len(self._slots)
 
-    def __iter__(self) -> Iterator["CheckpointSource"]:
+    def __iter__(self) -> Iterator[CheckpointSource]:
         for _, source in self.with_positions():
             yield source
 
-    def with_positions(self) -> Iterator[tuple[int, "CheckpointSource"]]:
+    def with_positions(self) -> Iterator[tuple[int, CheckpointSource]]:
         """``(position, source)`` as each source becomes ready; positions follow ``names``."""
         from interp.sources.local import LocalSuiteSource
         from interp.sources import embedded
@@ -203,4 +203,4 @@ def zoomed_steps(name: str) -> list[int]:
     return []
 
 
-__all__ = ["SUITES", "zoomed_steps", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_source", "open_sources"]
+__all__ = ["SUITES", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_sources", "zoomed_steps"]

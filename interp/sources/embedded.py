@@ -22,9 +22,10 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -32,13 +33,6 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.core.io import atomic_to_csv, atomic_write_text
-from interp.core.training_state import (
-    load_training_state,
-    read_training_state,
-    save_training_state,
-)
-from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.catalogue import (  # noqa: F401  (the suite configs live with the source names)
     BASE,
     FULL,
@@ -51,8 +45,11 @@ from interp.sources.catalogue import (  # noqa: F401  (the suite configs live wi
     run_name,
     suite_dir,
 )
+from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
+from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.training_state import read_training_state
 
-from interp.sources.environment import (  # noqa: E402,F401  (moved; read here by the trainer)
+from interp.sources.environment import (  # noqa: F401  (moved; read here by the trainer)
     _cpu_model,
     _simd_flags,
     corpus_digest,
@@ -60,6 +57,9 @@ from interp.sources.environment import (  # noqa: E402,F401  (moved; read here b
     environment_key,
     stdlib_corpus,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 
@@ -98,8 +98,11 @@ def batch_at(corpus: np.ndarray, cfg: SuiteConfig, seed: int, step: int) -> Int[
 
 def lr_at(cfg: SuiteConfig, step: int) -> float:
     """Learning rate of optimizer step ``step`` (0-based): linear warm-up over
-    ``cfg.warmup_steps`` steps, then constant ``cfg.lr`` (as ``LambdaLR`` computes it)."""
-    return cfg.lr * min(1.0, (step + 1) / max(1, cfg.warmup_steps))
+    ``cfg.warmup_steps`` steps, then constant ``cfg.lr`` (as ``LambdaLR`` computes it; the schedule
+    of every trainer here, :func:`interp.core.train_loop.warmup_constant`)."""
+    from interp.core.train_loop import warmup_constant
+
+    return warmup_constant(cfg.lr, cfg.warmup_steps)(step)
 
 
 def build_model(size: ModelSize, cfg: SuiteConfig, seed: int):
@@ -118,17 +121,18 @@ def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.Adam
     return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def save_checkpoint(folder: Path, model: PreTrainedModel, optimizer: torch.optim.Optimizer,
                     cfg: SuiteConfig, seed: int, step: int) -> None:
     """Write one resumable checkpoint: ``save_pretrained`` weights (safetensors) plus the
-    optimizer state and trainer scalars (:mod:`interp.core.training_state`)."""
+    optimizer state and trainer scalars (the training loop's state format,
+    :func:`interp.core.train_loop.save_state`)."""
+    from interp.core.train_loop import save_state
+
     with quiet_hf_progress():
         model.save_pretrained(folder)
-    save_training_state(folder, optimizer, step, extra={
-        "lr_next": lr_at(cfg, step),
+    save_state(folder, optimizer, step, lr_next=lr_at(cfg, step), extra={
         "data_order": f"numpy default_rng([data_seed={cfg.data_seed}, seed={seed}, step])",
         "seed": seed,
-        "threads": torch.get_num_threads(),
         "trainer_version": cfg.trainer_version,
     })
 
@@ -144,14 +148,16 @@ def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed:
     """
     from transformers import GPTNeoXForCausalLM
 
-    meta = read_training_state(folder)
+    from interp.core.train_loop import load_state
+
+    read_training_state(folder)  # NotResumableError before loading any weights
     # from_pretrained maps the saved names back (transformers saves lm_head as embed_out)
     with quiet_hf_progress():
         model = GPTNeoXForCausalLM.from_pretrained(folder, attn_implementation=cfg.attn_implementation,
                                                    dtype=torch.float32)
     optimizer = make_optimizer(model, cfg)
-    load_training_state(folder, optimizer)
-    return model, optimizer, int(meta["step"])
+    step, _, _ = load_state(folder, optimizer)
+    return model, optimizer, step
 
 
 LOSS_FILE = "loss.csv"
@@ -198,6 +204,8 @@ def train_run(
     """
     from transformers import PreTrainedModel  # noqa: F401  (import cost paid once here)
 
+    from interp.core.train_loop import train_loop
+
     stop = cfg.steps_for(size) if stop_step is None else int(stop_step)
     if resume_from is not None:
         model, optimizer, start = load_checkpoint_state(Path(resume_from), size, cfg, seed)
@@ -209,34 +217,29 @@ def train_run(
     corpus = stdlib_corpus(cfg.corpus_bytes)
     save_at = set(cfg.checkpoint_steps_for(size) if save_steps is None else save_steps)
     rows: list[tuple[int, float, float]] = []
-    model.train()  # no dropout in these models; set once for clarity
-    for step in range(start, stop + 1):
+
+    def at_step(step: int) -> None:  # checkpoints and eval_fn see the weights after `step` updates
         if step in save_at and (step > start or resume_from is None):
             if out_dir is not None:
                 save_checkpoint(out_dir / f"step{step}", model, optimizer, cfg, seed, step)
             if eval_fn is not None:
                 eval_fn(model, step)
                 model.train()
-        if step == stop:
-            break
-        tokens = batch_at(corpus, cfg, seed, step)
-        lr = lr_at(cfg, step)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        if forcing is None:
-            loss = model(tokens, labels=tokens).loss
-        else:  # the training forward only: checkpoints and eval_fn never see the bias
-            from interp.forcing import forced_attention
 
-            with forced_attention(model, forcing, tokens, step):
-                loss = model(tokens, labels=tokens).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        rows.append((step, loss.item(), lr))
+    def after_step(step: int, loss: Tensor) -> None:
+        rows.append((step, loss.item(), lr_at(cfg, step)))
         if on_step is not None:
             on_step(step + 1, rows[-1][1])
+
+    def forced(tokens: Tensor, step: int):  # the training forward only: checkpoints and eval_fn never see the bias
+        from interp.forcing import forced_attention
+
+        return forced_attention(model, forcing, tokens, step)
+
+    train_loop(model, optimizer, start=start, stop=stop, batch_at=lambda step: batch_at(corpus, cfg, seed, step),
+               loss_fn=lambda m, tokens, step: m(tokens, labels=tokens).loss, lr_at=lambda step: lr_at(cfg, step),
+               clip=1.0, at_step=at_step, after_step=after_step,
+               forward_context=forced if forcing is not None else None)
     return pd.DataFrame(rows, columns=["step", "loss", "lr"])
 
 
@@ -328,7 +331,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
             queue.put((run_name(size, seed), step - last[0], loss, os.getpid()))
             last[0] = step
         if dying:
-            os.kill(os.getpid(), int(getattr(signal, str(kill_signal), kill_signal)))
+            os.kill(os.getpid(), int(getattr(signal, str(kill_signal), str(kill_signal))))
 
     if queue is not None:  # the parent learns which process trains this run
         queue.put((run_name(size, seed), 0, float("nan"), os.getpid()))
@@ -474,7 +477,7 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
         try:
             while pending or finished:
-                done = set()
+                done: set = set()
                 if pending:
                     done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                 _drain_progress(queue, bar, workers)

@@ -27,10 +27,11 @@ used and the other is kept in :attr:`Schedule.alternates`.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 #: The built-in revision-name grammar (see the module docstring).
 DEFAULT_REVISION_REGEX = (
@@ -179,15 +180,15 @@ def regular_grid(steps: Sequence[int]) -> list[int]:
     Returns:
         the grid steps, ascending (``[]`` with fewer than 3 steps on it or no dominant stride).
     """
-    ordered = sorted(set(int(s) for s in steps))
+    ordered = sorted({int(s) for s in steps})
     if len(ordered) < 3:
         return []
-    gaps = Counter(b - a for a, b in zip(ordered, ordered[1:]))
+    gaps = Counter(b - a for a, b in itertools.pairwise(ordered))
     stride = max(gaps.items(), key=lambda item: (item[1], item[0]))[0]
     on_grid = [s for s in ordered if s % stride == 0]
     if len(on_grid) < 3:
         return []
-    regular = sum(b - a == stride for a, b in zip(on_grid, on_grid[1:]))
+    regular = sum(b - a == stride for a, b in itertools.pairwise(on_grid))
     if regular * 2 < len(on_grid) - 1:
         return []
     return list(range(on_grid[0], on_grid[-1] + 1, stride))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from interp.sources.catalogue import (  # noqa: F401
     POLYPYTHIA_SIZES,
@@ -102,7 +103,7 @@ class HubSource(CheckpointSource):
         self._listing = ""
         self._schedule: Schedule | None = None
         self._available: list[int] | None = None
-        self._final_digest: str | None | bool = False  # False: not looked up yet
+        self._final_digest: str | bool | None = False  # False: not looked up yet
 
     # -- hub plumbing
     @staticmethod
@@ -154,7 +155,7 @@ class HubSource(CheckpointSource):
         return self._schedule
 
     @property
-    def listing(self) -> str:
+    def listing(self) -> str:  # type: ignore[override]  # a class attribute in CheckpointSource, computed here
         """Where the branches were listed: ``hub``, or ``cache (...)`` (offline, or the hub unreachable)."""
         _ = self.schedule
         return self._listing
@@ -177,7 +178,7 @@ class HubSource(CheckpointSource):
         regular grid of the listed steps (:func:`interp.sources.families.regular_grid`), else none."""
         if self.steps is not None:
             return list(self.steps)
-        return regular_grid(self.schedule.revisions)
+        return regular_grid(list(self.schedule.revisions))
 
     def missing_steps(self) -> list[int]:
         """Steps of :meth:`expected_steps` with no branch on the hub (offline: not in the cache)."""
@@ -200,7 +201,7 @@ class HubSource(CheckpointSource):
         where = f"series {self.series!r}" if self.series else "its step branches"
         if self._offline():
             return f" in the local hub cache (HF_HUB_OFFLINE=1; {where})"
-        return f" (no branch for step {step} in {where} on the hub)" if self.series else " (no branch step{} on the hub)".format(step)
+        return f" (no branch for step {step} in {where} on the hub)" if self.series else f" (no branch step{step} on the hub)"
 
     def _snapshot(self, step: int | None, patterns: list[str], local_only: bool = False) -> Path:
         """A snapshot folder of ``step``'s branch (``None``: the ``main`` branch)."""
@@ -256,7 +257,9 @@ class HubSource(CheckpointSource):
         """
         step = self._check_step(step)
         if step not in self._digests:
-            self._digests[step] = self._cached_digest(step) or self._remote_digest(step)
+            digest = self._cached_digest(step) or self._remote_digest(step)
+            assert digest is not None  # a step's remote digest, downloading if need be, is never None
+            self._digests[step] = digest
         return self._digests[step]
 
     def _local_weight_files(self, step: int) -> list[Path] | None:
@@ -284,7 +287,7 @@ class HubSource(CheckpointSource):
                     self._final_digest = self._remote_digest(None, download=False)
             except Exception as error:  # no main branch, no weights on it, or the hub unreachable
                 logger.info("%s: no final-model digest from main (%s)", self.model_id, type(error).__name__)
-        return self._final_digest
+        return self._final_digest if isinstance(self._final_digest, str) else None
 
     def _cached_digest(self, step: int | None) -> str | None:
         """Digest from cached weight files of ``step``'s branch (``None``: ``main``), if cached."""
@@ -318,18 +321,20 @@ class HubSource(CheckpointSource):
             kinds.append(("pytorch_model.bin", "pytorch_model.bin.index.json"))
         for single, index in kinds:
             info = {f.path: f for f in api.get_paths_info(self.model_id, [single, index], revision=revision)}
-            if single in info and getattr(info[single], "lfs", None) is not None:
+            lfs = getattr(info.get(single), "lfs", None)
+            if lfs is not None:
                 if step is not None:
-                    self._file_digests[step] = {single: info[single].lfs.sha256}
-                return info[single].lfs.sha256
+                    self._file_digests[step] = {single: lfs.sha256}
+                return lfs.sha256
             if index in info:
                 index_file = hf_hub_download(self.model_id, index, revision=revision, cache_dir=self.cache_dir)
                 shards = sorted(set(json.loads(Path(index_file).read_text())["weight_map"].values()))
                 shard_info = {f.path: f for f in api.get_paths_info(self.model_id, shards, revision=revision)}
-                if all(getattr(shard_info.get(s), "lfs", None) is not None for s in shards):
+                shas: dict[str, Any] = {s: getattr(getattr(shard_info.get(s), "lfs", None), "sha256", None) for s in shards}
+                if all(sha is not None for sha in shas.values()):
                     if step is not None:
-                        self._file_digests[step] = {s: shard_info[s].lfs.sha256 for s in shards}
-                    return combine_digests([shard_info[s].lfs.sha256 for s in shards])
+                        self._file_digests[step] = shas
+                    return combine_digests(list(shas.values()))
         if not download or step is None:
             return None
         # No LFS metadata (unusual): download the weights and hash them.

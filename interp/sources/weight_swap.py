@@ -25,14 +25,15 @@ that every capability value and logit of a swapped bridge equals a fresh boot's.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 
 
-def _file_key_renamer(hf_model) -> "callable":
+def _file_key_renamer(hf_model) -> callable:
     """file key -> transformers parameter name, by the checkpoint renamings transformers applies
     when loading (e.g. GPT-NeoX's ``embed_out.`` -> ``lm_head.``); None when the model needs
     conversions other than renamings (then no swap plan is made)."""
@@ -97,7 +98,7 @@ class WeightSwap:
 
     @classmethod
     def build(cls, hf_named: Mapping[str, torch.Tensor], bridge, file_keys: Sequence[str], hf_model,
-              config_text: str) -> "WeightSwap | None":
+              config_text: str) -> WeightSwap | None:
         """A plan for ``bridge``, or None when some bridge parameter would not be written.
 
         Args:
@@ -221,7 +222,7 @@ def _probe_split(module):
     bounds = [0]
     for p in params:
         bounds.append(bounds[-1] + p.numel())
-    spans = list(zip(bounds, bounds[1:]))
+    spans = list(itertools.pairwise(bounds))
     for bridge_part, real_part, probe_part in zip(parts, real, probe):
         resident = bridge_part.original_component
         for name in ("weight", "bias"):

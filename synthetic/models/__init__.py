@@ -10,8 +10,8 @@ TransformerLens ``TransformerBridge``; alternative architectures live one per mo
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from torch import nn
 

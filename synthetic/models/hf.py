@@ -25,8 +25,9 @@ import functools
 import inspect
 import tempfile
 import warnings
+from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 from jaxtyping import Float, Int
@@ -215,7 +216,7 @@ def wrap_hf_model(hf_model: nn.Module, d_vocab: int, n_ctx: int, seed: int, **me
         if not torch.allclose(got, reference, atol=1e-5, rtol=0):
             raise ValueError(f"bridge logits differ from HF logits by {(got - reference).abs().max():.2e}")
         model = bridge
-    except Exception as exc:  # noqa: BLE001 - any boot failure falls back, and is recorded
+    except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"[:500]
         model = HFCausalLM(pristine)
     model.train()

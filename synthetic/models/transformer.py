@@ -15,7 +15,7 @@ and faster (``benchmarks/bench_synth_step.py``).
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -50,9 +50,9 @@ class PreSoftmaxAttention(NativeAttention):
     def forward(  # type: ignore[override]
         self,
         hidden_states: Float[Tensor, "batch pos d_model"],
-        attention_mask: Optional[Tensor] = None,
-        position_ids: Optional[Tensor] = None,
-        pattern_fn: Optional[Callable[[Tensor], Tensor]] = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        pattern_fn: Callable[[Tensor], Tensor] | None = None,
         **kwargs,
     ) -> tuple[Float[Tensor, "batch pos d_model"], None]:
         batch, seq, _ = hidden_states.shape
