@@ -37,8 +37,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from interp.emergence import DEFAULT_HOLD  # noqa: E402
 from interp.core.io import atomic_to_csv, atomic_write_text  # noqa: E402
+from interp.emergence import DEFAULT_HOLD  # noqa: E402
 
 NAME = "decomposition"
 DOCS = ROOT / "docs" / "results.md"

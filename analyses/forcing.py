@@ -91,8 +91,7 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
     """Train one forced run into ``final`` (a temporary sibling renamed at the end); a local suite."""
     import torch
 
-    from interp.sources import embedded
-    from interp.sources import make_byte_tokenizer
+    from interp.sources import embedded, make_byte_tokenizer
 
     if (final / "suite.json").exists():
         return final
@@ -118,9 +117,9 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
 
 def evaluate_run(folder: Path, n_prompts: int, threshold: float = 0.5, hold: int = 2) -> tuple[pd.DataFrame, tuple]:
     """``(curve [step, accuracy, p_answer], (pre, post))`` of a run folder, every checkpoint, no bias."""
-    from interp.sources import LocalSuiteSource
     from interp.emergence import full_scan
     from interp.readiness import crossing
+    from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     source = LocalSuiteSource(folder)
@@ -325,8 +324,8 @@ def main(argv=None) -> None:
 
     from concurrent.futures import ProcessPoolExecutor
 
-    from interp.sources import embedded
     from interp.report import page as vis
+    from interp.sources import embedded
     from interp.sources.catalogue import run_name
 
     start = time.time()

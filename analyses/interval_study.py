@@ -51,11 +51,11 @@ SHOWN = [("top-1 patterns", "pattern", "top-1"), ("top-2 patterns", "pattern", "
 
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
-    from interp.sources import LocalSuiteSource
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
     from interp.pipeline import model_and_seed
     from interp.ranking import decompose_jump
+    from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
     from interp.zoom import dense_point, store_steps
 

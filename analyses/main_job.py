@@ -90,11 +90,11 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
     import time
 
-    from interp.sources.catalogue import SUITES
-    from interp.emergence import StepEvaluator
     from interp.core.io import atomic_to_csv
+    from interp.emergence import StepEvaluator
     from interp.pipeline import run_main_job
     from interp.sources import open_sources
+    from interp.sources.catalogue import SUITES
     from interp.tasks import RepetitionTask
 
     started = time.perf_counter()

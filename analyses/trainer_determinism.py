@@ -64,8 +64,8 @@ def train_and_report(out: Path, steps: int) -> dict:
 
     import torch
 
-    from interp.sources import embedded
     from interp.core import kernel_pins
+    from interp.sources import embedded
 
     started = time.perf_counter()
     embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=steps, save_steps=[steps])

@@ -18,9 +18,8 @@ import warnings
 
 import numpy as np
 
-from interp.sources import embedded
-from interp.sources import PYTHIA_STEPS, LocalSuiteSource
 from interp.emergence import StepEvaluator, full_scan, max_bisection_evaluations, point_from_curve, search_emergence
+from interp.sources import PYTHIA_STEPS, LocalSuiteSource, embedded
 from interp.tasks import CapabilityScore, RepetitionTask
 
 

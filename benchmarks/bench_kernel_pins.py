@@ -49,8 +49,8 @@ def steps_per_second(size_name: str, steps: int) -> dict:
 
 
 def main() -> None:
-    from interp.sources import embedded
     from interp.core import kernel_pins
+    from interp.sources import embedded
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)

@@ -31,8 +31,8 @@ def build_sources(root: Path, n_sources: int, steps: int, d_model: int) -> list[
     import torch
     from transformers import GPTNeoXForCausalLM
 
-    from interp.sources.catalogue import neox_config
     from interp.sources import make_byte_tokenizer
+    from interp.sources.catalogue import neox_config
 
     names = []
     for i in range(n_sources):

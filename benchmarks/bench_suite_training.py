@@ -28,8 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from interp.sources import embedded
-from interp.sources import quiet_hf_progress
+from interp.sources import embedded, quiet_hf_progress
 
 
 def old_loop(size, cfg, steps: int, corpus) -> float:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from interp.sources import embedded
 from interp.emergence import held_crossing
+from interp.sources import embedded
 from interp.zoom import DenseEvaluator, dense_point, run_settings
 
 

@@ -56,7 +56,7 @@ EXPORTS: dict[str, str] = {
     "RunAnalysis": "interp.pipeline",
     # display
     "show_attention": "interp.report.display", "init_notebook": "interp.report.display",
-    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.page",
+    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.figures",
     # the scrubber and studies at scale (docs/concepts.md)
     "scrubber": "interp.report.scrubber", "run_study": "interp.study", "plan_units": "interp.study",
     "study_status": "interp.study",

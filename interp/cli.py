@@ -406,11 +406,10 @@ def curve(
     _check_tasks_on_sources([source], tasks)
     import pandas as pd
 
-    from interp.sources.catalogue import run_label
-    from interp.emergence import StepEvaluator
     from interp.core.io import atomic_to_csv
+    from interp.emergence import StepEvaluator
     from interp.pipeline import EMERGENCE_COLUMNS, labelled
-    from interp.sources.catalogue import model_and_seed
+    from interp.sources.catalogue import model_and_seed, run_label
 
     frames = []
     for src in _open([source], include_zoom=wanted is not None):
@@ -462,12 +461,11 @@ def bisect(
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
 
-    from interp.sources.catalogue import run_label
-    from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
-    from interp.emergence import find_emergence
     from interp.core.io import atomic_to_csv
+    from interp.emergence import find_emergence
     from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, labelled
-    from interp.sources.catalogue import model_and_seed
+    from interp.sources.catalogue import model_and_seed, run_label
+    from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
 
     _check_tasks_on_sources(source, tasks)
     points, curves, tables = [], [], []
@@ -542,8 +540,8 @@ def rank_heads(
     src = _open_step_pair(source, pre, post, "rank-heads")
     from interp.core.io import atomic_to_csv
     from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, labelled
-    from interp.sources.catalogue import model_and_seed
     from interp.ranking import rank_heads_between
+    from interp.sources.catalogue import model_and_seed
 
     batch = task_obj.build(src.tokenizer())
     with _warnings_as_lines():

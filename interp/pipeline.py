@@ -24,11 +24,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.report import page as vis
-from interp.sources.catalogue import model_and_seed, run_label
-from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
 from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.core.objects import alias_property, results_equal, short_repr
+from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
+from interp.report import page as vis
+from interp.sources.catalogue import model_and_seed, run_label
 from interp.tasks import CapabilityTask, RepetitionTask
 
 #: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
@@ -458,8 +458,8 @@ class MainJobReport:
         memory before anything is written, so a rendering error leaves the folder untouched.
         Without a provenance record (a report built by hand) one naming this call is written.
         """
-        from interp.report import report_state
         from interp.core.provenance import make_provenance, write_provenance
+        from interp.report import report_state
 
         out = Path(out_dir)
         page = self.html()
@@ -484,8 +484,8 @@ class MainJobReport:
         Raises:
             ValueError: ``folder`` holds no saved report state (``state/report.json``).
         """
-        from interp.report import report_state
         from interp.core.provenance import read_provenance
+        from interp.report import report_state
 
         runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
         for run in runs:
@@ -543,8 +543,8 @@ def run_main_job(
     """
     from tqdm.auto import tqdm
 
-    from interp.emergence import check_hold
     from interp.core.provenance import make_provenance
+    from interp.emergence import check_hold
 
     check_hold(hold)
     if not 0.0 < threshold <= 1.0:

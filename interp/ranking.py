@@ -42,8 +42,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.emergence import jump_noise
 from interp.core.objects import alias_property, results_equal, short_repr
+from interp.emergence import jump_noise
 from interp.patching import (
     PostCheckpoint,
     Target,

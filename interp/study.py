@@ -184,8 +184,8 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
     """
     from tqdm.auto import tqdm
 
-    from interp.pipeline import MainJobReport, RunAnalysis
     from interp.core.provenance import make_provenance
+    from interp.pipeline import MainJobReport, RunAnalysis
     from interp.report.report_state import load_report_state
     from interp.tasks import RepetitionTask
     from sweeps.executors import RUN_EXECUTORS, _execute_serial

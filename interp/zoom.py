@@ -32,11 +32,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
 from interp.core.io import atomic_write_text
-from interp.sources.local import ZOOM_DIR, overlay_steps  # noqa: F401  (the overlay's layout lives with the local suite)
 from interp.core.objects import fields_html, results_equal, short_repr
 from interp.core.training_state import NotResumableError, has_training_state
+from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
+from interp.sources.local import ZOOM_DIR, overlay_steps
 
 ZOOM_INDEX = "zoom.json"
 

@@ -30,11 +30,11 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from interp.core.train_loop import train_loop, warmup_constant
 from interp.core.devices import choose_device
 from interp.core.io import atomic_to_parquet, atomic_write_text
 from interp.core.objects import short_repr, values_equal
 from interp.core.provenance import make_provenance, write_provenance
+from interp.core.train_loop import train_loop, warmup_constant
 from synthetic.datasets import TASKS, SyntheticTask, make_task
 from synthetic.interventions import BIAS_SCHEDULES, AttentionBias, bias_beta
 from synthetic.metrics import (

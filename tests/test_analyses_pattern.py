@@ -15,8 +15,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def test_readiness_entry_matches_the_library_and_resumes(quick_suite, tmp_path, capsys, monkeypatch):
     from analyses import readiness as entry
-    from interp.sources import LocalSuiteSource
     from interp.readiness import readiness
+    from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     runs, _ = quick_suite

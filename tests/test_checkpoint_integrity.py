@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from conftest import TINY_REPO, add_hub_revision, save_tiny_neox
 from interp import sources as checkpoints
-from interp.sources.checkpoint_integrity import safetensors_problem
 from interp.sources import CorruptCheckpointError, HubSource, LocalSuiteSource
+from interp.sources.checkpoint_integrity import safetensors_problem
 
 SHARD_1, SHARD_2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
 

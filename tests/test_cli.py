@@ -76,8 +76,8 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
     way; a whole suite is refused by ``open_source`` before anything is trained."""
     import shutil as _shutil
 
-    from interp.sources.catalogue import QUICK, suite_dir
     from interp.sources import open_source
+    from interp.sources.catalogue import QUICK, suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
     run = suite_dir(QUICK) / "neox-2l-64d-seed1"  # a stand-in run folder: the tiny suite, marked complete

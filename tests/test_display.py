@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.report import display
-from interp.report import page as vis
+from interp.core.provenance import make_provenance, package_versions, source_digests
 from interp.emergence import EmergencePoint
 from interp.pipeline import MainJobReport, RunAnalysis
-from interp.core.provenance import make_provenance, package_versions, source_digests
+from interp.report import display
+from interp.report import page as vis
 from interp.tasks import CapabilityScore
 
 N_LAYERS, N_HEADS, N_TOKENS = 2, 3, 7

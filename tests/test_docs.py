@@ -85,8 +85,8 @@ def test_substitutions_and_markers_are_few_and_current():
 @pytest.fixture(scope="module")
 def docs_run(quick_suite, tmp_path_factory):
     """A quick-suite run that emerged, copied (zoom writes into its folder), and its point."""
-    from interp.sources import LocalSuiteSource
     from interp.emergence import find_emergence
+    from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     runs, _ = quick_suite
@@ -117,10 +117,10 @@ def test_every_python_block_runs(page, docs_run, quick_suite, tmp_path, monkeypa
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(quick_suite[1]))
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
-    from interp.core import metrics
     from interp import task_registry
-    from interp.report import page as visualisation
+    from interp.core import metrics
     from interp.patching import kinds
+    from interp.report import page as visualisation
 
     # a page may register a metric, a task or a patch kind, or add a report section (docs/extending.md)
     registries = (metrics.METRICS, metrics.METRIC_UNITS, task_registry.REGISTRY, kinds.KIND_TABLE)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from interp.sources import LocalSuiteSource
 from interp.emergence import find_emergence
 from interp.ranking import rank_heads_between
+from interp.sources import LocalSuiteSource
 from interp.tasks import RepetitionTask
 
 TOLERANCE = {torch.bfloat16: 2e-3, torch.float16: 5e-4}

@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp.sources import embedded
 from interp.core.training_state import NotResumableError, has_training_state, read_training_state
+from interp.sources import embedded
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
 CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,

@@ -13,9 +13,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.sources import embedded
 from interp.forcing import Forcing, forced_attention
 from interp.patching.ideal import ideal_pattern
+from interp.sources import embedded
 
 TINY = dataclasses.replace(embedded.QUICK, steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4,
                            n_ctx=48)

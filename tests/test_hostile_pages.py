@@ -24,9 +24,9 @@ import pandas as pd
 import torch
 
 from browser import visit
-from interp.report import display
 from interp.pipeline import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
+from interp.report import display
 from tests.test_display import make_run
 from tests.test_report_browser import _check_page, _require_browser
 

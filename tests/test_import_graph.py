@@ -160,3 +160,20 @@ def test_prompt_path_is_short_and_drawn_from_the_graph():
     assert graph().has_edge(engine, "interp.tasks") and not nx.has_path(g, engine, "interp.sources.base")
     # the task module knows nothing of patching or ranking: the way is one direction
     assert not nx.has_path(g, "interp.tasks", engine) and not nx.has_path(g, "interp.tasks", ranking)
+
+
+def test_old_module_paths_are_the_new_modules():
+    """Users' old imports keep working, and patching an old path patches the real module."""
+    import importlib
+
+    import interp
+
+    for old, new in interp.MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        assert old not in modules(), f"{old} is both an alias and a module"
+    from interp.checkpoints import HubSource, open_source
+
+    from interp.sources.door import open_source as door
+    from interp.sources.hub import HubSource as hub
+
+    assert (HubSource, open_source) == (hub, door)

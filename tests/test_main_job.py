@@ -15,11 +15,10 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.sources import embedded
 from interp.core import kernel_pins
-from interp.sources import LocalSuiteSource
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.pipeline import run_main_job
+from interp.sources import LocalSuiteSource, embedded
 from interp.tasks import RepetitionTask
 
 #: sha256 of model.safetensors of the pinned quick suite, trained on the machine of docs/embedded.md

@@ -15,10 +15,10 @@ from importlib import metadata
 import nbformat
 
 from conftest import NOTEBOOKS, STAND_IN_HUB_ID
-from interp.sources import LocalSuiteSource
+from interp.core.provenance import source_digests
 from interp.emergence import find_emergence, point_from_curve, scan_emergence
 from interp.pipeline import MainJobReport
-from interp.core.provenance import source_digests
+from interp.sources import LocalSuiteSource
 from interp.tasks import RepetitionTask
 
 EXPECTED = {"main_job", "hub_pythia", "synthetic"}

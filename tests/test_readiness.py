@@ -199,8 +199,8 @@ def test_report_section_of_a_run_with_readiness(tiny_local_suite):
     from types import SimpleNamespace
 
     from interp.report.display import Assets
-    from interp.tasks import make_task
     from interp.report.page import RUN_SECTIONS, ReportContext, readiness_section, run_html
+    from interp.tasks import make_task
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())

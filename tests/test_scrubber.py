@@ -165,9 +165,9 @@ def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
 
 
 def test_summary_headers_are_words_and_threshold_is_listed_once():
+    from interp.pipeline import MainJobReport
     from interp.report import display
     from interp.report import page as vis
-    from interp.pipeline import MainJobReport
     from test_display import make_run
 
     report = MainJobReport(runs=[make_run(1)], title="toy")

@@ -74,8 +74,8 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
 
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
-    from interp.sources import LocalSuiteSource
     from interp.pipeline import run_main_job
+    from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     class LateFirst:

@@ -100,8 +100,8 @@ def test_pattern_completion_answers_follow_the_template(byte_tok):
 def test_ioi_on_a_word_level_tokenizer_and_a_tiny_model(word_tok, tmp_path):
     from transformers import GPTNeoXForCausalLM
 
-    from interp.sources.catalogue import neox_config
     from interp.patching import metric_values
+    from interp.sources.catalogue import neox_config
 
     batch = IOITask(n_prompts=12, seed=0).build(word_tok)
     vocab = word_tok.get_vocab()
@@ -372,8 +372,8 @@ def test_main_job_on_several_tasks(tmp_path):
     assert list(bisected["task"]) == ["ioi", "capitals"]
     assert list(bisected["emerged"]) == list(points.set_index("task").loc[["ioi", "capitals"], "emerged"])
     # p(answer) of the IOI rows equals the metric of a separate single-task run
-    from interp.sources import LocalSuiteSource
     from interp.emergence import StepEvaluator
+    from interp.sources import LocalSuiteSource
 
     src = LocalSuiteSource(suite)
     single = StepEvaluator(src, IOITask(n_prompts=6, seed=0).build(src.tokenizer()), device="cpu")

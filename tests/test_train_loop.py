@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp.sources import embedded
 from interp.core import kernel_pins
 from interp.core.train_loop import train_loop, warmup_constant
+from interp.sources import embedded
 
 sys.path.insert(0, str(Path(__file__).parent))
 import train_loop_scenarios as scenarios

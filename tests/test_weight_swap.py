@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from interp.sources import LocalSuiteSource, TokenizerMismatchError
 from interp.scores import head_scores
+from interp.sources import LocalSuiteSource, TokenizerMismatchError
 from interp.tasks import RepetitionTask, evaluate
 from tests.conftest import save_tiny_neox
 

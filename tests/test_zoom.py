@@ -6,10 +6,9 @@ import shutil
 import pytest
 from safetensors.torch import load_file, save_file
 
-from interp.sources import embedded
-from interp.sources import HubSource, LocalSuiteSource
-from interp.emergence import held_crossing
 from interp.core.training_state import NotResumableError
+from interp.emergence import held_crossing
+from interp.sources import HubSource, LocalSuiteSource, embedded
 from interp.zoom import ZoomMismatchError, default_every, overlay_steps, stored_steps, zoom
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)

@@ -67,8 +67,8 @@ FORCED_CFG = dict(steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batc
 def embedded_forced(resume: bool = False) -> dict[str, str]:
     """tests/test_forcing.py's tiny forced run (β 1 on L0H0 previous-token and L1H0 induction for
     10 steps, annealed over 6) to step 24 (resume: stop at 8, inside the forced phase)."""
-    from interp.sources import embedded
     from interp.forcing import Forcing
+    from interp.sources import embedded
 
     cfg = dataclasses.replace(embedded.QUICK, **FORCED_CFG)
     forcing = Forcing(((0, 0, "previous_token"), (1, 0, "induction")), beta=1.0, steps=10, anneal_steps=6)
@@ -211,8 +211,8 @@ if __name__ == "__main__":
     import json
     import sys
 
-    from interp.sources import embedded
     from interp.core import kernel_pins
+    from interp.sources import embedded
 
     sys.path.insert(0, str(Path(__file__).parent))
     import train_loop_scenarios

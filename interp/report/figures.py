@@ -5,17 +5,16 @@ the Δp heatmap, top-K recovery, the component decomposition and head-score curv
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
-from jaxtyping import Float
 
+from interp.report.display import plot_text
 from interp.sources.catalogue import run_label
-from interp.report.display import (plot_text)
 
 
 def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",

@@ -26,9 +26,16 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from torch import Tensor
 
-from interp.sources.catalogue import run_label
-from interp.report.display import (LIBRARIES, STYLE, Assets, attention_fragment, figure_fragment, plot_text, style_tag,
-                            table_fragment)
+from interp.report.display import (
+    LIBRARIES,
+    STYLE,
+    Assets,
+    attention_fragment,
+    figure_fragment,
+    plot_text,
+    style_tag,
+    table_fragment,
+)
 from interp.report.figures import (  # noqa: F401  (the figures are read here too: interp.report.page's names)
     COMPONENT_LABELS,
     MAX_CURVE_POINTS,
@@ -43,7 +50,7 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     run_capability_figure,
     thin_curve,
 )
-
+from interp.sources.catalogue import run_label
 
 # ---------------------------------------------------------------------------------------------
 # The report: a list of section functions.

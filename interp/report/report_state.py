@@ -27,8 +27,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from interp.emergence import EmergencePoint
 from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.emergence import EmergencePoint
 
 FORMAT = 1
 

@@ -474,8 +474,7 @@ def scrubber(source, task=None, steps: Sequence[int] | None = None, n_prompts: i
         ValueError: a bad source name (one line listing the valid forms), or as :func:`scrub_data`.
     """
     from interp.sources.base import CheckpointSource
-    from interp.sources.door import open_source
-    from interp.sources.door import check_one_run
+    from interp.sources.door import check_one_run, open_source
 
     opened = not isinstance(source, CheckpointSource)
     if opened:

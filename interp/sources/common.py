@@ -12,14 +12,12 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 import torch
-
-from interp.sources.families import PYTHIA_IDS_TEXT
 
 from interp.core.devices import choose_device
 from interp.core.training_state import OPTIMIZER_FILE
@@ -30,6 +28,7 @@ from interp.sources.catalogue import (  # noqa: F401
     is_pythia_id,
     pythia_model_ids,
 )
+from interp.sources.families import PYTHIA_IDS_TEXT
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     pass

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from interp.sources.base import CheckpointSource
 from interp.sources.catalogue import (
     SUITES,
     is_embedded_name,
     is_hub_id,
     resolve_embedded,
 )
-
-from interp.sources.base import CheckpointSource
 from interp.sources.common import _VALID_SPECS
 from interp.sources.families import PYTHIA_IDS_TEXT
 from interp.sources.hub import HubSource
@@ -132,8 +131,8 @@ class ReadySources:
 
     def with_positions(self) -> Iterator[tuple[int, CheckpointSource]]:
         """``(position, source)`` as each source becomes ready; positions follow ``names``."""
-        from interp.sources.local import LocalSuiteSource
         from interp.sources import embedded
+        from interp.sources.local import LocalSuiteSource
 
         for slot in self._slots:
             if len(slot) == 2:

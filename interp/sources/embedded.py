@@ -33,6 +33,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.training_state import read_training_state
 from interp.sources.catalogue import (  # noqa: F401  (the suite configs live with the source names)
     BASE,
     FULL,
@@ -46,9 +48,6 @@ from interp.sources.catalogue import (  # noqa: F401  (the suite configs live wi
     suite_dir,
 )
 from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
-from interp.core.io import atomic_to_csv, atomic_write_text
-from interp.core.training_state import read_training_state
-
 from interp.sources.environment import (  # noqa: F401  (moved; read here by the trainer)
     _cpu_model,
     _simd_flags,

@@ -4,8 +4,8 @@ shared design: digests, hazards, tokenizer checks, memory)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp.sources.catalogue import (  # noqa: F401
