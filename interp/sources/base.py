@@ -67,6 +67,11 @@ still holds stays valid (its weights never change under it), unless the source's
 bridge (:mod:`interp.sources.weight_swap`, what the main job does), the next checkpoint can be read ahead
 on a background thread (:meth:`CheckpointSource.prefetch`), and a bridge handed out takes the
 weights of the next step loaded; hold two checkpoints with two sources.
+
+Over 600 lines because :class:`CheckpointSource` is one abstract class whose loading path
+(resolve, integrity and tokenizer checks, boot or weight swap, read-ahead, digests and duplicate
+detection) shares its per-source state; its subclasses are in :mod:`interp.sources.hub` and
+:mod:`interp.sources.local`.
 """
 
 from __future__ import annotations
