@@ -11,7 +11,7 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev demo lint test results results-paper lock
+.PHONY: setup setup-dev demo format lint test results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -39,13 +39,15 @@ demo: setup
 # Code style (docs/developing.md, Code style): ruff's lint rules, ruff's formatting and mypy on the
 # public API (emergence_lens and every module its EXPORTS table names, read from the table, so that a
 # moved module is checked where it now lives). Any finding fails `make lint`, hence `make test`.
-# FORMAT_CHECK=1 adds `ruff format --check .`: the default once the tree has had its one formatting
-# commit (`ruff format .`); until then 0.
-FORMAT_CHECK ?= 0
+# The tree is formatted by `ruff format .`; `make format` applies both fixes.
 PUBLIC_MODULES = $(shell $(PY) -c 'import emergence_lens as el; print(" ".join(sorted(set(el.EXPORTS.values()))))')
+format: setup-dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
 lint: setup-dev
 	$(VENV)/bin/ruff check .
-	$(if $(filter 1,$(FORMAT_CHECK)),$(VENV)/bin/ruff format --check .)
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy -m emergence_lens $(addprefix -m ,$(PUBLIC_MODULES))
 
 # The browser tests open the report in headless Chromium (Debian's package, driven by playwright):

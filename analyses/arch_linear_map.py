@@ -32,8 +32,10 @@ NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
 FLOOR_S16 = linear_map_floor(16)  # 0.3354: (S−1)/(2S−1)·ln 2
 PAPER_STEPS = {3: {"mlp-mixer": 900, "transformer": 2500}}  # steps to 0.40 at S = 16 [figure]
-PAPER_FINAL = {5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
-               7: {"mlp-mixer": 0.465, "transformer": 0.59}}
+PAPER_FINAL = {
+    5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
+    7: {"mlp-mixer": 0.465, "transformer": 0.59},
+}
 ARCHS = ("transformer", "mlp-mixer")
 TABLE_COLUMNS = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
 
@@ -54,12 +56,34 @@ def settings(paper_scale: bool = False) -> dict:
     s = 3, 16 heads × d_head 8, Mixer channel MLP 256, 10⁴ steps (6 runs; ``--set 's=[3,5,7]'`` adds the
     paper's 10⁴-step comparisons at s = 5 and 7)."""
     if paper_scale:
-        return {"S": 16, "s": [3], "seeds": [0, 1, 2], "n_layers": 1, "n_heads": 16, "d_head": 8,
-                "mixer_d_mlp": 256, "steps": 10_000, "tokens_per_step": 2048, "lr": 1e-3,
-                "eval_every": 50, "eval_tokens": 8192}
-    return {"S": 8, "s": [3, 5, 7], "seeds": [0, 1, 2], "n_layers": 1, "n_heads": 8, "d_head": 8,
-            "mixer_d_mlp": 128, "steps": 1000, "tokens_per_step": 2048, "lr": 1e-3,
-            "eval_every": 50, "eval_tokens": 2048}
+        return {
+            "S": 16,
+            "s": [3],
+            "seeds": [0, 1, 2],
+            "n_layers": 1,
+            "n_heads": 16,
+            "d_head": 8,
+            "mixer_d_mlp": 256,
+            "steps": 10_000,
+            "tokens_per_step": 2048,
+            "lr": 1e-3,
+            "eval_every": 50,
+            "eval_tokens": 8192,
+        }
+    return {
+        "S": 8,
+        "s": [3, 5, 7],
+        "seeds": [0, 1, 2],
+        "n_layers": 1,
+        "n_heads": 8,
+        "d_head": 8,
+        "mixer_d_mlp": 128,
+        "steps": 1000,
+        "tokens_per_step": 2048,
+        "lr": 1e-3,
+        "eval_every": 50,
+        "eval_tokens": 2048,
+    }
 
 
 def matched_widths(cfg: dict) -> dict[str, dict]:
@@ -74,22 +98,37 @@ def matched_widths(cfg: dict) -> dict[str, dict]:
     from synthetic.models.budget import match_parameter_budget, parameter_count
 
     n_ctx = 2 * cfg["S"]
-    base = ModelConfig(d_vocab=2, n_ctx=n_ctx, n_layers=cfg["n_layers"], n_heads=cfg["n_heads"],
-                       d_head=cfg["d_head"])
+    base = ModelConfig(d_vocab=2, n_ctx=n_ctx, n_layers=cfg["n_layers"], n_heads=cfg["n_heads"], d_head=cfg["d_head"])
     target = parameter_count(base)
     mixer = match_parameter_budget("mlp-mixer", target, ModelConfig(**{**base.__dict__, "d_mlp": cfg["mixer_d_mlp"]}))
-    return {"transformer": {"d_model": None, "d_mlp": None, "n_params": target},
-            "mlp-mixer": {"d_model": mixer.d_model, "d_mlp": mixer.d_mlp, "n_params": parameter_count(mixer)}}
+    return {
+        "transformer": {"d_model": None, "d_mlp": None, "n_params": target},
+        "mlp-mixer": {"d_model": mixer.d_model, "d_mlp": mixer.d_mlp, "n_params": parameter_count(mixer)},
+    }
 
 
 def configs(cfg: dict, widths: dict[str, dict]) -> list[dict]:
     """One TrainConfig field dict per (s, arch, seed)."""
-    shared = {k: cfg[k] for k in ("S", "n_layers", "n_heads", "d_head", "steps", "tokens_per_step", "lr",
-                                  "eval_every", "eval_tokens")}
+    shared = {
+        k: cfg[k]
+        for k in ("S", "n_layers", "n_heads", "d_head", "steps", "tokens_per_step", "lr", "eval_every", "eval_tokens")
+    }
     thr = scaled_threshold(cfg["S"])
-    return [{**shared, "task": "linear-map", "s": s, "arch": arch, "seed": seed, "loss_threshold": thr,
-             "d_model": widths[arch]["d_model"], "d_mlp": widths[arch]["d_mlp"]}
-            for s in cfg["s"] for arch in ARCHS for seed in cfg["seeds"]]
+    return [
+        {
+            **shared,
+            "task": "linear-map",
+            "s": s,
+            "arch": arch,
+            "seed": seed,
+            "loss_threshold": thr,
+            "d_model": widths[arch]["d_model"],
+            "d_mlp": widths[arch]["d_mlp"],
+        }
+        for s in cfg["s"]
+        for arch in ARCHS
+        for seed in cfg["seeds"]
+    ]
 
 
 def run_table(cfgs: list[dict], results: list) -> pd.DataFrame:
@@ -98,25 +137,46 @@ def run_table(cfgs: list[dict], results: list) -> pd.DataFrame:
     rows = []
     for c, (summary, _) in zip(cfgs, results):
         reached = summary["steps_to_threshold"]
-        rows.append({"S": c["S"], "s": c["s"], "arch": c["arch"], "seed": c["seed"],
-                     "n_params": summary["n_params"], "d_model": c["d_model"], "d_mlp": c["d_mlp"],
-                     "steps": c["steps"],
-                     "steps_to_threshold": reached if reached is not None else c["steps"],
-                     "censored": reached is None, "final_loss": summary["final_loss"],
-                     "floor": summary["floor"], "threshold": summary["threshold"],
-                     "wall_time_s": summary["wall_time_s"]})
+        rows.append(
+            {
+                "S": c["S"],
+                "s": c["s"],
+                "arch": c["arch"],
+                "seed": c["seed"],
+                "n_params": summary["n_params"],
+                "d_model": c["d_model"],
+                "d_mlp": c["d_mlp"],
+                "steps": c["steps"],
+                "steps_to_threshold": reached if reached is not None else c["steps"],
+                "censored": reached is None,
+                "final_loss": summary["final_loss"],
+                "floor": summary["floor"],
+                "threshold": summary["threshold"],
+                "wall_time_s": summary["wall_time_s"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (s, arch): mean/min/max steps to threshold, censored count, mean final loss, and the
     paper's numbers (steps to 0.40 for s = 3, loss at 10⁴ steps for s = 5, 7)."""
-    agg = runs.groupby(["s", "arch"]).agg(
-        n_params=("n_params", "first"), steps_mean=("steps_to_threshold", "mean"),
-        steps_min=("steps_to_threshold", "min"), steps_max=("steps_to_threshold", "max"),
-        censored=("censored", "sum"), final_loss=("final_loss", "mean"),
-        final_loss_min=("final_loss", "min"), final_loss_max=("final_loss", "max"),
-        floor=("floor", "first"), threshold=("threshold", "first")).reset_index()
+    agg = (
+        runs.groupby(["s", "arch"])
+        .agg(
+            n_params=("n_params", "first"),
+            steps_mean=("steps_to_threshold", "mean"),
+            steps_min=("steps_to_threshold", "min"),
+            steps_max=("steps_to_threshold", "max"),
+            censored=("censored", "sum"),
+            final_loss=("final_loss", "mean"),
+            final_loss_min=("final_loss", "min"),
+            final_loss_max=("final_loss", "max"),
+            floor=("floor", "first"),
+            threshold=("threshold", "first"),
+        )
+        .reset_index()
+    )
     agg["paper_steps_to_0.40"] = [PAPER_STEPS.get(s, {}).get(a) for s, a in zip(agg.s, agg.arch)]
     agg["paper_final_loss"] = [PAPER_FINAL.get(s, {}).get(a) for s, a in zip(agg.s, agg.arch)]
     return agg
@@ -131,33 +191,53 @@ def headline(agg: pd.DataFrame) -> list[str]:
         m = sub[sub.arch == "mlp-mixer"].iloc[0]
         ratio = t.steps_mean / m.steps_mean
         paper = PAPER_STEPS.get(s)
-        paper_txt = (f"paper {paper['transformer']}/{paper['mlp-mixer']} = "
-                     f"{paper['transformer'] / paper['mlp-mixer']:.1f}×" if paper else "paper: not reported")
-        lines.append(f"s={s}: steps to {t.threshold:.4f}: transformer {t.steps_mean:.0f} "
-                     f"({int(t.censored)} censored) vs Mixer {m.steps_mean:.0f} ({int(m.censored)} censored): "
-                     f"Mixer {ratio:.2f}× sooner ({paper_txt}); final loss Mixer {m.final_loss:.3f} vs "
-                     f"transformer {t.final_loss:.3f} (Mixer lower: {m.final_loss < t.final_loss}"
-                     + (f"; paper {PAPER_FINAL[s]['mlp-mixer']} vs {PAPER_FINAL[s]['transformer']})"
-                        if s in PAPER_FINAL else ")"))
+        paper_txt = (
+            f"paper {paper['transformer']}/{paper['mlp-mixer']} = {paper['transformer'] / paper['mlp-mixer']:.1f}×"
+            if paper
+            else "paper: not reported"
+        )
+        lines.append(
+            f"s={s}: steps to {t.threshold:.4f}: transformer {t.steps_mean:.0f} "
+            f"({int(t.censored)} censored) vs Mixer {m.steps_mean:.0f} ({int(m.censored)} censored): "
+            f"Mixer {ratio:.2f}× sooner ({paper_txt}); final loss Mixer {m.final_loss:.3f} vs "
+            f"transformer {t.final_loss:.3f} (Mixer lower: {m.final_loss < t.final_loss}"
+            + (
+                f"; paper {PAPER_FINAL[s]['mlp-mixer']} vs {PAPER_FINAL[s]['transformer']})"
+                if s in PAPER_FINAL
+                else ")"
+            )
+        )
     return lines
 
 
 def figure(cfgs: list[dict], results: list, threshold: float) -> go.Figure:
     """Mean loss curve per (s, arch) over seeds, one panel per s, threshold dashed."""
     s_values = sorted({c["s"] for c in cfgs})
-    fig = make_subplots(rows=1, cols=len(s_values), subplot_titles=[f"s = {s}" for s in s_values],
-                        shared_yaxes=True)
+    fig = make_subplots(rows=1, cols=len(s_values), subplot_titles=[f"s = {s}" for s in s_values], shared_yaxes=True)
     colors = {"transformer": "#1f77b4", "mlp-mixer": "#d62728"}
     for col, s in enumerate(s_values, start=1):
         for arch in ARCHS:
-            curves = [m.set_index("step")["loss"] for c, (_, m) in zip(cfgs, results)
-                      if c["s"] == s and c["arch"] == arch]
+            curves = [
+                m.set_index("step")["loss"] for c, (_, m) in zip(cfgs, results) if c["s"] == s and c["arch"] == arch
+            ]
             mean = pd.concat(curves, axis=1).mean(axis=1)
-            fig.add_trace(go.Scatter(x=mean.index, y=mean.values, name=arch, legendgroup=arch,
-                                     showlegend=col == 1, line={"color": colors[arch]}), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=mean.index,
+                    y=mean.values,
+                    name=arch,
+                    legendgroup=arch,
+                    showlegend=col == 1,
+                    line={"color": colors[arch]},
+                ),
+                row=1,
+                col=col,
+            )
         fig.add_hline(y=threshold, line_dash="dash", line_color="grey", row=1, col=col)
-    fig.update_layout(title=f"Linear map S = {cfgs[0]['S']}: mean loss over seeds (dashed: threshold)",
-                      yaxis_title="loss (nats/token)")
+    fig.update_layout(
+        title=f"Linear map S = {cfgs[0]['S']}: mean loss over seeds (dashed: threshold)",
+        yaxis_title="loss (nats/token)",
+    )
     fig.update_xaxes(title_text="step")
     return fig
 
@@ -177,8 +257,7 @@ def written(outputs: tuple) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
-                              table=written)
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run, table=written)
     for line in headline(agg):
         print(line)
     return runs

@@ -87,14 +87,21 @@ def steepest_rise(capability: pd.DataFrame) -> pd.DataFrame:
         curve = curve.sort_values("step")
         rise = curve["p_answer"].diff()
         best = rise.idxmax() if rise.notna().any() else None
-        rows.append({"model": model, "seed": seed, "task": task,
-                     "steepest_post_step": None if best is None else int(curve.loc[best, "step"]),
-                     "steepest_rise": None if best is None else float(rise.loc[best])})
+        rows.append(
+            {
+                "model": model,
+                "seed": seed,
+                "task": task,
+                "steepest_post_step": None if best is None else int(curve.loc[best, "step"]),
+                "steepest_rise": None if best is None else float(rise.loc[best]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def overlap_table(points: pd.DataFrame, heads: pd.DataFrame, reference: str, top_k: int,
-                  capability: pd.DataFrame | None = None) -> pd.DataFrame:
+def overlap_table(
+    points: pd.DataFrame, heads: pd.DataFrame, reference: str, top_k: int, capability: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per run and task other than ``reference``: both points of emergence, same post step?,
     step difference (steps; task minus reference), top-K heads of each (by delta_p), overlap
     (shared / K) and Spearman correlation of delta_p over every head (NaN if either did not
@@ -117,25 +124,47 @@ def overlap_table(points: pd.DataFrame, heads: pd.DataFrame, reference: str, top
             if both:
                 merged = ref_heads.merge(task_heads, on=["layer", "head"], suffixes=("_ref", "_task"))
                 rho = float(merged["delta_ref"].corr(merged["delta_task"], method="spearman"))
-            same = (pd.notna(row["post_step"]) and pd.notna(ref["post_step"])
-                    and int(row["post_step"]) == int(ref["post_step"]))
-            rows.append({
-                "model": model, "seed": seed, "task": row["task"], "reference": reference,
-                "pre_step": row["pre_step"], "post_step": row["post_step"],
-                "reference_pre_step": ref["pre_step"], "reference_post_step": ref["post_step"],
-                "same_step": bool(same),
-                "step_difference": (int(row["post_step"]) - int(ref["post_step"])
-                                    if pd.notna(row["post_step"]) and pd.notna(ref["post_step"]) else None),
-                "top_heads": " ".join(top_task) or None, "reference_top_heads": " ".join(top_ref) or None,
-                "head_overlap": len(set(top_task) & set(top_ref)) / top_k if both else None,
-                "spearman_delta_p": rho,
-            })
+            same = (
+                pd.notna(row["post_step"])
+                and pd.notna(ref["post_step"])
+                and int(row["post_step"]) == int(ref["post_step"])
+            )
+            rows.append(
+                {
+                    "model": model,
+                    "seed": seed,
+                    "task": row["task"],
+                    "reference": reference,
+                    "pre_step": row["pre_step"],
+                    "post_step": row["post_step"],
+                    "reference_pre_step": ref["pre_step"],
+                    "reference_post_step": ref["post_step"],
+                    "same_step": bool(same),
+                    "step_difference": (
+                        int(row["post_step"]) - int(ref["post_step"])
+                        if pd.notna(row["post_step"]) and pd.notna(ref["post_step"])
+                        else None
+                    ),
+                    "top_heads": " ".join(top_task) or None,
+                    "reference_top_heads": " ".join(top_ref) or None,
+                    "head_overlap": len(set(top_task) & set(top_ref)) / top_k if both else None,
+                    "spearman_delta_p": rho,
+                }
+            )
     out = pd.DataFrame(rows)
     if capability is not None and len(out):
         steep = steepest_rise(capability)
         out = out.merge(steep, on=["model", "seed", "task"], how="left").merge(
-            steep.rename(columns={"task": "reference", "steepest_post_step": "reference_steepest_post_step",
-                                  "steepest_rise": "reference_steepest_rise"}), on=["model", "seed", "reference"], how="left")
+            steep.rename(
+                columns={
+                    "task": "reference",
+                    "steepest_post_step": "reference_steepest_post_step",
+                    "steepest_rise": "reference_steepest_rise",
+                }
+            ),
+            on=["model", "seed", "reference"],
+            how="left",
+        )
     return out
 
 
@@ -144,24 +173,40 @@ def markdown(points: pd.DataFrame, overlap: pd.DataFrame, settings: str) -> str:
     lines = [settings, "", "| run | task | emerged | pre → post |", "| --- | --- | --- | --- |"]
     fmt = lambda v: "—" if pd.isna(v) else str(int(v))  # noqa: E731
     for _, r in points.iterrows():
-        lines.append(f"| {r['model']} seed {r['seed']} | {r['task']} | {'yes' if r['emerged'] else 'no'} | "
-                     f"{fmt(r['pre_step'])} → {fmt(r['post_step'])} |")
-    lines += ["", ("| run | task | vs | same post step | Δ steps | top heads | reference's top heads | overlap | "
-              "Spearman ρ (Δp) | steepest rise of p (task / reference) |"),
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines.append(
+            f"| {r['model']} seed {r['seed']} | {r['task']} | {'yes' if r['emerged'] else 'no'} | "
+            f"{fmt(r['pre_step'])} → {fmt(r['post_step'])} |"
+        )
+    lines += [
+        "",
+        (
+            "| run | task | vs | same post step | Δ steps | top heads | reference's top heads | overlap | "
+            "Spearman ρ (Δp) | steepest rise of p (task / reference) |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     num = lambda v, f: "—" if v is None or pd.isna(v) else format(v, f)  # noqa: E731
     text = lambda v: "—" if v is None or pd.isna(v) or v == "" else str(v)  # noqa: E731
     for _, r in overlap.iterrows():
-        steep = (f"{num(r.get('steepest_post_step'), '.0f')} (+{num(r.get('steepest_rise'), '.3f')}) / "
-                 f"{num(r.get('reference_steepest_post_step'), '.0f')} (+{num(r.get('reference_steepest_rise'), '.3f')})")
-        lines.append(f"| {r['model']} seed {r['seed']} | {r['task']} | {r['reference']} | "
-                     f"{'yes' if r['same_step'] else 'no'} | {num(r['step_difference'], '.0f')} | {text(r['top_heads'])} | "
-                     f"{text(r['reference_top_heads'])} | {num(r['head_overlap'], '.2f')} | "
-                     f"{num(r['spearman_delta_p'], '.2f')} | {steep} |")
-    lines += ["", ("Not measured here: IOI (Wang et al. 2022) needs names that are single tokens, i.e. a "
-              "word-piece vocabulary; the embedded suite's byte tokenizer has one token per byte, so "
-              "`--task ioi` is refused on it (the task is tested on a word-level tokenizer built by "
-              "tests/test_task_library.py).")]
+        steep = (
+            f"{num(r.get('steepest_post_step'), '.0f')} (+{num(r.get('steepest_rise'), '.3f')}) / "
+            f"{num(r.get('reference_steepest_post_step'), '.0f')} (+{num(r.get('reference_steepest_rise'), '.3f')})"
+        )
+        lines.append(
+            f"| {r['model']} seed {r['seed']} | {r['task']} | {r['reference']} | "
+            f"{'yes' if r['same_step'] else 'no'} | {num(r['step_difference'], '.0f')} | {text(r['top_heads'])} | "
+            f"{text(r['reference_top_heads'])} | {num(r['head_overlap'], '.2f')} | "
+            f"{num(r['spearman_delta_p'], '.2f')} | {steep} |"
+        )
+    lines += [
+        "",
+        (
+            "Not measured here: IOI (Wang et al. 2022) needs names that are single tokens, i.e. a "
+            "word-piece vocabulary; the embedded suite's byte tokenizer has one token per byte, so "
+            "`--task ioi` is refused on it (the task is tested on a word-level tokenizer built by "
+            "tests/test_task_library.py)."
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -171,8 +216,9 @@ def update_docs(block: str) -> None:
     text = DOCS.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to replace")
-    atomic_write_text(DOCS, re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}",
-                                   text, flags=re.S))
+    atomic_write_text(
+        DOCS, re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
@@ -184,24 +230,31 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     started = time.perf_counter()
     tasks = [make_task(name, n_prompts=args.n_prompts, seed=0) for name in args.tasks]
-    report = run_main_job(open_sources([args.suite]), task=tasks, scan=True, out_dir=args.out / "report",
-                          title=f"emergence-lens: capabilities on {args.suite}", progress=False)
+    report = run_main_job(
+        open_sources([args.suite]),
+        task=tasks,
+        scan=True,
+        out_dir=args.out / "report",
+        title=f"emergence-lens: capabilities on {args.suite}",
+        progress=False,
+    )
     capability = report.emergence[EMERGENCE_COLUMNS]
     points = report.points
     overlap = overlap_table(points, report.heads, args.reference, args.top_k, capability)
     atomic_to_csv(capability, args.out / "capability.csv")
     atomic_to_csv(points, args.out / "points.csv")
     atomic_to_csv(overlap, args.out / "overlap.csv")
-    settings = (f"Command: `python -m analyses.{NAME} --suite {args.suite} --tasks {','.join(args.tasks)} "
-                f"--reference {args.reference} --n-prompts {args.n_prompts} --top-k {args.top_k}`; every task's "
-                "default metric; point of emergence: greedy accuracy 0.5, full scan.")
+    settings = (
+        f"Command: `python -m analyses.{NAME} --suite {args.suite} --tasks {','.join(args.tasks)} "
+        f"--reference {args.reference} --n-prompts {args.n_prompts} --top-k {args.top_k}`; every task's "
+        "default metric; point of emergence: greedy accuracy 0.5, full scan."
+    )
     block = markdown(points, overlap, settings)
     atomic_write_text(args.out / f"{NAME}.md", block)
     if args.update_docs:
         update_docs(block)
     print(block)
-    print(f"runtime: {time.perf_counter() - started:.0f} s; outputs in {args.out} "
-          f"({len(points)} (run, task) pairs)")
+    print(f"runtime: {time.perf_counter() - started:.0f} s; outputs in {args.out} ({len(points)} (run, task) pairs)")
     return overlap
 
 

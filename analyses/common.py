@@ -62,21 +62,41 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
     ``--out`` defaults to ``results/analyses/<name>/``; ``--jobs`` defaults to 2.
     """
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=description)
-    parser.add_argument("--paper-scale", action="store_true",
-                        help="the paper's settings (S, ~1e4 steps, more seeds): meant for a GPU")
+    parser.add_argument(
+        "--paper-scale", action="store_true", help="the paper's settings (S, ~1e4 steps, more seeds): meant for a GPU"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_ROOT / name, help="output folder")
     parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
-    parser.add_argument("--sweep-dir", type=Path, default=None,
-                        help="run through the sweep engine into this results store (resumable; see docs/sweeps.md)")
-    parser.add_argument("--executor", choices=["joblib", "ray"], default="joblib",
-                        help="with --sweep-dir: joblib processes here, or Ray")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one setting (JSON value, e.g. steps=3000 or s=[5]); repeatable")
-    parser.add_argument("--ensemble", type=int, default=None, metavar="N",
-                        help="with --sweep-dir: train up to N runs of one shape together (seeds, data "
-                             "seeds, s) in one worker; default 8 with --paper-scale, else 1 (each run alone)")
-    parser.add_argument("--device", default=None,
-                        help="device of every run: auto, cpu, cuda or cuda:N (default: each run's own, auto)")
+    parser.add_argument(
+        "--sweep-dir",
+        type=Path,
+        default=None,
+        help="run through the sweep engine into this results store (resumable; see docs/sweeps.md)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=["joblib", "ray"],
+        default="joblib",
+        help="with --sweep-dir: joblib processes here, or Ray",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting (JSON value, e.g. steps=3000 or s=[5]); repeatable",
+    )
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --sweep-dir: train up to N runs of one shape together (seeds, data "
+        "seeds, s) in one worker; default 8 with --paper-scale, else 1 (each run alone)",
+    )
+    parser.add_argument(
+        "--device", default=None, help="device of every run: auto, cpu, cuda or cuda:N (default: each run's own, auto)"
+    )
     args = parser.parse_args(argv)
     if args.device is not None and args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
         parser.error(f"--device={args.device!r} is invalid: choose auto, cpu, cuda or cuda:N")
@@ -88,8 +108,14 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
         parser.error(f"--ensemble={args.ensemble} is invalid: must be ≥ 1")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {str(args.out)!r} is an existing file, not a folder")
-    return args, Execution(jobs=args.jobs, sweep_dir=args.sweep_dir, executor=args.executor, name=name,
-                           ensemble=args.ensemble, device=args.device)
+    return args, Execution(
+        jobs=args.jobs,
+        sweep_dir=args.sweep_dir,
+        executor=args.executor,
+        name=name,
+        ensemble=args.ensemble,
+        device=args.device,
+    )
 
 
 def _run_one(runner: str, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
@@ -103,8 +129,9 @@ def _run_one(runner: str, config: dict[str, Any]) -> tuple[dict, pd.DataFrame]:
     return load_runner(runner)(dict(config))
 
 
-def run_configs(configs: Sequence[dict[str, Any]], execution: Execution | None = None,
-                runner: str = DEFAULT_RUNNER) -> list[tuple[dict, pd.DataFrame]]:
+def run_configs(
+    configs: Sequence[dict[str, Any]], execution: Execution | None = None, runner: str = DEFAULT_RUNNER
+) -> list[tuple[dict, pd.DataFrame]]:
     """Run every config with ``runner`` (default: train a synthetic-task model).
 
     Direct runs use joblib processes (``execution.jobs``; 1 = in this process). With
@@ -141,7 +168,7 @@ def _summary_of(row: pd.Series) -> dict[str, Any]:
     summary = {}
     for key, value in row.items():
         if key.startswith("summary_"):
-            key = key[len("summary_"):]
+            key = key[len("summary_") :]
         elif f"summary_{key}" in row.index:
             continue  # the summary's own value wins over the config field of the same name
         if isinstance(value, str) and value[:1] in "[{":
@@ -151,13 +178,13 @@ def _summary_of(row: pd.Series) -> dict[str, Any]:
     return summary
 
 
-def _through_sweep(configs: Sequence[dict[str, Any]], execution: Execution,
-                   runner: str) -> list[tuple[dict, pd.DataFrame]]:
+def _through_sweep(
+    configs: Sequence[dict[str, Any]], execution: Execution, runner: str
+) -> list[tuple[dict, pd.DataFrame]]:
     from sweeps import SweepSpec, load_metrics, load_results, load_runner, resolve_with, run_id_of, run_sweep
 
     spec = SweepSpec(points=[dict(c) for c in configs], name=execution.name, runner=runner)
-    run_sweep(spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor,
-              ensemble=execution.ensemble)
+    run_sweep(spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor, ensemble=execution.ensemble)
     rows = load_results(execution.sweep_dir).set_index("run_id")
     fn = load_runner(runner)
     out = []
@@ -232,9 +259,15 @@ def apply_overrides(cfg: dict[str, Any], pairs: Sequence[str]) -> dict[str, Any]
     return out
 
 
-def reproduce(name: str, doc: str, argv: Sequence[str] | None, settings: Callable[[bool], dict],
-              run: Callable[..., tuple], table: Callable[[tuple], pd.DataFrame] = lambda out: out[0],
-              shown: Callable[[tuple], pd.DataFrame] = lambda out: out[1]) -> tuple[dict, tuple]:
+def reproduce(
+    name: str,
+    doc: str,
+    argv: Sequence[str] | None,
+    settings: Callable[[bool], dict],
+    run: Callable[..., tuple],
+    table: Callable[[tuple], pd.DataFrame] = lambda out: out[0],
+    shown: Callable[[tuple], pd.DataFrame] = lambda out: out[1],
+) -> tuple[dict, tuple]:
     """A reproduction's command line end to end: parse ``argv`` (:func:`parse_args`), run
     ``run(settings(paper_scale) with the --set overrides, execution)``, write ``table(outputs)`` and the figure (the last
     output) with :func:`write_outputs`, print ``shown(outputs)`` and the runtime.

@@ -59,21 +59,32 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
     point = find_emergence(source, batch, threshold=threshold)
     if not (point.emerged and point.pre_step is not None):
         return None, [], (model, seed, point), None
-    ranking = rank_heads_between(source, point.pre_step, point.post_step, batch, metric=metric, decompose=True,
-                                 n_boot=n_boot)
+    ranking = rank_heads_between(
+        source, point.pre_step, point.post_step, batch, metric=metric, decompose=True, n_boot=n_boot
+    )
     components = ranking.components.assign(model=model, seed=seed)
     pre = source.load(point.pre_step)
     exact = ranking.delta_p
     rows = []
     for steps in sorted({1, ig_steps}):
-        estimate = attribution_delta_p(pre.model, batch.to(next(pre.model.parameters()).device),
-                                       ranking.post_patterns, metric=metric, steps=steps)
+        estimate = attribution_delta_p(
+            pre.model, batch.to(next(pre.model.parameters()).device), ranking.post_patterns, metric=metric, steps=steps
+        )
         top_exact = set(torch.topk(exact.flatten(), 2).indices.tolist())
         top_est = set(torch.topk(estimate.flatten(), 2).indices.tolist())
-        rows.append({"model": model, "seed": seed, "pre_step": point.pre_step, "post_step": point.post_step,
-                     "method": "attribution patching" if steps == 1 else f"integrated gradients ({steps} points)",
-                     "steps": steps, "spearman": prescreen_rank_correlation(exact, estimate),
-                     "top2_found": top_exact == top_est, "metric": metric})
+        rows.append(
+            {
+                "model": model,
+                "seed": seed,
+                "pre_step": point.pre_step,
+                "post_step": point.post_step,
+                "method": "attribution patching" if steps == 1 else f"integrated gradients ({steps} points)",
+                "steps": steps,
+                "spearman": prescreen_rank_correlation(exact, estimate),
+                "top2_found": top_exact == top_est,
+                "metric": metric,
+            }
+        )
     from interp.scores import head_scores_over_checkpoints, steps_around
 
     steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step, n_before=3, n_after=2)
@@ -84,11 +95,19 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
 
 def scores_markdown(scores: pd.DataFrame) -> str:
     """Per run and checkpoint: the largest prefix-matching and previous-token scores over heads."""
-    lines = ["", ("Head scores around each point (`interp.scores`; the largest over heads; steps relative to the "
-             f"point: post = the first checkpoint at or above the threshold that holds for the next {DEFAULT_HOLD}, pre = the "
-             "one before):"), "",
-             "| run | score | " + " | ".join(["pre − 3", "pre − 2", "pre − 1", "pre", "post", "post + 1", "post + 2"]) + " |",
-             "| --- | --- |" + " --- |" * 7]
+    lines = [
+        "",
+        (
+            "Head scores around each point (`interp.scores`; the largest over heads; steps relative to the "
+            f"point: post = the first checkpoint at or above the threshold that holds for the next {DEFAULT_HOLD}, pre = the "
+            "one before):"
+        ),
+        "",
+        "| run | score | "
+        + " | ".join(["pre − 3", "pre − 2", "pre − 1", "pre", "post", "post + 1", "post + 2"])
+        + " |",
+        "| --- | --- |" + " --- |" * 7,
+    ]
     for (model, seed), sub in scores.groupby(["model", "seed"], sort=False):
         pre, post = int(sub["pre_step"].iloc[0]), int(sub["post_step"].iloc[0])
         steps = sorted(sub["step"].unique())
@@ -104,19 +123,32 @@ def scores_markdown(scores: pd.DataFrame) -> str:
 
 def markdown(components: pd.DataFrame, prescreen: pd.DataFrame, settings: str) -> str:
     """The tables of docs/results.md's decomposition section."""
+
     def fmt(row) -> str:
         return f"{row['recovered']:.2f} [{row['recovered_lo']:.2f}, {row['recovered_hi']:.2f}]"
 
     full = components[components["scope"] == "all"]
-    lines = [settings, "", ("Share of the jump recovered, `recovered = (m_patched − m_pre) / (m_post − m_pre)`, "
-             "with 95 % bootstrap intervals over prompts; every head / layer of the component patched at once."), ""]
+    lines = [
+        settings,
+        "",
+        (
+            "Share of the jump recovered, `recovered = (m_patched − m_pre) / (m_post − m_pre)`, "
+            "with 95 % bootstrap intervals over prompts; every head / layer of the component patched at once."
+        ),
+        "",
+    ]
     runs = list(dict.fromkeys(zip(full["model"], full["seed"])))
     header = ["component"] + [f"{m} seed {s}" for m, s in runs]
     lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     steps = {(m, s): g.iloc[0] for (m, s), g in full.groupby(["model", "seed"])}
-    lines.append("| pre → post (steps); m pre → post | " + " | ".join(
-        f"{int(steps[r]['pre_step'])} → {int(steps[r]['post_step'])}; {steps[r]['value_pre']:.3f} → {steps[r]['value_post']:.3f}"
-        for r in runs) + " |")
+    lines.append(
+        "| pre → post (steps); m pre → post | "
+        + " | ".join(
+            f"{int(steps[r]['pre_step'])} → {int(steps[r]['post_step'])}; {steps[r]['value_pre']:.3f} → {steps[r]['value_post']:.3f}"
+            for r in runs
+        )
+        + " |"
+    )
     for target in [t for t in SHOWN if t in set(full["target"])]:
         cells = []
         for model, seed in runs:
@@ -131,21 +163,36 @@ def markdown(components: pd.DataFrame, prescreen: pd.DataFrame, settings: str) -
                 row = top[(top["model"] == model) & (top["seed"] == seed) & (top["target"] == target) & (top["k"] == k)]
                 cells.append(f"{fmt(row.iloc[0])} ({row.iloc[0]['heads']})" if len(row) else "—")
             lines.append(f"| top-{k} {target} | " + " | ".join(cells) + " |")
-    lines += ["", ("Per run, the components whose whole-component patch recovers the most (95 % interval in brackets; "
-              "\"alone\" = the interval's lower end is above 0.5, i.e. that component carries most of the jump by itself):"), ""]
+    lines += [
+        "",
+        (
+            "Per run, the components whose whole-component patch recovers the most (95 % interval in brackets; "
+            '"alone" = the interval\'s lower end is above 0.5, i.e. that component carries most of the jump by itself):'
+        ),
+        "",
+    ]
     for model, seed in runs:
         sub = full[(full["model"] == model) & (full["seed"] == seed) & full["target"].isin(SHOWN)]
         sub = sub.sort_values("recovered", ascending=False)
         alone = [t for t, lo in zip(sub["target"], sub["recovered_lo"]) if lo > 0.5]
         best = ", ".join(f"{t} {fmt(r)}" for t, (_, r) in zip(sub["target"][:3], sub.head(3).iterrows()))
         jump = steps[(model, seed)]["value_post"] - steps[(model, seed)]["value_pre"]
-        lines.append(f"- {model} seed {seed} (jump {jump:+.3f}): largest {best}; "
-                     + (f"alone: {', '.join(alone)}." if alone else "no component carries it alone."))
-    lines += ["", "Attribution pre-screen of the pattern patch vs exact per-head patching:", "",
-              "| run | method | Spearman ρ | exact top 2 in the estimate's top 2 |", "| --- | --- | --- | --- |"]
+        lines.append(
+            f"- {model} seed {seed} (jump {jump:+.3f}): largest {best}; "
+            + (f"alone: {', '.join(alone)}." if alone else "no component carries it alone.")
+        )
+    lines += [
+        "",
+        "Attribution pre-screen of the pattern patch vs exact per-head patching:",
+        "",
+        "| run | method | Spearman ρ | exact top 2 in the estimate's top 2 |",
+        "| --- | --- | --- | --- |",
+    ]
     for _, row in prescreen.iterrows():
-        lines.append(f"| {row['model']} seed {row['seed']} | {row['method']} | {row['spearman']:.2f} | "
-                     f"{'yes' if row['top2_found'] else 'no'} |")
+        lines.append(
+            f"| {row['model']} seed {row['seed']} | {row['method']} | {row['spearman']:.2f} | "
+            f"{'yes' if row['top2_found'] else 'no'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -160,8 +207,12 @@ def update_docs(block: str, figure_page: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/decomposition.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", nargs="+", default=["embedded"],
-                        help="embedded | embedded-quick | embedded/<run> | run folders of a local suite (several allowed)")
+    parser.add_argument(
+        "--suite",
+        nargs="+",
+        default=["embedded"],
+        help="embedded | embedded-quick | embedded/<run> | run folders of a local suite (several allowed)",
+    )
     parser.add_argument("--metric", default="p", choices=["p", "logprob", "logit-diff"])
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples over prompts")
     parser.add_argument("--ig-steps", type=int, default=2, help="integration points per layer of the IG pre-screen")
@@ -178,8 +229,9 @@ def main(argv=None) -> None:
     frames, prescreen, points, scores = [], [], [], []
     for source in open_sources(args.suite, progress=False):
         try:
-            components, rows, (model, seed, point), run_scores = analyse_source(source, args.metric, args.n_boot,
-                                                                                args.ig_steps)
+            components, rows, (model, seed, point), run_scores = analyse_source(
+                source, args.metric, args.n_boot, args.ig_steps
+            )
         finally:
             source.close()
         points.append((model, seed, point.pre_step, point.post_step, point.emerged))
@@ -191,16 +243,22 @@ def main(argv=None) -> None:
     components = pd.concat(frames, ignore_index=True)
     prescreen = pd.DataFrame(prescreen)
     shown = " ".join(Path(x).name if "/" in x and not x.startswith("embedded") else x for x in args.suite)
-    settings = (f"Command: `python -m analyses.decomposition --suite {shown} --metric {args.metric} "
-                f"--n-boot {args.n_boot} --ig-steps {args.ig_steps}`; task: `RepetitionTask()` (64 prompts); "
-                f"point of emergence: greedy accuracy 0.5 held for {DEFAULT_HOLD} checkpoints, bisection; "
-                f"metric: {args.metric}.")
+    settings = (
+        f"Command: `python -m analyses.decomposition --suite {shown} --metric {args.metric} "
+        f"--n-boot {args.n_boot} --ig-steps {args.ig_steps}`; task: `RepetitionTask()` (64 prompts); "
+        f"point of emergence: greedy accuracy 0.5 held for {DEFAULT_HOLD} checkpoints, bisection; "
+        f"metric: {args.metric}."
+    )
     scores = pd.concat(scores, ignore_index=True)
     block = markdown(components, prescreen, settings) + scores_markdown(scores)
-    page = vis.figures_page("The jump decomposed by component", [
-        ("Share of the jump each component recovers", vis.components_figure(components)),
-        ("Top-K heads: patterns vs head outputs", vis.components_topk_figure(components))],
-        inline_plotly=False)  # also the docs' figure page: plotly.js from its CDN keeps it small
+    page = vis.figures_page(
+        "The jump decomposed by component",
+        [
+            ("Share of the jump each component recovers", vis.components_figure(components)),
+            ("Top-K heads: patterns vs head outputs", vis.components_topk_figure(components)),
+        ],
+        inline_plotly=False,
+    )  # also the docs' figure page: plotly.js from its CDN keeps it small
     atomic_to_csv(components, args.out / "components.csv")
     atomic_to_csv(prescreen, args.out / "prescreen.csv")
     atomic_to_csv(scores, args.out / "head_scores.csv")

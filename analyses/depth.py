@@ -37,16 +37,61 @@ def settings(paper_scale: bool = False) -> dict:
     MLP 256, 300 steps, 512 tokens/step, lr 3e-3; 3 seeds. Paper scale: depth 1, 2, 4; linear
     map S = 16 with 16 heads, cellular automata S = 16 with 16 rules, 10⁴ steps."""
     if paper_scale:
-        lm = {"task": "linear-map", "S": 16, "s": 3, "n_heads": 16, "d_head": 8, "d_mlp": None, "lr": 1e-3,
-              "tokens_per_step": 2048, "steps": 10_000, "eval_every": 50, "eval_tokens": 8192}
-        ca = {"task": "cellular-automata", "S": 16, "T": 3, "n_rules": 16, "n_heads": 16, "d_head": 8,
-              "d_mlp": 256, "lr": 1e-3, "tokens_per_step": 2048, "steps": 10_000, "eval_every": 50,
-              "eval_tokens": 8192}
+        lm = {
+            "task": "linear-map",
+            "S": 16,
+            "s": 3,
+            "n_heads": 16,
+            "d_head": 8,
+            "d_mlp": None,
+            "lr": 1e-3,
+            "tokens_per_step": 2048,
+            "steps": 10_000,
+            "eval_every": 50,
+            "eval_tokens": 8192,
+        }
+        ca = {
+            "task": "cellular-automata",
+            "S": 16,
+            "T": 3,
+            "n_rules": 16,
+            "n_heads": 16,
+            "d_head": 8,
+            "d_mlp": 256,
+            "lr": 1e-3,
+            "tokens_per_step": 2048,
+            "steps": 10_000,
+            "eval_every": 50,
+            "eval_tokens": 8192,
+        }
         return {"layers": [1, 2, 4], "seeds": [0, 1, 2], "tasks": [lm, ca]}
-    lm = {"task": "linear-map", "S": 8, "s": 3, "n_heads": 8, "d_head": 8, "d_mlp": None, "lr": 1e-3,
-          "tokens_per_step": 2048, "steps": 1000, "eval_every": 50, "eval_tokens": 2048}
-    ca = {"task": "cellular-automata", "S": 4, "T": 3, "n_rules": 4, "n_heads": 8, "d_head": 8, "d_mlp": 256,
-          "lr": 3e-3, "tokens_per_step": 512, "steps": 300, "eval_every": 25, "eval_tokens": 2048}
+    lm = {
+        "task": "linear-map",
+        "S": 8,
+        "s": 3,
+        "n_heads": 8,
+        "d_head": 8,
+        "d_mlp": None,
+        "lr": 1e-3,
+        "tokens_per_step": 2048,
+        "steps": 1000,
+        "eval_every": 50,
+        "eval_tokens": 2048,
+    }
+    ca = {
+        "task": "cellular-automata",
+        "S": 4,
+        "T": 3,
+        "n_rules": 4,
+        "n_heads": 8,
+        "d_head": 8,
+        "d_mlp": 256,
+        "lr": 3e-3,
+        "tokens_per_step": 512,
+        "steps": 300,
+        "eval_every": 25,
+        "eval_tokens": 2048,
+    }
     return {"layers": [1, 2], "seeds": [0, 1, 2], "tasks": [lm, ca]}
 
 
@@ -66,25 +111,45 @@ def run_table(cfgs: list[dict], results: list) -> pd.DataFrame:
     rows = []
     for c, (summary, metrics) in zip(cfgs, results):
         reached, plateau = summary["steps_to_threshold"], summary["plateau_length"]
-        rows.append({"task": c["task"], "S": c["S"], "n_layers": c["n_layers"], "seed": c["seed"],
-                     "n_params": summary["n_params"], "steps": c["steps"],
-                     "steps_to_threshold": reached if reached is not None else c["steps"],
-                     "censored": reached is None, "threshold": summary["threshold"],
-                     "plateau_length": plateau if plateau is not None else c["steps"],
-                     "final_loss": summary["final_loss"],
-                     "late_loss": float(metrics["loss"].tail(LATE_EVALS).mean()),
-                     "floor": summary["floor"], "wall_time_s": summary["wall_time_s"]})
+        rows.append(
+            {
+                "task": c["task"],
+                "S": c["S"],
+                "n_layers": c["n_layers"],
+                "seed": c["seed"],
+                "n_params": summary["n_params"],
+                "steps": c["steps"],
+                "steps_to_threshold": reached if reached is not None else c["steps"],
+                "censored": reached is None,
+                "threshold": summary["threshold"],
+                "plateau_length": plateau if plateau is not None else c["steps"],
+                "final_loss": summary["final_loss"],
+                "late_loss": float(metrics["loss"].tail(LATE_EVALS).mean()),
+                "floor": summary["floor"],
+                "wall_time_s": summary["wall_time_s"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (task, n_layers): means over seeds and the paper's statement."""
-    agg = runs.groupby(["task", "n_layers"]).agg(
-        n_params=("n_params", "first"), steps_to_threshold=("steps_to_threshold", "mean"),
-        censored=("censored", "sum"), plateau_mean=("plateau_length", "mean"),
-        final_loss=("final_loss", "mean"), late_loss=("late_loss", "mean"),
-        late_loss_min=("late_loss", "min"), late_loss_max=("late_loss", "max"),
-        floor=("floor", "first"), threshold=("threshold", "first")).reset_index()
+    agg = (
+        runs.groupby(["task", "n_layers"])
+        .agg(
+            n_params=("n_params", "first"),
+            steps_to_threshold=("steps_to_threshold", "mean"),
+            censored=("censored", "sum"),
+            plateau_mean=("plateau_length", "mean"),
+            final_loss=("final_loss", "mean"),
+            late_loss=("late_loss", "mean"),
+            late_loss_min=("late_loss", "min"),
+            late_loss_max=("late_loss", "max"),
+            floor=("floor", "first"),
+            threshold=("threshold", "first"),
+        )
+        .reset_index()
+    )
     agg["paper"] = agg.task.map(PAPER)
     return agg
 
@@ -105,8 +170,11 @@ def figure(cfgs: list[dict], results: list) -> go.Figure:
     fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=tasks)
     for col, task in enumerate(tasks, start=1):
         for n in sorted({c["n_layers"] for c in cfgs}):
-            curves = [m.set_index("step")["loss"] for c, (_, m) in zip(cfgs, results)
-                      if c["task"] == task and c["n_layers"] == n]
+            curves = [
+                m.set_index("step")["loss"]
+                for c, (_, m) in zip(cfgs, results)
+                if c["task"] == task and c["n_layers"] == n
+            ]
             mean = pd.concat(curves, axis=1).mean(axis=1)
             fig.add_trace(go.Scatter(x=mean.index, y=mean.values, name=f"{task}, {n} layer(s)"), row=1, col=col)
     fig.update_layout(title="Depth: mean loss over seeds", yaxis_title="loss (nats/token)")
@@ -130,18 +198,22 @@ def written(outputs: tuple) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
-                              table=written,
-                              shown=lambda o: o[1].drop(columns=["paper"]))
+    cfg, (runs, agg, fig) = reproduce(
+        NAME, __doc__, argv, settings, run, table=written, shown=lambda o: o[1].drop(columns=["paper"])
+    )
     v = verdicts(agg)
     lm = agg[agg.task == "linear-map"]
     ca = agg[agg.task == "cellular-automata"]
-    print("linear map, steps to threshold by depth: "
-          + ", ".join(f"{r.n_layers}L {r.steps_to_threshold:.0f} (final {r.final_loss:.3f})" for r in lm.itertuples())
-          + f": depth hurts: {v['linear_map_depth_hurts']} (paper: hurts)")
-    print("cellular automata, late loss by depth: "
-          + ", ".join(f"{r.n_layers}L {r.late_loss:.3f}" for r in ca.itertuples())
-          + f": depth helps: {v['ca_depth_helps']} (paper: helps)")
+    print(
+        "linear map, steps to threshold by depth: "
+        + ", ".join(f"{r.n_layers}L {r.steps_to_threshold:.0f} (final {r.final_loss:.3f})" for r in lm.itertuples())
+        + f": depth hurts: {v['linear_map_depth_hurts']} (paper: hurts)"
+    )
+    print(
+        "cellular automata, late loss by depth: "
+        + ", ".join(f"{r.n_layers}L {r.late_loss:.3f}" for r in ca.itertuples())
+        + f": depth helps: {v['ca_depth_helps']} (paper: helps)"
+    )
     return runs
 
 

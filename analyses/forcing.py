@@ -58,10 +58,51 @@ DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- forcing:begin -->", "<!-- forcing:end -->"
 CONDITIONS = ("plain", "prev", "ind", "both")
 #: two-sided 95 % t quantiles by degrees of freedom (1..30)
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-       2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-COLUMNS = ["model", "seed", "condition", "forcing", "emergence_pre", "emergence_step", "shift", "final_loss",
-           "plain_final_loss", "loss_change", "within_1pct"]
+T95 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
+COLUMNS = [
+    "model",
+    "seed",
+    "condition",
+    "forcing",
+    "emergence_pre",
+    "emergence_step",
+    "shift",
+    "final_loss",
+    "plain_final_loss",
+    "loss_change",
+    "within_1pct",
+]
 
 
 def parse_head(text: str, layer: int, option: str) -> tuple[int, int]:
@@ -81,10 +122,12 @@ def forcings(prev: tuple[int, int], ind: tuple[int, int], beta: float, steps: in
     from interp.forcing import Forcing
 
     kw = dict(beta=beta, steps=steps, anneal_steps=anneal)
-    return {"plain": None,
-            "prev": Forcing(((*prev, "previous_token"),), **kw),
-            "ind": Forcing(((*ind, "induction"),), **kw),
-            "both": Forcing(((*prev, "previous_token"), (*ind, "induction")), **kw)}
+    return {
+        "plain": None,
+        "prev": Forcing(((*prev, "previous_token"),), **kw),
+        "ind": Forcing(((*ind, "induction"),), **kw),
+        "both": Forcing(((*prev, "previous_token"), (*ind, "induction")), **kw),
+    }
 
 
 def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
@@ -103,10 +146,17 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
     started = time.time()
     losses = embedded.train_run(size, seed, cfg, tmp, forcing=forcing)
     atomic_to_csv(losses, tmp / embedded.LOSS_FILE)
-    meta = {"model_id": f"forced/{final.parent.name}/{final.name}", "size": dataclasses.asdict(size), "seed": seed,
-            "steps": list(cfg.checkpoint_steps_for(size)), "config": dataclasses.asdict(cfg),
-            "forcing": forcing.as_dict(), "train_seconds": round(time.time() - started, 1),
-            "environment": embedded.environment(cfg), "resumable": True}
+    meta = {
+        "model_id": f"forced/{final.parent.name}/{final.name}",
+        "size": dataclasses.asdict(size),
+        "seed": seed,
+        "steps": list(cfg.checkpoint_steps_for(size)),
+        "config": dataclasses.asdict(cfg),
+        "forcing": forcing.as_dict(),
+        "train_seconds": round(time.time() - started, 1),
+        "environment": embedded.environment(cfg),
+        "resumable": True,
+    }
     atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
     if final.exists():
         shutil.rmtree(tmp, ignore_errors=True)
@@ -154,11 +204,22 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
         sub = table[table["condition"] == condition]
         shifts = sub["shift"].dropna()
         mean, lo, hi = mean_interval(shifts)
-        rows.append({"condition": condition, "forcing": sub["forcing"].iloc[0] if len(sub) else "", "runs": len(sub),
-                     "runs_with_shift": len(shifts), "mean_shift": mean, "shift_lo": lo, "shift_hi": hi,
-                     "earlier": int((shifts < 0).sum()), "later": int((shifts > 0).sum()),
-                     "same": int((shifts == 0).sum()), "mean_loss_change": float(sub["loss_change"].mean()),
-                     "runs_within_1pct": int(sub["within_1pct"].sum())})
+        rows.append(
+            {
+                "condition": condition,
+                "forcing": sub["forcing"].iloc[0] if len(sub) else "",
+                "runs": len(sub),
+                "runs_with_shift": len(shifts),
+                "mean_shift": mean,
+                "shift_lo": lo,
+                "shift_hi": hi,
+                "earlier": int((shifts < 0).sum()),
+                "later": int((shifts > 0).sum()),
+                "same": int((shifts == 0).sum()),
+                "mean_loss_change": float(sub["loss_change"].mean()),
+                "runs_within_1pct": int(sub["within_1pct"].sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -167,8 +228,10 @@ def verdict(shift: pd.DataFrame) -> list[str]:
     lines = []
     for _, r in shift.iterrows():
         if r["runs_with_shift"] == 0:
-            lines.append(f"- **{r['condition']}**: no run has a point of emergence in both the plain and the forced "
-                         "run; no shift can be stated.")
+            lines.append(
+                f"- **{r['condition']}**: no run has a point of emergence in both the plain and the forced "
+                "run; no shift can be stated."
+            )
             continue
         ci = "" if pd.isna(r["shift_lo"]) else f" (95 % interval over runs {r['shift_lo']:.0f} to {r['shift_hi']:.0f})"
         if not pd.isna(r["shift_lo"]) and r["shift_hi"] < 0:
@@ -177,10 +240,12 @@ def verdict(shift: pd.DataFrame) -> list[str]:
             moved = "moves the point of emergence **later**"
         else:
             moved = "does **not** move the point of emergence measurably"
-        lines.append(f"- **{r['condition']}** {moved}: mean shift {r['mean_shift']:.0f} steps{ci}; earlier on "
-                     f"{r['earlier']}, later on {r['later']}, unchanged on {r['same']} of {r['runs_with_shift']} runs; "
-                     f"final loss {100 * r['mean_loss_change']:+.2f} % on average, within 1 % on "
-                     f"{r['runs_within_1pct']} of {r['runs']} runs.")
+        lines.append(
+            f"- **{r['condition']}** {moved}: mean shift {r['mean_shift']:.0f} steps{ci}; earlier on "
+            f"{r['earlier']}, later on {r['later']}, unchanged on {r['same']} of {r['runs_with_shift']} runs; "
+            f"final loss {100 * r['mean_loss_change']:+.2f} % on average, within 1 % on "
+            f"{r['runs_within_1pct']} of {r['runs']} runs."
+        )
     return lines
 
 
@@ -195,11 +260,19 @@ def markdown(table: pd.DataFrame, shift: pd.DataFrame, settings: str, seconds: f
             df.to_csv(Path(tmp) / "t.csv", index=False)
             return markdown_table(Path(tmp) / "t.csv")
 
-    lines = [settings, "", f"Runtime of this entry: {seconds / 60:.1f} min.", "",
-             "Per run (E in steps; shift = E_forced − E_plain, negative = earlier):", "",
-             md(table[["model", "seed", "condition", "emergence_step", "shift", "final_loss", "loss_change"]]),
-             "Per condition (mean over runs, 95 % t-interval):", "",
-             md(shift.drop(columns=["forcing"])), *verdict(shift)]
+    lines = [
+        settings,
+        "",
+        f"Runtime of this entry: {seconds / 60:.1f} min.",
+        "",
+        "Per run (E in steps; shift = E_forced − E_plain, negative = earlier):",
+        "",
+        md(table[["model", "seed", "condition", "emergence_step", "shift", "final_loss", "loss_change"]]),
+        "Per condition (mean over runs, 95 % t-interval):",
+        "",
+        md(shift.drop(columns=["forcing"])),
+        *verdict(shift),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -210,15 +283,28 @@ def curves_figure(curves: pd.DataFrame):
 
     runs = list(dict.fromkeys(zip(curves["model"], curves["seed"])))
     cols = min(3, len(runs))
-    fig = make_subplots(rows=math.ceil(len(runs) / cols), cols=cols, shared_yaxes=True,
-                        subplot_titles=[f"{m} seed {s}" for m, s in runs])
+    fig = make_subplots(
+        rows=math.ceil(len(runs) / cols),
+        cols=cols,
+        shared_yaxes=True,
+        subplot_titles=[f"{m} seed {s}" for m, s in runs],
+    )
     for i, (model, seed) in enumerate(runs):
         for condition in CONDITIONS:
             sub = curves[(curves["model"] == model) & (curves["seed"] == seed) & (curves["condition"] == condition)]
             if len(sub):
-                fig.add_trace(go.Scatter(x=sub["step"], y=sub["accuracy"], mode="lines", name=condition,
-                                         legendgroup=condition, showlegend=i == 0),
-                              row=i // cols + 1, col=i % cols + 1)
+                fig.add_trace(
+                    go.Scatter(
+                        x=sub["step"],
+                        y=sub["accuracy"],
+                        mode="lines",
+                        name=condition,
+                        legendgroup=condition,
+                        showlegend=i == 0,
+                    ),
+                    row=i // cols + 1,
+                    col=i % cols + 1,
+                )
     fig.add_hline(y=0.5, line_dash="dot", line_color="gray")
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="greedy accuracy (no bias)")
@@ -239,14 +325,20 @@ def answer(readiness_points: pd.DataFrame | None, shift: pd.DataFrame) -> str:
     neither: not.
     """
     both = shift[shift["condition"] == "both"]
-    forced = bool(len(both)) and not pd.isna(both["shift_hi"].iloc[0]) and both["shift_hi"].iloc[0] < 0 \
+    forced = (
+        bool(len(both))
+        and not pd.isna(both["shift_hi"].iloc[0])
+        and both["shift_hi"].iloc[0] < 0
         and both["runs_within_1pct"].iloc[0] * 2 >= both["runs"].iloc[0]
+    )
     if len(both) and not pd.isna(both["mean_shift"].iloc[0]):
         r = both.iloc[0]
         ci = "" if pd.isna(r["shift_lo"]) else f", 95 % interval {r['shift_lo']:.0f} to {r['shift_hi']:.0f}"
-        forcing_text = (f"forcing both patterns moved the point of emergence by {r['mean_shift']:.0f} steps on "
-                        f"average ({r['earlier']} of {r['runs_with_shift']} runs earlier{ci}), with the final loss "
-                        f"within 1 % on {r['runs_within_1pct']} of {r['runs']} runs")
+        forcing_text = (
+            f"forcing both patterns moved the point of emergence by {r['mean_shift']:.0f} steps on "
+            f"average ({r['earlier']} of {r['runs_with_shift']} runs earlier{ci}), with the final loss "
+            f"within 1 % on {r['runs_within_1pct']} of {r['runs']} runs"
+        )
     else:
         forcing_text = "forcing gave no run with a point of emergence in both the plain and the forced run"
     if readiness_points is None or not len(readiness_points):
@@ -256,14 +348,23 @@ def answer(readiness_points: pd.DataFrame | None, shift: pd.DataFrame) -> str:
         early = p[p["readiness_step"].notna() & (p["e_minus_r_lo"].fillna(-1) > 0)]
         no_r = int(p["readiness_step"].isna().sum())
         ready = len(early) * 2 > len(p)
-        readiness_text = (f"the ideal patterns made the capability at an earlier checkpoint (E − R > 0 with its "
-                          f"interval above 0) on {len(early)} of {len(p)} runs, and never on {no_r}")
-    verdict = ("**is the bottleneck**" if ready and forced else "**is partly the bottleneck**" if ready or forced
-               else "**is not the bottleneck**")
-    return (f"On this suite, finding the pattern {verdict} of emergence: {readiness_text}; {forcing_text}. "
-            "(Rule: readiness counts when R precedes E on most runs; forcing counts when the mean shift's interval "
-            "lies below 0 with the loss kept within 1 % on at least half the runs; both = the bottleneck, one = "
-            "partly, neither = not.)\n")
+        readiness_text = (
+            f"the ideal patterns made the capability at an earlier checkpoint (E − R > 0 with its "
+            f"interval above 0) on {len(early)} of {len(p)} runs, and never on {no_r}"
+        )
+    verdict = (
+        "**is the bottleneck**"
+        if ready and forced
+        else "**is partly the bottleneck**"
+        if ready or forced
+        else "**is not the bottleneck**"
+    )
+    return (
+        f"On this suite, finding the pattern {verdict} of emergence: {readiness_text}; {forcing_text}. "
+        "(Rule: readiness counts when R precedes E on most runs; forcing counts when the mean shift's interval "
+        "lies below 0 with the loss kept within 1 % on at least half the runs; both = the bottleneck, one = "
+        "partly, neither = not.)\n"
+    )
 
 
 def update_docs(block: str, answer_text: str | None = None) -> None:
@@ -276,8 +377,12 @@ def update_docs(block: str, answer_text: str | None = None) -> None:
     if answer_text is not None:
         if ANSWER_BEGIN not in text:
             text += f"\n### The answer\n\n{ANSWER_BEGIN}\n{ANSWER_END}\n"
-        text = re.sub(re.escape(ANSWER_BEGIN) + r".*?" + re.escape(ANSWER_END),
-                      lambda m: f"{ANSWER_BEGIN}\n{answer_text}{ANSWER_END}", text, flags=re.S)
+        text = re.sub(
+            re.escape(ANSWER_BEGIN) + r".*?" + re.escape(ANSWER_END),
+            lambda m: f"{ANSWER_BEGIN}\n{answer_text}{ANSWER_END}",
+            text,
+            flags=re.S,
+        )
     atomic_write_text(DOCS, text)
 
 
@@ -309,9 +414,12 @@ def main(argv=None) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="training processes")
     parser.add_argument("--sweep-dir", type=Path, default=ROOT / "results" / "sweeps" / NAME)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
-    parser.add_argument("--runs", default=None,
-                        help="comma-separated model names (neox-2l-128d) or run names (neox-2l-128d-seed0): only "
-                             "these runs (default: every run of the suite); the docs block then says which")
+    parser.add_argument(
+        "--runs",
+        default=None,
+        help="comma-separated model names (neox-2l-128d) or run names (neox-2l-128d-seed0): only "
+        "these runs (default: every run of the suite); the docs block then says which",
+    )
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     prev = parse_head(args.prev_head, 0, "--prev-head")
@@ -330,10 +438,16 @@ def main(argv=None) -> None:
 
     start = time.time()
     plain = dict(zip(cfg.run_names(), embedded.ensure_suite(cfg, progress=False)))
-    tag = f"{cfg.digest()}-{embedded.environment_key(cfg)}-b{args.beta:g}-n{args.force_steps}-a{args.anneal_steps}" \
-          f"-{args.prev_head}-{args.ind_head}"
-    jobs = [(size, seed, args.sweep_dir / tag / run_name(size, seed) / condition, forcing)
-            for size, seed in selected for condition, forcing in by_condition.items() if forcing]
+    tag = (
+        f"{cfg.digest()}-{embedded.environment_key(cfg)}-b{args.beta:g}-n{args.force_steps}-a{args.anneal_steps}"
+        f"-{args.prev_head}-{args.ind_head}"
+    )
+    jobs = [
+        (size, seed, args.sweep_dir / tag / run_name(size, seed) / condition, forcing)
+        for size, seed in selected
+        for condition, forcing in by_condition.items()
+        if forcing
+    ]
     missing = [j for j in jobs if not (j[2] / "suite.json").exists()]
     # longest first, so that the pool stays busy to the end
     missing.sort(key=lambda j: -(cfg.steps_for(j[0]) * j[0].n_layers * j[0].d_model ** 2))
@@ -341,16 +455,16 @@ def main(argv=None) -> None:
         from interp.core.kernel_pins import pinned_context  # forced runs train with the suite's kernel pins
 
         with ProcessPoolExecutor(min(args.jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
-            for future in [pool.submit(train_forced, size, seed, cfg, forcing, folder)
-                           for size, seed, folder, forcing in missing]:
+            for future in [
+                pool.submit(train_forced, size, seed, cfg, forcing, folder) for size, seed, folder, forcing in missing
+            ]:
                 print(f"trained {future.result()} ({time.time() - start:.0f} s)", flush=True)
     print(f"forced runs: {len(jobs)} ({len(missing)} trained now)", flush=True)
 
     rows, curves = [], []
     for size, seed in selected:
         name = run_name(size, seed)
-        folders = {"plain": plain[name],
-                   **{c: args.sweep_dir / tag / name / c for c, f in by_condition.items() if f}}
+        folders = {"plain": plain[name], **{c: args.sweep_dir / tag / name / c for c, f in by_condition.items() if f}}
         result = {}
         for condition, folder in folders.items():
             key = args.out / "runs" / f"{tag}-{name}-{condition}-p{args.prompts}.csv"
@@ -366,34 +480,56 @@ def main(argv=None) -> None:
         for condition, (point, loss) in result.items():
             e, e0 = point[1], plain_point[1]
             change = loss / plain_loss - 1
-            rows.append({"model": size.name, "seed": seed, "condition": condition,
-                         "forcing": "" if by_condition[condition] is None else by_condition[condition].label(),
-                         "emergence_pre": point[0], "emergence_step": e,
-                         "shift": None if e is None or e0 is None else int(e - e0), "final_loss": loss,
-                         "plain_final_loss": plain_loss, "loss_change": change, "within_1pct": abs(change) <= 0.01})
-        print(f"{name}: E " + ", ".join(f"{c} {result[c][0][1]}" for c in result) + f" ({time.time() - start:.0f} s)",
-              flush=True)
-    table = pd.DataFrame(rows, columns=COLUMNS).astype({"emergence_pre": "Int64", "emergence_step": "Int64",
-                                                         "shift": "Int64"})
+            rows.append(
+                {
+                    "model": size.name,
+                    "seed": seed,
+                    "condition": condition,
+                    "forcing": "" if by_condition[condition] is None else by_condition[condition].label(),
+                    "emergence_pre": point[0],
+                    "emergence_step": e,
+                    "shift": None if e is None or e0 is None else int(e - e0),
+                    "final_loss": loss,
+                    "plain_final_loss": plain_loss,
+                    "loss_change": change,
+                    "within_1pct": abs(change) <= 0.01,
+                }
+            )
+        print(
+            f"{name}: E " + ", ".join(f"{c} {result[c][0][1]}" for c in result) + f" ({time.time() - start:.0f} s)",
+            flush=True,
+        )
+    table = pd.DataFrame(rows, columns=COLUMNS).astype(
+        {"emergence_pre": "Int64", "emergence_step": "Int64", "shift": "Int64"}
+    )
     shift = summarise(table)
     seconds = time.time() - start
-    settings = (f"Command: `python -m analyses.forcing --suite {args.suite} --prev-head {args.prev_head} --ind-head "
-                f"{args.ind_head} --beta {args.beta:g} --force-steps {args.force_steps} --anneal-steps "
-                f"{args.anneal_steps} --prompts {args.prompts}`"
-                + ("" if args.steps is None else f" `--steps {args.steps}`")
-                + f"; suite `{cfg.digest()}-{embedded.environment_key(cfg)}`; bias β·log(ideal + 1e-3) for "
-                f"{args.force_steps} steps, then linearly to 0 over {args.anneal_steps}; E: greedy accuracy 0.5 on "
-                f"{args.prompts} repetition prompts, holding for the next 2 checkpoints, measured without the bias; "
-                f"final loss: mean training loss of the last 100 steps."
-                + ("" if args.runs is None else
-                   f" **Runs: {', '.join(run_name(size, seed) for size, seed in selected)} only** "
-                   f"(`--runs {args.runs}`); the suite's other runs were not forced."))
+    settings = (
+        f"Command: `python -m analyses.forcing --suite {args.suite} --prev-head {args.prev_head} --ind-head "
+        f"{args.ind_head} --beta {args.beta:g} --force-steps {args.force_steps} --anneal-steps "
+        f"{args.anneal_steps} --prompts {args.prompts}`"
+        + ("" if args.steps is None else f" `--steps {args.steps}`")
+        + f"; suite `{cfg.digest()}-{embedded.environment_key(cfg)}`; bias β·log(ideal + 1e-3) for "
+        f"{args.force_steps} steps, then linearly to 0 over {args.anneal_steps}; E: greedy accuracy 0.5 on "
+        f"{args.prompts} repetition prompts, holding for the next 2 checkpoints, measured without the bias; "
+        f"final loss: mean training loss of the last 100 steps."
+        + (
+            ""
+            if args.runs is None
+            else f" **Runs: {', '.join(run_name(size, seed) for size, seed in selected)} only** "
+            f"(`--runs {args.runs}`); the suite's other runs were not forced."
+        )
+    )
     block = markdown(table, shift, settings, seconds)
     atomic_to_csv(table, args.out / "forcing.csv")
     atomic_to_csv(shift, args.out / "forcing_shift.csv")
     atomic_write_text(args.out / "forcing.md", block)
-    atomic_write_text(args.out / "forcing.html", vis.figures_page(
-        "Forcing the pattern", [("Capability per checkpoint", curves_figure(pd.concat(curves, ignore_index=True)))]))
+    atomic_write_text(
+        args.out / "forcing.html",
+        vis.figures_page(
+            "Forcing the pattern", [("Capability per checkpoint", curves_figure(pd.concat(curves, ignore_index=True)))]
+        ),
+    )
     # the readiness entry writes beside this one (OUT/analyses/readiness/, analyses/results.py)
     ready_csv = args.out.parent / "readiness" / "readiness_points.csv"
     answer_text = answer(pd.read_csv(ready_csv) if ready_csv.is_file() else None, shift)
@@ -421,8 +557,9 @@ def select_runs(cfg, runs: str | None) -> list[tuple]:
     valid = {size.name for size in cfg.sizes} | {run_name(size, seed) for size, seed in every}
     bad = [name for name in wanted if name not in valid]
     if bad or not wanted:
-        raise ValueError(f"--runs {runs!r}: {', '.join(bad) or 'no name'} not in this suite; valid: "
-                         f"{', '.join(sorted(valid))}")
+        raise ValueError(
+            f"--runs {runs!r}: {', '.join(bad) or 'no name'} not in this suite; valid: {', '.join(sorted(valid))}"
+        )
     return [(size, seed) for size, seed in every if size.name in wanted or run_name(size, seed) in wanted]
 
 

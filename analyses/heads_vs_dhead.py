@@ -31,49 +31,104 @@ def settings(paper_scale: bool = False) -> dict:
     base = {"S": 16, "s": 2, "lr": 3e-3, "seeds": [0, 1, 2]}
     if paper_scale:
         pairs = [(1, 8), (4, 8), (16, 8), (64, 8), (128, 1)]
-        return {**base, "lr": 1e-3, "pairs": pairs, "steps": 10_000, "tokens_per_step": 2048,
-                "eval_every": 100, "eval_tokens": 8192}
-    return {**base, "pairs": [(1, 8), (1, 32), (4, 8), (16, 8)], "steps": 3000, "tokens_per_step": 512,
-            "eval_every": 100, "eval_tokens": 2048}
+        return {
+            **base,
+            "lr": 1e-3,
+            "pairs": pairs,
+            "steps": 10_000,
+            "tokens_per_step": 2048,
+            "eval_every": 100,
+            "eval_tokens": 8192,
+        }
+    return {
+        **base,
+        "pairs": [(1, 8), (1, 32), (4, 8), (16, 8)],
+        "steps": 3000,
+        "tokens_per_step": 512,
+        "eval_every": 100,
+        "eval_tokens": 2048,
+    }
 
 
 def configs(cfg: dict) -> list[dict]:
     """One TrainConfig field dict per (H, d_head, seed)."""
-    return [{"task": "linear-map", "S": cfg["S"], "s": cfg["s"], "n_heads": h, "d_head": d, "seed": seed,
-             "steps": cfg["steps"], "tokens_per_step": cfg["tokens_per_step"], "lr": cfg["lr"],
-             "eval_every": cfg["eval_every"], "eval_tokens": cfg["eval_tokens"]}
-            for h, d in cfg["pairs"] for seed in cfg["seeds"]]
+    return [
+        {
+            "task": "linear-map",
+            "S": cfg["S"],
+            "s": cfg["s"],
+            "n_heads": h,
+            "d_head": d,
+            "seed": seed,
+            "steps": cfg["steps"],
+            "tokens_per_step": cfg["tokens_per_step"],
+            "lr": cfg["lr"],
+            "eval_every": cfg["eval_every"],
+            "eval_tokens": cfg["eval_tokens"],
+        }
+        for h, d in cfg["pairs"]
+        for seed in cfg["seeds"]
+    ]
 
 
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train the grid; return (per-run table, per-(H, d_head) table, figure)."""
     cfgs = configs(cfg)
     results = run_configs(cfgs, execution)
-    runs = pd.DataFrame([
-        {"n_heads": c["n_heads"], "d_head": c["d_head"], "seed": c["seed"], "steps": c["steps"],
-         "final_loss": summ["final_loss"], "floor": summ["floor"],
-         "reached_floor": summ["final_loss"] <= summ["threshold"],
-         "at_ln2": summ["final_loss"] >= LN2 - MARGIN * (LN2 - summ["floor"]),
-         "steps_to_threshold": summ["steps_to_threshold"], "n_params": summ["n_params"],
-         "wall_time_s": summ["wall_time_s"]}
-        for c, (summ, _) in zip(cfgs, results)
-    ])
-    agg = runs.groupby(["n_heads", "d_head"]).agg(final_loss_mean=("final_loss", "mean"),
-                                                  final_loss_min=("final_loss", "min"),
-                                                  final_loss_max=("final_loss", "max"),
-                                                  floor=("floor", "first"), reached_all=("reached_floor", "all"),
-                                                  at_ln2_all=("at_ln2", "all")).reset_index()
+    runs = pd.DataFrame(
+        [
+            {
+                "n_heads": c["n_heads"],
+                "d_head": c["d_head"],
+                "seed": c["seed"],
+                "steps": c["steps"],
+                "final_loss": summ["final_loss"],
+                "floor": summ["floor"],
+                "reached_floor": summ["final_loss"] <= summ["threshold"],
+                "at_ln2": summ["final_loss"] >= LN2 - MARGIN * (LN2 - summ["floor"]),
+                "steps_to_threshold": summ["steps_to_threshold"],
+                "n_params": summ["n_params"],
+                "wall_time_s": summ["wall_time_s"],
+            }
+            for c, (summ, _) in zip(cfgs, results)
+        ]
+    )
+    agg = (
+        runs.groupby(["n_heads", "d_head"])
+        .agg(
+            final_loss_mean=("final_loss", "mean"),
+            final_loss_min=("final_loss", "min"),
+            final_loss_max=("final_loss", "max"),
+            floor=("floor", "first"),
+            reached_all=("reached_floor", "all"),
+            at_ln2_all=("at_ln2", "all"),
+        )
+        .reset_index()
+    )
     fig = go.Figure()
     for d, sub in agg.groupby("d_head"):
-        fig.add_trace(go.Scatter(x=sub["n_heads"], y=sub["final_loss_mean"], mode="lines+markers",
-                                 name=f"d_head={d}",
-                                 error_y={"type": "data", "symmetric": False,
-                                          "array": sub["final_loss_max"] - sub["final_loss_mean"],
-                                          "arrayminus": sub["final_loss_mean"] - sub["final_loss_min"]}))
+        fig.add_trace(
+            go.Scatter(
+                x=sub["n_heads"],
+                y=sub["final_loss_mean"],
+                mode="lines+markers",
+                name=f"d_head={d}",
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": sub["final_loss_max"] - sub["final_loss_mean"],
+                    "arrayminus": sub["final_loss_mean"] - sub["final_loss_min"],
+                },
+            )
+        )
     fig.add_hline(y=float(agg["floor"].iloc[0]), line_dash="dot", annotation_text="floor")
     fig.add_hline(y=LN2, line_dash="dot", annotation_text="ln 2")
-    fig.update_layout(title=f"Linear map S={cfg['S']}, s={cfg['s']}: final loss vs number of heads",
-                      xaxis_type="log", xaxis_title="heads H", yaxis_title="final loss (nats)")
+    fig.update_layout(
+        title=f"Linear map S={cfg['S']}, s={cfg['s']}: final loss vs number of heads",
+        xaxis_type="log",
+        xaxis_title="heads H",
+        yaxis_title="final loss (nats)",
+    )
     return runs, agg, fig
 
 
@@ -81,10 +136,14 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run)
     h1 = agg[agg.n_heads == 1]
     big = agg[agg.n_heads >= 16]
-    print(f"H=1 does not learn (stays at ln 2, every seed): {bool(h1.at_ln2_all.all())} "
-          f"(final {h1.final_loss_mean.round(4).tolist()})")
-    print(f"H>=16 reaches the floor (every seed): {bool(big.reached_all.all())} "
-          f"(final {big.final_loss_mean.round(4).tolist()} vs floor {agg.floor.iloc[0]:.4f})")
+    print(
+        f"H=1 does not learn (stays at ln 2, every seed): {bool(h1.at_ln2_all.all())} "
+        f"(final {h1.final_loss_mean.round(4).tolist()})"
+    )
+    print(
+        f"H>=16 reaches the floor (every seed): {bool(big.reached_all.all())} "
+        f"(final {big.final_loss_mean.round(4).tolist()} vs floor {agg.floor.iloc[0]:.4f})"
+    )
     return runs
 
 

@@ -26,19 +26,42 @@ def settings(paper_scale: bool = False) -> dict:
     """Run settings. CPU: s = 1, 3 seeds, 512 tokens/step, 400 / 600 / 1000 steps for S = 8 / 16 / 32;
     paper scale: 10⁴ steps, 2048 tokens/step (the training module's defaults)."""
     if paper_scale:
-        return {"S": [8, 16, 32], "s": 1, "seeds": [0, 1, 2], "steps": {8: 10_000, 16: 10_000, 32: 10_000},
-                "tokens_per_step": {8: 2048, 16: 2048, 32: 2048}, "eval_every": 100, "eval_tokens": 8192}
-    return {"S": [8, 16, 32], "s": 1, "seeds": [0, 1, 2], "steps": {8: 400, 16: 600, 32: 1000},
-            "tokens_per_step": {8: 512, 16: 512, 32: 512}, "eval_every": 100, "eval_tokens": 4096}
+        return {
+            "S": [8, 16, 32],
+            "s": 1,
+            "seeds": [0, 1, 2],
+            "steps": {8: 10_000, 16: 10_000, 32: 10_000},
+            "tokens_per_step": {8: 2048, 16: 2048, 32: 2048},
+            "eval_every": 100,
+            "eval_tokens": 8192,
+        }
+    return {
+        "S": [8, 16, 32],
+        "s": 1,
+        "seeds": [0, 1, 2],
+        "steps": {8: 400, 16: 600, 32: 1000},
+        "tokens_per_step": {8: 512, 16: 512, 32: 512},
+        "eval_every": 100,
+        "eval_tokens": 4096,
+    }
 
 
 def configs(cfg: dict) -> list[dict]:
     """One TrainConfig field dict per (S, seed)."""
     return [
-        {"task": "linear-map", "S": S, "s": cfg["s"], "seed": seed, "steps": cfg["steps"][S],
-         "tokens_per_step": cfg["tokens_per_step"][S], "lr": 3e-3, "eval_every": cfg["eval_every"],
-         "eval_tokens": cfg["eval_tokens"]}
-        for S in cfg["S"] for seed in cfg["seeds"]
+        {
+            "task": "linear-map",
+            "S": S,
+            "s": cfg["s"],
+            "seed": seed,
+            "steps": cfg["steps"][S],
+            "tokens_per_step": cfg["tokens_per_step"][S],
+            "lr": 3e-3,
+            "eval_every": cfg["eval_every"],
+            "eval_tokens": cfg["eval_tokens"],
+        }
+        for S in cfg["S"]
+        for seed in cfg["seeds"]
     ]
 
 
@@ -51,27 +74,53 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     """
     cfgs = configs(cfg)
     results = run_configs(cfgs, execution)
-    runs = pd.DataFrame([
-        {"S": c["S"], "s": c["s"], "seed": c["seed"], "steps": c["steps"], "final_loss": summ["final_loss"],
-         "floor": summ["floor"], "steps_to_threshold": summ["steps_to_threshold"], "wall_time_s": summ["wall_time_s"]}
-        for c, (summ, _) in zip(cfgs, results)
-    ])
-    per_s = runs.groupby("S").agg(analytic_floor=("floor", "first"), ours_mean=("final_loss", "mean"),
-                                  ours_min=("final_loss", "min"), ours_max=("final_loss", "max"),
-                                  seeds=("seed", "count")).reset_index()
+    runs = pd.DataFrame(
+        [
+            {
+                "S": c["S"],
+                "s": c["s"],
+                "seed": c["seed"],
+                "steps": c["steps"],
+                "final_loss": summ["final_loss"],
+                "floor": summ["floor"],
+                "steps_to_threshold": summ["steps_to_threshold"],
+                "wall_time_s": summ["wall_time_s"],
+            }
+            for c, (summ, _) in zip(cfgs, results)
+        ]
+    )
+    per_s = (
+        runs.groupby("S")
+        .agg(
+            analytic_floor=("floor", "first"),
+            ours_mean=("final_loss", "mean"),
+            ours_min=("final_loss", "min"),
+            ours_max=("final_loss", "max"),
+            seeds=("seed", "count"),
+        )
+        .reset_index()
+    )
     per_s.insert(1, "paper_floor", per_s["S"].map(PAPER_FLOOR))
     per_s["rel_error"] = (per_s["ours_mean"] - per_s["paper_floor"]) / per_s["paper_floor"]
     per_s["within_2pct"] = [within(o, p, TOLERANCE) for o, p in zip(per_s["ours_mean"], per_s["paper_floor"])]
 
     fig = go.Figure()
     for c, (_, metrics) in zip(cfgs, results):
-        fig.add_trace(go.Scatter(x=metrics["step"], y=metrics["loss"], mode="lines",
-                                 name=f"S={c['S']} seed {c['seed']}", legendgroup=str(c["S"])))
+        fig.add_trace(
+            go.Scatter(
+                x=metrics["step"],
+                y=metrics["loss"],
+                mode="lines",
+                name=f"S={c['S']} seed {c['seed']}",
+                legendgroup=str(c["S"]),
+            )
+        )
     for S, floor in PAPER_FLOOR.items():
         if S in cfg["S"]:
             fig.add_hline(y=floor, line_dash="dot", annotation_text=f"paper floor S={S}: {floor}")
-    fig.update_layout(title="Linear map (s = 1): evaluation loss vs the paper's floors",
-                      xaxis_title="step", yaxis_title="loss (nats)")
+    fig.update_layout(
+        title="Linear map (s = 1): evaluation loss vs the paper's floors", xaxis_title="step", yaxis_title="loss (nats)"
+    )
     return runs, per_s, fig
 
 
@@ -82,11 +131,9 @@ def written(outputs: tuple) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    cfg, (runs, per_s, fig) = reproduce(NAME, __doc__, argv, settings, run,
-                              table=written)
+    cfg, (runs, per_s, fig) = reproduce(NAME, __doc__, argv, settings, run, table=written)
     for _, r in per_s.iterrows():
-        print(f"floor S={r.S}: ours {r.ours_mean:.4f} vs paper {r.paper_floor:.4f}, "
-              f"within 2 %: {bool(r.within_2pct)}")
+        print(f"floor S={r.S}: ours {r.ours_mean:.4f} vs paper {r.paper_floor:.4f}, within 2 %: {bool(r.within_2pct)}")
     return runs
 
 

@@ -45,7 +45,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     runs = SUITES[args.suite].run_names()
     for option in ("check_run", "accuracy_run"):
         if getattr(args, option) not in runs:
-            parser.error(f"--{option.replace('_', '-')} {getattr(args, option)!r} is not a run of {args.suite}: {', '.join(runs)}")
+            parser.error(
+                f"--{option.replace('_', '-')} {getattr(args, option)!r} is not a run of {args.suite}: {', '.join(runs)}"
+            )
     return args
 
 
@@ -65,9 +67,14 @@ def attention_on_keys(model, batch, length: int) -> pd.DataFrame:
     for layer, name in enumerate(names):
         pattern = cache[name]  # [batch, head, query_pos, key_pos]
         for head in range(pattern.shape[1]):
-            out.append({"layer": layer, "head": head,
-                        "induction_key": float(pattern[rows, head, q, q - length + 1].mean()),
-                        "previous_token": float(pattern[rows, head, q, q - 1].mean())})
+            out.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "induction_key": float(pattern[rows, head, q, q - length + 1].mean()),
+                    "previous_token": float(pattern[rows, head, q, q - 1].mean()),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -99,8 +106,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     started = time.perf_counter()
     task = RepetitionTask()
-    report = run_main_job(open_sources([args.suite]), task=task, scan=True, out_dir=args.out,
-                          title=f"emergence-lens: {args.suite}")
+    report = run_main_job(
+        open_sources([args.suite]), task=task, scan=True, out_dir=args.out, title=f"emergence-lens: {args.suite}"
+    )
     points = report.points.assign(run=lambda d: d.model + "-seed" + d.seed.astype(str)).set_index("run")
 
     (src,) = open_sources([f"{args.suite}/{args.check_run}"])
@@ -118,9 +126,19 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     by_hand = patch_all_heads_by_hand(pre_src.load(pre_step).model, src.load(post_step).model, batch)
     topk = report.topk.assign(run=lambda d: d.model + "-seed" + d.seed.astype(str))
     engine = topk[(topk.run == args.check_run)].sort_values("k").iloc[-1]
-    check = pd.DataFrame([{"run": args.check_run, "pre_step": pre_step, "post_step": post_step,
-                           "k": int(engine.k), "p_engine": float(engine["value"]), "p_by_hand": by_hand,
-                           "abs_difference": abs(float(engine["value"]) - by_hand)}])
+    check = pd.DataFrame(
+        [
+            {
+                "run": args.check_run,
+                "pre_step": pre_step,
+                "post_step": post_step,
+                "k": int(engine.k),
+                "p_engine": float(engine["value"]),
+                "p_by_hand": by_hand,
+                "abs_difference": abs(float(engine["value"]) - by_hand),
+            }
+        ]
+    )
     atomic_to_csv(check, args.out / "patch_check.csv")
     src.close()
     pre_src.close()
@@ -139,7 +157,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     print(attention.to_string(index=False))
     print(check.to_string(index=False))
     print(accuracy.to_string(index=False))
-    print(f"runtime: {time.perf_counter() - started:.0f} s; outputs in {args.out} ({len(SUITES[args.suite].run_names())} runs)")
+    print(
+        f"runtime: {time.perf_counter() - started:.0f} s; outputs in {args.out} ({len(SUITES[args.suite].run_names())} runs)"
+    )
     return report.summary()
 
 

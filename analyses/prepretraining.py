@@ -41,12 +41,35 @@ def settings(paper_scale: bool = False) -> dict:
     same tokens/step (32 sequences of 64 tokens); 3 seeds. Paper scale: S = 16, 16 heads,
     10⁴ task steps, 2 000 pre-pretraining steps, 5 seeds."""
     if paper_scale:
-        task = {"task": "linear-map", "S": 16, "s": 3, "n_layers": 1, "n_heads": 16, "d_head": 8,
-                "n_ctx": 64, "lr": 1e-3, "tokens_per_step": 2048, "steps": 10_000, "eval_every": 50,
-                "eval_tokens": 8192}
+        task = {
+            "task": "linear-map",
+            "S": 16,
+            "s": 3,
+            "n_layers": 1,
+            "n_heads": 16,
+            "d_head": 8,
+            "n_ctx": 64,
+            "lr": 1e-3,
+            "tokens_per_step": 2048,
+            "steps": 10_000,
+            "eval_every": 50,
+            "eval_tokens": 8192,
+        }
         return {"task": task, "pretrain_steps": 2000, "seeds": [0, 1, 2, 3, 4], "arms": list(ARMS)}
-    task = {"task": "linear-map", "S": 8, "s": 3, "n_layers": 1, "n_heads": 8, "d_head": 8, "n_ctx": 64,
-            "lr": 1e-3, "tokens_per_step": 2048, "steps": 1000, "eval_every": 50, "eval_tokens": 2048}
+    task = {
+        "task": "linear-map",
+        "S": 8,
+        "s": 3,
+        "n_layers": 1,
+        "n_heads": 8,
+        "d_head": 8,
+        "n_ctx": 64,
+        "lr": 1e-3,
+        "tokens_per_step": 2048,
+        "steps": 1000,
+        "eval_every": 50,
+        "eval_tokens": 2048,
+    }
     return {"task": task, "pretrain_steps": 300, "seeds": [0, 1, 2], "arms": list(ARMS)}
 
 
@@ -91,15 +114,23 @@ def run_table(todo: list[tuple[dict, str]], results: list) -> pd.DataFrame:
     rows = []
     for (fields, arm), (summary, _) in zip(todo, results):
         reached, plateau = summary["steps_to_threshold"], summary["plateau_length"]
-        rows.append({"arm": arm, "seed": fields["seed"], "n_params": summary["n_params"],
-                     "steps": fields["steps"], "pretrain_steps": summary["pretrain_steps"],
-                     "steps_to_threshold": reached if reached is not None else fields["steps"],
-                     "censored": reached is None, "threshold": summary["threshold"],
-                     "plateau_length": plateau if plateau is not None else fields["steps"],
-                     "final_loss": summary["final_loss"],
-                     "pretrain_loss_start": summary["pretrain_loss_start"],
-                     "pretrain_final_loss": summary["pretrain_final_loss"],
-                     "wall_time_s": summary["wall_time_s"]})
+        rows.append(
+            {
+                "arm": arm,
+                "seed": fields["seed"],
+                "n_params": summary["n_params"],
+                "steps": fields["steps"],
+                "pretrain_steps": summary["pretrain_steps"],
+                "steps_to_threshold": reached if reached is not None else fields["steps"],
+                "censored": reached is None,
+                "threshold": summary["threshold"],
+                "plateau_length": plateau if plateau is not None else fields["steps"],
+                "final_loss": summary["final_loss"],
+                "pretrain_loss_start": summary["pretrain_loss_start"],
+                "pretrain_final_loss": summary["pretrain_final_loss"],
+                "wall_time_s": summary["wall_time_s"],
+            }
+        )
     runs = pd.DataFrame(rows)
     scratch = runs[runs.arm == "scratch"].set_index("seed")
     runs["delta_steps"] = runs.steps_to_threshold - runs.seed.map(scratch.steps_to_threshold)
@@ -109,13 +140,23 @@ def run_table(todo: list[tuple[dict, str]], results: list) -> pd.DataFrame:
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     """Per arm: mean steps to threshold and plateau, mean paired differences, seeds faster."""
-    agg = runs.groupby("arm", sort=False).agg(
-        steps_to_threshold=("steps_to_threshold", "mean"), censored=("censored", "sum"),
-        plateau_mean=("plateau_length", "mean"), delta_steps_mean=("delta_steps", "mean"),
-        delta_steps_min=("delta_steps", "min"), delta_steps_max=("delta_steps", "max"),
-        delta_plateau_mean=("delta_plateau", "mean"), seeds_faster=("delta_steps", lambda d: int((d < 0).sum())),
-        seeds_slower=("delta_steps", lambda d: int((d > 0).sum())), final_loss=("final_loss", "mean"),
-        pretrain_final_loss=("pretrain_final_loss", "mean")).reset_index()
+    agg = (
+        runs.groupby("arm", sort=False)
+        .agg(
+            steps_to_threshold=("steps_to_threshold", "mean"),
+            censored=("censored", "sum"),
+            plateau_mean=("plateau_length", "mean"),
+            delta_steps_mean=("delta_steps", "mean"),
+            delta_steps_min=("delta_steps", "min"),
+            delta_steps_max=("delta_steps", "max"),
+            delta_plateau_mean=("delta_plateau", "mean"),
+            seeds_faster=("delta_steps", lambda d: int((d < 0).sum())),
+            seeds_slower=("delta_steps", lambda d: int((d > 0).sum())),
+            final_loss=("final_loss", "mean"),
+            pretrain_final_loss=("pretrain_final_loss", "mean"),
+        )
+        .reset_index()
+    )
     agg["paper"] = PAPER
     return agg
 
@@ -125,11 +166,21 @@ def figure(todo: list[tuple[dict, str]], results: list, threshold: float) -> go.
     fig = go.Figure()
     colors = {"scratch": "#1f77b4", "dyck": "#2ca02c", "nca": "#d62728"}
     for (fields, arm), (_, metrics) in zip(todo, results):
-        fig.add_trace(go.Scatter(x=metrics["step"], y=metrics["loss"], name=f"{arm}, seed {fields['seed']}",
-                                 line={"color": colors.get(arm)}, legendgroup=arm))
+        fig.add_trace(
+            go.Scatter(
+                x=metrics["step"],
+                y=metrics["loss"],
+                name=f"{arm}, seed {fields['seed']}",
+                line={"color": colors.get(arm)},
+                legendgroup=arm,
+            )
+        )
     fig.add_hline(y=threshold, line_dash="dash", line_color="grey", annotation_text="threshold")
-    fig.update_layout(title="Linear map after pre-pretraining (Dyck, NCA) vs from scratch",
-                      xaxis_title="task step", yaxis_title="loss (nats/token)")
+    fig.update_layout(
+        title="Linear map after pre-pretraining (Dyck, NCA) vs from scratch",
+        xaxis_title="task step",
+        yaxis_title="loss (nats/token)",
+    )
     return fig
 
 
@@ -143,13 +194,14 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run,
-                              shown=lambda o: o[1].drop(columns=["paper"]))
+    cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run, shown=lambda o: o[1].drop(columns=["paper"]))
     for r in agg[agg.arm != "scratch"].itertuples():
-        print(f"{r.arm}: steps to threshold {r.steps_to_threshold:.0f} vs scratch "
-              f"{float(agg[agg.arm == 'scratch'].steps_to_threshold.iloc[0]):.0f}; paired delta "
-              f"{r.delta_steps_mean:+.0f} steps (min {r.delta_steps_min:+.0f}, max {r.delta_steps_max:+.0f}); "
-              f"faster on {r.seeds_faster}, slower on {r.seeds_slower} seeds (paper: sometimes faster)")
+        print(
+            f"{r.arm}: steps to threshold {r.steps_to_threshold:.0f} vs scratch "
+            f"{float(agg[agg.arm == 'scratch'].steps_to_threshold.iloc[0]):.0f}; paired delta "
+            f"{r.delta_steps_mean:+.0f} steps (min {r.delta_steps_min:+.0f}, max {r.delta_steps_max:+.0f}); "
+            f"faster on {r.seeds_faster}, slower on {r.seeds_slower} seeds (paper: sometimes faster)"
+        )
     return runs
 
 

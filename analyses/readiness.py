@@ -45,15 +45,24 @@ def verdict(points: pd.DataFrame) -> list[str]:
         if pd.isna(p["emergence_step"]):
             lines.append(f"- {run}: no point of emergence (E); no comparison.")
         elif pd.isna(p["readiness_step"]):
-            lines.append(f"- {run}: E = {int(p['emergence_step'])}, but the ideal-pattern model never crosses "
-                         "and holds: the ideal patterns of these heads do not make the capability.")
+            lines.append(
+                f"- {run}: E = {int(p['emergence_step'])}, but the ideal-pattern model never crosses "
+                "and holds: the ideal patterns of these heads do not make the capability."
+            )
         else:
             lo, hi = p["e_minus_r_lo"], p["e_minus_r_hi"]
             ci = "" if pd.isna(lo) else f" [{lo:.0f}, {hi:.0f}]"
-            what = ("the rest of the circuit was ready before the pattern" if p["e_minus_r"] > 0 and not lo <= 0
-                    else "ready no earlier than it emerged" if p["e_minus_r"] <= 0 else "not clearly earlier")
-            lines.append(f"- {run}: E = {int(p['emergence_step'])}, R = {int(p['readiness_step'])}, E − R = "
-                         f"{int(p['e_minus_r'])} steps{ci}: {what}.")
+            what = (
+                "the rest of the circuit was ready before the pattern"
+                if p["e_minus_r"] > 0 and not lo <= 0
+                else "ready no earlier than it emerged"
+                if p["e_minus_r"] <= 0
+                else "not clearly earlier"
+            )
+            lines.append(
+                f"- {run}: E = {int(p['emergence_step'])}, R = {int(p['readiness_step'])}, E − R = "
+                f"{int(p['e_minus_r'])} steps{ci}: {what}."
+            )
     return lines
 
 
@@ -65,7 +74,9 @@ def markdown(points: pd.DataFrame, settings: str, seconds: float) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         points.to_csv(Path(tmp) / "p.csv", index=False)
         table = markdown_table(Path(tmp) / "p.csv")
-    return "\n".join([settings, "", f"Runtime of this entry: {seconds / 60:.1f} min.", "", table, *verdict(points)]) + "\n"
+    return (
+        "\n".join([settings, "", f"Runtime of this entry: {seconds / 60:.1f} min.", "", table, *verdict(points)]) + "\n"
+    )
 
 
 def update_docs(block: str) -> None:
@@ -79,8 +90,12 @@ def update_docs(block: str) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="analyses/readiness.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default=["embedded"], nargs="+",
-                        help="embedded | embedded-quick | embedded/<run> | run folders (several allowed)")
+    parser.add_argument(
+        "--suite",
+        default=["embedded"],
+        nargs="+",
+        help="embedded | embedded-quick | embedded/<run> | run folders (several allowed)",
+    )
     parser.add_argument("--prompts", type=int, default=256, help="repetition prompts per checkpoint")
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--method", default="fast", choices=["fast", "reference"])
@@ -101,30 +116,55 @@ def main(argv=None) -> None:
         if point_file.is_file():
             table, point = pd.read_csv(table_file), json.loads(point_file.read_text())
         else:
-            result = readiness(source, RepetitionTask(n_prompts=args.prompts).build(source.tokenizer()), heads="auto",
-                               n_boot=args.n_boot, method=args.method)
+            result = readiness(
+                source,
+                RepetitionTask(n_prompts=args.prompts).build(source.tokenizer()),
+                heads="auto",
+                n_boot=args.n_boot,
+                method=args.method,
+            )
             table, point = result.table(), result.point_row()
             atomic_to_csv(table, table_file)
             atomic_write_text(point_file, json.dumps(point))
         source.close()
         tables.append(table)
         points.append(point)
-        results.append(ReadinessResult(
-            point["model"], point["seed"], {}, table, (None, point["emergence_step"]), (None, point["readiness_step"]),
-            point["e_minus_r"], (point["e_minus_r_lo"], point["e_minus_r_hi"]), point["boot_defined"], point["n_boot"],
-            point["threshold"], point["hold"]))
-        results[-1].heads = {tuple(int(x) for x in re.findall(r"\d+", h.split("=")[0])): h.split("=")[1]
-                             for h in point["heads"].split("+")}
-        print(f"{point['model']} seed {point['seed']}: E {point['emergence_step']} R {point['readiness_step']} "
-              f"({time.time() - start:.0f} s)", flush=True)
+        results.append(
+            ReadinessResult(
+                point["model"],
+                point["seed"],
+                {},
+                table,
+                (None, point["emergence_step"]),
+                (None, point["readiness_step"]),
+                point["e_minus_r"],
+                (point["e_minus_r_lo"], point["e_minus_r_hi"]),
+                point["boot_defined"],
+                point["n_boot"],
+                point["threshold"],
+                point["hold"],
+            )
+        )
+        results[-1].heads = {
+            tuple(int(x) for x in re.findall(r"\d+", h.split("=")[0])): h.split("=")[1]
+            for h in point["heads"].split("+")
+        }
+        print(
+            f"{point['model']} seed {point['seed']}: E {point['emergence_step']} R {point['readiness_step']} "
+            f"({time.time() - start:.0f} s)",
+            flush=True,
+        )
     points_df = pd.DataFrame(points, columns=POINTS_COLUMNS).astype(
-        {"emergence_step": "Int64", "readiness_step": "Int64", "e_minus_r": "Int64"})
+        {"emergence_step": "Int64", "readiness_step": "Int64", "e_minus_r": "Int64"}
+    )
     seconds = time.time() - start
-    settings = (f"Command: `python -m analyses.readiness --suite {' '.join(args.suite)} --prompts {args.prompts} "
-                f"--n-boot {args.n_boot}`; heads: auto (at E's post step, the top prefix-matching head gets the "
-                f"induction pattern, the top previous-token head among the others the previous-token pattern); E and R: "
-                f"greedy accuracy 0.5 on {args.prompts} repetition prompts, holding for the next 2 checkpoints; "
-                f"interval: 95 % percentile bootstrap over prompts.")
+    settings = (
+        f"Command: `python -m analyses.readiness --suite {' '.join(args.suite)} --prompts {args.prompts} "
+        f"--n-boot {args.n_boot}`; heads: auto (at E's post step, the top prefix-matching head gets the "
+        f"induction pattern, the top previous-token head among the others the previous-token pattern); E and R: "
+        f"greedy accuracy 0.5 on {args.prompts} repetition prompts, holding for the next 2 checkpoints; "
+        f"interval: 95 % percentile bootstrap over prompts."
+    )
     block = markdown(points_df, settings, seconds)
     atomic_to_csv(pd.concat(tables, ignore_index=True), args.out / "readiness.csv")
     atomic_to_csv(points_df, args.out / "readiness_points.csv")

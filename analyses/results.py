@@ -49,10 +49,19 @@ class Analysis:
 REGISTRY: list[Analysis] = [
     Analysis("main_job", "analyses.main_job", "docs/results.md §1"),
     Analysis("decomposition", "analyses.decomposition", "docs/results.md §1b", ("--update-docs",), runs_sweeps=False),
-    Analysis("interval_study", "analyses.interval_study", "docs/results.md, recovery vs interval width",
-             ("--update-docs",), runs_sweeps=False),
-    Analysis("trainer_determinism", "analyses.trainer_determinism", "docs/embedded.md, what changes the weights",
-             runs_sweeps=False),
+    Analysis(
+        "interval_study",
+        "analyses.interval_study",
+        "docs/results.md, recovery vs interval width",
+        ("--update-docs",),
+        runs_sweeps=False,
+    ),
+    Analysis(
+        "trainer_determinism",
+        "analyses.trainer_determinism",
+        "docs/embedded.md, what changes the weights",
+        runs_sweeps=False,
+    ),
     Analysis("linear_map_floors", "analyses.linear_map_floors", "docs/results-synthetic.md (a)"),
     Analysis("sparsity_sweep", "analyses.sparsity_sweep", "docs/results-synthetic.md (b)"),
     Analysis("bias_plateau", "analyses.bias_plateau", "docs/results-synthetic.md (c)"),
@@ -64,24 +73,51 @@ REGISTRY: list[Analysis] = [
     Analysis("depth", "analyses.depth", "docs/results-architectures.md (c)"),
     Analysis("prepretraining", "analyses.prepretraining", "docs/results-architectures.md (4)"),
     Analysis("capabilities", "analyses.capabilities", "docs/results.md §1c", ("--update-docs",), runs_sweeps=False),
-    Analysis("readiness", "analyses.readiness", "docs/results.md, is the pattern the bottleneck? (readiness)",
-             ("--update-docs",), runs_sweeps=False),
-    Analysis("forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)",
-             ("--update-docs",)),
+    Analysis(
+        "readiness",
+        "analyses.readiness",
+        "docs/results.md, is the pattern the bottleneck? (readiness)",
+        ("--update-docs",),
+        runs_sweeps=False,
+    ),
+    Analysis(
+        "forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)", ("--update-docs",)
+    ),
     # The paper's own scale where it decides a claim (issue 27): `emergence results --paper-scale`.
-    Analysis("sparsity_sweep_paper", "analyses.sparsity_sweep", "docs/results-synthetic.md (b), paper scale",
-             ("--paper-scale",), paper_scale=True),
-    Analysis("heads_vs_dhead_paper", "analyses.heads_vs_dhead", "docs/results-synthetic.md (e), paper scale",
-             ("--paper-scale",), paper_scale=True),
-    Analysis("arch_linear_map_paper", "analyses.arch_linear_map", "docs/results-architectures.md (a), paper scale",
-             ("--paper-scale",), paper_scale=True),
-    Analysis("depth_paper", "analyses.depth", "docs/results-architectures.md (c), paper scale",
-             ("--paper-scale",), paper_scale=True),
+    Analysis(
+        "sparsity_sweep_paper",
+        "analyses.sparsity_sweep",
+        "docs/results-synthetic.md (b), paper scale",
+        ("--paper-scale",),
+        paper_scale=True,
+    ),
+    Analysis(
+        "heads_vs_dhead_paper",
+        "analyses.heads_vs_dhead",
+        "docs/results-synthetic.md (e), paper scale",
+        ("--paper-scale",),
+        paper_scale=True,
+    ),
+    Analysis(
+        "arch_linear_map_paper",
+        "analyses.arch_linear_map",
+        "docs/results-architectures.md (a), paper scale",
+        ("--paper-scale",),
+        paper_scale=True,
+    ),
+    Analysis(
+        "depth_paper",
+        "analyses.depth",
+        "docs/results-architectures.md (c), paper scale",
+        ("--paper-scale",),
+        paper_scale=True,
+    ),
 ]
 
 
-def select(names: list[str] | None = None, registry: list[Analysis] | None = None,
-           paper_scale: bool = False) -> list[Analysis]:
+def select(
+    names: list[str] | None = None, registry: list[Analysis] | None = None, paper_scale: bool = False
+) -> list[Analysis]:
     """The registry entries named, in registry order; when ``names`` is empty, every entry of the
     documented scale, or with ``paper_scale`` every paper-scale entry (:attr:`Analysis.paper_scale`).
 
@@ -109,9 +145,16 @@ def markdown_table(csv: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_results(out: Path, names: list[str] | None = None, jobs: int = 2, force: bool = False,
-                registry: list[Analysis] | None = None, echo=print, paper_scale: bool = False,
-                device: str | None = None) -> dict[str, float]:
+def run_results(
+    out: Path,
+    names: list[str] | None = None,
+    jobs: int = 2,
+    force: bool = False,
+    registry: list[Analysis] | None = None,
+    echo=print,
+    paper_scale: bool = False,
+    device: str | None = None,
+) -> dict[str, float]:
     """Run the selected analyses that have not finished yet; returns seconds per analysis run now.
 
     ``paper_scale`` selects the paper-scale entries instead of the documented-scale ones (when no
@@ -140,18 +183,30 @@ def run_results(out: Path, names: list[str] | None = None, jobs: int = 2, force:
         echo(f"{analysis.name}: running ({analysis.page})")
         t0 = time.perf_counter()
         module = importlib.import_module(analysis.module)
-        sweep_args = ["--jobs", str(jobs), "--sweep-dir", str(out / "sweeps" / analysis.name)] if analysis.runs_sweeps else []
+        sweep_args = (
+            ["--jobs", str(jobs), "--sweep-dir", str(out / "sweeps" / analysis.name)] if analysis.runs_sweeps else []
+        )
         if analysis.runs_sweeps and device is not None:
             sweep_args += ["--device", device]
         module.main(["--out", str(folder), *sweep_args, *analysis.args])
         seconds[analysis.name] = time.perf_counter() - t0
         for csv in sorted(folder.glob("*.csv")):
             atomic_write_text(csv.with_suffix(".md"), markdown_table(csv))
-        atomic_write_text(marker, json.dumps({"seconds": seconds[analysis.name], "page": analysis.page,
-                                              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        atomic_write_text(
+            marker,
+            json.dumps(
+                {
+                    "seconds": seconds[analysis.name],
+                    "page": analysis.page,
+                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            ),
+        )
         echo(f"{analysis.name}: {seconds[analysis.name]:.0f} s")
-    echo(f"total time: {time.perf_counter() - started:.0f} s for {len(seconds)} analyses run now "
-         f"({len(chosen) - len(seconds)} already done); outputs in {out}")
+    echo(
+        f"total time: {time.perf_counter() - started:.0f} s for {len(seconds)} analyses run now "
+        f"({len(chosen) - len(seconds)} already done); outputs in {out}"
+    )
     return seconds
 
 
@@ -163,12 +218,20 @@ def results_command(
     only: list[str] | None = typer.Option(None, "--only", help="Run only this analysis (repeatable)."),
     out: Path = typer.Option(Path("results"), "--out", help="Output root: OUT/analyses/<name>, OUT/sweeps/<name>."),
     jobs: int = typer.Option(2, "--jobs", min=1, help="Worker processes per analysis."),
-    force: bool = typer.Option(False, "--force", help="Re-run analyses that finished before (their stores still resume)."),
+    force: bool = typer.Option(
+        False, "--force", help="Re-run analyses that finished before (their stores still resume)."
+    ),
     list_only: bool = typer.Option(False, "--list", help="List the registry and what is done; run nothing."),
-    paper_scale: bool = typer.Option(False, "--paper-scale", help="Run the paper-scale entries (hours of CPU each; "
-                                     "minutes on a GPU) instead of the documented-scale ones."),
-    device: str | None = typer.Option(None, "--device", help="Device of every trained run: cpu, cuda or cuda:N "
-                                         "(default: each run's own, auto = cuda when available)."),
+    paper_scale: bool = typer.Option(
+        False,
+        "--paper-scale",
+        help="Run the paper-scale entries (hours of CPU each; minutes on a GPU) instead of the documented-scale ones.",
+    ),
+    device: str | None = typer.Option(
+        None,
+        "--device",
+        help="Device of every trained run: cpu, cuda or cuda:N (default: each run's own, auto = cuda when available).",
+    ),
 ) -> None:
     """Re-run every number docs/results*.md quote, at the documented scale (hours on 2 cores);
     prints the total time; a second call resumes where the first stopped."""

@@ -32,18 +32,45 @@ def settings(paper_scale: bool = False) -> dict:
     base = {"lr": 3e-3, "seeds": [0, 1, 2], "n_heads": 16, "d_head": 8}
     if paper_scale:
         grid = {8: list(range(1, 9)), 16: [2, 3, 8], 32: [2, 16, 31]}
-        return {**base, "lr": 1e-3, "grid": grid, "steps": {8: 10_000, 16: 10_000, 32: 10_000},
-                "tokens_per_step": {8: 2048, 16: 2048, 32: 2048}, "eval_every": 100, "eval_tokens": 8192}
-    return {**base, "grid": {8: list(range(1, 9)), 32: [8, 16]}, "steps": {8: 1500, 32: 400},
-            "tokens_per_step": {8: 512, 32: 512}, "eval_every": 100, "eval_tokens": 2048}
+        return {
+            **base,
+            "lr": 1e-3,
+            "grid": grid,
+            "steps": {8: 10_000, 16: 10_000, 32: 10_000},
+            "tokens_per_step": {8: 2048, 16: 2048, 32: 2048},
+            "eval_every": 100,
+            "eval_tokens": 8192,
+        }
+    return {
+        **base,
+        "grid": {8: list(range(1, 9)), 32: [8, 16]},
+        "steps": {8: 1500, 32: 400},
+        "tokens_per_step": {8: 512, 32: 512},
+        "eval_every": 100,
+        "eval_tokens": 2048,
+    }
 
 
 def configs(cfg: dict) -> list[dict]:
     """One TrainConfig field dict per (S, s, seed)."""
-    return [{"task": "linear-map", "S": S, "s": s, "seed": seed, "steps": cfg["steps"][S],
-             "tokens_per_step": cfg["tokens_per_step"][S], "lr": cfg["lr"], "n_heads": cfg["n_heads"],
-             "d_head": cfg["d_head"], "eval_every": cfg["eval_every"], "eval_tokens": cfg["eval_tokens"]}
-            for S, ss in cfg["grid"].items() for s in ss for seed in cfg["seeds"]]
+    return [
+        {
+            "task": "linear-map",
+            "S": S,
+            "s": s,
+            "seed": seed,
+            "steps": cfg["steps"][S],
+            "tokens_per_step": cfg["tokens_per_step"][S],
+            "lr": cfg["lr"],
+            "n_heads": cfg["n_heads"],
+            "d_head": cfg["d_head"],
+            "eval_every": cfg["eval_every"],
+            "eval_tokens": cfg["eval_tokens"],
+        }
+        for S, ss in cfg["grid"].items()
+        for s in ss
+        for seed in cfg["seeds"]
+    ]
 
 
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
@@ -54,27 +81,60 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     """
     cfgs = configs(cfg)
     results = run_configs(cfgs, execution)
-    runs = pd.DataFrame([
-        {"S": c["S"], "s": c["s"], "s_over_S": c["s"] / c["S"], "seed": c["seed"], "steps": c["steps"],
-         "final_loss": summ["final_loss"], "floor": summ["floor"], "threshold": summ["threshold"],
-         "learned": summ["final_loss"] <= summ["threshold"],
-         "at_ln2": summ["final_loss"] >= LN2 - MARGIN * (LN2 - summ["floor"]),
-         "wall_time_s": summ["wall_time_s"]}
-        for c, (summ, _) in zip(cfgs, results)
-    ])
-    agg = runs.groupby(["S", "s"]).agg(s_over_S=("s_over_S", "first"), final_loss_mean=("final_loss", "mean"),
-                                       final_loss_min=("final_loss", "min"), final_loss_max=("final_loss", "max"),
-                                       floor=("floor", "first"), learned_all=("learned", "all"),
-                                       at_ln2_all=("at_ln2", "all"), seeds=("seed", "count")).reset_index()
+    runs = pd.DataFrame(
+        [
+            {
+                "S": c["S"],
+                "s": c["s"],
+                "s_over_S": c["s"] / c["S"],
+                "seed": c["seed"],
+                "steps": c["steps"],
+                "final_loss": summ["final_loss"],
+                "floor": summ["floor"],
+                "threshold": summ["threshold"],
+                "learned": summ["final_loss"] <= summ["threshold"],
+                "at_ln2": summ["final_loss"] >= LN2 - MARGIN * (LN2 - summ["floor"]),
+                "wall_time_s": summ["wall_time_s"],
+            }
+            for c, (summ, _) in zip(cfgs, results)
+        ]
+    )
+    agg = (
+        runs.groupby(["S", "s"])
+        .agg(
+            s_over_S=("s_over_S", "first"),
+            final_loss_mean=("final_loss", "mean"),
+            final_loss_min=("final_loss", "min"),
+            final_loss_max=("final_loss", "max"),
+            floor=("floor", "first"),
+            learned_all=("learned", "all"),
+            at_ln2_all=("at_ln2", "all"),
+            seeds=("seed", "count"),
+        )
+        .reset_index()
+    )
     fig = go.Figure()
     for S, sub in agg.groupby("S"):
-        fig.add_trace(go.Scatter(x=sub["s_over_S"], y=sub["final_loss_mean"], mode="lines+markers", name=f"S={S}",
-                                 error_y={"type": "data", "symmetric": False,
-                                          "array": sub["final_loss_max"] - sub["final_loss_mean"],
-                                          "arrayminus": sub["final_loss_mean"] - sub["final_loss_min"]}))
+        fig.add_trace(
+            go.Scatter(
+                x=sub["s_over_S"],
+                y=sub["final_loss_mean"],
+                mode="lines+markers",
+                name=f"S={S}",
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": sub["final_loss_max"] - sub["final_loss_mean"],
+                    "arrayminus": sub["final_loss_mean"] - sub["final_loss_min"],
+                },
+            )
+        )
     fig.add_hline(y=LN2, line_dash="dot", annotation_text="ln 2")
-    fig.update_layout(title="Linear map: final loss vs sparsity s/S (mean, min–max over seeds)",
-                      xaxis_title="s / S", yaxis_title="final loss (nats)")
+    fig.update_layout(
+        title="Linear map: final loss vs sparsity s/S (mean, min–max over seeds)",
+        xaxis_title="s / S",
+        yaxis_title="final loss (nats)",
+    )
     return runs, agg, fig
 
 
@@ -82,8 +142,10 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     cfg, (runs, agg, fig) = reproduce(NAME, __doc__, argv, settings, run)
     s8 = agg[agg.S == 8]
     if len(s8):
-        print(f"S=8 learns every s in every seed: {bool(s8.learned_all.all())} "
-              f"(not learned: s = {s8[~s8.learned_all].s.tolist()})")
+        print(
+            f"S=8 learns every s in every seed: {bool(s8.learned_all.all())} "
+            f"(not learned: s = {s8[~s8.learned_all].s.tolist()})"
+        )
     medium = agg[(agg.S == 32) & (agg.s >= 4) & (agg.s <= 29)]
     if len(medium):
         print(f"S=32 medium s {medium.s.tolist()} stay at ln 2 in every seed: {bool(medium.at_ln2_all.all())}")

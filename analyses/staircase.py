@@ -34,10 +34,30 @@ def settings(paper_scale: bool = False) -> dict:
     × d_head 8, lr 1e-3, 1024 tokens/step, 1200 steps, 3 seeds; paper scale: S = 16, s = 3,
     10⁴ steps, 2048 tokens/step (the training defaults)."""
     if paper_scale:
-        return {"S": 16, "s": 3, "seeds": [0, 1, 2], "steps": 10_000, "tokens_per_step": 2048,
-                "lr": 1e-3, "eval_every": 50, "eval_tokens": 8192, "n_heads": 16, "d_head": 8}
-    return {"S": 8, "s": 3, "seeds": [0, 1, 2], "steps": 1200, "tokens_per_step": 1024,
-            "lr": 1e-3, "eval_every": 20, "eval_tokens": 2048, "n_heads": 16, "d_head": 8}
+        return {
+            "S": 16,
+            "s": 3,
+            "seeds": [0, 1, 2],
+            "steps": 10_000,
+            "tokens_per_step": 2048,
+            "lr": 1e-3,
+            "eval_every": 50,
+            "eval_tokens": 8192,
+            "n_heads": 16,
+            "d_head": 8,
+        }
+    return {
+        "S": 8,
+        "s": 3,
+        "seeds": [0, 1, 2],
+        "steps": 1200,
+        "tokens_per_step": 1024,
+        "lr": 1e-3,
+        "eval_every": 20,
+        "eval_tokens": 2048,
+        "n_heads": 16,
+        "d_head": 8,
+    }
 
 
 def row_alignment(model: Any, task: Any, n_seqs: int = 256) -> np.ndarray:
@@ -103,22 +123,43 @@ def analyse_run(metrics: pd.DataFrame, align: np.ndarray, S: int) -> pd.DataFram
         # the entropy drop counts from the second evaluation: step 0 → first eval is initialisation noise
         diffs = np.diff(ent)
         ent_drop = int(steps[1 + int(np.argmin(diffs))]) if diffs.size else None
-        rows.append({"output": i, "loss_drop_step": loss_drop, "head": head,
-                     "head_row_alignment": float(align[head, i]), "entropy_drop_step": ent_drop,
-                     "entropy_drop_nats": float(-diffs.min()) if diffs.size else None,
-                     "lag_steps": (loss_drop - ent_drop) if loss_drop is not None else None})
+        rows.append(
+            {
+                "output": i,
+                "loss_drop_step": loss_drop,
+                "head": head,
+                "head_row_alignment": float(align[head, i]),
+                "entropy_drop_step": ent_drop,
+                "entropy_drop_nats": float(-diffs.min()) if diffs.size else None,
+                "lag_steps": (loss_drop - ent_drop) if loss_drop is not None else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, list, go.Figure]:
     """Train the seeds; return (per-output table over seeds, raw results, figure)."""
-    fields = [{"task": "linear-map", "S": cfg["S"], "s": cfg["s"], "seed": seed, "steps": cfg["steps"],
-               "tokens_per_step": cfg["tokens_per_step"], "lr": cfg["lr"], "eval_every": cfg["eval_every"],
-               "eval_tokens": cfg["eval_tokens"], "n_heads": cfg["n_heads"], "d_head": cfg["d_head"],
-               "row_entropy": True}
-              for seed in cfg["seeds"]]
-    results = [(summary, metrics, np.asarray(summary["row_alignment"]))
-               for summary, metrics in run_configs(fields, execution, runner=RUNNER)]
+    fields = [
+        {
+            "task": "linear-map",
+            "S": cfg["S"],
+            "s": cfg["s"],
+            "seed": seed,
+            "steps": cfg["steps"],
+            "tokens_per_step": cfg["tokens_per_step"],
+            "lr": cfg["lr"],
+            "eval_every": cfg["eval_every"],
+            "eval_tokens": cfg["eval_tokens"],
+            "n_heads": cfg["n_heads"],
+            "d_head": cfg["d_head"],
+            "row_entropy": True,
+        }
+        for seed in cfg["seeds"]
+    ]
+    results = [
+        (summary, metrics, np.asarray(summary["row_alignment"]))
+        for summary, metrics in run_configs(fields, execution, runner=RUNNER)
+    ]
     tables = []
     for f, (summary, metrics, align) in zip(fields, results):
         t = analyse_run(metrics, align, cfg["S"])
@@ -128,19 +169,38 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, li
     table = pd.concat(tables, ignore_index=True)
 
     summary0, metrics0, align0 = results[0]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True,
-                        subplot_titles=(f"seed {fields[0]['seed']}: per-position loss (nats)",
-                                        "entropy of each bit's best-aligned head at that bit's queries (nats)"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=(
+            f"seed {fields[0]['seed']}: per-position loss (nats)",
+            "entropy of each bit's best-aligned head at that bit's queries (nats)",
+        ),
+    )
     t0 = table[table.seed == fields[0]["seed"]]
     for i in range(cfg["S"]):
-        fig.add_trace(go.Scatter(x=metrics0["step"], y=metrics0[f"loss_out_{i}"], mode="lines",
-                                 name=f"bit {i}", legendgroup=f"b{i}"), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=metrics0["step"], y=metrics0[f"loss_out_{i}"], mode="lines", name=f"bit {i}", legendgroup=f"b{i}"
+            ),
+            row=1,
+            col=1,
+        )
     for i, head in zip(t0["output"], t0["head"]):
-        fig.add_trace(go.Scatter(x=metrics0["step"], y=metrics0[f"entropy_L0H{head}_out{i}"], mode="lines",
-                                 name=f"bit {i}: head {head}", legendgroup=f"b{i}", line={"dash": "dot"}),
-                      row=2, col=1)
-    fig.update_layout(title=f"Staircase, linear map S={cfg['S']}, s={cfg['s']}, 1 layer",
-                      xaxis2_title="step")
+        fig.add_trace(
+            go.Scatter(
+                x=metrics0["step"],
+                y=metrics0[f"entropy_L0H{head}_out{i}"],
+                mode="lines",
+                name=f"bit {i}: head {head}",
+                legendgroup=f"b{i}",
+                line={"dash": "dot"},
+            ),
+            row=2,
+            col=1,
+        )
+    fig.update_layout(title=f"Staircase, linear map S={cfg['S']}, s={cfg['s']}, 1 layer", xaxis2_title="step")
     return table, results, fig
 
 
@@ -150,23 +210,28 @@ def describe(table: pd.DataFrame, eval_every: int) -> dict:
     per_seed = dropped.groupby("seed")["loss_drop_step"]
     lag = dropped["lag_steps"].abs()
     return {
-        "bits_dropped": len(dropped), "bits_total": len(table),
+        "bits_dropped": len(dropped),
+        "bits_total": len(table),
         "distinct_drop_steps_per_seed": per_seed.nunique().to_dict(),
-        "first_drop": per_seed.min().to_dict(), "last_drop": per_seed.max().to_dict(),
+        "first_drop": per_seed.min().to_dict(),
+        "last_drop": per_seed.max().to_dict(),
         "median_abs_lag": float(lag.median()) if len(lag) else None,
         "share_lag_within_2_evals": float((lag <= 2 * eval_every).mean()) if len(lag) else None,
     }
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    cfg, (table, _, fig) = reproduce(NAME, __doc__, argv, settings, run,
-                              shown=lambda o: o[0])
+    cfg, (table, _, fig) = reproduce(NAME, __doc__, argv, settings, run, shown=lambda o: o[0])
     d = describe(table, cfg["eval_every"])
-    print(f"bits whose loss dropped: {d['bits_dropped']}/{d['bits_total']}; distinct drop steps per seed "
-          f"{d['distinct_drop_steps_per_seed']}; first {d['first_drop']}, last {d['last_drop']} "
-          f"(paper: 16 bits one at a time, ≈500 → ≈4600 steps)")
-    print(f"lag loss drop − entropy drop of best-aligned head: median |lag| {d['median_abs_lag']} steps; "
-          f"share within 2 evaluations ({2 * cfg['eval_every']} steps): {d['share_lag_within_2_evals']}")
+    print(
+        f"bits whose loss dropped: {d['bits_dropped']}/{d['bits_total']}; distinct drop steps per seed "
+        f"{d['distinct_drop_steps_per_seed']}; first {d['first_drop']}, last {d['last_drop']} "
+        f"(paper: 16 bits one at a time, ≈500 → ≈4600 steps)"
+    )
+    print(
+        f"lag loss drop − entropy drop of best-aligned head: median |lag| {d['median_abs_lag']} steps; "
+        f"share within 2 evaluations ({2 * cfg['eval_every']} steps): {d['share_lag_within_2_evals']}"
+    )
     return table
 
 

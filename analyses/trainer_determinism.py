@@ -30,8 +30,12 @@ import pandas as pd
 SETTINGS = [
     ("pinned (the suite's trainer)", True, 1, {}),
     ("pinned, second process", True, 1, {}),
-    ("pinned, caller ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE", True, 1,
-     {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}),
+    (
+        "pinned, caller ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE",
+        True,
+        1,
+        {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
+    ),
     ("unpinned, the machine's defaults", False, 1, {}),
     ("unpinned, 2 threads", False, 2, {}),
     ("unpinned, ATEN_CPU_CAPABILITY=avx2", False, 1, {"ATEN_CPU_CAPABILITY": "avx2"}),
@@ -69,8 +73,12 @@ def train_and_report(out: Path, steps: int) -> dict:
 
     started = time.perf_counter()
     embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=steps, save_steps=[steps])
-    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
-            "seconds": time.perf_counter() - started, "env": kernel_pins.kernel_env()}
+    return {
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "seconds": time.perf_counter() - started,
+        "env": kernel_pins.kernel_env(),
+    }
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -90,15 +98,22 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     root = str(Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
         for i, (label, pinned, threads, changes) in enumerate(settings):
-            env = {k: v for k, v in os.environ.items()
-                   if k not in (*kernel_pins.PINS, *kernel_pins.THREAD_VARS, kernel_pins.UNPIN_VAR)}
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                if k not in (*kernel_pins.PINS, *kernel_pins.THREAD_VARS, kernel_pins.UNPIN_VAR)
+            }
             env.update(changes)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
             if not pinned:
                 env[kernel_pins.UNPIN_VAR] = "1"
             folder = Path(tmp) / f"v{i}"
-            done = subprocess.run([sys.executable, "-c", _CHILD, str(folder), str(threads), str(args.steps),
-                                   "1" if pinned else "0"], env=env, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(folder), str(threads), str(args.steps), "1" if pinned else "0"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode != 0:
                 raise RuntimeError(f"setting {label!r} failed: {done.stderr.strip().splitlines()[-1:]}")
             report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -107,10 +122,18 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             reference = reference or weights
             diff = max(float((weights[k] - reference[k]).abs().max()) for k in reference)
             rel = max(float((weights[k] - reference[k]).norm() / reference[k].norm()) for k in reference)
-            rows.append({"setting": label, "pinned": pinned, "threads": report["threads"],
-                         "cpu_capability": report["cpu_capability"], "max_abs_diff": diff, "max_rel_norm_diff": rel,
-                         "sha256": hashlib.sha256(weights_file.read_bytes()).hexdigest()[:16],
-                         "steps_per_s": round(args.steps / report["seconds"], 2)})
+            rows.append(
+                {
+                    "setting": label,
+                    "pinned": pinned,
+                    "threads": report["threads"],
+                    "cpu_capability": report["cpu_capability"],
+                    "max_abs_diff": diff,
+                    "max_rel_norm_diff": rel,
+                    "sha256": hashlib.sha256(weights_file.read_bytes()).hexdigest()[:16],
+                    "steps_per_s": round(args.steps / report["seconds"], 2),
+                }
+            )
             print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     from interp.core.io import atomic_to_csv

@@ -32,8 +32,9 @@ from interp import sources as checkpoints
 from interp.sources import LocalSuiteSource, make_byte_tokenizer
 
 
-def write_suite(root: Path, n_checkpoints: int, distinct: int, d_vocab: int, d_model: int, n_layers: int,
-                n_heads: int) -> None:
+def write_suite(
+    root: Path, n_checkpoints: int, distinct: int, d_vocab: int, d_model: int, n_layers: int, n_heads: int
+) -> None:
     """A local suite (layout in interp/sources/__init__.py): ``distinct`` random checkpoints, the other
     step folders hard-linking their files (step k links step k % distinct)."""
     from transformers import GPTNeoXForCausalLM
@@ -99,8 +100,10 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     growth = 100 * (max(rss[1:]) - rss[0]) / rss[0]
-    print(f"rss after first load: {rss[0]:.0f} MiB; max after: {max(rss[1:]):.0f} MiB; last: {rss[-1]:.0f} MiB; "
-          f"mean load {sum(seconds) / len(seconds):.2f} s")
+    print(
+        f"rss after first load: {rss[0]:.0f} MiB; max after: {max(rss[1:]):.0f} MiB; last: {rss[-1]:.0f} MiB; "
+        f"mean load {sum(seconds) / len(seconds):.2f} s"
+    )
     print(f"rss_growth_after_first_pct: {growth:.1f}")
 
 

@@ -68,7 +68,9 @@ def write_suite(root: Path, shape: str, steps: int, d_vocab: int) -> Path:
     return suite
 
 
-def switch_times(suite: Path, swap: bool, ahead: bool, eval_tokens: int, device: str = "cpu") -> tuple[list[float], float]:
+def switch_times(
+    suite: Path, swap: bool, ahead: bool, eval_tokens: int, device: str = "cpu"
+) -> tuple[list[float], float]:
     """Seconds per load of steps 1..N after a warm-up load of step 0, and seconds spent reading."""
     source = LocalSuiteSource(suite)
     source.swap_weights = swap
@@ -129,20 +131,28 @@ def main() -> None:
         for shape in args.shapes.split(","):
             suite = write_suite(tmp, shape, args.steps, args.d_vocab)
             boot, _ = switch_times(suite, swap=False, ahead=False, eval_tokens=args.eval_tokens, device=args.device)
-            swap, read_plain = switch_times(suite, swap=True, ahead=False, eval_tokens=args.eval_tokens, device=args.device)
-            ahead, read_ahead = switch_times(suite, swap=True, ahead=True, eval_tokens=args.eval_tokens, device=args.device)
+            swap, read_plain = switch_times(
+                suite, swap=True, ahead=False, eval_tokens=args.eval_tokens, device=args.device
+            )
+            ahead, read_ahead = switch_times(
+                suite, swap=True, ahead=True, eval_tokens=args.eval_tokens, device=args.device
+            )
             rss = rss_over_switches(suite, args.switches, device=args.device)
             growth = (max(rss[1:]) - rss[0]) / rss[0]
             rss_ahead = rss_over_switches(suite, args.switches, device=args.device, ahead=True)
             growth_ahead = (max(rss_ahead[1:]) - rss_ahead[0]) / rss_ahead[0]
             mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
             hidden = 1 - read_ahead / read_plain if read_plain > 0 else float("nan")
-            print(f"{shape}: boot {mean(boot):.3f} s/switch, swap {mean(swap):.3f} s/switch, "
-                  f"swap+read-ahead {mean(ahead):.3f} s/switch ({len(boot)} switches)")
+            print(
+                f"{shape}: boot {mean(boot):.3f} s/switch, swap {mean(swap):.3f} s/switch, "
+                f"swap+read-ahead {mean(ahead):.3f} s/switch ({len(boot)} switches)"
+            )
             print(f"{shape}: reading {read_plain:.3f} s without read-ahead, {read_ahead:.3f} s waited with it")
             print(f"{shape}: rss {rss[0] >> 20} MiB after switch 1, max {max(rss[1:]) >> 20} MiB over {args.switches}")
-            print(f"{shape}: with read-ahead rss {rss_ahead[0] >> 20} MiB after switch 1, "
-                  f"max {max(rss_ahead[1:]) >> 20} MiB over {args.switches}")
+            print(
+                f"{shape}: with read-ahead rss {rss_ahead[0] >> 20} MiB after switch 1, "
+                f"max {max(rss_ahead[1:]) >> 20} MiB over {args.switches}"
+            )
             results[shape] = (mean(boot) / mean(swap), mean(boot) / mean(ahead), hidden, growth, growth_ahead)
             shutil.rmtree(suite)
         for shape, (speedup, speedup_ahead, hidden, growth, growth_ahead) in results.items():

@@ -50,11 +50,14 @@ def main() -> None:
 
         p_point = search_emergence(list(PYTHIA_STEPS), evaluate)
         p_agree = (p_point.pre_step, p_point.post_step, p_point.emerged) == point_from_curve(
-            list(stretched), list(stretched.values()))
+            list(stretched), list(stretched.values())
+        )
         ratios.append(len(PYTHIA_STEPS) / p_point.n_evaluations)
-        print(f"{source.model_id:<28}{len(steps):>4}{len(steps):>6}{point.n_evaluations:>8}"
-              f"{max_bisection_evaluations(len(steps)):>8}  {agree!s:<5}  | "
-              f"{len(PYTHIA_STEPS):>6} {p_point.n_evaluations:>6} {p_agree}")
+        print(
+            f"{source.model_id:<28}{len(steps):>4}{len(steps):>6}{point.n_evaluations:>8}"
+            f"{max_bisection_evaluations(len(steps)):>8}  {agree!s:<5}  | "
+            f"{len(PYTHIA_STEPS):>6} {p_point.n_evaluations:>6} {p_agree}"
+        )
         source.close()
     print(f"evaluations_ratio_full_scan_vs_bisection: {np.mean(ratios):.1f}")
 

@@ -45,7 +45,10 @@ def steps_per_second(size_name: str, steps: int) -> dict:
     embedded.train_run(size, 1, embedded.QUICK, None, stop_step=5)
     started = time.perf_counter()
     embedded.train_run(size, 1, embedded.QUICK, None, stop_step=steps)
-    return {"steps_per_s": steps / (time.perf_counter() - started), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {
+        "steps_per_s": steps / (time.perf_counter() - started),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def main() -> None:
@@ -66,13 +69,20 @@ def main() -> None:
         for _ in range(args.rounds):
             for pinned in (True, False):
                 run_env = dict(env, **({} if pinned else {kernel_pins.UNPIN_VAR: "1"}))
-                done = subprocess.run([sys.executable, "-c", _CHILD, size.name, str(args.steps), "1" if pinned else "0"],
-                                      env=run_env, capture_output=True, text=True, check=True)
+                done = subprocess.run(
+                    [sys.executable, "-c", _CHILD, size.name, str(args.steps), "1" if pinned else "0"],
+                    env=run_env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 got = json.loads(done.stdout.strip().splitlines()[-1])
                 best[pinned] = max(best[pinned], (got["steps_per_s"], got["cpu_capability"]))
         (p, p_level), (u, u_level) = best[True], best[False]
-        print(f"{size.name}: pinned {p:.2f} steps/s ({p_level}), unpinned {u:.2f} steps/s ({u_level}), "
-              f"unpinned/pinned {u / p:.2f}x")
+        print(
+            f"{size.name}: pinned {p:.2f} steps/s ({p_level}), unpinned {u:.2f} steps/s ({u_level}), "
+            f"unpinned/pinned {u / p:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd
 import torch
 
-SHAPES = {"70m": (6, 8, 512), "160m": (12, 12, 768), "410m": (24, 16, 1024), "gpt2-70m": (6, 8, 512),
-          "olmo2-70m": (6, 8, 512)}
+SHAPES = {
+    "70m": (6, 8, 512),
+    "160m": (12, 12, 768),
+    "410m": (24, 16, 1024),
+    "gpt2-70m": (6, 8, 512),
+    "olmo2-70m": (6, 8, 512),
+}
 #: Where the models run (``--device``); on CUDA ratios are wall-clock (CPU time does not count the GPU).
 DEVICE = "cpu"
 #: sequential-residual families at the 70m shape: GPT-2 (pre-LayerNorm, GELU MLP 4 x d_model) and
@@ -93,13 +98,30 @@ def random_bridge(shape: str, seed: int, path: str):
     n_layers, n_heads, d_model = SHAPES[shape]
     torch.manual_seed(seed)
     if family == "gpt2":
-        hf_model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=d_model, n_layer=n_layers, n_head=n_heads,
-                                              n_positions=2048, initializer_range=0.1)).eval()
+        hf_model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=VOCAB,
+                n_embd=d_model,
+                n_layer=n_layers,
+                n_head=n_heads,
+                n_positions=2048,
+                initializer_range=0.1,
+            )
+        ).eval()
     else:
-        hf_model = Olmo2ForCausalLM(Olmo2Config(
-            vocab_size=VOCAB, hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
-            num_key_value_heads=n_heads, intermediate_size=4 * d_model, max_position_embeddings=2048,
-            initializer_range=0.1, tie_word_embeddings=False)).eval()
+        hf_model = Olmo2ForCausalLM(
+            Olmo2Config(
+                vocab_size=VOCAB,
+                hidden_size=d_model,
+                num_hidden_layers=n_layers,
+                num_attention_heads=n_heads,
+                num_key_value_heads=n_heads,
+                intermediate_size=4 * d_model,
+                max_position_embeddings=2048,
+                initializer_range=0.1,
+                tie_word_embeddings=False,
+            )
+        ).eval()
     hf_model.save_pretrained(path)
     tokenizer = _byte_tokenizer_dir(path)
     return TransformerBridge.boot_transformers(path, hf_model=hf_model, tokenizer=tokenizer).eval()
@@ -159,9 +181,13 @@ KINDS = ("pattern", "q", "k", "v", "z")
 def _tl_all_pos(kind: str):
     from transformer_lens import patching as tlp
 
-    return {"pattern": tlp.get_act_patch_attn_head_pattern_all_pos, "q": tlp.get_act_patch_attn_head_q_all_pos,
-            "k": tlp.get_act_patch_attn_head_k_all_pos, "v": tlp.get_act_patch_attn_head_v_all_pos,
-            "z": tlp.get_act_patch_attn_head_out_all_pos}[kind]
+    return {
+        "pattern": tlp.get_act_patch_attn_head_pattern_all_pos,
+        "q": tlp.get_act_patch_attn_head_q_all_pos,
+        "k": tlp.get_act_patch_attn_head_k_all_pos,
+        "v": tlp.get_act_patch_attn_head_v_all_pos,
+        "z": tlp.get_act_patch_attn_head_out_all_pos,
+    }[kind]
 
 
 def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats: int, kinds=KINDS) -> list[dict]:
@@ -215,16 +241,35 @@ def bench_shape(shape: str, batch: int, pos: int, ref_heads: int | None, repeats
             setter = layer_head_pattern_patch_setter if kind == "pattern" else layer_head_vector_patch_setter
             index_df = pd.DataFrame(pairs, columns=["layer", "head_index" if kind == "pattern" else "head"])
             with torch.inference_mode():
-                ref, t_sub, c_sub = _timed(functools.partial(
-                    generic_activation_patch, model, tokens, cache, metric, patch_setter=setter, activation_name=kind,
-                    index_df=index_df), repeats)
+                ref, t_sub, c_sub = _timed(
+                    functools.partial(
+                        generic_activation_patch,
+                        model,
+                        tokens,
+                        cache,
+                        metric,
+                        patch_setter=setter,
+                        activation_name=kind,
+                        index_df=index_df,
+                    ),
+                    repeats,
+                )
             t_ref = t_sub * len(all_pairs) / len(pairs)
             c_ref = c_sub * len(all_pairs) / len(pairs)
         fast, t_fast, c_fast = _timed(lambda: per_head_delta(model, post, inputs, kind), repeats)  # noqa: B023
         fast_sel = torch.stack([fast[l, h] for l, h in pairs])
-        row = dict(shape=shape, kind=kind, heads=len(all_pairs), ref_heads_run=len(pairs), t_ref=t_ref, t_fast=t_fast,
-                   c_ref=c_ref, c_fast=c_fast, max_abs_diff=float((fast_sel.cpu() - ref.cpu()).abs().max()),
-                   max_abs_delta_p=float(fast.abs().max()))
+        row = dict(
+            shape=shape,
+            kind=kind,
+            heads=len(all_pairs),
+            ref_heads_run=len(pairs),
+            t_ref=t_ref,
+            t_fast=t_fast,
+            c_ref=c_ref,
+            c_fast=c_fast,
+            max_abs_diff=float((fast_sel.cpu() - ref.cpu()).abs().max()),
+            max_abs_delta_p=float(fast.abs().max()),
+        )
         if kind == "pattern":
             patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
             for steps in (1, 2):
@@ -242,8 +287,9 @@ def main() -> None:
     parser.add_argument("--pos", type=int, default=17)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1, help="time each method this many times, keep the best")
-    parser.add_argument("--ref-heads-160m", type=int, default=12,
-                        help="heads of the 160m / 410m reference actually run (0 = all)")
+    parser.add_argument(
+        "--ref-heads-160m", type=int, default=12, help="heads of the 160m / 410m reference actually run (0 = all)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (ratios are then wall-clock)")
     args = parser.parse_args()
     global DEVICE
@@ -252,27 +298,40 @@ def main() -> None:
     speedups = []
     for shape in args.shapes.split(","):
         ref_heads = args.ref_heads_160m if shape in ("160m", "410m") and args.ref_heads_160m > 0 else None
-        print(f"[{shape}] {SHAPES[shape][0] * SHAPES[shape][1]} heads, {args.batch} prompts x {args.pos} tokens, "
-              f"{args.threads} thread(s); seconds = process CPU time (wall-clock in brackets), best of {args.repeats}")
+        print(
+            f"[{shape}] {SHAPES[shape][0] * SHAPES[shape][1]} heads, {args.batch} prompts x {args.pos} tokens, "
+            f"{args.threads} thread(s); seconds = process CPU time (wall-clock in brackets), best of {args.repeats}"
+        )
         for r in bench_shape(shape, args.batch, args.pos, ref_heads, args.repeats, args.kinds.split(",")):
-            extrap = "" if r["ref_heads_run"] == r["heads"] else \
-                f" (extrapolated from {r['ref_heads_run']} of {r['heads']} heads)"
+            extrap = (
+                ""
+                if r["ref_heads_run"] == r["heads"]
+                else f" (extrapolated from {r['ref_heads_run']} of {r['heads']} heads)"
+            )
             s_fast = r["t_ref"] / r["t_fast"] if DEVICE.startswith("cuda") else r["c_ref"] / r["c_fast"]
             speedups.append(s_fast)
             goal = 5 if r["kind"] == "pattern" and shape in ("70m", "160m") else 4
-            print(f"[{shape}] {r['kind']:>7}: transformer_lens {r['c_ref']:7.2f} s [{r['t_ref']:.2f}]{extrap}; "
-                  f"fast {r['c_fast']:6.2f} s [{r['t_fast']:.2f}] -> {s_fast:.1f}x (goal >= {goal}x); "
-                  f"max |fast - reference| {r['max_abs_diff']:.1e} (max |delta_p| {r['max_abs_delta_p']:.1e})")
+            print(
+                f"[{shape}] {r['kind']:>7}: transformer_lens {r['c_ref']:7.2f} s [{r['t_ref']:.2f}]{extrap}; "
+                f"fast {r['c_fast']:6.2f} s [{r['t_fast']:.2f}] -> {s_fast:.1f}x (goal >= {goal}x); "
+                f"max |fast - reference| {r['max_abs_diff']:.1e} (max |delta_p| {r['max_abs_delta_p']:.1e})"
+            )
             print(f"{shape}_{r['kind']}_speedup_fast: {s_fast:.2f}")
             for steps in (1, 2):
                 if f"c_attr{steps}" in r:
-                    print(f"[{shape}] pre-screen, {steps} gradient point(s): {r[f'c_attr{steps}']:.2f} s -> "
-                          f"{r['c_ref'] / r[f'c_attr{steps}']:.1f}x vs the pattern reference")
+                    print(
+                        f"[{shape}] pre-screen, {steps} gradient point(s): {r[f'c_attr{steps}']:.2f} s -> "
+                        f"{r['c_ref'] / r[f'c_attr{steps}']:.1f}x vs the pattern reference"
+                    )
         if shape in ("70m", "160m") and "pattern" in args.kinds:
-            print(f"[{shape}] FLOP ratio reference / fast path for patterns (the speedup at equal matmul "
-                  f"efficiency): {flop_ceiling(shape, args.batch, args.pos):.1f}x")
-    print("(speedups are CPU-time ratios: equal to wall-clock ratios on an idle machine, and robust when other "
-          "processes share the cores; last line: the smallest fast-path speedup over the targets run)")
+            print(
+                f"[{shape}] FLOP ratio reference / fast path for patterns (the speedup at equal matmul "
+                f"efficiency): {flop_ceiling(shape, args.batch, args.pos):.1f}x"
+            )
+    print(
+        "(speedups are CPU-time ratios: equal to wall-clock ratios on an idle machine, and robust when other "
+        "processes share the cores; last line: the smallest fast-path speedup over the targets run)"
+    )
     print(f"speedup_vs_transformer_lens: {min(speedups):.2f}")
 
 

@@ -33,9 +33,16 @@ def scrubber_page(folder: Path, steps: int) -> Path:
     n = 19
     logits = torch.randn(2, steps, 2, 4, n, n, generator=torch.Generator().manual_seed(0)) * 2
     logits = logits.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
-    curve = pd.DataFrame({"step": range(steps), "accuracy": np.linspace(0, 1, steps), "p_answer": np.linspace(0, 1, steps)})
-    data = ScrubData(label="bench seed 0", steps=list(range(steps)), patterns=quantise_patterns(logits.softmax(-1)),
-                     tokens=[[str(i % 10) for i in range(n)]] * 2, curve=curve)
+    curve = pd.DataFrame(
+        {"step": range(steps), "accuracy": np.linspace(0, 1, steps), "p_answer": np.linspace(0, 1, steps)}
+    )
+    data = ScrubData(
+        label="bench seed 0",
+        steps=list(range(steps)),
+        patterns=quantise_patterns(logits.softmax(-1)),
+        tokens=[[str(i % 10) for i in range(n)]] * 2,
+        curve=curve,
+    )
     return Scrubber(data).save_html(folder / "scrubber.html")
 
 
@@ -76,11 +83,15 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
-        for name, path, script in (("scrubber", scrubber_page(Path(tmp), args.steps), SCRUBBER_FRAMES),
-                                   ("plotly", plotly_page(Path(tmp)), PLOTLY_FRAMES)):
+        for name, path, script in (
+            ("scrubber", scrubber_page(Path(tmp), args.steps), SCRUBBER_FRAMES),
+            ("plotly", plotly_page(Path(tmp)), PLOTLY_FRAMES),
+        ):
             with open_page(path) as (page, visit):
-                page.wait_for_function("() => !document.querySelector('.el-scrub') || "
-                                       "document.querySelector('.el-scrub').dataset.ready", timeout=60_000)
+                page.wait_for_function(
+                    "() => !document.querySelector('.el-scrub') || document.querySelector('.el-scrub').dataset.ready",
+                    timeout=60_000,
+                )
                 page.wait_for_timeout(1000)
                 frames = page.evaluate(script, args.frames)
             results[name] = statistics.median(frames)

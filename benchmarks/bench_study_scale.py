@@ -76,14 +76,26 @@ def main() -> None:
 
                 Parallel(n_jobs=workers, backend="loky")(delayed(_warm)() for _ in range(2 * workers))
             start = time.perf_counter()
-            run_study(names, tmp / f"out{workers}", tasks=[task], executor=args.executor, jobs=workers,
-                      progress=False, scan=True)
+            run_study(
+                names,
+                tmp / f"out{workers}",
+                tasks=[task],
+                executor=args.executor,
+                jobs=workers,
+                progress=False,
+                scan=True,
+            )
             seconds[workers] = time.perf_counter() - start
-            print(f"{workers} worker(s): {args.sources} units in {seconds[workers]:.1f} s "
-                  f"({60 * args.sources / seconds[workers]:.1f} units/min); load_avg={os.getloadavg()}")
+            print(
+                f"{workers} worker(s): {args.sources} units in {seconds[workers]:.1f} s "
+                f"({60 * args.sources / seconds[workers]:.1f} units/min); load_avg={os.getloadavg()}"
+            )
         for name in ("emergence", "points", "heads", "checkpoints"):
-            pd.testing.assert_frame_equal(pd.read_parquet(tmp / "out1" / f"{name}.parquet"),
-                                          pd.read_parquet(tmp / "out2" / f"{name}.parquet"), check_exact=True)
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(tmp / "out1" / f"{name}.parquet"),
+                pd.read_parquet(tmp / "out2" / f"{name}.parquet"),
+                check_exact=True,
+            )
         print("tables of 1 and 2 workers: identical")
         print(f"study_throughput_2_vs_1_workers: {seconds[1] / seconds[2]:.2f}")
     finally:

@@ -110,26 +110,33 @@ def matmul_profile(size, cfg, steps: int = 5) -> None:
     weights = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed_in" not in n)
     tokens = cfg.batch_size * cfg.n_ctx
     flops = 6 * weights * tokens
-    print(f"{size.name}: step {total / steps / 1e3:.1f} ms (profiled); matmuls {matmul / total:.0%} of it, "
-          f"{flops / 1e9:.2f} GFLOP/step -> {flops / (matmul / steps / 1e6) / 1e9:.0f} GFLOP/s achieved")
+    print(
+        f"{size.name}: step {total / steps / 1e3:.1f} ms (profiled); matmuls {matmul / total:.0%} of it, "
+        f"{flops / 1e9:.2f} GFLOP/step -> {flops / (matmul / steps / 1e6) / 1e9:.0f} GFLOP/s achieved"
+    )
     for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]:
         print(f"    {e.key[:50]:50s} {e.self_cpu_time_total / total:6.1%}  ({e.count // steps} calls/step)")
 
 
-def suite_wall(cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: int = 2,
-               steps_override: int | None = None) -> float:
+def suite_wall(
+    cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: int = 2, steps_override: int | None = None
+) -> float:
     """Estimated wall seconds of ``ensure_suite`` on ``workers`` processes (longest run first)."""
     return max(worker_finish(cfg, step_s, save_s, workers, steps_override))
 
 
-def worker_finish(cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: int = 2,
-                  steps_override: int | None = None) -> list[float]:
+def worker_finish(
+    cfg: embedded.SuiteConfig, step_s: dict, save_s: dict, workers: int = 2, steps_override: int | None = None
+) -> list[float]:
     """Estimated second at which each of ``workers`` processes runs out of runs (longest run first)."""
     jobs = []
     for size in cfg.sizes:
         steps = steps_override or cfg.steps_for(size)
-        n_ckpt = len(embedded.SuiteConfig(sizes=cfg.sizes, seeds=cfg.seeds, steps=steps,
-                                          checkpoint_every=cfg.checkpoint_every).checkpoint_steps)
+        n_ckpt = len(
+            embedded.SuiteConfig(
+                sizes=cfg.sizes, seeds=cfg.seeds, steps=steps, checkpoint_every=cfg.checkpoint_every
+            ).checkpoint_steps
+        )
         jobs += [steps * step_s[size.name] + n_ckpt * save_s[size.name]] * len(cfg.seeds)
     finish = [0.0] * workers
     for job in sorted(jobs, reverse=True):
@@ -156,16 +163,22 @@ def main() -> None:
         a2 = old_loop(size, cfg, args.steps // 2, corpus)
         old_step[size.name], new_step[size.name] = (a1 + a2) / 2, (b1 + b2) / 2
         old_save[size.name], new_save[size.name] = save_seconds(size, cfg, False), save_seconds(size, cfg, True)
-        print(f"{size.name}: step old {old_step[size.name] * 1e3:.1f} ms, new {new_step[size.name] * 1e3:.1f} ms; "
-              f"checkpoint save old {old_save[size.name] * 1e3:.0f} ms, new {new_save[size.name] * 1e3:.0f} ms")
+        print(
+            f"{size.name}: step old {old_step[size.name] * 1e3:.1f} ms, new {new_step[size.name] * 1e3:.1f} ms; "
+            f"checkpoint save old {old_save[size.name] * 1e3:.0f} ms, new {new_save[size.name] * 1e3:.0f} ms"
+        )
     old = suite_wall(cfg, old_step, old_save, steps_override=3000)
     new = suite_wall(cfg, new_step, new_save)
     steps = {s.name: cfg.steps_for(s) for s in cfg.sizes}
-    print(f"suite on 2 processes (estimated from the per-run times above): old trainer, 3000 steps per run: "
-          f"{old / 60:.1f} min; current FULL {steps}: {new / 60:.1f} min")
+    print(
+        f"suite on 2 processes (estimated from the per-run times above): old trainer, 3000 steps per run: "
+        f"{old / 60:.1f} min; current FULL {steps}: {new / 60:.1f} min"
+    )
     finish = worker_finish(cfg, new_step, new_save)
-    print(f"one core idle for the last {finish[-1] - finish[0]:.0f} s of the current suite's training: "
-          f"`emergence demo` analyses the runs trained by then on it (interp.sources.embedded.iter_suite)")
+    print(
+        f"one core idle for the last {finish[-1] - finish[0]:.0f} s of the current suite's training: "
+        f"`emergence demo` analyses the runs trained by then on it (interp.sources.embedded.iter_suite)"
+    )
     print(f"suite_training_speedup: {old / new:.2f}")
 
 

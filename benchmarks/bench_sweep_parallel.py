@@ -25,9 +25,17 @@ from sweeps import plan_runs, run_sweep
 
 
 def spec(steps: int) -> dict:
-    return {"task": "linear-map", "S": 8, "steps": steps, "eval_every": max(steps // 5, 1),
-            "tokens_per_step": 1024, "eval_tokens": 2048, "grid": {"s": [1, 2]}, "seeds": [0, 1, 2, 3],
-            "runner": "synthetic.sweeps:train_runner"}
+    return {
+        "task": "linear-map",
+        "S": 8,
+        "steps": steps,
+        "eval_every": max(steps // 5, 1),
+        "tokens_per_step": 1024,
+        "eval_tokens": 2048,
+        "grid": {"s": [1, 2]},
+        "seeds": [0, 1, 2, 3],
+        "runner": "synthetic.sweeps:train_runner",
+    }
 
 
 def timed_sweep(steps: int, jobs: int) -> tuple[float, float, dict]:
@@ -53,8 +61,10 @@ def main() -> None:
     serial_s, serial_run, serial = timed_sweep(args.steps, 1)
     cold_s, cold_run, cold = timed_sweep(args.steps, args.jobs)
     warm_s, warm_run, warm = timed_sweep(args.steps, args.jobs)
-    print(f"8 runs x {args.steps} steps on {os.cpu_count()} cores "
-          f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)")
+    print(
+        f"8 runs x {args.steps} steps on {os.cpu_count()} cores "
+        f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)"
+    )
     print(f"serial in-process:        {serial_s:6.1f} s  ({serial_run:.2f} s per run)")
     print(f"{args.jobs} joblib workers, cold: {cold_s:6.1f} s  ({cold_run:.2f} s per run, worker start-up included)")
     print(f"{args.jobs} joblib workers, warm: {warm_s:6.1f} s  ({warm_run:.2f} s per run)")

@@ -33,8 +33,10 @@ import torch
 from synthetic.ensemble import train_ensemble
 from synthetic.training import TrainConfig, train
 
-SHAPES = {"S16 linear map, 16 heads x d_head 8": dict(n_heads=16, d_head=8),
-          "S16 linear map, 128 heads x d_head 1": dict(n_heads=128, d_head=1)}
+SHAPES = {
+    "S16 linear map, 16 heads x d_head 8": dict(n_heads=16, d_head=8),
+    "S16 linear map, 128 heads x d_head 1": dict(n_heads=128, d_head=1),
+}
 
 
 def forward_flops_per_token(config: TrainConfig, seq_len: int, d_vocab: int) -> float:
@@ -80,11 +82,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     import functools
+
     global print
     print = functools.partial(print, flush=True)
     torch.set_num_threads(args.threads)
     sizes = [int(x) for x in args.sizes.split(",")]
-    print(f"threads {args.threads}, {os.cpu_count()} CPUs, device {args.device}, load average {os.getloadavg()}, steps {args.steps}")
+    print(
+        f"threads {args.threads}, {os.cpu_count()} CPUs, device {args.device}, load average {os.getloadavg()}, steps {args.steps}"
+    )
     peak = matmul_gflops()
     print(f"peak estimate (1024x1024 fp32 matmul, {args.threads} thread(s)): {peak:.1f} GFLOP/s")
     print("mlp-mixer: not on the batched path (one member at a time); not timed")
@@ -105,9 +110,11 @@ def main() -> None:
             ratio = e / s
             if label.startswith("S16 linear map, 16"):
                 best_ratio = max(best_ratio, ratio)
-            print(f"{label}, E={E}: one at a time {s:,.0f} tokens/s ({s * flops / 1e9:.2f} GFLOP/s, "
-                  f"{100 * s * flops / 1e9 / peak:.1f}% of peak); ensemble {e:,.0f} tokens/s "
-                  f"({e * flops / 1e9:.2f} GFLOP/s, {100 * e * flops / 1e9 / peak:.1f}% of peak); ratio {ratio:.2f}x")
+            print(
+                f"{label}, E={E}: one at a time {s:,.0f} tokens/s ({s * flops / 1e9:.2f} GFLOP/s, "
+                f"{100 * s * flops / 1e9 / peak:.1f}% of peak); ensemble {e:,.0f} tokens/s "
+                f"({e * flops / 1e9:.2f} GFLOP/s, {100 * e * flops / 1e9 / peak:.1f}% of peak); ratio {ratio:.2f}x"
+            )
     print(f"load average after {os.getloadavg()}")
     print(f"ensemble_vs_single_tokens_per_s_ratio: {best_ratio:.2f}")
 

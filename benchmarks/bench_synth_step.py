@@ -97,8 +97,10 @@ def main() -> None:
         for name, model in models.items():
             rates[name].append(tokens_per_s(model, optimizers[name], batches))
     for name, model in models.items():
-        print(f"{name}: {count_parameters(model)} parameters, median {statistics.median(rates[name]):,.0f} tokens/s "
-              f"(rounds: {', '.join(f'{r:,.0f}' for r in rates[name])})")
+        print(
+            f"{name}: {count_parameters(model)} parameters, median {statistics.median(rates[name]):,.0f} tokens/s "
+            f"(rounds: {', '.join(f'{r:,.0f}' for r in rates[name])})"
+        )
     ratio = statistics.median(rates["hooked"]) / statistics.median(rates["sdpa"])
     print(f"hooked_vs_sdpa_tokens_per_s_ratio: {ratio:.2f}")
 

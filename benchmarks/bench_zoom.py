@@ -30,7 +30,9 @@ from interp.zoom import DenseEvaluator, dense_point, run_settings
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", type=Path, default=None, help="a resumable run folder (default: quick suite, first run)")
+    parser.add_argument(
+        "--run", type=Path, default=None, help="a resumable run folder (default: quick suite, first run)"
+    )
     parser.add_argument("--resolution", type=int, default=10)
     parser.add_argument("--prompts", type=int, default=512)
     args = parser.parse_args()
@@ -44,10 +46,14 @@ def main() -> None:
         point = dense_point(copy, resolution=args.resolution, n_prompts=args.prompts)
         zoom_s = time.perf_counter() - start
         if point.pre_step is None or not point.zooms:
-            raise SystemExit(f"{run.name}: no crossing to zoom into (dense point {point.pre_step} -> {point.post_step})")
+            raise SystemExit(
+                f"{run.name}: no crossing to zoom into (dense point {point.pre_step} -> {point.post_step})"
+            )
         pre, post = point.zooms[0].pre, point.zooms[0].post  # the coarse bracket
-        print(f"{run.name}: coarse bracket {pre} -> {post}; zoom found {point.pre_step} -> {point.post_step} at "
-              f"{args.resolution}-step resolution, re-training {point.retrained_steps} steps, in {zoom_s:.1f} s")
+        print(
+            f"{run.name}: coarse bracket {pre} -> {post}; zoom found {point.pre_step} -> {point.post_step} at "
+            f"{args.resolution}-step resolution, re-training {point.retrained_steps} steps, in {zoom_s:.1f} s"
+        )
 
         ref = Path(tmp) / "from-zero"
         grid = list(range(pre, post + 1, args.resolution))
@@ -66,8 +72,10 @@ def main() -> None:
         steps = sorted(set(grid) | {s for s in cfg.checkpoint_steps_for(size) if s > post})
         found = held_crossing(steps, [evaluator(s)[0] for s in steps])
         ref_s = time.perf_counter() - start
-        print(f"re-training from step 0 to {post} and evaluating {len(grid)} checkpoints: {ref_s:.1f} s "
-              f"(found {found[0]} -> {found[1]})")
+        print(
+            f"re-training from step 0 to {post} and evaluating {len(grid)} checkpoints: {ref_s:.1f} s "
+            f"(found {found[0]} -> {found[1]})"
+        )
     print(f"zoom_speedup: {ref_s / zoom_s:.1f}")
 
 

@@ -29,7 +29,11 @@ def compare(a: Path, b: Path, atol: float = 1e-4) -> tuple[float, list[str]]:
             continue
         for column in left.columns:
             x, y = left[column], right[column]
-            if pd.api.types.is_numeric_dtype(x) and pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(x):
+            if (
+                pd.api.types.is_numeric_dtype(x)
+                and pd.api.types.is_numeric_dtype(y)
+                and not pd.api.types.is_bool_dtype(x)
+            ):
                 xs, ys = x.to_numpy(dtype=float, na_value=np.nan), y.to_numpy(dtype=float, na_value=np.nan)
                 if not np.array_equal(np.isnan(xs), np.isnan(ys)):
                     problems.append(f"{name}.{column}: missing values differ")

@@ -28,37 +28,73 @@ from typing import Any
 #: public name -> module that defines it (the one place to update when a module moves)
 EXPORTS: dict[str, str] = {
     # checkpoint sources
-    "open_source": "interp.sources.door", "open_sources": "interp.sources.door", "CheckpointSource": "interp.sources.base",
-    "LocalSuiteSource": "interp.sources.local", "HubSource": "interp.sources.hub",
-    "cached_suite_runs": "interp.sources.embedded", "ensure_suite": "interp.sources.embedded",
+    "open_source": "interp.sources.door",
+    "open_sources": "interp.sources.door",
+    "CheckpointSource": "interp.sources.base",
+    "LocalSuiteSource": "interp.sources.local",
+    "HubSource": "interp.sources.hub",
+    "cached_suite_runs": "interp.sources.embedded",
+    "ensure_suite": "interp.sources.embedded",
     # tasks
-    "tasks": "interp", "TASKS": "interp.task_registry", "make_task": "interp.task_registry", "RepetitionTask": "interp.tasks",
-    "TokenRepetitionTask": "interp.tasks", "TaskBatch": "interp.tasks", "CapabilityScore": "interp.tasks",
-    "evaluate": "interp.tasks", "PatternCompletionTask": "interp.task_library", "IOITask": "interp.task_library",
-    "TaskFile": "interp.task_library", "parse_tasks": "interp.task_registry", "task_table": "interp.task_registry",
+    "tasks": "interp",
+    "TASKS": "interp.task_registry",
+    "make_task": "interp.task_registry",
+    "RepetitionTask": "interp.tasks",
+    "TokenRepetitionTask": "interp.tasks",
+    "TaskBatch": "interp.tasks",
+    "CapabilityScore": "interp.tasks",
+    "evaluate": "interp.tasks",
+    "PatternCompletionTask": "interp.task_library",
+    "IOITask": "interp.task_library",
+    "TaskFile": "interp.task_library",
+    "parse_tasks": "interp.task_registry",
+    "task_table": "interp.task_registry",
     # metrics
-    "METRICS": "interp.core.metrics", "MetricSpec": "interp.core.metrics", "register_metric": "interp.core.metrics",
-    "get_metric": "interp.core.metrics", "metrics": "interp",
+    "METRICS": "interp.core.metrics",
+    "MetricSpec": "interp.core.metrics",
+    "register_metric": "interp.core.metrics",
+    "get_metric": "interp.core.metrics",
+    "metrics": "interp",
     # point of emergence
-    "find_emergence": "interp.emergence", "full_scan": "interp.emergence", "EmergencePoint": "interp.emergence",
-    "StepEvaluator": "interp.emergence", "scan_emergence": "interp.emergence",
-    "point_from_curve": "interp.emergence", "held_crossing": "interp.emergence",
-    "zoom": "interp.zoom", "dense_point": "interp.zoom",
+    "find_emergence": "interp.emergence",
+    "full_scan": "interp.emergence",
+    "EmergencePoint": "interp.emergence",
+    "StepEvaluator": "interp.emergence",
+    "scan_emergence": "interp.emergence",
+    "point_from_curve": "interp.emergence",
+    "held_crossing": "interp.emergence",
+    "zoom": "interp.zoom",
+    "dense_point": "interp.zoom",
     # patching and ranking
-    "patching": "interp", "patch_values": "interp.patching", "capture_post": "interp.patching",
-    "cache_patterns": "interp.patching", "rank_heads_between": "interp.ranking", "head_ranking": "interp.ranking",
-    "HeadRanking": "interp.ranking", "decompose_between": "interp.ranking", "decompose_jump": "interp.ranking",
+    "patching": "interp",
+    "patch_values": "interp.patching",
+    "capture_post": "interp.patching",
+    "cache_patterns": "interp.patching",
+    "rank_heads_between": "interp.ranking",
+    "head_ranking": "interp.ranking",
+    "HeadRanking": "interp.ranking",
+    "decompose_between": "interp.ranking",
+    "decompose_jump": "interp.ranking",
     "head_scores_over_checkpoints": "interp.scores",
-    "IdealPatterns": "interp.patching.ideal", "ideal_pattern": "interp.patching.ideal",
-    "readiness": "interp.readiness", "ReadinessResult": "interp.readiness", "Forcing": "interp.forcing",
+    "IdealPatterns": "interp.patching.ideal",
+    "ideal_pattern": "interp.patching.ideal",
+    "readiness": "interp.readiness",
+    "ReadinessResult": "interp.readiness",
+    "Forcing": "interp.forcing",
     # the main job and its report
-    "run_main_job": "interp.pipeline", "analyse_run": "interp.pipeline", "MainJobReport": "interp.pipeline",
+    "run_main_job": "interp.pipeline",
+    "analyse_run": "interp.pipeline",
+    "MainJobReport": "interp.pipeline",
     "RunAnalysis": "interp.pipeline",
     # display
-    "show_attention": "interp.report.display", "init_notebook": "interp.report.display",
-    "export_notebook_html": "interp.report.display", "run_capability_figure": "interp.report.figures",
+    "show_attention": "interp.report.display",
+    "init_notebook": "interp.report.display",
+    "export_notebook_html": "interp.report.display",
+    "run_capability_figure": "interp.report.figures",
     # the scrubber and studies at scale (docs/concepts.md)
-    "scrubber": "interp.report.scrubber", "run_study": "interp.study", "plan_units": "interp.study",
+    "scrubber": "interp.report.scrubber",
+    "run_study": "interp.study",
+    "plan_units": "interp.study",
     "study_status": "interp.study",
 }
 
@@ -67,8 +103,9 @@ __all__ = sorted(EXPORTS)  # noqa: PLE0605 (a list, built from the one table abo
 
 def __getattr__(name: str) -> Any:
     if name not in EXPORTS:
-        raise AttributeError(f"module 'emergence_lens' has no attribute {name!r}; "
-                             f"names it exports: {', '.join(__all__)}")
+        raise AttributeError(
+            f"module 'emergence_lens' has no attribute {name!r}; names it exports: {', '.join(__all__)}"
+        )
     module = importlib.import_module(EXPORTS[name])
     value = getattr(module, name) if hasattr(module, name) else importlib.import_module(f"{EXPORTS[name]}.{name}")
     globals()[name] = value  # later look-ups skip __getattr__

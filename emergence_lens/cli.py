@@ -74,7 +74,7 @@ class RootGroup(TyperGroup):
             if ctx.params.get("debug"):
                 raise
             lines = getattr(err, "lines", None)  # a task file: one line per bad row (interp.task_library)
-            for line in (lines if isinstance(lines, list) and lines else [one_line(err)]):
+            for line in lines if isinstance(lines, list) and lines else [one_line(err)]:
                 typer.echo(f"error: {_command_path(words)}: {line}", err=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
@@ -91,18 +91,28 @@ def _command_path(words: list[str]) -> str:
     return " ".join(["emergence", *names])
 
 
-app = typer.Typer(cls=RootGroup, help="emergence-lens: find the point of emergence and the heads behind it.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    cls=RootGroup,
+    help="emergence-lens: find the point of emergence and the heads behind it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 app.registered_commands += interp_app.registered_commands
 
 
 @app.callback()
 def _root(
     threads: int | None = typer.Option(
-        None, "--threads", min=1, envvar="EMERGENCE_LENS_THREADS",
-        help="torch CPU threads (default: torch's choice). 1 is fastest on a busy machine."),
-    debug: bool = typer.Option(False, "--debug", envvar="EMERGENCE_LENS_DEBUG",
-                               help="Show the full traceback of an error."),
+        None,
+        "--threads",
+        min=1,
+        envvar="EMERGENCE_LENS_THREADS",
+        help="torch CPU threads (default: torch's choice). 1 is fastest on a busy machine.",
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", envvar="EMERGENCE_LENS_DEBUG", help="Show the full traceback of an error."
+    ),
 ) -> None:
     """emergence-lens: find the point of emergence and the heads behind it."""
     if threads is not None:

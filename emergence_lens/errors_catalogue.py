@@ -58,8 +58,9 @@ def error_classes(packages: tuple[str, ...] = PACKAGES) -> list[type]:
     found = {}
     for package in packages:
         root = importlib.import_module(package)
-        modules = [root] + [importlib.import_module(info.name)
-                            for info in pkgutil.walk_packages(root.__path__, package + ".")]
+        modules = [root] + [
+            importlib.import_module(info.name) for info in pkgutil.walk_packages(root.__path__, package + ".")
+        ]
         for module in modules:
             for obj in vars(module).values():
                 if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__:
@@ -77,10 +78,12 @@ def split_docstring(cls: type) -> tuple[str, str]:
     paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
     fixes = [i for i, p in enumerate(paragraphs) if p.startswith("Fix:")]
     if not paragraphs or not fixes or fixes[0] == 0:
-        raise ValueError(f"{cls.__module__}.{cls.__qualname__}: its docstring must say what the error means, "
-                         "then a paragraph 'Fix: ...' (docs/errors.md is built from it)")
+        raise ValueError(
+            f"{cls.__module__}.{cls.__qualname__}: its docstring must say what the error means, "
+            "then a paragraph 'Fix: ...' (docs/errors.md is built from it)"
+        )
     i = fixes[0]
-    fix = " ".join([paragraphs[i][len("Fix:"):].strip()] + paragraphs[i + 1:])
+    fix = " ".join([paragraphs[i][len("Fix:") :].strip()] + paragraphs[i + 1 :])
     return " ".join(paragraphs[:i]), fix[:1].upper() + fix[1:]
 
 
@@ -89,8 +92,9 @@ def _text(node: ast.AST) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(_text(v) if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
-                       for v in node.values)
+        return "".join(
+            _text(v) if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}" for v in node.values
+        )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _text(node.left) + _text(node.right)
     if isinstance(node, (ast.List, ast.Tuple)) and node.elts:  # TaskFileError([line, ...]): the first line
@@ -169,21 +173,36 @@ def render(entries: list[ErrorEntry]) -> str:
         meaning = e.meaning.replace("|", "\\|")
         lines.append(f"| [{e.name}](#{e.name.lower()}) | `{e.base}` | `{e.module}` | {meaning} |")
     for e in entries:
-        lines += ["", f"## {e.name}", "", f"`{e.module}.{e.name}`, a `{e.base}`.", "",
-                  f"**Meaning.** {e.meaning}", "", f"**Fix.** {e.fix}", ""]
+        lines += [
+            "",
+            f"## {e.name}",
+            "",
+            f"`{e.module}.{e.name}`, a `{e.base}`.",
+            "",
+            f"**Meaning.** {e.meaning}",
+            "",
+            f"**Fix.** {e.fix}",
+            "",
+        ]
         if e.messages:
             lines.append("**Messages** (file, function: message):")
             lines.append("")
-            lines += [f"- `{file}`, `{function}`: {_code(message) if message else '(no message)'}"
-                      for file, function, message in e.messages]
+            lines += [
+                f"- `{file}`, `{function}`: {_code(message) if message else '(no message)'}"
+                for file, function, message in e.messages
+            ]
         else:
-            lines.append("**Messages**: raised by no `raise` statement of this code (a base class, caught, or "
-                         "raised by a caller's code).")
+            lines.append(
+                "**Messages**: raised by no `raise` statement of this code (a base class, caught, or "
+                "raised by a caller's code)."
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m emergence_lens.errors_catalogue", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m emergence_lens.errors_catalogue", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/errors.md differs from the code")
     parser.add_argument("--out", type=Path, default=PAGE, help="the page to write (default docs/errors.md)")
     args = parser.parse_args(argv)

@@ -21,23 +21,39 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(help="Checkpoint suites: point of emergence and the heads behind it.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Checkpoint suites: point of emergence and the heads behind it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 
-TaskOpt = typer.Option(None, help="Capability task(s), comma-separated: repetition | token-repetition | "
-                       "pattern-completion | ioi | a .jsonl/.csv task file (see `emergence list-tasks`); "
-                       "default: repetition, or only the --task-file files when some are given.")
-TaskFileOpt = typer.Option(None, "--task-file", help="Your own prompts (JSONL or CSV: prompt, answer, optional "
-                           "distractors, id); repeatable, added to --task.")
+TaskOpt = typer.Option(
+    None,
+    help="Capability task(s), comma-separated: repetition | token-repetition | "
+    "pattern-completion | ioi | a .jsonl/.csv task file (see `emergence list-tasks`); "
+    "default: repetition, or only the --task-file files when some are given.",
+)
+TaskFileOpt = typer.Option(
+    None,
+    "--task-file",
+    help="Your own prompts (JSONL or CSV: prompt, answer, optional distractors, id); repeatable, added to --task.",
+)
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
 ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence, in (0, 1].")
-HoldOpt = typer.Option(2, min=0, help="Point of emergence: post is the first checkpoint at or above the threshold "
-                       "that stays there at the next HOLD checkpoints (every remaining one near the end); "
-                       "0 = the first crossing.")
+HoldOpt = typer.Option(
+    2,
+    min=0,
+    help="Point of emergence: post is the first checkpoint at or above the threshold "
+    "that stays there at the next HOLD checkpoints (every remaining one near the end); "
+    "0 = the first crossing.",
+)
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
 METHODS = ("fast", "reference", "attribution")
+
+
 def _metric_option():
     """``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch import);
     default None: the task's own metric."""
@@ -50,8 +66,15 @@ MetricOpt = _metric_option()
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
-def _check_common(device: str, task: str | None, n_prompts: int, length: int, out: Path | None,
-                  method: str = "fast", task_files: list[Path] | None = None):
+def _check_common(
+    device: str,
+    task: str | None,
+    n_prompts: int,
+    length: int,
+    out: Path | None,
+    method: str = "fast",
+    task_files: list[Path] | None = None,
+):
     """Device, method, tasks (names and files; files read and checked for form) and output
     folder; returns (device, list of task objects)."""
     from interp.core.devices import check_device, choose_device
@@ -70,8 +93,9 @@ def _check_common(device: str, task: str | None, n_prompts: int, length: int, ou
 def _one_task(tasks: list, command: str):
     """The single task of a command that works on one (rank-heads, decompose)."""
     if len(tasks) != 1:
-        raise ValueError(f"{command} works on one task; got {len(tasks)} ({', '.join(t.name for t in tasks)}): "
-                         "give one --task")
+        raise ValueError(
+            f"{command} works on one task; got {len(tasks)} ({', '.join(t.name for t in tasks)}): give one --task"
+        )
     return tasks[0]
 
 
@@ -169,8 +193,10 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
     label of such a group is right, see ``CheckpointSource.duplicate_steps``); an error when
     ``pre`` and ``post`` themselves are identical (nothing to patch)."""
     if src.digest(pre) == src.digest(post):
-        raise ValueError(f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
-                         f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ")
+        raise ValueError(
+            f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
+            f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ"
+        )
     from interp.sources.common import CheckpointError
 
     try:
@@ -181,8 +207,10 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
         for step in (pre, post):
             if step in group:
                 others = ", ".join(str(s) for s in group if s != step)
-                typer.echo(f"hazard: step {step} has the same weights as step {others} "
-                           "(identical weights: at most one of the labels is right)")
+                typer.echo(
+                    f"hazard: step {step} has the same weights as step {others} "
+                    "(identical weights: at most one of the labels is right)"
+                )
 
 
 def _check_embedded_steps(name: str, steps: list[int]) -> None:
@@ -215,8 +243,10 @@ def _check_embedded_heads(name: str, heads) -> None:
         size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
         for layer, head in heads:
             if not (layer < size.n_layers and head < size.n_heads):
-                raise ValueError(f"--heads: L{layer}H{head} is outside {run} (layers 0..{size.n_layers - 1}, "
-                                 f"heads 0..{size.n_heads - 1})")
+                raise ValueError(
+                    f"--heads: L{layer}H{head} is outside {run} (layers 0..{size.n_layers - 1}, "
+                    f"heads 0..{size.n_heads - 1})"
+                )
 
 
 def _check_resumable(name: str, what: str) -> None:
@@ -224,8 +254,10 @@ def _check_resumable(name: str, what: str) -> None:
     from interp.sources.catalogue import is_embedded_name
 
     if not is_embedded_name(name) and not Path(name).expanduser().is_dir():
-        raise ValueError(f"{name}: hub checkpoints carry no optimizer state; {what} needs a run trained by "
-                         "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
+        raise ValueError(
+            f"{name}: hub checkpoints carry no optimizer state; {what} needs a run trained by "
+            "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)"
+        )
 
 
 def _open(names: list[str], include_zoom: bool = False) -> list:
@@ -301,30 +333,52 @@ def demo(
     metric = _metric(metric)
     from interp.pipeline import run_main_job
 
-    report = run_main_job(_open_as_ready(["embedded-quick" if quick else "embedded"]), task=tasks, scan=True,
-                          method=method, device=device, out_dir=out, metric=metric, hold=hold,
-                          title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""))
+    report = run_main_job(
+        _open_as_ready(["embedded-quick" if quick else "embedded"]),
+        task=tasks,
+        scan=True,
+        method=method,
+        device=device,
+        out_dir=out,
+        metric=metric,
+        hold=hold,
+        title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
+    )
     _print_summary(report, out)
 
 
 @app.command()
 def run(
-    source: list[str] = typer.Argument(..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."),
+    source: list[str] = typer.Argument(
+        ..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."
+    ),
     out: Path = typer.Option(..., help="Output folder."),
-    threshold: float = ThresholdOpt, task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    threshold: float = ThresholdOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
     method: str = MethodOpt,
-    prescreen_top_n: int | None = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
+    prescreen_top_n: int | None = typer.Option(
+        None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."
+    ),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
     hold: int = HoldOpt,
-    executor: str = typer.Option("local", help="Where units run: local (this process), joblib (JOBS processes), "
-                                 "ray (a local Ray with JOBS CPUs, or the cluster at --address)."),
+    executor: str = typer.Option(
+        "local",
+        help="Where units run: local (this process), joblib (JOBS processes), "
+        "ray (a local Ray with JOBS CPUs, or the cluster at --address).",
+    ),
     jobs: int = typer.Option(1, help="Worker processes (joblib) or CPUs of a local Ray."),
     address: str | None = typer.Option(None, help="An existing Ray cluster (ray://head:10001 or auto)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the (source, task) units and which are done; run nothing."),
-    dtype: str = typer.Option("float32", help="Model precision: float32, bfloat16 or float16 (softmax and metric in float32)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List the (source, task) units and which are done; run nothing."
+    ),
+    dtype: str = typer.Option(
+        "float32", help="Model precision: float32, bfloat16 or float16 (softmax and metric in float32)."
+    ),
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
     each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
@@ -345,9 +399,22 @@ def run(
             typer.echo(f"{'done' if row.done else 'todo'}  {row.source}  {row.task}  {row.unit_id}")
         typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
         return
-    report = run_study(source, out, tasks=tasks, executor=executor, jobs=jobs, address=address,
-                       threshold=threshold, scan=scan, method=method, prescreen_top_n=prescreen_top_n,
-                       device=device, metric=metric, dtype=dtype, hold=hold)
+    report = run_study(
+        source,
+        out,
+        tasks=tasks,
+        executor=executor,
+        jobs=jobs,
+        address=address,
+        threshold=threshold,
+        scan=scan,
+        method=method,
+        prescreen_top_n=prescreen_top_n,
+        device=device,
+        metric=metric,
+        dtype=dtype,
+        hold=hold,
+    )
     _print_summary(report, out)
 
 
@@ -368,16 +435,31 @@ def _print_summary(report, out: Path) -> None:
     label = metric_spec(metrics[0]).label if len(metrics) == 1 else "metric"
     unit = metric_spec(metrics[0]).unit if len(metrics) == 1 else "metric units"
     table = Table(title=f"Points of emergence and top heads (metric {', '.join(metrics)}: {label}, {unit})")
-    for column in ["run", "task", "emerged", "pre → post", "monotone", "evals", f"{label} pre → post",
-                   f"top head (Δ {label})", "recovered K=2", "pre-screen ρ"]:
+    for column in [
+        "run",
+        "task",
+        "emerged",
+        "pre → post",
+        "monotone",
+        "evals",
+        f"{label} pre → post",
+        f"top head (Δ {label})",
+        "recovered K=2",
+        "pre-screen ρ",
+    ]:
         table.add_column(column)
     for _, row in report.summary().iterrows():
         table.add_row(
-            run_label(row["model"], row["seed"]), str(row["task"]), fmt(row["emerged"]),
-            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}", fmt(row["monotone"]), fmt(row["n_evaluations"]),
+            run_label(row["model"], row["seed"]),
+            str(row["task"]),
+            fmt(row["emerged"]),
+            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}",
+            fmt(row["monotone"]),
+            fmt(row["n_evaluations"]),
             f"{fmt(row['value_pre'])} → {fmt(row['value_post'])}",
             "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta']:+.3f})",
-            fmt(row["recovered_top2"]), fmt(row["prescreen_spearman"], ".2f"),
+            fmt(row["recovered_top2"]),
+            fmt(row["prescreen_spearman"], ".2f"),
         )
     Console(width=max(120, Console().width)).print(table)
     from interp.emergence import rule_text
@@ -385,16 +467,23 @@ def _print_summary(report, out: Path) -> None:
     typer.echo(f"point of emergence: {rule_text(report.hold)}")
     for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache
         typer.echo(f"hazard: {line}")
-    typer.echo(f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints "
-               ".csv/.parquet")
+    typer.echo(
+        f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints .csv/.parquet"
+    )
 
 
 @app.command()
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
-    steps: str | None = typer.Option(None, help="Comma-separated steps, zoomed steps (emergence zoom) included "
-                                        "(default: every searchable step of the base schedule)."),
-    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: list[Path] | None = TaskFileOpt,
+    steps: str | None = typer.Option(
+        None,
+        help="Comma-separated steps, zoomed steps (emergence zoom) included "
+        "(default: every searchable step of the base schedule).",
+    ),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
 ):
@@ -421,8 +510,11 @@ def curve(
             evaluator = StepEvaluator(src, batch, device=device)
             for step in wanted if wanted is not None else src.searchable_steps():
                 evaluator(step)
-            frames.append(labelled(evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name,
-                                    prepend_bos=batch.prepend_bos))
+            frames.append(
+                labelled(
+                    evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos
+                )
+            )
         if wanted is None:  # the digests are known already; explicit steps need not read every step's
             from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
 
@@ -438,13 +530,19 @@ def curve(
 @app.command()
 def bisect(
     source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
-    threshold: float = ThresholdOpt, task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    threshold: float = ThresholdOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
     device: str = DeviceOpt,
     resolution: int | None = typer.Option(
-        None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."),
-    dense_prompts: int = typer.Option(512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."),
+        None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."
+    ),
+    dense_prompts: int = typer.Option(
+        512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."
+    ),
     hold: int = HoldOpt,
 ):
     """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
@@ -455,7 +553,9 @@ def bisect(
     device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:
         if [t.name for t in tasks] != ["repetition"]:
-            raise ValueError("--resolution re-trains and searches with the repetition task only; drop --task/--task-file")
+            raise ValueError(
+                "--resolution re-trains and searches with the repetition task only; drop --task/--task-file"
+            )
         for name in source:
             _check_resumable(name, "bisect --resolution")
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
@@ -474,11 +574,26 @@ def bisect(
         for task_obj in tasks:  # one point of emergence per (run, task)
             batch = task_obj.build(src.tokenizer())
             point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold)
-            points.append({"model": model, "seed": seed, "task": task_obj.name, "prepend_bos": batch.prepend_bos,
-                           **point.as_row()})
+            points.append(
+                {
+                    "model": model,
+                    "seed": seed,
+                    "task": task_obj.name,
+                    "prepend_bos": batch.prepend_bos,
+                    **point.as_row(),
+                }
+            )
             table = point.evaluations.drop(columns="order")
-            curves.append(labelled(table, model, seed, [*KEY_COLUMNS, *table.columns], task=task_obj.name,
-                                    prepend_bos=batch.prepend_bos))
+            curves.append(
+                labelled(
+                    table,
+                    model,
+                    seed,
+                    [*KEY_COLUMNS, *table.columns],
+                    task=task_obj.name,
+                    prepend_bos=batch.prepend_bos,
+                )
+            )
         checkpoints = checkpoint_table(src)
         tables.append(labelled(checkpoints, model, seed, CHECKPOINTS_COLUMNS))
         for line in hazard_lines(checkpoints, run_label(model, seed)):
@@ -492,8 +607,9 @@ def bisect(
         atomic_to_csv(pd.concat(tables, ignore_index=True), out / "checkpoints.csv")
 
 
-def _bisect_dense(specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int,
-                  length: int, out: Path | None) -> None:
+def _bisect_dense(
+    specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int, length: int, out: Path | None
+) -> None:
     """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
     import pandas as pd
 
@@ -502,14 +618,17 @@ def _bisect_dense(specs: list[str], resolution: int, threshold: float, n_prompts
 
     rows, curves = [], []
     for src in _open(specs):
-        point = dense_point(src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold,
-                            length=length)
+        point = dense_point(
+            src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold, length=length
+        )
         rows.append(point.as_row())
         curves.append(point.evaluations.assign(model_id=point.model_id))
         flag = "  (jump too small to divide by)" if point.jump_too_small else ""
-        typer.echo(f"{point.model_id}: pre {point.pre_step} -> post {point.post_step} at {resolution}-step "
-                   f"resolution; accuracy {point.accuracy_pre} -> {point.accuracy_post}; p(answer) jump "
-                   f"{point.jump} ± {point.jump_se}{flag}; re-trained {point.retrained_steps} steps")
+        typer.echo(
+            f"{point.model_id}: pre {point.pre_step} -> post {point.post_step} at {resolution}-step "
+            f"resolution; accuracy {point.accuracy_pre} -> {point.accuracy_post}; p(answer) jump "
+            f"{point.jump} ± {point.jump_se}{flag}; re-trained {point.retrained_steps} steps"
+        )
     if out is not None:
         atomic_to_csv(pd.DataFrame(rows), out / "points_dense.csv")
         atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence_dense.csv")
@@ -521,8 +640,13 @@ def rank_heads(
     pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
     method: str = MethodOpt,
-    prescreen_top_n: int | None = typer.Option(None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."),
-    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: list[Path] | None = TaskFileOpt,
+    prescreen_top_n: int | None = typer.Option(
+        None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."
+    ),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
@@ -531,8 +655,10 @@ def rank_heads(
     if pre == post:
         raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
     if pre > post:
-        raise ValueError(f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
-                         "(patterns are patched from post into pre)")
+        raise ValueError(
+            f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
+            "(patterns are patched from post into pre)"
+        )
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     task_obj = _one_task(tasks, "rank-heads")
     metric = _metric_for(_metric(metric), task_obj)
@@ -545,13 +671,16 @@ def rank_heads(
 
     batch = task_obj.build(src.tokenizer())
     with _warnings_as_lines():
-        result = rank_heads_between(src, pre, post, batch, method=method,
-                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric)
+        result = rank_heads_between(
+            src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric
+        )
     model, seed = model_and_seed(src.model_id)
     heads = labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
-    typer.echo(f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
-               f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}")
+    typer.echo(
+        f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
+        f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}"
+    )
     typer.echo(heads.head(10).to_string(index=False))
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
@@ -563,7 +692,10 @@ def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
-    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt, task_file: list[Path] | None = TaskFileOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
@@ -582,12 +714,15 @@ def decompose(
     batch = task_obj.build(src.tokenizer())
     with _warnings_as_lines():
         table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
-            task=task_obj.name, prepend_bos=batch.prepend_bos)
+            task=task_obj.name, prepend_bos=batch.prepend_bos
+        )
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
     first = table.iloc[0]
-    typer.echo(f"metric={metric} ({first['unit']}) pre={first['value_pre']:.4f} post={first['value_post']:.4f} "
-               f"jump={first['value_post'] - first['value_pre']:.4f} ± {first['jump_se']:.4f}"
-               f"{_jump_flag(bool(first['jump_too_small']))}")
+    typer.echo(
+        f"metric={metric} ({first['unit']}) pre={first['value_pre']:.4f} post={first['value_post']:.4f} "
+        f"jump={first['value_post'] - first['value_pre']:.4f} ± {first['jump_se']:.4f}"
+        f"{_jump_flag(bool(first['jump_too_small']))}"
+    )
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if out is not None:
         atomic_to_csv(table, out / "components.csv")
@@ -606,8 +741,10 @@ def zoom(
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
     if every is not None and every >= post - pre:
-        raise ValueError(f"--every {every} leaves no step strictly between --pre {pre} and --post {post}; "
-                         f"use --every below {post - pre}")
+        raise ValueError(
+            f"--every {every} leaves no step strictly between --pre {pre} and --post {post}; "
+            f"use --every below {post - pre}"
+        )
     from interp.sources.door import check_one_run
 
     check_one_run(source, "zoom")
@@ -617,26 +754,36 @@ def zoom(
 
     (src,) = _open([source])
     result = zoom_run(src, pre, post, every=every, tolerance=tolerance)
-    typer.echo(f"{result.run}: re-trained {result.trained_steps} steps ({result.pre} -> {result.post}) in "
-               f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
-               f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
-               f"steps every {result.every}: {result.new_steps}")
+    typer.echo(
+        f"{result.run}: re-trained {result.trained_steps} steps ({result.pre} -> {result.post}) in "
+        f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
+        f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
+        f"steps every {result.every}: {result.new_steps}"
+    )
 
 
 @app.command("readiness")
 def readiness_command(
     source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
-    heads: str = typer.Option("auto", help="auto (highest prefix-matching and previous-token heads at the post "
-                              "step) or heads as L1H0,L0H2."),
-    patterns: str = typer.Option("auto", help="auto (by each head's scores at the post step), one ideal pattern "
-                                 "for every head, or one per head: previous_token | induction | duplicate_token | "
-                                 "first_token | uniform."),
+    heads: str = typer.Option(
+        "auto", help="auto (highest prefix-matching and previous-token heads at the post step) or heads as L1H0,L0H2."
+    ),
+    patterns: str = typer.Option(
+        "auto",
+        help="auto (by each head's scores at the post step), one ideal pattern "
+        "for every head, or one per head: previous_token | induction | duplicate_token | "
+        "first_token | uniform.",
+    ),
     threshold: float = ThresholdOpt,
-    hold: int = typer.Option(2, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."),
+    hold: int = typer.Option(
+        2, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."
+    ),
     steps: str | None = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
     n_boot: int = typer.Option(1000, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
     method: str = typer.Option("fast", help="Patching engine: fast | reference."),
-    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
     device: str = DeviceOpt,
@@ -668,8 +815,18 @@ def readiness_command(
     for src in _open(source):
         if wanted is not None:
             _check_steps_available(src, wanted)
-        result = readiness(src, task_obj.build(src.tokenizer()), heads=chosen, patterns=names, threshold=threshold,
-                           hold=hold, steps=wanted, device=device, method=method, n_boot=n_boot)
+        result = readiness(
+            src,
+            task_obj.build(src.tokenizer()),
+            heads=chosen,
+            patterns=names,
+            threshold=threshold,
+            hold=hold,
+            steps=wanted,
+            device=device,
+            method=method,
+            n_boot=n_boot,
+        )
         results.append(result)
         src.close()
     points = pd.DataFrame([r.point_row() for r in results], columns=POINTS_COLUMNS)
@@ -717,9 +874,13 @@ def scrub(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     out: Path = typer.Option(..., help="The page to write (.html)."),
     steps: str | None = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
-    task: str | None = TaskOpt, n_prompts: int = PromptsOpt, length: int = LengthOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
     prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),
-    heads: Path | None = typer.Option(None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."),
+    heads: Path | None = typer.Option(
+        None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."
+    ),
     scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
     threshold: float = ThresholdOpt,
     device: str = DeviceOpt,
@@ -750,13 +911,23 @@ def scrub(
         ranking = mine if len(mine) else ranking
     from interp.report.scrubber import scrubber
 
-    page = scrubber(src, task=task_obj, steps=wanted, n_prompts=prompts, device=device, scores=scores,
-                    ranking=ranking, threshold=threshold)
+    page = scrubber(
+        src,
+        task=task_obj,
+        steps=wanted,
+        n_prompts=prompts,
+        device=device,
+        scores=scores,
+        ranking=ranking,
+        threshold=threshold,
+    )
     page.save_html(out)
     data = page.data
-    typer.echo(f"wrote {out}: {len(data.steps)} checkpoints ({len(data.zoom_steps)} zoomed) x "
-               f"{data.patterns.shape[2] * data.patterns.shape[3]} heads x {len(data.tokens)} prompts of "
-               f"{data.patterns.shape[-1]} tokens; {out.stat().st_size / 1e6:.2f} MB")
+    typer.echo(
+        f"wrote {out}: {len(data.steps)} checkpoints ({len(data.zoom_steps)} zoomed) x "
+        f"{data.patterns.shape[2] * data.patterns.shape[3]} heads x {len(data.tokens)} prompts of "
+        f"{data.patterns.shape[-1]} tokens; {out.stat().st_size / 1e6:.2f} MB"
+    )
     src.close()
 
 
@@ -777,11 +948,15 @@ def list_models():
     from interp.sources.families import FAMILIES
 
     for family in FAMILIES:
-        typer.echo(f"# {family.name}: ids {family.id_pattern}  revisions {family.revision_format}  "
-                   f"({family.architecture}; {family.schedule}); e.g. {', '.join(family.example_ids)}")
-    typer.echo("# any other org/name repo whose branches name steps (step{N}[-tokens{M}B], "
-               "stage{k}[-ingredient{j}]-step{N}-tokens{M}B); ID:SERIES picks a series, e.g. "
-               "allenai/OLMo-2-1124-7B:stage2-ingredient1")
+        typer.echo(
+            f"# {family.name}: ids {family.id_pattern}  revisions {family.revision_format}  "
+            f"({family.architecture}; {family.schedule}); e.g. {', '.join(family.example_ids)}"
+        )
+    typer.echo(
+        "# any other org/name repo whose branches name steps (step{N}[-tokens{M}B], "
+        "stage{k}[-ingredient{j}]-step{N}-tokens{M}B); ID:SERIES picks a series, e.g. "
+        "allenai/OLMo-2-1124-7B:stage2-ingredient1"
+    )
 
     notes = {"embedded": "(every run of the default suite)", "embedded-quick": "(every run of the CI-sized suite)"}
     for name in pythia_model_ids() + embedded_source_names():
@@ -797,6 +972,8 @@ def list_tasks():
     for _, row in task_table().iterrows():
         typer.echo(f"{row['task']}: {row['description']}")
         typer.echo(f"    parameters: {row['parameters']}")
-        typer.echo(f"    default metric: {row['default_metric']}; prepend_bos: {row['prepend_bos']}; "
-                   f"embedded byte tokenizer: {'yes' if row['byte_tokenizer'] else 'no (needs a word-piece vocabulary)'}")
+        typer.echo(
+            f"    default metric: {row['default_metric']}; prepend_bos: {row['prepend_bos']}; "
+            f"embedded byte tokenizer: {'yes' if row['byte_tokenizer'] else 'no (needs a word-piece vocabulary)'}"
+        )
         typer.echo(f"    source: {row['source']}")

@@ -48,8 +48,10 @@ from interp.tasks import CapabilityScore, TaskBatch, evaluate
 DEFAULT_HOLD = 2
 
 #: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
-RULE = ("post = the first checkpoint whose greedy accuracy is at or above the threshold and stays there at the next "
-        "{hold} checkpoint(s) (at every remaining one near the end of the run); pre = the checkpoint before it")
+RULE = (
+    "post = the first checkpoint whose greedy accuracy is at or above the threshold and stays there at the next "
+    "{hold} checkpoint(s) (at every remaining one near the end of the run); pre = the checkpoint before it"
+)
 
 
 def rule_text(hold: int = DEFAULT_HOLD) -> str:
@@ -99,9 +101,14 @@ class EmergencePoint:
     def as_row(self) -> dict:
         """The ``points.csv`` row (without model/seed columns, which the caller adds)."""
         return {
-            "pre_step": self.pre_step, "post_step": self.post_step, "emerged": self.emerged,
-            "n_evaluations": self.n_evaluations, "monotone": self.monotone, "threshold": self.threshold,
-            "hold": self.hold, "search": self.search,
+            "pre_step": self.pre_step,
+            "post_step": self.post_step,
+            "emerged": self.emerged,
+            "n_evaluations": self.n_evaluations,
+            "monotone": self.monotone,
+            "threshold": self.threshold,
+            "hold": self.hold,
+            "search": self.search,
         }
 
     def _html(self, assets) -> str:
@@ -150,11 +157,14 @@ class StepEvaluator:
     def table(self) -> pd.DataFrame:
         """Evaluated steps as a DataFrame (step, accuracy, p_answer, order), sorted by step."""
         rows = [
-            {"step": s, "accuracy": self.scores[s].accuracy, "p_answer": self.scores[s].p_answer,
-             "order": i + 1}
+            {"step": s, "accuracy": self.scores[s].accuracy, "p_answer": self.scores[s].p_answer, "order": i + 1}
             for i, s in enumerate(self.order)
         ]
-        return pd.DataFrame(rows, columns=["step", "accuracy", "p_answer", "order"]).sort_values("step").reset_index(drop=True)
+        return (
+            pd.DataFrame(rows, columns=["step", "accuracy", "p_answer", "order"])
+            .sort_values("step")
+            .reset_index(drop=True)
+        )
 
 
 def max_bisection_evaluations(n_steps: int, hold: int = DEFAULT_HOLD) -> int:
@@ -167,8 +177,9 @@ def max_bisection_evaluations(n_steps: int, hold: int = DEFAULT_HOLD) -> int:
 def check_hold(hold) -> int:
     """``hold`` if it is an integer >= 0 (checkpoints after post), else a one-line ``ValueError``."""
     if isinstance(hold, bool) or not isinstance(hold, int) or hold < 0:
-        raise ValueError(f"hold={hold!r}: must be an integer >= 0 (checkpoints after post that must stay at or "
-                         "above the threshold)")
+        raise ValueError(
+            f"hold={hold!r}: must be an integer >= 0 (checkpoints after post that must stay at or above the threshold)"
+        )
     return hold
 
 
@@ -185,7 +196,9 @@ def _validate(steps: Sequence[int], threshold: float, hold: int = 0) -> list[int
 def _holds(acc: dict[int, float], i: int, n: int, threshold: float, hold: int) -> bool:
     """Whether index ``i`` is at or above the threshold and no known index of its hold window
     (the next ``hold`` indices, cut at the last index ``n - 1``) is below it."""
-    return acc[i] >= threshold and not any(acc[j] < threshold for j in range(i + 1, min(i + hold, n - 1) + 1) if j in acc)
+    return acc[i] >= threshold and not any(
+        acc[j] < threshold for j in range(i + 1, min(i + hold, n - 1) + 1) if j in acc
+    )
 
 
 def _first_holding(acc: dict[int, float], n: int, threshold: float, hold: int) -> int | None:
@@ -193,8 +206,9 @@ def _first_holding(acc: dict[int, float], n: int, threshold: float, hold: int) -
     return next((i for i in sorted(acc) if _holds(acc, i, n, threshold, hold)), None)
 
 
-def held_crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
-                  hold: int = DEFAULT_HOLD) -> tuple[int | None, int | None]:
+def held_crossing(
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5, hold: int = DEFAULT_HOLD
+) -> tuple[int | None, int | None]:
     """The point of emergence of a fully evaluated curve: the rule of the module docstring.
 
     ``post`` is the first step whose accuracy is at or above ``threshold`` and stays there at the
@@ -227,8 +241,9 @@ def held_crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: fl
     return (s[post - 1] if post > 0 else None), s[post]
 
 
-def point_from_curve(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
-                     hold: int = DEFAULT_HOLD) -> tuple[int | None, int | None, bool]:
+def point_from_curve(
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5, hold: int = DEFAULT_HOLD
+) -> tuple[int | None, int | None, bool]:
     """Reference answer from a fully evaluated curve: ``(pre_step, post_step, emerged)`` by the
     rule (:func:`held_crossing`); ``emerged`` is whether some step qualifies as post.
 
@@ -239,8 +254,13 @@ def point_from_curve(steps: Sequence[int], accuracy: Sequence[float], threshold:
     return pre, post, post is not None
 
 
-def curve_is_monotone(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
-                      n_prompts: int = 64, drop_tolerance: float | None = None) -> bool:
+def curve_is_monotone(
+    steps: Sequence[int],
+    accuracy: Sequence[float],
+    threshold: float = 0.5,
+    n_prompts: int = 64,
+    drop_tolerance: float | None = None,
+) -> bool:
     """Whether a curve is monotone in the sense of :attr:`EmergencePoint.monotone`: no step at or
     above ``threshold`` before one below it, and no drop larger than sampling noise
     (:func:`drop_is_significant` on ``n_prompts`` prompts, or ``drop_tolerance``)."""
@@ -261,8 +281,9 @@ def drop_is_significant(high: float, low: float, n_prompts: int, drop_tolerance:
     return high - low > drop_tolerance
 
 
-def _non_monotone_span(steps: list[int], acc: dict[int, float], threshold: float,
-                       drop_tolerance: float | None, n_prompts: int):
+def _non_monotone_span(
+    steps: list[int], acc: dict[int, float], threshold: float, drop_tolerance: float | None, n_prompts: int
+):
     """(first, last) indices of the evaluated stretch that breaks monotonicity, or None."""
     evaluated = [i for i, s in enumerate(steps) if s in acc]
     values = [acc[steps[i]] for i in evaluated]
@@ -275,8 +296,6 @@ def _non_monotone_span(steps: list[int], acc: dict[int, float], threshold: float
                 start = evaluated[a] if start is None else min(start, evaluated[a])
                 end = evaluated[b] if end is None else max(end, evaluated[b])
     return None if start is None else (start, end)
-
-
 
 
 def _next_step(n: int, acc: dict[int, float], threshold: float, hold: int) -> int | None:
@@ -298,19 +317,33 @@ def _next_step(n: int, acc: dict[int, float], threshold: float, hold: int) -> in
     return look_back[-1] if look_back else None
 
 
-def _point(model_id: str, steps: list[int], scores: dict[int, CapabilityScore], order: list[int], threshold: float,
-           hold: int, drop_tolerance: float | None, search: str) -> EmergencePoint:
+def _point(
+    model_id: str,
+    steps: list[int],
+    scores: dict[int, CapabilityScore],
+    order: list[int],
+    threshold: float,
+    hold: int,
+    drop_tolerance: float | None,
+    search: str,
+) -> EmergencePoint:
     """The :class:`EmergencePoint` of the evaluated steps (the rule applied to them)."""
     acc = {s: scores[s].accuracy for s in scores}
     evaluated = sorted(acc)
     index = {s: k for k, s in enumerate(steps)}
     post = _first_holding({index[s]: acc[s] for s in evaluated}, len(steps), threshold, hold)
     n_prompts = min(score.n_prompts for score in scores.values())
-    table = pd.DataFrame(
-        [{"step": s, "accuracy": scores[s].accuracy, "p_answer": scores[s].p_answer, "order": k + 1}
-         for k, s in enumerate(order)],
-        columns=["step", "accuracy", "p_answer", "order"],
-    ).sort_values("step").reset_index(drop=True)
+    table = (
+        pd.DataFrame(
+            [
+                {"step": s, "accuracy": scores[s].accuracy, "p_answer": scores[s].p_answer, "order": k + 1}
+                for k, s in enumerate(order)
+            ],
+            columns=["step", "accuracy", "p_answer", "order"],
+        )
+        .sort_values("step")
+        .reset_index(drop=True)
+    )
     return EmergencePoint(
         model_id=model_id,
         pre_step=steps[post - 1] if post is not None and post > 0 else None,
@@ -382,14 +415,19 @@ def search_emergence(
         ev(nxt)
     point = _point(model_id, steps, scores, order, threshold, hold, drop_tolerance, "bisection")
     if not point.monotone:
-        warnings.warn(f"{model_id or 'run'}: evaluated accuracy is not monotone in step; scanned the stretch",
-                      stacklevel=2)
+        warnings.warn(
+            f"{model_id or 'run'}: evaluated accuracy is not monotone in step; scanned the stretch", stacklevel=2
+        )
     return point
 
 
 def find_emergence(
-    source, batch: TaskBatch, threshold: float = 0.5, device: str | None = None,
-    evaluator: StepEvaluator | None = None, hold: int = DEFAULT_HOLD,
+    source,
+    batch: TaskBatch,
+    threshold: float = 0.5,
+    device: str | None = None,
+    evaluator: StepEvaluator | None = None,
+    hold: int = DEFAULT_HOLD,
 ) -> EmergencePoint:
     """Search a checkpoint source for its point of emergence on a task (bisection,
     :func:`search_emergence`).
@@ -422,7 +460,9 @@ def find_emergence(
     return point
 
 
-def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: StepEvaluator | None = None) -> pd.DataFrame:
+def full_scan(
+    source, batch: TaskBatch, device: str | None = None, evaluator: StepEvaluator | None = None
+) -> pd.DataFrame:
     """Evaluate every searchable step (the reference the bisection must agree with).
 
     Returns:
@@ -436,8 +476,13 @@ def full_scan(source, batch: TaskBatch, device: str | None = None, evaluator: St
 
 
 def scan_emergence(
-    source, batch: TaskBatch, threshold: float = 0.5, device: str | None = None,
-    evaluator: StepEvaluator | None = None, hold: int = DEFAULT_HOLD, drop_tolerance: float | None = None,
+    source,
+    batch: TaskBatch,
+    threshold: float = 0.5,
+    device: str | None = None,
+    evaluator: StepEvaluator | None = None,
+    hold: int = DEFAULT_HOLD,
+    drop_tolerance: float | None = None,
 ) -> EmergencePoint:
     """The point of emergence from a full scan: every searchable step evaluated, the rule applied
     to the whole curve (what the main job reports when it scans). ``monotone`` is that of the
@@ -488,8 +533,10 @@ def jump_noise(values_pre, values_post, min_se: float = MIN_JUMP_SE) -> tuple[fl
     pre = torch.as_tensor(values_pre).double().flatten().cpu()
     post = torch.as_tensor(values_post).double().flatten().cpu()
     if pre.shape != post.shape or not pre.numel():
-        raise ValueError(f"values_pre and values_post must hold the same prompts (>= 1); got {tuple(pre.shape)} "
-                         f"and {tuple(post.shape)}")
+        raise ValueError(
+            f"values_pre and values_post must hold the same prompts (>= 1); got {tuple(pre.shape)} "
+            f"and {tuple(post.shape)}"
+        )
     diff = post - pre
     jump = float(diff.mean())
     se = float(diff.std() / math.sqrt(diff.numel())) if diff.numel() > 1 else float("nan")

@@ -113,8 +113,9 @@ class Forcing:
         return {**asdict(self), "heads": [list(h) for h in self.heads]}
 
 
-def attention_bias(forcing: Forcing, tokens: Int[Tensor, "batch pos"], layer: int, n_heads: int,
-                   beta: float) -> torch.Tensor:
+def attention_bias(
+    forcing: Forcing, tokens: Int[Tensor, "batch pos"], layer: int, n_heads: int, beta: float
+) -> torch.Tensor:
     """The additive mask of ``layer``: ``[batch, n_heads, pos, pos]`` float32, ``-inf`` above the
     diagonal, ``beta · log(ideal + eps)`` on the chosen heads of the layer, 0 on the others."""
     from interp.patching.ideal import ideal_pattern
@@ -136,8 +137,9 @@ def _attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 @contextlib.contextmanager
-def forced_attention(model: Any, forcing: Forcing | None, tokens: Int[Tensor, "batch pos"],
-                     step: int) -> Iterator[float]:
+def forced_attention(
+    model: Any, forcing: Forcing | None, tokens: Int[Tensor, "batch pos"], step: int
+) -> Iterator[float]:
     """While active, the chosen heads' attention scores of ``model`` get the bias of ``step``.
 
     Yields β of the step; installs nothing when ``forcing`` is None or β is 0.
@@ -153,8 +155,10 @@ def forced_attention(model: Any, forcing: Forcing | None, tokens: Int[Tensor, "b
     n_heads = int(model.config.num_attention_heads)
     for layer, head, _ in forcing.heads:
         if not (layer < len(modules) and head < n_heads):
-            raise ValueError(f"forcing head L{layer}H{head} is outside the model "
-                             f"(layers 0..{len(modules) - 1}, heads 0..{n_heads - 1})")
+            raise ValueError(
+                f"forcing head L{layer}H{head} is outside the model "
+                f"(layers 0..{len(modules) - 1}, heads 0..{n_heads - 1})"
+            )
     tokens = tokens.cpu()
     handles = []
     for layer in sorted({l for l, _, _ in forcing.heads}):

@@ -10,6 +10,12 @@ calibration: pre = 0, post = 1).
 
 Every function returns DataFrames and plotly figures for Jupyter; :meth:`MainJobReport.save`
 writes the tables and the self-contained ``report.html``.
+
+Over 600 lines because the main job's table schema (the column lists), :class:`RunAnalysis`,
+:class:`MainJobReport` and the two drivers that fill them change together: a column added to one
+table is added in all four places here. (ruff's formatting took it from 579 to ~750 lines; moving
+``MainJobReport`` to its own module needs the column lists and ``RunAnalysis`` moved first, so that
+no circle forms; not done yet.)
 """
 
 from __future__ import annotations
@@ -35,17 +41,52 @@ from interp.tasks import CapabilityTask, RepetitionTask
 #: prompts began with a BOS token). Every per-task table starts with them.
 KEY_COLUMNS = ["model", "seed", "task", "prepend_bos"]
 EMERGENCE_COLUMNS = [*KEY_COLUMNS, "step", "accuracy", "p_answer"]
-POINTS_COLUMNS = [*KEY_COLUMNS, "pre_step", "post_step", "emerged", "n_evaluations", "monotone", "threshold", "hold",
-                  "search"]
+POINTS_COLUMNS = [
+    *KEY_COLUMNS,
+    "pre_step",
+    "post_step",
+    "emerged",
+    "n_evaluations",
+    "monotone",
+    "threshold",
+    "hold",
+    "search",
+]
 #: One row per checkpoint of a run: the same for every task, so no task column.
-CHECKPOINTS_COLUMNS = ["model", "seed", "step", "revision", "tokens", "digest", "status", "same_weights_as", "detail",
-                       "listing"]
-HEADS_COLUMNS = [*KEY_COLUMNS, "layer", "head", "delta", "rank", "delta_attribution", "delta_lo", "delta_hi",
-                 "metric", "unit", "jump_too_small"]
+CHECKPOINTS_COLUMNS = [
+    "model",
+    "seed",
+    "step",
+    "revision",
+    "tokens",
+    "digest",
+    "status",
+    "same_weights_as",
+    "detail",
+    "listing",
+]
+HEADS_COLUMNS = [
+    *KEY_COLUMNS,
+    "layer",
+    "head",
+    "delta",
+    "rank",
+    "delta_attribution",
+    "delta_lo",
+    "delta_hi",
+    "metric",
+    "unit",
+    "jump_too_small",
+]
 TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
 #: Column names of reports saved before the columns followed the metric -> today's names.
-OLD_COLUMNS = {"delta_p": "delta", "delta_p_attribution": "delta_attribution", "delta_p_lo": "delta_lo",
-               "delta_p_hi": "delta_hi", "p_patched": "value"}
+OLD_COLUMNS = {
+    "delta_p": "delta",
+    "delta_p_attribution": "delta_attribution",
+    "delta_p_lo": "delta_lo",
+    "delta_p_hi": "delta_hi",
+    "p_patched": "value",
+}
 
 
 def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
@@ -154,8 +195,9 @@ class RunAnalysis:
     scrub_patterns: Tensor | None = None
 
 
-def labelled(df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition",
-              prepend_bos: bool = False) -> pd.DataFrame:
+def labelled(
+    df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition", prepend_bos: bool = False
+) -> pd.DataFrame:
     """``df`` with the key columns in front (model and seed of the source, replacing any the table
     carried; task and prepend_bos where ``columns`` has them), restricted to ``columns``."""
     df = df.drop(columns=["model", "seed"], errors="ignore")
@@ -181,10 +223,21 @@ def _training_loss(source) -> pd.DataFrame | None:
 
 
 def analyse_run(
-    source, task: CapabilityTask | None = None, threshold: float = 0.5, scan: bool = False,
-    method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None, device: str | None = None,
-    metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
-    hold: int = DEFAULT_HOLD, scrub: bool = True, dtype: str = "float32", swap_weights: bool = True,
+    source,
+    task: CapabilityTask | None = None,
+    threshold: float = 0.5,
+    scan: bool = False,
+    method: Literal["fast", "reference", "attribution"] = "fast",
+    prescreen_top_n: int | None = None,
+    device: str | None = None,
+    metric: str | None = None,
+    decompose: bool = True,
+    scores: bool = True,
+    prescreen_steps: int = 2,
+    hold: int = DEFAULT_HOLD,
+    scrub: bool = True,
+    dtype: str = "float32",
+    swap_weights: bool = True,
 ) -> RunAnalysis:
     """The main job on one (run, task): capability curve, point of emergence and, if it emerged
     between two checkpoints, the head ranking and joint top-K recovery.
@@ -230,13 +283,23 @@ def analyse_run(
     metric = metric or default_metric(task)
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
-    evaluator = (PatternRecorder(source, batch, device=device, n_prompts=DEFAULT_PROMPTS) if scrub
-                 else StepEvaluator(source, batch, device=device))
+    evaluator = (
+        PatternRecorder(source, batch, device=device, n_prompts=DEFAULT_PROMPTS)
+        if scrub
+        else StepEvaluator(source, batch, device=device)
+    )
     search = scan_emergence if scan else find_emergence
     point = search(source, batch, threshold=threshold, evaluator=evaluator, hold=hold)
     curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
-    analysis = RunAnalysis(model=model, seed=seed, model_id=source.model_id, point=point,
-                           curve=curve[["step", "accuracy", "p_answer"]], task=task.name, prepend_bos=batch.prepend_bos)
+    analysis = RunAnalysis(
+        model=model,
+        seed=seed,
+        model_id=source.model_id,
+        point=point,
+        curve=curve[["step", "accuracy", "p_answer"]],
+        task=task.name,
+        prepend_bos=batch.prepend_bos,
+    )
     from interp.sources.checkpoint_integrity import checkpoint_table
 
     analysis.checkpoints = checkpoint_table(source)  # digests are known from the search already
@@ -247,21 +310,44 @@ def analyse_run(
         analysis.scrub_steps, analysis.scrub_patterns = steps, torch.from_numpy(patterns)
         analysis.scrub_tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: evaluator.n_prompts]]
     if point.emerged and point.pre_step is not None and point.post_step is not None:
-        ranked = rank_heads_between(source, point.pre_step, point.post_step, batch, method=method,
-                                    prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                    decompose=decompose, prescreen_steps=prescreen_steps)
-        for key in ("value_pre", "value_post", "delta", "heads", "topk", "example_tokens", "example_patterns",
-                    "example_names", "rank_correlation_prescreen", "prescreen_top2_found", "metric", "unit"):
+        ranked = rank_heads_between(
+            source,
+            point.pre_step,
+            point.post_step,
+            batch,
+            method=method,
+            prescreen_top_n=prescreen_top_n,
+            device=device,
+            metric=metric,
+            decompose=decompose,
+            prescreen_steps=prescreen_steps,
+        )
+        for key in (
+            "value_pre",
+            "value_post",
+            "delta",
+            "heads",
+            "topk",
+            "example_tokens",
+            "example_patterns",
+            "example_names",
+            "rank_correlation_prescreen",
+            "prescreen_top2_found",
+            "metric",
+            "unit",
+        ):
             setattr(analysis, key, getattr(ranked, key))
         if ranked.components is not None:
-            analysis.components = ranked.components.assign(model=model, seed=seed, task=task.name,
-                                                           prepend_bos=batch.prepend_bos)
+            analysis.components = ranked.components.assign(
+                model=model, seed=seed, task=task.name, prepend_bos=batch.prepend_bos
+            )
         if scores:
             from interp.scores import head_scores_over_checkpoints, steps_around
 
             steps = steps_around(source.searchable_steps(), point.pre_step, point.post_step)
-            analysis.head_scores = head_scores_over_checkpoints(source, steps, device=device, model=model,
-                                                                seed=seed).assign(task=task.name, prepend_bos=batch.prepend_bos)
+            analysis.head_scores = head_scores_over_checkpoints(
+                source, steps, device=device, model=model, seed=seed
+            ).assign(task=task.name, prepend_bos=batch.prepend_bos)
     return analysis
 
 
@@ -279,12 +365,16 @@ class MainJobReport:
     __eq__ = results_equal
 
     def __repr__(self) -> str:
-        runs = ", ".join(f"{r.model} seed {r.seed} {r.task}: " + (f"{r.point.pre_step}→{r.point.post_step}"
-                                                                   if r.point.emerged else "not emerged")
-                         for r in self.runs[:8])
+        runs = ", ".join(
+            f"{r.model} seed {r.seed} {r.task}: "
+            + (f"{r.point.pre_step}→{r.point.post_step}" if r.point.emerged else "not emerged")
+            for r in self.runs[:8]
+        )
         more = f", … {len(self.runs)} runs" if len(self.runs) > 8 else ""
-        return (f"MainJobReport(title={self.title!r}, threshold={self.threshold:g}, hold={self.hold}, metric="
-                f"{', '.join(self.metrics()) or '—'}, runs=[{runs}{more}])")
+        return (
+            f"MainJobReport(title={self.title!r}, threshold={self.threshold:g}, hold={self.hold}, metric="
+            f"{', '.join(self.metrics()) or '—'}, runs=[{runs}{more}])"
+        )
 
     def metrics(self) -> list[str]:
         """The metrics of the runs' patching tables (one name per metric used)."""
@@ -305,16 +395,23 @@ class MainJobReport:
     def points(self) -> pd.DataFrame:
         """Point of emergence per (run, task): ``POINTS_COLUMNS`` (model, seed, task, prepend_bos, pre_step,
         post_step, emerged, n_evaluations, monotone, threshold, hold, search)."""
-        rows = [{"model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos, **r.point.as_row()}
-                for r in self.runs]
+        rows = [
+            {"model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos, **r.point.as_row()}
+            for r in self.runs
+        ]
         return pd.DataFrame(rows, columns=POINTS_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64"})
 
     @property
     def heads(self) -> pd.DataFrame:
         """Head ranking per emerged (run, task): model, seed, task, prepend_bos, layer, head, delta (metric
         units), rank, ..., metric, unit."""
-        frames = [_run_labelled(r.heads if "jump_too_small" in r.heads else r.heads.assign(jump_too_small=pd.NA), r,
-                                HEADS_COLUMNS) for r in self.runs if r.heads is not None]
+        frames = [
+            _run_labelled(
+                r.heads if "jump_too_small" in r.heads else r.heads.assign(jump_too_small=pd.NA), r, HEADS_COLUMNS
+            )
+            for r in self.runs
+            if r.heads is not None
+        ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
 
     @property
@@ -329,8 +426,16 @@ class MainJobReport:
         """One row per step of each run: step, revision, tokens, digest, status (searchable,
         duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, missing),
         same_weights_as, detail, listing."""
-        frames = [labelled(r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
-                            r.model, r.seed, CHECKPOINTS_COLUMNS) for r in self._one_per_run() if r.checkpoints is not None]
+        frames = [
+            labelled(
+                r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
+                r.model,
+                r.seed,
+                CHECKPOINTS_COLUMNS,
+            )
+            for r in self._one_per_run()
+            if r.checkpoints is not None
+        ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
 
     def _one_per_run(self) -> list[RunAnalysis]:
@@ -352,8 +457,12 @@ class MainJobReport:
         listing from the cache); empty when every run is clean."""
         from interp.sources.checkpoint_integrity import hazard_lines
 
-        return [line for r in self._one_per_run() if r.checkpoints is not None
-                for line in hazard_lines(r.checkpoints, run_label(r.model, r.seed))]
+        return [
+            line
+            for r in self._one_per_run()
+            if r.checkpoints is not None
+            for line in hazard_lines(r.checkpoints, run_label(r.model, r.seed))
+        ]
 
     @property
     def components(self) -> pd.DataFrame:
@@ -380,20 +489,33 @@ class MainJobReport:
             if r.topk is not None and len(r.topk):
                 at2 = r.topk[r.topk["k"] == min(2, int(r.topk["k"].max()))]
                 rec2 = float(at2["recovered"].iloc[0]) if len(at2) else None
-            rows.append({
-                "model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos,
-                "emerged": r.point.emerged, "pre_step": r.point.pre_step,
-                "post_step": r.point.post_step, "monotone": r.point.monotone, "n_evaluations": r.point.n_evaluations,
-                "value_pre": r.value_pre, "value_post": r.value_post,
-                # recovered divides by this jump: small against its noise, it is ill-conditioned
-                "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
-                "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
-                "top_delta": None if top is None else float(top["delta"]), "recovered_top2": rec2,
-                "prescreen_spearman": r.rank_correlation_prescreen, "prescreen_top2_found": r.prescreen_top2_found,
-                "metric": r.metric if r.heads is not None else None,
-                "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
-                "jump_too_small": None if top is None or r.heads is None or "jump_too_small" not in r.heads else bool(top["jump_too_small"]),
-            })
+            rows.append(
+                {
+                    "model": r.model,
+                    "seed": r.seed,
+                    "task": r.task,
+                    "prepend_bos": r.prepend_bos,
+                    "emerged": r.point.emerged,
+                    "pre_step": r.point.pre_step,
+                    "post_step": r.point.post_step,
+                    "monotone": r.point.monotone,
+                    "n_evaluations": r.point.n_evaluations,
+                    "value_pre": r.value_pre,
+                    "value_post": r.value_post,
+                    # recovered divides by this jump: small against its noise, it is ill-conditioned
+                    "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
+                    "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
+                    "top_delta": None if top is None else float(top["delta"]),
+                    "recovered_top2": rec2,
+                    "prescreen_spearman": r.rank_correlation_prescreen,
+                    "prescreen_top2_found": r.prescreen_top2_found,
+                    "metric": r.metric if r.heads is not None else None,
+                    "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
+                    "jump_too_small": None
+                    if top is None or r.heads is None or "jump_too_small" not in r.heads
+                    else bool(top["jump_too_small"]),
+                }
+            )
         return pd.DataFrame(rows)
 
     def capability_figure(self, metric: str = "accuracy", task: str | None = None):
@@ -424,10 +546,19 @@ class MainJobReport:
         tensors = [r.delta for r in self.runs if r.delta is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
         bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [vis.delta_p_heatmap(r.delta, title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
-                                    f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
-                                    f"step {r.point.pre_step}", bound=bound, metric=r.metric, unit=r.unit)
-                for r in self.runs if r.delta is not None]
+        return [
+            vis.delta_p_heatmap(
+                r.delta,
+                title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
+                f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
+                f"step {r.point.pre_step}",
+                bound=bound,
+                metric=r.metric,
+                unit=r.unit,
+            )
+            for r in self.runs
+            if r.delta is not None
+        ]
 
     def html(self) -> str:
         """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
@@ -470,8 +601,9 @@ class MainJobReport:
             written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")
         written["report.html"] = atomic_write_text(out / "report.html", page)
         written.update(report_state.save_report_state(self, out / "state"))
-        record = self.provenance or make_provenance("interp.pipeline.MainJobReport.save",
-                                                    {"threshold": self.threshold, "hold": self.hold, "title": self.title})
+        record = self.provenance or make_provenance(
+            "interp.pipeline.MainJobReport.save", {"threshold": self.threshold, "hold": self.hold, "title": self.title}
+        )
         written["provenance.json"] = write_provenance(out, record)
         return written
 
@@ -491,8 +623,9 @@ class MainJobReport:
         for run in runs:
             _upgrade_run(run)
         hold = DEFAULT_HOLD if meta.get("hold") is None else meta["hold"]  # reports saved before the rule had a hold
-        return cls(runs=runs, threshold=meta["threshold"], hold=hold, title=meta["title"],
-                   provenance=read_provenance(folder))
+        return cls(
+            runs=runs, threshold=meta["threshold"], hold=hold, title=meta["title"], provenance=read_provenance(folder)
+        )
 
 
 def _upgrade_run(run: RunAnalysis) -> None:
@@ -514,16 +647,29 @@ def _upgrade_run(run: RunAnalysis) -> None:
 
 def _step_digests(source, run: RunAnalysis) -> dict[str, str]:
     """Weight digest of every step the run evaluated or patched (``"step{N}"`` -> sha256 hex)."""
-    steps = {int(s) for s in run.curve["step"]} | {s for s in (run.point.pre_step, run.point.post_step) if s is not None}
+    steps = {int(s) for s in run.curve["step"]} | {
+        s for s in (run.point.pre_step, run.point.post_step) if s is not None
+    }
     return {f"step{step}": source.digest(step) for step in sorted(steps)}
 
 
 def run_main_job(
-    sources: Iterable, task: CapabilityTask | Sequence[CapabilityTask] | None = None, threshold: float = 0.5,
-    scan: bool = False, method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None, device: str | None = None,
-    out_dir: str | Path | None = None, title: str = "emergence-lens report", progress: bool = True,
-    metric: str | None = None, decompose: bool = True, scores: bool = True, prescreen_steps: int = 2,
-    hold: int = DEFAULT_HOLD, scrub: bool = True,
+    sources: Iterable,
+    task: CapabilityTask | Sequence[CapabilityTask] | None = None,
+    threshold: float = 0.5,
+    scan: bool = False,
+    method: Literal["fast", "reference", "attribution"] = "fast",
+    prescreen_top_n: int | None = None,
+    device: str | None = None,
+    out_dir: str | Path | None = None,
+    title: str = "emergence-lens report",
+    progress: bool = True,
+    metric: str | None = None,
+    decompose: bool = True,
+    scores: bool = True,
+    prescreen_steps: int = 2,
+    hold: int = DEFAULT_HOLD,
+    scrub: bool = True,
 ) -> MainJobReport:
     """Run :func:`analyse_run` on every (source, task) and collect a :class:`MainJobReport`.
 
@@ -549,17 +695,30 @@ def run_main_job(
     check_hold(hold)
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold={threshold} must be in (0, 1] (a greedy-accuracy fraction)")
-    tasks: list[CapabilityTask] = list(task) if isinstance(task, (list, tuple)) else [cast(CapabilityTask, task) or RepetitionTask()]
+    tasks: list[CapabilityTask] = (
+        list(task) if isinstance(task, (list, tuple)) else [cast(CapabilityTask, task) or RepetitionTask()]
+    )
     positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
     total = len(sources) if isinstance(sources, Sized) else None
     done: list[tuple[tuple[int, int], RunAnalysis, dict]] = []
     for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
         try:
             for task_index, one_task in enumerate(tasks):  # the unit of work: (source, task)
-                run = analyse_run(source, task=one_task, threshold=threshold, scan=scan, method=method,
-                                  prescreen_top_n=prescreen_top_n, device=device, metric=metric,
-                                  decompose=decompose, scores=scores, prescreen_steps=prescreen_steps, hold=hold,
-                                  scrub=scrub)
+                run = analyse_run(
+                    source,
+                    task=one_task,
+                    threshold=threshold,
+                    scan=scan,
+                    method=method,
+                    prescreen_top_n=prescreen_top_n,
+                    device=device,
+                    metric=metric,
+                    decompose=decompose,
+                    scores=scores,
+                    prescreen_steps=prescreen_steps,
+                    hold=hold,
+                    scrub=scrub,
+                )
                 done.append(((position, task_index), run, _step_digests(source, run)))
         finally:
             source.close()
@@ -568,12 +727,28 @@ def run_main_job(
     digests: dict[str, dict] = {}
     for _, run, steps in done:
         digests.setdefault(run.model_id, {}).update(steps)
-    settings = {"sources": list(dict.fromkeys(run.model_id for run in runs)), "task": tasks, "threshold": threshold,
-                "hold": hold, "scan": scan, "method": method, "prescreen_top_n": prescreen_top_n, "device": device,
-                "metric": metric if metric is None or isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
-                "decompose": decompose, "scores": scores, "prescreen_steps": prescreen_steps, "scrub": scrub}
-    report = MainJobReport(runs=runs, threshold=threshold, hold=hold, title=title,
-                           provenance=make_provenance("interp.pipeline.run_main_job", settings, digests))
+    settings = {
+        "sources": list(dict.fromkeys(run.model_id for run in runs)),
+        "task": tasks,
+        "threshold": threshold,
+        "hold": hold,
+        "scan": scan,
+        "method": method,
+        "prescreen_top_n": prescreen_top_n,
+        "device": device,
+        "metric": metric if metric is None or isinstance(metric, str) else getattr(metric, "__name__", repr(metric)),
+        "decompose": decompose,
+        "scores": scores,
+        "prescreen_steps": prescreen_steps,
+        "scrub": scrub,
+    }
+    report = MainJobReport(
+        runs=runs,
+        threshold=threshold,
+        hold=hold,
+        title=title,
+        provenance=make_provenance("interp.pipeline.run_main_job", settings, digests),
+    )
     if out_dir is not None:
         report.save(out_dir)
     return report

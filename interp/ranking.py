@@ -77,9 +77,28 @@ __all__ = [
 #: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
 #: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
 COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
-COMPONENT_COLUMNS = ["model", "seed", "pre_step", "post_step", "target", "scope", "k", "heads", "metric", "unit", "value",
-                     "value_lo", "value_hi", "recovered", "recovered_lo", "recovered_hi", "value_pre", "value_post",
-                     "jump_se", "jump_too_small"]
+COMPONENT_COLUMNS = [
+    "model",
+    "seed",
+    "pre_step",
+    "post_step",
+    "target",
+    "scope",
+    "k",
+    "heads",
+    "metric",
+    "unit",
+    "value",
+    "value_lo",
+    "value_hi",
+    "recovered",
+    "recovered_lo",
+    "recovered_hi",
+    "value_pre",
+    "value_post",
+    "jump_se",
+    "jump_too_small",
+]
 N_BOOT = 1000
 #: Fewest prompts a 95 % percentile bootstrap interval is computed over. The 2.5th and 97.5th
 #: percentiles need at least 1 / 0.025 = 40 distinct resampled means; n prompts give at most
@@ -110,13 +129,16 @@ def rank_heads(delta: Float[Tensor, "layer head"]) -> pd.DataFrame:
         raise ValueError(f"delta must be a [layer, head] tensor, got {shape}")
     n_layers, n_heads = delta.shape
     values = delta.detach().float().cpu()
-    frame = pd.DataFrame({
-        "layer": torch.arange(n_layers).repeat_interleave(n_heads).numpy(),
-        "head": torch.arange(n_heads).repeat(n_layers).numpy(),
-        "delta": values.flatten().numpy().astype("float64"),
-    })
-    frame = frame.sort_values(["delta", "layer", "head"], ascending=[False, True, True],
-                              na_position="last", kind="mergesort").reset_index(drop=True)
+    frame = pd.DataFrame(
+        {
+            "layer": torch.arange(n_layers).repeat_interleave(n_heads).numpy(),
+            "head": torch.arange(n_heads).repeat(n_layers).numpy(),
+            "delta": values.flatten().numpy().astype("float64"),
+        }
+    )
+    frame = frame.sort_values(
+        ["delta", "layer", "head"], ascending=[False, True, True], na_position="last", kind="mergesort"
+    ).reset_index(drop=True)
     ranked = frame["delta"].notna()
     frame["rank"] = pd.array([pd.NA] * len(frame), dtype="Int64")
     frame.loc[ranked, "rank"] = range(1, int(ranked.sum()) + 1)
@@ -136,8 +158,13 @@ def _recovered(value: float, pre: float, post: float) -> float:
     return (value - pre) / span if span != 0.0 and math.isfinite(span) else float("nan")
 
 
-def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, " batch"], post: Float[Tensor, " batch"],
-                       n_boot: int = N_BOOT, seed: int = 0) -> dict[str, np.ndarray]:
+def bootstrap_interval(
+    patched: Float[Tensor, "sets batch"],
+    pre: Float[Tensor, " batch"],
+    post: Float[Tensor, " batch"],
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
     """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
 
     Prompts are resampled with replacement (``n_boot`` times, ``numpy`` generator ``seed``),
@@ -153,32 +180,56 @@ def bootstrap_interval(patched: Float[Tensor, "sets batch"], pre: Float[Tensor, 
     """
     patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))  # type: ignore[assignment]
     if patched.ndim != 2 or pre.shape != (patched.shape[1],) or post.shape != pre.shape:
-        raise ValueError(f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}")
+        raise ValueError(
+            f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}"
+        )
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     if pre.shape[0] < MIN_BOOTSTRAP_PROMPTS:
-        warnings.warn(f"bootstrap over {pre.shape[0]} prompt(s): a 95 % interval needs at least "
-                      f"{MIN_BOOTSTRAP_PROMPTS} (fewer give under 40 distinct resamples); the bounds are NaN. "
-                      f"Use {MIN_BOOTSTRAP_PROMPTS} or more prompts (--n-prompts)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"bootstrap over {pre.shape[0]} prompt(s): a 95 % interval needs at least "
+            f"{MIN_BOOTSTRAP_PROMPTS} (fewer give under 40 distinct resamples); the bounds are NaN. "
+            f"Use {MIN_BOOTSTRAP_PROMPTS} or more prompts (--n-prompts)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         nan = np.full(patched.shape[0], np.nan)
-        return {key: nan.copy() for key in ("value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi")}
+        return {
+            key: nan.copy() for key in ("value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi")
+        }
     idx = np.random.default_rng(seed).integers(0, pre.shape[0], size=(n_boot, pre.shape[0]))
     m_patched = patched[:, idx].mean(-1)  # [sets, n_boot]
     m_pre, m_post = pre[idx].mean(-1), post[idx].mean(-1)
     span = m_post - m_pre
     with np.errstate(divide="ignore", invalid="ignore"):
         recovered = np.where(span != 0, (m_patched - m_pre) / span, np.nan)
+
     def q(x):
         return np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)
 
     (v_lo, v_hi), (r_lo, r_hi), (d_lo, d_hi) = q(m_patched), q(recovered), q(m_patched - m_pre)
-    return {"value_lo": v_lo, "value_hi": v_hi, "recovered_lo": r_lo, "recovered_hi": r_hi,
-            "delta_lo": d_lo, "delta_hi": d_hi}
+    return {
+        "value_lo": v_lo,
+        "value_hi": v_hi,
+        "recovered_lo": r_lo,
+        "recovered_hi": r_hi,
+        "delta_lo": d_lo,
+        "delta_hi": d_hi,
+    }
 
 
-def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFrame, value_pre: float, value_post: float,
-                  ks: Sequence[int] | None = None, memory_budget_mb: float = 1024, metric: Any = "p",
-                  kind: str = "pattern") -> pd.DataFrame:
+def topk_recovery(
+    model: Any,
+    inputs: TaskBatch,
+    post: Any,
+    ranking: pd.DataFrame,
+    value_pre: float,
+    value_post: float,
+    ks: Sequence[int] | None = None,
+    memory_budget_mb: float = 1024,
+    metric: Any = "p",
+    kind: str = "pattern",
+) -> pd.DataFrame:
     """Joint patch of the top K ranked heads, for each K.
 
     Args:
@@ -210,21 +261,32 @@ def topk_recovery(model: Any, inputs: TaskBatch, post: Any, ranking: pd.DataFram
     if bad:
         raise ValueError(f"ks must lie in [1, {len(heads)}] (the number of ranked heads), got {bad}")
     post = post_from_patterns(model, inputs, post) if isinstance(post, Tensor) else post
-    values = patch_values(model, post, inputs, [Target(kind, tuple(heads[:k])) for k in ks], metric=metric,
-                          memory_budget_mb=memory_budget_mb)
+    values = patch_values(
+        model,
+        post,
+        inputs,
+        [Target(kind, tuple(heads[:k])) for k in ks],
+        metric=metric,
+        memory_budget_mb=memory_budget_mb,
+    )
     frame = pd.DataFrame({"k": ks, "value": values.mean(dim=1).double().numpy()})
     span = float(value_post) - float(value_pre)
     if span == 0.0 or not math.isfinite(span):
-        warnings.warn(f"value_post == value_pre ({float(value_pre):.6g}): recovered = (value_K - value_pre) / "
-                      "(value_post - value_pre) is undefined; returning NaN", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"value_post == value_pre ({float(value_pre):.6g}): recovered = (value_K - value_pre) / "
+            "(value_post - value_pre) is undefined; returning NaN",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         frame["recovered"] = float("nan")
     else:
         frame["recovered"] = (frame["value"] - float(value_pre)) / span
     return frame
 
 
-def prescreen_rank_correlation(delta_p_exact: Float[Tensor, "layer head"],
-                               delta_p_attr: Float[Tensor, "layer head"]) -> float:
+def prescreen_rank_correlation(
+    delta_p_exact: Float[Tensor, "layer head"], delta_p_attr: Float[Tensor, "layer head"]
+) -> float:
     """Spearman rank correlation between exact and estimated per-head effects over the heads both have.
 
     Computed as the Pearson correlation of pandas average ranks (no SciPy).  Heads that are NaN
@@ -237,10 +299,16 @@ def prescreen_rank_correlation(delta_p_exact: Float[Tensor, "layer head"],
         ValueError: if the two tensors differ in shape.
     """
     if tuple(delta_p_exact.shape) != tuple(delta_p_attr.shape):
-        raise ValueError(f"delta_p_exact {tuple(delta_p_exact.shape)} and delta_p_attr "
-                         f"{tuple(delta_p_attr.shape)} must have the same [layer, head] shape")
-    frame = pd.DataFrame({"exact": delta_p_exact.detach().double().cpu().flatten().numpy(),
-                          "attr": delta_p_attr.detach().double().cpu().flatten().numpy()}).dropna()
+        raise ValueError(
+            f"delta_p_exact {tuple(delta_p_exact.shape)} and delta_p_attr "
+            f"{tuple(delta_p_attr.shape)} must have the same [layer, head] shape"
+        )
+    frame = pd.DataFrame(
+        {
+            "exact": delta_p_exact.detach().double().cpu().flatten().numpy(),
+            "attr": delta_p_attr.detach().double().cpu().flatten().numpy(),
+        }
+    ).dropna()
     if len(frame) < 2:
         return float("nan")
     return float(frame["exact"].rank().corr(frame["attr"].rank()))
@@ -320,8 +388,10 @@ class HeadRanking:
     def __repr__(self) -> str:
         top = self.heads.dropna(subset=["delta"]).head(3) if "delta" in self.heads else self.heads.head(0)
         best = ", ".join(f"L{int(l)}H{int(h)} {d:+.4g}" for l, h, d in zip(top["layer"], top["head"], top["delta"]))
-        return (f"HeadRanking(metric={self.metric!r} ({self.unit}), value_pre={self.value_pre:.4g}, "
-                f"value_post={self.value_post:.4g}, top heads: {best or 'none'})\n" + short_repr(self))
+        return (
+            f"HeadRanking(metric={self.metric!r} ({self.unit}), value_pre={self.value_pre:.4g}, "
+            f"value_post={self.value_post:.4g}, top heads: {best or 'none'})\n" + short_repr(self)
+        )
 
     def _html(self, assets) -> str:
         from interp.report.display import head_ranking_html
@@ -341,10 +411,20 @@ class HeadRanking:
         return save_html(self, path, title=f"head ranking ({self.metric})")
 
 
-def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
-                 method: Literal["fast", "reference", "attribution"] = "fast", prescreen_top_n: int | None = None,
-                 ks: Sequence[int] | None = None, prescreen_steps: int = 2, kind: str = "pattern",
-                 memory_budget_mb: float = 1024, n_boot: int = N_BOOT, attribution: bool = True) -> HeadRanking:
+def head_ranking(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    metric: Any = "p",
+    method: Literal["fast", "reference", "attribution"] = "fast",
+    prescreen_top_n: int | None = None,
+    ks: Sequence[int] | None = None,
+    prescreen_steps: int = 2,
+    kind: str = "pattern",
+    memory_budget_mb: float = 1024,
+    n_boot: int = N_BOOT,
+    attribution: bool = True,
+) -> HeadRanking:
     """Rank the pre checkpoint's heads by patching ``kind`` (default the pattern) from the post checkpoint.
 
     Steps: post activations and metric (``capture_post``); the pre metric; the attribution
@@ -378,20 +458,24 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
     batch = check_batch(batch)
     if method not in ("fast", "reference", "attribution"):
         raise ValueError(f"method={method!r}; valid: 'fast', 'reference', 'attribution'")
-    if prescreen_top_n is not None and (isinstance(prescreen_top_n, bool) or not isinstance(prescreen_top_n, int)
-                                        or prescreen_top_n < 1):
+    if prescreen_top_n is not None and (
+        isinstance(prescreen_top_n, bool) or not isinstance(prescreen_top_n, int) or prescreen_top_n < 1
+    ):
         raise ValueError(f"prescreen_top_n must be a positive int or None, got {prescreen_top_n!r}")
     if kind not in kind_names("head"):
         raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(kind_names('head'))}")
     n_layers, n_heads = heads_shape(pre_model)
     if prescreen_top_n is not None and prescreen_top_n > n_layers * n_heads:
-        raise ValueError(f"prescreen_top_n={prescreen_top_n} is more than the model's {n_layers * n_heads} heads "
-                         f"({n_layers} layers x {n_heads} heads); use 1..{n_layers * n_heads}, or None for every head")
+        raise ValueError(
+            f"prescreen_top_n={prescreen_top_n} is more than the model's {n_layers * n_heads} heads "
+            f"({n_layers} layers x {n_heads} heads); use 1..{n_layers * n_heads}, or None for every head"
+        )
     batch = batch.to(model_device(pre_model))
     if not isinstance(post, PostCheckpoint):
         if heads_shape(post) != (n_layers, n_heads):
-            raise ValueError(f"pre and post checkpoints differ in (n_layers, n_heads): {(n_layers, n_heads)} vs "
-                             f"{heads_shape(post)}")
+            raise ValueError(
+                f"pre and post checkpoints differ in (n_layers, n_heads): {(n_layers, n_heads)} vs {heads_shape(post)}"
+            )
         post = capture_post(post, batch, weights=kind in ("qk", "ov"))
     values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
     value_pre, value_post = float(values_pre.mean()), float(values_post.mean())
@@ -407,9 +491,17 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
         top_n = prescreen_top_n if prescreen_top_n is not None else max(1, estimate.numel() // 4)
         top = torch.argsort(estimate.flatten(), descending=True, stable=True)[:top_n]
         heads = [(int(i) // n_heads, int(i) % n_heads) for i in top]
-    per_prompt = per_head_delta(pre_model, post, batch, kind, metric=metric,
-                                method="reference" if method == "reference" else "fast", heads=heads,
-                                memory_budget_mb=memory_budget_mb, per_prompt=True)
+    per_prompt = per_head_delta(
+        pre_model,
+        post,
+        batch,
+        kind,
+        metric=metric,
+        method="reference" if method == "reference" else "fast",
+        heads=heads,
+        memory_budget_mb=memory_budget_mb,
+        per_prompt=True,
+    )
     delta = per_prompt.mean(dim=-1)
     ranking = rank_heads(delta)
     computed = [(l, h) for l, h in zip(ranking["layer"], ranking["head"]) if torch.isfinite(delta[l, h])]
@@ -427,36 +519,82 @@ def head_ranking(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
     spec = metric_spec(metric)
     ranking["metric"], ranking["unit"] = spec.name, spec.unit
     ranking["jump_too_small"] = jump_too_small
-    topk = topk_recovery(pre_model, batch, post, ranking, value_pre, value_post, ks=ks,
-                         memory_budget_mb=memory_budget_mb, metric=metric, kind=kind)
+    topk = topk_recovery(
+        pre_model,
+        batch,
+        post,
+        ranking,
+        value_pre,
+        value_post,
+        ks=ks,
+        memory_budget_mb=memory_budget_mb,
+        metric=metric,
+        kind=kind,
+    )
     topk["metric"], topk["unit"] = spec.name, spec.unit
     finite = torch.isfinite(delta)
     rho = top2 = None
     if estimate is not None:
         rho = prescreen_rank_correlation(delta[finite], estimate[finite]) if int(finite.sum()) >= 3 else None
         top2 = _top_found(delta, estimate)
-    return HeadRanking(value_pre=value_pre, value_post=value_post, delta=delta, heads=ranking, topk=topk,
-                       post_patterns=post_patterns, delta_attribution=estimate, metric=spec.name, unit=spec.unit,
-                       rank_correlation_prescreen=rho, prescreen_top2_found=top2,
-                       jump_se=jump_se, jump_too_small=jump_too_small)
+    return HeadRanking(
+        value_pre=value_pre,
+        value_post=value_post,
+        delta=delta,
+        heads=ranking,
+        topk=topk,
+        post_patterns=post_patterns,
+        delta_attribution=estimate,
+        metric=spec.name,
+        unit=spec.unit,
+        rank_correlation_prescreen=rho,
+        prescreen_top2_found=top2,
+        jump_se=jump_se,
+        jump_too_small=jump_too_small,
+    )
 
 
-def head_ranking_report(pre_model: Any, post_model: Any, inputs: TaskBatch,
-                        method: Literal["fast", "reference"] = "fast", prescreen_top_n: int | None = None,
-                        memory_budget_mb: float = 1024, metric: Any = "p") -> HeadRanking:
+def head_ranking_report(
+    pre_model: Any,
+    post_model: Any,
+    inputs: TaskBatch,
+    method: Literal["fast", "reference"] = "fast",
+    prescreen_top_n: int | None = None,
+    memory_budget_mb: float = 1024,
+    metric: Any = "p",
+) -> HeadRanking:
     """``head_ranking`` without the pre-screen unless ``prescreen_top_n`` asks for it (kept name).
 
     Raises:
         ValueError: as ``head_ranking``.
     """
-    return head_ranking(pre_model, post_model, inputs, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
-                        memory_budget_mb=memory_budget_mb, attribution=prescreen_top_n is not None)
+    return head_ranking(
+        pre_model,
+        post_model,
+        inputs,
+        metric=metric,
+        method=method,
+        prescreen_top_n=prescreen_top_n,
+        memory_budget_mb=memory_budget_mb,
+        attribution=prescreen_top_n is not None,
+    )
 
 
-def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, method: Literal["fast", "reference", "attribution"] = "fast",
-                       prescreen_top_n: int | None = None, device: str | None = None, n_example_heads: int = 3,
-                       ks: Sequence[int] | None = None, metric: Any = "p", decompose: bool = False,
-                       n_boot: int = N_BOOT, prescreen_steps: int = 2) -> HeadRanking:
+def rank_heads_between(
+    source: Any,
+    pre_step: int,
+    post_step: int,
+    batch: TaskBatch,
+    method: Literal["fast", "reference", "attribution"] = "fast",
+    prescreen_top_n: int | None = None,
+    device: str | None = None,
+    n_example_heads: int = 3,
+    ks: Sequence[int] | None = None,
+    metric: Any = "p",
+    decompose: bool = False,
+    n_boot: int = N_BOOT,
+    prescreen_steps: int = 2,
+) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
     The post checkpoint is captured first (activations, answer logits and, with ``decompose``,
@@ -481,8 +619,10 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
         ValueError: ``pre_step >= post_step``, or as ``head_ranking``.
     """
     if pre_step >= post_step:
-        raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step} "
-                         "(patching goes from the later checkpoint into the earlier one)")
+        raise ValueError(
+            f"pre_step={pre_step} must be earlier than post_step={post_step} "
+            "(patching goes from the later checkpoint into the earlier one)"
+        )
     post_loaded = source.load(post_step, device=device)
     if hasattr(source, "prefetch"):
         source.prefetch(pre_step)  # read while post is captured (swapping sources only)
@@ -492,11 +632,21 @@ def rank_heads_between(source: Any, pre_step: int, post_step: int, batch: TaskBa
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
         pre_patterns = torch.stack(list(_patterns(pre.model, batch)))
-    ranking = head_ranking(pre.model, post, batch, metric=metric, method=method, prescreen_top_n=prescreen_top_n,
-                           ks=ks, n_boot=n_boot, prescreen_steps=prescreen_steps)
+    ranking = head_ranking(
+        pre.model,
+        post,
+        batch,
+        metric=metric,
+        method=method,
+        prescreen_top_n=prescreen_top_n,
+        ks=ks,
+        n_boot=n_boot,
+        prescreen_steps=prescreen_steps,
+    )
     if decompose:
-        ranking.components = decompose_jump(pre.model, post, batch, metric=metric, n_boot=n_boot,
-                                            labels={"pre_step": pre_step, "post_step": post_step})
+        ranking.components = decompose_jump(
+            pre.model, post, batch, metric=metric, n_boot=n_boot, labels={"pre_step": pre_step, "post_step": post_step}
+        )
     top = ranking.heads.dropna(subset=["delta"]).head(n_example_heads)
     patterns, names = [], []
     for layer, head in zip(top["layer"], top["head"]):
@@ -528,18 +678,34 @@ def _patterns(model: Any, batch: TaskBatch) -> Tensor:
 # --------------------------------------------------------------------------- the jump decomposed
 
 
-def _topk_sets(pre_model: Any, post: PostCheckpoint, batch: TaskBatch, kind: str, metric: Any, ks: Sequence[int],
-               memory_budget_mb: float) -> list[tuple[str, int, Target]]:
+def _topk_sets(
+    pre_model: Any,
+    post: PostCheckpoint,
+    batch: TaskBatch,
+    kind: str,
+    metric: Any,
+    ks: Sequence[int],
+    memory_budget_mb: float,
+) -> list[tuple[str, int, Target]]:
     delta = per_head_delta(pre_model, post, batch, kind, metric=metric, memory_budget_mb=memory_budget_mb)
     heads = _ranked_heads(rank_heads(delta))
     return [(f"top-{k}", k, Target(kind, tuple(heads[:k]))) for k in ks if 1 <= k <= len(heads)]
 
 
-def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p",
-                   targets: Sequence[str] | Mapping[str, Target] | None = None, ks: Sequence[int] | None = None,
-                   topk_kinds: Sequence[str] = ("pattern", "z"), n_boot: int = N_BOOT, seed: int = 0,
-                   method: Literal["fast", "reference"] = "fast", labels: Mapping[str, Any] | None = None,
-                   memory_budget_mb: float = 1024) -> pd.DataFrame:
+def decompose_jump(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    metric: Any = "p",
+    targets: Sequence[str] | Mapping[str, Target] | None = None,
+    ks: Sequence[int] | None = None,
+    topk_kinds: Sequence[str] = ("pattern", "z"),
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    method: Literal["fast", "reference"] = "fast",
+    labels: Mapping[str, Any] | None = None,
+    memory_budget_mb: float = 1024,
+) -> pd.DataFrame:
     """How much of the pre -> post jump each component recovers when patched from post into pre.
 
     For every component (default ``COMPONENTS``: patterns, queries, keys, values, head outputs
@@ -587,7 +753,11 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
         raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
     n_total = n_layers * n_heads
     if ks is None:
-        ks = list(range(1, n_total + 1)) if n_total <= 32 else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
+        ks = (
+            list(range(1, n_total + 1))
+            if n_total <= 32
+            else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
+        )
     ks = [int(k) for k in ks]
     bad = [k for k in ks if not 1 <= k <= n_total]
     if bad:
@@ -598,36 +768,63 @@ def decompose_jump(pre_model: Any, post: Any, batch: TaskBatch, metric: Any = "p
     rows: list[tuple[str, str, int, str, Target]] = []
     for name, target in chosen.items():
         kind_scope = get_kind(target.kind).scope
-        count = len(target.resolved_layers(n_layers)) if kind_scope == "layer" \
+        count = (
+            len(target.resolved_layers(n_layers))
+            if kind_scope == "layer"
             else (1 if kind_scope == "model" else len(target.resolved_heads(n_layers, n_heads)))
+        )
         rows.append((name, "all", count, "", target))
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
             rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
-    values = patch_values(pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method,
-                          memory_budget_mb=memory_budget_mb)
+    values = patch_values(
+        pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method, memory_budget_mb=memory_budget_mb
+    )
     ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
     m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
     _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
     if m_post == m_pre:
-        warnings.warn(f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2
+        )
     labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
     nan = float("nan")
-    frame = pd.DataFrame({
-        "model": labels.get("model", nan), "seed": labels.get("seed", nan), "pre_step": labels.get("pre_step", nan),
-        "post_step": labels.get("post_step", nan),
-        "target": [r[0] for r in rows], "scope": [r[1] for r in rows], "k": [r[2] for r in rows],
-        "heads": [r[3] for r in rows], "metric": metric_name(metric), "unit": metric_spec(metric).unit,
-        "value": values.mean(dim=1).double().numpy(), "value_lo": ci["value_lo"], "value_hi": ci["value_hi"],
-        "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
-        "recovered_lo": ci["recovered_lo"], "recovered_hi": ci["recovered_hi"],
-        "value_pre": m_pre, "value_post": m_post, "jump_se": jump_se, "jump_too_small": jump_too_small,
-    })
+    frame = pd.DataFrame(
+        {
+            "model": labels.get("model", nan),
+            "seed": labels.get("seed", nan),
+            "pre_step": labels.get("pre_step", nan),
+            "post_step": labels.get("post_step", nan),
+            "target": [r[0] for r in rows],
+            "scope": [r[1] for r in rows],
+            "k": [r[2] for r in rows],
+            "heads": [r[3] for r in rows],
+            "metric": metric_name(metric),
+            "unit": metric_spec(metric).unit,
+            "value": values.mean(dim=1).double().numpy(),
+            "value_lo": ci["value_lo"],
+            "value_hi": ci["value_hi"],
+            "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
+            "recovered_lo": ci["recovered_lo"],
+            "recovered_hi": ci["recovered_hi"],
+            "value_pre": m_pre,
+            "value_post": m_post,
+            "jump_se": jump_se,
+            "jump_too_small": jump_too_small,
+        }
+    )
     return frame[COMPONENT_COLUMNS]
 
 
-def decompose_between(source: Any, pre_step: int, post_step: int, batch: TaskBatch, metric: Any = "p",
-                      device: str | None = None, **kwargs: Any) -> pd.DataFrame:
+def decompose_between(
+    source: Any,
+    pre_step: int,
+    post_step: int,
+    batch: TaskBatch,
+    metric: Any = "p",
+    device: str | None = None,
+    **kwargs: Any,
+) -> pd.DataFrame:
     """Load ``post_step`` (captured) then ``pre_step`` from a checkpoint source and run ``decompose_jump``.
 
     ``kwargs`` go to ``decompose_jump`` (``targets``, ``ks``, ``n_boot``, ...); ``model`` and

@@ -45,14 +45,27 @@ __all__ = [
 #: readiness.csv: one row per (run, checkpoint)
 READINESS_COLUMNS = ["model", "seed", "step", "accuracy", "p_answer", "ideal_accuracy", "ideal_p_answer", "heads"]
 #: readiness_points.csv: one row per run (steps; the interval is over prompts)
-POINTS_COLUMNS = ["model", "seed", "heads", "emergence_step", "readiness_step", "e_minus_r", "e_minus_r_lo",
-                  "e_minus_r_hi", "n_boot", "boot_defined", "threshold", "hold"]
+POINTS_COLUMNS = [
+    "model",
+    "seed",
+    "heads",
+    "emergence_step",
+    "readiness_step",
+    "e_minus_r",
+    "e_minus_r_lo",
+    "e_minus_r_hi",
+    "n_boot",
+    "boot_defined",
+    "threshold",
+    "hold",
+]
 #: patterns ``--patterns auto`` chooses from, keyed by the head score that picks them
 AUTO_PATTERNS = {"prefix_matching": "induction", "previous_token": "previous_token"}
 
 
-def crossing(steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5,
-             hold: int = 2) -> tuple[int | None, int | None]:
+def crossing(
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5, hold: int = 2
+) -> tuple[int | None, int | None]:
     """``(pre, post)`` of a fully evaluated curve under the point of emergence's rule: ``post`` is
     the first step at or above ``threshold`` that stays there for the next ``hold`` checkpoints.
 
@@ -103,14 +116,17 @@ def parse_patterns(text: str, n_heads: int | None) -> list[str] | str:
     if bad:
         raise ValueError(f"--patterns: {bad[0]!r} is unknown; valid: auto, {', '.join(IDEAL_PATTERNS)}")
     if n_heads is None and len(names) > 1:
-        raise ValueError("--patterns: one name per head needs --heads L..H..,...; with --heads auto give 'auto' or one name")
+        raise ValueError(
+            "--patterns: one name per head needs --heads L..H..,...; with --heads auto give 'auto' or one name"
+        )
     if n_heads is not None and len(names) not in (1, n_heads):
         raise ValueError(f"--patterns: {len(names)} names for {n_heads} heads; give one name or one per head")
     return names
 
 
-def auto_heads(model: Any, tokenizer: Any, heads: Sequence[tuple[int, int]] | None = None,
-               n_prompts: int = 16, period: int = 20) -> dict[tuple[int, int], str]:
+def auto_heads(
+    model: Any, tokenizer: Any, heads: Sequence[tuple[int, int]] | None = None, n_prompts: int = 16, period: int = 20
+) -> dict[tuple[int, int], str]:
     """Heads and their ideal pattern chosen from the head scores of ``model`` (the post step).
 
     ``heads=None``: the head with the highest prefix-matching score gets ``induction``, the
@@ -190,10 +206,20 @@ class ReadinessResult:
 
     def point_row(self) -> dict:
         """readiness_points.csv row of this run (:data:`POINTS_COLUMNS`)."""
-        return {"model": self.model, "seed": self.seed, "heads": self.heads_label,
-                "emergence_step": self.emergence[1], "readiness_step": self.ready[1], "e_minus_r": self.e_minus_r,
-                "e_minus_r_lo": self.interval[0], "e_minus_r_hi": self.interval[1], "n_boot": self.n_boot,
-                "boot_defined": self.boot_defined, "threshold": self.threshold, "hold": self.hold}
+        return {
+            "model": self.model,
+            "seed": self.seed,
+            "heads": self.heads_label,
+            "emergence_step": self.emergence[1],
+            "readiness_step": self.ready[1],
+            "e_minus_r": self.e_minus_r,
+            "e_minus_r_lo": self.interval[0],
+            "e_minus_r_hi": self.interval[1],
+            "n_boot": self.n_boot,
+            "boot_defined": self.boot_defined,
+            "threshold": self.threshold,
+            "hold": self.hold,
+        }
 
     def figure(self):
         """The capability curve and the ideal-pattern curve on one figure, E and R marked."""
@@ -203,8 +229,9 @@ class ReadinessResult:
         return readiness_html(self)
 
 
-def _bootstrap(steps: list[int], correct: np.ndarray, ideal: np.ndarray, threshold: float, hold: int,
-               n_boot: int, seed: int) -> tuple[tuple[float | None, float | None], float]:
+def _bootstrap(
+    steps: list[int], correct: np.ndarray, ideal: np.ndarray, threshold: float, hold: int, n_boot: int, seed: int
+) -> tuple[tuple[float | None, float | None], float]:
     rng = np.random.default_rng(seed)
     n = correct.shape[1]
     diffs = []
@@ -220,10 +247,20 @@ def _bootstrap(steps: list[int], correct: np.ndarray, ideal: np.ndarray, thresho
     return (float(lo), float(hi)), len(diffs) / n_boot
 
 
-def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "auto", threshold: float = 0.5,
-              hold: int = 2, steps: Sequence[int] | None = None, device: str | None = None,
-              method: Literal["fast", "reference"] = "fast", n_boot: int = 1000, boot_seed: int = 0,
-              on_step: Callable[[int], None] | None = None) -> ReadinessResult:
+def readiness(
+    source: Any,
+    batch: Any,
+    heads: Any = "auto",
+    patterns: Any = "auto",
+    threshold: float = 0.5,
+    hold: int = 2,
+    steps: Sequence[int] | None = None,
+    device: str | None = None,
+    method: Literal["fast", "reference"] = "fast",
+    n_boot: int = 1000,
+    boot_seed: int = 0,
+    on_step: Callable[[int], None] | None = None,
+) -> ReadinessResult:
     """Capability per checkpoint as trained and with the chosen heads' patterns set to ideal.
 
     Args:
@@ -276,8 +313,7 @@ def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "aut
         with torch.inference_mode():
             rows, _ = answer_logits_forward(model, b)
             rows = rows.float()
-            return (rows.softmax(-1).gather(1, b.answers[:, None])[:, 0].cpu().numpy(),
-                    _correct(rows, b).cpu().numpy())
+            return (rows.softmax(-1).gather(1, b.answers[:, None])[:, 0].cpu().numpy(), _correct(rows, b).cpu().numpy())
 
     for step in steps:
         p, c = plain(step)
@@ -313,12 +349,33 @@ def readiness(source: Any, batch: Any, heads: Any = "auto", patterns: Any = "aut
     ready = crossing(steps, ideal_correct.mean(1), threshold, hold)
     e_minus_r = None if emergence[1] is None or ready[1] is None else int(emergence[1] - ready[1])
     interval, defined = _bootstrap(steps, correct, ideal_correct, threshold, hold, n_boot, boot_seed)
-    curve = pd.DataFrame({"step": steps, "accuracy": correct.mean(1), "p_answer": np.stack(plain_p).mean(1),
-                          "ideal_accuracy": ideal_correct.mean(1), "ideal_p_answer": np.stack(ideal_p).mean(1)})
+    curve = pd.DataFrame(
+        {
+            "step": steps,
+            "accuracy": correct.mean(1),
+            "p_answer": np.stack(plain_p).mean(1),
+            "ideal_accuracy": ideal_correct.mean(1),
+            "ideal_p_answer": np.stack(ideal_p).mean(1),
+        }
+    )
     model_name, seed = model_and_seed(source.model_id)
     labels = {h: (r if isinstance(r, str) else getattr(r, "__name__", "callable")) for h, r in ideal.heads.items()}
-    return ReadinessResult(model_name, seed, labels, curve, emergence, ready, e_minus_r, interval, defined, n_boot,
-                           threshold, hold, correct=correct, ideal_correct=ideal_correct)
+    return ReadinessResult(
+        model_name,
+        seed,
+        labels,
+        curve,
+        emergence,
+        ready,
+        e_minus_r,
+        interval,
+        defined,
+        n_boot,
+        threshold,
+        hold,
+        correct=correct,
+        ideal_correct=ideal_correct,
+    )
 
 
 def readiness_figure(result: ReadinessResult):
@@ -331,36 +388,77 @@ def readiness_figure(result: ReadinessResult):
     curve = result.curve.sort_values("step")
     x = curve["step"].clip(lower=0.5)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=x, y=curve["accuracy"], mode="lines+markers", name="accuracy as trained",
-                             hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=curve["ideal_accuracy"], mode="lines+markers",
-                             name=f"accuracy with ideal patterns ({result.heads_label})",
-                             hovertemplate="step %{x}<br>ideal-pattern accuracy %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=curve["ideal_p_answer"], mode="lines", line=dict(dash="dot"),
-                             name="p(answer) with ideal patterns", visible="legendonly"))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=curve["accuracy"],
+            mode="lines+markers",
+            name="accuracy as trained",
+            hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=curve["ideal_accuracy"],
+            mode="lines+markers",
+            name=f"accuracy with ideal patterns ({result.heads_label})",
+            hovertemplate="step %{x}<br>ideal-pattern accuracy %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=curve["ideal_p_answer"],
+            mode="lines",
+            line=dict(dash="dot"),
+            name="p(answer) with ideal patterns",
+            visible="legendonly",
+        )
+    )
     fig.add_hline(y=result.threshold, line_dash="dash", line_color="gray")
     import math
 
     # E solid black, R dashed green (visible on top of E when they coincide); labels at two
     # heights, x in log10 units (annotations on a log axis take the exponent)
-    for step, name, color, dash, y in ((result.emergence[1], "E", "black", "solid", 1.0),
-                                       (result.ready[1], "R", "green", "dash", 0.9)):
+    for step, name, color, dash, y in (
+        (result.emergence[1], "E", "black", "solid", 1.0),
+        (result.ready[1], "R", "green", "dash", 0.9),
+    ):
         if step is not None:
             fig.add_vline(x=max(step, 0.5), line_color=color, line_width=2, line_dash=dash)
-            fig.add_annotation(x=math.log10(max(step, 0.5)), y=y, yref="paper", text=f"{name} = step {step}",
-                               showarrow=False, xanchor="right", font=dict(color=color), bgcolor="white")
+            fig.add_annotation(
+                x=math.log10(max(step, 0.5)),
+                y=y,
+                yref="paper",
+                text=f"{name} = step {step}",
+                showarrow=False,
+                xanchor="right",
+                font=dict(color=color),
+                bgcolor="white",
+            )
     _log_step_axis(fig)
     fig.update_yaxes(title_text="greedy accuracy", range=[-0.02, 1.05])
-    fig.update_layout(title=f"{result.model} seed {result.seed}: capability vs ideal-pattern capability",
-                      height=380, margin=dict(t=60, b=40), legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(
+        title=f"{result.model} seed {result.seed}: capability vs ideal-pattern capability",
+        height=380,
+        margin=dict(t=60, b=40),
+        legend=dict(orientation="h", y=-0.25),
+    )
     return fig
 
 
 def _caption(result: ReadinessResult) -> str:
     e, r = result.emergence[1], result.ready[1]
     if result.e_minus_r is None:
-        missing = [what for what, step in (("the run does not emerge (no E)", e),
-                                           ("the ideal-pattern model never crosses and holds (no R)", r)) if step is None]
+        missing = [
+            what
+            for what, step in (
+                ("the run does not emerge (no E)", e),
+                ("the ideal-pattern model never crosses and holds (no R)", r),
+            )
+            if step is None
+        ]
         what = f"E = {e}, R = {r}: " + " and ".join(missing)
     else:
         lo, hi = result.interval
@@ -368,10 +466,12 @@ def _caption(result: ReadinessResult) -> str:
         what = f"E = step {e}, R = step {r}, E − R = {result.e_minus_r} steps{ci}"
     import html
 
-    return html.escape(f"Greedy accuracy per checkpoint as trained and with the attention patterns of {result.heads_label} set "
-            f"to their ideal pattern. {what}. R is the first checkpoint where the ideal-pattern curve crosses "
-            f"{result.threshold:g} and stays there for {result.hold} more checkpoints (the rule of the point of "
-            f"emergence E).")
+    return html.escape(
+        f"Greedy accuracy per checkpoint as trained and with the attention patterns of {result.heads_label} set "
+        f"to their ideal pattern. {what}. R is the first checkpoint where the ideal-pattern curve crosses "
+        f"{result.threshold:g} and stays there for {result.hold} more checkpoints (the rule of the point of "
+        f"emergence E)."
+    )
 
 
 def readiness_section(run, ctx) -> Any:
@@ -381,16 +481,20 @@ def readiness_section(run, ctx) -> Any:
     result = getattr(run, "readiness", None)
     if result is None:
         return None
-    return Section("Readiness: capability with ideal attention patterns",
-                   figure_fragment(readiness_figure(result), ctx.assets, _caption(result)))
+    return Section(
+        "Readiness: capability with ideal attention patterns",
+        figure_fragment(readiness_figure(result), ctx.assets, _caption(result)),
+    )
 
 
 def readiness_html(result: ReadinessResult) -> str:
     """Notebook display of one result: the figure (plotly from the notebook's assets) and its caption."""
     from interp.report.display import Assets, figure_fragment, style_tag
 
-    return (f"<div class='el-report'>{style_tag()}"
-            f"{figure_fragment(readiness_figure(result), Assets(), _caption(result))}</div>")
+    return (
+        f"<div class='el-report'>{style_tag()}"
+        f"{figure_fragment(readiness_figure(result), Assets(), _caption(result))}</div>"
+    )
 
 
 def readiness_page(results: Sequence[ReadinessResult], title: str = "Readiness") -> str:
@@ -400,7 +504,10 @@ def readiness_page(results: Sequence[ReadinessResult], title: str = "Readiness")
     from interp.report.page import figure_fragment, page_html
 
     def body(assets) -> str:
-        return "\n".join(f"<h2>{html.escape(f'{r.model} seed {r.seed}')}</h2>"
-                         f"{figure_fragment(readiness_figure(r), assets, _caption(r))}" for r in results)
+        return "\n".join(
+            f"<h2>{html.escape(f'{r.model} seed {r.seed}')}</h2>"
+            f"{figure_fragment(readiness_figure(r), assets, _caption(r))}"
+            for r in results
+        )
 
     return page_html(title, body)

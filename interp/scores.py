@@ -66,7 +66,9 @@ def previous_token_score(pattern: Float[Tensor, "batch head query_pos key_pos"])
     return pattern.float().diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))
 
 
-def prefix_matching_score(pattern: Float[Tensor, "batch head query_pos key_pos"], period: int) -> Float[Tensor, " head"]:
+def prefix_matching_score(
+    pattern: Float[Tensor, "batch head query_pos key_pos"], period: int
+) -> Float[Tensor, " head"]:
     """Mean attention from each position ``i >= period`` to key ``i - period + 1`` (the token after
     the previous occurrence of token ``i`` on a sequence that repeats with ``period``).
 
@@ -80,18 +82,26 @@ def prefix_matching_score(pattern: Float[Tensor, "batch head query_pos key_pos"]
     return pattern.float().diagonal(offset=-(period - 1), dim1=-2, dim2=-1)[..., 1:].mean(dim=(0, 2))
 
 
-def copying_score_from_weights(W_E: Float[Tensor, "d_vocab d_model"], W_V: Float[Tensor, "head d_model d_head"],
-                               W_O: Float[Tensor, "head d_head d_model"], W_U: Float[Tensor, "d_model d_vocab"]
-                               ) -> Float[Tensor, " head"]:
+def copying_score_from_weights(
+    W_E: Float[Tensor, "d_vocab d_model"],
+    W_V: Float[Tensor, "head d_model d_head"],
+    W_O: Float[Tensor, "head d_head d_model"],
+    W_U: Float[Tensor, "d_model d_vocab"],
+) -> Float[Tensor, " head"]:
     """``sum(lambda) / sum(|lambda|)`` of each head's OV circuit ``W_E W_V[h] W_O[h] W_U``.
 
     Raises:
         ValueError: shapes that do not chain.
     """
-    if not (W_E.shape[1] == W_V.shape[1] == W_O.shape[2] == W_U.shape[0] and W_V.shape[2] == W_O.shape[1]
-            and W_V.shape[0] == W_O.shape[0]):
-        raise ValueError(f"shapes do not chain: W_E {tuple(W_E.shape)}, W_V {tuple(W_V.shape)}, "
-                         f"W_O {tuple(W_O.shape)}, W_U {tuple(W_U.shape)}")
+    if not (
+        W_E.shape[1] == W_V.shape[1] == W_O.shape[2] == W_U.shape[0]
+        and W_V.shape[2] == W_O.shape[1]
+        and W_V.shape[0] == W_O.shape[0]
+    ):
+        raise ValueError(
+            f"shapes do not chain: W_E {tuple(W_E.shape)}, W_V {tuple(W_V.shape)}, "
+            f"W_O {tuple(W_O.shape)}, W_U {tuple(W_U.shape)}"
+        )
     inner = W_U.double() @ W_E.double()  # [d_model, d_model]
     small = W_O.double() @ inner @ W_V.double()  # [head, d_head, d_head]: same nonzero eigenvalues
     eig = torch.linalg.eigvals(small)
@@ -122,8 +132,9 @@ def copying_scores(model: Any) -> Float[Tensor, "layer head"]:
     return torch.stack(out)
 
 
-def repeated_random_tokens(token_pool: Sequence[int], n_prompts: int = 16, period: int = 20,
-                           seed: int = 0) -> Int[Tensor, "batch two_period"]:
+def repeated_random_tokens(
+    token_pool: Sequence[int], n_prompts: int = 16, period: int = 20, seed: int = 0
+) -> Int[Tensor, "batch two_period"]:
     """``n_prompts`` rows of ``period`` distinct random tokens from ``token_pool`` repeated once.
 
     Raises:
@@ -167,14 +178,21 @@ def steps_around(steps: Sequence[int], pre_step: int, post_step: int, n_before: 
     (Kept short by default: on the hub every extra step is one more checkpoint download.)
     """
     steps = sorted(steps)
-    before = [s for s in steps if s <= pre_step][-(n_before + 1):]
-    after = [s for s in steps if s >= post_step][:n_after + 1]
+    before = [s for s in steps if s <= pre_step][-(n_before + 1) :]
+    after = [s for s in steps if s >= post_step][: n_after + 1]
     return sorted(set(before + after))
 
 
-def head_scores_over_checkpoints(source: Any, steps: Sequence[int], token_pool: Sequence[int] | None = None,
-                                 n_prompts: int = 16, period: int = 20, device: str | None = None,
-                                 model: str | None = None, seed: int | None = None) -> pd.DataFrame:
+def head_scores_over_checkpoints(
+    source: Any,
+    steps: Sequence[int],
+    token_pool: Sequence[int] | None = None,
+    n_prompts: int = 16,
+    period: int = 20,
+    device: str | None = None,
+    model: str | None = None,
+    seed: int | None = None,
+) -> pd.DataFrame:
     """``head_scores`` at each of ``steps`` of a checkpoint source, one row per (step, head, score).
 
     Args:

@@ -121,8 +121,11 @@ def run_unit(config: dict) -> tuple[dict, pd.DataFrame | None]:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(Path(tmp) / "state", arcname="state")
-    return {"state_tar": buffer.getvalue(), "digests": json.dumps(digests, sort_keys=True),
-            "model_id": run.model_id}, None
+    return {
+        "state_tar": buffer.getvalue(),
+        "digests": json.dumps(digests, sort_keys=True),
+        "model_id": run.model_id,
+    }, None
 
 
 def _store_state(root: Path, uid: str, archive: bytes) -> Path:
@@ -144,8 +147,10 @@ def study_status(units: Sequence[Unit], out_dir: str | Path) -> pd.DataFrame:
     from sweeps.store import ResultsStore
 
     done = ResultsStore(Path(out_dir) / "units").done_ids()
-    return pd.DataFrame([{"unit_id": u.unit_id, "source": u.source, "task": u.task, "done": u.unit_id in done}
-                         for u in units], columns=["unit_id", "source", "task", "done"])
+    return pd.DataFrame(
+        [{"unit_id": u.unit_id, "source": u.source, "task": u.task, "done": u.unit_id in done} for u in units],
+        columns=["unit_id", "source", "task", "done"],
+    )
 
 
 def check_study_options(executor: str, jobs: int, dtype: str) -> None:
@@ -162,9 +167,17 @@ def check_study_options(executor: str, jobs: int, dtype: str) -> None:
         raise ValueError(f"dtype={dtype!r}; valid dtypes: {', '.join(DTYPES)}")
 
 
-def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | None = None,
-              executor: str = "local", jobs: int = 1, address: str | None = None, progress: bool = True,
-              title: str = "emergence-lens report", **options: Any):
+def run_study(
+    names: Sequence[str],
+    out_dir: str | Path,
+    tasks: Sequence[Any] | None = None,
+    executor: str = "local",
+    jobs: int = 1,
+    address: str | None = None,
+    progress: bool = True,
+    title: str = "emergence-lens report",
+    **options: Any,
+):
     """The main job over ``names`` as resumable units; returns the assembled
     :class:`interp.pipeline.MainJobReport` (also saved to ``out_dir``).
 
@@ -198,9 +211,15 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
     task_by_name = {t.name: t for t in tasks}
     store = ResultsStore(Path(out_dir) / "units")
     done = store.done_ids()
-    todo = [RunTask(run_id=u.unit_id, runner=UNIT_RUNNER, config={
-        "source": u.source, "task": _task_config(task_by_name[u.task]), "options": options}) for u in units
-        if u.unit_id not in done]
+    todo = [
+        RunTask(
+            run_id=u.unit_id,
+            runner=UNIT_RUNNER,
+            config={"source": u.source, "task": _task_config(task_by_name[u.task]), "options": options},
+        )
+        for u in units
+        if u.unit_id not in done
+    ]
     by_id = {u.unit_id: u for u in units}
     failures: list[str] = []
     if todo:
@@ -208,7 +227,9 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
         run = _execute_serial if executor == "local" else RUN_EXECUTORS[executor]
         bar = tqdm(total=len(units), initial=len(units) - len(todo), unit="unit", desc="units", disable=not progress)
         try:
-            for record in run([[task] for task in todo], jobs, address):  # one unit of work per (source, task): a RunRecord
+            for record in run(
+                [[task] for task in todo], jobs, address
+            ):  # one unit of work per (source, task): a RunRecord
                 unit = by_id[record.run_id]
                 if record.log is not None:
                     store.write_log(record.run_id, record.log)
@@ -217,16 +238,28 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
                     logger.warning("unit %s failed: %s", record.run_id, record.error)
                     continue
                 _store_state(store.root, record.run_id, record.summary["state_tar"])
-                store.write_run({"run_id": record.run_id, "status": "ok", "source": unit.source, "task": unit.task,
-                                 "model_id": record.summary["model_id"], "digests": record.summary["digests"],
-                                 "wall_time_s": record.wall_time_s, "host": record.host,
-                                 "started_at": record.started_at, "finished_at": record.finished_at})
+                store.write_run(
+                    {
+                        "run_id": record.run_id,
+                        "status": "ok",
+                        "source": unit.source,
+                        "task": unit.task,
+                        "model_id": record.summary["model_id"],
+                        "digests": record.summary["digests"],
+                        "wall_time_s": record.wall_time_s,
+                        "host": record.host,
+                        "started_at": record.started_at,
+                        "finished_at": record.finished_at,
+                    }
+                )
                 bar.update(1)
         finally:
             bar.close()
     if failures:
-        raise RuntimeError(f"{len(failures)} of {len(units)} units failed (logs in {store.logs_dir}); "
-                           f"run again to retry them: {failures[0]}")
+        raise RuntimeError(
+            f"{len(failures)} of {len(units)} units failed (logs in {store.logs_dir}); "
+            f"run again to retry them: {failures[0]}"
+        )
     rows = store.results([u.unit_id for u in units]).set_index("run_id")
     runs, digests = [], {}
     for u in units:
@@ -234,15 +267,34 @@ def run_study(names: Sequence[str], out_dir: str | Path, tasks: Sequence[Any] | 
         runs += unit_runs
         digests[rows.loc[u.unit_id, "model_id"]] = json.loads(rows.loc[u.unit_id, "digests"])
     threshold = options.get("threshold", 0.5)
-    settings = {"sources": list(names), "units": [u.unit_id for u in units], "tasks": tasks,
-                **{k: v for k, v in options.items() if k != "metric" or isinstance(v, str)}}
+    settings = {
+        "sources": list(names),
+        "units": [u.unit_id for u in units],
+        "tasks": tasks,
+        **{k: v for k, v in options.items() if k != "metric" or isinstance(v, str)},
+    }
     from interp.emergence import DEFAULT_HOLD
 
-    report = MainJobReport(runs=runs, threshold=threshold, hold=options.get("hold", DEFAULT_HOLD), title=title,
-                           provenance=make_provenance("interp.study.run_study", settings, digests))
+    report = MainJobReport(
+        runs=runs,
+        threshold=threshold,
+        hold=options.get("hold", DEFAULT_HOLD),
+        title=title,
+        provenance=make_provenance("interp.study.run_study", settings, digests),
+    )
     report.save(out_dir)
     return report
 
 
-__all__ = ["DTYPES", "EXECUTORS", "Unit", "check_study_options", "expand_sources", "plan_units", "run_study",
-           "run_unit", "study_status", "unit_id"]
+__all__ = [
+    "DTYPES",
+    "EXECUTORS",
+    "Unit",
+    "check_study_options",
+    "expand_sources",
+    "plan_units",
+    "run_study",
+    "run_unit",
+    "study_status",
+    "unit_id",
+]

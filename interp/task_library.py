@@ -94,7 +94,9 @@ class PatternCompletionTask(CapabilityTask):
             raise ValueError("templates is empty; give e.g. ABAB,AABB,ABCABC,ABBA")
         for t in self.templates:
             if not t.isalpha() or not t.isupper() or len(set(t)) < 2:
-                raise ValueError(f"template {t!r} must be upper-case letters with at least two distinct ones, e.g. ABBA")
+                raise ValueError(
+                    f"template {t!r} must be upper-case letters with at least two distinct ones, e.g. ABBA"
+                )
 
     def build(self, tokenizer) -> TaskBatch:
         pool = list(self.token_pool) if self.token_pool is not None else alnum_token_pool(tokenizer)
@@ -133,8 +135,28 @@ IOI_TEMPLATES = (
     "Friends [B] and [A] found a [OBJECT] at the [PLACE]. [B] gave it to [A]",
 )
 #: A subset of Wang et al.'s names (single GPT-2 / GPT-NeoX tokens with a leading space).
-IOI_NAMES = ("Mary", "John", "Alice", "Bob", "Tom", "James", "Michael", "David", "Sarah", "Laura", "Paul", "Mark",
-             "Kevin", "Anna", "Lisa", "Sam", "Daniel", "Jessica", "Ryan", "Jason")
+IOI_NAMES = (
+    "Mary",
+    "John",
+    "Alice",
+    "Bob",
+    "Tom",
+    "James",
+    "Michael",
+    "David",
+    "Sarah",
+    "Laura",
+    "Paul",
+    "Mark",
+    "Kevin",
+    "Anna",
+    "Lisa",
+    "Sam",
+    "Daniel",
+    "Jessica",
+    "Ryan",
+    "Jason",
+)
 IOI_PLACES = ("store", "garden", "restaurant", "school", "hospital", "office", "house", "station")
 IOI_OBJECTS = ("ring", "kiss", "bone", "basketball", "computer", "necklace", "drink", "snack")
 
@@ -196,10 +218,12 @@ class IOITask(CapabilityTask):
         objects, bad_objects = _single_tokens(tokenizer, self.objects)
         if len(names) < 2 or not objects:
             word, ids = next(iter((bad_names if len(names) < 2 else bad_objects).items()))
-            raise TaskError(f"task ioi: {len(names)} of {len(self.names)} names and {len(objects)} of "
-                            f"{len(self.objects)} objects are single tokens under tokenizer {tok_name!r} (e.g. "
-                            f"{' ' + word!r} -> {len(ids)} tokens); IOI needs a word-piece vocabulary where names "
-                            "are one token (the embedded byte tokenizer has one token per byte)")
+            raise TaskError(
+                f"task ioi: {len(names)} of {len(self.names)} names and {len(objects)} of "
+                f"{len(self.objects)} objects are single tokens under tokenizer {tok_name!r} (e.g. "
+                f"{' ' + word!r} -> {len(ids)} tokens); IOI needs a word-piece vocabulary where names "
+                "are one token (the embedded byte tokenizer has one token per byte)"
+            )
         rng = np.random.default_rng(self.seed)
         name_list, object_list = list(names), list(objects)
         orders = ["ABBA", "BABA"] if self.order == "both" else [self.order]
@@ -275,14 +299,18 @@ class TaskFile(CapabilityTask):
         tok_name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         problems, prompts, answers, texts, distractors = [], [], [], [], []
         for row in self.rows:
-            bad = [(what, text, _split_ids(tokenizer, text)) for what, text in
-                   [("answer", row.answer)] + [("distractor", d) for d in row.distractors]]
+            bad = [
+                (what, text, _split_ids(tokenizer, text))
+                for what, text in [("answer", row.answer)] + [("distractor", d) for d in row.distractors]
+            ]
             bad = [b for b in bad if len(b[2]) != 1]
             if bad:
                 what, text, ids = bad[0]
                 pieces = [tokenizer.decode([t]) for t in ids]
-                problems.append(f"{Path(self.path).name}: row {row.id}: {what} {text!r} is {len(ids)} tokens {pieces!r} "
-                                f"under tokenizer {tok_name!r}; answers and distractors must be one token")
+                problems.append(
+                    f"{Path(self.path).name}: row {row.id}: {what} {text!r} is {len(ids)} tokens {pieces!r} "
+                    f"under tokenizer {tok_name!r}; answers and distractors must be one token"
+                )
                 continue
             prompt_ids = _split_ids(tokenizer, row.prompt)
             if not prompt_ids:
@@ -316,13 +344,21 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
         raise TaskFileError([f"task file {str(path)!r} does not exist (expected a .jsonl or .csv file)"])
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".json", ".csv"):
-        raise TaskFileError([f"task file {path.name!r}: extension {suffix or '(none)'!r} is unknown; use .jsonl or .csv"])
+        raise TaskFileError(
+            [f"task file {path.name!r}: extension {suffix or '(none)'!r} is unknown; use .jsonl or .csv"]
+        )
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
         line = err.object[: err.start].count(b"\n") + 1
-        raise TaskFileError([(f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
-                             f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8")]) from None
+        raise TaskFileError(
+            [
+                (
+                    f"task file {path.name!r} is not UTF-8 (line {line}, byte {err.start}: "
+                    f"{err.object[err.start : err.start + 1]!r}); save it as UTF-8"
+                )
+            ]
+        ) from None
     records: list[tuple[str, dict]] = []  # (row label, fields)
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
@@ -340,18 +376,34 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
             except json.JSONDecodeError as err:
                 raise TaskFileError([f"task file {path.name!r}: line {n} is not JSON ({err.msg})"]) from None
             if not isinstance(fields, dict):
-                raise TaskFileError([(f"task file {path.name!r}: line {n} is a {type(fields).__name__}, "
-                                     "expected an object with prompt and answer")])
+                raise TaskFileError(
+                    [
+                        (
+                            f"task file {path.name!r}: line {n} is a {type(fields).__name__}, "
+                            "expected an object with prompt and answer"
+                        )
+                    ]
+                )
             records.append((f"line {n}", fields))
     if not records:
         raise TaskFileError([f"task file {path.name!r} has no rows; each row needs a prompt and an answer"])
-    missing = [(label, f) for label, fields in records for f in ("prompt", "answer")
-               if not isinstance(fields.get(f), str) or fields.get(f) == ""]
+    missing = [
+        (label, f)
+        for label, fields in records
+        for f in ("prompt", "answer")
+        if not isinstance(fields.get(f), str) or fields.get(f) == ""
+    ]
     if missing:
         where = ", ".join(f"{label} ({f})" for label, f in missing[:MAX_ROW_ERRORS])
         more = f" and {len(missing) - MAX_ROW_ERRORS} more" if len(missing) > MAX_ROW_ERRORS else ""
-        raise TaskFileError([(f"task file {path.name!r}: missing or empty field at {where}{more}; "
-                             "each row needs prompt and answer (text)")])
+        raise TaskFileError(
+            [
+                (
+                    f"task file {path.name!r}: missing or empty field at {where}{more}; "
+                    "each row needs prompt and answer (text)"
+                )
+            ]
+        )
     rows: list[TaskRow] = []
     seen: dict[str, list[str]] = {}
     for i, (label, fields) in enumerate(records):
@@ -368,6 +420,12 @@ def read_task_file(path: str | Path) -> list[TaskRow]:
     with_d = {bool(r.distractors) for r in rows}
     if len(with_d) > 1:
         lacking = [r.id for r in rows if not r.distractors][:MAX_ROW_ERRORS]
-        raise TaskFileError([(f"task file {path.name!r}: distractors on some rows only (none on ids {lacking}); "
-                             "give them on every row or on none")])
+        raise TaskFileError(
+            [
+                (
+                    f"task file {path.name!r}: distractors on some rows only (none on ids {lacking}); "
+                    "give them on every row or on none"
+                )
+            ]
+        )
     return rows

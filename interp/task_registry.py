@@ -49,33 +49,61 @@ class TaskSpec:
         for f in dataclasses.fields(self.cls):
             if f.name in ("name", "rows", "path") or not f.init:
                 continue
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            default = (
+                f.default
+                if f.default is not dataclasses.MISSING
+                else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+            )
             out[f.name] = default
         return out
 
 
-REGISTRY: dict[str, TaskSpec] = {spec.name: spec for spec in (
-    TaskSpec("repetition", RepetitionTask, "p",
-             "Baherwani et al. 2026 (Pythia: string repetition; digits, partial repeat); counts and lengths ours",
-             "random digits, then a partial repeat; predict the next digit"),
-    TaskSpec("token-repetition", TokenRepetitionTask, "p",
-             "Baherwani et al. 2026 (Pythia: in-context repetition); induction-head probe (Olsson et al. 2022)",
-             "random tokens, then a partial repeat; predict the next token"),
-    TaskSpec("pattern-completion", PatternCompletionTask, "p",
-             "Baherwani et al. 2026 name it without a definition: the definition is ours",
-             "a template (ABAB, AABB, ABCABC, ABBA) over random tokens; predict the next element"),
-    TaskSpec("ioi", IOITask, "logit-diff",
-             "Wang et al. 2022, Interpretability in the Wild (ABBA/BABA templates of ioi_dataset.py)",
-             "indirect-object identification; logit-diff = logit(IO) - logit(S)", byte_tokenizer=False),
-)}
+REGISTRY: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            "repetition",
+            RepetitionTask,
+            "p",
+            "Baherwani et al. 2026 (Pythia: string repetition; digits, partial repeat); counts and lengths ours",
+            "random digits, then a partial repeat; predict the next digit",
+        ),
+        TaskSpec(
+            "token-repetition",
+            TokenRepetitionTask,
+            "p",
+            "Baherwani et al. 2026 (Pythia: in-context repetition); induction-head probe (Olsson et al. 2022)",
+            "random tokens, then a partial repeat; predict the next token",
+        ),
+        TaskSpec(
+            "pattern-completion",
+            PatternCompletionTask,
+            "p",
+            "Baherwani et al. 2026 name it without a definition: the definition is ours",
+            "a template (ABAB, AABB, ABCABC, ABBA) over random tokens; predict the next element",
+        ),
+        TaskSpec(
+            "ioi",
+            IOITask,
+            "logit-diff",
+            "Wang et al. 2022, Interpretability in the Wild (ABBA/BABA templates of ioi_dataset.py)",
+            "indirect-object identification; logit-diff = logit(IO) - logit(S)",
+            byte_tokenizer=False,
+        ),
+    )
+}
 
 #: Every registered task by name (the name ``import emergence_lens as el; el.TASKS`` shows).
 TASKS = REGISTRY
 
 #: What ``--task FILE`` / ``TaskFile(path)`` is (not a registered name: a task per file).
-TASK_FILE_SPEC = TaskSpec("FILE.jsonl|FILE.csv", TaskFile, "p", "your own prompts (fields prompt, answer, "
-                          "optional distractors, id)", "one token answer per prompt, checked under the source's tokenizer")
+TASK_FILE_SPEC = TaskSpec(
+    "FILE.jsonl|FILE.csv",
+    TaskFile,
+    "p",
+    "your own prompts (fields prompt, answer, optional distractors, id)",
+    "one token answer per prompt, checked under the source's tokenizer",
+)
 
 
 def spec_of(name: str) -> TaskSpec:
@@ -118,8 +146,9 @@ def parse_tasks(text: str | Sequence[str], task_files: Sequence[str | Path] = ()
     items += [str(f) for f in task_files]
     if not items:
         raise ValueError(f"no task given; valid tasks: {', '.join(REGISTRY)} (or a .jsonl/.csv task file)")
-    tasks = [make_task(item, **params) if item in REGISTRY or not is_task_file(item) else TaskFile(item)
-             for item in items]
+    tasks = [
+        make_task(item, **params) if item in REGISTRY or not is_task_file(item) else TaskFile(item) for item in items
+    ]
     names = [t.name for t in tasks]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -140,7 +169,15 @@ def task_table():
     rows = []
     for spec in [*REGISTRY.values(), TASK_FILE_SPEC]:
         params = ", ".join(f"{k}={v!r}" for k, v in spec.parameters().items())
-        rows.append({"task": spec.name, "description": spec.description, "parameters": params,
-                     "default_metric": spec.default_metric, "prepend_bos": BOS_CONVENTION,
-                     "byte_tokenizer": spec.byte_tokenizer, "source": spec.source})
+        rows.append(
+            {
+                "task": spec.name,
+                "description": spec.description,
+                "parameters": params,
+                "default_metric": spec.default_metric,
+                "prepend_bos": BOS_CONVENTION,
+                "byte_tokenizer": spec.byte_tokenizer,
+                "source": spec.source,
+            }
+        )
     return pd.DataFrame(rows)

@@ -90,11 +90,14 @@ class TaskBatch:
                 f"answers {tuple(self.answers.shape)} and answer_pos {tuple(self.answer_pos.shape)} "
                 f"must both be ({n},) to match tokens {tuple(self.tokens.shape)}"
             )
-        if self.distractors is not None and (self.distractors.ndim != 2 or self.distractors.shape[0] != n
-                                             or self.distractors.shape[1] == 0):
+        if self.distractors is not None and (
+            self.distractors.ndim != 2 or self.distractors.shape[0] != n or self.distractors.shape[1] == 0
+        ):
             raise TaskError(f"distractors must be [{n}, n_distractors >= 1], got {tuple(self.distractors.shape)}")
         if self.attention_mask is not None and tuple(self.attention_mask.shape) != tuple(self.tokens.shape):
-            raise TaskError(f"attention_mask {tuple(self.attention_mask.shape)} must match tokens {tuple(self.tokens.shape)}")
+            raise TaskError(
+                f"attention_mask {tuple(self.attention_mask.shape)} must match tokens {tuple(self.tokens.shape)}"
+            )
 
     @property
     def padded(self) -> bool:
@@ -119,32 +122,51 @@ class TaskBatch:
     def to(self, device: str | torch.device) -> TaskBatch:
         """Return a copy with the tensors on ``device``."""
         return TaskBatch(
-            self.tokens.to(device), self.answers.to(device), self.answer_pos.to(device),
-            self.prompts, self.task, None if self.distractors is None else self.distractors.to(device),
-            None if self.attention_mask is None else self.attention_mask.to(device), self.prepend_bos,
+            self.tokens.to(device),
+            self.answers.to(device),
+            self.answer_pos.to(device),
+            self.prompts,
+            self.task,
+            None if self.distractors is None else self.distractors.to(device),
+            None if self.attention_mask is None else self.attention_mask.to(device),
+            self.prepend_bos,
         )
 
     def repeat(self, n_copies: int) -> TaskBatch:
         """The batch stacked ``n_copies`` times along the prompt axis (copy-major)."""
         return TaskBatch(
-            self.tokens.repeat(n_copies, 1), self.answers.repeat(n_copies), self.answer_pos.repeat(n_copies),
-            list(self.prompts) * n_copies, self.task,
+            self.tokens.repeat(n_copies, 1),
+            self.answers.repeat(n_copies),
+            self.answer_pos.repeat(n_copies),
+            list(self.prompts) * n_copies,
+            self.task,
             None if self.distractors is None else self.distractors.repeat(n_copies, 1),
-            None if self.attention_mask is None else self.attention_mask.repeat(n_copies, 1), self.prepend_bos,
+            None if self.attention_mask is None else self.attention_mask.repeat(n_copies, 1),
+            self.prepend_bos,
         )
 
     def rows(self, index: slice) -> TaskBatch:
         """The prompts ``index`` (a slice) as a batch of their own."""
         return TaskBatch(
-            self.tokens[index], self.answers[index], self.answer_pos[index], list(self.prompts[index]), self.task,
+            self.tokens[index],
+            self.answers[index],
+            self.answer_pos[index],
+            list(self.prompts[index]),
+            self.task,
             None if self.distractors is None else self.distractors[index],
-            None if self.attention_mask is None else self.attention_mask[index], self.prepend_bos,
+            None if self.attention_mask is None else self.attention_mask[index],
+            self.prepend_bos,
         )
 
     @classmethod
     def from_token_lists(
-        cls, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str] = (),
-        task: str = "", distractors: Sequence[Sequence[int]] | None = None, pad_id: int = 0,
+        cls,
+        prompts: Sequence[Sequence[int]],
+        answers: Sequence[int],
+        texts: Sequence[str] = (),
+        task: str = "",
+        distractors: Sequence[Sequence[int]] | None = None,
+        pad_id: int = 0,
         prepend_bos: bool = False,
     ) -> TaskBatch:
         """Stack token lists into a batch; the answer follows each prompt's own last token.
@@ -170,7 +192,9 @@ class TaskBatch:
         d = None
         if distractors is not None:
             most = max(len(x) for x in distractors)
-            d = torch.tensor([list(x) + [x[0]] * (most - len(x)) if len(x) else [] for x in distractors], dtype=torch.long)
+            d = torch.tensor(
+                [list(x) + [x[0]] * (most - len(x)) if len(x) else [] for x in distractors], dtype=torch.long
+            )
         return cls(
             tokens=tokens,
             answers=torch.tensor(list(answers), dtype=torch.long),
@@ -188,8 +212,10 @@ LENGTH_HINTS = {
     "repetition": "every digit must be one token: pass prefix=' ' or '' to RepetitionTask",
     "token-repetition": "every token of token_pool must stay one token when decoded and re-encoded",
 }
-GENERIC_LENGTH_HINT = ("attention-pattern patching lines positions up across the batch: give every prompt the same "
-                       "number of tokens (e.g. names and objects that are one token each, or one template length)")
+GENERIC_LENGTH_HINT = (
+    "attention-pattern patching lines positions up across the batch: give every prompt the same "
+    "number of tokens (e.g. names and objects that are one token each, or one template length)"
+)
 
 
 def unequal_lengths_message(lengths: Sequence[int], task: str = "") -> str:
@@ -202,8 +228,10 @@ def unequal_lengths_message(lengths: Sequence[int], task: str = "") -> str:
     odd = [(i, n) for i, n in enumerate(lengths) if n != usual]
     listed = ", ".join(f"#{i} ({n} tokens)" for i, n in odd[:8]) + (f", … {len(odd)} in all" if len(odd) > 8 else "")
     name = f"task {task!r}: " if task else ""
-    return (f"{name}prompts tokenise to unequal lengths: {counts[usual]} of {len(lengths)} have {usual} tokens, "
-            f"these differ: {listed}; {LENGTH_HINTS.get(task, GENERIC_LENGTH_HINT)}")
+    return (
+        f"{name}prompts tokenise to unequal lengths: {counts[usual]} of {len(lengths)} have {usual} tokens, "
+        f"these differ: {listed}; {LENGTH_HINTS.get(task, GENERIC_LENGTH_HINT)}"
+    )
 
 
 @dataclass
@@ -324,15 +352,28 @@ class CapabilityTask(ABC):
             raise TaskError(f"prepend_bos=True but tokenizer {name!r} has no BOS token; use prepend_bos=False")
         return bool(self.prepend_bos)
 
-    def finish(self, tokenizer, prompts: Sequence[Sequence[int]], answers: Sequence[int], texts: Sequence[str],
-               distractors: Sequence[Sequence[int]] | None) -> TaskBatch:
+    def finish(
+        self,
+        tokenizer,
+        prompts: Sequence[Sequence[int]],
+        answers: Sequence[int],
+        texts: Sequence[str],
+        distractors: Sequence[Sequence[int]] | None,
+    ) -> TaskBatch:
         """The batch of these token lists, with BOS prepended per :meth:`resolved_prepend_bos`
         and right padding (:meth:`TaskBatch.from_token_lists`)."""
         bos = self.resolved_prepend_bos(tokenizer)
         if bos:
             prompts = [[tokenizer.bos_token_id, *p] for p in prompts]
-        return TaskBatch.from_token_lists(prompts, answers, texts, task=self.name, distractors=distractors,
-                                          pad_id=pad_token_id(tokenizer), prepend_bos=bos)
+        return TaskBatch.from_token_lists(
+            prompts,
+            answers,
+            texts,
+            task=self.name,
+            distractors=distractors,
+            pad_id=pad_token_id(tokenizer),
+            prepend_bos=bos,
+        )
 
 
 @dataclass
@@ -450,9 +491,7 @@ def make_task(name: str, **kwargs) -> CapabilityTask:
     return _make(name, **kwargs)
 
 
-def answer_logits(
-    logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch
-) -> Float[Tensor, "batch d_vocab"]:
+def answer_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> Float[Tensor, "batch d_vocab"]:
     """Select the logits at each prompt's answer position (:func:`interp.core.metrics.answer_logits`).
 
     Raises:

@@ -105,7 +105,8 @@ def run_folder(source) -> Path:
     elif isinstance(source, CheckpointSource):
         raise NotResumableError(
             f"{source.model_id}: {type(source).__name__} checkpoints carry no optimizer state; zoom needs a run "
-            "trained by emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)")
+            "trained by emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)"
+        )
     else:
         root = Path(source).expanduser()
     if not root.is_dir():
@@ -114,7 +115,8 @@ def run_folder(source) -> Path:
     if not meta.get("resumable") or "config" not in meta:
         raise NotResumableError(
             f"{root}: not a run written by emergence-lens's trainer with resumable checkpoints "
-            "(suite.json lacks 'resumable'); zoom cannot re-train it")
+            "(suite.json lacks 'resumable'); zoom cannot re-train it"
+        )
     return root
 
 
@@ -134,8 +136,10 @@ def run_settings(run: Path):
     meta = _metadata(run)
     values = dict(meta["config"])
     if values.get("trainer_version") != embedded.TRAINER_VERSION:
-        raise NotResumableError(f"{run}: trained by trainer version {values.get('trainer_version')}; "
-                                f"this code re-trains version {embedded.TRAINER_VERSION} only")
+        raise NotResumableError(
+            f"{run}: trained by trainer version {values.get('trainer_version')}; "
+            f"this code re-trains version {embedded.TRAINER_VERSION} only"
+        )
     values["sizes"] = tuple(embedded.ModelSize(**s) for s in values["sizes"])
     values["seeds"] = tuple(values["seeds"])
     values["size_steps"] = tuple(tuple(x) for x in values.get("size_steps", ()))
@@ -166,7 +170,9 @@ def step_folder(run: Path, step: int) -> Path:
     for folder in (run / f"step{step}", run / ZOOM_DIR / f"step{step}"):
         if folder.is_dir():
             return folder
-    raise ValueError(f"step {step} is not stored in {run}; nearest stored steps: {nearest_steps(step, stored_steps(run))}")
+    raise ValueError(
+        f"step {step} is not stored in {run}; nearest stored steps: {nearest_steps(step, stored_steps(run))}"
+    )
 
 
 def default_every(pre: int, post: int) -> int:
@@ -185,8 +191,15 @@ def _max_abs_diff(a: Path, b: Path) -> float:
     return max((float((left[k] - right[k]).abs().max()) if left[k].numel() else 0.0) for k in left)
 
 
-def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float = 0.0,
-         threads: int | None = None, steps: Sequence[int] | None = None) -> ZoomResult:
+def zoom(
+    source,
+    pre: int,
+    post: int,
+    every: int | None = None,
+    tolerance: float = 0.0,
+    threads: int | None = None,
+    steps: Sequence[int] | None = None,
+) -> ZoomResult:
     """Re-train ``pre -> post`` of a resumable run and store checkpoints every ``every`` steps.
 
     Args:
@@ -240,8 +253,7 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
     wanted = [s for s in grid if s not in have]
     overlay = run / ZOOM_DIR
     if not wanted:
-        return ZoomResult(run, pre, post, every, [], 0.0, tolerance, 0, recorded_threads,
-                          time.perf_counter() - started)
+        return ZoomResult(run, pre, post, every, [], 0.0, tolerance, 0, recorded_threads, time.perf_counter() - started)
     overlay.mkdir(exist_ok=True)
     tmp = overlay / f".tmp-{os.getpid()}-{pre}-{post}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -252,17 +264,28 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
         if _trained_pinned(run):  # the same kernels as the stored steps: a pinned process
             from interp.core import kernel_pins
 
-            losses = kernel_pins.run_pinned(embedded.train_run, size, seed, cfg, tmp, threads=n_threads,
-                                            what=f"zoom re-training of {run.name} {pre}..{post}",
-                                            resume_from=start_folder, stop_step=post, save_steps=wanted + [post])
+            losses = kernel_pins.run_pinned(
+                embedded.train_run,
+                size,
+                seed,
+                cfg,
+                tmp,
+                threads=n_threads,
+                what=f"zoom re-training of {run.name} {pre}..{post}",
+                resume_from=start_folder,
+                stop_step=post,
+                save_steps=wanted + [post],
+            )
         else:  # a run trained before the pins (or unpinned): this process's kernels, as it was
-            losses = embedded.train_run(size, seed, cfg, tmp, resume_from=start_folder, stop_step=post,
-                                        save_steps=wanted + [post])
+            losses = embedded.train_run(
+                size, seed, cfg, tmp, resume_from=start_folder, stop_step=post, save_steps=wanted + [post]
+            )
         diff = _max_abs_diff(tmp / f"step{post}", end_folder)
         if not diff <= tolerance:
             raise ZoomMismatchError(
                 f"re-trained step {post} differs from the stored one by max |diff| {diff:.3g} > tolerance "
-                f"{tolerance:g} (threads {n_threads}, recorded {recorded_threads}); the new steps were not stored")
+                f"{tolerance:g} (threads {n_threads}, recorded {recorded_threads}); the new steps were not stored"
+            )
         for step in wanted:  # each rename is atomic; a step another process stored first is kept
             target = overlay / f"step{step}"
             if not target.exists():
@@ -271,8 +294,9 @@ def zoom(source, pre: int, post: int, every: int | None = None, tolerance: float
     finally:
         torch.set_num_threads(previous_threads)
         shutil.rmtree(tmp, ignore_errors=True)
-    return ZoomResult(run, pre, post, every, wanted, diff, tolerance, post - pre, n_threads,
-                      time.perf_counter() - started)
+    return ZoomResult(
+        run, pre, post, every, wanted, diff, tolerance, post - pre, n_threads, time.perf_counter() - started
+    )
 
 
 def store_steps(source, steps: Sequence[int], tolerance: float = 0.0) -> list[ZoomResult]:
@@ -297,17 +321,28 @@ def store_steps(source, steps: Sequence[int], tolerance: float = 0.0) -> list[Zo
     return [zoom(run, pre, post, steps=inside, tolerance=tolerance) for (pre, post), inside in sorted(groups.items())]
 
 
-def _record(overlay: Path, pre: int, post: int, every: int, steps: list[int], diff: float, threads: int,
-            losses: pd.DataFrame) -> None:
+def _record(
+    overlay: Path, pre: int, post: int, every: int, steps: list[int], diff: float, threads: int, losses: pd.DataFrame
+) -> None:
     """Append one zoom to ``zoom.json`` (rewritten atomically)."""
     index = overlay / ZOOM_INDEX
     entries = json.loads(index.read_text()) if index.is_file() else []
-    entries.append({"pre": pre, "post": post, "every": every, "steps": steps, "max_abs_diff": diff,
-                    "threads": threads, "loss_mean": float(losses["loss"].mean()) if len(losses) else None})
+    entries.append(
+        {
+            "pre": pre,
+            "post": post,
+            "every": every,
+            "steps": steps,
+            "max_abs_diff": diff,
+            "threads": threads,
+            "loss_mean": float(losses["loss"].mean()) if len(losses) else None,
+        }
+    )
     atomic_write_text(index, json.dumps(entries, indent=1))
 
 
 # --- dense search ------------------------------------------------------------------------------
+
 
 @dataclass
 class DensePoint:
@@ -390,9 +425,10 @@ class DenseEvaluator:
                 raise ValueError(f"step {step} of {self.run}: weights missing for {missing[:3]}")
             correct, p_answer = [], []
             for start in range(0, len(self.batch), 128):
-                chunk = self.batch.tokens[start:start + 128].to(self.device)
-                sub = type(self.batch)(chunk, self.batch.answers[start:start + 128],
-                                       self.batch.answer_pos[start:start + 128])
+                chunk = self.batch.tokens[start : start + 128].to(self.device)
+                sub = type(self.batch)(
+                    chunk, self.batch.answers[start : start + 128], self.batch.answer_pos[start : start + 128]
+                )
                 final = answer_logits(self.model(chunk).logits, sub)
                 correct.append(METRICS["accuracy"](final, sub).bool().cpu().numpy())
                 p_answer.append(METRICS["p"](final, sub).cpu().numpy())
@@ -402,8 +438,15 @@ class DenseEvaluator:
 
     def table(self) -> pd.DataFrame:
         overlay = set(overlay_steps(self.run))
-        rows = [{"step": s, "accuracy": float(self.correct[s].mean()), "p_answer": float(self.p_answer[s].mean()),
-                 "overlay": s in overlay} for s in sorted(self.correct)]
+        rows = [
+            {
+                "step": s,
+                "accuracy": float(self.correct[s].mean()),
+                "p_answer": float(self.p_answer[s].mean()),
+                "overlay": s in overlay,
+            }
+            for s in sorted(self.correct)
+        ]
         return pd.DataFrame(rows, columns=["step", "accuracy", "p_answer", "overlay"])
 
 
@@ -420,9 +463,19 @@ def _rename_for(model: torch.nn.Module, weights: dict) -> dict:
     return out
 
 
-def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: int = 512, hold: int = DEFAULT_HOLD,
-                min_jump_se: float = 3.0, tolerance: float = 0.0, task_seed: int = 0, length: int = 10,
-                device: str = "cpu", max_rounds: int = 12) -> DensePoint:
+def dense_point(
+    source,
+    resolution: int = 1,
+    threshold: float = 0.5,
+    n_prompts: int = 512,
+    hold: int = DEFAULT_HOLD,
+    min_jump_se: float = 3.0,
+    tolerance: float = 0.0,
+    task_seed: int = 0,
+    length: int = 10,
+    device: str = "cpu",
+    max_rounds: int = 12,
+) -> DensePoint:
     """Locate a run's point of emergence to ``resolution`` steps by recursive zooming.
 
     1. Evaluate the base schedule's checkpoints on ``n_prompts`` repetition prompts and find the
@@ -493,5 +546,6 @@ def dense_point(source, resolution: int = 1, threshold: float = 0.5, n_prompts: 
         from interp.emergence import jump_noise
 
         result.jump, result.jump_se, result.jump_too_small = jump_noise(
-            evaluator.p_answer[pre], evaluator.p_answer[post], min_se=min_jump_se)
+            evaluator.p_answer[pre], evaluator.p_answer[post], min_se=min_jump_se
+        )
     return result

@@ -23,7 +23,21 @@ from sweeps.spec import SweepSpec, load_spec
 from sweeps.store import ResultsStore, load_metrics, load_results
 
 __all__ = [
-    "EXECUTORS", "ResultsStore", "RunTask", "SweepOutcome", "SweepSpec", "check_executor",
-    "failure_lines", "load_metrics", "load_results", "load_runner", "load_spec", "plan_runs",
-    "resolve_dataclass_config", "resolve_with", "run_id_of", "run_sweep", "runner_name",
+    "EXECUTORS",
+    "ResultsStore",
+    "RunTask",
+    "SweepOutcome",
+    "SweepSpec",
+    "check_executor",
+    "failure_lines",
+    "load_metrics",
+    "load_results",
+    "load_runner",
+    "load_spec",
+    "plan_runs",
+    "resolve_dataclass_config",
+    "resolve_with",
+    "run_id_of",
+    "run_sweep",
+    "runner_name",
 ]

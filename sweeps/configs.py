@@ -39,8 +39,9 @@ def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, 
     valid = [f.name for f in fields]
     unknown = sorted(set(config) - set(valid))
     if unknown:
-        raise ValueError(f"unknown config field(s) {', '.join(unknown)} for {cls.__name__}; "
-                         f"valid fields: {', '.join(valid)}")
+        raise ValueError(
+            f"unknown config field(s) {', '.join(unknown)} for {cls.__name__}; valid fields: {', '.join(valid)}"
+        )
     hints = typing.get_type_hints(cls)
     resolved: dict[str, Any] = {}
     for f in fields:
@@ -57,10 +58,12 @@ def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, 
 
 def _exactly(kind: type):
     """A converter that accepts only values of ``kind`` (bools are not ints here)."""
+
     def convert(value: Any) -> Any:
         if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
             return value
         raise TypeError(value)
+
     return convert
 
 
@@ -80,8 +83,10 @@ def _to_float(value: Any) -> float:
 
 #: Simple field types -> (converter, what the error message says a value must be).
 _SIMPLE: dict[Any, tuple[Any, str]] = {
-    bool: (_exactly(bool), "true or false"), int: (_to_int, "an integer"),
-    float: (_to_float, "a number"), str: (_exactly(str), "a string"),
+    bool: (_exactly(bool), "true or false"),
+    int: (_to_int, "an integer"),
+    float: (_to_float, "a number"),
+    str: (_exactly(str), "a string"),
 }
 
 

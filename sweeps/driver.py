@@ -24,8 +24,18 @@ from sweeps.store import ResultsStore
 
 # Columns the sweep adds to every row; a config field or summary key must not shadow them.
 META_COLUMNS = (
-    "run_id", "status", "error", "wall_time_s", "runner", "sweep", "config_json",
-    "versions", "git_commit", "host", "started_at", "finished_at",
+    "run_id",
+    "status",
+    "error",
+    "wall_time_s",
+    "runner",
+    "sweep",
+    "config_json",
+    "versions",
+    "git_commit",
+    "host",
+    "started_at",
+    "finished_at",
 )
 CONSOLIDATE_EVERY_S = 2.0
 
@@ -120,9 +130,19 @@ def run_sweep(
     atomic_write_text(store.root / "spec.yaml", yaml.safe_dump(spec.to_dict(), sort_keys=False))
     from interp.core.provenance import make_provenance, write_provenance
 
-    write_provenance(store.root, make_provenance("sweeps.run_sweep", {
-        "spec": spec.to_dict(), "jobs": jobs, "executor": executor, "retry_failed": retry_failed,
-        "ensemble": ensemble}))
+    write_provenance(
+        store.root,
+        make_provenance(
+            "sweeps.run_sweep",
+            {
+                "spec": spec.to_dict(),
+                "jobs": jobs,
+                "executor": executor,
+                "retry_failed": retry_failed,
+                "ensemble": ensemble,
+            },
+        ),
+    )
 
     done = store.done_ids()
     if retry_failed and done:
@@ -139,8 +159,14 @@ def run_sweep(
     sweep_name = spec.name
     n_ran = n_failed_now = 0
     last_consolidated = time.monotonic()
-    bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), unit="run", desc=sweep_name or "sweep",
-               disable=not progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=len(tasks),
+        initial=len(tasks) - len(todo),
+        unit="run",
+        desc=sweep_name or "sweep",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     by_id = {t.run_id: t for t in todo}
     try:
         if todo:
@@ -155,8 +181,9 @@ def run_sweep(
                 if record.status != "ok":
                     n_failed_now += 1
                     bar.set_postfix(failed=n_failed_now)
-                    logger.warning("run %s failed: %s (log: %s)", record.run_id, record.error,
-                                   store.log_path(record.run_id))
+                    logger.warning(
+                        "run %s failed: %s (log: %s)", record.run_id, record.error, store.log_path(record.run_id)
+                    )
                 if time.monotonic() - last_consolidated > CONSOLIDATE_EVERY_S:
                     store.consolidate()
                     last_consolidated = time.monotonic()
@@ -165,8 +192,14 @@ def run_sweep(
         store.consolidate()
     results = store.results([t.run_id for t in tasks])
     n_failed = int((results["status"] != "ok").sum()) if not results.empty else 0
-    return SweepOutcome(out_dir=store.root, results=results, n_planned=len(tasks),
-                        n_skipped=len(tasks) - len(todo), n_ran=n_ran, n_failed=n_failed)
+    return SweepOutcome(
+        out_dir=store.root,
+        results=results,
+        n_planned=len(tasks),
+        n_skipped=len(tasks) - len(todo),
+        n_ran=n_ran,
+        n_failed=n_failed,
+    )
 
 
 def spec_digest(spec: SweepSpec) -> str:
@@ -197,10 +230,12 @@ def check_spec_folder(root: str | os.PathLike, spec: SweepSpec, force: bool = Fa
     if old_digest == new_digest:
         return False
     if not force:
-        raise ValueError(f"sweep folder {str(root)!r} holds spec {old.name or '(unnamed)'!r} (digest "
-                         f"{old_digest[:12]}); this spec {spec.name or '(unnamed)'!r} (digest {new_digest[:12]}) "
-                         "differs: resume with the same spec, use another --out, or --force to start over "
-                         "(deletes the folder's runs)")
+        raise ValueError(
+            f"sweep folder {str(root)!r} holds spec {old.name or '(unnamed)'!r} (digest "
+            f"{old_digest[:12]}); this spec {spec.name or '(unnamed)'!r} (digest {new_digest[:12]}) "
+            "differs: resume with the same spec, use another --out, or --force to start over "
+            "(deletes the folder's runs)"
+        )
     return True
 
 
@@ -230,10 +265,14 @@ def build_row(task: RunTask, record: RunRecord, commit: str | None, sweep_name: 
     # The summary's own wall time (training only) is kept; this one covers the whole run.
     row["wall_time_s"] = record.wall_time_s
     row.update(
-        runner=runner_name(task.runner), sweep=sweep_name,
+        runner=runner_name(task.runner),
+        sweep=sweep_name,
         config_json=config_json(task.config),
-        versions=json.dumps(record.versions, sort_keys=True), git_commit=commit, host=record.host,
-        started_at=record.started_at, finished_at=record.finished_at,
+        versions=json.dumps(record.versions, sort_keys=True),
+        git_commit=commit,
+        host=record.host,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
     )
     return row
 
@@ -252,4 +291,3 @@ def failure_lines(results: pd.DataFrame) -> list[str]:
         return []
     failed = results[results["status"] != "ok"]
     return [f"{row.run_id}: {row.error}" for row in failed.itertuples()]
-

@@ -78,9 +78,17 @@ def execute_run(task: RunTask) -> RunRecord:
         wall = time.perf_counter() - t0
         stream.write(f"{status} after {wall:.3f} s\n")
     return RunRecord(
-        run_id=task.run_id, status=status, error=error, summary=summary, metrics=metrics,
-        log=buffer.getvalue() if task.log_path is None else None, wall_time_s=wall,
-        started_at=started, finished_at=_now(), host=platform.node(), versions=package_versions(),
+        run_id=task.run_id,
+        status=status,
+        error=error,
+        summary=summary,
+        metrics=metrics,
+        log=buffer.getvalue() if task.log_path is None else None,
+        wall_time_s=wall,
+        started_at=started,
+        finished_at=_now(),
+        host=platform.node(),
+        versions=package_versions(),
     )
 
 
@@ -103,8 +111,10 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
     started = _now()
     t0 = time.perf_counter()
     buffer = io.StringIO()
-    buffer.write(f"runs {', '.join(t.run_id for t in tasks)} trained together by "
-                 f"{runner_name(tasks[0].runner)}.run_group, started {started}\n")
+    buffer.write(
+        f"runs {', '.join(t.run_id for t in tasks)} trained together by "
+        f"{runner_name(tasks[0].runner)}.run_group, started {started}\n"
+    )
     try:
         with _one_torch_thread(), _capture(buffer):
             outs = group([dict(t.config) for t in tasks])
@@ -120,12 +130,21 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
         if task.log_path is not None:
             Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(task.log_path).write_text(log, encoding="utf-8")
-        records.append(RunRecord(
-            run_id=task.run_id, status="ok", error=None,
-            summary={str(k): _to_builtin(v) for k, v in summary.items()},
-            metrics=metrics if isinstance(metrics, pd.DataFrame) else None,
-            log=None if task.log_path is not None else log, wall_time_s=wall, started_at=started,
-            finished_at=finished, host=platform.node(), versions=package_versions()))
+        records.append(
+            RunRecord(
+                run_id=task.run_id,
+                status="ok",
+                error=None,
+                summary={str(k): _to_builtin(v) for k, v in summary.items()},
+                metrics=metrics if isinstance(metrics, pd.DataFrame) else None,
+                log=None if task.log_path is not None else log,
+                wall_time_s=wall,
+                started_at=started,
+                finished_at=finished,
+                host=platform.node(),
+                versions=package_versions(),
+            )
+        )
     return records
 
 
@@ -217,11 +236,16 @@ def git_commit(path: str | os.PathLike | None = None) -> str | None:
     uncommitted changes, or None outside a checkout or without git."""
     where = Path(path) if path is not None else Path(__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+dirty" if dirty else "")
-

@@ -30,8 +30,10 @@ def check_executor(executor: str) -> None:
         raise ValueError(f"executor={executor!r}; valid executors: {', '.join(EXECUTORS)}")
     package = EXECUTOR_PACKAGES[executor]
     if importlib.util.find_spec(package) is None:
-        raise ValueError(f"executor {executor!r} needs the package {package!r}, which is not installed: "
-                         f"pip install 'emergence-lens[{executor}]'")
+        raise ValueError(
+            f"executor {executor!r} needs the package {package!r}, which is not installed: "
+            f"pip install 'emergence-lens[{executor}]'"
+        )
 
 
 def _execute_serial(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
@@ -98,9 +100,19 @@ def _start_local_ray(ray: Any, num_cpus: int, attempts: int = 3) -> None:
 def _crashed_record(task: RunTask, err: BaseException) -> RunRecord:
     now = _now()
     message = f"{type(err).__name__}: {err}".splitlines()[0][:2000]
-    return RunRecord(run_id=task.run_id, status="failed", error=message, summary={}, metrics=None,
-                     log=f"worker crashed: {message}\n", wall_time_s=float("nan"), started_at=now,
-                     finished_at=now, host="", versions={})
+    return RunRecord(
+        run_id=task.run_id,
+        status="failed",
+        error=message,
+        summary={},
+        metrics=None,
+        log=f"worker crashed: {message}\n",
+        wall_time_s=float("nan"),
+        started_at=now,
+        finished_at=now,
+        host="",
+        versions={},
+    )
 
 
 #: Executor name -> ``(units, jobs, address) -> records``; a unit is a list of runs one worker does
@@ -109,4 +121,3 @@ RUN_EXECUTORS: dict[str, Callable[[Sequence[list[RunTask]], int, str | None], It
     "joblib": _execute_joblib,
     "ray": _execute_ray,
 }
-

@@ -74,9 +74,11 @@ class RunTask:
     log_path: str | None = None
 
 
-def plan_runs(spec: SweepSpec | Mapping | str | os.PathLike,
-              runner: str | RunnerLike | None = None,
-              default_runner: str | None = None) -> list[RunTask]:
+def plan_runs(
+    spec: SweepSpec | Mapping | str | os.PathLike,
+    runner: str | RunnerLike | None = None,
+    default_runner: str | None = None,
+) -> list[RunTask]:
     """Expand a spec into resolved, de-duplicated runs, in spec order.
 
     Args:
@@ -100,4 +102,3 @@ def plan_runs(spec: SweepSpec | Mapping | str | os.PathLike,
         rid = run_id_of(config, name)
         tasks.setdefault(rid, RunTask(run_id=rid, config=config, runner=runner))
     return list(tasks.values())
-

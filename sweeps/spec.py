@@ -76,8 +76,7 @@ class SweepSpec:
         if runner is not None and (not isinstance(runner, str) or ":" not in runner):
             raise ValueError(f"runner must be an importable 'module:attribute' string, got {runner!r}")
         name = str(data.pop("name", "") or "")
-        return cls(fixed=data, grid=grid, points=[dict(p) for p in points], seeds=seeds,
-                   runner=runner, name=name)
+        return cls(fixed=data, grid=grid, points=[dict(p) for p in points], seeds=seeds, runner=runner, name=name)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> SweepSpec:
@@ -118,8 +117,11 @@ class SweepSpec:
             ValueError: seeds are given both as ``seeds`` and as a ``seed`` field.
         """
         if self.seeds is not None:
-            for where, keys in (("fixed settings", self.fixed), ("grid", self.grid),
-                                *((f"points[{i}]", p) for i, p in enumerate(self.points))):
+            for where, keys in (
+                ("fixed settings", self.fixed),
+                ("grid", self.grid),
+                *((f"points[{i}]", p) for i, p in enumerate(self.points)),
+            ):
                 if SEED_FIELD in keys:
                     raise ValueError(f"'{SEED_FIELD}' is set in {where} and in seeds; give seeds in one place")
         keys = list(self.grid)
@@ -150,8 +152,11 @@ def _as_seeds(seeds: Any) -> list[int] | None:
         if seeds < 1:
             raise ValueError(f"seeds={seeds} must be a positive count or a list of ints")
         return list(range(seeds))
-    if (isinstance(seeds, (list, tuple)) and seeds
-            and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+    if (
+        isinstance(seeds, (list, tuple))
+        and seeds
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
         return list(seeds)
     raise ValueError(f"seeds must be a non-empty list of ints or a positive count, got {seeds!r}")
 
@@ -163,7 +168,6 @@ def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike) -> SweepS
     if isinstance(spec, Mapping):
         return SweepSpec.from_dict(spec)
     return SweepSpec.from_file(spec)
-
 
 
 def parse_spec_text(text: str, suffix: str, path: str | os.PathLike = "<spec>") -> Any:

@@ -104,14 +104,11 @@ class SyntheticTask(ABC):
         """Cells ``j`` of state ``t`` that determine cell ``i`` of state ``t + 1``."""
 
     @abstractmethod
-    def sample(
-        self, batch_size: int, generator: torch.Generator | None = None
-    ) -> Int[Tensor, "batch pos"]:
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Int[Tensor, "batch pos"]:
         """Draw ``batch_size`` sequences on ``generator``'s device."""
 
     @abstractmethod
-    def _compute_floor(self) -> float | None:
-        ...
+    def _compute_floor(self) -> float | None: ...
 
     def _build_masks(self) -> None:
         """Fill pattern/loss/target masks and output_index from :meth:`true_keys`."""
@@ -188,9 +185,7 @@ class LinearMapTask(SyntheticTask):
 
     def _check_matrix(self, A: Tensor) -> Int[Tensor, "S S"]:
         if A.shape != (self.S, self.S) or not bool(((A == 0) | (A == 1)).all()):
-            raise ValueError(
-                f"A of shape {tuple(A.shape)} is invalid: need a 0/1 matrix of shape ({self.S}, {self.S})"
-            )
+            raise ValueError(f"A of shape {tuple(A.shape)} is invalid: need a 0/1 matrix of shape ({self.S}, {self.S})")
         rows = A.long().sum(1)
         if not bool((rows == self.s).all()):
             raise ValueError(f"A has row sums {rows.tolist()}: every row needs exactly s={self.s} ones")
@@ -199,9 +194,7 @@ class LinearMapTask(SyntheticTask):
     def true_keys(self, i: int) -> list[int]:
         return torch.nonzero(self.A[i]).flatten().tolist()
 
-    def sample(
-        self, batch_size: int, generator: torch.Generator | None = None
-    ) -> Int[Tensor, "batch pos"]:
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Int[Tensor, "batch pos"]:
         """Random ``x_0`` (uniform bits) then ``T`` transitions; tokens are the bits.
 
         Returns:
@@ -261,9 +254,7 @@ class CellularAutomatonTask(SyntheticTask):
     rules: Int[Tensor, "n_rules table"] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _check_int(
-            "S", self.S, CA_WINDOW, f"S must be ≥ the window size {CA_WINDOW} (cells i-1, i, i+1)"
-        )
+        _check_int("S", self.S, CA_WINDOW, f"S must be ≥ the window size {CA_WINDOW} (cells i-1, i, i+1)")
         _check_int("T", self.T, 1, "T (transitions per sequence) must be an integer ≥ 1")
         _check_int("k", self.k, 2, "k (cell states) must be an integer ≥ 2")
         _check_int("n_rules", self.n_rules, 1, "the rule pool needs n_rules ≥ 1")
@@ -296,9 +287,7 @@ class CellularAutomatonTask(SyntheticTask):
             states.append(x)
         return torch.cat(states, dim=1), rule_idx
 
-    def sample(
-        self, batch_size: int, generator: torch.Generator | None = None
-    ) -> Int[Tensor, "batch pos"]:
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Int[Tensor, "batch pos"]:
         """``T + 1`` states of ``S`` cells, tokens in ``[0, k)``, on the generator's device."""
         return self.sample_with_rules(batch_size, generator)[0]
 

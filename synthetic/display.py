@@ -19,8 +19,18 @@ from jaxtyping import Float
 
 from interp.report.display import Assets, figure_fragment, key_values_fragment, style_tag
 
-SUMMARY_KEYS = ("final_loss", "floor", "plateau_loss", "plateau_length", "threshold", "steps_to_threshold",
-                "emerged", "final_max_alignment", "n_params", "wall_time_s")
+SUMMARY_KEYS = (
+    "final_loss",
+    "floor",
+    "plateau_loss",
+    "plateau_length",
+    "threshold",
+    "steps_to_threshold",
+    "emerged",
+    "final_max_alignment",
+    "n_params",
+    "wall_time_s",
+)
 
 
 def _label(result) -> str:
@@ -39,13 +49,22 @@ def loss_figure(results, title: str = "Evaluation loss") -> go.Figure:
     for label, result in results.items():
         fig.add_trace(go.Scatter(x=result.metrics["step"], y=result.metrics["loss"], mode="lines", name=label))
     first = next(iter(results.values()))
-    fig.add_hline(y=first.summary["plateau_loss"], line_dash="dash", line_color="gray",
-                  name=f"plateau ({first.summary['plateau_loss']:.3f} nats)", showlegend=True)
+    fig.add_hline(
+        y=first.summary["plateau_loss"],
+        line_dash="dash",
+        line_color="gray",
+        name=f"plateau ({first.summary['plateau_loss']:.3f} nats)",
+        showlegend=True,
+    )
     if first.summary.get("floor") is not None:
-        fig.add_hline(y=first.summary["floor"], line_dash="dot", line_color="black",
-                      name=f"floor ({first.summary['floor']:.3f} nats)", showlegend=True)
-    fig.update_layout(title=title, xaxis_title="training step", yaxis_title="loss (nats)", height=360,
-                      showlegend=True)
+        fig.add_hline(
+            y=first.summary["floor"],
+            line_dash="dot",
+            line_color="black",
+            name=f"floor ({first.summary['floor']:.3f} nats)",
+            showlegend=True,
+        )
+    fig.update_layout(title=title, xaxis_title="training step", yaxis_title="loss (nats)", height=360, showlegend=True)
     return fig
 
 
@@ -54,10 +73,12 @@ def staircase_figure(result, title: str = "Per-position loss: the staircase") ->
     a time (Baherwani et al. 2026, the linear map task's staircase figure)."""
     metrics = result.metrics
     columns = sorted((c for c in metrics.columns if re.fullmatch(r"loss_out_\d+", c)), key=lambda c: int(c[9:]))
-    fig = go.Figure([go.Scatter(x=metrics["step"], y=metrics[c], mode="lines", name=f"output cell {c[9:]}")
-                     for c in columns])
-    fig.update_layout(title=title, xaxis_title="training step", yaxis_title="loss on the cell (nats)", height=380,
-                      showlegend=True)
+    fig = go.Figure(
+        [go.Scatter(x=metrics["step"], y=metrics[c], mode="lines", name=f"output cell {c[9:]}") for c in columns]
+    )
+    fig.update_layout(
+        title=title, xaxis_title="training step", yaxis_title="loss on the cell (nats)", height=380, showlegend=True
+    )
     return fig
 
 
@@ -74,11 +95,17 @@ def head_metric_figure(result, metric: str = "entropy", title: str | None = None
     columns = [c for c in metrics.columns if re.fullmatch(rf"{metric}_L\d+H\d+", c)]
     if not columns:
         raise ValueError(f"the run has no {metric}_L*H* columns (a model without attention?)")
-    fig = go.Figure([go.Scatter(x=metrics["step"], y=metrics[c], mode="lines", name=c.split("_", 1)[1])
-                     for c in columns])
+    fig = go.Figure(
+        [go.Scatter(x=metrics["step"], y=metrics[c], mode="lines", name=c.split("_", 1)[1]) for c in columns]
+    )
     unit = "nats" if metric == "entropy" else "mass on the true keys"
-    fig.update_layout(title=title or f"Head {metric} over training", xaxis_title="training step",
-                      yaxis_title=f"{metric} ({unit})", height=380, showlegend=True)
+    fig.update_layout(
+        title=title or f"Head {metric} over training",
+        xaxis_title="training step",
+        yaxis_title=f"{metric} ({unit})",
+        height=380,
+        showlegend=True,
+    )
     return fig
 
 
@@ -97,8 +124,12 @@ def alignment_without_bias(result, n_seqs: int = 256, seed: int = 12345) -> Floa
     tokens = task.sample(n_seqs, torch.Generator(device="cpu").manual_seed(seed)).to(device)
     names = [f"blocks.{l}.attn.hook_pattern" for l in range(model.cfg.n_layers)]
     _, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names)
-    return np.stack([attention_alignment(cache[n], task.pattern_mask.to(device), task.target_mask.to(device)).cpu().numpy()
-                     for n in names])
+    return np.stack(
+        [
+            attention_alignment(cache[n], task.pattern_mask.to(device), task.target_mask.to(device)).cpu().numpy()
+            for n in names
+        ]
+    )
 
 
 def result_html(result, assets: Assets | None = None) -> str:
@@ -106,14 +137,22 @@ def result_html(result, assets: Assets | None = None) -> str:
     (libraries from ``assets``; default a new page's, so the HTML is self-contained)."""
     assets = Assets() if assets is None else assets
     summary = {k: result.summary.get(k) for k in SUMMARY_KEYS}
-    parts = [style_tag(), f"<h3>{_label(result)}</h3>",
-             key_values_fragment(summary, caption="Losses in nats; plateau_length and steps_to_threshold in steps "
-                                 "(— when not reached); final_max_alignment: the best head's mass on the true keys."),
-             figure_fragment(loss_figure(result), assets),
-             figure_fragment(staircase_figure(result), assets)]
+    parts = [
+        style_tag(),
+        f"<h3>{_label(result)}</h3>",
+        key_values_fragment(
+            summary,
+            caption="Losses in nats; plateau_length and steps_to_threshold in steps "
+            "(— when not reached); final_max_alignment: the best head's mass on the true keys.",
+        ),
+        figure_fragment(loss_figure(result), assets),
+        figure_fragment(staircase_figure(result), assets),
+    ]
     if any(c.startswith("entropy_") for c in result.metrics.columns):
-        parts += [figure_fragment(head_metric_figure(result, "entropy"), assets),
-                  figure_fragment(head_metric_figure(result, "alignment"), assets)]
+        parts += [
+            figure_fragment(head_metric_figure(result, "entropy"), assets),
+            figure_fragment(head_metric_figure(result, "alignment"), assets),
+        ]
     return "<div class='el-train-result'>" + "\n".join(parts) + "</div>"
 
 

@@ -68,13 +68,18 @@ def check_same_shape(configs: Sequence) -> None:
             if name not in MEMBER_FIELDS and value != first[name]:
                 raise ValueError(
                     f"configs[{i}].{name}={value!r} differs from configs[0].{name}={first[name]!r}: "
-                    f"an ensemble's configs may differ only in {', '.join(MEMBER_FIELDS)}")
+                    f"an ensemble's configs may differ only in {', '.join(MEMBER_FIELDS)}"
+                )
 
 
 def batched_supported(config) -> bool:
     """Whether ``config`` (a TrainConfig) trains on the batched path (see the module docstring)."""
-    return (config.arch == "transformer" and config.positional_embedding == "learned"
-            and config.bias == 0.0 and not config.checkpoint_every)
+    return (
+        config.arch == "transformer"
+        and config.positional_embedding == "learned"
+        and config.bias == 0.0
+        and not config.checkpoint_every
+    )
 
 
 def _native_state(model: nn.Module) -> dict[str, Tensor]:
@@ -95,16 +100,23 @@ def _layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     return F.layer_norm(x, x.shape[-1:], eps=eps) * weight.view(shape) + bias.view(shape)
 
 
-def _linear(x: Float[Tensor, "E n d_in"], weight: Float[Tensor, "E d_out d_in"],
-            bias: Tensor | None) -> Float[Tensor, "E n d_out"]:
+def _linear(
+    x: Float[Tensor, "E n d_in"], weight: Float[Tensor, "E d_out d_in"], bias: Tensor | None
+) -> Float[Tensor, "E n d_out"]:
     if bias is None:
         return torch.bmm(x, weight.transpose(1, 2))
     return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
 
 
-def ensemble_forward(params: dict[str, Tensor], tokens: Int[Tensor, "E batch pos"], n_layers: int,
-                     n_heads: int, d_head: int, eps: float = 1e-5,
-                     d_mlp: int | None = None) -> Float[Tensor, "E batch pos d_vocab"]:
+def ensemble_forward(
+    params: dict[str, Tensor],
+    tokens: Int[Tensor, "E batch pos"],
+    n_layers: int,
+    n_heads: int,
+    d_head: int,
+    eps: float = 1e-5,
+    d_mlp: int | None = None,
+) -> Float[Tensor, "E batch pos d_vocab"]:
     """Logits of every member: the TL-native pre-LN transformer (learned positions, LayerNorm,
     causal softmax attention scaled by 1/sqrt(d_head), GELU MLP when ``d_mlp``) batched over the
     leading ensemble axis of ``params`` (native names, each ``[E, ...]``)."""
@@ -116,8 +128,12 @@ def ensemble_forward(params: dict[str, Tensor], tokens: Int[Tensor, "E batch pos
     for l in range(n_layers):
         p = f"layers.{l}."
         h = _layer_norm(x, params[p + "ln1.weight"], params[p + "ln1.bias"], eps)
-        q, k, v = (_linear(h, params[f"{p}attn.{n}.weight"], params.get(f"{p}attn.{n}.bias"))
-                   .view(E * B, L, n_heads, d_head).transpose(1, 2) for n in "qkv")
+        q, k, v = (
+            _linear(h, params[f"{p}attn.{n}.weight"], params.get(f"{p}attn.{n}.bias"))
+            .view(E * B, L, n_heads, d_head)
+            .transpose(1, 2)
+            for n in "qkv"
+        )
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         attn = attn.transpose(1, 2).reshape(E, B * L, n_heads * d_head)
         x = x + _linear(attn, params[p + "attn.o.weight"], params.get(p + "attn.o.bias"))
@@ -130,8 +146,9 @@ def ensemble_forward(params: dict[str, Tensor], tokens: Int[Tensor, "E batch pos
     return logits.view(E, B, L, -1)
 
 
-def train_ensemble(configs: Sequence, out_dirs: Sequence[str | Path | None] | None = None,
-                   progress: bool = False) -> list:
+def train_ensemble(
+    configs: Sequence, out_dirs: Sequence[str | Path | None] | None = None, progress: bool = False
+) -> list:
     """Train ``configs`` (TrainConfig, one shape) together; one :class:`~synthetic.training.TrainResult` each.
 
     Equal to ``[train(c, out_dir=d) for c, d in zip(configs, out_dirs)]`` up to float rounding
@@ -173,24 +190,33 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
     seq_len = tasks[0].seq_len
     batch_size = c0.tokens_per_step // seq_len
     if batch_size < 1:
-        raise ValueError(f"tokens_per_step={c0.tokens_per_step} is smaller than one sequence "
-                         f"({seq_len} tokens): raise it to at least {seq_len}")
+        raise ValueError(
+            f"tokens_per_step={c0.tokens_per_step} is smaller than one sequence "
+            f"({seq_len} tokens): raise it to at least {seq_len}"
+        )
     models = [to_device(build_model(c.model_config(t)), device) for c, t in zip(configs, tasks)]
     states = [_native_state(m) for m in models]
     trainable = {name for name, _ in models[0].original_model.named_parameters()}
     trainable = {n.replace("._original_component", "") for n in trainable}
-    params = {name: torch.stack([s[name].detach() for s in states]).requires_grad_(name in trainable)
-              for name in states[0]}
-    optimizer = torch.optim.AdamW([p for p in params.values() if p.requires_grad], lr=c0.lr,
-                                  weight_decay=c0.weight_decay)
+    params = {
+        name: torch.stack([s[name].detach() for s in states]).requires_grad_(name in trainable) for name in states[0]
+    }
+    optimizer = torch.optim.AdamW(
+        [p for p in params.values() if p.requires_grad], lr=c0.lr, weight_decay=c0.weight_decay
+    )
     gens = [_generator(device, c.seed) for c in configs]
     eval_batch = max(1, c0.eval_tokens // seq_len)
-    evaluators = [Evaluator(t, m, t.sample(eval_batch, _generator(device, 1_000_003 * c.data_seed + 7)),
-                            row_entropy=c.row_entropy) for c, t, m in zip(configs, tasks, models)]
+    evaluators = [
+        Evaluator(
+            t, m, t.sample(eval_batch, _generator(device, 1_000_003 * c.data_seed + 7)), row_entropy=c.row_entropy
+        )
+        for c, t, m in zip(configs, tasks, models)
+    ]
     masks = torch.stack([t.loss_mask[:-1] for t in tasks]).to(device)  # [E, query_pos]
     cfg = models[0].cfg
-    shape = dict(n_layers=c0.n_layers, n_heads=c0.n_heads, d_head=c0.d_head, eps=float(getattr(cfg, "eps", 1e-5)),
-                 d_mlp=c0.d_mlp)
+    shape = dict(
+        n_layers=c0.n_layers, n_heads=c0.n_heads, d_head=c0.d_head, eps=float(getattr(cfg, "eps", 1e-5)), d_mlp=c0.d_mlp
+    )
 
     rows: list[list[dict]] = [[] for _ in configs]
     last = [torch.full((len(configs),), float("nan"))]  # per-member training loss of the last update
@@ -204,9 +230,14 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
             _unstack(params, states)
             for e, (model, evaluator) in enumerate(zip(models, evaluators)):
                 model.eval()
-                row = {"step": step, "tokens": step * batch_size * seq_len,
-                       "lr": lr_at(step), "beta": 0.0,
-                       "train_loss": last[0][e].item(), **evaluator()}
+                row = {
+                    "step": step,
+                    "tokens": step * batch_size * seq_len,
+                    "lr": lr_at(step),
+                    "beta": 0.0,
+                    "train_loss": last[0][e].item(),
+                    **evaluator(),
+                }
                 row["elapsed_s"] = time.perf_counter() - start
                 rows[e].append(row)
                 model.train()
@@ -214,16 +245,25 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
     def loss_fn(_, tokens: Tensor, step: int) -> Tensor:
         # the summed member losses: each member's parameters get exactly its own gradient
         logits = ensemble_forward(params, tokens, **shape)
-        per_pos = F.cross_entropy(logits[:, :, :-1].flatten(0, 2).float(), tokens[:, :, 1:].flatten(),
-                                  reduction="none").view(E, batch_size, -1)
+        per_pos = F.cross_entropy(
+            logits[:, :, :-1].flatten(0, 2).float(), tokens[:, :, 1:].flatten(), reduction="none"
+        ).view(E, batch_size, -1)
         losses = (per_pos * weights).sum((1, 2)) / (weights.sum((1, 2)) * batch_size)
         last[0] = losses.detach().cpu()
         return losses.sum()
 
     try:
-        train_loop(None, optimizer, start=0, stop=c0.steps,
-                   batch_at=lambda step: torch.stack([t.sample(batch_size, g) for t, g in zip(tasks, gens)]),
-                   loss_fn=loss_fn, lr_at=lr_at, at_step=at_step, after_step=lambda step, loss: bar.update(1))
+        train_loop(
+            None,
+            optimizer,
+            start=0,
+            stop=c0.steps,
+            batch_at=lambda step: torch.stack([t.sample(batch_size, g) for t, g in zip(tasks, gens)]),
+            loss_fn=loss_fn,
+            lr_at=lr_at,
+            at_step=at_step,
+            after_step=lambda step, loss: bar.update(1),
+        )
     finally:
         bar.close()
 
@@ -236,8 +276,10 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
             out_path = Path(out_dir)
             atomic_to_parquet(metrics, out_path / "metrics.parquet")
             atomic_write_text(out_path / "summary.json", json.dumps(summary, indent=2) + "\n")
-            write_provenance(out_path, make_provenance("synthetic.ensemble.train_ensemble",
-                                                       {"config": config, "members": len(configs)}))
+            write_provenance(
+                out_path,
+                make_provenance("synthetic.ensemble.train_ensemble", {"config": config, "members": len(configs)}),
+            )
         results.append(TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task))
     return results
 

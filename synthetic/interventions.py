@@ -56,9 +56,7 @@ def parse_indices(text: str | None, n: int, what: str) -> list[int] | None:
         try:
             idx = int(item)
         except ValueError:
-            raise ValueError(
-                f"{what} index {item.strip()!r} is not an integer (e.g. '0,2' or 'all')"
-            ) from None
+            raise ValueError(f"{what} index {item.strip()!r} is not an integer (e.g. '0,2' or 'all')") from None
         out.append(idx)
     check_indices(out, n, what)
     return sorted(set(out))
@@ -158,7 +156,4 @@ def _scores_are_presoftmax(model: nn.Module) -> bool:
     blocks = getattr(model, "blocks", None)
     if blocks is None:
         return False
-    return all(
-        isinstance(getattr(block.attn, "original_component", None), PreSoftmaxAttention)
-        for block in blocks
-    )
+    return all(isinstance(getattr(block.attn, "original_component", None), PreSoftmaxAttention) for block in blocks)

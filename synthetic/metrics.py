@@ -24,14 +24,10 @@ def per_position_loss(
 
     Column ``q`` is ``−log p(tokens[:, q+1] | tokens[:, :q+1])``.
     """
-    return F.cross_entropy(
-        logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none"
-    )
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), tokens[:, 1:], reduction="none")
 
 
-def masked_mean(
-    values: Float[Tensor, "batch query_pos"], mask: Bool[Tensor, " pos"]
-) -> Float[Tensor, ""]:
+def masked_mean(values: Float[Tensor, "batch query_pos"], mask: Bool[Tensor, " pos"]) -> Float[Tensor, ""]:
     """Mean of ``values`` over the query positions where ``mask`` (length ``pos``) is True."""
     return values[:, mask[: values.shape[1]]].mean()
 
@@ -82,9 +78,7 @@ def attention_alignment(
     return mass[:, :, query_mask].mean(dim=(0, 2))
 
 
-def _first_step(
-    steps: Sequence[int], losses: Sequence[float], below: float
-) -> int | None:
+def _first_step(steps: Sequence[int], losses: Sequence[float], below: float) -> int | None:
     steps_arr = np.asarray(steps)
     hit = np.flatnonzero(np.asarray(losses, dtype=float) <= below)
     return int(steps_arr[hit[0]]) if hit.size else None
@@ -116,8 +110,6 @@ def default_threshold(plateau_loss: float, floor: float | None, margin: float = 
     return base + margin * (plateau_loss - base)
 
 
-def steps_to_threshold(
-    steps: Sequence[int], losses: Sequence[float], threshold: float
-) -> int | None:
+def steps_to_threshold(steps: Sequence[int], losses: Sequence[float], threshold: float) -> int | None:
     """First evaluated step with loss ≤ ``threshold``; None when never reached."""
     return _first_step(steps, losses, threshold)

@@ -164,8 +164,13 @@ def _nca_rules(n_seq: int, n_states: int, hidden: int, gen: torch.Generator) -> 
 
 
 def _nca_step(
-    grid: Int[Tensor, "n_seq H W"], conv: Tensor, bias: Tensor, readout: Tensor,
-    n_states: int, temperature: float, gen: torch.Generator,
+    grid: Int[Tensor, "n_seq H W"],
+    conv: Tensor,
+    bias: Tensor,
+    readout: Tensor,
+    n_states: int,
+    temperature: float,
+    gen: torch.Generator,
 ) -> Int[Tensor, "n_seq H W"]:
     """One synchronous update of every grid by its own rule (grouped conv, periodic boundary)."""
     n_seq, H, W = grid.shape
@@ -313,8 +318,14 @@ class PretrainSpec:
         if self.source == "dyck":
             return dyck_sequences(self.dyck_k, n_seq, length, seed, self.dyck_p_open)
         return nca_sequences(
-            n_seq, length, seed, grid_size=self.nca_grid_size, n_states=self.nca_n_states,
-            patch=self.nca_patch, hidden=self.nca_hidden, temperature=self.nca_temperature,
+            n_seq,
+            length,
+            seed,
+            grid_size=self.nca_grid_size,
+            n_states=self.nca_n_states,
+            patch=self.nca_patch,
+            hidden=self.nca_hidden,
+            temperature=self.nca_temperature,
         )
 
 
@@ -388,17 +399,29 @@ def pretrain_model(
             folder.mkdir(parents=True, exist_ok=True)
             with atomic_path(folder / "model.safetensors", suffix=".safetensors") as tmp:
                 save_model(model, str(tmp))
-            save_state(folder, optimizer, step, lr_next=lr_at(step), extra={
-                "data_order": f"{spec.source} sequences seeded seed * 1_000_003 + step", "seed": seed})
+            save_state(
+                folder,
+                optimizer,
+                step,
+                lr_next=lr_at(step),
+                extra={"data_order": f"{spec.source} sequences seeded seed * 1_000_003 + step", "seed": seed},
+            )
 
     def loss_fn(model: nn.Module, tokens: Tensor, step: int) -> Tensor:
         logits = model(tokens)
         return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), tokens[:, 1:].flatten())
 
-    train_loop(model, optimizer, start=start, stop=steps,
-               batch_at=lambda step: spec.sample(batch_size, n_ctx, seed * 1_000_003 + step).to(device),
-               loss_fn=loss_fn, lr_at=lr_at, at_step=at_step,
-               after_step=lambda step, loss: losses.append(loss.item()))
+    train_loop(
+        model,
+        optimizer,
+        start=start,
+        stop=steps,
+        batch_at=lambda step: spec.sample(batch_size, n_ctx, seed * 1_000_003 + step).to(device),
+        loss_fn=loss_fn,
+        lr_at=lr_at,
+        at_step=at_step,
+        after_step=lambda step, loss: losses.append(loss.item()),
+    )
     return losses
 
 
@@ -451,8 +474,16 @@ def pretrained_state(
     pre_cfg = dataclasses.replace(task_cfg, d_vocab=spec.d_vocab)
     twin = to_device(build_model(pre_cfg), resolve_device(config.device))
     batch = max(1, config.tokens_per_step // task_cfg.n_ctx)
-    losses = pretrain_model(twin, spec, pretrain_steps, batch, task_cfg.n_ctx, lr=lr or config.lr,
-                            weight_decay=config.weight_decay, seed=config.seed)
+    losses = pretrain_model(
+        twin,
+        spec,
+        pretrain_steps,
+        batch,
+        task_cfg.n_ctx,
+        lr=lr or config.lr,
+        weight_decay=config.weight_decay,
+        seed=config.seed,
+    )
     skip = vocab_dependent_keys(task_cfg)
     state = {k: v.detach().cpu().clone() for k, v in twin.state_dict().items() if k not in skip}
     return state, losses
@@ -532,16 +563,18 @@ def compare_pretraining(
         scratch = pretrain_then_train(cfg, pretrain, 0).summary
         pre = pretrain_then_train(cfg, pretrain, pretrain_steps, pretrain_lr).summary
         a, b = scratch["steps_to_threshold"], pre["steps_to_threshold"]
-        rows.append({
-            "seed": seed,
-            "scratch_steps": a,
-            "pretrained_steps": b,
-            "delta_steps": b - a if a is not None and b is not None else None,
-            "scratch_final_loss": scratch["final_loss"],
-            "pretrained_final_loss": pre["final_loss"],
-            "pretrain": pre["pretrain"],
-            "pretrain_steps": pretrain_steps,
-            "pretrain_final_loss": pre["pretrain_final_loss"],
-            "threshold": scratch["threshold"],
-        })
+        rows.append(
+            {
+                "seed": seed,
+                "scratch_steps": a,
+                "pretrained_steps": b,
+                "delta_steps": b - a if a is not None and b is not None else None,
+                "scratch_final_loss": scratch["final_loss"],
+                "pretrained_final_loss": pre["final_loss"],
+                "pretrain": pre["pretrain"],
+                "pretrain_steps": pretrain_steps,
+                "pretrain_final_loss": pre["pretrain_final_loss"],
+                "threshold": scratch["threshold"],
+            }
+        )
     return pd.DataFrame(rows)

@@ -80,8 +80,14 @@ def success_table(results: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFram
     return table[first + [c for c in table.columns if c not in first and c != "n_ok"]]
 
 
-def plot_vs_param(results: pd.DataFrame, param: str, y: str = "final_loss", color: str | None = None,
-                  log_y: bool = False, title: str | None = None) -> go.Figure:
+def plot_vs_param(
+    results: pd.DataFrame,
+    param: str,
+    y: str = "final_loss",
+    color: str | None = None,
+    log_y: bool = False,
+    title: str | None = None,
+) -> go.Figure:
     """One dot per run (seed) and the mean over seeds of ``y`` against swept ``param``.
 
     ``y="success"`` plots the success fraction (line) with each seed's emerged 0/1 as dots.
@@ -102,19 +108,45 @@ def plot_vs_param(results: pd.DataFrame, param: str, y: str = "final_loss", colo
     for i, (key, group) in enumerate(groups):
         c = COLORS[i % len(COLORS)]
         label = f"{color}={key}" if color else "mean"
-        hover = [f"seed={s} run={r}" for s, r in zip(group.get("seed", [""] * len(group)),
-                                                    group.get("run_id", [""] * len(group)))]
-        fig.add_trace(go.Box(x=group["_x"], y=group["_y"], boxpoints="all", jitter=0.4, pointpos=0,
-                             fillcolor="rgba(0,0,0,0)", line=dict(width=0), marker=dict(color=c, size=6, opacity=0.6),
-                             name=f"{label} seeds", hovertext=hover, legendgroup=label, offsetgroup=str(i)))
+        hover = [
+            f"seed={s} run={r}"
+            for s, r in zip(group.get("seed", [""] * len(group)), group.get("run_id", [""] * len(group)))
+        ]
+        fig.add_trace(
+            go.Box(
+                x=group["_x"],
+                y=group["_y"],
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                fillcolor="rgba(0,0,0,0)",
+                line=dict(width=0),
+                marker=dict(color=c, size=6, opacity=0.6),
+                name=f"{label} seeds",
+                hovertext=hover,
+                legendgroup=label,
+                offsetgroup=str(i),
+            )
+        )
         means = group.groupby("_x")["_y"].mean()
         xs = [str(v) for v in order if str(v) in means.index]
-        fig.add_trace(go.Scatter(x=xs, y=[means[x] for x in xs], mode="lines+markers", name=label,
-                                 line=dict(color=c), legendgroup=label))
-    y_label = {"success": "success fraction (probability)", "final_loss": "final loss (nats)",
-               "plateau_length": "plateau length (steps)"}.get(y, y)
-    fig.update_layout(title=title or f"{y_label} vs {param}", xaxis_title=param, yaxis_title=y_label,
-                      boxmode="group", template="plotly_white")
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=[means[x] for x in xs], mode="lines+markers", name=label, line=dict(color=c), legendgroup=label
+            )
+        )
+    y_label = {
+        "success": "success fraction (probability)",
+        "final_loss": "final loss (nats)",
+        "plateau_length": "plateau length (steps)",
+    }.get(y, y)
+    fig.update_layout(
+        title=title or f"{y_label} vs {param}",
+        xaxis_title=param,
+        yaxis_title=y_label,
+        boxmode="group",
+        template="plotly_white",
+    )
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[str(v) for v in order])
     if log_y:
         fig.update_yaxes(type="log")
@@ -133,8 +165,15 @@ def plot_final_loss_vs(results: pd.DataFrame, param: str, color: str | None = No
     if "floor" in results.columns:
         floors = _ok_runs(results).groupby(results[param].map(str))["floor"].mean().dropna()
         if len(floors):
-            fig.add_trace(go.Scatter(x=list(floors.index), y=list(floors.values), mode="lines",
-                                     name="floor", line=dict(color="black", dash="dash")))
+            fig.add_trace(
+                go.Scatter(
+                    x=list(floors.index),
+                    y=list(floors.values),
+                    mode="lines",
+                    name="floor",
+                    line=dict(color="black", dash="dash"),
+                )
+            )
     return fig
 
 
@@ -143,12 +182,17 @@ def plot_plateau_vs_S(results: pd.DataFrame, color: str | None = "bias") -> go.F
     ``color`` value (default: attention bias β, as in the paper's cellular-automata figure)."""
     if color is not None and color not in results.columns:
         color = None
-    return plot_vs_param(results, "S", y="plateau_length", color=color, log_y=True,
-                         title="plateau length vs S")
+    return plot_vs_param(results, "S", y="plateau_length", color=color, log_y=True, title="plateau length vs S")
 
 
-def plot_loss_curves(metrics: pd.DataFrame, results: pd.DataFrame, color: str | None = None,
-                     x: str = "step", y: str = "loss", band: str = "minmax") -> go.Figure:
+def plot_loss_curves(
+    metrics: pd.DataFrame,
+    results: pd.DataFrame,
+    color: str | None = None,
+    x: str = "step",
+    y: str = "loss",
+    band: str = "minmax",
+) -> go.Figure:
     """Loss curves: the mean over seeds per ``color`` value, with a band over seeds.
 
     Args:
@@ -179,19 +223,40 @@ def plot_loss_curves(metrics: pd.DataFrame, results: pd.DataFrame, color: str | 
         else:
             low, high = stats["mean"] - stats["std"].fillna(0), stats["mean"] + stats["std"].fillna(0)
         label = "all runs" if color == "_all" else f"{color}={key}"
-        fig.add_trace(go.Scatter(x=list(stats[x]) + list(stats[x])[::-1], y=list(high) + list(low)[::-1],
-                                 fill="toself", fillcolor=_rgba(c, 0.2), line=dict(width=0),
-                                 hoverinfo="skip", showlegend=False, legendgroup=label))
-        fig.add_trace(go.Scatter(x=stats[x], y=stats["mean"], mode="lines", line=dict(color=c),
-                                 name=f"{label} (n={int(stats['count'].max())})", legendgroup=label))
-    fig.update_layout(title=f"{y} vs {x} (mean over seeds, band = {band})", xaxis_title=f"{x} (steps)",
-                      yaxis_title=f"{y} (nats)", template="plotly_white")
+        fig.add_trace(
+            go.Scatter(
+                x=list(stats[x]) + list(stats[x])[::-1],
+                y=list(high) + list(low)[::-1],
+                fill="toself",
+                fillcolor=_rgba(c, 0.2),
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=label,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=stats[x],
+                y=stats["mean"],
+                mode="lines",
+                line=dict(color=c),
+                name=f"{label} (n={int(stats['count'].max())})",
+                legendgroup=label,
+            )
+        )
+    fig.update_layout(
+        title=f"{y} vs {x} (mean over seeds, band = {band})",
+        xaxis_title=f"{x} (steps)",
+        yaxis_title=f"{y} (nats)",
+        template="plotly_white",
+    )
     return fig
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
     h = hex_color.lstrip("#")
-    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
 
 

@@ -50,7 +50,6 @@ class TrainRunner:
         summary = {k: v for k, v in result.summary.items() if k != "config"}
         return summary, result.metrics
 
-
     def group_key(self, config: Mapping[str, Any]) -> str | None:
         """Runs with the same key can train as one ensemble (:meth:`run_group`): the config less
         the fields an ensemble's members may differ in; None when the batched path does not
@@ -72,4 +71,3 @@ class TrainRunner:
 
 
 train_runner = TrainRunner()
-

@@ -130,8 +130,14 @@ class TrainConfig:
         checked when the task and model are built)."""
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is unknown: choose one of {', '.join(TASKS)}")
-        for name, low in (("steps", 1), ("warmup_steps", 0), ("tokens_per_step", 1),
-                          ("eval_every", 1), ("eval_tokens", 1), ("checkpoint_every", 0)):
+        for name, low in (
+            ("steps", 1),
+            ("warmup_steps", 0),
+            ("tokens_per_step", 1),
+            ("eval_every", 1),
+            ("eval_tokens", 1),
+            ("checkpoint_every", 0),
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name}={value!r} is invalid: must be an integer ≥ {low}")
@@ -152,8 +158,9 @@ class TrainConfig:
 
     def make_task(self) -> SyntheticTask:
         """The task this config trains on."""
-        return make_task(self.task, S=self.S, s=self.s, T=self.T, k=self.k,
-                         n_rules=self.n_rules, data_seed=self.data_seed)
+        return make_task(
+            self.task, S=self.S, s=self.s, T=self.T, k=self.k, n_rules=self.n_rules, data_seed=self.data_seed
+        )
 
     def model_config(self, task: SyntheticTask) -> ModelConfig:
         """The model config for ``task``.
@@ -168,9 +175,16 @@ class TrainConfig:
                 f"n_ctx={n_ctx}: raise n_ctx or shorten S/T"
             )
         return ModelConfig(
-            d_vocab=task.d_vocab, n_ctx=n_ctx, arch=self.arch, n_layers=self.n_layers,
-            n_heads=self.n_heads, d_head=self.d_head, d_model=self.d_model, d_mlp=self.d_mlp,
-            positional_embedding=self.positional_embedding, seed=self.seed,
+            d_vocab=task.d_vocab,
+            n_ctx=n_ctx,
+            arch=self.arch,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_head=self.d_head,
+            d_model=self.d_model,
+            d_mlp=self.d_mlp,
+            positional_embedding=self.positional_embedding,
+            seed=self.seed,
             rwkv_version=self.resolved_rwkv_version(),
         )
 
@@ -212,9 +226,14 @@ class TrainResult:
         """Same config, summary, metrics (``DataFrame.equals``) and weights (by value), timings aside."""
         if not isinstance(other, TrainResult):
             return NotImplemented
+
         def strip(r):
-            return (r.config, {k: v for k, v in r.summary.items() if k not in self.TIMING},
-                    r.metrics.drop(columns=list(self.TIMING), errors="ignore"), r.model)
+            return (
+                r.config,
+                {k: v for k, v in r.summary.items() if k not in self.TIMING},
+                r.metrics.drop(columns=list(self.TIMING), errors="ignore"),
+                r.model,
+            )
 
         return values_equal(strip(self), strip(other))
 
@@ -269,8 +288,14 @@ class Evaluator:
     not what the weights learned.
     """
 
-    def __init__(self, task: SyntheticTask, model: nn.Module, tokens: Int[Tensor, "batch pos"],
-                 row_entropy: bool = False, bias: AttentionBias | None = None):
+    def __init__(
+        self,
+        task: SyntheticTask,
+        model: nn.Module,
+        tokens: Int[Tensor, "batch pos"],
+        row_entropy: bool = False,
+        bias: AttentionBias | None = None,
+    ):
         self.task, self.model, self.tokens = task, model, tokens
         self.row_entropy, self.bias = row_entropy, bias
         device = tokens.device
@@ -324,13 +349,12 @@ class Evaluator:
                 continue
             logits, cache = self.model.run_with_cache(chunk, names_filter=lambda n: n in names)
             patterns = [cache[n] for n in names]  # per layer [batch, head, q, k]
-            entropy = entropy + len(chunk) * torch.stack(
-                [attention_entropy(p, self.target_mask) for p in patterns])
+            entropy = entropy + len(chunk) * torch.stack([attention_entropy(p, self.target_mask) for p in patterns])
             alignment = alignment + len(chunk) * torch.stack(
-                [attention_alignment(p, self.pattern_mask, self.target_mask) for p in patterns])
+                [attention_alignment(p, self.pattern_mask, self.target_mask) for p in patterns]
+            )
             if self.row_entropy:  # per query position: [layer, head, query_pos], summed over the batch
-                query_entropy = query_entropy + torch.stack(
-                    [-(torch.xlogy(p, p)).sum(-1).sum(0) for p in patterns])
+                query_entropy = query_entropy + torch.stack([-(torch.xlogy(p, p)).sum(-1).sum(0) for p in patterns])
             del cache
             losses.append(per_position_loss(logits, chunk))
         if not with_heads:
@@ -366,9 +390,14 @@ class Evaluator:
         return out
 
 
-def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConfig, step: int,
-                    optimizer: torch.optim.Optimizer | None = None,
-                    generator: torch.Generator | None = None) -> Path:
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: nn.Module,
+    config: TrainConfig,
+    step: int,
+    optimizer: torch.optim.Optimizer | None = None,
+    generator: torch.Generator | None = None,
+) -> Path:
     """Write one checkpoint folder ``path`` atomically (safetensors and JSON, no pickle).
 
     ``path/model.safetensors`` (the model's state dict), ``path/config.json`` (the
@@ -392,8 +421,9 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConf
         (tmp / "config.json").write_text(json.dumps({"step": step, "config": asdict(config)}, indent=1))
         if optimizer is not None:
             tensors = {"train_generator": generator.get_state()} if generator is not None else {}
-            save_state(tmp, optimizer, step, lr_next=warmup_constant(config.lr, config.warmup_steps)(step),
-                       tensors=tensors)
+            save_state(
+                tmp, optimizer, step, lr_next=warmup_constant(config.lr, config.warmup_steps)(step), tensors=tensors
+            )
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -402,9 +432,7 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, config: TrainConf
     return path
 
 
-def load_checkpoint(
-    path: str | os.PathLike, device: str = "cpu"
-) -> tuple[nn.Module, TrainConfig, int]:
+def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> tuple[nn.Module, TrainConfig, int]:
     """Rebuild the model saved by :func:`save_checkpoint`; returns ``(model, config, step)``.
 
     Raises:
@@ -422,8 +450,14 @@ def load_checkpoint(
     return model, config, int(blob["step"])
 
 
-def _resume(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator,
-            config: TrainConfig, device: torch.device) -> int:
+def _resume(
+    folder: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    config: TrainConfig,
+    device: torch.device,
+) -> int:
     """Load weights, optimizer and generator state saved by :func:`save_checkpoint`; return its step.
 
     Raises:
@@ -450,9 +484,7 @@ def _start_wandb(config: TrainConfig, out_dir: Path | None):
     try:
         import wandb as wandb_lib
     except ImportError:
-        raise ImportError(
-            "wandb logging needs the wandb package: pip install 'emergence-lens[wandb]'"
-        ) from None
+        raise ImportError("wandb logging needs the wandb package: pip install 'emergence-lens[wandb]'") from None
     return wandb_lib.init(
         project=os.environ.get("WANDB_PROJECT", "emergence-lens"),
         mode=os.environ.get("WANDB_MODE", "offline"),  # offline unless the user opts in
@@ -573,9 +605,7 @@ def train(
 
     bias = None
     if config.bias != 0.0:
-        bias = AttentionBias(
-            model, task.pattern_mask, config.bias, layers=config.bias_layers, heads=config.bias_heads
-        )
+        bias = AttentionBias(model, task.pattern_mask, config.bias, layers=config.bias_layers, heads=config.bias_heads)
     anneal_steps = config.bias_anneal_steps or config.steps
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -606,19 +636,28 @@ def train(
         resumed_here = resume_from is not None and step == start_step
         if (step % config.eval_every == 0 or step == config.steps) and not resumed_here:
             model.eval()
-            row = {"step": step, "tokens": step * batch_size * task.seq_len,
-                   "lr": optimizer.param_groups[0]["lr"], "beta": beta,
-                   "train_loss": last_train_loss[0].item(), **evaluator()}
+            row = {
+                "step": step,
+                "tokens": step * batch_size * task.seq_len,
+                "lr": optimizer.param_groups[0]["lr"],
+                "beta": beta,
+                "train_loss": last_train_loss[0].item(),
+                **evaluator(),
+            }
             row["elapsed_s"] = time.perf_counter() - start
             rows.append(row)
             model.train()
             bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
             if run is not None:
                 run.log(row, step=step)
-        if (config.checkpoint_every and (step % config.checkpoint_every == 0 or step == config.steps)
-                and not resumed_here):
-            save_checkpoint(out_path / "checkpoints" / f"step{step}", model, config, step,
-                            optimizer=optimizer, generator=train_gen)
+        if (
+            config.checkpoint_every
+            and (step % config.checkpoint_every == 0 or step == config.steps)
+            and not resumed_here
+        ):
+            save_checkpoint(
+                out_path / "checkpoints" / f"step{step}", model, config, step, optimizer=optimizer, generator=train_gen
+            )
 
     def loss_fn(model: nn.Module, tokens: Tensor, step: int) -> Tensor:
         logits = model(tokens)
@@ -633,9 +672,17 @@ def train(
     try:
         with bias if bias is not None else nullcontext():
             bar.update(start_step)
-            train_loop(model, optimizer, start=start_step, stop=config.steps,
-                       batch_at=lambda step: task.sample(batch_size, train_gen), loss_fn=loss_fn, lr_at=lr_at,
-                       at_step=at_step, after_step=after_step)
+            train_loop(
+                model,
+                optimizer,
+                start=start_step,
+                stop=config.steps,
+                batch_at=lambda step: task.sample(batch_size, train_gen),
+                loss_fn=loss_fn,
+                lr_at=lr_at,
+                at_step=at_step,
+                after_step=after_step,
+            )
     finally:
         bar.close()
         if run is not None:

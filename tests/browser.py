@@ -16,9 +16,18 @@ from pathlib import Path
 
 #: Flags for Chromium as root on a machine without network (see the machine notes: without the
 #: background-networking flags Chromium tries to reach Google's hosts at every start).
-CHROMIUM_FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-                  "--disable-default-apps", "--disable-extensions"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
 
 # Resolves when every plotly figure has drawn (or failed) and every circuitsvis mount has children.
 _STATE_JS = """() => {
@@ -48,7 +57,9 @@ _READY_JS = """() => {
 
 def chromium_path() -> str | None:
     """The system Chromium (``$EMERGENCE_LENS_CHROMIUM``, else ``chromium`` on PATH), or None."""
-    candidate = os.environ.get("EMERGENCE_LENS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    candidate = (
+        os.environ.get("EMERGENCE_LENS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
     return candidate if candidate and Path(candidate).exists() else None
 
 
@@ -57,8 +68,8 @@ class PageVisit:
     """What happened while the page was open."""
 
     url: str
-    requests: list[str] = field(default_factory=list)     # every request the page made
-    blocked: list[str] = field(default_factory=list)      # requests that would have left the page
+    requests: list[str] = field(default_factory=list)  # every request the page made
+    blocked: list[str] = field(default_factory=list)  # requests that would have left the page
     console_errors: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
     state: dict = field(default_factory=dict)
@@ -85,8 +96,14 @@ def open_page(page_path: Path, width: int = 1280, height: int = 900, timeout_ms:
 
     with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            profile, executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": width, "height": height}, service_workers="block", offline=True)
+            profile,
+            executable_path=chromium_path(),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": width, "height": height},
+            service_workers="block",
+            offline=True,
+        )
         try:
             context.route("**/*", on_route)
             page = context.new_page()
@@ -99,8 +116,14 @@ def open_page(page_path: Path, width: int = 1280, height: int = 900, timeout_ms:
             context.close()
 
 
-def visit(page_path: Path, screenshot: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000,
-          probe_js: str | None = None) -> PageVisit:
+def visit(
+    page_path: Path,
+    screenshot: Path,
+    width: int = 1280,
+    height: int = 900,
+    timeout_ms: int = 90_000,
+    probe_js: str | None = None,
+) -> PageVisit:
     """Open ``page_path`` (a local HTML file) in headless Chromium with every other request blocked.
 
     Waits until every plotly figure has its SVG and every circuitsvis view has drawn its zoomed

@@ -19,8 +19,16 @@ import torch
 TINY_REPO = "EleutherAI/pythia-14m-seed3"
 
 
-def save_tiny_neox(directory: str | Path, seed: int = 0, d_model: int = 32, n_layers: int = 2,
-                   n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64, safetensors: bool = True) -> Path:
+def save_tiny_neox(
+    directory: str | Path,
+    seed: int = 0,
+    d_model: int = 32,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    d_vocab: int = 256,
+    n_ctx: int = 64,
+    safetensors: bool = True,
+) -> Path:
     """Save a random GPT-NeoX (Pythia architecture: rotary on 25 % of head dims, parallel
     residual, untied embeddings) with ``save_pretrained``; returns ``directory``."""
     from transformers import GPTNeoXForCausalLM
@@ -100,8 +108,11 @@ def tiny_hub_cache(tmp_path_factory, byte_tokenizer_dir) -> dict:
     saved checkpoint folder)."""
     root = tmp_path_factory.mktemp("hub")
     cache_dir = root / "cache"
-    models = {0: save_tiny_neox(root / "m0", seed=0), 1: save_tiny_neox(root / "m1", seed=1),
-              4: save_tiny_neox(root / "m4", seed=4, safetensors=False)}
+    models = {
+        0: save_tiny_neox(root / "m0", seed=0),
+        1: save_tiny_neox(root / "m1", seed=1),
+        4: save_tiny_neox(root / "m4", seed=4, safetensors=False),
+    }
     models[2] = models[1]
     tokenizer_files = {p.name: p for p in byte_tokenizer_dir.iterdir()}
     commits = {}
@@ -144,30 +155,59 @@ OLMO2_REPO = "allenai/OLMo-2-0425-1B"
 GPT2_REPO = "emergence-lens/gpt2-tiny-steps"
 
 
-def save_tiny_olmo2(directory: str | Path, seed: int = 0, d_model: int = 32, n_layers: int = 2,
-                    n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64) -> Path:
+def save_tiny_olmo2(
+    directory: str | Path,
+    seed: int = 0,
+    d_model: int = 32,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    d_vocab: int = 256,
+    n_ctx: int = 64,
+) -> Path:
     """Save a random OLMo-2 (sequential blocks, RMSNorm after attention and after the MLP,
     QK-norm, rotary, SwiGLU MLP) with ``save_pretrained``; returns ``directory``."""
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
     config = Olmo2Config(
-        vocab_size=d_vocab, hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
-        num_key_value_heads=n_heads, intermediate_size=2 * d_model, max_position_embeddings=n_ctx,
-        tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+        vocab_size=d_vocab,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        intermediate_size=2 * d_model,
+        max_position_embeddings=n_ctx,
+        tie_word_embeddings=False,
+        pad_token_id=None,
+        bos_token_id=None,
+        eos_token_id=None,
     )
     torch.manual_seed(seed)
     Olmo2ForCausalLM(config).eval().save_pretrained(directory)
     return Path(directory)
 
 
-def save_tiny_gpt2(directory: str | Path, seed: int = 0, d_model: int = 32, n_layers: int = 2,
-                   n_heads: int = 4, d_vocab: int = 256, n_ctx: int = 64) -> Path:
+def save_tiny_gpt2(
+    directory: str | Path,
+    seed: int = 0,
+    d_model: int = 32,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    d_vocab: int = 256,
+    n_ctx: int = 64,
+) -> Path:
     """Save a random GPT-2 (sequential pre-LayerNorm blocks, learned positions, tied
     embeddings) with ``save_pretrained``; returns ``directory``."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=d_vocab, n_embd=d_model, n_layer=n_layers, n_head=n_heads, n_positions=n_ctx,
-                        bos_token_id=None, eos_token_id=None)
+    config = GPT2Config(
+        vocab_size=d_vocab,
+        n_embd=d_model,
+        n_layer=n_layers,
+        n_head=n_heads,
+        n_positions=n_ctx,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     torch.manual_seed(seed)
     GPT2LMHeadModel(config).eval().save_pretrained(directory)
     return Path(directory)
@@ -177,9 +217,12 @@ def build_hub_cache(cache_dir: Path, repo_id: str, revisions: dict[str, Path], t
     """Put one saved checkpoint folder per branch name into a hub cache (:func:`add_hub_revision`),
     each with the tokenizer files; returns ``{branch: commit}``."""
     tokenizer_files = {p.name: p for p in Path(tokenizer_dir).iterdir()}
-    return {name: add_hub_revision(cache_dir, repo_id, name,
-                                   {**{p.name: p for p in folder.iterdir() if p.is_file()}, **tokenizer_files})
-            for name, folder in revisions.items()}
+    return {
+        name: add_hub_revision(
+            cache_dir, repo_id, name, {**{p.name: p for p in folder.iterdir() if p.is_file()}, **tokenizer_files}
+        )
+        for name, folder in revisions.items()
+    }
 
 
 @pytest.fixture(scope="session")
@@ -213,8 +256,9 @@ def gpt2_hub_cache(tmp_path_factory, byte_tokenizer_dir) -> dict:
     (300 missing; step 400 serves step 100's weights; no ``main``, so neither label is known
     right). Returns {"cache_dir", "repo_id", "models"} (branch name -> checkpoint folder)."""
     root = tmp_path_factory.mktemp("gpt2_hub")
-    models = {f"step{step}-tokens{2048 * step}": save_tiny_gpt2(root / f"g{step}", seed=step)
-              for step in (0, 100, 200, 500)}
+    models = {
+        f"step{step}-tokens{2048 * step}": save_tiny_gpt2(root / f"g{step}", seed=step) for step in (0, 100, 200, 500)
+    }
     models["step400-tokens819200"] = models["step100-tokens204800"]
     cache_dir = root / "cache"
     build_hub_cache(cache_dir, GPT2_REPO, models, byte_tokenizer_dir)
@@ -277,17 +321,32 @@ def execute_notebook(name: str, out_dir: Path, env: dict[str, str], probe: str |
     # A kernel spec for this interpreter, so the kernel imports the package under test.
     spec_dir = out_dir / "kernels" / "emergence-lens-test"
     spec_dir.mkdir(parents=True, exist_ok=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "emergence-lens (tests)", "language": "python"}))
-    kernel_env = {**os.environ, "EMERGENCE_LENS_NOTEBOOK_SCALE": "ci", "OMP_NUM_THREADS": "1",
-                  "JUPYTER_PATH": str(out_dir), **env}
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "emergence-lens (tests)",
+                "language": "python",
+            }
+        )
+    )
+    kernel_env = {
+        **os.environ,
+        "EMERGENCE_LENS_NOTEBOOK_SCALE": "ci",
+        "OMP_NUM_THREADS": "1",
+        "JUPYTER_PATH": str(out_dir),
+        **env,
+    }
     previous = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(out_dir)  # read by the kernel-spec lookup in this process
     try:
-        client = NotebookClient(nb, timeout=NOTEBOOK_CELL_TIMEOUT, startup_timeout=120,
-                                kernel_name="emergence-lens-test",
-                                resources={"metadata": {"path": str(NOTEBOOKS.parents[1])}})
+        client = NotebookClient(
+            nb,
+            timeout=NOTEBOOK_CELL_TIMEOUT,
+            startup_timeout=120,
+            kernel_name="emergence-lens-test",
+            resources={"metadata": {"path": str(NOTEBOOKS.parents[1])}},
+        )
         client.execute(env=kernel_env)
     finally:
         if previous is None:
@@ -329,11 +388,14 @@ def notebook_runs(quick_suite, tmp_path_factory):
         probe = None
         if name == "hub_pythia":
             facts = _hub_cache_for_notebook(quick_suite[0], out / "hf-cache")
-            env.update({"HF_HUB_CACHE": str(out / "hf-cache"), "HF_HUB_OFFLINE": "1",
-                        "EMERGENCE_LENS_HUB_ID": STAND_IN_HUB_ID})
+            env.update(
+                {"HF_HUB_CACHE": str(out / "hf-cache"), "HF_HUB_OFFLINE": "1", "EMERGENCE_LENS_HUB_ID": STAND_IN_HUB_ID}
+            )
         if name == "synthetic":
-            probe = ("import json\nprint(json.dumps({label: {**r.summary, 'bare_alignment_max': "
-                     "float(alignment_without_bias(r).max())} for label, r in runs.items()}))")
+            probe = (
+                "import json\nprint(json.dumps({label: {**r.summary, 'bare_alignment_max': "
+                "float(alignment_without_bias(r).max())} for label, r in runs.items()}))"
+            )
         done[name] = (execute_notebook(name, out, env, probe=probe), out, facts)
         return done[name]
 
@@ -357,5 +419,7 @@ def _hub_cache_for_notebook(run_folders: list[Path], cache_dir: Path) -> dict:
         if accuracy[steps[-1]] >= 0.5 and accuracy[steps[0]] < 0.5:
             pythia_layout_cache(folder, STAND_IN_HUB_ID, cache_dir)
             return {"run": folder, "steps": steps, "accuracy": accuracy}
-    pytest.fail(f"no quick-suite run has accuracy >= 0.5 at the last step it shares with Pythia's schedule "
-                f"(accuracy per step: {seen}); the offline hub notebook needs one that emerged")
+    pytest.fail(
+        f"no quick-suite run has accuracy >= 0.5 at the last step it shares with Pythia's schedule "
+        f"(accuracy per step: {seen}); the offline hub notebook needs one that emerged"
+    )

@@ -13,8 +13,15 @@ from analyses.common import Execution
 
 
 def test_linear_map_floor_reproduces_at_S8(tmp_path):
-    cfg = {"S": [8], "s": 1, "seeds": [0], "steps": {8: 400}, "tokens_per_step": {8: 512},
-           "eval_every": 100, "eval_tokens": 4096}
+    cfg = {
+        "S": [8],
+        "s": 1,
+        "seeds": [0],
+        "steps": {8: 400},
+        "tokens_per_step": {8: 512},
+        "eval_every": 100,
+        "eval_tokens": 4096,
+    }
     runs, per_s, fig = linear_map_floors.run(cfg, Execution(jobs=1))
     row = per_s.iloc[0]
     # analytic floor (S−1)/(2S−1)·ln 2 and the paper's 0.3235 [Baherwani et al. 2026, figure]
@@ -42,7 +49,9 @@ def test_parse_args_returns_the_execution_and_sets_no_globals(tmp_path):
         common.parse_args("x", "d", ["--out", str(plain)])
     args, execution = common.parse_args("x", "d", ["--paper-scale", "--sweep-dir", str(tmp_path / "s")])
     assert args.paper_scale and args.out.as_posix() == "results/analyses/x"
-    assert execution == Execution(jobs=2, sweep_dir=tmp_path / "s", executor="joblib", name="x", ensemble=8)  # --paper-scale trains ensembles of 8
+    assert execution == Execution(
+        jobs=2, sweep_dir=tmp_path / "s", executor="joblib", name="x", ensemble=8
+    )  # --paper-scale trains ensembles of 8
     _, again = common.parse_args("x", "d", [])
     assert again.sweep_dir is None  # nothing carried over from the previous call
 
@@ -63,8 +72,9 @@ def test_set_overrides_settings_and_rejects_unknown_keys(tmp_path, capsys):
         raise AssertionError("ran despite a bad --set")
 
     with pytest.raises(SystemExit) as exit_info:
-        common.reproduce("x", "d", ["--set", "nope=1", "--out", str(tmp_path / "o")],
-                         arch_linear_map.settings, never_run)
+        common.reproduce(
+            "x", "d", ["--set", "nope=1", "--out", str(tmp_path / "o")], arch_linear_map.settings, never_run
+        )
     assert exit_info.value.code == 2
     assert "error: --set 'nope' is not a setting" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -73,8 +83,15 @@ def test_set_overrides_settings_and_rejects_unknown_keys(tmp_path, capsys):
 def test_reproduction_runs_through_the_sweep_engine_and_resumes(tmp_path):
     """--sweep-dir routes a reproduction's runs through the sweep engine: same numbers as the
     direct runs, rows in the results store, and a second call runs nothing new."""
-    cfg = {"S": [8], "s": 1, "seeds": [0], "steps": {8: 100}, "tokens_per_step": {8: 256},
-           "eval_every": 50, "eval_tokens": 1024}
+    cfg = {
+        "S": [8],
+        "s": 1,
+        "seeds": [0],
+        "steps": {8: 100},
+        "tokens_per_step": {8: 256},
+        "eval_every": 50,
+        "eval_tokens": 1024,
+    }
     direct, _, _ = linear_map_floors.run(cfg, Execution(jobs=1))
     through = Execution(jobs=1, sweep_dir=tmp_path / "sweep", name="floors")
     swept, _, _ = linear_map_floors.run(cfg, through)
@@ -90,16 +107,38 @@ def test_reproduction_runs_through_the_sweep_engine_and_resumes(tmp_path):
 def test_staircase_and_prepretraining_use_the_sweep_dir(tmp_path):
     """The two reproductions with their own runners (alignment after training; pre-pretraining
     arms) store every run in the sweep folder and read the same numbers back."""
-    cfg = {"S": 4, "s": 1, "seeds": [0], "steps": 20, "tokens_per_step": 256, "lr": 1e-3,
-           "eval_every": 10, "eval_tokens": 256, "n_heads": 2, "d_head": 4}
+    cfg = {
+        "S": 4,
+        "s": 1,
+        "seeds": [0],
+        "steps": 20,
+        "tokens_per_step": 256,
+        "lr": 1e-3,
+        "eval_every": 10,
+        "eval_tokens": 256,
+        "n_heads": 2,
+        "d_head": 4,
+    }
     direct, raw, _ = staircase.run(cfg, Execution(jobs=1))
     swept, raw_swept, _ = staircase.run(cfg, Execution(jobs=1, sweep_dir=tmp_path / "stair"))
     pd.testing.assert_frame_equal(direct, swept)
     assert raw_swept[0][2].shape == (2, 4)  # row alignment [n_heads, S] came back from the store
     assert len(pd.read_parquet(tmp_path / "stair" / "results.parquet")) == 1
 
-    task = {"task": "linear-map", "S": 4, "s": 1, "n_layers": 1, "n_heads": 2, "d_head": 4, "n_ctx": 16,
-            "lr": 1e-3, "tokens_per_step": 256, "steps": 20, "eval_every": 10, "eval_tokens": 256}
+    task = {
+        "task": "linear-map",
+        "S": 4,
+        "s": 1,
+        "n_layers": 1,
+        "n_heads": 2,
+        "d_head": 4,
+        "n_ctx": 16,
+        "lr": 1e-3,
+        "tokens_per_step": 256,
+        "steps": 20,
+        "eval_every": 10,
+        "eval_tokens": 256,
+    }
     pre_cfg = {"task": task, "pretrain_steps": 5, "seeds": [0], "arms": ["scratch", "dyck"]}
     runs, _, _ = prepretraining.run(pre_cfg, Execution(jobs=1, sweep_dir=tmp_path / "pre"))
     store = pd.read_parquet(tmp_path / "pre" / "results.parquet")
@@ -134,14 +173,35 @@ def test_paper_scale_argument_path_runs_tiny_as_ensembles_on_the_given_device(tm
     from analyses.common import parse_args
     from sweeps import load_results
 
-    args, execution = parse_args("heads_vs_dhead", "x", ["--paper-scale", "--sweep-dir", str(tmp_path / "sw"),
-                                                         "--device", "cpu", "--jobs", "1"])
+    args, execution = parse_args(
+        "heads_vs_dhead", "x", ["--paper-scale", "--sweep-dir", str(tmp_path / "sw"), "--device", "cpu", "--jobs", "1"]
+    )
     assert (execution.ensemble, execution.device) == (8, "cpu")
     with pytest.raises(SystemExit):
         parse_args("heads_vs_dhead", "x", ["--device", "tpu"])
-    argv = ["--paper-scale", "--out", str(tmp_path / "out"), "--jobs", "1", "--sweep-dir", str(tmp_path / "sw"),
-            "--device", "cpu", "--set", "pairs=[[4, 8], [128, 1]]", "--set", "seeds=[0, 1]", "--set", "steps=4",
-            "--set", "eval_every=2", "--set", "eval_tokens=64", "--set", "tokens_per_step=64"]
+    argv = [
+        "--paper-scale",
+        "--out",
+        str(tmp_path / "out"),
+        "--jobs",
+        "1",
+        "--sweep-dir",
+        str(tmp_path / "sw"),
+        "--device",
+        "cpu",
+        "--set",
+        "pairs=[[4, 8], [128, 1]]",
+        "--set",
+        "seeds=[0, 1]",
+        "--set",
+        "steps=4",
+        "--set",
+        "eval_every=2",
+        "--set",
+        "eval_tokens=64",
+        "--set",
+        "tokens_per_step=64",
+    ]
     runs = heads_vs_dhead.main(argv)
     assert len(runs) == 4 and runs["final_loss"].between(0.2, 1.0).all()
     rows = load_results(tmp_path / "sw")
@@ -155,12 +215,22 @@ def test_paper_scale_settings_of_the_other_entries_run_tiny_through_the_sweep(tm
     from analyses import arch_linear_map, depth, sparsity_sweep
 
     tiny = {"eval_every": 2, "eval_tokens": 64}
-    sp = {**sparsity_sweep.settings(True), **tiny, "grid": {8: [1, 2]}, "steps": {8: 4},
-          "tokens_per_step": {8: 64}, "seeds": [0, 1]}
+    sp = {
+        **sparsity_sweep.settings(True),
+        **tiny,
+        "grid": {8: [1, 2]},
+        "steps": {8: 4},
+        "tokens_per_step": {8: 64},
+        "seeds": [0, 1],
+    }
     al = {**arch_linear_map.settings(True), **tiny, "steps": 4, "tokens_per_step": 64, "seeds": [0]}
     dp = depth.settings(True)
-    dp = {**dp, "layers": [1, 2], "seeds": [0],
-          "tasks": [{**t, **tiny, "steps": 4, "tokens_per_step": 128} for t in dp["tasks"]]}
+    dp = {
+        **dp,
+        "layers": [1, 2],
+        "seeds": [0],
+        "tasks": [{**t, **tiny, "steps": 4, "tokens_per_step": 128} for t in dp["tasks"]],
+    }
     for module, cfg, n_runs in ((sparsity_sweep, sp, 4), (arch_linear_map, al, 2), (depth, dp, 4)):
         sweep = tmp_path / module.__name__
         out = module.run(cfg, Execution(jobs=1, sweep_dir=sweep, ensemble=8, device="cpu", name="t"))

@@ -18,8 +18,20 @@ def test_arch_linear_map_tiny(tmp_path):
     frac = (0.40 - 15 / 31 * math.log(2)) / (math.log(2) - 15 / 31 * math.log(2))
     assert alm.scaled_threshold(4) == pytest.approx(floor4 + frac * (math.log(2) - floor4), abs=1e-12)
 
-    cfg = {"S": 4, "s": [1], "seeds": [0], "n_layers": 1, "n_heads": 4, "d_head": 8, "mixer_d_mlp": 32,
-           "steps": 200, "tokens_per_step": 512, "lr": 1e-3, "eval_every": 50, "eval_tokens": 1024}
+    cfg = {
+        "S": 4,
+        "s": [1],
+        "seeds": [0],
+        "n_layers": 1,
+        "n_heads": 4,
+        "d_head": 8,
+        "mixer_d_mlp": 32,
+        "steps": 200,
+        "tokens_per_step": 512,
+        "lr": 1e-3,
+        "eval_every": 50,
+        "eval_tokens": 1024,
+    }
     runs, agg, fig = alm.run(cfg, Execution(jobs=1))
     assert list(runs.arch) == ["transformer", "mlp-mixer"]
     t, m = runs.iloc[0], runs.iloc[1]

@@ -28,17 +28,27 @@ def test_capabilities_on_the_quick_suite(quick_suite, tmp_path, monkeypatch):
     assert len(overlap) == len(runs) * 2 and set(overlap["task"]) == {"repetition", "pattern-completion"}
     heads = pd.read_csv(out / "report" / "heads.csv")
     for _, row in overlap.iterrows():
-        ref = points[(points.model == row.model) & (points.seed == row.seed) & (points.task == "token-repetition")].iloc[0]
-        assert (pd.isna(row["reference_post_step"]) and pd.isna(ref["post_step"])) or \
-            row["reference_post_step"] == ref["post_step"]
-        curve = capability[(capability.model == row.model) & (capability.seed == row.seed) & (capability.task == row.task)]
+        ref = points[
+            (points.model == row.model) & (points.seed == row.seed) & (points.task == "token-repetition")
+        ].iloc[0]
+        assert (pd.isna(row["reference_post_step"]) and pd.isna(ref["post_step"])) or row["reference_post_step"] == ref[
+            "post_step"
+        ]
+        curve = capability[
+            (capability.model == row.model) & (capability.seed == row.seed) & (capability.task == row.task)
+        ]
         rises = curve.sort_values("step")["p_answer"].diff()
         assert row["steepest_rise"] == pytest.approx(rises.max()) and rises.max() > 0
         assert row["steepest_post_step"] == int(curve.sort_values("step")["step"].iloc[int(np.nanargmax(rises.values))])
         if pd.notna(row["head_overlap"]):  # both emerged: the overlap is what the head tables say
+
             def top(task):
-                return set(heads[(heads.model == row.model) & (heads.seed == row.seed) & (heads.task == task)]  # noqa: B023
-                                               .nsmallest(2, "rank").apply(lambda h: f"L{h.layer}H{h.head}", axis=1))
+                return set(
+                    heads[(heads.model == row.model) & (heads.seed == row.seed) & (heads.task == task)]  # noqa: B023
+                    .nsmallest(2, "rank")
+                    .apply(lambda h: f"L{h.layer}H{h.head}", axis=1)
+                )
+
             assert row["head_overlap"] == pytest.approx(len(top(row["task"]) & top("token-repetition")) / 2)
             assert row["same_step"] == (row["post_step"] == row["reference_post_step"])
     block = (out / "capabilities.md").read_text()

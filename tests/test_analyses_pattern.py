@@ -23,8 +23,17 @@ def test_readiness_entry_matches_the_library_and_resumes(quick_suite, tmp_path, 
     docs = tmp_path / "results.md"
     docs.write_text("# Results\n\n<!-- readiness:begin -->\nold\n<!-- readiness:end -->\n\nafter\n")
     monkeypatch.setattr(entry, "DOCS", docs)
-    args = ["--suite", *map(str, runs), "--prompts", "32", "--n-boot", "50", "--out", str(tmp_path / "out"),
-            "--update-docs"]
+    args = [
+        "--suite",
+        *map(str, runs),
+        "--prompts",
+        "32",
+        "--n-boot",
+        "50",
+        "--out",
+        str(tmp_path / "out"),
+        "--update-docs",
+    ]
     entry.main(args)
     points = pd.read_csv(tmp_path / "out" / "readiness_points.csv")
     assert len(points) == len(runs)
@@ -53,9 +62,27 @@ def test_forcing_entry_trains_then_resumes(tmp_path, capsys, monkeypatch):
     docs = tmp_path / "results.md"
     docs.write_text("# Results\n")
     monkeypatch.setattr(entry, "DOCS", docs)
-    args = ["--suite", "embedded-quick", "--steps", "16", "--checkpoint-every", "8", "--force-steps", "4",
-            "--anneal-steps", "4", "--prompts", "8", "--jobs", "2", "--out", str(tmp_path / "out"),
-            "--sweep-dir", str(tmp_path / "sweep"), "--update-docs"]
+    args = [
+        "--suite",
+        "embedded-quick",
+        "--steps",
+        "16",
+        "--checkpoint-every",
+        "8",
+        "--force-steps",
+        "4",
+        "--anneal-steps",
+        "4",
+        "--prompts",
+        "8",
+        "--jobs",
+        "2",
+        "--out",
+        str(tmp_path / "out"),
+        "--sweep-dir",
+        str(tmp_path / "sweep"),
+        "--update-docs",
+    ]
     entry.main(args)
     out = capsys.readouterr().out
     assert "forced runs: 6 (6 trained now)" in out and out.strip().endswith("forcing_runs: 8")
@@ -80,12 +107,15 @@ def test_forcing_entry_trains_then_resumes(tmp_path, capsys, monkeypatch):
     assert "**Runs: neox-2l-64d-seed2 only**" in (tmp_path / "subset" / "forcing.md").read_text()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--prev-head", "L1H0"], "--prev-head 'L1H0': expected a layer-0 head"),
-    (["--suite", "nope"], "--suite 'nope' is unknown"),
-    (["--beta", "-1"], "beta=-1.0 must be a finite number >= 0"),
-    (["--runs", "neox-2l-64d-seed9"], "--runs 'neox-2l-64d-seed9': neox-2l-64d-seed9 not in this suite; valid: "),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prev-head", "L1H0"], "--prev-head 'L1H0': expected a layer-0 head"),
+        (["--suite", "nope"], "--suite 'nope' is unknown"),
+        (["--beta", "-1"], "beta=-1.0 must be a finite number >= 0"),
+        (["--runs", "neox-2l-64d-seed9"], "--runs 'neox-2l-64d-seed9': neox-2l-64d-seed9 not in this suite; valid: "),
+    ],
+)
 def test_forcing_entry_refuses_bad_arguments_before_training(args, message, monkeypatch):
     from analyses import forcing as entry
     from interp.sources import embedded
@@ -96,22 +126,40 @@ def test_forcing_entry_refuses_bad_arguments_before_training(args, message, monk
 
 
 def _shift(mean, lo, hi, within=6):
-    return pd.DataFrame([{"condition": "both", "forcing": "", "runs": 6, "runs_with_shift": 6, "mean_shift": mean,
-                          "shift_lo": lo, "shift_hi": hi, "earlier": 5, "later": 1, "same": 0,
-                          "mean_loss_change": 0.001, "runs_within_1pct": within}])
+    return pd.DataFrame(
+        [
+            {
+                "condition": "both",
+                "forcing": "",
+                "runs": 6,
+                "runs_with_shift": 6,
+                "mean_shift": mean,
+                "shift_lo": lo,
+                "shift_hi": hi,
+                "earlier": 5,
+                "later": 1,
+                "same": 0,
+                "mean_loss_change": 0.001,
+                "runs_within_1pct": within,
+            }
+        ]
+    )
 
 
 def _ready(e_minus_r_lo):
     return pd.DataFrame({"readiness_step": [100.0] * len(e_minus_r_lo), "e_minus_r_lo": e_minus_r_lo})
 
 
-@pytest.mark.parametrize("ready, shift, verdict", [
-    (_ready([50, 100, 20, 0, 30, 10]), _shift(-300, -500, -100), "**is the bottleneck**"),
-    (_ready([50, 100, 20, 0, 30, 10]), _shift(-30, -200, 100), "**is partly the bottleneck**"),
-    (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100), "**is partly the bottleneck**"),
-    (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100, within=2), "**is not the bottleneck**"),
-    (None, _shift(float("nan"), float("nan"), float("nan")), "**is not the bottleneck**"),
-])
+@pytest.mark.parametrize(
+    "ready, shift, verdict",
+    [
+        (_ready([50, 100, 20, 0, 30, 10]), _shift(-300, -500, -100), "**is the bottleneck**"),
+        (_ready([50, 100, 20, 0, 30, 10]), _shift(-30, -200, 100), "**is partly the bottleneck**"),
+        (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100), "**is partly the bottleneck**"),
+        (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100, within=2), "**is not the bottleneck**"),
+        (None, _shift(float("nan"), float("nan"), float("nan")), "**is not the bottleneck**"),
+    ],
+)
 def test_answer_follows_its_rule(ready, shift, verdict):
     from analyses.forcing import answer
 

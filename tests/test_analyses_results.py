@@ -44,8 +44,14 @@ def test_runs_then_resumes_and_writes_markdown(tmp_path):
     CALLS.clear()
     first = run_results(tmp_path, jobs=1, registry=registry, echo=lines.append)
     assert list(first) == ["tiny"] and len(CALLS) == 1
-    assert CALLS[0] == ["--out", str(tmp_path / "analyses" / "tiny"), "--jobs", "1",
-                        "--sweep-dir", str(tmp_path / "sweeps" / "tiny")]
+    assert CALLS[0] == [
+        "--out",
+        str(tmp_path / "analyses" / "tiny"),
+        "--jobs",
+        "1",
+        "--sweep-dir",
+        str(tmp_path / "sweeps" / "tiny"),
+    ]
     md = (tmp_path / "analyses" / "tiny" / "tiny.md").read_text().splitlines()
     assert md == ["| S | final_loss |", "| --- | --- |", "| 8 | 0.3235 |", "| 16 | 0.3354 |"]
     assert lines[-1].startswith("total time: ") and "1 analyses run now (0 already done)" in lines[-1]
@@ -58,7 +64,10 @@ def test_runs_then_resumes_and_writes_markdown(tmp_path):
 
 
 def test_unknown_analysis_is_refused_before_work(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown analysis 'nope'; valid: main_job, decomposition, interval_study, trainer_determinism, linear_map_floors"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown analysis 'nope'; valid: main_job, decomposition, interval_study, trainer_determinism, linear_map_floors",
+    ):
         run_results(tmp_path / "out", ["nope"])
     assert not (tmp_path / "out").exists()
     result = CliRunner().invoke(app, ["results", "--list", "--only", "staircase", "--out", str(tmp_path)])

@@ -70,9 +70,14 @@ def test_a_shard_shared_with_the_final_step_is_a_partial_duplicate(shared_shard_
     in_shard = sorted(t for t, f in index.items() if f == SHARD_1)
     assert source.shared_tensors(1000, [SHARD_1]) == in_shard and len(in_shard) >= 2
     detail = table["detail"][1]
-    assert detail.startswith(f"shares {SHARD_1} ({len(in_shard)} tensors: {in_shard[0]}, ") and detail.endswith("with step 2000")
+    assert detail.startswith(f"shares {SHARD_1} ({len(in_shard)} tensors: {in_shard[0]}, ") and detail.endswith(
+        "with step 2000"
+    )
     assert table["same_weights_as"][1] == "2000"
-    assert checkpoints.hazard_lines(table, "run")[0] == f"run: step 1000 partial-duplicate: {detail}; left out of the search"
+    assert (
+        checkpoints.hazard_lines(table, "run")[0]
+        == f"run: step 1000 partial-duplicate: {detail}; left out of the search"
+    )
 
 
 @pytest.fixture
@@ -104,7 +109,8 @@ def test_truncated_and_overwritten_files_are_corrupt_and_left_out(corrupt_suite)
     problem = safetensors_problem(cut)
     assert problem.startswith("truncated: the tensors need ") and problem.endswith(f"the file holds {size - 8 - n}")
     assert safetensors_problem(corrupt_suite / "step2000" / "model.safetensors").startswith(
-        "header overwritten or file truncated: the header length reads 1000000000 bytes")
+        "header overwritten or file truncated: the header length reads 1000000000 bytes"
+    )
     source = LocalSuiteSource(corrupt_suite)
     corrupt = source.corrupt_steps()
     assert sorted(corrupt) == [1000, 2000] and corrupt[1000] == f"model.safetensors: {problem}"
@@ -112,8 +118,10 @@ def test_truncated_and_overwritten_files_are_corrupt_and_left_out(corrupt_suite)
     table = checkpoints.checkpoint_table(source)
     assert table["status"].tolist() == ["searchable", "corrupt", "corrupt", "searchable"]
     lines = checkpoints.hazard_lines(table, "suite")
-    assert lines == [f"suite: step 1000 corrupt: model.safetensors: {problem}; left out of the search",
-                     f"suite: step 2000 corrupt: {corrupt[2000]}; left out of the search"]
+    assert lines == [
+        f"suite: step 1000 corrupt: model.safetensors: {problem}; left out of the search",
+        f"suite: step 2000 corrupt: {corrupt[2000]}; left out of the search",
+    ]
     with pytest.raises(CorruptCheckpointError) as error:
         source.load(1000, device="cpu")
     assert "\n" not in str(error.value) and "step 1000: model.safetensors is corrupt (truncated" in str(error.value)

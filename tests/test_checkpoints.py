@@ -128,7 +128,9 @@ def test_hub_duplicates_and_pickle(tiny_hub_cache, hub_offline):
     assert permissive.searchable_steps() == [0, 4]
     checkpoint = permissive.load(4, device="cpu")
     assert checkpoint.digest == file_sha256(tiny_hub_cache["models"][4] / "pytorch_model.bin")
-    torch.testing.assert_close(bridge_logits(checkpoint.model), hf_logits(tiny_hub_cache["models"][4]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        bridge_logits(checkpoint.model), hf_logits(tiny_hub_cache["models"][4]), atol=1e-5, rtol=0
+    )
 
 
 def test_hub_missing_step_names_nearest(tiny_hub_cache, hub_offline):
@@ -150,8 +152,13 @@ def test_hub_env_var_path_in_fresh_process(tiny_hub_cache, tmp_path):
         f"print(json.dumps(dict(steps=s.available_steps(), digest=c.digest, commit=c.commit, "
         f"logits=c.model(torch.tensor({TOKENS.tolist()}))[0, -1, :5].tolist())))"
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tiny_hub_cache["cache_dir"]),
-           "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tiny_hub_cache["cache_dir"]),
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "OMP_NUM_THREADS": "1",
+    }
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -230,7 +237,9 @@ def test_local_suite_layout_variants(tiny_suite, tmp_path):
     source = LocalSuiteSource(bare)
     assert source.available_steps() == [3, 10] and source.model_id == "bare"
     assert source.tokenizer()("a")["input_ids"] == [97]
-    torch.testing.assert_close(bridge_logits(source.load(10, device="cpu").model), hf_logits(bare / "step10"), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        bridge_logits(source.load(10, device="cpu").model), hf_logits(bare / "step10"), atol=1e-5, rtol=0
+    )
 
     broken = tmp_path / "broken"
     shutil.copytree(tiny_suite, broken)
@@ -261,7 +270,9 @@ def test_model_without_attention_heads(tmp_path, byte_tokenizer_dir):
     root = tmp_path / "mamba"
     shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
     torch.manual_seed(0)
-    MambaForCausalLM(MambaConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, state_size=4)).save_pretrained(root / "step0")
+    MambaForCausalLM(MambaConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, state_size=4)).save_pretrained(
+        root / "step0"
+    )
     with pytest.raises(ValueError) as error:
         LocalSuiteSource(root).load(0, device="cpu")
     assert "no attention heads" in one_line(error) and "step 0" in str(error.value)
@@ -331,10 +342,18 @@ def test_revision_names_parse_to_steps_tokens_and_series():
 def test_schedule_series_default_alternates_and_grid():
     from interp.sources.families import build_schedule, regular_grid
 
-    names = ["main", "stage1-step0-tokens0B", "stage1-step1000-tokens5B", "step150-tokens1B",
-             "stage1-step2000-tokens9B", "step2000-tokens9B", "stage1-step4000-tokens17B",
-             "stage2-ingredient1-step0-tokens0B", "stage2-ingredient1-step1000-tokens5B",
-             "stage2-ingredient2-step1000-tokens5B"]
+    names = [
+        "main",
+        "stage1-step0-tokens0B",
+        "stage1-step1000-tokens5B",
+        "step150-tokens1B",
+        "stage1-step2000-tokens9B",
+        "step2000-tokens9B",
+        "stage1-step4000-tokens17B",
+        "stage2-ingredient1-step0-tokens0B",
+        "stage2-ingredient1-step1000-tokens5B",
+        "stage2-ingredient2-step1000-tokens5B",
+    ]
     schedule = build_schedule(names)
     # plain names of a staged repo count in stage1; the prefixed branch wins a shared step
     assert schedule.series == schedule.default_series == "stage1"
@@ -394,11 +413,24 @@ def test_hub_olmo2_listing_series_tokens_and_hazards(tmp_path, monkeypatch):
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     final = "f" * 64
-    branches = ["main", "stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B",
-                "stage1-step4000-tokens17B", "stage2-ingredient1-step0-tokens0B", "stage2-ingredient1-step500-tokens2B"]
-    lfs = {"main": final, "stage1-step0-tokens0B": "0" * 64, "stage1-step1000-tokens5B": final,
-           "stage1-step2000-tokens9B": "2" * 64, "stage1-step4000-tokens17B": final,
-           "stage2-ingredient1-step0-tokens0B": "0" * 64, "stage2-ingredient1-step500-tokens2B": "5" * 64}
+    branches = [
+        "main",
+        "stage1-step0-tokens0B",
+        "stage1-step1000-tokens5B",
+        "stage1-step2000-tokens9B",
+        "stage1-step4000-tokens17B",
+        "stage2-ingredient1-step0-tokens0B",
+        "stage2-ingredient1-step500-tokens2B",
+    ]
+    lfs = {
+        "main": final,
+        "stage1-step0-tokens0B": "0" * 64,
+        "stage1-step1000-tokens5B": final,
+        "stage1-step2000-tokens9B": "2" * 64,
+        "stage1-step4000-tokens17B": final,
+        "stage2-ingredient1-step0-tokens0B": "0" * 64,
+        "stage2-ingredient1-step500-tokens2B": "5" * 64,
+    }
     monkeypatch.setattr(huggingface_hub, "HfApi", _FakeHubApi(branches, lfs))
     source = open_source("allenai/OLMo-2-0425-1B", cache_dir=tmp_path)
     assert source.series == "stage1" and source.available_steps() == [0, 1000, 2000, 4000]
@@ -407,10 +439,19 @@ def test_hub_olmo2_listing_series_tokens_and_hazards(tmp_path, monkeypatch):
     assert source.final_digest() == final
     assert source.duplicate_steps() == {1000: 4000}  # the final step matches main: its label is right
     table = checkpoints.checkpoint_table(source)
-    assert table["status"].tolist() == ["searchable", "duplicate-excluded", "searchable", "missing", "duplicate-kept-final"]
+    assert table["status"].tolist() == [
+        "searchable",
+        "duplicate-excluded",
+        "searchable",
+        "missing",
+        "duplicate-kept-final",
+    ]
     assert table["tokens"].tolist()[:3] == [0, 5 * 10**9, 9 * 10**9] and table["same_weights_as"][1] == "4000"
     lines = checkpoints.hazard_lines(table, "olmo")
-    assert lines[0] == "olmo: 1 steps excluded, identical weights within each group {1000, 4000} (kept: final step 4000, digest equal to the final model's)"
+    assert (
+        lines[0]
+        == "olmo: 1 steps excluded, identical weights within each group {1000, 4000} (kept: final step 4000, digest equal to the final model's)"
+    )
     assert lines[1] == "olmo: 1 steps of the schedule missing: 3000" and len(lines) == 2
     with pytest.raises(CheckpointError) as error:
         source.load(3000)
@@ -467,12 +508,20 @@ def test_final_weights_copied_into_an_earlier_step(final_copied_suite):
     assert source.searchable_steps() == [0, 2000]
     table = checkpoints.checkpoint_table(source)
     assert table[["step", "status", "same_weights_as"]].values.tolist() == [
-        [0, "searchable", ""], [1000, "duplicate-excluded", "3000"], [2000, "searchable", ""],
-        [3000, "duplicate-excluded", "1000"]]
-    assert table["digest"][1] == table["digest"][3] == file_sha256(final_copied_suite / "step3000" / "model.safetensors")
+        [0, "searchable", ""],
+        [1000, "duplicate-excluded", "3000"],
+        [2000, "searchable", ""],
+        [3000, "duplicate-excluded", "1000"],
+    ]
+    assert (
+        table["digest"][1] == table["digest"][3] == file_sha256(final_copied_suite / "step3000" / "model.safetensors")
+    )
     assert checkpoints.hazard_lines(table, "suite") == [
-        ("suite: 2 steps excluded, identical weights within each group {1000, 3000} (no label known right: "
-        "every step of each group excluded)")]
+        (
+            "suite: 2 steps excluded, identical weights within each group {1000, 3000} (no label known right: "
+            "every step of each group excluded)"
+        )
+    ]
     batch = RepetitionTask(n_prompts=8, length=6).build(source.tokenizer())
     point = find_emergence(source, batch, device="cpu")
     assert point.excluded_steps == {1000: 3000, 3000: 1000}
@@ -496,7 +545,12 @@ def test_hub_main_branch_marks_the_final_step_right(tmp_path, byte_tokenizer_dir
     cache = tmp_path / "cache"
     tokenizer_files = {p.name: p for p in byte_tokenizer_dir.iterdir()}
     models = {seed: save_tiny_neox(tmp_path / f"m{seed}", seed=seed) for seed in (0, 2, 8)}
-    for step, folder in [(0, models[0]), (1, models[8]), (2, models[2]), (8, models[8])]:  # step 1 serves the final weights
+    for step, folder in [
+        (0, models[0]),
+        (1, models[8]),
+        (2, models[2]),
+        (8, models[8]),
+    ]:  # step 1 serves the final weights
         add_hub_revision(cache, TINY_REPO, f"step{step}", {**{p.name: p for p in folder.iterdir()}, **tokenizer_files})
     source = HubSource(TINY_REPO, cache_dir=cache, steps=[0, 1, 2, 4, 8])
     assert source.duplicate_steps() == {1: 8, 8: 1} and source.final_digest() is None
@@ -506,7 +560,12 @@ def test_hub_main_branch_marks_the_final_step_right(tmp_path, byte_tokenizer_dir
     assert source.duplicate_steps() == {1: 8} and source.searchable_steps() == [0, 2, 8]
     assert source.missing_steps() == [4]
     assert checkpoints.checkpoint_table(source)["status"].tolist() == [
-        "searchable", "duplicate-excluded", "searchable", "missing", "duplicate-kept-final"]
+        "searchable",
+        "duplicate-excluded",
+        "searchable",
+        "missing",
+        "duplicate-kept-final",
+    ]
 
 
 # ----------------------------------------------------------------------------- tokenizer check
@@ -532,7 +591,9 @@ def test_tokenizer_fingerprint_and_mismatch_between_steps(tmp_path, byte_tokeniz
     source.load(100, device="cpu")
     with pytest.raises(checkpoints.TokenizerMismatchError) as error:
         source.load(200, device="cpu")
-    assert one_line(error).startswith("suite: the tokenizer at step 200 differs from the one at step 0 (vocabulary, special tokens)")
+    assert one_line(error).startswith(
+        "suite: the tokenizer at step 200 differs from the one at step 0 (vocabulary, special tokens)"
+    )
 
 
 def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
@@ -544,15 +605,21 @@ def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
     from emergence_lens.cli import app
 
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", str(final_copied_suite), "--out", str(out), "--n-prompts", "8",
-                                      "--length", "6", "--device", "cpu"])
+    result = CliRunner().invoke(
+        app, ["run", str(final_copied_suite), "--out", str(out), "--n-prompts", "8", "--length", "6", "--device", "cpu"]
+    )
     assert result.exit_code == 0, result.output
-    assert ("hazard: suite seed 0: 2 steps excluded, identical weights within each group {1000, 3000} "
-            "(no label known right: every step of each group excluded)") in result.output
+    assert (
+        "hazard: suite seed 0: 2 steps excluded, identical weights within each group {1000, 3000} "
+        "(no label known right: every step of each group excluded)"
+    ) in result.output
     table = pd.read_csv(out / "checkpoints.csv")
     assert table[["model", "seed", "step", "status"]].values.tolist() == [
-        ["suite", 0, 0, "searchable"], ["suite", 0, 1000, "duplicate-excluded"], ["suite", 0, 2000, "searchable"],
-        ["suite", 0, 3000, "duplicate-excluded"]]
+        ["suite", 0, 0, "searchable"],
+        ["suite", 0, 1000, "duplicate-excluded"],
+        ["suite", 0, 2000, "searchable"],
+        ["suite", 0, 3000, "duplicate-excluded"],
+    ]
     assert len(pd.read_parquet(out / "checkpoints.parquet")) == 4
     page = (out / "report.html").read_text()
     assert "<h3>Checkpoint hazards</h3>" in page and "{1000, 3000}" in page
@@ -568,16 +635,19 @@ def test_rank_heads_and_decompose_name_duplicate_steps(final_copied_suite, tmp_p
     common = ["--n-prompts", "4", "--length", "4", "--device", "cpu"]
     result = CliRunner().invoke(app, ["rank-heads", str(final_copied_suite), "--pre", "0", "--post", "1000", *common])
     assert result.exit_code == 0, result.output
-    assert ("hazard: step 1000 has the same weights as step 3000 (identical weights: at most one of the labels "
-            "is right)") in result.output
+    assert (
+        "hazard: step 1000 has the same weights as step 3000 (identical weights: at most one of the labels is right)"
+    ) in result.output
     out = tmp_path / "out"
     for command in ("rank-heads", "decompose"):
-        result = CliRunner().invoke(app, [command, str(final_copied_suite), "--pre", "1000", "--post", "3000",
-                                          "--out", str(out), *common])
+        result = CliRunner().invoke(
+            app, [command, str(final_copied_suite), "--pre", "1000", "--post", "3000", "--out", str(out), *common]
+        )
         assert result.exit_code == 2, result.output
         lines = [line for line in result.output.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith(f"error: emergence {command}: suite: steps 1000 and 3000 have "
-                                                       "identical weights"), result.output
+        assert len(lines) == 1 and lines[0].startswith(
+            f"error: emergence {command}: suite: steps 1000 and 3000 have identical weights"
+        ), result.output
         assert not out.exists()
 
 
@@ -591,7 +661,9 @@ def test_digest_is_of_the_weights_not_the_optimizer_state(tmp_path, byte_tokeniz
     shutil.copytree(byte_tokenizer_dir, root / "tokenizer")
     for seed, step in enumerate([0, 100, 200]):
         save_tiny_neox(root / f"step{step}", seed=30 + seed)
-        save_file({"state.0.exp_avg": torch.full((3,), float(step))}, str(root / f"step{step}" / "optimizer.safetensors"))
+        save_file(
+            {"state.0.exp_avg": torch.full((3,), float(step))}, str(root / f"step{step}" / "optimizer.safetensors")
+        )
     shutil.copyfile(root / "step200" / "model.safetensors", root / "step0" / "model.safetensors")
     source = LocalSuiteSource(root)
     assert source.digest(100) == checkpoints.combine_digests([file_sha256(root / "step100" / "model.safetensors")])

@@ -21,72 +21,206 @@ SPEC_OK = "task: linear-map\nS: 8\nsteps: 5\neval_every: 5\ntokens_per_step: 256
 # per test: a tiny local suite (steps 0, 100, 200), the output folder (must not appear; PAGE a page in it), an
 # existing plain file, a valid sweep spec and one with a YAML syntax error at line 3, column 5.
 BAD = [
-    ("bisect-device-gpu", ["bisect", "SUITE", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid: use auto, cpu, cuda"),
-    ("bisect-device-cuda-cpu-torch", ["bisect", "SUITE", "--device", "cuda", "--out", "OUT"], "no CUDA GPU is usable here"),
+    (
+        "bisect-device-gpu",
+        ["bisect", "SUITE", "--device", "gpu", "--out", "OUT"],
+        "device 'gpu' is not valid: use auto, cpu, cuda",
+    ),
+    (
+        "bisect-device-cuda-cpu-torch",
+        ["bisect", "SUITE", "--device", "cuda", "--out", "OUT"],
+        "no CUDA GPU is usable here",
+    ),
     ("bisect-task", ["bisect", "SUITE", "--task", "nope", "--out", "OUT"], "unknown task 'nope'"),
-    ("bisect-ioi-byte-tokenizer", ["bisect", "SUITE", "--task", "ioi", "--out", "OUT"], "IOI needs a word-piece vocabulary"),
-    ("rank-heads-two-tasks", ["rank-heads", "SUITE", "--pre", "0", "--post", "100", "--task", "repetition,token-repetition"],
-     "rank-heads works on one task; got 2"),
+    (
+        "bisect-ioi-byte-tokenizer",
+        ["bisect", "SUITE", "--task", "ioi", "--out", "OUT"],
+        "IOI needs a word-piece vocabulary",
+    ),
+    (
+        "rank-heads-two-tasks",
+        ["rank-heads", "SUITE", "--pre", "0", "--post", "100", "--task", "repetition,token-repetition"],
+        "rank-heads works on one task; got 2",
+    ),
     ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "--threshold 2 must be in (0, 1]"),
     ("bisect-out-is-file", ["bisect", "SUITE", "--out", "FILE"], "is an existing file"),
-    ("bisect-unknown-id", ["bisect", "EleutherAI/pythia-71m", "--out", "OUT"], "unknown checkpoint source 'EleutherAI/pythia-71m'"),
-    ("bisect-bad-name-after-embedded", ["bisect", "embedded", "not-a-source", "--out", "OUT"], "unknown checkpoint source 'not-a-source'"),
+    (
+        "bisect-unknown-id",
+        ["bisect", "EleutherAI/pythia-71m", "--out", "OUT"],
+        "unknown checkpoint source 'EleutherAI/pythia-71m'",
+    ),
+    (
+        "bisect-bad-name-after-embedded",
+        ["bisect", "embedded", "not-a-source", "--out", "OUT"],
+        "unknown checkpoint source 'not-a-source'",
+    ),
     ("bisect-hub-repo-not-cached-after-embedded", ["bisect", "embedded", "nope/nope", "--out", "OUT"], "nope/nope"),
     ("curve-steps", ["curve", "SUITE", "--steps", "0,1k", "--out", "OUT"], "--steps: '1k' is not an integer"),
-    ("curve-missing-step", ["curve", "SUITE", "--steps", "0,150", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
-    ("curve-embedded-step", ["curve", "embedded-quick", "--steps", "150", "--out", "OUT"], "embedded/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200"),
-    ("rank-heads-embedded-step", ["rank-heads", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300", "--out", "OUT"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
+    (
+        "curve-missing-step",
+        ["curve", "SUITE", "--steps", "0,150", "--out", "OUT"],
+        "no checkpoint at step 150; nearest: 100, 200",
+    ),
+    (
+        "curve-embedded-step",
+        ["curve", "embedded-quick", "--steps", "150", "--out", "OUT"],
+        "embedded/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200",
+    ),
+    (
+        "rank-heads-embedded-step",
+        ["rank-heads", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300", "--out", "OUT"],
+        "has no checkpoint at step 1250; nearest: 1200, 1300",
+    ),
     ("curve-prompts", ["curve", "SUITE", "--n-prompts", "0", "--out", "OUT"], "Invalid value"),
-    ("rank-heads-prescreen", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--prescreen-top-n", "-3", "--out", "OUT"], "Invalid value"),
-    ("rank-heads-suite-of-runs", ["rank-heads", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "rank-heads takes one run, and 'embedded' names 6: use one of embedded/neox-2l-64d-seed0"),
-    ("rank-heads-same-step", ["rank-heads", "SUITE", "--pre", "100", "--post", "100", "--out", "OUT"], "two different checkpoints"),
-    ("rank-heads-reversed", ["rank-heads", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"], "--pre 200 is later than --post 100"),
-    ("rank-heads-missing-step", ["rank-heads", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
-    ("rank-heads-method", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--method", "exact", "--out", "OUT"], "--method 'exact' is unknown"),
+    (
+        "rank-heads-prescreen",
+        ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--prescreen-top-n", "-3", "--out", "OUT"],
+        "Invalid value",
+    ),
+    (
+        "rank-heads-suite-of-runs",
+        ["rank-heads", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"],
+        "rank-heads takes one run, and 'embedded' names 6: use one of embedded/neox-2l-64d-seed0",
+    ),
+    (
+        "rank-heads-same-step",
+        ["rank-heads", "SUITE", "--pre", "100", "--post", "100", "--out", "OUT"],
+        "two different checkpoints",
+    ),
+    (
+        "rank-heads-reversed",
+        ["rank-heads", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"],
+        "--pre 200 is later than --post 100",
+    ),
+    (
+        "rank-heads-missing-step",
+        ["rank-heads", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"],
+        "no checkpoint at step 150; nearest: 100, 200",
+    ),
+    (
+        "rank-heads-method",
+        ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--method", "exact", "--out", "OUT"],
+        "--method 'exact' is unknown",
+    ),
     ("run-device", ["run", "embedded", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid"),
-    ("run-missing-folder", ["run", "./no/such/suite", "--out", "OUT"], "local suite folder './no/such/suite' does not exist"),
+    (
+        "run-missing-folder",
+        ["run", "./no/such/suite", "--out", "OUT"],
+        "local suite folder './no/such/suite' does not exist",
+    ),
     ("demo-device", ["demo", "--device", "tpu", "--out", "OUT"], "device 'tpu' is not valid"),
     ("demo-out-is-file", ["demo", "--out", "FILE"], "is an existing file"),
     ("synth-train-out-is-file", ["synth", "train", "--S", "8", "--steps", "5", "--out", "FILE"], "is an existing file"),
     ("synth-train-task", ["synth", "train", "--task", "sorting", "--out", "OUT"], "task='sorting' is unknown"),
     ("synth-train-device", ["synth", "train", "--device", "gpu", "--out", "OUT"], "device="),
-    ("synth-train-context", ["synth", "train", "--S", "8", "--n-ctx", "4", "--out", "OUT"], "exceeds the model context"),
-    ("sweep-yaml-syntax", ["sweep", "BADYAML", "--out", "OUT"], "bad.yaml:3:5: YAML syntax error: mapping values are not allowed here"),
+    (
+        "synth-train-context",
+        ["synth", "train", "--S", "8", "--n-ctx", "4", "--out", "OUT"],
+        "exceeds the model context",
+    ),
+    (
+        "sweep-yaml-syntax",
+        ["sweep", "BADYAML", "--out", "OUT"],
+        "bad.yaml:3:5: YAML syntax error: mapping values are not allowed here",
+    ),
     ("sweep-unknown-field", ["sweep", "SPECFIELD", "--out", "OUT"], "unknown config field(s) stepz"),
     ("sweep-out-is-file", ["sweep", "SPEC", "--out", "FILE"], "exists and is not a folder"),
     ("sweep-jobs", ["sweep", "SPEC", "--jobs", "0", "--out", "OUT"], "Invalid value"),
     ("results-unknown", ["results", "--only", "nope", "--out", "OUT"], "unknown analysis 'nope'; valid: main_job"),
     ("results-out-is-file", ["results", "--only", "depth", "--out", "FILE"], "is an existing file"),
     ("results-jobs", ["results", "--jobs", "0", "--out", "OUT"], "Invalid value"),
-    ("rank-heads-metric", ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--metric", "accuracy", "--out", "OUT"], "metric='accuracy'; valid: p, logprob, logit-diff"),
+    (
+        "rank-heads-metric",
+        ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--metric", "accuracy", "--out", "OUT"],
+        "metric='accuracy'; valid: p, logprob, logit-diff",
+    ),
     ("demo-metric", ["demo", "--metric", "kl", "--out", "OUT"], "metric='kl'; valid"),
     ("bisect-resolution", ["bisect", "SUITE", "--resolution", "0", "--out", "OUT"], "Invalid value"),
     ("bisect-hold", ["bisect", "SUITE", "--hold", "-1", "--out", "OUT"], "Invalid value for '--hold'"),
     ("run-hold", ["run", "SUITE", "--hold", "-2", "--out", "OUT"], "Invalid value for '--hold'"),
     ("demo-hold", ["demo", "--hold", "-1", "--out", "OUT"], "Invalid value for '--hold'"),
     ("zoom-reversed", ["zoom", "SUITE", "--pre", "200", "--post", "100"], "--pre 200 must be earlier than --post 100"),
-    ("zoom-suite-of-runs", ["zoom", "embedded", "--pre", "0", "--post", "100"], "zoom takes one run, and 'embedded' names 6"),
-    ("zoom-embedded-step", ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
+    (
+        "zoom-suite-of-runs",
+        ["zoom", "embedded", "--pre", "0", "--post", "100"],
+        "zoom takes one run, and 'embedded' names 6",
+    ),
+    (
+        "zoom-embedded-step",
+        ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1250", "--post", "1300"],
+        "has no checkpoint at step 1250; nearest: 1200, 1300",
+    ),
     ("zoom-not-trained-here", ["zoom", "SUITE", "--pre", "100", "--post", "200"], "zoom cannot re-train it"),
-    ("decompose-reversed", ["decompose", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"], "--pre 200 must be earlier than --post 100"),
-    ("decompose-suite-of-runs", ["decompose", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"], "decompose takes one run, and 'embedded' names 6"),
-    ("decompose-missing-step", ["decompose", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"], "no checkpoint at step 150; nearest: 100, 200"),
-    ("decompose-metric", ["decompose", "SUITE", "--pre", "100", "--post", "200", "--metric", "acc", "--out", "OUT"], "metric='acc'; valid"),
-    ("run-threshold-zero", ["run", "embedded/neox-2l-128d-seed0", "--out", "OUT", "--threshold", "0"], "--threshold 0 must be in (0, 1]"),
-    ("run-threshold-above-one", ["run", "SUITE", "--out", "OUT", "--threshold", "1.5"], "--threshold 1.5 must be in (0, 1]"),
-    ("bisect-threshold-zero", ["bisect", "embedded-quick", "--threshold", "0", "--out", "OUT"], "--threshold 0 must be in (0, 1]"),
-    ("zoom-every-too-wide", ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1100", "--post", "1200", "--every", "100"], "--every 100 leaves no step strictly between"),
-    ("bisect-resolution-hub", ["bisect", "embedded-quick", "EleutherAI/pythia-70m", "--resolution", "10", "--out", "OUT"], "EleutherAI/pythia-70m: hub checkpoints carry no optimizer state; bisect --resolution needs a run trained by emergence-lens"),
+    (
+        "decompose-reversed",
+        ["decompose", "SUITE", "--pre", "200", "--post", "100", "--out", "OUT"],
+        "--pre 200 must be earlier than --post 100",
+    ),
+    (
+        "decompose-suite-of-runs",
+        ["decompose", "embedded", "--pre", "0", "--post", "100", "--out", "OUT"],
+        "decompose takes one run, and 'embedded' names 6",
+    ),
+    (
+        "decompose-missing-step",
+        ["decompose", "SUITE", "--pre", "150", "--post", "200", "--out", "OUT"],
+        "no checkpoint at step 150; nearest: 100, 200",
+    ),
+    (
+        "decompose-metric",
+        ["decompose", "SUITE", "--pre", "100", "--post", "200", "--metric", "acc", "--out", "OUT"],
+        "metric='acc'; valid",
+    ),
+    (
+        "run-threshold-zero",
+        ["run", "embedded/neox-2l-128d-seed0", "--out", "OUT", "--threshold", "0"],
+        "--threshold 0 must be in (0, 1]",
+    ),
+    (
+        "run-threshold-above-one",
+        ["run", "SUITE", "--out", "OUT", "--threshold", "1.5"],
+        "--threshold 1.5 must be in (0, 1]",
+    ),
+    (
+        "bisect-threshold-zero",
+        ["bisect", "embedded-quick", "--threshold", "0", "--out", "OUT"],
+        "--threshold 0 must be in (0, 1]",
+    ),
+    (
+        "zoom-every-too-wide",
+        ["zoom", "embedded/neox-2l-128d-seed0", "--pre", "1100", "--post", "1200", "--every", "100"],
+        "--every 100 leaves no step strictly between",
+    ),
+    (
+        "bisect-resolution-hub",
+        ["bisect", "embedded-quick", "EleutherAI/pythia-70m", "--resolution", "10", "--out", "OUT"],
+        "EleutherAI/pythia-70m: hub checkpoints carry no optimizer state; bisect --resolution needs a run trained by emergence-lens",
+    ),
     ("sweep-missing-spec", ["sweep", "nope.yaml", "--out", "OUT"], "Invalid value"),
     ("readiness-heads", ["readiness", "SUITE", "--heads", "L1,H0", "--out", "OUT"], "--heads: 'L1' is not a head"),
-    ("readiness-patterns", ["readiness", "SUITE", "--patterns", "induct", "--out", "OUT"], "--patterns: 'induct' is unknown"),
-    ("readiness-embedded-head", ["readiness", "embedded", "--heads", "L0H9", "--patterns", "induction", "--out", "OUT"],
-     "--heads: L0H9 is outside neox-2l-64d-seed0"),
+    (
+        "readiness-patterns",
+        ["readiness", "SUITE", "--patterns", "induct", "--out", "OUT"],
+        "--patterns: 'induct' is unknown",
+    ),
+    (
+        "readiness-embedded-head",
+        ["readiness", "embedded", "--heads", "L0H9", "--patterns", "induction", "--out", "OUT"],
+        "--heads: L0H9 is outside neox-2l-64d-seed0",
+    ),
     ("readiness-out-is-file", ["readiness", "SUITE", "--out", "FILE"], "is an existing file"),
     ("scrub-suite-of-runs", ["scrub", "embedded", "--out", "PAGE"], "scrub takes one run, and 'embedded' names 6"),
     ("scrub-out-not-html", ["scrub", "SUITE", "--out", "OUT"], "expected a page path ending with .html"),
-    ("scrub-missing-step", ["scrub", "SUITE", "--steps", "0,150", "--out", "PAGE"], "no checkpoint at step 150; nearest: 100, 200"),
-    ("scrub-embedded-step", ["scrub", "embedded/neox-2l-128d-seed0", "--steps", "1250", "--out", "PAGE"], "has no checkpoint at step 1250; nearest: 1200, 1300"),
+    (
+        "scrub-missing-step",
+        ["scrub", "SUITE", "--steps", "0,150", "--out", "PAGE"],
+        "no checkpoint at step 150; nearest: 100, 200",
+    ),
+    (
+        "scrub-embedded-step",
+        ["scrub", "embedded/neox-2l-128d-seed0", "--steps", "1250", "--out", "PAGE"],
+        "has no checkpoint at step 1250; nearest: 1200, 1300",
+    ),
     ("scrub-heads-not-a-file", ["scrub", "SUITE", "--heads", "OUT", "--out", "PAGE"], "--heads"),
     ("scrub-device", ["scrub", "SUITE", "--device", "gpu", "--out", "PAGE"], "device 'gpu' is not valid"),
 ]
@@ -116,8 +250,15 @@ def _fill(args, tiny_local_suite, tmp_path):
     bad.write_text("task: linear-map\nsteps: 5\nS: 8: 9\n")  # a second ':' at line 3, column 5
     plain = tmp_path / "a-file"
     plain.write_text("keep me\n")
-    names = {"SUITE": tiny_local_suite, "OUT": tmp_path / "out", "FILE": plain, "SPEC": spec, "SPECFIELD": field,
-             "BADYAML": bad, "PAGE": tmp_path / "out" / "page.html"}
+    names = {
+        "SUITE": tiny_local_suite,
+        "OUT": tmp_path / "out",
+        "FILE": plain,
+        "SPEC": spec,
+        "SPECFIELD": field,
+        "BADYAML": bad,
+        "PAGE": tmp_path / "out" / "page.html",
+    }
     return [str(names.get(a, a)) for a in args]
 
 
@@ -170,18 +311,24 @@ def test_sweep_where_every_run_fails_exits_non_zero_listing_failures(tmp_path):
 
 def test_sweep_executor_ray_without_ray(tmp_path, monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a)
+    )
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC_OK)
     result = runner.invoke(app, ["sweep", str(spec), "--executor", "ray", "--out", str(tmp_path / "sw")])
-    assert_refused(result, "executor 'ray' needs the package 'ray', which is not installed: pip install 'emergence-lens[ray]'")
+    assert_refused(
+        result, "executor 'ray' needs the package 'ray', which is not installed: pip install 'emergence-lens[ray]'"
+    )
     assert "%|" not in result.output  # no progress bar before the error
     assert not (tmp_path / "sw").exists()
 
 
 def test_synth_wandb_without_wandb(tmp_path, monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real_find_spec(name, *a)
+    )
     result = runner.invoke(app, ["synth", "train", "--S", "8", "--steps", "5", "--wandb", "--out", str(tmp_path / "o")])
     assert_refused(result, "--wandb needs the package 'wandb'")
     assert not (tmp_path / "o").exists()
@@ -202,7 +349,9 @@ def test_oserror_is_one_line_naming_the_file(tiny_local_suite, tmp_path, monkeyp
         (broken / f"step{step}").mkdir(parents=True)
         (broken / f"step{step}" / "config.json").write_text("{not json")
     save_byte_tokenizer(broken / "tokenizer")
-    result = runner.invoke(app, ["rank-heads", str(broken), "--pre", "0", "--post", "100", "--out", str(tmp_path / "out")])
+    result = runner.invoke(
+        app, ["rank-heads", str(broken), "--pre", "0", "--post", "100", "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     lines = [line for line in result.output.strip().splitlines() if line.startswith("error: ")]
     assert len(lines) == 1 and lines[0].startswith("error: emergence rank-heads: "), result.output

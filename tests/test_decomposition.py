@@ -34,8 +34,15 @@ def setup():
 @pytest.mark.parametrize("metric", ["p", "logit-diff"])
 def test_decomposition_of_a_query_weight_jump(setup, metric):
     pre, post, batch = setup
-    table = decompose_jump(pre, post, batch, metric=metric, ks=[1, 2, N_LAYERS * N_HEADS], n_boot=200,
-                           labels={"model": "toy", "seed": 3, "pre_step": 10, "post_step": 20})
+    table = decompose_jump(
+        pre,
+        post,
+        batch,
+        metric=metric,
+        ks=[1, 2, N_LAYERS * N_HEADS],
+        n_boot=200,
+        labels={"model": "toy", "seed": 3, "pre_step": 10, "post_step": 20},
+    )
     assert list(table.columns) == COMPONENT_COLUMNS
     assert set(table["metric"]) == {metric} and set(table["seed"]) == {3}
     assert abs(table["value_post"].iloc[0] - table["value_pre"].iloc[0]) > 1e-2
@@ -94,8 +101,10 @@ def test_cli_decompose_writes_components(tmp_path, tiny_local_suite):
     from emergence_lens.cli import app
 
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["decompose", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out),
-                                      "--metric", "logprob"])
+    result = CliRunner().invoke(
+        app,
+        ["decompose", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out), "--metric", "logprob"],
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "components.csv")
     assert list(table.columns) == [*COMPONENT_COLUMNS, "task", "prepend_bos"] and set(table["metric"]) == {"logprob"}
@@ -110,10 +119,12 @@ def test_analysis_tables_render(setup):
 
     module = load_analysis("decomposition")
     pre, post, batch = setup
-    table = decompose_jump(pre, post, batch, ks=[1, 2], n_boot=50, labels={"model": "toy", "seed": 0, "pre_step": 1,
-                                                                           "post_step": 2})
-    prescreen = pd.DataFrame([{"model": "toy", "seed": 0, "method": "attribution patching", "spearman": 0.5,
-                               "top2_found": True}])
+    table = decompose_jump(
+        pre, post, batch, ks=[1, 2], n_boot=50, labels={"model": "toy", "seed": 0, "pre_step": 1, "post_step": 2}
+    )
+    prescreen = pd.DataFrame(
+        [{"model": "toy", "seed": 0, "method": "attribution patching", "spearman": 0.5, "top2_found": True}]
+    )
     text = module.markdown(table, prescreen, "settings")
     assert "| component | toy seed 0 |" in text and "| pattern | 1.00 [1.00, 1.00] |" in text
     assert "| top-2 z |" in text and "| toy seed 0 | attribution patching | 0.50 | yes |" in text
@@ -125,7 +136,9 @@ def test_bootstrap_over_too_few_prompts_gives_nan_bounds_and_says_why(setup):
     gen = torch.Generator().manual_seed(1)
     pre, post = torch.rand(MIN_BOOTSTRAP_PROMPTS, generator=gen), torch.rand(MIN_BOOTSTRAP_PROMPTS, generator=gen) + 1
     patched = (pre + post)[None] / 2
-    with pytest.warns(RuntimeWarning, match=f"bootstrap over 4 prompt\\(s\\): a 95 % interval needs at least {MIN_BOOTSTRAP_PROMPTS}"):
+    with pytest.warns(
+        RuntimeWarning, match=f"bootstrap over 4 prompt\\(s\\): a 95 % interval needs at least {MIN_BOOTSTRAP_PROMPTS}"
+    ):
         few = bootstrap_interval(patched[:, :4], pre[:4], post[:4], n_boot=200)
     assert all(np.isnan(v).all() for v in few.values())
     enough = bootstrap_interval(patched, pre, post, n_boot=200)  # 5 prompts: finite, non-degenerate bounds
@@ -148,7 +161,9 @@ def test_jump_below_three_standard_errors_is_flagged(setup):
     pre = torch.tensor([0.0040, 0.0041, 0.0039, 0.0040])
     noisy = pre + torch.tensor([0.0010, -0.0008, 0.0006, -0.0000])  # mean 0.0002, se 0.0004
     jump, se, too_small = jump_noise(pre, noisy)
-    assert jump == pytest.approx(0.0002, abs=1e-9) and se == pytest.approx(float((noisy - pre).double().std()) / 2, rel=1e-9)
+    assert jump == pytest.approx(0.0002, abs=1e-9) and se == pytest.approx(
+        float((noisy - pre).double().std()) / 2, rel=1e-9
+    )
     assert too_small
     clear = pre + torch.tensor([0.30, 0.31, 0.29, 0.30])
     assert not jump_noise(pre, clear)[2]

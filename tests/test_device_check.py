@@ -22,13 +22,29 @@ def test_device_check_cpu_half_runs_and_compares(tmp_path, byte_tokenizer_dir):
     shutil.copytree(byte_tokenizer_dir, suite / "tokenizer")
     for step in range(3):
         save_tiny_neox(suite / f"step{step}", seed=step)
-    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path / "out"), "SUITE": str(suite),
-           "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(["bash", "benchmarks/device_check.sh", "--cpu", "--tiny"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "OUT": str(tmp_path / "out"),
+        "SUITE": str(suite),
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        ["bash", "benchmarks/device_check.sh", "--cpu", "--tiny"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for line in ("tiny pattern: transformer_lens", "switch_speedup_tiny:", "max_abs_difference: 0.000e+00",
-                 "device_check: cpu and cpu agree to 1e-4"):
+    for line in (
+        "tiny pattern: transformer_lens",
+        "switch_speedup_tiny:",
+        "max_abs_difference: 0.000e+00",
+        "device_check: cpu and cpu agree to 1e-4",
+    ):
         assert line in done.stdout, line
 
     from compare_reports import compare

@@ -30,18 +30,35 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
     accuracy = [0.0, 0.1, 0.3, 0.7, 0.9] if emerged else [0.0, 0.1, 0.1, 0.2, 0.2]
     curve = pd.DataFrame({"step": steps, "accuracy": accuracy, "p_answer": [a * 0.8 for a in accuracy]})
     evaluations = curve.assign(order=range(1, len(steps) + 1))
-    point = EmergencePoint(model_id=f"toy/model-seed{seed}", pre_step=200 if emerged else None,
-                           post_step=300 if emerged else None, emerged=emerged, threshold=0.5, monotone=True,
-                           n_evaluations=len(steps), evaluations=evaluations, excluded_steps={100: 0} if seed == 2 else {})
+    point = EmergencePoint(
+        model_id=f"toy/model-seed{seed}",
+        pre_step=200 if emerged else None,
+        post_step=300 if emerged else None,
+        emerged=emerged,
+        threshold=0.5,
+        monotone=True,
+        n_evaluations=len(steps),
+        evaluations=evaluations,
+        excluded_steps={100: 0} if seed == 2 else {},
+    )
     run = RunAnalysis(model="toy", seed=seed, model_id=point.model_id, point=point, curve=curve)
     if emerged:
         generator = torch.Generator().manual_seed(seed)
         run.delta_p = torch.rand(N_LAYERS, N_HEADS, generator=generator) * 0.1 - 0.02
         order = torch.argsort(run.delta_p.flatten(), descending=True)
-        run.heads = pd.DataFrame({"layer": (order // N_HEADS).numpy(), "head": (order % N_HEADS).numpy(),
-                                  "delta": run.delta_p.flatten()[order].double().numpy(),
-                                  "rank": np.arange(1, N_LAYERS * N_HEADS + 1), "delta_attribution": 0.0,
-                                  "delta_lo": 0.0, "delta_hi": 0.0, "metric": "p", "unit": "probability"})
+        run.heads = pd.DataFrame(
+            {
+                "layer": (order // N_HEADS).numpy(),
+                "head": (order % N_HEADS).numpy(),
+                "delta": run.delta_p.flatten()[order].double().numpy(),
+                "rank": np.arange(1, N_LAYERS * N_HEADS + 1),
+                "delta_attribution": 0.0,
+                "delta_lo": 0.0,
+                "delta_hi": 0.0,
+                "metric": "p",
+                "unit": "probability",
+            }
+        )
         run.p_pre, run.p_post = 0.24, 0.56
         run.topk = pd.DataFrame({"k": [1, 2, 3], "value": [0.3, 0.4, 0.45], "metric": "p", "unit": "probability"})
         run.topk["recovered"] = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
@@ -88,15 +105,21 @@ def test_report_page_inlines_each_library_once_and_loads_nothing(report):
 
 def test_summary_first_then_every_run_with_its_sections(report):
     page = report.html()
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     assert body.index("<table") < body.index("plotly-graph-div")
     for run in report.runs:
         assert f"id='{vis.run_anchor(run)}'" in page and f"href='#{vis.run_anchor(run)}'" in page
-    run_part = page[page.index(f"id='{vis.run_anchor(report.runs[0])}'"):page.index(f"id='{vis.run_anchor(report.runs[1])}'")]
+    run_part = page[
+        page.index(f"id='{vis.run_anchor(report.runs[0])}'") : page.index(f"id='{vis.run_anchor(report.runs[1])}'")
+    ]
     headings = re.findall(r"<h3>([^<]*)</h3>", run_part)
-    assert headings == ["Capability and point of emergence", "Δp per head", "Top-K recovery",
-                        "Attention patterns of the top heads — toy seed 1 · repetition (prompt 0)"]
-    assert "did not emerge between two checkpoints" in page[page.index(f"id='{vis.run_anchor(report.runs[2])}'"):]
+    assert headings == [
+        "Capability and point of emergence",
+        "Δp per head",
+        "Top-K recovery",
+        "Attention patterns of the top heads — toy seed 1 · repetition (prompt 0)",
+    ]
+    assert "did not emerge between two checkpoints" in page[page.index(f"id='{vis.run_anchor(report.runs[2])}'") :]
     assert "duplicate of step 0" in page  # seed 2's excluded step is reported as a hazard
 
 
@@ -113,8 +136,15 @@ def test_slot_sections_show_when_a_run_carries_their_table(report):
     run = report.runs[0]
     run.training_loss = pd.DataFrame({"step": [0, 100, 200, 300], "loss": [5.0, 3.0, 2.9, 1.0]})
     run.components = pd.DataFrame({"target": ["pattern", "hook_z"], "scope": ["all", "all"], "recovered": [0.4, 0.6]})
-    run.head_scores = pd.DataFrame({"step": [0, 300, 0, 300], "layer": 1, "head": 0,
-                                    "score": ["prefix-matching"] * 2 + ["previous-token"] * 2, "value": [0.1, 0.9, 0.2, 0.3]})
+    run.head_scores = pd.DataFrame(
+        {
+            "step": [0, 300, 0, 300],
+            "layer": 1,
+            "head": 0,
+            "score": ["prefix-matching"] * 2 + ["previous-token"] * 2,
+            "value": [0.1, 0.9, 0.2, 0.3],
+        }
+    )
     page = report.html()
     for heading in ("Training loss", "Where the jump lives: component decomposition", "Head scores per checkpoint"):
         assert page.count(f"<h3>{heading}</h3>") == 1
@@ -122,8 +152,13 @@ def test_slot_sections_show_when_a_run_carries_their_table(report):
 
 def test_every_figure_has_a_legend(report):
     run = report.runs[0]
-    figures = [report.capability_figure(), report.recovery_figure(), *report.heatmaps(),
-               vis.run_capability_figure(run.curve, 200, 300), vis.recovery_run_figure(run.topk)]
+    figures = [
+        report.capability_figure(),
+        report.recovery_figure(),
+        *report.heatmaps(),
+        vis.run_capability_figure(run.curve, 200, 300),
+        vis.recovery_run_figure(run.topk),
+    ]
     for fig in figures:
         assert fig.layout.showlegend is True
         named = [t.name for t in fig.data if t.showlegend is not False and t.name]
@@ -134,8 +169,12 @@ def test_every_notebook_output_carries_its_libraries(report):
     """Assets are deduplicated per output, not per process: the same display twice (a cell run
     again), a run after the report, and a second attention view each carry what they draw with,
     once."""
-    for html in (report._repr_html_(), report._repr_html_(), report.runs[0]._repr_html_(),
-                 report.runs[0]._repr_html_()):
+    for html in (
+        report._repr_html_(),
+        report._repr_html_(),
+        report.runs[0]._repr_html_(),
+        report.runs[0]._repr_html_(),
+    ):
         assert html.count("* plotly.js v") == 1 and html.count("window.CircuitsVis = CircuitsVis") == 1
     run = report.runs[0]
     views = [display.show_attention(run.example_tokens, run.example_patterns, run.example_names) for _ in range(2)]
@@ -151,16 +190,49 @@ def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, t
 
     run = report.runs[0]
     report._repr_html_()  # displayed before: must not matter
-    ranking = HeadRanking(value_pre=run.value_pre, value_post=run.value_post, delta=run.delta, heads=run.heads.assign(jump_too_small=False),
-                          topk=run.topk, post_patterns=torch.zeros(1), example_tokens=run.example_tokens,
-                          example_patterns=run.example_patterns, example_names=run.example_names, jump_se=0.01)
-    components = pd.DataFrame([dict.fromkeys(COMPONENT_COLUMNS) | {"model": "toy", "seed": 1, "target": "pattern",
-                                "scope": "all", "k": 6, "heads": "", "metric": "p", "value": 0.5, "recovered": 0.8,
-                                "recovered_lo": 0.7, "recovered_hi": 0.9, "value_pre": 0.24, "value_post": 0.56}])
+    ranking = HeadRanking(
+        value_pre=run.value_pre,
+        value_post=run.value_post,
+        delta=run.delta,
+        heads=run.heads.assign(jump_too_small=False),
+        topk=run.topk,
+        post_patterns=torch.zeros(1),
+        example_tokens=run.example_tokens,
+        example_patterns=run.example_patterns,
+        example_names=run.example_names,
+        jump_se=0.01,
+    )
+    components = pd.DataFrame(
+        [
+            dict.fromkeys(COMPONENT_COLUMNS)
+            | {
+                "model": "toy",
+                "seed": 1,
+                "target": "pattern",
+                "scope": "all",
+                "k": 6,
+                "heads": "",
+                "metric": "p",
+                "value": 0.5,
+                "recovered": 0.8,
+                "recovered_lo": 0.7,
+                "recovered_hi": 0.9,
+                "value_pre": 0.24,
+                "value_post": 0.56,
+            }
+        ]
+    )
     view = display.show_attention(run.example_tokens, run.example_patterns, run.example_names)
     view._repr_html_()
-    cases = [(report, 1, 1), (run, 1, 1), (ranking, 1, 1), (view, 0, 1), (run.point, 1, 0),
-             (CapabilityScore(accuracy=0.5, p_answer=0.25, n_prompts=8), 0, 0), (components, 1, 0)]
+    cases = [
+        (report, 1, 1),
+        (run, 1, 1),
+        (ranking, 1, 1),
+        (view, 0, 1),
+        (run.point, 1, 0),
+        (CapabilityScore(accuracy=0.5, p_answer=0.25, n_prompts=8), 0, 0),
+        (components, 1, 0),
+    ]
     for i, (obj, plotly, circuitsvis) in enumerate(cases):
         path = tmp_path / "pages" / f"{i}.html"
         written = display.save_html(obj, path) if isinstance(obj, pd.DataFrame) else obj.save_html(path)
@@ -216,8 +288,9 @@ def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
         pd.testing.assert_frame_equal(a.point.evaluations, b.point.evaluations)
     pd.testing.assert_frame_equal(again.runs[0].training_loss, report.runs[0].training_loss)
     assert again.provenance == json.loads((tmp_path / "provenance.json").read_text())
-    assert re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|circuits-vis-[0-9a-f-]{13}", "", again.html()) == \
-        re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|circuits-vis-[0-9a-f-]{13}", "", report.html())
+    assert re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}|circuits-vis-[0-9a-f-]{13}", "", again.html()) == re.sub(
+        r"[0-9a-f]{8}-[0-9a-f-]{27}|circuits-vis-[0-9a-f-]{13}", "", report.html()
+    )
 
 
 def test_a_page_without_attention_views_carries_no_circuitsvis_bundle():
@@ -233,8 +306,9 @@ def test_load_refuses_a_folder_without_a_report(tmp_path):
 def test_provenance_records_call_settings_versions_and_sources():
     from importlib import metadata
 
-    record = make_provenance("interp.pipeline.run_main_job", {"threshold": 0.5, "sources": ["a"]},
-                             {"a": {"step1": "ff"}})
+    record = make_provenance(
+        "interp.pipeline.run_main_job", {"threshold": 0.5, "sources": ["a"]}, {"a": {"step1": "ff"}}
+    )
     assert record["call"] == "interp.pipeline.run_main_job" and record["settings"]["threshold"] == 0.5
     assert record["packages"]["torch"] == metadata.version("torch") == package_versions()["torch"]
     digests = source_digests()
@@ -247,7 +321,9 @@ def test_provenance_records_call_settings_versions_and_sources():
     assert record["checkpoints"] == {"a": {"step1": "ff"}}
     import subprocess
 
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here.parents[1], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=here.parents[1], capture_output=True, text=True
+    ).stdout.strip()
     assert digests["git_commit"] == (head or None)
 
 
@@ -259,8 +335,20 @@ def test_assets_reject_an_unknown_library():
 def test_train_result_displays_summary_and_figures():
     from synthetic.training import TrainConfig, train
 
-    result = train(TrainConfig(task="linear-map", S=4, s=2, n_heads=2, d_head=4, steps=20, tokens_per_step=64,
-                               eval_every=10, eval_tokens=64), progress=False)
+    result = train(
+        TrainConfig(
+            task="linear-map",
+            S=4,
+            s=2,
+            n_heads=2,
+            d_head=4,
+            steps=20,
+            tokens_per_step=64,
+            eval_every=10,
+            eval_tokens=64,
+        ),
+        progress=False,
+    )
     html = result._repr_html_()
     assert f"{result.summary['final_loss']:.4g}" in html
     assert html.count("plotly-graph-div") == 4  # loss, staircase, entropy, alignment

@@ -28,19 +28,24 @@ PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 SUBSTITUTIONS: dict[str, list[tuple[str, str]]] = {
     "README.md": [('"EleutherAI/pythia-160m-seed4"', "RUN")],
     "guide.md": [
-        ('"EleutherAI/pythia-160m-seed4"', "RUN"), ('"~/runs/my-suite"', "RUN"),
+        ('"EleutherAI/pythia-160m-seed4"', "RUN"),
+        ('"~/runs/my-suite"', "RUN"),
         ('"embedded/neox-2l-128d-seed2"', "RUN"),
-        ("src.load(31000)", "src.load(POST)"), ("pre_step=30000, post_step=31000", "pre_step=PRE, post_step=POST"),
+        ("src.load(31000)", "src.load(POST)"),
+        ("pre_step=30000, post_step=31000", "pre_step=PRE, post_step=POST"),
         ("pre=1800, post=1900, every=10", "pre=PRE, post=POST, every=50"),
         ("resolution=1)", "resolution=50, n_prompts=128)"),
         # readiness patches and evaluates each checkpoint twice (as trained, ideal patterns): the
         # first step and the ones from 200 before the point on (6 of the quick suite's 32) show
         # the call and its E and R; all 32 took 5.7 min of the page's ~14 min under load
-        ('el.readiness(src, batch, heads="auto")',
-         'el.readiness(src, batch, heads="auto", steps=[s for s in src.available_steps() if s == 0 or s >= PRE - 200])'),
+        (
+            'el.readiness(src, batch, heads="auto")',
+            'el.readiness(src, batch, heads="auto", steps=[s for s in src.available_steps() if s == 0 or s >= PRE - 200])',
+        ),
     ],
-    "sweeps.md": [('load_results(DIR), load_metrics(DIR)', ('load_results("results/lm-small"), '
-                                                             'load_metrics("results/lm-small")'))],
+    "sweeps.md": [
+        ("load_results(DIR), load_metrics(DIR)", ('load_results("results/lm-small"), load_metrics("results/lm-small")'))
+    ],
     "synthetic.md": [("steps=10_000", "steps=200")],
     "concepts.md": [('"embedded-quick/neox-2l-64d-seed1"', "RUN")],
     "extending.md": [('"embedded-quick/neox-2l-64d-seed1"', "RUN")],
@@ -61,11 +66,12 @@ def python_blocks(text: str) -> list[tuple[int, str, str | None]]:
     blocks = []
     for match in _BLOCK.finditer(text):
         indent = match.group(1)
-        code = "\n".join(line[len(indent):] if line.startswith(indent) else line
-                         for line in match.group(2).splitlines())
-        before = text[:match.start()].rstrip().splitlines()[-1:] or [""]
+        code = "\n".join(
+            line[len(indent) :] if line.startswith(indent) else line for line in match.group(2).splitlines()
+        )
+        before = text[: match.start()].rstrip().splitlines()[-1:] or [""]
         reason = re.fullmatch(r"\s*<!-- docs-test: no-run: (.+?) -->\s*", before[0])
-        blocks.append((text[:match.start()].count("\n") + 1, code, reason.group(1) if reason else None))
+        blocks.append((text[: match.start()].count("\n") + 1, code, reason.group(1) if reason else None))
     return blocks
 
 
@@ -144,15 +150,18 @@ def _run_blocks(page: Path, namespace: dict) -> None:
         try:
             exec(compile(code, f"{page.name}:{line}", "exec"), namespace)
         except Exception as err:  # name the block a reader would look at
-            raise AssertionError(f"{page.relative_to(ROOT)} block at line {line} fails: "
-                                 f"{type(err).__name__}: {err}") from err
+            raise AssertionError(
+                f"{page.relative_to(ROOT)} block at line {line} fails: {type(err).__name__}: {err}"
+            ) from err
 
 
 # --------------------------------------------------------------------------- module paths named in the docs
 
-_FILE = re.compile(r"(?<![\w/.~-])((?:interp|synthetic|sweeps|analyses|benchmarks|emergence_lens|tests|docs)"
-                   r"(?:/[\w.-]+)*/[\w-]+\.(?:py|md|ipynb|yaml|toml)|(?:interp|synthetic|sweeps|analyses|benchmarks|"
-                   r"emergence_lens)/(?:[\w-]+/)+)")
+_FILE = re.compile(
+    r"(?<![\w/.~-])((?:interp|synthetic|sweeps|analyses|benchmarks|emergence_lens|tests|docs)"
+    r"(?:/[\w.-]+)*/[\w-]+\.(?:py|md|ipynb|yaml|toml)|(?:interp|synthetic|sweeps|analyses|benchmarks|"
+    r"emergence_lens)/(?:[\w-]+/)+)"
+)
 _DOTTED = re.compile(r"(?<![\w/.-])((?:interp|synthetic|sweeps|emergence_lens)(?:\.[A-Za-z_]\w*)+)")
 
 
@@ -186,8 +195,9 @@ def test_every_module_path_named_in_the_docs_exists():
         for block in _FENCE.findall(text):
             if block.lstrip().startswith(("import ", "from ", "$", "emergence ", "make ")):
                 continue
-            missing += [f"{page.name}: {name} (in a listing)" for name in sorted(set(_BARE.findall(block)))
-                        if name not in files]
+            missing += [
+                f"{page.name}: {name} (in a listing)" for name in sorted(set(_BARE.findall(block))) if name not in files
+            ]
         for path in sorted(set(_FILE.findall(text))):
             if not (ROOT / path).exists():
                 missing.append(f"{page.name}: {path}")

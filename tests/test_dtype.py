@@ -62,7 +62,9 @@ def test_float16_pattern_softmax_is_taken_in_float32(quick_suite):
         attn._masked_softmax = spy
         tokens = RepetitionTask().build(source.tokenizer()).tokens
         with torch.inference_mode():
-            _, cache = model.run_with_cache(tokens, names_filter=["blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern"])
+            _, cache = model.run_with_cache(
+                tokens, names_filter=["blocks.0.attn.hook_attn_scores", "blocks.0.attn.hook_pattern"]
+            )
         scores, pattern = cache["blocks.0.attn.hook_attn_scores"], cache["blocks.0.attn.hook_pattern"]
         assert scores.dtype == pattern.dtype == dtype
         torch.testing.assert_close(pattern, scores.float().softmax(-1).to(dtype), atol=0, rtol=0)

@@ -17,8 +17,16 @@ from interp.core.training_state import NotResumableError, has_training_state, re
 from interp.sources import embedded
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
-                           warmup_steps=4, corpus_bytes=200_000)
+CFG = embedded.SuiteConfig(
+    sizes=(TINY,),
+    seeds=(3,),
+    steps=16,
+    checkpoint_every=8,
+    n_ctx=32,
+    batch_size=4,
+    warmup_steps=4,
+    corpus_bytes=200_000,
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +60,7 @@ def test_schedule_and_state_files(tiny_run):
 
 def test_resume_reproduces_later_checkpoint_bit_for_bit(tiny_run, tmp_path):
     out, losses = tiny_run
-    resumed = embedded.train_run(TINY, 3, CFG, tmp_path, resume_from=out / "step4", stop_step=16,
-                                 save_steps=[8, 16])
+    resumed = embedded.train_run(TINY, 3, CFG, tmp_path, resume_from=out / "step4", stop_step=16, save_steps=[8, 16])
     for step in (8, 16):
         stored, again = _weights(out / f"step{step}"), _weights(tmp_path / f"step{step}")
         assert stored.keys() == again.keys()
@@ -85,7 +92,9 @@ def test_folder_without_state_is_not_resumable(tiny_run, tmp_path):
 
 def test_environment_metadata_names_what_changes_weights():
     env = embedded.environment(CFG)
-    assert env["packages"]["torch"] == torch.__version__.split("+")[0] or env["packages"]["torch"].startswith(torch.__version__.split("+")[0])
+    assert env["packages"]["torch"] == torch.__version__.split("+")[0] or env["packages"]["torch"].startswith(
+        torch.__version__.split("+")[0]
+    )
     assert len(env["corpus_sha256"]) == 64
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert env["python"].count(".") == 2  # the patch version, not only major.minor
@@ -136,8 +145,17 @@ def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
     the one idle core's thread count; the long run arrives after it, and the count is restored.
     (On a one-core machine no core is idle while the long run trains: both come at the end.)"""
     small = embedded.ModelSize("neox-1l-16d", n_layers=1, d_model=16, n_heads=4)
-    cfg = embedded.SuiteConfig(sizes=(small, TINY), seeds=(3,), steps=8, checkpoint_every=8, n_ctx=32, batch_size=4,
-                               warmup_steps=4, corpus_bytes=200_000, size_steps=((TINY.name, 1500),))
+    cfg = embedded.SuiteConfig(
+        sizes=(small, TINY),
+        seeds=(3,),
+        steps=8,
+        checkpoint_every=8,
+        n_ctx=32,
+        batch_size=4,
+        warmup_steps=4,
+        corpus_bytes=200_000,
+        size_steps=((TINY.name, 1500),),
+    )
     threads, cores = torch.get_num_threads(), os.cpu_count() or 1
     spare = cores >= 2  # a core beside the one training the long run
     beside_training = max(1, min(threads, cores - 1)) if spare else threads
@@ -146,11 +164,16 @@ def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
         long_run = folder.parent / embedded.run_name(TINY, 3)
         seen.append((name, (long_run / "suite.json").exists(), torch.get_num_threads()))
         assert (folder / "suite.json").exists()
-    assert seen == [(embedded.run_name(small, 3), not spare, beside_training), (embedded.run_name(TINY, 3), True, threads)]
+    assert seen == [
+        (embedded.run_name(small, 3), not spare, beside_training),
+        (embedded.run_name(TINY, 3), True, threads),
+    ]
     assert torch.get_num_threads() == threads
     # cached now: both at once, in (size, seed) order, nothing trained
     assert [name for name, _ in embedded.iter_suite(cfg, root=tmp_path, progress=False)] == cfg.run_names()
     # the long run lost: the cached short run is handed out while it trains again, not after
     shutil.rmtree(folder)
-    again = [(name, (folder / "suite.json").exists()) for name, _ in embedded.iter_suite(cfg, root=tmp_path, progress=False)]
+    again = [
+        (name, (folder / "suite.json").exists()) for name, _ in embedded.iter_suite(cfg, root=tmp_path, progress=False)
+    ]
     assert again == [(embedded.run_name(small, 3), not spare), (embedded.run_name(TINY, 3), True)]

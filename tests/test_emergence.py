@@ -24,10 +24,22 @@ PYTHIA_STEPS = tuple([0] + [2**i for i in range(10)] + list(range(1000, 143001, 
 
 #: Issue 19: neox-2l-128d seed 0 of the quick suite as `make demo` scanned it on an AVX2-only
 #: machine (64 prompts): step -> (accuracy, p(answer)) for steps 700..2000.
-ISSUE_CURVE = {700: (0.125, 0.076), 800: (0.094, 0.070), 900: (0.062, 0.075), 1000: (0.031, 0.068),
-               1100: (0.500, 0.240), 1200: (0.203, 0.175), 1300: (0.609, 0.351), 1400: (0.688, 0.440),
-               1500: (0.719, 0.447), 1600: (0.688, 0.411), 1700: (0.547, 0.319), 1800: (0.625, 0.361),
-               1900: (0.672, 0.401), 2000: (0.656, 0.336)}
+ISSUE_CURVE = {
+    700: (0.125, 0.076),
+    800: (0.094, 0.070),
+    900: (0.062, 0.075),
+    1000: (0.031, 0.068),
+    1100: (0.500, 0.240),
+    1200: (0.203, 0.175),
+    1300: (0.609, 0.351),
+    1400: (0.688, 0.440),
+    1500: (0.719, 0.447),
+    1600: (0.688, 0.411),
+    1700: (0.547, 0.319),
+    1800: (0.625, 0.361),
+    1900: (0.672, 0.401),
+    2000: (0.656, 0.336),
+}
 #: The embedded suites' base schedule up to step 2000 (log-spaced early steps, then every 100).
 BASE_SCHEDULE = [0, 1, 2, 4, 8, 16, 32, 64] + list(range(100, 2001, 100))
 
@@ -35,8 +47,10 @@ BASE_SCHEDULE = [0, 1, 2, 4, 8, 16, 32, 64] + list(range(100, 2001, 100))
 def issue_curve(steps) -> dict[int, tuple[float, float]]:
     """ISSUE_CURVE on ``steps``; the steps before 700 (not given in the issue) at or below 0.141."""
     early = [0.141, 0.109, 0.125, 0.094, 0.141, 0.078, 0.109]
-    return {s: ISSUE_CURVE[s] if s in ISSUE_CURVE else (early[k % len(early)], early[k % len(early)] * 0.6)
-            for k, s in enumerate(steps)}
+    return {
+        s: ISSUE_CURVE[s] if s in ISSUE_CURVE else (early[k % len(early)], early[k % len(early)] * 0.6)
+        for k, s in enumerate(steps)
+    }
 
 
 def counting(curve: dict[int, float]):
@@ -83,7 +97,7 @@ def test_bisection_on_pythia_schedule_matches_scan_within_budget(jump_index, hol
     assert max_bisection_evaluations(154, 0) == 10 and max_bisection_evaluations(154) == 14
     assert sorted(point.evaluations["step"]) == sorted(calls)
     # every checkpoint of the hold window after post was evaluated and holds
-    window = steps[jump_index + 1: jump_index + 1 + hold]
+    window = steps[jump_index + 1 : jump_index + 1 + hold]
     assert set(window) <= set(calls) and all(curve[s] >= 0.5 for s in window)
 
 
@@ -135,15 +149,22 @@ def test_crossing_at_exactly_the_threshold_that_falls_back():
     with pytest.warns(UserWarning, match="not monotone"):
         point = search_emergence(steps, evaluate)
     assert calls[:3] == [900, 0, 400]  # the third probe is the touch
-    assert (point.pre_step, point.post_step, point.monotone) == (500, 600, False) == point_from_curve(steps, acc2)[:2] + (False,)
+    assert (
+        (point.pre_step, point.post_step, point.monotone)
+        == (500, 600, False)
+        == point_from_curve(steps, acc2)[:2] + (False,)
+    )
 
 
-@pytest.mark.parametrize("tail, expected", [
-    ([0.2, 0.7], (800, 900, True)),            # the last checkpoint alone: holds at every (no) remaining one
-    ([0.7, 0.8], (700, 800, True)),            # one checkpoint left of the two the rule asks for: it holds there
-    ([0.7, 0.3], (None, None, False)),         # crosses at the end and falls back at the last checkpoint
-    ([0.7, 0.8, 0.3], (None, None, False)),    # falls back within hold of the crossing
-])
+@pytest.mark.parametrize(
+    "tail, expected",
+    [
+        ([0.2, 0.7], (800, 900, True)),  # the last checkpoint alone: holds at every (no) remaining one
+        ([0.7, 0.8], (700, 800, True)),  # one checkpoint left of the two the rule asks for: it holds there
+        ([0.7, 0.3], (None, None, False)),  # crosses at the end and falls back at the last checkpoint
+        ([0.7, 0.8, 0.3], (None, None, False)),  # falls back within hold of the crossing
+    ],
+)
 def test_crossing_in_the_last_checkpoints(tail, expected):
     steps = list(range(0, 100 * (8 + len(tail)), 100))
     acc = [0.1] * 8 + tail
@@ -174,7 +195,9 @@ def test_bisection_verifies_a_transient_bump_it_lands_on():
     assert not point.monotone and (point.pre_step, point.post_step) == (600, 700) == point_from_curve(steps, acc)[:2]
     evaluate, calls = counting(dict(zip(steps, acc)))
     point = search_emergence(steps, evaluate, threshold=0.5, hold=0)
-    assert point.monotone and (point.pre_step, point.post_step) == (300, 400) == point_from_curve(steps, acc, hold=0)[:2]
+    assert (
+        point.monotone and (point.pre_step, point.post_step) == (300, 400) == point_from_curve(steps, acc, hold=0)[:2]
+    )
 
 
 def test_bisection_cannot_see_a_held_crossing_between_two_probes_below():
@@ -257,21 +280,32 @@ def test_scan_takes_the_rule_over_every_step_and_records_hold():
     point = scan_emergence(source, None, evaluator=CurveEvaluator(issue_curve(steps)))
     assert (point.pre_step, point.post_step, point.emerged, point.monotone) == (1200, 1300, True, False)
     assert point.search == "scan" and point.n_evaluations == len(steps) == len(point.evaluations)
-    assert point.as_row() == {"pre_step": 1200, "post_step": 1300, "emerged": True, "n_evaluations": 21,
-                              "monotone": False, "threshold": 0.5, "hold": 2, "search": "scan"}
+    assert point.as_row() == {
+        "pre_step": 1200,
+        "post_step": 1300,
+        "emerged": True,
+        "n_evaluations": 21,
+        "monotone": False,
+        "threshold": 0.5,
+        "hold": 2,
+        "search": "scan",
+    }
     assert point.excluded_steps == {2100: 2000}
     with pytest.warns(UserWarning, match="not monotone"):
         bisected = find_emergence(source, None, evaluator=CurveEvaluator(issue_curve(steps)), hold=1)
     assert (bisected.pre_step, bisected.post_step, bisected.hold) == (1200, 1300, 1)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: search_emergence([0, 1], lambda s: CapabilityScore(0, 0, 1), hold=-1),
-    lambda: point_from_curve([0, 1], [0.1, 0.9], hold=-1),
-    lambda: held_crossing([0, 1], [0.1, 0.9], hold=1.5),
-    lambda: find_emergence(FakeSource([0, 1], untouchable=True), None, hold=-1),
-    lambda: scan_emergence(FakeSource([0, 1], untouchable=True), None, hold=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: search_emergence([0, 1], lambda s: CapabilityScore(0, 0, 1), hold=-1),
+        lambda: point_from_curve([0, 1], [0.1, 0.9], hold=-1),
+        lambda: held_crossing([0, 1], [0.1, 0.9], hold=1.5),
+        lambda: find_emergence(FakeSource([0, 1], untouchable=True), None, hold=-1),
+        lambda: scan_emergence(FakeSource([0, 1], untouchable=True), None, hold=-1),
+    ],
+)
 def test_bad_hold_is_a_clear_error_before_any_work(call):
     with pytest.raises(ValueError, match=r"hold=(-1|1\.5): must be an integer >= 0"):
         call()
@@ -306,9 +340,12 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
 
     monkeypatch.setattr(pipeline, "StepEvaluator", Fixed)
     task = RepetitionTask(n_prompts=4, length=4)
-    kwargs = dict(task=task, device="cpu", progress=False, decompose=False, scores=False, hold=0,
-                  scrub=False)  # the scrubber records with its own evaluator; this test fixes the curve
-    scanned = pipeline.run_main_job([LocalSuiteSource(tiny_local_suite)], scan=True, out_dir=tmp_path / "scan", **kwargs)
+    kwargs = dict(
+        task=task, device="cpu", progress=False, decompose=False, scores=False, hold=0, scrub=False
+    )  # the scrubber records with its own evaluator; this test fixes the curve
+    scanned = pipeline.run_main_job(
+        [LocalSuiteSource(tiny_local_suite)], scan=True, out_dir=tmp_path / "scan", **kwargs
+    )
     point = scanned.runs[0].point
     assert (point.pre_step, point.post_step, point.emerged, point.monotone) == (0, 100, True, False)
     assert (point.search, point.n_evaluations, point.hold) == ("scan", 3, 0)

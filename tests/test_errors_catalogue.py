@@ -17,7 +17,8 @@ def entries():
 
 def test_docs_errors_md_is_the_generators_output(entries):
     assert cat.PAGE.read_text() == cat.render(entries), (
-        "docs/errors.md differs from the code; run: python -m emergence_lens.errors_catalogue")
+        "docs/errors.md differs from the code; run: python -m emergence_lens.errors_catalogue"
+    )
 
 
 def test_every_error_class_is_listed_with_meaning_and_fix(entries):

@@ -73,7 +73,9 @@ def test_olmo2_source_offline(olmo2_hub_cache, hub_cache_env):
 
     ingredient = open_source(f"{OLMO2_REPO}:stage2-ingredient1")
     assert ingredient.available_steps() == [0, 1000] and ingredient.missing_steps() == []
-    assert ingredient.load(1000, device="cpu").digest == sha256(models["stage2-ingredient1-step1000-tokens4B"] / "model.safetensors")
+    assert ingredient.load(1000, device="cpu").digest == sha256(
+        models["stage2-ingredient1-step1000-tokens4B"] / "model.safetensors"
+    )
 
 
 def test_olmo2_cli_curve_bisect_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
@@ -89,7 +91,9 @@ def test_olmo2_cli_curve_bisect_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_p
 
     invoke("curve", f"{OLMO2_REPO}:stage2-ingredient1", "--steps", "1000", *TASK, "--out", tmp_path / "ingredient")
     p_ingredient = pd.read_csv(tmp_path / "ingredient" / "emergence.csv")["p_answer"].item()
-    assert p_ingredient == pytest.approx(hf_p_answer(models["stage2-ingredient1-step1000-tokens4B"], tokenizer), abs=1e-5)
+    assert p_ingredient == pytest.approx(
+        hf_p_answer(models["stage2-ingredient1-step1000-tokens4B"], tokenizer), abs=1e-5
+    )
     assert abs(p_ingredient - expected) > 1e-4  # the other series' step 1000 is another model
 
     result = invoke("bisect", OLMO2_REPO, *TASK, "--out", tmp_path / "bisect")
@@ -97,10 +101,18 @@ def test_olmo2_cli_curve_bisect_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_p
     assert points["emerged"].tolist() == [False] and points["n_evaluations"].tolist() == [2]  # random models
     table = pd.read_csv(tmp_path / "bisect" / "checkpoints.csv")
     assert table[["step", "status"]].values.tolist() == [
-        [0, "searchable"], [1000, "searchable"], [2000, "duplicate-excluded"], [3000, "missing"],
-        [4000, "searchable"], [5000, "duplicate-kept-final"]]
+        [0, "searchable"],
+        [1000, "searchable"],
+        [2000, "duplicate-excluded"],
+        [3000, "missing"],
+        [4000, "searchable"],
+        [5000, "duplicate-kept-final"],
+    ]
     assert table["revision"][1] == "stage1-step1000-tokens5B" and table["tokens"][4] == 17 * 10**9
-    assert "hazard: OLMo-2-0425-1B seed 0: 1 steps excluded, identical weights within each group {2000, 5000}" in result.output
+    assert (
+        "hazard: OLMo-2-0425-1B seed 0: 1 steps excluded, identical weights within each group {2000, 5000}"
+        in result.output
+    )
     assert "1 steps of the schedule not in the local hub cache: 3000" in result.output
     evaluated = pd.read_csv(tmp_path / "bisect" / "emergence.csv")["step"].tolist()
     assert evaluated == [0, 5000]  # first and last searchable steps
@@ -114,15 +126,27 @@ def test_olmo2_cli_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
     each equals a hand-written hook patch of the top head, and the two agree to 1e-5."""
     hub_cache_env(olmo2_hub_cache["cache_dir"])
     for method in ("fast", "reference"):
-        invoke("rank-heads", OLMO2_REPO, "--pre", "1000", "--post", "4000", "--method", method, *TASK,
-               "--out", tmp_path / method)
+        invoke(
+            "rank-heads",
+            OLMO2_REPO,
+            "--pre",
+            "1000",
+            "--post",
+            "4000",
+            "--method",
+            method,
+            *TASK,
+            "--out",
+            tmp_path / method,
+        )
     fast = pd.read_csv(tmp_path / "fast" / "heads.csv").sort_values(["layer", "head"])
     reference = pd.read_csv(tmp_path / "reference" / "heads.csv").sort_values(["layer", "head"])
     assert len(fast) == 2 * 4 and sorted(fast["rank"]) == list(range(1, 9))
     assert (fast["delta"].to_numpy() - reference["delta"].to_numpy()).__abs__().max() < 1e-5
     top = reference.sort_values("rank").iloc[0]
-    assert top["delta"] == pytest.approx(_hooked_delta_p(OLMO2_REPO, 1000, 4000, int(top["layer"]), int(top["head"])),
-                                           abs=1e-5)
+    assert top["delta"] == pytest.approx(
+        _hooked_delta_p(OLMO2_REPO, 1000, 4000, int(top["layer"]), int(top["head"])), abs=1e-5
+    )
 
 
 def _hooked_delta_p(spec: str, pre: int, post: int, layer: int, head: int) -> float:
@@ -164,27 +188,48 @@ def test_gpt2_cli_curve_bisect_rank_heads(gpt2_hub_cache, hub_cache_env, tmp_pat
 
     result = invoke("bisect", GPT2_REPO, *TASK, "--out", tmp_path / "bisect")
     table = pd.read_csv(tmp_path / "bisect" / "checkpoints.csv")
-    assert table["status"].tolist() == ["searchable", "duplicate-excluded", "searchable", "missing",
-                                        "duplicate-excluded", "searchable"]
+    assert table["status"].tolist() == [
+        "searchable",
+        "duplicate-excluded",
+        "searchable",
+        "missing",
+        "duplicate-excluded",
+        "searchable",
+    ]
     assert "no label known right" in result.output
     assert pd.read_csv(tmp_path / "bisect" / "emergence.csv")["step"].tolist() == [0, 500]
 
     for method in ("fast", "reference"):
-        invoke("rank-heads", GPT2_REPO, "--pre", "200", "--post", "500", "--method", method, *TASK,
-               "--out", tmp_path / method)
+        invoke(
+            "rank-heads",
+            GPT2_REPO,
+            "--pre",
+            "200",
+            "--post",
+            "500",
+            "--method",
+            method,
+            *TASK,
+            "--out",
+            tmp_path / method,
+        )
     fast = pd.read_csv(tmp_path / "fast" / "heads.csv").sort_values(["layer", "head"])
     reference = pd.read_csv(tmp_path / "reference" / "heads.csv").sort_values(["layer", "head"])
     assert len(fast) == 2 * 4
     assert (fast["delta"].to_numpy() - reference["delta"].to_numpy()).__abs__().max() < 1e-5
     top = reference.sort_values("rank").iloc[0]
-    assert top["delta"] == pytest.approx(_hooked_delta_p(GPT2_REPO, 200, 500, int(top["layer"]), int(top["head"])), abs=1e-5)
+    assert top["delta"] == pytest.approx(
+        _hooked_delta_p(GPT2_REPO, 200, 500, int(top["layer"]), int(top["head"])), abs=1e-5
+    )
 
 
 def test_list_models_names_the_families():
     result = invoke("list-models")
     families = [line for line in result.output.splitlines() if line.startswith("# ")]
     assert families[0].startswith("# Pythia / PolyPythia: ids EleutherAI/pythia-")
-    assert any(line.startswith("# OLMo-2: ids allenai/OLMo-2-") and "stage1-step{N}-tokens{M}B" in line for line in families)
+    assert any(
+        line.startswith("# OLMo-2: ids allenai/OLMo-2-") and "stage1-step{N}-tokens{M}B" in line for line in families
+    )
     assert any("allenai/OLMo-1B-hf" in line and "step{N}-tokens{M}B" in line for line in families)
 
 
@@ -196,12 +241,25 @@ def test_olmo1_branch_names_and_load(tmp_path, byte_tokenizer_dir, hub_cache_env
     from conftest import build_hub_cache
 
     torch.manual_seed(0)
-    config = OlmoConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=64, pad_token_id=None, bos_token_id=None,
-                        eos_token_id=None, tie_word_embeddings=False)
+    config = OlmoConfig(
+        vocab_size=256,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=None,
+        bos_token_id=None,
+        eos_token_id=None,
+        tie_word_embeddings=False,
+    )
     OlmoForCausalLM(config).save_pretrained(tmp_path / "m")
-    build_hub_cache(tmp_path / "cache", "allenai/OLMo-1B-hf",
-                    {"step20000-tokens84B": tmp_path / "m", "step21000-tokens88B": tmp_path / "m"}, byte_tokenizer_dir)
+    build_hub_cache(
+        tmp_path / "cache",
+        "allenai/OLMo-1B-hf",
+        {"step20000-tokens84B": tmp_path / "m", "step21000-tokens88B": tmp_path / "m"},
+        byte_tokenizer_dir,
+    )
     hub_cache_env(tmp_path / "cache")
     source = open_source("allenai/OLMo-1B-hf")
     assert source.series == "" and source.available_steps() == [20000, 21000]

@@ -19,9 +19,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_one_import_exposes_the_notebook_names():
-    for name in ("open_source", "RepetitionTask", "TaskBatch", "find_emergence", "rank_heads_between",
-                 "decompose_between", "run_main_job", "MainJobReport", "show_attention", "METRICS",
-                 "register_metric", "HeadRanking", "tasks", "patching"):
+    for name in (
+        "open_source",
+        "RepetitionTask",
+        "TaskBatch",
+        "find_emergence",
+        "rank_heads_between",
+        "decompose_between",
+        "run_main_job",
+        "MainJobReport",
+        "show_attention",
+        "METRICS",
+        "register_metric",
+        "HeadRanking",
+        "tasks",
+        "patching",
+    ):
         assert name in el.__all__ and name in dir(el)
     from interp.ranking import rank_heads_between
     from interp.tasks import RepetitionTask
@@ -35,13 +48,20 @@ def test_one_import_exposes_the_notebook_names():
 
 
 def test_import_and_help_do_not_load_torch():
-    code = ("import sys\nimport emergence_lens\nfrom typer.testing import CliRunner\n"
-            "from emergence_lens.cli import app\n"
-            "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
-            "heavy = [m for m in ('torch', 'pandas', 'transformers', 'transformer_lens') if m in sys.modules]\n"
-            "print(heavy)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys\nimport emergence_lens\nfrom typer.testing import CliRunner\n"
+        "from emergence_lens.cli import app\n"
+        "assert CliRunner().invoke(app, ['--help']).exit_code == 0\n"
+        "heavy = [m for m in ('torch', 'pandas', 'transformers', 'transformer_lens') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
 
@@ -54,11 +74,20 @@ def _ranking(delta=None):
 
     delta = torch.tensor([[0.3, float("nan")], [0.1, -0.2]]) if delta is None else delta
     heads = rank_heads(delta).assign(metric="logit-diff", unit="logits")
-    topk = pd.DataFrame({"k": [1, 2], "value": [0.5, 0.7], "recovered": [0.4, 0.8], "metric": "logit-diff",
-                         "unit": "logits"})
-    return HeadRanking(value_pre=0.1, value_post=1.1, delta=delta, heads=heads, topk=topk,
-                       post_patterns=torch.rand(2, 64, 2, 19, 19, generator=torch.Generator().manual_seed(0)),
-                       metric="logit-diff", unit="logits", example_tokens=[str(i) for i in range(19)])
+    topk = pd.DataFrame(
+        {"k": [1, 2], "value": [0.5, 0.7], "recovered": [0.4, 0.8], "metric": "logit-diff", "unit": "logits"}
+    )
+    return HeadRanking(
+        value_pre=0.1,
+        value_post=1.1,
+        delta=delta,
+        heads=heads,
+        topk=topk,
+        post_patterns=torch.rand(2, 64, 2, 19, 19, generator=torch.Generator().manual_seed(0)),
+        metric="logit-diff",
+        unit="logits",
+        example_tokens=[str(i) for i in range(19)],
+    )
 
 
 def test_head_ranking_prints_in_one_screen_and_compares_by_value():
@@ -104,10 +133,16 @@ def test_every_result_class_prints_short_and_compares(tmp_path):
     assert point == EmergencePoint("run", 100, 200, True, 0.5, True, 9, evaluations.copy())
     assert point != EmergencePoint("run", 100, 300, True, 0.5, True, 9, evaluations)
     assert len(repr(point)) < 1000
-    batch = TaskBatch(torch.zeros(512, 19, dtype=torch.long), torch.zeros(512, dtype=torch.long),
-                      torch.full((512,), 18), prompts=["x" * 40] * 512, task="repetition")
-    assert batch == TaskBatch(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
-                              list(batch.prompts), "repetition")
+    batch = TaskBatch(
+        torch.zeros(512, 19, dtype=torch.long),
+        torch.zeros(512, dtype=torch.long),
+        torch.full((512,), 18),
+        prompts=["x" * 40] * 512,
+        task="repetition",
+    )
+    assert batch == TaskBatch(
+        batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(), list(batch.prompts), "repetition"
+    )
     assert len(repr(batch)) < 1000 and "512 items" in repr(batch)
     assert "<table" in batch._repr_html_() and "<table" in point._repr_html_()
 
@@ -201,8 +236,11 @@ def test_tables_carry_the_sources_model_and_seed(seeded_suite):
 def test_attention_views_refuse_inputs_they_would_crop():
     patterns = torch.rand(2, 19, 19).softmax(-1)
     tokens = [str(i) for i in range(19)]
-    with pytest.raises(ValueError, match=r"patterns \[2, 19, 19\], 5 tokens, 1 names: 5 tokens for 19 query / 19 key "
-                                         r"positions; 1 names for 2 patterns"):
+    with pytest.raises(
+        ValueError,
+        match=r"patterns \[2, 19, 19\], 5 tokens, 1 names: 5 tokens for 19 query / 19 key "
+        r"positions; 1 names for 2 patterns",
+    ):
         el.show_attention(tokens[:5], patterns, ["one"])
     with pytest.raises(ValueError, match=r"query_pos 19 != key_pos 18"):
         el.show_attention(tokens, patterns[:, :, :18], ["a", "b"])
@@ -221,8 +259,18 @@ def _report_for(ranking, metric):
     curve = pd.DataFrame({"step": [0, 100, 200], "accuracy": [0.0, 0.2, 0.8], "p_answer": [0.1, 0.2, 0.7]})
     point = EmergencePoint("toy/toy-2l-seed2", 100, 200, True, 0.5, True, 3, curve.assign(order=[1, 2, 3]))
     run = RunAnalysis(model="toy-2l", seed=2, model_id=point.model_id, point=point, curve=curve)
-    for key in ("value_pre", "value_post", "delta", "heads", "topk", "metric", "unit", "example_tokens",
-                "example_patterns", "example_names"):
+    for key in (
+        "value_pre",
+        "value_post",
+        "delta",
+        "heads",
+        "topk",
+        "metric",
+        "unit",
+        "example_tokens",
+        "example_patterns",
+        "example_names",
+    ):
         setattr(run, key, getattr(ranking, key))
     return MainJobReport(runs=[run], title=f"toy {metric}")
 
@@ -267,12 +315,18 @@ def test_reports_saved_with_the_old_column_names_load_with_the_new(seeded_suite,
     from interp.tasks import RepetitionTask
 
     batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
-    report = _report_for(rank_heads_between(seeded_suite, 100, 200, batch, n_boot=20, ks=[1], metric="logprob"),
-                         "logprob")
+    report = _report_for(
+        rank_heads_between(seeded_suite, 100, 200, batch, n_boot=20, ks=[1], metric="logprob"), "logprob"
+    )
     report.save(tmp_path / "r")
     state = next((tmp_path / "r" / "state").glob("00-*"))
-    old_names = {"delta": "delta_p", "delta_lo": "delta_p_lo", "delta_hi": "delta_p_hi",
-                 "delta_attribution": "delta_p_attribution", "value": "p_patched"}
+    old_names = {
+        "delta": "delta_p",
+        "delta_lo": "delta_p_lo",
+        "delta_hi": "delta_p_hi",
+        "delta_attribution": "delta_p_attribution",
+        "value": "p_patched",
+    }
     for name in ("heads", "topk"):  # as a report written before the rename
         table = pd.read_parquet(state / f"{name}.parquet").drop(columns=["unit"]).rename(columns=old_names)
         table.to_parquet(state / f"{name}.parquet")
@@ -290,8 +344,20 @@ def test_reports_saved_with_the_old_column_names_load_with_the_new(seeded_suite,
 def test_synthetic_results_print_short_and_compare():
     from synthetic.training import TrainConfig, train
 
-    config = TrainConfig(task="linear-map", S=4, s=1, d_head=4, n_heads=2, n_layers=1, steps=3, tokens_per_step=64,
-                         eval_every=1, eval_tokens=64, warmup_steps=1, seed=0)
+    config = TrainConfig(
+        task="linear-map",
+        S=4,
+        s=1,
+        d_head=4,
+        n_heads=2,
+        n_layers=1,
+        steps=3,
+        tokens_per_step=64,
+        eval_every=1,
+        eval_tokens=64,
+        warmup_steps=1,
+        seed=0,
+    )
     a, b = train(config, progress=False), train(config, progress=False)
     assert len(repr(a)) < MAX_REPR_CHARS and "DataFrame[" in repr(a)
     assert a == b  # same settings, same seed: same metrics and the same weights

@@ -17,8 +17,9 @@ from interp.forcing import Forcing, forced_attention
 from interp.patching.ideal import ideal_pattern
 from interp.sources import embedded
 
-TINY = dataclasses.replace(embedded.QUICK, steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4,
-                           n_ctx=48)
+TINY = dataclasses.replace(
+    embedded.QUICK, steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4, n_ctx=48
+)
 
 
 def test_schedule():
@@ -28,13 +29,16 @@ def test_schedule():
     assert Forcing(((0, 0, "induction"),), steps=2, anneal_steps=0).beta_at(2) == 0.0
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(heads=((0, 0, "inductoin"),)), "'inductoin' is unknown; valid: previous_token"),
-    (dict(heads=((0, 0),)), "must be (layer, head, pattern name)"),
-    (dict(heads=((0, 0, "induction"),), beta=-1), "beta=-1 must be a finite number >= 0"),
-    (dict(heads=((0, 0, "induction"),), eps=0), "eps=0 must be > 0"),
-    (dict(heads=()), "at least one"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(heads=((0, 0, "inductoin"),)), "'inductoin' is unknown; valid: previous_token"),
+        (dict(heads=((0, 0),)), "must be (layer, head, pattern name)"),
+        (dict(heads=((0, 0, "induction"),), beta=-1), "beta=-1 must be a finite number >= 0"),
+        (dict(heads=((0, 0, "induction"),), eps=0), "eps=0 must be > 0"),
+        (dict(heads=()), "at least one"),
+    ],
+)
 def test_bad_forcing_is_one_line_error(kw, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Forcing(**kw)
@@ -71,8 +75,10 @@ def test_forced_head_attends_as_its_ideal_pattern():
 
 def test_head_outside_model_refused():
     model = _model("sdpa")
-    with (pytest.raises(ValueError, match="forcing head L2H0 is outside the model"),
-          forced_attention(model, Forcing(((2, 0, "induction"),)), torch.zeros(1, 4, dtype=torch.long), 0)):
+    with (
+        pytest.raises(ValueError, match="forcing head L2H0 is outside the model"),
+        forced_attention(model, Forcing(((2, 0, "induction"),)), torch.zeros(1, 4, dtype=torch.long), 0),
+    ):
         pass
 
 
@@ -86,8 +92,9 @@ FORCING = Forcing(((0, 0, "previous_token"), (1, 0, "induction")), beta=1.0, ste
 def test_resume_equals_uninterrupted_bit_for_bit(tmp_path, one_torch_thread):
     full = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "a", forcing=FORCING, save_steps=[8, 24])
     first = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[8], stop_step=8)
-    rest = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[24],
-                              resume_from=tmp_path / "b" / "step8")
+    rest = embedded.train_run(
+        embedded.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[24], resume_from=tmp_path / "b" / "step8"
+    )
     assert _weights(tmp_path / "a" / "step24") == _weights(tmp_path / "b" / "step24")
     assert _weights(tmp_path / "a" / "step8") == _weights(tmp_path / "b" / "step8")
     assert full["loss"].tolist() == first["loss"].tolist() + rest["loss"].tolist()
@@ -100,10 +107,17 @@ def test_plain_bytes_and_bias_moves_weights(tmp_path, one_torch_thread):
         seen.append(all(not layer.attention._forward_pre_hooks for layer in model.gpt_neox.layers))
 
     plain = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "plain", save_steps=[24])
-    off = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "off", save_steps=[24],
-                             forcing=dataclasses.replace(FORCING, steps=0, anneal_steps=0))
-    embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "forced", save_steps=[8, 24], forcing=FORCING,
-                       eval_fn=eval_fn)
+    off = embedded.train_run(
+        embedded.SMALL,
+        1,
+        TINY,
+        tmp_path / "off",
+        save_steps=[24],
+        forcing=dataclasses.replace(FORCING, steps=0, anneal_steps=0),
+    )
+    embedded.train_run(
+        embedded.SMALL, 1, TINY, tmp_path / "forced", save_steps=[8, 24], forcing=FORCING, eval_fn=eval_fn
+    )
     assert _weights(tmp_path / "plain" / "step24") == _weights(tmp_path / "off" / "step24")
     assert plain["loss"].tolist() == off["loss"].tolist()
     assert _weights(tmp_path / "plain" / "step24") != _weights(tmp_path / "forced" / "step24")
@@ -126,6 +140,14 @@ def test_forcing_none_matches_the_cached_suite(one_torch_thread):
 
     with tempfile.TemporaryDirectory() as tmp:
         # in a process with the suite's kernel pins, as ensure_suite trains (a test process may run others)
-        kernel_pins.run_pinned(embedded.train_run, embedded.SMALL, 1, embedded.QUICK, Path(tmp), stop_step=100,
-                               save_steps=[100], forcing=None)
+        kernel_pins.run_pinned(
+            embedded.train_run,
+            embedded.SMALL,
+            1,
+            embedded.QUICK,
+            Path(tmp),
+            stop_step=100,
+            save_steps=[100],
+            forcing=None,
+        )
         assert _weights(Path(tmp) / "step100") == _weights(folder / "step100")

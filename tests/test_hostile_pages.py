@@ -33,7 +33,7 @@ from tests.test_report_browser import _check_page, _require_browser
 #: The hostile tokens, in the order that triggers the double-escaped state.
 HOSTILE = ["<!--", "<script>", "</script>", "\u2028", "\"q'", "&amp;", "<img src=x onerror=window.__pwned=1>", "<b>"]
 HOSTILE_MODEL = "m<!--<script>&\"'"
-HOSTILE_TITLE = "report <!-- <script> </script> & \"q\""
+HOSTILE_TITLE = 'report <!-- <script> </script> & "q"'
 #: Tags the hostile text would create if it were read as markup.
 FORBIDDEN_TAGS = {"img"}
 
@@ -80,16 +80,50 @@ def hostile_run(seed: int = 1):
     run.point = dataclasses.replace(run.point, model_id=run.model_id)
     run.example_tokens = (HOSTILE * 2)[:n]
     run.example_names = [f"{name} {HOSTILE[i % 3]}" for i, name in enumerate(run.example_names)]
-    run.components = pd.DataFrame([dict.fromkeys(COMPONENT_COLUMNS) | {
-        "model": HOSTILE_MODEL, "seed": seed, "target": "pattern", "scope": "all", "k": 6, "heads": "</script>",
-        "metric": "p", "value": 0.5, "recovered": 0.8, "recovered_lo": 0.7, "recovered_hi": 0.9, "value_pre": 0.24,
-        "value_post": 0.56, "jump_se": 0.01, "jump_too_small": False}])
-    run.head_scores = pd.DataFrame({"model": HOSTILE_MODEL, "seed": seed, "step": [0, 300, 0, 300], "layer": 1,
-                                    "head": 0, "score": ["prefix_matching"] * 2 + ["previous_token"] * 2,
-                                    "value": [0.1, 0.9, 0.2, 0.3]})
-    run.checkpoints = pd.DataFrame({"step": [0, 100], "revision": ["step0", HOSTILE[1]], "tokens": [0, 1],
-                                    "digest": ["a", "a"], "status": ["searchable", "duplicate-excluded"],
-                                    "same_weights_as": [None, "0"], "listing": [None, None]})
+    run.components = pd.DataFrame(
+        [
+            dict.fromkeys(COMPONENT_COLUMNS)
+            | {
+                "model": HOSTILE_MODEL,
+                "seed": seed,
+                "target": "pattern",
+                "scope": "all",
+                "k": 6,
+                "heads": "</script>",
+                "metric": "p",
+                "value": 0.5,
+                "recovered": 0.8,
+                "recovered_lo": 0.7,
+                "recovered_hi": 0.9,
+                "value_pre": 0.24,
+                "value_post": 0.56,
+                "jump_se": 0.01,
+                "jump_too_small": False,
+            }
+        ]
+    )
+    run.head_scores = pd.DataFrame(
+        {
+            "model": HOSTILE_MODEL,
+            "seed": seed,
+            "step": [0, 300, 0, 300],
+            "layer": 1,
+            "head": 0,
+            "score": ["prefix_matching"] * 2 + ["previous_token"] * 2,
+            "value": [0.1, 0.9, 0.2, 0.3],
+        }
+    )
+    run.checkpoints = pd.DataFrame(
+        {
+            "step": [0, 100],
+            "revision": ["step0", HOSTILE[1]],
+            "tokens": [0, 1],
+            "digest": ["a", "a"],
+            "status": ["searchable", "duplicate-excluded"],
+            "same_weights_as": [None, "0"],
+            "listing": [None, None],
+        }
+    )
     return run
 
 
@@ -107,7 +141,9 @@ def check_parsed(page: str, texts: list[str]) -> _Page:
 
 
 #: The text the circuitsvis views show (head names; the tokens themselves are drawn on a canvas).
-_VIEW_TEXT_JS = """() => [...document.querySelectorAll('div[id^="circuits-vis-"]')].map(el => el.innerText).join('\\n')"""
+_VIEW_TEXT_JS = (
+    """() => [...document.querySelectorAll('div[id^="circuits-vis-"]')].map(el => el.innerText).join('\\n')"""
+)
 _PWNED_JS = "() => window.__pwned === undefined"
 
 
@@ -126,8 +162,12 @@ def check_drawn(page: Path, screenshot: Path):
 
 def open_in_chromium(page: Path, screenshot: Path, width: int = 1280):
     result = _check_page(page, screenshot) if width == 1280 else visit(page, screenshot, width=width)
-    probe = visit(page, screenshot.with_name(screenshot.stem + "-probe.png"), width=width,
-                  probe_js=f"() => [({_VIEW_TEXT_JS})(), ({_PWNED_JS})(), document.title]")
+    probe = visit(
+        page,
+        screenshot.with_name(screenshot.stem + "-probe.png"),
+        width=width,
+        probe_js=f"() => [({_VIEW_TEXT_JS})(), ({_PWNED_JS})(), document.title]",
+    )
     return result, probe.probe
 
 
@@ -149,16 +189,29 @@ def test_hostile_tokens_in_the_report_page(tmp_path):
 def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
     _require_browser()
     run = hostile_run(3)
-    ranking = HeadRanking(value_pre=run.value_pre, value_post=run.value_post, delta=run.delta,
-                          heads=run.heads.assign(jump_too_small=True), topk=run.topk, post_patterns=torch.zeros(1),
-                          example_tokens=run.example_tokens, example_patterns=run.example_patterns,
-                          example_names=run.example_names, components=run.components, metric="p<script>")
+    ranking = HeadRanking(
+        value_pre=run.value_pre,
+        value_post=run.value_post,
+        delta=run.delta,
+        heads=run.heads.assign(jump_too_small=True),
+        topk=run.topk,
+        post_patterns=torch.zeros(1),
+        example_tokens=run.example_tokens,
+        example_patterns=run.example_patterns,
+        example_names=run.example_names,
+        components=run.components,
+        metric="p<script>",
+    )
     view = display.show_attention(run.example_tokens, run.example_patterns, run.example_names)
     # The notebook outputs, each shown twice (a cell run again), on one page as a notebook shows them.
     outputs = [obj._repr_html_() for obj in (run, ranking, view, run.point) for _ in range(2)]
     page = tmp_path / "outputs.html"
-    page.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>outputs</title></head><body>"
-                    + "\n".join(f"<div class='output'>{o}</div>" for o in outputs) + "</body></html>", encoding="utf-8")
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>outputs</title></head><body>"
+        + "\n".join(f"<div class='output'>{o}</div>" for o in outputs)
+        + "</body></html>",
+        encoding="utf-8",
+    )
     check_parsed(page.read_text(), [HOSTILE_MODEL, "p<script>"])
     result, (view_text, clean, _) = open_in_chromium(page, tmp_path / "outputs.png")
     assert clean and len(result.state["views"]) == 6  # run, ranking and view, twice each
@@ -171,11 +224,13 @@ def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
 
 
 NOTEBOOK_CELLS = [
-    ("from interp.report.display import init_notebook, show_attention\n"
-    "import plotly.graph_objects as go, torch\n"
-    "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
-    "from interp.pipeline import MainJobReport\n"
-    "init_notebook()"),
+    (
+        "from interp.report.display import init_notebook, show_attention\n"
+        "import plotly.graph_objects as go, torch\n"
+        "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
+        "from interp.pipeline import MainJobReport\n"
+        "init_notebook()"
+    ),
     "go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name='<!--<script>'), layout=dict(showlegend=True))",
     "run = hostile_run(1)\nshow_attention(run.example_tokens, run.example_patterns, run.example_names)",
     "MainJobReport(runs=[hostile_run(1)], title='twice')",
@@ -197,17 +252,32 @@ def test_a_notebook_whose_cells_run_twice_draws_every_figure_after_export(tmp_pa
     nb.cells = [nbformat.v4.new_code_cell(src) for src in NOTEBOOK_CELLS]
     spec_dir = tmp_path / "kernels" / "emergence-lens-test"
     spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "emergence-lens (tests)", "language": "python"}))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "emergence-lens (tests)",
+                "language": "python",
+            }
+        )
+    )
     repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "JUPYTER_PATH": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "JUPYTER_PATH": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
     previous = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(tmp_path)
     try:
-        client = NotebookClient(nb, timeout=300, startup_timeout=120, kernel_name="emergence-lens-test",
-                                resources={"metadata": {"path": str(repo)}})
+        client = NotebookClient(
+            nb,
+            timeout=300,
+            startup_timeout=120,
+            kernel_name="emergence-lens-test",
+            resources={"metadata": {"path": str(repo)}},
+        )
         with client.setup_kernel(env=env):
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)

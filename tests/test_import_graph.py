@@ -27,21 +27,28 @@ NOT_YET: set[tuple[str, str]] = {
     # fields_html needs the report's table fragments: move the HTML primitives down or the repr up
     ("interp.core.objects", "interp.report.display"),
     # TaskBatch is defined on the top floor and the engine takes it: move TaskBatch below patching
-    ("interp.patching", "interp.tasks"), ("interp.patching._common", "interp.tasks"),
-    ("interp.patching.attribution", "interp.tasks"), ("interp.patching.engine", "interp.tasks"),
-    ("interp.patching.fast.engine", "interp.tasks"), ("interp.patching.fast.plan", "interp.tasks"),
+    ("interp.patching", "interp.tasks"),
+    ("interp.patching._common", "interp.tasks"),
+    ("interp.patching.attribution", "interp.tasks"),
+    ("interp.patching.engine", "interp.tasks"),
+    ("interp.patching.fast.engine", "interp.tasks"),
+    ("interp.patching.fast.plan", "interp.tasks"),
     ("interp.patching.reference", "interp.tasks"),
     # the report reads the hold rule's text, COMPONENT_COLUMNS, EmergencePoint and readiness's section
-    ("interp.report.display", "interp.emergence"), ("interp.report.display", "interp.ranking"),
-    ("interp.report.page", "interp.emergence"), ("interp.report.page", "interp.readiness"),
+    ("interp.report.display", "interp.emergence"),
+    ("interp.report.display", "interp.ranking"),
+    ("interp.report.page", "interp.emergence"),
+    ("interp.report.page", "interp.readiness"),
     ("interp.report.report_state", "interp.emergence"),
     # the scrubber computes its data (evaluate, head scores): that half belongs on the top floor
-    ("interp.report.scrubber", "interp.emergence"), ("interp.report.scrubber", "interp.scores"),
+    ("interp.report.scrubber", "interp.emergence"),
+    ("interp.report.scrubber", "interp.scores"),
     ("interp.report.scrubber", "interp.tasks"),
     # the embedded trainer's forced-attention runs (training code another change moves to core)
     ("interp.sources.embedded", "interp.forcing"),
     # circles inside a floor: display's page-level helpers (save_html, scrubber_script) reach up
-    ("interp.report.display", "interp.report.page"), ("interp.report.display", "interp.report.figures"),
+    ("interp.report.display", "interp.report.page"),
+    ("interp.report.display", "interp.report.figures"),
     ("interp.report.display", "interp.report.scrubber"),
     ("interp.report.scrubber", "interp.report.page"),
     # tasks.make_task forwards to the registry, which imports tasks
@@ -67,7 +74,8 @@ def modules() -> dict[str, Path]:
 def _type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST):
@@ -139,7 +147,9 @@ def test_modules_fit_in_a_head_or_say_why():
         doc = ast.get_docstring(ast.parse(text)) or ""
         if not any(line.startswith(f"Over {MAX_LINES} lines because") for line in doc.splitlines()):
             long.append(f"{name} ({text.count(chr(10))} lines)")
-    assert not long, f"modules over {MAX_LINES} lines without 'Over {MAX_LINES} lines because' in their docstring: {long}"
+    assert not long, (
+        f"modules over {MAX_LINES} lines without 'Over {MAX_LINES} lines because' in their docstring: {long}"
+    )
 
 
 #: One prompt's way from the task to the ranked head: the modules whose functions run between

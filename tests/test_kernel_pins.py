@@ -16,11 +16,20 @@ from interp.core import kernel_pins
 from interp.sources import embedded
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(3,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
-                           warmup_steps=4, corpus_bytes=200_000)
+CFG = embedded.SuiteConfig(
+    sizes=(TINY,),
+    seeds=(3,),
+    steps=16,
+    checkpoint_every=8,
+    n_ctx=32,
+    batch_size=4,
+    warmup_steps=4,
+    corpus_bytes=200_000,
+)
 
-needs_pins = pytest.mark.skipif(not kernel_pins.pins_apply(),
-                                reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}")
+needs_pins = pytest.mark.skipif(
+    not kernel_pins.pins_apply(), reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}"
+)
 
 _TRAIN = """
 import json, sys
@@ -43,8 +52,9 @@ def _train_in_subprocess(root: Path, **env_changes) -> tuple[str, dict, str]:
         if v is None:
             env.pop(k, None)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-c", _TRAIN, str(root)], env=env, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", _TRAIN, str(root)], env=env, capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     run = Path(out["run"])
@@ -57,7 +67,9 @@ def _train_in_subprocess(root: Path, **env_changes) -> tuple[str, dict, str]:
 @needs_pins
 def test_pins_win_over_the_callers_kernel_environment(tmp_path):
     plain, meta, level = _train_in_subprocess(tmp_path / "a")
-    odd, odd_meta, odd_level = _train_in_subprocess(tmp_path / "b", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
+    odd, odd_meta, odd_level = _train_in_subprocess(
+        tmp_path / "b", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"
+    )
     assert odd_level == "DEFAULT" and level != "DEFAULT"  # the callers did run different kernels
     assert plain == odd  # ... and the trainer's workers the same ones: identical bytes
     for m in (meta, odd_meta):
@@ -69,8 +81,9 @@ def test_pins_win_over_the_callers_kernel_environment(tmp_path):
     assert meta["cache_folder"] == odd_meta["cache_folder"]
     # without the pins the same two environments give other bytes: what the pins take away
     free, free_meta, _ = _train_in_subprocess(tmp_path / "c", EMERGENCE_LENS_UNPINNED="1")
-    free_odd, _, _ = _train_in_subprocess(tmp_path / "d", EMERGENCE_LENS_UNPINNED="1", ATEN_CPU_CAPABILITY="default",
-                                          MKL_CBWR="COMPATIBLE")
+    free_odd, _, _ = _train_in_subprocess(
+        tmp_path / "d", EMERGENCE_LENS_UNPINNED="1", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"
+    )
     assert free != free_odd
     assert not free_meta["environment"]["kernel_pins"]["applied"]
     assert "EMERGENCE_LENS_UNPINNED" in free_meta["environment"]["kernel_pins"]["reason"]
@@ -78,8 +91,10 @@ def test_pins_win_over_the_callers_kernel_environment(tmp_path):
 
 def test_a_dying_worker_is_reported_with_run_signal_and_step(tmp_path, monkeypatch):
     monkeypatch.setenv(embedded._TEST_KILL_VAR, "5:SIGILL")  # read by the spawned worker only
-    with pytest.raises(kernel_pins.WorkerDiedError,
-                       match=r"run neox-1l-32d-seed3 \(pid \d+\) killed by signal SIGILL \(4\).* at step 5 "):
+    with pytest.raises(
+        kernel_pins.WorkerDiedError,
+        match=r"run neox-1l-32d-seed3 \(pid \d+\) killed by signal SIGILL \(4\).* at step 5 ",
+    ):
         embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)
     assert not list(tmp_path.rglob("suite.json"))  # nothing half-written appears as a run
 

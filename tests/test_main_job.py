@@ -34,8 +34,9 @@ PINNED_REFERENCE = {
 def quick_report(quick_suite, tmp_path_factory):
     runs, _ = quick_suite
     out = tmp_path_factory.mktemp("demo")
-    report = run_main_job([LocalSuiteSource(p) for p in runs], task=RepetitionTask(), scan=True, out_dir=out,
-                          progress=False)
+    report = run_main_job(
+        [LocalSuiteSource(p) for p in runs], task=RepetitionTask(), scan=True, out_dir=out, progress=False
+    )
     return report, out
 
 
@@ -65,7 +66,9 @@ def test_suite_layout_and_pythia_architecture(quick_suite):
         # the workers' kernel level: the pinned one where the pins apply, else this process's
         pins = env.get("kernel_pins", {"applied": False})  # a suite trained before the pins: unpinned
         assert pins["applied"] == kernel_pins.pins_apply()
-        assert env["cpu_capability"] == (kernel_pins.PINNED_LEVEL if pins["applied"] else torch.backends.cpu.get_cpu_capability())
+        assert env["cpu_capability"] == (
+            kernel_pins.PINNED_LEVEL if pins["applied"] else torch.backends.cpu.get_cpu_capability()
+        )
         assert env["corpus_sha256"] == embedded.corpus_digest(cfg.corpus_bytes)
         assert env["packages"]["transformers"] and env["python"].count(".") == 2
 
@@ -123,11 +126,15 @@ def test_pinned_quick_suite_has_the_reference_weights(quick_suite):
         pytest.skip(f"the quick suite was trained unpinned: {pins.get('reason', 'before the kernel pins existed')}")
     probe = hashlib.sha256((runs[0] / "step300" / "model.safetensors").read_bytes()).hexdigest()
     if probe != PINNED_REFERENCE["neox-2l-64d-seed1/step300"]:
-        pytest.skip(f"the pins give other bits on this CPU ({embedded._cpu_model()}): seed 1 step 300 "
-                    f"sha256 {probe[:16]}, reference {PINNED_REFERENCE['neox-2l-64d-seed1/step300'][:16]}")
+        pytest.skip(
+            f"the pins give other bits on this CPU ({embedded._cpu_model()}): seed 1 step 300 "
+            f"sha256 {probe[:16]}, reference {PINNED_REFERENCE['neox-2l-64d-seed1/step300'][:16]}"
+        )
     for run in runs:
         final = run / f"step{embedded.QUICK.steps}" / "model.safetensors"
-        assert hashlib.sha256(final.read_bytes()).hexdigest() == PINNED_REFERENCE[f"{run.name}/step{embedded.QUICK.steps}"]
+        assert (
+            hashlib.sha256(final.read_bytes()).hexdigest() == PINNED_REFERENCE[f"{run.name}/step{embedded.QUICK.steps}"]
+        )
 
 
 def test_main_job_tables_and_report(quick_report):
@@ -147,7 +154,8 @@ def test_main_job_tables_and_report(quick_report):
     assert set(points["search"]) == {"scan"} and set(points["hold"]) == {2}
     for run in report.runs:
         assert (run.point.pre_step, run.point.post_step, run.point.emerged) == point_from_curve(
-            run.curve["step"], run.curve["accuracy"], hold=2)
+            run.curve["step"], run.curve["accuracy"], hold=2
+        )
     emerged = points[points["emerged"] & points["pre_step"].notna()]
     assert len(emerged) >= 1
     n_layers, n_heads = embedded.SMALL.n_layers, embedded.SMALL.n_heads
@@ -194,8 +202,13 @@ def test_cli_demo_quick_writes_every_file(quick_suite, tmp_path):
     _, root = quick_suite
     out = tmp_path / "demo"
     env = {**os.environ, "EMERGENCE_LENS_CACHE": str(root)}
-    done = subprocess.run([sys.executable, "-m", "emergence_lens", "demo", "--quick", "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "emergence_lens", "demo", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for name in ["emergence", "points", "heads", "topk"]:
         assert (out / f"{name}.csv").is_file() and (out / f"{name}.parquet").is_file()

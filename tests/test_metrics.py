@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _batch():
-    return TaskBatch.from_token_lists([[0, 1], [0, 1], [1, 0]], [2, 3, 2], task="toy",
-                                      distractors=[[0, 1], [0, 1], [1, 3]])
+    return TaskBatch.from_token_lists(
+        [[0, 1], [0, 1], [1, 0]], [2, 3, 2], task="toy", distractors=[[0, 1], [0, 1], [1, 3]]
+    )
 
 
 def _logits():
@@ -31,9 +32,10 @@ def test_every_entry_has_its_facts_and_reference_values():
     assert torch.equal(rows, logits[:, 1])
     logp = torch.log_softmax(rows, -1)[torch.arange(3), batch.answers]
     expected = {
-        "p": logp.exp(), "logprob": logp,
-        "logit-diff": rows[torch.arange(3), batch.answers] - torch.stack(
-            [rows[0, [0, 1]].max(), rows[1, [0, 1]].max(), rows[2, [1, 3]].max()]),
+        "p": logp.exp(),
+        "logprob": logp,
+        "logit-diff": rows[torch.arange(3), batch.answers]
+        - torch.stack([rows[0, [0, 1]].max(), rows[1, [0, 1]].max(), rows[2, [1, 3]].max()]),
         "accuracy": (rows.argmax(-1) == batch.answers).float(),
     }
     assert set(expected) <= set(METRICS)
@@ -41,8 +43,12 @@ def test_every_entry_has_its_facts_and_reference_values():
         assert spec.name == name and spec.unit and spec.source and spec.label and spec.description
         if name in expected:
             torch.testing.assert_close(spec(rows, batch), expected[name], atol=1e-6, rtol=0)
-    assert {n: METRICS[n].unit for n in expected} == {"p": "probability", "logprob": "nats", "logit-diff": "logits",
-                                                       "accuracy": "fraction"}
+    assert {n: METRICS[n].unit for n in expected} == {
+        "p": "probability",
+        "logprob": "nats",
+        "logit-diff": "logits",
+        "accuracy": "fraction",
+    }
     assert metrics.METRIC_UNITS["logit-diff"] == "logits"
 
 
@@ -90,9 +96,15 @@ def test_a_metric_added_once_shows_in_the_cli_choices_and_help():
         "from interp.cli import _metric\n"
         "assert _metric('margin2') == 'margin2'\n"
         "assert 'torch' not in sys.modules, 'the registry imported torch'\n"
-        "print('ok')\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "COLUMNS": "400"})
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "COLUMNS": "400"},
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 

@@ -75,8 +75,14 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
     batch = RepetitionTask().build(LocalSuiteSource(runs[0]).tokenizer())
     for run, folder in zip(report.runs, runs):
         source = LocalSuiteSource(folder)
-        point = (scan_emergence if run.point.search == "scan" else find_emergence)(source, batch)  # as the notebook found it
-        assert (run.point.pre_step, run.point.post_step, run.point.emerged) == (point.pre_step, point.post_step, point.emerged)
+        point = (scan_emergence if run.point.search == "scan" else find_emergence)(
+            source, batch
+        )  # as the notebook found it
+        assert (run.point.pre_step, run.point.post_step, run.point.emerged) == (
+            point.pre_step,
+            point.post_step,
+            point.emerged,
+        )
         if run.heads is not None:
             n_layers, n_heads = run.delta_p.shape
             assert sorted(run.heads["rank"]) == list(range(1, n_layers * n_heads + 1))
@@ -92,8 +98,13 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
     from interp.readiness import readiness
 
     ready = readiness(LocalSuiteSource(runs[0]), batch, heads="auto", n_boot=200)
-    text = next(o["data"]["text/plain"] for c in nb.cells if c.cell_type == "code" and "ready.point_row()" in c.source
-                for o in c.outputs if "data" in o)
+    text = next(
+        o["data"]["text/plain"]
+        for c in nb.cells
+        if c.cell_type == "code" and "ready.point_row()" in c.source
+        for o in c.outputs
+        if "data" in o
+    )
     text = "".join(text) if isinstance(text, list) else text
     assert f"'emergence_step': {ready.emergence[1]}" in text and f"'readiness_step': {ready.ready[1]}" in text
     assert "capability vs ideal-pattern capability" in html

@@ -68,9 +68,19 @@ def native_bridge(q_scale: float = 1.0):
     """Random native TransformerLens transformer; weights x3 so patterns and logits are sharp."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    bridge = TransformerBridge.boot_native(dict(
-        n_layers=N_LAYERS, d_model=D_MODEL, n_heads=N_HEADS, d_head=D_MODEL // N_HEADS, d_vocab=VOCAB,
-        n_ctx=64, act_fn="gelu", normalization_type="LN", seed=0))
+    bridge = TransformerBridge.boot_native(
+        dict(
+            n_layers=N_LAYERS,
+            d_model=D_MODEL,
+            n_heads=N_HEADS,
+            d_head=D_MODEL // N_HEADS,
+            d_vocab=VOCAB,
+            n_ctx=64,
+            act_fn="gelu",
+            normalization_type="LN",
+            seed=0,
+        )
+    )
     with torch.no_grad():
         for p in bridge.parameters():
             if p.ndim >= 2:
@@ -113,11 +123,13 @@ def hooks_reference(model, inputs, patterns, heads):
             pattern = pattern.clone()
             pattern[:, by_layer[layer]] = patterns[layer][:, by_layer[layer]]
             return pattern
+
         return hook
 
     with torch.no_grad():
-        logits = model.run_with_hooks(inputs.tokens, fwd_hooks=[
-            (f"blocks.{l}.attn.hook_pattern", hook_for(l)) for l in by_layer])
+        logits = model.run_with_hooks(
+            inputs.tokens, fwd_hooks=[(f"blocks.{l}.attn.hook_pattern", hook_for(l)) for l in by_layer]
+        )
     return float(answer_prob(logits, inputs).mean())
 
 
@@ -223,8 +235,10 @@ def test_bad_inputs_raise_one_line_errors(pair):
         (lambda: delta_p_all_heads(pre, inputs, patterns, heads=[(N_LAYERS, 0)]), "out of range"),
         (lambda: delta_p_all_heads(pre, inputs, patterns, memory_budget_mb=0), "memory_budget_mb"),
         (lambda: TaskBatch(inputs.tokens, inputs.answers[:2], inputs.answer_pos), "must both be"),
-        (lambda: mean_answer_prob(pre, TaskBatch(inputs.tokens, inputs.answers, inputs.answer_pos + POS)),
-         "answer_pos must lie"),
+        (
+            lambda: mean_answer_prob(pre, TaskBatch(inputs.tokens, inputs.answers, inputs.answer_pos + POS)),
+            "answer_pos must lie",
+        ),
         (lambda: mean_answer_prob(pre, TaskBatch(inputs.tokens.float(), inputs.answers, inputs.answer_pos)), "integer"),
     ]
     for call, message in cases:
@@ -309,11 +323,17 @@ def test_integrated_gradients_is_complete_per_layer(pair):
     _, pre, _, inputs, patterns = pair
     estimate = attribution_delta_p(pre, inputs, patterns, steps=32, mode="layer")
     post = post_from_patterns(pre, inputs, patterns)
-    whole = patch_values(pre, post, inputs, [Target("pattern", tuple((l, h) for h in range(N_HEADS)))
-                                            for l in range(N_LAYERS)]).mean(1) - metric_values(pre, inputs).mean()
+    whole = (
+        patch_values(
+            pre, post, inputs, [Target("pattern", tuple((l, h) for h in range(N_HEADS))) for l in range(N_LAYERS)]
+        ).mean(1)
+        - metric_values(pre, inputs).mean()
+    )
     assert whole.abs().max() > 1e-3
-    assert torch.allclose(estimate.sum(dim=1), whole, atol=2e-3 * float(whole.abs().max()) + 1e-6, rtol=0), \
-        (estimate.sum(dim=1), whole)
+    assert torch.allclose(estimate.sum(dim=1), whole, atol=2e-3 * float(whole.abs().max()) + 1e-6, rtol=0), (
+        estimate.sum(dim=1),
+        whole,
+    )
     tangent = attribution_delta_p(pre, inputs, patterns, steps=1)
     assert float((tangent.sum(dim=1) - whole).abs().max()) > 10 * float((estimate.sum(dim=1) - whole).abs().max())
 

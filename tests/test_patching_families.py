@@ -47,22 +47,44 @@ def hf_model(family: str, seed: int):
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Olmo2Config, Olmo2ForCausalLM
 
     torch.manual_seed(seed)
-    common = dict(vocab_size=VOCAB, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS, initializer_range=0.3,
-                  max_position_embeddings=64, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
-                  pad_token_id=None)
+    common = dict(
+        vocab_size=VOCAB,
+        num_hidden_layers=N_LAYERS,
+        num_attention_heads=N_HEADS,
+        initializer_range=0.3,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     if family == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=D_MODEL, n_layer=N_LAYERS, n_head=N_HEADS,
-                                           n_positions=64, initializer_range=0.3, bos_token_id=None, eos_token_id=None))
+        model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=VOCAB,
+                n_embd=D_MODEL,
+                n_layer=N_LAYERS,
+                n_head=N_HEADS,
+                n_positions=64,
+                initializer_range=0.3,
+                bos_token_id=None,
+                eos_token_id=None,
+            )
+        )
     elif family == "llama":
-        model = LlamaForCausalLM(LlamaConfig(hidden_size=D_MODEL, intermediate_size=3 * D_MODEL,
-                                             num_key_value_heads=N_HEADS, **common))
+        model = LlamaForCausalLM(
+            LlamaConfig(hidden_size=D_MODEL, intermediate_size=3 * D_MODEL, num_key_value_heads=N_HEADS, **common)
+        )
     else:
-        model = Olmo2ForCausalLM(Olmo2Config(hidden_size=D_MODEL, intermediate_size=3 * D_MODEL,
-                                             num_key_value_heads=N_HEADS, **common))
+        model = Olmo2ForCausalLM(
+            Olmo2Config(hidden_size=D_MODEL, intermediate_size=3 * D_MODEL, num_key_value_heads=N_HEADS, **common)
+        )
     with torch.no_grad():  # norms with gains away from 1 (and biases for LayerNorm), so they matter
         for name, param in model.named_parameters():
             if "norm" in name or ".ln_" in name:
-                param.copy_((1 + 0.3 * torch.randn_like(param)) if name.endswith("weight") else 0.2 * torch.randn_like(param))
+                param.copy_(
+                    (1 + 0.3 * torch.randn_like(param)) if name.endswith("weight") else 0.2 * torch.randn_like(param)
+                )
     return model.eval()
 
 
@@ -100,9 +122,19 @@ def test_mlp_outputs_equal_transformer_lens(models):
 def test_joint_and_weight_targets_fast_equal_reference(models):
     """Joint head sets (the top-K path), every head of a layer, MLP outputs, QK and OV weights."""
     family, pre, post, batch = models
-    targets = [pattern([(0, 1), (2, 3)]), pattern([(1, 0), (1, 2)]), head_output([(1, 0), (0, 2), (2, 1)]),
-               Target("q", ((0, 0), (1, 2))), pattern(None), mlp_output([0, 2]), pattern([(2, 0)], query_pos=-1),
-               qk_weights([(0, 1)]), qk_weights([(1, 0), (1, 3)]), ov_weights([(1, 3)]), ov_weights([(2, h) for h in range(N_HEADS)])]
+    targets = [
+        pattern([(0, 1), (2, 3)]),
+        pattern([(1, 0), (1, 2)]),
+        head_output([(1, 0), (0, 2), (2, 1)]),
+        Target("q", ((0, 0), (1, 2))),
+        pattern(None),
+        mlp_output([0, 2]),
+        pattern([(2, 0)], query_pos=-1),
+        qk_weights([(0, 1)]),
+        qk_weights([(1, 0), (1, 3)]),
+        ov_weights([(1, 3)]),
+        ov_weights([(2, h) for h in range(N_HEADS)]),
+    ]
     fast = patch_values(pre, post, batch, targets)
     reference = patch_values(pre, post, batch, targets, method="reference")
     assert (reference - metric_values(pre, batch)).abs().max() > 1e-3
@@ -150,7 +182,7 @@ def test_gpt2_weight_targets_equal_a_model_built_with_the_swapped_weights(tmp_pa
                     for cols in columns(parts, head):
                         param[..., cols] = state[name][..., cols]
                 if output_rows and name == prefix + "c_proj.weight":
-                    param[head * d_head:(head + 1) * d_head] = state[name][head * d_head:(head + 1) * d_head]
+                    param[head * d_head : (head + 1) * d_head] = state[name][head * d_head : (head + 1) * d_head]
         return boot(model, tmp_path / f"built-{layer}-{head}-{len(parts)}")
 
     cases = [(qk_weights([(1, 2)]), built(1, 2, (0, 1), False)), (ov_weights([(0, 3)]), built(0, 3, (2,), True))]
@@ -161,5 +193,8 @@ def test_gpt2_weight_targets_equal_a_model_built_with_the_swapped_weights(tmp_pa
     for i, (target, model) in enumerate(cases):
         expected = metric_values(model, batch)
         assert (expected - base).abs().max() > 1e-4, f"{target.label()}: the swap changes nothing"
-        assert torch.allclose(reference[i], expected, atol=1e-5, rtol=0), (target.label(), (reference[i] - expected).abs().max())
+        assert torch.allclose(reference[i], expected, atol=1e-5, rtol=0), (
+            target.label(),
+            (reference[i] - expected).abs().max(),
+        )
         assert torch.allclose(fast[i], expected, atol=1e-5, rtol=0), (target.label(), (fast[i] - expected).abs().max())

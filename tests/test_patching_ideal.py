@@ -39,12 +39,15 @@ def test_named_patterns_on_known_tokens():
         assert torch.allclose(p.sum(-1), torch.ones(1, 7)) and float(p.triu(1).abs().max()) == 0.0
 
 
-@pytest.mark.parametrize("fn, message", [
-    (lambda t: torch.ones(t.shape[0], t.shape[1], t.shape[1]) / t.shape[1], "not causal"),
-    (lambda t: torch.eye(t.shape[1]).expand(t.shape[0], -1, -1) * 0.5, "summing to 0.5"),
-    (lambda t: torch.eye(3)[None], "must be a [batch, pos, pos]"),
-    (lambda t: -torch.eye(t.shape[1]).expand(t.shape[0], -1, -1), "negative or non-finite"),
-])
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (lambda t: torch.ones(t.shape[0], t.shape[1], t.shape[1]) / t.shape[1], "not causal"),
+        (lambda t: torch.eye(t.shape[1]).expand(t.shape[0], -1, -1) * 0.5, "summing to 0.5"),
+        (lambda t: torch.eye(3)[None], "must be a [batch, pos, pos]"),
+        (lambda t: -torch.eye(t.shape[1]).expand(t.shape[0], -1, -1), "negative or non-finite"),
+    ],
+)
 def test_bad_callable_is_one_line_error(fn, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[")) as err:
         ideal_pattern(fn, TOKENS)
@@ -80,6 +83,7 @@ def hooked_reference(model, batch, source: IdealPatterns) -> torch.Tensor:
             act = act.clone()
             act[:, head] = ideal.to(act.dtype)
             return act
+
         hooks.append((f"blocks.{layer}.attn.hook_pattern", hook))
     with torch.no_grad():
         logits = model.run_with_hooks(batch.tokens, fwd_hooks=hooks)
@@ -117,6 +121,7 @@ def test_per_head_delta_defaults_to_chosen_heads(model_and_batch):
     assert torch.isnan(delta).sum() == N_LAYERS * N_HEADS - 2
     each = [hooked_reference(model, batch, IdealPatterns({h: r})) for h, r in source.heads.items()]
     from interp.patching import metric_values
+
     base = metric_values(model, batch)
     assert float(delta[0, 1]) == pytest.approx(float((each[0] - base).mean()), abs=1e-5)
     assert float(delta[1, 2]) == pytest.approx(float((each[1] - base).mean()), abs=1e-5)
@@ -128,5 +133,6 @@ def test_targets_outside_the_chosen_heads_refused(model_and_batch):
     with pytest.raises(ValueError, match=r"patches heads \[\(1, 1\)\] that have no ideal pattern"):
         patch_values(model, source, batch, [pattern([(1, 0), (1, 1)])])
     from interp.patching import head_output
+
     with pytest.raises(ValueError, match="'pattern' targets only"):
         patch_values(model, source, batch, [head_output([(1, 0)])])

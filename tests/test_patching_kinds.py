@@ -61,8 +61,12 @@ def test_every_kind_in_the_table_is_patched_alike_by_both_engines(models, name):
         if kind.fast == "hook":  # head activations also ride in the tail of a joint patch
             joint = Target(name, ((0, 1), (2, 0)))
             assert _fast_computes(pre, joint)
-            assert torch.allclose(patch_values(pre, post, batch, [joint]),
-                                  patch_values(pre, post, batch, [joint], method="reference"), atol=1e-5, rtol=0)
+            assert torch.allclose(
+                patch_values(pre, post, batch, [joint]),
+                patch_values(pre, post, batch, [joint], method="reference"),
+                atol=1e-5,
+                rtol=0,
+            )
     else:
         assert target_units(target, N_LAYERS, N_HEADS) is None
 
@@ -86,8 +90,16 @@ TOY_KINDS = (
     # a head activation with a fast way and no exact shortcut of its own (the values under another
     # name: the fast engine calls the block, as for any new activation kind). (The bridges here
     # discard edits of ``attn.hook_attn_scores``, so the scores cannot serve.)
-    Kind("values_again", "head", "values, [batch, pos, head, d_head]", hook="attn.hook_v", head_axis=2,
-         tl_setter="layer_head_vector_patch_setter", tl_activation="v", fast="hook"),
+    Kind(
+        "values_again",
+        "head",
+        "values, [batch, pos, head, d_head]",
+        hook="attn.hook_v",
+        head_axis=2,
+        tl_setter="layer_head_vector_patch_setter",
+        tl_activation="v",
+        fast="hook",
+    ),
     # a head weight kind with a fast way: W_O alone (the head's output runs through the post W_O)
     Kind("o_only", "head", "weight W_O of the head", weights=("o",), fast="weights"),
     # a layer activation without a fast way: the attention output of the layer
@@ -158,8 +170,9 @@ def test_a_kind_added_as_one_entry_is_patched_by_both_engines(models, toy_kinds,
         if kind.is_weights:
             expected = _plain_swapped_W_O(pre, post_model, batch, layer, head)
         else:
-            expected = _plain_hooked(pre, post_model, batch, kind.hook, layer,
-                                     None if kind.scope == "layer" else head, kind.head_axis)
+            expected = _plain_hooked(
+                pre, post_model, batch, kind.hook, layer, None if kind.scope == "layer" else head, kind.head_axis
+            )
     base = metric_values(pre, batch)
     assert (expected - base).abs().max() > 1e-4, f"{name}: the plain patch changes nothing"
     with warnings.catch_warnings():
@@ -191,10 +204,18 @@ def test_the_reference_engine_and_the_kinds_table_import_nothing_from_the_fast_e
     root = Path(package.__file__).parent
     for name in ("reference.py", "kinds.py", "targets.py", "_weights.py", "_common.py"):
         tree = ast.parse((root / name).read_text())
-        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | \
-            {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        assert not {m for m in imported if m.startswith(("interp.patching.fast", "interp.patching.engine"))}, \
-            (name, sorted(imported))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        }
+        assert not {m for m in imported if m.startswith(("interp.patching.fast", "interp.patching.engine"))}, (
+            name,
+            sorted(imported),
+        )
     assert {p.name for p in (root / "fast").glob("*.py")} >= {"engine.py", "layouts.py", "plan.py", "modules.py"}
-    assert max(len((root / "fast" / p).read_text().splitlines()) for p in ("engine.py", "layouts.py", "plan.py",
-                                                                            "modules.py")) < 650
+    assert (
+        max(
+            len((root / "fast" / p).read_text().splitlines())
+            for p in ("engine.py", "layouts.py", "plan.py", "modules.py")
+        )
+        < 650
+    )

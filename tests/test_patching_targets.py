@@ -45,10 +45,18 @@ def neox_hf(seed: int):
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     torch.manual_seed(seed)
-    cfg = GPTNeoXConfig(vocab_size=VOCAB, hidden_size=D_MODEL, num_hidden_layers=N_LAYERS,
-                        num_attention_heads=N_HEADS, intermediate_size=4 * D_MODEL, rotary_pct=0.25,
-                        use_parallel_residual=True, max_position_embeddings=64, initializer_range=0.3,
-                        tie_word_embeddings=False)
+    cfg = GPTNeoXConfig(
+        vocab_size=VOCAB,
+        hidden_size=D_MODEL,
+        num_hidden_layers=N_LAYERS,
+        num_attention_heads=N_HEADS,
+        intermediate_size=4 * D_MODEL,
+        rotary_pct=0.25,
+        use_parallel_residual=True,
+        max_position_embeddings=64,
+        initializer_range=0.3,
+        tie_word_embeddings=False,
+    )
     model = GPTNeoXForCausalLM(cfg).eval()
     with torch.no_grad():
         for module in model.modules():
@@ -73,9 +81,19 @@ def boot(hf_model, path):
 def native(seed: int):
     from transformer_lens.model_bridge import TransformerBridge
 
-    bridge = TransformerBridge.boot_native(dict(
-        n_layers=N_LAYERS, d_model=D_MODEL, n_heads=N_HEADS, d_head=D_HEAD, d_vocab=VOCAB,
-        n_ctx=64, act_fn="gelu", normalization_type="LN", seed=seed))
+    bridge = TransformerBridge.boot_native(
+        dict(
+            n_layers=N_LAYERS,
+            d_model=D_MODEL,
+            n_heads=N_HEADS,
+            d_head=D_HEAD,
+            d_vocab=VOCAB,
+            n_ctx=64,
+            act_fn="gelu",
+            normalization_type="LN",
+            seed=seed,
+        )
+    )
     with torch.no_grad():
         for p in bridge.parameters():
             if p.ndim >= 2:
@@ -125,9 +143,15 @@ def tl_mlp_outputs(pre, batch, post) -> torch.Tensor:
     cache = ActivationCache({hook_name("mlp", l): post.activation("mlp", l) for l in range(N_LAYERS)}, pre)
     with torch.no_grad():
         return generic_activation_patch(
-            pre, batch.tokens, cache, lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch),
-            patch_setter=lambda act, index, clean: clean, activation_name="mlp_out",
-            index_df=pd.DataFrame({"layer": range(N_LAYERS)}), reduce="none").values
+            pre,
+            batch.tokens,
+            cache,
+            lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch),
+            patch_setter=lambda act, index, clean: clean,
+            activation_name="mlp_out",
+            index_df=pd.DataFrame({"layer": range(N_LAYERS)}),
+            reduce="none",
+        ).values
 
 
 def tl_all_pos(model, batch, post_ckpt, kind):
@@ -137,9 +161,13 @@ def tl_all_pos(model, batch, post_ckpt, kind):
 
     from interp.patching.targets import hook_name
 
-    fn = {"pattern": tlp.get_act_patch_attn_head_pattern_all_pos, "q": tlp.get_act_patch_attn_head_q_all_pos,
-          "k": tlp.get_act_patch_attn_head_k_all_pos, "v": tlp.get_act_patch_attn_head_v_all_pos,
-          "z": tlp.get_act_patch_attn_head_out_all_pos}[kind]
+    fn = {
+        "pattern": tlp.get_act_patch_attn_head_pattern_all_pos,
+        "q": tlp.get_act_patch_attn_head_q_all_pos,
+        "k": tlp.get_act_patch_attn_head_k_all_pos,
+        "v": tlp.get_act_patch_attn_head_v_all_pos,
+        "z": tlp.get_act_patch_attn_head_out_all_pos,
+    }[kind]
     cache = ActivationCache({hook_name(kind, l): post_ckpt.activation(kind, l) for l in range(N_LAYERS)}, model)
     with torch.no_grad():
         base = answer_probability(model(batch.tokens)[torch.arange(BATCH), batch.answer_pos], batch).mean()
@@ -177,8 +205,11 @@ def test_pattern_at_one_destination_equals_transformer_lens(models):
     base = metric_values(pre, batch).mean()
     with torch.no_grad():
         tl = get_act_patch_attn_head_pattern_by_pos(
-            pre, batch.tokens, cache,
-            lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch).mean() - base)
+            pre,
+            batch.tokens,
+            cache,
+            lambda logits: answer_probability(logits[torch.arange(BATCH), batch.answer_pos], batch).mean() - base,
+        )
     assert torch.allclose(fast.reshape(N_LAYERS, N_HEADS), tl[:, :, POS - 1], atol=1e-5, rtol=0)
 
 
@@ -194,10 +225,20 @@ def test_mlp_output_equals_transformer_lens_generic_patch(models):
 
 def test_joint_sets_fast_equal_reference(models):
     _, pre, _, batch, post, _, _ = models
-    targets = [pattern([(0, 1), (2, 3)]), head_output([(1, 0), (0, 2), (2, 1)]), Target("q", ((0, 0), (0, 3), (1, 2))),
-               Target("v", ((1, 1), (2, 2))), pattern(None), head_output(None), mlp_output(None),
-               Target("k", ((2, 0),)), pattern([(1, 2), (2, 0)], query_pos=-1), qk_weights([(0, 1), (0, 2)]),
-               ov_weights([(1, 3)]), ov_weights([(0, h) for h in range(N_HEADS)])]
+    targets = [
+        pattern([(0, 1), (2, 3)]),
+        head_output([(1, 0), (0, 2), (2, 1)]),
+        Target("q", ((0, 0), (0, 3), (1, 2))),
+        Target("v", ((1, 1), (2, 2))),
+        pattern(None),
+        head_output(None),
+        mlp_output(None),
+        Target("k", ((2, 0),)),
+        pattern([(1, 2), (2, 0)], query_pos=-1),
+        qk_weights([(0, 1), (0, 2)]),
+        ov_weights([(1, 3)]),
+        ov_weights([(0, h) for h in range(N_HEADS)]),
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         fast = patch_values(pre, post, batch, targets)
@@ -257,7 +298,7 @@ def _weight_cases():
         if f"layers.{layer}.attention.query_key_value" in name:
             _heads_of_fused(p, q, [2], [2])
         if name == f"gpt_neox.layers.{layer}.attention.dense.weight":
-            p[:, 2 * D_HEAD:3 * D_HEAD] = q[:, 2 * D_HEAD:3 * D_HEAD]
+            p[:, 2 * D_HEAD : 3 * D_HEAD] = q[:, 2 * D_HEAD : 3 * D_HEAD]
 
     def ov_all(name, p, q):
         if "attention.query_key_value" in name:
@@ -301,9 +342,20 @@ def test_patching_a_checkpoint_into_itself_changes_nothing(models):
     post metric equals the post model's own forward."""
     _, pre, post_model, batch, post, _, _ = models
     itself = capture_post(pre, batch)
-    targets = [pattern(), Target("q"), Target("k"), Target("v"), head_output(), qk_weights([(1, 1)]),
-               ov_weights([(2, 0)]), mlp_output(None), path((0, 1), (2, 3), "k"), block_weights(None), embedding(),
-               unembedding()]
+    targets = [
+        pattern(),
+        Target("q"),
+        Target("k"),
+        Target("v"),
+        head_output(),
+        qk_weights([(1, 1)]),
+        ov_weights([(2, 0)]),
+        mlp_output(None),
+        path((0, 1), (2, 3), "k"),
+        block_weights(None),
+        embedding(),
+        unembedding(),
+    ]
     values = patch_values(pre, itself, batch, targets)
     assert torch.allclose(values, metric_values(pre, batch)[None].expand_as(values), atol=1e-6, rtol=0)
     assert torch.allclose(post.values(batch), metric_values(post_model, batch), atol=1e-6, rtol=0)
@@ -311,8 +363,12 @@ def test_patching_a_checkpoint_into_itself_changes_nothing(models):
 
 def test_logit_diff_is_answer_minus_best_distractor():
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, 0.0, 4.0, -1.0]])
-    batch = TaskBatch(torch.zeros(2, 3, dtype=torch.long), torch.tensor([1, 0]), torch.tensor([2, 2]),
-                      distractors=torch.tensor([[2, 3], [2, 3]]))
+    batch = TaskBatch(
+        torch.zeros(2, 3, dtype=torch.long),
+        torch.tensor([1, 0]),
+        torch.tensor([2, 2]),
+        distractors=torch.tensor([[2, 3], [2, 3]]),
+    )
     assert torch.allclose(logit_diff(logits, batch), torch.tensor([1.0, 1.0]))
     with pytest.raises(ValueError, match="distractor"):
         logit_diff(logits, TaskBatch(batch.tokens, batch.answers, batch.answer_pos))

@@ -104,7 +104,9 @@ def test_head_ranking_report_end_to_end_and_prescreen(setup):
     with pytest.raises(ValueError, match="prescreen_top_n"):
         head_ranking_report(pre, post, inputs, prescreen_top_n=0)
     n_heads_total = pre.cfg.n_layers * pre.cfg.n_heads
-    with pytest.raises(ValueError, match=f"prescreen_top_n={n_heads_total + 1} is more than the model's {n_heads_total} heads"):
+    with pytest.raises(
+        ValueError, match=f"prescreen_top_n={n_heads_total + 1} is more than the model's {n_heads_total} heads"
+    ):
         head_ranking_report(pre, post, inputs, prescreen_top_n=n_heads_total + 1)
 
 
@@ -135,13 +137,26 @@ def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_local_s
 
     runner = CliRunner()
     out = tmp_path / "out"
-    result = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--out", str(out),
-                                 "--metric", "logit-diff"])
+    result = runner.invoke(
+        app,
+        [
+            "rank-heads",
+            str(tiny_local_suite),
+            "--pre",
+            "0",
+            "--post",
+            "200",
+            "--out",
+            str(out),
+            "--metric",
+            "logit-diff",
+        ],
+    )
     assert result.exit_code == 0, result.output
     heads, topk = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "topk.csv")
     assert set(heads["metric"]) == {"logit-diff"} and set(topk["metric"]) == {"logit-diff"}
     assert (heads["delta_lo"] <= heads["delta"] + 1e-9).all() and (heads["delta"] <= heads["delta_hi"] + 1e-9).all()
-    bad = runner.invoke(app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"])
+    bad = runner.invoke(
+        app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"]
+    )
     assert bad.exit_code == 2 and "metric='accuracy'" in bad.output and "Traceback" not in bad.output
-
-

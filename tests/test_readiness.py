@@ -48,9 +48,13 @@ def test_bootstrap_interval_over_prompts():
     assert lo == 0.0 and hi == 14.0
 
 
-@pytest.mark.parametrize("text, message", [
-    ("L1H0,X", "'X' is not a head"), ("L1H0,L1H0", "repeated"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("L1H0,X", "'X' is not a head"),
+        ("L1H0,L1H0", "repeated"),
+    ],
+)
 def test_parse_heads_errors(text, message):
     with pytest.raises(ValueError, match=message):
         parse_heads(text)
@@ -87,12 +91,18 @@ def _hooked_curve(src, batch, heads):
                 act = act.clone()
                 act[:, head] = ideal
                 return act
+
             hooks.append((f"blocks.{layer}.attn.hook_pattern", hook))
         with torch.no_grad():
             logits = model.run_with_hooks(batch.tokens, fwd_hooks=hooks)
         final = logits[torch.arange(len(batch.tokens)), batch.answer_pos].float()
-        rows.append((step, float((final.argmax(-1) == batch.answers).float().mean()),
-                     float(final.softmax(-1).gather(1, batch.answers[:, None]).mean())))
+        rows.append(
+            (
+                step,
+                float((final.argmax(-1) == batch.answers).float().mean()),
+                float(final.softmax(-1).gather(1, batch.answers[:, None]).mean()),
+            )
+        )
     return pd.DataFrame(rows, columns=["step", "ideal_accuracy", "ideal_p_answer"])
 
 
@@ -103,8 +113,9 @@ def test_readiness_equals_hooked_forward(tiny_local_suite, method):
     torch.set_num_threads(1)
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=12, length=6, seed=0).build(src.tokenizer())
-    result = readiness(src, batch, heads=[(0, 1), (1, 2)], patterns="previous_token,induction", method=method,
-                       n_boot=50)
+    result = readiness(
+        src, batch, heads=[(0, 1), (1, 2)], patterns="previous_token,induction", method=method, n_boot=50
+    )
     ref = _hooked_curve(src, batch, {(0, 1): "previous_token", (1, 2): "induction"})
     assert result.heads == {(0, 1): "previous_token", (1, 2): "induction"}
     np.testing.assert_allclose(result.curve["ideal_p_answer"], ref["ideal_p_answer"], atol=1e-5)
@@ -130,14 +141,17 @@ def test_auto_heads_pick_the_top_scores(tiny_local_suite):
     assert result.emergence == (None, None) and result.e_minus_r is None
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--heads", "L1X0"], "--heads: 'L1X0' is not a head"),
-    (["--patterns", "inductoin"], "--patterns: 'inductoin' is unknown"),
-    (["--heads", "L1H0,L0H2", "--patterns", "induction,uniform,uniform"], "3 names for 2 heads"),
-    (["--method", "attribution"], "--method 'attribution' is unknown; valid: fast, reference"),
-    (["--threshold", "0"], "--threshold 0.0 must be in (0, 1]"),
-    (["--heads", "L2H0", "--patterns", "induction"], "--heads: L2H0 is outside neox-2l-64d-seed1 (layers 0..1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--heads", "L1X0"], "--heads: 'L1X0' is not a head"),
+        (["--patterns", "inductoin"], "--patterns: 'inductoin' is unknown"),
+        (["--heads", "L1H0,L0H2", "--patterns", "induction,uniform,uniform"], "3 names for 2 heads"),
+        (["--method", "attribution"], "--method 'attribution' is unknown; valid: fast, reference"),
+        (["--threshold", "0"], "--threshold 0.0 must be in (0, 1]"),
+        (["--heads", "L2H0", "--patterns", "induction"], "--heads: L2H0 is outside neox-2l-64d-seed1 (layers 0..1"),
+    ],
+)
 def test_cli_refuses_bad_arguments_before_loading(args, message, monkeypatch):
     import interp.cli as cli
 
@@ -154,13 +168,32 @@ def test_cli_head_out_of_range(tiny_local_suite):
 
 def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     out = tmp_path / "out"
-    result = runner.invoke(app, ["readiness", str(tiny_local_suite), "--heads", "L0H1,L1H2", "--patterns",
-                                 "previous_token,induction", "--n-prompts", "12", "--length", "6", "--n-boot", "20",
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "readiness",
+            str(tiny_local_suite),
+            "--heads",
+            "L0H1,L1H2",
+            "--patterns",
+            "previous_token,induction",
+            "--n-prompts",
+            "12",
+            "--length",
+            "6",
+            "--n-boot",
+            "20",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "readiness.csv")
-    assert list(table.columns) == ["model", "seed", "step", "accuracy", "p_answer", "ideal_accuracy",
-                                   "ideal_p_answer", "heads"] and len(table) == 3
+    assert (
+        list(table.columns)
+        == ["model", "seed", "step", "accuracy", "p_answer", "ideal_accuracy", "ideal_p_answer", "heads"]
+        and len(table) == 3
+    )
     points = pd.read_csv(out / "readiness_points.csv")
     assert len(points) == 1 and points["hold"].iloc[0] == 2
     from interp.tasks import make_task
@@ -179,8 +212,25 @@ def test_page_in_browser(tiny_local_suite, tmp_path):
     if chromium_path() is None:
         pytest.skip("headless Chromium not found (Debian package 'chromium')")
     out = tmp_path / "out"
-    runner.invoke(app, ["readiness", str(tiny_local_suite), "--heads", "L1H2", "--patterns", "induction",
-                        "--n-prompts", "8", "--length", "6", "--n-boot", "10", "--out", str(out)])
+    runner.invoke(
+        app,
+        [
+            "readiness",
+            str(tiny_local_suite),
+            "--heads",
+            "L1H2",
+            "--patterns",
+            "induction",
+            "--n-prompts",
+            "8",
+            "--length",
+            "6",
+            "--n-boot",
+            "10",
+            "--out",
+            str(out),
+        ],
+    )
     shots = {}
     for width in (1280, 800):
         shots[width] = tmp_path / f"readiness-{width}.png"
@@ -218,8 +268,15 @@ def test_figure_marks_e_and_r_on_the_log_axis():
 
     from interp.readiness import ReadinessResult, readiness_figure
 
-    curve = pd.DataFrame({"step": STEPS, "accuracy": [0] * 5 + [1] * 3, "p_answer": 0.5,
-                          "ideal_accuracy": [0, 0] + [1] * 6, "ideal_p_answer": 0.5})
+    curve = pd.DataFrame(
+        {
+            "step": STEPS,
+            "accuracy": [0] * 5 + [1] * 3,
+            "p_answer": 0.5,
+            "ideal_accuracy": [0, 0] + [1] * 6,
+            "ideal_p_answer": 0.5,
+        }
+    )
     result = ReadinessResult("m", 0, {(1, 0): "induction"}, curve, (8, 16), (1, 2), 14, (14.0, 14.0), 1.0, 10, 0.5, 2)
     fig = readiness_figure(result)
     marks = {a.text: a.x for a in fig.layout.annotations}

@@ -29,8 +29,10 @@ MAX_SIX_RUN_PAGE = 7_150_000
 
 def _require_browser() -> None:
     if chromium_path() is None:
-        message = ("headless Chromium not found (Debian package 'chromium'; `make test` installs it as root, "
-                   "or set EMERGENCE_LENS_CHROMIUM to its path)")
+        message = (
+            "headless Chromium not found (Debian package 'chromium'; `make test` installs it as root, "
+            "or set EMERGENCE_LENS_CHROMIUM to its path)"
+        )
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
@@ -60,8 +62,11 @@ def _check_page(page: Path, screenshot: Path):
 def six_run_report(report: MainJobReport) -> MainJobReport:
     """A six-run report made of ``report``'s runs repeated under distinct seeds (the demo's shape:
     two sizes x three seeds; only the page's size and layout depend on the run count)."""
-    runs = [dataclasses.replace(run, seed=run.seed + 10 * k) for k in range(6 // len(report.runs) + 1)
-            for run in report.runs][:6]
+    runs = [
+        dataclasses.replace(run, seed=run.seed + 10 * k)
+        for k in range(6 // len(report.runs) + 1)
+        for run in report.runs
+    ][:6]
     return MainJobReport(runs=runs, threshold=report.threshold, title=report.title + " (six runs)")
 
 

@@ -62,13 +62,31 @@ def toy_data(tokens: list[str] | None = None, n_steps: int = 5, seed: int = 0) -
     patterns = scrub_module.quantise_patterns(logits.softmax(-1))
     steps = [0, 1, 2, 4, 8][:n_steps]
     labels = [list(tokens) for _ in range(2)] if tokens else [[f"t{i}" for i in range(n)] for _ in range(2)]
-    curve = pd.DataFrame({"step": steps, "accuracy": np.linspace(0, 1, n_steps), "p_answer": np.linspace(0, 0.8, n_steps)})
-    scores = pd.DataFrame([(s, l, h, name, 0.1 * l + 0.01 * h + 0.001 * s) for s in steps for l in range(2) for h in range(3)
-                           for name in ("previous_token", "prefix_matching")],
-                          columns=["step", "layer", "head", "score", "value"])
-    return ScrubData(label="toy seed 0", steps=steps, patterns=patterns, tokens=labels, curve=curve, zoom_steps=[1],
-                     head_scores=scores, delta_p=np.array([[0.1, -0.02, 0.0], [0.3, 0.01, np.nan]]), pre_step=2,
-                     post_step=4)
+    curve = pd.DataFrame(
+        {"step": steps, "accuracy": np.linspace(0, 1, n_steps), "p_answer": np.linspace(0, 0.8, n_steps)}
+    )
+    scores = pd.DataFrame(
+        [
+            (s, l, h, name, 0.1 * l + 0.01 * h + 0.001 * s)
+            for s in steps
+            for l in range(2)
+            for h in range(3)
+            for name in ("previous_token", "prefix_matching")
+        ],
+        columns=["step", "layer", "head", "score", "value"],
+    )
+    return ScrubData(
+        label="toy seed 0",
+        steps=steps,
+        patterns=patterns,
+        tokens=labels,
+        curve=curve,
+        zoom_steps=[1],
+        head_scores=scores,
+        delta_p=np.array([[0.1, -0.02, 0.0], [0.3, 0.01, np.nan]]),
+        pre_step=2,
+        post_step=4,
+    )
 
 
 # --------------------------------------------------------------------------- no browser
@@ -95,7 +113,7 @@ def test_quantised_patterns_are_within_half_a_level():
 def test_hostile_tokens_stay_data_in_the_page():
     tokens = HOSTILE[:6]
     page = Scrubber(toy_data(tokens)).html()
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     # the only script elements are the ones the page writes: data, mount (plotly's figure calls)
     data_block = re.search(r"<script type='application/json' class='el-scrub-data'>(.*?)</script>", body, re.S).group(1)
     assert "<" not in data_block and ">" not in data_block and "&" not in data_block and "\u2028" not in data_block
@@ -117,16 +135,21 @@ def test_ranking_table_and_sizes_are_checked():
     with pytest.raises(ValueError, match="do not match"):
         ScrubData(label="x", steps=data.steps[:-1], patterns=data.patterns, tokens=data.tokens, curve=data.curve)
     with pytest.raises(ValueError, match="uint8"):
-        ScrubData(label="x", steps=data.steps, patterns=data.patterns.astype(np.float32), tokens=data.tokens,
-                  curve=data.curve)
+        ScrubData(
+            label="x", steps=data.steps, patterns=data.patterns.astype(np.float32), tokens=data.tokens, curve=data.curve
+        )
     with pytest.raises(ValueError, match="expected layer, head, delta_p"):
         scrub_module._ranking(pd.DataFrame({"layer": [0], "delta_p": [0.1]}))
-    table, _, _, metric = scrub_module._ranking(pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5]}))
+    table, _, _, metric = scrub_module._ranking(
+        pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5]})
+    )
     assert table[0, 1] == 0.25 and table[1, 0] == -0.5 and np.isnan(table[0, 0]) and metric == "p"
 
 
-@pytest.mark.parametrize("metric, label", [("p", "Δp"), ("logit-diff", "Δ logit difference"),
-                                           ("logprob", "Δ log p(answer)"), ("my_margin", "Δ my_margin")])
+@pytest.mark.parametrize(
+    "metric, label",
+    [("p", "Δp"), ("logit-diff", "Δ logit difference"), ("logprob", "Δ log p(answer)"), ("my_margin", "Δ my_margin")],
+)
 def test_head_labels_follow_the_rankings_metric(metric, label):
     """The per-head label, the heatmap's title, colour bar and caption name the ranking's metric
     (a heads table's ``metric`` column, or a ranking's ``metric``), never Δp for another metric."""
@@ -172,8 +195,17 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
 
     report = MainJobReport(runs=[make_run(1)], title="toy")
     headers = re.findall(r"<th>([^<]*)</th>", vis.summary_fragment(report.summary()))
-    assert headers[:9] == ["model", "seed", "task", "BOS prepended", "emerged", "pre step", "post step", "monotone",
-                           "checkpoints evaluated"]
+    assert headers[:9] == [
+        "model",
+        "seed",
+        "task",
+        "BOS prepended",
+        "emerged",
+        "pre step",
+        "post step",
+        "monotone",
+        "checkpoints evaluated",
+    ]
     assert "overflow-wrap:anywhere" not in display.STYLE
     two_models = report.emergence.assign(model="a")
     two_models = pd.concat([two_models, report.emergence.assign(model="b")])
@@ -183,13 +215,16 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
     assert len(shapes) == 2 and [s.showlegend for s in shapes] == [True, False]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["scrub", "SUITE", "--out", "page.txt"], "expected a page path ending with .html"),
-    (["scrub", "SUITE", "--out", "p.html", "--steps", "0,x"], "'x' is not an integer step"),
-    (["scrub", "SUITE", "--out", "p.html", "--steps", "3"], "has no checkpoint at step 3; nearest: 2"),
-    (["scrub", "SUITE", "--out", "p.html", "--heads", "HEADS"], "expected layer, head, delta"),
-    (["scrub", "embedded-quick", "--out", "p.html"], "scrub takes one run"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["scrub", "SUITE", "--out", "page.txt"], "expected a page path ending with .html"),
+        (["scrub", "SUITE", "--out", "p.html", "--steps", "0,x"], "'x' is not an integer step"),
+        (["scrub", "SUITE", "--out", "p.html", "--steps", "3"], "has no checkpoint at step 3; nearest: 2"),
+        (["scrub", "SUITE", "--out", "p.html", "--heads", "HEADS"], "expected layer, head, delta"),
+        (["scrub", "embedded-quick", "--out", "p.html"], "scrub takes one run"),
+    ],
+)
 def test_scrub_cli_refuses_bad_input_in_one_line(args, message, scrub_suite, tmp_path, monkeypatch):
     from emergence_lens.cli import app
 
@@ -248,8 +283,9 @@ def _require_browser():
 
 
 def _ready(page) -> None:
-    page.wait_for_function("() => [...document.querySelectorAll('.el-scrub')].every(e => e.dataset.ready)",
-                           timeout=90_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.el-scrub')].every(e => e.dataset.ready)", timeout=90_000
+    )
     page.wait_for_timeout(300)
 
 
@@ -308,8 +344,9 @@ def test_hostile_token_text_is_drawn_as_text(tmp_path):
         assert page.evaluate("JSON.parse(document.querySelector('.el-scrub-data').textContent).tokens[0]") == HOSTILE
         option = page.evaluate("document.querySelector('.el-scrub select option').textContent")
         assert option == "0: " + " ".join(HOSTILE)[:48]
-        assert page.evaluate("document.querySelectorAll('script').length") == \
-            len(re.findall(r"<script\b", path.read_text(encoding="utf-8")))
+        assert page.evaluate("document.querySelectorAll('script').length") == len(
+            re.findall(r"<script\b", path.read_text(encoding="utf-8"))
+        )
         assert page.evaluate("ELScrub.all.length") == 1
         # hovering a cell names its tokens as text
         box = page.locator(".el-scrub canvas").first.bounding_box()

@@ -50,13 +50,17 @@ def test_source_names(tmp_path):
         check_source_name("./nope")
     with pytest.raises(ValueError, match="unknown checkpoint source 'gpt2'"):
         check_source_name("gpt2")
-    with pytest.raises(ValueError, match="x takes one run, and 'embedded-quick' names 2: use one of "
-                                         "embedded-quick/neox-2l-64d-seed1, embedded-quick/neox-2l-64d-seed2"):
+    with pytest.raises(
+        ValueError,
+        match="x takes one run, and 'embedded-quick' names 2: use one of "
+        "embedded-quick/neox-2l-64d-seed1, embedded-quick/neox-2l-64d-seed2",
+    ):
         check_one_run("embedded-quick", "x")
 
 
 def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_order(
-        quick_suite, tiny_local_suite, monkeypatch):
+    quick_suite, tiny_local_suite, monkeypatch
+):
     """A local suite is ready at once and comes first; the embedded run (cached here) follows;
     ``with_positions`` says where each belongs, and ``open_sources`` returns the names' order."""
     from interp.sources import ReadySources, open_sources
@@ -69,7 +73,11 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
     arrived = [(position, str(source.root)) for position, source in ready.with_positions()]
     assert arrived == [(2, str(tiny_local_suite)), (0, str(folders[0])), (1, str(folders[1])), (3, str(folders[1]))]
     assert [str(source.root) for source in open_sources(names, progress=False)] == [
-        str(folders[0]), str(folders[1]), str(tiny_local_suite), str(folders[1])]
+        str(folders[0]),
+        str(folders[1]),
+        str(tiny_local_suite),
+        str(folders[1]),
+    ]
 
 
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
@@ -88,7 +96,17 @@ def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(
         def with_positions(self):
             return reversed(list(enumerate(self.sources)))
 
-    report = run_main_job(LateFirst(), task=RepetitionTask(n_prompts=4, length=4), device="cpu", progress=False,
-                          decompose=False, scores=False)
-    assert [(run.model_id, run.seed) for run in report.runs] == [("suite-seed0", 0), ("suite-seed1", 1), ("suite-seed2", 2)]
+    report = run_main_job(
+        LateFirst(),
+        task=RepetitionTask(n_prompts=4, length=4),
+        device="cpu",
+        progress=False,
+        decompose=False,
+        scores=False,
+    )
+    assert [(run.model_id, run.seed) for run in report.runs] == [
+        ("suite-seed0", 0),
+        ("suite-seed1", 1),
+        ("suite-seed2", 2),
+    ]
     assert report.provenance["settings"]["sources"] == ["suite-seed0", "suite-seed1", "suite-seed2"]

@@ -67,8 +67,9 @@ def test_killed_study_resumes_to_identical_tables(four_sources, reference, tmp_p
     proc = subprocess.Popen(_cli(args), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     rows = out / "units" / "runs"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (rows.is_dir() and any(p.suffix == ".parquet" and not p.name.startswith(".")
-                                                                    for p in rows.iterdir())):
+    while time.monotonic() < deadline and not (
+        rows.is_dir() and any(p.suffix == ".parquet" and not p.name.startswith(".") for p in rows.iterdir())
+    ):
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
@@ -102,8 +103,11 @@ def test_joblib_and_ray_give_the_local_tables(four_sources, reference, tmp_path)
 
 
 def test_bad_study_options_are_refused_before_anything_runs(four_sources, tmp_path):
-    for kwargs, needle in (({"executor": "slurm"}, "valid executors: local, joblib, ray"),
-                           ({"jobs": 0}, "jobs=0"), ({"dtype": "float8"}, "valid dtypes")):
+    for kwargs, needle in (
+        ({"executor": "slurm"}, "valid executors: local, joblib, ray"),
+        ({"jobs": 0}, "jobs=0"),
+        ({"dtype": "float8"}, "valid dtypes"),
+    ):
         with pytest.raises(ValueError, match=needle):
             run_study(four_sources, tmp_path / "bad", tasks=[TASK], progress=False, **kwargs)
     assert not (tmp_path / "bad").exists()

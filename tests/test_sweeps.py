@@ -92,7 +92,11 @@ def test_example_spec_expands_to_grid_times_seeds(spec_file, tmp_path):
     fields = set(TrainConfig.__dataclass_fields__)
     assert len(tasks) == 4
     assert [(t.config["S"], t.config["s"], t.config["seed"]) for t in tasks] == [
-        (8, 1, 0), (8, 1, 1), (8, 2, 0), (8, 2, 1)]
+        (8, 1, 0),
+        (8, 1, 1),
+        (8, 2, 0),
+        (8, 2, 1),
+    ]
     for t in tasks:
         assert set(t.config) == fields  # fully resolved: every TrainConfig field
         assert t.config["task"] == "linear-map" and t.config["steps"] == 40
@@ -104,23 +108,36 @@ def test_example_spec_expands_to_grid_times_seeds(spec_file, tmp_path):
     toml.write_text(EXAMPLE_TOML)
     ids = [t.run_id for t in tasks]
     assert [t.run_id for t in plan_runs(toml)] == ids
-    as_dict = {"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512,
-               "eval_tokens": 1024, "grid": {"S": [8], "s": [1, 2]},
-               "seeds": [0, 1]}
+    as_dict = {
+        "task": "linear-map",
+        "steps": 40,
+        "eval_every": 10,
+        "tokens_per_step": 512,
+        "eval_tokens": 1024,
+        "grid": {"S": [8], "s": [1, 2]},
+        "seeds": [0, 1],
+    }
     assert [t.run_id for t in plan_runs(as_dict, TRAIN)] == ids
-    spec = SweepSpec(fixed={"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512,
-                            "eval_tokens": 1024},
-                     grid={"S": [8], "s": [1, 2]}, seeds=[0, 1])
+    spec = SweepSpec(
+        fixed={"task": "linear-map", "steps": 40, "eval_every": 10, "tokens_per_step": 512, "eval_tokens": 1024},
+        grid={"S": [8], "s": [1, 2]},
+        seeds=[0, 1],
+    )
     assert [t.run_id for t in plan_runs(spec, TRAIN)] == ids
 
 
 def test_points_union_dedup_and_type_coercion():
-    spec = {"steps": 30.0, "lr": "1e-3", "grid": {"s": [1, 2]}, "seeds": 2,
-            "points": [{"s": 1}, {"S": 4, "s": 3}]}
+    spec = {"steps": 30.0, "lr": "1e-3", "grid": {"s": [1, 2]}, "seeds": 2, "points": [{"s": 1}, {"S": 4, "s": 3}]}
     tasks = plan_runs(spec, TRAIN)
     # grid {s=1, s=2} ∪ points {s=1 (duplicate), (S=4, s=3)} = 3 points × 2 seeds.
     assert [(t.config["S"], t.config["s"], t.config["seed"]) for t in tasks] == [
-        (16, 1, 0), (16, 1, 1), (16, 2, 0), (16, 2, 1), (4, 3, 0), (4, 3, 1)]
+        (16, 1, 0),
+        (16, 1, 1),
+        (16, 2, 0),
+        (16, 2, 1),
+        (4, 3, 0),
+        (4, 3, 1),
+    ]
     assert tasks[0].config["steps"] == 30 and isinstance(tasks[0].config["steps"], int)
     assert tasks[0].config["lr"] == 0.001 and isinstance(tasks[0].config["lr"], float)
 
@@ -154,7 +171,10 @@ def test_resolve_dataclass_config_for_other_jobs():
         threshold: float | None = None
 
     assert resolve_dataclass_config(AnalysisConfig, {"model": "pythia-14m", "threshold": 1}) == {
-        "model": "pythia-14m", "seed": 0, "threshold": 1.0}
+        "model": "pythia-14m",
+        "seed": 0,
+        "threshold": 1.0,
+    }
     with pytest.raises(ValueError, match="'model' of AnalysisConfig has no default"):
         resolve_dataclass_config(AnalysisConfig, {})
 
@@ -169,7 +189,8 @@ def toy_runner(config: dict) -> tuple[dict, pd.DataFrame]:
     steps = np.arange(0, 31, 10)
     loss = np.log(2) * np.exp(-steps / (10.0 * config["s"])) + 0.001 * config["seed"]
     return {"final_loss": float(loss[-1]), "emerged": bool(loss[-1] < 0.1), "n_params": 7}, pd.DataFrame(
-        {"step": steps, "loss": loss})
+        {"step": steps, "loss": loss}
+    )
 
 
 def test_failing_run_is_recorded_and_rerun_runs_only_missing(tmp_path, capsys):
@@ -260,8 +281,20 @@ def test_real_sweep_on_two_joblib_workers(reference, spec_file):
     rows = pd.read_parquet(out / "results.parquet")
     assert len(rows) == 4 and set(rows["status"]) == {"ok"}
     assert sorted(zip(rows["s"], rows["seed"])) == [(1, 0), (1, 1), (2, 0), (2, 1)]
-    for col in ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged", "n_params",
-                "wall_time_s", "versions", "git_commit", "config_json", "lr", "d_model"):
+    for col in (
+        "final_loss",
+        "floor",
+        "plateau_length",
+        "steps_to_threshold",
+        "emerged",
+        "n_params",
+        "wall_time_s",
+        "versions",
+        "git_commit",
+        "config_json",
+        "lr",
+        "d_model",
+    ):
         assert col in rows.columns, col
     # Linear-map floor for S=8: (S-1)/(2S-1) * ln 2 (Baherwani et al. 2026, "Linear map task").
     assert np.allclose(rows["floor"], 7 / 15 * math.log(2), atol=1e-6)
@@ -283,8 +316,23 @@ def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(reference, spec_fil
     out = tmp_path / "killed"
     log = open(tmp_path / "sweep.out", "w")  # noqa: SIM115 (the child writes to it while this test runs)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "emergence_lens", "sweep", str(spec_file), "--out", str(out), "--jobs", "1",
-         "--no-progress"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "emergence_lens",
+            "sweep",
+            str(spec_file),
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:

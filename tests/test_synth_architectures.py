@@ -129,7 +129,9 @@ def test_rwkv_records_the_version_that_ran(monkeypatch):
     assert build_model(tiny("rwkv")).rwkv_version == 4  # ModelConfig.rwkv_version None -> RWKV-4
     # chosen by the run's device, whatever the machine has: a CPU run is RWKV-4 even beside a GPU
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "fla" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "fla" else real_find_spec(name, *a)
+    )
     assert (rwkv_version("cpu"), rwkv_version("cuda"), rwkv_version("cuda:1")) == (4, 7, 7)
     monkeypatch.setattr(importlib.util, "find_spec", real_find_spec)
     # part of the resolved config, hence of the run id
@@ -160,8 +162,19 @@ def test_short_training_run_lowers_the_loss(arch):
     """150 steps on the S=4, s=1 linear map (a bit copy): the transition loss falls well below ln 2 (at 60 steps
     gated-deltanet sat at 0.56 nats on AVX2/AVX-512 kernels and 0.45 on the default level: too near the edge)."""
     config = TrainConfig(
-        task="linear-map", S=4, s=1, arch=arch, n_heads=4, d_head=8, steps=150, eval_every=150,
-        tokens_per_step=256, eval_tokens=512, warmup_steps=5, lr=1e-2, seed=0,
+        task="linear-map",
+        S=4,
+        s=1,
+        arch=arch,
+        n_heads=4,
+        d_head=8,
+        steps=150,
+        eval_every=150,
+        tokens_per_step=256,
+        eval_tokens=512,
+        warmup_steps=5,
+        lr=1e-2,
+        seed=0,
     )
     result = train(config, progress=False)
     first, last = result.metrics["loss_target"].iloc[0], result.metrics["loss_target"].iloc[-1]
@@ -201,13 +214,17 @@ def _crash(*args, **kwargs):
 FAKE_PACKAGES = {
     "gated-deltanet": (
         "transformers.models.qwen3_5.modeling_qwen3_5",
-        {"fla": ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"],
-         "causal_conv1d": ["causal_conv1d_fn", "causal_conv1d_update"]},
+        {
+            "fla": ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"],
+            "causal_conv1d": ["causal_conv1d_fn", "causal_conv1d_update"],
+        },
     ),
     "mamba2": (
         "transformers.models.mamba2.modeling_mamba2",
-        {"mamba_ssm": ["mamba_split_conv1d_scan_combined", "selective_state_update", "mamba_chunk_scan_combined"],
-         "causal_conv1d": ["causal_conv1d_fn", "causal_conv1d_update"]},
+        {
+            "mamba_ssm": ["mamba_split_conv1d_scan_combined", "selective_state_update", "mamba_chunk_scan_combined"],
+            "causal_conv1d": ["causal_conv1d_fn", "causal_conv1d_update"],
+        },
     ),
 }
 

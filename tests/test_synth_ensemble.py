@@ -46,8 +46,17 @@ def test_ensemble_of_three_equals_three_single_runs(tmp_path):
 
 def test_ensemble_with_mlp_two_layers_on_cellular_automata():
     # the masked loss (CA: only transition tokens), the MLP and a second layer
-    kw = dict(task="cellular-automata", S=8, n_layers=2, d_mlp=32, steps=20, eval_every=10,
-              eval_tokens=256, device="cpu", tokens_per_step=512)
+    kw = dict(
+        task="cellular-automata",
+        S=8,
+        n_layers=2,
+        d_mlp=32,
+        steps=20,
+        eval_every=10,
+        eval_tokens=256,
+        device="cpu",
+        tokens_per_step=512,
+    )
     configs = [TrainConfig(seed=i, data_seed=i, **kw) for i in range(2)]
     for member, config in zip(train_ensemble(configs), configs):
         _assert_same_run(member, train(config, progress=False))

@@ -138,8 +138,10 @@ def test_bias_bad_input(setup, kwargs, match):
 
 def test_bias_mask_shape_checked_against_the_input(setup):
     task, _, model, tokens = setup
-    with (AttentionBias(model, task.pattern_mask[:10, :10], beta=1.0),
-          pytest.raises(ValueError, match=r"does not match attention scores")):
+    with (
+        AttentionBias(model, task.pattern_mask[:10, :10], beta=1.0),
+        pytest.raises(ValueError, match=r"does not match attention scores"),
+    ):
         model(tokens)
 
 

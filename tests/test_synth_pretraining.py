@@ -128,8 +128,20 @@ def test_pretraining_on_dyck_approaches_the_generator_entropy():
 
 
 def _tiny_train_config(**overrides) -> TrainConfig:
-    fields = dict(task="linear-map", S=4, s=1, n_heads=4, d_head=8, steps=60, eval_every=10,
-                  tokens_per_step=256, eval_tokens=512, warmup_steps=5, lr=1e-2, seed=0)
+    fields = dict(
+        task="linear-map",
+        S=4,
+        s=1,
+        n_heads=4,
+        d_head=8,
+        steps=60,
+        eval_every=10,
+        tokens_per_step=256,
+        eval_tokens=512,
+        warmup_steps=5,
+        lr=1e-2,
+        seed=0,
+    )
     fields.update(overrides)
     return TrainConfig(**fields)
 

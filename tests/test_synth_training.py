@@ -23,8 +23,18 @@ from synthetic.training import TrainConfig, load_checkpoint, train
 
 torch.set_num_threads(1)
 
-SMALL = dict(task="linear-map", S=4, s=1, n_heads=4, d_head=8, tokens_per_step=512,
-             warmup_steps=20, eval_every=25, eval_tokens=2048, device="cpu")
+SMALL = dict(
+    task="linear-map",
+    S=4,
+    s=1,
+    n_heads=4,
+    d_head=8,
+    tokens_per_step=512,
+    warmup_steps=20,
+    eval_every=25,
+    eval_tokens=2048,
+    device="cpu",
+)
 FLOOR_S4 = 3 / 7 * math.log(2)  # (S−1)/(2S−1)·ln 2
 
 
@@ -77,14 +87,18 @@ def test_outputs_written_and_checkpoint_round_trip(plain_run):
     assert {"step", "loss", "loss_target", "alignment_L0H0"} <= set(table.columns)
     pd.testing.assert_frame_equal(table, result.metrics)
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged",
-                "n_params", "wall_time_s"):
+    for key in ("final_loss", "floor", "plateau_length", "steps_to_threshold", "emerged", "n_params", "wall_time_s"):
         assert key in summary
     # attention-only 1-layer transformer, d_model 32, d_vocab 2, n_ctx 8 (S = 4, one transition):
     # embedding + positions + [LN + Q, K, V, O with biases] + final LN + unembedding (no bias)
     d_model, d_vocab, n_ctx = 4 * 8, 2, 2 * 4
-    expected = d_vocab * d_model + n_ctx * d_model + (2 * d_model + 4 * (d_model * d_model + d_model)) \
-        + 2 * d_model + d_model * d_vocab
+    expected = (
+        d_vocab * d_model
+        + n_ctx * d_model
+        + (2 * d_model + 4 * (d_model * d_model + d_model))
+        + 2 * d_model
+        + d_model * d_vocab
+    )
     assert summary["n_params"] == expected
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step0", "step150", "step300"]
     assert not list((out / "checkpoints").rglob("*.pt"))  # safetensors and JSON, no pickle
@@ -117,8 +131,10 @@ def _head_metrics(result, beta: float = 0.0) -> tuple[list[float], list[float]]:
     with torch.no_grad(), AttentionBias(result.model, task.pattern_mask, beta):
         _, cache = result.model.run_with_cache(tokens, names_filter=lambda n: n == name)
     pattern = cache[name]
-    return (attention_alignment(pattern, task.pattern_mask, task.target_mask).tolist(),
-            attention_entropy(pattern, task.target_mask).tolist())
+    return (
+        attention_alignment(pattern, task.pattern_mask, task.target_mask).tolist(),
+        attention_entropy(pattern, task.target_mask).tolist(),
+    )
 
 
 def test_alignment_is_measured_with_the_bias_off(plain_run, bias_run):
@@ -154,8 +170,10 @@ def test_same_seed_same_curve_on_cpu():
 
 
 def test_linear_anneal_schedule_reaches_zero():
-    m = train(TrainConfig(**dict(SMALL, steps=20, eval_every=5), bias=2.0,
-                          bias_schedule="linear-anneal", bias_heads="1"), progress=False).metrics
+    m = train(
+        TrainConfig(**dict(SMALL, steps=20, eval_every=5), bias=2.0, bias_schedule="linear-anneal", bias_heads="1"),
+        progress=False,
+    ).metrics
     assert m["beta"].tolist() == [2.0, 1.5, 1.0, 0.5, 0.0]
     # At β = 0 the biased and unbiased losses coincide.
     assert m["loss"].iloc[-1] == pytest.approx(m["loss_nobias"].iloc[-1], abs=1e-7)
@@ -209,11 +227,39 @@ def test_train_bad_input(overrides, match):
 
 def test_cli_train_writes_metrics_and_summary(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "train", "--task", "linear-map", "--S", "4", "--s", "1", "--n-layers", "1",
-        "--n-heads", "2", "--d-head", "4", "--steps", "10", "--seed", "3", "--bias", "1.5",
-        "--eval-every", "5", "--tokens-per-step", "256", "--device", "cpu", "--no-progress",
-        "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--task",
+            "linear-map",
+            "--S",
+            "4",
+            "--s",
+            "1",
+            "--n-layers",
+            "1",
+            "--n-heads",
+            "2",
+            "--d-head",
+            "4",
+            "--steps",
+            "10",
+            "--seed",
+            "3",
+            "--bias",
+            "1.5",
+            "--eval-every",
+            "5",
+            "--tokens-per-step",
+            "256",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_parquet(out / "metrics.parquet")
     assert table["step"].tolist() == [0, 5, 10] and table["loss"].notna().all()

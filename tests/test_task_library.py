@@ -52,8 +52,9 @@ def save_word_tokenizer(directory, bos: bool = False):
     tok.decoder = decoders.WordPiece()
     if bos:
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOT, pad_token=EOT, unk_token="[UNK]",
-                                   bos_token="<s>" if bos else EOT)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=EOT, pad_token=EOT, unk_token="[UNK]", bos_token="<s>" if bos else EOT
+    )
     fast.save_pretrained(directory)
     from transformers import AutoTokenizer
 
@@ -153,17 +154,24 @@ def write(path, text: str | bytes):
 
 
 def test_task_file_jsonl_and_csv(word_tok, tmp_path):
-    rows = [{"prompt": "The capital of France is", "answer": " Paris", "distractors": [" John"], "id": "q1"},
-            {"prompt": "Mary and John went to the store . John gave a drink to", "answer": " Mary",
-             "distractors": [" John"], "id": "q2"}]
+    rows = [
+        {"prompt": "The capital of France is", "answer": " Paris", "distractors": [" John"], "id": "q1"},
+        {
+            "prompt": "Mary and John went to the store . John gave a drink to",
+            "answer": " Mary",
+            "distractors": [" John"],
+            "id": "q2",
+        },
+    ]
     jsonl = write(tmp_path / "mine.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
     batch = TaskFile(jsonl).build(word_tok)
     vocab = word_tok.get_vocab()
     assert batch.task == "mine" and batch.answers.tolist() == [vocab["Paris"], vocab["Mary"]]
     assert batch.distractors.tolist() == [[vocab["John"]], [vocab["John"]]]
     assert batch.answer_pos.tolist() == [4, 12] and batch.padded
-    csv_file = write(tmp_path / "mine.csv", "id,prompt,answer,distractors\nq1,The capital of France is, Paris, John|"
-                     " Mary\n")
+    csv_file = write(
+        tmp_path / "mine.csv", "id,prompt,answer,distractors\nq1,The capital of France is, Paris, John| Mary\n"
+    )
     batch = TaskFile(csv_file).build(word_tok)
     assert batch.distractors.tolist() == [[vocab["John"], vocab["Mary"]]] and batch.attention_mask is None
 
@@ -179,15 +187,25 @@ def test_task_file_bad_rows_one_line_each_then_a_count(byte_tok, tmp_path):
     assert lines[0].startswith("bad.jsonl: row 1: answer 'long0' is 5 tokens ['l', 'o', 'n', 'g', '0']")
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("empty.jsonl", "\n\n", "has no rows"),
-    ("missing.jsonl", '{"prompt": "a"}\n{"answer": "b"}\n', "missing or empty field at line 1 (answer), line 2 (prompt)"),
-    ("dup.csv", "id,prompt,answer\n7,a,b\n7,c,d\n", "duplicate ids: id '7' at line 2, line 3"),
-    ("latin1.csv", "prompt,answer\ncaf\xe9,b\n".encode("latin-1"), "is not UTF-8 (line 2, byte 17: b'\\xe9')"),
-    ("mixed.jsonl", '{"prompt": "a", "answer": "b", "distractors": ["c"]}\n{"prompt": "a", "answer": "b"}\n',
-     "distractors on some rows only"),
-    ("notes.txt", "prompt,answer\n", "extension '.txt' is unknown"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("empty.jsonl", "\n\n", "has no rows"),
+        (
+            "missing.jsonl",
+            '{"prompt": "a"}\n{"answer": "b"}\n',
+            "missing or empty field at line 1 (answer), line 2 (prompt)",
+        ),
+        ("dup.csv", "id,prompt,answer\n7,a,b\n7,c,d\n", "duplicate ids: id '7' at line 2, line 3"),
+        ("latin1.csv", "prompt,answer\ncaf\xe9,b\n".encode("latin-1"), "is not UTF-8 (line 2, byte 17: b'\\xe9')"),
+        (
+            "mixed.jsonl",
+            '{"prompt": "a", "answer": "b", "distractors": ["c"]}\n{"prompt": "a", "answer": "b"}\n',
+            "distractors on some rows only",
+        ),
+        ("notes.txt", "prompt,answer\n", "extension '.txt' is unknown"),
+    ],
+)
 def test_task_file_form_errors_are_one_line(tmp_path, name, content, message):
     path = write(tmp_path / name, content)
     with pytest.raises(TaskError) as err:
@@ -207,8 +225,9 @@ def test_cli_refuses_a_bad_task_file_before_loading_a_checkpoint(tmp_path, monke
     monkeypatch.setattr(checkpoints.CheckpointSource, "load", no_load)
     monkeypatch.setattr("interp.sources.embedded.ensure_suite", no_load)
     path = write(tmp_path / "bad.jsonl", "\n".join(json.dumps({"prompt": "x", "answer": f"w{i}"}) for i in range(3)))
-    result = CliRunner().invoke(app, ["run", "embedded-quick", "--task", "repetition", "--task-file", str(path),
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        app, ["run", "embedded-quick", "--task", "repetition", "--task-file", str(path), "--out", str(tmp_path / "out")]
+    )
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(lines) == 3 and lines[0].startswith("error: emergence run: bad.jsonl: row 0: answer 'w0' is 2 tokens")
@@ -244,8 +263,9 @@ def test_registry_and_list_tasks():
 # ----------------------------------------------------------------------------- BOS
 
 
-@pytest.mark.parametrize("family,adds_bos", [("pythia (gpt-neox tokenizer)", False), ("olmo-2", False),
-                                             ("llama-style", True)])
+@pytest.mark.parametrize(
+    "family,adds_bos", [("pythia (gpt-neox tokenizer)", False), ("olmo-2", False), ("llama-style", True)]
+)
 def test_bos_convention_matches_the_hf_tokenizer(tmp_path, family, adds_bos):
     """A tokenizer configured as each family's: the task's ids equal ``tokenizer(text)["input_ids"]``."""
     tok = save_word_tokenizer(tmp_path, bos=adds_bos)
@@ -266,8 +286,7 @@ def test_bos_convention_matches_the_hf_tokenizer(tmp_path, family, adds_bos):
 def _padded_batch(post, vocab: int) -> TaskBatch:
     gen = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, vocab, (n,), generator=gen).tolist() for n in (9, 5, 12, 7, 3, 12)]
-    batch = TaskBatch.from_token_lists(prompts, [0] * len(prompts), pad_id=1,
-                                       distractors=[[2, 3, 4]] * len(prompts))
+    batch = TaskBatch.from_token_lists(prompts, [0] * len(prompts), pad_id=1, distractors=[[2, 3, 4]] * len(prompts))
     with torch.inference_mode():
         logits = post(batch.tokens, **batch.forward_kwargs())
     batch.answers = logits[torch.arange(len(prompts)), batch.answer_pos].argmax(-1)
@@ -336,12 +355,32 @@ def test_main_job_on_several_tasks(tmp_path):
     tok = save_word_tokenizer(suite / "tokenizer")
     for seed, step in enumerate([0, 100, 200]):
         save_tiny_neox(suite / f"step{step}", seed=seed, d_vocab=len(tok.get_vocab()))
-    mine = write(tmp_path / "capitals.csv", "prompt,answer,distractors\nThe capital of France is, Paris, John\n"
-                                            "Mary and John went to the store . John gave a drink to, Mary, John\n")
+    mine = write(
+        tmp_path / "capitals.csv",
+        "prompt,answer,distractors\nThe capital of France is, Paris, John\n"
+        "Mary and John went to the store . John gave a drink to, Mary, John\n",
+    )
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", str(suite), "--task", "repetition,pattern-completion,ioi",
-                                      "--task-file", str(mine), "--n-prompts", "6", "--length", "5", "--scan",
-                                      "--device", "cpu", "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(suite),
+            "--task",
+            "repetition,pattern-completion,ioi",
+            "--task-file",
+            str(mine),
+            "--n-prompts",
+            "6",
+            "--length",
+            "5",
+            "--scan",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     tasks = ["repetition", "pattern-completion", "ioi", "capitals"]
     for name in ("emergence", "points", "heads", "topk"):
@@ -360,13 +399,39 @@ def test_main_job_on_several_tasks(tmp_path):
     for task in tasks:
         assert f"<h2>Task: {task}</h2>" in html
     # --task-file alone: only the file's task (no default repetition beside it)
-    result = CliRunner().invoke(app, ["curve", str(suite), "--task-file", str(mine), "--steps", "0,200",
-                                      "--device", "cpu", "--out", str(tmp_path / "curve")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "curve",
+            str(suite),
+            "--task-file",
+            str(mine),
+            "--steps",
+            "0,200",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "curve"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     curve = pd.read_csv(tmp_path / "curve" / "emergence.csv")
     assert list(curve["task"]) == ["capitals", "capitals"] and list(curve["step"]) == [0, 200]
-    result = CliRunner().invoke(app, ["bisect", str(suite), "--task", f"ioi,{mine}", "--n-prompts", "6",
-                                      "--device", "cpu", "--out", str(tmp_path / "bisect")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bisect",
+            str(suite),
+            "--task",
+            f"ioi,{mine}",
+            "--n-prompts",
+            "6",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "bisect"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     bisected = pd.read_csv(tmp_path / "bisect" / "points.csv")
     assert list(bisected["task"]) == ["ioi", "capitals"]

@@ -61,8 +61,9 @@ def test_token_repetition_answers_are_the_next_repeated_token(tok):
 
 
 def test_unknown_task_lists_valid_ones():
-    with pytest.raises(ValueError, match="unknown task 'nope'; valid tasks: repetition, token-repetition, "
-                                         "pattern-completion, ioi"):
+    with pytest.raises(
+        ValueError, match="unknown task 'nope'; valid tasks: repetition, token-repetition, pattern-completion, ioi"
+    ):
         make_task("nope")
 
 

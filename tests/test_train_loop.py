@@ -31,56 +31,56 @@ REFERENCE_MACHINE = {"cpu_model": "Intel(R) Xeon(R) Processor", "environment_key
 
 #: sha256 of each scenario's files / weights / losses before the loops were merged.
 REFERENCE = {
-    'embedded_plain': {
-        'step32/model.safetensors': '4d3d1eef554ebc93d2dd0d18ea42d28889a1339e69ac09f8b6dae06c9c2bf93a',
-        'step32/optimizer.safetensors': '9fb59f3619db13686960b87f620afcc83be4c5531c1706512a45476797b06526',
-        'step32/trainer_state.json': '04130da8ac2270818e556a9303766ae95463feafe0e4b752e1844fe0ca9c4590',
-        'losses': '1c3b04aa736fe49f5cab960bdf08cd1ea3a8bc004f3d9a317465ac4a01b316dc',
+    "embedded_plain": {
+        "step32/model.safetensors": "4d3d1eef554ebc93d2dd0d18ea42d28889a1339e69ac09f8b6dae06c9c2bf93a",
+        "step32/optimizer.safetensors": "9fb59f3619db13686960b87f620afcc83be4c5531c1706512a45476797b06526",
+        "step32/trainer_state.json": "04130da8ac2270818e556a9303766ae95463feafe0e4b752e1844fe0ca9c4590",
+        "losses": "1c3b04aa736fe49f5cab960bdf08cd1ea3a8bc004f3d9a317465ac4a01b316dc",
     },
-    'embedded_forced': {
-        'step24/model.safetensors': '11a2a73d0fe3c7ec26a56d98be57ed74431e3ff805fa22dc4235655e2df88ad4',
-        'step24/optimizer.safetensors': 'a06c0c85a51a24ba317418c22958c3abe5ddb5ed59fc24e4aa3976f5b79df76c',
-        'step24/trainer_state.json': '930b99c0037a6a7886a2098c6b91268f8c4a959bb18b56eace384bb597450eb8',
-        'losses': '1ef14012773c5b5cb632236355021db3d31db065cc9fbd50b8a08c5991e90241',
+    "embedded_forced": {
+        "step24/model.safetensors": "11a2a73d0fe3c7ec26a56d98be57ed74431e3ff805fa22dc4235655e2df88ad4",
+        "step24/optimizer.safetensors": "a06c0c85a51a24ba317418c22958c3abe5ddb5ed59fc24e4aa3976f5b79df76c",
+        "step24/trainer_state.json": "930b99c0037a6a7886a2098c6b91268f8c4a959bb18b56eace384bb597450eb8",
+        "losses": "1ef14012773c5b5cb632236355021db3d31db065cc9fbd50b8a08c5991e90241",
     },
-    'synthetic_linear_map': {
-        'step60/model.safetensors': '55a97c8a89cc6f98ce458dc3dce80eb67347a8f8b49241297689129577e98786',
-        'step60/optimizer.safetensors': 'e980905a50e402fe5c990c8fd4ec614218017e616427a82d087cffa32bd9aeba',
-        'step60/trainer_state.json': 'd52ab265e6431870ddf421109007506838e1df38c6e35a39921264ca94e6357a',
-        'weights': 'a737e24fb51883e066198b47a01fe4bbf4eee99fa87001ba752abcac2c58a884',
-        'metrics': '95f67df94424a3bd765ed5a4d5c09233cc1252468ccb79cf7122889023808f7a',
+    "synthetic_linear_map": {
+        "step60/model.safetensors": "55a97c8a89cc6f98ce458dc3dce80eb67347a8f8b49241297689129577e98786",
+        "step60/optimizer.safetensors": "e980905a50e402fe5c990c8fd4ec614218017e616427a82d087cffa32bd9aeba",
+        "step60/trainer_state.json": "d52ab265e6431870ddf421109007506838e1df38c6e35a39921264ca94e6357a",
+        "weights": "a737e24fb51883e066198b47a01fe4bbf4eee99fa87001ba752abcac2c58a884",
+        "metrics": "95f67df94424a3bd765ed5a4d5c09233cc1252468ccb79cf7122889023808f7a",
     },
-    'synthetic_cellular_automata': {
-        'step60/model.safetensors': 'e47c13685e995bcc006e87ea143ff38a3c3d9e08cf588c6414fbeaaa74d6ade2',
-        'step60/optimizer.safetensors': '1bc995497ab7e9dffa92d9be83d2eefa7bd1241f4c5dba986658565c4c7621a8',
-        'step60/trainer_state.json': '8d3ce938fd88347384fcc31c780f98be264a21cb72bc721f22af5fbc9a33a64c',
-        'weights': 'c4bae1a864e6c77ed093274705e9336e2659bd3824764b2812d59287c145eb6b',
-        'metrics': '7c45a30c3aa163d35036d1db5e5797c89b7f28c41b795bf06c3b456db2f318a2',
+    "synthetic_cellular_automata": {
+        "step60/model.safetensors": "e47c13685e995bcc006e87ea143ff38a3c3d9e08cf588c6414fbeaaa74d6ade2",
+        "step60/optimizer.safetensors": "1bc995497ab7e9dffa92d9be83d2eefa7bd1241f4c5dba986658565c4c7621a8",
+        "step60/trainer_state.json": "8d3ce938fd88347384fcc31c780f98be264a21cb72bc721f22af5fbc9a33a64c",
+        "weights": "c4bae1a864e6c77ed093274705e9336e2659bd3824764b2812d59287c145eb6b",
+        "metrics": "7c45a30c3aa163d35036d1db5e5797c89b7f28c41b795bf06c3b456db2f318a2",
     },
-    'synthetic_linear_map_bias': {
-        'step60/model.safetensors': '01d4075192ed95ac4f55130b0b907cf50d73b982e60c9f56fef441f213489d52',
-        'step60/optimizer.safetensors': 'e3216c292ee145f991f7e85fe5ab990d4468917b0e738156fd7aa238fab2ceb0',
-        'step60/trainer_state.json': 'd52ab265e6431870ddf421109007506838e1df38c6e35a39921264ca94e6357a',
-        'weights': '8500d9041b282bf0911bd0ff71f1c1ee0935604f1389d01a36fbc8d253c584f6',
-        'metrics': 'e9cf19b1984955baf74815f9a572dd8d203a12ed13241ce839074f4335b0c8aa',
+    "synthetic_linear_map_bias": {
+        "step60/model.safetensors": "01d4075192ed95ac4f55130b0b907cf50d73b982e60c9f56fef441f213489d52",
+        "step60/optimizer.safetensors": "e3216c292ee145f991f7e85fe5ab990d4468917b0e738156fd7aa238fab2ceb0",
+        "step60/trainer_state.json": "d52ab265e6431870ddf421109007506838e1df38c6e35a39921264ca94e6357a",
+        "weights": "8500d9041b282bf0911bd0ff71f1c1ee0935604f1389d01a36fbc8d253c584f6",
+        "metrics": "e9cf19b1984955baf74815f9a572dd8d203a12ed13241ce839074f4335b0c8aa",
     },
-    'synthetic_ensemble': {
-        'member0/weights': '3e9f7794520fa30b756e4ddc4c8f13edc3cc414727ec02249b10b66a82a3d36c',
-        'member0/metrics': '5afe2dd1cebc945b056706c626dce4ad03bc4f6834a602e6502004c53546d100',
-        'member1/weights': '4d06b21a8dc45f8885f5738f7b8f632eccf9cf790c45dcab67fcd36a197be7d3',
-        'member1/metrics': '450aa2c6b647d5dc47351daf79b374f672238562d2a8fbf5b4b360adf2a3332e',
+    "synthetic_ensemble": {
+        "member0/weights": "3e9f7794520fa30b756e4ddc4c8f13edc3cc414727ec02249b10b66a82a3d36c",
+        "member0/metrics": "5afe2dd1cebc945b056706c626dce4ad03bc4f6834a602e6502004c53546d100",
+        "member1/weights": "4d06b21a8dc45f8885f5738f7b8f632eccf9cf790c45dcab67fcd36a197be7d3",
+        "member1/metrics": "450aa2c6b647d5dc47351daf79b374f672238562d2a8fbf5b4b360adf2a3332e",
     },
-    'pretraining_dyck': {
-        'twin_state': '7738a388d459455d9f2a5195f921fac259c2436e6bce9505cba961418ca3ab3a',
-        'pretrain_losses': 'a92aa42d23d571f42a79e1364be70626165e98eea5231842a82cc65ac8bd23d0',
-        'task_weights': '1995e0624b95c02072b5d463f23a03d4925c252967eec148e2e8c9f1fe6f5300',
-        'task_metrics': '7470e7ad5d247876852018902159f507ae85fab87e5dff8e44e0125d7d3c76ca',
+    "pretraining_dyck": {
+        "twin_state": "7738a388d459455d9f2a5195f921fac259c2436e6bce9505cba961418ca3ab3a",
+        "pretrain_losses": "a92aa42d23d571f42a79e1364be70626165e98eea5231842a82cc65ac8bd23d0",
+        "task_weights": "1995e0624b95c02072b5d463f23a03d4925c252967eec148e2e8c9f1fe6f5300",
+        "task_metrics": "7470e7ad5d247876852018902159f507ae85fab87e5dff8e44e0125d7d3c76ca",
     },
-    'pretraining_nca': {
-        'twin_state': 'dc35d8e59e18e43eec29420e868a160f73ccab7ca28b2e506563cb23566f7d73',
-        'pretrain_losses': 'bcc692e0e7de0ab6f168b86d8c2bf0d0a480b371317129e8bc32a74f48bb6437',
-        'task_weights': 'bd4fa807f3af35d91b1a6424654b68fc98406f37a2f511b67f72f134f8c0abb8',
-        'task_metrics': '0088f7168385c4819853fc7bd9b7903bb06c5faffe53a4371d4e29984882c319',
+    "pretraining_nca": {
+        "twin_state": "dc35d8e59e18e43eec29420e868a160f73ccab7ca28b2e506563cb23566f7d73",
+        "pretrain_losses": "bcc692e0e7de0ab6f168b86d8c2bf0d0a480b371317129e8bc32a74f48bb6437",
+        "task_weights": "bd4fa807f3af35d91b1a6424654b68fc98406f37a2f511b67f72f134f8c0abb8",
+        "task_metrics": "0088f7168385c4819853fc7bd9b7903bb06c5faffe53a4371d4e29984882c319",
     },
 }
 
@@ -95,8 +95,10 @@ def digests():
 def test_digests_equal_the_loops_before_the_merge(digests, name):
     here = {"cpu_model": embedded._cpu_model(), "environment_key": embedded.environment_key(embedded.QUICK)}
     if not kernel_pins.pins_apply() or here != REFERENCE_MACHINE:
-        pytest.skip(f"digests recorded on {REFERENCE_MACHINE}; here {here}, pins apply: "
-                    f"{kernel_pins.pins_apply()} (other kernels may give other bits; resume is still checked)")
+        pytest.skip(
+            f"digests recorded on {REFERENCE_MACHINE}; here {here}, pins apply: "
+            f"{kernel_pins.pins_apply()} (other kernels may give other bits; resume is still checked)"
+        )
     assert digests[name] == REFERENCE[name]
 
 
@@ -145,9 +147,18 @@ def test_loop_equals_the_hand_written_loop_and_calls_back_in_order(clip):
     _hand_loop(hand, hand_opt, batches, lr_at, clip, 0, 6)
     model, opt = fresh()
     calls = []
-    train_loop(model, opt, start=0, stop=6, batch_at=lambda t: batches[t],
-               loss_fn=lambda m, b, t: torch.nn.functional.mse_loss(m(b[0]), b[1]), lr_at=lr_at, clip=clip,
-               at_step=lambda t: calls.append(("at", t)), after_step=lambda t, loss: calls.append(("after", t)))
+    train_loop(
+        model,
+        opt,
+        start=0,
+        stop=6,
+        batch_at=lambda t: batches[t],
+        loss_fn=lambda m, b, t: torch.nn.functional.mse_loss(m(b[0]), b[1]),
+        lr_at=lr_at,
+        clip=clip,
+        at_step=lambda t: calls.append(("at", t)),
+        after_step=lambda t, loss: calls.append(("after", t)),
+    )
     assert torch.equal(model.weight, hand.weight) and torch.equal(model.bias, hand.bias)
     assert calls == [c for t in range(6) for c in (("at", t), ("after", t))] + [("at", 6)]
     assert opt.param_groups[0]["lr"] == lr_at(5)
@@ -156,8 +167,9 @@ def test_loop_equals_the_hand_written_loop_and_calls_back_in_order(clip):
 def test_loop_refuses_a_stop_before_the_start():
     model = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="stop_step=2 is before the start step 3"):
-        train_loop(model, torch.optim.AdamW(model.parameters()), start=3, stop=2, batch_at=None, loss_fn=None,
-                   lr_at=None)
+        train_loop(
+            model, torch.optim.AdamW(model.parameters()), start=3, stop=2, batch_at=None, loss_fn=None, lr_at=None
+        )
 
 
 def test_pretraining_checkpoints_need_a_folder():

@@ -33,8 +33,13 @@ def _values(model, batch, tokens):
         patterns = torch.stack([cache[f"blocks.{l}.attn.hook_pattern"] for l in range(model.cfg.n_layers)])
         logits = model(tokens)
     score = evaluate(model, batch)
-    return {"accuracy": score.accuracy, "p_answer": score.p_answer, "logits": logits, "patterns": patterns,
-            **head_scores(model, tokens, 8)}
+    return {
+        "accuracy": score.accuracy,
+        "p_answer": score.p_answer,
+        "logits": logits,
+        "patterns": patterns,
+        **head_scores(model, tokens, 8),
+    }
 
 
 def test_swapped_bridge_equals_a_fresh_boot(swap_suite):
@@ -71,7 +76,9 @@ def test_swap_keeps_the_tokenizer_check_and_boots_on_a_new_architecture(swap_sui
     first = source.load(0, device="cpu").model
     other = source.load(4, device="cpu")
     assert other.model is not first  # a different config.json: a fresh boot, not a swap
-    torch.testing.assert_close(other.model(torch.arange(10)[None]), LocalSuiteSource(root).load(4, device="cpu").model(torch.arange(10)[None]))
+    torch.testing.assert_close(
+        other.model(torch.arange(10)[None]), LocalSuiteSource(root).load(4, device="cpu").model(torch.arange(10)[None])
+    )
 
     # a step whose tokenizer differs is refused on the swap path too
     odd = tmp_path / "odd"

@@ -12,8 +12,16 @@ from interp.sources import HubSource, LocalSuiteSource, embedded
 from interp.zoom import ZoomMismatchError, default_every, overlay_steps, stored_steps, zoom
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(sizes=(TINY,), seeds=(5,), steps=16, checkpoint_every=8, n_ctx=32, batch_size=4,
-                           warmup_steps=4, corpus_bytes=200_000)
+CFG = embedded.SuiteConfig(
+    sizes=(TINY,),
+    seeds=(5,),
+    steps=16,
+    checkpoint_every=8,
+    n_ctx=32,
+    batch_size=4,
+    warmup_steps=4,
+    corpus_bytes=200_000,
+)
 
 
 @pytest.fixture()
@@ -132,8 +140,10 @@ def test_cli_zoom_and_its_one_line_errors(tiny_run):
     done = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "4"])
     assert done.exit_code == 0, done.output
     assert "max |diff| at step 16: 0 " in done.output and "[12]" in done.output
-    for args, message in [(["--pre", "16", "--post", "8"], "must be earlier than"),
-                          (["--pre", "5", "--post", "16"], "nearest stored steps")]:
+    for args, message in [
+        (["--pre", "16", "--post", "8"], "must be earlier than"),
+        (["--pre", "5", "--post", "16"], "nearest stored steps"),
+    ]:
         done = runner.invoke(app, ["zoom", str(tiny_run), *args])
         assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
     done = runner.invoke(app, ["zoom", "EleutherAI/pythia-14m", "--pre", "0", "--post", "1000"])
@@ -152,12 +162,16 @@ def test_zoomed_steps_are_reachable_from_the_command_line(tiny_run, tmp_path, mo
     runner = CliRunner()
     zoomed = runner.invoke(app, ["zoom", str(tiny_run), "--pre", "8", "--post", "16", "--every", "2"])
     assert zoomed.exit_code == 0 and "stored 3 new steps every 2: [10, 12, 14]" in zoomed.output, zoomed.output
-    curve = runner.invoke(app, ["curve", str(tiny_run), "--steps", "10,14", "--n-prompts", "4", "--out", str(tmp_path / "c")])
+    curve = runner.invoke(
+        app, ["curve", str(tiny_run), "--steps", "10,14", "--n-prompts", "4", "--out", str(tmp_path / "c")]
+    )
     assert curve.exit_code == 0, curve.output
     assert list(pd.read_csv(tmp_path / "c" / "emergence.csv")["step"]) == [10, 14]
     for command in ("rank-heads", "decompose"):
         out = tmp_path / command
-        ok = runner.invoke(app, [command, str(tiny_run), "--pre", "10", "--post", "14", "--n-prompts", "6", "--out", str(out)])
+        ok = runner.invoke(
+            app, [command, str(tiny_run), "--pre", "10", "--post", "14", "--n-prompts", "6", "--out", str(out)]
+        )
         assert ok.exit_code == 0, ok.output
         missing = runner.invoke(app, [command, str(tiny_run), "--pre", "11", "--post", "14"])
         assert missing.exit_code == 2 and "no checkpoint at step 11; nearest: 10, 12" in missing.output, missing.output
@@ -166,11 +180,13 @@ def test_zoomed_steps_are_reachable_from_the_command_line(tiny_run, tmp_path, mo
     from interp.sources.catalogue import resolve_embedded, suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
-    (cfg, run), = resolve_embedded("embedded-quick/neox-2l-64d-seed1")
+    ((cfg, run),) = resolve_embedded("embedded-quick/neox-2l-64d-seed1")
     for step in (1132, 1134):
         (suite_dir(cfg) / run / "zoom" / f"step{step}").mkdir(parents=True)
     refused = runner.invoke(app, ["rank-heads", "embedded-quick/neox-2l-64d-seed1", "--pre", "1133", "--post", "1200"])
-    assert refused.exit_code == 2 and "has no checkpoint at step 1133; nearest: 1132, 1134" in refused.output, refused.output
+    assert refused.exit_code == 2 and "has no checkpoint at step 1133; nearest: 1132, 1134" in refused.output, (
+        refused.output
+    )
     import typer
 
     commands = typer.main.get_command(app).commands

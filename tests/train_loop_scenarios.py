@@ -44,6 +44,7 @@ def _folder(folder: Path) -> dict[str, str]:
 
 # ---- the embedded suite's trainer (interp.sources.embedded.train_run), plain and forced ---------------------
 
+
 def embedded_plain(resume: bool = False) -> dict[str, str]:
     """``neox-2l-64d-seed1`` of the quick suite to step 32 (resume: stop at 16, resume)."""
     from interp.sources import embedded
@@ -52,12 +53,14 @@ def embedded_plain(resume: bool = False) -> dict[str, str]:
         out = Path(tmp)
         if resume:
             a = embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=16, save_steps=[16])
-            b = embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=32, save_steps=[32],
-                                   resume_from=out / "step16")
+            b = embedded.train_run(
+                embedded.SMALL, 1, embedded.QUICK, out, stop_step=32, save_steps=[32], resume_from=out / "step16"
+            )
             losses = a["loss"].tolist() + b["loss"].tolist()
         else:
-            losses = embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=32,
-                                        save_steps=[16, 32])["loss"].tolist()
+            losses = embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=32, save_steps=[16, 32])[
+                "loss"
+            ].tolist()
         return {**{f"step32/{k}": v for k, v in _folder(out / "step32").items()}, "losses": _floats(losses)}
 
 
@@ -76,24 +79,60 @@ def embedded_forced(resume: bool = False) -> dict[str, str]:
         out = Path(tmp)
         if resume:
             a = embedded.train_run(embedded.SMALL, 1, cfg, out, forcing=forcing, stop_step=8, save_steps=[8])
-            b = embedded.train_run(embedded.SMALL, 1, cfg, out, forcing=forcing, save_steps=[24],
-                                   resume_from=out / "step8")
+            b = embedded.train_run(
+                embedded.SMALL, 1, cfg, out, forcing=forcing, save_steps=[24], resume_from=out / "step8"
+            )
             losses = a["loss"].tolist() + b["loss"].tolist()
         else:
-            losses = embedded.train_run(embedded.SMALL, 1, cfg, out, forcing=forcing, save_steps=[8, 24])["loss"].tolist()
+            losses = embedded.train_run(embedded.SMALL, 1, cfg, out, forcing=forcing, save_steps=[8, 24])[
+                "loss"
+            ].tolist()
         return {**{f"step24/{k}": v for k, v in _folder(out / "step24").items()}, "losses": _floats(losses)}
 
 
 # ---- synthetic tasks (synthetic.training.train, synthetic.ensemble.train_ensemble) ------------------
 
 SYNTH = {
-    "linear_map": dict(task="linear-map", S=4, s=1, n_heads=4, d_head=8, tokens_per_step=512, warmup_steps=20,
-                       eval_every=20, eval_tokens=512, device="cpu"),
-    "cellular_automata": dict(task="cellular-automata", S=8, k=2, n_rules=4, n_heads=4, d_head=8,
-                              tokens_per_step=512, warmup_steps=20, eval_every=20, eval_tokens=512, device="cpu"),
-    "linear_map_bias": dict(task="linear-map", S=4, s=1, n_heads=4, d_head=8, tokens_per_step=512,
-                            warmup_steps=20, eval_every=20, eval_tokens=512, device="cpu", bias=2.0,
-                            bias_schedule="linear-anneal", bias_anneal_steps=40),
+    "linear_map": dict(
+        task="linear-map",
+        S=4,
+        s=1,
+        n_heads=4,
+        d_head=8,
+        tokens_per_step=512,
+        warmup_steps=20,
+        eval_every=20,
+        eval_tokens=512,
+        device="cpu",
+    ),
+    "cellular_automata": dict(
+        task="cellular-automata",
+        S=8,
+        k=2,
+        n_rules=4,
+        n_heads=4,
+        d_head=8,
+        tokens_per_step=512,
+        warmup_steps=20,
+        eval_every=20,
+        eval_tokens=512,
+        device="cpu",
+    ),
+    "linear_map_bias": dict(
+        task="linear-map",
+        S=4,
+        s=1,
+        n_heads=4,
+        d_head=8,
+        tokens_per_step=512,
+        warmup_steps=20,
+        eval_every=20,
+        eval_tokens=512,
+        device="cpu",
+        bias=2.0,
+        bias_schedule="linear-anneal",
+        bias_anneal_steps=40,
+    ),
 }
 
 
@@ -118,8 +157,11 @@ def synthetic_run(name: str, resume: bool = False) -> dict[str, str]:
             result = train(config, out_dir=out / "a", progress=False)
             metrics, folder, model = result.metrics, out / "a" / "checkpoints" / "step60", result.model
         table = metrics.drop(columns=["elapsed_s"]).to_numpy(dtype=np.float64)
-        return {**{f"step60/{k}": v for k, v in _folder(folder).items()}, "weights": _state(model),
-                "metrics": _floats(table)}
+        return {
+            **{f"step60/{k}": v for k, v in _folder(folder).items()},
+            "weights": _state(model),
+            "metrics": _floats(table),
+        }
 
 
 def synthetic_ensemble() -> dict[str, str]:
@@ -136,6 +178,7 @@ def synthetic_ensemble() -> dict[str, str]:
 
 
 # ---- pre-pretraining (synthetic.pretraining) ----------------------------------------------------------
+
 
 def pretraining(source: str, resume: bool = False) -> dict[str, str]:
     """Pre-pretrain the linear-map model's twin on ``source`` for 20 steps, then 40 task steps
@@ -158,8 +201,9 @@ def pretraining(source: str, resume: bool = False) -> dict[str, str]:
         batch = max(1, config.tokens_per_step // task_cfg.n_ctx)
         kw = dict(lr=config.lr, weight_decay=config.weight_decay, seed=config.seed)
         with tempfile.TemporaryDirectory() as tmp:
-            losses = pretrain_model(build_model(pre_cfg), spec, 10, batch, task_cfg.n_ctx, **kw,
-                                    checkpoint_dir=tmp, checkpoint_every=10)
+            losses = pretrain_model(
+                build_model(pre_cfg), spec, 10, batch, task_cfg.n_ctx, **kw, checkpoint_dir=tmp, checkpoint_every=10
+            )
             twin = build_model(pre_cfg)
             losses += pretrain_model(twin, spec, 20, batch, task_cfg.n_ctx, **kw, resume_from=Path(tmp) / "step10")
         skip = vocab_dependent_keys(task_cfg)
@@ -171,8 +215,12 @@ def pretraining(source: str, resume: bool = False) -> dict[str, str]:
         h.update(key.encode())
         h.update(tensor.contiguous().numpy().tobytes())
     result = pretrain_then_train(config, source, pretrain_steps=20)
-    return {"twin_state": h.hexdigest(), "pretrain_losses": _floats(losses), "task_weights": _state(result.model),
-            "task_metrics": _floats(result.metrics.drop(columns=["elapsed_s"]).to_numpy(dtype=np.float64))}
+    return {
+        "twin_state": h.hexdigest(),
+        "pretrain_losses": _floats(losses),
+        "task_weights": _state(result.model),
+        "task_metrics": _floats(result.metrics.drop(columns=["elapsed_s"]).to_numpy(dtype=np.float64)),
+    }
 
 
 SCENARIOS = {
@@ -194,8 +242,15 @@ def run(name: str, resume: bool = False) -> dict[str, str]:
 
 
 #: Scenarios whose callers save a resumable state (stop part-way, resume, compare).
-RESUMABLE = ("embedded_plain", "embedded_forced", "synthetic_linear_map", "synthetic_cellular_automata",
-             "synthetic_linear_map_bias", "pretraining_dyck", "pretraining_nca")
+RESUMABLE = (
+    "embedded_plain",
+    "embedded_forced",
+    "synthetic_linear_map",
+    "synthetic_cellular_automata",
+    "synthetic_linear_map_bias",
+    "pretraining_dyck",
+    "pretraining_nca",
+)
 
 
 def run_all(resumed: bool = True) -> dict[str, dict[str, str]]:
@@ -218,5 +273,14 @@ if __name__ == "__main__":
     import train_loop_scenarios
 
     digests = kernel_pins.run_pinned(train_loop_scenarios.run_all)
-    print(json.dumps({"cpu_model": embedded._cpu_model(), "pins": kernel_pins.pins_apply(),
-                      "level": kernel_pins.level_label(), "digests": digests}, indent=1))
+    print(
+        json.dumps(
+            {
+                "cpu_model": embedded._cpu_model(),
+                "pins": kernel_pins.pins_apply(),
+                "level": kernel_pins.level_label(),
+                "digests": digests,
+            },
+            indent=1,
+        )
+    )

@@ -77,9 +77,12 @@ def pins_apply() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _warn_once(reason: str) -> None:
-    warnings.warn(f"embedded training is not pinned to the {PINNED_LEVEL} kernels: {reason}; "
-                  f"the weights are this machine's own (cache key and suite.json name its level)",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"embedded training is not pinned to the {PINNED_LEVEL} kernels: {reason}; "
+        f"the weights are this machine's own (cache key and suite.json name its level)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def worker_env(threads: int) -> dict[str, str]:
@@ -115,10 +118,13 @@ def record() -> dict:
     import torch
 
     applied = os.environ.get(MARK_VAR) == PINNED_LEVEL
-    return {"applied": applied, "pins": dict(PINS) if applied else None,
-            "reason": None if applied else (why_not() or "trained in a process not started with the pins"),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "env": kernel_env()}
+    return {
+        "applied": applied,
+        "pins": dict(PINS) if applied else None,
+        "reason": None if applied else (why_not() or "trained in a process not started with the pins"),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "env": kernel_env(),
+    }
 
 
 def check_process() -> None:
@@ -134,8 +140,10 @@ def check_process() -> None:
     if why_not() is not None:
         return
     if os.environ.get(MARK_VAR) != PINNED_LEVEL:
-        raise RuntimeError("suite runs train in a process started with the kernel pins "
-                           "(interp.core.kernel_pins.run_pinned or ensure_suite); this one was not")
+        raise RuntimeError(
+            "suite runs train in a process started with the kernel pins "
+            "(interp.core.kernel_pins.run_pinned or ensure_suite); this one was not"
+        )
     level = torch.backends.cpu.get_cpu_capability()
     if level != PINNED_LEVEL:
         raise RuntimeError(f"torch runs {level} kernels although ATEN_CPU_CAPABILITY=avx2 was pinned")
@@ -223,7 +231,11 @@ def describe_exit(exitcode: int | None) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        hint = " (an instruction this CPU lacks: is ATEN_CPU_CAPABILITY above the CPU?)" if -exitcode == signal.SIGILL else ""
+        hint = (
+            " (an instruction this CPU lacks: is ATEN_CPU_CAPABILITY above the CPU?)"
+            if -exitcode == signal.SIGILL
+            else ""
+        )
         return f"killed by signal {name} ({-exitcode}){hint}"
     return f"exited with status {exitcode}"
 

@@ -103,7 +103,7 @@ class MetricSpec:
     needs_distractors: bool = False
     delta: str = ""
 
-    def __call__(self, logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
+    def __call__(self, logits: Float[Tensor, "batch d_vocab"], batch) -> Float[Tensor, " batch"]:
         return self.fn(logits, batch)
 
     @property
@@ -120,7 +120,7 @@ class MetricSpec:
 # --------------------------------------------------------------------------- the answer row
 
 
-def answer_logits(logits: Float[Tensor, 'batch pos d_vocab'], batch) -> Float[Tensor, 'batch d_vocab']:
+def answer_logits(logits: Float[Tensor, "batch pos d_vocab"], batch) -> Float[Tensor, "batch d_vocab"]:
     """The logits at each prompt's answer position (the one place the answer row is picked).
 
     Raises:
@@ -141,7 +141,7 @@ def _answers(batch, device):
     return batch.answers.to(device)
 
 
-def answer_logprob(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
+def answer_logprob(logits: Float[Tensor, "batch d_vocab"], batch) -> Float[Tensor, " batch"]:
     """Log probability (log-softmax in float32) of each prompt's answer token; nats."""
     import torch
 
@@ -149,7 +149,7 @@ def answer_logprob(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tenso
     return logp.gather(-1, _answers(batch, logits.device)[:, None]).squeeze(-1)
 
 
-def answer_probability(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
+def answer_probability(logits: Float[Tensor, "batch d_vocab"], batch) -> Float[Tensor, " batch"]:
     """Softmax probability (float32) of each prompt's answer token; probability units.
 
     This is the one place p(answer) is computed (tasks, the emergence search, the zoom and the
@@ -158,7 +158,7 @@ def answer_probability(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[T
     return answer_logprob(logits, batch).exp()
 
 
-def logit_diff(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
+def logit_diff(logits: Float[Tensor, "batch d_vocab"], batch) -> Float[Tensor, " batch"]:
     """Answer logit minus the largest distractor logit (float32); logits.
 
     Raises:
@@ -167,17 +167,22 @@ def logit_diff(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, "
     distractors = getattr(batch, "distractors", None)
     if distractors is None:
         task = getattr(batch, "task", "") or ""
-        which = f"task {task!r} names no distractor tokens" if task else \
-            "this batch names no distractor tokens (its task is unnamed)"
-        raise ValueError(f"metric 'logit-diff' needs a batch with distractor tokens (TaskBatch.distractors); "
-                         f"{which}: use 'p' or 'logprob', or build the batch with distractors=")
+        which = (
+            f"task {task!r} names no distractor tokens"
+            if task
+            else "this batch names no distractor tokens (its task is unnamed)"
+        )
+        raise ValueError(
+            f"metric 'logit-diff' needs a batch with distractor tokens (TaskBatch.distractors); "
+            f"{which}: use 'p' or 'logprob', or build the batch with distractors="
+        )
     logits = logits.float()
     answer = logits.gather(-1, _answers(batch, logits.device)[:, None]).squeeze(-1)
     rival = logits.gather(-1, distractors.to(logits.device)).max(dim=-1).values
     return answer - rival
 
 
-def greedy_correct(logits: Float[Tensor, 'batch d_vocab'], batch) -> Float[Tensor, " batch"]:
+def greedy_correct(logits: Float[Tensor, "batch d_vocab"], batch) -> Float[Tensor, " batch"]:
     """1.0 where the argmax of the answer logits is the answer, else 0.0 (float32); fraction."""
     return (logits.argmax(-1) == _answers(batch, logits.device)).float()
 
@@ -206,22 +211,53 @@ def register_metric(spec: MetricSpec, replace: bool = False) -> MetricSpec:
 #: name -> unit (kept in step with :data:`METRICS` by :func:`register_metric`).
 METRIC_UNITS: dict[str, str] = {}
 
-register_metric(MetricSpec(
-    "p", answer_probability, unit="probability", higher_is_better=True,
-    source="Baherwani et al. 2026: probability of the answer", label="p(answer)",
-    description="probability of the answer token (softmax, float32)", delta="Δp"))
-register_metric(MetricSpec(
-    "logprob", answer_logprob, unit="nats", higher_is_better=True,
-    source="log of Baherwani et al. 2026's probability of the answer", label="log p(answer)",
-    description="log probability of the answer token"))
-register_metric(MetricSpec(
-    "logit-diff", logit_diff, unit="logits", higher_is_better=True,
-    source="Wang et al. 2022, Interpretability in the Wild: logit difference", label="logit difference",
-    description="answer logit minus the largest distractor logit", needs_distractors=True))
-register_metric(MetricSpec(
-    "accuracy", greedy_correct, unit="fraction", higher_is_better=True,
-    source="Baherwani et al. 2026: solved = greedy prediction equals the answer", label="greedy accuracy",
-    description="1 if the greedy prediction is the answer, else 0", patching=False))
+register_metric(
+    MetricSpec(
+        "p",
+        answer_probability,
+        unit="probability",
+        higher_is_better=True,
+        source="Baherwani et al. 2026: probability of the answer",
+        label="p(answer)",
+        description="probability of the answer token (softmax, float32)",
+        delta="Δp",
+    )
+)
+register_metric(
+    MetricSpec(
+        "logprob",
+        answer_logprob,
+        unit="nats",
+        higher_is_better=True,
+        source="log of Baherwani et al. 2026's probability of the answer",
+        label="log p(answer)",
+        description="log probability of the answer token",
+    )
+)
+register_metric(
+    MetricSpec(
+        "logit-diff",
+        logit_diff,
+        unit="logits",
+        higher_is_better=True,
+        source="Wang et al. 2022, Interpretability in the Wild: logit difference",
+        label="logit difference",
+        description="answer logit minus the largest distractor logit",
+        needs_distractors=True,
+    )
+)
+register_metric(
+    MetricSpec(
+        "accuracy",
+        greedy_correct,
+        unit="fraction",
+        higher_is_better=True,
+        source="Baherwani et al. 2026: solved = greedy prediction equals the answer",
+        label="greedy accuracy",
+        description="1 if the greedy prediction is the answer, else 0",
+        patching=False,
+    )
+)
 
 MetricLike = str | Callable
 
@@ -233,8 +269,11 @@ def patching_metric_names() -> list[str]:
 
 def metric_help() -> str:
     """``--metric``'s help text, one clause per patching metric of the registry."""
-    return "Patching metric: " + " | ".join(f"{n} ({METRICS[n].description}; {METRICS[n].unit})"
-                                            for n in patching_metric_names()) + "."
+    return (
+        "Patching metric: "
+        + " | ".join(f"{n} ({METRICS[n].description}; {METRICS[n].unit})" for n in patching_metric_names())
+        + "."
+    )
 
 
 def get_metric(name: str) -> MetricSpec:
@@ -260,8 +299,10 @@ def resolve_metric(metric: MetricLike) -> Callable:
         return metric
     if isinstance(metric, str) and metric in METRICS and METRICS[metric].patching:
         return METRICS[metric].fn
-    raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())} or a callable "
-                     "(logits [batch, d_vocab], batch) -> [batch]")
+    raise ValueError(
+        f"metric={metric!r}; valid: {', '.join(patching_metric_names())} or a callable "
+        "(logits [batch, d_vocab], batch) -> [batch]"
+    )
 
 
 def metric_name(metric: MetricLike) -> str:
@@ -290,5 +331,12 @@ def metric_spec(metric: MetricLike) -> MetricSpec:
     name = metric if isinstance(metric, str) else metric_name(metric)
     if name in METRICS:
         return METRICS[name]
-    return MetricSpec(name, metric if callable(metric) else (lambda logits, batch: logits), unit="metric units",
-                      higher_is_better=True, source="user-defined", description=f"user metric {name}", label=name)
+    return MetricSpec(
+        name,
+        metric if callable(metric) else (lambda logits, batch: logits),
+        unit="metric units",
+        higher_is_better=True,
+        source="user-defined",
+        description=f"user metric {name}",
+        label=name,
+    )

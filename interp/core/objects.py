@@ -81,8 +81,12 @@ def values_equal(a: Any, b: Any) -> bool:
     ``.equals``, floats NaN-aware, containers and dataclasses element by element."""
     if a is b:
         return True
-    if type(a) is not type(b) and not (isinstance(a, (int, float)) and isinstance(b, (int, float))
-                                       and not isinstance(a, bool) and not isinstance(b, bool)):
+    if type(a) is not type(b) and not (
+        isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
         return False
     try:
         import torch

@@ -25,8 +25,20 @@ from interp.core.io import atomic_write_text
 FILENAME = "provenance.json"
 
 #: Distributions whose versions can change the numbers or the figures.
-PACKAGES = ("emergence-lens", "torch", "transformers", "transformer-lens", "tokenizers", "safetensors",
-            "huggingface_hub", "numpy", "pandas", "pyarrow", "plotly", "circuitsvis")
+PACKAGES = (
+    "emergence-lens",
+    "torch",
+    "transformers",
+    "transformer-lens",
+    "tokenizers",
+    "safetensors",
+    "huggingface_hub",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "plotly",
+    "circuitsvis",
+)
 
 #: The toolkit's source folders, relative to the repository root.
 SOURCE_DIRS = ("interp", "synthetic")
@@ -58,14 +70,24 @@ def source_digests(root: Path | None = None) -> dict[str, Any]:
 
 def _git_state(root: Path) -> dict[str, Any]:
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         if not top or Path(top).resolve() != root.resolve():  # e.g. an installed copy inside another checkout
             return {"git_commit": None, "git_dirty": None}
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10).stdout.strip() or None
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                capture_output=True, text=True, timeout=10)
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or None
+        )
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         dirty = bool(status.stdout.strip()) if commit and status.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         commit, dirty = None, None
@@ -105,8 +127,13 @@ def make_provenance(call: str, settings: dict[str, Any], checkpoints: dict[str, 
         "checkpoints": _json_safe(checkpoints or {}),
         "packages": package_versions(),
         "source": source_digests(),
-        "machine": {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-                    "torch_threads": torch.get_num_threads(), "python": sys.version.split()[0]},
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "python": sys.version.split()[0],
+        },
     }
 
 

@@ -98,8 +98,11 @@ def train_loop(
         raise ValueError(f"stop_step={stop} is before the start step {start}")
     if model is not None:
         model.train()
-    clipped = (list(model.parameters()) if model is not None
-               else [p for group in optimizer.param_groups for p in group["params"]])
+    clipped = (
+        list(model.parameters())
+        if model is not None
+        else [p for group in optimizer.param_groups for p in group["params"]]
+    )
     for step in range(start, stop + 1):
         if at_step is not None:
             at_step(step)
@@ -120,8 +123,14 @@ def train_loop(
             after_step(step, loss.detach())
 
 
-def save_state(folder: str | Path, optimizer: torch.optim.Optimizer, step: int, lr_next: float,
-               extra: dict[str, Any] | None = None, tensors: dict[str, Tensor] | None = None) -> None:
+def save_state(
+    folder: str | Path,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    lr_next: float,
+    extra: dict[str, Any] | None = None,
+    tensors: dict[str, Tensor] | None = None,
+) -> None:
     """Write the resumable state of a run after ``step`` updates into ``folder`` (the weights are the
     caller's: they sit beside it in the caller's layout).
 

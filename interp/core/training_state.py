@@ -47,9 +47,13 @@ def has_training_state(folder: str | Path) -> bool:
     return (folder / OPTIMIZER_FILE).is_file() and (folder / STATE_FILE).is_file()
 
 
-def save_training_state(folder: str | Path, optimizer: torch.optim.Optimizer, step: int,
-                        extra: dict[str, Any] | None = None,
-                        tensors: dict[str, Tensor] | None = None) -> None:
+def save_training_state(
+    folder: str | Path,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    extra: dict[str, Any] | None = None,
+    tensors: dict[str, Tensor] | None = None,
+) -> None:
     """Write the optimizer's state and the trainer's scalars into ``folder`` (each file atomically).
 
     Args:
@@ -72,7 +76,9 @@ def save_training_state(folder: str | Path, optimizer: torch.optim.Optimizer, st
     for index, values in state["state"].items():
         for name, value in values.items():
             if not isinstance(value, Tensor):
-                raise TypeError(f"optimizer state {name!r} of parameter {index} is a {type(value).__name__}, not a tensor")
+                raise TypeError(
+                    f"optimizer state {name!r} of parameter {index} is a {type(value).__name__}, not a tensor"
+                )
             key = f"state.{index}.{name}"
             shapes[key] = list(value.shape)
             # safetensors wants contiguous tensors with at least one dimension
@@ -102,11 +108,14 @@ def read_training_state(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     if not has_training_state(folder):
         raise NotResumableError(
-            f"{folder} holds no training state ({OPTIMIZER_FILE} + {STATE_FILE}): it cannot be resumed")
+            f"{folder} holds no training state ({OPTIMIZER_FILE} + {STATE_FILE}): it cannot be resumed"
+        )
     return json.loads((folder / STATE_FILE).read_text())
 
 
-def load_training_state(folder: str | Path, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Tensor]]:
+def load_training_state(
+    folder: str | Path, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """Restore ``optimizer`` from ``folder`` (written by :func:`save_training_state`).
 
     Returns:
@@ -120,7 +129,9 @@ def load_training_state(folder: str | Path, optimizer: torch.optim.Optimizer) ->
 
     meta = read_training_state(folder)
     if meta.get("format") != STATE_FORMAT:
-        raise NotResumableError(f"{folder}: training-state format {meta.get('format')!r}; this code reads {STATE_FORMAT}")
+        raise NotResumableError(
+            f"{folder}: training-state format {meta.get('format')!r}; this code reads {STATE_FORMAT}"
+        )
     flat = load_file(str(Path(folder) / OPTIMIZER_FILE))
     shaped = {key: value.reshape(meta["shapes"][key]) for key, value in flat.items()}
     state: dict[int, dict[str, Tensor]] = {}

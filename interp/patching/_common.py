@@ -27,9 +27,11 @@ def heads_shape(model: Any) -> tuple[int, int]:
     n_heads = int(getattr(cfg, "n_heads", 0) or 0)
     hook_dict = getattr(model, "hook_dict", {})
     if n_layers <= 0 or n_heads <= 0 or any(f"blocks.{l}.attn.hook_pattern" not in hook_dict for l in range(n_layers)):
-        raise ValueError(f"model {type(model).__name__} (n_layers={n_layers}, n_heads={n_heads}) has no "
-                         "attention heads with blocks.{l}.attn.hook_pattern; attention-pattern patching "
-                         "needs a TransformerBridge of an attention model")
+        raise ValueError(
+            f"model {type(model).__name__} (n_layers={n_layers}, n_heads={n_heads}) has no "
+            "attention heads with blocks.{l}.attn.hook_pattern; attention-pattern patching "
+            "needs a TransformerBridge of an attention model"
+        )
     if getattr(model, "training", False):
         raise ValueError("model is in training mode (dropout would randomise patches); call model.eval() first")
     return n_layers, n_heads
@@ -43,22 +45,32 @@ def check_batch(batch: Any) -> TaskBatch:
     """
     if not isinstance(batch, TaskBatch):
         try:
-            batch = TaskBatch(batch.tokens, batch.answers, batch.answer_pos,
-                              distractors=getattr(batch, "distractors", None),
-                              attention_mask=getattr(batch, "attention_mask", None))
+            batch = TaskBatch(
+                batch.tokens,
+                batch.answers,
+                batch.answer_pos,
+                distractors=getattr(batch, "distractors", None),
+                attention_mask=getattr(batch, "attention_mask", None),
+            )
         except AttributeError:
-            raise ValueError(f"batch must be a TaskBatch (tokens, answers, answer_pos), got {type(batch).__name__}") from None
+            raise ValueError(
+                f"batch must be a TaskBatch (tokens, answers, answer_pos), got {type(batch).__name__}"
+            ) from None
     for name in ("tokens", "answers", "answer_pos"):
         value = getattr(batch, name)
         if not isinstance(value, Tensor) or value.is_floating_point() or value.is_complex():
-            raise ValueError(f"{name} must be an integer torch.Tensor, got "
-                             f"{type(value).__name__ if not isinstance(value, Tensor) else value.dtype}")
+            raise ValueError(
+                f"{name} must be an integer torch.Tensor, got "
+                f"{type(value).__name__ if not isinstance(value, Tensor) else value.dtype}"
+            )
     if batch.tokens.shape[0] == 0 or batch.tokens.shape[1] == 0:
         raise ValueError(f"tokens must be a non-empty [batch, pos] tensor, got shape {tuple(batch.tokens.shape)}")
     pos = batch.tokens.shape[1]
     if bool(((batch.answer_pos < 0) | (batch.answer_pos >= pos)).any()):
-        raise ValueError(f"answer_pos must lie in [0, {pos - 1}], got values "
-                         f"{batch.answer_pos.min().item()}..{batch.answer_pos.max().item()}")
+        raise ValueError(
+            f"answer_pos must lie in [0, {pos - 1}], got values "
+            f"{batch.answer_pos.min().item()}..{batch.answer_pos.max().item()}"
+        )
     return batch
 
 
@@ -99,8 +111,12 @@ def first(output: Any) -> Tensor:
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def replace_hook(post: Tensor, mask: Bool[Tensor, "copies unit"], head_axis: int | None,
-                 query_mask: Bool[Tensor, " pos"] | None = None) -> Callable:
+def replace_hook(
+    post: Tensor,
+    mask: Bool[Tensor, "copies unit"],
+    head_axis: int | None,
+    query_mask: Bool[Tensor, " pos"] | None = None,
+) -> Callable:
     """Hook: copy ``c`` of a stacked batch takes ``post`` on the heads ``mask[c]``.
 
     ``post``: the post activation of one copy of the prompts (``[batch, head, q, k]`` for a

@@ -42,8 +42,10 @@ def _projection(model: Any, layer: int, name: str) -> torch.nn.Module:
     module = getattr(model.blocks[layer].attn, name, None)
     projection = getattr(module, "original_component", None)
     if not (isinstance(projection, torch.nn.Linear) or _is_conv1d(projection)):
-        raise ValueError(f"blocks.{layer}.attn has no split '{name}' projection: weight targets need a bridge "
-                         "whose attention exposes q, k, v, o projections (Linear or Conv1D)")
+        raise ValueError(
+            f"blocks.{layer}.attn has no split '{name}' projection: weight targets need a bridge "
+            "whose attention exposes q, k, v, o projections (Linear or Conv1D)"
+        )
     return projection
 
 
@@ -61,7 +63,9 @@ def _check_no_gqa(model: Any) -> None:
         raise ValueError(f"per-head weight targets need n_key_value_heads == n_heads, got {kv} vs {model.cfg.n_heads}")
 
 
-def head_slices(model: Any, layer: int, heads: Sequence[int], parts: Sequence[str], bias_out: bool = False) -> list[Slice]:
+def head_slices(
+    model: Any, layer: int, heads: Sequence[int], parts: Sequence[str], bias_out: bool = False
+) -> list[Slice]:
     """Parameter slices of ``heads`` of ``layer`` for projections ``parts`` (subset of q, k, v, o).
 
     ``bias_out`` adds the output bias ``b_O`` (shared by the layer's heads).
@@ -117,12 +121,17 @@ def target_slices(model: Any, target: Target) -> list[Slice]:
             by_layer.setdefault(layer, []).append(head)
         slices: list[Slice] = []
         for layer, heads in sorted(by_layer.items()):
-            slices += head_slices(model, layer, heads, kind.weights,
-                                  bias_out=kind.shared_bias and len(set(heads)) == n_heads)
+            slices += head_slices(
+                model, layer, heads, kind.weights, bias_out=kind.shared_bias and len(set(heads)) == n_heads
+            )
         return slices
     if kind.scope == "layer":
-        return [s for l in target.resolved_layers(n_layers) for name in kind.weights
-                for s in _module_slices(model, model.blocks[l].get_submodule(name))]
+        return [
+            s
+            for l in target.resolved_layers(n_layers)
+            for name in kind.weights
+            for s in _module_slices(model, model.blocks[l].get_submodule(name))
+        ]
     if kind.scope == "model":
         return [s for name in kind.weights for s in _module_slices(model, getattr(model, name))]
     raise ValueError(f"target {target.kind!r}: weights of scope {kind.scope!r} are not supported")
@@ -137,7 +146,9 @@ def swapped(model: Any, post_weights: dict[str, Tensor], slices: Sequence[Slice]
         with torch.no_grad():
             for name, index in slices:
                 if name not in post_weights:
-                    raise ValueError(f"post checkpoint has no parameter {name!r}: pre and post must share the architecture")
+                    raise ValueError(
+                        f"post checkpoint has no parameter {name!r}: pre and post must share the architecture"
+                    )
                 param = params[name]
                 saved.append((param, index, param[index].clone()))
                 param[index] = post_weights[name][index].to(param.device, param.dtype)

@@ -68,8 +68,14 @@ def _post_patterns(model: Any, batch: TaskBatch, post: Any) -> Tensor:
     return torch.stack([post.activation("pattern", l) for l in range(n_layers)]).to(model_device(model), torch.float32)
 
 
-def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: MetricLike = "p", steps: int = 1,
-                        mode: Literal["joint", "layer"] = "layer") -> Float[Tensor, "layer head"]:
+def attribution_delta_p(
+    model: Any,
+    inputs: TaskBatch,
+    patterns: Any,
+    metric: MetricLike = "p",
+    steps: int = 1,
+    mode: Literal["joint", "layer"] = "layer",
+) -> Float[Tensor, "layer head"]:
     """Gradient estimate of every head's pattern-patching effect (``delta_p`` for ``metric="p"``).
 
     Args:
@@ -105,9 +111,13 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
     pre_cached = cache_patterns(model, batch.tokens).float() if mode == "joint" and steps > 1 else None
     # clone(): tensors made under inference_mode cannot enter an autograd graph.
     batch = batch.to(device)
-    batch = type(batch)(batch.tokens.clone(), batch.answers.clone(), batch.answer_pos.clone(),
-                        distractors=None if batch.distractors is None else batch.distractors.clone(),
-                        attention_mask=None if batch.attention_mask is None else batch.attention_mask.clone())
+    batch = type(batch)(
+        batch.tokens.clone(),
+        batch.answers.clone(),
+        batch.answer_pos.clone(),
+        distractors=None if batch.distractors is None else batch.distractors.clone(),
+        attention_mask=None if batch.attention_mask is None else batch.attention_mask.clone(),
+    )
     alphas = torch.tensor([0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)], device=device)
     stacked = batch.repeat(steps)
     estimate = torch.zeros(n_layers, n_heads, device=device)
@@ -126,10 +136,12 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
                 offset = alphas.reshape(-1, 1, 1, 1, 1) * (post[layer] - pre[layer])[None]
                 leaves[layer] = pattern + offset.reshape(pattern.shape).to(pattern.dtype)  # noqa: B023
                 return leaves[layer]  # noqa: B023
+
             return hook
 
         hooks = [(hook_name("pattern", l), on_line(l)) for l in layers]
         with torch.inference_mode(False), torch.enable_grad():
+
             def leaf_residual(resid: Tensor, hook: Any = None) -> Tensor:
                 # grad flows from here even if the parameters are frozen; no parameter grads are built
                 return resid.detach().requires_grad_(True)
@@ -140,8 +152,7 @@ def attribution_delta_p(model: Any, inputs: TaskBatch, patterns: Any, metric: Me
                 total = tail.run_tail(resid, layer, steps, hooks).sum() / (steps * batch.tokens.shape[0])
             else:
                 hooks = [("blocks.0.hook_in", leaf_residual)] + hooks
-                rows, _ = answer_logits_forward(
-                    functools.partial(model.run_with_hooks, fwd_hooks=hooks), stacked)
+                rows, _ = answer_logits_forward(functools.partial(model.run_with_hooks, fwd_hooks=hooks), stacked)
                 total = fn(rows, stacked).float().sum() / (steps * batch.tokens.shape[0])
             grads = torch.autograd.grad(total, [leaves[l] for l in layers])
         for layer, grad in zip(layers, grads):

@@ -114,8 +114,9 @@ class PostCheckpoint:
         return resolve_metric(metric)(self.answer_logits, batch.to(self.answer_logits.device)).float().cpu()
 
 
-def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] | None = None,
-                 weights: bool = True) -> PostCheckpoint:
+def capture_post(
+    post_model: Any, batch: TaskBatch, kinds: Sequence[str] | None = None, weights: bool = True
+) -> PostCheckpoint:
     """One forward of the post checkpoint: the activations of ``kinds`` at every layer, the
     answer logits and (``weights=True``) a copy of every parameter.
 
@@ -144,10 +145,17 @@ def capture_post(post_model: Any, batch: TaskBatch, kinds: Sequence[str] | None 
     batch = batch.to(device)
     with torch.no_grad():  # not inference_mode: callers may use the result under autograd
         rows, (cache,) = answer_logits_forward(
-            lambda tokens, **kw: post_model.run_with_cache(tokens, names_filter=lambda n: n in names, **kw), batch)
+            lambda tokens, **kw: post_model.run_with_cache(tokens, names_filter=lambda n: n in names, **kw), batch
+        )
         activations = {name: cache[name].float().clone() for name in names if name in cache.keys()}
-    return PostCheckpoint(activations, rows.float().clone(), _weights.capture_weights(post_model) if weights else None,
-                          n_layers, n_heads, tokens=batch.tokens.clone())
+    return PostCheckpoint(
+        activations,
+        rows.float().clone(),
+        _weights.capture_weights(post_model) if weights else None,
+        n_layers,
+        n_heads,
+        tokens=batch.tokens.clone(),
+    )
 
 
 def metric_values(model: Any, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
@@ -184,16 +192,24 @@ def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target], pre_model: 
 def _check_shapes(pre_model: Any, post: PostCheckpoint, batch: TaskBatch) -> None:
     shape = heads_shape(pre_model)
     if shape != (post.n_layers, post.n_heads):
-        raise ValueError(f"pre and post checkpoints differ in (n_layers, n_heads): {shape} vs "
-                         f"{(post.n_layers, post.n_heads)}")
-    if post.tokens is not None and (tuple(post.tokens.shape) != tuple(batch.tokens.shape)
-                                    or not torch.equal(post.tokens.cpu(), batch.tokens.cpu())):
+        raise ValueError(
+            f"pre and post checkpoints differ in (n_layers, n_heads): {shape} vs {(post.n_layers, post.n_heads)}"
+        )
+    if post.tokens is not None and (
+        tuple(post.tokens.shape) != tuple(batch.tokens.shape) or not torch.equal(post.tokens.cpu(), batch.tokens.cpu())
+    ):
         raise ValueError("post checkpoint was captured on other prompts than this batch")
 
 
-def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[Target],
-                 metric: MetricLike = "p", method: Literal["fast", "reference"] = "fast",
-                 memory_budget_mb: float = 1024) -> Float[Tensor, "targets batch"]:
+def patch_values(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    targets: Sequence[Target],
+    metric: MetricLike = "p",
+    method: Literal["fast", "reference"] = "fast",
+    memory_budget_mb: float = 1024,
+) -> Float[Tensor, "targets batch"]:
     """The metric per prompt of the pre checkpoint with each target patched from the post checkpoint.
 
     The generic call every specialisation goes through (TransformerLens's
@@ -220,8 +236,15 @@ def patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[
     return _patch_values(pre_model, post, batch, targets, metric, method, memory_budget_mb)[0]
 
 
-def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence[Target], metric: MetricLike,
-                  method: str, memory_budget_mb: float) -> tuple[Tensor, Tensor | None]:
+def _patch_values(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    targets: Sequence[Target],
+    metric: MetricLike,
+    method: str,
+    memory_budget_mb: float,
+) -> tuple[Tensor, Tensor | None]:
     """``patch_values`` plus the pre metric per prompt when the fast path computed it (else None)."""
     batch = check_batch(batch)
     fn = resolve_metric(metric)
@@ -256,8 +279,11 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
                 out[fast] = engine.values_of_sets([units[i] for i in fast], chunk).cpu()
                 values_pre = engine.values_pre.cpu()
             except FastPathUnsupported as err:
-                warnings.warn(f"layer-skip patching unavailable for this model ({err}); using full forwards",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"layer-skip patching unavailable for this model ({err}); using full forwards",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 fast = []
     done = set(fast)
     with torch.inference_mode():
@@ -267,8 +293,14 @@ def _patch_values(pre_model: Any, post: Any, batch: TaskBatch, targets: Sequence
     return out, values_pre
 
 
-def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: MetricLike = "p",
-          method: Literal["fast", "reference"] = "fast") -> Float[Tensor, " batch"]:
+def patch(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    target: Target,
+    metric: MetricLike = "p",
+    method: Literal["fast", "reference"] = "fast",
+) -> Float[Tensor, " batch"]:
     """The metric per prompt with one target patched (``patch_values`` for a single target).
 
     Raises:
@@ -280,9 +312,17 @@ def patch(pre_model: Any, post: Any, batch: TaskBatch, target: Target, metric: M
 # --------------------------------------------------------------------------- thin specialisations
 
 
-def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pattern", metric: MetricLike = "p",
-                   method: Literal["fast", "reference"] = "fast", heads: Sequence[tuple[int, int]] | None = None,
-                   memory_budget_mb: float = 1024, per_prompt: bool = False) -> Tensor:
+def per_head_delta(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    kind: str = "pattern",
+    metric: MetricLike = "p",
+    method: Literal["fast", "reference"] = "fast",
+    heads: Sequence[tuple[int, int]] | None = None,
+    memory_budget_mb: float = 1024,
+    per_prompt: bool = False,
+) -> Tensor:
     """Each head patched alone: ``mean metric_patched - mean metric_pre`` per ``(layer, head)``.
 
     With ``kind="pattern"`` and ``metric="p"`` this is the paper's ``delta_p`` (Baherwani et
@@ -308,11 +348,15 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
 
     if heads is None and isinstance(post, IdealPatterns):
         heads = sorted(post.heads)
-    pairs = [(l, h) for l in range(n_layers) for h in range(n_heads)] if heads is None else \
-        list(Target(kind, tuple(heads)).resolved_heads(n_layers, n_heads))
+    pairs = (
+        [(l, h) for l in range(n_layers) for h in range(n_heads)]
+        if heads is None
+        else list(Target(kind, tuple(heads)).resolved_heads(n_layers, n_heads))
+    )
     post = _as_post(post, batch, [Target(kind, tuple(pairs))], pre_model)
-    values, base = _patch_values(pre_model, post, batch, [Target(kind, (pair,)) for pair in pairs], metric, method,
-                                 memory_budget_mb)
+    values, base = _patch_values(
+        pre_model, post, batch, [Target(kind, (pair,)) for pair in pairs], metric, method, memory_budget_mb
+    )
     if base is None:  # the fast path did not run: one more forward for the baseline
         base = metric_values(pre_model, batch, metric)
     out = torch.full((n_layers, n_heads, batch.tokens.shape[0]), float("nan"))
@@ -321,8 +365,15 @@ def per_head_delta(pre_model: Any, post: Any, batch: TaskBatch, kind: str = "pat
     return out if per_prompt else out.mean(dim=-1)
 
 
-def patch_head_sets(model: Any, inputs: TaskBatch, patterns: Any, head_sets: Sequence[Sequence[tuple[int, int]]],
-                    memory_budget_mb: float = 1024, metric: MetricLike = "p", kind: str = "pattern") -> Float[Tensor, " sets"]:
+def patch_head_sets(
+    model: Any,
+    inputs: TaskBatch,
+    patterns: Any,
+    head_sets: Sequence[Sequence[tuple[int, int]]],
+    memory_budget_mb: float = 1024,
+    metric: MetricLike = "p",
+    kind: str = "pattern",
+) -> Float[Tensor, " sets"]:
     """Mean metric of the pre checkpoint with each set of heads jointly patched (one value per set).
 
     Args:
@@ -344,8 +395,14 @@ def patch_head_sets(model: Any, inputs: TaskBatch, patterns: Any, head_sets: Seq
     out = torch.empty(len(sets))
     filled = [i for i, s in enumerate(sets) if s]
     if filled:
-        values = patch_values(model, post, inputs, [Target(kind, tuple(sets[i])) for i in filled], metric=metric,
-                              memory_budget_mb=memory_budget_mb)
+        values = patch_values(
+            model,
+            post,
+            inputs,
+            [Target(kind, tuple(sets[i])) for i in filled],
+            metric=metric,
+            memory_budget_mb=memory_budget_mb,
+        )
         out[filled] = values.mean(dim=1)
     if len(filled) < len(sets):
         out[[i for i, s in enumerate(sets) if not s]] = float(metric_values(model, inputs, metric).mean())
@@ -369,12 +426,19 @@ def post_from_patterns(model: Any, batch: TaskBatch, patterns: Float[Tensor, "la
     expected = (n_layers, n, n_heads, pos, pos)
     if not isinstance(patterns, Tensor) or tuple(patterns.shape) != expected:
         got = tuple(patterns.shape) if isinstance(patterns, Tensor) else type(patterns).__name__
-        raise ValueError(f"patterns must have shape [layer, batch, head, query_pos, key_pos] = {expected} "
-                         f"for this model and these prompts (post and pre checkpoints must share "
-                         f"n_layers and n_heads), got {got}")
+        raise ValueError(
+            f"patterns must have shape [layer, batch, head, query_pos, key_pos] = {expected} "
+            f"for this model and these prompts (post and pre checkpoints must share "
+            f"n_layers and n_heads), got {got}"
+        )
     device = model_device(model)
-    return PostCheckpoint({hook_name("pattern", l): patterns[l].to(device, torch.float32) for l in range(n_layers)},
-                          None, None, n_layers, n_heads)
+    return PostCheckpoint(
+        {hook_name("pattern", l): patterns[l].to(device, torch.float32) for l in range(n_layers)},
+        None,
+        None,
+        n_layers,
+        n_heads,
+    )
 
 
 def cache_patterns(model: Any, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "layer batch head query_pos key_pos"]:
@@ -390,9 +454,15 @@ def cache_patterns(model: Any, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor
         return torch.stack([cache[hook_name("pattern", l)].float() for l in range(n_layers)])
 
 
-def delta_p_all_heads(model: Any, inputs: TaskBatch, patterns: Any, method: Literal["fast", "reference"] = "fast",
-                      memory_budget_mb: float = 1024, heads: Sequence[tuple[int, int]] | None = None,
-                      metric: MetricLike = "p") -> Float[Tensor, "layer head"]:
+def delta_p_all_heads(
+    model: Any,
+    inputs: TaskBatch,
+    patterns: Any,
+    method: Literal["fast", "reference"] = "fast",
+    memory_budget_mb: float = 1024,
+    heads: Sequence[tuple[int, int]] | None = None,
+    metric: MetricLike = "p",
+) -> Float[Tensor, "layer head"]:
     """Per-head ``delta_p`` of pattern patching (``per_head_delta`` with ``kind="pattern"``).
 
     ``patterns``: the post patterns ``[layer, batch, head, q, k]`` (``cache_patterns``), or a
@@ -402,8 +472,9 @@ def delta_p_all_heads(model: Any, inputs: TaskBatch, patterns: Any, method: Lite
         ValueError: as ``per_head_delta``.
     """
     post = post_from_patterns(model, inputs, patterns) if isinstance(patterns, Tensor) else patterns
-    return per_head_delta(model, post, inputs, "pattern", metric=metric, method=method, heads=heads,
-                          memory_budget_mb=memory_budget_mb)
+    return per_head_delta(
+        model, post, inputs, "pattern", metric=metric, method=method, heads=heads, memory_budget_mb=memory_budget_mb
+    )
 
 
 def mean_answer_prob(model: Any, inputs: TaskBatch) -> float:

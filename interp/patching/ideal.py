@@ -143,8 +143,10 @@ def check_pattern(pattern: Any, tokens: Tensor, name: str = "pattern") -> Float[
     rows = pattern.sum(dim=-1)
     worst = (rows - 1).abs().max().item()
     if worst > 1e-4:
-        raise ValueError(f"ideal pattern {name} has rows summing to {rows.flatten()[(rows - 1).abs().argmax()]:.4g}; "
-                         "every query's attention must sum to 1")
+        raise ValueError(
+            f"ideal pattern {name} has rows summing to {rows.flatten()[(rows - 1).abs().argmax()]:.4g}; "
+            "every query's attention must sum to 1"
+        )
     return pattern
 
 
@@ -155,8 +157,9 @@ def _rule(rule: PatternRule) -> tuple[str, Callable[[Tensor], Tensor]]:
         return rule, IDEAL_PATTERNS[rule]
     if callable(rule):
         return getattr(rule, "__name__", type(rule).__name__), rule
-    raise ValueError(f"ideal pattern must be a name ({', '.join(IDEAL_PATTERNS)}) or a callable, "
-                     f"got {type(rule).__name__}")
+    raise ValueError(
+        f"ideal pattern must be a name ({', '.join(IDEAL_PATTERNS)}) or a callable, got {type(rule).__name__}"
+    )
 
 
 def ideal_pattern(rule: PatternRule, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos pos"]:
@@ -237,8 +240,14 @@ class IdealPatterns:
                 cache[key] = ideal_pattern(rule, tokens)
             patterns[layer, :, head] = cache[key]
         device = model_device(model)
-        return PostCheckpoint({hook_name("pattern", l): patterns[l].to(device) for l in range(n_layers)},
-                              None, None, n_layers, n_heads, tokens=batch.tokens.clone())
+        return PostCheckpoint(
+            {hook_name("pattern", l): patterns[l].to(device) for l in range(n_layers)},
+            None,
+            None,
+            n_layers,
+            n_heads,
+            tokens=batch.tokens.clone(),
+        )
 
     def check_targets(self, targets: Sequence[Any], n_layers: int, n_heads: int) -> None:
         """Raise a one-line ValueError unless every target is a pattern target of chosen heads."""
@@ -248,5 +257,7 @@ class IdealPatterns:
                 raise ValueError(f"ideal patterns patch 'pattern' targets only, got {target.label()!r}")
             missing = [h for h in target.resolved_heads(n_layers, n_heads) if h not in chosen]
             if missing:
-                raise ValueError(f"target {target.label()!r} patches heads {missing} that have no ideal "
-                                 f"pattern; chosen: {self.label()}")
+                raise ValueError(
+                    f"target {target.label()!r} patches heads {missing} that have no ideal "
+                    f"pattern; chosen: {self.label()}"
+                )

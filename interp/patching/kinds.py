@@ -101,16 +101,24 @@ class Kind:
         if self.scope not in SCOPES:
             raise ValueError(f"kind {self.name!r}: scope {self.scope!r}; valid: {', '.join(SCOPES)}")
         if self.hook is not None and self.weights:
-            raise ValueError(f"kind {self.name!r} has both a hook and weights: an activation or a weight kind, not both")
+            raise ValueError(
+                f"kind {self.name!r} has both a hook and weights: an activation or a weight kind, not both"
+            )
         if self.scope == "head" and self.hook is not None and self.head_axis is None:
             raise ValueError(f"kind {self.name!r} is per head with a hook: give head_axis")
         if self.fast is not None and FAST_WAYS.get(self.fast) != self.scope:
-            raise ValueError(f"kind {self.name!r}: fast={self.fast!r} does not fit scope {self.scope!r}; valid: "
-                             + ", ".join(f"{way} ({scope})" for way, scope in FAST_WAYS.items()))
+            raise ValueError(
+                f"kind {self.name!r}: fast={self.fast!r} does not fit scope {self.scope!r}; valid: "
+                + ", ".join(f"{way} ({scope})" for way, scope in FAST_WAYS.items())
+            )
         if (self.fast == "hook" and self.hook is None) or (self.fast == "weights" and not self.weights):
-            raise ValueError(f"kind {self.name!r}: fast={self.fast!r} needs a {'hook' if self.fast == 'hook' else 'weights'}")
+            raise ValueError(
+                f"kind {self.name!r}: fast={self.fast!r} needs a {'hook' if self.fast == 'hook' else 'weights'}"
+            )
         if self.tl_setter is not None and (self.tl_setter not in TL_SETTERS or self.hook is None):
-            raise ValueError(f"kind {self.name!r}: tl_setter {self.tl_setter!r} needs a hook and one of {', '.join(TL_SETTERS)}")
+            raise ValueError(
+                f"kind {self.name!r}: tl_setter {self.tl_setter!r} needs a hook and one of {', '.join(TL_SETTERS)}"
+            )
 
     @property
     def is_weights(self) -> bool:
@@ -132,24 +140,94 @@ _H, _V = "layer_head_pattern_patch_setter", "layer_head_vector_patch_setter"
 
 #: the built-in kinds, in the order of ``KINDS`` and of the decomposition's rows
 _BUILT_IN = (
-    Kind("pattern", "head", "attention pattern (post-softmax), [batch, head, query_pos, key_pos]",
-         hook="attn.hook_pattern", head_axis=1, query_pos=True, tl_setter=_H, fast="hook", component="all patterns"),
-    Kind("q", "head", "queries (before rotary), [batch, pos, head, d_head]", hook="attn.hook_q", head_axis=2,
-         tl_setter=_V, fast="hook", through_qk_norm=True, component="all queries"),
-    Kind("k", "head", "keys (before rotary), [batch, pos, head, d_head]", hook="attn.hook_k", head_axis=2,
-         tl_setter=_V, fast="hook", through_qk_norm=True, component="all keys"),
-    Kind("v", "head", "values, [batch, pos, head, d_head]", hook="attn.hook_v", head_axis=2, tl_setter=_V,
-         fast="hook", component="all values"),
-    Kind("z", "head", "the head's output before W_O, [batch, pos, head, d_head]", hook="attn.hook_z", head_axis=2,
-         tl_setter=_V, fast="hook", component="all head outputs (hook_z)"),
-    Kind("qk", "head", "weights W_Q, W_K, b_Q, b_K of the head", weights=("q", "k"), fast="weights",
-         through_qk_norm=True, component="all QK weights"),
-    Kind("ov", "head", "weights W_V, b_V, W_O of the head; b_O too for every head of a layer", weights=("v", "o"),
-         shared_bias=True, fast="weights", component="all OV weights"),
-    Kind("path", "path", "one head's output ((z_post - z_pre) @ W_O) added only to a later head's q, k or v input",
-         fast="path", through_qk_norm=True),
-    Kind("mlp", "layer", "MLP output, [batch, pos, d_model]", hook="hook_mlp_out", tl_setter="whole_layer",
-         tl_activation="mlp_out", fast="mlp_out", component="all MLP outputs"),
+    Kind(
+        "pattern",
+        "head",
+        "attention pattern (post-softmax), [batch, head, query_pos, key_pos]",
+        hook="attn.hook_pattern",
+        head_axis=1,
+        query_pos=True,
+        tl_setter=_H,
+        fast="hook",
+        component="all patterns",
+    ),
+    Kind(
+        "q",
+        "head",
+        "queries (before rotary), [batch, pos, head, d_head]",
+        hook="attn.hook_q",
+        head_axis=2,
+        tl_setter=_V,
+        fast="hook",
+        through_qk_norm=True,
+        component="all queries",
+    ),
+    Kind(
+        "k",
+        "head",
+        "keys (before rotary), [batch, pos, head, d_head]",
+        hook="attn.hook_k",
+        head_axis=2,
+        tl_setter=_V,
+        fast="hook",
+        through_qk_norm=True,
+        component="all keys",
+    ),
+    Kind(
+        "v",
+        "head",
+        "values, [batch, pos, head, d_head]",
+        hook="attn.hook_v",
+        head_axis=2,
+        tl_setter=_V,
+        fast="hook",
+        component="all values",
+    ),
+    Kind(
+        "z",
+        "head",
+        "the head's output before W_O, [batch, pos, head, d_head]",
+        hook="attn.hook_z",
+        head_axis=2,
+        tl_setter=_V,
+        fast="hook",
+        component="all head outputs (hook_z)",
+    ),
+    Kind(
+        "qk",
+        "head",
+        "weights W_Q, W_K, b_Q, b_K of the head",
+        weights=("q", "k"),
+        fast="weights",
+        through_qk_norm=True,
+        component="all QK weights",
+    ),
+    Kind(
+        "ov",
+        "head",
+        "weights W_V, b_V, W_O of the head; b_O too for every head of a layer",
+        weights=("v", "o"),
+        shared_bias=True,
+        fast="weights",
+        component="all OV weights",
+    ),
+    Kind(
+        "path",
+        "path",
+        "one head's output ((z_post - z_pre) @ W_O) added only to a later head's q, k or v input",
+        fast="path",
+        through_qk_norm=True,
+    ),
+    Kind(
+        "mlp",
+        "layer",
+        "MLP output, [batch, pos, d_model]",
+        hook="hook_mlp_out",
+        tl_setter="whole_layer",
+        tl_activation="mlp_out",
+        fast="mlp_out",
+        component="all MLP outputs",
+    ),
     Kind("mlp_weights", "layer", "every MLP parameter of the layer", weights=("mlp",), component="all MLP weights"),
     Kind("block", "layer", "every parameter of the block (norms, attention, MLP)", weights=("",)),
     Kind("embed", "model", "the token embedding W_E", weights=("embed",), component="embedding"),
@@ -205,6 +283,8 @@ def unregister(name: str) -> None:
         ValueError: an unknown kind, or a built-in one.
     """
     if name not in KIND_TABLE or any(k.name == name for k in _BUILT_IN):
-        raise ValueError(f"kind {name!r} was not added by register(); registered: "
-                         f"{', '.join(n for n in KIND_TABLE if n not in {k.name for k in _BUILT_IN}) or 'none'}")
+        raise ValueError(
+            f"kind {name!r} was not added by register(); registered: "
+            f"{', '.join(n for n in KIND_TABLE if n not in {k.name for k in _BUILT_IN}) or 'none'}"
+        )
     del KIND_TABLE[name]

@@ -41,5 +41,3 @@ class Metric(Protocol):
     """``(logits [batch, d_vocab] at the answer positions, batch) -> Float[Tensor, "batch"]``."""
 
     def __call__(self, logits, batch): ...
-
-

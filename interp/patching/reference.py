@@ -25,8 +25,11 @@ from interp.tasks import TaskBatch
 __all__ = ["reference_values"]
 
 #: TransformerLens setter name -> (the setter, its index columns); "whole_layer": the post activation everywhere
-_INDEX_COLUMNS = {"layer_head_pattern_patch_setter": ["layer", "head_index"],
-                  "layer_head_vector_patch_setter": ["layer", "head"], "whole_layer": ["layer"]}
+_INDEX_COLUMNS = {
+    "layer_head_pattern_patch_setter": ["layer", "head_index"],
+    "layer_head_vector_patch_setter": ["layer", "head"],
+    "whole_layer": ["layer"],
+}
 
 
 def _hooks_for(model: Any, post: Any, target: Target, pos: int) -> list:
@@ -35,9 +38,15 @@ def _hooks_for(model: Any, post: Any, target: Target, pos: int) -> list:
     device = model_device(model)
     kind = get_kind(target.kind)
     if kind.scope == "layer":
-        return [(hook_name(target.kind, l), replace_hook(post.activation(target.kind, l).to(device),
-                                                         torch.ones(1, 1, dtype=torch.bool, device=device), None))
-                for l in target.resolved_layers(n_layers)]
+        return [
+            (
+                hook_name(target.kind, l),
+                replace_hook(
+                    post.activation(target.kind, l).to(device), torch.ones(1, 1, dtype=torch.bool, device=device), None
+                ),
+            )
+            for l in target.resolved_layers(n_layers)
+        ]
     by_layer: dict[int, list[int]] = {}
     for layer, head in target.resolved_heads(n_layers, n_heads):
         by_layer.setdefault(layer, []).append(head)
@@ -45,9 +54,17 @@ def _hooks_for(model: Any, post: Any, target: Target, pos: int) -> list:
     for layer, heads in by_layer.items():
         mask = torch.zeros(1, n_heads, dtype=torch.bool, device=device)
         mask[0, heads] = True
-        hooks.append((hook_name(target.kind, layer), replace_hook(
-            post.activation(target.kind, layer).to(device), mask, kind.head_axis,
-            query_mask(target.query_pos, pos, device))))
+        hooks.append(
+            (
+                hook_name(target.kind, layer),
+                replace_hook(
+                    post.activation(target.kind, layer).to(device),
+                    mask,
+                    kind.head_axis,
+                    query_mask(target.query_pos, pos, device),
+                ),
+            )
+        )
     return hooks
 
 
@@ -59,8 +76,7 @@ def _setter(name: str) -> Callable:
     return getattr(tl_patching, name)
 
 
-def _transformer_lens_single(model: Any, post: Any, batch: TaskBatch, target: Target,
-                             fn: Callable) -> Tensor | None:
+def _transformer_lens_single(model: Any, post: Any, batch: TaskBatch, target: Target, fn: Callable) -> Tensor | None:
     """TransformerLens's own patch for one head's / one layer's activation (the kind's
     ``tl_setter``), else None."""
     import pandas as pd
@@ -71,7 +87,7 @@ def _transformer_lens_single(model: Any, post: Any, batch: TaskBatch, target: Ta
     if batch.padded or kind.tl_setter is None:  # generic_activation_patch takes no attention mask: hooks pass it
         return None
     if kind.scope == "head" and target.query_pos is None and target.heads is not None and len(target.heads) == 1:
-        (layer, head), = target.resolved_heads(post.n_layers, post.n_heads)
+        ((layer, head),) = target.resolved_heads(post.n_layers, post.n_heads)
         index = [layer, head]
     elif kind.scope == "layer" and target.layers is not None and len(target.layers) == 1:
         (layer,) = target.resolved_layers(post.n_layers)
@@ -84,10 +100,16 @@ def _transformer_lens_single(model: Any, post: Any, batch: TaskBatch, target: Ta
     index_df = pd.DataFrame([index], columns=columns)
     name = hook_name(target.kind, layer)
     cache = ActivationCache({name: post.activation(target.kind, layer).to(model_device(model))}, model)
-    result = generic_activation_patch(model, batch.tokens, cache, lambda logits: fn(answer_rows(logits, batch), batch),
-                                      patch_setter=_setter(kind.tl_setter),
-                                      activation_name=kind.tl_activation or target.kind, index_df=index_df,
-                                      reduce="none")
+    result = generic_activation_patch(
+        model,
+        batch.tokens,
+        cache,
+        lambda logits: fn(answer_rows(logits, batch), batch),
+        patch_setter=_setter(kind.tl_setter),
+        activation_name=kind.tl_activation or target.kind,
+        index_df=index_df,
+        reduce="none",
+    )
     return result.values[0]
 
 
@@ -100,9 +122,14 @@ def _path_values(model: Any, post: Any, batch: TaskBatch, target: Target, fn: Ca
     delta = (post.activation("z", sl)[:, :, sh].to(W_O.device) - cache[hook_name("z", sl)][:, :, sh]) @ W_O
     captured = {}
     name = hook_name(rinput, rl)
-    model.run_with_hooks(batch.tokens, fwd_hooks=[
-        (f"blocks.{rl}.hook_in", lambda x, hook: x + delta.to(x.dtype)),
-        (name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)], **kw)
+    model.run_with_hooks(
+        batch.tokens,
+        fwd_hooks=[
+            (f"blocks.{rl}.hook_in", lambda x, hook: x + delta.to(x.dtype)),
+            (name, lambda act, hook: captured.__setitem__("x", act.clone()) or act),
+        ],
+        **kw,
+    )
     mask = torch.zeros(1, post.n_heads, dtype=torch.bool, device=W_O.device)
     mask[0, rh] = True
     logits = model.run_with_hooks(batch.tokens, fwd_hooks=[(name, replace_hook(captured["x"], mask, 2))], **kw)
@@ -139,6 +166,7 @@ def reference_values(model: Any, post: Any, batch: TaskBatch, target: Target, fn
     values = _transformer_lens_single(model, post, batch, target, fn)
     if values is not None:
         return values
-    logits = model.run_with_hooks(batch.tokens, fwd_hooks=_hooks_for(model, post, target, batch.tokens.shape[1]),
-                                  **batch.forward_kwargs())
+    logits = model.run_with_hooks(
+        batch.tokens, fwd_hooks=_hooks_for(model, post, target, batch.tokens.shape[1]), **batch.forward_kwargs()
+    )
     return fn(answer_rows(logits, batch), batch)

@@ -123,7 +123,9 @@ class Target:
             raise ValueError(f"query_pos applies to {valid} targets only, got kind {self.kind!r}")
         if scope == "path":
             if self.heads is None or len(self.heads) != 1 or self.receiver is None:
-                raise ValueError("a 'path' target needs heads=((sender_layer, sender_head),) and receiver=(layer, head)")
+                raise ValueError(
+                    "a 'path' target needs heads=((sender_layer, sender_head),) and receiver=(layer, head)"
+                )
             object.__setattr__(self, "receiver", _pair(self.receiver))
             if self.receiver[0] <= self.heads[0][0]:
                 raise ValueError(f"path receiver {self.receiver} must be in a later layer than sender {self.heads[0]}")
@@ -144,8 +146,9 @@ class Target:
         heads = self.heads if self.heads is not None else tuple((l, h) for l in range(n_layers) for h in range(n_heads))
         for layer, head in heads + ((self.receiver,) if self.receiver is not None else ()):
             if not (0 <= layer < n_layers and 0 <= head < n_heads):
-                raise ValueError(f"head {(layer, head)} out of range: layer in [0, {n_layers - 1}], "
-                                 f"head in [0, {n_heads - 1}]")
+                raise ValueError(
+                    f"head {(layer, head)} out of range: layer in [0, {n_layers - 1}], head in [0, {n_heads - 1}]"
+                )
         return heads
 
     def resolved_layers(self, n_layers: int) -> tuple[int, ...]:

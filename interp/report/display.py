@@ -47,8 +47,10 @@ def plotly_script() -> str:
     """plotly.js inlined in one ``<script>`` (the version bundled with the plotly package)."""
     from plotly.offline import get_plotlyjs
 
-    return "<script type='text/javascript'>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n" \
-           f"<script type='text/javascript'>{_script_safe(get_plotlyjs())}</script>"
+    return (
+        "<script type='text/javascript'>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
+        f"<script type='text/javascript'>{_script_safe(get_plotlyjs())}</script>"
+    )
 
 
 @lru_cache(maxsize=1)
@@ -86,8 +88,6 @@ def plot_text(text) -> str:
     return html.escape(str(text), quote=False)
 
 
-
-
 def scrubber_script() -> str:
     """The attention-pattern scrubber's style and script (:mod:`interp.report.scrubber`, defines ``ELScrub``)."""
     from interp.report.scrubber import scrub_script
@@ -95,8 +95,11 @@ def scrubber_script() -> str:
     return scrub_script()
 
 
-LIBRARIES: dict[str, Callable[[], str]] = {"plotly": plotly_script, "circuitsvis": circuitsvis_script,
-                                           "scrubber": scrubber_script}
+LIBRARIES: dict[str, Callable[[], str]] = {
+    "plotly": plotly_script,
+    "circuitsvis": circuitsvis_script,
+    "scrubber": scrubber_script,
+}
 
 
 class Assets:
@@ -137,8 +140,9 @@ def figure_fragment(fig, assets: Assets, caption: str | None = None) -> str:
     """
     import plotly.io as pio
 
-    body = pio.to_html(fig, full_html=False, include_plotlyjs=False, include_mathjax=False,
-                       config=PLOTLY_CONFIG, default_width="100%")
+    body = pio.to_html(
+        fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
+    )
     note = f"<p class='el-caption'>{caption}</p>" if caption else ""
     return f"{assets.require('plotly')}<div class='el-figure'>{body}{note}</div>"
 
@@ -161,9 +165,11 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
         return _MOUNT.sub(lambda m: m.group(0).rstrip("/>").rstrip() + "></div>", local, count=1)
     # The call's arguments are the view's id, ``CircuitsVis.<View>`` and its props as JSON: every
     # ``<``, ``>``, ``&`` lies inside a JSON string (tokens, head names).
-    return (f"{assets.require('circuitsvis')}<div id=\"{mount.group(1)}\" class='el-circuitsvis' "
-            f"style=\"margin: 15px 0;\"></div>\n<script type='text/javascript'>"
-            f"CircuitsVis.render({json_script_safe(call.group(1))});</script>")
+    return (
+        f"{assets.require('circuitsvis')}<div id=\"{mount.group(1)}\" class='el-circuitsvis' "
+        f"style=\"margin: 15px 0;\"></div>\n<script type='text/javascript'>"
+        f"CircuitsVis.render({json_script_safe(call.group(1))});</script>"
+    )
 
 
 #: Decimals kept for attention probabilities in a circuitsvis view (the page carries them as JSON
@@ -182,7 +188,9 @@ def check_attention_inputs(tokens: Sequence[str], patterns, names: Sequence[str]
     """
     shape = tuple(getattr(patterns, "shape", ()))
     if len(shape) != 3:
-        raise ValueError(f"patterns must be [n, query_pos, key_pos], got shape {list(shape) or type(patterns).__name__}")
+        raise ValueError(
+            f"patterns must be [n, query_pos, key_pos], got shape {list(shape) or type(patterns).__name__}"
+        )
     n, q, k = shape
     tokens, names = list(tokens), list(names)
     problems = []
@@ -193,8 +201,10 @@ def check_attention_inputs(tokens: Sequence[str], patterns, names: Sequence[str]
     if len(names) != n:
         problems.append(f"{len(names)} names for {n} patterns")
     if problems:
-        raise ValueError(f"attention view: patterns {list(shape)}, {len(tokens)} tokens, {len(names)} names: "
-                         f"{'; '.join(problems)} (need tokens = query_pos = key_pos and one name per pattern)")
+        raise ValueError(
+            f"attention view: patterns {list(shape)}, {len(tokens)} tokens, {len(names)} names: "
+            f"{'; '.join(problems)} (need tokens = query_pos = key_pos and one name per pattern)"
+        )
 
 
 def attention_fragment(tokens: Sequence[str], patterns, names: Sequence[str], assets: Assets) -> str:
@@ -217,8 +227,7 @@ def attention_fragment(tokens: Sequence[str], patterns, names: Sequence[str], as
 def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | None = None) -> str:
     """A DataFrame as a compact HTML table: floats to ``digits`` decimals, missing values as "—",
     underscores in headers allowed to break (so that wide tables wrap instead of overflowing)."""
-    table = df.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.{digits}f}", classes="el-table",
-                       border=0)
+    table = df.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.{digits}f}", classes="el-table", border=0)
     table = re.sub(r"<th>([^<]*)</th>", lambda m: "<th>" + m.group(1).replace("_", "_<wbr>") + "</th>", table)
     note = f"<p class='el-caption'>{caption}</p>" if caption else ""
     return f"<div class='el-table-wrap'>{table}</div>{note}"
@@ -226,8 +235,9 @@ def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | None = None
 
 def key_values_fragment(values: dict, caption: str | None = None) -> str:
     """A two-column table (name, value) for a handful of scalars."""
-    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_format(v))}</td></tr>"
-                   for k, v in values.items())
+    rows = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_format(v))}</td></tr>" for k, v in values.items()
+    )
     note = f"<p class='el-caption'>{caption}</p>" if caption else ""
     return f"<div class='el-table-wrap'><table class='el-table el-kv'>{rows}</table></div>{note}"
 
@@ -366,21 +376,37 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         label, delta_label, unit = spec.label, spec.delta_label, getattr(ranking, "unit", spec.unit)
     except ValueError:  # a metric function of the user's, not in the registry
         label, delta_label, unit = str(ranking.metric), f"Δ {ranking.metric}", getattr(ranking, "unit", "metric units")
-    values = {"metric": f"{ranking.metric} ({label}, {unit})", "value_pre": ranking.value_pre,
-              "value_post": ranking.value_post, "jump (post − pre)": ranking.value_post - ranking.value_pre,
-              "jump standard error": ranking.jump_se,
-              "jump_too_small (below 3 standard errors)": ranking.jump_too_small,
-              "pre-screen Spearman ρ": ranking.rank_correlation_prescreen,
-              "pre-screen found the top 2": ranking.prescreen_top2_found}
-    parts = [key_values_fragment(values, caption=f"Metric units: {html.escape(str(unit))}."),
-             table_fragment(ranking.heads.head(10), digits=4, caption=f"The ten top heads by delta ({html.escape(unit)}; "
-                            "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts)."),
-             figure_fragment(delta_p_heatmap(ranking.delta, title=plot_text(f"{delta_label} per head ({unit})"),
-                                             metric=ranking.metric, unit=unit), assets)]
+    values = {
+        "metric": f"{ranking.metric} ({label}, {unit})",
+        "value_pre": ranking.value_pre,
+        "value_post": ranking.value_post,
+        "jump (post − pre)": ranking.value_post - ranking.value_pre,
+        "jump standard error": ranking.jump_se,
+        "jump_too_small (below 3 standard errors)": ranking.jump_too_small,
+        "pre-screen Spearman ρ": ranking.rank_correlation_prescreen,
+        "pre-screen found the top 2": ranking.prescreen_top2_found,
+    }
+    parts = [
+        key_values_fragment(values, caption=f"Metric units: {html.escape(str(unit))}."),
+        table_fragment(
+            ranking.heads.head(10),
+            digits=4,
+            caption=f"The ten top heads by delta ({html.escape(unit)}; "
+            "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts).",
+        ),
+        figure_fragment(
+            delta_p_heatmap(
+                ranking.delta, title=plot_text(f"{delta_label} per head ({unit})"), metric=ranking.metric, unit=unit
+            ),
+            assets,
+        ),
+    ]
     if ranking.topk is not None and len(ranking.topk):
         parts.append(figure_fragment(recovery_run_figure(ranking.topk), assets))
     if ranking.example_patterns is not None and ranking.example_tokens:
-        parts.append(attention_fragment(ranking.example_tokens, ranking.example_patterns, ranking.example_names, assets))
+        parts.append(
+            attention_fragment(ranking.example_tokens, ranking.example_patterns, ranking.example_names, assets)
+        )
     if ranking.components is not None and len(ranking.components):
         parts.append(dataframe_html(ranking.components, assets))
     return "<div class='el-head-ranking'>" + "\n".join(parts) + "</div>"
@@ -438,12 +464,17 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
 
     if not hasattr(notebook, "cells"):
         notebook = nbformat.read(str(notebook), as_version=4)
-    template = ("{%- extends 'lab/index.html.j2' -%}"
-                "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
-                "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
-                "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}")
-    exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({"offline.html.j2": template})],
-                            template_file="offline.html.j2")
+    template = (
+        "{%- extends 'lab/index.html.j2' -%}"
+        "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
+        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
+        "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}"
+    )
+    exporter = HTMLExporter(
+        template_name="lab",
+        extra_loaders=[jinja2.DictLoader({"offline.html.j2": template})],
+        template_file="offline.html.j2",
+    )
     body, _ = exporter.from_notebook_node(notebook)
     if out_path is not None:
         from interp.core.io import atomic_write_text
@@ -458,18 +489,39 @@ def point_html(point, assets: Assets | None = None) -> str:
     from interp.report.figures import run_capability_figure
 
     assets = Assets() if assets is None else assets
-    values = {"run": point.model_id, "pre_step": point.pre_step, "post_step": point.post_step,
-              "emerged": point.emerged, "threshold (accuracy)": point.threshold, "monotone": point.monotone,
-              "hold (checkpoints)": point.hold, "search": point.search, "n_evaluations": point.n_evaluations}
+    values = {
+        "run": point.model_id,
+        "pre_step": point.pre_step,
+        "post_step": point.post_step,
+        "emerged": point.emerged,
+        "threshold (accuracy)": point.threshold,
+        "monotone": point.monotone,
+        "hold (checkpoints)": point.hold,
+        "search": point.search,
+        "n_evaluations": point.n_evaluations,
+    }
     if point.excluded_steps:
-        values["excluded (duplicate weights)"] = ", ".join(f"{a} = {b}" for a, b in sorted(point.excluded_steps.items()))
+        values["excluded (duplicate weights)"] = ", ".join(
+            f"{a} = {b}" for a, b in sorted(point.excluded_steps.items())
+        )
     from interp.emergence import rule_text
 
-    parts = [style_tag(), key_values_fragment(values, caption="Steps are training steps; the search evaluates "
-                                              f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.")]
+    parts = [
+        style_tag(),
+        key_values_fragment(
+            values,
+            caption="Steps are training steps; the search evaluates "
+            f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.",
+        ),
+    ]
     if len(point.evaluations):
-        fig = run_capability_figure(point.evaluations, point.pre_step, point.post_step, threshold=point.threshold,
-                                    title=f"{plot_text(point.model_id)}: evaluated checkpoints")
+        fig = run_capability_figure(
+            point.evaluations,
+            point.pre_step,
+            point.post_step,
+            threshold=point.threshold,
+            title=f"{plot_text(point.model_id)}: evaluated checkpoints",
+        )
         parts.append(figure_fragment(fig, assets))
     return "<div class='el-point'>" + "\n".join(parts) + "</div>"
 
@@ -479,6 +531,9 @@ def capability_score_html(score) -> str:
     rows = "".join(
         f"<tr><th>{name}</th><td>{value:.4f}</td><td style='width:220px'><div style='background:#4c78a8;height:10px;"
         f"width:{max(0.0, min(1.0, value)) * 100:.1f}%'></div></td></tr>"
-        for name, value in (("greedy accuracy", score.accuracy), ("mean p(answer)", score.p_answer)))
-    return (f"{style_tag()}<div class='el-table-wrap'><table class='el-table el-kv'>{rows}"
-            f"<tr><th>prompts</th><td>{score.n_prompts}</td><td></td></tr></table></div>")
+        for name, value in (("greedy accuracy", score.accuracy), ("mean p(answer)", score.p_answer))
+    )
+    return (
+        f"{style_tag()}<div class='el-table-wrap'><table class='el-table el-kv'>{rows}"
+        f"<tr><th>prompts</th><td>{score.n_prompts}</td><td></td></tr></table></div>"
+    )

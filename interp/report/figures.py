@@ -17,8 +17,9 @@ from interp.report.display import plot_text
 from interp.sources.catalogue import run_label
 
 
-def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy",
-                      threshold: float | None = 0.5) -> go.Figure:
+def capability_figure(
+    emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy", threshold: float | None = 0.5
+) -> go.Figure:
     """Capability vs training step, one line per seed, one panel per model; points marked.
 
     Args:
@@ -33,7 +34,9 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
     if metric not in ("accuracy", "p_answer"):
         raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
     models = list(dict.fromkeys(emergence["model"]))
-    fig = make_subplots(rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True)
+    fig = make_subplots(
+        rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True
+    )
     palette = pio.templates["plotly"].layout.colorway
     starred = False
     for col, model in enumerate(models, start=1):
@@ -41,41 +44,77 @@ def capability_figure(emergence: pd.DataFrame, points: pd.DataFrame, metric: str
         for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
             curve = curve.sort_values("step")
             color = palette[k % len(palette)]
-            fig.add_trace(go.Scatter(
-                x=curve["step"].clip(lower=0.5), y=curve[metric], mode="lines+markers", name=f"{plot_text(model)} seed {seed}",
-                line=dict(color=color), marker=dict(size=4), legendgroup=f"{model}-{seed}",
-                hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
-            ), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=curve["step"].clip(lower=0.5),
+                    y=curve[metric],
+                    mode="lines+markers",
+                    name=f"{plot_text(model)} seed {seed}",
+                    line=dict(color=color),
+                    marker=dict(size=4),
+                    legendgroup=f"{model}-{seed}",
+                    hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
             point = points[(points["model"] == model) & (points["seed"] == seed)]
             if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
                 post = int(point["post_step"].iloc[0])
                 y = curve.loc[curve["step"] == post, metric]
-                fig.add_trace(go.Scatter(
-                    x=[post], y=[y.iloc[0] if len(y) else None], mode="markers", showlegend=not starred,
-                    marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
-                    hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
-                    legendgroup=f"{model}-{seed}", name="★ post step of the point of emergence",
-                ), row=1, col=col)
+                fig.add_trace(
+                    go.Scatter(
+                        x=[post],
+                        y=[y.iloc[0] if len(y) else None],
+                        mode="markers",
+                        showlegend=not starred,
+                        marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
+                        hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
+                        legendgroup=f"{model}-{seed}",
+                        name="★ post step of the point of emergence",
+                    ),
+                    row=1,
+                    col=col,
+                )
                 starred = True  # one legend entry explains every star
-        fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)", row=1, col=col,
-                         tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-                         minor=dict(showgrid=False, ticks=""))
+        fig.update_xaxes(
+            type="log",
+            title_text="training step (log; step 0 drawn at 0.5)",
+            row=1,
+            col=col,
+            tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000],
+            ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
+            minor=dict(showgrid=False, ticks=""),
+        )
     if metric == "accuracy" and threshold is not None:
         # one line per panel, one legend entry for all of them (clicking it toggles every panel's)
-        fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
-                      showlegend=True, legendgroup="threshold")
+        fig.add_hline(
+            y=threshold,
+            line_dash="dash",
+            line_color="gray",
+            name=f"threshold ({threshold:g})",
+            showlegend=True,
+            legendgroup="threshold",
+        )
         for i, shape in enumerate(s for s in fig.layout.shapes if s.legendgroup == "threshold"):
             shape.showlegend = i == 0
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
-    fig.update_layout(title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
-                      height=420, showlegend=True)
+    fig.update_layout(
+        title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
+        height=420,
+        showlegend=True,
+    )
     return fig
 
 
-def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = None,
-                      points: pd.DataFrame | None = None, smooth: int = 25,
-                      title: str = "Training loss and capability") -> go.Figure:
+def loss_curve_figure(
+    losses: pd.DataFrame,
+    emergence: pd.DataFrame | None = None,
+    points: pd.DataFrame | None = None,
+    smooth: int = 25,
+    title: str = "Training loss and capability",
+) -> go.Figure:
     """Training loss (nats, left axis) beside the capability (greedy accuracy, right axis) of one
     run, so that the loss plateau before the jump is visible; the point of emergence is shaded.
 
@@ -95,20 +134,50 @@ def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = Non
         raise ValueError(f"smooth={smooth}; expected a window of at least 1 step")
     losses = losses.sort_values("step")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=losses["step"], y=losses["loss"], mode="lines", name="loss (per step)",
-                             line=dict(color="lightgray", width=1)), secondary_y=False)
+    fig.add_trace(
+        go.Scatter(
+            x=losses["step"],
+            y=losses["loss"],
+            mode="lines",
+            name="loss (per step)",
+            line=dict(color="lightgray", width=1),
+        ),
+        secondary_y=False,
+    )
     if smooth > 1:
-        fig.add_trace(go.Scatter(x=losses["step"], y=losses["loss"].rolling(smooth, center=True, min_periods=1).mean(),
-                                 mode="lines", name=f"loss ({smooth}-step mean)", line=dict(color="#1f77b4")),
-                      secondary_y=False)
+        fig.add_trace(
+            go.Scatter(
+                x=losses["step"],
+                y=losses["loss"].rolling(smooth, center=True, min_periods=1).mean(),
+                mode="lines",
+                name=f"loss ({smooth}-step mean)",
+                line=dict(color="#1f77b4"),
+            ),
+            secondary_y=False,
+        )
     if emergence is not None and len(emergence):
         curve = emergence.sort_values("step")
-        fig.add_trace(go.Scatter(x=curve["step"], y=curve["accuracy"], mode="lines+markers", name="accuracy",
-                                 line=dict(color="#d62728"), marker=dict(size=4)), secondary_y=True)
+        fig.add_trace(
+            go.Scatter(
+                x=curve["step"],
+                y=curve["accuracy"],
+                mode="lines+markers",
+                name="accuracy",
+                line=dict(color="#d62728"),
+                marker=dict(size=4),
+            ),
+            secondary_y=True,
+        )
     if points is not None and len(points) and bool(points["emerged"].iloc[0]) and pd.notna(points["post_step"].iloc[0]):
-        fig.add_vrect(x0=float(points["pre_step"].iloc[0]), x1=float(points["post_step"].iloc[0]),
-                      fillcolor="orange", opacity=0.25, line_width=0,
-                      annotation_text="point of emergence", annotation_position="top left")
+        fig.add_vrect(
+            x0=float(points["pre_step"].iloc[0]),
+            x1=float(points["post_step"].iloc[0]),
+            fillcolor="orange",
+            opacity=0.25,
+            line_width=0,
+            annotation_text="point of emergence",
+            annotation_position="top left",
+        )
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="training loss (nats)", secondary_y=False)
     fig.update_yaxes(title_text="greedy accuracy", range=[0, 1], secondary_y=True)
@@ -116,8 +185,13 @@ def loss_curve_figure(losses: pd.DataFrame, emergence: pd.DataFrame | None = Non
     return fig
 
 
-def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: str | None = None,
-                    bound: float | None = None, metric: str = "p", unit: str | None = None) -> go.Figure:
+def delta_p_heatmap(
+    delta_p: Float[Tensor, "layer head"] | np.ndarray,
+    title: str | None = None,
+    bound: float | None = None,
+    metric: str = "p",
+    unit: str | None = None,
+) -> go.Figure:
     """Heatmap of a per-head effect over layer × head, diverging around 0, labelled with its metric.
 
     Args:
@@ -135,15 +209,30 @@ def delta_p_heatmap(delta_p: Float[Tensor, "layer head"] | np.ndarray, title: st
     values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
     if bound is None:
         bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
-    fig = go.Figure(go.Heatmap(
-        z=values, x=[f"H{h}" for h in range(values.shape[1])], y=[f"L{l}" for l in range(values.shape[0])],
-        colorscale="RdBu", zmid=0, zmin=-bound, zmax=bound, colorbar=dict(title=f"{spec.delta_label}<br>({unit})"),
-        hovertemplate="layer %{y} head %{x}<br>" + spec.delta_label + " %{z:+.4f} " + unit + "<extra></extra>",
-        name=f"{spec.delta_label} per head (colour: blue raises {spec.label}, red lowers it)", showlegend=True,
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=values,
+            x=[f"H{h}" for h in range(values.shape[1])],
+            y=[f"L{l}" for l in range(values.shape[0])],
+            colorscale="RdBu",
+            zmid=0,
+            zmin=-bound,
+            zmax=bound,
+            colorbar=dict(title=f"{spec.delta_label}<br>({unit})"),
+            hovertemplate="layer %{y} head %{x}<br>" + spec.delta_label + " %{z:+.4f} " + unit + "<extra></extra>",
+            name=f"{spec.delta_label} per head (colour: blue raises {spec.label}, red lowers it)",
+            showlegend=True,
+        )
+    )
     title = title or f"{spec.delta_label} per head ({unit})"
-    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer", height=320, showlegend=True,
-                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
+    fig.update_layout(
+        title=title,
+        xaxis_title="head",
+        yaxis_title="layer",
+        height=320,
+        showlegend=True,
+        legend=dict(orientation="h", yanchor="top", y=-0.25, x=0),
+    )
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -157,20 +246,31 @@ def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovere
         fig.add_trace(go.Scatter(x=sub["k"], y=sub["recovered"], mode="lines+markers", name=label or "recovered"))
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", name="post step (recovered = 1)", showlegend=True)
     fig.add_hline(y=0.0, line_dash="dot", line_color="gray", name="pre step (recovered = 0)", showlegend=True)
-    fig.update_layout(title=title, xaxis_title="K (top heads patched jointly)", yaxis_title="recovered", height=380,
-                      showlegend=True)
+    fig.update_layout(
+        title=title, xaxis_title="K (top heads patched jointly)", yaxis_title="recovered", height=380, showlegend=True
+    )
     return fig
 
 
 def _log_step_axis(fig: go.Figure, **where) -> None:
     """Training steps on a log axis with step 0 drawn at 0.5 (Pythia-like schedules start at 0)."""
-    fig.update_xaxes(type="log", title_text="training step (log; step 0 drawn at 0.5)",
-                     tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000], ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-                     minor=dict(showgrid=False, ticks=""), **where)
+    fig.update_xaxes(
+        type="log",
+        title_text="training step (log; step 0 drawn at 0.5)",
+        tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000],
+        ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
+        minor=dict(showgrid=False, ticks=""),
+        **where,
+    )
 
 
-def run_capability_figure(curve: pd.DataFrame, pre_step: int | None, post_step: int | None,
-                          threshold: float | None = 0.5, title: str = "Capability per checkpoint") -> go.Figure:
+def run_capability_figure(
+    curve: pd.DataFrame,
+    pre_step: int | None,
+    post_step: int | None,
+    threshold: float | None = 0.5,
+    title: str = "Capability per checkpoint",
+) -> go.Figure:
     """One run's greedy accuracy and p(answer) vs training step, the point of emergence marked.
 
     Args:
@@ -182,22 +282,51 @@ def run_capability_figure(curve: pd.DataFrame, pre_step: int | None, post_step: 
     curve = curve.sort_values("step")
     x = curve["step"].clip(lower=0.5)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=x, y=curve["accuracy"], mode="lines+markers", name="greedy accuracy",
-                             marker=dict(size=5), hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=x, y=curve["p_answer"], mode="lines+markers", name="p(answer)",
-                             marker=dict(size=5), hovertemplate="step %{x}<br>p(answer) %{y:.3f}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=curve["accuracy"],
+            mode="lines+markers",
+            name="greedy accuracy",
+            marker=dict(size=5),
+            hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=curve["p_answer"],
+            mode="lines+markers",
+            name="p(answer)",
+            marker=dict(size=5),
+            hovertemplate="step %{x}<br>p(answer) %{y:.3f}<extra></extra>",
+        )
+    )
     if pre_step is not None and post_step is not None:
         ends = curve[curve["step"].isin([pre_step, post_step])]
-        fig.add_trace(go.Scatter(
-            x=ends["step"].clip(lower=0.5), y=ends["accuracy"], mode="markers",
-            marker=dict(symbol="star", size=15, color="gold", line=dict(width=1, color="black")),
-            name=f"point of emergence: step {pre_step} → {post_step}",
-            hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra>point of emergence</extra>"))
-        fig.add_vrect(x0=max(pre_step, 0.5), x1=max(post_step, 0.5), fillcolor="gold", opacity=0.2, line_width=0,
-                      name="pre → post interval", showlegend=True)
+        fig.add_trace(
+            go.Scatter(
+                x=ends["step"].clip(lower=0.5),
+                y=ends["accuracy"],
+                mode="markers",
+                marker=dict(symbol="star", size=15, color="gold", line=dict(width=1, color="black")),
+                name=f"point of emergence: step {pre_step} → {post_step}",
+                hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra>point of emergence</extra>",
+            )
+        )
+        fig.add_vrect(
+            x0=max(pre_step, 0.5),
+            x1=max(post_step, 0.5),
+            fillcolor="gold",
+            opacity=0.2,
+            line_width=0,
+            name="pre → post interval",
+            showlegend=True,
+        )
     if threshold is not None:
-        fig.add_hline(y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})",
-                      showlegend=True)
+        fig.add_hline(
+            y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})", showlegend=True
+        )
     _log_step_axis(fig)
     fig.update_yaxes(title_text="accuracy / p(answer)", range=[-0.02, 1.02])
     fig.update_layout(title=title, height=360, showlegend=True, margin=dict(t=50, b=40))
@@ -226,10 +355,19 @@ def thin_curve(rows: pd.DataFrame, max_points: int | None = None) -> pd.DataFram
 
 
 #: order and labels of the decomposition's components (``interp.ranking.COMPONENTS``)
-COMPONENT_LABELS = {"pattern": "all patterns", "q": "all queries", "k": "all keys", "v": "all values",
-                    "z": "all head outputs (hook_z)", "qk": "all QK weights", "ov": "all OV weights",
-                    "mlp": "all MLP outputs", "mlp_weights": "all MLP weights", "embed": "embedding",
-                    "unembed": "unembedding"}
+COMPONENT_LABELS = {
+    "pattern": "all patterns",
+    "q": "all queries",
+    "k": "all keys",
+    "v": "all values",
+    "z": "all head outputs (hook_z)",
+    "qk": "all QK weights",
+    "ov": "all OV weights",
+    "mlp": "all MLP outputs",
+    "mlp_weights": "all MLP weights",
+    "embed": "embedding",
+    "unembed": "unembedding",
+}
 
 
 def _interval(rows: pd.DataFrame, **style) -> dict | None:
@@ -237,8 +375,13 @@ def _interval(rows: pd.DataFrame, **style) -> dict | None:
     interval), or None when a table has no interval."""
     if not {"recovered_lo", "recovered_hi"} <= set(rows.columns):
         return None
-    return dict(type="data", symmetric=False, array=rows["recovered_hi"] - rows["recovered"],
-                arrayminus=rows["recovered"] - rows["recovered_lo"], **style)
+    return dict(
+        type="data",
+        symmetric=False,
+        array=rows["recovered_hi"] - rows["recovered"],
+        arrayminus=rows["recovered"] - rows["recovered_lo"],
+        **style,
+    )
 
 
 def _row_label(row) -> str:
@@ -246,8 +389,9 @@ def _row_label(row) -> str:
     return plot_text(run_label(row["model"], row["seed"])) if pd.notna(row.get("model")) else "run"
 
 
-def components_figure(components: pd.DataFrame,
-                      title: str = "Share of the jump each component recovers, patched from post into pre") -> go.Figure:
+def components_figure(
+    components: pd.DataFrame, title: str = "Share of the jump each component recovers, patched from post into pre"
+) -> go.Figure:
     """Grouped bars: ``recovered`` per component (every head / layer), one bar per run, 95 % intervals.
 
     Args:
@@ -256,24 +400,37 @@ def components_figure(components: pd.DataFrame,
     """
     rows = components[components["scope"] == "all"].copy()
     fig = go.Figure()
-    order = [c for c in COMPONENT_LABELS if c in set(rows["target"])] + \
-        [c for c in dict.fromkeys(rows["target"]) if c not in COMPONENT_LABELS]
+    order = [c for c in COMPONENT_LABELS if c in set(rows["target"])] + [
+        c for c in dict.fromkeys(rows["target"]) if c not in COMPONENT_LABELS
+    ]
     rows["run"] = rows.apply(_row_label, axis=1)
     for run, sub in rows.groupby("run", sort=False):
         sub = sub.set_index("target").reindex(order)
-        fig.add_trace(go.Bar(
-            x=[COMPONENT_LABELS.get(c, c) for c in order], y=sub["recovered"], name=run, error_y=_interval(sub),
-            hovertemplate="%{x}<br>recovered %{y:.2f}<extra>" + run + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=[COMPONENT_LABELS.get(c, c) for c in order],
+                y=sub["recovered"],
+                name=run,
+                error_y=_interval(sub),
+                hovertemplate="%{x}<br>recovered %{y:.2f}<extra>" + run + "</extra>",
+            )
+        )
     metric = ", ".join(sorted(set(rows["metric"].astype(str)))) if len(rows) and "metric" in rows else "p"
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
     fig.add_hline(y=0.0, line_color="black", line_width=1)
-    fig.update_layout(title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)", barmode="group", showlegend=True,
-                      yaxis_title="recovered = (m_patched − m_pre) / (m_post − m_pre)", height=460)
+    fig.update_layout(
+        title=f"{title} (metric: {metric}; bars: 95 % bootstrap over prompts)",
+        barmode="group",
+        showlegend=True,
+        yaxis_title="recovered = (m_patched − m_pre) / (m_post − m_pre)",
+        height=460,
+    )
     return fig
 
 
-def components_topk_figure(components: pd.DataFrame,
-                           title: str = "Top-K heads patched jointly: patterns vs head outputs") -> go.Figure:
+def components_topk_figure(
+    components: pd.DataFrame, title: str = "Top-K heads patched jointly: patterns vs head outputs"
+) -> go.Figure:
     """``recovered`` vs K for the top-K rows (patterns solid, head outputs dashed), one colour per run."""
     rows = components[components["scope"].astype(str).str.startswith("top-")].copy()
     rows["run"] = rows.apply(_row_label, axis=1) if len(rows) else []
@@ -284,17 +441,32 @@ def components_topk_figure(components: pd.DataFrame,
             line = sub[sub["target"] == target].sort_values("k")
             if not len(line):
                 continue
-            fig.add_trace(go.Scatter(
-                x=line["k"], y=line["recovered"], mode="lines+markers", name=f"{run}: {COMPONENT_LABELS[target].replace('all ', '')}",
-                line=dict(color=palette[i % len(palette)], dash=dash), error_y=_interval(line, thickness=1)))
+            fig.add_trace(
+                go.Scatter(
+                    x=line["k"],
+                    y=line["recovered"],
+                    mode="lines+markers",
+                    name=f"{run}: {COMPONENT_LABELS[target].replace('all ', '')}",
+                    line=dict(color=palette[i % len(palette)], dash=dash),
+                    error_y=_interval(line, thickness=1),
+                )
+            )
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray")
-    fig.update_layout(title=title, xaxis_title="K (top heads by their own effect, patched jointly)", showlegend=True,
-                      yaxis_title="recovered", height=420)
+    fig.update_layout(
+        title=title,
+        xaxis_title="K (top heads by their own effect, patched jointly)",
+        showlegend=True,
+        yaxis_title="recovered",
+        height=420,
+    )
     return fig
 
 
-def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = None,
-                       title: str = "Head scores per checkpoint, over the capability curve") -> go.Figure:
+def head_scores_figure(
+    scores: pd.DataFrame,
+    emergence: pd.DataFrame | None = None,
+    title: str = "Head scores per checkpoint, over the capability curve",
+) -> go.Figure:
     """Per run: each head's score (one line per head and score) against training step, with greedy
     accuracy (grey, right axis) from ``emergence.csv`` when given.
 
@@ -305,8 +477,13 @@ def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = No
     if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
         scores = scores.assign(model="run", seed="")
     runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
-    fig = make_subplots(rows=max(1, len(runs)), cols=1, subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
-                        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))], shared_xaxes=True)
+    fig = make_subplots(
+        rows=max(1, len(runs)),
+        cols=1,
+        subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
+        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))],
+        shared_xaxes=True,
+    )
     dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
     palette = pio.templates["plotly"].layout.colorway
     for row, (model, seed) in enumerate(runs, start=1):
@@ -314,20 +491,44 @@ def head_scores_figure(scores: pd.DataFrame, emergence: pd.DataFrame | None = No
         for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
             for score, line in by_head.groupby("score"):
                 line = line.sort_values("step")
-                fig.add_trace(go.Scatter(x=line["step"], y=line["value"], mode="lines+markers",
-                                         name=f"L{layer}H{head} {score}", legendgroup=f"L{layer}H{head}",
-                                         showlegend=row == 1, marker=dict(size=4),
-                                         line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid"))),
-                              row=row, col=1, secondary_y=False)
+                fig.add_trace(
+                    go.Scatter(
+                        x=line["step"],
+                        y=line["value"],
+                        mode="lines+markers",
+                        name=f"L{layer}H{head} {score}",
+                        legendgroup=f"L{layer}H{head}",
+                        showlegend=row == 1,
+                        marker=dict(size=4),
+                        line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid")),
+                    ),
+                    row=row,
+                    col=1,
+                    secondary_y=False,
+                )
         if emergence is not None:
             curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
             curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]
-            fig.add_trace(go.Scatter(x=curve["step"], y=curve["accuracy"], mode="lines", name="greedy accuracy",
-                                     line=dict(color="gray", width=4), opacity=0.4, showlegend=row == 1),
-                          row=row, col=1, secondary_y=True)
+            fig.add_trace(
+                go.Scatter(
+                    x=curve["step"],
+                    y=curve["accuracy"],
+                    mode="lines",
+                    name="greedy accuracy",
+                    line=dict(color="gray", width=4),
+                    opacity=0.4,
+                    showlegend=row == 1,
+                ),
+                row=row,
+                col=1,
+                secondary_y=True,
+            )
         fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
         fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
     fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
-    fig.update_layout(title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)", showlegend=True,
-                      height=320 * max(1, len(runs)) + 80)
+    fig.update_layout(
+        title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)",
+        showlegend=True,
+        height=320 * max(1, len(runs)) + 80,
+    )
     return fig

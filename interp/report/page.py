@@ -104,8 +104,10 @@ def _jump_note(run) -> str:
     if heads is None or "jump_too_small" not in heads or not len(heads) or not bool(heads["jump_too_small"].iloc[0]):
         return ""
     spec, _ = _metric_of(run)
-    return (" <b class='el-warning'>The jump is below 3 standard errors of the paired per-prompt difference "
-            f"(jump_too_small): {html.escape(spec.delta_label)} and recovered compare against noise.</b>")
+    return (
+        " <b class='el-warning'>The jump is below 3 standard errors of the paired per-prompt difference "
+        f"(jump_too_small): {html.escape(spec.delta_label)} and recovered compare against noise.</b>"
+    )
 
 
 def capability_section(run, ctx: ReportContext) -> Section | None:
@@ -114,8 +116,13 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     if curve is None or not len(curve):
         return None
     pre, post = _point(run)
-    fig = run_capability_figure(curve, pre, post, threshold=ctx.threshold,
-                                title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint")
+    fig = run_capability_figure(
+        curve,
+        pre,
+        post,
+        threshold=ctx.threshold,
+        title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint",
+    )
     from interp.emergence import DEFAULT_HOLD, rule_text
 
     point = getattr(run, "point", None)
@@ -129,9 +136,11 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     if point is not None and not getattr(point, "monotone", True):
         where += " The accuracy is not monotone: it reaches the threshold and falls back, or drops by more than noise."
     scanned = getattr(point, "search", "bisection") == "scan"
-    caption = (f"Greedy accuracy and mean p(answer) on the task's prompts at each checkpoint "
-               f"{'(every searchable one)' if scanned else 'the search evaluated'}. {where} "
-               f"Point of emergence: {rule_text(hold)}.")
+    caption = (
+        f"Greedy accuracy and mean p(answer) on the task's prompts at each checkpoint "
+        f"{'(every searchable one)' if scanned else 'the search evaluated'}. {where} "
+        f"Point of emergence: {rule_text(hold)}."
+    )
     return Section("Capability and point of emergence", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -151,11 +160,18 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
     pre, post = _point(run)
     spec, unit = _metric_of(run)
     d = spec.delta_label
-    fig = delta_p_heatmap(delta, title=f"{plot_text(_run_label(run))}: {d} per head ({unit})", bound=ctx.delta_p_bound,
-                          metric=spec.name, unit=unit)
-    caption = (f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
-               f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
-               "One colour range for every run of the page.") + _jump_note(run)
+    fig = delta_p_heatmap(
+        delta,
+        title=f"{plot_text(_run_label(run))}: {d} per head ({unit})",
+        bound=ctx.delta_p_bound,
+        metric=spec.name,
+        unit=unit,
+    )
+    caption = (
+        f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
+        f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
+        "One colour range for every run of the page."
+    ) + _jump_note(run)
     return Section(f"{d} per head", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -166,8 +182,10 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
         return None
     fig = recovery_run_figure(topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly")
     spec, unit = _metric_of(run)
-    caption = (f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
-               f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump.") + _jump_note(run)
+    caption = (
+        f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
+        f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump."
+    ) + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -176,11 +194,15 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
     patterns = getattr(run, "example_patterns", None)
     if patterns is None:
         return None
-    caption = ("Each top head's pattern on prompt 0 at the pre step and at the post step (click a head to enlarge; "
-               "rows are query positions, columns key positions).")
+    caption = (
+        "Each top head's pattern on prompt 0 at the pre step and at the post step (click a head to enlarge; "
+        "rows are query positions, columns key positions)."
+    )
     body = attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets)
-    return Section(f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
-                   body + f"<p class='el-caption'>{caption}</p>")
+    return Section(
+        f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
+        body + f"<p class='el-caption'>{caption}</p>",
+    )
 
 
 def scrubber_section(run, ctx: ReportContext) -> Section | None:
@@ -191,12 +213,16 @@ def scrubber_section(run, ctx: ReportContext) -> Section | None:
     data = run_scrub_data(run, threshold=ctx.threshold, n_prompts=REPORT_SCRUB_PROMPTS)
     if data is None:
         return None
-    caption = (f"{len(data.steps)} checkpoints the run evaluated (every checkpoint with a full scan), on the task's "
-               f"first {len(data.tokens)} prompts; <code>emergence scrub</code> shows every checkpoint of any run on "
-               "more prompts. Rows are query positions, columns key positions; each head's title gives its Δp; "
-               "← / → step once the scrubber has focus (click it).")
+    caption = (
+        f"{len(data.steps)} checkpoints the run evaluated (every checkpoint with a full scan), on the task's "
+        f"first {len(data.tokens)} prompts; <code>emergence scrub</code> shows every checkpoint of any run on "
+        "more prompts. Rows are query positions, columns key positions; each head's title gives its Δp; "
+        "← / → step once the scrubber has focus (click it)."
+    )
     body = scrubber_fragment(data, ctx.assets, max_chars=REPORT_SCRUB_CHARS, delta_p_figure=False)
-    return Section(f"Attention patterns across checkpoints — {_run_label(run)}", body + f"<p class='el-caption'>{caption}</p>")
+    return Section(
+        f"Attention patterns across checkpoints — {_run_label(run)}", body + f"<p class='el-caption'>{caption}</p>"
+    )
 
 
 #: The report's scrubbers stay light (one per run): prompts shown, and the budget of each one's
@@ -210,10 +236,18 @@ def components_section(run, ctx: ReportContext) -> Section | None:
     components = getattr(run, "components", None)
     if components is None or not len(components):
         return None
-    fig = components_figure(components, title=f"{plot_text(_run_label(run))}: share of the jump recovered, by component")
-    return Section("Where the jump lives: component decomposition",
-                   figure_fragment(fig, ctx.assets, "Each bar patches one kind of component of every head or layer "
-                                   "from post into pre." + _jump_note(run)) + table_fragment(components))
+    fig = components_figure(
+        components, title=f"{plot_text(_run_label(run))}: share of the jump recovered, by component"
+    )
+    return Section(
+        "Where the jump lives: component decomposition",
+        figure_fragment(
+            fig,
+            ctx.assets,
+            "Each bar patches one kind of component of every head or layer from post into pre." + _jump_note(run),
+        )
+        + table_fragment(components),
+    )
 
 
 def head_scores_section(run, ctx: ReportContext) -> Section | None:
@@ -222,7 +256,9 @@ def head_scores_section(run, ctx: ReportContext) -> Section | None:
     if scores is None or not len(scores):
         return None
     fig = head_scores_figure(scores, title=f"{plot_text(_run_label(run))}: head scores per checkpoint")
-    return Section("Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score."))
+    return Section(
+        "Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score.")
+    )
 
 
 def training_loss_section(run, ctx: ReportContext) -> Section | None:
@@ -232,10 +268,22 @@ def training_loss_section(run, ctx: ReportContext) -> Section | None:
         return None
     pre, post = _point(run)
     points = pd.DataFrame([{"pre_step": pre, "post_step": post, "emerged": pre is not None and post is not None}])
-    fig = loss_curve_figure(thin_curve(loss), getattr(run, "curve", None), points, smooth=1,
-                            title=f"{plot_text(_run_label(run))}: training loss beside the capability")
-    return Section("Training loss", figure_fragment(fig, ctx.assets, "Training loss (nats, left) and greedy accuracy "
-                                                    "(right) per step: the loss plateau before the jump shows here."))
+    fig = loss_curve_figure(
+        thin_curve(loss),
+        getattr(run, "curve", None),
+        points,
+        smooth=1,
+        title=f"{plot_text(_run_label(run))}: training loss beside the capability",
+    )
+    return Section(
+        "Training loss",
+        figure_fragment(
+            fig,
+            ctx.assets,
+            "Training loss (nats, left) and greedy accuracy "
+            "(right) per step: the loss plateau before the jump shows here.",
+        ),
+    )
 
 
 def hazards_section(run, ctx: ReportContext) -> Section | None:
@@ -249,8 +297,9 @@ def hazards_section(run, ctx: ReportContext) -> Section | None:
         excluded = sorted(getattr(getattr(run, "point", None), "excluded_steps", {}).items())
         if not excluded:
             return None
-        rows = pd.DataFrame([{"step": step, "status": f"duplicate of step {other}: left out of the search"}
-                             for step, other in excluded])
+        rows = pd.DataFrame(
+            [{"step": step, "status": f"duplicate of step {other}: left out of the search"} for step, other in excluded]
+        )
         return Section("Checkpoint hazards", table_fragment(rows))
     from interp.sources.checkpoint_integrity import hazard_lines
 
@@ -282,11 +331,20 @@ RUN_SECTIONS: list[Callable] = [
 
 #: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
 #: column names): words that wrap between one another, never inside one.
-SUMMARY_HEADERS = {"prepend_bos": "BOS prepended", "pre_step": "pre step", "post_step": "post step",
-                   "n_evaluations": "checkpoints evaluated", "value_pre": "pre value", "value_post": "post value",
-                   "top_head": "top head", "top_delta": "top Δ", "recovered_top2": "recovered by top 2",
-                   "prescreen_spearman": "pre-screen ρ", "prescreen_top2_found": "pre-screen found top 2",
-                   "jump_too_small": "jump below 3 s.e."}
+SUMMARY_HEADERS = {
+    "prepend_bos": "BOS prepended",
+    "pre_step": "pre step",
+    "post_step": "post step",
+    "n_evaluations": "checkpoints evaluated",
+    "value_pre": "pre value",
+    "value_post": "post value",
+    "top_head": "top head",
+    "top_delta": "top Δ",
+    "recovered_top2": "recovered by top 2",
+    "prescreen_spearman": "pre-screen ρ",
+    "prescreen_top2_found": "pre-screen found top 2",
+    "jump_too_small": "jump below 3 s.e.",
+}
 
 
 #: Summary columns that, when every row of a page's table holds the same value, are stated once
@@ -304,8 +362,15 @@ def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
             if column in summary and summary[column].astype(str).nunique() == 1:
                 shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
         summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
-    note = ("<p class='el-caption'>Every row: " + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}"
-                                                      for k, v in shared.items()) + ".</p>") if shared else ""
+    note = (
+        (
+            "<p class='el-caption'>Every row: "
+            + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}" for k, v in shared.items())
+            + ".</p>"
+        )
+        if shared
+        else ""
+    )
     return note + table_fragment(summary.rename(columns=SUMMARY_HEADERS), caption=caption)
 
 
@@ -328,8 +393,14 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
         fig = capability_figure(e, p, threshold=ctx.threshold)
         if len(tasks) > 1:
             fig.update_layout(title=f"Task {task}: capability of every run")
-        parts.append(figure_fragment(fig, ctx.assets, "One line per seed; ★ marks the post step of each run's point "
-                                     "of emergence." + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else "")))
+        parts.append(
+            figure_fragment(
+                fig,
+                ctx.assets,
+                "One line per seed; ★ marks the post step of each run's point "
+                "of emergence." + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else ""),
+            )
+        )
     return Section("Capability of every run", "\n".join(parts))
 
 
@@ -339,8 +410,11 @@ PAGE_SECTIONS: list[Callable] = [summary_section, overview_section]
 
 def delta_p_bound(runs: Sequence) -> float:
     """Largest finite |delta| over ``runs`` (metric units; 1.0 when none): one colour range per page."""
-    bounds = [float(np.nanmax(np.abs(_as_array(r.delta)))) for r in runs
-              if getattr(r, "delta", None) is not None and np.isfinite(_as_array(r.delta)).any()]
+    bounds = [
+        float(np.nanmax(np.abs(_as_array(r.delta))))
+        for r in runs
+        if getattr(r, "delta", None) is not None and np.isfinite(_as_array(r.delta)).any()
+    ]
     return max(bounds, default=1.0) or 1.0
 
 
@@ -388,9 +462,11 @@ def report_body(report, ctx: ReportContext) -> str:
     return "\n".join(parts)
 
 
-PAGE_STYLE = ("body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
-              "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
-              "section.el-run{border-top:3px solid #888;margin-top:2em}")
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
+    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
+    "section.el-run{border-top:3px solid #888;margin-top:2em}"
+)
 
 
 class _HeadAssets(Assets):
@@ -408,17 +484,19 @@ def page_html(title: str, body: Callable[[Assets], str]) -> str:
     assets = _HeadAssets()
     content = body(assets)
     head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
-    return "\n".join([
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>{html.escape(title)}</title>",
-        f"<style>{PAGE_STYLE}{STYLE}</style>",
-        head_scripts,
-        "</head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        content,
-        "</body></html>",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f"<title>{html.escape(title)}</title>",
+            f"<style>{PAGE_STYLE}{STYLE}</style>",
+            head_scripts,
+            "</head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            content,
+            "</body></html>",
+        ]
+    )
 
 
 def report_page(report) -> str:
@@ -428,6 +506,7 @@ def report_page(report) -> str:
         report: an ``interp.pipeline.MainJobReport`` (``title``, ``threshold``, ``runs``,
             ``summary()``, ``emergence``, ``points``).
     """
+
     def body(assets: Assets) -> str:
         ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
         return report_body(report, ctx)
@@ -440,8 +519,11 @@ def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]], inline_pl
     its tables. ``inline_plotly=False`` loads plotly.js from its CDN instead (a page committed to
     docs/ stays small; it then needs the network to draw)."""
     if not inline_plotly:
-        parts = [f"<h2>{html.escape(heading)}</h2>" + pio.to_html(fig, full_html=False, include_plotlyjs="cdn" if i == 0 else False)
-                 for i, (heading, fig) in enumerate(figures)]
+        parts = [
+            f"<h2>{html.escape(heading)}</h2>"
+            + pio.to_html(fig, full_html=False, include_plotlyjs="cdn" if i == 0 else False)
+            for i, (heading, fig) in enumerate(figures)
+        ]
         return page_html(title, lambda assets: "\n".join(parts))
 
     def body(assets: Assets) -> str:
@@ -454,9 +536,6 @@ def report_fragment(report, assets: Assets) -> str:
     """The report's content for a notebook output (libraries from ``assets``, once per page)."""
     ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
     return f"<div class='el-report'>{style_tag()}<h2>{html.escape(report.title)}</h2>{report_body(report, ctx)}</div>"
-
-
-
 
 
 def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> str:
@@ -474,6 +553,8 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     flagged = checkpoints[checkpoints["status"] != "searchable"].drop(columns=["listing"], errors="ignore")
     table = flagged.to_html(index=False, na_rep="—", max_rows=60)
-    return (f"<ul>{items}</ul><p class='legend'>Identical weights at two steps mean at most one label is right: "
-            f"every step of such a group is left out of the search unless it is the final step and its digest "
-            f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>")
+    return (
+        f"<ul>{items}</ul><p class='legend'>Identical weights at two steps mean at most one label is right: "
+        f"every step of such a group is left out of the search unless it is the final step and its digest "
+        f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>"
+    )

@@ -41,16 +41,20 @@ def _run_folder(index: int, run) -> str:
 def _save_point(point: EmergencePoint, folder: Path) -> dict[str, Path]:
     scalars = {f.name: getattr(point, f.name) for f in dataclasses.fields(point) if f.name != "evaluations"}
     scalars["excluded_steps"] = {str(k): v for k, v in point.excluded_steps.items()}
-    return {"point.json": atomic_write_text(folder / "point.json", json.dumps(scalars, indent=2)),
-            "point_evaluations.parquet": atomic_to_parquet(point.evaluations, folder / "point_evaluations.parquet")}
+    return {
+        "point.json": atomic_write_text(folder / "point.json", json.dumps(scalars, indent=2)),
+        "point_evaluations.parquet": atomic_to_parquet(point.evaluations, folder / "point_evaluations.parquet"),
+    }
 
 
 def _load_point(folder: Path) -> EmergencePoint:
     scalars = json.loads((folder / "point.json").read_text())
     scalars["excluded_steps"] = {int(k): int(v) for k, v in scalars.get("excluded_steps", {}).items()}
     names = {f.name for f in dataclasses.fields(EmergencePoint)}
-    return EmergencePoint(**{k: v for k, v in scalars.items() if k in names},
-                          evaluations=pd.read_parquet(folder / "point_evaluations.parquet"))
+    return EmergencePoint(
+        **{k: v for k, v in scalars.items() if k in names},
+        evaluations=pd.read_parquet(folder / "point_evaluations.parquet"),
+    )
 
 
 def save_run(run, folder: Path) -> dict[str, Path]:
@@ -81,7 +85,9 @@ def save_run(run, folder: Path) -> dict[str, Path]:
         with atomic_path(folder / "tensors.safetensors", suffix=".safetensors") as tmp:
             save_file(tensors, str(tmp))
         written["tensors.safetensors"] = folder / "tensors.safetensors"
-    written["run.json"] = atomic_write_text(folder / "run.json", json.dumps({"kinds": kinds, "values": scalars}, indent=2))
+    written["run.json"] = atomic_write_text(
+        folder / "run.json", json.dumps({"kinds": kinds, "values": scalars}, indent=2)
+    )
     return {f"{folder.name}/{k}": v for k, v in written.items()}
 
 
@@ -117,8 +123,13 @@ def save_report_state(report, folder: Path) -> dict[str, Path]:
         name = _run_folder(i, run)
         names.append(name)
         written.update({f"state/{k}": v for k, v in save_run(run, folder / name).items()})
-    index = {"format": FORMAT, "title": report.title, "threshold": report.threshold,
-             "hold": getattr(report, "hold", None), "runs": names}
+    index = {
+        "format": FORMAT,
+        "title": report.title,
+        "threshold": report.threshold,
+        "hold": getattr(report, "hold", None),
+        "runs": names,
+    }
     written["state/report.json"] = atomic_write_text(folder / "report.json", json.dumps(index, indent=2))
     return written
 
@@ -131,8 +142,10 @@ def load_report_state(folder: Path, run_class) -> tuple[list, dict]:
     """
     index_file = Path(folder) / "report.json"
     if not index_file.is_file():
-        raise ValueError(f"{str(folder.parent)!r} holds no saved report (expected {index_file}); "
-                         f"write one with MainJobReport.save(folder)")
+        raise ValueError(
+            f"{str(folder.parent)!r} holds no saved report (expected {index_file}); "
+            f"write one with MainJobReport.save(folder)"
+        )
     index = json.loads(index_file.read_text())
     if index.get("format") != FORMAT:
         raise ValueError(f"{index_file}: report format {index.get('format')!r}; this version reads format {FORMAT}")

@@ -86,8 +86,9 @@ class PatternRecorder(StepEvaluator):
     ``UInt8[ndarray, "prompt layer head query_pos key_pos"]``) and, when ``scores``, the head
     scores of :func:`interp.scores.head_scores` -- no checkpoint is loaded twice."""
 
-    def __init__(self, source, batch, device: str | None = None, n_prompts: int = DEFAULT_PROMPTS,
-                 scores: bool = False):
+    def __init__(
+        self, source, batch, device: str | None = None, n_prompts: int = DEFAULT_PROMPTS, scores: bool = False
+    ):
         super().__init__(source, batch, device=device)
         self.n_prompts = max(1, min(int(n_prompts), len(batch)))
         self.patterns: dict[int, np.ndarray] = {}
@@ -167,8 +168,9 @@ class ScrubData:
     def __post_init__(self) -> None:
         shape = self.patterns.shape
         if self.patterns.ndim != 6 or self.patterns.dtype != np.uint8 or shape[-1] != shape[-2]:
-            raise ValueError(f"patterns must be uint8 [prompt, step, layer, head, pos, pos], got {self.patterns.dtype} "
-                             f"{shape}")
+            raise ValueError(
+                f"patterns must be uint8 [prompt, step, layer, head, pos, pos], got {self.patterns.dtype} {shape}"
+            )
         if shape[1] != len(self.steps) or shape[0] != len(self.tokens):
             raise ValueError(f"patterns {shape} do not match {len(self.tokens)} prompts x {len(self.steps)} steps")
         if any(len(t) != shape[-1] for t in self.tokens):
@@ -194,26 +196,49 @@ class ScrubData:
         causal = not self.patterns[..., upper].any()
         cells = self.patterns[..., ~upper] if causal else self.patterns.reshape(*self.patterns.shape[:4], n * n)
         for levels in (LEVELS, 100, 50, 25):
-            values = cells if levels == LEVELS else np.rint(cells.astype(np.float32) * (levels / LEVELS)).astype(np.uint8)
+            values = (
+                cells if levels == LEVELS else np.rint(cells.astype(np.float32) * (levels / LEVELS)).astype(np.uint8)
+            )
             delta = values.copy()
             delta[:, 1:] = values[:, 1:] - values[:, :-1]  # uint8 arithmetic wraps mod 256
             data = base64.b64encode(zlib.compress(np.ascontiguousarray(delta).tobytes(), 9)).decode("ascii")
             if len(data) <= max_chars:
                 break
-        return {"prompts": n_prompts, "steps": [int(s) for s in self.steps], "layers": n_layers, "heads": n_heads,
-                "n": n, "causal": causal, "levels": levels, "tokens": self.tokens,
-                "zoom": [int(s) for s in self.zoom_steps], "pre": self.pre_step, "post": self.post_step,
-                "label": self.label, "data": data, "delta_label": self.delta_label(),
-                "delta_p": None if self.delta_p is None else
-                [[None if not np.isfinite(v) else round(float(v), 4) for v in row] for row in np.asarray(self.delta_p, float)]}
+        return {
+            "prompts": n_prompts,
+            "steps": [int(s) for s in self.steps],
+            "layers": n_layers,
+            "heads": n_heads,
+            "n": n,
+            "causal": causal,
+            "levels": levels,
+            "tokens": self.tokens,
+            "zoom": [int(s) for s in self.zoom_steps],
+            "pre": self.pre_step,
+            "post": self.post_step,
+            "label": self.label,
+            "data": data,
+            "delta_label": self.delta_label(),
+            "delta_p": None
+            if self.delta_p is None
+            else [
+                [None if not np.isfinite(v) else round(float(v), 4) for v in row]
+                for row in np.asarray(self.delta_p, float)
+            ],
+        }
 
 
 def _json_for_script(value: Any) -> str:
     """JSON that cannot end its ``<script>`` element or open a comment: ``<``, ``>``, ``&`` and
     the two JavaScript line separators are written as ``\\uXXXX`` escapes."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
-                         ("\u2029", "\\u2029")):
+    for char, escape in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(char, escape)
     return text
 
@@ -229,10 +254,16 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
 
     out = []
     if len(data.curve):
-        fig = run_capability_figure(data.curve.round(4), data.pre_step, data.post_step, threshold=data.threshold,
-                                    title="Capability per checkpoint")
-        fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), legend=dict(orientation="h", y=-0.3),
-                          title_font_size=14)
+        fig = run_capability_figure(
+            data.curve.round(4),
+            data.pre_step,
+            data.post_step,
+            threshold=data.threshold,
+            title="Capability per checkpoint",
+        )
+        fig.update_layout(
+            height=300, margin=dict(t=40, b=40, l=50, r=10), legend=dict(orientation="h", y=-0.3), title_font_size=14
+        )
         fig.update_xaxes(title_text="training step (log)")
         out.append((fig, True, "greedy accuracy and p(answer)"))
     scores = data.head_scores
@@ -242,34 +273,64 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
         for i, name in enumerate(names):
             for (layer, head), line in scores[scores["score"] == name].groupby(["layer", "head"]):
                 line = line.sort_values("step")
-                fig.add_trace(go.Scatter(x=line["step"].clip(lower=0.5), y=line["value"].round(3), mode="lines+markers",
-                                         marker=dict(size=3), name=f"L{layer}H{head}", visible=i == 0,
-                                         hovertemplate=f"L{layer}H{head} {name}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=line["step"].clip(lower=0.5),
+                        y=line["value"].round(3),
+                        mode="lines+markers",
+                        marker=dict(size=3),
+                        name=f"L{layer}H{head}",
+                        visible=i == 0,
+                        hovertemplate=f"L{layer}H{head} {name}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                    )
+                )
         per = len(fig.data) // max(1, len(names))
-        buttons = [dict(label=name.replace("_", "-"), method="update",
-                        args=[{"visible": [j // per == i for j in range(len(fig.data))]},
-                              {"yaxis.title.text": name.replace("_", "-") + " score"}])
-                   for i, name in enumerate(names)]
+        buttons = [
+            dict(
+                label=name.replace("_", "-"),
+                method="update",
+                args=[
+                    {"visible": [j // per == i for j in range(len(fig.data))]},
+                    {"yaxis.title.text": name.replace("_", "-") + " score"},
+                ],
+            )
+            for i, name in enumerate(names)
+        ]
         low, high = float(scores["step"].min()), float(scores["step"].max())
         if low > 0 and high / low < 20:  # a few steps around the point: a linear axis has ticks there
             fig.update_xaxes(title_text="training step")
         else:
             _log_step_axis(fig)
             fig.update_xaxes(title_text="training step (log)")
-        fig.update_layout(title="Head scores", title_font_size=14, height=300, showlegend=True,
-                          yaxis_title=names[0].replace("_", "-") + " score", margin=dict(t=40, b=40, l=50, r=10),
-                          updatemenus=[dict(type="dropdown", buttons=buttons, x=1, xanchor="right", y=1.18,
-                                            yanchor="top")])
+        fig.update_layout(
+            title="Head scores",
+            title_font_size=14,
+            height=300,
+            showlegend=True,
+            yaxis_title=names[0].replace("_", "-") + " score",
+            margin=dict(t=40, b=40, l=50, r=10),
+            updatemenus=[dict(type="dropdown", buttons=buttons, x=1, xanchor="right", y=1.18, yanchor="top")],
+        )
         out.append((fig, True, "one line per head; the menu picks the score"))
     if data.delta_p is not None and delta_p_figure:
-        pair = f"step {data.post_step} patched into step {data.pre_step}" if data.pre_step is not None else "the ranking"
+        pair = (
+            f"step {data.post_step} patched into step {data.pre_step}" if data.pre_step is not None else "the ranking"
+        )
         from interp.core.metrics import metric_spec
 
         delta, quantity = data.delta_label(), metric_spec(data.metric).label
         fig = delta_p_heatmap(np.asarray(data.delta_p, float), title=f"{delta} per head ({pair})", metric=data.metric)
         fig.update_layout(height=300, margin=dict(t=40, b=40, l=50, r=10), title_font_size=14)
-        out.append((fig, False, (f"{delta} = {quantity} with the head's post pattern patched in, minus its value "
-                                f"at the pre checkpoint")))
+        out.append(
+            (
+                fig,
+                False,
+                (
+                    f"{delta} = {quantity} with the head's post pattern patched in, minus its value "
+                    f"at the pre checkpoint"
+                ),
+            )
+        )
     light = go.layout.Template(layout=pio.templates["plotly"].layout)  # the look, without per-trace defaults
     for fig, _, _ in out:
         fig.layout.template = light
@@ -320,19 +381,33 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
     figs, parts = [], []
     for i, (fig, marker, caption) in enumerate(_figures(data, delta_p_figure)):
         div_id = f"{uid}-fig{i}"
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=False, include_mathjax=False,
-                                 config=PLOTLY_CONFIG, default_width="100%", div_id=div_id)
-                     + f"<p class='el-caption'>{html.escape(caption)}</p>")
+        parts.append(
+            pio.to_html(
+                fig,
+                full_html=False,
+                include_plotlyjs=False,
+                include_mathjax=False,
+                config=PLOTLY_CONFIG,
+                default_width="100%",
+                div_id=div_id,
+            )
+            + f"<p class='el-caption'>{html.escape(caption)}</p>"
+        )
         figs.append({"id": div_id, "marker": marker})
     spec = {**data.payload(max_chars), "figs": figs}
-    precision = (f"Attention is stored to 1/{spec['levels']} (±{0.5 / spec['levels']:.3f})"
-                 + ("" if spec["levels"] == LEVELS else " to keep the page light") + ".")
+    precision = (
+        f"Attention is stored to 1/{spec['levels']} (±{0.5 / spec['levels']:.3f})"
+        + ("" if spec["levels"] == LEVELS else " to keep the page light")
+        + "."
+    )
     library = assets.require("plotly") + assets.require("scrubber")
-    return (f"{library}<div class='el-scrub' id='{uid}' tabindex='0'>"
-            f"<script type='application/json' class='el-scrub-data'>{_json_for_script(spec)}</script>"
-            "<div class='el-scrub-controls'></div><div class='el-scrub-main'><div class='el-scrub-grid'></div>"
-            f"<div class='el-scrub-side'>{''.join(parts)}</div></div><p class='el-caption'>{precision}</p></div>"
-            f"<script type='text/javascript'>ELScrub.mount('{uid}');</script>")
+    return (
+        f"{library}<div class='el-scrub' id='{uid}' tabindex='0'>"
+        f"<script type='application/json' class='el-scrub-data'>{_json_for_script(spec)}</script>"
+        "<div class='el-scrub-controls'></div><div class='el-scrub-main'><div class='el-scrub-grid'></div>"
+        f"<div class='el-scrub-side'>{''.join(parts)}</div></div><p class='el-caption'>{precision}</p></div>"
+        f"<script type='text/javascript'>ELScrub.mount('{uid}');</script>"
+    )
 
 
 class Scrubber:
@@ -352,7 +427,9 @@ class Scrubber:
     def _repr_html_(self) -> str:
         from interp.report.display import Assets, style_tag
 
-        return f"<div>{style_tag()}<h3>{html.escape(self.title)}</h3>{scrubber_fragment(self.data, Assets())}{_HELP}</div>"
+        return (
+            f"<div>{style_tag()}<h3>{html.escape(self.title)}</h3>{scrubber_fragment(self.data, Assets())}{_HELP}</div>"
+        )
 
     def save_html(self, path: str | Path) -> Path:
         """Write :meth:`html` to ``path`` atomically; returns the path."""
@@ -361,13 +438,23 @@ class Scrubber:
         return atomic_write_text(Path(path), self.html())
 
 
-_HELP = ("<p class='el-caption'>Rows are query positions, columns key positions (the upper triangle is masked: a "
-         "token attends to itself and earlier tokens only). ← / → step through the checkpoints (click the page first), "
-         "▶ plays; hover a cell for its value.</p>")
+_HELP = (
+    "<p class='el-caption'>Rows are query positions, columns key positions (the upper triangle is masked: a "
+    "token attends to itself and earlier tokens only). ← / → step through the checkpoints (click the page first), "
+    "▶ plays; hover a cell for its value.</p>"
+)
 
 
-def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts: int = DEFAULT_PROMPTS,
-               device: str | None = None, scores: bool = True, ranking=None, threshold: float = 0.5) -> ScrubData:
+def scrub_data(
+    source,
+    task=None,
+    steps: Sequence[int] | None = None,
+    n_prompts: int = DEFAULT_PROMPTS,
+    device: str | None = None,
+    scores: bool = True,
+    ranking=None,
+    threshold: float = 0.5,
+) -> ScrubData:
     """Load every checkpoint of ``steps`` once and record what the scrubber shows.
 
     Args:
@@ -392,15 +479,17 @@ def scrub_data(source, task=None, steps: Sequence[int] | None = None, n_prompts:
     delta_p, pre, post, metric = _ranking(ranking)
     zoomed, zoom_steps = _with_zoom(source)
     try:
-        return _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold,
-                       metric)
+        return _record(
+            zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold, metric
+        )
     finally:
         if zoomed is not source:
             zoomed.close()
 
 
-def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold,
-            metric: str = "p") -> ScrubData:
+def _record(
+    source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold, metric: str = "p"
+) -> ScrubData:
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.tasks import RepetitionTask
 
@@ -416,17 +505,29 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, delta_p,
     tokenizer = source.tokenizer()
     tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: recorder.n_prompts]]
     model, seed = model_and_seed(source.model_id)
-    head_scores = pd.DataFrame(recorder.score_rows, columns=["step", "layer", "head", "score", "value"]) if scores else None
+    head_scores = (
+        pd.DataFrame(recorder.score_rows, columns=["step", "layer", "head", "score", "value"]) if scores else None
+    )
     curve = recorder.table()[["step", "accuracy", "p_answer"]]
     if pre is None and post is None and len(curve) >= 2:  # no ranking: the point on the scrubbed curve
         from interp.emergence import point_from_curve
 
         found_pre, found_post, emerged = point_from_curve(curve["step"], curve["accuracy"], threshold)
         pre, post = (found_pre, found_post) if emerged and found_pre is not None else (None, None)
-    return ScrubData(label=run_label(model, seed), steps=ordered, patterns=patterns, tokens=tokens,
-                     curve=curve, zoom_steps=[s for s in ordered if s in zoom_steps],
-                     head_scores=head_scores, delta_p=delta_p, metric=metric, pre_step=pre, post_step=post,
-                     threshold=threshold)
+    return ScrubData(
+        label=run_label(model, seed),
+        steps=ordered,
+        patterns=patterns,
+        tokens=tokens,
+        curve=curve,
+        zoom_steps=[s for s in ordered if s in zoom_steps],
+        head_scores=head_scores,
+        delta_p=delta_p,
+        metric=metric,
+        pre_step=pre,
+        post_step=post,
+        threshold=threshold,
+    )
 
 
 def _ranking(ranking) -> tuple[np.ndarray | None, int | None, int | None, str]:
@@ -444,8 +545,17 @@ def _ranking(ranking) -> tuple[np.ndarray | None, int | None, int | None, str]:
         return table, None, None, metric
     point = getattr(ranking, "point", None)
     delta_p = getattr(ranking, "delta_p", None)
-    values = None if delta_p is None else np.asarray(delta_p.detach().cpu() if hasattr(delta_p, "detach") else delta_p, float)
-    return values, getattr(point, "pre_step", None), getattr(point, "post_step", None), getattr(ranking, "metric", None) or "p"
+    values = (
+        None
+        if delta_p is None
+        else np.asarray(delta_p.detach().cpu() if hasattr(delta_p, "detach") else delta_p, float)
+    )
+    return (
+        values,
+        getattr(point, "pre_step", None),
+        getattr(point, "post_step", None),
+        getattr(ranking, "metric", None) or "p",
+    )
 
 
 def _with_zoom(source) -> tuple[Any, set[int]]:
@@ -459,8 +569,16 @@ def _with_zoom(source) -> tuple[Any, set[int]]:
     return zoomed, set(zoomed.available_steps()) - set(source.available_steps())
 
 
-def scrubber(source, task=None, steps: Sequence[int] | None = None, n_prompts: int = DEFAULT_PROMPTS,
-             device: str | None = None, scores: bool = True, ranking=None, threshold: float = 0.5) -> Scrubber:
+def scrubber(
+    source,
+    task=None,
+    steps: Sequence[int] | None = None,
+    n_prompts: int = DEFAULT_PROMPTS,
+    device: str | None = None,
+    scores: bool = True,
+    ranking=None,
+    threshold: float = 0.5,
+) -> Scrubber:
     """The attention-pattern scrubber of one run (see the module docstring).
 
     Args:
@@ -481,8 +599,18 @@ def scrubber(source, task=None, steps: Sequence[int] | None = None, n_prompts: i
         check_one_run(str(source), "scrubber")
         source = open_source(source)
     try:
-        return Scrubber(scrub_data(source, task=task, steps=steps, n_prompts=n_prompts, device=device, scores=scores,
-                                   ranking=ranking, threshold=threshold))
+        return Scrubber(
+            scrub_data(
+                source,
+                task=task,
+                steps=steps,
+                n_prompts=n_prompts,
+                device=device,
+                scores=scores,
+                ranking=ranking,
+                threshold=threshold,
+            )
+        )
     finally:
         if opened:  # a source the caller handed in stays open
             source.close()
@@ -498,13 +626,26 @@ def run_scrub_data(run, threshold: float = 0.5, n_prompts: int | None = None) ->
 
     patterns = patterns.numpy() if hasattr(patterns, "numpy") else np.asarray(patterns)
     patterns = patterns[:n_prompts] if n_prompts else patterns
-    curve = run.curve[run.curve["step"].isin(run.scrub_steps)] if getattr(run, "curve", None) is not None else pd.DataFrame()
+    curve = (
+        run.curve[run.curve["step"].isin(run.scrub_steps)]
+        if getattr(run, "curve", None) is not None
+        else pd.DataFrame()
+    )
     scores = getattr(run, "head_scores", None)
     delta_p, pre, post, metric = _ranking(run)
-    return ScrubData(label=run_label(run.model, run.seed), steps=list(run.scrub_steps), patterns=patterns,
-                     tokens=[list(t) for t in run.scrub_tokens][: len(patterns)], curve=curve,
-                     head_scores=None if scores is None else scores[["step", "layer", "head", "score", "value"]],
-                     delta_p=delta_p, metric=metric, pre_step=pre, post_step=post, threshold=threshold)
+    return ScrubData(
+        label=run_label(run.model, run.seed),
+        steps=list(run.scrub_steps),
+        patterns=patterns,
+        tokens=[list(t) for t in run.scrub_tokens][: len(patterns)],
+        curve=curve,
+        head_scores=None if scores is None else scores[["step", "layer", "head", "score", "value"]],
+        delta_p=delta_p,
+        metric=metric,
+        pre_step=pre,
+        post_step=post,
+        threshold=threshold,
+    )
 
 
 _SCRIPT = r"""

@@ -67,6 +67,11 @@ still holds stays valid (its weights never change under it), unless the source's
 bridge (:mod:`interp.sources.weight_swap`, what the main job does), the next checkpoint can be read ahead
 on a background thread (:meth:`CheckpointSource.prefetch`), and a bridge handed out takes the
 weights of the next step loaded; hold two checkpoints with two sources.
+
+Over 600 lines because :class:`CheckpointSource` is one abstract class whose loading path
+(resolve, integrity and tokenizer checks, boot or weight swap, read-ahead, digests and duplicate
+detection) shares its per-source state; its subclasses are in :mod:`interp.sources.hub` and
+:mod:`interp.sources.local`.
 """
 
 from __future__ import annotations
@@ -155,7 +160,9 @@ class CheckpointSource(ABC):
         self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
         self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
-        self._swap: WeightSwap | None = None  # interp.sources.weight_swap.WeightSwap of the resident bridge, when swapping
+        self._swap: WeightSwap | None = (
+            None  # interp.sources.weight_swap.WeightSwap of the resident bridge, when swapping
+        )
         self._bridge_key: tuple | None = None  # (device, dtype) of the resident bridge
         self._fingerprints: dict[str, dict[str, str]] = {}  # tokenizer files' sha256 -> fingerprint
         #: Switch checkpoints by copying weights into the resident bridge (interp.sources.weight_swap)
@@ -357,8 +364,13 @@ class CheckpointSource(ABC):
         device = _default_device(device)
         dtype = self.dtype
         safetensors_only = all(p.suffix == ".safetensors" for p in files)
-        if (self.swap_weights and self._swap is not None and self._bridge is not None and safetensors_only
-                and self._bridge_key == (device, dtype)):
+        if (
+            self.swap_weights
+            and self._swap is not None
+            and self._bridge is not None
+            and safetensors_only
+            and self._bridge_key == (device, dtype)
+        ):
             read_ahead = ahead is not None and "tensors" in ahead
             tensors = ahead["tensors"] if read_ahead and ahead is not None else weight_swap.read_weights(files)
             self.read_seconds += time.perf_counter() - started
@@ -376,14 +388,21 @@ class CheckpointSource(ABC):
         self._drop_bridge()  # drop the previous bridge before allocating the next one
         with quiet_hf_progress():
             hf_model = AutoModelForCausalLM.from_pretrained(
-                folder, config=config, dtype=dtype, attn_implementation="eager",
+                folder,
+                config=config,
+                dtype=dtype,
+                attn_implementation="eager",
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
             ).to(device)  # type: ignore[arg-type]  # transformers types .to as taking a model
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         bridge = TransformerBridge.boot_transformers(
-            self._bridge_name(folder), hf_model=hf_model, tokenizer=tokenizer,
-            dtype=dtype, device=device, trust_remote_code=self.trust_remote_code,
+            self._bridge_name(folder),
+            hf_model=hf_model,
+            tokenizer=tokenizer,
+            dtype=dtype,
+            device=device,
+            trust_remote_code=self.trust_remote_code,
         )
         bridge.eval()
         if dtype != torch.float32:
@@ -404,8 +423,9 @@ class CheckpointSource(ABC):
             keys = [k for p in files for k in safe_open(str(p), framework="pt").keys()]
             self._swap = weight_swap.WeightSwap.build(hf_named, bridge, keys, hf_model, config_text)
             if self._swap is None:
-                logger.info("%s: no weight-swap plan for %s; every checkpoint boots a bridge",
-                            self.model_id, config.model_type)
+                logger.info(
+                    "%s: no weight-swap plan for %s; every checkpoint boots a bridge", self.model_id, config.model_type
+                )
         return LoadedCheckpoint(model=bridge, step=step, digest=digest, revision=revision, commit=commit)
 
     def _bridge_name(self, folder: Path) -> str:
@@ -540,8 +560,10 @@ class CheckpointSource(ABC):
             reason = file_problem(path)
             if reason is not None:
                 self._problems[step] = f"{path.name}: {reason}"
-                raise CorruptCheckpointError(f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
-                                             "the step is left out: download or re-train it again")
+                raise CorruptCheckpointError(
+                    f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
+                    "the step is left out: download or re-train it again"
+                )
 
     def partial_duplicates(self) -> dict[int, tuple[list[int], list[str]]]:
         """Steps sharing a weight shard with another step whose weights otherwise differ:

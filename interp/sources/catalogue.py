@@ -75,10 +75,17 @@ def neox_config(d_model: int, n_layers: int, n_heads: int, vocab_size: int, n_ct
     """
     from transformers import GPTNeoXConfig
 
-    fields = dict(vocab_size=vocab_size, hidden_size=d_model, num_hidden_layers=n_layers,
-                  num_attention_heads=n_heads, intermediate_size=4 * d_model,
-                  max_position_embeddings=n_ctx, rotary_pct=0.25, use_parallel_residual=True,
-                  tie_word_embeddings=False)
+    fields = dict(
+        vocab_size=vocab_size,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        intermediate_size=4 * d_model,
+        max_position_embeddings=n_ctx,
+        rotary_pct=0.25,
+        use_parallel_residual=True,
+        tie_word_embeddings=False,
+    )
     return GPTNeoXConfig(**{**fields, **overrides})
 
 
@@ -93,8 +100,7 @@ class ModelSize:
 
     def hf_config(self, vocab_size: int, n_ctx: int):
         """The ``GPTNeoXConfig`` of this size (:func:`neox_config`; byte 0 as BOS/EOS)."""
-        return neox_config(self.d_model, self.n_layers, self.n_heads, vocab_size, n_ctx,
-                           bos_token_id=0, eos_token_id=0)
+        return neox_config(self.d_model, self.n_layers, self.n_heads, vocab_size, n_ctx, bos_token_id=0, eos_token_id=0)
 
 
 @dataclass(frozen=True)
@@ -166,8 +172,9 @@ BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
 
 #: The default: 2 sizes x 3 seeds; the small model trains 3000 steps (38 checkpoints), the base
 #: model 2000 steps (28 checkpoints; it emerges earlier, see docs/embedded.md).
-FULL = SuiteConfig(sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100,
-                   size_steps=((BASE.name, 2000),))
+FULL = SuiteConfig(
+    sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100, size_steps=((BASE.name, 2000),)
+)
 #: CI-sized: the small model at two seeds, 2400 steps.
 QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)
 
@@ -252,8 +259,11 @@ def resolve_embedded(spec: str, root: Path | None = None) -> list[tuple[SuiteCon
     holders = [SUITES[suite]] if suite == "embedded-quick" else [c for c in SUITES.values() if run in c.run_names()]
     holders = [c for c in holders if run in c.run_names()]
     if not holders:
-        valid = SUITES[suite].run_names() if suite == "embedded-quick" else sorted(
-            {n for c in SUITES.values() for n in c.run_names()})
+        valid = (
+            SUITES[suite].run_names()
+            if suite == "embedded-quick"
+            else sorted({n for c in SUITES.values() for n in c.run_names()})
+        )
         raise ValueError(f"unknown embedded run {run!r} in {suite!r}; valid: {', '.join(valid)}")
     cached = [c for c in holders if (suite_dir(c, root) / run / "suite.json").exists()]
     return [((cached or holders)[0], run)]

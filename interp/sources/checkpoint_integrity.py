@@ -32,8 +32,23 @@ if TYPE_CHECKING:
     from interp.sources.base import CheckpointSource
 
 #: Bytes per element of the safetensors dtypes.
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
-               "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 #: Largest header accepted (the safetensors library's own limit is 100 MB).
 MAX_HEADER_BYTES = 100_000_000
 
@@ -53,8 +68,10 @@ def safetensors_problem(path: str | Path) -> str | None:
     with open(path, "rb") as handle:
         n = int.from_bytes(handle.read(8), "little")
         if n > min(size - 8, MAX_HEADER_BYTES):
-            return (f"header overwritten or file truncated: the header length reads {n} bytes, the file holds "
-                    f"{size - 8} after it")
+            return (
+                f"header overwritten or file truncated: the header length reads {n} bytes, the file holds "
+                f"{size - 8} after it"
+            )
         raw = handle.read(n)
     try:
         header = json.loads(raw.decode("utf-8"))
@@ -112,7 +129,9 @@ def tensor_names(folder: Path | None, file_name: str) -> list[str]:
     return []
 
 
-def shared_files(file_digests: dict[int, dict[str, str]], digests: dict[int, str]) -> dict[int, tuple[list[int], list[str]]]:
+def shared_files(
+    file_digests: dict[int, dict[str, str]], digests: dict[int, str]
+) -> dict[int, tuple[list[int], list[str]]]:
     """Steps that hold a weight file byte-identical to one of another step whose whole weights differ.
 
     Args:
@@ -197,11 +216,29 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
             detail = describe_shared(names, source.shared_tensors(step, names), others)
         if step in corrupt:
             status, detail = "corrupt", corrupt[step]
-        rows.append({"step": step, "revision": source.revision(step), "tokens": source.tokens_at(step),
-                     "digest": source.digest(step), "status": status, "same_weights_as": same, "detail": detail})
+        rows.append(
+            {
+                "step": step,
+                "revision": source.revision(step),
+                "tokens": source.tokens_at(step),
+                "digest": source.digest(step),
+                "status": status,
+                "same_weights_as": same,
+                "detail": detail,
+            }
+        )
     for step in source.missing_steps():
-        rows.append({"step": step, "revision": None, "tokens": None, "digest": None, "status": "missing",
-                     "same_weights_as": "", "detail": ""})
+        rows.append(
+            {
+                "step": step,
+                "revision": None,
+                "tokens": None,
+                "digest": None,
+                "status": "missing",
+                "same_weights_as": "",
+                "detail": "",
+            }
+        )
     table = pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS[:-1]).sort_values("step", kind="stable")
     table["listing"] = source.listing
     return table.astype({"tokens": "Int64"}).reset_index(drop=True)
@@ -223,13 +260,22 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
     lines = []
     excluded = table[table["status"] == "duplicate-excluded"]
     if len(excluded):
-        groups = sorted({tuple(sorted([int(r.step)] + [int(s) for s in str(r.same_weights_as).split(";") if s]))
-                         for r in excluded.itertuples()})
+        groups = sorted(
+            {
+                tuple(sorted([int(r.step)] + [int(s) for s in str(r.same_weights_as).split(";") if s]))
+                for r in excluded.itertuples()
+            }
+        )
         kept = table[table["status"] == "duplicate-kept-final"]["step"].tolist()
         text = "; ".join("{" + ", ".join(map(str, g)) + "}" for g in groups)
-        lines.append(f"{prefix}{len(excluded)} steps excluded, identical weights within each group {text}"
-                     + (f" (kept: final step {kept[0]}, digest equal to the final model's)" if kept else
-                        " (no label known right: every step of each group excluded)"))
+        lines.append(
+            f"{prefix}{len(excluded)} steps excluded, identical weights within each group {text}"
+            + (
+                f" (kept: final step {kept[0]}, digest equal to the final model's)"
+                if kept
+                else " (no label known right: every step of each group excluded)"
+            )
+        )
     for kind in ("partial-duplicate", "corrupt"):
         for row in table[table["status"] == kind].itertuples():
             detail = getattr(row, "detail", "") or ""

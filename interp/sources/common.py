@@ -47,12 +47,19 @@ _SAFETENSORS_PATTERNS = ["*.safetensors", "*.safetensors.index.json"]
 _PICKLE_PATTERNS = ["*.bin", "*.bin.index.json"]
 _CONFIG_PATTERNS = ["config.json", "generation_config.json"]
 _TOKENIZER_PATTERNS = [
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-    "vocab.json", "merges.txt", "tokenizer.model",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
 ]
 _VALID_HUB_IDS = PYTHIA_IDS_TEXT
-_VALID_SPECS = (f"{_VALID_HUB_IDS}, another org/name hub repo whose branches name training steps "
-                f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)")
+_VALID_SPECS = (
+    f"{_VALID_HUB_IDS}, another org/name hub repo whose branches name training steps "
+    f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)"
+)
 
 
 class CheckpointError(ValueError):
@@ -92,8 +99,11 @@ def nearest_steps(step: int, available: Sequence[int]) -> list[int]:
         available: sorted ascending steps.
     """
     i = bisect.bisect_left(available, step)
-    return [s for s in (available[i - 1] if i > 0 else None,
-                        available[i] if i < len(available) else None) if s is not None and s != step]
+    return [
+        s
+        for s in (available[i - 1] if i > 0 else None, available[i] if i < len(available) else None)
+        if s is not None and s != step
+    ]
 
 
 def make_byte_tokenizer():
@@ -136,6 +146,7 @@ def tokenizer_fingerprint(tokenizer) -> dict[str, str]:
     Returns:
         ``{"vocabulary": hex, "merges": hex, "special tokens": hex}``.
     """
+
     def digest(value) -> str:
         return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -294,5 +305,3 @@ def upcast_softmax(bridge) -> int:
         module._softmax_dropout_pattern = functools.update_wrapper(softmax_fp32, original)
         changed += 1
     return changed
-
-

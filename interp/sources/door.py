@@ -26,10 +26,12 @@ from interp.sources.families import PYTHIA_IDS_TEXT
 from interp.sources.hub import HubSource
 from interp.sources.local import LocalSuiteSource, overlay_steps
 
-VALID_NAMES = (f"{PYTHIA_IDS_TEXT}, "
-               "another org/name hub repo whose branches name training steps (ID[:SERIES], e.g. OLMo-2), "
-               "an existing local suite folder, embedded, embedded-quick, or embedded[-quick]/<run> "
-               "(emergence list-models prints them all)")
+VALID_NAMES = (
+    f"{PYTHIA_IDS_TEXT}, "
+    "another org/name hub repo whose branches name training steps (ID[:SERIES], e.g. OLMo-2), "
+    "an existing local suite folder, embedded, embedded-quick, or embedded[-quick]/<run> "
+    "(emergence list-models prints them all)"
+)
 
 
 def _looks_like_path(name: str) -> bool:
@@ -108,9 +110,11 @@ class ReadySources:
             check_source_name(name)
         self.progress = progress
         self.include_zoom = include_zoom
-        self._opened = {name: open_source(Path(name).expanduser() if name.startswith("~") else name,
-                                          include_zoom=include_zoom)
-                        for name in dict.fromkeys(names) if not is_embedded_name(name)}
+        self._opened = {
+            name: open_source(Path(name).expanduser() if name.startswith("~") else name, include_zoom=include_zoom)
+            for name in dict.fromkeys(names)
+            if not is_embedded_name(name)
+        }
         for source in self._opened.values():
             source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
         # (position, opened name) or (position, suite config, run name), in the order of ``names``
@@ -173,8 +177,9 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         return open_sources([spec])[0]
     path = Path(spec)
     if path.is_dir():
-        return LocalSuiteSource(path, **{k: v for k, v in kwargs.items()
-                                         if k in ("model_id", "allow_pickle", "include_zoom")})
+        return LocalSuiteSource(
+            path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle", "include_zoom")}
+        )
     text = str(spec)
     model_id, colon, series = text.partition(":")
     if is_hub_id(model_id):
@@ -202,4 +207,12 @@ def zoomed_steps(name: str) -> list[int]:
     return []
 
 
-__all__ = ["SUITES", "VALID_NAMES", "ReadySources", "check_one_run", "check_source_name", "open_sources", "zoomed_steps"]
+__all__ = [
+    "SUITES",
+    "VALID_NAMES",
+    "ReadySources",
+    "check_one_run",
+    "check_source_name",
+    "open_sources",
+    "zoomed_steps",
+]

@@ -63,9 +63,7 @@ if TYPE_CHECKING:
 SEGMENT_ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 
 
-def sample_batch(
-    corpus: np.ndarray, cfg: SuiteConfig, rng: np.random.Generator
-) -> Int[Tensor, "batch n_ctx"]:
+def sample_batch(corpus: np.ndarray, cfg: SuiteConfig, rng: np.random.Generator) -> Int[Tensor, "batch n_ctx"]:
     """One training batch of byte tokens.
 
     Each row is a random window of the corpus; with probability ``cfg.repeat_fraction`` the row is
@@ -120,8 +118,9 @@ def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.Adam
     return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
-def save_checkpoint(folder: Path, model: PreTrainedModel, optimizer: torch.optim.Optimizer,
-                    cfg: SuiteConfig, seed: int, step: int) -> None:
+def save_checkpoint(
+    folder: Path, model: PreTrainedModel, optimizer: torch.optim.Optimizer, cfg: SuiteConfig, seed: int, step: int
+) -> None:
     """Write one resumable checkpoint: ``save_pretrained`` weights (safetensors) plus the
     optimizer state and trainer scalars (the training loop's state format,
     :func:`interp.core.train_loop.save_state`)."""
@@ -129,11 +128,17 @@ def save_checkpoint(folder: Path, model: PreTrainedModel, optimizer: torch.optim
 
     with quiet_hf_progress():
         model.save_pretrained(folder)
-    save_state(folder, optimizer, step, lr_next=lr_at(cfg, step), extra={
-        "data_order": f"numpy default_rng([data_seed={cfg.data_seed}, seed={seed}, step])",
-        "seed": seed,
-        "trainer_version": cfg.trainer_version,
-    })
+    save_state(
+        folder,
+        optimizer,
+        step,
+        lr_next=lr_at(cfg, step),
+        extra={
+            "data_order": f"numpy default_rng([data_seed={cfg.data_seed}, seed={seed}, step])",
+            "seed": seed,
+            "trainer_version": cfg.trainer_version,
+        },
+    )
 
 
 def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed: int):
@@ -152,8 +157,9 @@ def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed:
     read_training_state(folder)  # NotResumableError before loading any weights
     # from_pretrained maps the saved names back (transformers saves lm_head as embed_out)
     with quiet_hf_progress():
-        model = GPTNeoXForCausalLM.from_pretrained(folder, attn_implementation=cfg.attn_implementation,
-                                                   dtype=torch.float32)
+        model = GPTNeoXForCausalLM.from_pretrained(
+            folder, attn_implementation=cfg.attn_implementation, dtype=torch.float32
+        )
     optimizer = make_optimizer(model, cfg)
     step, _, _ = load_state(folder, optimizer)
     return model, optimizer, step
@@ -235,10 +241,19 @@ def train_run(
 
         return forced_attention(model, forcing, tokens, step)
 
-    train_loop(model, optimizer, start=start, stop=stop, batch_at=lambda step: batch_at(corpus, cfg, seed, step),
-               loss_fn=lambda m, tokens, step: m(tokens, labels=tokens).loss, lr_at=lambda step: lr_at(cfg, step),
-               clip=1.0, at_step=at_step, after_step=after_step,
-               forward_context=forced if forcing is not None else None)
+    train_loop(
+        model,
+        optimizer,
+        start=start,
+        stop=stop,
+        batch_at=lambda step: batch_at(corpus, cfg, seed, step),
+        loss_fn=lambda m, tokens, step: m(tokens, labels=tokens).loss,
+        lr_at=lambda step: lr_at(cfg, step),
+        clip=1.0,
+        at_step=at_step,
+        after_step=after_step,
+        forward_context=forced if forcing is not None else None,
+    )
     return pd.DataFrame(rows, columns=["step", "loss", "lr"])
 
 
@@ -250,8 +265,9 @@ def loss_curve(run_dir: str | Path) -> pd.DataFrame:
     """
     path = Path(run_dir) / LOSS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: the run was not trained by this trainer "
-                                f"(re-train with `emergence train-suite`)")
+        raise FileNotFoundError(
+            f"{path} does not exist: the run was not trained by this trainer (re-train with `emergence train-suite`)"
+        )
     return pd.read_csv(path)
 
 
@@ -321,8 +337,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     tokenizer.save_pretrained(tmp / "tokenizer")
     last = [0]
     steps = cfg.steps_for(size)
-    kill_step, kill_signal = (os.environ[_TEST_KILL_VAR].split(":") if os.environ.get(_TEST_KILL_VAR)
-                              else (None, None))
+    kill_step, kill_signal = os.environ[_TEST_KILL_VAR].split(":") if os.environ.get(_TEST_KILL_VAR) else (None, None)
 
     def report(step: int, loss: float) -> None:
         dying = kill_step is not None and step >= int(kill_step)
@@ -344,15 +359,21 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         if queue is not None:
             queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1]), os.getpid()))
         last[0] = start
-        losses = pd.concat([earlier, train_run(size, seed, cfg, tmp, on_step=report, resume_from=tmp / f"step{start}")],
-                           ignore_index=True)
+        losses = pd.concat(
+            [earlier, train_run(size, seed, cfg, tmp, on_step=report, resume_from=tmp / f"step{start}")],
+            ignore_index=True,
+        )
     atomic_to_csv(losses, tmp / LOSS_FILE)
     meta = {
-        "model_id": f"embedded/{run_name(size, seed)}", "size": asdict(size), "seed": seed,
-        "steps": list(cfg.checkpoint_steps_for(size)), "config": asdict(cfg),
+        "model_id": f"embedded/{run_name(size, seed)}",
+        "size": asdict(size),
+        "seed": seed,
+        "steps": list(cfg.checkpoint_steps_for(size)),
+        "config": asdict(cfg),
         "train_seconds": round(time.time() - started, 1),
         "tokenizer": "bytes (id = byte value)",
-        "resumable": True, "threads": torch.get_num_threads(),
+        "resumable": True,
+        "threads": torch.get_num_threads(),
         "environment": environment(cfg),
         "continued_from": None if prefix is None else str(prefix),
         # the final model's digest, recorded apart from the step labels: a final step whose weights
@@ -367,8 +388,9 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     return final
 
 
-def ensure_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None,
-                 progress: bool = True) -> list[Path]:
+def ensure_suite(
+    cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None, progress: bool = True
+) -> list[Path]:
     """Train (once) and return the run folders of the embedded suite, sizes x seeds.
 
     Runs already in the cache are reused; missing runs are trained in parallel processes
@@ -420,8 +442,9 @@ def cached_suite_runs(prefer: SuiteConfig = QUICK, root: Path | None = None, pro
     return found if found is not None else ensure_suite(prefer, root=root, progress=progress)
 
 
-def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None,
-               progress: bool = True) -> Iterator[tuple[str, Path]]:
+def iter_suite(
+    cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None, progress: bool = True
+) -> Iterator[tuple[str, Path]]:
     """The suite's runs as ``(run name, folder)``, each as soon as it is ready *and* a core is free.
 
     With every run cached, all come at once, in (size, seed) order. Otherwise the missing runs
@@ -461,17 +484,23 @@ def iter_suite(cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | 
         yield from finished
         return
     # Longest runs first (steps x d_model^2 x layers), so that the pool stays busy to the end.
-    missing.sort(key=lambda r: -(cfg.steps_for(r[0]) * r[0].n_layers * r[0].d_model**2))
+    missing.sort(key=lambda r: -(cfg.steps_for(r[0]) * r[0].n_layers * r[0].d_model ** 2))
     base.mkdir(parents=True, exist_ok=True)
     n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))
     threads, cores = torch.get_num_threads(), os.cpu_count() or 1
     ctx = kernel_pins.pinned_context(cfg.threads)  # spawned workers, kernels pinned before torch loads
     with mp.get_context("spawn").Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
         queue = manager.Queue()
-        futures = {pool.submit(_train_to_folder, size, seed, cfg, final, queue): run_name(size, seed)
-                   for size, seed, final in missing}
-        bar = tqdm(total=sum(cfg.steps_for(size) for size, _, _ in missing),
-                   desc=f"training embedded suite ({len(missing)} runs)", unit="step", disable=not progress)
+        futures = {
+            pool.submit(_train_to_folder, size, seed, cfg, final, queue): run_name(size, seed)
+            for size, seed, final in missing
+        }
+        bar = tqdm(
+            total=sum(cfg.steps_for(size) for size, _, _ in missing),
+            desc=f"training embedded suite ({len(missing)} runs)",
+            unit="step",
+            disable=not progress,
+        )
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
         try:

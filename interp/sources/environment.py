@@ -116,6 +116,10 @@ def environment_key(cfg: SuiteConfig) -> str:
     from interp.core import kernel_pins
 
     env = environment(cfg)
-    key = {"corpus": env["corpus_sha256"], "torch": env["packages"]["torch"],
-           "transformers": env["packages"]["transformers"], "cpu": kernel_pins.level_label()}
+    key = {
+        "corpus": env["corpus_sha256"],
+        "torch": env["packages"]["torch"],
+        "transformers": env["packages"]["transformers"],
+        "cpu": kernel_pins.level_label(),
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]

@@ -129,8 +129,7 @@ def _series_label(series: str) -> str:
     return series if series else '"" (plain step names)'
 
 
-def build_schedule(names: Iterable[str], parser: RevisionParser | None = None,
-                   series: str | None = None) -> Schedule:
+def build_schedule(names: Iterable[str], parser: RevisionParser | None = None, series: str | None = None) -> Schedule:
     """Group branch names into series and keep one series' ``{step: revision}``.
 
     Args:
@@ -156,13 +155,20 @@ def build_schedule(names: Iterable[str], parser: RevisionParser | None = None,
     revisions: dict[int, Revision] = {}
     alternates = []
     # Prefixed names first, so that a step named both ways keeps its prefixed branch.
-    for rev in sorted((r for r in parsed if r.series == chosen), key=lambda r: (not r.name.startswith("stage"), r.name)):
+    for rev in sorted(
+        (r for r in parsed if r.series == chosen), key=lambda r: (not r.name.startswith("stage"), r.name)
+    ):
         if rev.step in revisions:
             alternates.append(rev)
         else:
             revisions[rev.step] = rev
-    return Schedule(revisions=dict(sorted(revisions.items())), series=chosen, series_counts=dict(sorted(counts.items())),
-                    default_series=default, alternates=alternates)
+    return Schedule(
+        revisions=dict(sorted(revisions.items())),
+        series=chosen,
+        series_counts=dict(sorted(counts.items())),
+        default_series=default,
+        alternates=alternates,
+    )
 
 
 def regular_grid(steps: Sequence[int]) -> list[int]:
@@ -228,8 +234,10 @@ PYTHIA_SIZES = ("70m", "160m", "410m", "1b", "1.4b", "2.8b", "6.9b", "12b")
 POLYPYTHIA_ID_PATTERN = rf"EleutherAI/pythia-({'|'.join(POLYPYTHIA_SIZES)})(-seed[1-9])?"
 PYTHIA_ID_PATTERN = rf"EleutherAI/pythia-({'|'.join(s.replace('.', chr(92) + '.') for s in PYTHIA_SIZES)})(-deduped)?"
 #: The same ids as one line of text, for error messages.
-PYTHIA_IDS_TEXT = (f"a Pythia/PolyPythia hub id (EleutherAI/pythia-{{{','.join(POLYPYTHIA_SIZES)}}}[-seed{{1..9}}] "
-                   f"or EleutherAI/pythia-{{{','.join(PYTHIA_SIZES)}}}[-deduped])")
+PYTHIA_IDS_TEXT = (
+    f"a Pythia/PolyPythia hub id (EleutherAI/pythia-{{{','.join(POLYPYTHIA_SIZES)}}}[-seed{{1..9}}] "
+    f"or EleutherAI/pythia-{{{','.join(PYTHIA_SIZES)}}}[-deduped])"
+)
 
 
 #: The families this toolkit knows (``emergence list-models``). Sources: the model cards of

@@ -74,9 +74,17 @@ class HubSource(CheckpointSource):
             schedule, or a bad ``revision_regex``.
     """
 
-    def __init__(self, model_id: str, steps: Sequence[int] | None = None, cache_dir: str | Path | None = None,
-                 allow_pickle: bool = False, trust_remote_code: bool = False, allow_any_id: bool = False,
-                 series: str | None = None, revision_regex: str | None = None):
+    def __init__(
+        self,
+        model_id: str,
+        steps: Sequence[int] | None = None,
+        cache_dir: str | Path | None = None,
+        allow_pickle: bool = False,
+        trust_remote_code: bool = False,
+        allow_any_id: bool = False,
+        series: str | None = None,
+        revision_regex: str | None = None,
+    ):
         super().__init__()
         if not isinstance(model_id, str) or not is_hub_id(model_id):
             raise ValueError(
@@ -98,8 +106,9 @@ class HubSource(CheckpointSource):
         self.trust_remote_code = trust_remote_code
         self.series_requested = series
         family = family_of(model_id)
-        self.parser = RevisionParser(revision_regex if revision_regex is not None
-                                     else (family.revision_regex if family else None))
+        self.parser = RevisionParser(
+            revision_regex if revision_regex is not None else (family.revision_regex if family else None)
+        )
         self._listing = ""
         self._schedule: Schedule | None = None
         self._available: list[int] | None = None
@@ -137,8 +146,12 @@ class HubSource(CheckpointSource):
             if not cached:
                 raise ValueError(f"cannot list the branches of {self.model_id}: {error}".splitlines()[0]) from error
             self._listing = f"cache (hub unreachable: {type(error).__name__})"
-            logger.warning("cannot reach the hub for %s (%s); using the %d cached branches",
-                           self.model_id, type(error).__name__, len(cached))
+            logger.warning(
+                "cannot reach the hub for %s (%s); using the %d cached branches",
+                self.model_id,
+                type(error).__name__,
+                len(cached),
+            )
             return cached
         self._listing = "hub"
         return [b.name for b in refs.branches]
@@ -149,9 +162,12 @@ class HubSource(CheckpointSource):
         if self._schedule is None:
             self._schedule = build_schedule(self._branch_names(), self.parser, self.series_requested)
             if self._schedule.alternates:
-                logger.warning("%s: %d branches name a step another branch already names (kept: %s)",
-                               self.model_id, len(self._schedule.alternates),
-                               ", ".join(self._schedule.revisions[r.step].name for r in self._schedule.alternates[:3]))
+                logger.warning(
+                    "%s: %d branches name a step another branch already names (kept: %s)",
+                    self.model_id,
+                    len(self._schedule.alternates),
+                    ", ".join(self._schedule.revisions[r.step].name for r in self._schedule.alternates[:3]),
+                )
         return self._schedule
 
     @property
@@ -201,15 +217,22 @@ class HubSource(CheckpointSource):
         where = f"series {self.series!r}" if self.series else "its step branches"
         if self._offline():
             return f" in the local hub cache (HF_HUB_OFFLINE=1; {where})"
-        return f" (no branch for step {step} in {where} on the hub)" if self.series else f" (no branch step{step} on the hub)"
+        return (
+            f" (no branch for step {step} in {where} on the hub)"
+            if self.series
+            else f" (no branch step{step} on the hub)"
+        )
 
     def _snapshot(self, step: int | None, patterns: list[str], local_only: bool = False) -> Path:
         """A snapshot folder of ``step``'s branch (``None``: the ``main`` branch)."""
         from huggingface_hub import snapshot_download
 
         folder = snapshot_download(
-            self.model_id, revision="main" if step is None else self.revision(step), cache_dir=self.cache_dir,
-            allow_patterns=patterns, local_files_only=local_only,
+            self.model_id,
+            revision="main" if step is None else self.revision(step),
+            cache_dir=self.cache_dir,
+            allow_patterns=patterns,
+            local_files_only=local_only,
         )
         return Path(folder)
 
@@ -330,7 +353,9 @@ class HubSource(CheckpointSource):
                 index_file = hf_hub_download(self.model_id, index, revision=revision, cache_dir=self.cache_dir)
                 shards = sorted(set(json.loads(Path(index_file).read_text())["weight_map"].values()))
                 shard_info = {f.path: f for f in api.get_paths_info(self.model_id, shards, revision=revision)}
-                shas: dict[str, Any] = {s: getattr(getattr(shard_info.get(s), "lfs", None), "sha256", None) for s in shards}
+                shas: dict[str, Any] = {
+                    s: getattr(getattr(shard_info.get(s), "lfs", None), "sha256", None) for s in shards
+                }
                 if all(sha is not None for sha in shas.values()):
                     if step is not None:
                         self._file_digests[step] = shas

@@ -42,16 +42,20 @@ class LocalSuiteSource(CheckpointSource):
             lists a step whose folder is missing.
     """
 
-    def __init__(self, root: str | Path, model_id: str | None = None, allow_pickle: bool = False,
-                 include_zoom: bool = False):
+    def __init__(
+        self, root: str | Path, model_id: str | None = None, allow_pickle: bool = False, include_zoom: bool = False
+    ):
         super().__init__()
         self.root = Path(root)
         if not self.root.is_dir():
-            raise ValueError(f"local suite {str(self.root)!r} is not a folder; expected ROOT/step{{N}}/ checkpoint folders")
+            raise ValueError(
+                f"local suite {str(self.root)!r} is not a folder; expected ROOT/step{{N}}/ checkpoint folders"
+            )
         meta_file = self.root / "suite.json"
         self.metadata: dict = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-        folders = {int(m.group(1)): p for p in self.root.iterdir()
-                   if p.is_dir() and (m := _STEP_NAME.fullmatch(p.name))}
+        folders = {
+            int(m.group(1)): p for p in self.root.iterdir() if p.is_dir() and (m := _STEP_NAME.fullmatch(p.name))
+        }
         if "steps" in self.metadata:
             declared = sorted(int(s) for s in self.metadata["steps"])
             missing = [s for s in declared if s not in folders]
@@ -87,7 +91,9 @@ class LocalSuiteSource(CheckpointSource):
         for folder in [self._folders[step], *self._folders.values()]:
             if any((folder / name).is_file() for name in _TOKENIZER_PATTERNS):
                 return folder
-        raise ValueError(f"local suite {str(self.root)!r} has no tokenizer: expected ROOT/tokenizer/ (tokenizer.save_pretrained)")
+        raise ValueError(
+            f"local suite {str(self.root)!r} has no tokenizer: expected ROOT/tokenizer/ (tokenizer.save_pretrained)"
+        )
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
         """The suite's tokenizer, from ``ROOT/tokenizer/`` (else the first step folder with one).
@@ -136,5 +142,6 @@ def overlay_steps(run: str | Path) -> list[int]:
     folder = Path(run) / ZOOM_DIR
     if not folder.is_dir():
         return []
-    return sorted(int(p.name[4:]) for p in folder.iterdir() if p.is_dir() and p.name[4:].isdigit()
-                  and p.name.startswith("step"))
+    return sorted(
+        int(p.name[4:]) for p in folder.iterdir() if p.is_dir() and p.name[4:].isdigit() and p.name.startswith("step")
+    )

@@ -75,8 +75,10 @@ def read_weights(files: Sequence[Path], dtype: torch.dtype | None = None) -> dic
     for path in files:
         tensors.update(load_file(str(path), device="cpu"))
     if dtype is not None:
-        tensors = {key: (t.to(dtype) if t.dtype != dtype else t.clone()) if t.is_floating_point() else t.clone()
-                   for key, t in tensors.items()}
+        tensors = {
+            key: (t.to(dtype) if t.dtype != dtype else t.clone()) if t.is_floating_point() else t.clone()
+            for key, t in tensors.items()
+        }
     return tensors
 
 
@@ -97,8 +99,9 @@ class WeightSwap:
         self.gathers = [_probe_split(m) for m in joint_qkv]
 
     @classmethod
-    def build(cls, hf_named: Mapping[str, torch.Tensor], bridge, file_keys: Sequence[str], hf_model,
-              config_text: str) -> WeightSwap | None:
+    def build(
+        cls, hf_named: Mapping[str, torch.Tensor], bridge, file_keys: Sequence[str], hf_model, config_text: str
+    ) -> WeightSwap | None:
         """A plan for ``bridge``, or None when some bridge parameter would not be written.
 
         Args:
@@ -118,8 +121,11 @@ class WeightSwap:
             if name not in by_name:
                 return None
             targets[key] = [by_name[name]]
-        joint_qkv = [m for m in bridge.modules()
-                     if callable(getattr(m, "split_qkv_matrix", None)) and all(hasattr(m, n) for n in ("q", "k", "v"))]
+        joint_qkv = [
+            m
+            for m in bridge.modules()
+            if callable(getattr(m, "split_qkv_matrix", None)) and all(hasattr(m, n) for n in ("q", "k", "v"))
+        ]
         written = {t.data_ptr() for group in targets.values() for t in group}
         for module in joint_qkv:
             for part in (module.q, module.k, module.v):
@@ -151,10 +157,18 @@ class WeightSwap:
             group = self.targets[key]
             for target in group:
                 if target.shape != tensor.shape:
-                    raise ValueError(f"weight {key!r} has shape {tuple(tensor.shape)}, the resident bridge "
-                                     f"{tuple(target.shape)}: not the same architecture")
-                if (adopt and len(group) == 1 and tensor.dtype == target.dtype and tensor.device == target.device
-                        and tensor.is_contiguous() and target.is_contiguous()):
+                    raise ValueError(
+                        f"weight {key!r} has shape {tuple(tensor.shape)}, the resident bridge "
+                        f"{tuple(target.shape)}: not the same architecture"
+                    )
+                if (
+                    adopt
+                    and len(group) == 1
+                    and tensor.dtype == target.dtype
+                    and tensor.device == target.device
+                    and tensor.is_contiguous()
+                    and target.is_contiguous()
+                ):
                     target.data = tensor
                 else:
                     target.copy_(tensor)
@@ -230,8 +244,13 @@ def _probe_split(module):
             if target is None or ids is None:
                 continue
             index = ids.detach().reshape(-1).round().long().to(flat.device)
-            if index.min() < 0 or index.max() >= total or not torch.equal(
-                    flat[index].view_as(target), getattr(real_part, name).detach().to(flat.device).view_as(target)):
+            if (
+                index.min() < 0
+                or index.max() >= total
+                or not torch.equal(
+                    flat[index].view_as(target), getattr(real_part, name).detach().to(flat.device).view_as(target)
+                )
+            ):
                 return None
             owners = [i for i, (lo, hi) in enumerate(spans) if lo <= int(index.min()) and int(index.max()) < hi]
             if len(owners) != 1 or not target.is_contiguous():

@@ -104,10 +104,7 @@ def build_model(cfg: ModelConfig) -> nn.Module:
     cfg.validate()
     if cfg.arch not in ARCHITECTURES:
         missing = "".join(f"; {k} unavailable ({v})" for k, v in UNAVAILABLE.items())
-        raise ValueError(
-            f"arch={cfg.arch!r} is unknown: choose one of {', '.join(sorted(ARCHITECTURES))}"
-            f"{missing}"
-        )
+        raise ValueError(f"arch={cfg.arch!r} is unknown: choose one of {', '.join(sorted(ARCHITECTURES))}{missing}")
     return ARCHITECTURES[cfg.arch](cfg)
 
 

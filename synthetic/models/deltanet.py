@@ -42,7 +42,6 @@ KERNEL_FUNCTIONS = (
 )
 
 
-
 def _modeling_module():
     """The transformers modeling module, looked up at call time (tests may reload it)."""
     import importlib
@@ -99,7 +98,11 @@ def build(cfg) -> nn.Module:
         # A zero-width SwiGLU outputs exactly 0, so the norm feeding it is dead weight.
         freeze_dead_parameters(layer.post_attention_layernorm.weight for layer in hf_model.model.layers)
     return wrap_hf_model(
-        hf_model, cfg.d_vocab, cfg.n_ctx, cfg.seed, arch=ARCH,
+        hf_model,
+        cfg.d_vocab,
+        cfg.n_ctx,
+        cfg.seed,
+        arch=ARCH,
         implementation="transformers.Qwen3_5ForCausalLM (all layers linear_attention)",
     )
 

@@ -39,8 +39,9 @@ _DISPATCH_FLAG = "_emergence_lens_off_cuda_dispatch"
 #: Settings every toy language model's Hugging Face config shares: untied embeddings, no
 #: generation cache, and no special tokens (ids outside a toy vocabulary only trigger warnings;
 #: nothing generates here).
-TOY_LM_SETTINGS = dict(tie_word_embeddings=False, use_cache=False, bos_token_id=None, eos_token_id=None,
-                       pad_token_id=None)
+TOY_LM_SETTINGS = dict(
+    tie_word_embeddings=False, use_cache=False, bos_token_id=None, eos_token_id=None, pad_token_id=None
+)
 
 
 class HFCausalLM(nn.Module):
@@ -227,4 +228,3 @@ def wrap_hf_model(hf_model: nn.Module, d_vocab: int, n_ctx: int, seed: int, **me
     for key, value in attrs.items():
         object.__setattr__(model, key, value)
     return model
-

@@ -42,7 +42,6 @@ KERNEL_FUNCTIONS = (
 )
 
 
-
 def mamba2_config(cfg):
     """The ``transformers.Mamba2Config`` for a :class:`ModelConfig` (mapping in module doc).
 
@@ -54,7 +53,9 @@ def mamba2_config(cfg):
 
     d_model = cfg.resolved_d_model
     if cfg.d_mlp is not None:
-        raise ValueError(f"d_mlp={cfg.d_mlp!r} is invalid for arch 'mamba2': a Mamba-2 block has no MLP, use d_mlp=None")
+        raise ValueError(
+            f"d_mlp={cfg.d_mlp!r} is invalid for arch 'mamba2': a Mamba-2 block has no MLP, use d_mlp=None"
+        )
     if (EXPAND * d_model) % cfg.d_head:
         raise ValueError(
             f"d_model={d_model} is invalid for arch 'mamba2': {EXPAND}*d_model must be a multiple of d_head={cfg.d_head}"
@@ -92,7 +93,9 @@ def build(cfg) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         hf_model = Mamba2ForCausalLM(hf_cfg).float()
-    return wrap_hf_model(hf_model, cfg.d_vocab, cfg.n_ctx, cfg.seed, arch=ARCH, implementation="transformers.Mamba2ForCausalLM")
+    return wrap_hf_model(
+        hf_model, cfg.d_vocab, cfg.n_ctx, cfg.seed, arch=ARCH, implementation="transformers.Mamba2ForCausalLM"
+    )
 
 
 def _register() -> None:

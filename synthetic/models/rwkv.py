@@ -47,7 +47,6 @@ RWKV_VERSION_ENV = "EMERGENCE_LENS_RWKV_VERSION"
 RWKV7_FFN_RATIO = 4  # fla RWKV7Config default hidden_ratio
 
 
-
 def rwkv_version(device: str | torch.device) -> int:
     """The RWKV version a run on ``device`` uses: 7 when ``device`` is CUDA and ``fla`` is
     importable, else 4. Whether this machine has a GPU does not matter, only the run's device.
@@ -91,7 +90,9 @@ def _remove_channel_mix(hf_model: nn.Module, d_model: int) -> None:
             warnings.simplefilter("ignore")  # "Initializing zero-element tensors is a no-op"
             ff.key = nn.Linear(d_model, 0, bias=False)
             ff.value = nn.Linear(0, d_model, bias=False)
-        freeze_dead_parameters([*ff.receptance.parameters(), ff.time_mix_key, ff.time_mix_receptance, *block.ln2.parameters()])
+        freeze_dead_parameters(
+            [*ff.receptance.parameters(), ff.time_mix_key, ff.time_mix_receptance, *block.ln2.parameters()]
+        )
 
 
 def build_rwkv4(cfg) -> nn.Module:
@@ -113,8 +114,14 @@ def build_rwkv4(cfg) -> nn.Module:
     if cfg.d_mlp is None:
         _remove_channel_mix(hf_model, cfg.resolved_d_model)
     return wrap_hf_model(
-        hf_model, cfg.d_vocab, cfg.n_ctx, cfg.seed, arch=ARCH, rwkv_version=4,
-        implementation="transformers.RwkvForCausalLM (RWKV-4)", d_mlp_effective=cfg.d_mlp,
+        hf_model,
+        cfg.d_vocab,
+        cfg.n_ctx,
+        cfg.seed,
+        arch=ARCH,
+        rwkv_version=4,
+        implementation="transformers.RwkvForCausalLM (RWKV-4)",
+        d_mlp_effective=cfg.d_mlp,
     )
 
 
@@ -125,24 +132,38 @@ def build_rwkv7(cfg, device: str | torch.device = "cuda") -> nn.Module:
         ValueError: ``device`` is not CUDA, or ``fla`` is not installed.
     """
     if torch.device(device).type != "cuda":
-        raise ValueError(f"device={str(device)!r} is invalid for RWKV-7: fla's kernels need a CUDA device; RWKV-4 runs on CPU")
+        raise ValueError(
+            f"device={str(device)!r} is invalid for RWKV-7: fla's kernels need a CUDA device; RWKV-4 runs on CPU"
+        )
     if importlib.util.find_spec("fla") is None:
-        raise ValueError("RWKV-7 needs flash-linear-attention (pip install flash-linear-attention); RWKV-4 needs nothing")
+        raise ValueError(
+            "RWKV-7 needs flash-linear-attention (pip install flash-linear-attention); RWKV-4 needs nothing"
+        )
     from fla.models import RWKV7Config, RWKV7ForCausalLM
 
     d_model = cfg.resolved_d_model
     d_mlp = cfg.d_mlp if cfg.d_mlp is not None else RWKV7_FFN_RATIO * d_model
     hf_cfg = RWKV7Config(
-        hidden_size=d_model, num_hidden_layers=cfg.n_layers, head_dim=cfg.d_head,
-        intermediate_size=d_mlp, vocab_size=cfg.d_vocab, max_position_embeddings=cfg.n_ctx,
+        hidden_size=d_model,
+        num_hidden_layers=cfg.n_layers,
+        head_dim=cfg.d_head,
+        intermediate_size=d_mlp,
+        vocab_size=cfg.d_vocab,
+        max_position_embeddings=cfg.n_ctx,
         **{k: v for k, v in TOY_LM_SETTINGS.items() if k != "pad_token_id"},
     )
     with torch.random.fork_rng(devices=[torch.device(device)]):
         torch.manual_seed(cfg.seed)
         hf_model = RWKV7ForCausalLM(hf_cfg).float().to(device)
     return wrap_hf_model(
-        hf_model, cfg.d_vocab, cfg.n_ctx, cfg.seed, arch=ARCH, rwkv_version=7,
-        implementation="fla.models.RWKV7ForCausalLM (RWKV-7)", d_mlp_effective=d_mlp,
+        hf_model,
+        cfg.d_vocab,
+        cfg.n_ctx,
+        cfg.seed,
+        arch=ARCH,
+        rwkv_version=7,
+        implementation="fla.models.RWKV7ForCausalLM (RWKV-7)",
+        d_mlp_effective=d_mlp,
     )
 
 

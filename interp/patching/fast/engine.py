@@ -132,16 +132,25 @@ class LayerSkipEngine:
         attn_call: dict[str, tuple] = {}
         handles = []
         for l, block in enumerate(self.model.blocks):
-            handles.append(block.register_forward_pre_hook(
-                lambda mod, args, kwargs, l=l: block_calls.__setitem__(l, (args, kwargs)), with_kwargs=True))
+            handles.append(
+                block.register_forward_pre_hook(
+                    lambda mod, args, kwargs, l=l: block_calls.__setitem__(l, (args, kwargs)), with_kwargs=True
+                )
+            )
         last = self.model.blocks[L - 1]
         if hasattr(last, "attn"):
-            handles.append(last.attn.register_forward_pre_hook(
-                lambda mod, args, kwargs: attn_call.__setitem__("last", (args, kwargs)), with_kwargs=True))
+            handles.append(
+                last.attn.register_forward_pre_hook(
+                    lambda mod, args, kwargs: attn_call.__setitem__("last", (args, kwargs)), with_kwargs=True
+                )
+            )
         try:
             rows, (cache,) = answer_logits_forward(
-                lambda tokens, **kw: self.model.run_with_cache(tokens, names_filter=lambda n: n in names or n in optional, **kw),
-                self.batch)
+                lambda tokens, **kw: self.model.run_with_cache(
+                    tokens, names_filter=lambda n: n in names or n in optional, **kw
+                ),
+                self.batch,
+            )
         finally:
             for h in handles:
                 h.remove()
@@ -210,16 +219,30 @@ class LayerSkipEngine:
         has_norm = hasattr(block, "ln2") or hasattr(block, "ln2_post")
         return hasattr(block, "mlp") and has_norm and not getattr(self.model.cfg, "attn_only", False)
 
-    def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None, answer_only: bool = False,
-                      own_mlp: Callable[[Tensor], Any] | None = None) -> Tensor:
+    def _stream_after(
+        self,
+        layer: int,
+        attn_delta: Tensor,
+        mlp_delta: Tensor | None,
+        mlp_replaced: Tensor | None,
+        answer_only: bool = False,
+        own_mlp: Callable[[Tensor], Any] | None = None,
+    ) -> Tensor:
         """Stacked stream ``[copies * batch, pos, d_model]`` leaving block ``layer`` given the
         attention-output change per copy (the block layout's; see
         :meth:`interp.patching.fast.layouts.SequentialEngine._stream_after`)."""
         raise NotImplementedError(f"{type(self).__name__} is not a block layout (interp.patching.fast.layouts)")
 
-    def _rerun_mlp(self, layer: int, mid: Tensor, mlp_delta: Tensor | None, mlp_replaced: Tensor | None,
-                   answer_only: bool, own_mlp: Callable[[Tensor], Any] | None, own_input: Tensor) -> Tensor:
+    def _rerun_mlp(
+        self,
+        layer: int,
+        mid: Tensor,
+        mlp_delta: Tensor | None,
+        mlp_replaced: Tensor | None,
+        answer_only: bool,
+        own_mlp: Callable[[Tensor], Any] | None,
+        own_input: Tensor,
+    ) -> Tensor:
         """``mid + MLP(mid)`` of a sequential block on the patched stream ``mid`` (``[copies *
         batch, pos, d_model]``); copies in ``mlp_replaced`` take ``mlp_pre + mlp_delta`` as the
         MLP's output. ``answer_only``: the MLP at the answer positions only; ``own_mlp(own_input)``:
@@ -253,13 +276,15 @@ class LayerSkipEngine:
             for name in ("q", "o"):  # TransformerBridge's names for the query / output projections
                 linear = getattr(getattr(block.attn, name, None), "original_component", None)
                 if isinstance(linear, torch.nn.Linear) and "forward" not in linear.__dict__:
-                    stack.enter_context(_swapped_forward(linear, _answer_rows_linear(
-                        linear, rows, pos, (n_copies * self.n, self.pos))))
+                    stack.enter_context(
+                        _swapped_forward(linear, _answer_rows_linear(linear, rows, pos, (n_copies * self.n, self.pos)))
+                    )
             attn = self._call(block.attn, self.attn_args, self._attn_input(block, resid), n_copies)
         return self._combine_at_answer(layer, resid[rows, pos], attn[rows, pos])
 
-    def _combine_at_answer(self, layer: int, x: Float[Tensor, "rows d_model"],
-                           a: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_model"]:
+    def _combine_at_answer(
+        self, layer: int, x: Float[Tensor, "rows d_model"], a: Float[Tensor, "rows d_model"]
+    ) -> Float[Tensor, "rows d_model"]:
         """The block's output at the answer rows from its input ``x`` and attention output ``a``
         (the block layout's)."""
         raise NotImplementedError(f"{type(self).__name__} is not a block layout (interp.patching.fast.layouts)")
@@ -293,19 +318,28 @@ class LayerSkipEngine:
         hooks = []
         for (layer, kind, qpos), mask in groups.items():
             post = self.post.activation(kind, layer).to(self.device, torch.float32)
-            hooks.append((hook_name(kind, layer), replace_hook(post, mask.to(self.device), get_kind(kind).head_axis,
-                                                               query_mask(qpos, self.pos, self.device))))
+            hooks.append(
+                (
+                    hook_name(kind, layer),
+                    replace_hook(
+                        post, mask.to(self.device), get_kind(kind).head_axis, query_mask(qpos, self.pos, self.device)
+                    ),
+                )
+            )
         return hooks
 
-    def run_tail(self, resid: Tensor, first_block: int, n_copies: int, hooks: Sequence = ()) -> Float[Tensor, "copies batch"]:
+    def run_tail(
+        self, resid: Tensor, first_block: int, n_copies: int, hooks: Sequence = ()
+    ) -> Float[Tensor, "copies batch"]:
         """Metric per copy and prompt, running blocks ``first_block ..`` from the stacked ``resid``.
 
         ``first_block == n_layers`` means ``resid`` is already the final residual stream.
         """
         return self.values_of_rows(self.tail_rows(resid, first_block, n_copies, hooks), n_copies)
 
-    def tail_rows(self, resid: Float[Tensor, "rows pos d_model"], first_block: int, n_copies: int,
-                  hooks: Sequence = ()) -> Float[Tensor, "rows d_model"]:
+    def tail_rows(
+        self, resid: Float[Tensor, "rows pos d_model"], first_block: int, n_copies: int, hooks: Sequence = ()
+    ) -> Float[Tensor, "rows d_model"]:
         """The final residual stream at each copy's answer positions (copy-major), running blocks
         ``first_block ..`` from the stacked ``resid``."""
         L = self.n_layers
@@ -343,15 +377,26 @@ class LayerSkipEngine:
         everything = torch.ones(1, self.n_heads, dtype=torch.bool, device=self.device)
         if spec.fast == "hook":
             post = self.post.activation(kind, layer).to(self.device, torch.float32)
-            return [(hook_name(kind, layer), replace_hook(post, everything, spec.head_axis,
-                                                          query_mask(qpos, self.pos, self.device)))], [], None
+            return (
+                [
+                    (
+                        hook_name(kind, layer),
+                        replace_hook(post, everything, spec.head_axis, query_mask(qpos, self.pos, self.device)),
+                    )
+                ],
+                [],
+                None,
+            )
         if spec.fast == "weights":
             # W_O too (OV), so the block's own output checks the reconstruction; b_O stays (one head's target has none)
             return [], _weights.head_slices(self.model, layer, range(self.n_heads), spec.weights), None
         if spec.fast == "path":
             sl, sh = sender
             W_O = self._W_O(sl, post=False)[sh]
-            dz = self.post.activation("z", sl)[:, :, sh].to(self.device, torch.float32) - self.pre("z", sl)[:, :, sh].float()
+            dz = (
+                self.post.activation("z", sl)[:, :, sh].to(self.device, torch.float32)
+                - self.pre("z", sl)[:, :, sh].float()
+            )
             delta_s = dz @ W_O.float()
             captured: dict[str, Tensor] = {}
             name = hook_name(rinput, layer)
@@ -379,13 +424,25 @@ class LayerSkipEngine:
         kind = key[0]
         spec = get_kind(kind)
         if spec.fast == "mlp_out":  # the kind's hook is the MLP's contribution to the stream
-            delta = (self.post.activation(kind, layer).to(self.device, torch.float32) - self.pre(kind, layer).float())[None]
+            delta = (self.post.activation(kind, layer).to(self.device, torch.float32) - self.pre(kind, layer).float())[
+                None
+            ]
             changes = _Changes(delta, None, None, after_mlp=True)
             self._changes[(key, layer)] = changes
             rebuilt = self._rebuild(layer, key, changes, torch.ones(1, 1, dtype=torch.bool))
-            hooks, slices = [(hook_name(kind, layer), replace_hook(
-                self.post.activation(kind, layer).to(self.device, torch.float32),
-                torch.ones(1, 1, dtype=torch.bool, device=self.device), None))], []
+            hooks, slices = (
+                [
+                    (
+                        hook_name(kind, layer),
+                        replace_hook(
+                            self.post.activation(kind, layer).to(self.device, torch.float32),
+                            torch.ones(1, 1, dtype=torch.bool, device=self.device),
+                            None,
+                        ),
+                    )
+                ],
+                [],
+            )
             self._check_block(layer, hooks, slices, rebuilt, key)
             return changes
         z_new, out_all = self._z_without_block(key, layer), None
@@ -441,8 +498,11 @@ class LayerSkipEngine:
         hooks = hooks + [(hook_name("z", layer), lambda z, hook: captured.__setitem__("z", z) or z)]
         block = self.model.blocks[layer]
         try:
-            with self.model.hooks(fwd_hooks=hooks), _weights.swapped(self.model, self.post.weights or {}, slices), \
-                    _recording_norm_projections(block) as pairs:
+            with (
+                self.model.hooks(fwd_hooks=hooks),
+                _weights.swapped(self.model, self.post.weights or {}, slices),
+                _recording_norm_projections(block) as pairs,
+            ):
                 out_all = self._call_block(layer, self.resid_pre[layer], 1)
             self._norm_pairs = self._norm_pairs or pairs
         except (TypeError, RuntimeError, IndexError, AttributeError) as err:
@@ -451,12 +511,21 @@ class LayerSkipEngine:
             raise FastPathUnsupported(f"block {layer} exposes no hook_z")
         z_new = captured["z"].float()
         if z_new.ndim != 4 or z_new.shape[2] != self.n_heads:
-            raise FastPathUnsupported(f"hook_z of block {layer} has shape {tuple(z_new.shape)}, not [batch, pos, head, d_head]")
-        if torch.equal(z_new, self.pre("z", layer).float()) and key[0] == "pattern" and \
-                not torch.equal(self.post.activation("pattern", layer).to(self.device, torch.float32),
-                                self.pre("pattern", layer).float()):
-            raise ValueError(f"block {layer}'s attention ignores edits of hook_pattern (z is unchanged); "
-                             "this architecture's bridge cannot be pattern-patched")
+            raise FastPathUnsupported(
+                f"hook_z of block {layer} has shape {tuple(z_new.shape)}, not [batch, pos, head, d_head]"
+            )
+        if (
+            torch.equal(z_new, self.pre("z", layer).float())
+            and key[0] == "pattern"
+            and not torch.equal(
+                self.post.activation("pattern", layer).to(self.device, torch.float32),
+                self.pre("pattern", layer).float(),
+            )
+        ):
+            raise ValueError(
+                f"block {layer}'s attention ignores edits of hook_pattern (z is unchanged); "
+                "this architecture's bridge cannot be pattern-patched"
+            )
         return z_new, out_all
 
     def _check_block(self, layer: int, hooks: list, slices: list, rebuilt: Tensor, key: tuple) -> None:
@@ -473,8 +542,13 @@ class LayerSkipEngine:
     def _rebuild(self, layer: int, key: tuple, changes: _Changes, mask: Tensor) -> Tensor:
         return self.start_residual(layer, {key: mask})
 
-    def start_residual(self, layer: int, masks: dict[tuple, Bool[Tensor, "copies unit"]],
-                       answer_only: bool = False, own_mlp: Callable | None = None) -> Float[Tensor, "rows pos d_model"]:
+    def start_residual(
+        self,
+        layer: int,
+        masks: dict[tuple, Bool[Tensor, "copies unit"]],
+        answer_only: bool = False,
+        own_mlp: Callable | None = None,
+    ) -> Float[Tensor, "rows pos d_model"]:
         """Stacked stream leaving block ``layer`` with units ``masks[key][c]`` patched in copy ``c``
         (``answer_only``: correct at the answer positions only, see :meth:`_stream_after`)."""
         n = next(iter(masks.values())).shape[0]
@@ -497,11 +571,17 @@ class LayerSkipEngine:
         norm-fed projection found.
         """
         changes = self._changes[(key, layer)]
-        if not (self._next_block_reads_delta(layer) and changes.a is not None and self._norm_pairs and layer + 1 < self.n_layers
-                and all(len(s) == 1 for s in sets)):
+        if not (
+            self._next_block_reads_delta(layer)
+            and changes.a is not None
+            and self._norm_pairs
+            and layer + 1 < self.n_layers
+            and all(len(s) == 1 for s in sets)
+        ):
             return None
-        low_rank = _LowRankProjections(self.model.blocks[layer + 1], self._norm_pairs, self.resid_post[layer],
-                                       changes.B, changes.a)
+        low_rank = _LowRankProjections(
+            self.model.blocks[layer + 1], self._norm_pairs, self.resid_post[layer], changes.B, changes.a
+        )
         return low_rank if low_rank.entries else None
 
     def _own_mlp_low_rank(self, layer: int, key: tuple, sets: Sequence[Sequence[Unit]]) -> _LowRankProjections | None:
@@ -514,8 +594,13 @@ class LayerSkipEngine:
         ``Conv1D`` projections qualify.
         """
         changes = self._changes[(key, layer)]
-        if (not self._has_mlp(layer) or changes.a is None or changes.after_mlp
-                or layer >= self.n_layers - 1 or not all(len(s) == 1 for s in sets)):
+        if (
+            not self._has_mlp(layer)
+            or changes.a is None
+            or changes.after_mlp
+            or layer >= self.n_layers - 1
+            or not all(len(s) == 1 for s in sets)
+        ):
             return None
         inputs = self._own_mlp_inputs(layer)
         if inputs is None or not inputs[0]:
@@ -546,7 +631,7 @@ class LayerSkipEngine:
             own = self._own_mlp_low_rank(layer, keys[0], members) if len(keys) == 1 and low_rank is None else None
             units_count = {key: self._changes[(key, layer)].delta.shape[0] for key in keys}
             for lo in range(0, len(idx), chunk):
-                sel = idx[lo:lo + chunk]
+                sel = idx[lo : lo + chunk]
                 masks = {key: torch.zeros(len(sel), units_count[key], dtype=torch.bool) for key in keys}
                 for c, i in enumerate(sel):
                     for u in sets[i]:
@@ -609,5 +694,7 @@ def _z_of_pattern(engine: LayerSkipEngine, layer: int, query_pos: int | None) ->
 #: and ``z = pattern @ v`` rebuild the cached ``z`` (layout and grouped-query mapping checked). A
 #: new kind's exact shortcut, if it has one, is one entry here.
 Z_SHORTCUTS: dict[str, Callable[[LayerSkipEngine, int, int | None], Tensor | None]] = {
-    "z": _z_of_head_output, "v": _z_of_values, "pattern": _z_of_pattern,
+    "z": _z_of_head_output,
+    "v": _z_of_values,
+    "pattern": _z_of_pattern,
 }

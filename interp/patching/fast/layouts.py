@@ -44,9 +44,15 @@ class ParallelEngine(LayerSkipEngine):
         if self.attn_out_norm or self.mlp_out_norm:
             raise FastPathUnsupported("block layout not handled (a parallel block with output norms)")
 
-    def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None, answer_only: bool = False,
-                      own_mlp: Callable[[Tensor], Any] | None = None) -> Tensor:
+    def _stream_after(
+        self,
+        layer: int,
+        attn_delta: Tensor,
+        mlp_delta: Tensor | None,
+        mlp_replaced: Tensor | None,
+        answer_only: bool = False,
+        own_mlp: Callable[[Tensor], Any] | None = None,
+    ) -> Tensor:
         """``resid_post + attn_delta (+ mlp_delta)``: the MLP reads the block input, unchanged by
         an attention patch; an MLP-output patch adds ``mlp_post - mlp_pre`` (``mlp_delta``)."""
         n = attn_delta.shape[0]
@@ -55,8 +61,9 @@ class ParallelEngine(LayerSkipEngine):
             out = out + mlp_delta
         return out.reshape(n * self.n, self.pos, -1)
 
-    def _combine_at_answer(self, layer: int, x: Float[Tensor, "rows d_model"],
-                           a: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_model"]:
+    def _combine_at_answer(
+        self, layer: int, x: Float[Tensor, "rows d_model"], a: Float[Tensor, "rows d_model"]
+    ) -> Float[Tensor, "rows d_model"]:
         if not self._has_mlp(layer):
             return x + a
         return self._mlp(layer, x[:, None])[:, 0] + a + x
@@ -68,9 +75,15 @@ class ParallelEngine(LayerSkipEngine):
 class SequentialEngine(LayerSkipEngine):
     """Sequential residual with pre-norms (GPT-2, Llama): the MLP reads the stream after the attention."""
 
-    def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None, answer_only: bool = False,
-                      own_mlp: Callable[[Tensor], Any] | None = None) -> Tensor:
+    def _stream_after(
+        self,
+        layer: int,
+        attn_delta: Tensor,
+        mlp_delta: Tensor | None,
+        mlp_replaced: Tensor | None,
+        answer_only: bool = False,
+        own_mlp: Callable[[Tensor], Any] | None = None,
+    ) -> Tensor:
         """Stacked stream ``[copies * batch, pos, d_model]`` leaving block ``layer`` given the
         attention-output change per copy.
 
@@ -91,8 +104,9 @@ class SequentialEngine(LayerSkipEngine):
         mid = ((self.resid_pre[layer] + self.attn_out[layer])[None] + attn_delta).reshape(n * self.n, self.pos, -1)
         return self._rerun_mlp(layer, mid, mlp_delta, mlp_replaced, answer_only, own_mlp, mid)
 
-    def _combine_at_answer(self, layer: int, x: Float[Tensor, "rows d_model"],
-                           a: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_model"]:
+    def _combine_at_answer(
+        self, layer: int, x: Float[Tensor, "rows d_model"], a: Float[Tensor, "rows d_model"]
+    ) -> Float[Tensor, "rows d_model"]:
         if not self._has_mlp(layer):
             return x + a
         mid = a + x
@@ -119,9 +133,15 @@ class PostNormEngine(SequentialEngine):
         """The attention output's contribution to the residual stream: ``ln1_post(attn)``."""
         return first(block.ln1_post(attn))
 
-    def _stream_after(self, layer: int, attn_delta: Tensor, mlp_delta: Tensor | None,
-                      mlp_replaced: Tensor | None, answer_only: bool = False,
-                      own_mlp: Callable[[Tensor], Any] | None = None) -> Tensor:
+    def _stream_after(
+        self,
+        layer: int,
+        attn_delta: Tensor,
+        mlp_delta: Tensor | None,
+        mlp_replaced: Tensor | None,
+        answer_only: bool = False,
+        own_mlp: Callable[[Tensor], Any] | None = None,
+    ) -> Tensor:
         """As :meth:`SequentialEngine._stream_after`, but the stream gets ``ln1_post(attn_out +
         delta)``, not ``+ delta``; ``own_mlp`` is given the stacked attention output."""
         n = attn_delta.shape[0]
@@ -133,8 +153,9 @@ class PostNormEngine(SequentialEngine):
             return mid
         return self._rerun_mlp(layer, mid, mlp_delta, mlp_replaced, answer_only, own_mlp, attn)
 
-    def _combine_at_answer(self, layer: int, x: Float[Tensor, "rows d_model"],
-                           a: Float[Tensor, "rows d_model"]) -> Float[Tensor, "rows d_model"]:
+    def _combine_at_answer(
+        self, layer: int, x: Float[Tensor, "rows d_model"], a: Float[Tensor, "rows d_model"]
+    ) -> Float[Tensor, "rows d_model"]:
         a = self._attn_to_stream(self.model.blocks[layer], a[:, None])[:, 0]
         return super()._combine_at_answer(layer, x, a)
 
@@ -161,8 +182,11 @@ class PostNormEngine(SequentialEngine):
             handles = [block.mlp.register_forward_pre_hook(lambda mod, args: given.__setitem__("x", args[0]))]
             for name, module in block.named_modules():
                 if _is_projection(module):
-                    handles.append(module.register_forward_pre_hook(
-                        lambda mod, args, name=name: seen.setdefault(name, args[0] if args else None)))
+                    handles.append(
+                        module.register_forward_pre_hook(
+                            lambda mod, args, name=name: seen.setdefault(name, args[0] if args else None)
+                        )
+                    )
             try:
                 self._mlp(layer, self.resid_post[layer])
             finally:

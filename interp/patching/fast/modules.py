@@ -77,8 +77,9 @@ def _norm_affine(norm: torch.nn.Module) -> tuple[bool, Tensor | None, Tensor | N
             return None
         rms = bool(norm.uses_rms_norm)
         gain = 1.0 + weight if norm.uses_weight_offset else weight
-        eps = getattr(inner, "eps", None) or getattr(inner, "variance_epsilon", None) or \
-            getattr(norm.config, "eps", 1e-5)
+        eps = (
+            getattr(inner, "eps", None) or getattr(inner, "variance_epsilon", None) or getattr(norm.config, "eps", 1e-5)
+        )
         return not rms, gain, None if rms else getattr(inner, "bias", None), float(eps)
     return None
 
@@ -111,11 +112,15 @@ def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[s
     handles = []
     for name, module in block.named_modules():
         if _norm_affine(module) is not None:
-            handles.append(module.register_forward_hook(
-                lambda mod, args, out, name=name: norm_out.__setitem__(name, out)))
+            handles.append(
+                module.register_forward_hook(lambda mod, args, out, name=name: norm_out.__setitem__(name, out))
+            )
         elif _is_projection(module):
-            handles.append(module.register_forward_pre_hook(
-                lambda mod, args, name=name: linear_in.setdefault(name, []).append(args[0] if args else None)))
+            handles.append(
+                module.register_forward_pre_hook(
+                    lambda mod, args, name=name: linear_in.setdefault(name, []).append(args[0] if args else None)
+                )
+            )
     found: list[tuple[str, str]] = []
     try:
         yield found
@@ -128,8 +133,9 @@ def _recording_norm_projections(block: torch.nn.Module) -> Iterator[list[tuple[s
             continue
         # The very tensor first; equal values only as a fallback (hooks may copy), where two norms
         # with equal outputs here have equal parameters, so either one gives the same formula.
-        same = [n for n, out in norm_out.items() if out is x] or \
-            [n for n, out in norm_out.items() if isinstance(out, Tensor) and out.shape == x.shape and torch.equal(out, x)]
+        same = [n for n, out in norm_out.items() if out is x] or [
+            n for n, out in norm_out.items() if isinstance(out, Tensor) and out.shape == x.shape and torch.equal(out, x)
+        ]
         if same:
             found.append((linear, same[0]))
 
@@ -199,13 +205,17 @@ def _norm_bridge_unhooked(norm: torch.nn.Module) -> Callable[[Tensor], Tensor] |
     """
     inner = getattr(norm, "original_component", None)
     hooks = [getattr(norm, name, None) for name in ("hook_scale", "hook_normalized")]
-    if not isinstance(inner, torch.nn.Module) or isinstance(inner, torch.nn.Identity) or \
-            not all(hasattr(norm, name) for name in ("hook_in", "hook_out")) or \
-            any(h is None or getattr(h, "fwd_hooks", True) or getattr(h, "bwd_hooks", True) for h in hooks):
+    if (
+        not isinstance(inner, torch.nn.Module)
+        or isinstance(inner, torch.nn.Identity)
+        or not all(hasattr(norm, name) for name in ("hook_in", "hook_out"))
+        or any(h is None or getattr(h, "fwd_hooks", True) or getattr(h, "bwd_hooks", True) for h in hooks)
+    ):
         return None
 
     def forward(x: Tensor) -> Tensor:
         return norm.hook_out(first(inner(norm.hook_in(x))).to(x.dtype))
+
     return forward
 
 
@@ -227,20 +237,23 @@ def _shortcuts(model: Any) -> list[_Shortcut]:
     return out
 
 
-def _answer_rows_linear(linear: torch.nn.Linear, rows: Int[Tensor, " n"], pos: Int[Tensor, " n"],
-                        shape: tuple[int, int]) -> Callable:
+def _answer_rows_linear(
+    linear: torch.nn.Linear, rows: Int[Tensor, " n"], pos: Int[Tensor, " n"], shape: tuple[int, int]
+) -> Callable:
     """``linear``'s forward evaluated at positions ``(rows, pos)`` only, zeros elsewhere.
 
     For the last block's query and output projections: the metric reads the attention output
     at the answer position alone, and each query position's output depends only on its own
     query, so the other positions' queries (zeros: a uniform pattern) and outputs are never read.
     """
+
     def forward(inp: Tensor) -> Tensor:
         if inp.ndim != 3 or tuple(inp.shape[:2]) != shape:
             return torch.nn.Linear.forward(linear, inp)
         out = inp.new_zeros(*shape, linear.out_features)
         out[rows, pos] = torch.nn.Linear.forward(linear, inp[rows, pos])
         return out
+
     return forward
 
 
@@ -263,9 +276,15 @@ class _LowRankProjections:
     one prompt and, if it differs, the module's own forward is used from then on.
     """
 
-    def __init__(self, block: torch.nn.Module, pairs: Sequence[tuple[str, str]],
-                 base: Float[Tensor, "batch pos d_model"], W_O: Float[Tensor, "unit rank d_model"],
-                 dz: Float[Tensor, "batch pos unit rank"], residual: Tensor | None = None):
+    def __init__(
+        self,
+        block: torch.nn.Module,
+        pairs: Sequence[tuple[str, str]],
+        base: Float[Tensor, "batch pos d_model"],
+        W_O: Float[Tensor, "unit rank d_model"],
+        dz: Float[Tensor, "batch pos unit rank"],
+        residual: Tensor | None = None,
+    ):
         # ``residual`` (OLMo-2's own MLP): the projection reads ``residual + norm(base + delta)``,
         # so ``c`` gains ``residual @ W.T`` per position.
         self.dz = dz.float()
@@ -332,6 +351,7 @@ class _LowRankProjections:
                         return _module_forward(linear, inp)
                     checked.add(linear)
                 return out.to(inp.dtype)
+
             return forward
 
         checked = self._checked

@@ -170,4 +170,3 @@ def chunk_size(model: Any, batch: TaskBatch, memory_budget_mb: float, full_logit
     if isinstance(memory_budget_mb, bool) or not isinstance(memory_budget_mb, (int, float)) or memory_budget_mb <= 0:
         raise ValueError(f"memory_budget_mb must be a positive number of MiB, got {memory_budget_mb!r}")
     return max(1, int(memory_budget_mb * 2**20) // bytes_per_copy(model, batch, full_logits))
-
