@@ -198,7 +198,8 @@ def mean_interval(values) -> tuple[float, float, float]:
 
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
     """forcing_shift.csv: per forced condition, runs, runs whose E is defined in both, mean shift
-    with its 95 % t-interval over runs, runs earlier / later / same, mean loss change, runs within 1 %."""
+    with its 95 % t-interval over runs, runs earlier / later / same, mean loss change, runs within 1 %,
+    runs whose final loss is at most 1 % above plain (``runs_not_worse_1pct``: lower counts too)."""
     rows = []
     for condition in CONDITIONS[1:]:
         sub = table[table["condition"] == condition]
@@ -218,6 +219,7 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
                 "same": int((shifts == 0).sum()),
                 "mean_loss_change": float(sub["loss_change"].mean()),
                 "runs_within_1pct": int(sub["within_1pct"].sum()),
+                "runs_not_worse_1pct": int((sub["loss_change"] <= 0.01).sum()),
             }
         )
     return pd.DataFrame(rows)
@@ -244,7 +246,8 @@ def verdict(shift: pd.DataFrame) -> list[str]:
             f"- **{r['condition']}** {moved}: mean shift {r['mean_shift']:.0f} steps{ci}; earlier on "
             f"{r['earlier']}, later on {r['later']}, unchanged on {r['same']} of {r['runs_with_shift']} runs; "
             f"final loss {100 * r['mean_loss_change']:+.2f} % on average, within 1 % on "
-            f"{r['runs_within_1pct']} of {r['runs']} runs."
+            f"{r['runs_within_1pct']} and at most 1 % worse on {r.get('runs_not_worse_1pct', r['runs_within_1pct'])} "
+            f"of {r['runs']} runs."
         )
     return lines
 
@@ -315,21 +318,28 @@ def curves_figure(curves: pd.DataFrame):
 ANSWER_BEGIN, ANSWER_END = "<!-- pattern-bottleneck-answer:begin -->", "<!-- pattern-bottleneck-answer:end -->"
 
 
+def _not_worse(shift: pd.DataFrame) -> str:
+    """The column counting runs whose final loss is at most 1 % worse (older tables: within 1 %)."""
+    return "runs_not_worse_1pct" if "runs_not_worse_1pct" in shift.columns else "runs_within_1pct"
+
+
 def answer(readiness_points: pd.DataFrame | None, shift: pd.DataFrame) -> str:
     """The plain paragraph of docs/results.md §3, read off the two experiments' tables by a fixed rule.
 
     Readiness supports the claim on a run when R exists and the lower end of E − R's interval is
     above 0 (the ideal-pattern model solved the task at an earlier checkpoint). Forcing supports
     it when the ``both`` condition's mean shift has its 95 % interval below 0 and at least half of
-    its runs keep the final loss within 1 %. Both: the pattern is the bottleneck; one: partly;
-    neither: not.
+    its runs end with a final loss at most 1 % above the plain run's (the bias must not cost the
+    model anything; a lower final loss, as a run that emerged earlier and then trained longer past
+    its plateau reaches, does not count against it). Both: the pattern is the bottleneck; one:
+    partly; neither: not.
     """
     both = shift[shift["condition"] == "both"]
     forced = (
         bool(len(both))
         and not pd.isna(both["shift_hi"].iloc[0])
         and both["shift_hi"].iloc[0] < 0
-        and both["runs_within_1pct"].iloc[0] * 2 >= both["runs"].iloc[0]
+        and both[_not_worse(both)].iloc[0] * 2 >= both["runs"].iloc[0]
     )
     if len(both) and not pd.isna(both["mean_shift"].iloc[0]):
         r = both.iloc[0]
@@ -337,7 +347,8 @@ def answer(readiness_points: pd.DataFrame | None, shift: pd.DataFrame) -> str:
         forcing_text = (
             f"forcing both patterns moved the point of emergence by {r['mean_shift']:.0f} steps on "
             f"average ({r['earlier']} of {r['runs_with_shift']} runs earlier{ci}), with the final loss "
-            f"within 1 % on {r['runs_within_1pct']} of {r['runs']} runs"
+            f"within 1 % on {r['runs_within_1pct']} and at most 1 % worse on {r[_not_worse(both)]} of "
+            f"{r['runs']} runs (mean change {100 * r['mean_loss_change']:+.2f} %)"
         )
     else:
         forcing_text = "forcing gave no run with a point of emergence in both the plain and the forced run"
@@ -362,7 +373,7 @@ def answer(readiness_points: pd.DataFrame | None, shift: pd.DataFrame) -> str:
     return (
         f"On this suite, finding the pattern {verdict} of emergence: {readiness_text}; {forcing_text}. "
         "(Rule: readiness counts when R precedes E on most runs; forcing counts when the mean shift's interval "
-        "lies below 0 with the loss kept within 1 % on at least half the runs; both = the bottleneck, one = "
+        "lies below 0 with the final loss at most 1 % worse than plain on at least half the runs; both = the bottleneck, one = "
         "partly, neither = not.)\n"
     )
 

@@ -125,7 +125,7 @@ def test_forcing_entry_refuses_bad_arguments_before_training(args, message, monk
         entry.main(args)
 
 
-def _shift(mean, lo, hi, within=6):
+def _shift(mean, lo, hi, within=6, not_worse=None):
     return pd.DataFrame(
         [
             {
@@ -141,6 +141,7 @@ def _shift(mean, lo, hi, within=6):
                 "same": 0,
                 "mean_loss_change": 0.001,
                 "runs_within_1pct": within,
+                "runs_not_worse_1pct": within if not_worse is None else not_worse,
             }
         ]
     )
@@ -158,6 +159,14 @@ def _ready(e_minus_r_lo):
         (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100), "**is partly the bottleneck**"),
         (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100, within=2), "**is not the bottleneck**"),
         (None, _shift(float("nan"), float("nan"), float("nan")), "**is not the bottleneck**"),
+        # a forced run that ends with a lower loss (it emerged earlier and trained longer past its
+        # plateau) does not count against forcing; one more than 1 % worse does
+        (
+            _ready([0, 0, -10, 0, 30, 10]),
+            _shift(-300, -500, -100, within=0, not_worse=6),
+            "**is partly the bottleneck**",
+        ),
+        (_ready([0, 0, -10, 0, 30, 10]), _shift(-300, -500, -100, within=0, not_worse=2), "**is not the bottleneck**"),
     ],
 )
 def test_answer_follows_its_rule(ready, shift, verdict):
