@@ -212,10 +212,6 @@ def test_the_reference_engine_and_the_kinds_table_import_nothing_from_the_fast_e
             sorted(imported),
         )
     assert {p.name for p in (root / "fast").glob("*.py")} >= {"engine.py", "layouts.py", "plan.py", "modules.py"}
-    assert (
-        max(
-            len((root / "fast" / p).read_text().splitlines())
-            for p in ("engine.py", "layouts.py", "plan.py", "modules.py")
-        )
-        < 650
-    )
+    for part in ("engine.py", "layouts.py", "plan.py", "modules.py"):  # the house rule of tests/test_import_graph.py
+        text = (root / "fast" / part).read_text()
+        assert len(text.splitlines()) <= 600 or "Over 600 lines because" in text, part
