@@ -92,7 +92,7 @@ EXPORTS: dict[str, str] = {
     "export_notebook_html": "interp.report.display",
     "run_capability_figure": "interp.report.figures",
     # the scrubber and studies at scale (docs/concepts.md)
-    "scrubber": "interp.report.scrubber",
+    "scrubber": "interp.scrubbing",
     "run_study": "interp.study",
     "plan_units": "interp.study",
     "study_status": "interp.study",

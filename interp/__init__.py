@@ -39,7 +39,7 @@ MOVED: dict[str, str] = {
     "interp.weight_swap": "interp.sources.weight_swap",
     "interp.display": "interp.report.display",
     "interp.visualisation": "interp.report.page",
-    "interp.scrubber": "interp.report.scrubber",
+    "interp.scrubber": "interp.scrubbing",
     "interp.report_state": "interp.report.report_state",
 }
 

@@ -909,7 +909,7 @@ def scrub(
         if len(mine) == 0 and ranking[["model", "seed"]].drop_duplicates().shape[0] > 1:
             raise ValueError(f"--heads {str(heads)!r} has no rows for {model} seed {seed}")
         ranking = mine if len(mine) else ranking
-    from interp.report.scrubber import scrubber
+    from interp.scrubbing import scrubber
 
     page = scrubber(
         src,

@@ -42,22 +42,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from interp.core.objects import results_equal, short_repr
+from interp.core.terms import DEFAULT_HOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
-
-#: Checkpoints after post that must stay at or above the threshold (the rule's default).
-DEFAULT_HOLD = 2
-
-#: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
-RULE = (
-    "post = the first checkpoint whose greedy accuracy is at or above the threshold and stays there at the next "
-    "{hold} checkpoint(s) (at every remaining one near the end of the run); pre = the checkpoint before it"
-)
-
-
-def rule_text(hold: int = DEFAULT_HOLD) -> str:
-    """The point-of-emergence rule in words with ``hold`` filled in (for legends and captions)."""
-    return RULE.format(hold=hold)
-
 
 @dataclass
 class EmergencePoint:

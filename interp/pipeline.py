@@ -270,7 +270,7 @@ def analyse_run(
         ValueError: an unknown ``dtype`` (the valid ones named).
     """
     from interp.ranking import rank_heads_between
-    from interp.report.scrubber import DEFAULT_PROMPTS, PatternRecorder, token_labels
+    from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
     from interp.task_registry import default_metric
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

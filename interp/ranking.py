@@ -43,6 +43,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core.objects import alias_property, results_equal, short_repr
+from interp.core.terms import COMPONENT_COLUMNS  # the table's columns (the report reads them too)
 from interp.emergence import jump_noise
 from interp.patching import (
     PostCheckpoint,
@@ -77,28 +78,6 @@ __all__ = [
 #: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
 #: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
 COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
-COMPONENT_COLUMNS = [
-    "model",
-    "seed",
-    "pre_step",
-    "post_step",
-    "target",
-    "scope",
-    "k",
-    "heads",
-    "metric",
-    "unit",
-    "value",
-    "value_lo",
-    "value_hi",
-    "recovered",
-    "recovered_lo",
-    "recovered_hi",
-    "value_pre",
-    "value_post",
-    "jump_se",
-    "jump_too_small",
-]
 N_BOOT = 1000
 #: Fewest prompts a 95 % percentile bootstrap interval is computed over. The 2.5th and 97.5th
 #: percentiles need at least 1 / 0.025 = 40 distinct resampled means; n prompts give at most

@@ -204,6 +204,13 @@ class ReadinessResult:
         df["heads"] = self.heads_label
         return df[READINESS_COLUMNS]
 
+    def section_html(self, assets) -> str:
+        """The report's readiness section (:func:`interp.report.page.readiness_section`): the figure
+        (plotly.js from ``assets``, an :class:`interp.report.display.Assets`) and its caption."""
+        from interp.report.display import figure_fragment
+
+        return figure_fragment(readiness_figure(self), assets, _caption(self))
+
     def point_row(self) -> dict:
         """readiness_points.csv row of this run (:data:`POINTS_COLUMNS`)."""
         return {
@@ -475,16 +482,11 @@ def _caption(result: ReadinessResult) -> str:
 
 
 def readiness_section(run, ctx) -> Any:
-    """Report section (``interp.report.page.RUN_SECTIONS``): the readiness figure of a run that has one."""
-    from interp.report.page import Section, figure_fragment
+    """Report section (``interp.report.page.RUN_SECTIONS``): the readiness figure of a run that has
+    one (:func:`interp.report.page.readiness_section`, which draws :meth:`ReadinessResult.section_html`)."""
+    from interp.report.page import readiness_section as section
 
-    result = getattr(run, "readiness", None)
-    if result is None:
-        return None
-    return Section(
-        "Readiness: capability with ideal attention patterns",
-        figure_fragment(readiness_figure(result), ctx.assets, _caption(result)),
-    )
+    return section(run, ctx)
 
 
 def readiness_html(result: ReadinessResult) -> str:
@@ -501,7 +503,7 @@ def readiness_page(results: Sequence[ReadinessResult], title: str = "Readiness")
     """A self-contained page (plotly inlined) with one readiness section per run."""
     import html
 
-    from interp.report.page import figure_fragment, page_html
+    from interp.report.display import figure_fragment, page_html
 
     def body(assets) -> str:
         return "\n".join(

@@ -28,7 +28,8 @@ from typer.testing import CliRunner
 
 from conftest import save_tiny_neox
 from interp.report import scrubber as scrub_module
-from interp.report.scrubber import Scrubber, ScrubData, scrubber
+from interp.report.scrubber import Scrubber, ScrubData
+from interp.scrubbing import scrubber
 
 HOSTILE = ["<!--", "<script>", "</script>", "a&amp;b", "\u2028", "'\"", "</SCRIPT >", "-->"]
 #: Page weight goal for the quick suite's 32 steps x 8 heads x 19-token prompts (bytes).
@@ -139,8 +140,8 @@ def test_ranking_table_and_sizes_are_checked():
             label="x", steps=data.steps, patterns=data.patterns.astype(np.float32), tokens=data.tokens, curve=data.curve
         )
     with pytest.raises(ValueError, match="expected layer, head, delta_p"):
-        scrub_module._ranking(pd.DataFrame({"layer": [0], "delta_p": [0.1]}))
-    table, _, _, metric = scrub_module._ranking(
+        scrub_module.ranking_values(pd.DataFrame({"layer": [0], "delta_p": [0.1]}))
+    table, _, _, metric = scrub_module.ranking_values(
         pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5]})
     )
     assert table[0, 1] == 0.25 and table[1, 0] == -0.5 and np.isnan(table[0, 0]) and metric == "p"
@@ -157,7 +158,7 @@ def test_head_labels_follow_the_rankings_metric(metric, label):
 
     assert metric_spec(metric).delta_label == label
     table = pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5], "metric": [metric, metric]})
-    values, _, _, found = scrub_module._ranking(table)
+    values, _, _, found = scrub_module.ranking_values(table)
     assert found == metric
     data = toy_data()
     data.delta_p, data.metric = values, metric

@@ -3,7 +3,10 @@
 The toolkit's result objects (:class:`interp.pipeline.MainJobReport`, ``RunAnalysis``,
 :class:`interp.emergence.EmergencePoint`, :class:`interp.tasks.CapabilityScore`, a synthetic
 run's ``TrainResult``) show themselves in a notebook through ``_repr_html_``: tables and plotly
-figures built from the same fragments as ``report.html``. Three rules hold everywhere:
+figures built from the same fragments as ``report.html``; :func:`page_html` makes any of them,
+the report (:mod:`interp.report.page`) and the scrubber (:mod:`interp.report.scrubber`) a page.
+This module reads result objects through their attributes and never imports the analyses that
+make them (the report floor, ``tests/test_import_graph.py``). Three rules hold everywhere:
 
 * Nothing is fetched from the network. plotly.js and the circuitsvis bundle are inlined;
   circuitsvis's own ``RenderedHTML`` is never displayed (its ``str()`` imports from a CDN and
@@ -82,15 +85,9 @@ def json_script_safe(text: str) -> str:
     return re.sub("[<>&\u2028\u2029]", lambda m: _JSON_UNSAFE[m.group(0)], text)
 
 
-def plot_text(text) -> str:
-    """User or tokenizer text for a plotly label (title, trace name, hover text): HTML-escaped,
-    since plotly renders its strings as a small HTML subset (``<b>``, ``<br>``, entities)."""
-    return html.escape(str(text), quote=False)
-
-
 def scrubber_script() -> str:
-    """The attention-pattern scrubber's style and script (:mod:`interp.report.scrubber`, defines ``ELScrub``)."""
-    from interp.report.scrubber import scrub_script
+    """The attention-pattern scrubber's style and script (:mod:`interp.report.scrub_script`, defines ``ELScrub``)."""
+    from interp.report.scrub_script import scrub_script
 
     return scrub_script()
 
@@ -321,6 +318,43 @@ def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTM
     return HTMLFragment(lambda assets: attention_fragment(tokens, patterns, names, assets), title="attention patterns")
 
 
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
+    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
+    "section.el-run{border-top:3px solid #888;margin-top:2em}"
+)
+
+
+class _HeadAssets(Assets):
+    """Page assets that go into ``<head>``: sections only record which libraries they need."""
+
+    def require(self, name: str) -> str:
+        super().require(name)
+        return ""
+
+
+def page_html(title: str, body: Callable[[Assets], str]) -> str:
+    """A self-contained page: ``body(assets)`` returns the HTML of the page's content, and every
+    library it asked ``assets`` for (plotly.js, the circuitsvis bundle) is inlined once in
+    ``<head>``; no network request when opened."""
+    assets = _HeadAssets()
+    content = body(assets)
+    head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
+    return "\n".join(
+        [
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f"<title>{html.escape(title)}</title>",
+            f"<style>{PAGE_STYLE}{STYLE}</style>",
+            head_scripts,
+            "</head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            content,
+            "</body></html>",
+        ]
+    )
+
+
 def save_html(obj, path: str | Path, title: str | None = None) -> Path:
     """Write ``obj`` as a self-contained HTML page (libraries inlined once in ``<head>``, opens
     offline), atomically, whatever was displayed before in this process.
@@ -340,7 +374,6 @@ def save_html(obj, path: str | Path, title: str | None = None) -> Path:
         TypeError: ``obj`` has no HTML form.
     """
     from interp.core.io import atomic_write_text
-    from interp.report.page import page_html
 
     if isinstance(obj, pd.DataFrame):
         render = lambda assets: dataframe_html(obj, assets)  # noqa: E731
@@ -353,9 +386,9 @@ def save_html(obj, path: str | Path, title: str | None = None) -> Path:
 
 
 def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
-    """A DataFrame as a page fragment: a ``decompose_jump`` table (``interp.ranking.COMPONENT_COLUMNS``)
+    """A DataFrame as a page fragment: a ``decompose_jump`` table (:data:`interp.core.terms.COMPONENT_COLUMNS`)
     as its figure and table, any other as a table."""
-    from interp.ranking import COMPONENT_COLUMNS
+    from interp.core.terms import COMPONENT_COLUMNS
 
     if set(COMPONENT_COLUMNS) <= set(df.columns) and len(df):
         from interp.report.figures import components_figure
@@ -369,7 +402,7 @@ def head_ranking_html(ranking, assets: Assets) -> str:
     the ten top heads, the Δp heatmap, top-K recovery, the example attention patterns and the
     decomposition when computed."""
     from interp.core.metrics import metric_spec
-    from interp.report.figures import delta_p_heatmap, recovery_run_figure
+    from interp.report.figures import delta_p_heatmap, plot_text, recovery_run_figure
 
     try:
         spec = metric_spec(ranking.metric)
@@ -486,7 +519,8 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
 def point_html(point, assets: Assets | None = None) -> str:
     """A point of emergence (:class:`interp.emergence.EmergencePoint`) as a table and a figure of
     the checkpoints the search evaluated (the point marked, the threshold dashed)."""
-    from interp.report.figures import run_capability_figure
+    from interp.core.terms import rule_text
+    from interp.report.figures import plot_text, run_capability_figure
 
     assets = Assets() if assets is None else assets
     values = {
@@ -504,8 +538,6 @@ def point_html(point, assets: Assets | None = None) -> str:
         values["excluded (duplicate weights)"] = ", ".join(
             f"{a} = {b}" for a, b in sorted(point.excluded_steps.items())
         )
-    from interp.emergence import rule_text
-
     parts = [
         style_tag(),
         key_values_fragment(

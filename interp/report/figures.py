@@ -5,6 +5,8 @@ the Δp heatmap, top-K recovery, the component decomposition and head-score curv
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -13,8 +15,13 @@ from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
 
-from interp.report.display import plot_text
 from interp.sources.catalogue import run_label
+
+
+def plot_text(text) -> str:
+    """User or tokenizer text for a plotly label (title, trace name, hover text): HTML-escaped,
+    since plotly renders its strings as a small HTML subset (``<b>``, ``<br>``, entities)."""
+    return html.escape(str(text), quote=False)
 
 
 def capability_figure(

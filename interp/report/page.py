@@ -1,4 +1,5 @@
-"""The self-contained HTML report: its sections and the page (figures: :mod:`interp.report.figures`).
+"""The self-contained HTML report: its sections (figures: :mod:`interp.report.figures`; the page
+around them: :func:`interp.report.display.page_html`).
 
 Plotly figures for Jupyter and for the report; circuitsvis attention patterns rendered offline
 (:mod:`interp.report.display`: no CDN, no network probe). The report is one HTML file that opens
@@ -26,13 +27,12 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from torch import Tensor
 
-from interp.report.display import (
-    LIBRARIES,
-    STYLE,
+from interp.report.display import (  # noqa: F401  (PAGE_STYLE, page_html: interp.report.page's names too)
+    PAGE_STYLE,
     Assets,
     attention_fragment,
     figure_fragment,
-    plot_text,
+    page_html,
     style_tag,
     table_fragment,
 )
@@ -45,6 +45,7 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     delta_p_heatmap,
     head_scores_figure,
     loss_curve_figure,
+    plot_text,
     recovery_figure,
     recovery_run_figure,
     run_capability_figure,
@@ -123,7 +124,7 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
         threshold=ctx.threshold,
         title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint",
     )
-    from interp.emergence import DEFAULT_HOLD, rule_text
+    from interp.core.terms import DEFAULT_HOLD, rule_text
 
     point = getattr(run, "point", None)
     hold = getattr(point, "hold", DEFAULT_HOLD)
@@ -308,10 +309,12 @@ def hazards_section(run, ctx: ReportContext) -> Section | None:
 
 def readiness_section(run, ctx: ReportContext) -> Section | None:
     """Capability as trained and with ideal attention patterns, E and R marked (``run.readiness``,
-    an :class:`interp.readiness.ReadinessResult`, when computed)."""
-    from interp.readiness import readiness_section as section
-
-    return section(run, ctx)
+    an :class:`interp.readiness.ReadinessResult`, when computed: it draws its own figure and
+    caption, ``section_html(assets)``)."""
+    result = getattr(run, "readiness", None)
+    if result is None:
+        return None
+    return Section("Readiness: capability with ideal attention patterns", result.section_html(ctx.assets))
 
 
 #: Sections shown for every run, in order.
@@ -460,43 +463,6 @@ def report_body(report, ctx: ReportContext) -> str:
         parts += [run_html(r, ctx, level=3) for r in report.runs if getattr(r, "task", None) == task]
         parts.append("</section>")
     return "\n".join(parts)
-
-
-PAGE_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
-    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
-    "section.el-run{border-top:3px solid #888;margin-top:2em}"
-)
-
-
-class _HeadAssets(Assets):
-    """Page assets that go into ``<head>``: sections only record which libraries they need."""
-
-    def require(self, name: str) -> str:
-        super().require(name)
-        return ""
-
-
-def page_html(title: str, body: Callable[[Assets], str]) -> str:
-    """A self-contained page: ``body(assets)`` returns the HTML of the page's content, and every
-    library it asked ``assets`` for (plotly.js, the circuitsvis bundle) is inlined once in
-    ``<head>``; no network request when opened."""
-    assets = _HeadAssets()
-    content = body(assets)
-    head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
-    return "\n".join(
-        [
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-            f"<title>{html.escape(title)}</title>",
-            f"<style>{PAGE_STYLE}{STYLE}</style>",
-            head_scripts,
-            "</head><body>",
-            f"<h1>{html.escape(title)}</h1>",
-            content,
-            "</body></html>",
-        ]
-    )
 
 
 def report_page(report) -> str:

@@ -12,6 +12,9 @@ Layout (no pickle: JSON, parquet and safetensors only)::
 The run's attributes are walked generically (``vars(run)``: its dataclass fields and any attribute
 set on it later), so a field added to the run's class later is saved and loaded without touching
 this module, as long as it is a DataFrame, a tensor, a point of emergence or JSON-serialisable.
+A point of emergence is recognised by its shape (a dataclass with an ``evaluations`` table, as
+``interp.emergence.EmergencePoint``) and rebuilt as the class the run's class declares for that
+field: the report floor never imports the analyses above it.
 Fields a saved run lacks keep their defaults; saved values that are not fields of the class come
 back as plain attributes.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,6 @@ import pandas as pd
 import torch
 
 from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_text
-from interp.emergence import EmergencePoint
 
 FORMAT = 1
 
@@ -38,7 +41,33 @@ def _run_folder(index: int, run) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{index:02d}-{run.model}-seed{run.seed}" + (f"-{task}" if task else ""))
 
 
-def _save_point(point: EmergencePoint, folder: Path) -> dict[str, Path]:
+def _is_point(value) -> bool:
+    """A point of emergence (``interp.emergence.EmergencePoint``): a dataclass instance with an
+    ``evaluations`` DataFrame."""
+    return (
+        dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+        and isinstance(getattr(value, "evaluations", None), pd.DataFrame)
+    )
+
+
+def _declared_class(run_class, name: str) -> type:
+    """The dataclass ``run_class`` declares its field ``name`` as (``point: EmergencePoint`` ->
+    ``EmergencePoint``; ``X | None`` -> ``X``).
+
+    Raises:
+        TypeError: the field is not declared as a dataclass (one line naming the declaration).
+    """
+    hint = typing.get_type_hints(run_class).get(name)
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
+            return candidate
+    raise TypeError(
+        f"{run_class.__name__}.{name} is declared as {hint!r}; a saved point of emergence loads into a dataclass field"
+    )
+
+
+def _save_point(point, folder: Path) -> dict[str, Path]:
     scalars = {f.name: getattr(point, f.name) for f in dataclasses.fields(point) if f.name != "evaluations"}
     scalars["excluded_steps"] = {str(k): v for k, v in point.excluded_steps.items()}
     return {
@@ -47,11 +76,11 @@ def _save_point(point: EmergencePoint, folder: Path) -> dict[str, Path]:
     }
 
 
-def _load_point(folder: Path) -> EmergencePoint:
+def _load_point(folder: Path, point_class: type):
     scalars = json.loads((folder / "point.json").read_text())
     scalars["excluded_steps"] = {int(k): int(v) for k, v in scalars.get("excluded_steps", {}).items()}
-    names = {f.name for f in dataclasses.fields(EmergencePoint)}
-    return EmergencePoint(
+    names = {f.name for f in dataclasses.fields(point_class)}
+    return point_class(
         **{k: v for k, v in scalars.items() if k in names},
         evaluations=pd.read_parquet(folder / "point_evaluations.parquet"),
     )
@@ -72,7 +101,7 @@ def save_run(run, folder: Path) -> dict[str, Path]:
         elif isinstance(value, torch.Tensor):
             kinds[name] = "tensor"
             tensors[name] = value.detach().cpu().contiguous()
-        elif isinstance(value, EmergencePoint):
+        elif _is_point(value):
             kinds[name] = "point"
             written.update(_save_point(value, folder))
         else:
@@ -105,7 +134,7 @@ def load_run(folder: Path, run_class):
         elif kind == "tensor":
             values[name] = tensors[name]
         elif kind == "point":
-            values[name] = _load_point(folder)
+            values[name] = _load_point(folder, _declared_class(run_class, name))
         else:
             values[name] = meta["values"][name]
     run = run_class(**{k: v for k, v in values.items() if k in names})

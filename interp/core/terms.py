@@ -1,0 +1,55 @@
+"""Words and names every floor reads, defined once: the point-of-emergence rule in words (with its
+default hold) and the columns of the component-decomposition table.
+
+The search that applies the rule is :mod:`interp.emergence` (:func:`interp.emergence.held_crossing`),
+which re-exports :data:`DEFAULT_HOLD`, :data:`RULE` and :func:`rule_text`; the table is built by
+:func:`interp.ranking.decompose_jump`, which re-exports :data:`COMPONENT_COLUMNS`. They sit on the
+ground floor so that the report (:mod:`interp.report`) captions the rule and recognises the table
+without importing the analyses above it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COMPONENT_COLUMNS", "DEFAULT_HOLD", "RULE", "rule_text"]
+
+#: Checkpoints after post that must stay at or above the threshold (the rule's default).
+DEFAULT_HOLD = 2
+
+#: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
+RULE = (
+    "post = the first checkpoint whose greedy accuracy is at or above the threshold and stays there at the next "
+    "{hold} checkpoint(s) (at every remaining one near the end of the run); pre = the checkpoint before it"
+)
+
+
+def rule_text(hold: int = DEFAULT_HOLD) -> str:
+    """The point-of-emergence rule in words with ``hold`` (checkpoints) filled in, for legends and captions."""
+    return RULE.format(hold=hold)
+
+
+#: Columns of the component-decomposition table (``decompose_jump``, ``components.csv``), in order:
+#: the run and its pair of steps, the component patched (``target``, ``scope``, ``k`` heads), the
+#: metric and its unit, the patched value with its bootstrap interval, the share of the jump
+#: recovered with its interval, the values at pre and post, the jump's standard error and flag.
+COMPONENT_COLUMNS = [
+    "model",
+    "seed",
+    "pre_step",
+    "post_step",
+    "target",
+    "scope",
+    "k",
+    "heads",
+    "metric",
+    "unit",
+    "value",
+    "value_lo",
+    "value_hi",
+    "recovered",
+    "recovered_lo",
+    "recovered_hi",
+    "value_pre",
+    "value_post",
+    "jump_se",
+    "jump_too_small",
+]

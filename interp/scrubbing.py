@@ -1,0 +1,248 @@
+"""The attention-pattern scrubber's data: every head's pattern on a few prompts at every checkpoint
+of a run, each checkpoint loaded once.
+
+The top floor's half of the scrubber: :class:`PatternRecorder` (a
+:class:`interp.emergence.StepEvaluator` that also keeps the patterns, and the head scores of
+:mod:`interp.scores`), :func:`scrub_data` (records a run into a :class:`ScrubData`) and
+:func:`scrubber` (opens a source by name, records, returns the page). What the page shows and how
+(the step slider, the grid, the side figures, the report's scrubber section) is
+:mod:`interp.report.scrubber`; its names are re-exported here, so one import serves both
+(``from interp.scrubbing import scrubber, Scrubber, ScrubData``; the old ``interp.scrubber`` is
+this module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.emergence import StepEvaluator
+from interp.report.scrubber import (
+    DEFAULT_PROMPTS,
+    LEVELS,
+    Scrubber,
+    ScrubData,
+    quantise_patterns,
+    ranking_values,
+    run_scrub_data,
+    scrub_script,
+    scrubber_fragment,
+    token_labels,
+)
+from interp.tasks import evaluate
+
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "LEVELS",
+    "PatternRecorder",
+    "ScrubData",
+    "Scrubber",
+    "quantise_patterns",
+    "ranking_values",
+    "run_scrub_data",
+    "scrub_data",
+    "scrub_script",
+    "scrubber",
+    "scrubber_fragment",
+    "token_labels",
+]
+
+
+class PatternRecorder(StepEvaluator):
+    """A :class:`interp.emergence.StepEvaluator` that also keeps, for every step it loads, each
+    head's attention pattern on the first ``n_prompts`` prompts (quantised,
+    ``UInt8[ndarray, "prompt layer head query_pos key_pos"]``) and, when ``scores``, the head
+    scores of :func:`interp.scores.head_scores` -- no checkpoint is loaded twice."""
+
+    def __init__(
+        self, source, batch, device: str | None = None, n_prompts: int = DEFAULT_PROMPTS, scores: bool = False
+    ):
+        super().__init__(source, batch, device=device)
+        self.n_prompts = max(1, min(int(n_prompts), len(batch)))
+        self.patterns: dict[int, np.ndarray] = {}
+        self.want_scores = scores
+        self.score_rows: list[tuple] = []
+        self._score_tokens: tuple[torch.Tensor, int] | None = None
+
+    def __call__(self, step: int, then: int | None = None):  # then: read-ahead hint, not used here
+        if step not in self.scores:
+            from interp.patching import cache_patterns
+
+            checkpoint = self.source.load(step, device=self.device)
+            self.scores[step] = evaluate(checkpoint.model, self.batch)
+            self.order.append(step)
+            with torch.inference_mode():
+                patterns = cache_patterns(checkpoint.model, self.batch.tokens[: self.n_prompts])
+            self.patterns[step] = quantise_patterns(patterns.permute(1, 0, 2, 3, 4))  # prompt first
+            if self.want_scores:
+                self._record_scores(step, checkpoint.model)
+        return self.scores[step]
+
+    def _record_scores(self, step: int, model) -> None:
+        from interp.scores import head_scores, repeated_random_tokens
+        from interp.tasks import alnum_token_pool
+
+        if self._score_tokens is None:
+            pool = alnum_token_pool(self.source.tokenizer())
+            period = min(20, len(pool))
+            self._score_tokens = (repeated_random_tokens(pool, n_prompts=16, period=period), period)
+        tokens, period = self._score_tokens
+        with torch.inference_mode():
+            values = head_scores(model, tokens, period)
+        for name, table in values.items():
+            for (layer, head), value in np.ndenumerate(table.numpy()):
+                self.score_rows.append((int(step), int(layer), int(head), name, float(value)))
+
+    def recorded(self, steps: Sequence[int] | None = None) -> tuple[list[int], np.ndarray]:
+        """(steps, ``UInt8[ndarray, "prompt step layer head query_pos key_pos"]``) of the recorded
+        steps (ascending), or of ``steps`` when given."""
+        steps = sorted(self.patterns) if steps is None else list(steps)
+        return steps, np.stack([self.patterns[s] for s in steps], axis=1)
+
+
+def scrub_data(
+    source,
+    task=None,
+    steps: Sequence[int] | None = None,
+    n_prompts: int = DEFAULT_PROMPTS,
+    device: str | None = None,
+    scores: bool = True,
+    ranking=None,
+    threshold: float = 0.5,
+) -> ScrubData:
+    """Load every checkpoint of ``steps`` once and record what the scrubber shows.
+
+    Args:
+        source: a checkpoint source (``interp.sources.CheckpointSource``); a local suite
+            with a zoom overlay (``emergence zoom``) shows its zoomed steps too.
+        task: capability task (default :class:`interp.tasks.RepetitionTask`).
+        steps: training steps (default: every step the source holds).
+        n_prompts: prompts of the task the chooser offers (the first ones).
+        scores: also record head scores at every step (:mod:`interp.scores`).
+        ranking: a ``RunAnalysis`` (its ``delta_p`` and point of emergence), a heads table
+            (columns layer, head, delta_p), or None. Without a point from the ranking, the
+            point of emergence of the scrubbed curve is marked
+            (:func:`interp.emergence.point_from_curve`: the last crossing that stays above).
+        threshold: greedy-accuracy threshold drawn on the capability curve (fraction).
+
+    Raises:
+        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns.
+        interp.sources.CheckpointError: a step the source does not hold (nearest named).
+    """
+    if n_prompts < 1:
+        raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
+    delta_p, pre, post, metric = ranking_values(ranking)
+    zoomed, zoom_steps = _with_zoom(source)
+    try:
+        return _record(
+            zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold, metric
+        )
+    finally:
+        if zoomed is not source:
+            zoomed.close()
+
+
+def _record(
+    source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold, metric: str = "p"
+) -> ScrubData:
+    from interp.sources.catalogue import model_and_seed, run_label
+    from interp.tasks import RepetitionTask
+
+    wanted = sorted({int(s) for s in steps}) if steps is not None else source.available_steps()
+    for step in wanted:
+        source._check_step(step)
+    task = task or RepetitionTask()
+    batch = task.build(source.tokenizer())
+    recorder = PatternRecorder(source, batch, device=device, n_prompts=n_prompts, scores=scores)
+    for step in wanted:
+        recorder(step)
+    ordered, patterns = recorder.recorded(wanted)
+    tokenizer = source.tokenizer()
+    tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: recorder.n_prompts]]
+    model, seed = model_and_seed(source.model_id)
+    head_scores = (
+        pd.DataFrame(recorder.score_rows, columns=["step", "layer", "head", "score", "value"]) if scores else None
+    )
+    curve = recorder.table()[["step", "accuracy", "p_answer"]]
+    if pre is None and post is None and len(curve) >= 2:  # no ranking: the point on the scrubbed curve
+        from interp.emergence import point_from_curve
+
+        found_pre, found_post, emerged = point_from_curve(curve["step"], curve["accuracy"], threshold)
+        pre, post = (found_pre, found_post) if emerged and found_pre is not None else (None, None)
+    return ScrubData(
+        label=run_label(model, seed),
+        steps=ordered,
+        patterns=patterns,
+        tokens=tokens,
+        curve=curve,
+        zoom_steps=[s for s in ordered if s in zoom_steps],
+        head_scores=head_scores,
+        delta_p=delta_p,
+        metric=metric,
+        pre_step=pre,
+        post_step=post,
+        threshold=threshold,
+    )
+
+
+def _with_zoom(source) -> tuple[Any, set[int]]:
+    """The source with its zoom overlay's steps (a local suite trained here), and those steps."""
+    from interp.sources.local import LocalSuiteSource
+
+    root = getattr(source, "root", None)
+    if not isinstance(source, LocalSuiteSource) or root is None or not (Path(root) / "zoom").is_dir():
+        return source, set()
+    zoomed = LocalSuiteSource(root, model_id=source.model_id, include_zoom=True)
+    return zoomed, set(zoomed.available_steps()) - set(source.available_steps())
+
+
+def scrubber(
+    source,
+    task=None,
+    steps: Sequence[int] | None = None,
+    n_prompts: int = DEFAULT_PROMPTS,
+    device: str | None = None,
+    scores: bool = True,
+    ranking=None,
+    threshold: float = 0.5,
+) -> Scrubber:
+    """The attention-pattern scrubber of one run (the page: :mod:`interp.report.scrubber`).
+
+    Args:
+        source: a source name (hub id, suite folder, ``embedded[-quick]/<run>``) or an open
+            ``CheckpointSource``; the other arguments as :func:`scrub_data`.
+
+    Returns:
+        A :class:`Scrubber`: display it in Jupyter, or ``.save_html(path)``.
+
+    Raises:
+        ValueError: a bad source name (one line listing the valid forms), or as :func:`scrub_data`.
+    """
+    from interp.sources.base import CheckpointSource
+    from interp.sources.door import check_one_run, open_source
+
+    opened = not isinstance(source, CheckpointSource)
+    if opened:
+        check_one_run(str(source), "scrubber")
+        source = open_source(source)
+    try:
+        return Scrubber(
+            scrub_data(
+                source,
+                task=task,
+                steps=steps,
+                n_prompts=n_prompts,
+                device=device,
+                scores=scores,
+                ranking=ranking,
+                threshold=threshold,
+            )
+        )
+    finally:
+        if opened:  # a source the caller handed in stays open
+            source.close()
