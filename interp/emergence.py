@@ -45,6 +45,7 @@ from interp.core.objects import results_equal, short_repr
 from interp.core.terms import DEFAULT_HOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
 
+
 @dataclass
 class EmergencePoint:
     """The result of a point-of-emergence search on one run.
