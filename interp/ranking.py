@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -63,6 +64,7 @@ __all__ = [
     "COMPONENTS",
     "COMPONENT_COLUMNS",
     "HeadRanking",
+    "RankingFields",
     "bootstrap_interval",
     "decompose_between",
     "decompose_jump",
@@ -325,8 +327,58 @@ def _top_found(exact: Tensor, estimate: Tensor, k: int = 2) -> bool | None:
 # --------------------------------------------------------------------------- the ranking
 
 
+@dataclass(kw_only=True)
+class RankingFields:
+    """The values a head ranking gives, declared once: :class:`HeadRanking`'s and, once its run is
+    ranked, :class:`interp.main_job_report.RunAnalysis`'s (None or empty before).
+
+    Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`).
+
+    Attributes:
+        value_pre, value_post: mean metric of the pre / post checkpoint (metric units).
+        delta: ``Float[Tensor, "layer head"]`` exact per-head effect (NaN where not computed).
+        heads: the ranked heads (``rank_heads(delta)`` plus bootstrap bounds, the pre-screen's
+            estimate, ``metric`` and ``unit``).
+        topk: ``topk_recovery`` table (k, value, recovered, metric, unit).
+        example_tokens, example_patterns, example_names: the top heads' patterns on prompt 0
+            (pre then post for each head, ``Float[Tensor, "2*n_top query_pos key_pos"]``), for display.
+        rank_correlation_prescreen: Spearman rho of the pre-screen's estimate vs exact (None below 3 heads).
+        prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
+            fewer than 2 exact values).
+        metric: the metric's name; unit: its unit.
+
+    ``p_pre``, ``p_post`` and ``delta_p`` are aliases of ``value_pre``, ``value_post`` and
+    ``delta`` (names from before the labels followed the metric).
+    """
+
+    value_pre: float | None = None
+    value_post: float | None = None
+    delta: Float[Tensor, "layer head"] | None = None
+    heads: pd.DataFrame | None = None
+    topk: pd.DataFrame | None = None
+    example_tokens: list[str] = field(default_factory=list)
+    example_patterns: Tensor | None = None
+    example_names: list[str] = field(default_factory=list)
+    rank_correlation_prescreen: float | None = None
+    prescreen_top2_found: bool | None = None
+    metric: str = "p"
+    unit: str = "probability"
+
+    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
+    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
+    delta_p = alias_property("delta", "Alias of ``delta`` (metric units, not always a probability).")
+
+    def ranking_values(self) -> dict[str, Any]:
+        """The fields above by name (what a run copies from its ranking)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(RankingFields)}
+
+
+#: The fields a head ranking must have (the rest of :class:`RankingFields` may stay empty).
+_REQUIRED = ("value_pre", "value_post", "delta", "heads", "topk")
+
+
 @dataclass
-class HeadRanking:
+class HeadRanking(RankingFields):
     """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
 
     Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`): probability for
@@ -359,34 +411,27 @@ class HeadRanking:
     tables and the heatmap.
     """
 
-    value_pre: float
-    value_post: float
-    delta: Tensor
-    heads: pd.DataFrame
-    topk: pd.DataFrame
+    # value_pre, value_post, delta, heads, topk (required here), example_*, the pre-screen's
+    # agreement, metric and unit: the fields of RankingFields
     post_patterns: Tensor
     delta_attribution: Tensor | None = None
-    metric: str = "p"
-    rank_correlation_prescreen: float | None = None
-    prescreen_top2_found: bool | None = None
     components: pd.DataFrame | None = None
     pre_patterns: Tensor | None = field(default=None, repr=False)
-    example_tokens: list[str] = field(default_factory=list)
-    example_patterns: Tensor | None = None
-    example_names: list[str] = field(default_factory=list)
-    unit: str = "probability"
     jump_se: float = float("nan")
     jump_too_small: bool = False
 
-    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
-    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
-    delta_p = alias_property("delta", "Alias of ``delta`` (metric units, not always a probability).")
     delta_p_attribution = alias_property("delta_attribution", "Alias of ``delta_attribution``.")
 
     __eq__ = results_equal
 
+    def __post_init__(self) -> None:
+        missing = [name for name in _REQUIRED if getattr(self, name) is None]
+        if missing:
+            raise TypeError(f"HeadRanking() needs {', '.join(missing)} (got None); required: {', '.join(_REQUIRED)}")
+
     def __repr__(self) -> str:
-        top = self.heads.dropna(subset=["delta"]).head(3) if "delta" in self.heads else self.heads.head(0)
+        heads = self.heads if self.heads is not None else pd.DataFrame()
+        top = heads.dropna(subset=["delta"]).head(3) if "delta" in heads else heads.head(0)
         best = ", ".join(f"L{int(l)}H{int(h)} {d:+.4g}" for l, h, d in zip(top["layer"], top["head"], top["delta"]))
         return (
             f"HeadRanking(metric={self.metric!r} ({self.unit}), value_pre={self.value_pre:.4g}, "
