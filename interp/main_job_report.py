@@ -205,7 +205,6 @@ def _run_labelled(df: pd.DataFrame, run: RunAnalysis, columns: Sequence[str]) ->
     return labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
 
-
 @dataclass
 class MainJobReport:
     """Tables (``emergence``, ``points``, ``heads``, ``topk``) and figures of a main-job run."""

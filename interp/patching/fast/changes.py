@@ -84,6 +84,7 @@ def _modification(engine: LayerSkipEngine, key: tuple, layer: int) -> tuple[list
         return [(name, replace_hook(captured["x"], everything, 2))], [], None
     raise FastPathUnsupported(f"no per-head change for kind {kind!r}")
 
+
 def _W_O(engine: LayerSkipEngine, layer: int, post: bool) -> Float[Tensor, "head d_head d_model"]:
     if not post:
         W_O = getattr(engine.model.blocks[layer].attn, "W_O", None)
@@ -91,6 +92,7 @@ def _W_O(engine: LayerSkipEngine, layer: int, post: bool) -> Float[Tensor, "head
             raise FastPathUnsupported(f"block {layer} exposes no W_O [head, d_head, d_model]")
         return W_O.detach()
     return _weights.head_W_O(engine.model, engine.post.weights, layer).to(engine.device)
+
 
 def block_changes(engine: LayerSkipEngine, key: tuple, layer: int) -> _Changes:
     """Per-unit change of block ``layer``'s output for units of ``key`` (cached).
@@ -108,9 +110,9 @@ def block_changes(engine: LayerSkipEngine, key: tuple, layer: int) -> _Changes:
     kind = key[0]
     spec = get_kind(kind)
     if spec.fast == "mlp_out":  # the kind's hook is the MLP's contribution to the stream
-        delta = (engine.post.activation(kind, layer).to(engine.device, torch.float32) - engine.pre(kind, layer).float())[
-            None
-        ]
+        delta = (
+            engine.post.activation(kind, layer).to(engine.device, torch.float32) - engine.pre(kind, layer).float()
+        )[None]
         changes = _Changes(delta, None, None, after_mlp=True)
         engine._changes[(key, layer)] = changes
         rebuilt = _rebuild(engine, layer, key, changes, torch.ones(1, 1, dtype=torch.bool))
@@ -152,6 +154,7 @@ def block_changes(engine: LayerSkipEngine, key: tuple, layer: int) -> _Changes:
         engine._structure_checked = True
     return changes
 
+
 def _z_without_block(engine: LayerSkipEngine, key: tuple, layer: int) -> Float[Tensor, "batch pos head d_head"] | None:
     """Every head's new ``z`` without calling the block, once the block structure has been
     checked, by the kind's entry of :data:`Z_SHORTCUTS` (if any).  None: call the block."""
@@ -159,6 +162,7 @@ def _z_without_block(engine: LayerSkipEngine, key: tuple, layer: int) -> Float[T
     if not engine._structure_checked or shortcut is None:
         return None
     return shortcut(engine, layer, key[1])
+
 
 def pattern_and_values(engine: LayerSkipEngine, layer: int) -> tuple[Tensor | None, Tensor | None]:
     """``(pattern [batch, head, q, k], v per head [batch, pos, head, d_head])`` of the pre-run
@@ -173,6 +177,7 @@ def pattern_and_values(engine: LayerSkipEngine, layer: int) -> tuple[Tensor | No
     if rebuilt.shape != z_pre.shape or not torch.allclose(rebuilt, z_pre.float(), rtol=1e-4, atol=1e-5):
         return None, None
     return pattern_pre, v
+
 
 def _z_from_block(engine: LayerSkipEngine, key: tuple, layer: int) -> tuple[Tensor, Tensor]:
     """``(every head's new z, block output)`` from one call of block ``layer`` with the change
@@ -211,6 +216,7 @@ def _z_from_block(engine: LayerSkipEngine, key: tuple, layer: int) -> tuple[Tens
             "this architecture's bridge cannot be pattern-patched"
         )
     return z_new, out_all
+
 
 def _check_block(engine: LayerSkipEngine, layer: int, hooks: list, slices: list, rebuilt: Tensor, key: tuple) -> None:
     try:

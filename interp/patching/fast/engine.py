@@ -90,10 +90,12 @@ class LayerSkipEngine:
             raise FastPathUnsupported("the model exposes no blocks")
         fitting = [layout for layout in LayerSkipEngine.layouts if layout.fits(model)]
         if len(fitting) != 1:
-            names = [layout.__name__ for layout in LayerSkipEngine.layouts]
+            fit = ", ".join(layout.__name__ for layout in fitting) or "none"
+            known = (
+                ", ".join(layout.__name__ for layout in LayerSkipEngine.layouts) or "none (import interp.patching.fast)"
+            )
             raise FastPathUnsupported(
-                f"{len(fitting)} block layouts fit {type(model).__name__} "
-                f"({[layout.__name__ for layout in fitting]}); one of {names} must"
+                f"block layouts that fit {type(model).__name__}: {fit}; exactly one of {known} must"
             )
         return fitting[0]
 
