@@ -40,8 +40,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("interp.tasks", "interp.task_registry"),
     # ideal patterns use the engine's PostCheckpoint and the engine takes IdealPatterns (patching's owner)
     ("interp.patching.ideal", "interp.patching.engine"),
-    # the engine picks its layout class from layouts.py, whose classes subclass the engine (patching's owner)
-    ("interp.patching.fast.engine", "interp.patching.fast.layouts"),
 }
 
 #: Modules over MAX_LINES with no reason yet, and why they are allowed for now.
