@@ -52,9 +52,10 @@ def test_list_models_prints_usable_sources():
 
 
 def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
-    """``embedded/<run>`` takes the run from a suite in the cache that holds it (the quick one
-    first), else from the smallest suite that holds it: a run of both suites never trains the
-    full suite when the quick one has it. Resolution itself trains nothing."""
+    """``embedded/<run>`` takes the run from the full suite when the cache holds it there, else
+    from another cached suite that holds it (the quick one), else from the smallest suite that
+    holds it: a run of both suites never trains the full suite when the quick one has it.
+    Resolution itself trains nothing."""
     from interp.sources.catalogue import FULL, QUICK, resolve_embedded, suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
@@ -68,6 +69,15 @@ def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
     (done / "suite.json").write_text("{}")
     assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(FULL, "neox-2l-64d-seed1")]
     assert not suite_dir(QUICK).exists()
+    # both cached: the name's own suite (the full one, 3000 steps) wins; the quick name keeps the quick run
+    quick = suite_dir(QUICK) / "neox-2l-64d-seed1"
+    quick.mkdir(parents=True)
+    (quick / "suite.json").write_text("{}")
+    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(FULL, "neox-2l-64d-seed1")]
+    assert resolve_embedded("embedded-quick/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
+    done_json = done / "suite.json"
+    done_json.unlink()
+    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
 
 
 def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path, monkeypatch):

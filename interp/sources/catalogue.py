@@ -243,9 +243,10 @@ def resolve_embedded(spec: str, root: Path | None = None) -> list[tuple[SuiteCon
     """The (suite config, run name) pairs an embedded source name stands for; no training.
 
     ``embedded`` / ``embedded-quick``: every run of that suite. ``embedded-quick/<run>``: that
-    run of the quick suite. ``embedded/<run>``: that run from a suite already in the cache that
-    holds it (the quick suite first), else from the smallest suite that holds it, so
-    ``embedded/neox-2l-64d-seed1`` never trains the full suite when the quick one has the run.
+    run of the quick suite. ``embedded/<run>``: that run of the full suite when the cache holds
+    it there (the name's own suite: more steps, the suite docs/results.md describes), else from
+    another cached suite that holds it (the quick one), else from the smallest suite that holds
+    it, so ``embedded/neox-2l-64d-seed1`` never trains the full suite when the quick one has the run.
 
     Raises:
         ValueError: not an embedded name, or an unknown run (the valid names are listed).
@@ -265,5 +266,6 @@ def resolve_embedded(spec: str, root: Path | None = None) -> list[tuple[SuiteCon
             else sorted({n for c in SUITES.values() for n in c.run_names()})
         )
         raise ValueError(f"unknown embedded run {run!r} in {suite!r}; valid: {', '.join(valid)}")
-    cached = [c for c in holders if (suite_dir(c, root) / run / "suite.json").exists()]
+    named_first = sorted(holders, key=lambda c: c is not SUITES[suite])
+    cached = [c for c in named_first if (suite_dir(c, root) / run / "suite.json").exists()]
     return [((cached or holders)[0], run)]
