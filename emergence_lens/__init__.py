@@ -84,8 +84,8 @@ EXPORTS: dict[str, str] = {
     # the main job and its report
     "run_main_job": "interp.pipeline",
     "analyse_run": "interp.pipeline",
-    "MainJobReport": "interp.pipeline",
-    "RunAnalysis": "interp.pipeline",
+    "MainJobReport": "interp.main_job_report",
+    "RunAnalysis": "interp.main_job_report",
     # display
     "show_attention": "interp.report.display",
     "init_notebook": "interp.report.display",

@@ -11,204 +11,54 @@ calibration: pre = 0, post = 1).
 Every function returns DataFrames and plotly figures for Jupyter; :meth:`MainJobReport.save`
 writes the tables and the self-contained ``report.html``.
 
-Over 600 lines because the main job's table schema (the column lists), :class:`RunAnalysis`,
-:class:`MainJobReport` and the two drivers that fill them change together: a column added to one
-table is added in all four places here. (ruff's formatting took it from 579 to ~750 lines; moving
-``MainJobReport`` to its own module needs the column lists and ``RunAnalysis`` moved first, so that
-no circle forms; not done yet.)
+The results (the column lists, :class:`RunAnalysis`, :class:`MainJobReport`) are
+:mod:`interp.main_job_report`; this module fills them and re-exports their names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence, Sized
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, cast
 
 import pandas as pd
 import torch
-from jaxtyping import Float
-from torch import Tensor
 
-from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
-from interp.core.objects import alias_property, results_equal, short_repr
-from interp.emergence import DEFAULT_HOLD, EmergencePoint, StepEvaluator, find_emergence, rule_text, scan_emergence
-from interp.report import page as vis
-from interp.sources.catalogue import model_and_seed, run_label
+from interp.emergence import DEFAULT_HOLD, StepEvaluator, find_emergence, scan_emergence
+from interp.main_job_report import (
+    CHECKPOINTS_COLUMNS,
+    EMERGENCE_COLUMNS,
+    HEADS_COLUMNS,
+    KEY_COLUMNS,
+    OLD_COLUMNS,
+    POINTS_COLUMNS,
+    SUMMARY_LEGEND,
+    TOPK_COLUMNS,
+    MainJobReport,
+    RunAnalysis,
+    labelled,
+    summary_legend,
+)
+from interp.sources.catalogue import model_and_seed
 from interp.tasks import CapabilityTask, RepetitionTask
 
-#: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
-#: prompts began with a BOS token). Every per-task table starts with them.
-KEY_COLUMNS = ["model", "seed", "task", "prepend_bos"]
-EMERGENCE_COLUMNS = [*KEY_COLUMNS, "step", "accuracy", "p_answer"]
-POINTS_COLUMNS = [
-    *KEY_COLUMNS,
-    "pre_step",
-    "post_step",
-    "emerged",
-    "n_evaluations",
-    "monotone",
-    "threshold",
-    "hold",
-    "search",
+__all__ = [
+    "CHECKPOINTS_COLUMNS",
+    "EMERGENCE_COLUMNS",
+    "HEADS_COLUMNS",
+    "KEY_COLUMNS",
+    "OLD_COLUMNS",
+    "POINTS_COLUMNS",
+    "SUMMARY_LEGEND",
+    "TOPK_COLUMNS",
+    "MainJobReport",
+    "RunAnalysis",
+    "analyse_run",
+    "labelled",
+    "model_and_seed",
+    "run_main_job",
+    "summary_legend",
 ]
-#: One row per checkpoint of a run: the same for every task, so no task column.
-CHECKPOINTS_COLUMNS = [
-    "model",
-    "seed",
-    "step",
-    "revision",
-    "tokens",
-    "digest",
-    "status",
-    "same_weights_as",
-    "detail",
-    "listing",
-]
-HEADS_COLUMNS = [
-    *KEY_COLUMNS,
-    "layer",
-    "head",
-    "delta",
-    "rank",
-    "delta_attribution",
-    "delta_lo",
-    "delta_hi",
-    "metric",
-    "unit",
-    "jump_too_small",
-]
-TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
-#: Column names of reports saved before the columns followed the metric -> today's names.
-OLD_COLUMNS = {
-    "delta_p": "delta",
-    "delta_p_attribution": "delta_attribution",
-    "delta_p_lo": "delta_lo",
-    "delta_p_hi": "delta_hi",
-    "p_patched": "value",
-}
-
-
-def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
-    """What the summary table's columns mean, by the headers the page shows
-    (:data:`interp.report.page.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
-    in, and the metrics of its rows named from the registry (:mod:`interp.core.metrics`)."""
-    from interp.core.metrics import metric_spec
-
-    names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
-    described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
-    label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
-    return (
-        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
-        "with a BOS token). "
-        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
-        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
-        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
-        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
-        f"<b>metric</b>, <b>unit</b>: what pre value, post value, jump, top Δ and recovered measure ({described}). "
-        "<b>pre value, post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
-        "value (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
-        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
-        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
-        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
-        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
-        "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. "
-        "<b>jump below 3 s.e.</b>: the jump is below 3 standard errors of the paired per-prompt difference "
-        "(the shares of it divide by noise). In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
-        "post_step, monotone, n_evaluations, value_pre, value_post, jump, top_head, top_delta, recovered_top2, "
-        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
-    )
-
-
-#: The legend of a report whose metric is ``p`` (kept name).
-SUMMARY_LEGEND = summary_legend(("p",))
-
-
-@dataclass
-class RunAnalysis:
-    """Everything the main job computed for one run (one model at one seed).
-
-    ``delta`` is ``Float[Tensor, "layer head"]`` in the units of ``metric`` (``unit``; the paper's
-    ``delta_p`` for ``"p"``), ``value_pre`` / ``value_post`` the mean metric at the pre / post step;
-    ``example_patterns`` holds the top heads' patterns on prompt 0 as
-    ``Float[Tensor, "2*n_top query_pos key_pos"]`` (pre then post for each head) with
-    ``example_names`` and ``example_tokens`` for display. ``p_pre``, ``p_post`` and ``delta_p`` are
-    aliases (names from before the labels followed the metric). ``repr`` is one screen; ``==``
-    compares every field by value.
-    """
-
-    __eq__ = results_equal
-    __repr__ = short_repr
-
-    def _html(self, assets) -> str:
-        """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
-        from interp.report.display import style_tag
-
-        ctx = vis.ReportContext(assets=assets, threshold=self.point.threshold, delta_p_bound=vis.delta_p_bound([self]))
-        summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
-        return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
-
-    def _repr_html_(self) -> str:
-        """Jupyter display (self-contained: carries the libraries it draws with)."""
-        from interp.report.display import Assets
-
-        return self._html(Assets())
-
-    def save_html(self, path: str | Path) -> Path:
-        """Write this run's part of the report as a self-contained page (atomic; opens offline)."""
-        from interp.report.display import save_html
-
-        return save_html(self, path, title=f"emergence-lens: {run_label(self.model, self.seed)}")
-
-    model: str
-    seed: int
-    model_id: str
-    point: EmergencePoint
-    curve: pd.DataFrame
-    value_pre: float | None = None
-    value_post: float | None = None
-    delta: Float[Tensor, "layer head"] | None = None
-    heads: pd.DataFrame | None = None
-    topk: pd.DataFrame | None = None
-    example_tokens: list[str] = field(default_factory=list)
-    example_patterns: Tensor | None = None
-    example_names: list[str] = field(default_factory=list)
-    rank_correlation_prescreen: float | None = None
-    checkpoints: pd.DataFrame | None = None  # interp.sources.checkpoint_table: one row per step
-    training_loss: pd.DataFrame | None = None  # step, loss (nats): runs our trainer wrote (loss.csv)
-    prescreen_top2_found: bool | None = None
-    metric: str = "p"
-    components: pd.DataFrame | None = None
-    head_scores: pd.DataFrame | None = None
-    task: str = "repetition"
-    prepend_bos: bool = False
-    unit: str = "probability"
-
-    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units).")
-    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units).")
-    delta_p = alias_property("delta", "Alias of ``delta`` (metric units).")
-
-    # the scrubber (interp.report.scrubber): each head's pattern on the task's first prompts at every
-    # step the run evaluated, UInt8[Tensor, "prompt step layer head query_pos key_pos"] = round(255 p)
-    scrub_steps: list[int] = field(default_factory=list)
-    scrub_tokens: list[list[str]] = field(default_factory=list)
-    scrub_patterns: Tensor | None = None
-
-
-def labelled(
-    df: pd.DataFrame, model: str, seed: int, columns: Sequence[str], task: str = "repetition", prepend_bos: bool = False
-) -> pd.DataFrame:
-    """``df`` with the key columns in front (model and seed of the source, replacing any the table
-    carried; task and prepend_bos where ``columns`` has them), restricted to ``columns``."""
-    df = df.drop(columns=["model", "seed"], errors="ignore")
-    for name, value in (("prepend_bos", prepend_bos), ("task", task), ("seed", seed), ("model", model)):
-        if name in columns and name not in df.columns:
-            df.insert(0, name, value)
-    return df[list(columns)]
-
-
-def _run_labelled(df: pd.DataFrame, run: RunAnalysis, columns: Sequence[str]) -> pd.DataFrame:
-    return labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
 
 def _training_loss(source) -> pd.DataFrame | None:
@@ -322,21 +172,8 @@ def analyse_run(
             decompose=decompose,
             prescreen_steps=prescreen_steps,
         )
-        for key in (
-            "value_pre",
-            "value_post",
-            "delta",
-            "heads",
-            "topk",
-            "example_tokens",
-            "example_patterns",
-            "example_names",
-            "rank_correlation_prescreen",
-            "prescreen_top2_found",
-            "metric",
-            "unit",
-        ):
-            setattr(analysis, key, getattr(ranked, key))
+        for key, value in ranked.ranking_values().items():  # the fields of interp.ranking.RankingFields
+            setattr(analysis, key, value)
         if ranked.components is not None:
             analysis.components = ranked.components.assign(
                 model=model, seed=seed, task=task.name, prepend_bos=batch.prepend_bos
@@ -349,300 +186,6 @@ def analyse_run(
                 source, steps, device=device, model=model, seed=seed
             ).assign(task=task.name, prepend_bos=batch.prepend_bos)
     return analysis
-
-
-@dataclass
-class MainJobReport:
-    """Tables (``emergence``, ``points``, ``heads``, ``topk``) and figures of a main-job run."""
-
-    runs: list[RunAnalysis]
-    threshold: float = 0.5
-    title: str = "emergence-lens report"
-    provenance: dict | None = None
-    hold: int = DEFAULT_HOLD
-    summary_legend: str | None = None  # None: summary_legend(self.metrics(), hold)
-
-    __eq__ = results_equal
-
-    def __repr__(self) -> str:
-        runs = ", ".join(
-            f"{r.model} seed {r.seed} {r.task}: "
-            + (f"{r.point.pre_step}→{r.point.post_step}" if r.point.emerged else "not emerged")
-            for r in self.runs[:8]
-        )
-        more = f", … {len(self.runs)} runs" if len(self.runs) > 8 else ""
-        return (
-            f"MainJobReport(title={self.title!r}, threshold={self.threshold:g}, hold={self.hold}, metric="
-            f"{', '.join(self.metrics()) or '—'}, runs=[{runs}{more}])"
-        )
-
-    def metrics(self) -> list[str]:
-        """The metrics of the runs' patching tables (one name per metric used)."""
-        return list(dict.fromkeys(r.metric for r in self.runs if r.heads is not None))
-
-    def legend(self) -> str:
-        """What the summary table's columns mean (``summary_legend`` if set, else written for the
-        report's metrics and hold rule from the registry)."""
-        return self.summary_legend or summary_legend(self.metrics() or ["p"], self.hold)
-
-    @property
-    def emergence(self) -> pd.DataFrame:
-        """Capability per evaluated checkpoint: model, seed, step, accuracy, p_answer."""
-        frames = [_run_labelled(r.curve, r, EMERGENCE_COLUMNS) for r in self.runs]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=EMERGENCE_COLUMNS)
-
-    @property
-    def points(self) -> pd.DataFrame:
-        """Point of emergence per (run, task): ``POINTS_COLUMNS`` (model, seed, task, prepend_bos, pre_step,
-        post_step, emerged, n_evaluations, monotone, threshold, hold, search)."""
-        rows = [
-            {"model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos, **r.point.as_row()}
-            for r in self.runs
-        ]
-        return pd.DataFrame(rows, columns=POINTS_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64"})
-
-    @property
-    def heads(self) -> pd.DataFrame:
-        """Head ranking per emerged (run, task): model, seed, task, prepend_bos, layer, head, delta (metric
-        units), rank, ..., metric, unit."""
-        frames = [
-            _run_labelled(
-                r.heads if "jump_too_small" in r.heads else r.heads.assign(jump_too_small=pd.NA), r, HEADS_COLUMNS
-            )
-            for r in self.runs
-            if r.heads is not None
-        ]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
-
-    @property
-    def topk(self) -> pd.DataFrame:
-        """Joint top-K patching per emerged (run, task): model, seed, task, prepend_bos, k, value (metric
-        units), recovered, metric, unit."""
-        frames = [_run_labelled(r.topk, r, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
-
-    @property
-    def checkpoints(self) -> pd.DataFrame:
-        """One row per step of each run: step, revision, tokens, digest, status (searchable,
-        duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, missing),
-        same_weights_as, detail, listing."""
-        frames = [
-            labelled(
-                r.checkpoints if "detail" in r.checkpoints else r.checkpoints.assign(detail=""),
-                r.model,
-                r.seed,
-                CHECKPOINTS_COLUMNS,
-            )
-            for r in self._one_per_run()
-            if r.checkpoints is not None
-        ]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CHECKPOINTS_COLUMNS)
-
-    def _one_per_run(self) -> list[RunAnalysis]:
-        """The first analysis of each run (the checkpoints are the same for every task)."""
-        seen, out = set(), []
-        for r in self.runs:
-            if (r.model, r.seed) not in seen:
-                seen.add((r.model, r.seed))
-                out.append(r)
-        return out
-
-    @property
-    def tasks(self) -> list[str]:
-        """The tasks of the report, in the order of the runs."""
-        return list(dict.fromkeys(r.task for r in self.runs))
-
-    def hazards(self) -> list[str]:
-        """One line per checkpoint hazard of each run (duplicates excluded, missing steps, a
-        listing from the cache); empty when every run is clean."""
-        from interp.sources.checkpoint_integrity import hazard_lines
-
-        return [
-            line
-            for r in self._one_per_run()
-            if r.checkpoints is not None
-            for line in hazard_lines(r.checkpoints, run_label(r.model, r.seed))
-        ]
-
-    @property
-    def components(self) -> pd.DataFrame:
-        """The jump decomposed by component per emerged run (``interp.ranking.COMPONENT_COLUMNS``)."""
-        from interp.ranking import COMPONENT_COLUMNS
-
-        frames = [r.components for r in self.runs if r.components is not None]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COMPONENT_COLUMNS)
-
-    @property
-    def head_scores(self) -> pd.DataFrame:
-        """Head scores at the checkpoints around each point (``interp.scores.HEAD_SCORE_COLUMNS``)."""
-        from interp.scores import HEAD_SCORE_COLUMNS
-
-        frames = [r.head_scores for r in self.runs if r.head_scores is not None]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEAD_SCORE_COLUMNS)
-
-    def summary(self) -> pd.DataFrame:
-        """One row per (run, task): point of emergence, p before/after, top head, share recovered by top 2."""
-        rows = []
-        for r in self.runs:
-            top = r.heads.iloc[0] if r.heads is not None and len(r.heads) else None
-            rec2 = None
-            if r.topk is not None and len(r.topk):
-                at2 = r.topk[r.topk["k"] == min(2, int(r.topk["k"].max()))]
-                rec2 = float(at2["recovered"].iloc[0]) if len(at2) else None
-            rows.append(
-                {
-                    "model": r.model,
-                    "seed": r.seed,
-                    "task": r.task,
-                    "prepend_bos": r.prepend_bos,
-                    "emerged": r.point.emerged,
-                    "pre_step": r.point.pre_step,
-                    "post_step": r.point.post_step,
-                    "monotone": r.point.monotone,
-                    "n_evaluations": r.point.n_evaluations,
-                    "value_pre": r.value_pre,
-                    "value_post": r.value_post,
-                    # recovered divides by this jump: small against its noise, it is ill-conditioned
-                    "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
-                    "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
-                    "top_delta": None if top is None else float(top["delta"]),
-                    "recovered_top2": rec2,
-                    "prescreen_spearman": r.rank_correlation_prescreen,
-                    "prescreen_top2_found": r.prescreen_top2_found,
-                    "metric": r.metric if r.heads is not None else None,
-                    "unit": (getattr(r, "unit", None) or "probability") if r.heads is not None else None,
-                    "jump_too_small": None
-                    if top is None or r.heads is None or "jump_too_small" not in r.heads
-                    else bool(top["jump_too_small"]),
-                }
-            )
-        return pd.DataFrame(rows)
-
-    def capability_figure(self, metric: str = "accuracy", task: str | None = None):
-        """Plotly figure: capability vs step per seed, point of emergence marked, for ``task``
-        (default: the report's first task).
-
-        Raises:
-            ValueError: ``task`` is not a task of this report.
-        """
-        tasks = self.tasks
-        task = task if task is not None else (tasks[0] if tasks else None)
-        if tasks and task not in tasks:
-            raise ValueError(f"task {task!r} is not in this report; its tasks: {', '.join(tasks)}")
-        emergence, points = self.emergence, self.points
-        if task is not None:
-            emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
-        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold)
-
-    def recovery_figure(self):
-        """Plotly figure: recovered vs K for every emerged run."""
-        return vis.recovery_figure(self.topk)
-
-    def heatmaps(self) -> list:
-        """Plotly heatmaps of the per-head delta (layer × head, metric units), one per emerged run,
-        on one shared colour scale; titles and colour bars name the run's metric."""
-        from interp.core.metrics import metric_spec
-
-        tensors = [r.delta for r in self.runs if r.delta is not None]
-        finite = [t[torch.isfinite(t)].abs() for t in tensors]
-        bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [
-            vis.delta_p_heatmap(
-                r.delta,
-                title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
-                f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
-                f"step {r.point.pre_step}",
-                bound=bound,
-                metric=r.metric,
-                unit=r.unit,
-            )
-            for r in self.runs
-            if r.delta is not None
-        ]
-
-    def html(self) -> str:
-        """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
-        opens offline). Layout and sections: :mod:`interp.report.page` (``RUN_SECTIONS``)."""
-        return vis.report_page(self)
-
-    def _html(self, assets) -> str:
-        """The report's content (libraries from ``assets``)."""
-        return vis.report_fragment(self, assets)
-
-    def _repr_html_(self) -> str:
-        """Jupyter display: the report's sections (self-contained: each output carries the
-        libraries it draws with, so a cell run again or a saved notebook still draws)."""
-        from interp.report.display import Assets
-
-        return self._html(Assets())
-
-    def save_html(self, path: str | Path) -> Path:
-        """Write ``report.html`` alone (the page :meth:`html` returns) to ``path``, atomically."""
-        return atomic_write_text(Path(path), self.html())
-
-    def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` and
-        ``checkpoints`` as CSV and parquet, ``report.html``, ``provenance.json`` and ``state/``
-        (what :meth:`load` reads back).
-
-        Every file is written atomically (temporary file, then rename); the HTML is rendered in
-        memory before anything is written, so a rendering error leaves the folder untouched.
-        Without a provenance record (a report built by hand) one naming this call is written.
-        """
-        from interp.core.provenance import make_provenance, write_provenance
-        from interp.report import report_state
-
-        out = Path(out_dir)
-        page = self.html()
-        written = {}
-        for name in ("emergence", "points", "heads", "topk", "components", "head_scores", "checkpoints"):
-            table = getattr(self, name)
-            written[f"{name}.csv"] = atomic_to_csv(table, out / f"{name}.csv")
-            written[f"{name}.parquet"] = atomic_to_parquet(table, out / f"{name}.parquet")
-        written["report.html"] = atomic_write_text(out / "report.html", page)
-        written.update(report_state.save_report_state(self, out / "state"))
-        record = self.provenance or make_provenance(
-            "interp.pipeline.MainJobReport.save", {"threshold": self.threshold, "hold": self.hold, "title": self.title}
-        )
-        written["provenance.json"] = write_provenance(out, record)
-        return written
-
-    @classmethod
-    def load(cls, folder: str | Path) -> MainJobReport:
-        """Bring back a report saved by :meth:`save`: every run's tables, tensors, point of
-        emergence and example patterns, and the provenance record; its figures and ``html()``
-        are then the saved report's.
-
-        Raises:
-            ValueError: ``folder`` holds no saved report state (``state/report.json``).
-        """
-        from interp.core.provenance import read_provenance
-        from interp.report import report_state
-
-        runs, meta = report_state.load_report_state(Path(folder) / "state", RunAnalysis)
-        for run in runs:
-            _upgrade_run(run)
-        hold = DEFAULT_HOLD if meta.get("hold") is None else meta["hold"]  # reports saved before the rule had a hold
-        return cls(
-            runs=runs, threshold=meta["threshold"], hold=hold, title=meta["title"], provenance=read_provenance(folder)
-        )
-
-
-def _upgrade_run(run: RunAnalysis) -> None:
-    """Rename the columns of a run saved before the columns followed the metric (``delta_p`` ->
-    ``delta``, ``p_patched`` -> ``value``, ...) and add the ``unit`` column (from the registry)."""
-    from interp.core.metrics import metric_spec
-
-    if run.heads is not None and "unit" not in run.heads.columns:  # saved before units were stored
-        run.unit = metric_spec(run.metric or "p").unit
-    for name in ("heads", "topk", "components"):
-        table = getattr(run, name, None)
-        if table is None:
-            continue
-        table = table.rename(columns={k: v for k, v in OLD_COLUMNS.items() if k in table.columns})
-        if "unit" not in table.columns and "metric" in table.columns:
-            table.insert(list(table.columns).index("metric") + 1, "unit", run.unit)
-        setattr(run, name, table)
 
 
 def _step_digests(source, run: RunAnalysis) -> dict[str, str]:

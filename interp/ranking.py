@@ -1,16 +1,12 @@
 """One ranking path: heads ranked by a patch's effect, joint top-K recovery, the jump decomposed.
 
-Over 600 lines because the ranking, the joint top-K and the decomposition share the bootstrap
-and the patch plumbing of one jump; the decomposition's COMPONENTS are being moved to the
-patch-kinds table (issue 21, item 2), which shrinks this module.
-
 Baherwani et al. 2026 (head-patching analysis): rank the pre checkpoint's heads by how much
 patching in the post checkpoint's attention pattern raises the metric (the column ``delta``, in
-the metric's unit: the paper's ``delta_p`` for the probability of the answer), then patch the top K heads jointly for K = 1 ... all and report the
-fraction of the pre -> post change they recover, ``recovered = (m_K - m_pre) / (m_post - m_pre)``
-(ARENA-style calibration: pre = 0, post = 1).  ``decompose_jump`` asks the same question of
-every component (patterns, queries, keys, values, head outputs, QK and OV weights, MLPs,
-(un)embedding): which one carries the jump?
+the metric's unit: the paper's ``delta_p`` for the probability of the answer), then patch the
+top K heads jointly for K = 1 ... all and report the fraction of the pre -> post change they
+recover, ``recovered = (m_K - m_pre) / (m_post - m_pre)`` (ARENA-style calibration: pre = 0,
+post = 1).  ``decompose_jump`` asks the same question of every component (patterns, queries,
+keys, values, head outputs, QK and OV weights, MLPs, (un)embedding): which one carries the jump?
 
 Entry points (the pipeline, the CLI and notebooks all call these):
 
@@ -18,51 +14,58 @@ Entry points (the pipeline, the CLI and notebooks all call these):
 * ``rank_heads_between(source, pre_step, post_step, batch, ...) -> HeadRanking`` loads them;
 * ``decompose_jump(pre_model, post, batch, ...) -> DataFrame`` (``COMPONENT_COLUMNS``).
 
-Uncertainty: 95 % percentile bootstrap intervals over prompts (Efron & Tibshirani 1993), the
-prompts resampled jointly for the pre, post and patched values so that ``recovered``'s interval
-carries the uncertainty of its denominator.  ``recovered`` is undefined when ``m_post == m_pre``:
-NaN with a ``RuntimeWarning`` (no exception, so a sweep over checkpoint pairs keeps going).
-Over fewer than ``MIN_BOOTSTRAP_PROMPTS`` (5) prompts the bounds are NaN, with a ``RuntimeWarning``.
-A jump below 3 standard errors of the paired per-prompt difference (``interp.emergence.jump_noise``,
-the interval study's rule) is flagged ``jump_too_small``.
+The statistics (``rank_heads``, ``bootstrap_interval``, ``topk_recovery``, the pre-screen's
+agreement; bootstrap intervals over prompts, ``MIN_BOOTSTRAP_PROMPTS``) are
+:mod:`interp.ranking_stats`, the decomposition :mod:`interp.decomposition`; this module
+re-exports their public names. A jump below 3 standard errors of the paired per-prompt
+difference (``interp.emergence.jump_noise``, the interval study's rule) is flagged
+``jump_too_small``.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import pandas as pd
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from interp.core.objects import alias_property, results_equal, short_repr
+from interp.decomposition import COMPONENT_COLUMNS, COMPONENTS, decompose_between, decompose_jump
 from interp.emergence import jump_noise
 from interp.patching import (
     PostCheckpoint,
-    Target,
     attribution_delta_p,
     capture_post,
-    metric_name,
     metric_spec,
     metric_values,
-    patch_values,
     per_head_delta,
 )
 from interp.patching._common import check_batch, heads_shape, model_device
-from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
+from interp.patching.kinds import kind_names
+from interp.ranking_stats import (
+    MIN_BOOTSTRAP_PROMPTS,
+    N_BOOT,
+    _top_found,
+    bootstrap_interval,
+    prescreen_rank_correlation,
+    rank_heads,
+    topk_recovery,
+)
 from interp.tasks import TaskBatch
 
 __all__ = [
     "COMPONENTS",
     "COMPONENT_COLUMNS",
+    "MIN_BOOTSTRAP_PROMPTS",
+    "N_BOOT",
     "HeadRanking",
+    "RankingFields",
     "bootstrap_interval",
     "decompose_between",
     "decompose_jump",
@@ -74,259 +77,62 @@ __all__ = [
     "topk_recovery",
 ]
 
-#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
-#: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
-COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
-COMPONENT_COLUMNS = [
-    "model",
-    "seed",
-    "pre_step",
-    "post_step",
-    "target",
-    "scope",
-    "k",
-    "heads",
-    "metric",
-    "unit",
-    "value",
-    "value_lo",
-    "value_hi",
-    "recovered",
-    "recovered_lo",
-    "recovered_hi",
-    "value_pre",
-    "value_post",
-    "jump_se",
-    "jump_too_small",
-]
-N_BOOT = 1000
-#: Fewest prompts a 95 % percentile bootstrap interval is computed over. The 2.5th and 97.5th
-#: percentiles need at least 1 / 0.025 = 40 distinct resampled means; n prompts give at most
-#: C(2n - 1, n) distinct resamples: 10 at n = 3, 35 at n = 4, 126 at n = 5. Below, the bounds are NaN.
-MIN_BOOTSTRAP_PROMPTS = 5
-
-
-# --------------------------------------------------------------------------- tables
-
-
-def rank_heads(delta: Float[Tensor, "layer head"]) -> pd.DataFrame:
-    """One row per head, sorted by ``delta`` (largest first).
-
-    Args:
-        delta: ``Float[Tensor, "layer head"]`` per-head effect (metric units: the paper's
-            ``delta_p`` for the metric ``p``); NaN marks heads that were not computed (e.g.
-            outside a pre-screen's top N).
-
-    Returns:
-        DataFrame with columns ``layer``, ``head``, ``delta``, ``rank`` (``Int64``; 1 = largest;
-        ties broken by (layer, head); ``<NA>`` for NaN heads, which come last).
-
-    Raises:
-        ValueError: if ``delta`` is not a 2-D tensor.
-    """
-    if not isinstance(delta, Tensor) or delta.ndim != 2:
-        shape = tuple(delta.shape) if isinstance(delta, Tensor) else type(delta).__name__
-        raise ValueError(f"delta must be a [layer, head] tensor, got {shape}")
-    n_layers, n_heads = delta.shape
-    values = delta.detach().float().cpu()
-    frame = pd.DataFrame(
-        {
-            "layer": torch.arange(n_layers).repeat_interleave(n_heads).numpy(),
-            "head": torch.arange(n_heads).repeat(n_layers).numpy(),
-            "delta": values.flatten().numpy().astype("float64"),
-        }
-    )
-    frame = frame.sort_values(
-        ["delta", "layer", "head"], ascending=[False, True, True], na_position="last", kind="mergesort"
-    ).reset_index(drop=True)
-    ranked = frame["delta"].notna()
-    frame["rank"] = pd.array([pd.NA] * len(frame), dtype="Int64")
-    frame.loc[ranked, "rank"] = range(1, int(ranked.sum()) + 1)
-    return frame
-
-
-def _ranked_heads(ranking: pd.DataFrame) -> list[tuple[int, int]]:
-    missing = {"layer", "head", "rank"} - set(ranking.columns)
-    if missing:
-        raise ValueError(f"ranking must have columns layer, head, rank (from rank_heads); missing {sorted(missing)}")
-    ranked = ranking[ranking["rank"].notna()].sort_values("rank")
-    return [(int(l), int(h)) for l, h in zip(ranked["layer"], ranked["head"])]
-
-
-def _recovered(value: float, pre: float, post: float) -> float:
-    span = post - pre
-    return (value - pre) / span if span != 0.0 and math.isfinite(span) else float("nan")
-
-
-def bootstrap_interval(
-    patched: Float[Tensor, "sets batch"],
-    pre: Float[Tensor, " batch"],
-    post: Float[Tensor, " batch"],
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-) -> dict[str, np.ndarray]:
-    """95 % percentile bootstrap intervals over prompts of each set's mean and ``recovered``.
-
-    Prompts are resampled with replacement (``n_boot`` times, ``numpy`` generator ``seed``),
-    jointly for ``patched``, ``pre`` and ``post``. Over fewer than :data:`MIN_BOOTSTRAP_PROMPTS`
-    prompts every bound is NaN and a ``RuntimeWarning`` says why.
-
-    Returns:
-        ``{"value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi"}``,
-        arrays of shape ``[sets]`` (``delta`` = patched - pre, metric units).
-
-    Raises:
-        ValueError: mismatched shapes or ``n_boot < 1``.
-    """
-    patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))  # type: ignore[assignment]
-    if patched.ndim != 2 or pre.shape != (patched.shape[1],) or post.shape != pre.shape:
-        raise ValueError(
-            f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}"
-        )
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    if pre.shape[0] < MIN_BOOTSTRAP_PROMPTS:
-        warnings.warn(
-            f"bootstrap over {pre.shape[0]} prompt(s): a 95 % interval needs at least "
-            f"{MIN_BOOTSTRAP_PROMPTS} (fewer give under 40 distinct resamples); the bounds are NaN. "
-            f"Use {MIN_BOOTSTRAP_PROMPTS} or more prompts (--n-prompts)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        nan = np.full(patched.shape[0], np.nan)
-        return {
-            key: nan.copy() for key in ("value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi")
-        }
-    idx = np.random.default_rng(seed).integers(0, pre.shape[0], size=(n_boot, pre.shape[0]))
-    m_patched = patched[:, idx].mean(-1)  # [sets, n_boot]
-    m_pre, m_post = pre[idx].mean(-1), post[idx].mean(-1)
-    span = m_post - m_pre
-    with np.errstate(divide="ignore", invalid="ignore"):
-        recovered = np.where(span != 0, (m_patched - m_pre) / span, np.nan)
-
-    def q(x):
-        return np.nanpercentile(x, [2.5, 97.5], axis=-1) if np.isfinite(x).any() else np.full((2, x.shape[0]), np.nan)
-
-    (v_lo, v_hi), (r_lo, r_hi), (d_lo, d_hi) = q(m_patched), q(recovered), q(m_patched - m_pre)
-    return {
-        "value_lo": v_lo,
-        "value_hi": v_hi,
-        "recovered_lo": r_lo,
-        "recovered_hi": r_hi,
-        "delta_lo": d_lo,
-        "delta_hi": d_hi,
-    }
-
-
-def topk_recovery(
-    model: Any,
-    inputs: TaskBatch,
-    post: Any,
-    ranking: pd.DataFrame,
-    value_pre: float,
-    value_post: float,
-    ks: Sequence[int] | None = None,
-    memory_budget_mb: float = 1024,
-    metric: Any = "p",
-    kind: str = "pattern",
-) -> pd.DataFrame:
-    """Joint patch of the top K ranked heads, for each K.
-
-    Args:
-        model: pre-checkpoint ``TransformerBridge`` (eval mode).
-        inputs: prompts (``TaskBatch``).
-        post: the post checkpoint: its patterns ``[layer, batch, head, q, k]``
-            (``cache_patterns``), a ``PostCheckpoint``, or the model.
-        ranking: output of ``rank_heads`` (only rows with a rank are used).
-        value_pre, value_post: mean metric of the pre and post checkpoints (metric units).
-        ks: the K values, each in [1, number of ranked heads]; default 1 ... all ranked heads.
-        memory_budget_mb: activation memory per stacked chunk, MiB.
-        metric, kind: the metric and the per-head target kind patched.
-
-    Returns:
-        DataFrame ``k``, ``value`` (mean metric with the top k heads patched, metric units) and
-        ``recovered = (value - value_pre) / (value_post - value_pre)`` (NaN, with a
-        RuntimeWarning, when ``value_post == value_pre``).
-
-    Raises:
-        ValueError: bad ranking columns, a K out of range, or the engine's input errors.
-    """
-    from interp.patching import post_from_patterns
-
-    heads = _ranked_heads(ranking)
-    if not heads:
-        raise ValueError("ranking has no ranked heads (every delta is NaN)")
-    ks = list(range(1, len(heads) + 1)) if ks is None else [int(k) for k in ks]
-    bad = [k for k in ks if not 1 <= k <= len(heads)]
-    if bad:
-        raise ValueError(f"ks must lie in [1, {len(heads)}] (the number of ranked heads), got {bad}")
-    post = post_from_patterns(model, inputs, post) if isinstance(post, Tensor) else post
-    values = patch_values(
-        model,
-        post,
-        inputs,
-        [Target(kind, tuple(heads[:k])) for k in ks],
-        metric=metric,
-        memory_budget_mb=memory_budget_mb,
-    )
-    frame = pd.DataFrame({"k": ks, "value": values.mean(dim=1).double().numpy()})
-    span = float(value_post) - float(value_pre)
-    if span == 0.0 or not math.isfinite(span):
-        warnings.warn(
-            f"value_post == value_pre ({float(value_pre):.6g}): recovered = (value_K - value_pre) / "
-            "(value_post - value_pre) is undefined; returning NaN",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        frame["recovered"] = float("nan")
-    else:
-        frame["recovered"] = (frame["value"] - float(value_pre)) / span
-    return frame
-
-
-def prescreen_rank_correlation(
-    delta_p_exact: Float[Tensor, "layer head"], delta_p_attr: Float[Tensor, "layer head"]
-) -> float:
-    """Spearman rank correlation between exact and estimated per-head effects over the heads both have.
-
-    Computed as the Pearson correlation of pandas average ranks (no SciPy).  Heads that are NaN
-    in either tensor are dropped.
-
-    Returns:
-        a float in [-1, 1]; NaN if fewer than two heads remain or either side is constant.
-
-    Raises:
-        ValueError: if the two tensors differ in shape.
-    """
-    if tuple(delta_p_exact.shape) != tuple(delta_p_attr.shape):
-        raise ValueError(
-            f"delta_p_exact {tuple(delta_p_exact.shape)} and delta_p_attr "
-            f"{tuple(delta_p_attr.shape)} must have the same [layer, head] shape"
-        )
-    frame = pd.DataFrame(
-        {
-            "exact": delta_p_exact.detach().double().cpu().flatten().numpy(),
-            "attr": delta_p_attr.detach().double().cpu().flatten().numpy(),
-        }
-    ).dropna()
-    if len(frame) < 2:
-        return float("nan")
-    return float(frame["exact"].rank().corr(frame["attr"].rank()))
-
-
-def _top_found(exact: Tensor, estimate: Tensor, k: int = 2) -> bool | None:
-    finite = torch.isfinite(exact.flatten())
-    if int(finite.sum()) < k:
-        return None
-    e, a = exact.flatten()[finite], estimate.flatten()[finite]
-    return set(torch.topk(e, k).indices.tolist()) <= set(torch.topk(a, k).indices.tolist())
-
 
 # --------------------------------------------------------------------------- the ranking
 
 
+@dataclass(kw_only=True)
+class RankingFields:
+    """The values a head ranking gives, declared once: :class:`HeadRanking`'s and, once its run is
+    ranked, :class:`interp.main_job_report.RunAnalysis`'s (None or empty before).
+
+    Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`).
+
+    Attributes:
+        value_pre, value_post: mean metric of the pre / post checkpoint (metric units).
+        delta: ``Float[Tensor, "layer head"]`` exact per-head effect (NaN where not computed).
+        heads: the ranked heads (``rank_heads(delta)`` plus bootstrap bounds, the pre-screen's
+            estimate, ``metric`` and ``unit``).
+        topk: ``topk_recovery`` table (k, value, recovered, metric, unit).
+        example_tokens, example_patterns, example_names: the top heads' patterns on prompt 0
+            (pre then post for each head, ``Float[Tensor, "2*n_top query_pos key_pos"]``), for display.
+        rank_correlation_prescreen: Spearman rho of the pre-screen's estimate vs exact (None below 3 heads).
+        prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
+            fewer than 2 exact values).
+        metric: the metric's name; unit: its unit.
+
+    ``p_pre``, ``p_post`` and ``delta_p`` are aliases of ``value_pre``, ``value_post`` and
+    ``delta`` (names from before the labels followed the metric).
+    """
+
+    value_pre: float | None = None
+    value_post: float | None = None
+    delta: Float[Tensor, "layer head"] | None = None
+    heads: pd.DataFrame | None = None
+    topk: pd.DataFrame | None = None
+    example_tokens: list[str] = field(default_factory=list)
+    example_patterns: Tensor | None = None
+    example_names: list[str] = field(default_factory=list)
+    rank_correlation_prescreen: float | None = None
+    prescreen_top2_found: bool | None = None
+    metric: str = "p"
+    unit: str = "probability"
+
+    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
+    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
+    delta_p = alias_property("delta", "Alias of ``delta`` (metric units, not always a probability).")
+
+    def ranking_values(self) -> dict[str, Any]:
+        """The fields above by name (what a run copies from its ranking)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(RankingFields)}
+
+
+#: The fields a head ranking must have (the rest of :class:`RankingFields` may stay empty).
+_REQUIRED = ("value_pre", "value_post", "delta", "heads", "topk")
+
+
 @dataclass
-class HeadRanking:
+class HeadRanking(RankingFields):
     """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
 
     Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`): probability for
@@ -359,34 +165,27 @@ class HeadRanking:
     tables and the heatmap.
     """
 
-    value_pre: float
-    value_post: float
-    delta: Tensor
-    heads: pd.DataFrame
-    topk: pd.DataFrame
+    # value_pre, value_post, delta, heads, topk (required here), example_*, the pre-screen's
+    # agreement, metric and unit: the fields of RankingFields
     post_patterns: Tensor
     delta_attribution: Tensor | None = None
-    metric: str = "p"
-    rank_correlation_prescreen: float | None = None
-    prescreen_top2_found: bool | None = None
     components: pd.DataFrame | None = None
     pre_patterns: Tensor | None = field(default=None, repr=False)
-    example_tokens: list[str] = field(default_factory=list)
-    example_patterns: Tensor | None = None
-    example_names: list[str] = field(default_factory=list)
-    unit: str = "probability"
     jump_se: float = float("nan")
     jump_too_small: bool = False
 
-    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
-    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
-    delta_p = alias_property("delta", "Alias of ``delta`` (metric units, not always a probability).")
     delta_p_attribution = alias_property("delta_attribution", "Alias of ``delta_attribution``.")
 
     __eq__ = results_equal
 
+    def __post_init__(self) -> None:
+        missing = [name for name in _REQUIRED if getattr(self, name) is None]
+        if missing:
+            raise TypeError(f"HeadRanking() needs {', '.join(missing)} (got None); required: {', '.join(_REQUIRED)}")
+
     def __repr__(self) -> str:
-        top = self.heads.dropna(subset=["delta"]).head(3) if "delta" in self.heads else self.heads.head(0)
+        heads = self.heads if self.heads is not None else pd.DataFrame()
+        top = heads.dropna(subset=["delta"]).head(3) if "delta" in heads else heads.head(0)
         best = ", ".join(f"L{int(l)}H{int(h)} {d:+.4g}" for l, h, d in zip(top["layer"], top["head"], top["delta"]))
         return (
             f"HeadRanking(metric={self.metric!r} ({self.unit}), value_pre={self.value_pre:.4g}, "
@@ -647,6 +446,7 @@ def rank_heads_between(
         ranking.components = decompose_jump(
             pre.model, post, batch, metric=metric, n_boot=n_boot, labels={"pre_step": pre_step, "post_step": post_step}
         )
+    assert ranking.heads is not None and ranking.delta is not None  # HeadRanking requires both
     top = ranking.heads.dropna(subset=["delta"]).head(n_example_heads)
     patterns, names = [], []
     for layer, head in zip(top["layer"], top["head"]):
@@ -673,174 +473,3 @@ def _patterns(model: Any, batch: TaskBatch) -> Tensor:
     from interp.patching import cache_patterns
 
     return cache_patterns(model, batch.tokens)
-
-
-# --------------------------------------------------------------------------- the jump decomposed
-
-
-def _topk_sets(
-    pre_model: Any,
-    post: PostCheckpoint,
-    batch: TaskBatch,
-    kind: str,
-    metric: Any,
-    ks: Sequence[int],
-    memory_budget_mb: float,
-) -> list[tuple[str, int, Target]]:
-    delta = per_head_delta(pre_model, post, batch, kind, metric=metric, memory_budget_mb=memory_budget_mb)
-    heads = _ranked_heads(rank_heads(delta))
-    return [(f"top-{k}", k, Target(kind, tuple(heads[:k]))) for k in ks if 1 <= k <= len(heads)]
-
-
-def decompose_jump(
-    pre_model: Any,
-    post: Any,
-    batch: TaskBatch,
-    metric: Any = "p",
-    targets: Sequence[str] | Mapping[str, Target] | None = None,
-    ks: Sequence[int] | None = None,
-    topk_kinds: Sequence[str] = ("pattern", "z"),
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-    method: Literal["fast", "reference"] = "fast",
-    labels: Mapping[str, Any] | None = None,
-    memory_budget_mb: float = 1024,
-) -> pd.DataFrame:
-    """How much of the pre -> post jump each component recovers when patched from post into pre.
-
-    For every component (default ``COMPONENTS``: patterns, queries, keys, values, head outputs
-    ``hook_z``, QK weights, OV weights, MLP outputs, MLP weights, embedding, unembedding; each
-    over every head / layer) one patched run; for each kind in ``topk_kinds`` its heads ranked by
-    their single-head effect and the top K patched jointly for each K in ``ks``.
-
-    Args:
-        pre_model: the pre checkpoint (``TransformerBridge``, eval mode).
-        post: the post model or its ``PostCheckpoint`` (with weights, for the weight components).
-        batch: prompts (``TaskBatch``).
-        metric: see ``interp.patching.metrics``.
-        targets: component names (keys of ``COMPONENTS``) or a mapping name -> ``Target``.
-        ks: K values of the top-K rows (default 1 ... all heads, or powers of two above 32 heads).
-        topk_kinds: per-head kinds that get top-K rows.
-        n_boot, seed: bootstrap resamples over prompts and their seed.
-        method: ``"fast"`` or ``"reference"`` (see ``interp.patching.patch_values``).
-        labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if absent).
-
-    Returns:
-        DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
-        ``top-K``), ``k`` (heads / layers patched), ``heads`` (top-K rows: the heads), ``metric``,
-        ``unit``, ``value`` (mean metric patched, metric units) and ``recovered = (value - value_pre) / (value_post -
-        value_pre)`` with 95 % bootstrap intervals over prompts (``_lo``, ``_hi``; NaN below
-        :data:`MIN_BOOTSTRAP_PROMPTS` prompts), ``jump_se`` (standard error of the paired jump)
-        and ``jump_too_small`` (the jump is below 3 standard errors: the shares divide by noise).
-
-    Raises:
-        ValueError: an unknown component, bad K, or the engine's input errors.
-    """
-    batch = check_batch(batch)
-    n_layers, n_heads = heads_shape(pre_model)
-    batch = batch.to(model_device(pre_model))
-    if targets is None:
-        chosen = dict(COMPONENTS)
-    elif isinstance(targets, Mapping):
-        chosen = dict(targets)
-    else:
-        unknown = [t for t in targets if t not in COMPONENTS]
-        if unknown:
-            raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
-        chosen = {t: COMPONENTS[t] for t in targets}
-    bad_kinds = [k for k in topk_kinds if k not in kind_names("head")]
-    if bad_kinds:
-        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
-    n_total = n_layers * n_heads
-    if ks is None:
-        ks = (
-            list(range(1, n_total + 1))
-            if n_total <= 32
-            else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
-        )
-    ks = [int(k) for k in ks]
-    bad = [k for k in ks if not 1 <= k <= n_total]
-    if bad:
-        raise ValueError(f"ks must lie in [1, {n_total}] (the number of heads), got {bad}")
-    if not isinstance(post, PostCheckpoint):
-        post = capture_post(post, batch, weights=True)
-    values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
-    rows: list[tuple[str, str, int, str, Target]] = []
-    for name, target in chosen.items():
-        kind_scope = get_kind(target.kind).scope
-        count = (
-            len(target.resolved_layers(n_layers))
-            if kind_scope == "layer"
-            else (1 if kind_scope == "model" else len(target.resolved_heads(n_layers, n_heads)))
-        )
-        rows.append((name, "all", count, "", target))
-    for kind in topk_kinds:
-        for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
-            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
-    values = patch_values(
-        pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method, memory_budget_mb=memory_budget_mb
-    )
-    ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
-    m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
-    _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
-    if m_post == m_pre:
-        warnings.warn(
-            f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2
-        )
-    labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
-    nan = float("nan")
-    frame = pd.DataFrame(
-        {
-            "model": labels.get("model", nan),
-            "seed": labels.get("seed", nan),
-            "pre_step": labels.get("pre_step", nan),
-            "post_step": labels.get("post_step", nan),
-            "target": [r[0] for r in rows],
-            "scope": [r[1] for r in rows],
-            "k": [r[2] for r in rows],
-            "heads": [r[3] for r in rows],
-            "metric": metric_name(metric),
-            "unit": metric_spec(metric).unit,
-            "value": values.mean(dim=1).double().numpy(),
-            "value_lo": ci["value_lo"],
-            "value_hi": ci["value_hi"],
-            "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
-            "recovered_lo": ci["recovered_lo"],
-            "recovered_hi": ci["recovered_hi"],
-            "value_pre": m_pre,
-            "value_post": m_post,
-            "jump_se": jump_se,
-            "jump_too_small": jump_too_small,
-        }
-    )
-    return frame[COMPONENT_COLUMNS]
-
-
-def decompose_between(
-    source: Any,
-    pre_step: int,
-    post_step: int,
-    batch: TaskBatch,
-    metric: Any = "p",
-    device: str | None = None,
-    **kwargs: Any,
-) -> pd.DataFrame:
-    """Load ``post_step`` (captured) then ``pre_step`` from a checkpoint source and run ``decompose_jump``.
-
-    ``kwargs`` go to ``decompose_jump`` (``targets``, ``ks``, ``n_boot``, ...); ``model`` and
-    ``seed`` labels come from the source's id.
-
-    Raises:
-        ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
-    """
-    from interp.sources.catalogue import model_and_seed
-
-    if pre_step >= post_step:
-        raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")
-    post_loaded = source.load(post_step, device=device)
-    batch = batch.to(next(post_loaded.model.parameters()).device)
-    post = capture_post(post_loaded.model, batch, weights=True)
-    pre = source.load(pre_step, device=device)
-    model, seed = model_and_seed(source.model_id)
-    labels = {"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step}
-    return decompose_jump(pre.model, post, batch, metric=metric, labels=labels, **kwargs)

@@ -41,8 +41,6 @@ NOT_YET: set[tuple[str, str]] = {
     ("interp.report.display", "interp.report.figures"),
     ("interp.report.display", "interp.report.scrubber"),
     ("interp.report.scrubber", "interp.report.page"),
-    # the engine picks its layout class from layouts.py, whose classes subclass the engine (patching's owner)
-    ("interp.patching.fast.engine", "interp.patching.fast.layouts"),
 }
 
 #: Modules over MAX_LINES with no reason yet, and why they are allowed for now.

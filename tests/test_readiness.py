@@ -153,7 +153,7 @@ def test_auto_heads_pick_the_top_scores(tiny_local_suite):
     ],
 )
 def test_cli_refuses_bad_arguments_before_loading(args, message, monkeypatch):
-    import interp.cli as cli
+    import interp.cli.heads as cli  # the module of the readiness command
 
     monkeypatch.setattr(cli, "_open", lambda names: pytest.fail("opened a source before checking arguments"))
     result = runner.invoke(app, ["readiness", "embedded-quick/neox-2l-64d-seed1", *args])

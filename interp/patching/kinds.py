@@ -34,7 +34,7 @@ joint patch), ``"weights"`` (the head's weight slices swapped for one call of th
 head's output into a receiver head's input), ``"mlp_out"`` (a layer's MLP output replaced).
 
 Adding a kind is one entry in :data:`_BUILT_IN` below (plus, if it wants one, an exact shortcut
-in the fast engine: ``interp.patching.fast.engine.Z_SHORTCUTS``). :func:`register` adds one at
+in the fast engine: ``interp.patching.fast.changes.Z_SHORTCUTS``). :func:`register` adds one at
 run time (extensions, tests); :func:`unregister` removes it.
 
 Sources: TransformerLens ``patching`` (activation kinds; ``get_act_patch_attn_head_*``),

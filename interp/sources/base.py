@@ -68,10 +68,9 @@ bridge (:mod:`interp.sources.weight_swap`, what the main job does), the next che
 on a background thread (:meth:`CheckpointSource.prefetch`), and a bridge handed out takes the
 weights of the next step loaded; hold two checkpoints with two sources.
 
-Over 600 lines because :class:`CheckpointSource` is one abstract class whose loading path
-(resolve, integrity and tokenizer checks, boot or weight swap, read-ahead, digests and duplicate
-detection) shares its per-source state; its subclasses are in :mod:`interp.sources.hub` and
-:mod:`interp.sources.local`.
+The per-file checks (shard digests, corrupt files, shared shards) are the base class
+:class:`interp.sources.checkpoint_integrity.WeightFileChecks`; the subclasses are in
+:mod:`interp.sources.hub` and :mod:`interp.sources.local`.
 """
 
 from __future__ import annotations
@@ -93,6 +92,7 @@ from interp.sources.catalogue import (  # noqa: F401
     is_pythia_id,
     pythia_model_ids,
 )
+from interp.sources.checkpoint_integrity import WeightFileChecks
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformer_lens.model_bridge import TransformerBridge
@@ -102,7 +102,6 @@ if TYPE_CHECKING:  # the bridge and transformers are imported when first needed 
 from interp.sources.common import (
     _TOKENIZER_PATTERNS,
     CheckpointError,
-    CorruptCheckpointError,
     TokenizerMismatchError,
     _default_device,
     _model_bytes,
@@ -137,7 +136,7 @@ class LoadedCheckpoint:
     commit: str | None
 
 
-class CheckpointSource(ABC):
+class CheckpointSource(WeightFileChecks, ABC):
     """The checkpoints of one training run, by training step.
 
     Subclasses implement :meth:`available_steps`, :meth:`tokenizer`, :meth:`digest` and
@@ -510,91 +509,6 @@ class CheckpointSource(ABC):
         :meth:`corrupt_steps`, sorted ascending."""
         left_out = set(self.duplicate_steps()) | set(self.partial_duplicates()) | set(self.corrupt_steps())
         return [s for s in self.available_steps() if s not in left_out]
-
-    # -- files that are not what their label says (interp.sources.checkpoint_integrity)
-    def file_digests(self, step: int) -> dict[str, str] | None:
-        """``{weight file name: sha256 hex}`` of ``step`` (one entry per shard), or None when only
-        the whole digest is known.
-
-        Raises:
-            CheckpointError: ``step`` is not available.
-        """
-        self.digest(step)
-        return self._file_digests.get(self._check_step(step))
-
-    def _local_weight_files(self, step: int) -> list[Path] | None:
-        """``step``'s weight files when they are on this machine (None: not downloaded)."""
-        folder, _, _ = self._resolve(step)
-        return weight_files(folder, self.allow_pickle) or None
-
-    def corrupt_reason(self, step: int) -> str | None:
-        """``"<file>: <what is wrong>"`` when a weight file of ``step`` on this machine is truncated
-        or its header overwritten (:func:`interp.sources.checkpoint_integrity.safetensors_problem`); None
-        when whole or not downloaded.
-
-        Raises:
-            CheckpointError: ``step`` is not available.
-        """
-        from interp.sources.checkpoint_integrity import file_problem
-
-        step = self._check_step(step)
-        if step not in self._problems:
-            problem = None
-            for path in self._local_weight_files(step) or []:
-                reason = file_problem(path)
-                if reason is not None:
-                    problem = f"{path.name}: {reason}"
-                    break
-            self._problems[step] = problem
-        return self._problems[step]
-
-    def corrupt_steps(self) -> dict[int, str]:
-        """``{step: "<file>: <what is wrong>"}`` for every available step with a corrupt weight file."""
-        reasons = {step: self.corrupt_reason(step) for step in self.available_steps()}
-        return {step: reason for step, reason in reasons.items() if reason is not None}
-
-    def _refuse_corrupt(self, step: int, files: Sequence[Path]) -> None:
-        from interp.sources.checkpoint_integrity import file_problem
-
-        for path in files:
-            reason = file_problem(path)
-            if reason is not None:
-                self._problems[step] = f"{path.name}: {reason}"
-                raise CorruptCheckpointError(
-                    f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
-                    "the step is left out: download or re-train it again"
-                )
-
-    def partial_duplicates(self) -> dict[int, tuple[list[int], list[str]]]:
-        """Steps sharing a weight shard with another step whose weights otherwise differ:
-        ``{step: (other steps, shared file names)}``.
-
-        As for whole duplicates (:meth:`duplicate_steps`), every such step is left out of the
-        search unless it is the final step and its digest equals :meth:`final_digest`.
-        """
-        from interp.sources.checkpoint_integrity import shared_files
-
-        steps = self.available_steps()
-        digests = {step: self.digest(step) for step in steps}
-        files = {step: f for step in steps if (f := self.file_digests(step))}
-        found = shared_files(files, digests)
-        if found and steps[-1] in found and self.kept_duplicate([steps[-1]]) == steps[-1]:
-            del found[steps[-1]]
-        return found
-
-    def shared_tensors(self, step: int, names: Sequence[str]) -> list[str]:
-        """Names of the tensors stored in ``step``'s weight files ``names`` (from the files'
-        headers, else the checkpoint's index), [] when unknown."""
-        from interp.sources.checkpoint_integrity import tensor_names
-
-        try:
-            folder = self._weights_folder(step)
-        except Exception:  # not downloaded: no header to read
-            folder = None
-        return sorted({t for name in names for t in tensor_names(folder, name)})
-
-    def _weights_folder(self, step: int) -> Path | None:
-        return self._resolve(step)[0]
 
     def close(self) -> None:
         """Drop this source's bridge and free its memory now (a bridge the caller holds survives)."""

@@ -16,6 +16,9 @@ Two hazards beyond whole-checkpoint duplicates (:meth:`interp.sources.Checkpoint
 
 Both kinds of step are left out of the search (:meth:`CheckpointSource.searchable_steps`) and
 reported in ``checkpoints.csv`` (:func:`interp.sources.checkpoint_table`).
+
+:class:`WeightFileChecks` holds these checks for every source (a base class of
+:class:`~interp.sources.base.CheckpointSource`: ``corrupt_reason``, ``partial_duplicates``, ...).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from interp.sources.common import CorruptCheckpointError, weight_files
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -288,3 +293,86 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
     if listing.startswith("cache"):
         lines.append(f"{prefix}steps listed from the local hub cache, not the hub: {listing}")
     return lines
+
+
+class WeightFileChecks:
+    """The per-file checks of a :class:`~interp.sources.base.CheckpointSource` (its base class):
+    shard digests, corrupt files, shards shared between steps. Reads the source's
+    ``_check_step``, ``_resolve``, ``digest``, ``available_steps``, ``kept_duplicate``,
+    ``_file_digests``, ``_problems``, ``allow_pickle`` and ``model_id``."""
+
+    def file_digests(self, step: int) -> dict[str, str] | None:
+        """``{weight file name: sha256 hex}`` of ``step`` (one entry per shard), or None when only
+        the whole digest is known.
+
+        Raises:
+            CheckpointError: ``step`` is not available.
+        """
+        self.digest(step)
+        return self._file_digests.get(self._check_step(step))
+
+    def _local_weight_files(self, step: int) -> list[Path] | None:
+        """``step``'s weight files when they are on this machine (None: not downloaded)."""
+        folder, _, _ = self._resolve(step)
+        return weight_files(folder, self.allow_pickle) or None
+
+    def corrupt_reason(self, step: int) -> str | None:
+        """``"<file>: <what is wrong>"`` when a weight file of ``step`` on this machine is truncated
+        or its header overwritten (:func:`interp.sources.checkpoint_integrity.safetensors_problem`); None
+        when whole or not downloaded.
+
+        Raises:
+            CheckpointError: ``step`` is not available.
+        """
+        step = self._check_step(step)
+        if step not in self._problems:
+            problem = None
+            for path in self._local_weight_files(step) or []:
+                reason = file_problem(path)
+                if reason is not None:
+                    problem = f"{path.name}: {reason}"
+                    break
+            self._problems[step] = problem
+        return self._problems[step]
+
+    def corrupt_steps(self) -> dict[int, str]:
+        """``{step: "<file>: <what is wrong>"}`` for every available step with a corrupt weight file."""
+        reasons = {step: self.corrupt_reason(step) for step in self.available_steps()}
+        return {step: reason for step, reason in reasons.items() if reason is not None}
+
+    def _refuse_corrupt(self, step: int, files: Sequence[Path]) -> None:
+        for path in files:
+            reason = file_problem(path)
+            if reason is not None:
+                self._problems[step] = f"{path.name}: {reason}"
+                raise CorruptCheckpointError(
+                    f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
+                    "the step is left out: download or re-train it again"
+                )
+
+    def partial_duplicates(self) -> dict[int, tuple[list[int], list[str]]]:
+        """Steps sharing a weight shard with another step whose weights otherwise differ:
+        ``{step: (other steps, shared file names)}``.
+
+        As for whole duplicates (:meth:`duplicate_steps`), every such step is left out of the
+        search unless it is the final step and its digest equals :meth:`final_digest`.
+        """
+        steps = self.available_steps()
+        digests = {step: self.digest(step) for step in steps}
+        files = {step: f for step in steps if (f := self.file_digests(step))}
+        found = shared_files(files, digests)
+        if found and steps[-1] in found and self.kept_duplicate([steps[-1]]) == steps[-1]:
+            del found[steps[-1]]
+        return found
+
+    def shared_tensors(self, step: int, names: Sequence[str]) -> list[str]:
+        """Names of the tensors stored in ``step``'s weight files ``names`` (from the files'
+        headers, else the checkpoint's index), [] when unknown."""
+        try:
+            folder = self._weights_folder(step)
+        except Exception:  # not downloaded: no header to read
+            folder = None
+        return sorted({t for name in names for t in tensor_names(folder, name)})
+
+    def _weights_folder(self, step: int) -> Path | None:
+        return self._resolve(step)[0]

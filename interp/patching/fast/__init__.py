@@ -54,21 +54,23 @@ block) are one class per block layout (``layouts``): ``ParallelEngine`` (GPT-Neo
 the block input), ``SequentialEngine`` (GPT-2, Llama: the MLP reruns on the patched stream) and
 ``PostNormEngine`` (OLMo-2's output norms ``ln1_post``/``ln2_post``, through which a head's change
 passes before it reaches the stream); ``LayerSkipEngine(model, ...)`` picks one
-(``layout_class``). In a sequential block a one-head patch reaches its own MLP input first, a
-rank-``d_head`` change of a normalised stream, so those projections take the low-rank formula too
-(``_own_mlp_low_rank``); the last block's MLP runs at the answer positions only. Where queries
+(``layout_class``: the layout whose ``fits(model)`` holds). In a sequential block a one-head
+patch reaches its own MLP input first, a rank-``d_head`` change of a normalised stream, so those
+projections take the low-rank formula too (``_own_mlp_low_rank``); the last block's MLP runs at the answer positions only. Where queries
 and keys are normalised over all heads together (OLMo-2), kinds marked ``through_qk_norm`` in the
 kinds table (q, k, QK weights, paths) move every head of the layer and go to the reference path
 (``heads_mixing_kinds``).
 
 The package: ``plan`` (which targets the engine computes, chunk sizes), ``modules`` (calling
-blocks, swapped forwards, shortcuts, low-rank projections), ``engine`` (the shared machinery:
-pre-run, per-unit changes, tail, unembedding; ``Z_SHORTCUTS``), ``layouts`` (one class per block
-layout). Every fact about a patch kind comes from :mod:`interp.patching.kinds`.
+blocks, swapped forwards, shortcuts, low-rank projections), ``changes`` (the per-unit changes of
+block ``l``; ``Z_SHORTCUTS``), ``engine`` (the shared machinery: pre-run, tail, unembedding),
+``layouts`` (one class per block layout, each registering itself with the engine, which imports
+none of them). Every fact about a patch kind comes from :mod:`interp.patching.kinds`.
 """
 
 from interp.patching._common import query_mask, replace_hook
-from interp.patching.fast.engine import Z_SHORTCUTS, LayerSkipEngine
+from interp.patching.fast.changes import Z_SHORTCUTS
+from interp.patching.fast.engine import LayerSkipEngine
 from interp.patching.fast.layouts import ParallelEngine, PostNormEngine, SequentialEngine, layout_class
 from interp.patching.fast.plan import (
     CPU_CHUNK_TOKENS,

@@ -1,45 +1,38 @@
-"""The layer-skip engine's shared machinery: the pre-run, the per-unit changes of block ``l``,
-the stacked tail, the answer-only unembedding.  See :mod:`interp.patching.fast` for the method.
+"""The layer-skip engine's shared machinery: the pre-run, the stacked tail, the answer-only
+unembedding.  See :mod:`interp.patching.fast` for the method.
 
 :class:`LayerSkipEngine` holds everything that does not depend on how a block combines its
-attention and MLP; the block layouts (:mod:`interp.patching.fast.layouts`) fill in the rest.
-``LayerSkipEngine(model, ...)`` picks the layout class for ``model`` (:func:`layout_class`).
-Kind facts come from the kinds table (:mod:`interp.patching.kinds`): the hook and head axis of
-an activation, the weight slices of a weight kind, the fast way (``hook``, ``weights``, ``path``,
-``mlp_out``); exact shortcuts of single kinds are the entries of :data:`Z_SHORTCUTS`.
-
-Over 600 lines because :class:`LayerSkipEngine`'s pre-run, per-unit changes and stacked tail share
-one cache of the pre checkpoint's activations, and every fast way of the kinds table reads it;
-ruff's formatting took the file from 612 to ~700 lines. (Splitting the per-kind changes into a
-module of their own is the next step; not done.)
+attention and MLP; the block layouts (:mod:`interp.patching.fast.layouts`) fill in the rest and
+register themselves as they are defined (:meth:`LayerSkipEngine.fits`), so this module imports
+none of them. ``LayerSkipEngine(model, ...)`` returns the instance of the layout that fits
+``model`` (:meth:`LayerSkipEngine.layout_of`). The per-unit changes of block ``l`` are
+:mod:`interp.patching.fast.changes` (exact shortcuts of single kinds: its ``Z_SHORTCUTS``). Kind
+facts come from the kinds table (:mod:`interp.patching.kinds`).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interp.core.task_batch import TaskBatch
-from interp.patching import _weights
 from interp.patching._common import answer_logits_forward, first, heads_shape, model_device, query_mask, replace_hook
+from interp.patching.fast.changes import _Changes, block_changes
 from interp.patching.fast.modules import (
     _answer_rows_linear,
     _call_signature,
     _LowRankProjections,
     _PendingUnembedding,
-    _recording_norm_projections,
     _repeat_batch,
     _shortcuts,
     _swapped_forward,
 )
 from interp.patching.fast.plan import (
-    _RESID_CHECK_RTOL,
     _VALUE_CHECK_ATOL,
     CPU_UNEMBED_ROWS,
     FastPathUnsupported,
@@ -48,30 +41,15 @@ from interp.patching.fast.plan import (
 from interp.patching.kinds import KIND_TABLE, get_kind
 from interp.patching.targets import hook_name
 
-__all__ = ["Z_SHORTCUTS", "LayerSkipEngine"]
-
-
-@dataclass
-class _Changes:
-    """Per-unit change of block ``layer``'s output for one unit key.
-
-    ``delta[u]`` is added to the stream leaving the block's attention (``after_mlp`` False) or
-    replaces the MLP's contribution (``after_mlp`` True: an MLP-output patch); ``a``, ``B`` its
-    factors ``delta[u] = a[..., u, :] @ B[u]`` when it has low rank (else None).
-    """
-
-    delta: Float[Tensor, "unit batch pos d_model"]
-    a: Tensor | None
-    B: Tensor | None
-    after_mlp: bool
+__all__ = ["LayerSkipEngine"]
 
 
 class LayerSkipEngine:
     """Cached pre-checkpoint run plus the layer-skip machinery (see :mod:`interp.patching.fast`).
 
-    ``LayerSkipEngine(model, batch, metric, post)`` returns an instance of the block layout's
-    subclass for ``model`` (:func:`interp.patching.fast.layouts.layout_class`: parallel,
-    sequential or post-norm); the layouts override :meth:`_stream_after`,
+    ``LayerSkipEngine(model, batch, metric, post)`` returns an instance of the block layout that
+    fits ``model`` (:meth:`layout_of`; the layouts of :mod:`interp.patching.fast.layouts`:
+    parallel, sequential or post-norm); the layouts override :meth:`_stream_after`,
     :meth:`_combine_at_answer`, :meth:`_next_block_reads_delta` and :meth:`_own_mlp_inputs`.
 
     Args:
@@ -81,17 +59,49 @@ class LayerSkipEngine:
         post: a ``interp.patching.engine.PostCheckpoint`` of the same prompts.
 
     Raises:
-        FastPathUnsupported: the pre-run does not expose what the engine needs.
+        FastPathUnsupported: no block layout fits ``model``, or the pre-run does not expose what
+            the engine needs.
     """
 
     #: the block's MLP reads the block input (GPT-NeoX), not the stream after the attention
     parallel = False
+    #: the block layouts, in the order they were defined: each subclass that defines :meth:`fits`
+    layouts: ClassVar[list[type[LayerSkipEngine]]] = []
 
-    def __new__(cls, model: Any, *args: Any, **kwargs: Any) -> "LayerSkipEngine":
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "fits" in cls.__dict__:  # a block layout (a subclass that only tunes one inherits none)
+            LayerSkipEngine.layouts.append(cls)
+
+    @classmethod
+    def fits(cls, model: Any) -> bool:
+        """Whether ``model``'s blocks have this layout (each layout says; exactly one may)."""
+        return False
+
+    @staticmethod
+    def layout_of(model: Any) -> type[LayerSkipEngine]:
+        """The block layout's class for ``model``: the one registered layout that :meth:`fits` it.
+
+        Raises:
+            FastPathUnsupported: a model without blocks, or not exactly one layout fits it.
+        """
+        blocks = getattr(model, "blocks", None)
+        if blocks is None or len(blocks) == 0:
+            raise FastPathUnsupported("the model exposes no blocks")
+        fitting = [layout for layout in LayerSkipEngine.layouts if layout.fits(model)]
+        if len(fitting) != 1:
+            fit = ", ".join(layout.__name__ for layout in fitting) or "none"
+            known = (
+                ", ".join(layout.__name__ for layout in LayerSkipEngine.layouts) or "none (import interp.patching.fast)"
+            )
+            raise FastPathUnsupported(
+                f"block layouts that fit {type(model).__name__}: {fit}; exactly one of {known} must"
+            )
+        return fitting[0]
+
+    def __new__(cls, model: Any, *args: Any, **kwargs: Any) -> LayerSkipEngine:
         if cls is LayerSkipEngine:  # the small factory: the subclass of this model's block layout
-            from interp.patching.fast.layouts import layout_class
-
-            cls = layout_class(model)
+            cls = LayerSkipEngine.layout_of(model)
         return super().__new__(cls)
 
     def __init__(self, model: Any, batch: TaskBatch, metric: Callable, post: Any):
@@ -374,178 +384,11 @@ class LayerSkipEngine:
         if err > _VALUE_CHECK_ATOL * max(1.0, float(self.values_pre.abs().max())):
             raise FastPathUnsupported(f"layer-skip tail differs from the model's forward by {err:.2e} in the metric")
 
-    # ---- layer l: per-unit change of the block output
-    def _modification(self, key: tuple, layer: int) -> tuple[list, list, Tensor | None]:
-        """``(hooks, weight slices, input change)`` applying unit kind ``key`` to every head of ``layer``."""
-        kind, qpos, sender, rinput = key
-        spec = get_kind(kind)
-        everything = torch.ones(1, self.n_heads, dtype=torch.bool, device=self.device)
-        if spec.fast == "hook":
-            post = self.post.activation(kind, layer).to(self.device, torch.float32)
-            return (
-                [
-                    (
-                        hook_name(kind, layer),
-                        replace_hook(post, everything, spec.head_axis, query_mask(qpos, self.pos, self.device)),
-                    )
-                ],
-                [],
-                None,
-            )
-        if spec.fast == "weights":
-            # W_O too (OV), so the block's own output checks the reconstruction; b_O stays (one head's target has none)
-            return [], _weights.head_slices(self.model, layer, range(self.n_heads), spec.weights), None
-        if spec.fast == "path":
-            sl, sh = sender
-            W_O = self._W_O(sl, post=False)[sh]
-            dz = (
-                self.post.activation("z", sl)[:, :, sh].to(self.device, torch.float32)
-                - self.pre("z", sl)[:, :, sh].float()
-            )
-            delta_s = dz @ W_O.float()
-            captured: dict[str, Tensor] = {}
-            name = hook_name(rinput, layer)
-            with self.model.hooks(fwd_hooks=[(name, lambda act, hook: captured.__setitem__("x", act.clone()) or act)]):
-                self._call_block(layer, self.resid_pre[layer] + delta_s.to(self.resid_pre[layer].dtype), 1)
-            return [(name, replace_hook(captured["x"], everything, 2))], [], None
-        raise FastPathUnsupported(f"no per-head change for kind {kind!r}")
-
-    def _W_O(self, layer: int, post: bool) -> Float[Tensor, "head d_head d_model"]:
-        if not post:
-            W_O = getattr(self.model.blocks[layer].attn, "W_O", None)
-            if not isinstance(W_O, Tensor) or W_O.ndim != 3:
-                raise FastPathUnsupported(f"block {layer} exposes no W_O [head, d_head, d_model]")
-            return W_O.detach()
-        return _weights.head_W_O(self.model, self.post.weights, layer).to(self.device)
-
+    # ---- layer l: per-unit change of the block output (interp.patching.fast.changes)
     def changes(self, key: tuple, layer: int) -> _Changes:
-        """Per-unit change of block ``layer``'s output for units of ``key`` (cached).
-
-        Runs block ``layer`` once with the change applied to every head; the reconstruction from
-        the per-head changes must equal the block's output.
-        """
-        if (key, layer) in self._changes:
-            return self._changes[(key, layer)]
-        kind = key[0]
-        spec = get_kind(kind)
-        if spec.fast == "mlp_out":  # the kind's hook is the MLP's contribution to the stream
-            delta = (self.post.activation(kind, layer).to(self.device, torch.float32) - self.pre(kind, layer).float())[
-                None
-            ]
-            changes = _Changes(delta, None, None, after_mlp=True)
-            self._changes[(key, layer)] = changes
-            rebuilt = self._rebuild(layer, key, changes, torch.ones(1, 1, dtype=torch.bool))
-            hooks, slices = (
-                [
-                    (
-                        hook_name(kind, layer),
-                        replace_hook(
-                            self.post.activation(kind, layer).to(self.device, torch.float32),
-                            torch.ones(1, 1, dtype=torch.bool, device=self.device),
-                            None,
-                        ),
-                    )
-                ],
-                [],
-            )
-            self._check_block(layer, hooks, slices, rebuilt, key)
-            return changes
-        z_new, out_all = self._z_without_block(key, layer), None
-        if z_new is None:
-            z_new, out_all = self._z_from_block(key, layer)
-        z_pre = self.pre("z", layer).float()
-        W_O = self._W_O(layer, post=False).float()
-        if "o" in spec.weights:  # the head's output runs through the post W_O (OV weights)
-            a = torch.cat([z_new, z_pre], dim=-1)
-            B = torch.cat([self._W_O(layer, post=True).float(), -W_O], dim=1)
-        else:
-            a, B = z_new - z_pre, W_O
-        delta = torch.einsum("bpur,urm->ubpm", a, B)
-        changes = _Changes(delta, a, B, after_mlp=False)
-        self._changes[(key, layer)] = changes
-        if out_all is not None:
-            # The reconstruction with every head changed must equal the block itself.
-            rebuilt = self._rebuild(layer, key, changes, torch.ones(1, self.n_heads, dtype=torch.bool))
-            err = float((rebuilt - out_all).abs().max())
-            if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
-                del self._changes[(key, layer)]
-                raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
-            self._structure_checked = True
-        return changes
-
-    def _z_without_block(self, key: tuple, layer: int) -> Float[Tensor, "batch pos head d_head"] | None:
-        """Every head's new ``z`` without calling the block, once the block structure has been
-        checked, by the kind's entry of :data:`Z_SHORTCUTS` (if any).  None: call the block."""
-        shortcut = Z_SHORTCUTS.get(key[0])
-        if not self._structure_checked or shortcut is None:
-            return None
-        return shortcut(self, layer, key[1])
-
-    def _pattern_and_values(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
-        """``(pattern [batch, head, q, k], v per head [batch, pos, head, d_head])`` of the pre-run
-        at ``layer`` if ``z = pattern @ v`` rebuilds its cached ``z``, else ``(None, None)``."""
-        name = hook_name("v", layer)
-        v = self.cache[name] if name in self.cache.keys() else None
-        z_pre, pattern_pre = self.pre("z", layer), self.pre("pattern", layer).float()
-        if v is None or v.ndim != 4 or z_pre.ndim != 4 or v.shape[2] == 0 or self.n_heads % v.shape[2]:
-            return None, None
-        v = v.float().repeat_interleave(self.n_heads // v.shape[2], dim=2)  # GQA: kv head of each head
-        rebuilt = torch.einsum("bhqk,bkhd->bqhd", pattern_pre, v)
-        if rebuilt.shape != z_pre.shape or not torch.allclose(rebuilt, z_pre.float(), rtol=1e-4, atol=1e-5):
-            return None, None
-        return pattern_pre, v
-
-    def _z_from_block(self, key: tuple, layer: int) -> tuple[Tensor, Tensor]:
-        """``(every head's new z, block output)`` from one call of block ``layer`` with the change
-        applied to every head (and the block's norm-fed projections recorded for the low-rank path)."""
-        hooks, slices, _ = self._modification(key, layer)
-        captured: dict[str, Tensor] = {}
-        hooks = hooks + [(hook_name("z", layer), lambda z, hook: captured.__setitem__("z", z) or z)]
-        block = self.model.blocks[layer]
-        try:
-            with (
-                self.model.hooks(fwd_hooks=hooks),
-                _weights.swapped(self.model, self.post.weights or {}, slices),
-                _recording_norm_projections(block) as pairs,
-            ):
-                out_all = self._call_block(layer, self.resid_pre[layer], 1)
-            self._norm_pairs = self._norm_pairs or pairs
-        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
-            raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
-        if "z" not in captured:
-            raise FastPathUnsupported(f"block {layer} exposes no hook_z")
-        z_new = captured["z"].float()
-        if z_new.ndim != 4 or z_new.shape[2] != self.n_heads:
-            raise FastPathUnsupported(
-                f"hook_z of block {layer} has shape {tuple(z_new.shape)}, not [batch, pos, head, d_head]"
-            )
-        if (
-            torch.equal(z_new, self.pre("z", layer).float())
-            and key[0] == "pattern"
-            and not torch.equal(
-                self.post.activation("pattern", layer).to(self.device, torch.float32),
-                self.pre("pattern", layer).float(),
-            )
-        ):
-            raise ValueError(
-                f"block {layer}'s attention ignores edits of hook_pattern (z is unchanged); "
-                "this architecture's bridge cannot be pattern-patched"
-            )
-        return z_new, out_all
-
-    def _check_block(self, layer: int, hooks: list, slices: list, rebuilt: Tensor, key: tuple) -> None:
-        try:
-            with self.model.hooks(fwd_hooks=hooks), _weights.swapped(self.model, self.post.weights or {}, slices):
-                out = self._call_block(layer, self.resid_pre[layer], 1)
-        except (TypeError, RuntimeError, IndexError, AttributeError) as err:
-            raise FastPathUnsupported(f"block {layer} cannot be called on its own: {err}") from err
-        err = float((rebuilt - out).abs().max())
-        if err > _RESID_CHECK_RTOL * max(1.0, float(out.abs().max())):
-            del self._changes[(key, layer)]
-            raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
-
-    def _rebuild(self, layer: int, key: tuple, changes: _Changes, mask: Tensor) -> Tensor:
-        return self.start_residual(layer, {key: mask})
+        """Per-unit change of block ``layer``'s output for units of ``key`` (cached;
+        :func:`interp.patching.fast.changes.block_changes`)."""
+        return block_changes(self, key, layer)
 
     def start_residual(
         self,
@@ -661,45 +504,3 @@ class LayerSkipEngine:
                 self._changes.pop((key, layer), None)
         unembed.flush()
         return out
-
-
-# --------------------------------------------------------------------------- exact shortcuts of single kinds
-
-
-def _z_of_head_output(engine: LayerSkipEngine, layer: int, query_pos: int | None) -> Tensor:
-    """A head-output patch: the new ``z`` is the post ``z``."""
-    return engine.post.activation("z", layer).to(engine.device, torch.float32)
-
-
-def _z_of_values(engine: LayerSkipEngine, layer: int, query_pos: int | None) -> Tensor | None:
-    """A value patch leaves the pattern alone: ``pattern_pre @ v_post`` (None for grouped-query values)."""
-    pattern_pre, v_pre = engine._pattern_and_values(layer)
-    if pattern_pre is None:
-        return None
-    v_post = engine.post.activation("v", layer).to(engine.device, torch.float32)
-    if v_post.shape != v_pre.shape:  # grouped-query values: one per kv head, not per head
-        return None
-    return torch.einsum("bhqk,bkhd->bqhd", pattern_pre, v_post)
-
-
-def _z_of_pattern(engine: LayerSkipEngine, layer: int, query_pos: int | None) -> Tensor | None:
-    """A pattern patch: ``pattern_post @ v_pre`` (the pre pattern outside ``query_pos``)."""
-    pattern_pre, v_pre = engine._pattern_and_values(layer)
-    if pattern_pre is None:
-        return None
-    post = engine.post.activation("pattern", layer).to(engine.device, torch.float32)
-    mask = query_mask(query_pos, engine.pos, engine.device)
-    if mask is not None:
-        post = torch.where(mask[None, None, :, None], post, pattern_pre)
-    return torch.einsum("bhqk,bkhd->bqhd", post, v_pre)
-
-
-#: kind -> ``(engine, layer, query_pos) -> every head's new z [batch, pos, head, d_head]`` (or None: call
-#: the block), used once a block call confirmed the block's structure; where the cached ``hook_v``
-#: and ``z = pattern @ v`` rebuild the cached ``z`` (layout and grouped-query mapping checked). A
-#: new kind's exact shortcut, if it has one, is one entry here.
-Z_SHORTCUTS: dict[str, Callable[[LayerSkipEngine, int, int | None], Tensor | None]] = {
-    "z": _z_of_head_output,
-    "v": _z_of_values,
-    "pattern": _z_of_pattern,
-}

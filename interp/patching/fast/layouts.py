@@ -15,7 +15,10 @@ One class per layout, each a :class:`~interp.patching.fast.engine.LayerSkipEngin
   ``ln1_post`` before it reaches the stream, so heads do not add linearly there; the own MLP's
   input projections take the low-rank formula through that RMSNorm's per-position scale.
 
-:func:`layout_class` picks the class from the model (``LayerSkipEngine(model, ...)`` calls it).
+:func:`layout_class` picks the class from the model: the one whose ``fits(model)`` holds. Each
+class registers itself with the engine as it is defined (``LayerSkipEngine.layouts``), and
+``LayerSkipEngine(model, ...)`` returns the instance of the layout that fits; the engine module
+imports none of this one.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ class ParallelEngine(LayerSkipEngine):
     """Parallel residual (GPT-NeoX): attention and MLP both read the block input."""
 
     parallel = True
+
+    @classmethod
+    def fits(cls, model: Any) -> bool:
+        """``cfg.parallel_attn_mlp``: attention and MLP read the block input."""
+        return _parallel(model)
 
     def _detect_layout(self) -> None:
         super()._detect_layout()
@@ -74,6 +82,11 @@ class ParallelEngine(LayerSkipEngine):
 
 class SequentialEngine(LayerSkipEngine):
     """Sequential residual with pre-norms (GPT-2, Llama): the MLP reads the stream after the attention."""
+
+    @classmethod
+    def fits(cls, model: Any) -> bool:
+        """Not parallel, and no norm on the attention output (``ln1_post``)."""
+        return not _parallel(model) and not hasattr(model.blocks[0], "ln1_post")
 
     def _stream_after(
         self,
@@ -128,6 +141,11 @@ class SequentialEngine(LayerSkipEngine):
 
 class PostNormEngine(SequentialEngine):
     """Sequential residual with norms on the attention / MLP output (OLMo-2: ``ln1_post``, ``ln2_post``)."""
+
+    @classmethod
+    def fits(cls, model: Any) -> bool:
+        """Not parallel, and a norm on the attention output (``ln1_post``)."""
+        return not _parallel(model) and hasattr(model.blocks[0], "ln1_post")
 
     def _attn_to_stream(self, block: Any, attn: Tensor) -> Tensor:
         """The attention output's contribution to the residual stream: ``ln1_post(attn)``."""
@@ -196,19 +214,17 @@ class PostNormEngine(SequentialEngine):
         return self._mlp_linears
 
 
+def _parallel(model: Any) -> bool:
+    return bool(getattr(model.cfg, "parallel_attn_mlp", False))
+
+
 def layout_class(model: Any) -> type[LayerSkipEngine]:
     """The engine class of ``model``'s block layout: :class:`ParallelEngine` if
     ``cfg.parallel_attn_mlp``, :class:`PostNormEngine` if blocks have an attention output norm
-    (``ln1_post``), else :class:`SequentialEngine`.
+    (``ln1_post``), else :class:`SequentialEngine` (:meth:`LayerSkipEngine.layout_of`: the one
+    whose ``fits(model)`` holds).
 
     Raises:
         FastPathUnsupported: a model without blocks.
     """
-    blocks = getattr(model, "blocks", None)
-    if blocks is None or len(blocks) == 0:
-        raise FastPathUnsupported("the model exposes no blocks")
-    if bool(getattr(model.cfg, "parallel_attn_mlp", False)):
-        return ParallelEngine
-    if hasattr(blocks[0], "ln1_post"):
-        return PostNormEngine
-    return SequentialEngine
+    return LayerSkipEngine.layout_of(model)

@@ -1,0 +1,159 @@
+"""The checkpoint-suite commands of ``emergence`` (mounted at the top level by
+:mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
+``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``list-models``, ``list-tasks``.
+
+One app (:data:`app`) holds them in that order: the main job's commands
+(:mod:`interp.cli.main_job`), the head-level ones (:mod:`interp.cli.heads`), then the suite and
+listing commands below. What they share (options, argument checks, openers of sources) is
+:mod:`interp.cli.common`, whose names this package re-exports; a test that stands in for a helper
+patches it in the module of the command that calls it (``interp.cli.heads._open``).
+
+Every command is one call of a public function that a notebook can make too, and checks all of
+its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
+Commands raise ``ValueError`` for bad input; the root app turns any escaping error into one
+line (``error: ...``, exit status 2). Heavy libraries are imported inside the commands.
+
+Adding a command: write a function with ``@app.command()`` in the module of its group; check its
+arguments first (the ``_check_*`` helpers of :mod:`interp.cli.common`), then make the one call.
+Nothing else needs registering.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from interp.cli import heads, main_job
+from interp.cli.common import (
+    METHODS,
+    DeviceOpt,
+    HoldOpt,
+    LengthOpt,
+    MethodOpt,
+    MetricOpt,
+    PromptsOpt,
+    TaskFileOpt,
+    TaskOpt,
+    ThresholdOpt,
+    _check_common,
+    _check_embedded_heads,
+    _check_embedded_steps,
+    _check_resumable,
+    _check_sources,
+    _check_steps_available,
+    _check_tasks_on_sources,
+    _check_threshold,
+    _echo_duplicate_hazards,
+    _jump_flag,
+    _metric,
+    _metric_for,
+    _metric_option,
+    _one_task,
+    _open,
+    _open_as_ready,
+    _open_step_pair,
+    _parse_steps,
+    _warnings_as_lines,
+)
+from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
+from interp.cli.main_job import bisect, curve, demo, run
+
+__all__ = [
+    "METHODS",
+    "DeviceOpt",
+    "HoldOpt",
+    "LengthOpt",
+    "MethodOpt",
+    "MetricOpt",
+    "PromptsOpt",
+    "TaskFileOpt",
+    "TaskOpt",
+    "ThresholdOpt",
+    "_check_common",
+    "_check_embedded_heads",
+    "_check_embedded_steps",
+    "_check_resumable",
+    "_check_sources",
+    "_check_steps_available",
+    "_check_tasks_on_sources",
+    "_check_threshold",
+    "_echo_duplicate_hazards",
+    "_jump_flag",
+    "_metric",
+    "_metric_for",
+    "_metric_option",
+    "_one_task",
+    "_open",
+    "_open_as_ready",
+    "_open_step_pair",
+    "_parse_steps",
+    "_warnings_as_lines",
+    "app",
+    "bisect",
+    "curve",
+    "decompose",
+    "demo",
+    "list_models",
+    "list_tasks",
+    "rank_heads",
+    "readiness_command",
+    "run",
+    "scrub",
+    "train_suite",
+    "zoom",
+]
+
+app = typer.Typer(
+    help="Checkpoint suites: point of emergence and the heads behind it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.registered_commands += main_job.app.registered_commands + heads.app.registered_commands
+
+
+@app.command("train-suite")
+def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized suite.")):
+    """Train (or find in the cache) the embedded default suite and print its run folders."""
+    from interp.sources import embedded
+
+    for path in embedded.ensure_suite(embedded.QUICK if quick else embedded.FULL):
+        typer.echo(str(path))
+
+
+@app.command("list-models")
+def list_models():
+    """Print the known model families (id patterns, revision names), then every source name
+    accepted above: Pythia / PolyPythia hub ids and embedded names."""
+    from interp.sources.catalogue import embedded_source_names, pythia_model_ids
+    from interp.sources.families import FAMILIES
+
+    for family in FAMILIES:
+        typer.echo(
+            f"# {family.name}: ids {family.id_pattern}  revisions {family.revision_format}  "
+            f"({family.architecture}; {family.schedule}); e.g. {', '.join(family.example_ids)}"
+        )
+    typer.echo(
+        "# any other org/name repo whose branches name steps (step{N}[-tokens{M}B], "
+        "stage{k}[-ingredient{j}]-step{N}-tokens{M}B); ID:SERIES picks a series, e.g. "
+        "allenai/OLMo-2-1124-7B:stage2-ingredient1"
+    )
+
+    notes = {"embedded": "(every run of the default suite)", "embedded-quick": "(every run of the CI-sized suite)"}
+    for name in pythia_model_ids() + embedded_source_names():
+        typer.echo(f"{name:<15} {notes[name]}" if name in notes else name)
+
+
+@app.command("list-tasks")
+def list_tasks():
+    """Print every capability task: its parameters, default metric, BOS convention and source
+    (:data:`interp.task_registry.REGISTRY`)."""
+    from interp.task_registry import task_table
+
+    for _, row in task_table().iterrows():
+        typer.echo(f"{row['task']}: {row['description']}")
+        typer.echo(f"    parameters: {row['parameters']}")
+        typer.echo(
+            f"    default metric: {row['default_metric']}; prepend_bos: {row['prepend_bos']}; "
+            f"embedded byte tokenizer: {'yes' if row['byte_tokenizer'] else 'no (needs a word-piece vocabulary)'}"
+        )
+        typer.echo(f"    source: {row['source']}")

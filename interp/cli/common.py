@@ -1,0 +1,302 @@
+"""What every checkpoint-suite command of ``emergence`` shares: the options (``TaskOpt``,
+``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``_check_*``, cheap: run before anything
+is loaded) and the openers of sources (``_open``, ``_open_step_pair``, ``_open_as_ready``).
+
+The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bisect``) and
+:mod:`interp.cli.heads` (``rank-heads``, ``decompose``, ``zoom``, ``readiness``, ``scrub``);
+:mod:`interp.cli` puts them on one app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+TaskOpt = typer.Option(
+    None,
+    help="Capability task(s), comma-separated: repetition | token-repetition | "
+    "pattern-completion | ioi | a .jsonl/.csv task file (see `emergence list-tasks`); "
+    "default: repetition, or only the --task-file files when some are given.",
+)
+TaskFileOpt = typer.Option(
+    None,
+    "--task-file",
+    help="Your own prompts (JSONL or CSV: prompt, answer, optional distractors, id); repeatable, added to --task.",
+)
+PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
+LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
+ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence, in (0, 1].")
+HoldOpt = typer.Option(
+    2,
+    min=0,
+    help="Point of emergence: post is the first checkpoint at or above the threshold "
+    "that stays there at the next HOLD checkpoints (every remaining one near the end); "
+    "0 = the first crossing.",
+)
+DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
+MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
+METHODS = ("fast", "reference", "attribution")
+
+
+def _metric_option():
+    """``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch import);
+    default None: the task's own metric."""
+    from interp.core.metrics import metric_help
+
+    return typer.Option(None, "--metric", help=metric_help() + " Default: the task's own (`emergence list-tasks`).")
+
+
+MetricOpt = _metric_option()
+
+
+# -- argument checks (cheap; run before anything is loaded) -----------------------------------
+def _check_common(
+    device: str,
+    task: str | None,
+    n_prompts: int,
+    length: int,
+    out: Path | None,
+    method: str = "fast",
+    task_files: list[Path] | None = None,
+):
+    """Device, method, tasks (names and files; files read and checked for form) and output
+    folder; returns (device, list of task objects)."""
+    from interp.core.devices import check_device, choose_device
+    from interp.core.io import check_out_dir
+
+    check_device(device)  # form first: no torch import for a typo
+    if method not in METHODS:
+        raise ValueError(f"--method {method!r} is unknown; valid: {', '.join(METHODS)}")
+    check_out_dir(out)
+    from interp.task_registry import parse_tasks
+
+    task = task if task is not None else ("" if task_files else "repetition")
+    return choose_device(device), parse_tasks(task, task_files or (), n_prompts=n_prompts, length=length, seed=0)
+
+
+def _one_task(tasks: list, command: str):
+    """The single task of a command that works on one (rank-heads, decompose)."""
+    if len(tasks) != 1:
+        raise ValueError(
+            f"{command} works on one task; got {len(tasks)} ({', '.join(t.name for t in tasks)}): give one --task"
+        )
+    return tasks[0]
+
+
+def _check_threshold(threshold: float) -> None:
+    """The greedy-accuracy threshold lies in (0, 1] (0 would call every checkpoint emerged)."""
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
+
+
+def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
+    """Build every task with each source's tokenizer before any checkpoint loads (a task file's
+    answers must be one token; IOI needs single-token names). Embedded names use the byte
+    tokenizer (nothing is trained here); other sources load their tokenizer files only."""
+    from interp.sources.catalogue import is_embedded_name
+
+    seen = set()
+    for name in names:
+        if is_embedded_name(name):
+            key = "embedded"
+            if key in seen:
+                continue
+            from interp.sources.common import make_byte_tokenizer
+
+            tokenizer = make_byte_tokenizer()
+            tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
+        else:
+            from interp.sources.door import open_source
+
+            key = name
+            src = open_source(name)
+            try:
+                tokenizer = src.tokenizer()
+            finally:
+                src.close()
+        seen.add(key)
+        for task in tasks:
+            task.build(tokenizer)
+
+
+def _metric_for(metric: str | None, task) -> str:
+    """``metric``, or the task's default metric when none is given."""
+    from interp.task_registry import default_metric
+
+    return metric or default_metric(task)
+
+
+def _metric(metric: str | None) -> str | None:
+    """The metric name (None: each task's default), checked before any work (one-line error
+    naming the valid ones, from the registry)."""
+    from interp.core.metrics import patching_metric_names
+
+    if metric is not None and metric not in patching_metric_names():
+        raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())} (--metric)")
+    return metric
+
+
+def _check_sources(names: list[str]) -> None:
+    from interp.sources.door import check_source_name
+
+    for name in names:
+        check_source_name(name)
+
+
+def _parse_steps(text: str) -> list[int]:
+    """``"0,1000,2000"`` -> [0, 1000, 2000]; a bad item raises a one-line error naming it."""
+    steps = []
+    for item in text.split(","):
+        try:
+            steps.append(int(item.strip()))
+        except ValueError:
+            raise ValueError(f"--steps: {item.strip()!r} is not an integer step; expected e.g. 0,1000,2000") from None
+    if any(step < 0 for step in steps):
+        raise ValueError(f"--steps: {min(steps)} is negative; steps count from 0")
+    return steps
+
+
+def _check_steps_available(src, steps: list[int]) -> None:
+    """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
+    weight files are whole (the error names the corrupt file)."""
+    from interp.sources.common import CheckpointError, nearest_steps
+
+    available = sorted(src.available_steps())
+    for step in steps:
+        if step not in available:
+            near = ", ".join(map(str, nearest_steps(step, available)))
+            raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
+    for step in steps:  # a corrupt file: one line naming the step and the file, before any load
+        reason = src.corrupt_reason(step)
+        if reason is not None:
+            raise CheckpointError(f"{src.model_id} step {step}: {reason}; pick another step (the search leaves it out)")
+
+
+def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
+    """``hazard:`` lines when ``pre`` or ``post`` shares its weights with another step (at most one
+    label of such a group is right, see ``CheckpointSource.duplicate_steps``); an error when
+    ``pre`` and ``post`` themselves are identical (nothing to patch)."""
+    if src.digest(pre) == src.digest(post):
+        raise ValueError(
+            f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
+            f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ"
+        )
+    from interp.sources.common import CheckpointError
+
+    try:
+        groups = src.duplicate_groups()
+    except (CheckpointError, ValueError):  # offline, a step's weights not cached: no digest to compare
+        groups = []
+    for group in groups:
+        for step in (pre, post):
+            if step in group:
+                others = ", ".join(str(s) for s in group if s != step)
+                typer.echo(
+                    f"hazard: step {step} has the same weights as step {others} "
+                    "(identical weights: at most one of the labels is right)"
+                )
+
+
+def _check_embedded_steps(name: str, steps: list[int]) -> None:
+    """For an embedded name, the steps its suite will hold are known before it is trained: the
+    schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
+    from interp.sources.catalogue import is_embedded_name, resolve_embedded
+    from interp.sources.common import CheckpointError, nearest_steps
+
+    if not is_embedded_name(name):
+        return
+    from interp.sources.door import zoomed_steps
+
+    for cfg, run in resolve_embedded(name):
+        size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
+        schedule = sorted(set(cfg.checkpoint_steps_for(size)) | set(zoomed_steps(name)))
+        for step in steps:
+            if step not in schedule:
+                near = ", ".join(map(str, nearest_steps(step, schedule)))
+                raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
+
+
+def _check_embedded_heads(name: str, heads) -> None:
+    """For an embedded name, heads (``[(layer, head), ...]``) are checked against the suite's sizes
+    before it is trained."""
+    from interp.sources.catalogue import is_embedded_name, resolve_embedded
+
+    if not is_embedded_name(name) or isinstance(heads, str):
+        return
+    for cfg, run in resolve_embedded(name):
+        size = next(s for s in cfg.sizes if run.startswith(f"{s.name}-seed"))
+        for layer, head in heads:
+            if not (layer < size.n_layers and head < size.n_heads):
+                raise ValueError(
+                    f"--heads: L{layer}H{head} is outside {run} (layers 0..{size.n_layers - 1}, "
+                    f"heads 0..{size.n_heads - 1})"
+                )
+
+
+def _check_resumable(name: str, what: str) -> None:
+    """``name`` is a run trained here (embedded or a folder): a hub id carries no optimizer state."""
+    from interp.sources.catalogue import is_embedded_name
+
+    if not is_embedded_name(name) and not Path(name).expanduser().is_dir():
+        raise ValueError(
+            f"{name}: hub checkpoints carry no optimizer state; {what} needs a run trained by "
+            "emergence-lens (an embedded run or a suite folder written by `emergence train-suite`)"
+        )
+
+
+def _open(names: list[str], include_zoom: bool = False) -> list:
+    """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
+    take explicit steps; searches read the base schedule)."""
+    from interp.sources.door import open_sources
+
+    return open_sources(names, include_zoom=include_zoom)
+
+
+def _open_step_pair(source: str, pre: int, post: int, command: str):
+    """Open the one run ``command`` works on and check ``pre`` / ``post`` there: the embedded
+    suite's steps before training it, the source's own steps after opening it, and steps with
+    identical weights (:func:`_echo_duplicate_hazards`)."""
+    from interp.sources.door import check_one_run
+
+    check_one_run(source, command)
+    _check_embedded_steps(source, [pre, post])
+    (src,) = _open([source], include_zoom=True)
+    _check_steps_available(src, [pre, post])
+    _echo_duplicate_hazards(src, pre, post)
+    return src
+
+
+def _jump_flag(too_small: bool) -> str:
+    """The CLI's flag of a jump below 3 standard errors (``interp.emergence.jump_noise``)."""
+    return "  JUMP TOO SMALL: below 3 standard errors; the shares below divide by noise" if too_small else ""
+
+
+class _warnings_as_lines:
+    """Show the warnings a computation raises as ``warning: <message>`` lines on stderr (one each,
+    once per message) instead of Python's two-line ``file:line: RuntimeWarning`` form."""
+
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self._caught = self._catch.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self._catch.__exit__(*exc)
+        seen = set()
+        for item in self._caught:
+            text = str(item.message)
+            if text not in seen and issubclass(item.category, RuntimeWarning):
+                seen.add(text)
+                typer.echo(f"warning: {text}", err=True)
+        return False
+
+
+def _open_as_ready(names: list[str]):
+    """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
+    from interp.sources.door import ReadySources
+
+    return ReadySources(names)

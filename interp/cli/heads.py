@@ -1,0 +1,338 @@
+"""The head-level commands of ``emergence``: ``rank-heads`` (heads ranked by a patch's effect
+between two steps), ``decompose`` (the jump by component), ``zoom`` (re-train between two
+steps, storing checkpoints densely), ``readiness`` (capability with chosen heads set to their ideal
+pattern) and ``scrub`` (every head's pattern over the checkpoints, as a page). Options and
+argument checks: :mod:`interp.cli.common`; :mod:`interp.cli` puts these commands on the one app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from interp.cli.common import (
+    DeviceOpt,
+    LengthOpt,
+    MethodOpt,
+    MetricOpt,
+    PromptsOpt,
+    TaskFileOpt,
+    TaskOpt,
+    ThresholdOpt,
+    _check_common,
+    _check_embedded_heads,
+    _check_embedded_steps,
+    _check_resumable,
+    _check_sources,
+    _check_steps_available,
+    _check_tasks_on_sources,
+    _jump_flag,
+    _metric,
+    _metric_for,
+    _one_task,
+    _open,
+    _open_step_pair,
+    _parse_steps,
+    _warnings_as_lines,
+)
+
+#: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
+app = typer.Typer()
+
+
+@app.command("rank-heads")
+def rank_heads(
+    source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
+    method: str = MethodOpt,
+    prescreen_top_n: int | None = typer.Option(
+        None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."
+    ),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write heads.csv and topk.csv here."),
+    device: str = DeviceOpt,
+    metric: str = MetricOpt,
+):
+    """Patch each head's attention pattern from POST into PRE; rank by delta (metric units); joint top-K."""
+    if pre == post:
+        raise ValueError(f"--pre and --post are both {pre}: patching needs two different checkpoints")
+    if pre > post:
+        raise ValueError(
+            f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
+            "(patterns are patched from post into pre)"
+        )
+    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
+    task_obj = _one_task(tasks, "rank-heads")
+    metric = _metric_for(_metric(metric), task_obj)
+    _check_tasks_on_sources([source], tasks)
+    src = _open_step_pair(source, pre, post, "rank-heads")
+    from interp.core.io import atomic_to_csv
+    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, labelled
+    from interp.ranking import rank_heads_between
+    from interp.sources.catalogue import model_and_seed
+
+    batch = task_obj.build(src.tokenizer())
+    with _warnings_as_lines():
+        result = rank_heads_between(
+            src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric
+        )
+    model, seed = model_and_seed(src.model_id)
+    heads = labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    typer.echo(
+        f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
+        f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}"
+    )
+    typer.echo(heads.head(10).to_string(index=False))
+    if out is not None:
+        atomic_to_csv(heads, out / "heads.csv")
+        atomic_to_csv(topk, out / "topk.csv")
+
+
+@app.command("decompose")
+def decompose(
+    source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
+    pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
+    post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write components.csv here."),
+    device: str = DeviceOpt,
+    metric: str = MetricOpt,
+):
+    """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
+    if pre >= post:
+        raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
+    task_obj = _one_task(tasks, "decompose")
+    metric = _metric_for(_metric(metric), task_obj)
+    _check_tasks_on_sources([source], tasks)
+    src = _open_step_pair(source, pre, post, "decompose")
+    from interp.core.io import atomic_to_csv
+    from interp.ranking import decompose_between
+
+    batch = task_obj.build(src.tokenizer())
+    with _warnings_as_lines():
+        table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
+            task=task_obj.name, prepend_bos=batch.prepend_bos
+        )
+    columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
+    first = table.iloc[0]
+    typer.echo(
+        f"metric={metric} ({first['unit']}) pre={first['value_pre']:.4f} post={first['value_post']:.4f} "
+        f"jump={first['value_post'] - first['value_pre']:.4f} ± {first['jump_se']:.4f}"
+        f"{_jump_flag(bool(first['jump_too_small']))}"
+    )
+    typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if out is not None:
+        atomic_to_csv(table, out / "components.csv")
+
+
+@app.command()
+def zoom(
+    source: str = typer.Argument(..., help="One run trained here: embedded/<run> or its folder."),
+    pre: int = typer.Option(..., min=0, help="Stored step to re-train from (base schedule or zoomed)."),
+    post: int = typer.Option(..., min=0, help="Stored step to re-train to (its weights are checked; base or zoomed)."),
+    every: int | None = typer.Option(None, min=1, help="Spacing of the new checkpoints (default: >= 10 new)."),
+    tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
+):
+    """Re-train PRE -> POST from PRE's saved state and store checkpoints every K steps in the run's
+    zoom overlay (RUN/zoom/); the base schedule is left as it is."""
+    if pre >= post:
+        raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    if every is not None and every >= post - pre:
+        raise ValueError(
+            f"--every {every} leaves no step strictly between --pre {pre} and --post {post}; "
+            f"use --every below {post - pre}"
+        )
+    from interp.sources.door import check_one_run
+
+    check_one_run(source, "zoom")
+    _check_resumable(source, "zoom")
+    _check_embedded_steps(source, [pre, post])
+    from interp.zoom import zoom as zoom_run
+
+    (src,) = _open([source])
+    result = zoom_run(src, pre, post, every=every, tolerance=tolerance)
+    typer.echo(
+        f"{result.run}: re-trained {result.trained_steps} steps ({result.pre} -> {result.post}) in "
+        f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
+        f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
+        f"steps every {result.every}: {result.new_steps}"
+    )
+
+
+@app.command("readiness")
+def readiness_command(
+    source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
+    heads: str = typer.Option(
+        "auto", help="auto (highest prefix-matching and previous-token heads at the post step) or heads as L1H0,L0H2."
+    ),
+    patterns: str = typer.Option(
+        "auto",
+        help="auto (by each head's scores at the post step), one ideal pattern "
+        "for every head, or one per head: previous_token | induction | duplicate_token | "
+        "first_token | uniform.",
+    ),
+    threshold: float = ThresholdOpt,
+    hold: int = typer.Option(
+        2, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."
+    ),
+    steps: str | None = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
+    n_boot: int = typer.Option(1000, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
+    method: str = typer.Option("fast", help="Patching engine: fast | reference."),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
+    device: str = DeviceOpt,
+):
+    """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
+    their ideal pattern; the readiness step R and E - R (see interp/readiness.py)."""
+    from interp.readiness import parse_heads, parse_patterns
+
+    chosen = parse_heads(heads)
+    names = parse_patterns(patterns, None if chosen == "auto" else len(chosen))
+    if method not in ("fast", "reference"):
+        raise ValueError(f"--method {method!r} is unknown; valid: fast, reference")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold} must be in (0, 1]")
+    wanted = _parse_steps(steps) if steps else None
+    _check_sources(source)
+    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
+    task_obj = _one_task(tasks, "readiness")
+    _check_tasks_on_sources(source, tasks)
+    for name in source:
+        _check_embedded_steps(name, wanted or [])
+        _check_embedded_heads(name, chosen)
+    import pandas as pd
+
+    from interp.core.io import atomic_to_csv, atomic_write_text
+    from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
+
+    results = []
+    for src in _open(source):
+        if wanted is not None:
+            _check_steps_available(src, wanted)
+        result = readiness(
+            src,
+            task_obj.build(src.tokenizer()),
+            heads=chosen,
+            patterns=names,
+            threshold=threshold,
+            hold=hold,
+            steps=wanted,
+            device=device,
+            method=method,
+            n_boot=n_boot,
+        )
+        results.append(result)
+        src.close()
+    points = pd.DataFrame([r.point_row() for r in results], columns=POINTS_COLUMNS)
+    typer.echo(points.to_string(index=False))
+    if out is not None:
+        atomic_to_csv(pd.concat([r.table() for r in results], ignore_index=True), out / "readiness.csv")
+        atomic_to_csv(points, out / "readiness_points.csv")
+        atomic_write_text(out / "readiness.html", readiness_page(results))
+
+
+def _check_page_path(out: Path) -> Path:
+    """An ``--out`` page path: ends with .html, is not a folder, and no file lies on its way."""
+    from interp.core.io import check_out_dir
+
+    out = Path(out).expanduser()
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--out {str(out)!r}: expected a page path ending with .html")
+    if out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; expected a page path ending with .html")
+    check_out_dir(out.parent)
+    return out
+
+
+def _read_ranking(path: Path):
+    """A heads table (``rank-heads --out``'s heads.csv: layer, head, delta; ``delta_p`` in tables written
+    before the columns followed the metric), read before any loading."""
+    import pandas as pd
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"--heads {str(path)!r} is not a file; expected heads.csv written by emergence rank-heads/run")
+    try:
+        table = pd.read_csv(path)
+    except Exception as err:  # a file pandas cannot parse: one line naming it
+        raise ValueError(f"--heads {str(path)!r} is not a CSV table ({type(err).__name__})") from None
+    if "delta" in table.columns:  # today's heads.csv: the per-head change in the metric's unit
+        table = table.rename(columns={"delta": "delta_p"})
+    if not {"layer", "head", "delta_p"} <= set(table.columns):
+        raise ValueError(f"--heads {str(path)!r} has columns {list(table.columns)}; expected layer, head, delta")
+    return table
+
+
+@app.command()
+def scrub(
+    source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
+    out: Path = typer.Option(..., help="The page to write (.html)."),
+    steps: str | None = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),
+    heads: Path | None = typer.Option(
+        None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."
+    ),
+    scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
+    threshold: float = ThresholdOpt,
+    device: str = DeviceOpt,
+):
+    """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
+    slider (arrow keys, play), the change since the previous step, and the capability curve,
+    head scores and Δp beside it."""
+    from interp.sources.door import check_one_run
+
+    check_one_run(source, "scrub")
+    out = _check_page_path(out)
+    wanted = _parse_steps(steps) if steps else None
+    device, tasks = _check_common(device, task, n_prompts, length, None)
+    task_obj = _one_task(tasks, "scrub")
+    _check_tasks_on_sources([source], tasks)
+    ranking = _read_ranking(heads) if heads is not None else None
+    _check_embedded_steps(source, wanted or [])
+    (src,) = _open([source])
+    if wanted is not None:
+        _check_steps_available(src, wanted)
+    if ranking is not None and {"model", "seed"} <= set(ranking.columns):
+        from interp.pipeline import model_and_seed
+
+        model, seed = model_and_seed(src.model_id)
+        mine = ranking[(ranking["model"] == model) & (ranking["seed"] == seed)]
+        if len(mine) == 0 and ranking[["model", "seed"]].drop_duplicates().shape[0] > 1:
+            raise ValueError(f"--heads {str(heads)!r} has no rows for {model} seed {seed}")
+        ranking = mine if len(mine) else ranking
+    from interp.report.scrubber import scrubber
+
+    page = scrubber(
+        src,
+        task=task_obj,
+        steps=wanted,
+        n_prompts=prompts,
+        device=device,
+        scores=scores,
+        ranking=ranking,
+        threshold=threshold,
+    )
+    page.save_html(out)
+    data = page.data
+    typer.echo(
+        f"wrote {out}: {len(data.steps)} checkpoints ({len(data.zoom_steps)} zoomed) x "
+        f"{data.patterns.shape[2] * data.patterns.shape[3]} heads x {len(data.tokens)} prompts of "
+        f"{data.patterns.shape[-1]} tokens; {out.stat().st_size / 1e6:.2f} MB"
+    )
+    src.close()

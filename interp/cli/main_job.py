@@ -1,0 +1,353 @@
+"""The main job's commands of ``emergence``: ``demo`` (the embedded default suite end to end),
+``run`` (the main job on any sources), ``curve`` (capability per checkpoint) and ``bisect``
+(the point of emergence, optionally refined densely). Options and argument checks:
+:mod:`interp.cli.common`; :mod:`interp.cli` puts these commands on the one app.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from interp.cli.common import (
+    DeviceOpt,
+    HoldOpt,
+    LengthOpt,
+    MethodOpt,
+    MetricOpt,
+    PromptsOpt,
+    TaskFileOpt,
+    TaskOpt,
+    ThresholdOpt,
+    _check_common,
+    _check_embedded_steps,
+    _check_resumable,
+    _check_sources,
+    _check_steps_available,
+    _check_tasks_on_sources,
+    _check_threshold,
+    _metric,
+    _open,
+    _open_as_ready,
+    _parse_steps,
+)
+
+#: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
+app = typer.Typer()
+
+
+@app.command()
+def demo(
+    quick: bool = typer.Option(False, "--quick", help="Small suite for CI (about 2.5 min to train)."),
+    out: Path = typer.Option(Path("results/demo"), help="Output folder."),
+    method: str = MethodOpt,
+    device: str = DeviceOpt,
+    metric: str = MetricOpt,
+    hold: int = HoldOpt,
+):
+    """Main job on the embedded default: train (once), find each seed's point of emergence,
+    rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
+    device, tasks = _check_common(device, "repetition", 64, 10, out, method)
+    metric = _metric(metric)
+    from interp.pipeline import run_main_job
+
+    report = run_main_job(
+        _open_as_ready(["embedded-quick" if quick else "embedded"]),
+        task=tasks,
+        scan=True,
+        method=method,
+        device=device,
+        out_dir=out,
+        metric=metric,
+        hold=hold,
+        title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
+    )
+    _print_summary(report, out)
+
+
+@app.command()
+def run(
+    source: list[str] = typer.Argument(
+        ..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."
+    ),
+    out: Path = typer.Option(..., help="Output folder."),
+    threshold: float = ThresholdOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
+    method: str = MethodOpt,
+    prescreen_top_n: int | None = typer.Option(
+        None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."
+    ),
+    device: str = DeviceOpt,
+    metric: str = MetricOpt,
+    hold: int = HoldOpt,
+    executor: str = typer.Option(
+        "local",
+        help="Where units run: local (this process), joblib (JOBS processes), "
+        "ray (a local Ray with JOBS CPUs, or the cluster at --address).",
+    ),
+    jobs: int = typer.Option(1, help="Worker processes (joblib) or CPUs of a local Ray."),
+    address: str | None = typer.Option(None, help="An existing Ray cluster (ray://head:10001 or auto)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="List the (source, task) units and which are done; run nothing."
+    ),
+    dtype: str = typer.Option(
+        "float32", help="Model precision: float32, bfloat16 or float16 (softmax and metric in float32)."
+    ),
+):
+    """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
+    each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
+    OUT/units: a killed run started again does only the missing units."""
+    _check_sources(source)  # names first: a typo is refused before torch is imported
+    _check_threshold(threshold)
+    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
+    metric = _metric(metric)
+    _check_tasks_on_sources(source, tasks)
+    from interp.study import check_study_options, plan_units, run_study, study_status
+
+    check_study_options(executor, jobs, dtype)
+    if address is not None and executor != "ray":
+        raise ValueError(f"--address {address!r} needs --executor ray (got {executor!r})")
+    if dry_run:
+        status = study_status(plan_units(source, tasks), out)
+        for row in status.itertuples():
+            typer.echo(f"{'done' if row.done else 'todo'}  {row.source}  {row.task}  {row.unit_id}")
+        typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
+        return
+    report = run_study(
+        source,
+        out,
+        tasks=tasks,
+        executor=executor,
+        jobs=jobs,
+        address=address,
+        threshold=threshold,
+        scan=scan,
+        method=method,
+        prescreen_top_n=prescreen_top_n,
+        device=device,
+        metric=metric,
+        dtype=dtype,
+        hold=hold,
+    )
+    _print_summary(report, out)
+
+
+def _print_summary(report, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from interp.sources.catalogue import run_label
+
+    def fmt(value, spec=".3f"):
+        if value is None or value != value:
+            return "—"
+        return format(value, spec) if isinstance(value, float) else str(value)
+
+    from interp.core.metrics import metric_spec
+
+    metrics = report.metrics() or ["p"]
+    label = metric_spec(metrics[0]).label if len(metrics) == 1 else "metric"
+    unit = metric_spec(metrics[0]).unit if len(metrics) == 1 else "metric units"
+    table = Table(title=f"Points of emergence and top heads (metric {', '.join(metrics)}: {label}, {unit})")
+    for column in [
+        "run",
+        "task",
+        "emerged",
+        "pre → post",
+        "monotone",
+        "evals",
+        f"{label} pre → post",
+        f"top head (Δ {label})",
+        "recovered K=2",
+        "pre-screen ρ",
+    ]:
+        table.add_column(column)
+    for _, row in report.summary().iterrows():
+        table.add_row(
+            run_label(row["model"], row["seed"]),
+            str(row["task"]),
+            fmt(row["emerged"]),
+            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}",
+            fmt(row["monotone"]),
+            fmt(row["n_evaluations"]),
+            f"{fmt(row['value_pre'])} → {fmt(row['value_post'])}",
+            "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta']:+.3f})",
+            fmt(row["recovered_top2"]),
+            fmt(row["prescreen_spearman"], ".2f"),
+        )
+    Console(width=max(120, Console().width)).print(table)
+    from interp.emergence import rule_text
+
+    typer.echo(f"point of emergence: {rule_text(report.hold)}")
+    for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache
+        typer.echo(f"hazard: {line}")
+    typer.echo(
+        f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints .csv/.parquet"
+    )
+
+
+@app.command()
+def curve(
+    source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
+    steps: str | None = typer.Option(
+        None,
+        help="Comma-separated steps, zoomed steps (emergence zoom) included "
+        "(default: every searchable step of the base schedule).",
+    ),
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write emergence.csv here."),
+    device: str = DeviceOpt,
+):
+    """Capability (greedy accuracy, p(answer)) per checkpoint."""
+    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
+    wanted = _parse_steps(steps) if steps else None
+    _check_sources([source])
+    _check_embedded_steps(source, wanted or [])
+    _check_tasks_on_sources([source], tasks)
+    import pandas as pd
+
+    from interp.core.io import atomic_to_csv
+    from interp.emergence import StepEvaluator
+    from interp.pipeline import EMERGENCE_COLUMNS, labelled
+    from interp.sources.catalogue import model_and_seed, run_label
+
+    frames = []
+    for src in _open([source], include_zoom=wanted is not None):
+        if wanted is not None:
+            _check_steps_available(src, wanted)
+        model, seed = model_and_seed(src.model_id)
+        for task_obj in tasks:
+            batch = task_obj.build(src.tokenizer())
+            evaluator = StepEvaluator(src, batch, device=device)
+            for step in wanted if wanted is not None else src.searchable_steps():
+                evaluator(step)
+            frames.append(
+                labelled(
+                    evaluator.table(), model, seed, EMERGENCE_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos
+                )
+            )
+        if wanted is None:  # the digests are known already; explicit steps need not read every step's
+            from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
+
+            for line in hazard_lines(checkpoint_table(src), run_label(model, seed)):
+                typer.echo(f"hazard: {line}", err=True)
+        src.close()
+    result = pd.concat(frames, ignore_index=True)
+    typer.echo(result.to_string(index=False))
+    if out is not None:
+        atomic_to_csv(result, out / "emergence.csv")
+
+
+@app.command()
+def bisect(
+    source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
+    threshold: float = ThresholdOpt,
+    task: str | None = TaskOpt,
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    task_file: list[Path] | None = TaskFileOpt,
+    out: Path | None = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
+    device: str = DeviceOpt,
+    resolution: int | None = typer.Option(
+        None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."
+    ),
+    dense_prompts: int = typer.Option(
+        512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."
+    ),
+    hold: int = HoldOpt,
+):
+    """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
+    above the threshold that holds for the next --hold checkpoints); with --resolution N,
+    zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
+    _check_sources(source)  # names first: a typo is refused before torch is imported
+    _check_threshold(threshold)
+    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
+    if resolution is not None:
+        if [t.name for t in tasks] != ["repetition"]:
+            raise ValueError(
+                "--resolution re-trains and searches with the repetition task only; drop --task/--task-file"
+            )
+        for name in source:
+            _check_resumable(name, "bisect --resolution")
+        return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
+    import pandas as pd
+
+    from interp.core.io import atomic_to_csv
+    from interp.emergence import find_emergence
+    from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, labelled
+    from interp.sources.catalogue import model_and_seed, run_label
+    from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
+
+    _check_tasks_on_sources(source, tasks)
+    points, curves, tables = [], [], []
+    for src in _open(source):
+        model, seed = model_and_seed(src.model_id)
+        for task_obj in tasks:  # one point of emergence per (run, task)
+            batch = task_obj.build(src.tokenizer())
+            point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold)
+            points.append(
+                {
+                    "model": model,
+                    "seed": seed,
+                    "task": task_obj.name,
+                    "prepend_bos": batch.prepend_bos,
+                    **point.as_row(),
+                }
+            )
+            table = point.evaluations.drop(columns="order")
+            curves.append(
+                labelled(
+                    table,
+                    model,
+                    seed,
+                    [*KEY_COLUMNS, *table.columns],
+                    task=task_obj.name,
+                    prepend_bos=batch.prepend_bos,
+                )
+            )
+        checkpoints = checkpoint_table(src)
+        tables.append(labelled(checkpoints, model, seed, CHECKPOINTS_COLUMNS))
+        for line in hazard_lines(checkpoints, run_label(model, seed)):
+            typer.echo(f"hazard: {line}", err=True)
+        src.close()
+    points_df = pd.DataFrame(points).astype({"pre_step": "Int64", "post_step": "Int64"})
+    typer.echo(points_df.to_string(index=False))
+    if out is not None:
+        atomic_to_csv(points_df, out / "points.csv")
+        atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence.csv")
+        atomic_to_csv(pd.concat(tables, ignore_index=True), out / "checkpoints.csv")
+
+
+def _bisect_dense(
+    specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int, length: int, out: Path | None
+) -> None:
+    """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
+    import pandas as pd
+
+    from interp.core.io import atomic_to_csv
+    from interp.zoom import dense_point
+
+    rows, curves = [], []
+    for src in _open(specs):
+        point = dense_point(
+            src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold, length=length
+        )
+        rows.append(point.as_row())
+        curves.append(point.evaluations.assign(model_id=point.model_id))
+        flag = "  (jump too small to divide by)" if point.jump_too_small else ""
+        typer.echo(
+            f"{point.model_id}: pre {point.pre_step} -> post {point.post_step} at {resolution}-step "
+            f"resolution; accuracy {point.accuracy_pre} -> {point.accuracy_post}; p(answer) jump "
+            f"{point.jump} ± {point.jump_se}{flag}; re-trained {point.retrained_steps} steps"
+        )
+    if out is not None:
+        atomic_to_csv(pd.DataFrame(rows), out / "points_dense.csv")
+        atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence_dense.csv")

@@ -1,0 +1,236 @@
+"""The jump decomposed by component: which part of the model (patterns, queries, keys, values,
+head outputs, QK and OV weights, MLPs, (un)embedding) carries the pre -> post change of the metric?
+
+``decompose_jump(pre_model, post, batch, ...) -> DataFrame`` (``COMPONENT_COLUMNS``) patches each
+component of :data:`COMPONENTS` (all heads or all layers at once) and, for the per-head kinds of
+``topk_kinds``, the top-K heads of that kind, with the bootstrap of :mod:`interp.ranking_stats`;
+``decompose_between`` loads the two checkpoints of a source first. :mod:`interp.ranking`
+re-exports every public name here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import pandas as pd
+
+from interp.emergence import jump_noise
+from interp.patching import (
+    PostCheckpoint,
+    Target,
+    capture_post,
+    metric_name,
+    metric_spec,
+    metric_values,
+    patch_values,
+    per_head_delta,
+)
+from interp.patching._common import check_batch, heads_shape, model_device
+from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
+from interp.ranking_stats import (
+    N_BOOT,
+    _ranked_heads,
+    _recovered,
+    bootstrap_interval,
+    rank_heads,
+)
+from interp.tasks import TaskBatch
+
+__all__ = ["COMPONENTS", "COMPONENT_COLUMNS", "decompose_between", "decompose_jump"]
+
+
+#: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
+#: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
+COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
+COMPONENT_COLUMNS = [
+    "model",
+    "seed",
+    "pre_step",
+    "post_step",
+    "target",
+    "scope",
+    "k",
+    "heads",
+    "metric",
+    "unit",
+    "value",
+    "value_lo",
+    "value_hi",
+    "recovered",
+    "recovered_lo",
+    "recovered_hi",
+    "value_pre",
+    "value_post",
+    "jump_se",
+    "jump_too_small",
+]
+
+
+def _topk_sets(
+    pre_model: Any,
+    post: PostCheckpoint,
+    batch: TaskBatch,
+    kind: str,
+    metric: Any,
+    ks: Sequence[int],
+    memory_budget_mb: float,
+) -> list[tuple[str, int, Target]]:
+    delta = per_head_delta(pre_model, post, batch, kind, metric=metric, memory_budget_mb=memory_budget_mb)
+    heads = _ranked_heads(rank_heads(delta))
+    return [(f"top-{k}", k, Target(kind, tuple(heads[:k]))) for k in ks if 1 <= k <= len(heads)]
+
+
+def decompose_jump(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    metric: Any = "p",
+    targets: Sequence[str] | Mapping[str, Target] | None = None,
+    ks: Sequence[int] | None = None,
+    topk_kinds: Sequence[str] = ("pattern", "z"),
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    method: Literal["fast", "reference"] = "fast",
+    labels: Mapping[str, Any] | None = None,
+    memory_budget_mb: float = 1024,
+) -> pd.DataFrame:
+    """How much of the pre -> post jump each component recovers when patched from post into pre.
+
+    For every component (default ``COMPONENTS``: patterns, queries, keys, values, head outputs
+    ``hook_z``, QK weights, OV weights, MLP outputs, MLP weights, embedding, unembedding; each
+    over every head / layer) one patched run; for each kind in ``topk_kinds`` its heads ranked by
+    their single-head effect and the top K patched jointly for each K in ``ks``.
+
+    Args:
+        pre_model: the pre checkpoint (``TransformerBridge``, eval mode).
+        post: the post model or its ``PostCheckpoint`` (with weights, for the weight components).
+        batch: prompts (``TaskBatch``).
+        metric: see ``interp.patching.metrics``.
+        targets: component names (keys of ``COMPONENTS``) or a mapping name -> ``Target``.
+        ks: K values of the top-K rows (default 1 ... all heads, or powers of two above 32 heads).
+        topk_kinds: per-head kinds that get top-K rows.
+        n_boot, seed: bootstrap resamples over prompts and their seed.
+        method: ``"fast"`` or ``"reference"`` (see ``interp.patching.patch_values``).
+        labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if absent).
+
+    Returns:
+        DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
+        ``top-K``), ``k`` (heads / layers patched), ``heads`` (top-K rows: the heads), ``metric``,
+        ``unit``, ``value`` (mean metric patched, metric units) and ``recovered = (value - value_pre) / (value_post -
+        value_pre)`` with 95 % bootstrap intervals over prompts (``_lo``, ``_hi``; NaN below
+        :data:`MIN_BOOTSTRAP_PROMPTS` prompts), ``jump_se`` (standard error of the paired jump)
+        and ``jump_too_small`` (the jump is below 3 standard errors: the shares divide by noise).
+
+    Raises:
+        ValueError: an unknown component, bad K, or the engine's input errors.
+    """
+    batch = check_batch(batch)
+    n_layers, n_heads = heads_shape(pre_model)
+    batch = batch.to(model_device(pre_model))
+    if targets is None:
+        chosen = dict(COMPONENTS)
+    elif isinstance(targets, Mapping):
+        chosen = dict(targets)
+    else:
+        unknown = [t for t in targets if t not in COMPONENTS]
+        if unknown:
+            raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
+        chosen = {t: COMPONENTS[t] for t in targets}
+    bad_kinds = [k for k in topk_kinds if k not in kind_names("head")]
+    if bad_kinds:
+        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
+    n_total = n_layers * n_heads
+    if ks is None:
+        ks = (
+            list(range(1, n_total + 1))
+            if n_total <= 32
+            else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
+        )
+    ks = [int(k) for k in ks]
+    bad = [k for k in ks if not 1 <= k <= n_total]
+    if bad:
+        raise ValueError(f"ks must lie in [1, {n_total}] (the number of heads), got {bad}")
+    if not isinstance(post, PostCheckpoint):
+        post = capture_post(post, batch, weights=True)
+    values_pre, values_post = metric_values(pre_model, batch, metric), post.values(batch, metric)
+    rows: list[tuple[str, str, int, str, Target]] = []
+    for name, target in chosen.items():
+        kind_scope = get_kind(target.kind).scope
+        count = (
+            len(target.resolved_layers(n_layers))
+            if kind_scope == "layer"
+            else (1 if kind_scope == "model" else len(target.resolved_heads(n_layers, n_heads)))
+        )
+        rows.append((name, "all", count, "", target))
+    for kind in topk_kinds:
+        for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
+            rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
+    values = patch_values(
+        pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method, memory_budget_mb=memory_budget_mb
+    )
+    ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
+    m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
+    _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
+    if m_post == m_pre:
+        warnings.warn(
+            f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2
+        )
+    labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
+    nan = float("nan")
+    frame = pd.DataFrame(
+        {
+            "model": labels.get("model", nan),
+            "seed": labels.get("seed", nan),
+            "pre_step": labels.get("pre_step", nan),
+            "post_step": labels.get("post_step", nan),
+            "target": [r[0] for r in rows],
+            "scope": [r[1] for r in rows],
+            "k": [r[2] for r in rows],
+            "heads": [r[3] for r in rows],
+            "metric": metric_name(metric),
+            "unit": metric_spec(metric).unit,
+            "value": values.mean(dim=1).double().numpy(),
+            "value_lo": ci["value_lo"],
+            "value_hi": ci["value_hi"],
+            "recovered": [_recovered(float(v), m_pre, m_post) for v in values.mean(dim=1)],
+            "recovered_lo": ci["recovered_lo"],
+            "recovered_hi": ci["recovered_hi"],
+            "value_pre": m_pre,
+            "value_post": m_post,
+            "jump_se": jump_se,
+            "jump_too_small": jump_too_small,
+        }
+    )
+    return frame[COMPONENT_COLUMNS]
+
+
+def decompose_between(
+    source: Any,
+    pre_step: int,
+    post_step: int,
+    batch: TaskBatch,
+    metric: Any = "p",
+    device: str | None = None,
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """Load ``post_step`` (captured) then ``pre_step`` from a checkpoint source and run ``decompose_jump``.
+
+    ``kwargs`` go to ``decompose_jump`` (``targets``, ``ks``, ``n_boot``, ...); ``model`` and
+    ``seed`` labels come from the source's id.
+
+    Raises:
+        ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
+    """
+    from interp.sources.catalogue import model_and_seed
+
+    if pre_step >= post_step:
+        raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")
+    post_loaded = source.load(post_step, device=device)
+    batch = batch.to(next(post_loaded.model.parameters()).device)
+    post = capture_post(post_loaded.model, batch, weights=True)
+    pre = source.load(pre_step, device=device)
+    model, seed = model_and_seed(source.model_id)
+    labels = {"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step}
+    return decompose_jump(pre.model, post, batch, metric=metric, labels=labels, **kwargs)
