@@ -2,7 +2,8 @@
 
 Baherwani et al. 2026 add the true attention pattern to the attention logits of a synthetic task
 and the loss plateau disappears (``synthetic.interventions.AttentionBias``).  Here the same idea
-runs in the embedded trainer (:func:`interp.sources.embedded.train_run` ``forcing=``): for the chosen
+runs in the embedded trainer (:func:`interp.sources.embedded.train_run` ``forcing=``, which calls
+:meth:`Forcing.attention_context` and so needs no import of this module): for the chosen
 heads, ``β(t) · log(ideal + ε)`` is added to the attention scores before the softmax, ``ideal``
 the head's ideal pattern on the training batch's tokens (:mod:`interp.patching.ideal`;
 ``[batch, query_pos, key_pos]``, computed per step from that step's tokens).  Where the ideal
@@ -111,6 +112,13 @@ class Forcing:
     def as_dict(self) -> dict:
         """JSON-ready fields (recorded beside a forced run)."""
         return {**asdict(self), "heads": [list(h) for h in self.heads]}
+
+    def attention_context(
+        self, model: Any, tokens: Int[Tensor, "batch pos"], step: int
+    ) -> contextlib.AbstractContextManager[float]:
+        """:func:`forced_attention` of this forcing: the context the embedded trainer runs the
+        training forward of ``step`` in (:func:`interp.sources.embedded.train_run` ``forcing=``)."""
+        return forced_attention(model, self, tokens, step)
 
 
 def attention_bias(

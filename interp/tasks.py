@@ -27,184 +27,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.objects import fields_html, results_equal, short_repr
+from interp.core.task_batch import TaskBatch, TaskError
+
+if TYPE_CHECKING:  # the type of the alias served by __getattr__ below
+    from interp.task_registry import make_task as make_task
 
 DIGITS = tuple("0123456789")
-
-
-class TaskError(ValueError):
-    """A task cannot be built for this tokenizer or these prompts: an item the task needs as one
-    token splits into several (digits, names, letters), too few single-token items for a template,
-    or prompts the batch cannot hold.
-
-    Fix: use a task the tokenizer can run (``emergence list-tasks``, column ``byte_tokenizer``;
-    IOI needs a word-piece vocabulary such as Pythia's), or change the task's parameters
-    (``prefix``, ``templates``, ``length``) as the message says.
-    """
-
-
-@dataclass
-class TaskBatch:
-    """Tokenised prompts of one capability task.
-
-    Attributes:
-        tokens: ``Int[Tensor, "batch pos"]`` prompt token ids, all prompts the same length.
-        answers: ``Int[Tensor, "batch"]`` the correct next token of each prompt.
-        answer_pos: ``Int[Tensor, "batch"]`` position whose logits predict the answer.
-        prompts: the prompt texts (for display), one per row.
-        task: the task's name.
-        distractors: ``Int[Tensor, "batch n_distractors"]`` or None: the wrong answers a
-            logit-difference metric compares the answer with (repetition task: the nine other
-            digits), see :mod:`interp.patching.metrics`.
-        attention_mask: ``Int[Tensor, "batch pos"]`` (1 = real token, 0 = right padding) or None
-            when every prompt has the same length.
-        prepend_bos: whether a BOS token was prepended to every prompt.
-    """
-
-    tokens: Int[Tensor, "batch pos"]
-    answers: Int[Tensor, " batch"]
-    answer_pos: Int[Tensor, " batch"]
-    prompts: list[str] = field(default_factory=list)
-    task: str = ""
-    distractors: Int[Tensor, "batch n_distractors"] | None = None
-    attention_mask: Int[Tensor, "batch pos"] | None = None
-    prepend_bos: bool = False
-
-    __eq__ = results_equal
-    __repr__ = short_repr
-    _repr_html_ = fields_html
-
-    def __post_init__(self) -> None:
-        if self.tokens.ndim != 2:
-            raise TaskError(f"tokens must be [batch, pos], got shape {tuple(self.tokens.shape)}")
-        n = self.tokens.shape[0]
-        if self.answers.shape != (n,) or self.answer_pos.shape != (n,):
-            raise TaskError(
-                f"answers {tuple(self.answers.shape)} and answer_pos {tuple(self.answer_pos.shape)} "
-                f"must both be ({n},) to match tokens {tuple(self.tokens.shape)}"
-            )
-        if self.distractors is not None and (
-            self.distractors.ndim != 2 or self.distractors.shape[0] != n or self.distractors.shape[1] == 0
-        ):
-            raise TaskError(f"distractors must be [{n}, n_distractors >= 1], got {tuple(self.distractors.shape)}")
-        if self.attention_mask is not None and tuple(self.attention_mask.shape) != tuple(self.tokens.shape):
-            raise TaskError(
-                f"attention_mask {tuple(self.attention_mask.shape)} must match tokens {tuple(self.tokens.shape)}"
-            )
-
-    @property
-    def padded(self) -> bool:
-        """Whether any prompt is shorter than the batch (right padding present)."""
-        return self.attention_mask is not None and not bool(self.attention_mask.bool().all())
-
-    @property
-    def position_ids(self) -> Int[Tensor, "batch pos"]:
-        """Position ids: each real token's index in its own prompt (right padding: ``arange``)."""
-        return torch.arange(self.tokens.shape[1], device=self.tokens.device).expand_as(self.tokens)
-
-    def forward_kwargs(self) -> dict:
-        """Keyword arguments of a forward on ``tokens``: ``attention_mask`` and ``position_ids``
-        when the batch is padded, else none (the model's defaults are exact then)."""
-        if not self.padded or self.attention_mask is None:
-            return {}
-        return {"attention_mask": self.attention_mask.to(self.tokens.device), "position_ids": self.position_ids}
-
-    def __len__(self) -> int:
-        return int(self.tokens.shape[0])
-
-    def to(self, device: str | torch.device) -> TaskBatch:
-        """Return a copy with the tensors on ``device``."""
-        return TaskBatch(
-            self.tokens.to(device),
-            self.answers.to(device),
-            self.answer_pos.to(device),
-            self.prompts,
-            self.task,
-            None if self.distractors is None else self.distractors.to(device),
-            None if self.attention_mask is None else self.attention_mask.to(device),
-            self.prepend_bos,
-        )
-
-    def repeat(self, n_copies: int) -> TaskBatch:
-        """The batch stacked ``n_copies`` times along the prompt axis (copy-major)."""
-        return TaskBatch(
-            self.tokens.repeat(n_copies, 1),
-            self.answers.repeat(n_copies),
-            self.answer_pos.repeat(n_copies),
-            list(self.prompts) * n_copies,
-            self.task,
-            None if self.distractors is None else self.distractors.repeat(n_copies, 1),
-            None if self.attention_mask is None else self.attention_mask.repeat(n_copies, 1),
-            self.prepend_bos,
-        )
-
-    def rows(self, index: slice) -> TaskBatch:
-        """The prompts ``index`` (a slice) as a batch of their own."""
-        return TaskBatch(
-            self.tokens[index],
-            self.answers[index],
-            self.answer_pos[index],
-            list(self.prompts[index]),
-            self.task,
-            None if self.distractors is None else self.distractors[index],
-            None if self.attention_mask is None else self.attention_mask[index],
-            self.prepend_bos,
-        )
-
-    @classmethod
-    def from_token_lists(
-        cls,
-        prompts: Sequence[Sequence[int]],
-        answers: Sequence[int],
-        texts: Sequence[str] = (),
-        task: str = "",
-        distractors: Sequence[Sequence[int]] | None = None,
-        pad_id: int = 0,
-        prepend_bos: bool = False,
-    ) -> TaskBatch:
-        """Stack token lists into a batch; the answer follows each prompt's own last token.
-
-        Prompts of different lengths are padded on the right with ``pad_id`` and get an
-        ``attention_mask``; equal lengths give none. Distractor lists of different lengths are
-        padded by repeating their first id (the metric takes a maximum over them).
-
-        Raises:
-            TaskError: if there are no prompts, or a prompt is empty.
-        """
-        if len(prompts) == 0:
-            raise TaskError("no prompts given: a task needs at least one prompt")
-        lengths = [len(p) for p in prompts]
-        if min(lengths) == 0:
-            raise TaskError(f"prompt {lengths.index(0)} is empty: a prompt needs at least one token")
-        width = max(lengths)
-        tokens = torch.full((len(prompts), width), int(pad_id), dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            tokens[i, : len(p)] = torch.tensor(list(p), dtype=torch.long)
-            mask[i, : len(p)] = 1
-        d = None
-        if distractors is not None:
-            most = max(len(x) for x in distractors)
-            d = torch.tensor(
-                [list(x) + [x[0]] * (most - len(x)) if len(x) else [] for x in distractors], dtype=torch.long
-            )
-        return cls(
-            tokens=tokens,
-            answers=torch.tensor(list(answers), dtype=torch.long),
-            answer_pos=torch.tensor([n - 1 for n in lengths], dtype=torch.long),
-            prompts=list(texts),
-            task=task,
-            distractors=d,
-            attention_mask=None if len(set(lengths)) == 1 else mask,
-            prepend_bos=prepend_bos,
-        )
 
 
 #: What to do about prompts of unequal lengths, per task (the hint of the error); others get the generic one.
@@ -480,17 +316,6 @@ def alnum_token_pool(tokenizer) -> list[int]:
     return pool
 
 
-def make_task(name: str, **kwargs) -> CapabilityTask:
-    """Build a task by name (:data:`interp.task_registry.REGISTRY` holds every task's facts).
-
-    Raises:
-        ValueError: if ``name`` is not a known task (the message lists the valid ones).
-    """
-    from interp.task_registry import make_task as _make
-
-    return _make(name, **kwargs)
-
-
 def answer_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -> Float[Tensor, "batch d_vocab"]:
     """Select the logits at each prompt's answer position (:func:`interp.core.metrics.answer_logits`).
 
@@ -538,3 +363,25 @@ def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> 
         correct += score.accuracy * len(chunk)
         p_sum += score.p_answer * len(chunk)
     return CapabilityScore(accuracy=correct / len(batch), p_answer=p_sum / len(batch), n_prompts=len(batch))
+
+
+def __getattr__(name: str) -> Any:
+    """``interp.tasks.make_task`` is :func:`interp.task_registry.make_task` (PEP 562).
+
+    The registry imports this module's task classes, so this module does not import the registry:
+    the name is looked up when first used, as the old module paths of :data:`interp.MOVED` are.
+    ``from interp.tasks import make_task`` works as before.
+
+    Raises:
+        AttributeError: any other name this module does not define.
+    """
+    if name == "make_task":
+        from interp.task_registry import make_task
+
+        return make_task
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and ``make_task`` (which :func:`__getattr__` serves), for completion."""
+    return sorted([*globals(), "make_task"])

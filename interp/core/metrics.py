@@ -5,7 +5,7 @@ A metric maps the logits at each prompt's answer position to one value per promp
 
 * ``logits``: ``Float[Tensor, "batch d_vocab"]``, row ``b`` is position ``batch.answer_pos[b]``
   of prompt ``b`` (:func:`answer_logits` picks those rows; it is the one place that does);
-* ``batch``: the :class:`interp.tasks.TaskBatch` (its ``answers`` and, for ``logit-diff``, its
+* ``batch``: the :class:`interp.core.task_batch.TaskBatch` (its ``answers`` and, for ``logit-diff``, its
   ``distractors``);
 * ``values``: ``Float[Tensor, "batch"]``, float32.
 

@@ -1,4 +1,4 @@
-"""How result objects print, display and compare (ground floor: only ``fields_html`` reaches up, lazily, to ``interp.report.display``).
+"""How result objects print, display and compare (ground floor; the HTML tables: :mod:`interp.core.html_fragments`).
 
 A result holds tensors and DataFrames; Python's dataclass defaults then either print megabytes
 (``repr`` of every tensor) or raise (``==`` on a DataFrame is "ambiguous"). The results of the
@@ -24,6 +24,8 @@ import dataclasses
 import html
 import math
 from typing import Any
+
+from interp.core.html_fragments import key_values_fragment, style_tag, table_fragment
 
 #: Longest ``repr`` a result prints (characters): about one screen.
 MAX_REPR_CHARS = 1600
@@ -134,8 +136,6 @@ def results_equal(self: Any, other: Any) -> bool:
 def fields_html(obj: Any, max_rows: int = 10) -> str:
     """A result as HTML: its scalar fields in a two-column table, then each DataFrame field's
     first ``max_rows`` rows; every text escaped."""
-    from interp.report.display import key_values_fragment, style_tag, table_fragment
-
     scalars, tables = {}, []
     for name, value in _fields(obj):
         if hasattr(value, "columns") and hasattr(value, "head"):

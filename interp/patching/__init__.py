@@ -44,6 +44,7 @@ answer_pos ``[batch]``, optional distractors).  ``fast`` holds the layer-skip en
 generic call that sends each target to one of them.
 """
 
+from interp.core.task_batch import TaskBatch
 from interp.patching.attribution import attribution_delta_p
 from interp.patching.engine import (
     PostCheckpoint,
@@ -88,7 +89,6 @@ from interp.patching.targets import (
     unembedding,
     values,
 )
-from interp.tasks import TaskBatch
 
 __all__ = [
     "IDEAL_PATTERNS",

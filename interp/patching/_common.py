@@ -11,7 +11,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interp.core.metrics import answer_logits
-from interp.tasks import TaskBatch
+from interp.core.task_batch import TaskBatch
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

@@ -35,11 +35,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.core.task_batch import TaskBatch
 from interp.patching._common import answer_logits_forward, check_batch, heads_shape, model_device
 from interp.patching.engine import cache_patterns, post_from_patterns
 from interp.patching.metrics import MetricLike, resolve_metric
 from interp.patching.targets import hook_name
-from interp.tasks import TaskBatch
 
 __all__ = ["attribution_delta_p"]
 

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.core.objects import results_equal, short_repr
+from interp.core.task_batch import TaskBatch
 from interp.patching import _weights
 from interp.patching._common import (
     answer_logits_forward,
@@ -52,9 +51,9 @@ from interp.patching.fast import (
 )
 from interp.patching.kinds import KIND_TABLE, kind_names
 from interp.patching.metrics import MetricLike, resolve_metric
+from interp.patching.post import PostCheckpoint
 from interp.patching.reference import reference_values
 from interp.patching.targets import Target, hook_name
-from interp.tasks import TaskBatch
 
 __all__ = [
     "PostCheckpoint",
@@ -71,47 +70,6 @@ __all__ = [
     "per_head_delta",
     "post_from_patterns",
 ]
-
-
-@dataclass
-class PostCheckpoint:
-    """What the engine needs from the post checkpoint, detached from its model.
-
-    Attributes:
-        activations: hook name -> activation on the batch's tokens (float32, on the model's
-            device): ``hook_pattern`` ``[batch, head, query_pos, key_pos]``, ``hook_q/k/v/z``
-            ``[batch, pos, head, d_head]``, ``hook_mlp_out`` ``[batch, pos, d_model]`` per block.
-        answer_logits: ``Float[Tensor, "batch d_vocab"]`` the post logits at the answer positions.
-        weights: parameter name -> tensor (None if not captured: weight targets then fail).
-        n_layers, n_heads: the shape the pre checkpoint must share.
-    """
-
-    activations: dict[str, Tensor]
-    answer_logits: Tensor | None
-    weights: dict[str, Tensor] | None
-    n_layers: int
-    n_heads: int
-    tokens: Tensor | None = field(default=None, repr=False)
-
-    __eq__ = results_equal
-    __repr__ = short_repr
-
-    def activation(self, kind: str, layer: int) -> Tensor:
-        """The captured activation of ``kind`` at ``layer``.
-
-        Raises:
-            ValueError: it was not captured.
-        """
-        name = hook_name(kind, layer)
-        if name not in self.activations:
-            raise ValueError(f"post checkpoint has no {name} captured; capture_post(..., kinds=) must include {kind!r}")
-        return self.activations[name]
-
-    def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
-        """The metric of the post checkpoint per prompt (CPU)."""
-        if self.answer_logits is None:
-            raise ValueError("post checkpoint has no answer logits captured")
-        return resolve_metric(metric)(self.answer_logits, batch.to(self.answer_logits.device)).float().cpu()
 
 
 def capture_post(

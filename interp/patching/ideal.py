@@ -3,7 +3,7 @@
 Besides "from the post checkpoint", a pattern target can take its pattern from a rule applied to
 the prompt's tokens.  ``IdealPatterns({(layer, head): name_or_callable})`` is passed where a
 post checkpoint goes (``patch_values(pre, IdealPatterns(...), batch, [pattern(heads)])``); the
-engine builds a :class:`~interp.patching.engine.PostCheckpoint` whose ``hook_pattern`` holds the
+engine builds a :class:`~interp.patching.post.PostCheckpoint` whose ``hook_pattern`` holds the
 ideal pattern of each chosen head, so the fast path and the reference path patch it exactly as
 they patch a post pattern (equal to 1e-5, tests/test_patching_ideal.py).
 
@@ -215,7 +215,7 @@ class IdealPatterns:
         return "+".join(f"L{l}H{h}={_rule(r)[0]}" for (l, h), r in sorted(self.heads.items()))
 
     def post(self, model: Any, batch: Any) -> Any:
-        """The :class:`~interp.patching.engine.PostCheckpoint` holding these patterns on ``batch``.
+        """The :class:`~interp.patching.post.PostCheckpoint` holding these patterns on ``batch``.
 
         Heads not chosen get the uniform pattern (a valid pattern the engine may compute with;
         targets can patch only chosen heads, see :meth:`check_targets`).
@@ -224,7 +224,7 @@ class IdealPatterns:
             ValueError: a head outside the model, or a callable's pattern fails :func:`check_pattern`.
         """
         from interp.patching._common import check_batch, heads_shape, model_device
-        from interp.patching.engine import PostCheckpoint
+        from interp.patching.post import PostCheckpoint
         from interp.patching.targets import Target, hook_name
 
         batch = check_batch(batch)

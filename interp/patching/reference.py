@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from interp.core.task_batch import TaskBatch
 from interp.patching import _weights
 from interp.patching._common import answer_logits_forward, answer_rows, model_device, query_mask, replace_hook
 from interp.patching.kinds import get_kind
 from interp.patching.targets import Target, hook_name
-from interp.tasks import TaskBatch
 
 __all__ = ["reference_values"]
 

@@ -42,6 +42,10 @@ from pathlib import Path
 
 import pandas as pd
 
+# the tables and styles live on the ground floor (core.objects.fields_html uses them); read here as before
+from interp.core.html_fragments import STYLE as STYLE
+from interp.core.html_fragments import key_values_fragment, style_tag, table_fragment
+
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
@@ -219,50 +223,6 @@ def attention_fragment(tokens: Sequence[str], patterns, names: Sequence[str], as
     shown = patterns.detach().cpu().double().mul(10**PATTERN_DECIMALS).round().div(10**PATTERN_DECIMALS)
     rendered = cv.attention.attention_heads(attention=shown, tokens=list(tokens), attention_head_names=list(names))
     return circuitsvis_fragment(rendered, assets)
-
-
-def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | None = None) -> str:
-    """A DataFrame as a compact HTML table: floats to ``digits`` decimals, missing values as "—",
-    underscores in headers allowed to break (so that wide tables wrap instead of overflowing)."""
-    table = df.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.{digits}f}", classes="el-table", border=0)
-    table = re.sub(r"<th>([^<]*)</th>", lambda m: "<th>" + m.group(1).replace("_", "_<wbr>") + "</th>", table)
-    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
-    return f"<div class='el-table-wrap'>{table}</div>{note}"
-
-
-def key_values_fragment(values: dict, caption: str | None = None) -> str:
-    """A two-column table (name, value) for a handful of scalars."""
-    rows = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_format(v))}</td></tr>" for k, v in values.items()
-    )
-    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
-    return f"<div class='el-table-wrap'><table class='el-table el-kv'>{rows}</table></div>{note}"
-
-
-def _format(value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-#: Styles shared by the report page and notebook outputs (scoped to ``.el-*`` classes).
-STYLE = """
-.el-table-wrap{max-width:100%;overflow-x:auto}
-table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
-table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}
-table.el-table td{white-space:nowrap}
-table.el-table th{background:#f4f4f4;overflow-wrap:normal;word-break:normal;hyphens:none;vertical-align:bottom}
-table.el-kv th{text-align:left}
-.el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}
-.el-figure{margin:0.5em 0}
-"""
-
-
-def style_tag() -> str:
-    """The ``<style>`` element of :data:`STYLE`."""
-    return f"<style>{STYLE}</style>"
 
 
 class HTMLFragment:

@@ -197,7 +197,10 @@ def train_run(
         stop_step: last step (default: ``cfg.steps_for(size)``).
         save_steps: steps to save (those after the start step are written).
         forcing: an :class:`interp.forcing.Forcing` (attention bias toward ideal patterns on
-            chosen heads, a function of the step: resumable); None (default) trains plainly.
+            chosen heads, a function of the step: resumable), or any object whose
+            ``attention_context(model, tokens, step)`` is the context manager the training forward
+            of ``step`` runs in; None (default) trains plainly. (The trainer calls the method and
+            does not import :mod:`interp.forcing`: the ideal patterns live upstairs, in patching.)
 
     Returns:
         The training-loss curve: one row per optimizer step, columns ``step`` (the weights' step,
@@ -237,9 +240,7 @@ def train_run(
             on_step(step + 1, rows[-1][1])
 
     def forced(tokens: Tensor, step: int):  # the training forward only: checkpoints and eval_fn never see the bias
-        from interp.forcing import forced_attention
-
-        return forced_attention(model, forcing, tokens, step)
+        return forcing.attention_context(model, tokens, step)
 
     train_loop(
         model,

@@ -20,6 +20,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from interp.core.task_batch import TaskBatch
 from interp.patching._common import answer_logits_forward, first, heads_shape, model_device, query_mask, replace_hook
 from interp.patching.fast.changes import _Changes, block_changes
 from interp.patching.fast.modules import (
@@ -39,7 +40,6 @@ from interp.patching.fast.plan import (
 )
 from interp.patching.kinds import KIND_TABLE, get_kind
 from interp.patching.targets import hook_name
-from interp.tasks import TaskBatch
 
 __all__ = ["LayerSkipEngine"]
 

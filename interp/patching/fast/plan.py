@@ -14,9 +14,9 @@ from typing import Any
 
 from torch import Tensor
 
+from interp.core.task_batch import TaskBatch
 from interp.patching.kinds import KIND_TABLE, get_kind
 from interp.patching.targets import Target
-from interp.tasks import TaskBatch
 
 __all__ = [
     "CPU_CHUNK_TOKENS",
