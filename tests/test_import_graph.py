@@ -25,8 +25,7 @@ TOP = 4
 MAX_LINES = 600
 
 #: Edges (importer, imported) that still go up a floor or close a circle: each is work left.
-NOT_YET: set[tuple[str, str]] = {
-}
+NOT_YET: set[tuple[str, str]] = set()
 
 #: Modules over MAX_LINES with no reason yet, and why they are allowed for now.
 LONG_FOR_NOW: dict[str, str] = {}
