@@ -9,7 +9,7 @@ every member's logits; the summed per-member losses give each member exactly its
 Each member keeps its own weight init (built by :func:`synthetic.models.build_model` from its
 seed), training-batch generator and evaluation set; at evaluation steps the stacked weights are
 copied back into each member's ``TransformerBridge`` and evaluated by
-:class:`synthetic.training.Evaluator`, so metrics and summaries are the format
+:class:`synthetic.evaluation.Evaluator`, so metrics and summaries are the format
 :func:`synthetic.training.train` writes.
 
 Why a hand-batched forward rather than ``torch.func.vmap`` over the bridge: the bridge's
@@ -178,8 +178,9 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
     from tqdm.auto import tqdm
 
     from interp.core.train_loop import train_loop, warmup_constant
+    from synthetic.evaluation import Evaluator
     from synthetic.models import build_model, count_parameters
-    from synthetic.training import Evaluator, TrainResult, _generator, resolve_device, summarize, to_device
+    from synthetic.training import TrainResult, _generator, resolve_device, summarize, to_device
 
     start = time.perf_counter()
     for config in configs:
