@@ -194,7 +194,10 @@ def test_topk_is_consistent_with_single_head_patching(quick_report):
         assert p1 == pytest.approx(run.p_pre + top1["delta"], abs=1e-5)
         expected = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
         assert run.topk["recovered"].to_numpy() == pytest.approx(expected.to_numpy(), abs=1e-9)
-        assert run.p_post > run.p_pre
+        # accuracy decides the point, so on a run that crosses slowly p(answer) may barely move or
+        # dip (unpinned AVX2 here: 0.251 -> 0.247); the heads table's noise flag must then say so
+        if run.p_post <= run.p_pre:
+            assert run.heads["jump_too_small"].all(), run.model_id
     assert checked >= 1, "no run of the quick suite emerged: nothing checked"
 
 
