@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 import torch
 
 TINY_REPO = "EleutherAI/pythia-14m-seed3"
@@ -290,8 +291,17 @@ def quick_suite(tmp_path_factory):
     from interp.sources import embedded
 
     reuse = os.environ.get("EMERGENCE_LENS_TEST_CACHE")
-    root = Path(reuse) if reuse else tmp_path_factory.mktemp("cache")
-    return embedded.ensure_suite(embedded.QUICK, root=root, progress=False), root
+    if reuse:
+        root = Path(reuse)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        # pytest-xdist (`make test` runs two workers): the workers share one suite, trained by
+        # the first to ask for it while the others wait on the lock.
+        root = tmp_path_factory.getbasetemp().parent / "quick-suite-cache"
+    else:
+        root = tmp_path_factory.mktemp("cache")
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root) + ".lock"):
+        return embedded.ensure_suite(embedded.QUICK, root=root, progress=False), root
 
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "analyses" / "notebooks"
