@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, reproduce, run_configs
+from analyses.common import Execution, finished, reproduce, run_configs
 
 NAME = "arch_cellular_automata"
 ARCHS = ("transformer", "mlp-mixer", "mamba2", "gated-deltanet", "rwkv")
@@ -241,6 +241,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     results = [None] * len(cfgs)
     for i, r in zip(order, done):
         results[i] = r
+    cfgs, results = finished(cfgs, results)
     runs = run_table(cfgs, results)
     agg = summarise(runs)
     return runs, agg, figure(cfgs, results, float(runs.floor.iloc[0]))

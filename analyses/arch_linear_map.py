@@ -26,7 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import LN2, Execution, linear_map_floor, reproduce, run_configs
+from analyses.common import LN2, Execution, finished, linear_map_floor, reproduce, run_configs
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
@@ -245,7 +245,7 @@ def figure(cfgs: list[dict], results: list, threshold: float) -> go.Figure:
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (s, arch, seed); return (per-run table, per-(s, arch) table, figure)."""
     cfgs = configs(cfg, matched_widths(cfg))
-    results = run_configs(cfgs, execution)
+    cfgs, results = finished(cfgs, run_configs(cfgs, execution))
     runs = run_table(cfgs, results)
     return runs, summarise(runs), figure(cfgs, results, scaled_threshold(cfg["S"]))
 

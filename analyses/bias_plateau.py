@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, reproduce, run_configs
+from analyses.common import Execution, finished, reproduce, run_configs
 
 NAME = "bias_plateau"
 RATIO_LIMIT = 0.2  # the goal: "at most 1/5"
@@ -76,7 +76,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, di
     model has a plateau at least 5 evaluations long.
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, execution)
+    cfgs, results = finished(cfgs, run_configs(cfgs, execution))
     rows = []
     for c, (summary, _) in zip(cfgs, results):
         p = summary["plateau_length"]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, reproduce, run_configs
+from analyses.common import Execution, finished, reproduce, run_configs
 
 NAME = "ca_plateau"
 PAPER_PLATEAU = {4: 60, 8: 380, 16: 400, 32: 650, 64: 1400, 128: 3300, 256: 8700}  # [figure]
@@ -198,7 +198,7 @@ def figure(agg: pd.DataFrame) -> go.Figure:
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (S, bias, seed); return (per-run table, per-(S, bias) table, figure)."""
     cfgs = configs(cfg)
-    results = run_configs(cfgs, execution)
+    cfgs, results = finished(cfgs, run_configs(cfgs, execution))
     runs = plateau_table(cfgs, results)
     agg = summarise(runs)
     return runs, agg, figure(agg)

@@ -44,6 +44,8 @@ class Execution:
         device: the ``device`` field given to every run (``"cpu"``, ``"cuda"``, ``"cuda:N"``,
             ``"auto"``); None leaves the runs' own (``"auto"``: cuda when available). It is part
             of each run's id, so CPU and GPU runs of one store never mix.
+        finished_only: with ``sweep_dir``: train nothing; report the runs the store already
+            holds (a long entry's table while it is still running, or after it stopped).
     """
 
     jobs: int = 2
@@ -52,6 +54,7 @@ class Execution:
     name: str = ""
     ensemble: int = 1
     device: str | None = None
+    finished_only: bool = False
 
 
 def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Execution]:
@@ -97,7 +100,14 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
     parser.add_argument(
         "--device", default=None, help="device of every run: auto, cpu, cuda or cuda:N (default: each run's own, auto)"
     )
+    parser.add_argument(
+        "--finished-only",
+        action="store_true",
+        help="with --sweep-dir: train nothing, report the runs the store already holds",
+    )
     args = parser.parse_args(argv)
+    if args.finished_only and args.sweep_dir is None:
+        parser.error("--finished-only reads a results store: give it with --sweep-dir DIR")
     if args.device is not None and args.device not in ("auto", "cpu", "cuda") and not args.device.startswith("cuda:"):
         parser.error(f"--device={args.device!r} is invalid: choose auto, cpu, cuda or cuda:N")
     if args.jobs < 1:
@@ -115,6 +125,7 @@ def parse_args(name: str, description: str, argv: Sequence[str] | None = None) -
         name=name,
         ensemble=args.ensemble,
         device=args.device,
+        finished_only=args.finished_only,
     )
 
 
@@ -142,7 +153,9 @@ def run_configs(
 
     Returns:
         ``(summary, metrics)`` per config, in input order (for the default runner see
-        :func:`synthetic.training.train` for the keys and columns).
+        :func:`synthetic.training.train` for the keys and columns); with
+        ``execution.finished_only`` None for each run the store does not hold (pass the list
+        through :func:`finished`).
 
     Raises:
         ValueError: a bad config field (before any run starts).
@@ -161,6 +174,23 @@ def run_configs(
     from joblib import Parallel, delayed
 
     return Parallel(n_jobs=execution.jobs, backend="loky")(delayed(_run_one)(runner, c) for c in resolved)
+
+
+class FinishedOnlyError(RuntimeError):
+    """``--finished-only`` found no finished run of the entry in its store."""
+
+
+def finished(configs: Sequence[dict[str, Any]], results: Sequence) -> tuple[list[dict[str, Any]], list]:
+    """The configs and results of the runs that finished: every pair unless ``--finished-only``
+    left out the runs its store does not hold yet (their result is None).
+
+    Raises:
+        FinishedOnlyError: not one run has finished.
+    """
+    pairs = [(c, r) for c, r in zip(configs, results, strict=True) if r is not None]
+    if not pairs:
+        raise FinishedOnlyError(f"none of the {len(configs)} runs has finished in the store yet")
+    return [c for c, _ in pairs], [r for _, r in pairs]
 
 
 def _summary_of(row: pd.Series) -> dict[str, Any]:
@@ -184,12 +214,21 @@ def _through_sweep(
     from sweeps import SweepSpec, load_metrics, load_results, load_runner, resolve_with, run_id_of, run_sweep
 
     spec = SweepSpec(points=[dict(c) for c in configs], name=execution.name, runner=runner)
-    run_sweep(spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor, ensemble=execution.ensemble)
+    if execution.finished_only:
+        if not (Path(execution.sweep_dir) / "results.parquet").is_file():
+            raise FinishedOnlyError(f"{execution.sweep_dir} holds no finished run yet (no results.parquet)")
+    else:
+        run_sweep(
+            spec, execution.sweep_dir, jobs=execution.jobs, executor=execution.executor, ensemble=execution.ensemble
+        )
     rows = load_results(execution.sweep_dir).set_index("run_id")
     fn = load_runner(runner)
-    out = []
+    out: list = []
     for config in configs:  # one entry per config, duplicates included, in input order
         run_id = run_id_of(resolve_with(fn, dict(config)), runner)
+        if execution.finished_only and (run_id not in rows.index or rows.loc[run_id, "status"] != "ok"):
+            out.append(None)  # not finished (or failed): left out by finished()
+            continue
         row = rows.loc[run_id]
         if row["status"] != "ok":
             raise RuntimeError(f"run {run_id} failed: {row['error']} (log: {execution.sweep_dir}/logs/{run_id}.log)")
@@ -282,7 +321,11 @@ def reproduce(
         print(f"python -m analyses.{name}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     timer = Timer()
-    outputs = run(cfg, execution)
+    try:
+        outputs = run(cfg, execution)
+    except FinishedOnlyError as err:
+        print(f"python -m analyses.{name}: --finished-only: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     write_outputs(table(outputs), outputs[-1], args.out, name)
     print(shown(outputs).to_string(index=False))
     print(f"runtime: {timer.seconds:.0f} s; outputs in {args.out}")

@@ -25,7 +25,7 @@ from plotly.subplots import make_subplots
 
 from analyses.arch_cellular_automata import LATE_EVALS
 from analyses.arch_linear_map import scaled_threshold
-from analyses.common import Execution, reproduce, run_configs
+from analyses.common import Execution, finished, reproduce, run_configs
 
 NAME = "depth"
 PAPER = {"linear-map": "depth hurts [stated]", "cellular-automata": "depth helps (multi-rule) [stated]"}
@@ -185,7 +185,7 @@ def figure(cfgs: list[dict], results: list) -> go.Figure:
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train every (task, n_layers, seed); return (per-run table, per-(task, depth) table, figure)."""
     cfgs = configs(cfg)
-    results = run_configs(cfgs, execution)
+    cfgs, results = finished(cfgs, run_configs(cfgs, execution))
     runs = run_table(cfgs, results)
     return runs, summarise(runs), figure(cfgs, results)
 

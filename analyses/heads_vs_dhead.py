@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import LN2, Execution, reproduce, run_configs
+from analyses.common import LN2, Execution, finished, reproduce, run_configs
 
 NAME = "heads_vs_dhead"
 MARGIN = 0.05
@@ -74,7 +74,7 @@ def configs(cfg: dict) -> list[dict]:
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train the grid; return (per-run table, per-(H, d_head) table, figure)."""
     cfgs = configs(cfg)
-    results = run_configs(cfgs, execution)
+    cfgs, results = finished(cfgs, run_configs(cfgs, execution))
     runs = pd.DataFrame(
         [
             {

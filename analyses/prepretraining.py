@@ -28,7 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analyses.arch_linear_map import scaled_threshold
-from analyses.common import Execution, reproduce, run_configs
+from analyses.common import Execution, finished, reproduce, run_configs
 
 NAME = "prepretraining"
 ARMS = ("scratch", "dyck", "nca")
@@ -188,7 +188,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     """Train every (arm, seed); return (per-run table, per-arm table, figure)."""
     todo = jobs_list(cfg)
     configs = [{**fields, "arm": arm, "pretrain_steps": cfg["pretrain_steps"]} for fields, arm in todo]
-    results = run_configs(configs, execution, runner=RUNNER)
+    configs, results = finished(configs, run_configs(configs, execution, runner=RUNNER))
     runs = run_table(todo, results)
     return runs, summarise(runs), figure(todo, results, scaled_threshold(cfg["task"]["S"]))
 

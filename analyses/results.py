@@ -154,8 +154,13 @@ def run_results(
     echo=print,
     paper_scale: bool = False,
     device: str | None = None,
+    finished_only: bool = False,
 ) -> dict[str, float]:
     """Run the selected analyses that have not finished yet; returns seconds per analysis run now.
+
+    ``finished_only`` trains nothing: each selected entry that runs sweeps reports the runs its
+    store already holds (``--finished-only``), into ``OUT/analyses/<name>/finished-so-far/``
+    (no ``done.json``: the entry still counts as not done); entries without a store are skipped.
 
     ``paper_scale`` selects the paper-scale entries instead of the documented-scale ones (when no
     ``names``); ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``) is passed to every entry that
@@ -174,6 +179,10 @@ def run_results(
     check_out_dir(out)
     started = time.perf_counter()
     seconds: dict[str, float] = {}
+    if finished_only:
+        for analysis in chosen:
+            _report_finished(analysis, out, echo)
+        return seconds
     for analysis in chosen:
         folder = out / "analyses" / analysis.name
         marker = folder / "done.json"
@@ -210,6 +219,26 @@ def run_results(
     return seconds
 
 
+def _report_finished(analysis: Analysis, out: Path, echo) -> None:
+    """One entry's tables from the runs its store holds (``run_results(finished_only=True)``)."""
+    from interp.core.io import atomic_write_text
+
+    store = out / "sweeps" / analysis.name
+    if not analysis.runs_sweeps:
+        echo(f"{analysis.name}: trains no sweep, nothing to report")
+        return
+    folder = out / "analyses" / analysis.name / "finished-so-far"
+    module = importlib.import_module(analysis.module)
+    try:
+        module.main(["--out", str(folder), "--sweep-dir", str(store), "--finished-only", *analysis.args])
+    except SystemExit as stop:  # the entry's own one-line reason is already on stderr
+        echo(f"{analysis.name}: nothing to report (exit {stop.code})")
+        return
+    for csv in sorted(folder.glob("*.csv")):
+        atomic_write_text(csv.with_suffix(".md"), markdown_table(csv))
+    echo(f"{analysis.name}: the finished runs' tables are in {folder}")
+
+
 app = typer.Typer(add_completion=False, help="Re-run every number the results pages quote.")
 
 
@@ -232,6 +261,12 @@ def results_command(
         "--device",
         help="Device of every trained run: cpu, cuda or cuda:N (default: each run's own, auto = cuda when available).",
     ),
+    finished_only: bool = typer.Option(
+        False,
+        "--finished-only",
+        help="Train nothing: tables of the runs each entry's store already holds (a long entry while it runs), "
+        "in OUT/analyses/<name>/finished-so-far/.",
+    ),
 ) -> None:
     """Re-run every number docs/results*.md quote, at the documented scale (hours on 2 cores);
     prints the total time; a second call resumes where the first stopped."""
@@ -241,7 +276,16 @@ def results_command(
             typer.echo(f"{analysis.name:24s} {'done' if done else 'todo'}  {analysis.page}")
         return
     try:
-        run_results(out, only, jobs=jobs, force=force, echo=typer.echo, paper_scale=paper_scale, device=device)
+        run_results(
+            out,
+            only,
+            jobs=jobs,
+            force=force,
+            echo=typer.echo,
+            paper_scale=paper_scale,
+            device=device,
+            finished_only=finished_only,
+        )
     except ValueError as err:
         typer.echo(f"error: emergence results: {err}", err=True)
         raise typer.Exit(2) from None

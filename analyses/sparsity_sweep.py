@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import LN2, Execution, reproduce, run_configs
+from analyses.common import LN2, Execution, finished, reproduce, run_configs
 
 NAME = "sparsity_sweep"
 MARGIN = 0.05
@@ -80,7 +80,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     seed ≤ threshold), ``at_ln2_all`` (every seed ≥ ln 2 − 5 % of the gap).
     """
     cfgs = configs(cfg)
-    results = run_configs(cfgs, execution)
+    cfgs, results = finished(cfgs, run_configs(cfgs, execution))
     runs = pd.DataFrame(
         [
             {

@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import LN2, Execution, reproduce, run_configs
+from analyses.common import LN2, Execution, finished, reproduce, run_configs
 
 NAME = "staircase"
 
@@ -156,10 +156,8 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, li
         }
         for seed in cfg["seeds"]
     ]
-    results = [
-        (summary, metrics, np.asarray(summary["row_alignment"]))
-        for summary, metrics in run_configs(fields, execution, runner=RUNNER)
-    ]
+    fields, done = finished(fields, run_configs(fields, execution, runner=RUNNER))
+    results = [(summary, metrics, np.asarray(summary["row_alignment"])) for summary, metrics in done]
     tables = []
     for f, (summary, metrics, align) in zip(fields, results):
         t = analyse_run(metrics, align, cfg["S"])

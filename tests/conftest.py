@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 import torch
+from filelock import FileLock
 
 TINY_REPO = "EleutherAI/pythia-14m-seed3"
 

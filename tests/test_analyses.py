@@ -237,3 +237,30 @@ def test_paper_scale_settings_of_the_other_entries_run_tiny_through_the_sweep(tm
         assert len(out[0]) == n_runs, module.__name__
         rows = pd.read_parquet(sweep / "results.parquet")
         assert len(rows) == n_runs and set(rows["status"]) == {"ok"} and set(rows["steps"]) == {4}
+
+
+def test_finished_only_reports_the_runs_the_store_holds_and_trains_none(tmp_path, capsys):
+    """--finished-only on a half-run entry: the table has exactly the finished runs, with the
+    numbers the full run wrote, nothing is trained, and an empty store is one clear line."""
+    from analyses import sparsity_sweep
+    from analyses.common import FinishedOnlyError
+
+    tiny = {"eval_every": 2, "eval_tokens": 64, "steps": {8: 4}, "tokens_per_step": {8: 64}, "seeds": [0]}
+    cfg = {**sparsity_sweep.settings(True), **tiny, "grid": {8: [1, 2, 3]}}
+    sweep = tmp_path / "store"
+    with pytest.raises(FinishedOnlyError, match="no finished run"):
+        sparsity_sweep.run(cfg, Execution(jobs=1, sweep_dir=sweep, finished_only=True))
+    half = {**cfg, "grid": {8: [1, 3]}}  # the store holds s = 1 and 3; s = 2 "still runs"
+    full_runs, _, _ = sparsity_sweep.run(half, Execution(jobs=1, sweep_dir=sweep, ensemble=1, device="cpu"))
+    stamp = (sweep / "results.parquet").stat().st_mtime_ns
+    runs, agg, _ = sparsity_sweep.run(cfg, Execution(jobs=1, sweep_dir=sweep, finished_only=True, device="cpu"))
+    assert runs.s.tolist() == [1, 3] and agg.seeds.tolist() == [1, 1]
+    assert runs.final_loss.tolist() == full_runs.final_loss.tolist()
+    assert (sweep / "results.parquet").stat().st_mtime_ns == stamp  # nothing trained or written
+    argv = ["--paper-scale", "--finished-only", "--out", str(tmp_path / "o"), "--sweep-dir", str(tmp_path / "none")]
+    with pytest.raises(SystemExit) as stop:
+        sparsity_sweep.main(argv)
+    assert stop.value.code == 2
+    assert "--finished-only: " in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # without a store there is nothing to read
+        common.parse_args("x", "d", ["--finished-only"])

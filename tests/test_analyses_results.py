@@ -88,3 +88,33 @@ def test_paper_scale_entries_are_behind_the_flag_and_pass_device(tmp_path):
         run_results(tmp_path, registry=registry, paper_scale=True, device="gpu")
     result = CliRunner().invoke(app, ["results", "--list", "--paper-scale", "--out", str(tmp_path)])
     assert result.exit_code == 0 and [line.split()[0] for line in result.output.splitlines()] == paper
+
+
+def test_finished_only_reads_each_store_without_training_or_marking_done(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    seen: list[list[str]] = []
+
+    def partial_main(argv):  # a stand-in entry: with --finished-only writes the table of what its store holds
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--out", type=Path)
+        parser.add_argument("--sweep-dir", type=Path)
+        parser.add_argument("--finished-only", action="store_true")
+        args = parser.parse_args(argv)
+        seen.append(list(argv))
+        if not args.sweep_dir.exists():
+            raise SystemExit(2)
+        args.out.mkdir(parents=True)
+        pd.DataFrame({"S": [8], "seeds": [2]}).to_csv(args.out / "t.csv", index=False)
+
+    monkeypatch.setitem(sys.modules, "partial_entry", types.SimpleNamespace(main=partial_main))
+    registry = [Analysis("half", "partial_entry", "docs/results.md §0"), Analysis("empty", "partial_entry", "x")]
+    (tmp_path / "sweeps" / "half").mkdir(parents=True)
+    lines: list[str] = []
+    assert run_results(tmp_path, registry=registry, finished_only=True, echo=lines.append) == {}
+    folder = tmp_path / "analyses" / "half" / "finished-so-far"
+    assert seen[0] == ["--out", str(folder), "--sweep-dir", str(tmp_path / "sweeps" / "half"), "--finished-only"]
+    assert (folder / "t.md").read_text().splitlines()[-1] == "| 8 | 2 |"
+    assert lines == [f"half: the finished runs' tables are in {folder}", "empty: nothing to report (exit 2)"]
+    assert not list(tmp_path.glob("analyses/*/done.json"))  # still to be run
