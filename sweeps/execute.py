@@ -100,7 +100,8 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
 
     A grouped run's record is like a single run's: its summary and metrics come from the group,
     ``wall_time_s`` is the group's wall time divided by its size, and its log holds the group's
-    output after a line naming the group's runs.
+    output after a line naming the group's runs; with log paths (local executors) that output
+    reaches every member's log as it is written, so a long group can be followed with ``tail -f``.
     """
     if len(tasks) == 1:
         return [execute_run(tasks[0])]
@@ -111,12 +112,18 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
     started = _now()
     t0 = time.perf_counter()
     buffer = io.StringIO()
-    buffer.write(
-        f"runs {', '.join(t.run_id for t in tasks)} trained together by "
-        f"{runner_name(tasks[0].runner)}.run_group, started {started}\n"
-    )
     try:
-        with _one_torch_thread(), _capture(buffer):
+        with contextlib.ExitStack() as stack:
+            live = [
+                stack.enter_context(_open_log(t.log_path)) for t in tasks if t.log_path is not None
+            ]  # each member's log, written as the group runs
+            stream = _Tee(buffer, *live)
+            stream.write(
+                f"runs {', '.join(t.run_id for t in tasks)} trained together by "
+                f"{runner_name(tasks[0].runner)}.run_group, started {started}\n"
+            )
+            stack.enter_context(_one_torch_thread())
+            stack.enter_context(_capture(stream))
             outs = group([dict(t.config) for t in tasks])
         if len(outs) != len(tasks):
             raise TypeError(f"run_group returned {len(outs)} results for {len(tasks)} runs")
@@ -202,6 +209,28 @@ def _capture(stream: typing.TextIO) -> Iterator[None]:
             yield
     finally:
         root.removeHandler(handler)
+
+
+def _open_log(path: str | Path) -> typing.TextIO:
+    """A run's log file, line-buffered (its folder made)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", encoding="utf-8", buffering=1)
+
+
+class _Tee(io.TextIOBase):
+    """Text written once, to several streams (a group's output into each member's log)."""
+
+    def __init__(self, *streams: typing.TextIO) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
 
 
 def _to_builtin(value: Any) -> Any:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -147,7 +147,10 @@ def ensemble_forward(
 
 
 def train_ensemble(
-    configs: Sequence, out_dirs: Sequence[str | Path | None] | None = None, progress: bool = False
+    configs: Sequence,
+    out_dirs: Sequence[str | Path | None] | None = None,
+    progress: bool = False,
+    on_eval: Callable[[list[dict]], None] | None = None,
 ) -> list:
     """Train ``configs`` (TrainConfig, one shape) together; one :class:`~synthetic.training.TrainResult` each.
 
@@ -155,7 +158,8 @@ def train_ensemble(
     (batched matmuls sum in another order; ``tests/test_synth_ensemble.py``: 1e-4 relative after
     50 steps), with the same metrics columns, summary keys and files in each ``out_dir``
     (``metrics.parquet``, ``summary.json``, ``provenance.json``). The summary's ``wall_time_s``
-    is the ensemble's wall time divided by the number of members.
+    is the ensemble's wall time divided by the number of members. ``on_eval(rows)`` is called at
+    each evaluation with the members' metrics rows (one per config, in order).
 
     Raises:
         ValueError: configs that differ in a field other than :data:`MEMBER_FIELDS` (the field
@@ -170,11 +174,21 @@ def train_ensemble(
     if len(out_dirs) != len(configs):
         raise ValueError(f"out_dirs has {len(out_dirs)} entries for {len(configs)} configs: give one per config")
     if len(configs) == 1 or not batched_supported(configs[0]):
-        return [train(c, out_dir=d, progress=progress, wandb=False) for c, d in zip(configs, out_dirs)]
-    return _train_batched(configs, out_dirs, progress)
+        return [
+            train(c, out_dir=d, progress=progress, wandb=False, on_eval=None if on_eval is None else _one(on_eval))
+            for c, d in zip(configs, out_dirs)
+        ]
+    return _train_batched(configs, out_dirs, progress, on_eval)
 
 
-def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
+def _one(on_eval: Callable[[list[dict]], None]) -> Callable[[dict], None]:
+    """A member trained alone reports its rows as an ensemble of one."""
+    return lambda row: on_eval([row])
+
+
+def _train_batched(
+    configs: list, out_dirs: list, progress: bool, on_eval: Callable[[list[dict]], None] | None = None
+) -> list:
     from tqdm.auto import tqdm
 
     from interp.core.train_loop import train_loop, warmup_constant
@@ -242,6 +256,8 @@ def _train_batched(configs: list, out_dirs: list, progress: bool) -> list:
                 row["elapsed_s"] = time.perf_counter() - start
                 rows[e].append(row)
                 model.train()
+            if on_eval is not None:
+                on_eval([member[-1] for member in rows])
 
     def loss_fn(_, tokens: Tensor, step: int) -> Tensor:
         # the summed member losses: each member's parameters get exactly its own gradient

@@ -45,7 +45,9 @@ class TrainRunner:
     def __call__(self, config: Mapping[str, Any]) -> tuple[dict, pd.DataFrame]:
         from synthetic.training import TrainConfig, train
 
-        result = train(TrainConfig(**config), out_dir=None, progress=False, wandb=False)
+        result = train(
+            TrainConfig(**config), out_dir=None, progress=False, wandb=False, on_eval=lambda r: log_eval([r])
+        )
         # The summary echoes the config as a nested dict; the row already holds every field.
         summary = {k: v for k, v in result.summary.items() if k != "config"}
         return summary, result.metrics
@@ -66,8 +68,16 @@ class TrainRunner:
         (:func:`synthetic.ensemble.train_ensemble`); per config what :meth:`__call__` returns."""
         from synthetic.training import TrainConfig, train_ensemble
 
-        results = train_ensemble([TrainConfig(**c) for c in configs])
+        results = train_ensemble([TrainConfig(**c) for c in configs], on_eval=log_eval)
         return [({k: v for k, v in r.summary.items() if k != "config"}, r.metrics) for r in results]
+
+
+def log_eval(rows: list[dict]) -> None:
+    """One line per evaluation on stdout, which the sweep engine writes to each run's log as it
+    goes (``tail -f STORE/logs/<run_id>.log`` follows a long run): step, loss in nats (of each
+    member of an ensemble, in its order) and seconds since the start."""
+    losses = " ".join(f"{r['loss']:.4f}" for r in rows)
+    print(f"step {rows[0]['step']}: loss {losses} ({rows[0]['elapsed_s']:.0f} s)", flush=True)
 
 
 train_runner = TrainRunner()

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -443,6 +444,7 @@ def train(
     progress: bool = True,
     wandb: bool = False,
     resume_from: str | Path | None = None,
+    on_eval: Callable[[dict], None] | None = None,
 ) -> TrainResult:
     """Train one model on one synthetic task and record its learning curve.
 
@@ -462,6 +464,9 @@ def train(
     ``provenance.json`` (:mod:`interp.core.provenance`) and, when ``checkpoint_every > 0``,
     ``checkpoints/step{N}/`` (:func:`save_checkpoint`: weights, optimizer state and the batch
     generator's state, so training can continue).
+
+    ``on_eval(row)`` is called with each metrics row as it is measured (the sweeps' runner
+    prints a line per evaluation into the run's log with it).
 
     Deterministic on CPU: the same config gives the same curve. ``resume_from`` (a checkpoint
     folder written with ``checkpoint_every``) continues that run from its step exactly as if it
@@ -532,6 +537,8 @@ def train(
             rows.append(row)
             model.train()
             bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
+            if on_eval is not None:
+                on_eval(row)
             if run is not None:
                 run.log(row, step=step)
         if (

@@ -449,5 +449,45 @@ def test_ensemble_units_match_single_runs_in_format_and_values(reference, spec_f
         log = (out / "logs" / f"{run_id}.log").read_text()
         assert "trained together" in log and run_id in log
         assert log.rstrip().splitlines()[-1].startswith("ok after")  # the last line of a single run's log too
+    for store in (reference.out_dir, out):  # single runs and ensembles: a log line per evaluation, with its loss
+        metrics = _metrics(store)
+        for run_id, rows_of_run in metrics.groupby("run_id"):
+            lines = [x for x in (store / "logs" / f"{run_id}.log").read_text().splitlines() if x.startswith("step ")]
+            assert [int(x.split(":")[0].split()[1]) for x in lines] == rows_of_run["step"].tolist()
+            for line, loss in zip(lines, rows_of_run["loss"], strict=True):
+                assert f"{loss:.4f}" in line.split("loss ")[1], (store, run_id, line)
     # resumable: a second call finds every run in the store
     assert run_sweep(spec_file, out, jobs=1, progress=False, ensemble=8).n_ran == 0
+
+
+class _PeekingRunner:
+    """A runner whose group reads its members' logs half-way through (what ``tail -f`` sees)."""
+
+    def __init__(self, log_paths: list[Path]) -> None:
+        self.log_paths, self.seen_halfway = log_paths, []
+
+    def __call__(self, config):
+        return {"i": config["i"]}, pd.DataFrame({"step": [0]})
+
+    def run_group(self, configs):
+        print("step 100: loss 0.5000 0.6000 (3 s)", flush=True)
+        self.seen_halfway = [p.read_text() for p in self.log_paths]
+        return [({"i": c["i"]}, pd.DataFrame({"step": [0]})) for c in configs]
+
+
+def test_a_groups_output_reaches_every_members_log_while_it_runs(tmp_path):
+    from sweeps.execute import execute_unit
+    from sweeps.runners import RunTask
+
+    paths = [tmp_path / "logs" / f"r{i}.log" for i in range(2)]
+    runner = _PeekingRunner(paths)
+    tasks = [RunTask(f"r{i}", {"i": i}, runner, str(p)) for i, p in enumerate(paths)]
+    records = execute_unit(tasks)
+    assert [r.status for r in records] == ["ok", "ok"] and [r.summary["i"] for r in records] == [0, 1]
+    for text in runner.seen_halfway:  # written before the group returned
+        assert text.splitlines()[0].startswith("runs r0, r1 trained together")
+        assert text.splitlines()[1] == "step 100: loss 0.5000 0.6000 (3 s)"
+    for i, path in enumerate(paths):
+        lines = path.read_text().splitlines()
+        assert lines[1] == "step 100: loss 0.5000 0.6000 (3 s)" and lines[-2] == f"run r{i}"
+        assert lines[-1].startswith("ok after")
