@@ -76,8 +76,10 @@ def configs(cfg: dict) -> list[dict]:
 def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd.DataFrame, go.Figure]:
     """Train the grid; return (per-run table, per-(S, s) table, figure).
 
-    Per-(S, s) columns: ``final_loss_mean/min/max`` (nats), ``floor``, ``learned_all`` (every
-    seed ≤ threshold), ``at_ln2_all`` (every seed ≥ ln 2 − 5 % of the gap).
+    Per-(S, s) columns: ``final_loss_mean/min/max`` (nats), ``steps_to_threshold_max`` (steps:
+    the slowest seed's first evaluation at or below the threshold; NaN when a seed never got
+    there), ``floor``, ``learned_all`` (every seed ≤ threshold at the end), ``at_ln2_all`` (every
+    seed ≥ ln 2 − 5 % of the gap), ``seeds`` (runs the row rests on).
     """
     cfgs = configs(cfg)
     cfgs, results = finished(cfgs, run_configs(cfgs, execution))
@@ -92,6 +94,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
                 "final_loss": summ["final_loss"],
                 "floor": summ["floor"],
                 "threshold": summ["threshold"],
+                "steps_to_threshold": summ.get("steps_to_threshold"),
                 "learned": summ["final_loss"] <= summ["threshold"],
                 "at_ln2": summ["final_loss"] >= LN2 - MARGIN * (LN2 - summ["floor"]),
                 "wall_time_s": summ["wall_time_s"],
@@ -106,6 +109,7 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
             final_loss_mean=("final_loss", "mean"),
             final_loss_min=("final_loss", "min"),
             final_loss_max=("final_loss", "max"),
+            steps_to_threshold_max=("steps_to_threshold", lambda v: v.max() if v.notna().all() else float("nan")),
             floor=("floor", "first"),
             learned_all=("learned", "all"),
             at_ln2_all=("at_ln2", "all"),
