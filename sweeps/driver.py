@@ -154,6 +154,7 @@ def run_sweep(
     # other hosts, so they send the log back with the result and the driver writes it.
     for t in todo:
         t.log_path = str(store.log_path(t.run_id)) if executor == "joblib" else None
+        t.state_dir = str(store.root / "partial" / t.run_id) if executor == "joblib" else None
 
     commit = git_commit()
     sweep_name = spec.name

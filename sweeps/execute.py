@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as _dt
 import functools
+import hashlib
 import io
 import logging
 import os
@@ -26,6 +28,21 @@ from interp.core.io import config_json
 from sweeps.runners import RunTask, load_runner, runner_name
 
 VERSIONED_PACKAGES = ("emergence-lens", "torch", "transformer-lens", "transformers", "numpy", "pandas")
+
+_STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("run_state_dir", default=None)
+
+
+def run_state_dir() -> Path | None:
+    """The folder where the runner of the run (or group of runs) now executing may keep a
+    resumable state, or None (outside a sweep, or on an executor without a shared disk).
+
+    A runner that keeps its state there continues from it when the sweep runs again after a
+    kill (the default runner does, every 1000 steps of a longer run:
+    :func:`synthetic.training.train`'s ``state_dir``). The folder is ``STORE/partial/<run_id>``
+    for a run and ``STORE/partial/group-<hash of its run ids>`` for runs trained together; a
+    runner removes its state when it finishes.
+    """
+    return _STATE_DIR.get()
 
 
 @dataclass
@@ -65,6 +82,7 @@ def execute_run(task: RunTask) -> RunRecord:
         stream.write(f"config {config_json(task.config)}\n")
         stack.enter_context(_one_torch_thread())
         stack.enter_context(_capture(stream))
+        stack.enter_context(_state_dir(task.state_dir))
         try:
             fn = load_runner(task.runner)
             out = fn(dict(task.config))
@@ -124,6 +142,7 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
             )
             stack.enter_context(_one_torch_thread())
             stack.enter_context(_capture(stream))
+            stack.enter_context(_state_dir(group_state_dir(tasks)))
             outs = group([dict(t.config) for t in tasks])
         if len(outs) != len(tasks):
             raise TypeError(f"run_group returned {len(outs)} results for {len(tasks)} runs")
@@ -209,6 +228,24 @@ def _capture(stream: typing.TextIO) -> Iterator[None]:
             yield
     finally:
         root.removeHandler(handler)
+
+
+def group_state_dir(tasks: Sequence[RunTask]) -> str | None:
+    """The state folder of runs trained together: ``group-<hash of their run ids>`` beside the
+    first run's own (so the same group, planned again after a kill, finds it); None without one."""
+    if tasks[0].state_dir is None:
+        return None
+    digest = hashlib.sha256(",".join(t.run_id for t in tasks).encode()).hexdigest()[:16]
+    return str(Path(tasks[0].state_dir).parent / f"group-{digest}")
+
+
+@contextlib.contextmanager
+def _state_dir(path: str | None) -> Iterator[None]:
+    token = _STATE_DIR.set(Path(path) if path is not None else None)
+    try:
+        yield
+    finally:
+        _STATE_DIR.reset(token)
 
 
 def _open_log(path: str | Path) -> typing.TextIO:

@@ -66,12 +66,17 @@ def resolve_with(runner: RunnerLike, config: Mapping[str, Any]) -> dict[str, Any
 # ================================================================================================
 @dataclass
 class RunTask:
-    """One run to execute: its id, resolved config and runner (name, or a picklable callable)."""
+    """One run to execute: its id, resolved config and runner (name, or a picklable callable).
+
+    ``log_path``: where its log is written as it runs; ``state_dir``: a folder where the runner
+    may keep a resumable state of the unfinished run (:func:`sweeps.execute.run_state_dir`).
+    Both are set by the driver for local workers, None elsewhere."""
 
     run_id: str
     config: dict[str, Any]
     runner: Any
     log_path: str | None = None
+    state_dir: str | None = None
 
 
 def plan_runs(

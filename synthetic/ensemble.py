@@ -151,6 +151,8 @@ def train_ensemble(
     out_dirs: Sequence[str | Path | None] | None = None,
     progress: bool = False,
     on_eval: Callable[[list[dict]], None] | None = None,
+    state_dir: str | Path | None = None,
+    state_every: int = 0,
 ) -> list:
     """Train ``configs`` (TrainConfig, one shape) together; one :class:`~synthetic.training.TrainResult` each.
 
@@ -159,7 +161,10 @@ def train_ensemble(
     50 steps), with the same metrics columns, summary keys and files in each ``out_dir``
     (``metrics.parquet``, ``summary.json``, ``provenance.json``). The summary's ``wall_time_s``
     is the ensemble's wall time divided by the number of members. ``on_eval(rows)`` is called at
-    each evaluation with the members' metrics rows (one per config, in order).
+    each evaluation with the members' metrics rows (one per config, in order). ``state_dir`` and
+    ``state_every``: a resumable state of the unfinished ensemble, as in
+    :func:`~synthetic.training.train` (stacked weights, optimizer, every member's batch
+    generator and rows); started again with the same configs it continues exactly.
 
     Raises:
         ValueError: configs that differ in a field other than :data:`MEMBER_FIELDS` (the field
@@ -174,11 +179,31 @@ def train_ensemble(
     if len(out_dirs) != len(configs):
         raise ValueError(f"out_dirs has {len(out_dirs)} entries for {len(configs)} configs: give one per config")
     if len(configs) == 1 or not batched_supported(configs[0]):
+        if state_dir is not None and len(configs) > 1:  # members alone: one state folder each
+            return [
+                train(
+                    c,
+                    out_dir=d,
+                    progress=progress,
+                    on_eval=None if on_eval is None else _one(on_eval),
+                    state_dir=Path(state_dir) / f"member{i}",
+                    state_every=state_every,
+                )
+                for i, (c, d) in enumerate(zip(configs, out_dirs))
+            ]
         return [
-            train(c, out_dir=d, progress=progress, wandb=False, on_eval=None if on_eval is None else _one(on_eval))
+            train(
+                c,
+                out_dir=d,
+                progress=progress,
+                wandb=False,
+                on_eval=None if on_eval is None else _one(on_eval),
+                state_dir=state_dir,
+                state_every=state_every,
+            )
             for c, d in zip(configs, out_dirs)
         ]
-    return _train_batched(configs, out_dirs, progress, on_eval)
+    return _train_batched(configs, out_dirs, progress, on_eval, state_dir, state_every)
 
 
 def _one(on_eval: Callable[[list[dict]], None]) -> Callable[[dict], None]:
@@ -187,14 +212,29 @@ def _one(on_eval: Callable[[list[dict]], None]) -> Callable[[dict], None]:
 
 
 def _train_batched(
-    configs: list, out_dirs: list, progress: bool, on_eval: Callable[[list[dict]], None] | None = None
+    configs: list,
+    out_dirs: list,
+    progress: bool,
+    on_eval: Callable[[list[dict]], None] | None = None,
+    state_dir: str | Path | None = None,
+    state_every: int = 0,
 ) -> list:
     from tqdm.auto import tqdm
 
     from interp.core.train_loop import train_loop, warmup_constant
     from synthetic.evaluation import Evaluator
     from synthetic.models import build_model, count_parameters
-    from synthetic.training import TrainResult, _generator, resolve_device, summarize, to_device
+    from synthetic.training import (
+        STATE_ROWS,
+        TrainResult,
+        _generator,
+        drop_state,
+        find_state,
+        keep_state,
+        resolve_device,
+        summarize,
+        to_device,
+    )
 
     start = time.perf_counter()
     for config in configs:
@@ -238,9 +278,19 @@ def _train_batched(
     E = len(configs)
     lr_at = warmup_constant(c0.lr, c0.warmup_steps)
     weights = masks.unsqueeze(1).float()
-    bar = tqdm(total=c0.steps, disable=not progress, desc=f"ensemble of {E}")
+    if state_every and state_every % c0.eval_every:
+        raise ValueError(f"state_every={state_every} must be a multiple of eval_every={c0.eval_every}")
+    start_step = 0
+    kept = find_state(state_dir)
+    if kept is not None:  # an ensemble that stopped half-way: continue from its state
+        start_step = _load_ensemble_state(kept, params, optimizer, gens, configs)
+        rows = json.loads((kept / STATE_ROWS).read_text())
+        start -= rows[0][-1]["elapsed_s"] if rows[0] else 0.0
+    bar = tqdm(total=c0.steps, initial=start_step, disable=not progress, desc=f"ensemble of {E}")
 
     def at_step(step: int) -> None:
+        if step == start_step and kept is not None:
+            return  # measured and kept before the stop
         if step % c0.eval_every == 0 or step == c0.steps:
             _unstack(params, states)
             for e, (model, evaluator) in enumerate(zip(models, evaluators)):
@@ -258,6 +308,10 @@ def _train_batched(
                 model.train()
             if on_eval is not None:
                 on_eval([member[-1] for member in rows])
+        if state_dir is not None and state_every and 0 < step < c0.steps and step % state_every == 0:
+            keep_state(
+                state_dir, lambda folder: _save_ensemble_state(folder, params, optimizer, gens, configs, step), rows
+            )
 
     def loss_fn(_, tokens: Tensor, step: int) -> Tensor:
         # the summed member losses: each member's parameters get exactly its own gradient
@@ -273,7 +327,7 @@ def _train_batched(
         train_loop(
             None,
             optimizer,
-            start=0,
+            start=start_step,
             stop=c0.steps,
             batch_at=lambda step: torch.stack([t.sample(batch_size, g) for t, g in zip(tasks, gens)]),
             loss_fn=loss_fn,
@@ -283,6 +337,7 @@ def _train_batched(
         )
     finally:
         bar.close()
+    drop_state(state_dir)
 
     wall = (time.perf_counter() - start) / E
     results = []
@@ -299,6 +354,49 @@ def _train_batched(
             )
         results.append(TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task))
     return results
+
+
+def _save_ensemble_state(
+    folder: Path, params: dict[str, Tensor], optimizer, gens: list, configs: list, step: int
+) -> None:
+    """Stacked weights (safetensors), optimizer and every member's batch generator (the training
+    loop's state format) and the members' configs, after ``step`` updates."""
+    from safetensors.torch import save_file
+
+    from interp.core.train_loop import save_state, warmup_constant
+
+    folder.mkdir(parents=True)
+    save_file({k: v.detach().contiguous() for k, v in params.items()}, str(folder / "ensemble.safetensors"))
+    c0 = configs[0]
+    save_state(
+        folder,
+        optimizer,
+        step,
+        lr_next=warmup_constant(c0.lr, c0.warmup_steps)(step),
+        extra={"configs": [asdict(c) for c in configs]},
+        tensors={f"train_generator_{e}": g.get_state() for e, g in enumerate(gens)},
+    )
+
+
+@torch.no_grad()
+def _load_ensemble_state(folder: Path, params: dict[str, Tensor], optimizer, gens: list, configs: list) -> int:
+    """Restore what :func:`_save_ensemble_state` wrote; returns its step.
+
+    Raises:
+        ValueError: the state was kept for other configs.
+    """
+    from safetensors.torch import load_file
+
+    from interp.core.train_loop import load_state
+
+    step, scalars, tensors = load_state(folder, optimizer)
+    if scalars.get("configs") != [json.loads(json.dumps(asdict(c))) for c in configs]:
+        raise ValueError(f"{folder} holds the state of other configs: remove it to start the ensemble afresh")
+    for name, value in load_file(str(folder / "ensemble.safetensors")).items():
+        params[name].copy_(value)
+    for e, g in enumerate(gens):
+        g.set_state(tensors[f"train_generator_{e}"])
+    return step
 
 
 @torch.no_grad()

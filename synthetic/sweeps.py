@@ -45,8 +45,9 @@ class TrainRunner:
     def __call__(self, config: Mapping[str, Any]) -> tuple[dict, pd.DataFrame]:
         from synthetic.training import TrainConfig, train
 
+        run = TrainConfig(**config)
         result = train(
-            TrainConfig(**config), out_dir=None, progress=False, wandb=False, on_eval=lambda r: log_eval([r])
+            run, out_dir=None, progress=False, wandb=False, on_eval=lambda r: log_eval([r]), **_state_kwargs([run])
         )
         # The summary echoes the config as a nested dict; the row already holds every field.
         summary = {k: v for k, v in result.summary.items() if k != "config"}
@@ -68,8 +69,26 @@ class TrainRunner:
         (:func:`synthetic.ensemble.train_ensemble`); per config what :meth:`__call__` returns."""
         from synthetic.training import TrainConfig, train_ensemble
 
-        results = train_ensemble([TrainConfig(**c) for c in configs], on_eval=log_eval)
+        trains = [TrainConfig(**c) for c in configs]
+        results = train_ensemble(trains, on_eval=log_eval, **_state_kwargs(trains))
         return [({k: v for k, v in r.summary.items() if k != "config"}, r.metrics) for r in results]
+
+
+#: The default runner keeps a resumable state of a run longer than this many steps (and of an
+#: ensemble) every this many steps, rounded up to a multiple of ``eval_every``.
+STATE_EVERY = 1000
+
+
+def _state_kwargs(configs: list) -> dict[str, Any]:
+    """``state_dir`` / ``state_every`` for :func:`~synthetic.training.train` inside a sweep
+    (:func:`sweeps.execute.run_state_dir`): long runs keep their state; short ones and runs
+    outside a sweep do not."""
+    from sweeps.execute import run_state_dir
+
+    folder, c0 = run_state_dir(), configs[0]
+    if folder is None or c0.steps <= STATE_EVERY:
+        return {}
+    return {"state_dir": folder, "state_every": -(-STATE_EVERY // c0.eval_every) * c0.eval_every}
 
 
 def log_eval(rows: list[dict]) -> None:

@@ -335,6 +335,60 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> tuple[nn.Mo
     return model, config, int(blob["step"])
 
 
+#: The metrics rows of a kept state (:func:`keep_state`), beside its checkpoint files.
+STATE_ROWS = "rows.json"
+
+
+def keep_state(state_dir: str | Path, save: Callable[[Path], object], rows: list) -> Path:
+    """Replace ``state_dir/state/`` by a new resumable state: ``save(folder)`` writes the
+    checkpoint files into a fresh folder, then the metrics rows so far go beside them
+    (:data:`STATE_ROWS`, JSON) and the folder takes the old one's place. A kill at any moment
+    leaves the old state, the new one, or (in a window of one rename) none, never half of one."""
+    import shutil
+
+    root = Path(state_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    new, old, final = root / ".state.new", root / ".state.old", root / "state"
+    shutil.rmtree(new, ignore_errors=True)
+    if final.exists():  # else .state.old may be the only whole state (a kill between the renames)
+        shutil.rmtree(old, ignore_errors=True)
+    save(new)
+    atomic_write_text(new / STATE_ROWS, json.dumps(rows, default=_json_scalar))
+    if final.exists():
+        os.replace(final, old)
+    os.replace(new, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def drop_state(state_dir: str | Path | None) -> None:
+    """Remove the state :func:`keep_state` kept (the run finished: nothing is left to resume)."""
+    import shutil
+
+    if state_dir is not None:
+        for name in ("state", ".state.old", ".state.new"):
+            shutil.rmtree(Path(state_dir) / name, ignore_errors=True)
+
+
+def find_state(state_dir: str | Path | None) -> Path | None:
+    """The resumable state kept in ``state_dir`` by :func:`keep_state`, or None (no folder, or
+    none complete; a state left by a kill between the two renames is found too)."""
+    if state_dir is None:
+        return None
+    root = Path(state_dir)
+    for folder in (root / "state", root / ".state.old"):
+        if (folder / STATE_ROWS).is_file():
+            return folder
+    return None
+
+
+def _json_scalar(value: Any) -> Any:
+    """numpy / torch scalars in metrics rows → Python numbers (for :func:`keep_state`)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 def _resume(
     folder: Path,
     model: nn.Module,
@@ -445,6 +499,8 @@ def train(
     wandb: bool = False,
     resume_from: str | Path | None = None,
     on_eval: Callable[[dict], None] | None = None,
+    state_dir: str | Path | None = None,
+    state_every: int = 0,
 ) -> TrainResult:
     """Train one model on one synthetic task and record its learning curve.
 
@@ -467,6 +523,13 @@ def train(
 
     ``on_eval(row)`` is called with each metrics row as it is measured (the sweeps' runner
     prints a line per evaluation into the run's log with it).
+
+    ``state_dir`` with ``state_every > 0`` keeps a resumable state of the unfinished run there
+    (``state_dir/state/``: a :func:`save_checkpoint` folder plus the metrics rows so far,
+    replaced every ``state_every`` steps, at an evaluation step, and removed when the run
+    finishes): a run started again with the same ``state_dir`` and config continues from it, and its metrics, summary and weights equal
+    an uninterrupted run's (same thread count). The sweeps keep paper-scale runs there, so a
+    killed sweep loses at most ``state_every`` steps of each run.
 
     Deterministic on CPU: the same config gives the same curve. ``resume_from`` (a checkpoint
     folder written with ``checkpoint_every``) continues that run from its step exactly as if it
@@ -501,8 +564,16 @@ def train(
     lr_at = warmup_constant(config.lr, config.warmup_steps)
     train_gen = _generator(device, config.seed)
     start_step = 0
+    rows: list[dict] = []
+    kept = find_state(state_dir) if resume_from is None else None
+    if kept is not None:  # a run that stopped half-way: its state and its rows so far
+        resume_from = kept
+        rows = json.loads((kept / STATE_ROWS).read_text())
+        start -= rows[-1]["elapsed_s"] if rows else 0.0
     if resume_from is not None:
         start_step = _resume(Path(resume_from), model, optimizer, train_gen, config, device)
+    if state_every and state_every % config.eval_every:
+        raise ValueError(f"state_every={state_every} must be a multiple of eval_every={config.eval_every}")
     eval_batch = max(1, config.eval_tokens // task.seq_len)
     eval_tokens = task.sample(eval_batch, _generator(device, 1_000_003 * config.data_seed + 7))
     evaluator = Evaluator(task, model, eval_tokens, row_entropy=config.row_entropy, bias=bias)
@@ -510,7 +581,6 @@ def train(
     all_positions = bool(loss_mask.all())
 
     run = _start_wandb(config, out_path) if wandb else None
-    rows: list[dict] = []
     last_train_loss = [torch.tensor(float("nan"))]
     bar = tqdm(total=config.steps, disable=not progress, desc=f"{config.task} S={config.S}")
 
@@ -549,6 +619,11 @@ def train(
             save_checkpoint(
                 out_path / "checkpoints" / f"step{step}", model, config, step, optimizer=optimizer, generator=train_gen
             )
+        keep = state_dir is not None and state_every and 0 < step < config.steps and step % state_every == 0
+        if keep and not resumed_here:
+            keep_state(
+                state_dir, lambda folder: save_checkpoint(folder, model, config, step, optimizer, train_gen), rows
+            )
 
     def loss_fn(model: nn.Module, tokens: Tensor, step: int) -> Tensor:
         logits = model(tokens)
@@ -579,6 +654,7 @@ def train(
         if run is not None:
             run.finish()
 
+    drop_state(state_dir)
     metrics = pd.DataFrame(rows)
     summary = summarize(config, task, metrics, count_parameters(model), time.perf_counter() - start)
     if out_path is not None:

@@ -491,3 +491,36 @@ def test_a_groups_output_reaches_every_members_log_while_it_runs(tmp_path):
         lines = path.read_text().splitlines()
         assert lines[1] == "step 100: loss 0.5000 0.6000 (3 s)" and lines[-2] == f"run r{i}"
         assert lines[-1].startswith("ok after")
+
+
+@pytest.mark.parametrize("ensemble", [1, 8])
+def test_a_run_stopped_half_way_continues_from_its_kept_state(reference, spec_file, tmp_path, monkeypatch, ensemble):
+    """A sweep stopped in the middle of a run (here: an interrupt at step 30 of 40) keeps the
+    run's state of step 20 in STORE/partial/; run again, it continues from there, and the
+    store ends equal to an uninterrupted sweep's, with no state left behind."""
+    import synthetic.sweeps as synthetic_sweeps
+
+    monkeypatch.setattr(synthetic_sweeps, "STATE_EVERY", 20)
+    plain_log = synthetic_sweeps.log_eval
+
+    def stop_at_30(rows):
+        plain_log(rows)
+        if rows[0]["step"] == 30:
+            raise KeyboardInterrupt  # not a run error: the sweep itself stops, as when killed
+
+    out = tmp_path / "stopped"
+    monkeypatch.setattr(synthetic_sweeps, "log_eval", stop_at_30)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec_file, out, jobs=1, progress=False, ensemble=ensemble)
+    kept = [p for p in (out / "partial").iterdir() if (p / "state" / "rows.json").is_file()]
+    assert len(kept) == 1 and json.loads((kept[0] / "state" / "trainer_state.json").read_text())["step"] == 20
+    resumed_from: list[int] = []
+    monkeypatch.setattr(synthetic_sweeps, "log_eval", lambda rows: resumed_from.append(rows[0]["step"]))
+    outcome = run_sweep(spec_file, out, jobs=1, progress=False, ensemble=ensemble)
+    assert outcome.n_failed == 0 and resumed_from[0] == 30  # the first evaluation after the kept step 20
+    assert not list((out / "partial").rglob("rows.json"))  # finished: no state left
+    a, b = _metrics(out), _metrics(reference.out_dir)
+    if ensemble == 1:
+        assert a.equals(b)  # bit for bit: as if never stopped
+    else:
+        assert list(a.columns) == list(b.columns) and np.allclose(a["loss"], b["loss"], atol=1e-5)

@@ -76,3 +76,51 @@ def test_unsupported_arch_trains_one_at_a_time():
     single = train(configs[1], progress=False)
     assert members[1].metrics["loss"].tolist() == single.metrics["loss"].tolist()
     assert members[0].metrics["loss"].tolist() != members[1].metrics["loss"].tolist()  # own seeds
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at(step: int):
+    def on_eval(rows):
+        if rows[0]["step"] == step:
+            raise _Stop
+
+    return on_eval
+
+
+def test_an_ensemble_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_path, one_torch_thread):
+    import torch
+
+    shape = {"task": "linear-map", "S": 8, "steps": 60, "tokens_per_step": 256, "eval_every": 10, "eval_tokens": 512}
+    configs = [TrainConfig(**shape, s=s, seed=seed) for s, seed in ((1, 0), (2, 1), (3, 2))]
+    whole = train_ensemble(configs)
+    with pytest.raises(_Stop):
+        train_ensemble(configs, state_dir=tmp_path, state_every=20, on_eval=_stop_at(50))
+    assert json.loads((tmp_path / "state" / "trainer_state.json").read_text())["step"] == 40
+    other = [*configs[:2], TrainConfig(**shape, s=4, seed=2)]
+    with pytest.raises(ValueError, match="holds the state of other configs"):
+        train_ensemble(other, state_dir=tmp_path, state_every=20)
+    resumed = train_ensemble(configs, state_dir=tmp_path, state_every=20)
+    for a, b in zip(resumed, whole, strict=True):
+        assert a.metrics.drop(columns="elapsed_s").equals(b.metrics.drop(columns="elapsed_s"))
+        assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    assert not (tmp_path / "state").exists()  # finished: nothing left to resume
+    with pytest.raises(ValueError, match="state_every=15 must be a multiple of eval_every=10"):
+        train_ensemble(configs, state_dir=tmp_path, state_every=15)
+
+
+def test_a_single_run_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_path, one_torch_thread):
+    import torch
+
+    config = TrainConfig(task="linear-map", S=8, s=2, steps=60, tokens_per_step=256, eval_every=10, eval_tokens=512)
+    whole = train(config, progress=False)
+    with pytest.raises(_Stop):
+        train(config, progress=False, state_dir=tmp_path, state_every=20, on_eval=lambda r: _stop_at(30)([r]))
+    resumed = train(config, progress=False, state_dir=tmp_path, state_every=20)
+    assert resumed.metrics.drop(columns="elapsed_s").equals(whole.metrics.drop(columns="elapsed_s"))
+    assert all(
+        torch.equal(x, y) for x, y in zip(resumed.model.state_dict().values(), whole.model.state_dict().values())
+    )
+    assert resumed.summary["final_loss"] == whole.summary["final_loss"] and not (tmp_path / "state").exists()
