@@ -164,7 +164,8 @@ def train_ensemble(
     each evaluation with the members' metrics rows (one per config, in order). ``state_dir`` and
     ``state_every``: a resumable state of the unfinished ensemble, as in
     :func:`~synthetic.training.train` (stacked weights, optimizer, every member's batch
-    generator and rows); started again with the same configs it continues exactly.
+    generator and rows); started again with the same configs it continues exactly (bit for bit
+    at one torch thread).
 
     Raises:
         ValueError: configs that differ in a field other than :data:`MEMBER_FIELDS` (the field

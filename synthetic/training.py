@@ -528,7 +528,9 @@ def train(
     (``state_dir/state/``: a :func:`save_checkpoint` folder plus the metrics rows so far,
     replaced every ``state_every`` steps, at an evaluation step, and removed when the run
     finishes): a run started again with the same ``state_dir`` and config continues from it, and its metrics, summary and weights equal
-    an uninterrupted run's (same thread count). The sweeps keep paper-scale runs there, so a
+    an uninterrupted run's bit for bit at one torch thread, as sweeps train
+    (tests/test_synth_ensemble.py; at two threads even two uninterrupted ensembles of one
+    process can differ in the last bits here). The sweeps keep paper-scale runs there, so a
     killed sweep loses at most ``state_every`` steps of each run.
 
     Deterministic on CPU: the same config gives the same curve. ``resume_from`` (a checkpoint
