@@ -527,7 +527,8 @@ def train(
     ``state_dir`` with ``state_every > 0`` keeps a resumable state of the unfinished run there
     (``state_dir/state/``: a :func:`save_checkpoint` folder plus the metrics rows so far,
     replaced every ``state_every`` steps, at an evaluation step, and removed when the run
-    finishes): a run started again with the same ``state_dir`` and config continues from it, and its metrics, summary and weights equal
+    finishes): a run started again with the same ``state_dir`` and config continues from it,
+    and its metrics, summary and weights equal
     an uninterrupted run's bit for bit at one torch thread, as sweeps train
     (tests/test_synth_ensemble.py; at two threads even two uninterrupted ensembles of one
     process can differ in the last bits here). The sweeps keep paper-scale runs there, so a
