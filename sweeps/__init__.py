@@ -6,7 +6,7 @@ Public API::
     SweepSpec, load_spec                    spec.py      the spec and its file formats
     resolve_dataclass_config, run_id_of     configs.py   defaults and types; a run's identity
     plan_runs, load_runner, RunTask         runners.py   "module:attribute" runners, planning
-    execute_run, RunRecord                  execute.py   one run in a worker, captured
+    execute_run, RunRecord, run_state_dir   execute.py   one run in a worker, captured; its state folder
     check_executor, EXECUTORS               executors.py joblib and Ray
     run_sweep, SweepOutcome, failure_lines  driver.py    the sweep driver
     ResultsStore, load_results, load_metrics store.py    one parquet row per finished run
@@ -17,6 +17,7 @@ synthetic-task training runner is :data:`synthetic.sweeps.train_runner`. Usage: 
 
 from sweeps.configs import resolve_dataclass_config, run_id_of
 from sweeps.driver import SweepOutcome, failure_lines, run_sweep
+from sweeps.execute import run_state_dir
 from sweeps.executors import EXECUTORS, check_executor
 from sweeps.runners import RunTask, load_runner, plan_runs, resolve_with, runner_name
 from sweeps.spec import SweepSpec, load_spec
@@ -38,6 +39,7 @@ __all__ = [
     "resolve_dataclass_config",
     "resolve_with",
     "run_id_of",
+    "run_state_dir",
     "run_sweep",
     "runner_name",
 ]
