@@ -180,9 +180,10 @@ class FinishedOnlyError(RuntimeError):
     """``--finished-only`` found no finished run of the entry in its store."""
 
 
-def finished(configs: Sequence[dict[str, Any]], results: Sequence) -> tuple[list[dict[str, Any]], list]:
-    """The configs and results of the runs that finished: every pair unless ``--finished-only``
-    left out the runs its store does not hold yet (their result is None).
+def finished(configs: Sequence[Any], results: Sequence) -> tuple[list[Any], list]:
+    """The configs (or whatever labels the runs, one per result) and results of the runs that
+    finished: every pair unless ``--finished-only`` left out the runs its store does not hold
+    yet or holds as failed (their result is None; the count of each was printed).
 
     Raises:
         FinishedOnlyError: not one run has finished.
@@ -224,16 +225,24 @@ def _through_sweep(
     rows = load_results(execution.sweep_dir).set_index("run_id")
     fn = load_runner(runner)
     out: list = []
+    missing = failed = 0
     for config in configs:  # one entry per config, duplicates included, in input order
         run_id = run_id_of(resolve_with(fn, dict(config)), runner)
         if execution.finished_only and (run_id not in rows.index or rows.loc[run_id, "status"] != "ok"):
             out.append(None)  # not finished (or failed): left out by finished()
+            missing += run_id not in rows.index
+            failed += run_id in rows.index
             continue
         row = rows.loc[run_id]
         if row["status"] != "ok":
             raise RuntimeError(f"run {run_id} failed: {row['error']} (log: {execution.sweep_dir}/logs/{run_id}.log)")
         metrics = load_metrics(execution.sweep_dir, [run_id]).drop(columns="run_id").reset_index(drop=True)
         out.append((_summary_of(row), metrics))
+    if execution.finished_only:
+        print(
+            f"--finished-only: the tables rest on {len(configs) - missing - failed} of {len(configs)} runs "
+            f"({missing} not finished yet, {failed} failed) in {execution.sweep_dir}"
+        )
     return out
 
 

@@ -188,7 +188,8 @@ def run(cfg: dict, execution: Execution | None = None) -> tuple[pd.DataFrame, pd
     """Train every (arm, seed); return (per-run table, per-arm table, figure)."""
     todo = jobs_list(cfg)
     configs = [{**fields, "arm": arm, "pretrain_steps": cfg["pretrain_steps"]} for fields, arm in todo]
-    configs, results = finished(configs, run_configs(configs, execution, runner=RUNNER))
+    done, results = finished(list(zip(todo, configs, strict=True)), run_configs(configs, execution, runner=RUNNER))
+    todo = [job for job, _ in done]  # the (fields, arm) of the runs that finished
     runs = run_table(todo, results)
     return runs, summarise(runs), figure(todo, results, scaled_threshold(cfg["task"]["S"]))
 

@@ -181,7 +181,7 @@ def run_results(
     seconds: dict[str, float] = {}
     if finished_only:
         for analysis in chosen:
-            _report_finished(analysis, out, echo)
+            _report_finished(analysis, out, echo, device)
         return seconds
     for analysis in chosen:
         folder = out / "analyses" / analysis.name
@@ -219,8 +219,9 @@ def run_results(
     return seconds
 
 
-def _report_finished(analysis: Analysis, out: Path, echo) -> None:
-    """One entry's tables from the runs its store holds (``run_results(finished_only=True)``)."""
+def _report_finished(analysis: Analysis, out: Path, echo, device: str | None = None) -> None:
+    """One entry's tables from the runs its store holds (``run_results(finished_only=True)``);
+    ``device`` as the runs were given it (it is part of each run's id)."""
     from interp.core.io import atomic_write_text
 
     store = out / "sweeps" / analysis.name
@@ -229,10 +230,14 @@ def _report_finished(analysis: Analysis, out: Path, echo) -> None:
         return
     folder = out / "analyses" / analysis.name / "finished-so-far"
     module = importlib.import_module(analysis.module)
+    device_args = ["--device", device] if device is not None else []
     try:
-        module.main(["--out", str(folder), "--sweep-dir", str(store), "--finished-only", *analysis.args])
+        module.main(["--out", str(folder), "--sweep-dir", str(store), "--finished-only", *device_args, *analysis.args])
     except SystemExit as stop:  # the entry's own one-line reason is already on stderr
         echo(f"{analysis.name}: nothing to report (exit {stop.code})")
+        return
+    except Exception as err:  # a summary that needs runs not finished yet: the next entry still reports
+        echo(f"{analysis.name}: too few runs finished for its summary ({type(err).__name__}: {err})")
         return
     for csv in sorted(folder.glob("*.csv")):
         atomic_write_text(csv.with_suffix(".md"), markdown_table(csv))

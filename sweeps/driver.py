@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from interp.core.io import atomic_write_text, config_json
-from sweeps.execute import RunRecord, git_commit, group_units
+from interp.core.io import atomic_write_text, config_json, remove_folder
+from sweeps.execute import RunRecord, git_commit, group_state_dir, group_units
 from sweeps.executors import RUN_EXECUTORS, check_executor
 from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
 from sweeps.spec import SweepSpec, load_spec
@@ -169,14 +169,31 @@ def run_sweep(
         dynamic_ncols=True,
     )
     by_id = {t.run_id: t for t in todo}
+    units = group_units(todo, ensemble)
+    # the state folders of unfinished runs (STORE/partial/): each goes once its runs' rows are written
+    state_of = {t.run_id: [t.state_dir] for t in todo if t.state_dir is not None}
+    waiting: dict[str, set[str]] = {}
+    for unit in units:
+        folder = group_state_dir(unit) if len(unit) > 1 else None
+        if folder is not None:
+            waiting[folder] = {t.run_id for t in unit}
+            for t in unit:
+                state_of[t.run_id].append(folder)
     try:
         if todo:
-            for record in RUN_EXECUTORS[executor](group_units(todo, ensemble), jobs, ray_address):
+            for record in RUN_EXECUTORS[executor](units, jobs, ray_address):
                 task = by_id[record.run_id]
                 if record.log is not None:
                     store.write_log(record.run_id, record.log)
                 row = build_row(task, record, commit, sweep_name)
                 store.write_run(row, record.metrics)
+                for folder in state_of.get(record.run_id, []):
+                    members = waiting.get(folder)
+                    if members is not None:  # a group's folder: when the last of its rows is written
+                        members.discard(record.run_id)
+                        if members:
+                            continue
+                    remove_folder(folder)  # renamed first: a kill mid-removal leaves no half state
                 n_ran += 1
                 bar.update(1)
                 if record.status != "ok":

@@ -39,8 +39,9 @@ def run_state_dir() -> Path | None:
     A runner that keeps its state there continues from it when the sweep runs again after a
     kill (the default runner does, every 1000 steps of a longer run:
     :func:`synthetic.training.train`'s ``state_dir``). The folder is ``STORE/partial/<run_id>``
-    for a run and ``STORE/partial/group-<hash of its run ids>`` for runs trained together; a
-    runner removes its state when it finishes.
+    for a run and ``STORE/partial/group-<hash of its run ids>`` for runs trained together; the
+    driver removes it once the run's row (a group's: every member's row) is in the store, so a
+    kill after the run ends but before its row is written loses nothing either.
     """
     return _STATE_DIR.get()
 

@@ -229,7 +229,6 @@ def _train_batched(
         STATE_ROWS,
         TrainResult,
         _generator,
-        drop_state,
         find_state,
         keep_state,
         resolve_device,
@@ -338,7 +337,6 @@ def _train_batched(
         )
     finally:
         bar.close()
-    drop_state(state_dir)
 
     wall = (time.perf_counter() - start) / E
     results = []
@@ -390,9 +388,10 @@ def _load_ensemble_state(folder: Path, params: dict[str, Tensor], optimizer, gen
 
     from interp.core.train_loop import load_state
 
-    step, scalars, tensors = load_state(folder, optimizer)
-    if scalars.get("configs") != [json.loads(json.dumps(asdict(c))) for c in configs]:
+    kept = json.loads((folder / "trainer_state.json").read_text()).get("trainer", {}).get("configs")
+    if kept != [json.loads(json.dumps(asdict(c))) for c in configs]:
         raise ValueError(f"{folder} holds the state of other configs: remove it to start the ensemble afresh")
+    step, _, tensors = load_state(folder, optimizer)
     for name, value in load_file(str(folder / "ensemble.safetensors")).items():
         params[name].copy_(value)
     for e, g in enumerate(gens):

@@ -74,8 +74,8 @@ class TrainRunner:
         return [({k: v for k, v in r.summary.items() if k != "config"}, r.metrics) for r in results]
 
 
-#: The default runner keeps a resumable state of a run longer than this many steps (and of an
-#: ensemble) every this many steps, rounded up to a multiple of ``eval_every``.
+#: The default runner keeps a resumable state of a run (alone or in an ensemble) longer than this
+#: many steps, every this many steps rounded up to a multiple of ``eval_every``.
 STATE_EVERY = 1000
 
 

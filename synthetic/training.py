@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.core.devices import choose_device
-from interp.core.io import atomic_to_parquet, atomic_write_text
+from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder
 from interp.core.objects import short_repr, values_equal
 from interp.core.provenance import make_provenance, write_provenance
 from interp.core.train_loop import train_loop, warmup_constant
@@ -362,12 +362,11 @@ def keep_state(state_dir: str | Path, save: Callable[[Path], object], rows: list
 
 
 def drop_state(state_dir: str | Path | None) -> None:
-    """Remove the state :func:`keep_state` kept (the run finished: nothing is left to resume)."""
-    import shutil
-
+    """Remove ``state_dir`` and the state :func:`keep_state` kept there (the run's result is
+    safe: nothing is left to resume). Renamed first, so a kill half-way through the removal
+    leaves no half state under its name."""
     if state_dir is not None:
-        for name in ("state", ".state.old", ".state.new"):
-            shutil.rmtree(Path(state_dir) / name, ignore_errors=True)
+        remove_folder(state_dir)
 
 
 def find_state(state_dir: str | Path | None) -> Path | None:
@@ -526,8 +525,9 @@ def train(
 
     ``state_dir`` with ``state_every > 0`` keeps a resumable state of the unfinished run there
     (``state_dir/state/``: a :func:`save_checkpoint` folder plus the metrics rows so far,
-    replaced every ``state_every`` steps, at an evaluation step, and removed when the run
-    finishes): a run started again with the same ``state_dir`` and config continues from it,
+    replaced every ``state_every`` steps, at an evaluation step; the caller removes it once the
+    run's result is safe, as the sweep driver does after writing the run's row, with
+    :func:`drop_state`): a run started again with the same ``state_dir`` and config continues from it,
     and its metrics, summary and weights equal
     an uninterrupted run's bit for bit at one torch thread, as sweeps train
     (tests/test_synth_ensemble.py; at two threads even two uninterrupted ensembles of one
@@ -657,7 +657,6 @@ def train(
         if run is not None:
             run.finish()
 
-    drop_state(state_dir)
     metrics = pd.DataFrame(rows)
     summary = summarize(config, task, metrics, count_parameters(model), time.perf_counter() - start)
     if out_path is not None:

@@ -101,20 +101,36 @@ def test_finished_only_reads_each_store_without_training_or_marking_done(tmp_pat
         parser.add_argument("--out", type=Path)
         parser.add_argument("--sweep-dir", type=Path)
         parser.add_argument("--finished-only", action="store_true")
+        parser.add_argument("--device")
         args = parser.parse_args(argv)
         seen.append(list(argv))
         if not args.sweep_dir.exists():
             raise SystemExit(2)
-        args.out.mkdir(parents=True)
+        args.out.mkdir(parents=True, exist_ok=True)
         pd.DataFrame({"S": [8], "seeds": [2]}).to_csv(args.out / "t.csv", index=False)
 
+    def crashing_main(argv):  # an entry whose summary needs runs that have not finished
+        raise IndexError("single positional indexer is out-of-bounds")
+
     monkeypatch.setitem(sys.modules, "partial_entry", types.SimpleNamespace(main=partial_main))
-    registry = [Analysis("half", "partial_entry", "docs/results.md §0"), Analysis("empty", "partial_entry", "x")]
+    monkeypatch.setitem(sys.modules, "crashing_entry", types.SimpleNamespace(main=crashing_main))
+    registry = [
+        Analysis("crash", "crashing_entry", "x"),
+        Analysis("half", "partial_entry", "docs/results.md §0"),
+        Analysis("empty", "partial_entry", "x"),
+    ]
     (tmp_path / "sweeps" / "half").mkdir(parents=True)
     lines: list[str] = []
     assert run_results(tmp_path, registry=registry, finished_only=True, echo=lines.append) == {}
     folder = tmp_path / "analyses" / "half" / "finished-so-far"
     assert seen[0] == ["--out", str(folder), "--sweep-dir", str(tmp_path / "sweeps" / "half"), "--finished-only"]
     assert (folder / "t.md").read_text().splitlines()[-1] == "| 8 | 2 |"
-    assert lines == [f"half: the finished runs' tables are in {folder}", "empty: nothing to report (exit 2)"]
+    assert lines == [
+        "crash: too few runs finished for its summary (IndexError: single positional indexer is out-of-bounds)",
+        f"half: the finished runs' tables are in {folder}",
+        "empty: nothing to report (exit 2)",
+    ]
     assert not list(tmp_path.glob("analyses/*/done.json"))  # still to be run
+    seen.clear()  # the device is part of every run id: it is passed on as the runs were given it
+    run_results(tmp_path, registry=registry[1:2], finished_only=True, device="cuda", echo=lines.append)
+    assert seen[0][-2:] == ["--device", "cuda"]

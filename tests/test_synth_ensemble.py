@@ -7,7 +7,7 @@ import json
 import pytest
 
 from synthetic.ensemble import check_same_shape
-from synthetic.training import TrainConfig, train, train_ensemble
+from synthetic.training import TrainConfig, drop_state, train, train_ensemble
 
 # Relative tolerance for weights after 50 AdamW steps: batched matmuls sum in another order
 # (measured ≤ 2e-6 here); attn.k.bias is left out, its gradient is zero in exact arithmetic
@@ -106,7 +106,9 @@ def test_an_ensemble_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_p
     for a, b in zip(resumed, whole, strict=True):
         assert a.metrics.drop(columns="elapsed_s").equals(b.metrics.drop(columns="elapsed_s"))
         assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
-    assert not (tmp_path / "state").exists()  # finished: nothing left to resume
+    assert (tmp_path / "state").is_dir()  # kept until the caller knows the result is safe ...
+    drop_state(tmp_path)
+    assert not tmp_path.exists()  # ... and removed whole
     with pytest.raises(ValueError, match="state_every=15 must be a multiple of eval_every=10"):
         train_ensemble(configs, state_dir=tmp_path, state_every=15)
 
@@ -123,4 +125,4 @@ def test_a_single_run_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_
     assert all(
         torch.equal(x, y) for x, y in zip(resumed.model.state_dict().values(), whole.model.state_dict().values())
     )
-    assert resumed.summary["final_loss"] == whole.summary["final_loss"] and not (tmp_path / "state").exists()
+    assert resumed.summary["final_loss"] == whole.summary["final_loss"]

@@ -70,6 +70,20 @@ def atomic_to_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def remove_folder(path: str | os.PathLike) -> None:
+    """Remove a folder and everything in it, renaming it first: a kill half-way through the
+    removal leaves a hidden ``.drop-*`` sibling, never a half-emptied folder under its own name.
+    Nothing happens when it does not exist."""
+    import shutil
+
+    folder = Path(path)
+    if not folder.exists():
+        return
+    doomed = folder.with_name(f".drop-{folder.name}-{os.getpid()}")
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 def config_json(config: Any, **kwargs: Any) -> str:
     """Canonical JSON of a config (sorted keys; dataclasses, tuples, numpy and torch scalars
     converted); ``kwargs`` go to :func:`json.dumps` (e.g. ``indent``, ``separators``).
