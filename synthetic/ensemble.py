@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.core.io import atomic_to_parquet, atomic_write_text
+from interp.core.io import atomic_to_parquet, atomic_write_text, config_json
 from interp.core.provenance import make_provenance, write_provenance
 
 #: Config fields that may differ between members: they change the data or the init, not the shape.
@@ -180,29 +180,21 @@ def train_ensemble(
     if len(out_dirs) != len(configs):
         raise ValueError(f"out_dirs has {len(out_dirs)} entries for {len(configs)} configs: give one per config")
     if len(configs) == 1 or not batched_supported(configs[0]):
-        if state_dir is not None and len(configs) > 1:  # members alone: one state folder each
-            return [
-                train(
-                    c,
-                    out_dir=d,
-                    progress=progress,
-                    on_eval=None if on_eval is None else _one(on_eval),
-                    state_dir=Path(state_dir) / f"member{i}",
-                    state_every=state_every,
-                )
-                for i, (c, d) in enumerate(zip(configs, out_dirs))
-            ]
+        # members trained one at a time: one state folder each (the folder itself for one member)
+        member_dirs = [
+            None if state_dir is None else Path(state_dir) / f"member{i}" if len(configs) > 1 else Path(state_dir)
+            for i in range(len(configs))
+        ]
         return [
             train(
                 c,
                 out_dir=d,
                 progress=progress,
-                wandb=False,
                 on_eval=None if on_eval is None else _one(on_eval),
-                state_dir=state_dir,
+                state_dir=m,
                 state_every=state_every,
             )
-            for c, d in zip(configs, out_dirs)
+            for c, d, m in zip(configs, out_dirs, member_dirs)
         ]
     return _train_batched(configs, out_dirs, progress, on_eval, state_dir, state_every)
 
@@ -372,7 +364,7 @@ def _save_ensemble_state(
         optimizer,
         step,
         lr_next=warmup_constant(c0.lr, c0.warmup_steps)(step),
-        extra={"configs": [asdict(c) for c in configs]},
+        extra={"configs": [json.loads(config_json(c)) for c in configs]},
         tensors={f"train_generator_{e}": g.get_state() for e, g in enumerate(gens)},
     )
 
@@ -389,7 +381,7 @@ def _load_ensemble_state(folder: Path, params: dict[str, Tensor], optimizer, gen
     from interp.core.train_loop import load_state
 
     kept = json.loads((folder / "trainer_state.json").read_text()).get("trainer", {}).get("configs")
-    if kept != [json.loads(json.dumps(asdict(c))) for c in configs]:
+    if kept != [json.loads(config_json(c)) for c in configs]:
         raise ValueError(f"{folder} holds the state of other configs: remove it to start the ensemble afresh")
     step, _, tensors = load_state(folder, optimizer)
     for name, value in load_file(str(folder / "ensemble.safetensors")).items():

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.core.devices import choose_device
-from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder
+from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder, to_jsonable
 from interp.core.objects import short_repr, values_equal
 from interp.core.provenance import make_provenance, write_provenance
 from interp.core.train_loop import train_loop, warmup_constant
@@ -353,7 +353,7 @@ def keep_state(state_dir: str | Path, save: Callable[[Path], object], rows: list
     if final.exists():  # else .state.old may be the only whole state (a kill between the renames)
         shutil.rmtree(old, ignore_errors=True)
     save(new)
-    atomic_write_text(new / STATE_ROWS, json.dumps(rows, default=_json_scalar))
+    atomic_write_text(new / STATE_ROWS, json.dumps(rows, default=to_jsonable))
     if final.exists():
         os.replace(final, old)
     os.replace(new, final)
@@ -379,13 +379,6 @@ def find_state(state_dir: str | Path | None) -> Path | None:
         if (folder / STATE_ROWS).is_file():
             return folder
     return None
-
-
-def _json_scalar(value: Any) -> Any:
-    """numpy / torch scalars in metrics rows → Python numbers (for :func:`keep_state`)."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def _resume(
