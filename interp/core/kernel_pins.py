@@ -26,7 +26,7 @@ import platform
 import signal
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 #: Environment set in every training worker before torch is imported.
@@ -240,6 +240,27 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with status {exitcode}"
 
 
+def pool_exit_codes(pool, wait_s: float = 5.0) -> dict[int, int | None]:
+    """``{pid: exitcode}`` of a broken process pool's workers, after waiting up to ``wait_s``
+    seconds (in total) for each exit status to be known.
+
+    The pool reports the death as soon as the dead worker's pipe closes; its own manager thread
+    then reaps the process, so for a moment ``exitcode`` is ``None`` (our ``waitpid`` finds no
+    child) although the process is gone. Returning then would hide the signal that killed it.
+    """
+    import time
+
+    processes = dict(getattr(pool, "_processes", None) or {})
+    deadline = time.monotonic() + wait_s
+    for process in processes.values():
+        while process.exitcode is None and time.monotonic() < deadline:
+            with suppress(AssertionError, ValueError, OSError):  # already closed by the pool
+                process.join(timeout=0.05)
+            if process.exitcode is None:
+                time.sleep(0.01)  # reaped by the pool's thread, which has not yet stored the code
+    return {pid: process.exitcode for pid, process in processes.items()}
+
+
 def _run_in_child(fn, threads, args, kwargs):
     import torch
 
@@ -267,6 +288,6 @@ def run_pinned(fn, *args, threads: int = 1, what: str = "training", **kwargs):
         try:
             return future.result()
         except BrokenProcessPool:
-            codes = [p.exitcode for p in getattr(pool, "_processes", {}).values() if p.exitcode is not None]
+            codes = [code for code in pool_exit_codes(pool).values() if code is not None]
             how = describe_exit(codes[0]) if codes else "ended abruptly"
             raise WorkerDiedError(f"the {what} process {how}") from None

@@ -17,7 +17,6 @@ step that depends on the seed. The measured effect of each knob is in docs/embed
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -548,15 +547,9 @@ def _drain_progress(queue, bar, workers: dict | None = None) -> None:
 def _died(pool, workers: dict) -> str:
     """One line on the workers of a broken pool: which run each dead one trained, how it ended
     (signal), and the last step it reported."""
-    from interp.core.kernel_pins import describe_exit
+    from interp.core.kernel_pins import describe_exit, pool_exit_codes
 
-    processes = dict(getattr(pool, "_processes", None) or {})
-    deadline = time.monotonic() + 5.0  # the pool may see the death before the dead process is reaped
-    for process in processes.values():
-        if process.exitcode is None:
-            with contextlib.suppress(Exception):
-                process.join(timeout=max(0.0, deadline - time.monotonic()))
-    codes = {pid: p.exitcode for pid, p in processes.items()}
+    codes = pool_exit_codes(pool)
     # the pool terminates (SIGTERM) the others once one died: name the first cause first
     order = sorted(codes, key=lambda pid: (codes[pid] == -signal.SIGTERM, codes[pid] is None))
     parts = []
