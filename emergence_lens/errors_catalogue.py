@@ -104,18 +104,20 @@ def _text(node: ast.AST) -> str:
 
 def raise_sites(names: set[str], packages: tuple[str, ...] = RAISE_PACKAGES) -> dict[str, list[tuple[str, str, str]]]:
     """``class name -> [(file, function, message pattern)]`` for every ``raise Name(...)`` /
-    ``raise module.Name(...)`` in the packages' source, in file order."""
+    ``raise module.Name(...)`` in the packages' source, and every ``return Name(...)`` (a function
+    that builds the error its caller raises), in file order."""
     sites: dict[str, list[tuple[str, str, str]]] = {name: [] for name in names}
     for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             tree = ast.parse(path.read_text(), filename=str(path))
             for scope, node in _walk(tree, ""):
-                if not isinstance(node, ast.Raise) or not isinstance(node.exc, ast.Call):
+                call = node.exc if isinstance(node, ast.Raise) else node.value if isinstance(node, ast.Return) else None
+                if not isinstance(call, ast.Call):
                     continue
-                func = node.exc.func
+                func = call.func
                 name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
                 if name in sites:
-                    message = _text(node.exc.args[0]) if node.exc.args else ""
+                    message = _text(call.args[0]) if call.args else ""
                     sites[name].append((path.relative_to(ROOT).as_posix(), scope or "(module)", message))
     return sites
 

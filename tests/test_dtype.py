@@ -8,6 +8,8 @@ bfloat16 9.7e-4 / 4.0e-4 and float16 2.3e-4 / 6.5e-5 on the quick suite's two ru
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from interp.emergence import find_emergence
@@ -39,7 +41,18 @@ def test_low_precision_delta_p_within_tolerance_of_float32(quick_suite):
             assert next(loaded.model.parameters()).dtype == dtype
             attn = loaded.model.blocks[0].attn
             assert hasattr(attn._softmax_dropout_pattern, "__wrapped__") == (dtype != torch.float32)
-            ranking = rank_heads_between(source, point.pre_step, point.post_step, batch, decompose=False, device="cpu")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ranking = rank_heads_between(
+                    source, point.pre_step, point.post_step, batch, decompose=False, device="cpu"
+                )
+            fallbacks = [str(w.message) for w in caught if "layer-skip patching unavailable" in str(w.message)]
+            if dtype == torch.float32:
+                assert fallbacks == []
+            else:  # the block check cannot pass at this precision: it says so, with the way out
+                name = str(dtype).removeprefix("torch.")
+                assert fallbacks and all(f"could not be checked in {name}" in m for m in fallbacks), fallbacks
+                assert all("--dtype float32" in m for m in fallbacks)
             assert not torch.isnan(ranking.delta_p).any() and not ranking.topk["value"].isna().any()
             delta_p[dtype] = ranking.delta_p.float()
         for dtype, tolerance in TOLERANCE.items():
@@ -77,3 +90,16 @@ def test_float16_pattern_softmax_is_taken_in_float32(quick_suite):
         torch.testing.assert_close(pattern, scores.float().softmax(-1).to(dtype), atol=0, rtol=0)
         source.close()
     assert asked == {torch.float32: None, torch.float16: torch.float32}
+
+
+def test_a_block_check_in_low_precision_counts_the_rounding():
+    from interp.patching.fast.changes import _not_rebuilt
+
+    out = torch.tensor([3.890625, -1.0], dtype=torch.bfloat16)  # bfloat16's spacing in [2, 4): 2^-6
+    message = str(_not_rebuilt(0, 2**-5, out))
+    assert message.startswith(
+        "block 0 could not be checked in bfloat16: its rebuilt output differs by 3.12e-02 (2 ulp at the largest entry)"
+    )
+    half = str(_not_rebuilt(3, 2**-9, out.to(torch.float16)))  # float16's spacing in [2, 4): 2^-9
+    assert "checked in float16" in half and "(1 ulp at" in half
+    assert str(_not_rebuilt(0, 0.5, out.float())) == "block 0 is not x + attn + mlp (reconstruction error 5.00e-01)"

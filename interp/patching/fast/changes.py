@@ -13,6 +13,7 @@ kinds table (:mod:`interp.patching.kinds`): the fast way (``hook``, ``weights``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -150,7 +151,7 @@ def block_changes(engine: LayerSkipEngine, key: tuple, layer: int) -> _Changes:
         err = float((rebuilt - out_all).abs().max())
         if err > _RESID_CHECK_RTOL * max(1.0, float(out_all.abs().max())):
             del engine._changes[(key, layer)]
-            raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+            raise _not_rebuilt(layer, err, out_all)
         engine._structure_checked = True
     return changes
 
@@ -227,7 +228,27 @@ def _check_block(engine: LayerSkipEngine, layer: int, hooks: list, slices: list,
     err = float((rebuilt - out).abs().max())
     if err > _RESID_CHECK_RTOL * max(1.0, float(out.abs().max())):
         del engine._changes[(key, layer)]
-        raise FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
+        raise _not_rebuilt(layer, err, out)
+
+
+def _not_rebuilt(layer: int, err: float, out: Tensor) -> FastPathUnsupported:
+    """The block's rebuilt output differs from its own forward by ``err`` (largest entry).
+
+    In a float16 / bfloat16 model the two differ by rounding alone (measured: 1-2 units in the
+    last place of the largest entry), which a check at float32's tolerance cannot tell from
+    another block layout; the message then says so, and how to get the fast path.
+    """
+    if out.dtype.is_floating_point and torch.finfo(out.dtype).bits < 32:
+        _, exponent = math.frexp(max(float(out.abs().max()), torch.finfo(out.dtype).tiny))
+        ulps = err / (torch.finfo(out.dtype).eps * 2.0 ** (exponent - 1))  # spacing at the largest entry
+        dtype = str(out.dtype).removeprefix("torch.")
+        return FastPathUnsupported(
+            f"block {layer} could not be checked in {dtype}: its rebuilt "
+            f"output differs by {err:.2e} ({ulps:.0f} ulp at the largest entry), "
+            "which float32's check cannot tell from another block layout; for the fast path load the "
+            "model in float32 (--dtype float32, or source.dtype = torch.float32)"
+        )
+    return FastPathUnsupported(f"block {layer} is not x + attn + mlp (reconstruction error {err:.2e})")
 
 
 def _rebuild(engine: LayerSkipEngine, layer: int, key: tuple, changes: _Changes, mask: Tensor) -> Tensor:
