@@ -75,8 +75,7 @@ def execute_run(task: RunTask) -> RunRecord:
     buffer = io.StringIO()
     with contextlib.ExitStack() as stack:
         if task.log_path is not None:
-            Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
-            stream = stack.enter_context(open(task.log_path, "w", encoding="utf-8", buffering=1))
+            stream = stack.enter_context(_open_log(task.log_path))
         else:
             stream = buffer
         stream.write(f"run {task.run_id} runner {runner_name(task.runner)} started {started}\n")
@@ -153,10 +152,11 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
     finished = _now()
     records = []
     for task, (summary, metrics) in zip(tasks, outs):
-        log = buffer.getvalue() + f"run {task.run_id}\nok after {wall:.3f} s (its share of the group)\n"
-        if task.log_path is not None:
-            Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(task.log_path).write_text(log, encoding="utf-8")
+        tail = f"run {task.run_id}\nok after {wall:.3f} s (its share of the group)\n"
+        log = buffer.getvalue() + tail
+        if task.log_path is not None:  # the group's output is in the log already
+            with _open_log(task.log_path) as stream:
+                stream.write(tail)
         records.append(
             RunRecord(
                 run_id=task.run_id,
@@ -250,9 +250,11 @@ def _state_dir(path: str | None) -> Iterator[None]:
 
 
 def _open_log(path: str | Path) -> typing.TextIO:
-    """A run's log file, line-buffered (its folder made)."""
+    """A run's log file for appending, line-buffered (its folder made). Appending keeps the
+    earlier attempts of a run that was stopped and resumed (each begins with its ``started``
+    line), so the log of a resumed run still shows the steps before the stop."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "w", encoding="utf-8", buffering=1)
+    return open(path, "a", encoding="utf-8", buffering=1)
 
 
 class _Tee(io.TextIOBase):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -519,6 +520,17 @@ def test_a_run_stopped_half_way_continues_from_its_kept_state(reference, spec_fi
     outcome = run_sweep(spec_file, out, jobs=1, progress=False, ensemble=ensemble)
     assert outcome.n_failed == 0 and resumed_from[0] == 30  # the first evaluation after the kept step 20
     assert not list((out / "partial").rglob("rows.json"))  # finished: no state left
+    # the stopped run's log keeps its first attempt (evaluations up to step 30), then the resumed one
+    attempts = {
+        p.stem: [m.start() for m in re.finditer(r" started \d{4}-", p.read_text())]
+        for p in (out / "logs").glob("*.log")
+    }
+    resumed = [run_id for run_id, starts in attempts.items() if len(starts) == 2]
+    assert len(resumed) == (1 if ensemble == 1 else len(attempts)), attempts  # the run (or group) stopped
+    for run_id in resumed:
+        text = (out / "logs" / f"{run_id}.log").read_text()
+        assert 0 < text.index("step 30: loss") < attempts[run_id][1]  # before the second start
+        assert text.rstrip().splitlines()[-1].startswith("ok after")
     a, b = _metrics(out), _metrics(reference.out_dir)
     if ensemble == 1:
         assert a.equals(b)  # bit for bit: as if never stopped
