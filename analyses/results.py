@@ -8,6 +8,13 @@
 one that was stopped resumes from the runs its store holds. Each analysis's CSV tables are also
 written as Markdown (``<name>.md``) for the docs. Adding an analysis is one line in
 :data:`REGISTRY`.
+
+The paper-scale entries (``--paper-scale``; hours each on a CPU) also keep their finished runs
+in the repository, in ``docs/data/paper-scale/<name>/store/`` (:data:`KEPT_ROOT`; the results
+store's ``runs/``, ``metrics/`` and ``logs/``): before an entry trains, the runs kept there are
+copied into its store and are not trained again; after it (and with ``--finished-only``), its
+newly finished runs are added there. Committing that folder is what lets a fresh clone, or the
+next session on a fresh disk, resume where the last one stopped. ``--no-kept`` trains every run.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
+
+# Where the paper-scale entries keep their finished runs (a checkout's docs/data; None-like when
+# the package is installed without the docs: then nothing is taken or kept).
+KEPT_ROOT = Path(__file__).resolve().parents[1] / "docs" / "data" / "paper-scale"
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,7 @@ def run_results(
     paper_scale: bool = False,
     device: str | None = None,
     finished_only: bool = False,
+    kept_root: Path | None = KEPT_ROOT,
 ) -> dict[str, float]:
     """Run the selected analyses that have not finished yet; returns seconds per analysis run now.
 
@@ -165,6 +177,9 @@ def run_results(
     ``paper_scale`` selects the paper-scale entries instead of the documented-scale ones (when no
     ``names``); ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``) is passed to every entry that
     trains runs (``--device``).
+
+    ``kept_root``: the paper-scale entries' kept runs, ``kept_root/<name>/store`` (see the
+    module docstring); None (``--no-kept``), or a folder that does not exist, keeps nothing.
 
     Raises:
         ValueError: an unknown name, ``jobs < 1`` or ``out`` an existing file (before any work).
@@ -179,9 +194,13 @@ def run_results(
     check_out_dir(out)
     started = time.perf_counter()
     seconds: dict[str, float] = {}
+    if kept_root is not None and not kept_root.is_dir():
+        kept_root = None  # an installed package without docs/data: nothing to take or keep
     if finished_only:
         for analysis in chosen:
+            _take_kept(analysis, out, kept_root, echo)
             _report_finished(analysis, out, echo, device)
+            _keep_finished(analysis, out, kept_root, echo)
         return seconds
     for analysis in chosen:
         folder = out / "analyses" / analysis.name
@@ -197,7 +216,11 @@ def run_results(
         )
         if analysis.runs_sweeps and device is not None:
             sweep_args += ["--device", device]
-        module.main(["--out", str(folder), *sweep_args, *analysis.args])
+        _take_kept(analysis, out, kept_root, echo)
+        try:
+            module.main(["--out", str(folder), *sweep_args, *analysis.args])
+        finally:  # an entry stopped by an error or Ctrl-C still keeps the runs it finished
+            _keep_finished(analysis, out, kept_root, echo)
         seconds[analysis.name] = time.perf_counter() - t0
         for csv in sorted(folder.glob("*.csv")):
             atomic_write_text(csv.with_suffix(".md"), markdown_table(csv))
@@ -217,6 +240,43 @@ def run_results(
         f"({len(chosen) - len(seconds)} already done); outputs in {out}"
     )
     return seconds
+
+
+def _kept_store(analysis: Analysis, kept_root: Path | None):
+    """The committed store that keeps a paper-scale entry's finished runs, or None (other entries)."""
+    from sweeps.store import ResultsStore
+
+    if kept_root is None or not (analysis.paper_scale and analysis.runs_sweeps):
+        return None
+    return ResultsStore(kept_root / analysis.name / "store")
+
+
+def _take_kept(analysis: Analysis, out: Path, kept_root: Path | None, echo) -> None:
+    """Copy the entry's kept runs into its store (``OUT/sweeps/<name>``) before it trains."""
+    kept = _kept_store(analysis, kept_root)
+    if kept is None:
+        return
+    from sweeps.store import ResultsStore
+
+    taken = ResultsStore(out / "sweeps" / analysis.name).copy_finished_from(kept)
+    if taken:
+        echo(
+            f"{analysis.name}: {len(taken)} finished runs taken from {kept.root} "
+            "(kept by an earlier run; --no-kept trains them again)"
+        )
+
+
+def _keep_finished(analysis: Analysis, out: Path, kept_root: Path | None, echo) -> None:
+    """Add the entry's newly finished runs to its kept store (to be committed)."""
+    kept = _kept_store(analysis, kept_root)
+    if kept is None:
+        return
+    added = kept.copy_finished_from(out / "sweeps" / analysis.name)
+    if added:
+        echo(
+            f"{analysis.name}: {len(added)} newly finished runs kept in {kept.root} "
+            "(commit it: a fresh clone resumes from there)"
+        )
 
 
 def _report_finished(analysis: Analysis, out: Path, echo, device: str | None = None) -> None:
@@ -272,6 +332,12 @@ def results_command(
         help="Train nothing: tables of the runs each entry's store already holds (a long entry while it runs), "
         "in OUT/analyses/<name>/finished-so-far/.",
     ),
+    kept: bool = typer.Option(
+        True,
+        "--kept/--no-kept",
+        help="Paper-scale entries: take the finished runs kept in docs/data/paper-scale/<name>/store "
+        "before training, and add newly finished ones there (--no-kept: train every run here).",
+    ),
 ) -> None:
     """Re-run every number docs/results*.md quote, at the documented scale (hours on 2 cores);
     prints the total time; a second call resumes where the first stopped."""
@@ -290,6 +356,7 @@ def results_command(
             paper_scale=paper_scale,
             device=device,
             finished_only=finished_only,
+            kept_root=KEPT_ROOT if kept else None,
         )
     except ValueError as err:
         typer.echo(f"error: emergence results: {err}", err=True)

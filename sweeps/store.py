@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_text
+from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_bytes, atomic_write_text
 
 RESULTS_FILE = "results.parquet"
 
@@ -90,6 +90,40 @@ class ResultsStore:
     def write_log(self, run_id: str, text: str) -> Path:
         """Write (replace) the log of ``run_id`` atomically."""
         return atomic_write_text(self.log_path(run_id), text)
+
+    def copy_finished_from(self, other: ResultsStore | str | os.PathLike) -> list[str]:
+        """Copy into this store every run that finished without error in ``other`` and has no
+        row here (its metrics, log and row, in that order, each atomically: a kill leaves each
+        run whole or absent). Failed runs and runs this store already holds are left alone, so
+        a copied run is never trained again and a run recorded here is never replaced.
+
+        This is how a long sweep outlives the disk it ran on: its finished runs are kept in a
+        committed folder and copied back into a fresh store before the sweep resumes
+        (``emergence results --paper-scale``: docs/data/paper-scale/<entry>/store).
+        ``results.parquet`` is rebuilt when anything was copied.
+
+        Returns:
+            The run ids copied, sorted (empty when ``other`` does not exist).
+        """
+        source = other if isinstance(other, ResultsStore) else ResultsStore(other)
+        if source.root.resolve() == self.root.resolve():
+            return []
+        done_here = self.done_ids()
+        wanted = [p.stem for p in source.row_files() if p.stem not in done_here]
+        if not wanted:
+            return []
+        ok = source.results(wanted)
+        copied = sorted(ok.loc[ok["status"] == "ok", "run_id"]) if "status" in ok else []
+        for run_id in copied:
+            for src, dst in (
+                (source.metrics_path(run_id), self.metrics_path(run_id)),
+                (source.log_path(run_id), self.log_path(run_id)),
+                (source.row_path(run_id), self.row_path(run_id)),  # the row last: it means "done"
+            ):
+                if src.is_file():
+                    atomic_write_bytes(dst, src.read_bytes())
+        self.consolidate()
+        return copied
 
     # -- reads -------------------------------------------------------------------------------
     def row_files(self) -> list[Path]:

@@ -134,3 +134,63 @@ def test_finished_only_reads_each_store_without_training_or_marking_done(tmp_pat
     seen.clear()  # the device is part of every run id: it is passed on as the runs were given it
     run_results(tmp_path, registry=registry[1:2], finished_only=True, device="cuda", echo=lines.append)
     assert seen[0][-2:] == ["--device", "cuda"]
+
+
+RUNS: list[int] = []
+
+
+def counted_runner(config: dict) -> tuple[dict, pd.DataFrame]:
+    """A run that records itself; its loss is a known function of s."""
+    RUNS.append(config["s"])
+    return {"final_loss": 1.0 / config["s"]}, pd.DataFrame({"step": [0, 10], "loss": [1.0, 1.0 / config["s"]]})
+
+
+def sweeping_main(argv):
+    """A stand-in paper-scale entry: a sweep of s = 1..4 into --sweep-dir, its table to --out."""
+    from sweeps import run_sweep
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--jobs", type=int)
+    parser.add_argument("--sweep-dir", type=Path)
+    parser.add_argument("--finished-only", action="store_true")
+    parser.add_argument("--paper-scale", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.finished_only:
+        run_sweep({"grid": {"s": [1, 2, 3, 4]}}, args.sweep_dir, runner=counted_runner, progress=False)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = pd.read_parquet(args.sweep_dir / "results.parquet").sort_values("s")
+    rows[["s", "final_loss"]].to_csv(args.out / "t.csv", index=False)
+
+
+def test_paper_scale_runs_are_kept_and_a_fresh_clone_resumes_from_them(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "sweeping_entry", types.SimpleNamespace(main=sweeping_main))
+    registry = [Analysis("kept", "sweeping_entry", "docs/results.md §0", ("--paper-scale",), paper_scale=True)]
+    kept_root = tmp_path / "docs-data"
+    kept_root.mkdir()
+    lines: list[str] = []
+    RUNS.clear()
+    run_results(tmp_path / "one", jobs=1, registry=registry, paper_scale=True, kept_root=kept_root, echo=lines.append)
+    assert sorted(RUNS) == [1, 2, 3, 4]
+    store = kept_root / "kept" / "store"
+    assert f"kept: 4 newly finished runs kept in {store} (commit it: a fresh clone resumes from there)" in lines
+    assert len(list((store / "runs").glob("*.parquet"))) == 4 and len(list((store / "metrics").glob("*"))) == 4
+    # A fresh clone (another OUT, empty): the kept runs are taken, none is trained again.
+    lines.clear()
+    run_results(tmp_path / "two", jobs=1, registry=registry, paper_scale=True, kept_root=kept_root, echo=lines.append)
+    assert sorted(RUNS) == [1, 2, 3, 4]
+    assert lines[1] == f"kept: 4 finished runs taken from {store} (kept by an earlier run; --no-kept trains them again)"
+    table = pd.read_csv(tmp_path / "two" / "analyses" / "kept" / "t.csv")
+    assert table["final_loss"].tolist() == pytest.approx([1.0, 0.5, 1 / 3, 0.25], abs=1e-12)
+    # --finished-only on a third fresh clone reports the kept runs without training.
+    run_results(
+        tmp_path / "three", registry=registry, paper_scale=True, finished_only=True, kept_root=kept_root, echo=print
+    )
+    assert pd.read_csv(tmp_path / "three" / "analyses" / "kept" / "finished-so-far" / "t.csv").equals(table)
+    # --no-kept (kept_root None) trains every run; a missing kept folder is the same.
+    run_results(tmp_path / "four", jobs=1, registry=registry, paper_scale=True, kept_root=None, echo=lines.append)
+    run_results(tmp_path / "five", jobs=1, registry=registry, paper_scale=True, kept_root=tmp_path / "no", echo=print)
+    assert sorted(RUNS) == [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4] and not (tmp_path / "no").exists()

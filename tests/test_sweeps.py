@@ -243,6 +243,31 @@ def test_failing_run_is_recorded_and_rerun_runs_only_missing(tmp_path, capsys):
     assert run_sweep(dict(extended_spec, name="again"), tmp_path, runner=toy_runner, progress=False).n_ran == 0
 
 
+def test_finished_runs_copied_into_a_fresh_store_are_not_run_again(tmp_path):
+    """The kept-runs path of the paper-scale entries: a sweep's finished runs, copied into a
+    fresh store (another clone's disk), are skipped there; failed runs are not copied."""
+    spec = {"grid": {"s": [1, 2, 3]}, "seeds": [0, 1]}
+    first = run_sweep(spec, tmp_path / "a", runner=toy_runner, progress=False)
+    assert first.n_failed == 2
+    kept, fresh = ResultsStore(tmp_path / "kept"), ResultsStore(tmp_path / "fresh")
+    assert fresh.copy_finished_from(tmp_path / "missing") == []
+    copied = kept.copy_finished_from(tmp_path / "a")
+    ok = first.results[first.results["status"] == "ok"]
+    assert copied == sorted(ok["run_id"]) and len(copied) == 4
+    assert kept.copy_finished_from(tmp_path / "a") == []  # nothing new; nothing replaced
+    assert fresh.copy_finished_from(kept) == copied
+    for run_id in copied:  # byte-for-byte: row, metrics and log
+        for path in (ResultsStore.row_path, ResultsStore.metrics_path, ResultsStore.log_path):
+            assert path(fresh, run_id).read_bytes() == path(ResultsStore(tmp_path / "a"), run_id).read_bytes()
+    resumed = run_sweep(spec, fresh.root, runner=toy_runner, progress=False)
+    assert (resumed.n_ran, resumed.n_skipped, resumed.n_failed) == (2, 4, 2)  # only the two s = 3 runs
+    pd.testing.assert_frame_equal(
+        resumed.results[resumed.results["status"] == "ok"][["run_id", "final_loss"]].reset_index(drop=True),
+        ok[["run_id", "final_loss"]].reset_index(drop=True),
+    )
+    assert kept.copy_finished_from(kept.root) == []
+
+
 def test_cli_sweep_refuses_another_spec_in_one_line(tmp_path):
     first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
     first.write_text("runner: tests.test_sweeps:toy_runner\ngrid:\n  s: [1]\nseeds: [0]\n")
