@@ -131,3 +131,68 @@ def test_where_pins_cannot_apply_the_reason_is_one_line(monkeypatch):
         assert kernel_pins.why_not().startswith("EMERGENCE_LENS_UNPINNED=1 set by the caller")
     finally:
         kernel_pins.why_not.cache_clear()
+
+
+def test_mkl_takes_its_intel_code_path_in_every_pinned_worker():
+    """Issue 19: MKL picks kernels by CPU vendor too; a pinned worker runs its Intel path on any
+    x86-64 CPU (natively on Intel, through the preloaded shim elsewhere), so an AMD CPU trains the
+    Intel machine's bytes. In this (unpinned) process the answer is the CPU's own."""
+    if not kernel_pins.pins_apply():
+        pytest.skip(f"the kernel pins do not apply here: {kernel_pins.why_not()}")
+    assert kernel_pins.run_pinned(kernel_pins.mkl_takes_intel_path) is True
+    vendor = kernel_pins.cpu_vendor()
+    if vendor is not None:
+        assert kernel_pins.mkl_takes_intel_path() is (vendor == "GenuineIntel")
+        env = kernel_pins.worker_env(1)
+        shim, _ = kernel_pins.mkl_vendor_shim()
+        assert (str(shim) in env.get("LD_PRELOAD", "")) is (vendor != "GenuineIntel")
+
+
+def test_the_shim_is_built_once_and_a_non_intel_cpu_without_it_is_unpinned(tmp_path, monkeypatch):
+    if kernel_pins._c_compiler() is None:
+        pytest.skip("no C compiler here to build the shim")
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
+    kernel_pins.mkl_vendor_shim.cache_clear()
+    kernel_pins.why_not.cache_clear()
+    try:
+        shim, reason = kernel_pins.mkl_vendor_shim()
+        assert reason is None and shim.parent == tmp_path / "cache" / "kernel-pins" and shim.is_file()
+        digest = hashlib.sha256(kernel_pins.MKL_VENDOR_SHIM_SOURCE.encode()).hexdigest()[:12]
+        assert shim.name == f"libmkl_intel_path-{digest}.so"
+        # the source beside it and nothing half-written; a second call builds nothing
+        assert sorted(p.name for p in shim.parent.iterdir()) == sorted([shim.with_suffix(".c").name, shim.name])
+        kernel_pins.mkl_vendor_shim.cache_clear()
+        built = shim.stat().st_mtime_ns
+        assert kernel_pins.mkl_vendor_shim() == (shim, None) and shim.stat().st_mtime_ns == built
+        preloaded = subprocess.run(
+            [sys.executable, "-c", "from interp.core import kernel_pins; print(kernel_pins.mkl_takes_intel_path())"],
+            env={**os.environ, "LD_PRELOAD": str(shim), "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert preloaded.stdout.strip() == "True", preloaded.stderr[-1000:]
+        # a non-Intel CPU gets the shim in its workers' environment ...
+        monkeypatch.setattr(kernel_pins, "cpu_vendor", lambda: "AuthenticAMD")
+        monkeypatch.setattr(kernel_pins, "_cpu_flags", lambda: {"avx2", "fma"})
+        monkeypatch.setattr(kernel_pins.platform, "machine", lambda: "x86_64")
+        monkeypatch.setenv("LD_PRELOAD", "libother.so")
+        assert kernel_pins.why_not() is None
+        assert kernel_pins.worker_env(1)["LD_PRELOAD"] == f"{shim} libother.so"
+        # ... and where it cannot be built, the pins do not apply, with a one-line reason
+        monkeypatch.setattr(kernel_pins, "_c_compiler", lambda: None)
+        monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "empty"))
+        kernel_pins.mkl_vendor_shim.cache_clear()
+        kernel_pins.why_not.cache_clear()
+        assert kernel_pins.why_not() == (
+            "the CPU is AuthenticAMD, not Intel, so MKL takes another code path, and the shim that makes "
+            "it take Intel's could not be made: no C compiler (cc, gcc or clang) to build it"
+        )
+        with pytest.warns(RuntimeWarning, match="not pinned to the AVX2 kernels: the CPU is AuthenticAMD"):
+            kernel_pins._warn_once.cache_clear()
+            assert kernel_pins.worker_env(1) == {}
+        assert not list((tmp_path / "empty").rglob("*.so"))
+    finally:
+        kernel_pins.mkl_vendor_shim.cache_clear()
+        kernel_pins.why_not.cache_clear()
+        kernel_pins._warn_once.cache_clear()

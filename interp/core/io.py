@@ -19,6 +19,16 @@ if TYPE_CHECKING:  # pandas is imported by the caller that hands in a DataFrame
     import pandas as pd
 
 
+def cache_root() -> Path:
+    """Where trained suites and other built artefacts live: ``$EMERGENCE_LENS_CACHE``, else
+    ``$XDG_CACHE_HOME/emergence-lens``, else ``~/.cache/emergence-lens``."""
+    env = os.environ.get("EMERGENCE_LENS_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "emergence-lens"
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds.

@@ -10,8 +10,16 @@ that has imported torch: the trainer sets them in the environment of its own wor
 highest that every x86-64 CPU with AVX2 runs (AVX-512 machines run it too); measured effect of each
 pin in docs/embedded.md ("What changes the weights").
 
-Where pins cannot apply (not x86-64, or no AVX2/FMA) training runs with the machine's kernels, a
-one-line warning says so, ``suite.json`` records why and the cache key names the actual level.
+MKL also asks the CPU's vendor: on a CPU that is not Intel's it takes another code path, whose bits
+differ even with ``MKL_CBWR=AVX2`` (measured on an AMD EPYC, Zen 3: the first step's
+``addmm`` and flash attention, docs/embedded.md "Kernel pins"). There the pins add a fourth one,
+:func:`mkl_vendor_shim`: a one-function shared library, built once with the system's C compiler,
+preloaded (``LD_PRELOAD``) into the training workers, whose ``mkl_serv_intel_cpu_true`` answers
+"Intel", so MKL runs the same AVX2 code path as on an Intel CPU (its AVX2 kernels use only AVX2 and
+FMA, which the pins already require). The AMD machine then trains the Intel machine's bytes.
+
+Where pins cannot apply (not x86-64, no AVX2/FMA, or a non-Intel CPU where the shim cannot be built
+or preloaded) training runs with the machine's kernels, a one-line warning says so, ``suite.json`` records why and the cache key names the actual level.
 ``EMERGENCE_LENS_UNPINNED=1`` turns the pins off on purpose (the caller's environment decides the
 kernels, as before pins): used to check that the tests' properties of emergence hold under other
 kernel levels (``ATEN_CPU_CAPABILITY=default|avx2|avx512``).
@@ -20,10 +28,14 @@ kernel levels (``ATEN_CPU_CAPABILITY=default|avx2|avx512``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import multiprocessing.context as mp_context
 import os
 import platform
+import shutil
 import signal
+import subprocess
+import sysconfig
 import threading
 import warnings
 from contextlib import contextmanager, suppress
@@ -41,13 +53,87 @@ UNPIN_VAR = "EMERGENCE_LENS_UNPINNED"
 MARK_VAR = "EMERGENCE_LENS_PINNED"
 
 
-def _cpu_flags() -> set[str] | None:
+#: Where MKL asks whether the CPU is Intel's; the shim's one function (see :func:`mkl_vendor_shim`).
+MKL_VENDOR_SYMBOL = "mkl_serv_intel_cpu_true"
+MKL_VENDOR_SHIM_SOURCE = f"""/* emergence-lens kernel pins: MKL takes its Intel code path (docs/embedded.md, Kernel pins). */
+int {MKL_VENDOR_SYMBOL}(void) {{ return 1; }}
+"""
+
+
+def _cpuinfo_field(name: str) -> str | None:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), None)
-    return set(line.split(":", 1)[1].split()) if line else None
+    line = next((ln for ln in text.splitlines() if ln.split(":", 1)[0].strip() == name), None)
+    return line.split(":", 1)[1].strip() if line else None
+
+
+def _cpu_flags() -> set[str] | None:
+    flags = _cpuinfo_field("flags")
+    return set(flags.split()) if flags is not None else None
+
+
+def cpu_vendor() -> str | None:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, …) from ``/proc/cpuinfo``, or
+    None where there is none (not Linux)."""
+    return _cpuinfo_field("vendor_id")
+
+
+def _c_compiler() -> str | None:
+    for name in (os.environ.get("CC"), sysconfig.get_config_var("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name.split()[0]):
+            return name.split()[0]
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def mkl_vendor_shim() -> tuple[Path | None, str | None]:
+    """The shared library that makes MKL take its Intel code path on a non-Intel CPU:
+    ``(path, None)``, built on first use into ``<cache>/kernel-pins/`` (one C function,
+    :data:`MKL_VENDOR_SHIM_SOURCE`, compiled with ``$CC`` / ``cc`` / ``gcc`` / ``clang``; the file
+    is named by the source's digest and written atomically), or ``(None, reason)`` when it cannot
+    be built (no C compiler, or the compiler failed; the reason is one line).
+
+    Why: MKL chooses its kernels by CPU vendor as well as level, and on AMD CPUs its non-Intel path
+    computes other bits than an Intel CPU under the same ``MKL_CBWR=AVX2`` (issue 19;
+    docs/embedded.md, "Kernel pins"). Preloaded, the shim's ``mkl_serv_intel_cpu_true`` is the one
+    MKL (linked into ``libtorch_cpu``) calls.
+    """
+    from interp.core.io import atomic_path, cache_root
+
+    digest = hashlib.sha256(MKL_VENDOR_SHIM_SOURCE.encode()).hexdigest()[:12]
+    path = cache_root() / "kernel-pins" / f"libmkl_intel_path-{digest}.so"
+    if any(c.isspace() or c == ":" for c in str(path)):
+        return None, f"its cache path {str(path)!r} holds a space or ':', which LD_PRELOAD cannot carry"
+    if path.is_file():
+        return path, None
+    compiler = _c_compiler()
+    if compiler is None:
+        return None, "no C compiler (cc, gcc or clang) to build it"
+    source = path.with_suffix(".c")
+    try:
+        with atomic_path(source, suffix=".c") as tmp_c:
+            tmp_c.write_text(MKL_VENDOR_SHIM_SOURCE)
+        with atomic_path(path, suffix=".so") as tmp_so:
+            done = subprocess.run(
+                [compiler, "-shared", "-fPIC", "-O2", "-o", str(tmp_so), str(source)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if done.returncode != 0:
+                last = (done.stderr or done.stdout).strip().splitlines()
+                raise OSError(f"{compiler} failed: {last[-1] if last else f'exit {done.returncode}'}")
+    except (OSError, subprocess.SubprocessError) as err:
+        return None, f"building it failed ({err})"
+    return path, None
+
+
+def needs_mkl_shim() -> bool:
+    """True on a Linux x86-64 CPU that is not Intel's (MKL would take its non-Intel code path)."""
+    vendor = cpu_vendor()
+    return vendor is not None and vendor != "GenuineIntel"
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,6 +153,13 @@ def why_not() -> str | None:
         return f"torch reports CPU level {torch.backends.cpu.get_cpu_capability()}, below AVX2"
     if not {"avx2", "fma"} <= flags:
         return "the CPU has no AVX2/FMA: the pinned AVX2 kernels cannot run here"
+    if needs_mkl_shim():
+        _, reason = mkl_vendor_shim()
+        if reason is not None:
+            return (
+                f"the CPU is {cpu_vendor()}, not Intel, so MKL takes another code path, and the shim "
+                f"that makes it take Intel's could not be made: {reason}"
+            )
     return None
 
 
@@ -93,7 +186,32 @@ def worker_env(threads: int) -> dict[str, str]:
         if os.environ.get(UNPIN_VAR, "") in ("", "0"):
             _warn_once(reason)
         return {}
-    return {**PINS, **{var: str(int(threads)) for var in THREAD_VARS}, MARK_VAR: PINNED_LEVEL}
+    env = {**PINS, **{var: str(int(threads)) for var in THREAD_VARS}, MARK_VAR: PINNED_LEVEL}
+    if needs_mkl_shim():
+        shim, _ = mkl_vendor_shim()
+        preload = [str(shim), *os.environ.get("LD_PRELOAD", "").split()]
+        env["LD_PRELOAD"] = " ".join(dict.fromkeys(preload))
+    return env
+
+
+def mkl_takes_intel_path() -> bool | None:
+    """Whether MKL in this process (after ``import torch``) answers "Intel" to its vendor check:
+    True on an Intel CPU or with the shim preloaded, False on another vendor without it, None
+    where the symbol cannot be looked up (not Linux, or a torch without MKL)."""
+    import ctypes
+
+    import torch  # loads libtorch_cpu, which holds MKL
+
+    # MKL's call inside libtorch_cpu resolves in the global scope first (where LD_PRELOAD puts
+    # the shim), then in libtorch_cpu itself (loaded RTLD_LOCAL, so only its own handle sees it).
+    for library in (None, Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"):
+        try:
+            answer = getattr(ctypes.CDLL(None if library is None else str(library)), MKL_VENDOR_SYMBOL)
+        except (AttributeError, OSError):
+            continue
+        answer.restype = ctypes.c_int
+        return bool(answer())
+    return None
 
 
 def level_label() -> str:
@@ -108,13 +226,14 @@ def level_label() -> str:
 
 def kernel_env() -> dict[str, str | None]:
     """The kernel and thread variables as this process sees them (None: unset)."""
-    return {var: os.environ.get(var) for var in (*PINS, *THREAD_VARS, MARK_VAR)}
+    return {var: os.environ.get(var) for var in (*PINS, *THREAD_VARS, MARK_VAR, "LD_PRELOAD")}
 
 
 def record() -> dict:
     """What a training process ran with, for ``suite.json``: ``applied`` (bool), ``pins`` (the pinned
     variables or None), ``reason`` (why not, or None), ``cpu_capability`` torch reports here, and
-    the kernel variables as this process saw them."""
+    the kernel variables as this process saw them, the CPU's vendor and whether MKL takes its
+    Intel code path (``mkl_intel_path``: True / False / None, see :func:`mkl_takes_intel_path`)."""
     import torch
 
     applied = os.environ.get(MARK_VAR) == PINNED_LEVEL
@@ -123,6 +242,8 @@ def record() -> dict:
         "pins": dict(PINS) if applied else None,
         "reason": None if applied else (why_not() or "trained in a process not started with the pins"),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_vendor": cpu_vendor(),
+        "mkl_intel_path": mkl_takes_intel_path(),
         "env": kernel_env(),
     }
 
@@ -133,7 +254,8 @@ def check_process() -> None:
 
     Raises:
         RuntimeError: the pins apply but this process was not started with them (train through
-            :func:`pinned_context` / :func:`run_pinned`), or torch ignored them.
+            :func:`pinned_context` / :func:`run_pinned`), torch ignored them, or MKL still takes
+            its non-Intel code path on a non-Intel CPU (the shim was not preloaded).
     """
     import torch
 
@@ -147,6 +269,11 @@ def check_process() -> None:
     level = torch.backends.cpu.get_cpu_capability()
     if level != PINNED_LEVEL:
         raise RuntimeError(f"torch runs {level} kernels although ATEN_CPU_CAPABILITY=avx2 was pinned")
+    if needs_mkl_shim() and mkl_takes_intel_path() is False:
+        raise RuntimeError(
+            f"MKL takes its non-Intel code path on this {cpu_vendor()} CPU although the pins preload "
+            f"the shim (LD_PRELOAD={os.environ.get('LD_PRELOAD')!r}): the bits would not be the pinned ones"
+        )
 
 
 # --- spawned processes with the pins ----------------------------------------------------------

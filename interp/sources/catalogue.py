@@ -15,10 +15,11 @@ once and a bad source name is refused before anything is loaded.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from interp.core.io import cache_root
 
 #: Version of the embedded training loop (data order, schedule, checkpoint contents); part of the
 #: suite's cache key. 2: each step's batch derived from (data_seed, seed, step); optimizer state
@@ -201,15 +202,6 @@ def model_and_seed(model_id: str) -> tuple[str, int]:
 def run_label(model: str, seed: int) -> str:
     """How tables, figures and the CLI name one run: ``"pythia-70m seed 3"``."""
     return f"{model} seed {seed}".strip()
-
-
-def cache_root() -> Path:
-    """Where trained suites live: ``$EMERGENCE_LENS_CACHE`` or ``~/.cache/emergence-lens``."""
-    env = os.environ.get("EMERGENCE_LENS_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "emergence-lens"
 
 
 def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
