@@ -95,3 +95,21 @@ def test_torch_default_kernels_first_differ_from_the_pinned_reference_in_the_ini
     assert reference["kernels"]["cpu_capability"] == "AVX2" and reference["kernels"]["MKL_CBWR"] == "AVX2"
     first = first_difference(read_trace(tmp_path / "default.jsonl")["rows"], reference["rows"])
     assert first is not None and first["op"] == "aten::normal_" and first["same_inputs"] is True
+
+
+@pytest.mark.skipif(not kernel_pins.pins_apply(), reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}")
+def test_the_pinned_first_step_equals_the_reference_trace_op_for_op(tmp_path):
+    """Issue 19: under the pins, the trainer's first step computes the committed reference's bits
+    (Intel Xeon, Sapphire Rapids) op for op on this CPU, whatever its vendor and level; on an AMD
+    EPYC this holds only with the vendor pin (docs/embedded.md, Kernel pins)."""
+    env = {k: v for k, v in os.environ.items() if k not in (*kernel_pins.PINS, *kernel_pins.THREAD_VARS)}
+    subprocess.run(
+        [sys.executable, "-m", "analyses.op_trace", "--out", str(tmp_path / "pinned.jsonl")],
+        env={**env, "PYTHONPATH": str(ROOT), "ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
+        check=True,
+        capture_output=True,
+    )
+    here = read_trace(tmp_path / "pinned.jsonl")
+    reference = read_trace(ROOT / "analyses" / "reference" / "op_trace_pinned.jsonl")
+    assert here["kernels"]["EMERGENCE_LENS_PINNED"] == "AVX2" and len(here["rows"]) == len(reference["rows"]) == 833
+    assert first_difference(here["rows"], reference["rows"]) is None
