@@ -18,8 +18,9 @@ preloaded (``LD_PRELOAD``) into the training workers, whose ``mkl_serv_intel_cpu
 "Intel", so MKL runs the same AVX2 code path as on an Intel CPU (its AVX2 kernels use only AVX2 and
 FMA, which the pins already require). The AMD machine then trains the Intel machine's bytes.
 
-Where pins cannot apply (not x86-64, no AVX2/FMA, or a non-Intel CPU where the shim cannot be built
-or preloaded) training runs with the machine's kernels, a one-line warning says so, ``suite.json`` records why and the cache key names the actual level.
+Where pins cannot apply (not x86-64, no AVX2/FMA, or a non-Intel CPU where the shim cannot be
+built) training runs with the machine's kernels, a one-line warning says so, ``suite.json``
+records why and the cache key names the actual level.
 ``EMERGENCE_LENS_UNPINNED=1`` turns the pins off on purpose (the caller's environment decides the
 kernels, as before pins): used to check that the tests' properties of emergence hold under other
 kernel levels (``ATEN_CPU_CAPABILITY=default|avx2|avx512``).
