@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,16 @@ def add_hub_revision(cache_dir: Path, repo_id: str, revision: str, files: dict[s
         os.symlink(os.path.relpath(repo / "blobs" / digest, link.parent), link)
     (repo / "refs" / revision).write_text(commit)
     return commit
+
+
+@pytest.fixture(autouse=True)
+def _browser_closed_after_each_test():
+    """Shut down the headless Chromium a test's page visits shared (tests/browser.py), so no
+    playwright driver, and no event loop it marks as running, outlives the test."""
+    yield
+    browser = sys.modules.get("browser")
+    if browser is not None:
+        browser.shut_down()
 
 
 @pytest.fixture

@@ -161,14 +161,14 @@ def check_drawn(page: Path, screenshot: Path):
 
 
 def open_in_chromium(page: Path, screenshot: Path, width: int = 1280):
-    result = _check_page(page, screenshot) if width == 1280 else visit(page, screenshot, width=width)
-    probe = visit(
-        page,
-        screenshot.with_name(screenshot.stem + "-probe.png"),
-        width=width,
-        probe_js=f"() => [({_VIEW_TEXT_JS})(), ({_PWNED_JS})(), document.title]",
-    )
-    return result, probe.probe
+    """One visit (the full checks at 1280 px) that also reads the views' text, whether any
+    injected script ran, and the title: ``(visit, [view text, clean, title])``."""
+    probe = f"() => [({_VIEW_TEXT_JS})(), ({_PWNED_JS})(), document.title]"
+    if width == 1280:
+        result = _check_page(page, screenshot, probe_js=probe)
+    else:
+        result = visit(page, screenshot, width=width, probe_js=probe)
+    return result, result.probe
 
 
 def test_hostile_tokens_in_the_report_page(tmp_path):

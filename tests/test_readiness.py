@@ -207,7 +207,7 @@ def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
 
 
 def test_page_in_browser(tiny_local_suite, tmp_path):
-    from tests.browser import chromium_path, visit
+    from browser import chromium_path, visit
 
     if chromium_path() is None:
         pytest.skip("headless Chromium not found (Debian package 'chromium')")

@@ -38,10 +38,11 @@ def _require_browser() -> None:
         pytest.skip(message)
 
 
-def _check_page(page: Path, screenshot: Path):
-    """Open ``page`` and assert everything the module docstring lists; returns the visit."""
+def _check_page(page: Path, screenshot: Path, probe_js: str | None = None):
+    """Open ``page`` and assert everything the module docstring lists; returns the visit (with
+    ``probe_js`` evaluated into its ``probe``, as :func:`browser.visit` does)."""
     html = page.read_text(encoding="utf-8")
-    result = visit(page, screenshot)
+    result = visit(page, screenshot, probe_js=probe_js)
     assert result.page_errors == [], result.page_errors
     assert result.console_errors == [], result.console_errors
     assert result.blocked == [], f"requests that tried to leave the page: {result.blocked[:5]}"
