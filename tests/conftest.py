@@ -92,9 +92,9 @@ def _browser_closed_after_each_test():
     """Shut down the headless Chromium a test's page visits shared (tests/browser.py), so no
     playwright driver, and no event loop it marks as running, outlives the test."""
     yield
-    browser = sys.modules.get("browser")
-    if browser is not None:
-        browser.shut_down()
+    for name in ("browser", "tests.browser"):  # imported either way, each is its own module
+        if name in sys.modules:
+            sys.modules[name].shut_down()
 
 
 @pytest.fixture
