@@ -87,6 +87,111 @@ def add_hub_revision(cache_dir: Path, repo_id: str, revision: str, files: dict[s
     return commit
 
 
+#: Fixtures whose work is cached per process but shared across modules: their users run on one
+#: pytest-xdist worker, so the work is done once (each notebook executes once, not once per worker).
+SHARED_ACROSS_MODULES = {"notebook_runs": "notebooks"}
+#: Where each group's tests live: the test files whose tests `make test` keeps on one worker, and
+#: the group of each. Checked against the fixtures at collection (:func:`shared_work_group`).
+WORKER_GROUPS = {
+    "test_notebooks.py": "notebooks",
+    "test_report_browser.py": "notebooks",
+    **{
+        f"{module}.py": module
+        for module in (
+            "test_checkpoints",
+            "test_decomposition",
+            "test_embedded_training",
+            "test_errors_catalogue",
+            "test_main_job",
+            "test_patching",
+            "test_patching_families",
+            "test_patching_ideal",
+            "test_patching_targets",
+            "test_ranking",
+            "test_scrubber",
+            "test_study",
+            "test_sweeps",
+            "test_synth_interventions",
+            "test_synth_training",
+            "test_task_library",
+            "test_tasks",
+            "test_train_loop",
+            "test_weight_swap",
+            "test_zoom",
+        )
+    },
+}
+
+
+def shared_work_group(item: pytest.Item) -> str | None:
+    """The group of a test that shares an expensive fixture with others, or None.
+
+    A test module's own module- or session-scoped fixture (a trained run, a report) is computed
+    once per worker process, so its users belong on one pytest-xdist worker: in the group named
+    after the module; users of a :data:`SHARED_ACROSS_MODULES` fixture share that fixture's group.
+    Before this, both workers built e.g. test_train_loop's 28 s ``digests`` and executed each
+    notebook twice. A module whose shared fixture is cheap beside its tests sets
+    ``SPREAD_OVER_WORKERS = True`` to keep its tests on both workers (test_docs: a few seconds of
+    fixture, minutes of tests).
+    """
+    names = set(item.fixturenames)
+    for fixture, group in SHARED_ACROSS_MODULES.items():
+        if fixture in names:
+            return group
+    module = getattr(item, "module", None)
+    if module is None or getattr(module, "SPREAD_OVER_WORKERS", False):
+        return None
+    for name in names:
+        for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            if fixturedef.scope in ("module", "session") and fixturedef.func.__module__ == module.__name__:
+                return module.__name__
+    return None
+
+
+def worker_group(nodeid: str) -> str | None:
+    """The :data:`WORKER_GROUPS` group of a test id (``tests/test_x.py::test_y[...]``), or None."""
+    return WORKER_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Check that :data:`WORKER_GROUPS` keeps every test that shares work (:func:`shared_work_group`)
+    in its group, and run the notebooks' group first: at ~5 minutes it is the longest unit a
+    worker takes, and last it would leave the other worker idle at the end.
+
+    Raises:
+        pytest.UsageError: a test shares a fixture's work but its file is not in its group.
+    """
+    for item in items:
+        group = shared_work_group(item)
+        if group is not None and worker_group(item.nodeid) != group:
+            raise pytest.UsageError(
+                f"{item.nodeid} shares work with the tests of group {group!r} (its fixtures), but its file is "
+                f"in group {worker_group(item.nodeid)!r}: add it to WORKER_GROUPS in tests/conftest.py"
+            )
+    first = set(SHARED_ACROSS_MODULES.values())
+    items.sort(key=lambda item: worker_group(item.nodeid) not in first)  # stable: the rest keep their order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (``make test``): the tests of a :data:`WORKER_GROUPS` group go to one
+    worker as one unit; every other test is scheduled on its own, as ``--dist load`` does.
+
+    pytest-xdist 3.8 reads ``xdist_group`` marks into the test ids, which pytest 9.2's structured
+    ids no longer allow (pytest-dev/pytest-xdist#1386: its loadgroup silently stops grouping);
+    this scheduler groups by the file part of the id instead, which both keep.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkerGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid) or nodeid
+
+    return WorkerGroupScheduling(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _browser_closed_after_each_test():
     """Shut down the headless Chromium a test's page visits shared (tests/browser.py), so no

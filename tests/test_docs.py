@@ -88,6 +88,11 @@ def test_substitutions_and_markers_are_few_and_current():
     assert len(marked) <= MAX_NO_RUN, marked
 
 
+#: docs_run takes seconds, the pages' blocks minutes: the blocks run on both pytest-xdist workers
+#: (conftest.shared_work_group).
+SPREAD_OVER_WORKERS = True
+
+
 @pytest.fixture(scope="module")
 def docs_run(quick_suite, tmp_path_factory):
     """A quick-suite run that emerged, copied (zoom writes into its folder), and its point."""

@@ -73,6 +73,21 @@ def test_resume_reproduces_later_checkpoint_bit_for_bit(tiny_run, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_corpus_walk_reads_the_files_in_rglob_order():
+    """The early-stopping walk gives the training text the reference order: ``sorted(rglob)``
+    with the left-out folders filtered, over the whole standard library, and the same bytes."""
+    import sysconfig
+
+    from interp.sources import environment
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    reference = [p for p in sorted(root.rglob("*.py")) if not environment._LEFT_OUT & set(p.relative_to(root).parts)]
+    assert list(environment._sources_in_path_order(root)) == reference
+    assert len(reference) > 500  # the walk saw the standard library, not an empty folder
+    expected = b"\n".join(p.read_bytes() for p in reference)[: CFG.corpus_bytes]
+    assert embedded.stdlib_corpus(CFG.corpus_bytes).tobytes() == expected
+
+
 def test_batches_depend_on_step_and_seed_only():
     corpus = embedded.stdlib_corpus(CFG.corpus_bytes)
     first = embedded.batch_at(corpus, CFG, 3, 7)

@@ -31,47 +31,38 @@ needs_pins = pytest.mark.skipif(
     not kernel_pins.pins_apply(), reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}"
 )
 
-_TRAIN = """
-import json, sys
-from pathlib import Path
-from interp.sources import embedded
-# the quick suite's first run for 40 steps: the real model and data, trained as the suite is
-cfg = embedded.SuiteConfig(**{**embedded.QUICK.__dict__, "seeds": (1,), "steps": 40, "checkpoint_every": 40})
-(run,) = embedded.ensure_suite(cfg, root=Path(sys.argv[1]), n_jobs=1, progress=False)
-print(json.dumps({"run": str(run), "parent_level": __import__("torch").backends.cpu.get_cpu_capability()}))
-"""
 
-
-def _train_in_subprocess(root: Path, **env_changes) -> tuple[str, dict, str]:
-    """ensure_suite (the quick suite's seed 1, 40 steps) in a fresh Python whose environment has ``env_changes`` (None removes a
-    variable); returns the sha256 of step 40's weights, the run's suite.json and torch's level in
-    that (calling) process."""
-    env = {k: v for k, v in os.environ.items() if k not in (*kernel_pins.PINS, *kernel_pins.THREAD_VARS)}
-    env.update({k: v for k, v in env_changes.items() if v is not None})
-    for k, v in env_changes.items():
-        if v is None:
-            env.pop(k, None)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run(
-        [sys.executable, "-c", _TRAIN, str(root)], env=env, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    run = Path(out["run"])
+def _train_from_here(root: Path, monkeypatch, **env_changes) -> tuple[str, dict]:
+    """ensure_suite (the quick suite's seed 1, 40 steps: the real model and data, trained as the
+    suite is) from this process, with ``env_changes`` in the environment its spawned worker
+    starts from (the caller's kernel variables; the test's own ones removed first). Returns the
+    sha256 of step 40's weights and the run's suite.json (with ``cache_folder``: its key)."""
+    for var in (*kernel_pins.PINS, *kernel_pins.THREAD_VARS, kernel_pins.UNPIN_VAR):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env_changes.items():
+        monkeypatch.setenv(var, value)
+    kernel_pins.why_not.cache_clear()  # read again: EMERGENCE_LENS_UNPINNED may have changed
+    try:
+        cfg = embedded.SuiteConfig(**{**embedded.QUICK.__dict__, "seeds": (1,), "steps": 40, "checkpoint_every": 40})
+        (run,) = embedded.ensure_suite(cfg, root=root, n_jobs=1, progress=False)
+    finally:
+        monkeypatch.undo()
+        kernel_pins.why_not.cache_clear()
     digest = hashlib.sha256((run / "step40" / "model.safetensors").read_bytes()).hexdigest()
     meta = json.loads((run / "suite.json").read_text())
     meta["cache_folder"] = run.parent.name
-    return digest, meta, out["parent_level"]
+    return digest, meta
 
 
 @needs_pins
-def test_pins_win_over_the_callers_kernel_environment(tmp_path):
-    plain, meta, level = _train_in_subprocess(tmp_path / "a")
-    odd, odd_meta, odd_level = _train_in_subprocess(
-        tmp_path / "b", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"
-    )
-    assert odd_level == "DEFAULT" and level != "DEFAULT"  # the callers did run different kernels
-    assert plain == odd  # ... and the trainer's workers the same ones: identical bytes
+def test_pins_win_over_the_callers_kernel_environment(tmp_path, monkeypatch):
+    """The worker starts from the caller's environment (spawn copies it), and the pins replace
+    its kernel variables: a caller asking for torch's default kernels and MKL's compatible path
+    gets the same bytes as a plain one. Without the pins the same two environments reach the
+    worker as they are (it records the DEFAULT level) and give other bytes."""
+    plain, meta = _train_from_here(tmp_path / "a", monkeypatch)
+    odd, odd_meta = _train_from_here(tmp_path / "b", monkeypatch, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
+    assert plain == odd  # the trainer's workers ran the same kernels: identical bytes
     for m in (meta, odd_meta):
         pins = m["environment"]["kernel_pins"]
         assert pins["applied"] and pins["pins"] == kernel_pins.PINS and pins["cpu_capability"] == "AVX2"
@@ -80,10 +71,12 @@ def test_pins_win_over_the_callers_kernel_environment(tmp_path):
     # the same folder name (cache key) for both callers: it names the pinned level, not theirs
     assert meta["cache_folder"] == odd_meta["cache_folder"]
     # without the pins the same two environments give other bytes: what the pins take away
-    free, free_meta, _ = _train_in_subprocess(tmp_path / "c", EMERGENCE_LENS_UNPINNED="1")
-    free_odd, _, _ = _train_in_subprocess(
-        tmp_path / "d", EMERGENCE_LENS_UNPINNED="1", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"
+    free, free_meta = _train_from_here(tmp_path / "c", monkeypatch, EMERGENCE_LENS_UNPINNED="1")
+    free_odd, free_odd_meta = _train_from_here(
+        tmp_path / "d", monkeypatch, EMERGENCE_LENS_UNPINNED="1", ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE"
     )
+    assert free_odd_meta["environment"]["kernel_pins"]["cpu_capability"] == "DEFAULT"  # the odd caller's kernels
+    assert free_meta["environment"]["kernel_pins"]["cpu_capability"] != "DEFAULT"
     assert free != free_odd
     assert not free_meta["environment"]["kernel_pins"]["applied"]
     assert "EMERGENCE_LENS_UNPINNED" in free_meta["environment"]["kernel_pins"]["reason"]

@@ -24,16 +24,21 @@ CFG = embedded.SuiteConfig(
 )
 
 
-@pytest.fixture()
-def tiny_run(tmp_path_factory, tmp_path):
-    # one trained run per session, copied per test (each test writes its own overlay)
-    base = tmp_path_factory.getbasetemp() / "zoom_tiny_run"
-    if not (base / "suite.json").is_file():
-        from interp.core.kernel_pins import run_pinned
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """One tiny run, trained as the suite trains (a pinned worker), once for the module."""
+    from interp.core.kernel_pins import run_pinned
 
-        run_pinned(embedded._train_to_folder, TINY, 5, CFG, base)  # as the suite trains: a pinned worker
+    base = tmp_path_factory.mktemp("zoom_tiny_run") / "run"
+    run_pinned(embedded._train_to_folder, TINY, 5, CFG, base)
+    return base
+
+
+@pytest.fixture()
+def tiny_run(trained_run, tmp_path):
+    """A copy of the module's trained run (each test writes its own overlay)."""
     run = tmp_path / "run"
-    shutil.copytree(base, run)
+    shutil.copytree(trained_run, run)
     return run
 
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,21 +22,41 @@ if TYPE_CHECKING:
     from interp.sources.catalogue import SuiteConfig
 
 
+#: Folders of the standard library left out of the training text (at any depth).
+_LEFT_OUT = frozenset({"site-packages", "test", "tests", "idlelib"})
+
+
+def _sources_in_path_order(folder: Path) -> Iterator[Path]:
+    """The ``.py`` files under ``folder`` in the order of ``sorted(folder.rglob("*.py"))`` (paths
+    compared part by part), skipping the :data:`_LEFT_OUT` folders and symlinked folders.
+
+    A depth-first walk over each folder's entries sorted by name yields exactly that order, so
+    a caller that needs only the first few MB stops after a few folders instead of listing all
+    ~13 000 paths of the standard library first (3 s of ``rglob`` on a 2-core machine).
+    """
+    with os.scandir(folder) as scan:
+        entries = sorted(scan, key=lambda entry: entry.name)
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            if entry.name not in _LEFT_OUT:
+                yield from _sources_in_path_order(Path(entry.path))
+        elif entry.name.endswith(".py"):
+            yield Path(entry.path)
+
+
 @functools.lru_cache(maxsize=2)
 def stdlib_corpus(max_bytes: int) -> np.ndarray:
     """The bytes of the standard library's ``.py`` sources, sorted by path, concatenated.
 
-    Tests and site-packages are left out. The corpus depends on the Python version: the suite's
-    cache folder is keyed by it too.
+    Tests and site-packages are left out (:data:`_LEFT_OUT`). The corpus depends on the Python
+    version: the suite's cache folder is keyed by it too. The files are read in the order of
+    ``sorted(stdlib.rglob("*.py"))`` (:func:`_sources_in_path_order`; the tests hold the two equal).
 
     Returns:
         ``uint8`` array of at most ``max_bytes`` bytes.
     """
-    root = Path(sysconfig.get_paths()["stdlib"])
     chunks, total = [], 0
-    for path in sorted(root.rglob("*.py")):
-        if {"site-packages", "test", "tests", "idlelib"} & set(path.relative_to(root).parts):
-            continue
+    for path in _sources_in_path_order(Path(sysconfig.get_paths()["stdlib"])):
         data = path.read_bytes()
         chunks.append(data)
         total += len(data)
