@@ -174,15 +174,21 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup`` (``make test``): the tests of a :data:`WORKER_GROUPS` group go to one
-    worker as one unit; every other test is scheduled on its own, as ``--dist load`` does.
+    """``--dist loadgroup`` (``make test``): :func:`worker_group_scheduling`; None (pytest-xdist's
+    own choice) for every other ``--dist``."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return worker_group_scheduling(config, log)
+
+
+def worker_group_scheduling(config, log=None):
+    """A pytest-xdist scheduler that sends the tests of a :data:`WORKER_GROUPS` group to one
+    worker as one unit and schedules every other test on its own, as ``--dist load`` does.
 
     pytest-xdist 3.8 reads ``xdist_group`` marks into the test ids, which pytest 9.2's structured
     ids no longer allow (pytest-dev/pytest-xdist#1386: its loadgroup silently stops grouping);
     this scheduler groups by the file part of the id instead, which both keep.
     """
-    if config.getvalue("dist") != "loadgroup":
-        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkerGroupScheduling(LoadScopeScheduling):
