@@ -156,8 +156,9 @@ def worker_group(nodeid: str) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Check that :data:`WORKER_GROUPS` keeps every test that shares work (:func:`shared_work_group`)
-    in its group, and run the notebooks' group first: at ~5 minutes it is the longest unit a
-    worker takes, and last it would leave the other worker idle at the end.
+    in its group, and collect the notebooks' group first: at ~5 minutes it is the longest unit a
+    worker takes, and should not come last. (Under xdist the scheduler sends the groups with the
+    most tests first, in collection order among equals, then the single tests.)
 
     Raises:
         pytest.UsageError: a test shares a fixture's work but its file is not in its group.
