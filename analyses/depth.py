@@ -154,13 +154,17 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return agg
 
 
-def verdicts(agg: pd.DataFrame) -> dict[str, bool]:
-    """``{"linear_map_depth_hurts", "ca_depth_helps"}`` as defined in the module docstring."""
+def verdicts(agg: pd.DataFrame) -> dict[str, bool | None]:
+    """``{"linear_map_depth_hurts", "ca_depth_helps"}`` as defined in the module docstring; None for
+    a task with fewer than two depths in ``agg`` (``--finished-only`` on an unfinished entry)."""
     lm = agg[agg.task == "linear-map"].sort_values("n_layers")
     ca = agg[agg.task == "cellular-automata"].sort_values("n_layers")
-    shallow, deep = lm.iloc[0], lm.iloc[-1]
-    hurts = bool((deep.steps_to_threshold, deep.final_loss) > (shallow.steps_to_threshold, shallow.final_loss))
-    helps = bool(ca.iloc[-1].late_loss < ca.iloc[0].late_loss)
+    hurts = helps = None
+    if len(lm) >= 2:
+        shallow, deep = lm.iloc[0], lm.iloc[-1]
+        hurts = bool((deep.steps_to_threshold, deep.final_loss) > (shallow.steps_to_threshold, shallow.final_loss))
+    if len(ca) >= 2:
+        helps = bool(ca.iloc[-1].late_loss < ca.iloc[0].late_loss)
     return {"linear_map_depth_hurts": hurts, "ca_depth_helps": helps}
 
 
@@ -175,6 +179,8 @@ def figure(cfgs: list[dict], results: list) -> go.Figure:
                 for c, (_, m) in zip(cfgs, results)
                 if c["task"] == task and c["n_layers"] == n
             ]
+            if not curves:  # --finished-only: a depth of this task has no finished run yet
+                continue
             mean = pd.concat(curves, axis=1).mean(axis=1)
             fig.add_trace(go.Scatter(x=mean.index, y=mean.values, name=f"{task}, {n} layer(s)"), row=1, col=col)
     fig.update_layout(title="Depth: mean loss over seeds", yaxis_title="loss (nats/token)")
@@ -201,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     cfg, (runs, agg, fig) = reproduce(
         NAME, __doc__, argv, settings, run, table=written, shown=lambda o: o[1].drop(columns=["paper"])
     )
-    v = verdicts(agg)
+    v = {k: "not decided (fewer than two depths finished)" if x is None else x for k, x in verdicts(agg).items()}
     lm = agg[agg.task == "linear-map"]
     ca = agg[agg.task == "cellular-automata"]
     print(

@@ -264,3 +264,24 @@ def test_finished_only_reports_the_runs_the_store_holds_and_trains_none(tmp_path
     assert "--finished-only: " in capsys.readouterr().err
     with pytest.raises(SystemExit):  # without a store there is nothing to read
         common.parse_args("x", "d", ["--finished-only"])
+
+
+def test_depth_verdict_waits_for_two_depths_of_a_task():
+    """--finished-only on an unfinished depth_paper: a task with one finished depth has no verdict
+    (None), the other is decided by its own rule (here depth 4's lower final loss: not hurt)."""
+    import pandas as pd
+
+    from analyses import depth
+
+    agg = pd.DataFrame(
+        {
+            "task": ["linear-map", "linear-map", "cellular-automata"],
+            "n_layers": [1, 4, 1],
+            "steps_to_threshold": [10000.0, 10000.0, 10000.0],
+            "final_loss": [0.478, 0.433, 0.873],
+            "late_loss": [0.477, 0.437, 0.874],
+        }
+    )
+    assert depth.verdicts(agg) == {"linear_map_depth_hurts": False, "ca_depth_helps": None}
+    agg.loc[1, "final_loss"] = 0.5  # deeper and worse at the same censored steps: hurts
+    assert depth.verdicts(agg)["linear_map_depth_hurts"] is True
