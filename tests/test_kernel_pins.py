@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,14 @@ def test_pins_win_over_the_callers_kernel_environment(tmp_path, monkeypatch):
     gets the same bytes as a plain one. Without the pins the same two environments reach the
     worker as they are (it records the DEFAULT level) and give other bytes."""
     plain, meta = _train_from_here(tmp_path / "a", monkeypatch)
-    odd, odd_meta = _train_from_here(tmp_path / "b", monkeypatch, ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
+    # the odd caller's worker is also spawned as a fresh interpreter, not forked from a fork server
+    odd, odd_meta = _train_from_here(
+        tmp_path / "b",
+        monkeypatch,
+        ATEN_CPU_CAPABILITY="default",
+        MKL_CBWR="COMPATIBLE",
+        **{kernel_pins.SPAWN_VAR: "1"},
+    )
     assert plain == odd  # the trainer's workers ran the same kernels: identical bytes
     for m in (meta, odd_meta):
         pins = m["environment"]["kernel_pins"]
@@ -98,6 +106,36 @@ def test_run_pinned_reports_a_death_and_returns_results():
     env = kernel_pins.run_pinned(kernel_pins.kernel_env)
     expected = kernel_pins.PINS if kernel_pins.pins_apply() else {}
     assert {k: env.get(k) for k in expected} == expected
+
+
+def _probe(label: str) -> dict:
+    """Run in a pinned worker: says who it is and what it sees, on both standard streams."""
+    print(f"probe {label} on stdout", flush=True)
+    os.write(2, f"probe {label} on stderr\n".encode())
+    return {"pid": os.getpid(), "parent": os.getppid(), "env": os.environ.get("EMERGENCE_LENS_PROBE")}
+
+
+@pytest.mark.skipif(
+    not kernel_pins._uses_fork_server(), reason="workers are spawned here (Windows, or the opt-out set)"
+)
+def test_forked_workers_see_the_callers_environment_and_streams(monkeypatch, capfd):
+    """Workers forked from the pinned fork server: each sees the caller's environment and
+    standard streams of the moment it starts; a variable read only at run time keeps the server,
+    one that a library may read at import starts another."""
+    monkeypatch.setenv("EMERGENCE_LENS_PROBE", "first")
+    with capfd.disabled():  # the server starts with other standard streams than the test's capture
+        first = kernel_pins.run_pinned(_probe, "one")
+    monkeypatch.setenv("EMERGENCE_LENS_PROBE", "second")
+    second = kernel_pins.run_pinned(_probe, "two")
+    assert (first["env"], second["env"]) == ("first", "second")
+    # two processes with one parent, the server: not spawned by this process
+    assert first["pid"] != second["pid"] and first["parent"] == second["parent"] != os.getpid()
+    out, err = capfd.readouterr()  # this test's capture, whatever the server started with
+    assert "probe one" not in out and "probe two on stdout" in out and "probe two on stderr" in err
+    # any other variable may be read when a library is imported (HF_HUB_OFFLINE, say): another server
+    monkeypatch.setenv("EMERGENCE_TEST_IMPORT_TIME", f"{os.getpid()}-{time.time()}")
+    third = kernel_pins.run_pinned(_probe, "three")
+    assert third["env"] == "second" and third["parent"] not in (first["parent"], os.getpid())
 
 
 @needs_pins

@@ -6,7 +6,9 @@ kernels run: torch's own (ATen, chosen by CPU level when torch is imported, over
 numerical reproducibility branch, ``MKL_CBWR``), oneDNN's (GELU runs there; ``ONEDNN_MAX_CPU_ISA``)
 and the thread count. All are read when the libraries load, so they cannot be changed in a process
 that has imported torch: the trainer sets them in the environment of its own worker processes
-(spawned, never forked), whatever the caller's shell says. :data:`PINS` names the AVX2 level, the
+(never forked from the caller), whatever the caller's shell says. On POSIX the workers are forked
+from a pinned fork server, an interpreter spawned with the pins that has imported torch and the
+trainer once (:data:`PRELOAD`; saves ~8 s of imports per worker); elsewhere each is spawned. :data:`PINS` names the AVX2 level, the
 highest that every x86-64 CPU with AVX2 runs (AVX-512 machines run it too); measured effect of each
 pin in docs/embedded.md ("What changes the weights").
 
@@ -28,6 +30,7 @@ kernel levels (``ATEN_CPU_CAPABILITY=default|avx2|avx512``).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import multiprocessing.context as mp_context
@@ -36,11 +39,13 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import sysconfig
 import threading
 import warnings
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 #: Environment set in every training worker before torch is imported.
 PINS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -283,10 +288,13 @@ _ENV_LOCK = threading.Lock()
 
 
 @contextmanager
-def _patched_environ(overrides: dict[str, str]):
-    """os.environ with ``overrides`` while a child is exec'd (spawn copies the parent's environ)."""
+def _patched_environ(overrides: dict[str, str], replace: bool = False):
+    """os.environ with ``overrides`` (``replace``: exactly ``overrides``) while a child is exec'd
+    (spawn and a fork server's start copy the parent's environ)."""
     with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in overrides}
+        saved = {k: os.environ.get(k) for k in (set(overrides) | (set(os.environ) if replace else set()))}
+        if replace:
+            os.environ.clear()
         os.environ.update(overrides)
         try:
             yield
@@ -296,6 +304,78 @@ def _patched_environ(overrides: dict[str, str]):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+#: Modules every training worker imports (``python -X importtime`` on the 2-core AMD EPYC: torch
+#: 2.6 s, the trainer 0.7 s, transformers' ``PreTrainedModel`` 4.9 s): a pinned fork server imports
+#: them once, and each worker forked from it starts with them loaded.
+PRELOAD = ("__main__", "interp.core.kernel_pins", "interp.sources.embedded", "transformers.modeling_utils")
+#: Set to 1 to start each training worker by ``spawn`` (a fresh interpreter) instead of forking it
+#: from a pinned fork server: slower by the imports above, for debugging the server itself.
+SPAWN_VAR = "EMERGENCE_LENS_SPAWN_WORKERS"
+#: Fork servers kept alive at once (one per distinct import-time environment; ~0.4 GB each).
+MAX_SERVERS = 2
+#: Variables a worker reads only while it runs, never at import: a fork server is shared by callers
+#: whose environments differ only in these, and each worker gets the caller's values when it starts.
+RUNTIME_ONLY_PREFIXES = ("EMERGENCE_LENS_", "PYTEST_")
+
+_SERVER_LOCK = threading.Lock()
+_SERVERS: dict[tuple, Any] = {}  # import-time environment -> multiprocessing.forkserver.ForkServer
+
+
+def _uses_fork_server() -> bool:
+    """Whether training workers fork from a pinned fork server here: on POSIX, with CPython's
+    forkserver internals of 3.10-3.13 (what :func:`_fork_server_popen_class` follows; a newer
+    Python spawns), unless :data:`SPAWN_VAR` is set."""
+    from multiprocessing import reduction
+
+    known = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
+    return os.name == "posix" and known and reduction.HAVE_SEND_HANDLE and os.environ.get(SPAWN_VAR, "") in ("", "0")
+
+
+def _import_time_key(env: dict[str, str]) -> tuple:
+    """The part of a worker's environment that the preloaded modules may read at import time."""
+    keep = {k: v for k, v in env.items() if not k.startswith(RUNTIME_ONLY_PREFIXES)}
+    keep.update({k: env[k] for k in (UNPIN_VAR, MARK_VAR, SPAWN_VAR) if k in env})  # they decide the kernels
+    return tuple(sorted(keep.items()))
+
+
+def _fork_server(env: dict[str, str]):
+    """The running fork server whose interpreter started with ``env`` (started on first use, with
+    :data:`PRELOAD` imported; the least recently used one is stopped beyond :data:`MAX_SERVERS`).
+    Call with ``_SERVER_LOCK`` held."""
+    from multiprocessing import forkserver
+
+    key = _import_time_key(env)
+    server = _SERVERS.pop(key, None)
+    if server is None:
+        server = forkserver.ForkServer()
+        server.set_forkserver_preload(list(PRELOAD))
+    _SERVERS[key] = server  # most recently used last
+    while len(_SERVERS) > MAX_SERVERS:
+        _stop_server(_SERVERS.pop(next(iter(_SERVERS))))
+    with _patched_environ(env, replace=True):  # its interpreter (and so its kernels) starts from env
+        server.ensure_running()  # restarts a server that died
+    return server
+
+
+def _stop_server(server) -> None:
+    stop = getattr(server, "_stop", None)  # CPython >= 3.8; a server also exits when its parent does
+    if stop is not None:
+        with suppress(OSError, ChildProcessError):
+            stop()
+
+
+def stop_fork_servers() -> None:
+    """Stop the pinned fork servers of this process (the next training worker starts a new one):
+    call it after editing the library's code in a running session, whose workers would otherwise
+    still fork from the modules the server imported."""
+    with _SERVER_LOCK:
+        while _SERVERS:
+            _stop_server(_SERVERS.pop(next(iter(_SERVERS))))
+
+
+atexit.register(stop_fork_servers)
 
 
 def _popen_class():
@@ -309,19 +389,93 @@ def _popen_class():
     return PinnedPopen
 
 
+def _fork_server_popen_class():
+    import io
+    from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
+    from multiprocessing.context import set_spawning_popen
+
+    class PinnedForkServerPopen(popen_forkserver.Popen):
+        """``popen_forkserver.Popen`` whose ``_launch`` (CPython's, 3.10-3.13) connects to the
+        pinned server of the caller's environment instead of the process-wide one, and hands the
+        caller's standard output and error to the worker. Its exit status is read once, under a
+        lock: a pool's manager thread and :func:`pool_exit_codes` may ask at the same moment, and
+        the second read of CPython's unlocked ``poll`` finds the pipe at its end (status 255)."""
+
+        def __init__(self, process_obj):
+            self._poll_lock = threading.Lock()
+            super().__init__(process_obj)
+
+        def poll(self, flag=os.WNOHANG):
+            with self._poll_lock:
+                return super().poll(flag)
+
+        def _launch(self, process_obj):
+            env = {**os.environ, **getattr(process_obj, "_pinned_env", {})}
+            process_obj._worker_env = env
+            process_obj._stdio = [(fd, self.duplicate_for_child(fd)) for fd in (1, 2) if _is_open(fd)]
+            prep_data = spawn.get_preparation_data(process_obj._name)
+            buf = io.BytesIO()
+            set_spawning_popen(self)
+            try:
+                reduction.dump(prep_data, buf)
+                reduction.dump(process_obj, buf)
+            finally:
+                set_spawning_popen(None)
+            with _SERVER_LOCK:
+                self.sentinel, w = _fork_server(env).connect_to_new_process(self._fds)
+            _parent_w = os.dup(w)  # the child's sentinel of its parent, as in CPython
+            self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+            with open(w, "wb", closefd=True) as f:
+                f.write(buf.getbuffer())
+            self.pid = forkserver.read_signed(self.sentinel)
+
+    return PinnedForkServerPopen
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 class PinnedProcess(mp_context.SpawnProcess):
-    """A spawned process whose environment carries :func:`worker_env` from its start."""
+    """A training worker whose environment carries :func:`worker_env` from its start.
+
+    On POSIX it is forked from a pinned fork server (:data:`PRELOAD` already imported there, with
+    the pins in its environment from its start, so its kernels are the pinned ones) and takes the
+    caller's current environment and standard streams before it runs; elsewhere, or with
+    :data:`SPAWN_VAR` set, it is spawned as a fresh interpreter.
+    """
 
     @staticmethod
     def _Popen(process_obj):
         if os.name == "nt":  # pragma: no cover - Windows spawns via its own Popen
             with _patched_environ(getattr(process_obj, "_pinned_env", {})):
                 return mp_context.SpawnProcess._Popen(process_obj)
+        if _uses_fork_server():
+            return _fork_server_popen_class()(process_obj)
         return _popen_class()(process_obj)
+
+    def run(self):
+        env = getattr(self, "_worker_env", None)
+        if env is not None:  # forked from a server: the caller's environment and streams, as spawn gives
+            from multiprocessing import forkserver
+
+            os.environ.clear()
+            os.environ.update(env)
+            inherited = forkserver.get_inherited_fds() or []
+            for fd, index in getattr(self, "_stdio", []):
+                with suppress(OSError, ValueError):
+                    (sys.stdout if fd == 1 else sys.stderr).flush()
+                os.dup2(inherited[index], fd)
+        super().run()
 
 
 class PinnedContext(mp_context.SpawnContext):
-    """A ``spawn`` multiprocessing context whose processes start with :func:`worker_env` (threads)."""
+    """A multiprocessing context whose processes start with :func:`worker_env` (threads): forked
+    from a pinned fork server on POSIX, spawned elsewhere (:class:`PinnedProcess`)."""
 
     def __init__(self, threads: int = 1):
         super().__init__()
