@@ -60,7 +60,7 @@ test: setup-dev lint
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 	      >/dev/null 2>&1 || echo "warning: could not install chromium; the browser tests will fail under CI"; \
 	  else echo "note: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; }
-	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 916 s on 2 cores of an AMD EPYC, 2026-12-01, nothing else running; CI adds ~3 min of set-up and ~1.5 min of cold mypy); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
+	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 916-961 s on 2 cores of an AMD EPYC, 2026-12-01, nothing else running; CI adds ~3 min of set-up and ~1.5 min of cold mypy); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
 
 # Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of
 # `make test`. Prints the total time; run it again to resume where it stopped.
