@@ -336,7 +336,7 @@ def _uses_fork_server() -> bool:
 def _import_time_key(env: dict[str, str]) -> tuple:
     """The part of a worker's environment that the preloaded modules may read at import time."""
     keep = {k: v for k, v in env.items() if not k.startswith(RUNTIME_ONLY_PREFIXES)}
-    keep.update({k: env[k] for k in (UNPIN_VAR, MARK_VAR, SPAWN_VAR) if k in env})  # they decide the kernels
+    keep.update({k: env[k] for k in (UNPIN_VAR, MARK_VAR) if k in env})  # they decide the kernels
     return tuple(sorted(keep.items()))
 
 
