@@ -406,7 +406,7 @@ class DenseEvaluator:
         self.run, self.batch, self.device = run, batch, device
         with quiet_hf_progress():
             model = GPTNeoXForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]), dtype=torch.float32)
-        self.model = model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to as taking a model
+        self.model = model.to(device).eval()
         self.correct: dict[int, np.ndarray] = {}
         self.p_answer: dict[int, np.ndarray] = {}
 

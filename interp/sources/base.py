@@ -393,7 +393,7 @@ class CheckpointSource(WeightFileChecks, ABC):
                 attn_implementation="eager",
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
-            ).to(device)  # type: ignore[arg-type]  # transformers types .to as taking a model
+            ).to(device)
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         bridge = TransformerBridge.boot_transformers(
             self._bridge_name(folder),
