@@ -11,7 +11,7 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev demo format lint test results results-paper lock
+.PHONY: setup setup-dev setup-test browser demo format lint test results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -65,14 +65,20 @@ lint: setup-dev
 
 # The browser tests open the report in headless Chromium (Debian's package, driven by playwright):
 # installed here when missing and the machine allows it (root with apt-get); never fatal here,
-# since under CI a missing browser fails those tests with a message saying so.
-test: setup-dev lint
+# since under CI a missing browser fails those tests with a message saying so. `make test` runs it
+# beside the set-up (a sub-make with -j2; 32 s of apt-get here that no longer wait for uv).
+browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing chromium (apt-get) for the browser tests"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 	      >/dev/null 2>&1 || echo "warning: could not install chromium; the browser tests will fail under CI"; \
 	  else echo "note: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; }
+
+setup-test:
+	@$(MAKE) --no-print-directory -j2 --output-sync=target setup-dev browser
+
+test: setup-test lint
 	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 916-961 s on 2 cores of an AMD EPYC, 2026-12-01, nothing else running; CI adds ~1.5 min of set-up and ~40 s of cold mypy); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
 
 # Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of
