@@ -11,7 +11,7 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev setup-test browser demo format lint test results results-paper lock
+.PHONY: setup setup-dev setup-test browser demo format lint test pytest results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -78,7 +78,12 @@ browser:
 setup-test:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target setup-dev browser
 
-test: setup-test lint
+# lint runs beside pytest (a sub-make with -j2; its few lines land among pytest's): mypy's ~40 s of one
+# core cost the suite ~20 s that way; a finding still fails `make test`, after the tests have run.
+test: setup-test
+	@$(MAKE) --no-print-directory -j2 lint pytest
+
+pytest: setup-dev
 	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 916-961 s on 2 cores of an AMD EPYC, 2026-12-01, nothing else running; CI adds ~1.5 min of set-up and ~40 s of cold mypy); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
 
 # Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of
