@@ -84,7 +84,7 @@ test: setup-test
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
 pytest: setup-dev
-	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 916-961 s on 2 cores of an AMD EPYC, 2026-12-01, nothing else running; CI adds ~1.5 min of set-up and ~40 s of cold mypy); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
+	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 873-1014 s on 2 cores of an AMD EPYC, 2026-12-01/02, nothing else running; a fresh clone's whole CI=true .ci/run, empty caches, no Chromium: 960 s and 1148 s); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
 
 # Every number docs/results*.md quote, at the documented scale: hours on 2 cores, never part of
 # `make test`. Prints the total time; run it again to resume where it stopped.
