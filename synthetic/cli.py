@@ -69,7 +69,9 @@ def train(
     bias_schedule: str = typer.Option(_D.bias_schedule, "--bias-schedule", help="constant | linear-anneal"),
     bias_anneal_steps: int | None = typer.Option(None, "--bias-anneal-steps", help="(default: steps)"),
     checkpoint_every: int = typer.Option(
-        _D.checkpoint_every, "--checkpoint-every", help="Save DIR/checkpoints/step{N}.pt every N steps (0: never)."
+        _D.checkpoint_every,
+        "--checkpoint-every",
+        help="Save the folder DIR/checkpoints/step{N}/ every N steps (0: never).",
     ),
     device: str = typer.Option(_D.device, "--device", help="auto | cpu | cuda | cuda:N"),
     progress: bool = typer.Option(True, "--progress/--no-progress"),

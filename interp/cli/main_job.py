@@ -39,7 +39,9 @@ app = typer.Typer()
 
 @app.command()
 def demo(
-    quick: bool = typer.Option(False, "--quick", help="Small suite for CI (about 2.5 min to train)."),
+    quick: bool = typer.Option(
+        False, "--quick", help="Small suite for CI: one model size, two seeds (about 2 min on 2 idle cores)."
+    ),
     out: Path = typer.Option(Path("results/demo"), help="Output folder."),
     method: str = MethodOpt,
     device: str = DeviceOpt,
