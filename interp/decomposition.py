@@ -93,6 +93,7 @@ def decompose_jump(
         n_boot, seed: bootstrap resamples over prompts and their seed.
         method: ``"fast"`` or ``"reference"`` (see ``interp.patching.patch_values``).
         labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if absent).
+        memory_budget_mb: activation memory per stacked call of the fast path (MiB).
 
     Returns:
         DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
@@ -104,6 +105,11 @@ def decompose_jump(
 
     Raises:
         ValueError: an unknown component, bad K, or the engine's input errors.
+
+    Source: activation patching across checkpoints (post into pre) as in Baherwani et al. 2026,
+    "Emergent Capabilities Arise Randomly from Learning Sparse Attention Patterns", extended from
+    patterns to every component; intervals: percentile bootstrap (Efron & Tibshirani 1993, "An
+    Introduction to the Bootstrap"), :mod:`interp.ranking_stats`.
     """
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
@@ -201,6 +207,8 @@ def decompose_between(
 
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
+
+    Source: as :func:`decompose_jump` (Baherwani et al. 2026; Efron & Tibshirani 1993).
     """
     from interp.sources.catalogue import model_and_seed
 

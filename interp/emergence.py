@@ -68,6 +68,9 @@ class EmergencePoint:
             ({excluded step: a step with the same weights}; :meth:`CheckpointSource.duplicate_steps`).
         hold: checkpoints after post that had to stay at or above the threshold (the rule).
         search: how the point was found: ``"bisection"`` or ``"scan"`` (every searchable step).
+
+    Source: the point of emergence of Baherwani et al. 2026 (the transition between two
+    consecutive checkpoints); the hold is this toolkit's noise rule (module docstring).
     """
 
     model_id: str
@@ -162,7 +165,11 @@ def max_bisection_evaluations(n_steps: int, hold: int = DEFAULT_HOLD) -> int:
 
 
 def check_hold(hold) -> int:
-    """``hold`` if it is an integer >= 0 (checkpoints after post), else a one-line ``ValueError``."""
+    """``hold`` if it is an integer >= 0 (checkpoints after post that must stay at or above the threshold).
+
+    Raises:
+        ValueError: ``hold`` is not an int (a bool is refused) or is negative.
+    """
     if isinstance(hold, bool) or not isinstance(hold, int) or hold < 0:
         raise ValueError(
             f"hold={hold!r}: must be an integer >= 0 (checkpoints after post that must stay at or above the threshold)"
@@ -216,6 +223,10 @@ def held_crossing(
 
     Raises:
         ValueError: different lengths, fewer than 2 steps, a threshold outside (0, 1], ``hold < 0``.
+
+    Source: the point of emergence as the transition between two consecutive checkpoints, located by
+    binary search (Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning
+    Sparse Attention Patterns"); the ``hold`` is this toolkit's noise rule (module docstring).
     """
     if len(steps) != len(accuracy):
         raise ValueError(f"{len(steps)} steps but {len(accuracy)} accuracies")
@@ -437,6 +448,10 @@ def find_emergence(
 
     Raises:
         ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
+
+    Source: the point of emergence as the transition between two consecutive checkpoints, located by
+    binary search (Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning
+    Sparse Attention Patterns"); the ``hold`` is this toolkit's noise rule (module docstring).
     """
     _validate([0, 1], threshold, hold)  # before any checkpoint is listed or loaded
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
@@ -479,6 +494,8 @@ def scan_emergence(
 
     Raises:
         ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
+
+    Source: as :func:`find_emergence` (Baherwani et al. 2026; the hold is this toolkit's).
     """
     _validate([0, 1], threshold, hold)
     evaluator = evaluator or StepEvaluator(source, batch, device=device)

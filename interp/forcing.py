@@ -53,6 +53,10 @@ class Forcing:
 
     Raises:
         ValueError: an unknown pattern, a malformed head, a negative beta / steps, or ``eps <= 0``.
+
+    Source: the attention-bias intervention of Baherwani et al. 2026, "Emergent Capabilities Arise
+    Randomly from Learning Sparse Attention Patterns" (``beta · log(ideal + eps)`` added to the
+    chosen heads' attention scores), applied here to a real model's training.
     """
 
     heads: tuple[tuple[int, int, str], ...]

@@ -150,6 +150,12 @@ class RunAnalysis(RankingFields, _RunKey):
     loss, the decomposition, the head scores and the scrubber's patterns. ``p_pre``, ``p_post``
     and ``delta_p`` are aliases (names from before the labels followed the metric). ``repr`` is
     one screen; ``==`` compares every field by value.
+
+    The scrubber's fields (:mod:`interp.report.scrubber`): ``scrub_steps`` the evaluated training
+    steps, ``scrub_tokens`` the first prompts' token texts (``[prompt][pos]``), and
+    ``scrub_patterns`` every head's pattern on them at each of those steps,
+    ``UInt8[Tensor, "prompt step layer head query_pos key_pos"]`` = ``round(255 · p)`` (None
+    when the scrubber was not asked for).
     """
 
     __eq__ = results_equal

@@ -224,8 +224,10 @@ def run_main_job(
     last task (each source reuses one bridge, so resident memory stays flat over long checkpoint
     sweeps). With :class:`interp.sources.ReadySources` (what the CLI passes), embedded runs are
     analysed as soon as each is trained and a core is free, and the report keeps the order of the
-    names. If ``out_dir`` is given the report is saved there. ``scan`` and ``hold``: see
-    :func:`analyse_run`.
+    names. If ``out_dir`` is given the report is saved there. ``threshold`` is the greedy-accuracy
+    threshold of the point of emergence (a fraction, in (0, 1]). ``scan``, ``hold``, ``method``,
+    ``prescreen_top_n``, ``prescreen_steps``, ``decompose``, ``scores``, ``scrub`` and
+    ``device``: passed to :func:`analyse_run` for every (source, task), which documents them.
 
     Raises:
         ValueError: a threshold outside (0, 1] or ``hold < 0`` (before any source is opened).

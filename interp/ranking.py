@@ -136,8 +136,10 @@ class HeadRanking(RankingFields):
     """Everything the head-ranking analysis produces for one (pre, post) checkpoint pair.
 
     Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`): probability for
-    ``"p"`` (then ``delta`` is the paper's ``delta_p``), nats for ``"logprob"``, logits for
-    ``"logit-diff"``.
+    ``"p"`` (then ``delta`` is the paper's ``delta_p``: Baherwani et al. 2026, "Emergent
+    Capabilities Arise Randomly from Learning Sparse Attention Patterns"), nats for
+    ``"logprob"``, logits for ``"logit-diff"``. Intervals: percentile bootstrap over prompts
+    (Efron & Tibshirani 1993); ``rank_correlation_prescreen``: Spearman's rho.
 
     Attributes:
         value_pre, value_post: mean metric of the pre / post checkpoint (metric units).
@@ -146,6 +148,8 @@ class HeadRanking(RankingFields):
             over prompts), ``delta_attribution`` (the pre-screen's estimate), ``metric`` and ``unit``.
         topk: ``topk_recovery`` table (k, value, recovered, metric, unit).
         post_patterns: ``Float[Tensor, "layer batch head query_pos key_pos"]`` post patterns.
+        pre_patterns: ``Float[Tensor, "layer batch head query_pos key_pos"]`` pre patterns (on the
+            CPU), filled in by :func:`rank_heads_between`; None otherwise.
         delta_attribution: the pre-screen's estimates ``Float[Tensor, "layer head"]``, or None.
         metric: the metric's name; unit: its unit.
         rank_correlation_prescreen: Spearman rho of estimate vs exact (None below 3 heads).
@@ -163,6 +167,10 @@ class HeadRanking(RankingFields):
     (names from before the labels followed the metric). ``repr`` is one screen, ``==`` compares
     every field (tensors by value, tables with ``DataFrame.equals``), and Jupyter shows the
     tables and the heatmap.
+
+    Raises:
+        TypeError: a required field (``value_pre``, ``value_post``, ``delta``, ``heads``,
+            ``topk``) is None.
     """
 
     # value_pre, value_post, delta, heads, topk (required here), example_*, the pre-screen's
@@ -246,6 +254,10 @@ def head_ranking(
             passes over 2 copies of them, each from its layer on: on the Pythia-70m shape about
             60 % of the exact fast path, so use 1 on large models; see ``benchmarks/bench_patching.py``).
         kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
+        memory_budget_mb: activation memory per stacked call of the fast path (MiB).
+        n_boot: bootstrap resamples over prompts for the intervals.
+        attribution: run the pre-screen even when it selects no heads (its estimates and their
+            agreement with the exact values are reported).
 
     Returns:
         ``HeadRanking``.
@@ -253,6 +265,13 @@ def head_ranking(
     Raises:
         ValueError: different model shapes, bad ``method``, ``prescreen_top_n``, ``kind``, or
             the engine's input errors.
+
+    Sources: head patching from the post checkpoint into the pre one and ``delta_p``: Baherwani
+    et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse Attention Patterns";
+    the pre-screen: attribution patching (Nanda 2023, "Attribution Patching"; Syed et al. 2023,
+    "Attribution Patching Outperforms Automated Circuit Discovery") refined by integrated
+    gradients (Sundararajan et al. 2017, "Axiomatic Attribution for Deep Networks"); intervals:
+    percentile bootstrap (Efron & Tibshirani 1993); the patching hooks: TransformerLens.
     """
     batch = check_batch(batch)
     if method not in ("fast", "reference", "attribution"):
@@ -416,6 +435,8 @@ def rank_heads_between(
 
     Raises:
         ValueError: ``pre_step >= post_step``, or as ``head_ranking``.
+
+    Source: head patching across checkpoints, Baherwani et al. 2026 (see :func:`head_ranking`).
     """
     if pre_step >= post_step:
         raise ValueError(

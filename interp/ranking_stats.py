@@ -109,6 +109,8 @@ def bootstrap_interval(
     jointly for ``patched``, ``pre`` and ``post``. Over fewer than :data:`MIN_BOOTSTRAP_PROMPTS`
     prompts every bound is NaN and a ``RuntimeWarning`` says why.
 
+    Source: Efron & Tibshirani 1993, "An Introduction to the Bootstrap" (percentile interval).
+
     Returns:
         ``{"value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi"}``,
         arrays of shape ``[sets]`` (``delta`` = patched - pre, metric units).

@@ -174,7 +174,13 @@ class ReadinessResult:
         e_minus_r: ``E - R`` in training steps (None when either is undefined).
         interval: 95 % percentile-bootstrap interval of ``E - R`` over prompts (steps).
         boot_defined: fraction of resamples in which both E and R exist.
-        correct, ideal_correct: ``[step, prompt]`` greedy correctness (for more resampling).
+        n_boot: bootstrap resamples behind ``interval``.
+        threshold: greedy-accuracy threshold (fraction) of E and R; hold: the crossing rule's hold.
+        correct, ideal_correct: ``Float[ndarray, "step prompt"]`` greedy correctness (1.0 / 0.0) as
+            trained / with the ideal patterns (for more resampling).
+
+    Sources: Baherwani et al. 2026 (the pattern as the bottleneck of emergence), Olsson et al.
+    2022 (the heads' ideal patterns), Efron & Tibshirani 1993 (percentile bootstrap).
     """
 
     model: str
@@ -194,6 +200,7 @@ class ReadinessResult:
 
     @property
     def heads_label(self) -> str:
+        """The patched heads and their patterns in one label, e.g. ``"L1H3=induction+L0H2=previous_token"``."""
         return "+".join(f"L{l}H{h}={p}" for (l, h), p in sorted(self.heads.items()))
 
     def table(self) -> pd.DataFrame:
@@ -290,6 +297,11 @@ def readiness(
     Raises:
         ValueError: bad heads / patterns / threshold / hold / n_boot, fewer than 2 steps, or a
             head outside the model.
+
+    Sources: Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse
+    Attention Patterns" (the claim tested: the sparse pattern is the bottleneck); Olsson et al.
+    2022, "In-context Learning and Induction Heads" (previous-token and induction patterns and
+    scores); Efron & Tibshirani 1993 (percentile bootstrap of ``E - R``).
     """
     from interp.patching import IdealPatterns, patch_values, pattern
     from interp.patching._common import answer_logits_forward, check_batch

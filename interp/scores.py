@@ -161,6 +161,10 @@ def head_scores(model: Any, tokens: Int[Tensor, "batch pos"], period: int) -> di
 
     Raises:
         ValueError: a model without attention heads or a bad ``period``.
+
+    Sources: previous-token and prefix-matching scores, Olsson et al. 2022, "In-context Learning
+    and Induction Heads"; the copying score (OV circuit eigenvalues), Elhage et al. 2021, "A
+    Mathematical Framework for Transformer Circuits".
     """
     from interp.patching import cache_patterns
 
@@ -200,11 +204,21 @@ def head_scores_over_checkpoints(
         steps: training steps to score.
         token_pool: token ids of the random sequences (default: the tokenizer's single
             letters and digits, ``interp.tasks.alnum_token_pool``).
+        n_prompts: random sequences scored at each step.
+        period: length of the random block that each sequence repeats once (tokens; sequences
+            are ``2 * period`` tokens).
+        device: where each checkpoint is loaded (default: the source's choice).
         model, seed: labels of the table (default: from the source's id,
             :func:`interp.sources.catalogue.model_and_seed`).
 
     Returns:
         DataFrame with ``HEAD_SCORE_COLUMNS`` (values: attention fractions, or the copying ratio).
+
+    Raises:
+        ValueError: as :func:`repeated_random_tokens` (``period < 2`` or a pool smaller than it)
+            and :func:`head_scores`.
+
+    Sources: as :func:`head_scores` (Olsson et al. 2022; Elhage et al. 2021).
     """
     from interp.sources.catalogue import model_and_seed
     from interp.tasks import alnum_token_pool

@@ -154,7 +154,13 @@ def study_status(units: Sequence[Unit], out_dir: str | Path) -> pd.DataFrame:
 
 
 def check_study_options(executor: str, jobs: int, dtype: str) -> None:
-    """Raise a one-line ValueError for a bad executor (or its package missing), jobs or dtype."""
+    """Raise a one-line ValueError for a bad executor (or its package missing), jobs or dtype.
+
+    Raises:
+        ValueError: ``executor`` not in ``EXECUTORS`` (or, from ``sweeps.executors.check_executor``,
+            its package not installed), ``jobs`` not a positive ``int``, or ``dtype`` not in
+            ``DTYPES``.
+    """
     from sweeps.executors import check_executor
 
     if executor not in EXECUTORS:

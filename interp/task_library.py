@@ -99,6 +99,15 @@ class PatternCompletionTask(CapabilityTask):
                 )
 
     def build(self, tokenizer) -> TaskBatch:
+        """The prompts tokenised for ``tokenizer`` (deterministic given ``seed``).
+
+        Returns:
+            :class:`~interp.core.task_batch.TaskBatch`: tokens ``[n_prompts, pos]``, answers and
+            answer_pos ``[n_prompts]``, distractors ``[n_prompts, n_distractors]``.
+
+        Raises:
+            TaskError: the token pool has fewer tokens than a template has distinct letters.
+        """
         pool = list(self.token_pool) if self.token_pool is not None else alnum_token_pool(tokenizer)
         rng = np.random.default_rng(self.seed)
         prompts, answers, texts, distractors = [], [], [], []
@@ -213,6 +222,16 @@ class IOITask(CapabilityTask):
             raise ValueError(f"order={self.order!r}; valid: both, ABBA, BABA")
 
     def build(self, tokenizer) -> TaskBatch:
+        """The prompts tokenised for ``tokenizer`` (deterministic given ``seed``).
+
+        Returns:
+            :class:`~interp.core.task_batch.TaskBatch`: tokens ``[n_prompts, pos]``, answers and
+            answer_pos ``[n_prompts]``, distractors ``[n_prompts, n_distractors]``.
+
+        Raises:
+            TaskError: fewer than 2 names or no object are single tokens of ``tokenizer`` (a
+                byte-level vocabulary, for example).
+        """
         tok_name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         names, bad_names = _single_tokens(tokenizer, self.names)
         objects, bad_objects = _single_tokens(tokenizer, self.objects)
@@ -296,6 +315,17 @@ class TaskFile(CapabilityTask):
         self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def build(self, tokenizer) -> TaskBatch:
+        """The file's rows tokenised for ``tokenizer``, in file order.
+
+        Returns:
+            :class:`~interp.core.task_batch.TaskBatch`: one prompt per row (right-padded, with an
+            ``attention_mask``, when the prompts differ in length); distractors
+            ``[rows, n_distractors]`` when the file gives them, else None.
+
+        Raises:
+            TaskFileError: an answer or distractor that is not one token, or a prompt with no
+                token, under ``tokenizer`` (every such row named, up to ``MAX_ROW_ERRORS``).
+        """
         tok_name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         problems, prompts, answers, texts, distractors = [], [], [], [], []
         for row in self.rows:

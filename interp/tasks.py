@@ -214,7 +214,8 @@ class CapabilityTask(ABC):
 
 @dataclass
 class RepetitionTask(CapabilityTask):
-    """The paper's repetition task: random digits, then a partial repeat; predict the next digit.
+    """The paper's repetition task (Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from
+    Learning Sparse Attention Patterns"): random digits, then a partial repeat; predict the next digit.
 
     A prompt is ``length`` random digits followed by the first ``length - 1`` of them again; the
     answer is the ``length``-th digit (paper: ``0 7 3 1 2 0 2 3 0 7 3 1 2 0 2 -> 3``, i.e.
@@ -247,6 +248,15 @@ class RepetitionTask(CapabilityTask):
             raise ValueError(f"length={self.length} must be >= 2 (one digit to repeat, one to predict)")
 
     def build(self, tokenizer) -> TaskBatch:
+        """The prompts tokenised for ``tokenizer`` (deterministic given ``seed``).
+
+        Returns:
+            :class:`~interp.core.task_batch.TaskBatch`: tokens ``[n_prompts, pos]``, answers and
+            answer_pos ``[n_prompts]``, distractors ``[n_prompts, 9]``.
+
+        Raises:
+            TaskError: a digit (with the chosen ``prefix``) is not a single token of ``tokenizer``.
+        """
         prefix = resolve_item_prefix(tokenizer, DIGITS, self.prefix)
         digit_ids = [single_token_id(tokenizer, prefix + d) for d in DIGITS]
         rng = np.random.default_rng(self.seed)
@@ -264,7 +274,8 @@ class RepetitionTask(CapabilityTask):
 
 @dataclass
 class TokenRepetitionTask(CapabilityTask):
-    """In-context repetition of random tokens (the induction-head probe).
+    """In-context repetition of random tokens (the induction-head probe of Olsson et al. 2022,
+    "In-context Learning and Induction Heads"; the paper's in-context repetition capability).
 
     A prompt is ``length`` tokens drawn without replacement from ``token_pool`` followed by its
     first ``length - 1`` tokens; the answer is the ``length``-th token.
@@ -289,6 +300,15 @@ class TokenRepetitionTask(CapabilityTask):
     prepend_bos: bool | None = None
 
     def build(self, tokenizer) -> TaskBatch:
+        """The prompts tokenised for ``tokenizer`` (deterministic given ``seed``).
+
+        Returns:
+            :class:`~interp.core.task_batch.TaskBatch`: tokens ``[n_prompts, pos]``, answers and
+            answer_pos ``[n_prompts]``, distractors ``[n_prompts, length - 1]``.
+
+        Raises:
+            TaskError: the token pool has fewer than ``length`` tokens.
+        """
         pool = list(self.token_pool) if self.token_pool is not None else alnum_token_pool(tokenizer)
         if len(pool) < self.length:
             raise TaskError(f"token pool has {len(pool)} tokens; length={self.length} needs at least that many")

@@ -84,6 +84,7 @@ class ZoomResult:
     _repr_html_ = fields_html
 
     def as_row(self) -> dict[str, Any]:
+        """The fields as one table row (``run`` as text, ``new_steps`` comma-joined): ``zooms.csv``."""
         row = asdict(self)
         row["run"] = str(self.run)
         row["new_steps"] = ",".join(map(str, self.new_steps))
@@ -96,6 +97,7 @@ def run_folder(source) -> Path:
     Raises:
         NotResumableError: a hub source, or a folder that was not written by this package's
             trainer (no ``suite.json`` with its config, or checkpoints without optimizer state).
+        ValueError: a path that is not an existing folder.
     """
     from interp.sources.base import CheckpointSource
     from interp.sources.local import LocalSuiteSource
@@ -412,7 +414,11 @@ class DenseEvaluator:
 
     @torch.inference_mode()
     def __call__(self, step: int) -> tuple[float, float]:
-        """``(accuracy, mean p(answer))`` of ``step``."""
+        """``(accuracy, mean p(answer))`` of ``step`` (fraction, probability), evaluated once and kept.
+
+        Raises:
+            ValueError: the step's saved weights lack some of the model's tensors.
+        """
         from safetensors.torch import load_file
 
         from interp.core.metrics import METRICS, answer_logits
@@ -437,6 +443,8 @@ class DenseEvaluator:
         return float(self.correct[step].mean()), float(self.p_answer[step].mean())
 
     def table(self) -> pd.DataFrame:
+        """One row per evaluated step: ``step``, ``accuracy`` (fraction), ``p_answer`` (mean
+        probability), ``overlay`` (the step is a zoom's, not the base schedule's)."""
         overlay = set(overlay_steps(self.run))
         rows = [
             {
@@ -495,6 +503,10 @@ def dense_point(
         hold: checkpoints after the crossing that must stay at or above the threshold.
         min_jump_se: the jump is flagged as too small when below this many standard errors.
         tolerance: passed to :func:`zoom`.
+        task_seed, length: the repetition prompts' seed and digit-string length (tokens;
+            :class:`interp.tasks.RepetitionTask`).
+        device: where the checkpoints are evaluated (re-training uses the run's own settings).
+        max_rounds: most zoom rounds (each narrows the bracket about tenfold).
 
     Returns:
         :class:`DensePoint`.

@@ -272,6 +272,9 @@ def build_row(task: RunTask, record: RunRecord, commit: str | None, sweep_name: 
 
     A summary key equal to a config field or a metadata column is stored as ``summary_<key>``;
     a value that is not a scalar (list, dict) is stored as JSON text.
+
+    Raises:
+        ValueError: a config field has the name of a metadata column (``META_COLUMNS``).
     """
     row: dict[str, Any] = {"run_id": task.run_id, "status": record.status, "error": record.error}
     for key, value in task.config.items():

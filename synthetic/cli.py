@@ -138,6 +138,8 @@ def _main() -> None:
 
 
 class Executor(str, enum.Enum):  # noqa: UP042 (StrEnum would change str(Executor.ray))
+    """Where ``sweep`` runs its runs: ``joblib`` (processes on this machine) or ``ray``."""
+
     joblib = "joblib"
     ray = "ray"
 

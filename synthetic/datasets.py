@@ -145,6 +145,9 @@ class SyntheticTask(ABC):
 class LinearMapTask(SyntheticTask):
     """Sequences ``x_0, A x_0, A² x_0, …`` (mod 2) of ``S``-bit states.
 
+    Source: Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse
+    Attention Patterns" (the linear-map task).
+
     Args:
         S: state size (bits per state), ≥ 1.
         s: sparsity, ones per row of ``A``, ``1 ≤ s ≤ S``.
@@ -192,6 +195,11 @@ class LinearMapTask(SyntheticTask):
         return A.long()
 
     def true_keys(self, i: int) -> list[int]:
+        """Cells ``j`` of state ``t`` with ``A[i, j] = 1``, which determine bit ``i`` of state ``t + 1``.
+
+        Returns:
+            ``s`` cell indices in ``[0, S)``, ascending.
+        """
         return torch.nonzero(self.A[i]).flatten().tolist()
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Int[Tensor, "batch pos"]:
@@ -230,6 +238,9 @@ class CellularAutomatonTask(SyntheticTask):
     windows; the pool of ``n_rules`` tables comes from ``data_seed``; each sequence draws one
     rule uniformly from the pool and a uniformly random initial state.
 
+    Source: Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse
+    Attention Patterns" (the cellular-automaton task).
+
     Args:
         S: cells per state, ≥ 3 (the window).
         T: transitions per sequence (``T + 1`` states), ≥ 1.
@@ -264,6 +275,11 @@ class CellularAutomatonTask(SyntheticTask):
         self._build_masks()
 
     def true_keys(self, i: int) -> list[int]:
+        """Cells of state ``t`` in the window of cell ``i``, which determine cell ``i`` of state ``t + 1``.
+
+        Returns:
+            3 cell indices ``[(i - 1) mod S, i, (i + 1) mod S]`` (window order, periodic).
+        """
         return [(i - 1) % self.S, i, (i + 1) % self.S]
 
     def _windows(self, states: Int[Tensor, "... S"]) -> Int[Tensor, "... S"]:

@@ -63,7 +63,11 @@ def parse_indices(text: str | None, n: int, what: str) -> list[int] | None:
 
 
 def check_indices(indices: list[int] | None, n: int, what: str) -> None:
-    """Raise ValueError when an index is outside ``[0, n)``."""
+    """Raise ValueError when an index is outside ``[0, n)``.
+
+    Raises:
+        ValueError: an index of ``indices`` outside ``[0, n)`` (the message names ``what``).
+    """
     for idx in indices or []:
         if not 0 <= idx < n:
             raise ValueError(f"{what} index {idx} is out of range: valid {what} indices are 0..{n - 1}")
@@ -77,6 +81,9 @@ class AttentionBias:
         with AttentionBias(model, task.pattern_mask, beta=5.0) as bias:
             logits = model(tokens)
             bias.beta = 2.5   # schedules change β without re-registering hooks
+
+    Source: Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse
+    Attention Patterns" (the attention-bias intervention).
 
     Args:
         model: a transformer from :func:`synthetic.models.build_model` (``arch="transformer"``).

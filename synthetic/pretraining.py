@@ -292,6 +292,9 @@ class PretrainSpec:
 
     ``dyck_k`` / ``dyck_p_open`` feed :func:`dyck_sequences`; the ``nca_*`` fields feed
     :func:`nca_sequences`.
+
+    Raises:
+        ValueError: ``source`` is not one of :data:`PRETRAIN_SOURCES` (``"dyck"``, ``"nca"``).
     """
 
     source: str = "dyck"
@@ -309,6 +312,7 @@ class PretrainSpec:
 
     @property
     def d_vocab(self) -> int:
+        """The generator's vocabulary (tokens): :func:`dyck_vocab` or :func:`nca_vocab` of the fields."""
         if self.source == "dyck":
             return dyck_vocab(self.dyck_k)
         return nca_vocab(self.nca_n_states, self.nca_patch)

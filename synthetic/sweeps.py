@@ -30,6 +30,7 @@ class TrainRunner:
 
     @staticmethod
     def config_class() -> type:
+        """The run config's dataclass, :class:`synthetic.training.TrainConfig` (imported on use)."""
         from synthetic.training import TrainConfig
 
         return TrainConfig

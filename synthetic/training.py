@@ -124,7 +124,15 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise a one-line ValueError naming the first bad field (task/model fields are
-        checked when the task and model are built)."""
+        checked when the task and model are built).
+
+        Raises:
+            ValueError: an unknown ``task`` or ``bias_schedule``; ``steps``, ``tokens_per_step``,
+                ``eval_every`` or ``eval_tokens`` not an integer ≥ 1, or ``warmup_steps`` or
+                ``checkpoint_every`` not an integer ≥ 0; ``lr`` not > 0; ``weight_decay`` < 0;
+                ``plateau_margin`` outside (0, 1); ``bias_anneal_steps`` < 1; or a ``device``
+                other than ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        """
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} is unknown: choose one of {', '.join(TASKS)}")
         for name, low in (

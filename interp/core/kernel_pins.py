@@ -459,6 +459,8 @@ class PinnedProcess(mp_context.SpawnProcess):
         return _popen_class()(process_obj)
 
     def run(self):
+        """In the worker: forked from a server, first take the caller's environment and standard
+        output and error (as a spawned process starts with them); then run the target."""
         env = getattr(self, "_worker_env", None)
         if env is not None:  # forked from a server: the caller's environment and streams, as spawn gives
             from multiprocessing import forkserver
@@ -482,6 +484,8 @@ class PinnedContext(mp_context.SpawnContext):
         self.env = worker_env(threads)
 
     def Process(self, *args, **kwargs):
+        """A :class:`PinnedProcess` (arguments as ``multiprocessing.Process``) carrying this
+        context's worker environment."""
         process = PinnedProcess(*args, **kwargs)
         process._pinned_env = self.env
         return process

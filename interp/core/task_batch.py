@@ -49,6 +49,11 @@ class TaskBatch:
         attention_mask: ``Int[Tensor, "batch pos"]`` (1 = real token, 0 = right padding) or None
             when every prompt has the same length.
         prepend_bos: whether a BOS token was prepended to every prompt.
+
+    Raises:
+        TaskError: ``tokens`` not 2-D; ``answers`` or ``answer_pos`` not ``[batch]``;
+            ``distractors`` not ``[batch, n_distractors >= 1]``; ``attention_mask`` of another
+            shape than ``tokens`` (each named with the shapes given).
     """
 
     tokens: Int[Tensor, "batch pos"]

@@ -65,6 +65,9 @@ def save_training_state(
             cursor, thread count...), stored under ``"trainer"``.
         tensors: further tensors to keep (for example a ``torch.Generator`` state), stored as
             ``"extra.{name}"`` in the safetensors file.
+
+    Raises:
+        TypeError: a value of the optimizer's per-parameter state is not a tensor (names it).
     """
     from safetensors.torch import save_file
 

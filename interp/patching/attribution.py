@@ -78,6 +78,9 @@ def attribution_delta_p(
 ) -> Float[Tensor, "layer head"]:
     """Gradient estimate of every head's pattern-patching effect (``delta_p`` for ``metric="p"``).
 
+    Source: attribution patching (Nanda 2023; Syed et al. 2023) for ``steps=1``; integrated
+    gradients on the patterns for ``steps > 1`` (references in the module docstring).
+
     Args:
         model: the pre checkpoint (``TransformerBridge``, eval mode).
         inputs: prompts (``TaskBatch``).

@@ -426,6 +426,12 @@ def delta_p_all_heads(
     ``patterns``: the post patterns ``[layer, batch, head, q, k]`` (``cache_patterns``), or a
     ``PostCheckpoint`` / post model.
 
+    Source: Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse
+    Attention Patterns" (``delta_p``, head patching across checkpoints).
+
+    Returns:
+        ``Float[Tensor, "layer head"]``, metric units (probability for ``metric="p"``), CPU.
+
     Raises:
         ValueError: as ``per_head_delta``.
     """

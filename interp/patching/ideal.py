@@ -123,8 +123,10 @@ IDEAL_PATTERNS: dict[str, Callable[[Tensor], Tensor]] = {
 }
 
 
-def check_pattern(pattern: Any, tokens: Tensor, name: str = "pattern") -> Float[Tensor, "batch pos pos"]:
-    """``pattern`` as float32 if it is a valid attention pattern for ``tokens``.
+def check_pattern(
+    pattern: Any, tokens: Int[Tensor, "batch pos"], name: str = "pattern"
+) -> Float[Tensor, "batch pos pos"]:
+    """``pattern`` as float32 if it is a valid attention pattern ``[batch, query_pos, key_pos]`` for ``tokens``.
 
     Raises:
         ValueError: not a ``[batch, pos, pos]`` tensor of these tokens, non-finite or negative
@@ -170,6 +172,9 @@ def ideal_pattern(rule: PatternRule, tokens: Int[Tensor, "batch pos"]) -> Float[
 
     Raises:
         ValueError: an unknown name, bad tokens, or a callable whose pattern fails :func:`check_pattern`.
+
+    Sources: Olsson et al. 2022, "In-context Learning and Induction Heads" (previous-token and
+    induction patterns); TransformerLens's head detector (its named patterns).
     """
     name, fn = _rule(rule)
     tokens = _tokens(tokens)
@@ -190,6 +195,9 @@ class IdealPatterns:
 
     Raises:
         ValueError: an unknown rule, a malformed head, or no heads.
+
+    Sources: Baherwani et al. 2026 (setting a head to the sparse pattern it should learn);
+    Olsson et al. 2022 and TransformerLens's head detector (the named patterns).
     """
 
     heads: Mapping[tuple[int, int], PatternRule]
@@ -250,7 +258,11 @@ class IdealPatterns:
         )
 
     def check_targets(self, targets: Sequence[Any], n_layers: int, n_heads: int) -> None:
-        """Raise a one-line ValueError unless every target is a pattern target of chosen heads."""
+        """Check that every target is a ``pattern`` target whose heads all have an ideal pattern here.
+
+        Raises:
+            ValueError: a target of another kind, or one that patches a head not chosen here.
+        """
         chosen = set(self.heads)
         for target in targets:
             if target.kind != "pattern":

@@ -34,6 +34,9 @@ class PostCheckpoint:
         answer_logits: ``Float[Tensor, "batch d_vocab"]`` the post logits at the answer positions.
         weights: parameter name -> tensor (None if not captured: weight targets then fail).
         n_layers, n_heads: the shape the pre checkpoint must share.
+        tokens: ``Int[Tensor, "batch pos"]`` the prompts the activations were captured on (None:
+            not recorded, as from ``post_from_patterns``); the engine raises ``ValueError`` when a
+            batch's tokens differ.
     """
 
     activations: dict[str, Tensor]
@@ -49,6 +52,11 @@ class PostCheckpoint:
     def activation(self, kind: str, layer: int) -> Tensor:
         """The captured activation of ``kind`` at ``layer``.
 
+        Returns:
+            The activation at ``hook_name(kind, layer)``, float32: ``pattern``
+            ``Float[Tensor, "batch head query_pos key_pos"]``, ``q``/``k``/``v``/``z``
+            ``Float[Tensor, "batch pos head d_head"]``, ``mlp`` ``Float[Tensor, "batch pos d_model"]``.
+
         Raises:
             ValueError: it was not captured.
         """
@@ -58,7 +66,12 @@ class PostCheckpoint:
         return self.activations[name]
 
     def values(self, batch: TaskBatch, metric: MetricLike = "p") -> Float[Tensor, " batch"]:
-        """The metric of the post checkpoint per prompt (CPU)."""
+        """The metric of the post checkpoint per prompt (metric units, CPU).
+
+        Raises:
+            ValueError: no answer logits were captured (a ``PostCheckpoint`` built from patterns
+                or ideal patterns).
+        """
         if self.answer_logits is None:
             raise ValueError("post checkpoint has no answer logits captured")
         return resolve_metric(metric)(self.answer_logits, batch.to(self.answer_logits.device)).float().cpu()

@@ -152,7 +152,11 @@ class Target:
         return heads
 
     def resolved_layers(self, n_layers: int) -> tuple[int, ...]:
-        """The patched layers (every layer when ``layers`` is None), range-checked."""
+        """The patched layers (every layer when ``layers`` is None), range-checked.
+
+        Raises:
+            ValueError: a layer out of range ``[0, n_layers - 1]``.
+        """
         layers = self.layers if self.layers is not None else tuple(range(n_layers))
         bad = [l for l in layers if not 0 <= l < n_layers]
         if bad:
@@ -223,7 +227,10 @@ def ov_weights(heads: Sequence[tuple[int, int]] | None = None) -> Target:
 
 
 def path(sender: tuple[int, int], receiver: tuple[int, int], receiver_input: str = "q") -> Target:
-    """Sender head's output patched only into the receiver head's ``receiver_input`` (q, k or v)."""
+    """Sender head's output patched only into the receiver head's ``receiver_input`` (q, k or v).
+
+    Source: Wang et al. 2022, "Interpretability in the Wild" (path patching).
+    """
     return Target("path", (sender,), receiver=receiver, receiver_input=receiver_input)
 
 

@@ -66,7 +66,12 @@ LEVELS = 255
 
 
 def quantise_patterns(patterns: Float[torch.Tensor, "... query_pos key_pos"]) -> np.ndarray:
-    """Attention probabilities as bytes: ``round(255 p)`` (so ±0.002 probability), ``uint8``."""
+    """Attention probabilities as bytes: ``round(255 p)`` (so ±0.002 probability), ``uint8``.
+
+    Returns:
+        ``UInt8[ndarray, "... query_pos key_pos"]``, the shape of ``patterns`` (values clamped to
+        ``[0, 1]`` first).
+    """
     values = patterns.detach().float().cpu().clamp(0.0, 1.0).numpy()
     return np.rint(values * LEVELS).astype(np.uint8)
 
@@ -99,6 +104,11 @@ class ScrubData:
             (``Δp``, ``Δ logit difference``, ...).
         pre_step, post_step: the point of emergence, when known.
         threshold: greedy-accuracy threshold of the point of emergence (fraction).
+
+    Raises:
+        ValueError: ``patterns`` is not ``uint8`` with 6 axes and square ``[pos, pos]`` last axes,
+            its prompt or step axis does not match ``tokens`` or ``steps``, or a prompt's label
+            list is not ``pos`` long.
     """
 
     label: str
@@ -370,7 +380,19 @@ _HELP = (
 
 
 def ranking_values(ranking) -> tuple[np.ndarray | None, int | None, int | None, str]:
-    """(per-head values, pre step, post step, metric name) of a ranking given to the scrubber."""
+    """(per-head values, pre step, post step, metric name) of a ranking given to the scrubber.
+
+    ``ranking``: None, a ranking table (columns ``layer``, ``head``, ``delta_p`` or ``delta``,
+    optionally ``metric``) or an object with ``delta_p`` (and optionally ``point``, ``metric``).
+
+    Returns:
+        The values as ``Float[ndarray, "layer head"]`` (from a table: ``max layer + 1`` x
+        ``max head + 1``, NaN for heads not in it) or None; the pre and post steps (None from a
+        table); the metric name (``"p"`` when not given).
+
+    Raises:
+        ValueError: a table without the columns ``layer``, ``head`` and ``delta_p`` (or ``delta``).
+    """
     if ranking is None:
         return None, None, None, "p"
     if isinstance(ranking, pd.DataFrame):

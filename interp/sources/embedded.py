@@ -71,6 +71,12 @@ def sample_batch(corpus: np.ndarray, cfg: SuiteConfig, rng: np.random.Generator)
     so that repetition is learned at every position, prompts at position 0 included) followed by
     a random letters-and-digits segment (length uniform in ``[segment_min, segment_max]``)
     repeated to fill the context.
+
+    Args:
+        corpus: ``UInt8[ndarray, " n_bytes"]``, the training text's bytes (:func:`stdlib_corpus`),
+            longer than ``cfg.n_ctx``.
+        cfg: the suite's settings (batch size, context length, repetition rows).
+        rng: the generator the windows and segments are drawn from.
     """
     starts = rng.integers(0, len(corpus) - cfg.n_ctx, size=cfg.batch_size)
     rows = np.stack([corpus[s : s + cfg.n_ctx] for s in starts]).astype(np.int64)
@@ -89,6 +95,9 @@ def batch_at(corpus: np.ndarray, cfg: SuiteConfig, seed: int, step: int) -> Int[
     Drawn from ``np.random.default_rng([cfg.data_seed, seed, step])``: a function of the step
     alone, so training resumed at step ``A`` sees exactly the batches it would have seen without
     stopping, with no replay of the steps before ``A``.
+
+    ``corpus``: ``UInt8[ndarray, " n_bytes"]``, the training text's bytes, as for
+    :func:`sample_batch`.
     """
     return sample_batch(corpus, cfg, np.random.default_rng([cfg.data_seed, seed, step]))
 

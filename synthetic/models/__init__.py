@@ -56,7 +56,13 @@ class ModelConfig:
         return self.d_model if self.d_model is not None else self.n_heads * self.d_head
 
     def validate(self) -> None:
-        """Raise a one-line ValueError naming the first bad field."""
+        """Raise a one-line ValueError naming the first bad field.
+
+        Raises:
+            ValueError: ``d_vocab``, ``n_ctx``, ``n_layers``, ``n_heads`` or ``d_head`` not an
+                integer ≥ 1; ``d_model`` or ``d_mlp`` neither None nor an integer ≥ 1; or an
+                unknown ``positional_embedding``.
+        """
         for name in ("d_vocab", "n_ctx", "n_layers", "n_heads", "d_head"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

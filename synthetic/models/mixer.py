@@ -70,6 +70,12 @@ class CausalTokenMixing(nn.Module):
         return w1, w2
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """Causal token mixing of ``x`` over its ``pos`` positions (the top-left ``[pos, pos]`` block
+        of each matrix; ``hook_pre`` sees the hidden ``[batch, pos, d_model]``).
+
+        Raises:
+            ValueError: ``pos > n_ctx``.
+        """
         pos = x.shape[1]
         if pos > self.n_ctx:
             raise ValueError(f"sequence length {pos} is invalid: the mixer was built for n_ctx={self.n_ctx}")
@@ -88,6 +94,7 @@ class ChannelMLP(nn.Module):
         self.fc_out = nn.Linear(d_mlp, d_model)
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """The MLP applied at each position independently (hidden ``[batch, pos, d_mlp]``)."""
         return self.fc_out(F.gelu(self.fc_in(x)))
 
 
@@ -107,6 +114,12 @@ class MixerBlock(nn.Module):
         self.hook_resid_post = HookPoint()
 
     def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """The residual stream after the block: ``x + TokenMixing(LN(x))``, then ``+ ChannelMLP(LN(.))``
+        when the block has an MLP.
+
+        Raises:
+            ValueError: ``pos > n_ctx`` (from the token mixing).
+        """
         x = self.hook_resid_pre(x)
         x = self.hook_resid_mid(x + self.hook_token_mixing_out(self.token_mixing(self.ln1(x))))
         if self.mlp is not None:

@@ -55,6 +55,26 @@ class PreSoftmaxAttention(NativeAttention):
         pattern_fn: Callable[[Tensor], Tensor] | None = None,
         **kwargs,
     ) -> tuple[Float[Tensor, "batch pos d_model"], None]:
+        """Causal self-attention whose masked scores pass through ``hook_attn_scores`` before the
+        softmax; without a mask, soft cap or hook, the fused ``scaled_dot_product_attention``.
+
+        Args:
+            hidden_states: the attention input.
+            attention_mask: None; a padding mask ``Int[Tensor, "batch pos"]`` (1 = keep, 0 = mask
+                the key); or a 4-D ``[batch, *, pos, pos]`` mask (bool, True = mask; or additive
+                float, values below -1 mask). Combined with the causal mask.
+            position_ids: ``Int[Tensor, "batch pos"]`` rotary positions (None: ``0 .. pos - 1``);
+                read only with rotary embeddings.
+            pattern_fn: applied to the pattern ``Float[Tensor, "batch n_heads query_pos key_pos"]``
+                before the value product (the bridge's ``hook_pattern``).
+
+        Returns:
+            ``(output, None)``, ``output`` ``Float[Tensor, "batch pos d_model"]``.
+
+        Raises:
+            ValueError: an ``attention_mask`` that is neither 2-D nor 4-D (TransformerLens's
+                ``_combine_attention_mask``).
+        """
         batch, seq, _ = hidden_states.shape
         q = self.q(hidden_states).view(batch, seq, self.n_heads, self.d_head).transpose(1, 2)
         k = self.k(hidden_states).view(batch, seq, self.n_kv_heads, self.d_head).transpose(1, 2)

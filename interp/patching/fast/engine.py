@@ -182,6 +182,15 @@ class LayerSkipEngine:
         self.attn_args = _call_signature(*attn_call["last"])
 
     def pre(self, kind: str, layer: int) -> Tensor:
+        """The pre-run's cached activation of ``kind`` at ``layer`` (the model's dtype and device).
+
+        Returns:
+            ``pattern`` ``Float[Tensor, "batch head query_pos key_pos"]``, ``q``/``k``/``v``/``z``
+            ``Float[Tensor, "batch pos head d_head"]``, ``mlp`` ``Float[Tensor, "batch pos d_model"]``.
+
+        Raises:
+            FastPathUnsupported: the pre-run's cache holds no ``hook_name(kind, layer)``.
+        """
         name = hook_name(kind, layer)
         if name not in self.cache.keys():
             raise FastPathUnsupported(f"the pre-run exposes no {name}")
@@ -349,6 +358,13 @@ class LayerSkipEngine:
         """Metric per copy and prompt, running blocks ``first_block ..`` from the stacked ``resid``.
 
         ``first_block == n_layers`` means ``resid`` is already the final residual stream.
+
+        Args:
+            resid: ``Float[Tensor, "rows pos d_model"]``, the stream entering block
+                ``first_block``, ``rows = n_copies * batch`` (copy-major).
+            first_block: the first block run (``0 .. n_layers``).
+            n_copies: stacked copies of the batch in ``resid``.
+            hooks: ``(hook name, hook function)`` pairs active while the blocks run.
         """
         return self.values_of_rows(self.tail_rows(resid, first_block, n_copies, hooks), n_copies)
 
@@ -372,7 +388,14 @@ class LayerSkipEngine:
         return self.metric(logits, self.batch.repeat(n_copies)).float().reshape(n_copies, self.n)
 
     def check_tail(self) -> None:
-        """Blocks called with stacked copies + answer-only head must reproduce the model's metric."""
+        """Blocks called with stacked copies + answer-only head must reproduce the model's metric.
+
+        Raises:
+            FastPathUnsupported: calling the last blocks on two stacked copies raises
+                ``TypeError``, ``RuntimeError``, ``IndexError`` or ``AttributeError``, or the
+                tail's metric differs from the pre-run's by more than ``1e-5`` (metric units;
+                relative when the metric exceeds 1).
+        """
         first_block = max(0, self.n_layers - 2)
         resid = self.resid_pre[first_block].repeat(2, 1, 1)
         try:
