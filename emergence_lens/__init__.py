@@ -113,4 +113,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The exported names and ``EXPORTS`` (not this module's own imports), for tab completion."""
+    return sorted(set(__all__) | {"EXPORTS"})

@@ -668,3 +668,14 @@ def test_digest_is_of_the_weights_not_the_optimizer_state(tmp_path, byte_tokeniz
     source = LocalSuiteSource(root)
     assert source.digest(100) == checkpoints.combine_digests([file_sha256(root / "step100" / "model.safetensors")])
     assert source.duplicate_groups() == [[0, 200]]
+
+
+def test_a_suite_folder_under_home_opens_by_its_tilde_path(tiny_local_suite, tmp_path, monkeypatch):
+    """``open_source("~/runs/my-suite")`` (docs/guide.md's first cell) opens the folder under $HOME."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shutil.copytree(tiny_local_suite, tmp_path / "runs" / "my-suite")
+    source = open_source("~/runs/my-suite")
+    assert isinstance(source, LocalSuiteSource)
+    assert source.root == tmp_path / "runs" / "my-suite"
+    assert source.available_steps() == [0, 100, 200]
+    assert LocalSuiteSource("~/runs/my-suite").root == source.root

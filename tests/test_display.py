@@ -362,3 +362,38 @@ def test_a_per_step_loss_curve_is_thinned_for_the_page():
     assert np.all(np.diff(steps) > 0)
     fig = vis.loss_curve_figure(thinned, smooth=1)
     assert len(fig.data[0].x) == len(steps)
+
+
+def test_notebook_export_keeps_each_library_once():
+    """Every output carries plotly.js (so it works alone in Jupyter); the exported page, where all
+    outputs share one window, keeps the first copy only (nbconvert rewrites the tags' quotes)."""
+    import nbformat
+
+    library = display.plotly_script()
+    nb = nbformat.v4.new_notebook()
+    for k in range(3):
+        cell = nbformat.v4.new_code_cell(f"figure {k}")
+        html = display.Assets().require("plotly") + f"<div id='fig{k}'>figure {k}</div>"
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": html})]
+        nb.cells.append(cell)
+    page = display.export_notebook_html(nb)
+    assert page.count("* plotly.js v") == 1
+    assert len(library) < len(page) < 1.5 * len(library)
+    assert all(f"figure {k}" in page for k in range(3))
+    assert page.index("* plotly.js v") < page.index("fig0")  # before the first output that uses it
+
+
+def test_keep_first_copy_drops_whole_elements_only():
+    body = "var lib = 1;" * 200
+    library = f"<script type='text/javascript'>{body}</script><script>var config = 1;</script>"
+    page = (
+        f'<script type="text/javascript">{body}</script><script>var config = 1;</script><p>one</p>'
+        f'<script type="text/javascript">{body}</script><script>var config = 1;</script><p>two</p>'
+        f"<pre>{body}</pre><p>three</p>"
+    )
+    kept = display._keep_first_copy(page, [library])
+    assert kept == (
+        f'<script type="text/javascript">{body}</script><script>var config = 1;</script><p>one</p>'
+        f"<script>var config = 1;</script><p>two</p><pre>{body}</pre><p>three</p>"
+    )
+    assert display._keep_first_copy("<p>no library here</p>", [library]) == "<p>no library here</p>"

@@ -36,6 +36,7 @@ def test_one_import_exposes_the_notebook_names():
         "patching",
     ):
         assert name in el.__all__ and name in dir(el)
+    assert not {"importlib", "Any", "annotations"} & set(dir(el))  # tab completion shows the API only
     from interp.ranking import rank_heads_between
     from interp.tasks import RepetitionTask
 

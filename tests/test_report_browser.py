@@ -104,6 +104,8 @@ def test_notebook_export_in_headless_chromium(notebook_runs, tmp_path, name):
     nb, _, _ = notebook_runs(name)
     page = tmp_path / f"{name}.html"
     export_notebook_html(nb, page)
+    html = page.read_text(encoding="utf-8")  # each library once, however many outputs carry it
+    assert html.count("* plotly.js v") == 1 and html.count("window.CircuitsVis = CircuitsVis") <= 1
     result = _check_page(page, tmp_path / f"{name}.png")
     if name != "synthetic":
         assert result.state["views"], "the notebook shows no attention pattern"

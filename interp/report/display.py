@@ -442,7 +442,10 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
 
     nbconvert's ``lab`` template loads require.js, MathJax and mermaid from CDNs; this export
     leaves those three out (the toolkit's outputs need none of them: plotly.js and circuitsvis
-    are inlined in the outputs themselves).
+    are inlined in the outputs themselves). Each output carries the libraries it draws with, so
+    that it works alone in Jupyter; on the exported page every output shares one window, so each
+    library is kept once, where it first appears (before any output that uses it), and its later
+    copies are dropped (the main_job notebook's export: 38.4 MB -> 6.9 MB).
 
     Args:
         notebook: an ``nbformat.NotebookNode`` or a path to a ``.ipynb`` file.
@@ -469,11 +472,41 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
         template_file="offline.html.j2",
     )
     body, _ = exporter.from_notebook_node(notebook)
+    body = _keep_first_copy(body, [LIBRARIES[name]() for name in LIBRARIES])
     if out_path is not None:
         from interp.core.io import atomic_write_text
 
         atomic_write_text(Path(out_path), body)
     return body
+
+
+_ELEMENT = re.compile(r"<(script|style)\b[^>]*>(.*?)</\1>", re.S)
+_OPENING = re.compile(r"<(script|style)\b[^>]*>\Z")
+
+
+def _keep_first_copy(page: str, libraries: Sequence[str]) -> str:
+    """``page`` without the second and later copies of each ``<script>`` / ``<style>`` element of
+    ``libraries`` (matched by their contents: nbconvert rewrites the tags' quotes, not their
+    contents; elements under 1000 characters, such as plotly's one-line config, are left alone)."""
+    for library in libraries:
+        for element in _ELEMENT.finditer(library):
+            tag, body = element.group(1), element.group(2)
+            first = page.find(body)
+            if len(body) < 1000 or first < 0:
+                continue
+            close = f"</{tag}>"
+            kept, pos = [page[: first + len(body)]], first + len(body)
+            while (found := page.find(body, pos)) >= 0:
+                after = found + len(body)
+                start = page.rfind(f"<{tag}", pos, found)
+                if start >= 0 and _OPENING.match(page, start, found) and page.startswith(close, after):
+                    kept.append(page[pos:start])  # the whole element goes
+                    pos = after + len(close)
+                else:  # the text inside something else (an escaped listing, say): kept
+                    kept.append(page[pos:after])
+                    pos = after
+            page = "".join(kept) + page[pos:]
+    return page
 
 
 def point_html(point, assets: Assets | None = None) -> str:

@@ -175,7 +175,7 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
     if isinstance(spec, str) and is_embedded_name(spec):
         check_one_run(spec, "open_source")  # before any training
         return open_sources([spec])[0]
-    path = Path(spec)
+    path = Path(spec).expanduser()
     if path.is_dir():
         return LocalSuiteSource(
             path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle", "include_zoom")}

@@ -46,7 +46,7 @@ class LocalSuiteSource(CheckpointSource):
         self, root: str | Path, model_id: str | None = None, allow_pickle: bool = False, include_zoom: bool = False
     ):
         super().__init__()
-        self.root = Path(root)
+        self.root = Path(root).expanduser()
         if not self.root.is_dir():
             raise ValueError(
                 f"local suite {str(self.root)!r} is not a folder; expected ROOT/step{{N}}/ checkpoint folders"
