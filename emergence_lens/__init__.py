@@ -96,12 +96,18 @@ EXPORTS: dict[str, str] = {
     "run_study": "interp.study",
     "plan_units": "interp.study",
     "study_status": "interp.study",
+    # the machine: versions, kernel level, whether it trains the documented suite (`emergence env`)
+    "environment_report": "interp.sources.environment",
 }
 
 __all__ = sorted(EXPORTS)  # noqa: PLE0605 (a list, built from the one table above)
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed distribution's (pyproject.toml), read when asked
+        from importlib.metadata import version
+
+        return version("emergence-lens")
     if name not in EXPORTS:
         raise AttributeError(
             f"module 'emergence_lens' has no attribute {name!r}; names it exports: {', '.join(__all__)}"
@@ -114,4 +120,4 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     """The exported names and ``EXPORTS`` (not this module's own imports), for tab completion."""
-    return sorted(set(__all__) | {"EXPORTS"})
+    return sorted(set(__all__) | {"EXPORTS", "__version__"})

@@ -14,6 +14,8 @@ with exit status 2 (:mod:`emergence_lens.errors`); ``--debug`` shows the traceba
 from __future__ import annotations
 
 import importlib
+import inspect
+from pathlib import Path
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -46,6 +48,15 @@ def _load(name: str) -> TyperCommand:
     return command
 
 
+def _listed_as_one_line(command: TyperCommand | None) -> TyperCommand | None:
+    """Give ``command`` a ``short_help``: its docstring's first paragraph as one line, which is
+    what ``emergence --help`` lists (typer's rich mode would keep the docstring's line breaks
+    there, mid-sentence)."""
+    if command is not None and command.short_help is None and command.help:
+        command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+    return command
+
+
 class RootGroup(TyperGroup):
     """Eager commands from :mod:`interp.cli`, lazy ones from :data:`LAZY_COMMANDS`, and the one
     error handler (in :meth:`invoke`, so it covers every command and sub-command)."""
@@ -57,7 +68,7 @@ class RootGroup(TyperGroup):
         if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
             # A stand-in for the help listing; resolve_command loads the real one.
             return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][1])
-        return super().get_command(ctx, cmd_name)
+        return _listed_as_one_line(super().get_command(ctx, cmd_name))
 
     def resolve_command(self, ctx: typer.Context, args: list[str]):
         if args and args[0] in LAZY_COMMANDS and args[0] not in self.commands:
@@ -69,6 +80,8 @@ class RootGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except (TyperException, typer.Exit, typer.Abort):  # usage errors, exits: typer prints them
+            raise
+        except BrokenPipeError:  # `emergence ... | head`: the reader left; click exits quietly (status 1)
             raise
         except Exception as err:
             if ctx.params.get("debug"):
@@ -101,6 +114,14 @@ app = typer.Typer(
 app.registered_commands += interp_app.registered_commands
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"emergence-lens {version('emergence-lens')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     threads: int | None = typer.Option(
@@ -113,12 +134,30 @@ def _root(
     debug: bool = typer.Option(
         False, "--debug", envvar="EMERGENCE_LENS_DEBUG", help="Show the full traceback of an error."
     ),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print emergence-lens's version and exit."
+    ),
 ) -> None:
     """emergence-lens: find the point of emergence and the heads behind it."""
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+@app.command("env")
+def env(
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    cache: Path | None = typer.Option(None, help="The cache root (default: $EMERGENCE_LENS_CACHE or ~/.cache)."),
+):
+    """What a bug report needs (versions, CPU, kernel level, GPU, cache), and whether this machine
+    trains the embedded suite docs/ describe, or which part differs."""
+    import json
+
+    from interp.sources.environment import environment_report, format_environment_report
+
+    report = environment_report(cache)
+    typer.echo(json.dumps(report, indent=2) if json_out else format_environment_report(report))
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ import typer
 
 from synthetic.training import TrainConfig
 
-app = typer.Typer(help="Synthetic tasks with a known attention pattern.", no_args_is_help=True)
+app = typer.Typer(help="Synthetic tasks with a known attention pattern.", no_args_is_help=True, add_completion=False)
 
 _D = TrainConfig()  # defaults shown in --help come from the dataclass
 

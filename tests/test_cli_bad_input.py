@@ -127,6 +127,7 @@ BAD = [
     ("sweep-out-is-file", ["sweep", "SPEC", "--out", "FILE"], "exists and is not a folder"),
     ("sweep-jobs", ["sweep", "SPEC", "--jobs", "0", "--out", "OUT"], "Invalid value"),
     ("results-unknown", ["results", "--only", "nope", "--out", "OUT"], "unknown analysis 'nope'; valid: main_job"),
+    ("env-cache-is-file", ["env", "--cache", "FILE"], "(--cache) is a file, not a folder"),
     ("results-out-is-file", ["results", "--only", "depth", "--out", "FILE"], "is an existing file"),
     ("results-jobs", ["results", "--jobs", "0", "--out", "OUT"], "Invalid value"),
     (

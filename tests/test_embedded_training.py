@@ -155,6 +155,37 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     assert source.final_digest() == source.digest(24) != source.digest(16)  # suite.json records the final model
 
 
+def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, monkeypatch):
+    """A worker killed half-way (here SIGKILL at step 12; Ctrl-C does the same) leaves its folder;
+    the next ensure_suite takes it over and trains on from step 8, its last checkpoint, to the
+    weights and losses of a run never interrupted. A live worker's folder is left alone."""
+    from interp.core.kernel_pins import WorkerDiedError, run_pinned
+
+    torch.set_num_threads(1)
+    suite = embedded.suite_dir(CFG, tmp_path)
+    live = suite / f".tmp-neox-1l-32d-seed3-{os.getpid()}"  # this test's own process: alive
+    live.mkdir(parents=True)
+    monkeypatch.setenv(embedded._TEST_KILL_VAR, "12:SIGKILL")
+    with pytest.raises(WorkerDiedError, match="at step 12"):
+        embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)
+    monkeypatch.delenv(embedded._TEST_KILL_VAR)
+    (left,) = [p for p in suite.glob(".tmp-*") if p != live]
+    assert sorted(p.name for p in left.glob("step*")) == ["step0", "step1", "step2", "step4", "step8"]
+    assert embedded.PARTIAL_LOSS_FILE in os.listdir(left)
+    (run,) = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)
+    meta = json.loads((run / "suite.json").read_text())
+    assert meta["resumed_from_step"] == 8 and meta["continued_from"] is None
+    assert sorted(p.name for p in suite.iterdir()) == [live.name, run.name]  # the dead worker's folder was taken over
+    assert embedded.PARTIAL_LOSS_FILE not in os.listdir(run)
+    reference = tmp_path / "never-interrupted"
+    losses = run_pinned(embedded.train_run, TINY, 3, CFG, reference)  # the workers' kernels
+    for step in CFG.checkpoint_steps:
+        a, b = _weights(run / f"step{step}"), _weights(reference / f"step{step}")
+        assert all(torch.equal(a[k], b[k]) for k in a), step
+    curve = embedded.loss_curve(run)
+    assert curve["step"].tolist() == list(range(16)) and curve["loss"].tolist() == losses["loss"].tolist()
+
+
 def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
     """A short run finished beside a long one is handed out at once, with the calling process set to
     the one idle core's thread count; the long run arrives after it, and the count is restored.

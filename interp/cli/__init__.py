@@ -145,8 +145,9 @@ def list_models():
 
 @app.command("list-tasks")
 def list_tasks():
-    """Print every capability task: its parameters, default metric, BOS convention and source
-    (:data:`interp.task_registry.REGISTRY`)."""
+    """Print every capability task: its parameters, default metric, BOS convention and source.
+
+    The table is ``interp.task_registry.REGISTRY``'s."""
     from interp.task_registry import task_table
 
     for _, row in task_table().iterrows():

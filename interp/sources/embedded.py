@@ -322,6 +322,74 @@ def _copy_prefix(prefix: Path, tmp: Path, schedule: Sequence[int]) -> tuple[int,
     return start, losses[losses["step"] < start]
 
 
+#: The loss rows of a run still training, rewritten after each checkpoint (removed once it is done).
+PARTIAL_LOSS_FILE = "loss.partial.csv"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one of another user's counts too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _resumable_step(folder: Path) -> tuple[int, pd.DataFrame] | None:
+    """The last step of a half-trained run folder that training can continue from: a checkpoint
+    with its whole training state (written last) whose earlier loss rows were kept
+    (:data:`PARTIAL_LOSS_FILE`); with those rows. None when there is no such step after step 0."""
+    from interp.core.training_state import has_training_state
+
+    try:
+        losses = pd.read_csv(folder / PARTIAL_LOSS_FILE)
+    except (OSError, ValueError):
+        return None
+    covered = int(losses["step"].max()) + 1 if len(losses) else 0  # updates whose loss was kept
+    steps = [
+        int(path.name[4:])
+        for path in folder.glob("step*")
+        if path.name[4:].isdigit() and has_training_state(path) and (path / "model.safetensors").is_file()
+    ]
+    steps = [step for step in steps if 0 < step <= covered]
+    if not steps:
+        return None
+    start = max(steps)
+    return start, losses[losses["step"] < start].reset_index(drop=True)
+
+
+def _adopt_interrupted(final: Path, tmp: Path) -> tuple[int, pd.DataFrame] | None:
+    """Take over the folder a killed worker left for this run (``.tmp-<run>-<pid>`` beside
+    ``final``, its process gone): renamed to ``tmp``, cut back to its last resumable checkpoint
+    (:func:`_resumable_step`). Returns that step and the loss rows before it, or None (``tmp`` then
+    does not exist). Other dead workers' folders of the run are removed; a live worker's are left."""
+    best: tuple[Path, tuple[int, pd.DataFrame]] | None = None
+    for folder in sorted(final.parent.glob(f".tmp-{final.name}-*")):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if folder == tmp or not pid.isdigit() or _alive(int(pid)):
+            continue
+        found = _resumable_step(folder)
+        if found is not None and (best is None or found[0] > best[1][0]):
+            if best is not None:
+                shutil.rmtree(best[0], ignore_errors=True)
+            best = (folder, found)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    if best is None:
+        return None
+    try:
+        os.replace(best[0], tmp)
+    except OSError:  # another process took it first
+        return None
+    start = best[1][0]
+    for path in tmp.glob("step*"):
+        if not path.name[4:].isdigit() or int(path.name[4:]) > start:
+            shutil.rmtree(path, ignore_errors=True)
+    return best[1]
+
+
 #: Test hook: ``STEP:SIGNAL`` makes a training worker kill itself with SIGNAL at STEP (to test
 #: how a dying worker is reported); never set otherwise.
 _TEST_KILL_VAR = "EMERGENCE_LENS_TEST_KILL_AT"
@@ -342,14 +410,22 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    interrupted = _adopt_interrupted(final, tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
     tokenizer = make_byte_tokenizer()
     tokenizer.save_pretrained(tmp / "tokenizer")
     last = [0]
     steps = cfg.steps_for(size)
     kill_step, kill_signal = os.environ[_TEST_KILL_VAR].split(":") if os.environ.get(_TEST_KILL_VAR) else (None, None)
+    earlier = pd.DataFrame(columns=["step", "loss", "lr"])  # loss rows before the step training starts from
+    rows: list[tuple[int, float, float]] = []  # and those of this process
+
+    def keep_losses(model, step: int) -> None:  # after each checkpoint: what a later resume needs
+        kept = pd.DataFrame(rows, columns=earlier.columns)
+        atomic_to_csv(pd.concat([earlier, kept], ignore_index=True) if len(earlier) else kept, tmp / PARTIAL_LOSS_FILE)
 
     def report(step: int, loss: float) -> None:
+        rows.append((step - 1, loss, lr_at(cfg, step - 1)))  # the weights' step, as train_run's rows
         dying = kill_step is not None and step >= int(kill_step)
         if queue is not None and (step % 25 == 0 or step == steps or dying):
             queue.put((run_name(size, seed), step - last[0], loss, os.getpid()))
@@ -361,19 +437,22 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         queue.put((run_name(size, seed), 0, float("nan"), os.getpid()))
 
     started = time.time()
-    prefix = _cached_prefix(size, seed, cfg, final.parent)
-    if prefix is None:
-        losses = train_run(size, seed, cfg, tmp, on_step=report)
-    else:  # continue a shorter cached run of the same training (exact: see train_run)
-        start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
+    prefix = None if interrupted is not None else _cached_prefix(size, seed, cfg, final.parent)
+    if interrupted is None and prefix is None:
+        losses = train_run(size, seed, cfg, tmp, on_step=report, eval_fn=keep_losses)
+    else:  # continue an interrupted run, or a shorter cached run of the same training (exact: see train_run)
+        if interrupted is not None:
+            start, earlier = interrupted
+        else:
+            assert prefix is not None
+            start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
         if queue is not None:
             queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1]), os.getpid()))
         last[0] = start
-        losses = pd.concat(
-            [earlier, train_run(size, seed, cfg, tmp, on_step=report, resume_from=tmp / f"step{start}")],
-            ignore_index=True,
-        )
+        resumed = train_run(size, seed, cfg, tmp, on_step=report, eval_fn=keep_losses, resume_from=tmp / f"step{start}")
+        losses = pd.concat([earlier, resumed], ignore_index=True)
     atomic_to_csv(losses, tmp / LOSS_FILE)
+    (tmp / PARTIAL_LOSS_FILE).unlink(missing_ok=True)
     meta = {
         "model_id": f"embedded/{run_name(size, seed)}",
         "size": asdict(size),
@@ -386,6 +465,8 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         "threads": torch.get_num_threads(),
         "environment": environment(cfg),
         "continued_from": None if prefix is None else str(prefix),
+        # a worker killed half-way (Ctrl-C, a signal) left this run's folder: continued from its last checkpoint
+        "resumed_from_step": None if interrupted is None else interrupted[0],
         # the final model's digest, recorded apart from the step labels: a final step whose weights
         # equal an earlier step's then stays searchable (LocalSuiteSource.duplicate_steps)
         "final_digest": weights_digest(weight_files(tmp / f"step{steps}")),
