@@ -186,6 +186,53 @@ def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, 
     assert curve["step"].tolist() == list(range(16)) and curve["loss"].tolist() == losses["loss"].tolist()
 
 
+def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continues(tmp_path):
+    """Jupyter's interrupt: SIGINT to the calling process only (its workers do not get it). The
+    caller stops its worker at once instead of waiting for the run, and says the step the run
+    will continue from, which the worker's folder holds."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    long = embedded.SuiteConfig(**{**CFG.__dict__, "steps": 100_000})  # far longer than the test waits
+    script = (  # CFG with 100 000 steps
+        "import sys\n"
+        "from interp.sources import embedded\n"
+        "tiny = embedded.ModelSize('neox-1l-32d', n_layers=1, d_model=32, n_heads=4)\n"
+        "cfg = embedded.SuiteConfig(sizes=(tiny,), seeds=(3,), steps=100_000, checkpoint_every=8, n_ctx=32,\n"
+        "                           batch_size=4, warmup_steps=4, corpus_bytes=200_000)\n"
+        "embedded.ensure_suite(cfg, root=sys.argv[1], n_jobs=1, progress=False)\n"
+    )
+    caller = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a terminal's default
+    )
+    suite, worker = embedded.suite_dir(long, tmp_path), None
+    try:
+        deadline = time.monotonic() + 240
+        while not list(suite.glob(".tmp-*/step64/trainer_state.json")):
+            assert caller.poll() is None and time.monotonic() < deadline, caller.stderr.read() if caller.stderr else ""
+            time.sleep(0.2)
+        (left,) = suite.glob(".tmp-*")
+        worker = int(left.name.rsplit("-", 1)[-1])
+        caller.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, err = caller.communicate(timeout=60)
+        assert time.monotonic() - sent < 30  # not the ~100 000 steps the run had left
+    finally:  # whatever failed, leave no training behind
+        caller.kill()
+        if worker is not None and embedded._alive(worker):
+            os.kill(worker, signal.SIGKILL)
+    assert caller.returncode != 0 and "KeyboardInterrupt" in err
+    assert not embedded._alive(worker)
+    step = embedded._resumable_step(left)[0]
+    assert step >= 64
+    assert f"training stopped; the next training of this suite continues neox-1l-32d-seed3 from step {step}" in err
+
+
 def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
     """A short run finished beside a long one is handed out at once, with the calling process set to
     the one idle core's thread count; the long run arrives after it, and the count is restored.

@@ -204,7 +204,7 @@ def run_label(model: str, seed: int) -> str:
     return f"{model} seed {seed}".strip()
 
 
-def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
+def suite_dir(cfg: SuiteConfig, root: str | Path | None = None) -> Path:
     """Cache folder of a suite config: ``embedded/<config hash>-<environment hash>``.
 
     The second hash covers what besides the config changes the trained weights (the training
@@ -213,7 +213,7 @@ def suite_dir(cfg: SuiteConfig, root: Path | None = None) -> Path:
     """
     from interp.sources.environment import environment_key
 
-    root = root or cache_root()
+    root = Path(root).expanduser() if root is not None else cache_root()
     return root / "embedded" / f"{cfg.digest()}-{environment_key(cfg)}"
 
 

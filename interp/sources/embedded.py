@@ -480,7 +480,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
 
 
 def ensure_suite(
-    cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None, progress: bool = True
+    cfg: SuiteConfig = FULL, root: str | Path | None = None, n_jobs: int | None = None, progress: bool = True
 ) -> list[Path]:
     """Train (once) and return the run folders of the embedded suite, sizes x seeds.
 
@@ -502,7 +502,7 @@ def ensure_suite(
     return [ready[name] for name in cfg.run_names()]
 
 
-def cached_suite_runs(prefer: SuiteConfig = QUICK, root: Path | None = None, progress: bool = True) -> list[Path]:
+def cached_suite_runs(prefer: SuiteConfig = QUICK, root: str | Path | None = None, progress: bool = True) -> list[Path]:
     """The run folders of an embedded suite already in the cache, training ``prefer`` only when none is.
 
     Order of preference: every run of ``prefer`` cached -> those; else another suite of
@@ -534,7 +534,7 @@ def cached_suite_runs(prefer: SuiteConfig = QUICK, root: Path | None = None, pro
 
 
 def iter_suite(
-    cfg: SuiteConfig = FULL, root: Path | None = None, n_jobs: int | None = None, progress: bool = True
+    cfg: SuiteConfig = FULL, root: str | Path | None = None, n_jobs: int | None = None, progress: bool = True
 ) -> Iterator[tuple[str, Path]]:
     """The suite's runs as ``(run name, folder)``, each as soon as it is ready *and* a core is free.
 
@@ -548,8 +548,11 @@ def iter_suite(
     thread count; restored at the end): a two-threaded analysis beside a training process ran
     4x slower than a one-threaded one here.
 
-    If the caller stops early (an error while it handles a run), runs not yet started are
-    cancelled and the running ones finish into the cache (nothing half-written).
+    Stopped before the training ends (Ctrl-C, in a terminal or as Jupyter's interrupt; an error
+    here or while the caller handles a run), it cancels the runs not yet started and stops the
+    running workers at once; each of those leaves its folder, which the next training of the suite
+    continues from its last checkpoint to the same weights (:func:`_adopt_interrupted`). A line on
+    standard error says where each stopped run will continue.
 
     The workers are spawned with the kernel pins (:mod:`interp.core.kernel_pins`): the same weights on
     every x86-64 CPU with AVX2, whatever the caller's environment says about the kernels.
@@ -559,12 +562,6 @@ def iter_suite(
             the message names the run, the signal and the last step it reported.
         Whatever a training worker raised, when its run is collected.
     """
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
-    from tqdm.auto import tqdm
-
     from interp.core import kernel_pins
 
     base = suite_dir(cfg, root)
@@ -578,8 +575,29 @@ def iter_suite(
     missing.sort(key=lambda r: -(cfg.steps_for(r[0]) * r[0].n_layers * r[0].d_model ** 2))
     base.mkdir(parents=True, exist_ok=True)
     n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))
-    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
     ctx = kernel_pins.pinned_context(cfg.threads)  # spawned workers, kernels pinned before torch loads
+    stopped: list[str] = []  # runs whose training the caller's stop ended early
+    try:
+        yield from _train_and_hand_out(cfg, missing, finished, n_jobs, ctx, progress, stopped)
+    finally:
+        if stopped:
+            _say_where_stopped_runs_continue(base, stopped)
+
+
+def _train_and_hand_out(
+    cfg: SuiteConfig, missing: list, finished: list, n_jobs: int, ctx, progress: bool, stopped: list[str]
+) -> Iterator[tuple[str, Path]]:
+    """:func:`iter_suite`'s pool: train ``missing``, hand out runs as cores free up; on an early
+    stop, put the unfinished runs' names in ``stopped`` and stop their workers."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tqdm.auto import tqdm
+
+    from interp.core import kernel_pins
+
+    threads, cores = torch.get_num_threads(), os.cpu_count() or 1
     with mp.get_context("spawn").Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
         queue = manager.Queue()
         futures = {
@@ -612,8 +630,38 @@ def iter_suite(
         finally:
             torch.set_num_threads(threads)
             bar.close()
-            for future in pending:
+            unfinished = [future for future in pending if not future.done()]
+            for future in unfinished:
                 future.cancel()
+            if unfinished:  # stopped before the training ended: the workers' folders are resumable
+                stopped += [futures[f] for f in unfinished]
+                _stop_workers(pool)
+
+
+def _stop_workers(pool) -> None:
+    """Terminate a process pool's workers now (SIGTERM), instead of waiting for their runs."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+
+
+def _say_where_stopped_runs_continue(suite: Path, runs: Sequence[str]) -> None:
+    """One line on standard error: the step each stopped run continues from next time."""
+    import sys
+
+    where = []
+    for run in sorted(runs):
+        steps = [found[0] for folder in suite.glob(f".tmp-{run}-*") if (found := _resumable_step(folder)) is not None]
+        where.append(f"{run} from step {max(steps)}" if steps else f"{run} from step 0")
+    print(
+        f"training stopped; the next training of this suite continues {', '.join(where)} (to the same weights)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _drain_progress(queue, bar, workers: dict | None = None) -> None:
