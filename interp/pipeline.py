@@ -246,27 +246,32 @@ def run_main_job(
     positioned = sources.with_positions() if hasattr(sources, "with_positions") else enumerate(sources)
     total = len(sources) if isinstance(sources, Sized) else None
     done: list[tuple[tuple[int, int], RunAnalysis, dict]] = []
-    for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
-        try:
-            for task_index, one_task in enumerate(tasks):  # the unit of work: (source, task)
-                run = analyse_run(
-                    source,
-                    task=one_task,
-                    threshold=threshold,
-                    scan=scan,
-                    method=method,
-                    prescreen_top_n=prescreen_top_n,
-                    device=device,
-                    metric=metric,
-                    decompose=decompose,
-                    scores=scores,
-                    prescreen_steps=prescreen_steps,
-                    hold=hold,
-                    scrub=scrub,
-                )
-                done.append(((position, task_index), run, _step_digests(source, run)))
-        finally:
-            source.close()
+    try:
+        for position, source in tqdm(positioned, total=total, desc="runs", disable=not progress):
+            try:
+                for task_index, one_task in enumerate(tasks):  # the unit of work: (source, task)
+                    run = analyse_run(
+                        source,
+                        task=one_task,
+                        threshold=threshold,
+                        scan=scan,
+                        method=method,
+                        prescreen_top_n=prescreen_top_n,
+                        device=device,
+                        metric=metric,
+                        decompose=decompose,
+                        scores=scores,
+                        prescreen_steps=prescreen_steps,
+                        hold=hold,
+                        scrub=scrub,
+                    )
+                    done.append(((position, task_index), run, _step_digests(source, run)))
+            finally:
+                source.close()
+    finally:  # a stop (Ctrl-C, an error) closes the sources now: an embedded suite's training workers stop too
+        close = getattr(positioned, "close", None)
+        if close is not None:
+            close()
     done.sort(key=lambda item: item[0])
     runs = [run for _, run, _ in done]
     digests: dict[str, dict] = {}

@@ -80,6 +80,37 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
     ]
 
 
+def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeypatch):
+    """Ctrl-C (or an error) while a run is analysed closes the sources' generator before the
+    exception leaves run_main_job: an embedded suite's training workers stop then, not when the
+    traceback is dropped (Jupyter keeps the last one). (The progress bar's tqdm also closes what it
+    wraps, by way of its own implementation; without it and without the explicit close, this fails.)"""
+    from interp import pipeline
+    from interp.sources import LocalSuiteSource
+    from interp.tasks import RepetitionTask
+
+    closed = []
+
+    class StillTraining:
+        def __len__(self):
+            return 2
+
+        def with_positions(self):
+            try:
+                yield 0, LocalSuiteSource(tiny_local_suite, model_id="suite-seed0")
+                yield 1, LocalSuiteSource(tiny_local_suite, model_id="suite-seed1")
+            finally:
+                closed.append(True)  # where iter_suite stops its workers
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "analyse_run", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        pipeline.run_main_job(StillTraining(), task=RepetitionTask(n_prompts=4, length=4), progress=False)
+    assert closed == [True] and caught.traceback  # closed although the traceback (and its frames) live on
+
+
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
     from interp.pipeline import run_main_job
