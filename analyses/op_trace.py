@@ -121,14 +121,14 @@ def trace_training(steps: int = 1) -> dict:
         raise ValueError(f"steps={steps}: the trace needs at least 1 optimizer step")
     from interp.core import kernel_pins
     from interp.sources import embedded
-    from interp.sources.environment import _cpu_model
+    from interp.sources.environment import cpu_model
 
     recorder = OpRecorder()
     with recorder:
         embedded.train_run(embedded.SMALL, 1, embedded.QUICK, None, stop_step=steps)
     return {
         "kernels": {
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "threads": torch.get_num_threads(),

@@ -97,7 +97,7 @@ EXPORTS: dict[str, str] = {
     "plan_units": "interp.study",
     "study_status": "interp.study",
     # the machine: versions, kernel level, whether it trains the documented suite (`emergence env`)
-    "environment_report": "interp.sources.environment",
+    "environment_report": "interp.sources.machine",
 }
 
 __all__ = sorted(EXPORTS)  # noqa: PLE0605 (a list, built from the one table above)

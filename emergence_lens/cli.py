@@ -154,7 +154,7 @@ def env(
     trains the embedded suite docs/ describe, or which part differs."""
     import json
 
-    from interp.sources.environment import environment_report, format_environment_report
+    from interp.sources.machine import environment_report, format_environment_report
 
     report = environment_report(cache)
     typer.echo(json.dumps(report, indent=2) if json_out else format_environment_report(report))

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from interp.core.training_state import NotResumableError, has_training_state, read_training_state
-from interp.sources import embedded
+from interp.sources import embedded, interrupted
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
 CFG = embedded.SuiteConfig(
@@ -171,12 +171,12 @@ def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, 
     monkeypatch.delenv(embedded._TEST_KILL_VAR)
     (left,) = [p for p in suite.glob(".tmp-*") if p != live]
     assert sorted(p.name for p in left.glob("step*")) == ["step0", "step1", "step2", "step4", "step8"]
-    assert embedded.PARTIAL_LOSS_FILE in os.listdir(left)
+    assert interrupted.PARTIAL_LOSS_FILE in os.listdir(left)
     (run,) = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)
     meta = json.loads((run / "suite.json").read_text())
     assert meta["resumed_from_step"] == 8 and meta["continued_from"] is None
     assert sorted(p.name for p in suite.iterdir()) == [live.name, run.name]  # the dead worker's folder was taken over
-    assert embedded.PARTIAL_LOSS_FILE not in os.listdir(run)
+    assert interrupted.PARTIAL_LOSS_FILE not in os.listdir(run)
     reference = tmp_path / "never-interrupted"
     losses = run_pinned(embedded.train_run, TINY, 3, CFG, reference)  # the workers' kernels
     for step in CFG.checkpoint_steps:
@@ -224,11 +224,11 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
         assert time.monotonic() - sent < 30  # not the ~100 000 steps the run had left
     finally:  # whatever failed, leave no training behind
         caller.kill()
-        if worker is not None and embedded._alive(worker):
+        if worker is not None and interrupted.process_alive(worker):
             os.kill(worker, signal.SIGKILL)
     assert caller.returncode != 0 and "KeyboardInterrupt" in err
-    assert not embedded._alive(worker)
-    step = embedded._resumable_step(left)[0]
+    assert not interrupted.process_alive(worker)
+    step = interrupted.resumable_step(left)[0]
     assert step >= 64
     assert f"training stopped; the next training of this suite continues neox-1l-32d-seed3 from step {step}" in err
 

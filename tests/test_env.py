@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 
 from emergence_lens.cli import app
 from interp.core import kernel_pins
-from interp.sources import catalogue, environment
-from interp.sources.environment import DOCUMENTED_SUITES, environment_key_parts, environment_report
+from interp.sources import catalogue, environment, machine
+from interp.sources.environment import environment_key_parts
+from interp.sources.machine import DOCUMENTED_SUITES, environment_report
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -30,7 +31,7 @@ def test_the_documented_folder_is_the_hash_of_its_parts_and_the_pages_quote_it()
     documented = DOCUMENTED_SUITES["embedded"]
     config_digest, key = documented["folder"].split("-")
     assert config_digest == catalogue.SUITES["embedded"].digest()
-    assert key == environment._hash_parts(documented["key_parts"])
+    assert key == environment.hash_parts(documented["key_parts"])
     for page in documented["pages"]:
         assert documented["folder"] in (REPO / page).read_text(), page
 
@@ -134,6 +135,6 @@ def test_a_reader_that_leaves_early_gets_no_error():
 
 @pytest.mark.parametrize("part", ["corpus", "torch", "cpu"])
 def test_each_differing_part_says_why(part):
-    line = environment._why_part_differs(part, DOCUMENTED_SUITES["embedded"])
+    line = machine._why_part_differs(part, DOCUMENTED_SUITES["embedded"])
     expected = {"corpus": "Python 3.11.7", "torch": "2.13.0+cpu", "cpu": "kernel"}[part]
     assert expected in line

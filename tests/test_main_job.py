@@ -126,7 +126,7 @@ def test_pinned_quick_suite_has_the_reference_weights(quick_suite):
         pytest.skip(f"the quick suite was trained unpinned: {pins.get('reason', 'before the kernel pins existed')}")
     probe = hashlib.sha256((runs[0] / "step300" / "model.safetensors").read_bytes()).hexdigest()
     assert probe == PINNED_REFERENCE["neox-2l-64d-seed1/step300"], (
-        f"the pins give other bits on this CPU ({embedded._cpu_model()}): seed 1 step 300 sha256 "
+        f"the pins give other bits on this CPU ({embedded.cpu_model()}): seed 1 step 300 sha256 "
         f"{probe[:16]}, reference {PINNED_REFERENCE['neox-2l-64d-seed1/step300'][:16]}; "
         "`python -m analyses.op_trace` names the op (docs/embedded.md, Kernel pins)"
     )

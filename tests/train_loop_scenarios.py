@@ -276,7 +276,7 @@ if __name__ == "__main__":
     print(
         json.dumps(
             {
-                "cpu_model": embedded._cpu_model(),
+                "cpu_model": embedded.cpu_model(),
                 "pins": kernel_pins.pins_apply(),
                 "level": kernel_pins.level_label(),
                 "digests": digests,

@@ -65,10 +65,12 @@ def source_digests(root: Path | None = None) -> dict[str, Any]:
         for path in sorted((root / folder).rglob("*.py")):
             files[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
     combined = hashlib.sha256("".join(f"{p} {d}\n" for p, d in sorted(files.items())).encode()).hexdigest()
-    return {"combined": combined, "files": files, **_git_state(root)}
+    return {"combined": combined, "files": files, **git_state(root)}
 
 
-def _git_state(root: Path) -> dict[str, Any]:
+def git_state(root: Path) -> dict[str, Any]:
+    """``git_commit`` (the checkout's HEAD) and ``git_dirty`` (tracked files differ from it) of the
+    checkout holding ``root``; both None outside a git checkout (or without git)."""
     try:
         top = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True, timeout=10

@@ -49,12 +49,19 @@ from interp.sources.catalogue import (  # noqa: F401  (the suite configs live wi
 )
 from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.environment import (  # noqa: F401  (moved; read here by the trainer)
-    _cpu_model,
-    _simd_flags,
     corpus_digest,
+    cpu_model,
     environment,
     environment_key,
+    simd_flags,
     stdlib_corpus,
+)
+from interp.sources.interrupted import (
+    PARTIAL_LOSS_FILE,
+    adopt_interrupted,
+    describe_dead_workers,
+    say_where_stopped_runs_continue,
+    stop_workers,
 )
 
 if TYPE_CHECKING:
@@ -322,74 +329,6 @@ def _copy_prefix(prefix: Path, tmp: Path, schedule: Sequence[int]) -> tuple[int,
     return start, losses[losses["step"] < start]
 
 
-#: The loss rows of a run still training, rewritten after each checkpoint (removed once it is done).
-PARTIAL_LOSS_FILE = "loss.partial.csv"
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine (one of another user's counts too)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _resumable_step(folder: Path) -> tuple[int, pd.DataFrame] | None:
-    """The last step of a half-trained run folder that training can continue from: a checkpoint
-    with its whole training state (written last) whose earlier loss rows were kept
-    (:data:`PARTIAL_LOSS_FILE`); with those rows. None when there is no such step after step 0."""
-    from interp.core.training_state import has_training_state
-
-    try:
-        losses = pd.read_csv(folder / PARTIAL_LOSS_FILE)
-    except (OSError, ValueError):
-        return None
-    covered = int(losses["step"].max()) + 1 if len(losses) else 0  # updates whose loss was kept
-    steps = [
-        int(path.name[4:])
-        for path in folder.glob("step*")
-        if path.name[4:].isdigit() and has_training_state(path) and (path / "model.safetensors").is_file()
-    ]
-    steps = [step for step in steps if 0 < step <= covered]
-    if not steps:
-        return None
-    start = max(steps)
-    return start, losses[losses["step"] < start].reset_index(drop=True)
-
-
-def _adopt_interrupted(final: Path, tmp: Path) -> tuple[int, pd.DataFrame] | None:
-    """Take over the folder a killed worker left for this run (``.tmp-<run>-<pid>`` beside
-    ``final``, its process gone): renamed to ``tmp``, cut back to its last resumable checkpoint
-    (:func:`_resumable_step`). Returns that step and the loss rows before it, or None (``tmp`` then
-    does not exist). Other dead workers' folders of the run are removed; a live worker's are left."""
-    best: tuple[Path, tuple[int, pd.DataFrame]] | None = None
-    for folder in sorted(final.parent.glob(f".tmp-{final.name}-*")):
-        pid = folder.name.rsplit("-", 1)[-1]
-        if folder == tmp or not pid.isdigit() or _alive(int(pid)):
-            continue
-        found = _resumable_step(folder)
-        if found is not None and (best is None or found[0] > best[1][0]):
-            if best is not None:
-                shutil.rmtree(best[0], ignore_errors=True)
-            best = (folder, found)
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-    if best is None:
-        return None
-    try:
-        os.replace(best[0], tmp)
-    except OSError:  # another process took it first
-        return None
-    start = best[1][0]
-    for path in tmp.glob("step*"):
-        if not path.name[4:].isdigit() or int(path.name[4:]) > start:
-            shutil.rmtree(path, ignore_errors=True)
-    return best[1]
-
-
 #: Test hook: ``STEP:SIGNAL`` makes a training worker kill itself with SIGNAL at STEP (to test
 #: how a dying worker is reported); never set otherwise.
 _TEST_KILL_VAR = "EMERGENCE_LENS_TEST_KILL_AT"
@@ -410,7 +349,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    interrupted = _adopt_interrupted(final, tmp)
+    interrupted = adopt_interrupted(final, tmp)
     tmp.mkdir(parents=True, exist_ok=True)
     tokenizer = make_byte_tokenizer()
     tokenizer.save_pretrained(tmp / "tokenizer")
@@ -551,7 +490,7 @@ def iter_suite(
     Stopped before the training ends (Ctrl-C, in a terminal or as Jupyter's interrupt; an error
     here or while the caller handles a run), it cancels the runs not yet started and stops the
     running workers at once; each of those leaves its folder, which the next training of the suite
-    continues from its last checkpoint to the same weights (:func:`_adopt_interrupted`). A line on
+    continues from its last checkpoint to the same weights (:func:`interp.sources.interrupted.adopt_interrupted`). A line on
     standard error says where each stopped run will continue.
 
     The workers are spawned with the kernel pins (:mod:`interp.core.kernel_pins`): the same weights on
@@ -581,7 +520,7 @@ def iter_suite(
         yield from _train_and_hand_out(cfg, missing, finished, n_jobs, ctx, progress, stopped)
     finally:
         if stopped:
-            _say_where_stopped_runs_continue(base, stopped)
+            say_where_stopped_runs_continue(base, stopped)
 
 
 def _train_and_hand_out(
@@ -622,7 +561,7 @@ def _train_and_hand_out(
                     finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
                 except BrokenProcessPool:
                     _drain_progress(queue, bar, workers)
-                    raise kernel_pins.WorkerDiedError(_died(pool, workers)) from None
+                    raise kernel_pins.WorkerDiedError(describe_dead_workers(pool, workers)) from None
                 idle_cores = cores - len(pending) * cfg.threads
                 if finished and len(pending) <= n_jobs and idle_cores >= 1:  # nothing queued, a core idle
                     torch.set_num_threads(min(threads, idle_cores) if pending else threads)
@@ -635,33 +574,7 @@ def _train_and_hand_out(
                 future.cancel()
             if unfinished:  # stopped before the training ended: the workers' folders are resumable
                 stopped += [futures[f] for f in unfinished]
-                _stop_workers(pool)
-
-
-def _stop_workers(pool) -> None:
-    """Terminate a process pool's workers now (SIGTERM), instead of waiting for their runs."""
-    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
-    if terminate is not None:
-        terminate()
-        return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        if process.is_alive():
-            process.terminate()
-
-
-def _say_where_stopped_runs_continue(suite: Path, runs: Sequence[str]) -> None:
-    """One line on standard error: the step each stopped run continues from next time."""
-    import sys
-
-    where = []
-    for run in sorted(runs):
-        steps = [found[0] for folder in suite.glob(f".tmp-{run}-*") if (found := _resumable_step(folder)) is not None]
-        where.append(f"{run} from step {max(steps)}" if steps else f"{run} from step 0")
-    print(
-        f"training stopped; the next training of this suite continues {', '.join(where)} (to the same weights)",
-        file=sys.stderr,
-        flush=True,
-    )
+                stop_workers(pool)
 
 
 def _drain_progress(queue, bar, workers: dict | None = None) -> None:
@@ -680,20 +593,3 @@ def _drain_progress(queue, bar, workers: dict | None = None) -> None:
         bar.update(steps)
         if loss == loss:  # not the NaN of a worker's first message
             bar.set_postfix_str(f"{name} loss {loss:.3f}")
-
-
-def _died(pool, workers: dict) -> str:
-    """One line on the workers of a broken pool: which run each dead one trained, how it ended
-    (signal), and the last step it reported."""
-    from interp.core.kernel_pins import describe_exit, pool_exit_codes
-
-    codes = pool_exit_codes(pool)
-    # the pool terminates (SIGTERM) the others once one died: name the first cause first
-    order = sorted(codes, key=lambda pid: (codes[pid] == -signal.SIGTERM, codes[pid] is None))
-    parts = []
-    for pid in order:
-        if codes[pid] is None and pid not in workers:
-            continue
-        run, step = workers.get(pid, ("no run yet", 0))
-        parts.append(f"run {run} (pid {pid}) {describe_exit(codes[pid])} at step {step} (the last it reported)")
-    return "a training worker died: " + ("; ".join(parts) or "no exit status recorded")
