@@ -18,7 +18,7 @@ from interp.sources.environment import cpu_model, environment_key_parts, simd_fl
 
 #: The embedded suites docs/ describe, by source name: the cache folder each was trained in
 #: (``<config digest>-<environment key>``), the parts of that environment key
-#: (:func:`environment_key_parts`, so that another machine is told which part differs), the Python
+#: (:func:`interp.sources.environment.environment_key_parts`, so that another machine is told which part differs), the Python
 #: it was trained with (the training text is its standard library) and the pages that quote it.
 DOCUMENTED_SUITES: dict[str, dict] = {
     "embedded": {
@@ -53,7 +53,7 @@ def _why_part_differs(part: str, documented: dict) -> str:
     return f"{part} {want} trained the documented suite: install it (constraints.txt pins the versions)"
 
 
-def environment_report(root: Path | None = None) -> dict:
+def environment_report(root: str | Path | None = None) -> dict:
     """What a bug report needs, and whether this machine trains the embedded suites docs/ describe.
 
     ``emergence env`` prints it (``--json``: as it is). Keys:
@@ -69,13 +69,13 @@ def environment_report(root: Path | None = None) -> dict:
       ``folder`` here, ``runs``, ``runs_cached`` (complete run folders in the cache) and
       ``interrupted``: the folders killed training workers left, each with ``resumes_from_step``
       (the checkpoint the next training continues it from; None: it is removed and the run
-      trained again), and for the
-      suite docs/ quote (:data:`DOCUMENTED_SUITES`) ``documented_folder``, ``same_as_documented``
-      and ``differs``: the key parts that differ, each with why (a user whose folder differs
-      trains other weights, and the documented points of emergence need not hold there).
+      trained again); for the suite docs/ quote (:data:`DOCUMENTED_SUITES`) also
+      ``documented_folder``, ``same_as_documented`` and ``differs``: the key parts that differ,
+      each with why (a user whose folder differs trains other weights, and the documented points
+      of emergence need not hold there).
 
     Args:
-        root: the cache root (default: :func:`interp.core.io.cache_root`).
+        root: the cache root (default: :func:`interp.core.io.cache_root`); ``~`` is expanded.
 
     Returns:
         A JSON-safe dict (strings, numbers, bools, None, lists, dicts).
