@@ -44,6 +44,16 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def stopped_worker_folders(suite: Path, run: str = "*") -> list[Path]:
+    """The ``.tmp-<run>-<pid>`` folders in ``suite`` whose worker process is gone, sorted (``run``:
+    a run name, or ``*`` for every run)."""
+    return [
+        folder
+        for folder in sorted(suite.glob(f".tmp-{run}-*"))
+        if (pid := folder.name.rsplit("-", 1)[-1]).isdigit() and not process_alive(int(pid))
+    ]
+
+
 def resumable_step(folder: Path) -> tuple[int, pd.DataFrame] | None:
     """The last step of a half-trained run folder that training can continue from: a checkpoint
     with its whole training state (written last) whose earlier loss rows were kept
@@ -71,9 +81,8 @@ def adopt_interrupted(final: Path, tmp: Path) -> tuple[int, pd.DataFrame] | None
     (:func:`resumable_step`). Returns that step and the loss rows before it, or None (``tmp`` then
     does not exist). Other dead workers' folders of the run are removed; a live worker's are left."""
     best: tuple[Path, tuple[int, pd.DataFrame]] | None = None
-    for folder in sorted(final.parent.glob(f".tmp-{final.name}-*")):
-        pid = folder.name.rsplit("-", 1)[-1]
-        if folder == tmp or not pid.isdigit() or process_alive(int(pid)):
+    for folder in stopped_worker_folders(final.parent, final.name):
+        if folder == tmp:
             continue
         found = resumable_step(folder)
         if found is not None and (best is None or found[0] > best[1][0]):
@@ -110,7 +119,7 @@ def say_where_stopped_runs_continue(suite: Path, runs: Sequence[str]) -> None:
     """One line on standard error: the step each stopped run continues from next time."""
     where = []
     for run in sorted(runs):
-        steps = [found[0] for folder in suite.glob(f".tmp-{run}-*") if (found := resumable_step(folder)) is not None]
+        steps = [found[0] for folder in stopped_worker_folders(suite, run) if (found := resumable_step(folder))]
         where.append(f"{run} from step {max(steps)}" if steps else f"{run} from step 0")
     print(
         f"training stopped; the next training of this suite continues {', '.join(where)} (to the same weights)",

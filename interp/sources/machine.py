@@ -89,7 +89,7 @@ def environment_report(root: str | Path | None = None) -> dict:
     from interp.core.io import cache_root
     from interp.core.provenance import git_state, package_versions
     from interp.sources.catalogue import SUITES, suite_dir
-    from interp.sources.interrupted import process_alive, resumable_step
+    from interp.sources.interrupted import resumable_step, stopped_worker_folders
 
     root = Path(root).expanduser() if root is not None else cache_root()
     if root.exists() and not root.is_dir():
@@ -115,8 +115,7 @@ def environment_report(root: str | Path | None = None) -> dict:
             "runs_cached": sum((folder / run / "suite.json").is_file() for run in cfg.run_names()),
             "interrupted": [
                 {"folder": tmp.name, "resumes_from_step": (resumable_step(tmp) or (None,))[0]}
-                for tmp in sorted(folder.glob(".tmp-*"))
-                if tmp.name.rsplit("-", 1)[-1].isdigit() and not process_alive(int(tmp.name.rsplit("-", 1)[-1]))
+                for tmp in stopped_worker_folders(folder)
             ],
         }
         documented = DOCUMENTED_SUITES.get(name)
