@@ -213,7 +213,8 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
     suite, worker = embedded.suite_dir(long, tmp_path), None
     try:
         deadline = time.monotonic() + 240
-        while not list(suite.glob(".tmp-*/step64/trainer_state.json")):
+        # until step 64 is resumable: its checkpoint and the loss rows kept after it (written in that order)
+        while not any((found := interrupted.resumable_step(f)) and found[0] >= 64 for f in suite.glob(".tmp-*")):
             assert caller.poll() is None and time.monotonic() < deadline, caller.stderr.read() if caller.stderr else ""
             time.sleep(0.2)
         (left,) = suite.glob(".tmp-*")
