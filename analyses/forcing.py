@@ -134,7 +134,7 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
     """Train one forced run into ``final`` (a temporary sibling renamed at the end); a local suite."""
     import torch
 
-    from interp.sources import embedded, make_byte_tokenizer
+    from interp.sources import embedded, environment, make_byte_tokenizer
 
     if (final / "suite.json").exists():
         return final
@@ -154,7 +154,7 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
         "config": dataclasses.asdict(cfg),
         "forcing": forcing.as_dict(),
         "train_seconds": round(time.time() - started, 1),
-        "environment": embedded.environment(cfg),
+        "environment": environment.environment(cfg),
         "resumable": True,
     }
     atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
@@ -444,13 +444,13 @@ def main(argv=None) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     from interp.report import page as vis
-    from interp.sources import embedded
+    from interp.sources import embedded, environment
     from interp.sources.catalogue import run_name
 
     start = time.time()
     plain = dict(zip(cfg.run_names(), embedded.ensure_suite(cfg, progress=False)))
     tag = (
-        f"{cfg.digest()}-{embedded.environment_key(cfg)}-b{args.beta:g}-n{args.force_steps}-a{args.anneal_steps}"
+        f"{cfg.digest()}-{environment.environment_key(cfg)}-b{args.beta:g}-n{args.force_steps}-a{args.anneal_steps}"
         f"-{args.prev_head}-{args.ind_head}"
     )
     jobs = [
@@ -520,7 +520,7 @@ def main(argv=None) -> None:
         f"{args.ind_head} --beta {args.beta:g} --force-steps {args.force_steps} --anneal-steps "
         f"{args.anneal_steps} --prompts {args.prompts}`"
         + ("" if args.steps is None else f" `--steps {args.steps}`")
-        + f"; suite `{cfg.digest()}-{embedded.environment_key(cfg)}`; bias β·log(ideal + 1e-3) for "
+        + f"; suite `{cfg.digest()}-{environment.environment_key(cfg)}`; bias β·log(ideal + 1e-3) for "
         f"{args.force_steps} steps, then linearly to 0 over {args.anneal_steps}; E: greedy accuracy 0.5 on "
         f"{args.prompts} repetition prompts, holding for the next 2 checkpoints, measured without the bias; "
         f"final loss: mean training loss of the last 100 steps."

@@ -53,7 +53,7 @@ def steps_per_second(size_name: str, steps: int) -> dict:
 
 def main() -> None:
     from interp.core import kernel_pins
-    from interp.sources import embedded
+    from interp.sources import embedded, environment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
@@ -63,7 +63,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k not in (*kernel_pins.PINS, kernel_pins.UNPIN_VAR)}
     env["PYTHONPATH"] = root
     env["OMP_NUM_THREADS"] = "1"
-    print(f"CPU: {embedded.cpu_model()}; pins apply: {kernel_pins.why_not() or 'yes'}")
+    print(f"CPU: {environment.cpu_model()}; pins apply: {kernel_pins.why_not() or 'yes'}")
     for size in (embedded.SMALL, embedded.BASE):
         best = {True: (0.0, ""), False: (0.0, "")}
         for _ in range(args.rounds):

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from interp.sources import embedded, quiet_hf_progress
+from interp.sources.environment import training_text
 
 
 def old_loop(size, cfg, steps: int, corpus) -> float:
@@ -68,7 +69,7 @@ def new_loop(size, cfg, steps: int) -> float:
 def save_seconds(size, cfg, with_state: bool) -> float:
     model = embedded.build_model(size, cfg, 0)
     optimizer = embedded.make_optimizer(model, cfg)
-    tokens = embedded.batch_at(embedded.stdlib_corpus(cfg.corpus_bytes), cfg, 0, 0)
+    tokens = embedded.batch_at(training_text(cfg.corpus_bytes), cfg, 0, 0)
     model(tokens, labels=tokens).loss.backward()
     optimizer.step()
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +89,7 @@ def matmul_profile(size, cfg, steps: int = 5) -> None:
 
     model = embedded.build_model(size, cfg, 0)
     optimizer = embedded.make_optimizer(model, cfg)
-    corpus = embedded.stdlib_corpus(cfg.corpus_bytes)
+    corpus = training_text(cfg.corpus_bytes)
 
     def one(step):
         tokens = embedded.batch_at(corpus, cfg, 0, step)
@@ -151,7 +152,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = embedded.FULL
-    corpus = embedded.stdlib_corpus(cfg.corpus_bytes)
+    corpus = training_text(cfg.corpus_bytes)
     if not args.no_profile:
         for size in cfg.sizes:
             matmul_profile(size, cfg)

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from interp.core.training_state import NotResumableError, has_training_state, read_training_state
-from interp.sources import embedded, interrupted
+from interp.sources import embedded, environment, interrupted
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
 CFG = embedded.SuiteConfig(
@@ -73,23 +73,46 @@ def test_resume_reproduces_later_checkpoint_bit_for_bit(tiny_run, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_corpus_walk_reads_the_files_in_rglob_order():
-    """The early-stopping walk gives the training text the reference order: ``sorted(rglob)``
-    with the left-out folders filtered, over the whole standard library, and the same bytes."""
-    import sysconfig
+def test_training_text_is_the_recorded_shipped_text():
+    """The training text is the package's own file, the recorded bytes (its sha256 is the suite
+    key's ``corpus`` part), whatever interpreter runs: the documented suite's text."""
+    import hashlib
+    import lzma
 
-    from interp.sources import environment
+    shipped = Path(environment.__file__).parents[1] / "data" / environment.TRAINING_TEXT["name"]
+    whole = lzma.decompress(shipped.read_bytes())
+    assert len(whole) == environment.TRAINING_TEXT["n_bytes"] == 4_000_000
+    assert hashlib.sha256(whole).hexdigest() == environment.TRAINING_TEXT["sha256"]
+    assert environment.TRAINING_TEXT["sha256"] == "7fb0c883bd8ae8a6745388c3a2d4db79c7ec6998d902576c818c8f61cbb3d196"
+    assert environment.corpus_digest(CFG.corpus_bytes) == hashlib.sha256(whole[: CFG.corpus_bytes]).hexdigest()
+    assert environment.training_text(1000).tobytes() == whole[:1000]
+    assert whole.startswith(b'"""Record of phased-in incompatible language changes.')  # __future__.py, the first file
+    for bad in (0, 4_000_001, 2.5, True):
+        with pytest.raises(ValueError, match=r"corpus_bytes=.*use 1 \.\. 4000000"):
+            environment.training_text(bad)
 
-    root = Path(sysconfig.get_paths()["stdlib"])
-    reference = [p for p in sorted(root.rglob("*.py")) if not environment._LEFT_OUT & set(p.relative_to(root).parts)]
-    assert list(environment._sources_in_path_order(root)) == reference
-    assert len(reference) > 500  # the walk saw the standard library, not an empty folder
-    expected = b"\n".join(p.read_bytes() for p in reference)[: CFG.corpus_bytes]
-    assert embedded.stdlib_corpus(CFG.corpus_bytes).tobytes() == expected
+
+def test_damaged_training_text_is_named_not_trained_on(tmp_path, monkeypatch):
+    """A shipped text whose bytes are not the recorded ones is refused with its path, never used."""
+    import lzma
+    from importlib import resources
+
+    damaged = tmp_path / environment.TRAINING_TEXT["name"]
+    damaged.write_bytes(lzma.compress(b"print('not the text')\n" * 1000))
+    monkeypatch.setattr(resources, "files", lambda package: tmp_path)
+    environment._training_text_bytes.cache_clear()
+    try:
+        with pytest.raises(environment.TrainingTextError, match=r"training-text-v1.xz is damaged: sha256 [0-9a-f]{16}"):
+            environment.training_text(100)
+        damaged.write_bytes(b"not xz at all")
+        with pytest.raises(environment.TrainingTextError, match="cannot be read"):
+            environment.training_text(100)
+    finally:
+        environment._training_text_bytes.cache_clear()
 
 
 def test_batches_depend_on_step_and_seed_only():
-    corpus = embedded.stdlib_corpus(CFG.corpus_bytes)
+    corpus = environment.training_text(CFG.corpus_bytes)
     first = embedded.batch_at(corpus, CFG, 3, 7)
     assert torch.equal(first, embedded.batch_at(corpus, CFG, 3, 7))
     assert not torch.equal(first, embedded.batch_at(corpus, CFG, 3, 8))
@@ -106,7 +129,7 @@ def test_folder_without_state_is_not_resumable(tiny_run, tmp_path):
 
 
 def test_environment_metadata_names_what_changes_weights():
-    env = embedded.environment(CFG)
+    env = environment.environment(CFG)
     assert env["packages"]["torch"] == torch.__version__.split("+")[0] or env["packages"]["torch"].startswith(
         torch.__version__.split("+")[0]
     )

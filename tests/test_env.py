@@ -141,5 +141,26 @@ def test_a_reader_that_leaves_early_gets_no_error():
 @pytest.mark.parametrize("part", ["corpus", "torch", "cpu"])
 def test_each_differing_part_says_why(part):
     line = machine._why_part_differs(part, DOCUMENTED_SUITES["embedded"])
-    expected = {"corpus": "Python 3.11.7", "torch": "2.13.0+cpu", "cpu": "kernel"}[part]
+    expected = {"corpus": "interp/data/training-text-v1.xz", "torch": "torch 2.13.0 trained", "cpu": "kernel"}[part]
     assert expected in line
+
+
+def test_the_suite_key_names_the_torch_release_not_its_build(monkeypatch):
+    """The CPU and the CUDA build of one torch release train the same bytes on the CPU (measured,
+    docs/embedded.md): the key keeps the release, so both are told they train the documented suite."""
+    from interp.sources import environment
+
+    assert environment.torch_release("2.13.0+cu130") == environment.torch_release("2.13.0+cpu") == "2.13.0"
+    assert environment.torch_release("2.13.0") == "2.13.0" and environment.torch_release(None) is None
+    keys = {}
+    for build in ("2.13.0+cpu", "2.13.0+cu130", "2.14.0+cpu"):
+        real = environment.environment
+
+        def with_build(cfg, build=build, real=real):
+            env = real(cfg)
+            return {**env, "packages": {**env["packages"], "torch": build}}
+
+        monkeypatch.setattr(environment, "environment", with_build)
+        keys[build] = environment.environment_key(catalogue.FULL)
+        monkeypatch.setattr(environment, "environment", real)
+    assert keys["2.13.0+cpu"] == keys["2.13.0+cu130"] != keys["2.14.0+cpu"]

@@ -18,7 +18,7 @@ import torch
 from interp.core import kernel_pins
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.pipeline import run_main_job
-from interp.sources import LocalSuiteSource, embedded
+from interp.sources import LocalSuiteSource, embedded, environment
 from interp.tasks import RepetitionTask
 
 #: sha256 of model.safetensors of the pinned quick suite, trained on the machine of docs/embedded.md
@@ -69,7 +69,7 @@ def test_suite_layout_and_pythia_architecture(quick_suite):
         assert env["cpu_capability"] == (
             kernel_pins.PINNED_LEVEL if pins["applied"] else torch.backends.cpu.get_cpu_capability()
         )
-        assert env["corpus_sha256"] == embedded.corpus_digest(cfg.corpus_bytes)
+        assert env["corpus_sha256"] == environment.corpus_digest(cfg.corpus_bytes)
         assert env["packages"]["transformers"] and env["python"].count(".") == 2
 
 
@@ -126,7 +126,7 @@ def test_pinned_quick_suite_has_the_reference_weights(quick_suite):
         pytest.skip(f"the quick suite was trained unpinned: {pins.get('reason', 'before the kernel pins existed')}")
     probe = hashlib.sha256((runs[0] / "step300" / "model.safetensors").read_bytes()).hexdigest()
     assert probe == PINNED_REFERENCE["neox-2l-64d-seed1/step300"], (
-        f"the pins give other bits on this CPU ({embedded.cpu_model()}): seed 1 step 300 sha256 "
+        f"the pins give other bits on this CPU ({environment.cpu_model()}): seed 1 step 300 sha256 "
         f"{probe[:16]}, reference {PINNED_REFERENCE['neox-2l-64d-seed1/step300'][:16]}; "
         "`python -m analyses.op_trace` names the op (docs/embedded.md, Kernel pins)"
     )

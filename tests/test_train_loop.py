@@ -21,14 +21,14 @@ import torch
 
 from interp.core import kernel_pins
 from interp.core.train_loop import train_loop, warmup_constant
-from interp.sources import embedded
+from interp.sources import embedded, environment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import train_loop_scenarios as scenarios
 
 #: Where :data:`REFERENCE` was recorded: the CPU model and the embedded trainer's environment key
 #: (training text, torch and transformers versions, the kernel level: pinned AVX2).
-REFERENCE_MACHINE = {"cpu_model": "Intel(R) Xeon(R) Processor", "environment_key": "f760adcb"}
+REFERENCE_MACHINE = {"cpu_model": "Intel(R) Xeon(R) Processor", "environment_key": "66090669"}
 
 #: sha256 of each scenario's files / weights / losses before the loops were merged.
 REFERENCE = {
@@ -96,7 +96,7 @@ def digests():
 def test_digests_equal_the_loops_before_the_merge(digests, name):
     # the pins give the reference machine's bits on any x86-64 CPU with AVX2 (an AMD EPYC too,
     # docs/embedded.md, Kernel pins); the environment key must match (same packages)
-    here = embedded.environment_key(embedded.QUICK)
+    here = environment.environment_key(embedded.QUICK)
     if not kernel_pins.pins_apply() or here != REFERENCE_MACHINE["environment_key"]:
         pytest.skip(
             f"digests recorded under environment key {REFERENCE_MACHINE['environment_key']} with the pins; "

@@ -267,7 +267,7 @@ if __name__ == "__main__":
     import sys
 
     from interp.core import kernel_pins
-    from interp.sources import embedded
+    from interp.sources.environment import cpu_model
 
     sys.path.insert(0, str(Path(__file__).parent))
     import train_loop_scenarios
@@ -276,7 +276,7 @@ if __name__ == "__main__":
     print(
         json.dumps(
             {
-                "cpu_model": embedded.cpu_model(),
+                "cpu_model": cpu_model(),
                 "pins": kernel_pins.pins_apply(),
                 "level": kernel_pins.level_label(),
                 "digests": digests,

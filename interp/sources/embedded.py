@@ -1,8 +1,8 @@
 """The embedded default: a local checkpoint suite that our own code trains, offline, on CPU.
 
 Small GPT-NeoX models (the Pythia architecture: rotary on 25 % of each head's dims, parallel
-residual, untied embeddings) in two sizes x three seeds, trained on the bytes of the Python
-standard library's own sources mixed with repeated random segments, with checkpoints on a
+residual, untied embeddings) in two sizes x three seeds, trained on a text of Python source code shipped with the package
+(:data:`interp.sources.environment.TRAINING_TEXT`) mixed with repeated random segments, with checkpoints on a
 Pythia-like schedule (log-spaced early steps, then linear). The suite is trained on first use
 and cached under the user's cache folder (``$EMERGENCE_LENS_CACHE`` or
 ``~/.cache/emergence-lens``); each (size, seed) run is one local suite readable by
@@ -48,14 +48,7 @@ from interp.sources.catalogue import (  # noqa: F401  (the suite configs live wi
     suite_dir,
 )
 from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
-from interp.sources.environment import (  # noqa: F401  (moved; read here by the trainer)
-    corpus_digest,
-    cpu_model,
-    environment,
-    environment_key,
-    simd_flags,
-    stdlib_corpus,
-)
+from interp.sources.environment import environment, training_text
 from interp.sources.interrupted import (
     PARTIAL_LOSS_FILE,
     adopt_interrupted,
@@ -80,7 +73,7 @@ def sample_batch(corpus: np.ndarray, cfg: SuiteConfig, rng: np.random.Generator)
     repeated to fill the context.
 
     Args:
-        corpus: ``UInt8[ndarray, " n_bytes"]``, the training text's bytes (:func:`stdlib_corpus`),
+        corpus: ``UInt8[ndarray, " n_bytes"]``, the training text's bytes (:func:`interp.sources.environment.training_text`),
             longer than ``cfg.n_ctx``.
         cfg: the suite's settings (batch size, context length, repetition rows).
         rng: the generator the windows and segments are drawn from.
@@ -238,7 +231,7 @@ def train_run(
         optimizer = make_optimizer(model, cfg)
     if stop < start:
         raise ValueError(f"stop_step={stop} is before the start step {start}")
-    corpus = stdlib_corpus(cfg.corpus_bytes)
+    corpus = training_text(cfg.corpus_bytes)
     save_at = set(cfg.checkpoint_steps_for(size) if save_steps is None else save_steps)
     rows: list[tuple[int, float, float]] = []
 

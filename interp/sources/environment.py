@@ -1,5 +1,5 @@
-"""What besides a suite's config decides its trained weights: the training text (the standard
-library's sources), the package versions, the CPU kernel level. Recorded in each run's suite.json
+"""What besides a suite's config decides its trained weights: the training text (shipped with the
+package, :data:`TRAINING_TEXT`), the torch and transformers releases, the CPU kernel level. Recorded in each run's suite.json
 (:func:`environment`) and hashed into the suite's cache folder (:func:`environment_key`);
 :mod:`interp.sources.embedded` trains with them, :mod:`interp.sources.catalogue` names the folder.
 """
@@ -10,8 +10,6 @@ import functools
 import hashlib
 import json
 import os
-import sysconfig
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,53 +20,77 @@ if TYPE_CHECKING:
     from interp.sources.catalogue import SuiteConfig
 
 
-#: Folders of the standard library left out of the training text (at any depth).
-_LEFT_OUT = frozenset({"site-packages", "test", "tests", "idlelib"})
+#: The training text shipped with the package (``interp/data/``): its name, the sha256 of its
+#: decompressed bytes (the suite key's ``corpus`` part) and its length in bytes. Version 1 is the
+#: first 4,000,000 bytes of CPython 3.11.7's ``Lib/*.py`` sources (sorted by path, ``test``,
+#: ``tests``, ``idlelib`` and ``site-packages`` left out, files joined by a newline; the files are
+#: listed in ``training-text-v1.files.tsv``, their licence is ``training-text-v1.LICENSE.txt``):
+#: exactly the text the documented suite was trained on when the trainer read the running
+#: interpreter's standard library, so the documented weights did not change when it was shipped.
+TRAINING_TEXT = {
+    "name": "training-text-v1.xz",
+    "sha256": "7fb0c883bd8ae8a6745388c3a2d4db79c7ec6998d902576c818c8f61cbb3d196",
+    "n_bytes": 4_000_000,
+}
 
 
-def _sources_in_path_order(folder: Path) -> Iterator[Path]:
-    """The ``.py`` files under ``folder`` in the order of ``sorted(folder.rglob("*.py"))`` (paths
-    compared part by part), skipping the :data:`_LEFT_OUT` folders and symlinked folders.
+class TrainingTextError(RuntimeError):
+    """The training text shipped with the package is missing, unreadable or not the recorded bytes.
 
-    A depth-first walk over each folder's entries sorted by name yields exactly that order, so
-    a caller that needs only the first few MB stops after a few folders instead of listing all
-    ~13 000 paths of the standard library first (3 s of ``rglob`` on a 2-core machine).
+    Fix: reinstall the package (``make setup``, or ``pip install --force-reinstall emergence-lens``);
+    a checkout's ``interp/data/training-text-v1.xz`` is restored by ``git checkout -- interp/data``.
     """
-    with os.scandir(folder) as scan:
-        entries = sorted(scan, key=lambda entry: entry.name)
-    for entry in entries:
-        if entry.is_dir() and not entry.is_symlink():
-            if entry.name not in _LEFT_OUT:
-                yield from _sources_in_path_order(Path(entry.path))
-        elif entry.name.endswith(".py"):
-            yield Path(entry.path)
 
 
-@functools.lru_cache(maxsize=2)
-def stdlib_corpus(max_bytes: int) -> np.ndarray:
-    """The bytes of the standard library's ``.py`` sources, sorted by path, concatenated.
+@functools.lru_cache(maxsize=1)
+def _training_text_bytes() -> bytes:
+    """The whole shipped training text, decompressed and checked against :data:`TRAINING_TEXT`."""
+    import lzma
+    from importlib.resources import files
 
-    Tests and site-packages are left out (:data:`_LEFT_OUT`). The corpus depends on the Python
-    version: the suite's cache folder is keyed by it too. The files are read in the order of
-    ``sorted(stdlib.rglob("*.py"))`` (:func:`_sources_in_path_order`; the tests hold the two equal).
+    resource = files("interp.data").joinpath(TRAINING_TEXT["name"])
+    try:
+        data = lzma.decompress(resource.read_bytes())
+    except (OSError, lzma.LZMAError) as error:
+        raise TrainingTextError(
+            f"the training text {resource} cannot be read ({error}); reinstall the package"
+        ) from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != TRAINING_TEXT["sha256"]:
+        raise TrainingTextError(
+            f"the training text {resource} is damaged: sha256 {digest[:16]}, recorded "
+            f"{TRAINING_TEXT['sha256'][:16]}; reinstall the package"
+        )
+    return data
+
+
+def training_text(max_bytes: int) -> np.ndarray:
+    """The first ``max_bytes`` bytes of the training text shipped with the package.
+
+    The same bytes on every interpreter and platform: the text is data of the package
+    (:data:`TRAINING_TEXT`), checked against its recorded sha256 on first use, never read from the
+    running Python's own files.
+
+    Args:
+        max_bytes: how many bytes (at most :data:`TRAINING_TEXT` ``["n_bytes"]``, 4,000,000).
 
     Returns:
-        ``uint8`` array of at most ``max_bytes`` bytes.
+        ``UInt8[ndarray, " n_bytes"]``: read-only, ``max_bytes`` long.
+
+    Raises:
+        ValueError: ``max_bytes`` is not in 1 .. 4,000,000.
+        TrainingTextError: the shipped file is missing or damaged.
     """
-    chunks, total = [], 0
-    for path in _sources_in_path_order(Path(sysconfig.get_paths()["stdlib"])):
-        data = path.read_bytes()
-        chunks.append(data)
-        total += len(data)
-        if total >= max_bytes:
-            break
-    return np.frombuffer(b"\n".join(chunks)[:max_bytes], dtype=np.uint8)
+    limit = TRAINING_TEXT["n_bytes"]
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or not 0 < max_bytes <= limit:
+        raise ValueError(f"corpus_bytes={max_bytes!r}: the shipped training text has {limit:,} bytes; use 1 .. {limit}")
+    return np.frombuffer(_training_text_bytes(), dtype=np.uint8)[:max_bytes]
 
 
 @functools.lru_cache(maxsize=2)
 def corpus_digest(max_bytes: int) -> str:
-    """sha256 (hex) of :func:`stdlib_corpus` ``(max_bytes)``: the training text's identity."""
-    return hashlib.sha256(stdlib_corpus(max_bytes).tobytes()).hexdigest()
+    """sha256 (hex) of :func:`training_text` ``(max_bytes)``: the training text's identity."""
+    return hashlib.sha256(training_text(max_bytes).tobytes()).hexdigest()
 
 
 def simd_flags() -> list[str]:
@@ -98,8 +120,7 @@ def environment(cfg: SuiteConfig) -> dict:
     """What, besides the config, can change the trained weights: recorded in each run's suite.json.
 
     Package versions (torch, transformers, transformer_lens, numpy), the full Python version,
-    the sha256 of the training text (the standard library's sources differ between Python patch
-    releases), torch's CPU kernel level (``torch.backends.cpu.get_cpu_capability()``, or
+    the sha256 of the training text (:func:`corpus_digest`), torch's CPU kernel level (``torch.backends.cpu.get_cpu_capability()``, or
     ``ATEN_CPU_CAPABILITY`` when set), the CPU model and SIMD flags, the torch thread count, and
     ``kernel_pins``: whether this process runs with :data:`interp.core.kernel_pins.PINS` (and if not, why).
     """
@@ -129,22 +150,35 @@ def environment(cfg: SuiteConfig) -> dict:
 
 
 def environment_key_parts(cfg: SuiteConfig) -> dict[str, str | None]:
-    """The parts of :func:`environment` that change the weights (measured here, see
-    docs/embedded.md): ``corpus``, the training text's digest (the standard library's sources:
-    another Python version gives another text); ``cpu``, the kernel level the workers train with
-    (the pinned set, :func:`interp.core.kernel_pins.level_label`, where the pins apply; else the
-    level torch runs here: AVX2 and AVX-512 kernels give different weights after 300 steps);
-    ``torch`` and ``transformers``, their versions (their kernels and model code). The thread
-    count is part of the config (``cfg.threads``)."""
+    """The parts of :func:`environment` that change the weights (measured, see docs/embedded.md).
+
+    - ``corpus``: the training text's digest (:func:`corpus_digest`; the package ships the text,
+      so this changes only with the package's text version or ``cfg.corpus_bytes``);
+    - ``cpu``: the kernel level the workers train with (the pinned set,
+      :func:`interp.core.kernel_pins.level_label`, where the pins apply; else the level torch runs
+      here: AVX2 and AVX-512 kernels give different weights after 300 steps);
+    - ``torch`` and ``transformers``: their releases (kernels and model code). torch's local build
+      label is left out (:func:`torch_release`): the registry's CUDA build of a release trains the
+      same CPU bytes as its CPU build (docs/embedded.md, "What decides the bits").
+
+    The interpreter is not a part: nothing the trainer reads depends on it. The thread count is
+    part of the config (``cfg.threads``).
+    """
     from interp.core import kernel_pins
 
     env = environment(cfg)
     return {
         "corpus": env["corpus_sha256"],
-        "torch": env["packages"]["torch"],
+        "torch": torch_release(env["packages"]["torch"]),
         "transformers": env["packages"]["transformers"],
         "cpu": kernel_pins.level_label(),
     }
+
+
+def torch_release(version: str | None) -> str | None:
+    """A torch version without its local build label: ``"2.13.0+cu130"`` -> ``"2.13.0"`` (PEP 440's
+    public version; ``None`` stays ``None``)."""
+    return version.split("+", 1)[0] if version else version
 
 
 def environment_key(cfg: SuiteConfig) -> str:
