@@ -20,6 +20,8 @@ Nothing else needs registering.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from interp.cli import heads, main_job
@@ -112,12 +114,38 @@ app.registered_commands += main_job.app.registered_commands + heads.app.register
 
 
 @app.command("train-suite")
-def train_suite(quick: bool = typer.Option(False, "--quick", help="The CI-sized suite.")):
-    """Train (or find in the cache) the embedded default suite and print its run folders."""
-    from interp.sources import embedded
+def train_suite(
+    spec: str = typer.Argument(
+        "embedded",
+        help="A suite spec: a shipped name (embedded, embedded-quick, population) or a .yaml/.json file "
+        "(sizes as n_layers/d_model/n_heads, seeds, steps, checkpoint_every, data settings; docs/embedded.md).",
+    ),
+    quick: bool = typer.Option(False, "--quick", help="The CI-sized suite (embedded-quick); no SPEC with it."),
+    executor: str = typer.Option("local", "--executor", help="local (pinned worker pool), joblib or ray."),
+    jobs: int | None = typer.Option(None, "--jobs", help="Worker processes (default: the CPU count)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster ('auto')."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs, their steps and disk; train nothing."),
+):
+    """Train (or find in the cache) a checkpoint suite, resumably, and print its run folders with
+    their size on disk. SPEC defaults to the embedded default suite."""
+    from interp.sources.catalogue import SUITE_PREFIX, load_suite_spec
+    from interp.sources.suites import check_executor, folder_mb, plan_suite, train_suite
 
-    for path in embedded.ensure_suite(embedded.QUICK if quick else embedded.FULL):
-        typer.echo(str(path))
+    if quick and spec != "embedded":
+        raise ValueError(f"--quick names the quick suite; it takes no SPEC (got {spec!r})")
+    cfg = load_suite_spec("embedded-quick" if quick else spec.removeprefix(SUITE_PREFIX))
+    check_executor(executor, jobs)
+    plan = plan_suite(cfg)
+    if dry_run:
+        typer.echo(plan.drop(columns=["folder"]).to_string(index=False))
+        todo = plan[plan["status"] != "trained"]
+        typer.echo(
+            f"{len(plan)} runs, {len(todo)} to train ({int(todo['steps'].sum()):,} steps); "
+            f"~{plan['disk_mb'].sum() / 1000:.2f} GB on disk when trained; folder {Path(plan['folder'][0]).parent}"
+        )
+        return
+    for path in train_suite(cfg, executor=executor, jobs=jobs, ray_address=ray_address):
+        typer.echo(f"{path}\t{folder_mb(path)} MB")
 
 
 @app.command("list-models")

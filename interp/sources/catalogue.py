@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from interp.core.io import cache_root
@@ -137,6 +137,7 @@ class SuiteConfig:
     threads: int = 1
     attn_implementation: str = "sdpa"
     trainer_version: int = TRAINER_VERSION
+    keep_optimizer: str = "every"
 
     def steps_for(self, size: ModelSize) -> int:
         """Training steps of one size (``size_steps`` entry, else ``steps``)."""
@@ -157,30 +158,204 @@ class SuiteConfig:
         return self.checkpoint_steps_for(ModelSize("", 0, 0, 0))
 
     def digest(self) -> str:
-        """Short hash of the config (names the cache folder, so a changed config retrains)."""
+        """Short hash of the config (names the cache folder, so a changed config retrains).
+
+        ``keep_optimizer`` is hashed only when it is not ``"every"``, the only behaviour before
+        the field existed: the suites trained then keep their folders."""
         from interp.core.io import config_json
 
-        blob = config_json(self).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        fields = asdict(self)
+        if fields["keep_optimizer"] == "every":
+            del fields["keep_optimizer"]
+        return hashlib.sha256(config_json(fields).encode()).hexdigest()[:12]
 
     def run_names(self) -> list[str]:
         """Run names in (size, seed) order, as :func:`run_name` spells them."""
         return [run_name(size, seed) for size in self.sizes for seed in self.seeds]
 
 
-SMALL = ModelSize("neox-2l-64d", n_layers=2, d_model=64, n_heads=4)
-BASE = ModelSize("neox-2l-128d", n_layers=2, d_model=128, n_heads=4)
+#: The suite specs shipped with the package (``interp/data/suites/<name>.yaml``): the embedded
+#: default, the quick suite and the population of issue 44; ``suite:<name>`` names one.
+SHIPPED_SPECS = Path(__file__).resolve().parents[1] / "data" / "suites"
+#: File suffixes of a suite spec.
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+#: Keys of a suite spec besides the SuiteConfig fields it sets: labels, never hashed.
+_SPEC_LABELS = ("name", "description")
+#: SuiteConfig fields a spec gives in its own forms (``sizes`` as mappings, ``seeds`` as a list,
+#: a count or ``a..b``; per-size ``steps`` instead of ``size_steps``) or not at all.
+_SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version")
+_SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "steps")
+
+
+def _spec_int(where: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"suite spec: {where}={value!r} must be an integer >= {minimum}")
+    return value
+
+
+def _spec_seeds(value) -> tuple[int, ...]:
+    """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included)."""
+    if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip()):
+        first, last = (int(v) for v in value.strip().split(".."))
+        if last < first:
+            raise ValueError(f"suite spec: seeds={value!r} is an empty range; write first..last with first <= last")
+        return tuple(range(first, last + 1))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return tuple(range(_spec_int("seeds", value)))
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        if len(set(value)) != len(value):
+            raise ValueError(f"suite spec: seeds={value!r} repeats a seed")
+        return tuple(value)
+    raise ValueError(f"suite spec: seeds={value!r}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
+
+
+def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
+    if not isinstance(entry, dict):
+        raise ValueError(f"suite spec: sizes[{i}]={entry!r} must be a mapping with n_layers, d_model, n_heads")
+    unknown = sorted(set(entry) - set(_SIZE_KEYS))
+    if unknown:
+        raise ValueError(f"suite spec: sizes[{i}] has unknown key {unknown[0]!r}; valid: {', '.join(_SIZE_KEYS)}")
+    missing = [k for k in ("n_layers", "d_model", "n_heads") if k not in entry]
+    if missing:
+        raise ValueError(f"suite spec: sizes[{i}] lacks {missing[0]!r}; give n_layers, d_model and n_heads")
+    n_layers, d_model, n_heads = (_spec_int(f"sizes[{i}].{k}", entry[k]) for k in ("n_layers", "d_model", "n_heads"))
+    if d_model % n_heads:
+        raise ValueError(f"suite spec: sizes[{i}] d_model={d_model} does not divide into n_heads={n_heads} heads")
+    name = entry.get("name", f"neox-{n_layers}l-{d_model}d-{n_heads}h")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
+        raise ValueError(f"suite spec: sizes[{i}].name={name!r}: letters, digits, '.', '_' and '-' only")
+    steps = _spec_int(f"sizes[{i}].steps", entry["steps"]) if "steps" in entry else None
+    return ModelSize(name, n_layers=n_layers, d_model=d_model, n_heads=n_heads), steps
+
+
+def suite_config_from_spec(spec: dict) -> SuiteConfig:
+    """A :class:`SuiteConfig` from a suite spec's mapping (the YAML file's content).
+
+    A spec has ``sizes`` (a list of ``{n_layers, d_model, n_heads}``, each with an optional
+    ``name``, default ``neox-{L}l-{d}d-{H}h``, and an optional ``steps``: its step budget),
+    ``seeds`` (a list, a count, or ``"0..23"``), ``steps`` (default: the largest per-size budget),
+    ``checkpoint_every`` and any other field of :class:`SuiteConfig` (data settings such as
+    ``repeat_fraction``, ``n_ctx``, ``lr``; ``keep_optimizer``), plus the labels ``name`` and
+    ``description``. Units: steps are optimizer steps.
+
+    Raises:
+        ValueError: an unknown key (the valid ones listed), a missing ``sizes`` / ``seeds`` /
+            ``checkpoint_every``, a value of the wrong type or range, two sizes with one name.
+    """
+    if not isinstance(spec, dict):
+        raise ValueError(f"a suite spec is a mapping of settings, got {type(spec).__name__}")
+    settable = [f.name for f in fields(SuiteConfig) if f.name not in _SPEC_SPECIAL]
+    valid = ["sizes", "seeds", *settable, *_SPEC_LABELS]
+    unknown = sorted(set(spec) - set(valid))
+    if unknown:
+        raise ValueError(f"suite spec: unknown key {unknown[0]!r}; valid: {', '.join(valid)}")
+    for key in ("sizes", "seeds", "checkpoint_every"):
+        if key not in spec:
+            raise ValueError(f"suite spec: {key!r} is missing (a spec needs sizes, seeds and checkpoint_every)")
+    if not isinstance(spec["sizes"], list) or not spec["sizes"]:
+        raise ValueError(f"suite spec: sizes={spec['sizes']!r} must be a non-empty list of sizes")
+    sized = [_spec_size(i, entry) for i, entry in enumerate(spec["sizes"])]
+    names = [size.name for size, _ in sized]
+    if len(set(names)) != len(names):
+        raise ValueError(f"suite spec: two sizes are named {sorted(n for n in names if names.count(n) > 1)[0]!r}")
+    budgets = [steps for _, steps in sized if steps is not None]
+    if "steps" in spec:
+        steps = _spec_int("steps", spec["steps"])
+    elif len(budgets) == len(sized):
+        steps = max(budgets)
+    else:
+        raise ValueError("suite spec: 'steps' is missing; give it, or a steps budget on every size")
+    defaults = {f.name: f.default for f in fields(SuiteConfig)}
+    defaults["checkpoint_every"] = 100  # required: no default in the dataclass; an int
+    settings = {}
+    for key in settable:
+        if key in spec and key not in ("steps",):
+            value, default = spec[key], defaults[key]
+            if type(value) is not type(default) and not (isinstance(default, float) and type(value) is int):
+                raise ValueError(f"suite spec: {key}={value!r} must be a {type(default).__name__} like {default!r}")
+            settings[key] = float(value) if isinstance(default, float) else value
+    if settings.get("keep_optimizer", "every") not in KEEP_OPTIMIZER:
+        raise ValueError(
+            f"suite spec: keep_optimizer={settings['keep_optimizer']!r}; valid: {', '.join(KEEP_OPTIMIZER)}"
+        )
+    _spec_int("checkpoint_every", settings["checkpoint_every"])
+    size_steps = tuple((size.name, budget) for size, budget in sized if budget is not None and budget != steps)
+    return SuiteConfig(
+        sizes=tuple(size for size, _ in sized),
+        seeds=_spec_seeds(spec["seeds"]),
+        steps=steps,
+        size_steps=size_steps,
+        **settings,
+    )
+
+
+def spec_path(ref: str | Path) -> Path:
+    """The file of a suite spec: a shipped name (``population``) or a path to a YAML/JSON file.
+
+    Raises:
+        ValueError: neither (the shipped names listed), or a path with another suffix.
+    """
+    text = str(ref)
+    if (SHIPPED_SPECS / f"{text}.yaml").is_file():
+        return SHIPPED_SPECS / f"{text}.yaml"
+    path = Path(text).expanduser()
+    if path.suffix.lower() not in SPEC_SUFFIXES:
+        raise ValueError(
+            f"suite spec {text!r} is not a shipped spec ({', '.join(shipped_spec_names())}) "
+            f"nor a {'/'.join(SPEC_SUFFIXES)} file"
+        )
+    if not path.is_file():
+        raise ValueError(f"suite spec file {text!r} does not exist")
+    return path
+
+
+def shipped_spec_names() -> list[str]:
+    """The names of the suite specs shipped with the package (``interp/data/suites/*.yaml``)."""
+    return sorted(p.stem for p in SHIPPED_SPECS.glob("*.yaml"))
+
+
+def load_suite_spec(ref: str | Path) -> SuiteConfig:
+    """The :class:`SuiteConfig` of a suite spec file or shipped name (:func:`spec_path`,
+    :func:`suite_config_from_spec`).
+
+    Raises:
+        ValueError: as :func:`spec_path` and :func:`suite_config_from_spec`; a file that is not
+            valid YAML/JSON (named, with the parser's line).
+    """
+    import json
+
+    import yaml
+
+    path = spec_path(ref)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise ValueError(f"suite spec {str(path)!r} cannot be parsed: {str(error).splitlines()[0]}") from None
+    try:
+        return suite_config_from_spec(data)
+    except ValueError as error:
+        raise ValueError(f"{error} (in {path})") from None
+
+
+#: Which checkpoints keep the optimizer state (:attr:`SuiteConfig.keep_optimizer`).
+KEEP_OPTIMIZER = ("every", "last")
 
 #: The default: 2 sizes x 3 seeds; the small model trains 3000 steps (38 checkpoints), the base
 #: model 2000 steps (28 checkpoints; it emerges earlier, see docs/embedded.md).
-FULL = SuiteConfig(
-    sizes=(SMALL, BASE), seeds=(0, 1, 2), steps=3000, checkpoint_every=100, size_steps=((BASE.name, 2000),)
-)
+FULL = load_suite_spec("embedded")
 #: CI-sized: the small model at two seeds, 2400 steps.
-QUICK = SuiteConfig(sizes=(SMALL,), seeds=(1, 2), steps=2400, checkpoint_every=100)
+QUICK = load_suite_spec("embedded-quick")
+SMALL, BASE = FULL.sizes
 
 #: Source names of the embedded suites (every run), smallest first.
 SUITES: dict[str, SuiteConfig] = {"embedded-quick": QUICK, "embedded": FULL}
+#: A user's suite: ``suite:<spec>`` (every run) or ``suite:<spec>/<run>``.
+SUITE_PREFIX = "suite:"
 
 
 def run_name(size: ModelSize, seed: int) -> str:
@@ -218,9 +393,33 @@ def suite_dir(cfg: SuiteConfig, root: str | Path | None = None) -> Path:
 
 
 def is_embedded_name(spec: str) -> bool:
-    """Whether ``spec`` is an embedded source name (``embedded``, ``embedded-quick`` or a run of
-    either, ``embedded/<run>`` / ``embedded-quick/<run>``)."""
-    return spec.split("/", 1)[0] in SUITES
+    """Whether ``spec`` names runs this toolkit trains: an embedded suite (``embedded``,
+    ``embedded-quick`` or a run of either, ``embedded/<run>`` / ``embedded-quick/<run>``) or a
+    suite spec (``suite:<spec>``, ``suite:<spec>/<run>``)."""
+    return isinstance(spec, str) and (spec.split("/", 1)[0] in SUITES or spec.startswith(SUITE_PREFIX))
+
+
+def suite_label(cfg: SuiteConfig) -> str:
+    """How messages name a suite: its source name when it is a shipped one (``embedded``,
+    ``embedded-quick``, ``suite:population``), else its config digest."""
+    for name, known in SUITES.items():
+        if known == cfg:
+            return name
+    for name in shipped_spec_names():
+        if name not in SUITES and load_suite_spec(name) == cfg:
+            return f"{SUITE_PREFIX}{name}"
+    return cfg.digest()
+
+
+def split_suite_name(spec: str) -> tuple[str, str]:
+    """``suite:<spec>[/<run>]`` -> (spec reference, run or ""): the run is the last path part when
+    what precedes it is a spec (a shipped name or a file with a spec suffix)."""
+    ref = spec[len(SUITE_PREFIX) :]
+    head, sep, tail = ref.rpartition("/")
+    is_spec = head.lower().endswith(SPEC_SUFFIXES) or head in shipped_spec_names()
+    if sep and not tail.lower().endswith(SPEC_SUFFIXES) and is_spec:
+        return head, tail
+    return ref, ""
 
 
 def embedded_source_names() -> list[str]:
@@ -232,20 +431,30 @@ def embedded_source_names() -> list[str]:
 
 
 def resolve_embedded(spec: str, root: Path | None = None) -> list[tuple[SuiteConfig, str]]:
-    """The (suite config, run name) pairs an embedded source name stands for; no training.
+    """The (suite config, run name) pairs an embedded or suite-spec source name stands for; no training.
 
-    ``embedded`` / ``embedded-quick``: every run of that suite. ``embedded-quick/<run>``: that
-    run of the quick suite. ``embedded/<run>``: that run of the full suite when the cache holds
+    ``embedded`` / ``embedded-quick`` / ``suite:<spec>``: every run of that suite.
+    ``embedded-quick/<run>`` / ``suite:<spec>/<run>``: that run. ``embedded/<run>``: that run of
+    the full suite when the cache holds
     it there (the name's own suite: more steps, the suite docs/results.md describes), else from
     another cached suite that holds it (the quick one), else from the smallest suite that holds
     it, so ``embedded/neox-2l-64d-seed1`` never trains the full suite when the quick one has the run.
 
     Raises:
-        ValueError: not an embedded name, or an unknown run (the valid names are listed).
+        ValueError: not an embedded name, an unknown run (the valid names are listed), or a suite
+            spec that cannot be read (:func:`load_suite_spec`).
     """
+    if isinstance(spec, str) and spec.startswith(SUITE_PREFIX):
+        ref, run = split_suite_name(spec)
+        cfg = load_suite_spec(ref)
+        if not run:
+            return [(cfg, name) for name in cfg.run_names()]
+        if run not in cfg.run_names():
+            raise ValueError(f"unknown run {run!r} in {SUITE_PREFIX}{ref}; valid: {', '.join(cfg.run_names())}")
+        return [(cfg, run)]
     suite, _, run = spec.partition("/")
     if suite not in SUITES:
-        raise ValueError(f"{spec!r} is not an embedded source; valid: {', '.join(SUITES)}")
+        raise ValueError(f"{spec!r} is not an embedded source; valid: {', '.join(SUITES)}, or {SUITE_PREFIX}<spec>")
     if not run:
         cfg = SUITES[suite]
         return [(cfg, name) for name in cfg.run_names()]

@@ -46,6 +46,7 @@ from interp.sources.catalogue import (  # noqa: F401  (the suite configs live wi
     cache_root,
     run_name,
     suite_dir,
+    suite_label,
 )
 from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.environment import environment, training_text
@@ -56,6 +57,7 @@ from interp.sources.interrupted import (
     say_where_stopped_runs_continue,
     stop_workers,
 )
+from interp.sources.progress import RunBars, drain_progress
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -355,6 +357,8 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     def keep_losses(model, step: int) -> None:  # after each checkpoint: what a later resume needs
         kept = pd.DataFrame(rows, columns=earlier.columns)
         atomic_to_csv(pd.concat([earlier, kept], ignore_index=True) if len(earlier) else kept, tmp / PARTIAL_LOSS_FILE)
+        if cfg.keep_optimizer == "last":  # step is now resumable: the earlier checkpoints' states go
+            drop_optimizer_states(tmp, keep=step)
 
     def report(step: int, loss: float) -> None:
         rows.append((step - 1, loss, lr_at(cfg, step - 1)))  # the weights' step, as train_run's rows
@@ -409,6 +413,16 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     else:
         os.replace(tmp, final)
     return final
+
+
+def drop_optimizer_states(run_folder: Path, keep: int) -> None:
+    """Remove the optimizer state of every checkpoint of ``run_folder`` but step ``keep``'s
+    (``keep_optimizer="last"``: weights and trainer scalars stay; zoom cannot re-train from them)."""
+    from interp.core.training_state import OPTIMIZER_FILE
+
+    for folder in run_folder.glob("step*"):
+        if folder.name != f"step{keep}":
+            (folder / OPTIMIZER_FILE).unlink(missing_ok=True)
 
 
 def ensure_suite(
@@ -466,7 +480,11 @@ def cached_suite_runs(prefer: SuiteConfig = QUICK, root: str | Path | None = Non
 
 
 def iter_suite(
-    cfg: SuiteConfig = FULL, root: str | Path | None = None, n_jobs: int | None = None, progress: bool = True
+    cfg: SuiteConfig = FULL,
+    root: str | Path | None = None,
+    n_jobs: int | None = None,
+    progress: bool = True,
+    runs: Sequence[str] | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """The suite's runs as ``(run name, folder)``, each as soon as it is ready *and* a core is free.
 
@@ -489,7 +507,11 @@ def iter_suite(
     The workers are spawned with the kernel pins (:mod:`interp.core.kernel_pins`): the same weights on
     every x86-64 CPU with AVX2, whatever the caller's environment says about the kernels.
 
+    ``runs``: only these runs of the suite (names as :meth:`SuiteConfig.run_names` spells them;
+    default every run).
+
     Raises:
+        ValueError: ``runs`` names a run the suite does not have.
         interp.core.kernel_pins.WorkerDiedError: a worker died (a signal, or an exit without a result);
             the message names the run, the signal and the last step it reported.
         Whatever a training worker raised, when its run is collected.
@@ -497,9 +519,14 @@ def iter_suite(
     from interp.core import kernel_pins
 
     base = suite_dir(cfg, root)
-    runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
-    finished = [(run_name(size, seed), final) for size, seed, final in runs if (final / "suite.json").exists()]
-    missing = [(size, seed, final) for size, seed, final in runs if not (final / "suite.json").exists()]
+    unknown = sorted(set(runs or ()) - set(cfg.run_names()))
+    if unknown:
+        raise ValueError(f"unknown run {unknown[0]!r} of the suite; valid: {', '.join(cfg.run_names())}")
+    wanted = set(cfg.run_names() if runs is None else runs)
+    all_runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
+    chosen = [(size, seed, final) for size, seed, final in all_runs if run_name(size, seed) in wanted]
+    finished = [(run_name(size, seed), final) for size, seed, final in chosen if (final / "suite.json").exists()]
+    missing = [(size, seed, final) for size, seed, final in chosen if not (final / "suite.json").exists()]
     if not missing:
         yield from finished
         return
@@ -538,22 +565,24 @@ def _train_and_hand_out(
         }
         bar = tqdm(
             total=sum(cfg.steps_for(size) for size, _, _ in missing),
-            desc=f"training embedded suite ({len(missing)} runs)",
+            desc=f"training suite {suite_label(cfg)} ({len(missing)} runs)",
             unit="step",
             disable=not progress,
         )
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
+        # one bar per run while it trains, beside the overall one (none when the suite is one run)
+        run_bars = RunBars({run_name(size, seed): cfg.steps_for(size) for size, seed, _ in missing}, progress)
         try:
             while pending or finished:
                 done: set = set()
                 if pending:
                     done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                _drain_progress(queue, bar, workers)
+                drain_progress(queue, bar, workers, run_bars)
                 try:
                     finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
                 except BrokenProcessPool:
-                    _drain_progress(queue, bar, workers)
+                    drain_progress(queue, bar, workers)
                     raise kernel_pins.WorkerDiedError(describe_dead_workers(pool, workers)) from None
                 idle_cores = cores - len(pending) * cfg.threads
                 if finished and len(pending) <= n_jobs and idle_cores >= 1:  # nothing queued, a core idle
@@ -561,6 +590,7 @@ def _train_and_hand_out(
                     yield finished.pop(0)
         finally:
             torch.set_num_threads(threads)
+            run_bars.close()
             bar.close()
             unfinished = [future for future in pending if not future.done()]
             for future in unfinished:
@@ -568,21 +598,3 @@ def _train_and_hand_out(
             if unfinished:  # stopped before the training ended: the workers' folders are resumable
                 stopped += [futures[f] for f in unfinished]
                 stop_workers(pool)
-
-
-def _drain_progress(queue, bar, workers: dict | None = None) -> None:
-    """Move the workers' (run, steps, loss, pid) messages onto the progress bar; ``workers`` keeps
-    each worker's run and last reported step (pid -> (run, step))."""
-    from queue import Empty
-
-    while True:
-        try:
-            name, steps, loss, pid = queue.get_nowait()
-        except Empty:
-            return
-        if workers is not None:  # steps are counted per run; a worker may train several in turn
-            same_run = pid in workers and workers[pid][0] == name
-            workers[pid] = (name, (workers[pid][1] if same_run else 0) + steps)
-        bar.update(steps)
-        if loss == loss:  # not the NaN of a worker's first message
-            bar.set_postfix_str(f"{name} loss {loss:.3f}")

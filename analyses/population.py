@@ -1,0 +1,162 @@
+"""The population of seeds (issue 44): 24 seeds in each of five arms, trained, scanned and summed
+up as survival statistics over seeds.
+
+Spec: ``interp/data/suites/population.yaml`` (``emergence train-suite population --dry-run``
+lists its 120 runs): 2-layer GPT-NeoX models on the embedded suite's data, d_model 64 with
+n_heads ∈ {1, 2, 4, 8} (d_head 64 … 8) and d_model 128 with 4 heads; budgets of 4000 steps
+(d_model 64) and 3000 steps (d_model 128), stated before training: a seed not emerged by its
+arm's last checkpoint is censored there.
+
+Each run is a unit: train it (the pinned pool, resumable), then evaluate the capability at every
+checkpoint (the repetition task, 64 prompts, as ``emergence demo``) and keep that curve in
+``docs/data/population/curves/<run>.csv`` (:data:`KEPT`). A kept curve is never recomputed, so a
+fresh clone with the kept curves resumes where the last session stopped: only the runs without a
+curve are trained. Runs are trained in blocks of seeds (every arm's seeds 0-1, then 2-3, …), so
+that a stopped entry leaves every arm with about as many seeds.
+
+Usage: ``python -m analyses.population [--out DIR] [--jobs N] [--seeds-per-block K]
+[--finished-only] [--train-only]``; ``emergence results --only population`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "population"
+#: Where the evaluated curves are kept (committed): one CSV per run.
+KEPT = ROOT / "docs" / "data" / "population"
+#: The task and prompts of each checkpoint's evaluation (those of ``emergence demo``).
+N_PROMPTS = 64
+TASK_SEED = 0
+
+
+def curve_columns() -> list[str]:
+    """Columns of a kept curve: one row per checkpoint of one run."""
+    return ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget", "step", "accuracy", "p_answer"]
+
+
+def evaluate_run(folder: Path, cfg, size, seed: int) -> pd.DataFrame:
+    """Capability at every checkpoint of one trained run: greedy accuracy and mean p(answer)
+    (probability) on the repetition task (:class:`interp.tasks.RepetitionTask`, ``N_PROMPTS``
+    prompts), one row per step (:data:`curve_columns`)."""
+    from interp.emergence import full_scan
+    from interp.sources import LocalSuiteSource
+    from interp.tasks import RepetitionTask
+
+    source = LocalSuiteSource(folder)
+    try:
+        batch = RepetitionTask(n_prompts=N_PROMPTS, seed=TASK_SEED).build(source.tokenizer())
+        table = full_scan(source, batch)
+    finally:
+        source.close()
+    out = table[["step", "accuracy", "p_answer"]].copy()
+    out.insert(0, "budget", cfg.steps_for(size))
+    for i, (key, value) in enumerate(
+        [
+            ("arm", size.name),
+            ("run", folder.name),
+            ("seed", seed),
+            ("n_layers", size.n_layers),
+            ("d_model", size.d_model),
+            ("n_heads", size.n_heads),
+            ("d_head", size.d_model // size.n_heads),
+        ]
+    ):
+        out.insert(i, key, value)
+    return out[curve_columns()]
+
+
+def kept_curve(run: str, kept: Path = KEPT) -> Path:
+    """The kept curve file of one run."""
+    return kept / "curves" / f"{run}.csv"
+
+
+def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
+    """Every kept curve as one table (:func:`curve_columns`); an unreadable file is named and
+    left out (it is redone by the next run of the entry, which removes it)."""
+    frames = []
+    for path in sorted((kept / "curves").glob("*.csv")):
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError) as error:
+            print(f"warning: {path} cannot be read ({error}); its run is evaluated again", flush=True)
+            path.unlink(missing_ok=True)
+            continue
+        if list(frame.columns) != curve_columns() or frame.empty:
+            print(f"warning: {path} is not a whole curve; its run is evaluated again", flush=True)
+            path.unlink(missing_ok=True)
+            continue
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=curve_columns())
+
+
+def blocks(cfg, seeds_per_block: int) -> list[list[tuple]]:
+    """The runs as blocks of seeds: every arm's first ``seeds_per_block`` seeds, then the next ones."""
+    seeds = list(cfg.seeds)
+    return [
+        [(size, seed) for seed in seeds[i : i + seeds_per_block] for size in cfg.sizes]
+        for i in range(0, len(seeds), seeds_per_block)
+    ]
+
+
+def train_and_keep(cfg, jobs: int | None, seeds_per_block: int, kept: Path = KEPT, train_only: bool = False) -> int:
+    """Train and evaluate every run whose curve is not kept, block by block; returns how many
+    curves were added."""
+    from interp.core.io import atomic_to_csv
+    from interp.sources.catalogue import run_name
+    from interp.sources.embedded import iter_suite
+
+    read_kept_curves(kept)  # removes damaged files first, so that their runs are redone
+    added = 0
+    for block in blocks(cfg, seeds_per_block):
+        todo = {
+            run_name(size, seed): (size, seed)
+            for size, seed in block
+            if not kept_curve(run_name(size, seed), kept).is_file()
+        }
+        if not todo:
+            continue
+        started = time.time()
+        for run, folder in iter_suite(cfg, n_jobs=jobs, runs=list(todo)):
+            if train_only:
+                continue
+            size, seed = todo[run]
+            curve = evaluate_run(folder, cfg, size, seed)
+            kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
+            atomic_to_csv(curve, kept_curve(run, kept))
+            added += 1
+            print(f"{run}: kept its curve ({len(curve)} checkpoints)", flush=True)
+        print(f"block of {len(todo)} runs done in {time.time() - started:.0f} s", flush=True)
+    return added
+
+
+def main(argv=None) -> None:
+    from interp.sources.catalogue import load_suite_spec
+
+    parser = argparse.ArgumentParser(prog="python -m analyses.population", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--jobs", type=int, default=None, help="training worker processes (default: the CPU count)")
+    parser.add_argument("--seeds-per-block", type=int, default=2)
+    parser.add_argument("--finished-only", action="store_true", help="statistics of the kept curves; train nothing")
+    parser.add_argument("--train-only", action="store_true", help="train the runs; evaluate nothing")
+    parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored: the runs live in the suite's cache)")
+    args = parser.parse_args(argv)
+    if args.seeds_per_block < 1:
+        raise SystemExit(f"error: --seeds-per-block={args.seeds_per_block} must be >= 1")
+    cfg = load_suite_spec("population")
+    started = time.time()
+    if not args.finished_only:
+        train_and_keep(cfg, args.jobs, args.seeds_per_block, train_only=args.train_only)
+    curves = read_kept_curves()
+    print(
+        f"{curves['run'].nunique() if len(curves) else 0} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
