@@ -35,6 +35,10 @@ EXPORTS: dict[str, str] = {
     "HubSource": "interp.sources.hub",
     "cached_suite_runs": "interp.sources.embedded",
     "ensure_suite": "interp.sources.embedded",
+    "load_suite_spec": "interp.sources.catalogue",
+    "SuiteConfig": "interp.sources.catalogue",
+    "train_suite": "interp.sources.suites",
+    "plan_suite": "interp.sources.suites",
     # tasks
     "tasks": "interp",
     "TASKS": "interp.task_registry",
