@@ -100,6 +100,7 @@ _STYLE = (
     ".el-table-wrap{max-width:100%;overflow-x:auto}"
     "table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}"
     "table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    "table.el-table td{white-space:nowrap}"
     "table.el-table th{background:#f4f4f4}"
     ".el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}"
 )
@@ -113,7 +114,7 @@ def _figure(fig: go.Figure) -> Markup:
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
     )
-    return Markup(f"<div class='el-figure'>{body}</div>")  # noqa: S704 (plotly's own div; labels escaped by plot_text)
+    return Markup(f"<div class='el-figure'>{body}</div>")  # trusted: plotly's own div; labels escaped by plot_text
 
 
 def _rgba(colour: str, alpha: float) -> str:
@@ -136,11 +137,30 @@ def km_figure(result) -> go.Figure:
             [*km[c], last[c]] for c in ("survival", "survival_lo", "survival_hi")
         )  # the curve held to the budget
         name = plot_text(arm)
-        fig.add_trace(go.Scatter(x=steps, y=hi, mode="lines", line={"width": 0, "shape": "hv"}, showlegend=False,
-                                 hoverinfo="skip", legendgroup=name))  # fmt: skip
-        fig.add_trace(go.Scatter(x=steps, y=lo, mode="lines", line={"width": 0, "shape": "hv"}, fill="tonexty",
-                                 fillcolor=_rgba(colour, 0.15), showlegend=False, hoverinfo="skip",
-                                 legendgroup=name))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=hi,
+                mode="lines",
+                line={"width": 0, "shape": "hv"},
+                showlegend=False,
+                hoverinfo="skip",
+                legendgroup=name,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=lo,
+                mode="lines",
+                line={"width": 0, "shape": "hv"},
+                fill="tonexty",
+                fillcolor=_rgba(colour, 0.15),
+                showlegend=False,
+                hoverinfo="skip",
+                legendgroup=name,
+            )
+        )
         fig.add_trace(
             go.Scatter(
                 x=steps,
@@ -220,8 +240,13 @@ def strip_figure(result) -> go.Figure:
                     y=[arm_row["median_E"]],
                     mode="markers",
                     marker={"symbol": "diamond", "size": 11, "color": "black"},
-                    error_y={"type": "data", "symmetric": False, "array": [hi - arm_row["median_E"]],
-                             "arrayminus": [arm_row["median_E"] - lo], "color": "black"},  # fmt: skip
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [hi - arm_row["median_E"]],
+                        "arrayminus": [arm_row["median_E"] - lo],
+                        "color": "black",
+                    },
                     name="median E (95 % CI)",
                     legendgroup="median",
                     showlegend=not median_shown,
@@ -233,8 +258,12 @@ def strip_figure(result) -> go.Figure:
         template="plotly_white",
         height=420,
         margin={"l": 60, "r": 20, "t": 30, "b": 50},
-        xaxis={"tickmode": "array", "tickvals": list(range(len(arms))), "ticktext": [plot_text(a) for a in arms],
-               "range": [-0.6, len(arms) - 0.4]},  # fmt: skip
+        xaxis={
+            "tickmode": "array",
+            "tickvals": list(range(len(arms))),
+            "ticktext": [plot_text(a) for a in arms],
+            "range": [-0.6, len(arms) - 0.4],
+        },
         yaxis_title="point of emergence E (steps)",
         legend={"orientation": "h", "y": -0.2},
     )
@@ -249,7 +278,7 @@ def heatmap_figure(result, arm: str) -> go.Figure:
     labels = {r: plot_text(f"{r} (seed {s})") for r, s in zip(runs["run"], runs["seed"])}
     grid = curves.pivot_table(index="run", columns="step", values="p_answer", aggfunc="first")
     grid = grid.reindex([r for r in runs["run"] if r in grid.index])
-    steps = [str(s) for s in grid.columns]
+    steps = [int(s) for s in grid.columns]
     fig = go.Figure(
         go.Heatmap(
             z=grid.to_numpy(float),
@@ -265,7 +294,7 @@ def heatmap_figure(result, arm: str) -> go.Figure:
     emerged = runs[runs["emerged"]]
     fig.add_trace(
         go.Scatter(
-            x=[str(int(e)) for e in emerged["E"]],
+            x=emerged["E"].to_numpy(float),
             y=[labels[r] for r in emerged["run"]],
             mode="markers",
             marker={"symbol": "diamond", "size": 10, "color": "white", "line": {"width": 1, "color": "black"}},
@@ -279,10 +308,15 @@ def heatmap_figure(result, arm: str) -> go.Figure:
         title=plot_text(f"{arm}: p(answer) per seed and step"),
         height=max(240, 60 + 26 * len(grid)),
         margin={"l": 180, "r": 20, "t": 50, "b": 50},
-        xaxis={"title": "training step", "type": "category"},
+        xaxis={"title": "training step"},
         legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
     )
     return fig
+
+
+def _p_cell(p: float) -> str:
+    """A p-value for a table cell: ``0.0037``, ``< 0.001``, ``—``."""
+    return "—" if math.isnan(p) else fmt_p(p).removeprefix("p = ").removeprefix("p ")
 
 
 def _interval(value: float, lo: float, hi: float, fmt) -> str:
@@ -300,25 +334,37 @@ def _context(result, include_plotlyjs: bool) -> dict:
         never = _interval(a["share_never_emerged"], a["share_never_lo"], a["share_never_hi"], pct)
         arms.append(a | {"median": median, "never": never})
     tests = [
-        t | {"arms": t["arms"] if t["test"] == "global" else f"{t['arm']} vs {t['reference']}",
-             "chi2": "—" if math.isnan(t["chi2"]) else f"{t['chi2']:.2f}", "p": fmt_p(t["p"]).removeprefix("p ")}
+        t
+        | {
+            "arms": t["arms"] if t["test"] == "global" else f"{t['arm']} vs {t['reference']}",
+            "chi2": "—" if math.isnan(t["chi2"]) else f"{t['chi2']:.2f}",
+            "p": _p_cell(t["p"]),
+        }
         for t in result.tests.to_dict("records")
-    ]  # fmt: skip
+    ]
     cox = [
-        c | {"hr": "—" if math.isnan(c["hr_per_doubling"]) else
-             f"×{c['hr_per_doubling']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})", "p": fmt_p(c["p"]).removeprefix("p ")}
+        c
+        | {
+            "hr": "—"
+            if math.isnan(c["hr_per_doubling"])
+            else f"×{c['hr_per_doubling']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})",
+            "p": _p_cell(c["p"]),
+        }
         for c in result.cox.to_dict("records")
-    ]  # fmt: skip
+    ]
     runs = [
-        r | {"E": fmt_steps(r["E"]) if r["emerged"] else f"censored at {r['budget']}",
-             "pre_step": "—" if pd.isna(r["pre_step"]) else r["pre_step"],
-             "post_step": "—" if pd.isna(r["post_step"]) else r["post_step"]}
+        r
+        | {
+            "E": fmt_steps(r["E"]) if r["emerged"] else f"censored at {r['budget']}",
+            "pre_step": "—" if pd.isna(r["pre_step"]) else r["pre_step"],
+            "post_step": "—" if pd.isna(r["post_step"]) else r["post_step"],
+        }
         for r in result.runs.to_dict("records")
-    ]  # fmt: skip
+    ]
     return {
         "title": result.title,
         "findings": result.findings,
-        "plotly": Markup(plotly_script()) if include_plotlyjs else "",  # noqa: S704 (plotly.js, script-safe)
+        "plotly": Markup(plotly_script()) if include_plotlyjs else "",  # trusted: plotly.js, script-safe
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),
         "rule": rule_text(result.hold),
@@ -341,7 +387,10 @@ def population_fragment(result, include_plotlyjs: bool = True) -> str:
 
 def population_page(result) -> str:
     """``population.html``: a self-contained page (plotly.js inlined once in ``<head>``, no network)."""
-    body = Markup(population_fragment(result, include_plotlyjs=False))  # noqa: S704 (rendered with autoescape)
+    body = Markup(population_fragment(result, include_plotlyjs=False))  # trusted: rendered with autoescape
     return _ENV.from_string(_PAGE).render(
-        title=result.title, style=Markup(_STYLE), plotly=Markup(plotly_script()), body=body  # noqa: S704 (ours)
+        title=result.title,
+        style=Markup(_STYLE),
+        plotly=Markup(plotly_script()),
+        body=body,  # trusted: ours
     )
