@@ -3,7 +3,7 @@
 One line per arm (runs emerged by the budget, the median point of emergence with its interval,
 the share never emerged with its interval), one for the global log-rank test, one per arm against
 the reference, one per Cox group (the hazard ratio per doubling of heads). A statistic that the
-data leave undetermined is said so in words ("median not reached: fewer than half emerged"),
+data leave undetermined is said so in words ("median not reached: no more than half emerged"),
 never printed as NaN.
 """
 
@@ -43,7 +43,7 @@ def arm_line(row: pd.Series) -> str:
     if row["n_emerged"] == 0:
         median = "median not reached: no seed emerged"
     elif math.isnan(row["median_E"]):
-        median = "median not reached: fewer than half emerged"
+        median = "median not reached: no more than half emerged"
     else:
         lo, hi = fmt_steps(row["median_E_lo"]), fmt_steps(row["median_E_hi"])
         median = f"median E {fmt_steps(row['median_E'])} steps (95 % CI {lo}–{hi})"

@@ -65,7 +65,7 @@ where the median is reached; an interval whose upper end is not reached runs to 
 <td>{{ a.d_head }}</td><td>{{ a.budget }}</td><td>{{ a.n_emerged }} / {{ a.n_runs }}</td><td>{{ a.never }}</td>
 <td>{{ a.median }}</td></tr>{% endfor %}</tbody></table></div>
 <p class="el-caption">Share never emerged: Wilson 1927 score interval. Median E: the first step where the Kaplan–Meier
-estimate is at or below 0.5, with the Brookmeyer–Crowley interval (complementary log-log scale).</p>
+estimate falls below 0.5, with the Brookmeyer–Crowley interval (complementary log-log scale).</p>
 <h2>Log-rank tests</h2>
 <div class="el-table-wrap"><table class="el-table"><thead><tr><th>test</th><th>arms</th><th>runs</th><th>emerged</th>
 <th>χ²</th><th>df</th><th>p</th><th>note</th></tr></thead><tbody>
@@ -328,7 +328,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
     arms = []
     for a in result.arms.to_dict("records"):
         if a["n_emerged"] == 0 or math.isnan(a["median_E"]):
-            median = "not reached: " + ("no seed emerged" if a["n_emerged"] == 0 else "fewer than half emerged")
+            median = "not reached: " + ("no seed emerged" if a["n_emerged"] == 0 else "no more than half emerged")
         else:
             median = _interval(a["median_E"], a["median_E_lo"], a["median_E_hi"], fmt_steps)
         never = _interval(a["share_never_emerged"], a["share_never_lo"], a["share_never_hi"], pct)

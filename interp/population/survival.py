@@ -167,8 +167,9 @@ def median_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
     """The median point of emergence of one arm with its 95 % interval (steps).
 
     Returns:
-        ``(median, lo, hi)``: the smallest step at which the Kaplan-Meier survival is at or below
-        0.5 (NaN when it never is: fewer than half emerged by the budget); the interval by
+        ``(median, lo, hi)``: the smallest step at which the Kaplan-Meier survival is below 0.5
+        (strictly, statsmodels's convention after SAS PROC LIFETEST; NaN when it never is: no
+        more than half emerged by the budget); the interval by
         inverting a test of ``S(t) = 0.5`` on the complementary log-log scale, whose ``hi`` is
         ``inf`` when the upper bound is not reached by the budget (NaN when no run emerged).
 

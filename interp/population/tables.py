@@ -104,14 +104,13 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
         values = pd.to_numeric(table[column], errors="coerce")
         bad = values.isna() | (values != values.round()) | (values < 0)
         if bad.any():
-            value = table.loc[bad, column].iloc[0]
-            raise ValueError(f"capability table: {column}={value!r} is not an integer >= 0")
+            raise ValueError(f"capability table: {_first_bad(table, bad, column)} is not an integer >= 0")
         table[column] = values.astype("int64")
     for column in ("p_answer", "accuracy"):
         values = pd.to_numeric(table[column], errors="coerce")
         bad = values.isna() | (values < 0) | (values > 1)
         if bad.any():
-            raise ValueError(f"capability table: {column}={table.loc[bad, column].iloc[0]!r} is not in [0, 1]")
+            raise ValueError(f"capability table: {_first_bad(table, bad, column)} is not in [0, 1]")
         table[column] = values.astype("float64")
     table["arm"], table["run"] = table["arm"].astype(str), table["run"].astype(str)
     changing = table.groupby("run", sort=False)[_SHAPE].nunique().gt(1)
@@ -128,6 +127,13 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
         arm = shapes.index[shapes.any(axis=1)][0]
         raise ValueError(f"capability table: arm {arm!r} holds runs of different shapes (one shape per arm)")
     return table.sort_values(["arm", "run", "step"], kind="stable").reset_index(drop=True)
+
+
+def _first_bad(table: pd.DataFrame, bad: pd.Series, column: str) -> str:
+    """``run 'x' step 100: accuracy=1.5``: the first bad value of ``column`` and where it is."""
+    row = table[bad.to_numpy()].iloc[0]
+    value = row[column].item() if hasattr(row[column], "item") else row[column]
+    return f"run {str(row.get('run'))!r} step {row.get('step')}: {column}={value!r}"
 
 
 def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = DEFAULT_HOLD) -> pd.DataFrame:
