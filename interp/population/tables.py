@@ -24,6 +24,19 @@ from interp.core.terms import DEFAULT_HOLD
 from interp.emergence import check_hold, held_crossing
 from interp.population import survival
 
+
+class CapabilityTableError(ValueError):
+    """A capability table (one row per run and checkpoint step) that the population statistics
+    cannot read: empty, a missing or unknown column, a missing or out-of-range value, a run whose
+    arm, seed, shape or budget changes between rows, a step listed twice, an arm of mixed shapes.
+
+    Fix: give one row per (run, step) with the columns arm, run, seed, n_layers, d_model, n_heads,
+    d_head, step, p_answer, accuracy and budget (steps and budgets integers >= 0, p_answer and
+    accuracy in [0, 1]; one shape per arm, one budget per run); ``emergence population --budget N``
+    supplies a missing budget column.
+    """
+
+
 #: Columns of the capability table, in order (one row per run and checkpoint step).
 CURVE_COLUMNS = [
     "arm",
@@ -74,7 +87,8 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
         budget: a step budget (optimizer steps, >= 0) for every run, replacing the column.
 
     Raises:
-        ValueError: one line naming the problem: an empty table, missing or unknown columns
+        ValueError: ``budget`` is not an integer >= 0.
+        CapabilityTableError: (a ``ValueError``) one line naming the problem: an empty table, missing or unknown columns
             (with the valid ones), a missing value, a non-integer or negative step or budget, an
             accuracy or p_answer outside [0, 1], a run whose arm, seed, shape or budget changes
             between rows, a step listed twice for one run, an arm whose runs differ in shape.
@@ -82,9 +96,11 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
         raise ValueError(f"budget={budget!r}: must be an integer >= 0 (optimizer steps)")
     if not isinstance(curves, pd.DataFrame):
-        raise ValueError(f"curves must be a pandas DataFrame with columns {', '.join(CURVE_COLUMNS)}")
+        raise CapabilityTableError(f"curves must be a pandas DataFrame with columns {', '.join(CURVE_COLUMNS)}")
     if curves.empty:
-        raise ValueError(f"the capability table is empty: need one row per (run, step) with {', '.join(CURVE_COLUMNS)}")
+        raise CapabilityTableError(
+            f"the capability table is empty: need one row per (run, step) with {', '.join(CURVE_COLUMNS)}"
+        )
     table = curves.copy()
     if budget is not None:
         table["budget"] = budget
@@ -95,37 +111,39 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
         parts = ([f"unknown column(s) {', '.join(map(repr, unknown))}"] if unknown else []) + (
             [f"missing column(s) {', '.join(map(repr, missing))}"] if missing else []
         )
-        raise ValueError(f"capability table: {'; '.join(parts)}; valid columns: {', '.join(valid)}")
+        raise CapabilityTableError(f"capability table: {'; '.join(parts)}; valid columns: {', '.join(valid)}")
     for column in CURVE_COLUMNS:
         if table[column].isna().any():
             row = int(table[column].isna().to_numpy().argmax())
-            raise ValueError(f"capability table: column {column!r} has a missing value (row {row} of the table)")
+            raise CapabilityTableError(
+                f"capability table: column {column!r} has a missing value (row {row} of the table)"
+            )
     for column in _INT_COLUMNS:
         values = pd.to_numeric(table[column], errors="coerce")
         bad = values.isna() | (values != values.round()) | (values < 0)
         if bad.any():
-            raise ValueError(f"capability table: {_first_bad(table, bad, column)} is not an integer >= 0")
+            raise CapabilityTableError(f"capability table: {_first_bad(table, bad, column)} is not an integer >= 0")
         table[column] = values.astype("int64")
     for column in ("p_answer", "accuracy"):
         values = pd.to_numeric(table[column], errors="coerce")
         bad = values.isna() | (values < 0) | (values > 1)
         if bad.any():
-            raise ValueError(f"capability table: {_first_bad(table, bad, column)} is not in [0, 1]")
+            raise CapabilityTableError(f"capability table: {_first_bad(table, bad, column)} is not in [0, 1]")
         table[column] = values.astype("float64")
     table["arm"], table["run"] = table["arm"].astype(str), table["run"].astype(str)
     changing = table.groupby("run", sort=False)[_SHAPE].nunique().gt(1)
     if changing.any().any():
         run = changing.index[changing.any(axis=1)][0]
         column = changing.columns[changing.loc[run]][0]
-        raise ValueError(f"capability table: run {run!r} has more than one {column} (one per run)")
+        raise CapabilityTableError(f"capability table: run {run!r} has more than one {column} (one per run)")
     twice = table.duplicated(["run", "step"])
     if twice.any():
         row = table[twice].iloc[0]
-        raise ValueError(f"capability table: run {row['run']!r} lists step {row['step']} twice")
+        raise CapabilityTableError(f"capability table: run {row['run']!r} lists step {row['step']} twice")
     shapes = table.groupby("arm", sort=False)[["n_layers", "d_model", "n_heads", "d_head"]].nunique().gt(1)
     if shapes.any().any():
         arm = shapes.index[shapes.any(axis=1)][0]
-        raise ValueError(f"capability table: arm {arm!r} holds runs of different shapes (one shape per arm)")
+        raise CapabilityTableError(f"capability table: arm {arm!r} holds runs of different shapes (one shape per arm)")
     return table.sort_values(["arm", "run", "step"], kind="stable").reset_index(drop=True)
 
 
