@@ -97,10 +97,6 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
         raise ValueError(f"budget={budget!r}: must be an integer >= 0 (optimizer steps)")
     if not isinstance(curves, pd.DataFrame):
         raise CapabilityTableError(f"curves must be a pandas DataFrame with columns {', '.join(CURVE_COLUMNS)}")
-    if curves.empty:
-        raise CapabilityTableError(
-            f"the capability table is empty: need one row per (run, step) with {', '.join(CURVE_COLUMNS)}"
-        )
     table = curves.copy()
     if budget is not None:
         table["budget"] = budget
@@ -112,6 +108,10 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
             [f"missing column(s) {', '.join(map(repr, missing))}"] if missing else []
         )
         raise CapabilityTableError(f"capability table: {'; '.join(parts)}; valid columns: {', '.join(valid)}")
+    if table.empty:
+        raise CapabilityTableError(
+            f"the capability table is empty: need one row per (run, step) with {', '.join(CURVE_COLUMNS)}"
+        )
     for column in CURVE_COLUMNS:
         if table[column].isna().any():
             row = int(table[column].isna().to_numpy().argmax())
