@@ -187,16 +187,17 @@ def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = D
         first = curve.iloc[0]
         budget = int(first["budget"])
         emerged = post is not None and post <= budget
+        duration = float(post) if post is not None and emerged else float(budget)
         rows.append(
             {
                 **{c: first[c] for c in ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head"]},
-                "E": float(post) if emerged else math.nan,
+                "E": duration if emerged else math.nan,
                 "emerged": emerged,
                 "censored_at": math.nan if emerged else float(budget),
                 "budget": budget,
                 "pre_step": pre,
                 "post_step": post,
-                "duration": float(post) if emerged else float(budget),
+                "duration": duration,
             }
         )
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64", "emerged": bool})
