@@ -137,29 +137,10 @@ def km_figure(result) -> go.Figure:
             [*km[c], last[c]] for c in ("survival", "survival_lo", "survival_hi")
         )  # the curve held to the budget
         name = plot_text(arm)
+        band = {"mode": "lines", "line": {"width": 0, "shape": "hv"}, "showlegend": False, "hoverinfo": "skip"}
+        fig.add_trace(go.Scatter(x=steps, y=hi, legendgroup=name, **band))  # the band: hi, then lo filled up to it
         fig.add_trace(
-            go.Scatter(
-                x=steps,
-                y=hi,
-                mode="lines",
-                line={"width": 0, "shape": "hv"},
-                showlegend=False,
-                hoverinfo="skip",
-                legendgroup=name,
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=steps,
-                y=lo,
-                mode="lines",
-                line={"width": 0, "shape": "hv"},
-                fill="tonexty",
-                fillcolor=_rgba(colour, 0.15),
-                showlegend=False,
-                hoverinfo="skip",
-                legendgroup=name,
-            )
+            go.Scatter(x=steps, y=lo, legendgroup=name, fill="tonexty", fillcolor=_rgba(colour, 0.15), **band)
         )
         fig.add_trace(
             go.Scatter(

@@ -37,42 +37,17 @@ class CapabilityTableError(ValueError):
     """
 
 
+#: What names a run and its shape: the first columns of the capability and run tables.
+RUN_KEYS = ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head"]
 #: Columns of the capability table, in order (one row per run and checkpoint step).
-CURVE_COLUMNS = [
-    "arm",
-    "run",
-    "seed",
-    "n_layers",
-    "d_model",
-    "n_heads",
-    "d_head",
-    "step",
-    "p_answer",
-    "accuracy",
-    "budget",
-]
+CURVE_COLUMNS = [*RUN_KEYS, "step", "p_answer", "accuracy", "budget"]
 #: Extra columns a capability table may carry (kept, not read): what ``emergence curve`` adds.
 OPTIONAL_CURVE_COLUMNS = ["task", "order", "model"]
 _INT_COLUMNS = ["seed", "n_layers", "d_model", "n_heads", "d_head", "step", "budget"]
 _SHAPE = ["arm", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget"]
 
 #: Columns of the run table (:func:`runs_from_curves`), in order.
-RUN_COLUMNS = [
-    "arm",
-    "run",
-    "seed",
-    "n_layers",
-    "d_model",
-    "n_heads",
-    "d_head",
-    "E",
-    "emerged",
-    "censored_at",
-    "budget",
-    "pre_step",
-    "post_step",
-    "duration",
-]
+RUN_COLUMNS = [*RUN_KEYS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration"]
 
 #: The tables of a :class:`PopulationResult`, in the order they are saved.
 TABLES = ("runs", "arms", "tests", "cox", "km", "curves")
@@ -190,7 +165,7 @@ def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = D
         duration = float(post) if post is not None and emerged else float(budget)
         rows.append(
             {
-                **{c: first[c] for c in ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head"]},
+                **{c: first[c] for c in RUN_KEYS},
                 "E": duration if emerged else math.nan,
                 "emerged": emerged,
                 "censored_at": math.nan if emerged else float(budget),
