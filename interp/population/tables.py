@@ -238,6 +238,13 @@ class PopulationResult:
 
         return population_fragment(self, include_plotlyjs=True)
 
+    def save_html(self, path: str | Path) -> Path:
+        """Write the page alone (``population.html``'s content) to ``path``, atomically."""
+        from interp.core.io import atomic_write_text
+        from interp.population.page import population_page
+
+        return atomic_write_text(Path(path), population_page(self))
+
     def save(self, folder: str | Path) -> dict[str, Path]:
         """Write every table as CSV and parquet, ``population.json`` (settings) and the page
         ``population.html``, each atomically (:mod:`interp.core.io`).
