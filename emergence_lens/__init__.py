@@ -90,6 +90,10 @@ EXPORTS: dict[str, str] = {
     "analyse_run": "interp.pipeline",
     "MainJobReport": "interp.main_job_report",
     "RunAnalysis": "interp.main_job_report",
+    # populations of seeds: survival statistics of the point of emergence (docs/population.md)
+    "population": "interp.population.collect",
+    "population_from_curves": "interp.population.tables",
+    "PopulationResult": "interp.population.tables",
     # display
     "show_attention": "interp.report.display",
     "init_notebook": "interp.report.display",

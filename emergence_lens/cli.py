@@ -5,6 +5,8 @@
 - ``synth`` (:mod:`synthetic.cli`) and ``sweep`` (a sweep spec into a results store), imported
   only when used, so that ``emergence --help`` does not import torch, and a missing optional
   dependency is one line when its command runs;
+- ``population`` (:mod:`interp.population.cli`): survival statistics of the point of emergence over
+  seeds, imported only when used (statsmodels);
 - ``results`` (:mod:`analyses.results`): re-run every number the results pages quote.
 
 Any error escaping a command is printed as ``error: emergence <command>: <what was wrong>``
@@ -28,6 +30,10 @@ from interp.cli import app as interp_app
 LAZY_COMMANDS = {
     "synth": ("synthetic.cli:app", "Synthetic tasks with a known attention pattern (train one model)."),
     "sweep": ("synthetic.cli:sweep_app", "Run a sweep spec (grid x seeds) into a resumable results store."),
+    "population": (
+        "interp.population.cli:app",
+        "Survival statistics of the point of emergence over seeds (Kaplan-Meier, log-rank, Cox).",
+    ),
     "results": ("analyses.results:app", "Re-run every number the results pages quote (hours on 2 cores)."),
 }
 

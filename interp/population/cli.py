@@ -1,0 +1,99 @@
+"""``emergence population``: survival statistics of the point of emergence over a population of
+seeds, from checkpoint sources (every checkpoint evaluated) or from a capability table (CSV).
+
+Mounted lazily by :data:`emergence_lens.cli.LAZY_COMMANDS` (statsmodels and scipy are imported
+only when it runs). Every argument is checked before anything loads: the sources' names, the
+task, threshold, hold and budget, the output folder, and a curves file's columns and values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from interp.cli.common import DeviceOpt, HoldOpt, LengthOpt, PromptsOpt, ThresholdOpt
+
+app = typer.Typer(add_completion=False, help="Survival statistics of the point of emergence over seeds.")
+
+
+def _read_curves(path: Path, budget: int | None):
+    """The capability table in ``path`` (CSV or parquet), checked (one-line errors)."""
+    import pandas as pd
+
+    from interp.population.tables import check_curves
+
+    if not path.is_file():
+        raise ValueError(f"--from-curves {str(path)!r}: no such file (a CSV or parquet capability table)")
+    try:
+        table = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+    except (ValueError, OSError, pd.errors.ParserError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"--from-curves {str(path)!r}: not a readable table ({first})") from None
+    return check_curves(table, budget=budget)
+
+
+@app.command("population")
+def population_command(
+    source: list[str] | None = typer.Argument(
+        None, help="Sources (runs): suite folders, embedded, embedded-quick, embedded/<run>, hub ids."
+    ),
+    out: Path = typer.Option(..., "--out", help="Output folder: tables (CSV, parquet) and population.html."),
+    from_curves: Path | None = typer.Option(
+        None,
+        "--from-curves",
+        help="A capability table (CSV or parquet: arm, run, seed, n_layers, d_model, n_heads, d_head, step, "
+        "p_answer, accuracy, budget) instead of sources.",
+    ),
+    task: str = typer.Option("repetition", help="Capability task (a name from `emergence list-tasks`)."),
+    threshold: float = ThresholdOpt,
+    hold: int = HoldOpt,
+    budget: int | None = typer.Option(
+        None, help="Step budget of every run (steps): not emerged by then = censored. Default: the last step."
+    ),
+    reference: str | None = typer.Option(None, help="Arm the pairwise log-rank tests compare with."),
+    n_prompts: int = PromptsOpt,
+    length: int = LengthOpt,
+    device: str = DeviceOpt,
+    title: str = typer.Option("emergence over seeds", help="The page's title."),
+):
+    """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
+    with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
+    prints the findings and writes the tables and population.html to OUT."""
+    from interp.cli.common import _check_threshold
+    from interp.core.io import check_out_dir
+
+    if budget is not None and budget < 0:
+        raise ValueError(f"--budget {budget}: must be an integer >= 0 (optimizer steps)")
+    _check_threshold(threshold)
+    check_out_dir(out)
+    if bool(source) == (from_curves is not None):
+        raise ValueError("give either sources or --from-curves FILE (one of the two)")
+    if from_curves is not None:
+        from interp.population.tables import population_from_curves
+
+        curves = _read_curves(from_curves, budget)
+        result = population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)
+    else:
+        from interp.cli.common import _check_common, _check_sources, _check_tasks_on_sources, _one_task
+
+        _check_sources(list(source or []))
+        device, tasks = _check_common(device, task, n_prompts, length, out)
+        task_obj = _one_task(tasks, "population")
+        _check_tasks_on_sources(list(source or []), tasks)
+        from interp.population.collect import population
+
+        result = population(
+            list(source or []),
+            task=task_obj,
+            threshold=threshold,
+            hold=hold,
+            budget=budget,
+            reference=reference,
+            device=device,
+            title=title,
+        )
+    written = result.save(out)
+    for line in result.findings:
+        typer.echo(line)
+    typer.echo(f"wrote {len(written)} files to {out} (page: {written['population.html']})")

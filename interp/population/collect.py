@@ -1,0 +1,152 @@
+"""The capability table of a population evaluated on checkpoint sources, and its statistics.
+
+Each source (one run) is evaluated on the task at every searchable checkpoint by the road every
+command takes (:class:`interp.emergence.StepEvaluator`, as ``emergence curve`` and
+:func:`interp.emergence.full_scan` do: the task tokenised once per source, each step loaded once,
+the next read ahead); the run's arm is its model shape (layers, width, heads) unless given, its
+seed the ``-seed{N}`` of its id (:func:`interp.sources.catalogue.model_and_seed`). The table then
+goes to :func:`interp.population.tables.population_from_curves`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from interp.core.terms import DEFAULT_HOLD
+from interp.emergence import StepEvaluator, check_hold
+from interp.population.tables import CURVE_COLUMNS, PopulationResult, population_from_curves
+
+
+def arm_name(n_layers: int, d_model: int, n_heads: int) -> str:
+    """The arm of a model shape: ``"L2-d64-h4"`` (layers, d_model, heads)."""
+    return f"L{n_layers}-d{d_model}-h{n_heads}"
+
+
+class _ShapeRecorder:
+    """A source whose first loaded checkpoint's shape is remembered (``n_layers``, ``d_model``,
+    ``n_heads``, ``d_head`` from the bridge's config), so the shape costs no extra load."""
+
+    def __init__(self, source) -> None:
+        self._source = source
+        self.shape: dict[str, int] | None = None
+
+    def load(self, step: int, device=None):
+        checkpoint = self._source.load(step, device=device)
+        if self.shape is None:
+            cfg = checkpoint.model.cfg
+            self.shape = {k: int(getattr(cfg, k)) for k in ("n_layers", "d_model", "n_heads", "d_head")}
+        return checkpoint
+
+    def __getattr__(self, name: str):
+        return getattr(self._source, name)
+
+
+def source_curve(source, batch, budget: int | None = None, arm: str | None = None, device: str | None = None):
+    """One source's rows of the capability table (:data:`interp.population.tables.CURVE_COLUMNS`):
+    every searchable step evaluated (greedy accuracy and p(answer) on ``batch``).
+
+    Args:
+        source: a :class:`interp.sources.CheckpointSource`.
+        batch: the task's prompts tokenised for this source (``TaskBatch``).
+        budget: the run's step budget (steps; default: its last searchable step).
+        arm: the run's arm (default: :func:`arm_name` of its shape).
+        device: where checkpoints are loaded.
+
+    Returns:
+        A DataFrame with :data:`CURVE_COLUMNS`, one row per searchable step.
+    """
+    from interp.sources.catalogue import model_and_seed
+
+    recorder = _ShapeRecorder(source)
+    evaluator = StepEvaluator(recorder, batch, device=device)
+    steps = source.searchable_steps()  # without duplicate weights, shared shards and corrupt files
+    for step, then in zip(steps, [*steps[1:], None]):
+        evaluator(step, then=then)
+    table = evaluator.table()
+    shape = recorder.shape or {"n_layers": 0, "d_model": 0, "n_heads": 0, "d_head": 0}
+    _, seed = model_and_seed(source.model_id)
+    table = table.assign(
+        arm=arm or arm_name(shape["n_layers"], shape["d_model"], shape["n_heads"]),
+        run=str(source.model_id),
+        seed=seed,
+        **shape,
+        budget=int(budget if budget is not None else max(steps)),
+    )
+    return table[CURVE_COLUMNS]
+
+
+def population(
+    sources: Sequence | str | Path,
+    task="repetition",
+    threshold: float = 0.5,
+    hold: int = DEFAULT_HOLD,
+    budget: int | None = None,
+    arms: Mapping[str, str] | None = None,
+    reference: str | None = None,
+    n_prompts: int = 64,
+    length: int = 10,
+    device: str | None = None,
+    title: str = "emergence over seeds",
+) -> PopulationResult:
+    """Evaluate a task on every checkpoint of every source and return the population's survival
+    statistics (:func:`interp.population.tables.population_from_curves`).
+
+    Args:
+        sources: checkpoint sources (:class:`interp.sources.CheckpointSource` objects, or names
+            and folders as :func:`interp.sources.open_sources` takes them: a local suite, an
+            embedded suite name, a hub id), or one of them.
+        task: a task name (``emergence list-tasks``) or a task object (``el.RepetitionTask(...)``).
+        threshold: greedy-accuracy threshold of the point of emergence (fraction, in (0, 1]).
+        hold: checkpoints after post that must stay at or above it (>= 0).
+        budget: the step budget of every run (steps, >= 0); default: each run's last searchable step.
+        arms: {run id: arm} for runs whose arm is not their shape (default: ``L<layers>-d<width>-h<heads>``).
+        reference: the arm of the pairwise log-rank tests (default: the first by shape).
+        n_prompts, length: the task's size when ``task`` is a name.
+        device: where checkpoints are loaded (default: cuda if usable, else cpu).
+        title: the page's title.
+
+    Returns:
+        The :class:`PopulationResult`; its ``curves`` is the evaluated capability table.
+
+    Raises:
+        ValueError: a threshold outside (0, 1], a bad hold or budget, an unknown task or source
+            name, no source; all before any checkpoint is loaded.
+
+    Source: the point of emergence of Baherwani et al. 2026 evaluated at every checkpoint (a full
+    scan) with the hold rule; the statistics of :mod:`interp.population.survival`.
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold={threshold!r} must be in (0, 1] (a greedy-accuracy fraction)")
+    check_hold(hold)
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+        raise ValueError(f"budget={budget!r}: must be an integer >= 0 (optimizer steps)")
+    if isinstance(task, str):
+        from interp.task_registry import make_task
+
+        task = make_task(task, n_prompts=n_prompts, length=length, seed=0)
+    items = [sources] if isinstance(sources, (str, Path)) or hasattr(sources, "searchable_steps") else list(sources)
+    if not items:
+        raise ValueError("no sources: give checkpoint sources or their names (e.g. 'embedded-quick', a suite folder)")
+    names = [s for s in items if isinstance(s, (str, Path))]
+    opened: list = []
+    if names:
+        from interp.sources.door import check_source_name, open_sources
+
+        for name in names:
+            check_source_name(str(name))
+        opened = open_sources([str(n) for n in names])
+    objects = [s for s in items if not isinstance(s, (str, Path))]
+    frames = []
+    try:
+        for source in [*objects, *opened]:
+            batch = task.build(source.tokenizer())
+            arm = (arms or {}).get(str(source.model_id))
+            frames.append(source_curve(source, batch, budget=budget, arm=arm, device=device))
+    finally:
+        for source in opened:
+            source.close()
+    curves = pd.concat(frames, ignore_index=True)
+    return population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)

@@ -1,0 +1,377 @@
+"""The population page (``population.html``): the findings in words, then the figures and tables.
+
+Sections, in order: the findings (:func:`interp.population.findings.findings`); Kaplan-Meier
+curves per arm (step functions with pointwise 95 % bands, a tick where a run was censored); the
+point of emergence per seed as a strip plot per arm (censored runs marked at their budget; the
+median with its 95 % interval beside each arm); the arm, log-rank and Cox tables, every estimate
+with its interval; each arm's seed x step heatmap of p(answer) with each run's ``E`` marked; the
+run table.
+
+The page is a Jinja2 template with autoescape on: run names, arm names and titles are data,
+never markup. The two pieces of trusted HTML it inlines are plotly.js
+(:func:`interp.report.display.plotly_script`, once per page, in ``<head>``) and plotly's own
+figure ``<div>``\\ s, whose labels are HTML-escaped first (:func:`interp.report.figures.plot_text`:
+plotly reads its strings as a small HTML subset). The page opens offline.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from jinja2 import Environment
+from markupsafe import Markup
+
+from interp.core.terms import rule_text
+from interp.population.findings import fmt_p, fmt_steps
+from interp.report.display import PLOTLY_CONFIG, plotly_script
+from interp.report.figures import plot_text
+
+_PAGE = """\
+<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{ title }}</title>
+<style>{{ style }}</style>
+{{ plotly }}
+</head><body>
+{{ body }}
+</body></html>
+"""
+
+_BODY = """\
+{% if plotly %}{{ plotly }}{% endif %}
+<div class="el-population">
+<h1>{{ title }}</h1>
+<section id="findings"><h2>Findings</h2>
+<ul class="el-findings">{% for line in findings %}<li>{{ line }}</li>{% endfor %}</ul>
+<p class="el-caption">{{ n_runs }} runs in {{ n_arms }} arm(s). Point of emergence E: {{ rule }}; threshold
+{{ threshold }} on greedy accuracy; E is the post step. A run that has not emerged by its budget is censored there
+(counted, never dropped). Intervals are 95 %.</p></section>
+<section id="survival"><h2>Kaplan–Meier: share of seeds not yet emerged</h2>{{ km_figure }}
+<p class="el-caption">Step functions: the Kaplan–Meier estimate per arm (Kaplan &amp; Meier 1958); bands: pointwise
+95 % intervals (Greenwood variance, log-log transform); ticks: runs censored at their budget.</p></section>
+<section id="strip"><h2>Point of emergence per seed</h2>{{ strip_figure }}
+<p class="el-caption">One marker per seed: E (steps) for a seed that emerged; an open triangle at the budget for a
+seed that never did. Black: the arm's median E with its 95 % interval (Brookmeyer &amp; Crowley 1982), drawn only
+where the median is reached; an interval whose upper end is not reached runs to the budget.</p></section>
+<section id="tables"><h2>Arms</h2>
+<div class="el-table-wrap"><table class="el-table"><thead><tr><th>arm</th><th>layers</th><th>d_model</th><th>heads</th>
+<th>d_head</th><th>budget (steps)</th><th>emerged / runs</th><th>never emerged (95 % CI)</th>
+<th>median E, steps (95 % CI)</th></tr></thead><tbody>
+{% for a in arms %}<tr><td>{{ a.arm }}</td><td>{{ a.n_layers }}</td><td>{{ a.d_model }}</td><td>{{ a.n_heads }}</td>
+<td>{{ a.d_head }}</td><td>{{ a.budget }}</td><td>{{ a.n_emerged }} / {{ a.n_runs }}</td><td>{{ a.never }}</td>
+<td>{{ a.median }}</td></tr>{% endfor %}</tbody></table></div>
+<p class="el-caption">Share never emerged: Wilson 1927 score interval. Median E: the first step where the Kaplan–Meier
+estimate falls below 0.5, with the Brookmeyer–Crowley interval (complementary log-log scale).</p>
+<h2>Log-rank tests</h2>
+<div class="el-table-wrap"><table class="el-table"><thead><tr><th>test</th><th>arms</th><th>runs</th><th>emerged</th>
+<th>χ²</th><th>df</th><th>p</th><th>note</th></tr></thead><tbody>
+{% for t in tests %}<tr><td>{{ t.test }}</td><td>{{ t.arms }}</td><td>{{ t.n_runs }}</td><td>{{ t.n_emerged }}</td>
+<td>{{ t.chi2 }}</td><td>{{ t.df }}</td><td>{{ t.p }}</td><td>{{ t.note }}</td></tr>{% endfor %}</tbody></table></div>
+<p class="el-caption">Log-rank test of equal emergence hazards (Mantel 1966; Peto &amp; Peto 1972): globally, then each
+arm against {{ reference }}.</p>
+<h2>Hazard of emergence per doubling of heads (Cox)</h2>
+<div class="el-table-wrap"><table class="el-table"><thead><tr><th>layers</th><th>d_model</th><th>heads</th><th>runs</th>
+<th>emerged</th><th>hazard ratio per doubling (95 % CI)</th><th>p</th><th>note</th></tr></thead><tbody>
+{% for c in cox %}<tr><td>{{ c.n_layers }}</td><td>{{ c.d_model }}</td><td>{{ c.heads }}</td><td>{{ c.n_runs }}</td>
+<td>{{ c.n_emerged }}</td><td>{{ c.hr }}</td><td>{{ c.p }}</td><td>{{ c.note }}</td></tr>{% endfor %}</tbody></table></div>
+<p class="el-caption">Cox proportional-hazards model (Cox 1972; Efron 1977 ties) with log2(n_heads) as the covariate,
+over arms that share n_layers and d_model; Wald interval and p-value.</p></section>
+<section id="heatmaps"><h2>Capability per seed and step: p(answer)</h2>
+{% for fig in heatmaps %}{{ fig }}{% endfor %}
+<p class="el-caption">Colour: the probability of the answer at each checkpoint (rows: seeds, columns: steps);
+white diamonds: each seed's E.</p></section>
+<section id="runs"><details><summary>Runs ({{ n_runs }})</summary>
+<div class="el-table-wrap"><table class="el-table"><thead><tr><th>arm</th><th>run</th><th>seed</th><th>emerged</th>
+<th>E (steps)</th><th>pre_step</th><th>post_step</th><th>budget</th></tr></thead><tbody>
+{% for r in runs %}<tr><td>{{ r.arm }}</td><td>{{ r.run }}</td><td>{{ r.seed }}</td><td>{{ r.emerged }}</td>
+<td>{{ r.E }}</td><td>{{ r.pre_step }}</td><td>{{ r.post_step }}</td><td>{{ r.budget }}</td></tr>{% endfor %}
+</tbody></table></div></details></section>
+</div>
+"""
+
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
+    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}"
+    ".el-findings li{margin:0.25em 0}"
+    ".el-table-wrap{max-width:100%;overflow-x:auto}"
+    "table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}"
+    "table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    "table.el-table td{white-space:nowrap}"
+    "table.el-table th{background:#f4f4f4}"
+    ".el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}"
+)
+
+_ENV = Environment(autoescape=True, trim_blocks=False)
+_PALETTE = pio.templates["plotly"].layout.colorway
+
+
+def _figure(fig: go.Figure) -> Markup:
+    """A plotly figure as a ``<div>`` (plotly.js not included: the page holds it once)."""
+    body = pio.to_html(
+        fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
+    )
+    return Markup(f"<div class='el-figure'>{body}</div>")  # trusted: plotly's own div; labels escaped by plot_text
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    colour = colour.lstrip("#")
+    r, g, b = (int(colour[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def km_figure(result) -> go.Figure:
+    """Kaplan-Meier curves per arm: survival (probability of not yet having emerged) vs step, as
+    step functions with pointwise 95 % bands and a tick at each censored run's budget."""
+    fig = go.Figure()
+    for i, arm in enumerate(result.arms["arm"]):
+        colour = _PALETTE[i % len(_PALETTE)]
+        km = result.km[result.km["arm"] == arm]
+        end = float(result.arms.loc[result.arms["arm"] == arm, "budget"].iloc[0])
+        steps = [*km["step"].astype(float), max(end, float(km["step"].max()))]
+        last = km.iloc[-1]
+        surv, lo, hi = (
+            [*km[c], last[c]] for c in ("survival", "survival_lo", "survival_hi")
+        )  # the curve held to the budget
+        name = plot_text(arm)
+        band = {"mode": "lines", "line": {"width": 0, "shape": "hv"}, "showlegend": False, "hoverinfo": "skip"}
+        fig.add_trace(go.Scatter(x=steps, y=hi, legendgroup=name, **band))  # the band: hi, then lo filled up to it
+        fig.add_trace(
+            go.Scatter(x=steps, y=lo, legendgroup=name, fill="tonexty", fillcolor=_rgba(colour, 0.15), **band)
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=surv,
+                mode="lines",
+                line={"shape": "hv", "color": colour, "width": 2},
+                name=name,
+                legendgroup=name,
+                hovertemplate=f"{name}<br>step %{{x}}<br>not yet emerged %{{y:.3f}}<extra></extra>",
+            )
+        )
+        censored = result.runs[(result.runs["arm"] == arm) & ~result.runs["emerged"]]
+        if len(censored):
+            at = censored["censored_at"].to_numpy(float)
+            fig.add_trace(
+                go.Scatter(
+                    x=at,
+                    y=[_survival_at(km, t) for t in at],
+                    mode="markers",
+                    marker={"symbol": "line-ns-open", "size": 14, "color": colour, "line": {"width": 2}},
+                    name=f"{name}: censored",
+                    legendgroup=name,
+                    text=[plot_text(r) for r in censored["run"]],
+                    hovertemplate="%{text}<br>censored at step %{x}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        template="plotly_white",
+        height=420,
+        margin={"l": 60, "r": 20, "t": 30, "b": 50},
+        xaxis_title="training step",
+        yaxis={"title": "not yet emerged (probability)", "range": [-0.02, 1.04]},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def _survival_at(km: pd.DataFrame, step: float) -> float:
+    before = km[km["step"] <= step]
+    return float(before["survival"].iloc[-1]) if len(before) else 1.0
+
+
+def strip_figure(result) -> go.Figure:
+    """E per seed, one column per arm (jittered by seed order); censored runs as open triangles
+    at their budget; each arm's median E with its 95 % interval as a black diamond and bar."""
+    fig = go.Figure()
+    arms = list(result.arms["arm"])
+    median_shown = False
+    for i, arm in enumerate(arms):
+        colour = _PALETTE[i % len(_PALETTE)]
+        rows = result.runs[result.runs["arm"] == arm]
+        jitter = np.linspace(-0.25, 0.25, len(rows)) if len(rows) > 1 else np.zeros(1)
+        x = i + jitter
+        for emerged, symbol, label in ((True, "circle", "E"), (False, "triangle-up-open", "censored at budget")):
+            pick = (rows["emerged"] == emerged).to_numpy()
+            if not pick.any():
+                continue
+            y = rows["E"] if emerged else rows["censored_at"]
+            fig.add_trace(
+                go.Scatter(
+                    x=x[pick],
+                    y=y.to_numpy(float)[pick],
+                    mode="markers",
+                    marker={"symbol": symbol, "size": 9, "color": colour, "line": {"width": 1.5, "color": colour}},
+                    name=plot_text(f"{arm}: {label}"),
+                    text=[plot_text(f"{r} (seed {s})") for r, s in zip(rows["run"][pick], rows["seed"][pick])],
+                    hovertemplate="%{text}<br>%{y} steps<extra></extra>",
+                )
+            )
+        arm_row = result.arms.iloc[i]
+        if not math.isnan(arm_row["median_E"]):
+            hi = arm_row["median_E_hi"] if math.isfinite(arm_row["median_E_hi"]) else arm_row["budget"]
+            lo = arm_row["median_E_lo"]
+            fig.add_trace(
+                go.Scatter(
+                    x=[i + 0.38],
+                    y=[arm_row["median_E"]],
+                    mode="markers",
+                    marker={"symbol": "diamond", "size": 11, "color": "black"},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [hi - arm_row["median_E"]],
+                        "arrayminus": [arm_row["median_E"] - lo],
+                        "color": "black",
+                    },
+                    name="median E (95 % CI)",
+                    legendgroup="median",
+                    showlegend=not median_shown,
+                    hovertemplate=plot_text(arm) + "<br>median %{y} steps<extra></extra>",
+                )
+            )
+            median_shown = True
+    fig.update_layout(
+        template="plotly_white",
+        height=420,
+        margin={"l": 60, "r": 20, "t": 30, "b": 50},
+        xaxis={
+            "tickmode": "array",
+            "tickvals": list(range(len(arms))),
+            "ticktext": [plot_text(a) for a in arms],
+            "range": [-0.6, len(arms) - 0.4],
+        },
+        yaxis_title="point of emergence E (steps)",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def heatmap_figure(result, arm: str) -> go.Figure:
+    """One arm's capability: p(answer) per seed (rows) and checkpoint step (columns), each run's E
+    marked by a white diamond."""
+    curves = result.curves[result.curves["arm"] == arm]
+    runs = result.runs[result.runs["arm"] == arm]
+    labels = {r: plot_text(f"{r} (seed {s})") for r, s in zip(runs["run"], runs["seed"])}
+    grid = curves.pivot_table(index="run", columns="step", values="p_answer", aggfunc="first")
+    grid = grid.reindex([r for r in runs["run"] if r in grid.index])
+    steps = [int(s) for s in grid.columns]
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy(float),
+            x=steps,
+            y=[labels[r] for r in grid.index],
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            colorbar={"title": "p(answer)"},
+            hovertemplate="%{y}<br>step %{x}<br>p(answer) %{z:.3f}<extra></extra>",
+        )
+    )
+    emerged = runs[runs["emerged"]]
+    fig.add_trace(
+        go.Scatter(
+            x=emerged["E"].to_numpy(float),
+            y=[labels[r] for r in emerged["run"]],
+            mode="markers",
+            marker={"symbol": "diamond", "size": 10, "color": "white", "line": {"width": 1, "color": "black"}},
+            name="point of emergence E",
+            hovertemplate="%{y}<br>E = step %{x}<extra></extra>",
+            showlegend=True,
+        )
+    )
+    fig.update_layout(
+        template="plotly_white",
+        title=plot_text(f"{arm}: p(answer) per seed and step"),
+        height=max(240, 60 + 26 * len(grid)),
+        margin={"l": 180, "r": 20, "t": 50, "b": 50},
+        xaxis={"title": "training step"},
+        legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+    )
+    return fig
+
+
+def _p_cell(p: float) -> str:
+    """A p-value for a table cell: ``0.0037``, ``< 0.001``, ``—``."""
+    return "—" if math.isnan(p) else fmt_p(p).removeprefix("p = ").removeprefix("p ")
+
+
+def _interval(value: float, lo: float, hi: float, fmt) -> str:
+    return f"{fmt(value)} ({fmt(lo)}–{fmt(hi)})"
+
+
+def _context(result, include_plotlyjs: bool) -> dict:
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    arms = []
+    for a in result.arms.to_dict("records"):
+        if a["n_emerged"] == 0 or math.isnan(a["median_E"]):
+            median = "not reached: " + ("no seed emerged" if a["n_emerged"] == 0 else "no more than half emerged")
+        else:
+            median = _interval(a["median_E"], a["median_E_lo"], a["median_E_hi"], fmt_steps)
+        never = _interval(a["share_never_emerged"], a["share_never_lo"], a["share_never_hi"], pct)
+        arms.append(a | {"median": median, "never": never})
+    tests = [
+        t
+        | {
+            "arms": t["arms"] if t["test"] == "global" else f"{t['arm']} vs {t['reference']}",
+            "chi2": "—" if math.isnan(t["chi2"]) else f"{t['chi2']:.2f}",
+            "p": _p_cell(t["p"]),
+        }
+        for t in result.tests.to_dict("records")
+    ]
+    cox = [
+        c
+        | {
+            "hr": "—"
+            if math.isnan(c["hr_per_doubling"])
+            else f"×{c['hr_per_doubling']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})",
+            "p": _p_cell(c["p"]),
+        }
+        for c in result.cox.to_dict("records")
+    ]
+    runs = [
+        r
+        | {
+            "E": fmt_steps(r["E"]) if r["emerged"] else f"censored at {r['budget']}",
+            "pre_step": "—" if pd.isna(r["pre_step"]) else r["pre_step"],
+            "post_step": "—" if pd.isna(r["post_step"]) else r["post_step"],
+        }
+        for r in result.runs.to_dict("records")
+    ]
+    return {
+        "title": result.title,
+        "findings": result.findings,
+        "plotly": Markup(plotly_script()) if include_plotlyjs else "",  # trusted: plotly.js, script-safe
+        "n_runs": len(result.runs),
+        "n_arms": len(result.arms),
+        "rule": rule_text(result.hold),
+        "threshold": f"{result.threshold:g}",
+        "reference": result.reference,
+        "km_figure": _figure(km_figure(result)),
+        "strip_figure": _figure(strip_figure(result)),
+        "heatmaps": [_figure(heatmap_figure(result, arm)) for arm in result.arms["arm"]],
+        "arms": arms,
+        "tests": tests,
+        "cox": cox,
+        "runs": runs,
+    }
+
+
+def population_fragment(result, include_plotlyjs: bool = True) -> str:
+    """The page's content as one HTML fragment (a notebook output; plotly.js inlined when asked)."""
+    return _ENV.from_string(_BODY).render(**_context(result, include_plotlyjs))
+
+
+def population_page(result) -> str:
+    """``population.html``: a self-contained page (plotly.js inlined once in ``<head>``, no network)."""
+    body = Markup(population_fragment(result, include_plotlyjs=False))  # trusted: rendered with autoescape
+    return _ENV.from_string(_PAGE).render(
+        title=result.title,
+        style=Markup(_STYLE),
+        plotly=Markup(plotly_script()),
+        body=body,  # trusted: ours
+    )

@@ -1,0 +1,364 @@
+"""Survival statistics of the point of emergence over a population of seeds.
+
+Emergence is a censored event (docs: "Findings are statistics over seeds"): each run of an arm
+(one model shape, many seeds) either emerges at its point of emergence ``E`` (the post step,
+training steps) or is still below the threshold at its step budget, where it is *censored*: it
+is counted as "not emerged by the budget", never dropped. A run table (one row per run, built
+by :func:`interp.population.tables.runs_from_curves`) carries ``arm``, ``n_heads``, ``d_model``,
+``n_layers``, ``emerged`` and ``duration`` (``E`` for an emerged run, the budget for a censored
+one); everything here reads those columns.
+
+Library: statsmodels (``statsmodels.duration``: :class:`~statsmodels.duration.survfunc.SurvfuncRight`
+for Kaplan-Meier with Greenwood standard errors and the Brookmeyer-Crowley median interval,
+:func:`~statsmodels.duration.survfunc.survdiff` for the log-rank test,
+:class:`~statsmodels.duration.hazard_regression.PHReg` for the Cox model). It was chosen over
+lifelines because lifelines 0.30.3 requires pandas < 3 and the project pins pandas 3.1.1;
+statsmodels 0.15.0 (with scipy 1.17.1 and patsy 1.0.3) installs beside pandas 3.1.1 and numpy
+2.4.6 and is maintained, with these estimators documented and tested upstream. Nothing below
+re-derives an estimator; the one formula written here is the log-log transform of the pointwise
+Kaplan-Meier interval (statsmodels gives the Greenwood standard error, not the interval), and
+the share never emerged uses statsmodels's Wilson interval.
+
+Degenerate populations (one arm, every run censored, one head count) give NaN statistics with a
+``note`` saying why, never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+#: Two-sided 95 % normal quantile.
+Z95 = 1.959963984540054
+
+#: Columns of the Kaplan-Meier table (:func:`kaplan_meier`), in order.
+KM_COLUMNS = [
+    "arm",
+    "step",
+    "n_at_risk",
+    "n_events",
+    "survival",
+    "survival_se",
+    "survival_lo",
+    "survival_hi",
+]
+#: Columns of the per-arm table (:func:`arm_table`), in order.
+ARM_COLUMNS = [
+    "arm",
+    "n_layers",
+    "d_model",
+    "n_heads",
+    "d_head",
+    "budget",
+    "n_runs",
+    "n_emerged",
+    "n_never",
+    "share_never_emerged",
+    "share_never_lo",
+    "share_never_hi",
+    "median_E",
+    "median_E_lo",
+    "median_E_hi",
+]
+#: Columns of the log-rank table (:func:`logrank_tests`), in order.
+TEST_COLUMNS = ["test", "arm", "reference", "arms", "n_runs", "n_emerged", "chi2", "df", "p", "note"]
+#: Columns of the Cox table (:func:`cox_heads`), in order.
+COX_COLUMNS = [
+    "n_layers",
+    "d_model",
+    "arms",
+    "heads",
+    "n_runs",
+    "n_emerged",
+    "coef_log2_heads",
+    "se",
+    "hr_per_doubling",
+    "hr_lo",
+    "hr_hi",
+    "p",
+    "note",
+]
+
+
+def arm_order(runs: pd.DataFrame) -> list[str]:
+    """The arms sorted by shape (``n_layers``, ``d_model``, ``n_heads``), then name: the order of
+    every table and figure; the first is the default reference of the pairwise log-rank tests."""
+    shapes = runs.groupby("arm", sort=False)[["n_layers", "d_model", "n_heads"]].first().reset_index()
+    shapes = shapes.sort_values(["n_layers", "d_model", "n_heads", "arm"], kind="stable")
+    return [str(a) for a in shapes["arm"]]
+
+
+def share_interval(k: int, n: int) -> tuple[float, float, float]:
+    """A share ``k / n`` (probability) with its 95 % Wilson score interval.
+
+    Returns:
+        ``(share, lo, hi)``; NaN for ``n == 0``.
+
+    Source: Wilson 1927 ("Probable inference, the law of succession, and statistical inference"),
+    through ``statsmodels.stats.proportion.proportion_confint(method="wilson")``.
+    """
+    if n <= 0:
+        return math.nan, math.nan, math.nan
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    return k / n, float(lo), float(hi)
+
+
+def _survfunc(rows: pd.DataFrame):
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    return SurvfuncRight(rows["duration"].to_numpy(float), rows["emerged"].to_numpy(float))
+
+
+def kaplan_meier(runs: pd.DataFrame) -> pd.DataFrame:
+    """The Kaplan-Meier curve of each arm: the probability of *not yet* having emerged, per step.
+
+    Args:
+        runs: the run table (``arm``, ``duration`` in steps, ``emerged`` bool, shape columns).
+
+    Returns:
+        :data:`KM_COLUMNS`: per arm a row at step 0 (survival 1, every run at risk) and one per
+        step at which some run emerged: runs at risk just before it, runs that emerged at it, the
+        survival estimate (probability) with its Greenwood standard error and a pointwise 95 %
+        interval. An arm in which no run emerged has the step-0 row only.
+
+    Source: Kaplan & Meier 1958 (product-limit estimator); Greenwood 1926 (variance), through
+    ``statsmodels.duration.survfunc.SurvfuncRight``; the interval is the log-log transform
+    ``S ** exp(±z · se / (S · log S))`` (Kalbfleisch & Prentice 1980, section 1.3; the default of
+    R's ``survival::survfit`` ``conf.type="log-log"``), which stays inside [0, 1].
+    """
+    frames = []
+    for arm in arm_order(runs):
+        rows = runs[runs["arm"] == arm]
+        sf = _survfunc(rows)
+        s = np.asarray(sf.surv_prob, float)
+        se = np.asarray(sf.surv_prob_se, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            half = Z95 * se / (s * np.log(s))
+            lo, hi = s ** np.exp(-half), s ** np.exp(half)
+        lo = np.where(s <= 0, 0.0, np.where(s >= 1, 1.0, lo))
+        hi = np.where(s <= 0, 0.0, np.where(s >= 1, 1.0, hi))
+        start = pd.DataFrame(
+            [{"arm": arm, "step": 0, "n_at_risk": len(rows), "n_events": 0}],
+        ).assign(survival=1.0, survival_se=0.0, survival_lo=1.0, survival_hi=1.0)
+        body = pd.DataFrame(
+            {
+                "arm": arm,
+                "step": np.asarray(sf.surv_times).astype("int64"),
+                "n_at_risk": np.asarray(sf.n_risk).astype("int64"),
+                "n_events": np.asarray(sf.n_events).astype("int64"),
+                "survival": s,
+                "survival_se": se,
+                "survival_lo": lo,
+                "survival_hi": hi,
+            }
+        )
+        # a run that emerged at step 0 (already at the first checkpoint) puts step 0 in the body itself
+        frames.append(body if (body["step"] == 0).any() else pd.concat([start, body], ignore_index=True))
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=KM_COLUMNS)
+    return out[KM_COLUMNS].astype({"step": "int64", "n_at_risk": "int64", "n_events": "int64"})
+
+
+def median_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """The median point of emergence of one arm with its 95 % interval (steps).
+
+    Returns:
+        ``(median, lo, hi)``: the smallest step at which the Kaplan-Meier survival is below 0.5
+        (strictly, statsmodels's convention after SAS PROC LIFETEST; NaN when it never is: no
+        more than half emerged by the budget); the interval by
+        inverting a test of ``S(t) = 0.5`` on the complementary log-log scale, whose ``hi`` is
+        ``inf`` when the upper bound is not reached by the budget (NaN when no run emerged).
+
+    Source: Brookmeyer & Crowley 1982 ("A confidence interval for the median survival time"),
+    through ``SurvfuncRight.quantile`` / ``quantile_ci(0.5)`` (``transform="cloglog"``).
+    """
+    if not rows["emerged"].any():
+        return math.nan, math.nan, math.nan
+    sf = _survfunc(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = float(sf.quantile(0.5))
+        lo, hi = sf.quantile_ci(0.5)
+    return median, float(lo), float(hi)
+
+
+def arm_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per arm: its shape, budget, runs, runs emerged, the share never emerged by the
+    budget with its 95 % Wilson interval, and the median point of emergence with its 95 %
+    interval (:func:`median_interval`).
+
+    ``budget`` is the arm's largest run budget (steps). The share never emerged is the share of
+    runs censored (every run is followed to its budget, so no run is lost before it).
+
+    Returns:
+        :data:`ARM_COLUMNS`, arms in :func:`arm_order`.
+
+    Source: Wilson 1927 (share interval); Kaplan & Meier 1958 and Brookmeyer & Crowley 1982
+    (median and its interval), through statsmodels.
+    """
+    rows = []
+    for arm in arm_order(runs):
+        group = runs[runs["arm"] == arm]
+        n, k = len(group), int(group["emerged"].sum())
+        share, lo, hi = share_interval(n - k, n)
+        median, m_lo, m_hi = median_interval(group)
+        first = group.iloc[0]
+        rows.append(
+            {
+                "arm": arm,
+                "n_layers": int(first["n_layers"]),
+                "d_model": int(first["d_model"]),
+                "n_heads": int(first["n_heads"]),
+                "d_head": int(first["d_head"]),
+                "budget": int(group["budget"].max()),
+                "n_runs": n,
+                "n_emerged": k,
+                "n_never": n - k,
+                "share_never_emerged": share,
+                "share_never_lo": lo,
+                "share_never_hi": hi,
+                "median_E": median,
+                "median_E_lo": m_lo,
+                "median_E_hi": m_hi,
+            }
+        )
+    return pd.DataFrame(rows, columns=ARM_COLUMNS)
+
+
+def _logrank(rows: pd.DataFrame) -> tuple[float, int, float, str]:
+    """(chi2, df, p, note) of the log-rank test across the arms in ``rows``."""
+    from statsmodels.duration.survfunc import survdiff
+
+    arms = rows["arm"].unique()
+    df = len(arms) - 1
+    if df < 1:
+        return math.nan, 0, math.nan, "one arm: nothing to compare"
+    if not rows["emerged"].any():
+        return math.nan, df, math.nan, "no run emerged in these arms: the test is undetermined"
+    try:
+        chi2, p = survdiff(rows["duration"].to_numpy(float), rows["emerged"].to_numpy(float), rows["arm"].to_numpy())
+    except np.linalg.LinAlgError:  # a singular variance: no information to compare
+        return math.nan, df, math.nan, "singular variance: the test is undetermined"
+    return float(chi2), df, float(p), ""
+
+
+def logrank_tests(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
+    """Log-rank tests of equal emergence hazards: one global test over every arm, then each arm
+    against ``reference``.
+
+    Args:
+        runs: the run table.
+        reference: the arm the pairwise tests compare with (default: the first of :func:`arm_order`).
+
+    Returns:
+        :data:`TEST_COLUMNS`: ``test`` is ``"global"`` (``arm`` empty, ``arms`` every arm) or
+        ``"vs reference"``; ``chi2`` with ``df`` = arms - 1 degrees of freedom and its p-value;
+        NaN with a ``note`` when undetermined (one arm, no run emerged).
+
+    Raises:
+        ValueError: ``reference`` is not an arm of ``runs`` (names the arms).
+
+    Source: Mantel 1966 and Peto & Peto 1972 (log-rank test), through
+    ``statsmodels.duration.survfunc.survdiff``.
+    """
+    order = arm_order(runs)
+    if reference is None:
+        reference = order[0] if order else ""
+    elif reference not in order:
+        raise ValueError(f"reference arm {reference!r} is not in the table; arms: {', '.join(order)}")
+    out = []
+
+    def row(test: str, arm: str, rows: pd.DataFrame) -> None:
+        chi2, df, p, note = _logrank(rows)
+        out.append(
+            {
+                "test": test,
+                "arm": arm,
+                "reference": reference if test != "global" else "",
+                "arms": ", ".join(a for a in order if a in set(rows["arm"])),
+                "n_runs": len(rows),
+                "n_emerged": int(rows["emerged"].sum()),
+                "chi2": chi2,
+                "df": df,
+                "p": p,
+                "note": note,
+            }
+        )
+
+    row("global", "", runs)
+    for arm in order:
+        if arm != reference:
+            row("vs reference", arm, runs[runs["arm"].isin([arm, reference])])
+    return pd.DataFrame(out, columns=TEST_COLUMNS)
+
+
+def _cox_fit(rows: pd.DataFrame) -> dict:
+    """Cox fit of ``log2(n_heads)`` on one group of arms: coefficient, se, HR with 95 % interval, p, note."""
+    from statsmodels.duration.hazard_regression import PHReg
+
+    nan = {"coef_log2_heads": math.nan, "se": math.nan, "hr_per_doubling": math.nan}
+    nan |= {"hr_lo": math.nan, "hr_hi": math.nan, "p": math.nan}
+    heads = sorted(rows["n_heads"].unique())
+    if len(heads) < 2:
+        return nan | {"note": f"one head count ({heads[0]}): no variation to fit"}
+    if not rows["emerged"].any():
+        return nan | {"note": "no run emerged: the hazard ratio is undetermined"}
+    silent = [h for h in heads if not rows.loc[rows["n_heads"] == h, "emerged"].any()]
+    if silent:
+        which = ", ".join(str(h) for h in silent)
+        return nan | {"note": f"no run with n_heads={which} emerged: the hazard ratio is unbounded (not estimable)"}
+    x = np.log2(rows["n_heads"].to_numpy(float))[:, None]
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = PHReg(rows["duration"].to_numpy(float), x, status=rows["emerged"].to_numpy(float), ties="efron").fit()
+    coef, se = float(fit.params[0]), float(fit.bse[0])
+    if any(issubclass(w.category, ConvergenceWarning) for w in caught) or not math.isfinite(se):
+        return nan | {"note": "the Cox fit did not converge: the hazard ratio is undetermined"}
+    return {
+        "coef_log2_heads": coef,
+        "se": se,
+        "hr_per_doubling": math.exp(coef),
+        "hr_lo": math.exp(coef - Z95 * se),
+        "hr_hi": math.exp(coef + Z95 * se),
+        "p": float(fit.pvalues[0]),
+        "note": "",
+    }
+
+
+def cox_heads(runs: pd.DataFrame) -> pd.DataFrame:
+    """The hazard of emergence per doubling of heads: a Cox model with ``log2(n_heads)`` as the
+    only covariate, fitted separately over each group of arms that share ``n_layers`` and
+    ``d_model`` (so only the head count varies; ``d_head = d_model / n_heads`` moves with it).
+
+    Returns:
+        :data:`COX_COLUMNS`, one row per (``n_layers``, ``d_model``) group: its arms and head
+        counts, runs and runs emerged, the coefficient of ``log2(n_heads)`` and its standard
+        error, the hazard ratio per doubling of heads ``exp(coef)`` with its 95 % Wald interval
+        and Wald p-value; NaN with a ``note`` when undetermined (one head count, no run emerged,
+        a head count whose runs never emerged: the partial likelihood then grows without bound).
+
+    Source: Cox 1972 (proportional hazards, partial likelihood) with Efron's 1977 handling of tied
+    steps (every run emerges on a checkpoint step, so ties are the rule), through
+    ``statsmodels.duration.hazard_regression.PHReg(ties="efron")``.
+    """
+    out = []
+    for (n_layers, d_model), rows in runs.groupby(["n_layers", "d_model"], sort=True):
+        order = arm_order(rows)
+        out.append(
+            {
+                "n_layers": int(n_layers),
+                "d_model": int(d_model),
+                "arms": ", ".join(order),
+                "heads": ", ".join(str(h) for h in sorted(rows["n_heads"].unique())),
+                "n_runs": len(rows),
+                "n_emerged": int(rows["emerged"].sum()),
+            }
+            | _cox_fit(rows)
+        )
+    return pd.DataFrame(out, columns=COX_COLUMNS)

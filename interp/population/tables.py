@@ -1,0 +1,338 @@
+"""A population of runs as tables: the capability table checked, the point of emergence per run,
+and :class:`PopulationResult` (the run, arm, test and Cox tables, saved and loaded).
+
+The capability table (``curves``) has one row per (run, checkpoint step) and the columns
+:data:`CURVE_COLUMNS`: the run's arm, name, seed and shape, the step (optimizer steps), the
+probability of the answer and the greedy accuracy (fraction) there, and the run's step budget.
+Per run, the point of emergence is the project's one rule (:func:`interp.emergence.held_crossing`:
+threshold on greedy accuracy plus the hold) applied to the whole scanned curve; ``E`` is its post
+step. A run whose rule finds no post, or a post after its budget, is censored at the budget: it
+counts as "not emerged by step <budget>" and is never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from interp.core.objects import results_equal
+from interp.core.terms import DEFAULT_HOLD
+from interp.emergence import check_hold, held_crossing
+from interp.population import survival
+
+
+class CapabilityTableError(ValueError):
+    """A capability table (one row per run and checkpoint step) that the population statistics
+    cannot read: empty, a missing or unknown column, a missing or out-of-range value, a run whose
+    arm, seed, shape or budget changes between rows, a step listed twice, an arm of mixed shapes.
+
+    Fix: give one row per (run, step) with the columns arm, run, seed, n_layers, d_model, n_heads,
+    d_head, step, p_answer, accuracy and budget (steps and budgets integers >= 0, p_answer and
+    accuracy in [0, 1]; one shape per arm, one budget per run); ``emergence population --budget N``
+    supplies a missing budget column.
+    """
+
+
+#: What names a run and its shape: the first columns of the capability and run tables.
+RUN_KEYS = ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head"]
+#: Columns of the capability table, in order (one row per run and checkpoint step).
+CURVE_COLUMNS = [*RUN_KEYS, "step", "p_answer", "accuracy", "budget"]
+#: Extra columns a capability table may carry (kept, not read): what ``emergence curve`` adds.
+OPTIONAL_CURVE_COLUMNS = ["task", "order", "model"]
+_INT_COLUMNS = ["seed", "n_layers", "d_model", "n_heads", "d_head", "step", "budget"]
+_SHAPE = ["arm", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget"]
+
+#: Columns of the run table (:func:`runs_from_curves`), in order.
+RUN_COLUMNS = [*RUN_KEYS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration"]
+
+#: The tables of a :class:`PopulationResult`, in the order they are saved.
+TABLES = ("runs", "arms", "tests", "cox", "km", "curves")
+
+
+def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFrame:
+    """The capability table checked and typed (a copy), sorted by arm, run and step.
+
+    Args:
+        curves: one row per (run, checkpoint step) with :data:`CURVE_COLUMNS` (``budget`` may be
+            left out when ``budget`` is given); :data:`OPTIONAL_CURVE_COLUMNS` may be present.
+        budget: a step budget (optimizer steps, >= 0) for every run, replacing the column.
+
+    Raises:
+        ValueError: ``budget`` is not an integer >= 0.
+        CapabilityTableError: (a ``ValueError``) one line naming the problem: an empty table, missing or unknown columns
+            (with the valid ones), a missing value, a non-integer or negative step or budget, an
+            accuracy or p_answer outside [0, 1], a run whose arm, seed, shape or budget changes
+            between rows, a step listed twice for one run, an arm whose runs differ in shape.
+    """
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+        raise ValueError(f"budget={budget!r}: must be an integer >= 0 (optimizer steps)")
+    if not isinstance(curves, pd.DataFrame):
+        raise CapabilityTableError(f"curves must be a pandas DataFrame with columns {', '.join(CURVE_COLUMNS)}")
+    table = curves.copy()
+    if budget is not None:
+        table["budget"] = budget
+    valid = CURVE_COLUMNS + OPTIONAL_CURVE_COLUMNS
+    unknown = [str(c) for c in table.columns if c not in valid]
+    missing = [c for c in CURVE_COLUMNS if c not in table.columns]
+    if unknown or missing:
+        parts = ([f"unknown column(s) {', '.join(map(repr, unknown))}"] if unknown else []) + (
+            [f"missing column(s) {', '.join(map(repr, missing))}"] if missing else []
+        )
+        raise CapabilityTableError(f"capability table: {'; '.join(parts)}; valid columns: {', '.join(valid)}")
+    if table.empty:
+        raise CapabilityTableError(
+            f"the capability table is empty: need one row per (run, step) with {', '.join(CURVE_COLUMNS)}"
+        )
+    for column in CURVE_COLUMNS:
+        if table[column].isna().any():
+            row = int(table[column].isna().to_numpy().argmax())
+            raise CapabilityTableError(
+                f"capability table: column {column!r} has a missing value (row {row} of the table)"
+            )
+    for column in _INT_COLUMNS:
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = values.isna() | (values != values.round()) | (values < 0)
+        if bad.any():
+            raise CapabilityTableError(f"capability table: {_first_bad(table, bad, column)} is not an integer >= 0")
+        table[column] = values.astype("int64")
+    for column in ("p_answer", "accuracy"):
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = values.isna() | (values < 0) | (values > 1)
+        if bad.any():
+            raise CapabilityTableError(f"capability table: {_first_bad(table, bad, column)} is not in [0, 1]")
+        table[column] = values.astype("float64")
+    table["arm"], table["run"] = table["arm"].astype(str), table["run"].astype(str)
+    changing = table.groupby("run", sort=False)[_SHAPE].nunique().gt(1)
+    if changing.any().any():
+        run = changing.index[changing.any(axis=1)][0]
+        column = changing.columns[changing.loc[run]][0]
+        raise CapabilityTableError(f"capability table: run {run!r} has more than one {column} (one per run)")
+    twice = table.duplicated(["run", "step"])
+    if twice.any():
+        row = table[twice].iloc[0]
+        raise CapabilityTableError(f"capability table: run {row['run']!r} lists step {row['step']} twice")
+    shapes = table.groupby("arm", sort=False)[["n_layers", "d_model", "n_heads", "d_head"]].nunique().gt(1)
+    if shapes.any().any():
+        arm = shapes.index[shapes.any(axis=1)][0]
+        raise CapabilityTableError(f"capability table: arm {arm!r} holds runs of different shapes (one shape per arm)")
+    return table.sort_values(["arm", "run", "step"], kind="stable").reset_index(drop=True)
+
+
+def _first_bad(table: pd.DataFrame, bad: pd.Series, column: str) -> str:
+    """``run 'x' step 100: accuracy=1.5``: the first bad value of ``column`` and where it is."""
+    row = table[bad.to_numpy()].iloc[0]
+    value = row[column].item() if hasattr(row[column], "item") else row[column]
+    return f"run {str(row.get('run'))!r} step {row.get('step')}: {column}={value!r}"
+
+
+def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = DEFAULT_HOLD) -> pd.DataFrame:
+    """The point of emergence of every run of a checked capability table (:func:`check_curves`).
+
+    Args:
+        curves: the checked capability table.
+        threshold: greedy-accuracy threshold (fraction, in (0, 1]).
+        hold: checkpoints after post that must stay at or above the threshold (>= 0).
+
+    Returns:
+        :data:`RUN_COLUMNS`, one row per run: ``pre_step`` / ``post_step`` (steps; ``<NA>`` when
+        the rule finds none) from :func:`interp.emergence.held_crossing` on the run's whole
+        curve; ``emerged`` when a post exists at or before the budget; ``E`` = post (steps, NaN
+        if censored); ``censored_at`` = the budget for a censored run (NaN otherwise);
+        ``duration`` = ``E`` or the budget (what the survival statistics read).
+
+    Raises:
+        ValueError: a threshold outside (0, 1], ``hold`` not an integer >= 0, a run with fewer
+            than 2 checkpoints (named).
+
+    Source: the point of emergence of Baherwani et al. 2026 with this toolkit's hold rule
+    (:mod:`interp.emergence`).
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold={threshold!r} must be in (0, 1] (a greedy-accuracy fraction)")
+    check_hold(hold)
+    rows = []
+    for run, curve in curves.groupby("run", sort=False):
+        if len(curve) < 2:
+            raise ValueError(f"run {run!r} has {len(curve)} checkpoint(s); the point of emergence needs at least 2")
+        pre, post = held_crossing(curve["step"].tolist(), curve["accuracy"].tolist(), threshold=threshold, hold=hold)
+        first = curve.iloc[0]
+        budget = int(first["budget"])
+        emerged = post is not None and post <= budget
+        duration = float(post) if post is not None and emerged else float(budget)
+        rows.append(
+            {
+                **{c: first[c] for c in RUN_KEYS},
+                "E": duration if emerged else math.nan,
+                "emerged": emerged,
+                "censored_at": math.nan if emerged else float(budget),
+                "budget": budget,
+                "pre_step": pre,
+                "post_step": post,
+                "duration": duration,
+            }
+        )
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64", "emerged": bool})
+    rank = {arm: i for i, arm in enumerate(survival.arm_order(runs))}
+    runs = runs.sort_values(["arm", "seed", "run"], key=lambda c: c.map(rank) if c.name == "arm" else c, kind="stable")
+    return runs.reset_index(drop=True)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PopulationResult:
+    """Survival statistics of the point of emergence over a population of seeds.
+
+    Attributes:
+        runs: one row per run (:data:`RUN_COLUMNS`; ``E`` and budgets in steps).
+        arms: one row per arm (:data:`interp.population.survival.ARM_COLUMNS`): runs, runs
+            emerged, share never emerged by the budget with its 95 % Wilson interval, median
+            ``E`` with its 95 % Brookmeyer-Crowley interval (steps).
+        tests: log-rank tests (:data:`interp.population.survival.TEST_COLUMNS`): global, and each
+            arm against ``reference``.
+        cox: hazard ratio of emergence per doubling of heads, per (n_layers, d_model) group
+            (:data:`interp.population.survival.COX_COLUMNS`).
+        km: Kaplan-Meier curves per arm with pointwise 95 % intervals
+            (:data:`interp.population.survival.KM_COLUMNS`; survival = probability of not yet
+            having emerged).
+        curves: the capability table the runs were read from (:data:`CURVE_COLUMNS`).
+        threshold: greedy-accuracy threshold of the point of emergence (fraction).
+        hold: checkpoints after post that had to stay at or above the threshold.
+        reference: the arm of the pairwise log-rank tests.
+        title: the page's title.
+    """
+
+    runs: pd.DataFrame
+    arms: pd.DataFrame
+    tests: pd.DataFrame
+    cox: pd.DataFrame
+    km: pd.DataFrame
+    curves: pd.DataFrame
+    threshold: float = 0.5
+    hold: int = DEFAULT_HOLD
+    reference: str = ""
+    title: str = "emergence over seeds"
+
+    __eq__ = results_equal
+
+    @property
+    def findings(self) -> list[str]:
+        """The findings in words, computed from the tables (:func:`interp.population.findings.findings`)."""
+        from interp.population.findings import findings
+
+        return findings(self)
+
+    def __repr__(self) -> str:
+        n, k = len(self.runs), int(self.runs["emerged"].sum()) if len(self.runs) else 0
+        head = (
+            f"PopulationResult({len(self.arms)} arms, {n} runs, {k} emerged; "
+            f"threshold {self.threshold:g}, hold {self.hold}; tables: {', '.join(TABLES)})"
+        )
+        return "\n".join([head, *(f"  {line}" for line in self.findings)])
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the page's content with plotly.js inlined (offline, self-contained)."""
+        from interp.population.page import population_fragment
+
+        return population_fragment(self, include_plotlyjs=True)
+
+    def save_html(self, path: str | Path) -> Path:
+        """Write the page alone (``population.html``'s content) to ``path``, atomically."""
+        from interp.core.io import atomic_write_text
+        from interp.population.page import population_page
+
+        return atomic_write_text(Path(path), population_page(self))
+
+    def save(self, folder: str | Path) -> dict[str, Path]:
+        """Write every table as CSV and parquet, ``population.json`` (settings) and the page
+        ``population.html``, each atomically (:mod:`interp.core.io`).
+
+        Returns:
+            {file name: path} of everything written.
+        """
+        from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
+        from interp.population.page import population_page
+
+        folder = Path(folder)
+        written: dict[str, Path] = {}
+        for name in TABLES:
+            table = getattr(self, name)
+            written[f"{name}.csv"] = atomic_to_csv(table, folder / f"{name}.csv")
+            written[f"{name}.parquet"] = atomic_to_parquet(table, folder / f"{name}.parquet")
+        meta = {"threshold": self.threshold, "hold": self.hold, "reference": self.reference, "title": self.title}
+        meta["findings"] = self.findings
+        written["population.json"] = atomic_write_text(folder / "population.json", json.dumps(meta, indent=2) + "\n")
+        written["population.html"] = atomic_write_text(folder / "population.html", population_page(self))
+        return written
+
+    @classmethod
+    def load(cls, folder: str | Path) -> PopulationResult:
+        """Read a result written by :meth:`save` (the parquet tables and ``population.json``).
+
+        Raises:
+            FileNotFoundError: ``folder`` lacks one of the files (named).
+        """
+        folder = Path(folder)
+        for name in [*(f"{t}.parquet" for t in TABLES), "population.json"]:
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"{folder}: no {name} (a folder written by PopulationResult.save)")
+        meta = json.loads((folder / "population.json").read_text(encoding="utf-8"))
+        tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in TABLES}
+        return cls(
+            **tables,
+            threshold=float(meta["threshold"]),
+            hold=int(meta["hold"]),
+            reference=str(meta["reference"]),
+            title=str(meta["title"]),
+        )
+
+
+def population_from_curves(
+    curves: pd.DataFrame,
+    threshold: float = 0.5,
+    hold: int = DEFAULT_HOLD,
+    budget: int | None = None,
+    reference: str | None = None,
+    title: str = "emergence over seeds",
+) -> PopulationResult:
+    """Survival statistics of the point of emergence from a capability table.
+
+    Args:
+        curves: one row per (run, checkpoint step), columns :data:`CURVE_COLUMNS` (steps in
+            optimizer steps, ``p_answer`` a probability, ``accuracy`` a fraction, ``budget`` the
+            run's step budget).
+        threshold: greedy-accuracy threshold of the point of emergence (fraction, in (0, 1]).
+        hold: checkpoints after post that must stay at or above it (the rule of :mod:`interp.emergence`).
+        budget: one step budget (>= 0) for every run, replacing the ``budget`` column.
+        reference: the arm the pairwise log-rank tests compare with (default: the first arm by
+            shape: fewest layers, narrowest, fewest heads).
+        title: the page's title.
+
+    Returns:
+        The :class:`PopulationResult`.
+
+    Raises:
+        ValueError: a bad table (:func:`check_curves`), threshold, hold or reference arm.
+
+    Source: point of emergence: Baherwani et al. 2026 with the hold rule; Kaplan & Meier 1958;
+    Brookmeyer & Crowley 1982; Wilson 1927; Mantel 1966 / Peto & Peto 1972 (log-rank); Cox 1972
+    with Efron 1977 ties (all through statsmodels, :mod:`interp.population.survival`).
+    """
+    table = check_curves(curves, budget=budget)
+    runs = runs_from_curves(table, threshold=threshold, hold=hold)
+    order = survival.arm_order(runs)
+    tests = survival.logrank_tests(runs, reference=reference)
+    return PopulationResult(
+        runs=runs,
+        arms=survival.arm_table(runs),
+        tests=tests,
+        cox=survival.cox_heads(runs),
+        km=survival.kaplan_meier(runs),
+        curves=table,
+        threshold=float(threshold),
+        hold=hold,
+        reference=reference if reference is not None else order[0],
+        title=title,
+    )
