@@ -14,13 +14,20 @@ fresh clone with the kept curves resumes where the last session stopped: only th
 curve are trained. Runs are trained in blocks of seeds (every arm's seeds 0-1, then 2-3, …), so
 that a stopped entry leaves every arm with about as many seeds.
 
+The statistics (:func:`interp.population.population_from_curves`: point of emergence per run from
+the full scan, threshold 0.5 held for 2 checkpoints as ``emergence demo``; Kaplan–Meier per arm,
+median E with its interval, the share never emerged, log-rank against the 4-head d_model-64 arm,
+the hazard ratio per doubling of heads) are computed over the kept curves and written to
+``OUT`` (tables, ``population.html``); ``--update-docs`` rewrites docs/results.md's population block.
+
 Usage: ``python -m analyses.population [--out DIR] [--jobs N] [--seeds-per-block K]
-[--finished-only] [--train-only]``; ``emergence results --only population`` runs it.
+[--finished-only] [--train-only] [--update-docs]``; ``emergence results --only population`` runs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -33,6 +40,10 @@ KEPT = ROOT / "docs" / "data" / "population"
 #: The task and prompts of each checkpoint's evaluation (those of ``emergence demo``).
 N_PROMPTS = 64
 TASK_SEED = 0
+#: The point of emergence's rule (``emergence demo``'s) and the arm the others are compared with.
+THRESHOLD, HOLD, REFERENCE = 0.5, 2, "neox-2l-64d-4h"
+DOCS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- population:begin -->", "<!-- population:end -->"
 
 
 def curve_columns() -> list[str]:
@@ -135,7 +146,44 @@ def train_and_keep(cfg, jobs: int | None, seeds_per_block: int, kept: Path = KEP
     return added
 
 
+def docs_block(result, n_planned: int, elapsed_note: str) -> str:
+    """docs/results.md's population block: the findings in words and the arm table, from ``result``."""
+    arms = result.arms
+    lines = [f"Runs evaluated: {len(result.runs)} of the spec's {n_planned} ({elapsed_note}).", ""]
+    lines += [f"- {line}" for line in result.findings]
+    lines += [
+        "",
+        "| arm | n_heads | d_head | runs | emerged | median E (95 % CI), steps | never emerged by the budget (95 % CI) |",
+    ]
+    lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in arms.itertuples():
+        lines.append(
+            f"| {row.arm} | {row.n_heads} | {row.d_head} | {row.n_runs} | {row.n_emerged} | {_median_text(row)} | "
+            f"{row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _median_text(row) -> str:
+    if row.median_E != row.median_E:
+        return "not reached"
+    lo = "…" if row.median_E_lo != row.median_E_lo else f"{row.median_E_lo:.0f}"
+    hi = "…" if row.median_E_hi != row.median_E_hi else f"{row.median_E_hi:.0f}"
+    return f"{row.median_E:.0f} ({lo}–{hi})"
+
+
+def update_docs(block: str) -> None:
+    """Replace docs/results.md's population block (between :data:`BEGIN` and :data:`END`)."""
+    text = DOCS.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to replace")
+    DOCS.write_text(
+        re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+    )
+
+
 def main(argv=None) -> None:
+    from interp.population.tables import population_from_curves
     from interp.sources.catalogue import load_suite_spec
 
     parser = argparse.ArgumentParser(prog="python -m analyses.population", description=__doc__.splitlines()[0])
@@ -144,6 +192,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds-per-block", type=int, default=2)
     parser.add_argument("--finished-only", action="store_true", help="statistics of the kept curves; train nothing")
     parser.add_argument("--train-only", action="store_true", help="train the runs; evaluate nothing")
+    parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's population block")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored: the runs live in the suite's cache)")
     args = parser.parse_args(argv)
     if args.seeds_per_block < 1:
@@ -153,9 +202,21 @@ def main(argv=None) -> None:
     if not args.finished_only:
         train_and_keep(cfg, args.jobs, args.seeds_per_block, train_only=args.train_only)
     curves = read_kept_curves()
-    print(
-        f"{curves['run'].nunique() if len(curves) else 0} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s"
-    )
+    n_runs = curves["run"].nunique() if len(curves) else 0
+    print(f"{n_runs} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s", flush=True)
+    if n_runs == 0 or args.train_only:
+        return
+    reference = REFERENCE if REFERENCE in set(curves["arm"]) else None
+    result = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD, reference=reference)
+    result.save(args.out)
+    for line in result.findings:
+        print(line)
+    if args.update_docs:
+        update_docs(
+            docs_block(
+                result, len(cfg.run_names()), "the rest not trained yet" if n_runs < len(cfg.run_names()) else "all"
+            )
+        )
 
 
 if __name__ == "__main__":
