@@ -4,7 +4,7 @@ and its environment-marker lines.
 A package pinned once per side of a Python boundary, such as::
 
     soupsieve==4.1.3; python_full_version >= "3.11.5"
-    soupsieve==3.0.1; python_full_version < "3.11.5"
+    soupsieve==2.9.2; python_full_version < "3.11.5"
 
 keeps all of its lines, in the freeze's order: the line whose marker holds for the Python running
 this script takes the venv's version, the others stay as written (only a venv on that other
