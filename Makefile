@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Here `pip install torch==2.13.0` takes the CPU build from local disk (/opt/wheels holds one for
 # Python 3.11 only); on 3.12 and 3.13, or without local wheels, it is PyPI's build for Linux, the
-# CUDA one (2.13.0+cu130, ~4 GB more in .venv: README, Set-up). On a GPU machine: make setup TORCH_SPEC=torch
+# CUDA one (2.13.0+cu130, 3.7 GB more in .venv: README, Set-up). On a GPU machine: make setup TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 OUT ?= results/demo
 # The package versions the results were made with (issue 19): every install below is constrained
