@@ -50,10 +50,13 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 # Rewrite constraints.txt from the venv's installed versions (the project itself left out). Its
 # comments and its environment-marker lines stay (tools/lock_constraints.py: a package pinned once
 # per side of a Python boundary keeps both lines, the one for the venv's Python updated); then
-# check-constraints says whether the new set still resolves on every supported Python.
+# check-constraints says whether the new set still resolves on every supported Python. Lock from a
+# venv on 3.11 with the CPU torch: one with PyPI's CUDA torch (3.12, 3.13 here) adds its nvidia-*,
+# cuda-* and triton pins. The venv is the new file's set, so its stamp is renewed (no re-install).
 lock: setup
 	$(PY) -m pip freeze --exclude-editable | sed -e 's/+cpu$$//' | $(PY) tools/lock_constraints.py $(CONSTRAINTS) > $(CONSTRAINTS).tmp
 	mv $(CONSTRAINTS).tmp $(CONSTRAINTS)
+	touch $(VENV)/.installed
 	@$(MAKE) --no-print-directory check-constraints
 
 # Does constraints.txt resolve, with every extra `make` installs, on each supported Python? uv's
