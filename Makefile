@@ -1,9 +1,11 @@
 # Two commands do all the set-up on a fresh clone: `make demo` and `make test`.
-# Both create .venv and install the package into it on first use.
+# Both create .venv with the first `python3` on PATH (3.11 to 3.13, Debian 12's 3.11.2 included)
+# and install the package into it on first use.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Here `pip install torch==2.13.0` takes the CPU build from local disk; a bare `torch`
-# requirement would pull a multi-GB CUDA build. On a GPU machine: make setup TORCH_SPEC=torch
+# Here `pip install torch==2.13.0` takes the CPU build from local disk (/opt/wheels holds one for
+# Python 3.11 only); on 3.12 and 3.13, or without local wheels, it is PyPI's build for Linux, the
+# CUDA one (2.13.0+cu130, 3.7 GB more in .venv: README, Set-up). On a GPU machine: make setup TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 OUT ?= results/demo
 # The package versions the results were made with (issue 19): every install below is constrained
@@ -11,7 +13,7 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev setup-test browser demo format lint test pytest results results-paper lock
+.PHONY: setup setup-dev setup-test browser demo format lint check-constraints test pytest results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -30,7 +32,11 @@ FIND_LINKS = $(shell python3 -m pip config get global.find-links 2>/dev/null)
 PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
 DEV_SPEC := -e ".[dev,ray]"
 
+# The Pythons pyproject.toml's requires-python admits (checked first: one line, not a resolver's
+# error), and a python3 that can make a venv (Debian and Ubuntu ship venv apart: python3-venv).
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	@python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' || { echo "error: python3 on PATH ($$(command -v python3)) is Python $$(python3 -c 'import platform; print(platform.python_version())'); emergence-lens needs 3.11 to 3.13: put one first on PATH"; exit 1; }
+	@python3 -c 'import ensurepip' 2>/dev/null || { echo "error: $$(command -v python3) cannot create a virtual environment (no ensurepip): on Debian/Ubuntu, sudo apt-get install python3-venv"; exit 1; }
 	python3 -m venv $(VENV)
 	$(PIP_INSTALL) uv || { echo "note: uv cannot be installed; pip installs everything"; $(PY) -m pip install -q --upgrade pip; }
 	$(if $(FIND_LINKS),$(UV) --no-deps --no-index $(addprefix --find-links ,$(FIND_LINKS)) "$(TORCH_SPEC)" 2>/dev/null ||) $(PIP_INSTALL) "$(TORCH_SPEC)"
@@ -41,10 +47,32 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(UV) $(DEV_SPEC) || $(PIP_INSTALL) $(DEV_SPEC)
 	touch $@
 
-# Rewrite constraints.txt from the venv's installed versions (the project itself left out).
+# Rewrite constraints.txt from the venv's installed versions (the project itself left out). Its
+# comments and its environment-marker lines stay (tools/lock_constraints.py: a package pinned once
+# per side of a Python boundary keeps both lines, the one for the venv's Python updated); then
+# check-constraints says whether the new set still resolves on every supported Python. Lock from a
+# venv on 3.11 with the CPU torch: one with PyPI's CUDA torch (3.12, 3.13 here) adds its nvidia-*,
+# cuda-* and triton pins. The venv is the new file's set, so its stamp is renewed (no re-install).
 lock: setup
-	{ sed -n '/^#/p' $(CONSTRAINTS); $(PY) -m pip freeze --exclude-editable | sed -e 's/+cpu$$//'; } > $(CONSTRAINTS).tmp
+	$(PY) -m pip freeze --exclude-editable | sed -e 's/+cpu$$//' | $(PY) tools/lock_constraints.py $(CONSTRAINTS) > $(CONSTRAINTS).tmp
 	mv $(CONSTRAINTS).tmp $(CONSTRAINTS)
+	touch $(VENV)/.installed
+	@$(MAKE) --no-print-directory check-constraints
+
+# Does constraints.txt resolve, with every extra `make` installs, on each supported Python? uv's
+# resolver answers for a Python it is not running on (--python-version, patch level included:
+# environment markers such as python_full_version < "3.11.5" are evaluated for it), installing
+# nothing: the floor 3.11.0, Debian 12's 3.11.2, 3.11.5 (where soupsieve's pins change), 3.12 and
+# 3.13. Each failing version is named, and any fails the target (hence `make test`). It needs the
+# package index (or uv's cache); ~30 s here. CHECK_PYTHONS="3.12" checks fewer.
+CHECK_PYTHONS ?= 3.11.0 3.11.2 3.11.5 3.12 3.13
+check-constraints: setup
+	@failed=""; for v in $(CHECK_PYTHONS); do \
+	  $(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra ray -c $(CONSTRAINTS) \
+	    --python-version $$v --quiet --no-header -o /dev/null || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "error: $(CONSTRAINTS) does not resolve on Python$$failed (uv's reasons above)"; exit 1; fi; \
+	echo "$(CONSTRAINTS) resolves on Python $(CHECK_PYTHONS)"
 
 demo: setup
 	$(VENV)/bin/emergence demo --out $(OUT)
@@ -80,8 +108,9 @@ setup-test:
 
 # lint runs beside pytest (a sub-make with -j2; its few lines land among pytest's): mypy's ~40 s of one
 # core cost the suite ~20 s that way; a finding still fails `make test`, after the tests have run.
+# check-constraints takes lint's slot once lint is done (listed after pytest, so pytest never waits).
 test: setup-test
-	@$(MAKE) --no-print-directory -j2 lint pytest
+	@$(MAKE) --no-print-directory -j2 lint pytest check-constraints
 
 pytest: setup-dev
 	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 873-1014 s on 2 cores of an AMD EPYC, 2026-12-01/02, nothing else running; a fresh clone's whole CI=true .ci/run, empty caches, no Chromium: 960 s and 1148 s); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log

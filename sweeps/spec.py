@@ -19,15 +19,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: the same parser, packaged
-    import tomli as tomllib
 
 SPEC_KEYS = ("grid", "points", "seeds", "runner", "name")
 SEED_FIELD = "seed"

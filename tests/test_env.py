@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
@@ -19,11 +20,6 @@ from interp.core import kernel_pins
 from interp.sources import catalogue, environment, machine
 from interp.sources.environment import environment_key_parts
 from interp.sources.machine import DOCUMENTED_SUITES, environment_report
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: the backport the package depends on there
-    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
