@@ -94,6 +94,9 @@ REGISTRY: list[Analysis] = [
     Analysis(
         "forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)", ("--update-docs",)
     ),
+    # 120 runs (5 arms x 24 seeds): ~3.5 h of 2 idle cores; each run's curve is kept in
+    # docs/data/population/curves as it finishes, so a stopped entry resumes on any clone.
+    Analysis("population", "analyses.population", "docs/results.md §4 (the population of seeds)", ("--update-docs",)),
     # The paper's own scale where it decides a claim (issue 27): `emergence results --paper-scale`.
     Analysis(
         "sparsity_sweep_paper",
