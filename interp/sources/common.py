@@ -74,8 +74,11 @@ class CheckpointError(ValueError):
 
 
 class CorruptCheckpointError(CheckpointError):
-    """A weight file of a step is truncated or its header overwritten; the searches leave the step
-    out (``checkpoints.csv`` status ``corrupt``) and loading it raises this, naming the file.
+    """A weight file of a step is truncated or its header overwritten, or the step's weight files
+    lack a tensor the model needs (transformers would fill it at random, other values on every
+    load) or hold one it does not have; the searches leave the step out (``checkpoints.csv``
+    status ``corrupt``, the tensors named in ``detail``) and loading it raises this, naming the
+    file and the tensors.
 
     Fix: use another step, or delete that step's files and download (hub) or re-train (local
     suite) them again.
