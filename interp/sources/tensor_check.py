@@ -32,7 +32,8 @@ from pathlib import Path
 
 #: Tensor names shown per kind in a problem (then a count).
 SHOWN = 6
-_EXPECTED: dict[str, tuple | None] = {}  # config.json text -> (expected, tied, ignore_missing, ignore_extra, buffers, rename)
+#: config.json text -> (expected names, tied, ignored if missing, ignored if extra, buffer names, renamer)
+_EXPECTED: dict[str, tuple | None] = {}
 
 
 def header_names(path: Path) -> list[str]:
@@ -102,9 +103,7 @@ def tensor_problem(files: Sequence[Path], trust_remote_code: bool = False) -> st
         return None
     expected, tied, ignore_missing, ignore_extra, buffers, rename = found
     names = {rename(key): key for path in files for key in header_names(path)}
-    missing = sorted(
-        k for k in expected - set(names) if k not in tied and not any(p.search(k) for p in ignore_missing)
-    )
+    missing = sorted(k for k in expected - set(names) if k not in tied and not any(p.search(k) for p in ignore_missing))
     extra = sorted(
         names[k]
         for k in set(names) - expected
