@@ -35,7 +35,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.task_batch import TaskBatch, TaskError
+from interp.core.task_batch import TaskBatch, TaskError, context_problems
 
 if TYPE_CHECKING:  # the type of the alias served by __getattr__ below
     from interp.task_registry import make_task as make_task
@@ -195,12 +195,31 @@ class CapabilityTask(ABC):
         answers: Sequence[int],
         texts: Sequence[str],
         distractors: Sequence[Sequence[int]] | None,
+        names: Sequence[str] | None = None,
     ) -> TaskBatch:
         """The batch of these token lists, with BOS prepended per :meth:`resolved_prepend_bos`
-        and right padding (:meth:`TaskBatch.from_token_lists`)."""
+        and right padding (:meth:`TaskBatch.from_token_lists`).
+
+        Every task builds its batch here, so the prompts are checked here against the model's
+        context that a source's tokenizer carries (:func:`interp.core.task_batch.context_problems`;
+        before any weights load: a longer prompt would be scored past the positions the model
+        was trained on, silently).
+
+        Args:
+            names: each prompt's name in an error (default ``"<task>: prompt <i>"``, from 0).
+
+        Raises:
+            TaskError: a prompt longer than the model's context (one line per prompt, at most
+                10, then a count: the prompt, its length in tokens, the context and its source).
+        """
         bos = self.resolved_prepend_bos(tokenizer)
         if bos:
             prompts = [[tokenizer.bos_token_id, *p] for p in prompts]
+        names = names or [f"{self.name}: prompt {i}" for i in range(len(prompts))]
+        too_long = context_problems(tokenizer, [len(p) for p in prompts], names)
+        if too_long:
+            shown = too_long[:10] + ([f"... and {len(too_long) - 10} more"] if len(too_long) > 10 else [])
+            raise TaskError("; ".join(shown))
         return TaskBatch.from_token_lists(
             prompts,
             answers,

@@ -254,7 +254,9 @@ class HubSource(CheckpointSource):
         raise ValueError(f"{self.model_id}: no tokenizer files (tokenizer.json) at {self.revision(step)}")
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        """The tokenizer, from the snapshot folder (tokenizer files only) of the first available step.
+        """The tokenizer, from the snapshot folder (tokenizer files only) of the first available step,
+        carrying the model's context (:meth:`context_length`, from that step's ``config.json``)
+        for the tasks' prompt check.
 
         Raises:
             CheckpointError: no step is available (offline: none in the cache).
@@ -268,7 +270,10 @@ class HubSource(CheckpointSource):
             raise CheckpointError(f"{self.model_id} has no checkpoint branches (step{{N}}, ...) {where}")
         tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(steps[0]))
         self._check_tokenizer(steps[0], tokenizer)
-        return tokenizer
+        return self._limit_context(tokenizer)
+
+    def _config_file(self, step: int) -> Path | None:
+        return self._snapshot(step, _CONFIG_PATTERNS) / "config.json"
 
     def digest(self, step: int) -> str:
         """Weight digest of ``step``: from the hub cache when the weights are there (the blob name
