@@ -168,6 +168,16 @@ class HubSource(CheckpointSource):
                     len(self._schedule.alternates),
                     ", ".join(self._schedule.revisions[r.step].name for r in self._schedule.alternates[:3]),
                 )
+            if self._schedule.unparsed:
+                names = self._schedule.unparsed
+                logger.warning(
+                    "%s: %d branch names look like checkpoints but do not parse, left out: %s%s; "
+                    "pass HubSource(revision_regex=...) to read them",
+                    self.model_id,
+                    len(names),
+                    ", ".join(names[:5]),
+                    f", ... ({len(names)} in all)" if len(names) > 5 else "",
+                )
         return self._schedule
 
     @property
