@@ -35,7 +35,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.task_batch import TaskBatch, TaskError, context_problems
+from interp.core.task_batch import CONTEXT_ATTRIBUTE, TaskBatch, TaskError
 
 if TYPE_CHECKING:  # the type of the alias served by __getattr__ below
     from interp.task_registry import make_task as make_task
@@ -201,7 +201,7 @@ class CapabilityTask(ABC):
         and right padding (:meth:`TaskBatch.from_token_lists`).
 
         Every task builds its batch here, so the prompts are checked here against the model's
-        context that a source's tokenizer carries (:func:`interp.core.task_batch.context_problems`;
+        context that a source's tokenizer carries (:data:`interp.core.task_batch.CONTEXT_ATTRIBUTE`;
         before any weights load: a longer prompt would be scored past the positions the model
         was trained on, silently).
 
@@ -209,17 +209,22 @@ class CapabilityTask(ABC):
             names: each prompt's name in an error (default ``"<task>: prompt <i>"``, from 0).
 
         Raises:
-            TaskError: a prompt longer than the model's context (one line per prompt, at most
-                10, then a count: the prompt, its length in tokens, the context and its source).
+            TaskError: a prompt longer than the model's context (one line: the first such prompt,
+                its length in tokens, the context and where it was read, then how many more).
         """
         bos = self.resolved_prepend_bos(tokenizer)
         if bos:
             prompts = [[tokenizer.bos_token_id, *p] for p in prompts]
         names = names or [f"{self.name}: prompt {i}" for i in range(len(prompts))]
-        too_long = context_problems(tokenizer, [len(p) for p in prompts], names)
-        if too_long:
-            shown = too_long[:10] + ([f"... and {len(too_long) - 10} more"] if len(too_long) > 10 else [])
-            raise TaskError("; ".join(shown))
+        context = getattr(tokenizer, CONTEXT_ATTRIBUTE, None)
+        too_long = [(name, len(p)) for name, p in zip(names, prompts) if context and len(p) > context[0]]
+        if context and too_long:
+            (name, length), n_ctx, what = too_long[0], context[0], context[1]
+            more = f" ({len(too_long) - 1} more prompts too long)" if len(too_long) > 1 else ""
+            raise TaskError(
+                f"{name}: the prompt is {length} tokens, longer than the model's context of {n_ctx} tokens "
+                f"({what}); shorten it or drop it{more}"
+            )
         return TaskBatch.from_token_lists(
             prompts,
             answers,
