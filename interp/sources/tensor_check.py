@@ -72,6 +72,20 @@ def _build_expected(folder: Path, trust_remote_code: bool) -> tuple | None:
     return expected, tied, ignore_missing, ignore_extra, buffers, rename
 
 
+def _all_shards_here(folder: Path, files: Sequence[Path]) -> bool:
+    """False when the folder's ``*.index.json`` names shards that are not among ``files`` (a
+    download in progress or cut off: those shards' tensors are not missing, only not here)."""
+    held = {p.name for p in files}
+    for index in folder.glob("*.index.json"):
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+            continue
+        if not shards <= held:
+            return False
+    return True
+
+
 def _listed(names: list[str]) -> str:
     shown = ", ".join(names[:SHOWN])
     return shown + (f", ... ({len(names)} in all)" if len(names) > SHOWN else "")
@@ -89,14 +103,15 @@ def tensor_problem(files: Sequence[Path], trust_remote_code: bool = False) -> st
         ``"lacks 1 tensor the model needs (transformers would fill it at random on every load):
         gpt_neox.layers.1.attention.query_key_value.weight"``, ``"holds 2 tensors the model does not
         have: ..."`` (both, ``;``-joined, when both), or None when the names match, or when the
-        files are pickles, there is no ``config.json`` or the model cannot be built on the meta
-        device (not checked).
+        files are pickles, there is no ``config.json``, shards the index names are not here yet
+        or the model cannot be built on the meta device (not checked).
     """
     files = list(files)
     if not files or any(not p.name.endswith(".safetensors") for p in files):
         return None
-    config_file = files[0].parent / "config.json"
-    if not config_file.is_file():
+    folder = files[0].parent
+    config_file = folder / "config.json"
+    if not config_file.is_file() or not _all_shards_here(folder, files):
         return None
     found = _expected(config_file, trust_remote_code)
     if found is None:
