@@ -10,7 +10,10 @@ sweeps' resumable store (:class:`sweeps.store.ResultsStore`) under ``OUT/units/`
     OUT/units/logs/<unit_id>.log      its log (stdout, stderr, traceback)
 
 Every file is written atomically and a row only after its state, so a study killed with SIGKILL
-and started again runs exactly the units without a row. The report (tables, ``report.html``) is
+and started again runs exactly the units without a row. A row or a state that cannot be read
+(cut short by a partial copy or a full disk: :meth:`sweeps.store.ResultsStore.damaged`,
+:func:`damaged_units`) makes its unit not done: it is named in one line and run again, and the
+other units are left as they are. The report (tables, ``report.html``) is
 then assembled from the store in the order of the names, whatever order units finished in, so
 an interrupted and resumed study writes the same tables as an uninterrupted one.
 
@@ -142,11 +145,63 @@ def _store_state(root: Path, uid: str, archive: bytes) -> Path:
     return final
 
 
-def study_status(units: Sequence[Unit], out_dir: str | Path) -> pd.DataFrame:
-    """One row per unit: unit_id, source, task, done (its row is in ``OUT/units``)."""
+def _state_problem(folder: Path) -> str | None:
+    """What keeps a unit's stored state from loading, or None when it loads."""
+    from interp.pipeline import RunAnalysis
+    from interp.report.report_state import load_report_state
+
+    if not (folder / "report.json").is_file():
+        return "missing"
+    try:
+        load_report_state(folder, RunAnalysis)
+    except Exception as error:  # any reason a saved state does not load: the unit is redone
+        text = str(error).strip()
+        return f"unreadable ({text.splitlines()[0] if text else type(error).__name__})"
+    return None
+
+
+def damaged_units(units: Sequence[Unit], out_dir: str | Path) -> dict[str, str]:
+    """Units whose row or state in ``OUT/units`` cannot be read: ``{unit_id: one line}`` naming the
+    file and saying it is run again. A unit with a readable row and a missing state counts too.
+
+    Returns:
+        ``{"neox__repetition-1a2b3c4d": "OUT/units/runs/neox__....parquet is unreadable (Parquet
+        magic bytes not found in footer...); unit ... is counted as not done and will be run again"}``.
+    """
     from sweeps.store import ResultsStore
 
-    done = ResultsStore(Path(out_dir) / "units").done_ids()
+    store = ResultsStore(Path(out_dir) / "units")
+    wanted = {u.unit_id for u in units}
+    lines = {
+        uid: f"{store.root}/{what}; unit {uid} is counted as not done and will be run again"
+        for uid, what in store.damaged().items()
+        if uid in wanted
+    }
+    done = store.done_ids() & wanted
+    for uid in sorted(done):
+        problem = _state_problem(store.root / "state" / uid)
+        if problem is not None:
+            lines[uid] = (
+                f"{store.root}/state/{uid} is {problem}; unit {uid} is counted as not done and will be run again"
+            )
+    return dict(sorted(lines.items()))
+
+
+def _done_units(units: Sequence[Unit], out_dir: str | Path) -> set[str]:
+    """Units with a readable row and state (:func:`damaged_units` names the others)."""
+    from sweeps.store import ResultsStore
+
+    done = ResultsStore(Path(out_dir) / "units").done_ids() & {u.unit_id for u in units}
+    damaged = damaged_units(units, out_dir)
+    for line in damaged.values():
+        logger.warning(line)
+    return done - set(damaged)
+
+
+def study_status(units: Sequence[Unit], out_dir: str | Path) -> pd.DataFrame:
+    """One row per unit: unit_id, source, task, done (its row and state in ``OUT/units`` read;
+    :func:`damaged_units` names those that do not)."""
+    done = _done_units(units, out_dir)
     return pd.DataFrame(
         [{"unit_id": u.unit_id, "source": u.source, "task": u.task, "done": u.unit_id in done} for u in units],
         columns=["unit_id", "source", "task", "done"],
@@ -216,7 +271,7 @@ def run_study(
     units = plan_units(names, tasks)
     task_by_name = {t.name: t for t in tasks}
     store = ResultsStore(Path(out_dir) / "units")
-    done = store.done_ids()
+    done = _done_units(units, out_dir)
     todo = [
         RunTask(
             run_id=u.unit_id,
@@ -297,6 +352,7 @@ __all__ = [
     "EXECUTORS",
     "Unit",
     "check_study_options",
+    "damaged_units",
     "expand_sources",
     "plan_units",
     "run_study",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from interp.core.task_batch import context_problems
 from interp.tasks import CapabilityTask, TaskBatch, TaskError, alnum_token_pool
 
 #: At most this many bad rows of a task file are named, then a count of the rest.
@@ -28,13 +29,14 @@ MAX_ROW_ERRORS = 10
 
 class TaskFileError(TaskError):
     """A task file cannot be used: missing, not ``.jsonl``/``.csv``, not UTF-8, not JSON, no rows,
-    a missing field, duplicate ids, distractors on some rows only, or answers that are not one
-    token under the source's tokenizer. ``lines``: one line per problem (the first is
+    a missing field, duplicate ids, distractors on some rows only, answers that are not one
+    token under the source's tokenizer, or prompts longer than the model's context (the row,
+    its length in tokens and the context named). ``lines``: one line per problem (the first is
     ``str(err)``; the command line prints at most 10, then a count).
 
     Fix: correct the rows named (each row needs ``prompt`` and ``answer``; ``distractors`` on
     every row or none; one-token answers under this tokenizer, e.g. with a leading space for
-    word-piece vocabularies) and save the file as UTF-8.
+    word-piece vocabularies; prompts no longer than the model's context) and save the file as UTF-8.
     """
 
     def __init__(self, lines: Sequence[str]):
@@ -324,10 +326,12 @@ class TaskFile(CapabilityTask):
 
         Raises:
             TaskFileError: an answer or distractor that is not one token, or a prompt with no
-                token, under ``tokenizer`` (every such row named, up to ``MAX_ROW_ERRORS``).
+                token, under ``tokenizer`` (every such row named, up to ``MAX_ROW_ERRORS``); a
+                prompt longer than the model's context that a source's tokenizer carries (the
+                row, its length in tokens and the context named, before any weights load).
         """
         tok_name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        problems, prompts, answers, texts, distractors = [], [], [], [], []
+        problems, prompts, answers, texts, distractors, names = [], [], [], [], [], []
         for row in self.rows:
             bad = [
                 (what, text, _split_ids(tokenizer, text))
@@ -350,10 +354,15 @@ class TaskFile(CapabilityTask):
             answers.append(_split_ids(tokenizer, row.answer)[0])
             texts.append(row.prompt)
             distractors.append([_split_ids(tokenizer, d)[0] for d in row.distractors])
+            names.append(f"{Path(self.path).name}: row {row.id}")
         if problems:
             raise TaskFileError(_capped(problems))
+        bos = [tokenizer.bos_token_id] if self.resolved_prepend_bos(tokenizer) else []
+        too_long = context_problems(tokenizer, [len(bos) + len(p) for p in prompts], names)
+        if too_long:
+            raise TaskFileError(_capped(too_long))
         has_distractors = bool(self.rows[0].distractors)
-        return self.finish(tokenizer, prompts, answers, texts, distractors if has_distractors else None)
+        return self.finish(tokenizer, prompts, answers, texts, distractors if has_distractors else None, names)
 
 
 def _capped(problems: list[str]) -> list[str]:

@@ -35,7 +35,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.task_batch import TaskBatch, TaskError
+from interp.core.task_batch import CONTEXT_ATTRIBUTE, TaskBatch, TaskError
 
 if TYPE_CHECKING:  # the type of the alias served by __getattr__ below
     from interp.task_registry import make_task as make_task
@@ -195,12 +195,36 @@ class CapabilityTask(ABC):
         answers: Sequence[int],
         texts: Sequence[str],
         distractors: Sequence[Sequence[int]] | None,
+        names: Sequence[str] | None = None,
     ) -> TaskBatch:
         """The batch of these token lists, with BOS prepended per :meth:`resolved_prepend_bos`
-        and right padding (:meth:`TaskBatch.from_token_lists`)."""
+        and right padding (:meth:`TaskBatch.from_token_lists`).
+
+        Every task builds its batch here, so the prompts are checked here against the model's
+        context that a source's tokenizer carries (:data:`interp.core.task_batch.CONTEXT_ATTRIBUTE`;
+        before any weights load: a longer prompt would be scored past the positions the model
+        was trained on, silently).
+
+        Args:
+            names: each prompt's name in an error (default ``"<task>: prompt <i>"``, from 0).
+
+        Raises:
+            TaskError: a prompt longer than the model's context (one line: the first such prompt,
+                its length in tokens, the context and where it was read, then how many more).
+        """
         bos = self.resolved_prepend_bos(tokenizer)
         if bos:
             prompts = [[tokenizer.bos_token_id, *p] for p in prompts]
+        names = names or [f"{self.name}: prompt {i}" for i in range(len(prompts))]
+        context = getattr(tokenizer, CONTEXT_ATTRIBUTE, None)
+        too_long = [(name, len(p)) for name, p in zip(names, prompts) if context and len(p) > context[0]]
+        if context and too_long:
+            (name, length), n_ctx, what = too_long[0], context[0], context[1]
+            more = f" ({len(too_long) - 1} more prompts too long)" if len(too_long) > 1 else ""
+            raise TaskError(
+                f"{name}: the prompt is {length} tokens, longer than the model's context of {n_ctx} tokens "
+                f"({what}); shorten it or drop it{more}"
+            )
         return TaskBatch.from_token_lists(
             prompts,
             answers,

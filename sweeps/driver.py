@@ -144,6 +144,8 @@ def run_sweep(
         ),
     )
 
+    for line in store.damaged_lines():  # cut short: not done, run again (the file is replaced)
+        logger.warning(line)
     done = store.done_ids()
     if retry_failed and done:
         prior = store.results([t.run_id for t in tasks if t.run_id in done])

@@ -15,6 +15,12 @@ exactly the runs that have no row. ``results.parquet`` is a single file rather t
 folder because a pyarrow dataset takes its schema from one file and silently drops or fails on
 columns whose type differs in another (a failed run has nulls where a finished run has numbers);
 concatenating with ``promote_options="permissive"`` unifies them.
+
+A file can still be cut short by what no atomic write prevents: a partial copy of the folder, a
+full disk under another tool, a file system that lost its tail. Such a row (or the metrics file
+of its run) is **damaged**: :meth:`ResultsStore.damaged` names each with what pyarrow said, the
+run counts as not done (:meth:`ResultsStore.done_ids`), so a resumed sweep or study runs it again
+and replaces the file; reads skip it meanwhile, and nothing else in the store is touched.
 """
 
 from __future__ import annotations
@@ -31,6 +37,28 @@ import pyarrow.parquet as pq
 from interp.core.io import atomic_path, atomic_to_parquet, atomic_write_bytes, atomic_write_text
 
 RESULTS_FILE = "results.parquet"
+
+
+def parquet_problem(path: Path, whole: bool = False) -> str | None:
+    """What pyarrow says about reading a parquet file (``"Parquet magic bytes not found in
+    footer..."``), or None when it reads: its footer and schema, or every row with ``whole``."""
+    try:
+        if whole:
+            pq.read_table(path)
+        else:
+            pq.read_metadata(path)
+    except (OSError, pa.ArrowException, ValueError) as error:
+        return _first_line(error)
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _damaged_line(root: Path, run_id: str, what: str) -> str:
+    return f"{root}/{what}; run {run_id} is counted as not done and will be run again"
 
 
 class ResultsStore:
@@ -132,19 +160,53 @@ class ResultsStore:
             return []
         return sorted(p for p in self.runs_dir.glob("*.parquet") if not p.name.startswith("."))
 
+    def _read_rows(self, files: list[Path]) -> tuple[dict[str, pa.Table], dict[str, str]]:
+        """The row tables of ``files`` that read, and ``{run_id: what is wrong}`` for the others
+        (a row, or its run's metrics file, that pyarrow cannot read)."""
+        tables, damaged = {}, {}
+        for path in files:
+            try:
+                table = pq.read_table(path)
+            except (OSError, pa.ArrowException, ValueError) as error:
+                damaged[path.stem] = f"runs/{path.name} is unreadable ({_first_line(error)})"
+                continue
+            metrics = self.metrics_path(path.stem)
+            problem = parquet_problem(metrics) if metrics.is_file() else None
+            if problem is not None:
+                damaged[path.stem] = f"metrics/{metrics.name} is unreadable ({problem})"
+                continue
+            tables[path.stem] = table
+        return tables, damaged
+
+    def damaged(self) -> dict[str, str]:
+        """Runs whose row, or whose metrics file, cannot be read (cut short, overwritten):
+        ``{run_id: "runs/<run_id>.parquet is unreadable (<what pyarrow said>)"}``, sorted.
+
+        Such a run is not done (:meth:`done_ids`): running the sweep or study again redoes it
+        and replaces the file. Checked again on every call.
+        """
+        return self._read_rows(self.row_files())[1]
+
+    def damaged_lines(self) -> list[str]:
+        """One line per damaged run (:meth:`damaged`), naming the file and saying it is redone."""
+        return [_damaged_line(self.root, run_id, what) for run_id, what in self.damaged().items()]
+
     def done_ids(self) -> set[str]:
-        """Run ids that have a row (finished, ok or failed)."""
-        return {p.stem for p in self.row_files()}
+        """Run ids that have a readable row (finished, ok or failed) and, when their run wrote
+        metrics, a readable metrics file; a damaged run (:meth:`damaged`) is not done, so the
+        next run of the sweep or study redoes it."""
+        return set(self._read_rows(self.row_files())[0])
 
     def rows_table(self, run_ids: Iterable[str] | None = None) -> pa.Table | None:
-        """All rows (or those of ``run_ids``) as one arrow table with a unified schema, or None."""
+        """All rows (or those of ``run_ids``) as one arrow table with a unified schema, or None;
+        damaged runs (:meth:`damaged`) are left out."""
         files = self.row_files()
         if run_ids is not None:
             wanted = set(run_ids)
             files = [p for p in files if p.stem in wanted]
-        if not files:
+        tables = list(self._read_rows(files)[0].values())
+        if not tables:
             return None
-        tables = [pq.read_table(p) for p in files]
         return pa.concat_tables(tables, promote_options="permissive")
 
     def results(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
@@ -158,10 +220,13 @@ class ResultsStore:
         return table.to_pandas().sort_values("run_id", ignore_index=True)
 
     def metrics(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
-        """Per-step metrics of all runs (or of ``run_ids``), concatenated, with a ``run_id`` column."""
+        """Per-step metrics of all runs (or of ``run_ids``), concatenated, with a ``run_id`` column;
+        unreadable metrics files are left out."""
         if not self.metrics_dir.is_dir():
             return pd.DataFrame()
-        files = sorted(p for p in self.metrics_dir.glob("*.parquet") if not p.name.startswith("."))
+        files = sorted(
+            p for p in self.metrics_dir.glob("*.parquet") if not p.name.startswith(".") and parquet_problem(p) is None
+        )
         if run_ids is not None:
             wanted = set(run_ids)
             files = [p for p in files if p.stem in wanted]

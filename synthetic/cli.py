@@ -183,11 +183,16 @@ def sweep_command(
         tasks = plan_runs(spec, default_runner=DEFAULT_RUNNER)
         loaded = load_spec(spec)
         loaded.runner = loaded.runner or DEFAULT_RUNNER
-        done = set() if check_spec_folder(out, loaded, force) else ResultsStore(out).done_ids()
+        other_spec = check_spec_folder(out, loaded, force)
+        done = set() if other_spec else ResultsStore(out).done_ids()
+        for line in [] if other_spec else ResultsStore(out).damaged_lines():
+            typer.echo(f"damaged: {line}", err=True)
         for t in tasks:
             typer.echo(f"{t.run_id} {'done' if t.run_id in done else 'todo'} {config_json(t.config)}")
         typer.echo(f"{len(tasks)} runs, {sum(t.run_id not in done for t in tasks)} to run")
         return
+    for line in ResultsStore(out).damaged_lines():
+        typer.echo(f"damaged: {line}", err=True)
     outcome = run_sweep(
         spec,
         out,

@@ -99,6 +99,7 @@ WORKER_GROUPS = {
         f"{module}.py": module
         for module in (
             "test_checkpoints",
+            "test_damaged_store",
             "test_decomposition",
             "test_embedded_training",
             "test_errors_catalogue",

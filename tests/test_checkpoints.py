@@ -464,6 +464,62 @@ def test_hub_olmo2_listing_series_tokens_and_hazards(tmp_path, monkeypatch):
     assert "'stage9'" in one_line(error) and "stage1 (4 branches)" in str(error.value)
 
 
+def test_a_grid_with_an_offset_reports_its_gaps():
+    """Issue 41, item 4: a series whose steps are not multiples of its stride (a run resumed
+    mid-way, a listing that starts late) follows its own offset; before, no gap was found."""
+    from interp.sources.families import regular_grid
+
+    assert regular_grid([500, 1500, 2500, 4500, 5500]) == [500, 1500, 2500, 3500, 4500, 5500]
+    assert regular_grid([7, 17, 27, 57, 67, 77]) == [7, 17, 27, 37, 47, 57, 67, 77]
+    assert regular_grid([250, 1250, 2250, 3250, 60]) == [250, 1250, 2250, 3250]  # 60 is extra, off the grid
+    # the most common remainder decides: one step at a multiple of the stride does not
+    assert regular_grid([3000, 4500, 5500, 6500, 8500]) == [4500, 5500, 6500, 7500, 8500]
+    assert regular_grid([0, 150, 1000, 2000, 4000, 5000]) == [0, 1000, 2000, 3000, 4000, 5000]  # as before
+
+
+def test_hub_missing_steps_on_an_offset_grid(tmp_path, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    branches = ["main", "step1500-tokens3B", "step2500-tokens5B", "step3500-tokens7B", "step5500-tokens11B"]
+    monkeypatch.setattr(huggingface_hub, "HfApi", _FakeHubApi(branches))
+    source = HubSource("someone/resumed-run", cache_dir=tmp_path, allow_any_id=True)
+    assert source.available_steps() == [1500, 2500, 3500, 5500]
+    assert source.missing_steps() == [4500]
+
+
+def test_lowercase_token_units_parse_and_unparsed_step_names_are_reported(tmp_path, monkeypatch, caplog):
+    """Issue 41, item 5: ``-tokens5b`` parses as ``-tokens5B`` (before, the branch dropped out of
+    the listing); a name that looks like a step but does not parse is named in a warning."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from interp.sources.families import RevisionParser, build_schedule
+
+    parser = RevisionParser()
+    for lower, upper in (
+        ("step1000-tokens5b", "step1000-tokens5B"),
+        ("stage1-step2000-tokens9k", "stage1-step2000-tokens9K"),
+    ):
+        a, b = parser.parse(lower), parser.parse(upper)
+        assert (a.step, a.tokens, a.series) == (b.step, b.tokens, b.series)
+    assert parser.parse("step1000-tokens5b").tokens == 5 * 10**9
+    names = ["main", "step0-tokens0b", "step1000-tokens4b", "step2000-tokens8B", "step3000-tokens12x", "global_step7"]
+    schedule = build_schedule(names)
+    assert schedule.steps == [0, 1000, 2000]
+    assert schedule.unparsed == ["global_step7", "step3000-tokens12x"]
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "HfApi", _FakeHubApi(names))
+    source = HubSource("someone/lowercase", cache_dir=tmp_path, allow_any_id=True)
+    with caplog.at_level("WARNING"):
+        assert source.available_steps() == [0, 1000, 2000] and source.tokens_at(1000) == 4 * 10**9
+    assert any(
+        "2 branch names look like checkpoints but do not parse, left out: global_step7, step3000-tokens12x" in r.message
+        for r in caplog.records
+    )
+
+
 def test_hub_unreachable_falls_back_to_cache_and_says_so(tiny_hub_cache, monkeypatch):
     import huggingface_hub
     from huggingface_hub import constants

@@ -92,20 +92,26 @@ def _check_threshold(threshold: float) -> None:
 
 def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
     """Build every task with each source's tokenizer before any checkpoint loads (a task file's
-    answers must be one token; IOI needs single-token names). Embedded names use the byte
-    tokenizer (nothing is trained here); other sources load their tokenizer files only."""
+    answers must be one token; IOI needs single-token names; no prompt longer than the model's
+    context). Embedded names use the byte tokenizer and the suite's ``n_ctx`` (nothing is trained
+    here); other sources load their tokenizer files and ``config.json`` only."""
     from interp.sources.catalogue import is_embedded_name
 
     seen = set()
     for name in names:
         if is_embedded_name(name):
-            key = "embedded"
-            if key in seen:
-                continue
+            from interp.core.task_batch import CONTEXT_ATTRIBUTE
+            from interp.sources.catalogue import resolve_embedded
             from interp.sources.common import make_byte_tokenizer
 
+            n_ctx = min(cfg.n_ctx for cfg, _ in resolve_embedded(name))
+            key = f"embedded-{n_ctx}"
+            if key in seen:
+                continue
             tokenizer = make_byte_tokenizer()
             tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
+            # the context the suite trains with (its config.json's, once trained): checked now
+            setattr(tokenizer, CONTEXT_ATTRIBUTE, (n_ctx, f"{name}'s context (n_ctx of the embedded suite)"))
         else:
             from interp.sources.door import open_source
 

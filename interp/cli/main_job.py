@@ -109,11 +109,13 @@ def run(
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     metric = _metric(metric)
     _check_tasks_on_sources(source, tasks)
-    from interp.study import check_study_options, plan_units, run_study, study_status
+    from interp.study import check_study_options, damaged_units, plan_units, run_study, study_status
 
     check_study_options(executor, jobs, dtype)
     if address is not None and executor != "ray":
         raise ValueError(f"--address {address!r} needs --executor ray (got {executor!r})")
+    for line in damaged_units(plan_units(source, tasks), out).values():
+        typer.echo(f"damaged: {line}", err=True)
     if dry_run:
         status = study_status(plan_units(source, tasks), out)
         for row in status.itertuples():

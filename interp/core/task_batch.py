@@ -19,17 +19,48 @@ from torch import Tensor
 
 from interp.core.objects import fields_html, results_equal, short_repr
 
-__all__ = ["TaskBatch", "TaskError"]
+__all__ = ["CONTEXT_ATTRIBUTE", "TaskBatch", "TaskError", "context_problems"]
+
+#: Attribute of a checkpoint source's tokenizer holding ``(the model's context in tokens, where it
+#: was read)``: set by :meth:`interp.sources.CheckpointSource.tokenizer` from the source's
+#: ``config.json`` before any weights load, read by every task when it builds its batch.
+CONTEXT_ATTRIBUTE = "emergence_context"
+
+
+def context_problems(tokenizer, lengths: Sequence[int], names: Sequence[str]) -> list[str]:
+    """One line per prompt longer than the model's context carried by ``tokenizer``.
+
+    Args:
+        tokenizer: a source's tokenizer (:data:`CONTEXT_ATTRIBUTE`; none attached: no check).
+        lengths: each prompt's length in tokens (BOS included when prepended).
+        names: each prompt's name in a message (``"tasks.jsonl: row 7"``, ``"prompt 3"``).
+
+    Returns:
+        ``["tasks.jsonl: row 7: the prompt is 300 tokens, longer than the model's context of 128
+        tokens (suite's context (max_position_embeddings in config.json)); shorten it or drop it"]``.
+    """
+    context = getattr(tokenizer, CONTEXT_ATTRIBUTE, None)
+    if not context:
+        return []
+    n_ctx, what = context
+    return [
+        f"{name}: the prompt is {length} tokens, longer than the model's context of {n_ctx} tokens "
+        f"({what}); shorten it or drop it"
+        for name, length in zip(names, lengths)
+        if length > n_ctx
+    ]
 
 
 class TaskError(ValueError):
     """A task cannot be built for this tokenizer or these prompts: an item the task needs as one
     token splits into several (digits, names, letters), too few single-token items for a template,
-    or prompts the batch cannot hold.
+    prompts the batch cannot hold, or prompts longer than the model's context (the prompt, its
+    length in tokens and the context named, before any weights load).
 
     Fix: use a task the tokenizer can run (``emergence list-tasks``, column ``byte_tokenizer``;
     IOI needs a word-piece vocabulary such as Pythia's), or change the task's parameters
-    (``prefix``, ``templates``, ``length``) as the message says.
+    (``prefix``, ``templates``, ``length``) as the message says; shorten prompts to the model's
+    context.
     """
 
 

@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from interp.core.task_batch import CONTEXT_ATTRIBUTE
 from interp.sources.catalogue import (  # noqa: F401
     POLYPYTHIA_SIZES,
     is_embedded_name,
@@ -115,6 +116,9 @@ from interp.sources.common import (
     weight_files,
     weights_digest,
 )
+
+#: config.json keys that give a model's context (positions), the first present wins.
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")
 
 
 @dataclass
@@ -268,6 +272,39 @@ class CheckpointSource(WeightFileChecks, ABC):
 
     def _missing_reason(self, step: int) -> str:
         return ""
+
+    # -- the model's context, known before any weights load
+    def _config_file(self, step: int) -> Path | None:
+        """``step``'s ``config.json`` without reading its weights (None when not at hand)."""
+        return None
+
+    def context_length(self) -> tuple[int, str] | None:
+        """Positions the model takes (tokens) and where that was read, from the first available
+        step's ``config.json`` (``max_position_embeddings``, ``n_positions``, ``n_ctx``,
+        ``max_sequence_length`` or ``seq_length``), before any weights load; None when unknown.
+
+        Returns:
+            ``(128, "max_position_embeddings in config.json")`` or None.
+        """
+        steps = self.available_steps()
+        try:
+            config_file = self._config_file(steps[0]) if steps else None
+            raw = json.loads(config_file.read_text()) if config_file is not None else {}
+        except Exception:  # not at hand (offline and not cached, no network): unknown
+            return None
+        for key in CONTEXT_KEYS:
+            value = raw.get(key) if isinstance(raw, dict) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, f"{key} in config.json"
+        return None
+
+    def _limit_context(self, tokenizer) -> PreTrainedTokenizerBase:
+        """``tokenizer`` with the model's context attached (:data:`interp.core.task_batch.CONTEXT_ATTRIBUTE`):
+        every task checks its prompts against it when building its batch, before a model loads."""
+        context = self.context_length()
+        if context is not None:
+            setattr(tokenizer, CONTEXT_ATTRIBUTE, (context[0], f"{self.model_id}'s context ({context[1]})"))
+        return tokenizer
 
     # -- optional per source (defaults: nothing known)
     def revision(self, step: int) -> str:

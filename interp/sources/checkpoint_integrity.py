@@ -8,6 +8,9 @@ Two hazards beyond whole-checkpoint duplicates (:meth:`interp.sources.Checkpoint
   (https://github.com/huggingface/safetensors, "Format"). :func:`safetensors_problem` checks that
   structure from the header alone (no tensor is read): a truncated file has less data than its
   header's offsets need, an overwritten header is not JSON or names offsets that do not fit.
+  Whole files that lack a tensor the model needs (transformers would initialise it at random
+  on every load) or hold one it does not have are corrupt too
+  (:func:`interp.sources.tensor_check.tensor_problem`, from the headers' names).
 * **partial-duplicate**: a sharded checkpoint whose shard is byte-identical to a shard of another
   step whose weights otherwise differ (pythia-12b's branches step50000 and step58000 carry the
   final model's first shard and their own others). Compared per shard by sha256 (the hub's LFS
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp.sources.common import CorruptCheckpointError, weight_files
+from interp.sources.tensor_check import tensor_problem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -187,8 +191,9 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
       model's (:meth:`CheckpointSource.final_digest`): its label is known to be right;
     * ``partial-duplicate``: a weight shard byte-identical to one of ``same_weights_as`` while the
       other shards differ (``detail`` names the files and their tensors): left out of the search;
-    * ``corrupt``: a weight file truncated or with its header overwritten (``detail``: the file
-      and what is wrong): left out of the search;
+    * ``corrupt``: a weight file truncated or with its header overwritten, or weight files that
+      lack tensors the model needs or hold tensors it does not have (``detail``: the file and
+      what is wrong, the tensors named): left out of the search;
     * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache).
 
     Digests are read for every held step (hub metadata or the cache; local files hashed once).
@@ -249,6 +254,10 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
     return table.astype({"tokens": "Int64"}).reset_index(drop=True)
 
 
+def _files_text(files: Sequence[Path]) -> str:
+    return files[0].name if len(files) == 1 else f"its {len(files)} weight files"
+
+
 def _steps_text(steps: Sequence[int], limit: int = 8) -> str:
     shown = ", ".join(str(s) for s in steps[:limit])
     return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
@@ -299,7 +308,7 @@ class WeightFileChecks:
     """The per-file checks of a :class:`~interp.sources.base.CheckpointSource` (its base class):
     shard digests, corrupt files, shards shared between steps. Reads the source's
     ``_check_step``, ``_resolve``, ``digest``, ``available_steps``, ``kept_duplicate``,
-    ``_file_digests``, ``_problems``, ``allow_pickle`` and ``model_id``."""
+    ``_file_digests``, ``_problems``, ``allow_pickle``, ``trust_remote_code`` and ``model_id``."""
 
     def file_digests(self, step: int) -> dict[str, str] | None:
         """``{weight file name: sha256 hex}`` of ``step`` (one entry per shard), or None when only
@@ -318,8 +327,10 @@ class WeightFileChecks:
 
     def corrupt_reason(self, step: int) -> str | None:
         """``"<file>: <what is wrong>"`` when a weight file of ``step`` on this machine is truncated
-        or its header overwritten (:func:`interp.sources.checkpoint_integrity.safetensors_problem`); None
-        when whole or not downloaded.
+        or its header overwritten (:func:`interp.sources.checkpoint_integrity.safetensors_problem`),
+        or the files lack or add tensors against the model of the step's ``config.json``
+        (:func:`interp.sources.tensor_check.tensor_problem`, the tensors named); None when whole
+        or not downloaded.
 
         Raises:
             CheckpointError: ``step`` is not available.
@@ -327,11 +338,14 @@ class WeightFileChecks:
         step = self._check_step(step)
         if step not in self._problems:
             problem = None
-            for path in self._local_weight_files(step) or []:
+            files = self._local_weight_files(step) or []
+            for path in files:
                 reason = file_problem(path)
                 if reason is not None:
                     problem = f"{path.name}: {reason}"
                     break
+            if problem is None and (names := tensor_problem(files, self.trust_remote_code)) is not None:
+                problem = f"{_files_text(files)}: {names}"
             self._problems[step] = problem
         return self._problems[step]
 
@@ -349,6 +363,13 @@ class WeightFileChecks:
                     f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
                     "the step is left out: download or re-train it again"
                 )
+        names = tensor_problem(files, self.trust_remote_code)
+        if names is not None:
+            self._problems[step] = f"{_files_text(files)}: {names}"
+            raise CorruptCheckpointError(
+                f"{self.model_id} step {step}: {_files_text(files)} {names}; "
+                "the step is left out: download or re-train it again"
+            )
 
     def partial_duplicates(self) -> dict[int, tuple[list[int], list[str]]]:
         """Steps sharing a weight shard with another step whose weights otherwise differ:

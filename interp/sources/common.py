@@ -68,14 +68,31 @@ class CheckpointError(ValueError):
     model, the step and the nearest available steps.
 
     Fix: pick a step the source holds (``source.available_steps()``, ``emergence curve SRC``
-    lists them; for a hub step not cached offline, download it first: ``huggingface-cli download
-    MODEL --revision stepN``).
+    lists them; for a hub step not cached offline, download it first: ``hf download MODEL
+    --revision stepN``, the ``hf`` command of huggingface_hub 1.0 and later).
+    """
+
+
+class HubUnavailableError(ValueError):
+    """The hub could not be reached (no network, a DNS failure such as ``[Errno -2] Name or service
+    not known``, a proxy, a timeout) and the local hub cache does not hold what was asked (the
+    branch listing, a step's files, their metadata); or, with ``HF_HUB_OFFLINE=1``, the cache does
+    not hold it. The message names the repository, the branch and the cache folder.
+
+    Fix: check the network (behind a proxy: ``HTTPS_PROXY``) and run again; or, on a machine
+    that has a network, download the branches (``hf download MODEL --revision stepN``; the ``hf``
+    command of huggingface_hub 1.0 and later, ``huggingface-cli download`` before), copy its hub
+    cache (``~/.cache/huggingface/hub``, or ``HF_HUB_CACHE``) to the same place here and set
+    ``HF_HUB_OFFLINE=1``. Offline, unset ``HF_HUB_OFFLINE`` to fetch what the cache lacks.
     """
 
 
 class CorruptCheckpointError(CheckpointError):
-    """A weight file of a step is truncated or its header overwritten; the searches leave the step
-    out (``checkpoints.csv`` status ``corrupt``) and loading it raises this, naming the file.
+    """A weight file of a step is truncated or its header overwritten, or the step's weight files
+    lack a tensor the model needs (transformers would fill it at random, other values on every
+    load) or hold one it does not have; the searches leave the step out (``checkpoints.csv``
+    status ``corrupt``, the tensors named in ``detail``) and loading it raises this, naming the
+    file and the tensors.
 
     Fix: use another step, or delete that step's files and download (hub) or re-train (local
     suite) them again.

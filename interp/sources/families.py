@@ -11,7 +11,7 @@ name encodes the training step (and sometimes the tokens seen and the training s
 =============================================  ==============================================
 
 ``tokens{M}`` without a unit is a count of tokens; ``K``/``M``/``B``/``T`` scale it by 1e3, 1e6,
-1e9, 1e12. Any other naming goes through a user-given regular expression with a named group
+1e9, 1e12, and so do their lowercase spellings (``tokens5b`` = ``tokens5B``). Any other naming goes through a user-given regular expression with a named group
 ``step`` (optional groups ``tokens`` (a count, or with ``unit``) and ``series``).
 
 A **series** is one training trajectory inside a repository: all plain ``step{N}`` names form
@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 #: The built-in revision-name grammar (see the module docstring).
 DEFAULT_REVISION_REGEX = (
     r"(?:(?P<series>stage\d+(?:-ingredient\d+)?)-)?step(?P<step>\d+)"
-    r"(?:-tokens(?P<tokens>\d+)(?P<unit>[KMBT]?))?"
+    r"(?:-tokens(?P<tokens>\d+)(?P<unit>[KMBTkmbt]?))?"
 )
 _UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+#: Branch names that look like a checkpoint's: reported when the parser does not take them.
+STEP_LIKE = re.compile(r"step[-_]?\d+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class RevisionParser:
     Args:
         regex: a pattern that must match the whole name, with a named group ``step`` (or exactly
             one group, taken as the step); optional named groups ``tokens``, ``unit``
-            (``K``/``M``/``B``/``T``) and ``series``. Default :data:`DEFAULT_REVISION_REGEX`.
+            (``K``/``M``/``B``/``T``, either case) and ``series``. Default :data:`DEFAULT_REVISION_REGEX`.
 
     Raises:
         ValueError: the regex does not compile or has no step group.
@@ -111,6 +113,8 @@ class Schedule:
         series_counts: branches per series in the repository (``{"stage1": 1234, ...}``).
         default_series: the series chosen when none is asked for.
         alternates: branches of the chosen series that name a step already taken by another branch.
+        unparsed: branch names that look like checkpoints (``step`` and digits in them) but do
+            not parse (:data:`STEP_LIKE`): not in the schedule, reported so none drops out silently.
     """
 
     revisions: dict[int, Revision]
@@ -118,6 +122,7 @@ class Schedule:
     series_counts: dict[str, int]
     default_series: str
     alternates: list[Revision] = field(default_factory=list)
+    unparsed: list[str] = field(default_factory=list)
 
     @property
     def steps(self) -> list[int]:
@@ -142,7 +147,10 @@ def build_schedule(names: Iterable[str], parser: RevisionParser | None = None, s
             with their branch counts).
     """
     parser = parser or RevisionParser()
-    parsed = [r for r in (parser.parse(n) for n in sorted(set(names))) if r is not None]
+    ordered = sorted(set(names))
+    parsed = [r for r in (parser.parse(n) for n in ordered) if r is not None]
+    unparsed = sorted(set(ordered) - {r.name for r in parsed})
+    unparsed = [n for n in unparsed if STEP_LIKE.search(n)]
     staged = any(r.series.startswith("stage") for r in parsed)
     if staged:  # plain names in a staged repository are stage-1 branches without their prefix
         parsed = [r if r.series else Revision(r.name, r.step, r.tokens, "stage1") for r in parsed]
@@ -168,17 +176,20 @@ def build_schedule(names: Iterable[str], parser: RevisionParser | None = None, s
         series_counts=dict(sorted(counts.items())),
         default_series=default,
         alternates=alternates,
+        unparsed=unparsed,
     )
 
 
 def regular_grid(steps: Sequence[int]) -> list[int]:
     """The regular schedule a list of checkpoint steps seems to follow, to spot missing steps.
 
-    The stride is the most common gap between consecutive steps. The grid is inferred only if,
-    among the listed multiples of the stride, at least half of the consecutive gaps equal it
-    (a log-spaced schedule such as Pythia's early steps has no such stride). It runs from the
-    first listed multiple of the stride to the last one. Steps off the grid (OLMo-2-1124-7B's
-    steps 150, 600, ...) are extra, not a reason to reject the grid.
+    The stride is the most common gap between consecutive steps, and the grid's offset the most
+    common remainder of the listed steps divided by it (ties: the smallest), so a series that
+    does not start at a multiple of its stride (a run resumed mid-way: 500, 1500, 2500, ...)
+    follows its own grid. The grid is inferred only if, among the listed steps on it, at least
+    half of the consecutive gaps equal the stride (a log-spaced schedule such as Pythia's early
+    steps has no such stride). It runs from the first listed step on it to the last one. Steps
+    off the grid (OLMo-2-1124-7B's steps 150, 600, ...) are extra, not a reason to reject it.
 
     Args:
         steps: listed checkpoint steps (training steps), any order.
@@ -191,7 +202,9 @@ def regular_grid(steps: Sequence[int]) -> list[int]:
         return []
     gaps = Counter(b - a for a, b in itertools.pairwise(ordered))
     stride = max(gaps.items(), key=lambda item: (item[1], item[0]))[0]
-    on_grid = [s for s in ordered if s % stride == 0]
+    residues = Counter(s % stride for s in ordered)
+    offset = min(residues, key=lambda r: (-residues[r], r))
+    on_grid = [s for s in ordered if s % stride == offset]
     if len(on_grid) < 3:
         return []
     regular = sum(b - a == stride for a, b in itertools.pairwise(on_grid))

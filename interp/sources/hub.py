@@ -34,12 +34,20 @@ from interp.sources.common import (
     _VALID_HUB_IDS,
     PYTHIA_STEPS,
     CheckpointError,
+    HubUnavailableError,
     _sha256_of_file,
     combine_digests,
     logger,
     weight_files,
     weights_digest,
 )
+
+
+def _network_error(error: BaseException) -> bool:
+    """Whether ``error`` is the network failing (an ``OSError``, httpx's transport errors: a DNS
+    failure, a refused connection, a timeout), not an answer of the hub."""
+    names = {c.__name__ for c in type(error).__mro__}
+    return isinstance(error, OSError) or bool(names & {"TransportError", "RequestError", "TimeoutException"})
 
 
 class HubSource(CheckpointSource):
@@ -128,6 +136,31 @@ class HubSource(CheckpointSource):
         root = self.cache_dir if self.cache_dir is not None else Path(constants.HF_HUB_CACHE)
         return root / repo_folder_name(repo_id=self.model_id, repo_type="model")
 
+    def _hub_failure(self, what: str, revision: str | None, error: Exception) -> Exception:
+        """The error to raise when the hub (or, offline, the cache) failed to give ``what``: the
+        hub's own answer (no such repository or branch, a gated repository) unchanged, else a
+        :class:`HubUnavailableError` saying what to do (one line)."""
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+        if isinstance(error, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)):
+            return error  # the hub answered: not a network failure
+        text = str(error).strip()
+        said = f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+        branch = revision or "step1000"
+        download = f"`hf download {self.model_id} --revision {branch}`"
+        if self._offline():
+            return HubUnavailableError(
+                f"{what} of {self.model_id}: HF_HUB_OFFLINE=1 and the local hub cache {self._repo_cache()} "
+                f"does not hold it ({said}); unset HF_HUB_OFFLINE to fetch it, or download it on a machine "
+                f"with a network ({download}) and copy that hub cache here"
+            )
+        return HubUnavailableError(
+            f"{what} of {self.model_id}: the hub could not be reached ({said}) and the local hub cache "
+            f"{self._repo_cache()} does not hold it; check the network (a proxy: HTTPS_PROXY) and run again, "
+            f"or download it on a machine with a network ({download}), copy that hub cache here and set "
+            f"HF_HUB_OFFLINE=1"
+        )
+
     def _cached_refs(self) -> list[str]:
         refs = self._repo_cache() / "refs"
         return sorted(p.name for p in refs.iterdir() if p.is_file()) if refs.is_dir() else []
@@ -144,7 +177,7 @@ class HubSource(CheckpointSource):
         except Exception as error:  # network trouble: fall back to the cache, as snapshot_download does
             cached = self._cached_refs()
             if not cached:
-                raise ValueError(f"cannot list the branches of {self.model_id}: {error}".splitlines()[0]) from error
+                raise self._hub_failure("cannot list the branches", None, error) from error
             self._listing = f"cache (hub unreachable: {type(error).__name__})"
             logger.warning(
                 "cannot reach the hub for %s (%s); using the %d cached branches",
@@ -167,6 +200,16 @@ class HubSource(CheckpointSource):
                     self.model_id,
                     len(self._schedule.alternates),
                     ", ".join(self._schedule.revisions[r.step].name for r in self._schedule.alternates[:3]),
+                )
+            if self._schedule.unparsed:
+                names = self._schedule.unparsed
+                logger.warning(
+                    "%s: %d branch names look like checkpoints but do not parse, left out: %s%s; "
+                    "pass HubSource(revision_regex=...) to read them",
+                    self.model_id,
+                    len(names),
+                    ", ".join(names[:5]),
+                    f", ... ({len(names)} in all)" if len(names) > 5 else "",
                 )
         return self._schedule
 
@@ -227,13 +270,19 @@ class HubSource(CheckpointSource):
         """A snapshot folder of ``step``'s branch (``None``: the ``main`` branch)."""
         from huggingface_hub import snapshot_download
 
-        folder = snapshot_download(
-            self.model_id,
-            revision="main" if step is None else self.revision(step),
-            cache_dir=self.cache_dir,
-            allow_patterns=patterns,
-            local_files_only=local_only,
-        )
+        revision = "main" if step is None else self.revision(step)
+        try:
+            folder = snapshot_download(
+                self.model_id,
+                revision=revision,
+                cache_dir=self.cache_dir,
+                allow_patterns=patterns,
+                local_files_only=local_only,
+            )
+        except Exception as error:
+            if local_only:  # the callers ask the cache only and handle its absence
+                raise
+            raise self._hub_failure(f"cannot fetch branch {revision}", revision, error) from error
         return Path(folder)
 
     def _resolve(self, step: int) -> tuple[Path, str, str | None]:
@@ -254,7 +303,9 @@ class HubSource(CheckpointSource):
         raise ValueError(f"{self.model_id}: no tokenizer files (tokenizer.json) at {self.revision(step)}")
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        """The tokenizer, from the snapshot folder (tokenizer files only) of the first available step.
+        """The tokenizer, from the snapshot folder (tokenizer files only) of the first available step,
+        carrying the model's context (:meth:`context_length`, from that step's ``config.json``)
+        for the tasks' prompt check.
 
         Raises:
             CheckpointError: no step is available (offline: none in the cache).
@@ -264,11 +315,24 @@ class HubSource(CheckpointSource):
 
         steps = self.available_steps()
         if not steps:
-            where = "in the local hub cache (HF_HUB_OFFLINE=1)" if self._offline() else "on the hub"
-            raise CheckpointError(f"{self.model_id} has no checkpoint branches (step{{N}}, ...) {where}")
+            if self._offline():
+                raise CheckpointError(
+                    f"{self.model_id} has no checkpoint branches (step{{N}}, ...) in the local hub cache "
+                    f"{self._repo_cache()} (HF_HUB_OFFLINE=1): unset HF_HUB_OFFLINE to list them on the hub, "
+                    f"or download them on a machine with a network (`hf download {self.model_id} --revision "
+                    f"step1000`, one per branch) and copy that hub cache here"
+                )
+            raise CheckpointError(
+                f"{self.model_id} has no checkpoint branches (step{{N}}, ...) on the hub: it publishes no "
+                f"intermediate checkpoints; use a repository that does (emergence list-models), or pass "
+                f"HubSource(revision_regex=...) when its branch names differ"
+            )
         tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(steps[0]))
         self._check_tokenizer(steps[0], tokenizer)
-        return tokenizer
+        return self._limit_context(tokenizer)
+
+    def _config_file(self, step: int) -> Path | None:
+        return self._snapshot(step, _CONFIG_PATTERNS) / "config.json"
 
     def digest(self, step: int) -> str:
         """Weight digest of ``step``: from the hub cache when the weights are there (the blob name
@@ -276,11 +340,18 @@ class HubSource(CheckpointSource):
 
         Raises:
             CheckpointError: ``step`` is not available.
-            ValueError: offline and the step's weights are not cached.
+            HubUnavailableError: offline and the step's weights are not cached, or the hub could
+                not be reached (one line saying what to do).
         """
         step = self._check_step(step)
         if step not in self._digests:
-            digest = self._cached_digest(step) or self._remote_digest(step)
+            try:
+                digest = self._cached_digest(step) or self._remote_digest(step)
+            except Exception as error:
+                if not _network_error(error):
+                    raise
+                what = f"cannot read the weights' metadata of branch {self.revision(step)}"
+                raise self._hub_failure(what, self.revision(step), error) from error
             assert digest is not None  # a step's remote digest, downloading if need be, is never None
             self._digests[step] = digest
         return self._digests[step]
@@ -332,9 +403,11 @@ class HubSource(CheckpointSource):
         """Digest from hub metadata (LFS oids) of ``step``'s branch (``None``: ``main``); with
         ``download=False``, ``None`` where that needs a download."""
         if self._offline():
-            raise ValueError(
+            raise HubUnavailableError(
                 f"{self.model_id} step {step}: weights are not in the hub cache {self._repo_cache()} "
-                f"and HF_HUB_OFFLINE=1; load the step once online"
+                f"and HF_HUB_OFFLINE=1; load the step once online (unset HF_HUB_OFFLINE), or download it on "
+                f"a machine with a network (`hf download {self.model_id} --revision {self.revision(step) if step is not None else 'main'}`) "
+                f"and copy that hub cache here"
             )
         from huggingface_hub import HfApi, hf_hub_download
 

@@ -96,7 +96,8 @@ class LocalSuiteSource(CheckpointSource):
         )
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        """The suite's tokenizer, from ``ROOT/tokenizer/`` (else the first step folder with one).
+        """The suite's tokenizer, from ``ROOT/tokenizer/`` (else the first step folder with one),
+        carrying the model's context (:meth:`context_length`) for the tasks' prompt check.
 
         Raises:
             TokenizerMismatchError: it differs from the tokenizer of a step loaded earlier.
@@ -106,7 +107,10 @@ class LocalSuiteSource(CheckpointSource):
         first = self.available_steps()[0]
         tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(first))
         self._check_tokenizer(first, tokenizer)
-        return tokenizer
+        return self._limit_context(tokenizer)
+
+    def _config_file(self, step: int) -> Path | None:
+        return self._folders[step] / "config.json"
 
     def revision(self, step: int) -> str:
         """The step's folder name."""
