@@ -665,7 +665,3 @@ def train(
         atomic_write_text(out_path / "summary.json", json.dumps(summary, indent=2) + "\n")
         write_provenance(out_path, make_provenance("synthetic.training.train", {"config": config}))
     return TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task)
-
-
-# Several runs of one shape in one process (stacked weights, one batched forward): see synthetic/ensemble.py.
-from synthetic.ensemble import train_ensemble  # noqa: E402,F401

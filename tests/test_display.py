@@ -44,13 +44,13 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
     run = RunAnalysis(model="toy", seed=seed, model_id=point.model_id, point=point, curve=curve)
     if emerged:
         generator = torch.Generator().manual_seed(seed)
-        run.delta_p = torch.rand(N_LAYERS, N_HEADS, generator=generator) * 0.1 - 0.02
-        order = torch.argsort(run.delta_p.flatten(), descending=True)
+        run.delta = torch.rand(N_LAYERS, N_HEADS, generator=generator) * 0.1 - 0.02
+        order = torch.argsort(run.delta.flatten(), descending=True)
         run.heads = pd.DataFrame(
             {
                 "layer": (order // N_HEADS).numpy(),
                 "head": (order % N_HEADS).numpy(),
-                "delta": run.delta_p.flatten()[order].double().numpy(),
+                "delta": run.delta.flatten()[order].double().numpy(),
                 "rank": np.arange(1, N_LAYERS * N_HEADS + 1),
                 "delta_attribution": 0.0,
                 "delta_lo": 0.0,
@@ -59,9 +59,9 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
                 "unit": "probability",
             }
         )
-        run.p_pre, run.p_post = 0.24, 0.56
+        run.value_pre, run.value_post = 0.24, 0.56
         run.topk = pd.DataFrame({"k": [1, 2, 3], "value": [0.3, 0.4, 0.45], "metric": "p", "unit": "probability"})
-        run.topk["recovered"] = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
+        run.topk["recovered"] = (run.topk["value"] - run.value_pre) / (run.value_post - run.value_pre)
         scores = torch.rand(4, N_TOKENS, N_TOKENS, generator=generator).tril()
         run.example_patterns = scores / scores.sum(-1, keepdim=True)
         run.example_tokens = [f"t{i}" for i in range(N_TOKENS)]
@@ -83,7 +83,6 @@ def no_network_probe(monkeypatch):
         raise AssertionError("circuitsvis probed the network")
 
     monkeypatch.setattr(render, "internet_on", refuse)
-    display.reset_notebook_assets()
 
 
 def test_report_page_inlines_each_library_once_and_loads_nothing(report):
@@ -280,10 +279,10 @@ def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
         pd.testing.assert_frame_equal(getattr(again, name), getattr(report, name))
     pd.testing.assert_frame_equal(again.summary(), report.summary())
     for a, b in zip(again.runs, report.runs):
-        assert (a.delta_p is None) == (b.delta_p is None)
-        if b.delta_p is not None:
-            assert torch.equal(a.delta_p, b.delta_p) and torch.equal(a.example_patterns, b.example_patterns)
-            assert a.example_names == b.example_names and a.p_pre == b.p_pre
+        assert (a.delta is None) == (b.delta is None)
+        if b.delta is not None:
+            assert torch.equal(a.delta, b.delta) and torch.equal(a.example_patterns, b.example_patterns)
+            assert a.example_names == b.example_names and a.value_pre == b.value_pre
         assert a.point.excluded_steps == b.point.excluded_steps
         pd.testing.assert_frame_equal(a.point.evaluations, b.point.evaluations)
     pd.testing.assert_frame_equal(again.runs[0].training_loss, report.runs[0].training_loss)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from synthetic.ensemble import check_same_shape
-from synthetic.training import TrainConfig, drop_state, train, train_ensemble
+from synthetic.ensemble import check_same_shape, train_ensemble
+from synthetic.training import TrainConfig, drop_state, train
 
 # Relative tolerance for weights after 50 AdamW steps: batched matmuls sum in another order
 # (measured ≤ 2e-6 here); attn.k.bias is left out, its gradient is zero in exact arithmetic
