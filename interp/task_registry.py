@@ -49,7 +49,8 @@ class TaskSpec:
     @property
     def name(self) -> str:
         """The task's name: the default of its class's ``name`` field (or :attr:`shown_as`)."""
-        return self.shown_as or self.cls.name
+        task_class: type[CapabilityTask] = self.cls
+        return self.shown_as or task_class.name
 
     def parameters(self) -> dict:
         """Constructor parameters and their defaults (``name`` and internals left out)."""
