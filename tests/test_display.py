@@ -164,6 +164,7 @@ def test_every_figure_has_a_legend(report):
         assert named, fig.layout.title.text
 
 
+@pytest.mark.slow
 def test_every_notebook_output_carries_its_libraries(report):
     """Assets are deduplicated per output, not per process: the same display twice (a cell run
     again), a run after the report, and a second attention view each carry what they draw with,
@@ -184,6 +185,7 @@ def test_every_notebook_output_carries_its_libraries(report):
     assert "* plotly.js v" in run.point._repr_html_() and "* plotly.js v" in run.point._repr_html_()
 
 
+@pytest.mark.slow
 def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, tmp_path):
     from interp.ranking import COMPONENT_COLUMNS, HeadRanking
 
@@ -269,6 +271,7 @@ def test_the_rule_is_stated_in_legend_and_captions_and_kept_by_save_load(tmp_pat
     assert again.points[["hold", "search"]].values.tolist() == [[2, "bisection"], [2, "bisection"]]
 
 
+@pytest.mark.slow
 def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
     report.provenance = make_provenance("tests.test_display", {"threshold": 0.5})
     report.runs[0].training_loss = pd.DataFrame({"step": [0, 100], "loss": [5.0, 4.0]})  # a field added later
@@ -363,6 +366,7 @@ def test_a_per_step_loss_curve_is_thinned_for_the_page():
     assert len(fig.data[0].x) == len(steps)
 
 
+@pytest.mark.slow
 def test_notebook_export_keeps_each_library_once():
     """Every output carries plotly.js (so it works alone in Jupyter); the exported page, where all
     outputs share one window, keeps the first copy only (nbconvert rewrites the tags' quotes)."""

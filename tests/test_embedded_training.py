@@ -73,6 +73,7 @@ def test_resume_reproduces_later_checkpoint_bit_for_bit(tiny_run, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_corpus_walk_reads_the_files_in_rglob_order():
     """The early-stopping walk gives the training text the reference order: ``sorted(rglob)``
     with the left-out folders filtered, over the whole standard library, and the same bytes."""
@@ -133,6 +134,7 @@ def test_loss_curve_figure_shows_loss_beside_capability(tiny_run):
         loss_curve_figure(losses.rename(columns={"loss": "nats"}))
 
 
+@pytest.mark.slow
 def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     torch.set_num_threads(1)
     short = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)[0]
@@ -155,6 +157,7 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     assert source.final_digest() == source.digest(24) != source.digest(16)  # suite.json records the final model
 
 
+@pytest.mark.slow
 def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, monkeypatch):
     """A worker killed half-way (here SIGKILL at step 12; Ctrl-C does the same) leaves its folder;
     the next ensure_suite takes it over and trains on from step 8, its last checkpoint, to the
@@ -186,6 +189,7 @@ def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, 
     assert curve["step"].tolist() == list(range(16)) and curve["loss"].tolist() == losses["loss"].tolist()
 
 
+@pytest.mark.slow
 def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continues(tmp_path):
     """Jupyter's interrupt: SIGINT to the calling process only (its workers do not get it). The
     caller stops its worker at once instead of waiting for the run, and says the step the run
@@ -234,6 +238,7 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
     assert f"training stopped; the next training of this suite continues neox-1l-32d-seed3 from step {step}" in err
 
 
+@pytest.mark.slow
 def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
     """A short run finished beside a long one is handed out at once, with the calling process set to
     the one idle core's thread count; the long run arrives after it, and the count is restored.

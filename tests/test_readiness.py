@@ -167,6 +167,7 @@ def test_cli_head_out_of_range(tiny_local_suite):
     assert result.exit_code == 2 and "head (5, 0) out of range" in result.output
 
 
+@pytest.mark.slow
 def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(
@@ -207,6 +208,7 @@ def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     assert "capability vs ideal-pattern capability" in page and "E − R" not in page  # never emerges here
 
 
+@pytest.mark.slow
 def test_page_in_browser(tiny_local_suite, tmp_path):
     from browser import chromium_path, visit
 

@@ -109,6 +109,7 @@ def test_outputs_written_and_checkpoint_round_trip(plain_run):
         assert torch.equal(model(tokens), result.model(tokens))
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly(plain_run, tmp_path):
     result, out = plain_run
     resumed = train(result.config, out_dir=tmp_path, progress=False, resume_from=out / "checkpoints" / "step150")
@@ -159,6 +160,7 @@ def test_alignment_is_measured_with_the_bias_off(plain_run, bias_run):
     assert bias_run.summary["final_loss"] == pytest.approx(FLOOR_S4, abs=0.02)
 
 
+@pytest.mark.slow
 def test_same_seed_same_curve_on_cpu():
     config = dict(SMALL, steps=30, eval_every=10)
     a = train(TrainConfig(**config), progress=False).metrics
