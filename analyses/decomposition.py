@@ -27,19 +27,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import torch
 
+from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.emergence import DEFAULT_HOLD
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from interp.core.io import atomic_to_csv, atomic_write_text  # noqa: E402
-from interp.emergence import DEFAULT_HOLD  # noqa: E402
-
 NAME = "decomposition"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- decomposition:begin -->", "<!-- decomposition:end -->"
@@ -64,7 +61,7 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
     )
     components = ranking.components.assign(model=model, seed=seed)
     pre = source.load(point.pre_step)
-    exact = ranking.delta_p
+    exact = ranking.delta
     rows = []
     for steps in sorted({1, ig_steps}):
         estimate = attribution_delta_p(
@@ -206,7 +203,7 @@ def update_docs(block: str, figure_page: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="analyses/decomposition.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.decomposition", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--suite",
         nargs="+",

@@ -28,17 +28,14 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from interp.core.io import atomic_to_csv, atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from interp.core.io import atomic_to_csv, atomic_write_text  # noqa: E402
-
 NAME = "interval_study"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- interval-study:begin -->", "<!-- interval-study:end -->"
@@ -264,7 +261,7 @@ def update_docs(block: str, figure_page: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="analyses/interval_study.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.interval_study", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--suite",
         default=["embedded"],

@@ -58,7 +58,7 @@ EXPORTS: dict[str, str] = {
     "MetricSpec": "interp.core.metrics",
     "register_metric": "interp.core.metrics",
     "get_metric": "interp.core.metrics",
-    "metrics": "interp",
+    "metrics": "interp.core",
     # point of emergence
     "find_emergence": "interp.emergence",
     "full_scan": "interp.emergence",

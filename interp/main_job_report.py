@@ -29,9 +29,7 @@ __all__ = [
     "EMERGENCE_COLUMNS",
     "HEADS_COLUMNS",
     "KEY_COLUMNS",
-    "OLD_COLUMNS",
     "POINTS_COLUMNS",
-    "SUMMARY_LEGEND",
     "TOPK_COLUMNS",
     "MainJobReport",
     "RunAnalysis",
@@ -81,14 +79,6 @@ HEADS_COLUMNS = [
     "jump_too_small",
 ]
 TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
-#: Column names of reports saved before the columns followed the metric -> today's names.
-OLD_COLUMNS = {
-    "delta_p": "delta",
-    "delta_p_attribution": "delta_attribution",
-    "delta_p_lo": "delta_lo",
-    "delta_p_hi": "delta_hi",
-    "p_patched": "value",
-}
 
 
 def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
@@ -122,10 +112,6 @@ def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) ->
     )
 
 
-#: The legend of a report whose metric is ``p`` (kept name).
-SUMMARY_LEGEND = summary_legend(("p",))
-
-
 @dataclass
 class _RunKey:
     """Which run an analysis is about: :class:`RunAnalysis`'s first fields (its repr starts with them)."""
@@ -147,8 +133,7 @@ class RunAnalysis(RankingFields, _RunKey):
     pre / post step, ``delta`` the ``Float[Tensor, "layer head"]`` per-head effect in the units
     of ``metric`` (``unit``; the paper's ``delta_p`` for ``"p"``), ``heads``, ``topk``, the top
     heads' example patterns, ...; keyword arguments); then the checkpoint table, the training
-    loss, the decomposition, the head scores and the scrubber's patterns. ``p_pre``, ``p_post``
-    and ``delta_p`` are aliases (names from before the labels followed the metric). ``repr`` is
+    loss, the decomposition, the head scores and the scrubber's patterns. ``repr`` is
     one screen; ``==`` compares every field by value.
 
     The scrubber's fields (:mod:`interp.report.scrubber`): ``scrub_steps`` the evaluated training
@@ -489,8 +474,7 @@ class MainJobReport:
 
 
 def _upgrade_run(run: RunAnalysis) -> None:
-    """Rename the columns of a run saved before the columns followed the metric (``delta_p`` ->
-    ``delta``, ``p_patched`` -> ``value``, ...) and add the ``unit`` column (from the registry)."""
+    """Add the ``unit`` column (from the registry) to the tables of a run saved before units were stored."""
     from interp.core.metrics import metric_spec
 
     if run.heads is not None and "unit" not in run.heads.columns:  # saved before units were stored
@@ -499,7 +483,6 @@ def _upgrade_run(run: RunAnalysis) -> None:
         table = getattr(run, name, None)
         if table is None:
             continue
-        table = table.rename(columns={k: v for k, v in OLD_COLUMNS.items() if k in table.columns})
         if "unit" not in table.columns and "metric" in table.columns:
             table.insert(list(table.columns).index("metric") + 1, "unit", run.unit)
         setattr(run, name, table)

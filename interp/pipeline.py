@@ -30,9 +30,7 @@ from interp.main_job_report import (
     EMERGENCE_COLUMNS,
     HEADS_COLUMNS,
     KEY_COLUMNS,
-    OLD_COLUMNS,
     POINTS_COLUMNS,
-    SUMMARY_LEGEND,
     TOPK_COLUMNS,
     MainJobReport,
     RunAnalysis,
@@ -47,9 +45,7 @@ __all__ = [
     "EMERGENCE_COLUMNS",
     "HEADS_COLUMNS",
     "KEY_COLUMNS",
-    "OLD_COLUMNS",
     "POINTS_COLUMNS",
-    "SUMMARY_LEGEND",
     "TOPK_COLUMNS",
     "MainJobReport",
     "RunAnalysis",
@@ -119,16 +115,15 @@ def analyse_run(
     Raises:
         ValueError: an unknown ``dtype`` (the valid ones named).
     """
+    from interp.core.devices import torch_dtype
     from interp.ranking import rank_heads_between
     from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
     from interp.task_registry import default_metric
 
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in dtypes:
-        raise ValueError(f"dtype={dtype!r}; valid dtypes: {', '.join(dtypes)}")
+    model_dtype = torch_dtype(dtype)
     if hasattr(source, "swap_weights"):
         source.swap_weights = swap_weights
-        source.dtype = dtypes[dtype]
+        source.dtype = model_dtype
     task = task or RepetitionTask()
     metric = metric or default_metric(task)
     batch = task.build(source.tokenizer())

@@ -35,7 +35,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.objects import alias_property, results_equal, short_repr
+from interp.core.objects import results_equal, short_repr
 from interp.decomposition import COMPONENT_COLUMNS, COMPONENTS, decompose_between, decompose_jump
 from interp.emergence import jump_noise
 from interp.patching import (
@@ -70,7 +70,6 @@ __all__ = [
     "decompose_between",
     "decompose_jump",
     "head_ranking",
-    "head_ranking_report",
     "prescreen_rank_correlation",
     "rank_heads",
     "rank_heads_between",
@@ -100,9 +99,6 @@ class RankingFields:
         prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
             fewer than 2 exact values).
         metric: the metric's name; unit: its unit.
-
-    ``p_pre``, ``p_post`` and ``delta_p`` are aliases of ``value_pre``, ``value_post`` and
-    ``delta`` (names from before the labels followed the metric).
     """
 
     value_pre: float | None = None
@@ -117,10 +113,6 @@ class RankingFields:
     prescreen_top2_found: bool | None = None
     metric: str = "p"
     unit: str = "probability"
-
-    p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
-    p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
-    delta_p = alias_property("delta", "Alias of ``delta`` (metric units, not always a probability).")
 
     def ranking_values(self) -> dict[str, Any]:
         """The fields above by name (what a run copies from its ranking)."""
@@ -163,8 +155,7 @@ class HeadRanking(RankingFields):
             delta and recovered divide or compare against noise (also the ``jump_too_small``
             column of ``heads``).
 
-    ``p_pre``, ``p_post``, ``delta_p`` and ``delta_p_attribution`` are aliases of the fields above
-    (names from before the labels followed the metric). ``repr`` is one screen, ``==`` compares
+    ``repr`` is one screen, ``==`` compares
     every field (tensors by value, tables with ``DataFrame.equals``), and Jupyter shows the
     tables and the heatmap.
 
@@ -181,8 +172,6 @@ class HeadRanking(RankingFields):
     pre_patterns: Tensor | None = field(default=None, repr=False)
     jump_se: float = float("nan")
     jump_too_small: bool = False
-
-    delta_p_attribution = alias_property("delta_attribution", "Alias of ``delta_attribution``.")
 
     __eq__ = results_equal
 
@@ -369,32 +358,6 @@ def head_ranking(
         prescreen_top2_found=top2,
         jump_se=jump_se,
         jump_too_small=jump_too_small,
-    )
-
-
-def head_ranking_report(
-    pre_model: Any,
-    post_model: Any,
-    inputs: TaskBatch,
-    method: Literal["fast", "reference"] = "fast",
-    prescreen_top_n: int | None = None,
-    memory_budget_mb: float = 1024,
-    metric: Any = "p",
-) -> HeadRanking:
-    """``head_ranking`` without the pre-screen unless ``prescreen_top_n`` asks for it (kept name).
-
-    Raises:
-        ValueError: as ``head_ranking``.
-    """
-    return head_ranking(
-        pre_model,
-        post_model,
-        inputs,
-        metric=metric,
-        method=method,
-        prescreen_top_n=prescreen_top_n,
-        memory_budget_mb=memory_budget_mb,
-        attribution=prescreen_top_n is not None,
     )
 
 

@@ -7,8 +7,7 @@ The top floor's half of the scrubber: :class:`PatternRecorder` (a
 :func:`scrubber` (opens a source by name, records, returns the page). What the page shows and how
 (the step slider, the grid, the side figures, the report's scrubber section) is
 :mod:`interp.report.scrubber`; its names are re-exported here, so one import serves both
-(``from interp.scrubbing import scrubber, Scrubber, ScrubData``; the old ``interp.scrubber`` is
-this module).
+(``from interp.scrubbing import scrubber, Scrubber, ScrubData``).
 """
 
 from __future__ import annotations

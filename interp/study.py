@@ -39,11 +39,12 @@ from typing import Any
 
 import pandas as pd
 
+from interp.core.devices import check_dtype
+
 logger = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "joblib", "ray")
 UNIT_RUNNER = "interp.study:run_unit"
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def check_study_options(executor: str, jobs: int, dtype: str) -> None:
     Raises:
         ValueError: ``executor`` not in ``EXECUTORS`` (or, from ``sweeps.executors.check_executor``,
             its package not installed), ``jobs`` not a positive ``int``, or ``dtype`` not in
-            ``DTYPES``.
+            :data:`interp.core.devices.DTYPES`.
     """
     from sweeps.executors import check_executor
 
@@ -224,8 +225,7 @@ def check_study_options(executor: str, jobs: int, dtype: str) -> None:
         check_executor(executor)
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise ValueError(f"jobs={jobs!r} must be a positive integer")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype={dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+    check_dtype(dtype)
 
 
 def run_study(
@@ -348,7 +348,6 @@ def run_study(
 
 
 __all__ = [
-    "DTYPES",
     "EXECUTORS",
     "Unit",
     "check_study_options",

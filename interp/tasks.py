@@ -28,7 +28,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -37,37 +36,7 @@ from torch import Tensor
 
 from interp.core.task_batch import CONTEXT_ATTRIBUTE, TaskBatch, TaskError
 
-if TYPE_CHECKING:  # the type of the alias served by __getattr__ below
-    from interp.task_registry import make_task as make_task
-
 DIGITS = tuple("0123456789")
-
-
-#: What to do about prompts of unequal lengths, per task (the hint of the error); others get the generic one.
-LENGTH_HINTS = {
-    "repetition": "every digit must be one token: pass prefix=' ' or '' to RepetitionTask",
-    "token-repetition": "every token of token_pool must stay one token when decoded and re-encoded",
-}
-GENERIC_LENGTH_HINT = (
-    "attention-pattern patching lines positions up across the batch: give every prompt the same "
-    "number of tokens (e.g. names and objects that are one token each, or one template length)"
-)
-
-
-def unequal_lengths_message(lengths: Sequence[int], task: str = "") -> str:
-    """The one-line error for prompts of unequal token lengths: the usual length, which prompts
-    differ (index and length, the first 8), and a hint for ``task`` (:data:`LENGTH_HINTS`)."""
-    counts: dict[int, int] = {}
-    for n in lengths:
-        counts[n] = counts.get(n, 0) + 1
-    usual = max(counts, key=lambda n: (counts[n], -n))
-    odd = [(i, n) for i, n in enumerate(lengths) if n != usual]
-    listed = ", ".join(f"#{i} ({n} tokens)" for i, n in odd[:8]) + (f", … {len(odd)} in all" if len(odd) > 8 else "")
-    name = f"task {task!r}: " if task else ""
-    return (
-        f"{name}prompts tokenise to unequal lengths: {counts[usual]} of {len(lengths)} have {usual} tokens, "
-        f"these differ: {listed}; {LENGTH_HINTS.get(task, GENERIC_LENGTH_HINT)}"
-    )
 
 
 @dataclass
@@ -407,25 +376,3 @@ def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> 
         correct += score.accuracy * len(chunk)
         p_sum += score.p_answer * len(chunk)
     return CapabilityScore(accuracy=correct / len(batch), p_answer=p_sum / len(batch), n_prompts=len(batch))
-
-
-def __getattr__(name: str) -> Any:
-    """``interp.tasks.make_task`` is :func:`interp.task_registry.make_task` (PEP 562).
-
-    The registry imports this module's task classes, so this module does not import the registry:
-    the name is looked up when first used, as the old module paths of :data:`interp.MOVED` are.
-    ``from interp.tasks import make_task`` works as before.
-
-    Raises:
-        AttributeError: any other name this module does not define.
-    """
-    if name == "make_task":
-        from interp.task_registry import make_task
-
-        return make_task
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The module's names and ``make_task`` (which :func:`__getattr__` serves), for completion."""
-    return sorted([*globals(), "make_task"])

@@ -43,7 +43,6 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-TASKS = ("linear-map", "cellular-automata")
 CA_WINDOW = 3  # cells i-1, i, i+1 (periodic boundary)
 
 
@@ -166,13 +165,14 @@ class LinearMapTask(SyntheticTask):
     s: int = 3
     data_seed: int = 0
     A: Int[Tensor, "S S"] | None = field(default=None, repr=False)
+    name: str = field(init=False, default="linear-map")
 
     def __post_init__(self) -> None:
         _check_int("S", self.S, 1, "state size S must be an integer ≥ 1")
         _check_int("T", self.T, 1, "T (transitions per sequence) must be an integer ≥ 1")
         if not isinstance(self.s, int) or not 1 <= self.s <= self.S:
             raise ValueError(f"s={self.s!r} is invalid: sparsity must satisfy 1 ≤ s ≤ S={self.S}")
-        self.name, self.d_vocab = "linear-map", 2
+        self.d_vocab = 2
         if self.A is None:
             self.A = self._sample_matrix()
         else:
@@ -263,13 +263,14 @@ class CellularAutomatonTask(SyntheticTask):
     data_seed: int = 0
     floor_samples: int | None = None
     rules: Int[Tensor, "n_rules table"] = field(init=False, repr=False)
+    name: str = field(init=False, default="cellular-automata")
 
     def __post_init__(self) -> None:
         _check_int("S", self.S, CA_WINDOW, f"S must be ≥ the window size {CA_WINDOW} (cells i-1, i, i+1)")
         _check_int("T", self.T, 1, "T (transitions per sequence) must be an integer ≥ 1")
         _check_int("k", self.k, 2, "k (cell states) must be an integer ≥ 2")
         _check_int("n_rules", self.n_rules, 1, "the rule pool needs n_rules ≥ 1")
-        self.name, self.d_vocab = "cellular-automata", self.k
+        self.d_vocab = self.k
         gen = _structure_generator(self.data_seed, salt=2)
         self.rules = torch.randint(0, self.k, (self.n_rules, self.k**CA_WINDOW), generator=gen)
         self._build_masks()
@@ -364,6 +365,10 @@ class CellularAutomatonTask(SyntheticTask):
         return (self.S - 1) * math.log(self.k) / (self.seq_len - 1)
 
 
+#: Task name -> class: each name is the default of its class's ``name`` field (declared there once).
+TASKS: dict[str, type[SyntheticTask]] = {cls.name: cls for cls in (LinearMapTask, CellularAutomatonTask)}
+
+
 def make_task(
     task: str,
     S: int,
@@ -381,9 +386,9 @@ def make_task(
     Raises:
         ValueError: unknown task name, or any bad size (see the task classes).
     """
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} is unknown: choose one of {', '.join(TASKS)}")
     maybe_T = {} if T is None else {"T": T}
-    if task == "linear-map":
+    if TASKS[task] is LinearMapTask:
         return LinearMapTask(S=S, s=s, data_seed=data_seed, **maybe_T)
-    if task == "cellular-automata":
-        return CellularAutomatonTask(S=S, k=k, n_rules=n_rules, data_seed=data_seed, **maybe_T)
-    raise ValueError(f"task={task!r} is unknown: choose one of {', '.join(TASKS)}")
+    return CellularAutomatonTask(S=S, k=k, n_rules=n_rules, data_seed=data_seed, **maybe_T)

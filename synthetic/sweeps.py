@@ -68,7 +68,8 @@ class TrainRunner:
     def run_group(self, configs: list[Mapping[str, Any]]) -> list[tuple[dict, pd.DataFrame]]:
         """Train ``configs`` (one :meth:`group_key`) as one ensemble
         (:func:`synthetic.ensemble.train_ensemble`); per config what :meth:`__call__` returns."""
-        from synthetic.training import TrainConfig, train_ensemble
+        from synthetic.ensemble import train_ensemble
+        from synthetic.training import TrainConfig
 
         trains = [TrainConfig(**c) for c in configs]
         results = train_ensemble(trains, on_eval=log_eval, **_state_kwargs(trains))

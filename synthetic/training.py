@@ -44,83 +44,71 @@ from synthetic.metrics import (
     plateau_length,
     steps_to_threshold,
 )
-from synthetic.models import ModelConfig, build_model, count_parameters
+from synthetic.models import POSITIONAL_EMBEDDINGS, ModelConfig, build_model, count_parameters
 
 DEVICES = ("auto", "cpu", "cuda")
+
+
+def _field(default: Any, help: str) -> Any:
+    """A :class:`TrainConfig` field with its help: the one description of the field, which
+    ``emergence synth train --help`` shows for its option (:mod:`synthetic.cli`)."""
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass
 class TrainConfig:
     """Everything that defines one run; every field is a scalar so sweeps can vary any of them.
 
-    Task: ``task`` (``"linear-map"`` | ``"cellular-automata"``), state size ``S``, sparsity
-    ``s`` (linear map), transitions per sequence ``T`` (None → task default: 1 for the linear
-    map, 3 for cellular automata), cell states ``k`` and rule-pool size ``n_rules`` (cellular
-    automata), ``data_seed`` (task structure and evaluation set).
-
-    Model (see :class:`synthetic.models.ModelConfig`): ``arch``, ``n_layers``, ``n_heads``,
-    ``d_head``, ``d_model`` (None → n_heads·d_head), ``d_mlp`` (None → attention-only),
-    ``positional_embedding`` (``"learned"`` | ``"rotary"``), ``n_ctx`` (None → the task's
-    sequence length).
-
-    Optimisation: ``steps`` (optimizer updates), ``lr``, ``warmup_steps`` (linear warm-up
-    from lr/warmup_steps, then constant), ``weight_decay`` (AdamW), ``tokens_per_step``
-    (batch = tokens_per_step // seq_len sequences), ``seed`` (weights and training batches).
-
-    Evaluation: ``eval_every`` (steps), ``eval_tokens`` (size of the fixed evaluation set),
-    ``loss_threshold`` (nats; None → floor + plateau_margin·(plateau − floor)),
-    ``plateau_margin`` (fraction of the plateau-to-floor gap; see
-    :func:`synthetic.metrics.plateau_length`).
-
-    Attention bias (:mod:`synthetic.interventions`): ``bias`` (β; 0 → off), ``bias_layers`` /
-    ``bias_heads`` (``"0,2"``; None → all), ``bias_schedule`` (``"constant"`` |
-    ``"linear-anneal"``), ``bias_anneal_steps`` (None → ``steps``).
-
-    Output: ``row_entropy`` (also record ``entropy_L{l}H{h}_out{i}``, each head's entropy over
-    the queries predicting output i), ``checkpoint_every`` (steps; 0 → no checkpoints; needs ``out_dir``), ``device``
-    (``"auto"`` → cuda when available, else cpu), ``rwkv_version`` (RWKV only: 4 or 7; None →
-    chosen by the run's device).
+    Groups: the task (``task`` … ``data_seed``), the model (``arch`` … ``n_ctx``, see
+    :class:`synthetic.models.ModelConfig`), optimisation (``steps`` … ``seed``), evaluation
+    (``eval_every`` … ``plateau_margin``, see :func:`synthetic.metrics.plateau_length`), the
+    attention bias (``bias`` … ``bias_anneal_steps``, :mod:`synthetic.interventions`) and output
+    (``checkpoint_every`` … ``rwkv_version``). What each field means is its ``help`` metadata
+    (``dataclasses.fields(TrainConfig)``), written once beside it; ``emergence synth train``
+    offers every field as ``--name-with-dashes`` with that help.
     """
 
-    task: str = "linear-map"
-    S: int = 16
-    s: int = 3
-    T: int | None = None
-    k: int = 4
-    n_rules: int = 16
-    data_seed: int = 0
+    task: str = _field("linear-map", f"Task: {' | '.join(TASKS)}.")
+    S: int = _field(16, "State size S (bits / cells per state).")
+    s: int = _field(3, "Sparsity s: ones per row of A (linear map).")
+    T: int | None = _field(None, "Transitions per sequence (default: 1 for linear-map, 3 for cellular-automata).")
+    k: int = _field(4, "Cell states (cellular automata).")
+    n_rules: int = _field(16, "Rule-pool size (cellular automata).")
+    data_seed: int = _field(0, "Seed of A / the rule pool and the evaluation set.")
 
-    arch: str = "transformer"
-    n_layers: int = 1
-    n_heads: int = 16
-    d_head: int = 8
-    d_model: int | None = None
-    d_mlp: int | None = None
-    positional_embedding: str = "learned"
-    n_ctx: int | None = None
+    arch: str = _field("transformer", "Architecture (see synthetic.models.ARCHITECTURES).")
+    n_layers: int = _field(1, "Layers.")
+    n_heads: int = _field(16, "Attention heads per layer.")
+    d_head: int = _field(8, "Width of each head.")
+    d_model: int | None = _field(None, "Residual width (default: n_heads * d_head).")
+    d_mlp: int | None = _field(None, "MLP width (default: none, attention-only).")
+    positional_embedding: str = _field("learned", " | ".join(POSITIONAL_EMBEDDINGS))
+    n_ctx: int | None = _field(None, "Model context (default: the sequence length).")
 
-    steps: int = 10_000
-    lr: float = 1e-3
-    warmup_steps: int = 100
-    weight_decay: float = 0.01
-    tokens_per_step: int = 2048
-    seed: int = 0
+    steps: int = _field(10_000, "Optimizer updates.")
+    lr: float = _field(1e-3, "AdamW learning rate after the warm-up.")
+    warmup_steps: int = _field(100, "Linear warm-up from lr/warmup_steps, then constant.")
+    weight_decay: float = _field(0.01, "AdamW weight decay.")
+    tokens_per_step: int = _field(2048, "Batch = tokens_per_step // sequence length.")
+    seed: int = _field(0, "Weights and training batches.")
 
-    eval_every: int = 50
-    eval_tokens: int = 8192
-    loss_threshold: float | None = None
-    plateau_margin: float = 0.05
+    eval_every: int = _field(50, "Steps between evaluations.")
+    eval_tokens: int = _field(8192, "Tokens of the fixed evaluation set.")
+    loss_threshold: float | None = _field(None, "Nats (default: floor + margin·(plateau − floor)).")
+    plateau_margin: float = _field(0.05, "Fraction of the plateau-to-floor gap that ends the plateau.")
 
-    bias: float = 0.0
-    bias_layers: str | None = None
-    bias_heads: str | None = None
-    bias_schedule: str = "constant"
-    bias_anneal_steps: int | None = None
+    bias: float = _field(0.0, "Attention bias β added to the true keys' logits (0: off).")
+    bias_layers: str | None = _field(None, "e.g. '0,1' (default: all).")
+    bias_heads: str | None = _field(None, "e.g. '0,3' (default: all).")
+    bias_schedule: str = _field("constant", " | ".join(BIAS_SCHEDULES))
+    bias_anneal_steps: int | None = _field(None, "(default: steps)")
 
-    checkpoint_every: int = 0
-    row_entropy: bool = False
-    device: str = "auto"
-    rwkv_version: int | None = None
+    checkpoint_every: int = _field(0, "Save the folder DIR/checkpoints/step{N}/ every N steps (0: never).")
+    row_entropy: bool = _field(
+        False, "Also record entropy_L{l}H{h}_out{i}: each head's entropy over the queries predicting output i."
+    )
+    device: str = _field("auto", "auto | cpu | cuda | cuda:N (auto: cuda when available, else cpu).")
+    rwkv_version: int | None = _field(None, "RWKV only: 4 or 7 (default: chosen by the run's device).")
 
     def validate(self) -> None:
         """Raise a one-line ValueError naming the first bad field (task/model fields are
@@ -665,7 +653,3 @@ def train(
         atomic_write_text(out_path / "summary.json", json.dumps(summary, indent=2) + "\n")
         write_provenance(out_path, make_provenance("synthetic.training.train", {"config": config}))
     return TrainResult(config=config, summary=summary, metrics=metrics, model=model, task=task)
-
-
-# Several runs of one shape in one process (stacked weights, one batched forward): see synthetic/ensemble.py.
-from synthetic.ensemble import train_ensemble  # noqa: E402,F401

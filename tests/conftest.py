@@ -149,6 +149,39 @@ def shared_work_group(item: pytest.Item) -> str | None:
     return None
 
 
+#: Fixtures whose users are ``slow`` (``make test-fast`` runs ``-m "not slow"`` and leaves them
+#: out): the embedded quick suite (trained by the session on a clean checkout: minutes on 2 cores),
+#: the executed notebooks, and a test module's own fixtures that train or build for long
+#: (``"test_x.py::name"``). Other slow tests carry the marker themselves (``@pytest.mark.slow``,
+#: or ``pytestmark = pytest.mark.slow`` for a whole file).
+SLOW_FIXTURES = {
+    "quick_suite",
+    "notebook_runs",
+    "test_train_loop.py::digests",  # every training path's digests: ~30 s on an idle machine
+    "test_sweeps.py::reference",  # a real 4-run sweep on two joblib workers
+    "test_study.py::reference",  # a main-job study over four sources
+    "test_synth_training.py::plain_run",  # a run trained to the floor
+    "test_synth_training.py::bias_run",
+}
+
+
+def _fixture_keys(item: pytest.Item):
+    """The fixtures a test uses, directly or through others: ``name`` for this conftest's,
+    ``"test_x.py::name"`` for a test module's own."""
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info is not None else ():
+            module = fixturedef.func.__module__.rsplit(".", 1)[-1]
+            yield name if module == "conftest" else f"{module}.py::{name}"
+
+
+def mark_slow(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that uses a :data:`SLOW_FIXTURES` fixture, directly or through another."""
+    for item in items:
+        if SLOW_FIXTURES & set(_fixture_keys(item)):
+            item.add_marker(pytest.mark.slow)
+
+
 def worker_group(nodeid: str) -> str | None:
     """The :data:`WORKER_GROUPS` group of a test id (``tests/test_x.py::test_y[...]``), or None."""
     return WORKER_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
@@ -156,14 +189,15 @@ def worker_group(nodeid: str) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Check that :data:`WORKER_GROUPS` keeps every test that shares work (:func:`shared_work_group`)
-    in its group, and collect the notebooks' group first: at ~5 minutes it is the longest unit a
+    """Mark the users of :data:`SLOW_FIXTURES` slow; check that :data:`WORKER_GROUPS` keeps every
+    test that shares work (:func:`shared_work_group`) in its group, and collect the notebooks' group first: at ~5 minutes it is the longest unit a
     worker takes, and should not come last. (Under xdist the scheduler sends the groups with the
     most tests first, in collection order among equals, then the single tests.)
 
     Raises:
         pytest.UsageError: a test shares a fixture's work but its file is not in its group.
     """
+    mark_slow(items)  # before the `-m "not slow"` selection, which runs after this hook
     for item in items:
         group = shared_work_group(item)
         if group is not None and worker_group(item.nodeid) != group:

@@ -12,6 +12,7 @@ from analyses import common, linear_map_floors, prepretraining, staircase
 from analyses.common import Execution
 
 
+@pytest.mark.slow
 def test_linear_map_floor_reproduces_at_S8(tmp_path):
     cfg = {
         "S": [8],
@@ -104,6 +105,7 @@ def test_reproduction_runs_through_the_sweep_engine_and_resumes(tmp_path):
     assert len(list((tmp_path / "sweep" / "runs").iterdir())) == 1 and stamp > 0
 
 
+@pytest.mark.slow
 def test_staircase_and_prepretraining_use_the_sweep_dir(tmp_path):
     """The two reproductions with their own runners (alignment after training; pre-pretraining
     arms) store every run in the sweep folder and read the same numbers back."""
@@ -210,6 +212,7 @@ def test_paper_scale_argument_path_runs_tiny_as_ensembles_on_the_given_device(tm
         assert "trained together" in (tmp_path / "sw" / "logs" / f"{run_id}.log").read_text()
 
 
+@pytest.mark.slow
 def test_paper_scale_settings_of_the_other_entries_run_tiny_through_the_sweep(tmp_path):
     # the paper-scale settings dicts, shrunk in steps/tokens/grid only, through run() and the store
     from analyses import arch_linear_map, depth, sparsity_sweep

@@ -11,6 +11,7 @@ from analyses import arch_linear_map as alm
 from analyses.common import Execution, write_outputs
 
 
+@pytest.mark.slow
 def test_arch_linear_map_tiny(tmp_path):
     # The paper's 0.40 at S = 16 is 18.07 % of the way from the floor 15/31·ln 2 to ln 2.
     assert alm.scaled_threshold(16) == pytest.approx(0.40, abs=1e-12)

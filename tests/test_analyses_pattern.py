@@ -55,6 +55,7 @@ def test_readiness_entry_matches_the_library_and_resumes(quick_suite, tmp_path, 
     assert pd.read_csv(tmp_path / "out" / "readiness_points.csv").equals(points)
 
 
+@pytest.mark.slow
 def test_forcing_entry_trains_then_resumes(tmp_path, capsys, monkeypatch):
     from analyses import forcing as entry
 

@@ -131,6 +131,7 @@ def test_truncated_and_overwritten_files_are_corrupt_and_left_out(corrupt_suite)
     assert set(point.evaluations["step"]) <= {0, 3000} and len(point.evaluations)
 
 
+@pytest.mark.slow
 def test_corrupt_steps_on_the_command_line(corrupt_suite, tmp_path):
     from emergence_lens.cli import app
 

@@ -144,6 +144,7 @@ def test_hub_missing_step_names_nearest(tiny_hub_cache, hub_offline):
     assert "step 3" in one_line(error) and "154-step schedule" in str(error.value) and "steps: 2, 4" in str(error.value)
 
 
+@pytest.mark.slow
 def test_hub_env_var_path_in_fresh_process(tiny_hub_cache, tmp_path):
     """The path a user runs: no cache_dir argument, HF_HUB_CACHE + HF_HUB_OFFLINE=1 read at import."""
     script = (
@@ -286,6 +287,7 @@ def test_model_without_attention_heads(tmp_path, byte_tokenizer_dir):
     assert "num_attention_heads=0" in one_line(error)
 
 
+@pytest.mark.slow
 def test_resident_memory_over_30_loads(tmp_path, byte_tokenizer_dir):
     """30 sequential loads grow resident memory by <= 10 % after the first.
     The model (7.3 MB of weights, plus the bridge around it) is large enough that keeping every
@@ -652,6 +654,7 @@ def test_tokenizer_fingerprint_and_mismatch_between_steps(tmp_path, byte_tokeniz
     )
 
 
+@pytest.mark.slow
 def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
     """``emergence run``: the summary prints the duplicate group, checkpoints.csv has one row per
     step with its status, and report.html has the hazard section."""
@@ -681,6 +684,7 @@ def test_hazards_reach_the_main_job_outputs(final_copied_suite, tmp_path):
     assert "<h3>Checkpoint hazards</h3>" in page and "{1000, 3000}" in page
 
 
+@pytest.mark.slow
 def test_rank_heads_and_decompose_name_duplicate_steps(final_copied_suite, tmp_path):
     """Asked for a step whose weights another step shares, ``rank-heads`` says so in a ``hazard:``
     line and goes on; asked for two identical steps, it refuses in one line and writes nothing."""

@@ -28,6 +28,7 @@ def test_rank_heads_writes_tables(tiny_local_suite, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["heads.csv", "topk.csv"]  # no temporary files left
 
 
+@pytest.mark.slow
 def test_bisect_on_a_local_suite(tiny_local_suite, tmp_path):
     result = runner.invoke(app, ["bisect", str(tiny_local_suite), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -104,6 +105,7 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
     assert "neox-2l-64d" in result.output and len(result.output.strip().splitlines()) == 3
 
 
+@pytest.mark.slow
 def test_rank_heads_and_decompose_over_one_prompt_say_why_bounds_are_nan(tiny_local_suite, tmp_path):
     """One prompt: NaN bounds, a one-line warning, and the jump flagged (no standard error)."""
     for command, table, bounds in (

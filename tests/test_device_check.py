@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import save_tiny_neox
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+@pytest.mark.slow
 def test_device_check_cpu_half_runs_and_compares(tmp_path, byte_tokenizer_dir):
     suite = tmp_path / "suite"
     shutil.copytree(byte_tokenizer_dir, suite / "tokenizer")

@@ -44,13 +44,13 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
     run = RunAnalysis(model="toy", seed=seed, model_id=point.model_id, point=point, curve=curve)
     if emerged:
         generator = torch.Generator().manual_seed(seed)
-        run.delta_p = torch.rand(N_LAYERS, N_HEADS, generator=generator) * 0.1 - 0.02
-        order = torch.argsort(run.delta_p.flatten(), descending=True)
+        run.delta = torch.rand(N_LAYERS, N_HEADS, generator=generator) * 0.1 - 0.02
+        order = torch.argsort(run.delta.flatten(), descending=True)
         run.heads = pd.DataFrame(
             {
                 "layer": (order // N_HEADS).numpy(),
                 "head": (order % N_HEADS).numpy(),
-                "delta": run.delta_p.flatten()[order].double().numpy(),
+                "delta": run.delta.flatten()[order].double().numpy(),
                 "rank": np.arange(1, N_LAYERS * N_HEADS + 1),
                 "delta_attribution": 0.0,
                 "delta_lo": 0.0,
@@ -59,9 +59,9 @@ def make_run(seed: int, emerged: bool = True) -> RunAnalysis:
                 "unit": "probability",
             }
         )
-        run.p_pre, run.p_post = 0.24, 0.56
+        run.value_pre, run.value_post = 0.24, 0.56
         run.topk = pd.DataFrame({"k": [1, 2, 3], "value": [0.3, 0.4, 0.45], "metric": "p", "unit": "probability"})
-        run.topk["recovered"] = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
+        run.topk["recovered"] = (run.topk["value"] - run.value_pre) / (run.value_post - run.value_pre)
         scores = torch.rand(4, N_TOKENS, N_TOKENS, generator=generator).tril()
         run.example_patterns = scores / scores.sum(-1, keepdim=True)
         run.example_tokens = [f"t{i}" for i in range(N_TOKENS)]
@@ -83,7 +83,6 @@ def no_network_probe(monkeypatch):
         raise AssertionError("circuitsvis probed the network")
 
     monkeypatch.setattr(render, "internet_on", refuse)
-    display.reset_notebook_assets()
 
 
 def test_report_page_inlines_each_library_once_and_loads_nothing(report):
@@ -165,6 +164,7 @@ def test_every_figure_has_a_legend(report):
         assert named, fig.layout.title.text
 
 
+@pytest.mark.slow
 def test_every_notebook_output_carries_its_libraries(report):
     """Assets are deduplicated per output, not per process: the same display twice (a cell run
     again), a run after the report, and a second attention view each carry what they draw with,
@@ -185,6 +185,7 @@ def test_every_notebook_output_carries_its_libraries(report):
     assert "* plotly.js v" in run.point._repr_html_() and "* plotly.js v" in run.point._repr_html_()
 
 
+@pytest.mark.slow
 def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, tmp_path):
     from interp.ranking import COMPONENT_COLUMNS, HeadRanking
 
@@ -270,6 +271,7 @@ def test_the_rule_is_stated_in_legend_and_captions_and_kept_by_save_load(tmp_pat
     assert again.points[["hold", "search"]].values.tolist() == [[2, "bisection"], [2, "bisection"]]
 
 
+@pytest.mark.slow
 def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
     report.provenance = make_provenance("tests.test_display", {"threshold": 0.5})
     report.runs[0].training_loss = pd.DataFrame({"step": [0, 100], "loss": [5.0, 4.0]})  # a field added later
@@ -280,10 +282,10 @@ def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
         pd.testing.assert_frame_equal(getattr(again, name), getattr(report, name))
     pd.testing.assert_frame_equal(again.summary(), report.summary())
     for a, b in zip(again.runs, report.runs):
-        assert (a.delta_p is None) == (b.delta_p is None)
-        if b.delta_p is not None:
-            assert torch.equal(a.delta_p, b.delta_p) and torch.equal(a.example_patterns, b.example_patterns)
-            assert a.example_names == b.example_names and a.p_pre == b.p_pre
+        assert (a.delta is None) == (b.delta is None)
+        if b.delta is not None:
+            assert torch.equal(a.delta, b.delta) and torch.equal(a.example_patterns, b.example_patterns)
+            assert a.example_names == b.example_names and a.value_pre == b.value_pre
         assert a.point.excluded_steps == b.point.excluded_steps
         pd.testing.assert_frame_equal(a.point.evaluations, b.point.evaluations)
     pd.testing.assert_frame_equal(again.runs[0].training_loss, report.runs[0].training_loss)
@@ -364,6 +366,7 @@ def test_a_per_step_loss_curve_is_thinned_for_the_page():
     assert len(fig.data[0].x) == len(steps)
 
 
+@pytest.mark.slow
 def test_notebook_export_keeps_each_library_once():
     """Every output carries plotly.js (so it works alone in Jupyter); the exported page, where all
     outputs share one window, keeps the first copy only (nbconvert rewrites the tags' quotes)."""

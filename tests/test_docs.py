@@ -134,7 +134,7 @@ def test_every_python_block_runs(page, docs_run, quick_suite, tmp_path, monkeypa
     from interp.report import page as visualisation
 
     # a page may register a metric, a task or a patch kind, or add a report section (docs/extending.md)
-    registries = (metrics.METRICS, metrics.METRIC_UNITS, task_registry.REGISTRY, kinds.KIND_TABLE)
+    registries = (metrics.METRICS, task_registry.REGISTRY, kinds.KIND_TABLE)
     saved = [dict(r) for r in registries], list(visualisation.RUN_SECTIONS), list(visualisation.PAGE_SECTIONS)
     try:
         _run_blocks(page, dict(docs_run))

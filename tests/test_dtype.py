@@ -53,8 +53,8 @@ def test_low_precision_delta_p_within_tolerance_of_float32(quick_suite):
                 name = str(dtype).removeprefix("torch.")
                 assert fallbacks and all(f"could not be checked in {name}" in m for m in fallbacks), fallbacks
                 assert all("--dtype float32" in m for m in fallbacks)
-            assert not torch.isnan(ranking.delta_p).any() and not ranking.topk["value"].isna().any()
-            delta_p[dtype] = ranking.delta_p.float()
+            assert not torch.isnan(ranking.delta).any() and not ranking.topk["value"].isna().any()
+            delta_p[dtype] = ranking.delta.float()
         for dtype, tolerance in TOLERANCE.items():
             error = (delta_p[dtype] - delta_p[torch.float32]).abs().max().item()
             print(f"{folder.name} {dtype}: max |delta_p - float32| = {error:.2e}")

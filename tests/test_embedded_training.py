@@ -156,6 +156,7 @@ def test_loss_curve_figure_shows_loss_beside_capability(tiny_run):
         loss_curve_figure(losses.rename(columns={"loss": "nats"}))
 
 
+@pytest.mark.slow
 def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     torch.set_num_threads(1)
     short = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)[0]
@@ -178,6 +179,7 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
     assert source.final_digest() == source.digest(24) != source.digest(16)  # suite.json records the final model
 
 
+@pytest.mark.slow
 def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, monkeypatch):
     """A worker killed half-way (here SIGKILL at step 12; Ctrl-C does the same) leaves its folder;
     the next ensure_suite takes it over and trains on from step 8, its last checkpoint, to the
@@ -209,6 +211,7 @@ def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, 
     assert curve["step"].tolist() == list(range(16)) and curve["loss"].tolist() == losses["loss"].tolist()
 
 
+@pytest.mark.slow
 def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continues(tmp_path):
     """Jupyter's interrupt: SIGINT to the calling process only (its workers do not get it). The
     caller stops its worker at once instead of waiting for the run, and says the step the run
@@ -257,6 +260,7 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
     assert f"training stopped; the next training of this suite continues neox-1l-32d-seed3 from step {step}" in err
 
 
+@pytest.mark.slow
 def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
     """A short run finished beside a long one is handed out at once, with the calling process set to
     the one idle core's thread count; the long run arrives after it, and the count is restored.

@@ -322,6 +322,7 @@ def test_threshold_out_of_range():
         search_emergence([0, 1], lambda s: CapabilityScore(0, 0, 1), threshold=1.5)
 
 
+@pytest.mark.slow
 def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monkeypatch):
     """With a scan the report's point is the rule over every step, not the bisection's: on
     0.1, 0.6, 0.4 (hold 0) the scan sees the crossing at 100, the bisection (last and first step

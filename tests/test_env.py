@@ -79,6 +79,7 @@ def _env_in_a_fresh_process(tmp_path, **variables) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_unpinned_kernels_are_named_as_the_part_that_differs(tmp_path):
     report = _env_in_a_fresh_process(tmp_path, EMERGENCE_LENS_UNPINNED="1", ATEN_CPU_CAPABILITY="default")
     suite = {s["name"]: s for s in report["suites"]}["embedded"]

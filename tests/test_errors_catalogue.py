@@ -68,6 +68,7 @@ def test_messages_are_read_from_the_raise_statements(entries):
     assert all(m and not m.startswith("{[") for _, _, m in names["TaskFileError"].messages)
 
 
+@pytest.mark.slow
 def test_check_flag(tmp_path, entries, capsys):
     out = tmp_path / "errors.md"
     assert cat.main(["--check", "--out", str(out)]) == 1

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from conftest import GPT2_REPO, OLMO2_REPO
 from emergence_lens.cli import app
 from interp.sources import HubSource, open_source
-from interp.tasks import make_task
+from interp.task_registry import make_task
 
 torch.set_num_threads(1)
 runner = CliRunner()
@@ -78,6 +78,7 @@ def test_olmo2_source_offline(olmo2_hub_cache, hub_cache_env):
     )
 
 
+@pytest.mark.slow
 def test_olmo2_cli_curve_bisect_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
     hub_cache_env(olmo2_hub_cache["cache_dir"])
     models = olmo2_hub_cache["models"]
@@ -121,6 +122,7 @@ def test_olmo2_cli_curve_bisect_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_p
     assert missing.exit_code == 2 and "step 3000" in missing.output and "2000, 4000" in missing.output
 
 
+@pytest.mark.slow
 def test_olmo2_cli_rank_heads(olmo2_hub_cache, hub_cache_env, tmp_path):
     """Random tiny models do not emerge: the ranking is asked for directly, with both engines;
     each equals a hand-written hook patch of the top head, and the two agree to 1e-5."""
@@ -171,6 +173,7 @@ def _hooked_delta_p(spec: str, pre: int, post: int, layer: int, head: int) -> fl
         return p(model.run_with_hooks(batch.tokens, fwd_hooks=[(name, patch)])) - p(model(batch.tokens))
 
 
+@pytest.mark.slow
 def test_gpt2_cli_curve_bisect_rank_heads(gpt2_hub_cache, hub_cache_env, tmp_path):
     """Plain ``step{N}-tokens{M}`` names (a count of tokens); duplicate weights at 100 and 400 with
     no main branch: neither label is known right, both leave the search."""

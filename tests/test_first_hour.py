@@ -41,7 +41,7 @@ def test_one_import_exposes_the_notebook_names():
     from interp.tasks import RepetitionTask
 
     assert el.rank_heads_between is rank_heads_between and el.RepetitionTask is RepetitionTask
-    assert el.tasks.make_task("repetition").name == "repetition"
+    assert el.make_task("repetition").name == "repetition"
     for name in el.__all__:
         assert getattr(el, name) is not None
     with pytest.raises(AttributeError, match=r"names it exports: .*rank_heads_between"):
@@ -104,7 +104,7 @@ def test_head_ranking_prints_in_one_screen_and_compares_by_value():
     c = _ranking()
     c.topk = c.topk.assign(value=[0.5, 0.71])
     assert a != c
-    assert a.p_pre == a.value_pre == 0.1 and a.delta_p is a.delta  # old names are aliases
+    assert a.value_pre == 0.1 and not hasattr(a, "p_pre") and not hasattr(a, "delta_p")  # one name per field
 
 
 def test_head_ranking_has_an_html_view_labelled_with_its_metric():
@@ -308,38 +308,6 @@ def test_labels_follow_the_metric(metric, seeded_suite, tmp_path):
     report.save(tmp_path / "r")
     again = MainJobReport.load(tmp_path / "r")
     assert again.runs[0].unit == spec.unit and again.heads.equals(report.heads)
-
-
-def test_reports_saved_with_the_old_column_names_load_with_the_new(seeded_suite, tmp_path):
-    from interp.pipeline import MainJobReport
-    from interp.ranking import rank_heads_between
-    from interp.tasks import RepetitionTask
-
-    batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
-    report = _report_for(
-        rank_heads_between(seeded_suite, 100, 200, batch, n_boot=20, ks=[1], metric="logprob"), "logprob"
-    )
-    report.save(tmp_path / "r")
-    state = next((tmp_path / "r" / "state").glob("00-*"))
-    old_names = {
-        "delta": "delta_p",
-        "delta_lo": "delta_p_lo",
-        "delta_hi": "delta_p_hi",
-        "delta_attribution": "delta_p_attribution",
-        "value": "p_patched",
-    }
-    for name in ("heads", "topk"):  # as a report written before the rename
-        table = pd.read_parquet(state / f"{name}.parquet").drop(columns=["unit"]).rename(columns=old_names)
-        table.to_parquet(state / f"{name}.parquet")
-    meta = json.loads((state / "run.json").read_text())
-    for new, old in (("value_pre", "p_pre"), ("value_post", "p_post")):
-        meta["kinds"][old] = meta["kinds"].pop(new)
-        meta["values"][old] = meta["values"].pop(new)
-    meta["kinds"].pop("unit"), meta["values"].pop("unit")
-    (state / "run.json").write_text(json.dumps(meta))
-    again = MainJobReport.load(tmp_path / "r")
-    assert again.runs[0].unit == "nats" and again.heads.equals(report.heads) and again.topk.equals(report.topk)
-    assert again.runs[0].value_pre == report.runs[0].value_pre
 
 
 def test_synthetic_results_print_short_and_compare():

@@ -124,6 +124,7 @@ def test_plain_bytes_and_bias_moves_weights(tmp_path, one_torch_thread):
     assert seen == [True, True]
 
 
+@pytest.mark.slow
 def test_forcing_none_matches_the_cached_suite(one_torch_thread):
     """The plain trainer's bytes: a run trained with forcing=None reproduces the cached quick suite's
     step 100 (trained by ensure_suite in this environment; the cache key holds the kernel level,

@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import torch
 
 from browser import visit
@@ -171,6 +172,7 @@ def open_in_chromium(page: Path, screenshot: Path, width: int = 1280):
     return result, result.probe
 
 
+@pytest.mark.slow
 def test_hostile_tokens_in_the_report_page(tmp_path):
     _require_browser()
     report = MainJobReport(runs=[hostile_run(1), hostile_run(2)], title=HOSTILE_TITLE)
@@ -186,6 +188,7 @@ def test_hostile_tokens_in_the_report_page(tmp_path):
     visit(page, tmp_path / "report-800.png", width=800)
 
 
+@pytest.mark.slow
 def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
     _require_browser()
     run = hostile_run(3)
@@ -237,6 +240,7 @@ NOTEBOOK_CELLS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_notebook_whose_cells_run_twice_draws_every_figure_after_export(tmp_path):
     """nbclient runs each display cell twice (the second output replaces the first, as in
     Jupyter), then the notebook is exported to HTML: every figure and view draws in Chromium."""

@@ -1,10 +1,7 @@
 """The import graph of ``interp``, drawn from the code with ``ast`` (issue 21).
 
 Edges: every ``import`` / ``from ... import`` in a module, at module level and inside functions
-(both run); imports under ``if TYPE_CHECKING:`` are left out (they never run). The old module
-paths in :data:`interp.MOVED` are aliases, not modules, and are not in the graph; so are the old
-names a module serves from its module-level ``__getattr__`` (PEP 562: it runs only when a user
-reads a name the module does not define, e.g. ``interp.tasks.make_task``), whose imports are left out.
+(both run); imports under ``if TYPE_CHECKING:`` are left out (they never run).
 
 Floors, lowest first: ``interp.core`` (0) < ``interp.sources`` (1) < ``interp.patching`` (2) <
 ``interp.report`` (3) < the top floor ``interp.*`` (4) < ``interp.population`` (5: populations of
@@ -49,8 +46,6 @@ def _type_checking(node: ast.If) -> bool:
 
 def _imports(tree: ast.AST):
     for node in ast.iter_child_nodes(tree):
-        if isinstance(tree, ast.Module) and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
-            continue  # a module's PEP 562 hook serves old names (aliases), not what the module uses
         if isinstance(node, ast.If) and _type_checking(node):
             yield from (n for child in node.orelse for n in _imports_in(child))
             continue
@@ -170,20 +165,3 @@ def test_prompt_path_is_short_and_drawn_from_the_graph():
     assert not nx.has_path(g, engine, "interp.sources.base") and not nx.has_path(g, engine, "interp.tasks")
     # the task module knows nothing of patching or ranking: the way is one direction
     assert not nx.has_path(g, "interp.tasks", engine) and not nx.has_path(g, "interp.tasks", ranking)
-
-
-def test_old_module_paths_are_the_new_modules():
-    """Users' old imports keep working, and patching an old path patches the real module."""
-    import importlib
-
-    import interp
-
-    for old, new in interp.MOVED.items():
-        assert importlib.import_module(old) is importlib.import_module(new), old
-        assert old not in modules(), f"{old} is both an alias and a module"
-    from interp.checkpoints import HubSource, open_source
-
-    from interp.sources.door import open_source as door
-    from interp.sources.hub import HubSource as hub
-
-    assert (HubSource, open_source) == (hub, door)

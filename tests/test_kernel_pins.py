@@ -55,6 +55,7 @@ def _train_from_here(root: Path, monkeypatch, **env_changes) -> tuple[str, dict]
     return digest, meta
 
 
+@pytest.mark.slow
 @needs_pins
 def test_pins_win_over_the_callers_kernel_environment(tmp_path, monkeypatch):
     """The worker starts from the caller's environment (spawn copies it), and the pins replace
@@ -90,6 +91,7 @@ def test_pins_win_over_the_callers_kernel_environment(tmp_path, monkeypatch):
     assert "EMERGENCE_LENS_UNPINNED" in free_meta["environment"]["kernel_pins"]["reason"]
 
 
+@pytest.mark.slow
 def test_a_dying_worker_is_reported_with_run_signal_and_step(tmp_path, monkeypatch):
     monkeypatch.setenv(embedded._TEST_KILL_VAR, "5:SIGILL")  # read by the spawned worker only
     with pytest.raises(
@@ -116,6 +118,7 @@ def _probe(label: str, loud: bool = True) -> dict:
     return {"pid": os.getpid(), "parent": os.getppid(), "env": os.environ.get("EMERGENCE_LENS_PROBE")}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not kernel_pins._uses_fork_server(), reason="workers are spawned here (Windows, or the opt-out set)"
 )
@@ -180,6 +183,7 @@ def test_mkl_takes_its_intel_code_path_in_every_pinned_worker():
         assert (str(shim) in env.get("LD_PRELOAD", "")) is (vendor != "GenuineIntel")
 
 
+@pytest.mark.slow
 def test_the_shim_is_built_once_and_a_non_intel_cpu_without_it_is_unpinned(tmp_path, monkeypatch):
     if kernel_pins._c_compiler() is None:
         pytest.skip("no C compiler here to build the shim")

@@ -191,12 +191,12 @@ def test_topk_is_consistent_with_single_head_patching(quick_report):
         top1 = run.heads.iloc[0]
         p1 = run.topk.loc[run.topk["k"] == 1, "value"].item()
         # patching the top head alone is exactly the single-head patch that ranked it first
-        assert p1 == pytest.approx(run.p_pre + top1["delta"], abs=1e-5)
-        expected = (run.topk["value"] - run.p_pre) / (run.p_post - run.p_pre)
+        assert p1 == pytest.approx(run.value_pre + top1["delta"], abs=1e-5)
+        expected = (run.topk["value"] - run.value_pre) / (run.value_post - run.value_pre)
         assert run.topk["recovered"].to_numpy() == pytest.approx(expected.to_numpy(), abs=1e-9)
         # accuracy decides the point, so on a run that crosses slowly p(answer) may barely move or
         # dip (unpinned AVX2 here: 0.251 -> 0.247); the heads table's noise flag must then say so
-        if run.p_post <= run.p_pre:
+        if run.value_post <= run.value_pre:
             assert run.heads["jump_too_small"].all(), run.model_id
     assert checked >= 1, "no run of the quick suite emerged: nothing checked"
 

@@ -84,7 +84,7 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
             point.emerged,
         )
         if run.heads is not None:
-            n_layers, n_heads = run.delta_p.shape
+            n_layers, n_heads = run.delta.shape
             assert sorted(run.heads["rank"]) == list(range(1, n_layers * n_heads + 1))
             # the recorded weight digests are the checkpoints' own
             digests = report.provenance["checkpoints"][source.model_id]

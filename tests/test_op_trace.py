@@ -73,6 +73,7 @@ def test_the_trainer_step_traces_the_same_bits_twice(one_torch_thread):
     assert first_difference(a["rows"], b["rows"]) is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not kernel_pins.pins_apply(), reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}")
 def test_torch_default_kernels_first_differ_from_the_pinned_reference_in_the_initialisation(tmp_path):
     """Unpinned with ATen's DEFAULT kernels (MKL and oneDNN at AVX2), the trainer's first step
@@ -97,6 +98,7 @@ def test_torch_default_kernels_first_differ_from_the_pinned_reference_in_the_ini
     assert first is not None and first["op"] == "aten::normal_" and first["same_inputs"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not kernel_pins.pins_apply(), reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}")
 def test_the_pinned_first_step_equals_the_reference_trace_op_for_op(tmp_path):
     """Issue 19: under the pins, the trainer's first step computes the committed reference's bits

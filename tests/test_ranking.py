@@ -16,7 +16,7 @@ import torch
 from interp.patching import TaskBatch, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
 from interp.ranking import (
     HeadRanking,
-    head_ranking_report,
+    head_ranking,
     prescreen_rank_correlation,
     rank_heads,
     topk_recovery,
@@ -81,33 +81,33 @@ def test_recovered_is_nan_with_a_warning_when_p_post_equals_p_pre(setup):
     assert topk["recovered"].isna().all() and topk["value"].notna().all()
 
 
-def test_head_ranking_report_end_to_end_and_prescreen(setup):
+def test_head_ranking_end_to_end_and_prescreen(setup):
     pre, post, inputs = setup
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        report = head_ranking_report(pre, post, inputs)
+        report = head_ranking(pre, post, inputs, attribution=False)
     assert isinstance(report, HeadRanking)
     exact = delta_p_all_heads(pre, inputs, report.post_patterns)
-    assert torch.allclose(report.delta_p, exact, atol=1e-6, rtol=0)
+    assert torch.allclose(report.delta, exact, atol=1e-6, rtol=0)
     assert report.heads["rank"].tolist() == list(range(1, N_LAYERS * N_HEADS + 1))
     assert abs(report.topk["recovered"].iloc[-1] - 1.0) < 1e-4
-    assert report.delta_p_attribution is None
+    assert report.delta_attribution is None
 
-    screened = head_ranking_report(pre, post, inputs, prescreen_top_n=3)
-    attribution = screened.delta_p_attribution
+    screened = head_ranking(pre, post, inputs, prescreen_top_n=3)
+    attribution = screened.delta_attribution
     top3 = torch.topk(attribution.flatten(), 3).indices
-    computed = torch.nonzero(~torch.isnan(screened.delta_p.flatten())).flatten()
+    computed = torch.nonzero(~torch.isnan(screened.delta.flatten())).flatten()
     assert sorted(computed.tolist()) == sorted(top3.tolist())
-    assert torch.allclose(screened.delta_p.flatten()[computed], exact.flatten()[computed], atol=1e-6, rtol=0)
+    assert torch.allclose(screened.delta.flatten()[computed], exact.flatten()[computed], atol=1e-6, rtol=0)
     assert len(screened.topk) == 3 and screened.heads["rank"].notna().sum() == 3
     assert "delta_attribution" in screened.heads.columns
     with pytest.raises(ValueError, match="prescreen_top_n"):
-        head_ranking_report(pre, post, inputs, prescreen_top_n=0)
+        head_ranking(pre, post, inputs, prescreen_top_n=0)
     n_heads_total = pre.cfg.n_layers * pre.cfg.n_heads
     with pytest.raises(
         ValueError, match=f"prescreen_top_n={n_heads_total + 1} is more than the model's {n_heads_total} heads"
     ):
-        head_ranking_report(pre, post, inputs, prescreen_top_n=n_heads_total + 1)
+        head_ranking(pre, post, inputs, prescreen_top_n=n_heads_total + 1)
 
 
 def test_prescreen_rank_correlation_is_spearman():

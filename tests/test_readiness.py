@@ -108,7 +108,7 @@ def _hooked_curve(src, batch, heads):
 
 @pytest.mark.parametrize("method", ["fast", "reference"])
 def test_readiness_equals_hooked_forward(tiny_local_suite, method):
-    from interp.tasks import make_task
+    from interp.task_registry import make_task
 
     torch.set_num_threads(1)
     src = _source(tiny_local_suite)
@@ -128,7 +128,8 @@ def test_readiness_equals_hooked_forward(tiny_local_suite, method):
 
 def test_auto_heads_pick_the_top_scores(tiny_local_suite):
     from interp.scores import head_scores, repeated_random_tokens
-    from interp.tasks import alnum_token_pool, make_task
+    from interp.task_registry import make_task
+    from interp.tasks import alnum_token_pool
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())
@@ -166,6 +167,7 @@ def test_cli_head_out_of_range(tiny_local_suite):
     assert result.exit_code == 2 and "head (5, 0) out of range" in result.output
 
 
+@pytest.mark.slow
 def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(
@@ -196,7 +198,7 @@ def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     )
     points = pd.read_csv(out / "readiness_points.csv")
     assert len(points) == 1 and points["hold"].iloc[0] == 2
-    from interp.tasks import make_task
+    from interp.task_registry import make_task
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=12, length=6, seed=0).build(src.tokenizer())
@@ -206,6 +208,7 @@ def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     assert "capability vs ideal-pattern capability" in page and "E − R" not in page  # never emerges here
 
 
+@pytest.mark.slow
 def test_page_in_browser(tiny_local_suite, tmp_path):
     from browser import chromium_path, visit
 
@@ -250,7 +253,7 @@ def test_report_section_of_a_run_with_readiness(tiny_local_suite):
 
     from interp.report.display import Assets
     from interp.report.page import RUN_SECTIONS, ReportContext, readiness_section, run_html
-    from interp.tasks import make_task
+    from interp.task_registry import make_task
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())

@@ -262,6 +262,7 @@ def scrub_suite(tmp_path_factory, byte_tokenizer_dir) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_scrubber_records_every_step_with_the_zoom_overlay(scrub_suite):
     page = scrubber(str(scrub_suite), n_prompts=3)
     data = page.data
@@ -301,6 +302,7 @@ def _slider_frames(page, moves: int, key: str = "ArrowRight") -> list[float]:
     return page.evaluate("window.ELScrubFrames")
 
 
+@pytest.mark.slow
 def test_scrubber_page_in_headless_chromium(scrub_suite, tmp_path):
     _require_browser()
     from browser import open_page
@@ -335,6 +337,7 @@ def test_scrubber_page_in_headless_chromium(scrub_suite, tmp_path):
         assert visit.blocked == [] and set(visit.requests) == {visit.url}
 
 
+@pytest.mark.slow
 def test_hostile_token_text_is_drawn_as_text(tmp_path):
     _require_browser()
     from browser import open_page

@@ -111,6 +111,7 @@ def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeyp
     assert closed == [True] and caught.traceback  # closed although the traceback (and its frames) live on
 
 
+@pytest.mark.slow
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
     from interp.pipeline import run_main_job

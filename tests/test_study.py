@@ -60,6 +60,7 @@ def _cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "emergence_lens.cli", *args]
 
 
+@pytest.mark.slow
 def test_killed_study_resumes_to_identical_tables(four_sources, reference, tmp_path):
     out = tmp_path / "study"
     args = ["run", *four_sources, "--out", str(out), "--n-prompts", "8", "--length", "6", "--scan"]
@@ -90,6 +91,7 @@ def test_killed_study_resumes_to_identical_tables(four_sources, reference, tmp_p
     assert "4 of 4 units done" in again.stdout
 
 
+@pytest.mark.slow
 def test_joblib_and_ray_give_the_local_tables(four_sources, reference, tmp_path):
     ray = pytest.importorskip("ray")
     run_study(four_sources, tmp_path / "joblib", tasks=[TASK], executor="joblib", jobs=2, progress=False, **OPTIONS)

@@ -301,6 +301,7 @@ def _metrics(sweep_dir: Path) -> pd.DataFrame:
     return metrics.sort_values(["run_id", "step"], ignore_index=True)
 
 
+@pytest.mark.slow
 def test_real_sweep_on_two_joblib_workers(reference, spec_file):
     out = reference.out_dir
     assert (reference.n_planned, reference.n_ran, reference.n_failed) == (4, 4, 0)
@@ -338,6 +339,7 @@ def test_real_sweep_on_two_joblib_workers(reference, spec_file):
         assert (out / "logs" / f"{run_id}.log").read_text().rstrip().splitlines()[-1].startswith("ok after")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(reference, spec_file, tmp_path):
     out = tmp_path / "killed"
     log = open(tmp_path / "sweep.out", "w")  # noqa: SIM115 (the child writes to it while this test runs)
@@ -382,6 +384,7 @@ def test_sigkill_mid_sweep_then_resume_matches_uninterrupted(reference, spec_fil
     pd.testing.assert_frame_equal(_metrics(out), _metrics(reference.out_dir), check_exact=True)
 
 
+@pytest.mark.slow
 def test_ray_matches_joblib_bit_for_bit(reference, spec_file, tmp_path):
     pytest.importorskip("ray")
     outcome = run_sweep(spec_file, tmp_path, jobs=2, executor="ray", progress=False)
@@ -453,6 +456,7 @@ def test_local_ray_start_retries_a_startup_timeout():
         _start_local_ray(FakeRay(failures=3), 2)
 
 
+@pytest.mark.slow
 def test_ensemble_units_match_single_runs_in_format_and_values(reference, spec_file, tmp_path):
     # s and seed differ only in data/init: all 4 runs form one ensemble unit (one worker)
     from sweeps.execute import group_units
@@ -519,6 +523,7 @@ def test_a_groups_output_reaches_every_members_log_while_it_runs(tmp_path):
         assert lines[-1].startswith("ok after")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ensemble", [1, 8])
 def test_a_run_stopped_half_way_continues_from_its_kept_state(reference, spec_file, tmp_path, monkeypatch, ensemble):
     """A sweep stopped in the middle of a run (here: an interrupt at step 30 of 40) keeps the

@@ -157,6 +157,7 @@ def test_attention_requests_on_models_without_attention_are_errors(arch):
         AttentionBias(model, torch.ones(12, 12), beta=1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ALL_ARCHS)
 def test_short_training_run_lowers_the_loss(arch):
     """150 steps on the S=4, s=1 linear map (a bit copy): the transition loss falls well below ln 2 (at 60 steps
@@ -183,6 +184,7 @@ def test_short_training_run_lowers_the_loss(arch):
     assert result.summary["n_params"] == count_parameters(result.model)
 
 
+@pytest.mark.slow
 def test_parameter_budget_matches_the_transformer_within_ten_percent():
     base = ModelConfig(d_vocab=2, n_ctx=32, n_layers=1, n_heads=4, d_head=8)
     target = count_parameters(build_model(base))

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from synthetic.ensemble import check_same_shape
-from synthetic.training import TrainConfig, drop_state, train, train_ensemble
+from synthetic.ensemble import check_same_shape, train_ensemble
+from synthetic.training import TrainConfig, drop_state, train
 
 # Relative tolerance for weights after 50 AdamW steps: batched matmuls sum in another order
 # (measured ≤ 2e-6 here); attn.k.bias is left out, its gradient is zero in exact arithmetic
@@ -31,6 +31,7 @@ def _assert_same_run(a, b):
             assert rel < WEIGHT_RTOL, (key, rel)
 
 
+@pytest.mark.slow
 def test_ensemble_of_three_equals_three_single_runs(tmp_path):
     kw = dict(steps=50, eval_every=25, eval_tokens=512, device="cpu")
     configs = [TrainConfig(seed=i, data_seed=10 + i, s=2 + i, **kw) for i in range(3)]
@@ -44,6 +45,7 @@ def test_ensemble_of_three_equals_three_single_runs(tmp_path):
         assert saved["config"]["seed"] == config.seed and (out / "metrics.parquet").is_file()
 
 
+@pytest.mark.slow
 def test_ensemble_with_mlp_two_layers_on_cellular_automata():
     # the masked loss (CA: only transition tokens), the MLP and a second layer
     kw = dict(
@@ -90,6 +92,7 @@ def _stop_at(step: int):
     return on_eval
 
 
+@pytest.mark.slow
 def test_an_ensemble_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_path, one_torch_thread):
     import torch
 
@@ -113,6 +116,7 @@ def test_an_ensemble_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_p
         train_ensemble(configs, state_dir=tmp_path, state_every=15)
 
 
+@pytest.mark.slow
 def test_a_single_run_stopped_half_way_continues_bit_for_bit_from_its_state(tmp_path, one_torch_thread):
     import torch
 

@@ -176,6 +176,7 @@ def test_pretrain_then_train_writes_its_summary(tmp_path):
     assert saved["pretrain_final_loss"] == pytest.approx(result.summary["pretrain_final_loss"])
 
 
+@pytest.mark.slow
 def test_compare_pretraining_reports_both_arms_per_seed():
     config = _tiny_train_config()
     table = compare_pretraining(config, "dyck", 20, seeds=[0, 1])

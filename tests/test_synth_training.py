@@ -109,6 +109,7 @@ def test_outputs_written_and_checkpoint_round_trip(plain_run):
         assert torch.equal(model(tokens), result.model(tokens))
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly(plain_run, tmp_path):
     result, out = plain_run
     resumed = train(result.config, out_dir=tmp_path, progress=False, resume_from=out / "checkpoints" / "step150")
@@ -159,6 +160,7 @@ def test_alignment_is_measured_with_the_bias_off(plain_run, bias_run):
     assert bias_run.summary["final_loss"] == pytest.approx(FLOOR_S4, abs=0.02)
 
 
+@pytest.mark.slow
 def test_same_seed_same_curve_on_cpu():
     config = dict(SMALL, steps=30, eval_every=10)
     a = train(TrainConfig(**config), progress=False).metrics
@@ -274,6 +276,31 @@ def test_cli_train_writes_metrics_and_summary(tmp_path):
 
     bad = CliRunner().invoke(emergence, ["synth", "train", "--S", "4", "--s", "0", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "s=0 is invalid" in bad.output
+
+
+def test_cli_train_options_are_the_config_fields():
+    """`synth train` offers one option per TrainConfig field (flag, default and help from the
+    dataclass) besides --out, --progress and --wandb; the flags users typed before stay."""
+    import dataclasses
+
+    import typer.main
+
+    from synthetic.training import TrainConfig
+
+    command = typer.main.get_command(app).commands["train"]
+    options = {p.name: p for p in command.params}
+    fields = dataclasses.fields(TrainConfig)
+    assert list(options) == ["out", *(f.name for f in fields), "progress", "wandb"]
+    for f in fields:
+        assert options[f.name].default == f.default and options[f.name].help == f.metadata["help"], f.name
+    flags = {flag for p in command.params for flag in (*p.opts, *p.secondary_opts)}
+    before = "--S --s --T --k --n-rules --data-seed --arch --n-layers --n-heads --d-head --d-model --d-mlp"
+    before += " --positional-embedding --n-ctx --steps --lr --warmup-steps --weight-decay --tokens-per-step --seed"
+    before += " --eval-every --eval-tokens --loss-threshold --plateau-margin --bias --bias-layers --bias-heads"
+    before += " --bias-schedule --bias-anneal-steps --checkpoint-every --device --progress --no-progress --wandb"
+    before += " --no-wandb --out --task"
+    assert set(before.split()) <= flags
+    assert {"--row-entropy", "--no-row-entropy", "--rwkv-version"} <= flags  # the two fields it lacked
 
 
 def test_curve_statistics_on_a_hand_made_curve():

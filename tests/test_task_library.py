@@ -341,6 +341,7 @@ def test_fast_patching_equals_reference_on_a_padded_batch(bridges):
 # ----------------------------------------------------------------------------- several tasks in one run
 
 
+@pytest.mark.slow
 def test_main_job_on_several_tasks(tmp_path):
     """Four tasks (three registered, one file) on a word-level local suite: one analysis per
     (run, task), a task column in every table, one summary row and one report section per task."""

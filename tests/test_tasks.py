@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from interp.sources import make_byte_tokenizer as byte_tokenizer
-from interp.tasks import RepetitionTask, TaskBatch, TaskError, TokenRepetitionTask, evaluate, make_task, score_logits
+from interp.task_registry import make_task
+from interp.tasks import RepetitionTask, TaskBatch, TaskError, TokenRepetitionTask, evaluate, score_logits
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,31 @@ def test_unknown_task_lists_valid_ones():
         ValueError, match="unknown task 'nope'; valid tasks: repetition, token-repetition, pattern-completion, ioi"
     ):
         make_task("nope")
+
+
+def test_make_task_refuses_a_parameter_the_task_does_not_take():
+    """IOI has no ``length``: refused in one line naming it and IOI's parameters (not dropped)."""
+    with pytest.raises(ValueError) as err:
+        make_task("ioi", n_prompts=4, length=5)
+    assert str(err.value) == (
+        "task 'ioi' takes no parameter 'length'; valid parameters: "
+        "n_prompts, order, seed, names, places, objects, prepend_bos"
+    )
+    assert make_task("repetition", n_prompts=3, length=5).length == 5  # a parameter it takes is used
+    # the CLI's shared options (--n-prompts, --length) go to each task that has them
+    from interp.task_registry import parse_tasks
+
+    ioi, rep = parse_tasks("ioi,repetition", n_prompts=4, length=5, seed=0)
+    assert (ioi.n_prompts, rep.n_prompts, rep.length) == (4, 4, 5)
+
+
+def test_task_names_are_the_class_names_field():
+    from interp.task_registry import REGISTRY, TaskSpec, register_task
+    from interp.tasks import RepetitionTask
+
+    assert {name: spec.cls.name for name, spec in REGISTRY.items()} == {n: n for n in REGISTRY}
+    with pytest.raises(ValueError, match="task 'repetition' is already registered; pass replace=True"):
+        register_task(TaskSpec(RepetitionTask, "p", "here", "again"))
 
 
 def test_metrics_from_logits():

@@ -42,6 +42,7 @@ def _values(model, batch, tokens):
     }
 
 
+@pytest.mark.slow
 def test_swapped_bridge_equals_a_fresh_boot(swap_suite):
     """Steps visited out of order through one resident bridge give exactly a fresh boot's values."""
     batch = RepetitionTask(n_prompts=8, length=8, seed=0).build(LocalSuiteSource(swap_suite).tokenizer())
@@ -96,6 +97,7 @@ def test_swap_keeps_the_tokenizer_check_and_boots_on_a_new_architecture(swap_sui
         source.load(1, device="cpu")
 
 
+@pytest.mark.slow
 def test_read_ahead_gives_the_same_weights_and_holds_one_checkpoint(swap_suite):
     """A step read ahead loads exactly as a fresh boot; a second read-ahead replaces the first (at
     most one checkpoint is held beside the bridge); a read-ahead of another step is dropped."""
@@ -122,6 +124,7 @@ def test_read_ahead_gives_the_same_weights_and_holds_one_checkpoint(swap_suite):
     source.close()
 
 
+@pytest.mark.slow
 def test_adopted_read_ahead_equals_a_fresh_boot_over_many_switches(swap_suite):
     """A read-ahead's tensors become the bridge's parameters (no copy): every value still equals a
     fresh boot's, step after step and back, and the bridge's parameter objects stay the same."""

@@ -156,6 +156,7 @@ def test_cli_zoom_and_its_one_line_errors(tiny_run):
     assert len(done.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_zoomed_steps_are_reachable_from_the_command_line(tiny_run, tmp_path, monkeypatch):
     """After `emergence zoom`, curve --steps, rank-heads and decompose take the zoomed steps, and
     the "nearest" hint names them (a local suite folder, then an embedded name)."""

@@ -166,7 +166,8 @@ def synthetic_run(name: str, resume: bool = False) -> dict[str, str]:
 
 def synthetic_ensemble() -> dict[str, str]:
     """Two linear-map members (seeds 0, 1) trained together for 40 steps (the stacked step)."""
-    from synthetic.training import TrainConfig, train_ensemble
+    from synthetic.ensemble import train_ensemble
+    from synthetic.training import TrainConfig
 
     kw = dict(SYNTH["linear_map"], steps=40)
     results = train_ensemble([TrainConfig(**kw, seed=0), TrainConfig(**kw, seed=1, data_seed=1)])

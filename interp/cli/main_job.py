@@ -32,6 +32,7 @@ from interp.cli.common import (
     _open_as_ready,
     _parse_steps,
 )
+from interp.core.devices import DTYPES
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()
@@ -98,7 +99,7 @@ def run(
         False, "--dry-run", help="List the (source, task) units and which are done; run nothing."
     ),
     dtype: str = typer.Option(
-        "float32", help="Model precision: float32, bfloat16 or float16 (softmax and metric in float32)."
+        "float32", help=f"Model precision: {' | '.join(DTYPES)} (softmax and metric in float32)."
     ),
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for

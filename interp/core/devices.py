@@ -5,9 +5,13 @@ once."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 VALID_DEVICES = "auto, cpu, cuda or cuda:N"
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+#: Model precisions a checkpoint can be loaded in (the one list; the attention softmax and the
+#: metric stay float32 under the low ones: :func:`interp.sources.upcast_softmax`).
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def check_device(device: str | None) -> str:
@@ -20,6 +24,28 @@ def check_device(device: str | None) -> str:
     if not _DEVICE.fullmatch(name):
         raise ValueError(f"device {name!r} is not valid: use {VALID_DEVICES}")
     return name
+
+
+def check_dtype(dtype: str) -> str:
+    """``dtype`` if it is one of :data:`DTYPES`; torch is not imported.
+
+    Raises:
+        ValueError: any other name (one line, the valid ones listed).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+    return dtype
+
+
+def torch_dtype(dtype: str) -> Any:
+    """The ``torch.dtype`` named by ``dtype`` (one of :data:`DTYPES`).
+
+    Raises:
+        ValueError: a name not in :data:`DTYPES` (one line, the valid ones listed).
+    """
+    import torch
+
+    return getattr(torch, check_dtype(dtype))
 
 
 def choose_device(device: str | None = "auto") -> str:

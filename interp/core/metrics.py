@@ -52,7 +52,6 @@ if TYPE_CHECKING:  # annotations only: importing this module must not import tor
 
 __all__ = [
     "METRICS",
-    "METRIC_UNITS",
     "MetricLike",
     "MetricSpec",
     "answer_logits",
@@ -204,12 +203,8 @@ def register_metric(spec: MetricSpec, replace: bool = False) -> MetricSpec:
     if spec.name in METRICS and not replace:
         raise ValueError(f"metric {spec.name!r} is already registered; pass replace=True to redefine it")
     METRICS[spec.name] = spec
-    METRIC_UNITS[spec.name] = spec.unit
     return spec
 
-
-#: name -> unit (kept in step with :data:`METRICS` by :func:`register_metric`).
-METRIC_UNITS: dict[str, str] = {}
 
 register_metric(
     MetricSpec(

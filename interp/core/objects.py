@@ -147,8 +147,3 @@ def fields_html(obj: Any, max_rows: int = 10) -> str:
         more = f" (first {max_rows} of {len(table)} rows)" if len(table) > max_rows else ""
         parts.append(f"<p><b>{html.escape(name)}</b>{html.escape(more)}</p>" + table_fragment(table.head(max_rows)))
     return "<div class='el-result'>" + "\n".join(parts) + "</div>"
-
-
-def alias_property(name: str, doc: str) -> property:
-    """A read/write property forwarding to the attribute ``name`` (an old field name kept working)."""
-    return property(lambda self: getattr(self, name), lambda self, value: setattr(self, name, value), doc=doc)

@@ -63,7 +63,6 @@ from interp.patching.engine import (
 )
 from interp.patching.ideal import IDEAL_PATTERNS, IdealPatterns, ideal_pattern
 from interp.patching.metrics import (
-    METRIC_UNITS,
     METRICS,
     answer_logprob,
     answer_probability,
@@ -94,7 +93,6 @@ __all__ = [
     "IDEAL_PATTERNS",
     "KINDS",
     "METRICS",
-    "METRIC_UNITS",
     "IdealPatterns",
     "PostCheckpoint",
     "Target",

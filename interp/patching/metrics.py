@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from interp.core.metrics import (  # noqa: F401  (re-exported)
-    METRIC_UNITS,
     METRICS,
     MetricLike,
     MetricSpec,
@@ -25,7 +24,6 @@ from interp.core.metrics import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "METRICS",
-    "METRIC_UNITS",
     "Metric",
     "MetricSpec",
     "answer_logprob",

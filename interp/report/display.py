@@ -126,11 +126,6 @@ class Assets:
         return LIBRARIES[name]()
 
 
-def reset_notebook_assets() -> None:
-    """Does nothing (kept for notebooks that call it): every notebook output now carries the
-    libraries it needs, so nothing is remembered between outputs."""
-
-
 def figure_fragment(fig, assets: Assets, caption: str | None = None) -> str:
     """A plotly figure as an HTML fragment (plotly.js inlined if ``assets`` does not hold it yet).
 
