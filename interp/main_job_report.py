@@ -80,7 +80,7 @@ HEADS_COLUMNS = [
     "unit",
     "jump_too_small",
 ]
-TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
+TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "recovered_lo", "recovered_hi", "metric", "unit"]
 #: Column names of reports saved before the columns followed the metric -> today's names.
 OLD_COLUMNS = {
     "delta_p": "delta",
@@ -117,7 +117,8 @@ def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) ->
         "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. "
         "<b>jump below 3 s.e.</b>: the jump is below 3 standard errors of the paired per-prompt difference "
         "(the shares of it divide by noise). In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
-        "post_step, monotone, n_evaluations, value_pre, value_post, jump, top_head, top_delta, recovered_top2, "
+        "post_step, monotone, n_evaluations, value_pre, value_post, jump, jump_se, top_head, top_delta (top_delta_lo, "
+        "top_delta_hi), recovered_top2 (recovered_top2_lo, recovered_top2_hi), "
         "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
     )
 
@@ -193,6 +194,13 @@ class RunAnalysis(RankingFields, _RunKey):
     scrub_steps: list[int] = field(default_factory=list)
     scrub_tokens: list[list[str]] = field(default_factory=list)
     scrub_patterns: Tensor | None = None
+
+
+def _number(row, column: str) -> float | None:
+    """``row[column]`` as a float, or None when the row, the column or the value is missing."""
+    if row is None or column not in row or pd.isna(row[column]):
+        return None
+    return float(row[column])
 
 
 def labelled(
@@ -278,7 +286,13 @@ class MainJobReport:
     def topk(self) -> pd.DataFrame:
         """Joint top-K patching per emerged (run, task): model, seed, task, prepend_bos, k, value (metric
         units), recovered, metric, unit."""
-        frames = [_run_labelled(r.topk, r, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
+        frames = [
+            _run_labelled(
+                r.topk.reindex(columns=list(dict.fromkeys([*r.topk.columns, *TOPK_COLUMNS]))), r, TOPK_COLUMNS
+            )
+            for r in self.runs
+            if r.topk is not None
+        ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
 
     @property
@@ -345,10 +359,15 @@ class MainJobReport:
         rows = []
         for r in self.runs:
             top = r.heads.iloc[0] if r.heads is not None and len(r.heads) else None
-            rec2 = None
+            rec2 = rec2_lo = rec2_hi = None
             if r.topk is not None and len(r.topk):
                 at2 = r.topk[r.topk["k"] == min(2, int(r.topk["k"].max()))]
-                rec2 = float(at2["recovered"].iloc[0]) if len(at2) else None
+                if len(at2):
+                    rec2 = float(at2["recovered"].iloc[0])
+                    rec2_lo, rec2_hi = (
+                        float(at2[c].iloc[0]) if c in at2 and pd.notna(at2[c].iloc[0]) else None
+                        for c in ("recovered_lo", "recovered_hi")
+                    )
             rows.append(
                 {
                     "model": r.model,
@@ -364,9 +383,14 @@ class MainJobReport:
                     "value_post": r.value_post,
                     # recovered divides by this jump: small against its noise, it is ill-conditioned
                     "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
+                    "jump_se": getattr(r, "jump_se", None),
                     "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                     "top_delta": None if top is None else float(top["delta"]),
+                    "top_delta_lo": _number(top, "delta_lo"),
+                    "top_delta_hi": _number(top, "delta_hi"),
                     "recovered_top2": rec2,
+                    "recovered_top2_lo": rec2_lo,
+                    "recovered_top2_hi": rec2_hi,
                     "prescreen_spearman": r.rank_correlation_prescreen,
                     "prescreen_top2_found": r.prescreen_top2_found,
                     "metric": r.metric if r.heads is not None else None,
@@ -377,6 +401,16 @@ class MainJobReport:
                 }
             )
         return pd.DataFrame(rows)
+
+    def findings(self) -> list[str]:
+        """What the report found, one sentence per claim of the paper (per task), computed from
+        ``points`` and ``summary()`` (:func:`interp.report.findings.findings`): how many runs
+        emerged and where; whether the top 2 heads recover most of the jump, with 95 % intervals,
+        and which runs are too noisy to say. The report page opens with them; ``emergence run``
+        and ``emergence demo`` print them under the summary table."""
+        from interp.report.findings import findings
+
+        return findings(self.points, self.summary(), threshold=self.threshold, hold=self.hold)
 
     def capability_figure(self, metric: str = "accuracy", task: str | None = None):
         """Plotly figure: capability vs step per seed, point of emergence marked, for ``task``

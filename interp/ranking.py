@@ -100,6 +100,8 @@ class RankingFields:
         prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
             fewer than 2 exact values).
         metric: the metric's name; unit: its unit.
+        jump_se: standard error of the paired per-prompt jump value_post - value_pre (metric
+            units; :func:`interp.emergence.jump_noise`).
 
     ``p_pre``, ``p_post`` and ``delta_p`` are aliases of ``value_pre``, ``value_post`` and
     ``delta`` (names from before the labels followed the metric).
@@ -117,6 +119,7 @@ class RankingFields:
     prescreen_top2_found: bool | None = None
     metric: str = "p"
     unit: str = "probability"
+    jump_se: float | None = None
 
     p_pre = alias_property("value_pre", "Alias of ``value_pre`` (metric units, not always a probability).")
     p_post = alias_property("value_post", "Alias of ``value_post`` (metric units, not always a probability).")
@@ -179,7 +182,6 @@ class HeadRanking(RankingFields):
     delta_attribution: Tensor | None = None
     components: pd.DataFrame | None = None
     pre_patterns: Tensor | None = field(default=None, repr=False)
-    jump_se: float = float("nan")
     jump_too_small: bool = False
 
     delta_p_attribution = alias_property("delta_attribution", "Alias of ``delta_attribution``.")
@@ -348,6 +350,9 @@ def head_ranking(
         memory_budget_mb=memory_budget_mb,
         metric=metric,
         kind=kind,
+        values_pre=values_pre,
+        values_post=values_post,
+        n_boot=n_boot,
     )
     topk["metric"], topk["unit"] = spec.name, spec.unit
     finite = torch.isfinite(delta)

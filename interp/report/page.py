@@ -342,8 +342,9 @@ SUMMARY_HEADERS = {
     "value_pre": "pre value",
     "value_post": "post value",
     "top_head": "top head",
-    "top_delta": "top Δ",
-    "recovered_top2": "recovered by top 2",
+    "top_delta": "top Δ [95 % CI]",
+    "recovered_top2": "recovered by top 2 [95 % CI]",
+    "jump": "jump ± s.e.",
     "prescreen_spearman": "pre-screen ρ",
     "prescreen_top2_found": "pre-screen found top 2",
     "jump_too_small": "jump below 3 s.e.",
@@ -374,13 +375,28 @@ def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
         if shared
         else ""
     )
-    return note + table_fragment(summary.rename(columns=SUMMARY_HEADERS), caption=caption)
+    from interp.report.findings import summary_display
+
+    return note + table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
 
 
 def summary_section(report, ctx: ReportContext) -> Section | None:
-    """The summary table, one row per run, and what its columns mean."""
+    """The summary table, one row per run, and what its columns mean (folded: one click opens it)."""
     legend = report.legend() if hasattr(report, "legend") else getattr(report, "summary_legend", "")
-    return Section("Summary", summary_fragment(report.summary(), caption=legend))
+    folded = f"<details class='el-caption'><summary>What the columns mean</summary>{legend}</details>" if legend else ""
+    return Section("Summary", summary_fragment(report.summary()) + folded)
+
+
+def findings_section(report, ctx: ReportContext) -> Section | None:
+    """What the report found, per claim of the paper, computed from its tables
+    (:func:`interp.report.findings.findings`; ``report.findings()`` when the report has it)."""
+    from interp.report.findings import findings, findings_html
+
+    if hasattr(report, "findings"):
+        lines = report.findings()
+    else:
+        lines = findings(report.points, report.summary(), threshold=ctx.threshold)
+    return Section("Findings", findings_html(lines)) if lines else None
 
 
 def overview_section(report, ctx: ReportContext) -> Section | None:
@@ -408,7 +424,7 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
 
 
 #: Sections shown once per page, before the runs.
-PAGE_SECTIONS: list[Callable] = [summary_section, overview_section]
+PAGE_SECTIONS: list[Callable] = [findings_section, summary_section, overview_section]
 
 
 def delta_p_bound(runs: Sequence) -> float:

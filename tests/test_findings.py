@@ -1,0 +1,162 @@
+"""The answer first (issue 43): the findings a report opens with, and the intervals and noise
+marks on every printed share, on hand-built reports whose tables the test wrote itself."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from interp.emergence import MIN_ACCURACY_PROMPTS, EmergencePoint, warn_few_prompts
+from interp.pipeline import MainJobReport, RunAnalysis
+from interp.report.findings import NOISY, findings, interval_text
+from interp.tasks import TaskBatch
+
+
+def make_run(seed: int, recovered=None, interval=(None, None), noisy=False, post=300, model="toy") -> RunAnalysis:
+    """A run emerging between ``post - 100`` and ``post`` whose top 2 heads recover ``recovered``
+    (None: the run did not emerge), with the top-2 interval ``interval`` and ``jump_too_small=noisy``."""
+    emerged = recovered is not None
+    steps = [0, 100, 200, 300, 400]
+    curve = pd.DataFrame({"step": steps, "accuracy": [0.0, 0.1, 0.3, 0.7, 0.9], "p_answer": 0.1})
+    point = EmergencePoint(
+        model_id=f"{model}-seed{seed}",
+        pre_step=post - 100 if emerged else None,
+        post_step=post if emerged else None,
+        emerged=emerged,
+        threshold=0.5,
+        monotone=True,
+        n_evaluations=5,
+        evaluations=curve.assign(order=range(1, 6)),
+    )
+    run = RunAnalysis(model=model, seed=seed, model_id=point.model_id, point=point, curve=curve)
+    if emerged:
+        run.value_pre, run.value_post, run.jump_se = 0.2, 0.6, 0.05
+        run.delta = torch.tensor([[0.04, 0.01], [0.02, -0.01]])
+        run.heads = pd.DataFrame(
+            {
+                "layer": [0, 1, 0, 1],
+                "head": [0, 0, 1, 1],
+                "delta": [0.04, 0.02, 0.01, -0.01],
+                "rank": [1, 2, 3, 4],
+                "delta_attribution": 0.0,
+                "delta_lo": [0.03, 0.01, 0.0, -0.02],
+                "delta_hi": [0.05, 0.03, 0.02, 0.0],
+                "metric": "p",
+                "unit": "probability",
+                "jump_too_small": noisy,
+            }
+        )
+        run.topk = pd.DataFrame(
+            {
+                "k": [1, 2],
+                "value": [0.21, 0.2 + 0.4 * recovered],
+                "recovered": [0.025, recovered],
+                "recovered_lo": [0.0, interval[0]],
+                "recovered_hi": [0.05, interval[1]],
+                "metric": "p",
+                "unit": "probability",
+            }
+        )
+    return run
+
+
+def three_runs() -> MainJobReport:
+    return MainJobReport(
+        runs=[
+            make_run(1, 0.10, (0.05, 0.15), post=300),
+            make_run(2, 0.65, (0.30, 1.70), noisy=True, post=700),
+            make_run(3),
+        ]
+    )
+
+
+def test_findings_state_what_the_tables_imply():
+    report = three_runs()
+    lines = report.findings()
+    assert lines == [
+        "Claim 1 (the capability appears at a seed-dependent step, or never): 2 of 3 runs emerged (greedy "
+        "accuracy ≥ 0.5, held for 2 checkpoints); toy: post steps 300, 700 over 3 seed(s), never emerged: seed 3 "
+        "(the step differs by seed); one model size: the size part of the claim is not tested.",
+        "Claim 2 (patching the top 2 heads' attention patterns from post into pre recovers most, ≥ 0.5, of the "
+        "jump): does not hold on 1 of 1 runs where the jump is measurable: the top 2 recover 0.10 (95 % bootstrap "
+        "intervals: toy seed 1 0.10 [0.05, 0.15]); too noisy to say (jump below 3 standard errors): toy seed 2 "
+        "(0.65 [0.30, 1.70]); not patched (no point of emergence between two checkpoints): toy seed 3.",
+    ]
+    # the same sentences from the tables alone (what a saved report's CSVs hold)
+    assert findings(report.points, report.summary(), threshold=0.5, hold=2) == lines
+
+
+def test_claim_two_holds_and_undecided_by_the_interval():
+    report = MainJobReport(
+        runs=[make_run(1, 0.8, (0.6, 0.95)), make_run(2, 0.55, (0.4, 0.7), post=500), make_run(3, 0.2, (0.1, 0.3))]
+    )
+    claim = report.findings()[1]
+    assert "holds on 1, does not hold on 1 and is undecided (interval across 0.5) on 1 of 3 runs" in claim
+    assert "the top 2 recover 0.20–0.80" in claim
+    one = MainJobReport(runs=[make_run(1, 0.8, (0.6, 0.95))]).findings()
+    assert "holds on 1 of 1 runs where the jump is measurable" in one[1]
+    assert "one run: a worked example, not a spread" in one[0]
+
+
+def test_summary_carries_intervals_and_the_noise_mark():
+    summary = three_runs().summary()
+    row = summary.iloc[1]
+    assert (row["recovered_top2"], row["recovered_top2_lo"], row["recovered_top2_hi"]) == (0.65, 0.30, 1.70)
+    assert (row["top_delta_lo"], row["top_delta_hi"]) == (0.03, 0.05) and bool(row["jump_too_small"])
+    assert row["jump_se"] == 0.05
+    assert interval_text(0.65, 0.3, 1.7, 2, noisy=True) == f"0.65 [0.30, 1.70] {NOISY}"
+    assert interval_text(0.04, 0.03, 0.05, signed=True) == "+0.040 [+0.030, +0.050]"
+    assert interval_text(None) == "—" and interval_text(0.5, np.nan, np.nan, 2) == "0.50"
+
+
+def test_report_page_opens_on_the_findings():
+    report = three_runs()
+    page = report.html()
+    box = page.index("class='el-findings'")
+    assert box < page.index("<table")
+    assert "does not hold on 1 of 1 runs" in page
+    # the summary's recovered cell carries its interval and the noise mark
+    assert f"0.65 [0.30, 1.70] {NOISY}" in page and "0.10 [0.05, 0.15]<" in page
+    # the glossary is folded under the table, not in front of the numbers
+    assert page.index("<details class='el-caption'><summary>What the columns mean") > page.index("<table")
+
+
+def test_cli_summary_prints_intervals_noise_and_findings(capsys, tmp_path):
+    from interp.cli.main_job import _print_summary
+
+    _print_summary(three_runs(), tmp_path)
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "toy seed 2" in line)
+    assert f"0.65 [0.30, 1.70] {NOISY}" in row and "L0H0 +0.040 [+0.030, +0.050]" in row and "600 → 700" in row
+    assert "0.10 [0.05, 0.15]" in out
+    findings_at = out.index("findings (computed from the tables")
+    assert out.index("Claim 2 (patching") > findings_at
+    assert f"{NOISY}: the run's jump is below 3 standard errors" in out
+
+
+def test_report_without_intervals_loads_and_says_no_interval(tmp_path):
+    """A topk table saved before the intervals existed: NaN bounds, the share marked as such."""
+    run = make_run(1, 0.1, (0.05, 0.15))
+    run.topk = run.topk.drop(columns=["recovered_lo", "recovered_hi"])
+    report = MainJobReport(runs=[run])
+    assert report.topk["recovered_lo"].isna().all()
+    assert "toy seed 1 0.10 (no interval)" in report.findings()[1]
+
+
+def test_accuracy_rule_warns_below_the_stated_prompt_count():
+    def batch(n):
+        return TaskBatch(
+            tokens=torch.zeros(n, 4, dtype=torch.long),
+            answers=torch.zeros(n, dtype=torch.long),
+            answer_pos=torch.full((n,), 3),
+        )
+
+    with pytest.warns(RuntimeWarning, match=rf"sees 1 prompt\(s\), fewer than {MIN_ACCURACY_PROMPTS}"):
+        warn_few_prompts(batch(1), "toy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_few_prompts(batch(MIN_ACCURACY_PROMPTS), "toy")
