@@ -166,7 +166,7 @@ class RunAnalysis(RankingFields, _RunKey):
         """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
         from interp.report.display import style_tag
 
-        ctx = vis.ReportContext(assets=assets, threshold=self.point.threshold, delta_p_bound=vis.delta_p_bound([self]))
+        ctx = vis.page_context([self], assets, self.point.threshold)
         summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
         return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
 
@@ -432,27 +432,35 @@ class MainJobReport:
         """Plotly figure: recovered vs K for every emerged run."""
         return vis.recovery_figure(self.topk)
 
-    def heatmaps(self) -> list:
+    def heatmaps(self, relative: bool = False) -> list:
         """Plotly heatmaps of the per-head delta (layer × head, metric units), one per emerged run,
-        on one shared colour scale; titles and colour bars name the run's metric."""
+        on one shared colour scale; titles and colour bars name the run's metric. ``relative``:
+        colour by delta / jump (the fraction of each run's own jump; the report's choice), so runs
+        whose jumps differ share a meaningful scale (:func:`interp.report.page.fraction_bound`)."""
         from interp.core.metrics import metric_spec
 
         tensors = [r.delta for r in self.runs if r.delta is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
         bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [
-            vis.delta_p_heatmap(
-                r.delta,
-                title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
-                f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
-                f"step {r.point.pre_step}",
-                bound=bound,
-                metric=r.metric,
-                unit=r.unit,
+        fraction = vis.fraction_bound(self.runs) if relative else None
+        figures = []
+        for r in self.runs:
+            if r.delta is None:
+                continue
+            jump = vis.run_jump(r) if fraction is not None else None
+            figures.append(
+                vis.delta_p_heatmap(
+                    r.delta,
+                    title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
+                    f"({'fraction of the jump' if jump is not None else r.unit}) when each head's pattern at step "
+                    f"{r.point.post_step} is patched into step {r.point.pre_step}",
+                    bound=fraction if jump is not None else bound,
+                    metric=r.metric,
+                    unit=r.unit,
+                    jump=jump,
+                )
             )
-            for r in self.runs
-            if r.delta is not None
-        ]
+        return figures
 
     def html(self) -> str:
         """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;

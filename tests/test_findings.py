@@ -77,15 +77,18 @@ def three_runs() -> MainJobReport:
 def test_findings_state_what_the_tables_imply():
     report = three_runs()
     lines = report.findings()
-    assert lines == [
+    claim_one = (
         "Claim 1 (the capability appears at a seed-dependent step, or never): 2 of 3 runs emerged (greedy "
         "accuracy ≥ 0.5, held for 2 checkpoints); toy: post steps 300, 700 over 3 seed(s), never emerged: seed 3 "
-        "(the step differs by seed); one model size: the size part of the claim is not tested.",
+        "(the step differs by seed); one model size: the size part of the claim is not tested."
+    )
+    claim_two = (
         "Claim 2 (patching the top 2 heads' attention patterns from post into pre recovers most, ≥ 0.5, of the "
         "jump): does not hold on 1 of 1 runs where the jump is measurable: the top 2 recover 0.10 (95 % bootstrap "
         "intervals: toy seed 1 0.10 [0.05, 0.15]); too noisy to say (jump below 3 standard errors): toy seed 2 "
-        "(0.65 [0.30, 1.70]); not patched (no point of emergence between two checkpoints): toy seed 3.",
-    ]
+        "(0.65 [0.30, 1.70]); not patched (no point of emergence between two checkpoints): toy seed 3."
+    )
+    assert lines == [claim_one, claim_two]
     # the same sentences from the tables alone (what a saved report's CSVs hold)
     assert findings(report.points, report.summary(), threshold=0.5, hold=2) == lines
 
@@ -160,3 +163,32 @@ def test_accuracy_rule_warns_below_the_stated_prompt_count():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_few_prompts(batch(MIN_ACCURACY_PROMPTS), "toy")
+
+
+def test_topk_figure_draws_the_interval_band():
+    from interp.report.figures import recovery_run_figure
+
+    run = make_run(1, 0.1, (0.05, 0.15))
+    fig = recovery_run_figure(run.topk, noisy=True)
+    band = [t for t in fig.data if t.fill == "tonexty"]
+    assert len(band) == 1 and band[0].name == "95 % bootstrap interval over prompts"
+    assert list(band[0].y) == [0.0, 0.05] and list(fig.data[-2].y) == [0.05, 0.15]
+    assert "noisy" in fig.layout.title.text
+    assert "tonexty" in three_runs().html()
+
+
+def test_heatmap_as_a_fraction_of_each_runs_jump():
+    report = MainJobReport(runs=[make_run(1, 0.1, (0.05, 0.15)), make_run(2, 0.2, (0.1, 0.3), post=500)])
+    report.runs[1].value_post = 0.3  # a jump of 0.1 instead of 0.4
+    absolute, relative = report.heatmaps(), report.heatmaps(relative=True)
+    np.testing.assert_allclose(np.asarray(absolute[1].data[0].z), [[0.04, 0.01], [0.02, -0.01]], atol=1e-7)
+    np.testing.assert_allclose(
+        np.asarray(relative[0].data[0].z), np.array([[0.04, 0.01], [0.02, -0.01]]) / 0.4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(relative[1].data[0].z), np.array([[0.04, 0.01], [0.02, -0.01]]) / 0.1, atol=1e-6
+    )
+    # one range in fractions of the jump: the larger run's top head, 0.04 / 0.1
+    assert relative[0].data[0].zmax == relative[1].data[0].zmax == pytest.approx(0.4)
+    np.testing.assert_allclose(np.asarray(relative[1].data[0].customdata), absolute[1].data[0].z)
+    assert "as a fraction of the run's jump" in report.html()

@@ -198,6 +198,7 @@ def delta_p_heatmap(
     bound: float | None = None,
     metric: str = "p",
     unit: str | None = None,
+    jump: float | None = None,
 ) -> go.Figure:
     """Heatmap of a per-head effect over layer × head, diverging around 0, labelled with its metric.
 
@@ -205,33 +206,43 @@ def delta_p_heatmap(
         delta_p: ``Float[Tensor, "layer head"]``, the change of ``metric`` per head (metric units;
             the paper's Δp for ``metric="p"``).
         title: the figure's title (default ``"Δ <metric label> per head (<unit>)"``).
-        bound: fixes the colour range to ±bound (use one bound for heatmaps shown side by side).
+        bound: fixes the colour range to ±bound (use one bound for heatmaps shown side by side;
+            a fraction of the jump when ``jump`` is given).
         metric: a name of :data:`interp.core.metrics.METRICS` (the colour bar, hover and legend use its
             label); unit: overrides the registry's unit.
+        jump: the run's jump ``value_post - value_pre`` (metric units): the colour is then
+            ``delta / jump``, the fraction of the jump each head recovers alone (comparable
+            across runs whose jumps differ), and the hover gives both.
     """
     from interp.core.metrics import metric_spec
 
     spec = metric_spec(metric)
     unit = unit or spec.unit
     values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
+    relative = jump is not None and np.isfinite(jump) and jump != 0
+    z = values / jump if relative else values
     if bound is None:
-        bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+        bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    label = f"{spec.delta_label} / jump" if relative else spec.delta_label
+    hover = "layer %{y} head %{x}<br>" + spec.delta_label + " %{customdata:+.4f} " + unit
+    hover += "<br>= %{z:+.2f} of the run's jump<extra></extra>" if relative else "<extra></extra>"
     fig = go.Figure(
         go.Heatmap(
-            z=values,
+            z=z,
+            customdata=values,
             x=[f"H{h}" for h in range(values.shape[1])],
             y=[f"L{l}" for l in range(values.shape[0])],
             colorscale="RdBu",
             zmid=0,
             zmin=-bound,
             zmax=bound,
-            colorbar=dict(title=f"{spec.delta_label}<br>({unit})"),
-            hovertemplate="layer %{y} head %{x}<br>" + spec.delta_label + " %{z:+.4f} " + unit + "<extra></extra>",
-            name=f"{spec.delta_label} per head (colour: blue raises {spec.label}, red lowers it)",
+            colorbar=dict(title=f"{label}<br>({'fraction' if relative else unit})"),
+            hovertemplate=hover,
+            name=f"{label} per head (colour: blue raises {spec.label}, red lowers it)",
             showlegend=True,
         )
     )
-    title = title or f"{spec.delta_label} per head ({unit})"
+    title = title or f"{label} per head ({'fraction of the jump' if relative else unit})"
     fig.update_layout(
         title=title,
         xaxis_title="head",
@@ -340,11 +351,38 @@ def run_capability_figure(
     return fig
 
 
-def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jointly") -> go.Figure:
+def recovery_run_figure(
+    topk: pd.DataFrame, title: str = "Top-K heads patched jointly", noisy: bool = False
+) -> go.Figure:
     """One run's share of the jump recovered vs K (``recovered`` = (value_K − value_pre) / (value_post −
-    value_pre), in the run's metric)."""
-    fig = recovery_figure(topk[["k", "recovered"]], title=title)
+    value_pre), in the run's metric), with its 95 % bootstrap band (``recovered_lo`` / ``recovered_hi``,
+    when the table has them); ``noisy`` (the run's jump is below 3 standard errors) says so on the figure."""
+    fig = recovery_figure(topk[["k", "recovered"]], title=title + (" — jump below 3 s.e.: noisy" if noisy else ""))
     fig.data[0].name = "recovered by the top K heads' patterns"
+    if {"recovered_lo", "recovered_hi"} <= set(topk.columns) and topk["recovered_lo"].notna().any():
+        band = topk.sort_values("k")
+        fig.add_trace(
+            go.Scatter(
+                x=band["k"],
+                y=band["recovered_hi"],
+                mode="lines",
+                line=dict(width=0),
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=band["k"],
+                y=band["recovered_lo"],
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor="rgba(31,119,180,0.2)",
+                name="95 % bootstrap interval over prompts",
+                hoverinfo="skip",
+            )
+        )
     fig.update_layout(height=340, margin=dict(t=50, b=40))
     return fig
 

@@ -81,11 +81,14 @@ class ReportContext:
         assets: which JavaScript libraries the page already holds (each is inlined once).
         threshold: the accuracy threshold of the point of emergence (fraction).
         delta_p_bound: one colour range (±bound, metric units) for every per-head heatmap of the page.
+        fraction_bound: one colour range (±bound, fraction of each run's jump) for every heatmap
+            drawn relative to its run's jump (:func:`fraction_bound`); None: absolute units.
     """
 
     assets: Assets
     threshold: float = 0.5
     delta_p_bound: float | None = None
+    fraction_bound: float | None = None
 
 
 def _run_label(run) -> str:
@@ -153,26 +156,48 @@ def _metric_of(run):
     return spec, getattr(run, "unit", None) or spec.unit
 
 
+def run_jump(run) -> float | None:
+    """The run's jump ``value_post - value_pre`` (metric units), None when unknown or zero."""
+    pre, post = getattr(run, "value_pre", None), getattr(run, "value_post", None)
+    if pre is None or post is None or not np.isfinite(post - pre) or post == pre:
+        return None
+    return float(post - pre)
+
+
 def delta_p_section(run, ctx: ReportContext) -> Section | None:
-    """The change of the metric per head (layer × head heatmap), labelled with the run's metric."""
+    """The change of the metric per head (layer × head heatmap), as a fraction of the run's jump
+    when it is known (one colour range for the page), labelled with the run's metric."""
     delta = getattr(run, "delta", None)
     if delta is None:
         return None
     pre, post = _point(run)
     spec, unit = _metric_of(run)
     d = spec.delta_label
+    jump = run_jump(run) if ctx.fraction_bound is not None else None
     fig = delta_p_heatmap(
         delta,
-        title=f"{plot_text(_run_label(run))}: {d} per head ({unit})",
-        bound=ctx.delta_p_bound,
+        title=f"{plot_text(_run_label(run))}: {d} per head"
+        + (f" as a fraction of the run's jump ({jump:+.3f} {unit})" if jump is not None else f" ({unit})"),
+        bound=ctx.fraction_bound if jump is not None else ctx.delta_p_bound,
         metric=spec.name,
         unit=unit,
+        jump=jump,
+    )
+    scale = (
+        f"Colour: {d} / jump (value_post − value_pre), the share of the jump each head's pattern recovers alone, "
+        "on one range for every run of the page (runs whose jump is below 3 s.e. may fall outside it); hover for "
+        f"{d} in {unit}."
+        if jump is not None
+        else "One colour range for every run of the page."
     )
     caption = (
-        f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
-        f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
-        "One colour range for every run of the page."
-    ) + _jump_note(run)
+        (
+            f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
+            f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
+        )
+        + scale
+        + _jump_note(run)
+    )
     return Section(f"{d} per head", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -181,11 +206,14 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
     topk = getattr(run, "topk", None)
     if topk is None or not len(topk):
         return None
-    fig = recovery_run_figure(topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly")
+    fig = recovery_run_figure(
+        topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly", noisy=bool(_jump_note(run))
+    )
     spec, unit = _metric_of(run)
     caption = (
         f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
-        f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump."
+        f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump. "
+        "The band is the 95 % bootstrap interval over prompts (prompts resampled jointly for pre, post and patched)."
     ) + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
 
@@ -427,6 +455,23 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
 PAGE_SECTIONS: list[Callable] = [findings_section, summary_section, overview_section]
 
 
+def fraction_bound(runs: Sequence) -> float | None:
+    """Largest finite |delta / jump| over the ``runs`` whose jump stands above its noise (every
+    run when none does): one colour range, in fractions of each run's jump, for the page's
+    heatmaps; None when no run has a jump (the heatmaps then stay in metric units)."""
+    fractions, noisy = [], []
+    for r in runs:
+        delta, jump = getattr(r, "delta", None), run_jump(r)
+        if delta is None or jump is None:
+            continue
+        values = np.abs(_as_array(delta) / jump)
+        if not np.isfinite(values).any():
+            continue
+        (noisy if _jump_note(r) else fractions).append(float(np.nanmax(values)))
+    chosen = fractions or noisy
+    return max(chosen) or 1.0 if chosen else None
+
+
 def delta_p_bound(runs: Sequence) -> float:
     """Largest finite |delta| over ``runs`` (metric units; 1.0 when none): one colour range per page."""
     bounds = [
@@ -481,6 +526,13 @@ def report_body(report, ctx: ReportContext) -> str:
     return "\n".join(parts)
 
 
+def page_context(runs: Sequence, assets: Assets, threshold: float) -> ReportContext:
+    """The shared context of a page of ``runs``: the absolute and the jump-relative colour ranges."""
+    return ReportContext(
+        assets=assets, threshold=threshold, delta_p_bound=delta_p_bound(runs), fraction_bound=fraction_bound(runs)
+    )
+
+
 def report_page(report) -> str:
     """The whole self-contained report page for a main-job report (:func:`page_html`).
 
@@ -490,7 +542,7 @@ def report_page(report) -> str:
     """
 
     def body(assets: Assets) -> str:
-        ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
+        ctx = page_context(report.runs, assets, report.threshold)
         return report_body(report, ctx)
 
     return page_html(report.title, body)
@@ -516,7 +568,7 @@ def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]], inline_pl
 
 def report_fragment(report, assets: Assets) -> str:
     """The report's content for a notebook output (libraries from ``assets``, once per page)."""
-    ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
+    ctx = page_context(report.runs, assets, report.threshold)
     return f"<div class='el-report'>{style_tag()}<h2>{html.escape(report.title)}</h2>{report_body(report, ctx)}</div>"
 
 
