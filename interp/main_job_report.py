@@ -182,6 +182,37 @@ class RunAnalysis(RankingFields, _RunKey):
 
         return save_html(self, path, title=f"emergence-lens: {run_label(self.model, self.seed)}")
 
+    def show_head(self, layer: int, head: int):
+        """A top head's attention pattern on prompt 0 at the pre and post steps and the change
+        post − pre, side by side (:func:`interp.report.head_view.head_comparison_figure`), from
+        the patterns the run kept for display (its top heads).
+
+        Returns:
+            A plotly figure with three heatmaps, ``[query_pos, key_pos]`` each.
+
+        Raises:
+            ValueError: the run kept no patterns for ``L{layer}H{head}`` (the heads it kept are named).
+        """
+        from interp.report.head_view import head_comparison_figure
+
+        prefix = f"L{layer}H{head} pre"
+        index = next((i for i, name in enumerate(self.example_names) if name.startswith(prefix)), None)
+        if index is None or self.example_patterns is None or index + 1 >= len(self.example_names):
+            kept = sorted({name.split(" ")[0] for name in self.example_names})
+            raise ValueError(
+                f"{run_label(self.model, self.seed)} kept no patterns for L{layer}H{head}; it kept "
+                f"{', '.join(kept) or 'none'} (rank_heads_between's show_head shows any head)"
+            )
+        pre_name, post_name = self.example_names[index], self.example_names[index + 1]
+        return head_comparison_figure(
+            self.example_patterns[index],
+            self.example_patterns[index + 1],
+            self.example_tokens,
+            title=f"{run_label(self.model, self.seed)} L{layer}H{head} on prompt 0: attention before and after",
+            pre_label=pre_name.split(" ", 1)[1],
+            post_label=post_name.split(" ", 1)[1],
+        )
+
     checkpoints: pd.DataFrame | None = None  # interp.sources.checkpoint_table: one row per step
     training_loss: pd.DataFrame | None = None  # step, loss (nats): runs our trainer wrote (loss.csv)
     components: pd.DataFrame | None = None

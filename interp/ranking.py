@@ -219,6 +219,42 @@ class HeadRanking(RankingFields):
 
         return save_html(self, path, title=f"head ranking ({self.metric})")
 
+    def show_head(self, layer: int, head: int, prompt: int = 0):
+        """One head's attention pattern on one prompt at the pre step, at the post step and the
+        change post − pre, side by side (:func:`interp.report.head_view.head_comparison_figure`;
+        token labels on prompt 0, from ``example_tokens``).
+
+        Args:
+            layer, head: the head.
+            prompt: which prompt of the batch (index into ``[layer, batch, head, q, k]``).
+
+        Returns:
+            A plotly figure with three heatmaps, ``[query_pos, key_pos]`` each: pre, post, post − pre.
+
+        Raises:
+            ValueError: no pre patterns (a ranking from :func:`head_ranking` alone; use
+                :func:`rank_heads_between`), or a layer, head or prompt out of range.
+        """
+        from interp.report.head_view import head_comparison_figure
+
+        if self.pre_patterns is None:
+            raise ValueError(
+                "this ranking has no pre patterns (head_ranking leaves them empty); rank_heads_between fills them"
+            )
+        n_layers, n_prompts, n_heads = (int(n) for n in self.post_patterns.shape[:3])
+        if not (0 <= layer < n_layers and 0 <= head < n_heads and 0 <= prompt < n_prompts):
+            raise ValueError(
+                f"L{layer}H{head} prompt {prompt} is out of range: layers 0..{n_layers - 1}, heads "
+                f"0..{n_heads - 1}, prompts 0..{n_prompts - 1}"
+            )
+        delta = float(self.delta[layer, head]) if self.delta is not None else float("nan")
+        return head_comparison_figure(
+            self.pre_patterns[layer, prompt, head],
+            self.post_patterns[layer, prompt, head].cpu(),
+            self.example_tokens if prompt == 0 else (),
+            title=f"L{layer}H{head} on prompt {prompt}: attention before and after (Δ {delta:+.4f} {self.unit})",
+        )
+
 
 def head_ranking(
     pre_model: Any,

@@ -115,6 +115,7 @@ REPORT_ORDER = (
     "interp.report.findings",
     "interp.report.scrub_script",
     "interp.report.figures",
+    "interp.report.head_view",
     "interp.report.report_state",
     "interp.report.display",
     "interp.report.scrubber",

@@ -25,9 +25,20 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from interp.core.html_fragments import table_fragment
 from interp.sources.catalogue import run_label
 
-__all__ = ["MOST", "NOISY", "findings", "findings_html", "interval_text", "summary_display"]
+__all__ = [
+    "MOST",
+    "NOISY",
+    "SHARED_SUMMARY_COLUMNS",
+    "SUMMARY_HEADERS",
+    "findings",
+    "findings_html",
+    "interval_text",
+    "summary_display",
+    "summary_fragment",
+]
 
 #: "Most of the jump": the share the top 2 heads must recover for claim 2 to hold on a run.
 MOST = 0.5
@@ -217,3 +228,49 @@ def findings_html(lines: Sequence[str]) -> str:
         "below, topk.csv): shares with their 95 % bootstrap interval over prompts; a run whose jump is below "
         "3 standard errors is named as too noisy, never counted for or against a claim.</p></div>"
     )
+
+
+#: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
+#: column names): words that wrap between one another, never inside one.
+SUMMARY_HEADERS = {
+    "prepend_bos": "BOS prepended",
+    "pre_step": "pre step",
+    "post_step": "post step",
+    "n_evaluations": "checkpoints evaluated",
+    "value_pre": "pre value",
+    "value_post": "post value",
+    "top_head": "top head",
+    "top_delta": "top Δ [95 % CI]",
+    "recovered_top2": "recovered by top 2 [95 % CI]",
+    "jump": "jump ± s.e.",
+    "prescreen_spearman": "pre-screen ρ",
+    "prescreen_top2_found": "pre-screen found top 2",
+    "jump_too_small": "jump below 3 s.e.",
+}
+
+
+#: Summary columns that, when every row of a page's table holds the same value, are stated once
+#: above the table instead of repeated in a column (the table then fits a 1280 px page).
+SHARED_SUMMARY_COLUMNS = ("task", "prepend_bos", "metric", "unit")
+
+
+def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
+    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`);
+    with several rows, the columns of :data:`SHARED_SUMMARY_COLUMNS` that hold one value in every
+    row are named once in a line above the table."""
+    shared = {}
+    if len(summary) > 1:
+        for column in SHARED_SUMMARY_COLUMNS:
+            if column in summary and summary[column].astype(str).nunique() == 1:
+                shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
+        summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
+    note = (
+        (
+            "<p class='el-caption'>Every row: "
+            + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}" for k, v in shared.items())
+            + ".</p>"
+        )
+        if shared
+        else ""
+    )
+    return note + table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)

@@ -51,6 +51,11 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     run_capability_figure,
     thin_curve,
 )
+from interp.report.findings import (  # noqa: F401  (the summary table's names: interp.report.page's too)
+    SHARED_SUMMARY_COLUMNS,
+    SUMMARY_HEADERS,
+    summary_fragment,
+)
 from interp.sources.catalogue import run_label
 
 # ---------------------------------------------------------------------------------------------
@@ -228,10 +233,38 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
         "rows are query positions, columns key positions)."
     )
     body = attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets)
+    body += _head_comparisons(run, ctx)
     return Section(
         f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
         body + f"<p class='el-caption'>{caption}</p>",
     )
+
+
+def _head_comparisons(run, ctx: ReportContext) -> str:
+    """Each top head's pattern pre, post and post − pre side by side
+    (:func:`interp.report.head_view.head_comparison_figure`)."""
+    from interp.report.head_view import head_comparison_figure
+
+    names, patterns = list(getattr(run, "example_names", []) or []), run.example_patterns
+    parts = []
+    for i in range(0, len(names) - 1, 2):
+        head = names[i].split(" ")[0]
+        fig = head_comparison_figure(
+            patterns[i],
+            patterns[i + 1],
+            run.example_tokens,
+            title=f"{_run_label(run)}: {head} before, after and the change",
+            pre_label=names[i].split(" ", 1)[-1],
+            post_label=names[i + 1].split(" ", 1)[-1],
+        )
+        parts.append(figure_fragment(fig, ctx.assets))
+    caption = (
+        "Each top head's pattern at the pre step, at the post step and the change post − pre (red: attention "
+        "gained, blue: lost); rows are query positions, columns key positions, labelled position and token "
+        "(␣ = a space). From Python: <code>run.show_head(layer, head)</code>, or any head with "
+        "<code>rank_heads_between(...).show_head(layer, head)</code>."
+    )
+    return "".join(parts) + (f"<p class='el-caption'>{caption}</p>" if parts else "")
 
 
 def scrubber_section(run, ctx: ReportContext) -> Section | None:
@@ -358,54 +391,6 @@ RUN_SECTIONS: list[Callable] = [
     readiness_section,
     hazards_section,
 ]
-
-
-#: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
-#: column names): words that wrap between one another, never inside one.
-SUMMARY_HEADERS = {
-    "prepend_bos": "BOS prepended",
-    "pre_step": "pre step",
-    "post_step": "post step",
-    "n_evaluations": "checkpoints evaluated",
-    "value_pre": "pre value",
-    "value_post": "post value",
-    "top_head": "top head",
-    "top_delta": "top Δ [95 % CI]",
-    "recovered_top2": "recovered by top 2 [95 % CI]",
-    "jump": "jump ± s.e.",
-    "prescreen_spearman": "pre-screen ρ",
-    "prescreen_top2_found": "pre-screen found top 2",
-    "jump_too_small": "jump below 3 s.e.",
-}
-
-
-#: Summary columns that, when every row of a page's table holds the same value, are stated once
-#: above the table instead of repeated in a column (the table then fits a 1280 px page).
-SHARED_SUMMARY_COLUMNS = ("task", "prepend_bos", "metric", "unit")
-
-
-def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
-    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`);
-    with several rows, the columns of :data:`SHARED_SUMMARY_COLUMNS` that hold one value in every
-    row are named once in a line above the table."""
-    shared = {}
-    if len(summary) > 1:
-        for column in SHARED_SUMMARY_COLUMNS:
-            if column in summary and summary[column].astype(str).nunique() == 1:
-                shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
-        summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
-    note = (
-        (
-            "<p class='el-caption'>Every row: "
-            + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}" for k, v in shared.items())
-            + ".</p>"
-        )
-        if shared
-        else ""
-    )
-    from interp.report.findings import summary_display
-
-    return note + table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
 
 
 def summary_section(report, ctx: ReportContext) -> Section | None:

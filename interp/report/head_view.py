@@ -1,0 +1,105 @@
+"""One head before and after: its attention pattern at the pre step, at the post step, and the
+change (post − pre), side by side on one figure with readable token labels.
+
+What ``HeadRanking.show_head(layer, head)`` and ``RunAnalysis.show_head(layer, head)`` return, and
+what the report draws for each top head (:mod:`interp.report.page`). The patterns come in as
+``[query_pos, key_pos]`` matrices; the callers pick them out of their ``[layer, batch, head,
+query_pos, key_pos]`` stacks, so nobody has to index that layout by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from jaxtyping import Float
+from plotly.subplots import make_subplots
+from torch import Tensor
+
+from interp.report.figures import plot_text
+
+__all__ = ["head_comparison_figure", "token_axis_labels"]
+
+
+def token_axis_labels(tokens: Sequence[str], n: int) -> list[str]:
+    """``n`` unique axis labels ``"<pos> <token>"``: the position first (a plotly category axis
+    merges equal labels, and a prompt repeats its tokens), spaces shown as ``␣`` and newlines as
+    ``⏎`` so that a token made of whitespace stays visible; positions alone where ``tokens`` is
+    shorter than ``n``. Escaped for plotly (text from tokenizers is data)."""
+    labels = []
+    for i in range(n):
+        if i < len(tokens):
+            text = str(tokens[i]).replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
+            labels.append(plot_text(f"{i} {text}"))
+        else:
+            labels.append(str(i))
+    return labels
+
+
+def head_comparison_figure(
+    pre: Float[Tensor, "query_pos key_pos"] | np.ndarray,
+    post: Float[Tensor, "query_pos key_pos"] | np.ndarray,
+    tokens: Sequence[str] = (),
+    title: str = "Attention pattern before and after",
+    pre_label: str = "pre",
+    post_label: str = "post",
+) -> go.Figure:
+    """Three heatmaps side by side: ``pre``, ``post`` (attention probabilities, one 0–1 scale) and
+    ``post − pre`` (diverging, ±max |change|); rows are query positions, columns key positions.
+
+    Args:
+        pre, post: one head's attention pattern on one prompt at the two steps, ``[query_pos,
+            key_pos]``, probabilities (rows sum to 1).
+        tokens: the prompt's token texts (axis labels, :func:`token_axis_labels`).
+        title: the figure's title (plain text; escaped here).
+        pre_label, post_label: the panels' names (e.g. ``"pre (step 1800)"``).
+
+    Returns:
+        A plotly figure whose ``data`` are the three heatmaps in that order (``data[2].z`` is
+        ``post − pre``).
+
+    Raises:
+        ValueError: ``pre`` and ``post`` are not two matrices of one shape.
+    """
+    a = np.asarray(pre.detach().cpu().float() if isinstance(pre, Tensor) else pre, dtype=np.float64)
+    b = np.asarray(post.detach().cpu().float() if isinstance(post, Tensor) else post, dtype=np.float64)
+    if a.ndim != 2 or a.shape != b.shape:
+        raise ValueError(f"pre and post must be [query_pos, key_pos] of one shape; got {a.shape} and {b.shape}")
+    diff = b - a
+    q_labels, k_labels = token_axis_labels(tokens, a.shape[0]), token_axis_labels(tokens, a.shape[1])
+    bound = float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() and np.nanmax(np.abs(diff)) > 0 else 1.0
+    names = [plot_text(pre_label), plot_text(post_label), plot_text(f"{post_label} − {pre_label}")]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=names, horizontal_spacing=0.06, shared_yaxes=True)
+    for col, (z, name) in enumerate(zip((a, b, diff), names), start=1):
+        change = col == 3
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=k_labels,
+                y=q_labels,
+                name=name,
+                coloraxis="coloraxis2" if change else "coloraxis",
+                hovertemplate="query %{y}<br>key %{x}<br>" + name + " %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+    fig.update_yaxes(autorange="reversed", title_text="query position", row=1, col=1)
+    fig.update_xaxes(title_text="key position", tickangle=-60)
+    fig.update_layout(
+        title=plot_text(title),
+        height=420 + 6 * a.shape[0],
+        coloraxis=dict(
+            colorscale="Blues", cmin=0, cmax=1, colorbar=dict(title="attention", x=0.63, len=0.8, thickness=12)
+        ),
+        coloraxis2=dict(
+            colorscale="RdBu_r",
+            cmid=0,
+            cmin=-bound,
+            cmax=bound,
+            colorbar=dict(title="post − pre", x=1.0, len=0.8, thickness=12),
+        ),
+        margin=dict(t=70, b=90),
+    )
+    return fig
