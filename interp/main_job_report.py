@@ -227,6 +227,30 @@ class RunAnalysis(RankingFields, _RunKey):
     scrub_patterns: Tensor | None = None
 
 
+#: The title callers pass when they have none in mind: a report replaces it with :func:`default_title`.
+GENERIC_TITLE = "emergence-lens report"
+
+
+def default_title(runs: Sequence[RunAnalysis]) -> str:
+    """A report's title from its runs: ``"emergence-lens: neox-2l-64d seeds 1, 2 · repetition"``
+    (models with their seeds, then the tasks; ``"N runs of M models"`` past three models)."""
+    if not runs:
+        return "emergence-lens: no runs"
+    models: dict[str, list] = {}
+    for r in runs:
+        models.setdefault(r.model, [])
+        if r.seed not in models[r.model]:
+            models[r.model].append(r.seed)
+    if len(models) > 3:
+        what = f"{len({(r.model, r.seed) for r in runs})} runs of {len(models)} models"
+    else:
+        what = "; ".join(
+            f"{m} seed{'s' if len(seeds) > 1 else ''} {', '.join(str(s) for s in seeds)}" for m, seeds in models.items()
+        )
+    tasks = ", ".join(dict.fromkeys(str(r.task) for r in runs))
+    return f"emergence-lens: {what} · {tasks}"
+
+
 def _number(row, column: str) -> float | None:
     """``row[column]`` as a float, or None when the row, the column or the value is missing."""
     if row is None or column not in row or pd.isna(row[column]):
@@ -256,12 +280,16 @@ class MainJobReport:
 
     runs: list[RunAnalysis]
     threshold: float = 0.5
-    title: str = "emergence-lens report"
+    title: str | None = None  # None (or the generic GENERIC_TITLE): named after its runs, default_title()
     provenance: dict | None = None
     hold: int = DEFAULT_HOLD
     summary_legend: str | None = None  # None: summary_legend(self.metrics(), hold)
 
     __eq__ = results_equal
+
+    def __post_init__(self) -> None:
+        if self.title is None or self.title == GENERIC_TITLE:
+            self.title = default_title(self.runs)
 
     def __repr__(self) -> str:
         runs = ", ".join(

@@ -63,14 +63,15 @@ def interval_text(value, lo=None, hi=None, digits: int = 3, signed: bool = False
 
 def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
     """``summary()`` for reading: ``top_delta`` and ``recovered_top2`` as text cells with their
-    95 % interval and the noise mark (:func:`interval_text`), ``jump`` as ``jump ± s.e.``; the
-    bound columns folded into them."""
+    95 % interval (:func:`interval_text`), ``jump`` as ``jump ± s.e.``; ``recovered_top2`` and
+    ``jump`` carry the noise mark where ``jump_too_small``, whose own column is then folded in,
+    as are the bound columns."""
     out = summary.copy()
     noisy = out["jump_too_small"].fillna(False).astype(bool) if "jump_too_small" in out else pd.Series(False, out.index)
     if "top_delta" in out:
         out["top_delta"] = [
-            interval_text(r.get("top_delta"), r.get("top_delta_lo"), r.get("top_delta_hi"), signed=True, noisy=n)
-            for (_, r), n in zip(out.iterrows(), noisy)
+            interval_text(r.get("top_delta"), r.get("top_delta_lo"), r.get("top_delta_hi"), signed=True)
+            for _, r in out.iterrows()
         ]
     if "recovered_top2" in out:
         out["recovered_top2"] = [
@@ -81,12 +82,13 @@ def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
         out["jump"] = [
             "—"
             if r.get("jump") is None or pd.isna(r.get("jump"))
-            else f"{r['jump']:.3f}" + (f" ± {r['jump_se']:.3f}" if pd.notna(r.get("jump_se")) else "")
-            for _, r in out.iterrows()
+            else f"{r['jump']:.3f}"
+            + (f" ± {r['jump_se']:.3f}" if pd.notna(r.get("jump_se")) else "")
+            + (f" {NOISY}" if n else "")
+            for (_, r), n in zip(out.iterrows(), noisy)
         ]
-    return out.drop(
-        columns=["top_delta_lo", "top_delta_hi", "recovered_top2_lo", "recovered_top2_hi", "jump_se"], errors="ignore"
-    )
+    columns = ["top_delta_lo", "top_delta_hi", "recovered_top2_lo", "recovered_top2_hi", "jump_se"]
+    return out.drop(columns=[*columns, *(["jump_too_small"] if "jump" in out else [])], errors="ignore")
 
 
 def _share(value, lo, hi) -> str:

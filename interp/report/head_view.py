@@ -23,7 +23,7 @@ __all__ = ["head_comparison_figure", "token_axis_labels"]
 
 
 def token_axis_labels(tokens: Sequence[str], n: int) -> list[str]:
-    """``n`` unique axis labels ``"<pos> <token>"``: the position first (a plotly category axis
+    """``n`` unique axis labels ``"<pos>:<token>"``: the position first (a plotly category axis
     merges equal labels, and a prompt repeats its tokens), spaces shown as ``␣`` and newlines as
     ``⏎`` so that a token made of whitespace stays visible; positions alone where ``tokens`` is
     shorter than ``n``. Escaped for plotly (text from tokenizers is data)."""
@@ -31,7 +31,7 @@ def token_axis_labels(tokens: Sequence[str], n: int) -> list[str]:
     for i in range(n):
         if i < len(tokens):
             text = str(tokens[i]).replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
-            labels.append(plot_text(f"{i} {text}"))
+            labels.append(plot_text(f"{i}:{text}"))
         else:
             labels.append(str(i))
     return labels
@@ -70,7 +70,7 @@ def head_comparison_figure(
     q_labels, k_labels = token_axis_labels(tokens, a.shape[0]), token_axis_labels(tokens, a.shape[1])
     bound = float(np.nanmax(np.abs(diff))) if np.isfinite(diff).any() and np.nanmax(np.abs(diff)) > 0 else 1.0
     names = [plot_text(pre_label), plot_text(post_label), plot_text(f"{post_label} − {pre_label}")]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=names, horizontal_spacing=0.06, shared_yaxes=True)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=names, horizontal_spacing=0.11, shared_yaxes=True)
     for col, (z, name) in enumerate(zip((a, b, diff), names), start=1):
         change = col == 3
         fig.add_trace(
@@ -91,14 +91,14 @@ def head_comparison_figure(
         title=plot_text(title),
         height=420 + 6 * a.shape[0],
         coloraxis=dict(
-            colorscale="Blues", cmin=0, cmax=1, colorbar=dict(title="attention", x=0.63, len=0.8, thickness=12)
+            colorscale="Blues", cmin=0, cmax=1, colorbar=dict(title="attention", x=0.635, len=0.8, thickness=10)
         ),
         coloraxis2=dict(
             colorscale="RdBu_r",
             cmid=0,
             cmin=-bound,
             cmax=bound,
-            colorbar=dict(title="post − pre", x=1.0, len=0.8, thickness=12),
+            colorbar=dict(title="post − pre", x=1.01, len=0.8, thickness=10),
         ),
         margin=dict(t=70, b=90),
     )

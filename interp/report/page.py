@@ -179,18 +179,19 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
     spec, unit = _metric_of(run)
     d = spec.delta_label
     jump = run_jump(run) if ctx.fraction_bound is not None else None
+    noisy = bool(_jump_note(run))
     fig = delta_p_heatmap(
         delta,
         title=f"{plot_text(_run_label(run))}: {d} per head"
         + (f" as a fraction of the run's jump ({jump:+.3f} {unit})" if jump is not None else f" ({unit})"),
-        bound=ctx.fraction_bound if jump is not None else ctx.delta_p_bound,
+        bound=None if noisy else ctx.fraction_bound if jump is not None else ctx.delta_p_bound,
         metric=spec.name,
         unit=unit,
         jump=jump,
     )
     scale = (
         f"Colour: {d} / jump (value_post − value_pre), the share of the jump each head's pattern recovers alone, "
-        "on one range for every run of the page (runs whose jump is below 3 s.e. may fall outside it); hover for "
+        "on one range for every run of the page whose jump stands above its noise; hover for "
         f"{d} in {unit}."
         if jump is not None
         else "One colour range for every run of the page."
