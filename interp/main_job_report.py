@@ -485,7 +485,8 @@ class MainJobReport:
         emergence, points = self.emergence, self.points
         if task is not None:
             emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
-        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold)
+        totals = {(r.model, r.seed): vis.searchable_count(r) for r in self.runs}
+        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold, totals=totals)
 
     def recovery_figure(self):
         """Plotly figure: recovered vs K for every emerged run."""

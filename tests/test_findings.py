@@ -193,3 +193,35 @@ def test_heatmap_as_a_fraction_of_each_runs_jump():
     assert relative[0].data[0].zmax == relative[1].data[0].zmax == pytest.approx(0.4)
     np.testing.assert_allclose(np.asarray(relative[1].data[0].customdata), absolute[1].data[0].z)
     assert "as a fraction of the run's jump" in report.html()
+
+
+def bisected_run() -> RunAnalysis:
+    """A run whose search evaluated 9 of its 28 checkpoints by bisection."""
+    run = make_run(1, 0.1, (0.05, 0.15))
+    steps = [0, 100, 400, 900, 1300, 1400, 1500, 1600, 2700]
+    run.curve = pd.DataFrame({"step": steps, "accuracy": np.linspace(0, 1, 9), "p_answer": np.linspace(0, 0.8, 9)})
+    run.point.pre_step, run.point.post_step, run.point.search = 1300, 1400, "bisection"
+    run.checkpoints = pd.DataFrame({"step": range(0, 2800, 100), "status": "searchable"})
+    return run
+
+
+def test_a_bisection_curve_draws_evaluated_points_only_and_says_so():
+    from interp.report import page as vis
+
+    run = bisected_run()
+    section = vis.capability_section(run, vis.ReportContext(assets=vis.Assets()))
+    assert "bisection: 9 of 28 checkpoints evaluated" in section.body
+    fig = vis.run_capability_figure(run.curve, 1300, 1400, search="bisection", n_checkpoints=28)
+    assert [t.mode for t in fig.data[:2]] == ["markers", "markers"]
+    assert fig.layout.annotations[0].text.startswith("bisection: 9 of 28 checkpoints")
+    scanned = vis.run_capability_figure(run.curve, 1300, 1400)
+    assert [t.mode for t in scanned.data[:2]] == ["lines+markers"] * 2 and not scanned.layout.annotations
+    scan, unknown = make_run(2, 0.2, (0.1, 0.3)), make_run(3, 0.2, (0.1, 0.3))
+    scan.point.search = "scan"  # unknown: a bisection whose run has no checkpoint table
+    overview = MainJobReport(runs=[run, scan, unknown]).capability_figure()
+    modes = {t.name: t.mode for t in overview.data if t.name and "seed" in t.name}
+    assert modes == {
+        "toy seed 1 (bisection: 9 of 28 checkpoints)": "markers",
+        "toy seed 2": "lines+markers",
+        "toy seed 3 (bisection: 5 checkpoints)": "markers",
+    }

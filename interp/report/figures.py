@@ -25,15 +25,23 @@ def plot_text(text) -> str:
 
 
 def capability_figure(
-    emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy", threshold: float | None = 0.5
+    emergence: pd.DataFrame,
+    points: pd.DataFrame,
+    metric: str = "accuracy",
+    threshold: float | None = 0.5,
+    totals: dict | None = None,
 ) -> go.Figure:
-    """Capability vs training step, one line per seed, one panel per model; points marked.
+    """Capability vs training step, one line per seed, one panel per model; points marked. A run
+    whose point came from a bisection (``points.search == "bisection"``) is drawn as its
+    evaluated points only, named "bisection: n of N checkpoints" (no line through steps nobody
+    measured).
 
     Args:
         emergence: rows (model, seed, step, accuracy, p_answer) -- ``emergence.csv``.
         points: rows (model, seed, pre_step, post_step, emerged, ...) -- ``points.csv``.
         metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
         threshold: drawn as a dashed line when ``metric == "accuracy"``.
+        totals: ``{(model, seed): searchable checkpoints}`` (the N of "n of N"; optional).
 
     Raises:
         ValueError: if ``metric`` is not a column of ``emergence``.
@@ -51,21 +59,24 @@ def capability_figure(
         for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
             curve = curve.sort_values("step")
             color = palette[k % len(palette)]
+            point = points[(points["model"] == model) & (points["seed"] == seed)]
+            bisected = bool(len(point)) and "search" in point and point["search"].iloc[0] == "bisection"
+            total = (totals or {}).get((model, seed))
+            of = f"bisection: {len(curve)}" + (f" of {total}" if total else "") + " checkpoints"
             fig.add_trace(
                 go.Scatter(
                     x=curve["step"].clip(lower=0.5),
                     y=curve[metric],
-                    mode="lines+markers",
-                    name=f"{plot_text(model)} seed {seed}",
+                    mode="markers" if bisected else "lines+markers",
+                    name=f"{plot_text(model)} seed {seed}" + (f" ({of})" if bisected else ""),
                     line=dict(color=color),
-                    marker=dict(size=4),
+                    marker=dict(size=7 if bisected else 4),
                     legendgroup=f"{model}-{seed}",
                     hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
                 ),
                 row=1,
                 col=col,
             )
-            point = points[(points["model"] == model) & (points["seed"] == seed)]
             if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
                 post = int(point["post_step"].iloc[0])
                 y = curve.loc[curve["step"] == post, metric]
@@ -288,6 +299,8 @@ def run_capability_figure(
     post_step: int | None,
     threshold: float | None = 0.5,
     title: str = "Capability per checkpoint",
+    search: str = "scan",
+    n_checkpoints: int | None = None,
 ) -> go.Figure:
     """One run's greedy accuracy and p(answer) vs training step, the point of emergence marked.
 
@@ -296,17 +309,37 @@ def run_capability_figure(
         pre_step, post_step: the point of emergence (``None`` when the run did not emerge
             between two checkpoints); the interval between them is shaded, both ends starred.
         threshold: the accuracy threshold, drawn dashed.
+        search: ``"scan"`` (every checkpoint evaluated: lines) or ``"bisection"`` (the evaluated
+            points only, no line through unmeasured steps, and "bisection: n of N checkpoints"
+            written on the figure).
+        n_checkpoints: the run's searchable checkpoints (the N; optional).
     """
     curve = curve.sort_values("step")
     x = curve["step"].clip(lower=0.5)
+    bisected = search == "bisection"
+    mode = "markers" if bisected else "lines+markers"
+    size = 8 if bisected else 5
     fig = go.Figure()
+    if bisected:
+        fig.add_annotation(
+            text=f"bisection: {len(curve)}" + (f" of {n_checkpoints}" if n_checkpoints else "") + " checkpoints "
+            "evaluated (points only: no line through unmeasured steps)",
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=1.0,
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            font=dict(size=12, color="#444"),
+        )
     fig.add_trace(
         go.Scatter(
             x=x,
             y=curve["accuracy"],
-            mode="lines+markers",
+            mode=mode,
             name="greedy accuracy",
-            marker=dict(size=5),
+            marker=dict(size=size),
             hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>",
         )
     )
@@ -314,9 +347,9 @@ def run_capability_figure(
         go.Scatter(
             x=x,
             y=curve["p_answer"],
-            mode="lines+markers",
+            mode=mode,
             name="p(answer)",
-            marker=dict(size=5),
+            marker=dict(size=size),
             hovertemplate="step %{x}<br>p(answer) %{y:.3f}<extra></extra>",
         )
     )

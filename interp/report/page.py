@@ -125,16 +125,18 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     if curve is None or not len(curve):
         return None
     pre, post = _point(run)
+    point = getattr(run, "point", None)
     fig = run_capability_figure(
         curve,
         pre,
         post,
         threshold=ctx.threshold,
         title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint",
+        search=getattr(point, "search", "scan"),
+        n_checkpoints=searchable_count(run),
     )
     from interp.core.terms import DEFAULT_HOLD, rule_text
 
-    point = getattr(run, "point", None)
     hold = getattr(point, "hold", DEFAULT_HOLD)
     if pre is not None and post is not None:
         where = f"The capability switches on between steps {pre} and {post} (shaded)."
@@ -151,6 +153,15 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
         f"Point of emergence: {rule_text(hold)}."
     )
     return Section("Capability and point of emergence", figure_fragment(fig, ctx.assets, caption))
+
+
+def searchable_count(run) -> int | None:
+    """How many checkpoints a run's search could evaluate (``searchable`` rows of its checkpoint
+    table), or None when the run has no table."""
+    table = getattr(run, "checkpoints", None)
+    if table is None or "status" not in table.columns:
+        return None
+    return int((table["status"] == "searchable").sum())
 
 
 def _metric_of(run):
@@ -423,15 +434,17 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
     for task in tasks:
         e = emergence if task is None else emergence[emergence["task"] == task]
         p = points if task is None else points[points["task"] == task]
-        fig = capability_figure(e, p, threshold=ctx.threshold)
+        totals = {(r.model, r.seed): searchable_count(r) for r in report.runs}
+        fig = capability_figure(e, p, threshold=ctx.threshold, totals=totals)
         if len(tasks) > 1:
             fig.update_layout(title=f"Task {task}: capability of every run")
         parts.append(
             figure_fragment(
                 fig,
                 ctx.assets,
-                "One line per seed; ★ marks the post step of each run's point "
-                "of emergence." + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else ""),
+                "One line per seed (points only for a run found by bisection: its evaluated checkpoints); ★ marks "
+                "the post step of each run's point of emergence."
+                + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else ""),
             )
         )
     return Section("Capability of every run", "\n".join(parts))
