@@ -16,6 +16,7 @@ from interp.cli.common import (
     LengthOpt,
     MethodOpt,
     MetricOpt,
+    OneTaskOpt,
     PromptsOpt,
     TaskFileOpt,
     TaskOpt,
@@ -196,7 +197,7 @@ def readiness_command(
     device: str = DeviceOpt,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
-    their ideal pattern; the readiness step R and E - R (see interp/readiness.py)."""
+    their ideal pattern; the readiness step R and E - R (docs/guide.md, "Ideal patterns, readiness and forcing")."""
     from interp.readiness import parse_heads, parse_patterns
 
     chosen = parse_heads(heads)
@@ -281,7 +282,7 @@ def scrub(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     out: Path = typer.Option(..., help="The page to write (.html)."),
     steps: str | None = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
-    task: str | None = TaskOpt,
+    task: str | None = OneTaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),

@@ -198,7 +198,11 @@ def loss_curve_figure(
         )
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="training loss (nats)", secondary_y=False)
-    fig.update_yaxes(title_text="greedy accuracy", range=[0, 1], secondary_y=True)
+    # explicit ticks: a secondary axis otherwise syncs its ticks to the loss axis (0.017, 0.222, ...)
+    fig.update_yaxes(
+        title_text="greedy accuracy", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2, secondary_y=True
+    )
+    fig.update_yaxes(tickformat=".2~f", secondary_y=False)
     fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2), height=380, showlegend=True)
     return fig
 

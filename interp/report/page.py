@@ -331,7 +331,14 @@ def head_scores_section(run, ctx: ReportContext) -> Section | None:
         return None
     fig = head_scores_figure(scores, title=f"{plot_text(_run_label(run))}: head scores per checkpoint")
     return Section(
-        "Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score.")
+        "Head scores per checkpoint",
+        figure_fragment(
+            fig,
+            ctx.assets,
+            "One line per head and score (colour: the head; line style: the score, dotted previous-token, "
+            "solid prefix-matching, dashed OV copying), at the checkpoints around the point of emergence. "
+            "Click a legend entry to hide a line; double-click to show one head alone.",
+        ),
     )
 
 
