@@ -132,6 +132,17 @@ def decompose(
         f"{_jump_flag(bool(first['jump_too_small']))}"
     )
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    whole = table[(table["scope"] == "all") & table["target"].isin(["block", "interaction"])].set_index("target")
+    if len(whole) == 2:
+        parts = table[(table["scope"] == "all") & ~table["target"].isin(["block", "interaction"])]
+        best = parts.loc[parts["recovered"].idxmax()]
+        typer.echo(
+            f"all blocks at once recover {whole.loc['block', 'recovered']:.3f} "
+            f"[{whole.loc['block', 'recovered_lo']:.3f}, {whole.loc['block', 'recovered_hi']:.3f}]; the best single "
+            f"component, {best['target']}, {best['recovered']:.3f}; interaction (all blocks − qk − ov − "
+            f"mlp_weights) {whole.loc['interaction', 'recovered']:.3f} "
+            f"[{whole.loc['interaction', 'recovered_lo']:.3f}, {whole.loc['interaction', 'recovered_hi']:.3f}]"
+        )
     if out is not None:
         atomic_to_csv(table, out / "components.csv")
 

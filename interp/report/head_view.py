@@ -80,6 +80,7 @@ def head_comparison_figure(
                 y=q_labels,
                 name=name,
                 coloraxis="coloraxis2" if change else "coloraxis",
+                showlegend=True,
                 hovertemplate="query %{y}<br>key %{x}<br>" + name + " %{z:.3f}<extra></extra>",
             ),
             row=1,
@@ -101,5 +102,7 @@ def head_comparison_figure(
             colorbar=dict(title="post − pre", x=1.01, len=0.8, thickness=10),
         ),
         margin=dict(t=70, b=90),
+        showlegend=True,
+        legend=dict(orientation="h", yanchor="top", y=-0.3, x=0),
     )
     return fig

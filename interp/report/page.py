@@ -318,7 +318,10 @@ def components_section(run, ctx: ReportContext) -> Section | None:
         figure_fragment(
             fig,
             ctx.assets,
-            "Each bar patches one kind of component of every head or layer from post into pre." + _jump_note(run),
+            "Each bar patches one kind of component of every head or layer from post into pre; "
+            "<b>all blocks at once</b> patches every layer's parameters together, and <b>interaction</b> = "
+            "all blocks − (QK + OV + MLP weights), per prompt (the norms' share included): a whole far above "
+            "every part means the jump lives in how the parts combine." + _jump_note(run),
         )
         + table_fragment(components),
     )
