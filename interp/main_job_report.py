@@ -19,9 +19,10 @@ from torch import Tensor
 
 from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.core.objects import results_equal, short_repr
-from interp.emergence import DEFAULT_HOLD, EmergencePoint, rule_text
+from interp.emergence import DEFAULT_HOLD, EmergencePoint
 from interp.ranking import RankingFields
 from interp.report import page as vis
+from interp.report.findings import summary_legend
 from interp.sources.catalogue import run_label
 
 __all__ = [
@@ -89,38 +90,6 @@ OLD_COLUMNS = {
     "delta_p_hi": "delta_hi",
     "p_patched": "value",
 }
-
-
-def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
-    """What the summary table's columns mean, by the headers the page shows
-    (:data:`interp.report.page.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
-    in, and the metrics of its rows named from the registry (:mod:`interp.core.metrics`)."""
-    from interp.core.metrics import metric_spec
-
-    names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
-    described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
-    label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
-    return (
-        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
-        "with a BOS token). "
-        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
-        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
-        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
-        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
-        f"<b>metric</b>, <b>unit</b>: what pre value, post value, jump, top Δ and recovered measure ({described}). "
-        "<b>pre value, post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
-        "value (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
-        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
-        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
-        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
-        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
-        "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. "
-        "<b>jump below 3 s.e.</b>: the jump is below 3 standard errors of the paired per-prompt difference "
-        "(the shares of it divide by noise). In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
-        "post_step, monotone, n_evaluations, value_pre, value_post, jump, jump_se, top_head, top_delta (top_delta_lo, "
-        "top_delta_hi), recovered_top2 (recovered_top2_lo, recovered_top2_hi), "
-        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
-    )
 
 
 #: The legend of a report whose metric is ``p`` (kept name).

@@ -201,7 +201,19 @@ def bisected_run() -> RunAnalysis:
     steps = [0, 100, 400, 900, 1300, 1400, 1500, 1600, 2700]
     run.curve = pd.DataFrame({"step": steps, "accuracy": np.linspace(0, 1, 9), "p_answer": np.linspace(0, 0.8, 9)})
     run.point.pre_step, run.point.post_step, run.point.search = 1300, 1400, "bisection"
-    run.checkpoints = pd.DataFrame({"step": range(0, 2800, 100), "status": "searchable"})
+    steps = range(0, 2800, 100)
+    run.checkpoints = pd.DataFrame(
+        {
+            "step": steps,
+            "revision": [f"step{s}" for s in steps],
+            "tokens": 0,
+            "digest": [f"d{s}" for s in steps],
+            "status": "searchable",
+            "same_weights_as": pd.NA,
+            "detail": "",
+            "listing": "",
+        }
+    )
     return run
 
 
@@ -225,3 +237,34 @@ def test_a_bisection_curve_draws_evaluated_points_only_and_says_so():
         "toy seed 2": "lines+markers",
         "toy seed 3 (bisection: 5 checkpoints)": "markers",
     }
+
+
+def test_the_page_a_reader_opens_answers_first(tmp_path):
+    """Headless Chromium, network cut: the findings box is the first thing on the page (inside the
+    first 900 px), the summary fits 1280 px, the top-K band and the head comparison drew."""
+    from test_report_browser import _check_page, _require_browser
+
+    _require_browser()
+    run = bisected_run()
+    pre, post = torch.rand(6, 6).tril().softmax(-1), torch.rand(6, 6).tril().softmax(-1)
+    run.example_patterns = torch.stack([pre, post])
+    run.example_names = ["L0H1 pre (step 1300)", "L0H1 post (step 1400)"]
+    run.example_tokens = [" 7", " 3", "\n", "<b>", " 7", " 3"]
+    report = three_runs()
+    report.runs[0] = run
+    page = report.save(tmp_path / "report")["report.html"]
+    probe = """() => {
+        const box = document.querySelector('.el-findings').getBoundingClientRect();
+        const table = document.querySelector('table.el-table').getBoundingClientRect();
+        const plots = Array.from(document.querySelectorAll('.plotly-graph-div'));
+        return {box_top: box.top, box_bottom: box.bottom, table_top: table.top, table_right: table.right,
+                band: plots.some(p => p.data.some(t => t.fill === 'tonexty')),
+                triple: plots.filter(p => p.data.filter(t => t.type === 'heatmap').length === 3).length,
+                text: document.querySelector('.el-findings').innerText};
+    }"""
+    result = _check_page(page, tmp_path / "report.png", probe_js=probe)
+    probe = result.probe
+    assert probe["box_bottom"] < 900 and probe["box_top"] < probe["table_top"]
+    assert probe["table_right"] <= 1280
+    assert probe["band"] and probe["triple"] == 1
+    assert "does not hold on 1 of 1 runs" in probe["text"] and "too noisy to say" in probe["text"]

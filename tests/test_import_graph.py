@@ -115,9 +115,9 @@ REPORT_ORDER = (
     "interp.report.findings",
     "interp.report.scrub_script",
     "interp.report.figures",
-    "interp.report.head_view",
     "interp.report.report_state",
     "interp.report.display",
+    "interp.report.head_view",
     "interp.report.scrubber",
     "interp.report.page",
 )

@@ -1,5 +1,6 @@
 """Plotly figures of the report and of notebooks: capability curves with the point of emergence,
-the Δp heatmap, top-K recovery, the component decomposition and head-score curves.
+the Δp heatmap, top-K recovery and the component decomposition (per-head views and head-score
+curves: :mod:`interp.report.head_view`).
 :mod:`interp.report.page` arranges them into the report's sections.
 """
 
@@ -542,77 +543,5 @@ def components_topk_figure(
         showlegend=True,
         yaxis_title="recovered",
         height=420,
-    )
-    return fig
-
-
-def head_scores_figure(
-    scores: pd.DataFrame,
-    emergence: pd.DataFrame | None = None,
-    title: str = "Head scores per checkpoint, over the capability curve",
-) -> go.Figure:
-    """Per run: each head's score (one line per head and score) against training step, with greedy
-    accuracy (grey, right axis) from ``emergence.csv`` when given.
-
-    Args:
-        scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
-        emergence: rows of ``emergence.csv`` (model, seed, step, accuracy, ...), optional.
-    """
-    if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
-        scores = scores.assign(model="run", seed="")
-    runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
-    fig = make_subplots(
-        rows=max(1, len(runs)),
-        cols=1,
-        subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
-        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))],
-        shared_xaxes=True,
-    )
-    dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
-    palette = pio.templates["plotly"].layout.colorway
-    for row, (model, seed) in enumerate(runs, start=1):
-        sub = scores[(scores["model"] == model) & (scores["seed"] == seed)]
-        for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
-            for score, line in by_head.groupby("score"):
-                line = line.sort_values("step")
-                fig.add_trace(
-                    go.Scatter(
-                        x=line["step"],
-                        y=line["value"],
-                        mode="lines+markers",
-                        name=f"L{layer}H{head} {score}",
-                        legendgroup=f"L{layer}H{head}",
-                        showlegend=row == 1,
-                        marker=dict(size=4),
-                        line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid")),
-                    ),
-                    row=row,
-                    col=1,
-                    secondary_y=False,
-                )
-        if emergence is not None:
-            curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
-            curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]
-            fig.add_trace(
-                go.Scatter(
-                    x=curve["step"],
-                    y=curve["accuracy"],
-                    mode="lines",
-                    name="greedy accuracy",
-                    line=dict(color="gray", width=4),
-                    opacity=0.4,
-                    showlegend=row == 1,
-                ),
-                row=row,
-                col=1,
-                secondary_y=True,
-            )
-        fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
-        fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
-    fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
-    fig.update_layout(
-        title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)",
-        showlegend=True,
-        height=320 * max(1, len(runs)) + 80,
     )
     return fig

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from interp.core.html_fragments import table_fragment
+from interp.core.terms import DEFAULT_HOLD, rule_text
 from interp.sources.catalogue import run_label
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "interval_text",
     "summary_display",
     "summary_fragment",
+    "summary_legend",
 ]
 
 #: "Most of the jump": the share the top 2 heads must recover for claim 2 to hold on a run.
@@ -65,7 +67,8 @@ def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
     """``summary()`` for reading: ``top_delta`` and ``recovered_top2`` as text cells with their
     95 % interval (:func:`interval_text`), ``jump`` as ``jump ± s.e.``; ``recovered_top2`` and
     ``jump`` carry the noise mark where ``jump_too_small``, whose own column is then folded in,
-    as are the bound columns."""
+    as are the bound columns; pre → post step and value as one cell each; the pre-screen's
+    top-2 flag left to ``summary()`` and the CSVs (the page's table fits 1280 px)."""
     out = summary.copy()
     noisy = out["jump_too_small"].fillna(False).astype(bool) if "jump_too_small" in out else pd.Series(False, out.index)
     if "top_delta" in out:
@@ -87,8 +90,30 @@ def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
             + (f" {NOISY}" if n else "")
             for (_, r), n in zip(out.iterrows(), noisy)
         ]
+    if {"pre_step", "post_step"} <= set(out.columns):
+        out.insert(
+            list(out.columns).index("pre_step"),
+            "steps",
+            [_arrow(a, b, "{:.0f}") for a, b in zip(out["pre_step"], out["post_step"])],
+        )
+    if {"value_pre", "value_post"} <= set(out.columns):
+        out.insert(
+            list(out.columns).index("value_pre"),
+            "values",
+            [_arrow(a, b, "{:.3f}") for a, b in zip(out["value_pre"], out["value_post"])],
+        )
     columns = ["top_delta_lo", "top_delta_hi", "recovered_top2_lo", "recovered_top2_hi", "jump_se"]
+    columns += ["pre_step", "post_step", "value_pre", "value_post", "prescreen_top2_found"]
     return out.drop(columns=[*columns, *(["jump_too_small"] if "jump" in out else [])], errors="ignore")
+
+
+def _arrow(a, b, spec: str) -> str:
+    """``a → b`` for a table cell (``—`` for a missing end)."""
+
+    def one(x) -> str:
+        return "—" if x is None or pd.isna(x) else spec.format(float(x))
+
+    return f"{one(a)} → {one(b)}"
 
 
 def _share(value, lo, hi) -> str:
@@ -238,6 +263,8 @@ SUMMARY_HEADERS = {
     "prepend_bos": "BOS prepended",
     "pre_step": "pre step",
     "post_step": "post step",
+    "steps": "pre → post step",
+    "values": "pre → post value",
     "n_evaluations": "checkpoints evaluated",
     "value_pre": "pre value",
     "value_post": "post value",
@@ -276,3 +303,35 @@ def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
         else ""
     )
     return note + table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
+
+
+def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
+    """What the summary table's columns mean, by the headers the page shows
+    (:data:`interp.report.page.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
+    in, and the metrics of its rows named from the registry (:mod:`interp.core.metrics`)."""
+    from interp.core.metrics import metric_spec
+
+    names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
+    described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
+    label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
+    return (
+        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
+        "with a BOS token). "
+        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
+        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
+        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
+        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
+        f"<b>metric</b>, <b>unit</b>: what pre → post value, jump, top Δ and recovered measure ({described}). "
+        "<b>pre → post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
+        "value, ± its standard error (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
+        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
+        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
+        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
+        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
+        "<b>pre-screen found top 2</b> (in report.summary() and the CSVs): whether the exact top 2 heads are the estimate's top 2. "
+        "<b>⚠ noisy</b> (<code>jump_too_small</code>): the jump is below 3 standard errors of the paired "
+        "per-prompt difference (the shares of it divide by noise); [95 % CI]: percentile bootstrap over prompts. In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
+        "post_step, monotone, n_evaluations, value_pre, value_post, jump, jump_se, top_head, top_delta (top_delta_lo, "
+        "top_delta_hi), recovered_top2 (recovered_top2_lo, recovered_top2_hi), "
+        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
+    )

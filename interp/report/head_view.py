@@ -1,5 +1,6 @@
-"""One head before and after: its attention pattern at the pre step, at the post step, and the
-change (post − pre), side by side on one figure with readable token labels.
+"""Per-head views: one head before and after (its attention pattern at the pre step, at the post
+step, and the change post − pre, side by side with readable token labels), and the head-score
+curves per checkpoint (:func:`head_scores_figure`).
 
 What ``HeadRanking.show_head(layer, head)`` and ``RunAnalysis.show_head(layer, head)`` return, and
 what the report draws for each top head (:mod:`interp.report.page`). The patterns come in as
@@ -12,14 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp.report.display import Assets, figure_fragment
 from interp.report.figures import plot_text
 
-__all__ = ["head_comparison_figure", "token_axis_labels"]
+__all__ = ["head_comparison_figure", "head_comparisons_html", "head_scores_figure", "token_axis_labels"]
 
 
 def token_axis_labels(tokens: Sequence[str], n: int) -> list[str]:
@@ -106,3 +110,101 @@ def head_comparison_figure(
         legend=dict(orientation="h", yanchor="top", y=-0.3, x=0),
     )
     return fig
+
+
+def head_scores_figure(
+    scores: pd.DataFrame,
+    emergence: pd.DataFrame | None = None,
+    title: str = "Head scores per checkpoint, over the capability curve",
+) -> go.Figure:
+    """Per run: each head's score (one line per head and score) against training step, with greedy
+    accuracy (grey, right axis) from ``emergence.csv`` when given.
+
+    Args:
+        scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
+        emergence: rows of ``emergence.csv`` (model, seed, step, accuracy, ...), optional.
+    """
+    if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
+        scores = scores.assign(model="run", seed="")
+    runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
+    fig = make_subplots(
+        rows=max(1, len(runs)),
+        cols=1,
+        subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
+        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))],
+        shared_xaxes=True,
+    )
+    dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
+    palette = pio.templates["plotly"].layout.colorway
+    for row, (model, seed) in enumerate(runs, start=1):
+        sub = scores[(scores["model"] == model) & (scores["seed"] == seed)]
+        for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
+            for score, line in by_head.groupby("score"):
+                line = line.sort_values("step")
+                fig.add_trace(
+                    go.Scatter(
+                        x=line["step"],
+                        y=line["value"],
+                        mode="lines+markers",
+                        name=f"L{layer}H{head} {score}",
+                        legendgroup=f"L{layer}H{head}",
+                        showlegend=row == 1,
+                        marker=dict(size=4),
+                        line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid")),
+                    ),
+                    row=row,
+                    col=1,
+                    secondary_y=False,
+                )
+        if emergence is not None:
+            curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
+            curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]
+            fig.add_trace(
+                go.Scatter(
+                    x=curve["step"],
+                    y=curve["accuracy"],
+                    mode="lines",
+                    name="greedy accuracy",
+                    line=dict(color="gray", width=4),
+                    opacity=0.4,
+                    showlegend=row == 1,
+                ),
+                row=row,
+                col=1,
+                secondary_y=True,
+            )
+        fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
+        fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
+    fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
+    fig.update_layout(
+        title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)",
+        showlegend=True,
+        height=320 * max(1, len(runs)) + 80,
+    )
+    return fig
+
+
+def head_comparisons_html(run, assets: Assets, label: str) -> str:
+    """The report's comparison of each top head a run kept (``example_patterns``: pre then post
+    per head, ``example_names`` ``"L1H3 pre (step 1800)"``, ...): :func:`head_comparison_figure`
+    per head, then a caption; ``label`` names the run in the titles."""
+    names, patterns = list(getattr(run, "example_names", []) or []), run.example_patterns
+    parts = []
+    for i in range(0, len(names) - 1, 2):
+        head = names[i].split(" ")[0]
+        fig = head_comparison_figure(
+            patterns[i],
+            patterns[i + 1],
+            run.example_tokens,
+            title=f"{label}: {head} before, after and the change",
+            pre_label=names[i].split(" ", 1)[-1],
+            post_label=names[i + 1].split(" ", 1)[-1],
+        )
+        parts.append(figure_fragment(fig, assets))
+    caption = (
+        "Each top head's pattern at the pre step, at the post step and the change post − pre (red: attention "
+        "gained, blue: lost); rows are query positions, columns key positions, labelled position and token "
+        "(␣ = a space). From Python: <code>run.show_head(layer, head)</code>, or any head with "
+        "<code>rank_heads_between(...).show_head(layer, head)</code>."
+    )
+    return "".join(parts) + (f"<p class='el-caption'>{caption}</p>" if parts else "")

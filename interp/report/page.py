@@ -43,7 +43,6 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     components_figure,
     components_topk_figure,
     delta_p_heatmap,
-    head_scores_figure,
     loss_curve_figure,
     plot_text,
     recovery_figure,
@@ -56,6 +55,7 @@ from interp.report.findings import (  # noqa: F401  (the summary table's names: 
     SUMMARY_HEADERS,
     summary_fragment,
 )
+from interp.report.head_view import head_comparisons_html, head_scores_figure
 from interp.sources.catalogue import run_label
 
 # ---------------------------------------------------------------------------------------------
@@ -245,38 +245,11 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
         "rows are query positions, columns key positions)."
     )
     body = attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets)
-    body += _head_comparisons(run, ctx)
+    body += head_comparisons_html(run, ctx.assets, _run_label(run))
     return Section(
         f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
         body + f"<p class='el-caption'>{caption}</p>",
     )
-
-
-def _head_comparisons(run, ctx: ReportContext) -> str:
-    """Each top head's pattern pre, post and post − pre side by side
-    (:func:`interp.report.head_view.head_comparison_figure`)."""
-    from interp.report.head_view import head_comparison_figure
-
-    names, patterns = list(getattr(run, "example_names", []) or []), run.example_patterns
-    parts = []
-    for i in range(0, len(names) - 1, 2):
-        head = names[i].split(" ")[0]
-        fig = head_comparison_figure(
-            patterns[i],
-            patterns[i + 1],
-            run.example_tokens,
-            title=f"{_run_label(run)}: {head} before, after and the change",
-            pre_label=names[i].split(" ", 1)[-1],
-            post_label=names[i + 1].split(" ", 1)[-1],
-        )
-        parts.append(figure_fragment(fig, ctx.assets))
-    caption = (
-        "Each top head's pattern at the pre step, at the post step and the change post − pre (red: attention "
-        "gained, blue: lost); rows are query positions, columns key positions, labelled position and token "
-        "(␣ = a space). From Python: <code>run.show_head(layer, head)</code>, or any head with "
-        "<code>rank_heads_between(...).show_head(layer, head)</code>."
-    )
-    return "".join(parts) + (f"<p class='el-caption'>{caption}</p>" if parts else "")
 
 
 def scrubber_section(run, ctx: ReportContext) -> Section | None:
