@@ -268,3 +268,14 @@ def test_the_page_a_reader_opens_answers_first(tmp_path):
     assert probe["table_right"] <= 1280
     assert probe["band"] and probe["triple"] == 1
     assert "does not hold on 1 of 1 runs" in probe["text"] and "too noisy to say" in probe["text"]
+
+
+def test_a_noisy_runs_heatmap_keeps_its_own_range_and_says_so():
+    from interp.report import page as vis
+
+    report = three_runs()  # seed 2 is noisy: its own range; seed 1 the page's
+    ctx = vis.page_context(report.runs, vis.Assets(), 0.5)
+    noisy = vis.delta_p_section(report.runs[1], ctx).body
+    clean = vis.delta_p_section(report.runs[0], ctx).body
+    assert "on this run's own range (its jump is below 3 s.e." in noisy and "own range" not in clean
+    assert "on one range for every run of the page whose jump stands above its noise" in clean

@@ -28,7 +28,7 @@ def test_ranking_show_head_three_panels_post_minus_pre(tiny_local_suite):
     assert float(np.abs(post - pre).max()) > 0  # two different checkpoints
     labels = list(fig.data[0].y)
     assert len(labels) == len(set(labels)) == batch.tokens.shape[1]
-    assert labels[1] == "1:" + ranking.example_tokens[1].replace(" ", "␣")
+    assert labels[1] == ranking.example_tokens[1].replace(" ", "␣") + " (1)"
     # another prompt: positions, no tokens of prompt 0
     assert list(ranking.show_head(0, 0, prompt=3).data[0].y)[:2] == ["0", "1"]
     with pytest.raises(ValueError, match=r"L5H0 prompt 0 is out of range: layers 0..1"):
@@ -50,17 +50,17 @@ def test_run_show_head_uses_the_kept_patterns():
         "post (step 300)",
         "post (step 300) − pre (step 200)",
     ]
-    assert list(fig.data[0].x) == ["0:␣7", "1:␣3", "2:⏎", "3:&lt;b&gt;", "4:␣7", "5:␣3"]
+    assert list(fig.data[0].x) == ["␣7 (0)", "␣3 (1)", "⏎ (2)", "&lt;b&gt; (3)", "␣7 (4)", "␣3 (5)"]
     with pytest.raises(ValueError, match="kept no patterns for L1H0; it kept L0H1"):
         run.show_head(1, 0)
     from interp.pipeline import MainJobReport
 
     page = MainJobReport(runs=[run]).html()
     assert "L0H1 before, after and the change" in page
-    assert '"3:&lt;b&gt;"' in page  # the token is data in the figure, escaped for plotly
+    assert '"&lt;b&gt; (3)"' in page  # the token is data in the figure, escaped for plotly
 
 
 def test_comparison_refuses_mismatched_shapes():
     with pytest.raises(ValueError, match="one shape"):
         head_comparison_figure(np.zeros((3, 3)), np.zeros((3, 4)))
-    assert token_axis_labels(["a"], 3) == ["0:a", "1", "2"]
+    assert token_axis_labels(["a"], 3) == ["a (0)", "1", "2"]

@@ -27,15 +27,16 @@ __all__ = ["head_comparison_figure", "head_comparisons_html", "head_scores_figur
 
 
 def token_axis_labels(tokens: Sequence[str], n: int) -> list[str]:
-    """``n`` unique axis labels ``"<pos>:<token>"``: the position first (a plotly category axis
-    merges equal labels, and a prompt repeats its tokens), spaces shown as ``␣`` and newlines as
+    """``n`` unique axis labels ``"<token> (<pos>)"``, as the circuitsvis views beside them write
+    them: the position keeps them unique (a plotly category axis merges equal labels, and a prompt
+    repeats its tokens); spaces shown as ``␣`` and newlines as
     ``⏎`` so that a token made of whitespace stays visible; positions alone where ``tokens`` is
     shorter than ``n``. Escaped for plotly (text from tokenizers is data)."""
     labels = []
     for i in range(n):
         if i < len(tokens):
             text = str(tokens[i]).replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
-            labels.append(plot_text(f"{i}:{text}"))
+            labels.append(plot_text(f"{text} ({i})"))
         else:
             labels.append(str(i))
     return labels
@@ -203,7 +204,7 @@ def head_comparisons_html(run, assets: Assets, label: str) -> str:
         parts.append(figure_fragment(fig, assets))
     caption = (
         "Each top head's pattern at the pre step, at the post step and the change post − pre (red: attention "
-        "gained, blue: lost); rows are query positions, columns key positions, labelled position and token "
+        "gained, blue: lost); rows are query positions, columns key positions, labelled token (position) "
         "(␣ = a space). From Python: <code>run.show_head(layer, head)</code>, or any head with "
         "<code>rank_heads_between(...).show_head(layer, head)</code>."
     )

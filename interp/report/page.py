@@ -212,7 +212,12 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
             f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
             f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
         )
-        + scale
+        + (
+            f"Colour: {d} / jump on this run's own range (its jump is below 3 s.e.: its fractions are not "
+            "comparable with other runs'); hover for the absolute value."
+            if noisy and jump is not None
+            else scale
+        )
         + _jump_note(run)
     )
     return Section(f"{d} per head", figure_fragment(fig, ctx.assets, caption))
