@@ -450,8 +450,8 @@ COMPONENT_LABELS = {
     "mlp_weights": "all MLP weights",
     "embed": "embedding",
     "unembed": "unembedding",
-    "block": "all blocks at once (every layer's parameters)",
-    "interaction": "interaction: all blocks − (QK + OV + MLP weights)",
+    "block": "all blocks at once",
+    "interaction": "interaction (blocks − QK − OV − MLP)",
 }
 
 
