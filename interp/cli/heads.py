@@ -90,6 +90,14 @@ def rank_heads(
         f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}"
     )
     typer.echo(heads.head(10).to_string(index=False))
+    from interp.report.findings import interval_text
+
+    shares = "; ".join(
+        f"K={int(row.k)} {interval_text(row.recovered, row.recovered_lo, row.recovered_hi, 2)}"
+        for row in topk.head(4).itertuples()
+    )
+    noisy = " ⚠ noisy (jump below 3 s.e.)" if result.jump_too_small else ""
+    typer.echo(f"recovered by the top K heads' patterns [95 % CI]: {shares}{noisy}")
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
         atomic_to_csv(topk, out / "topk.csv")
