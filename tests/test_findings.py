@@ -121,7 +121,7 @@ def test_report_page_opens_on_the_findings():
     page = report.html()
     box = page.index("class='el-findings'")
     assert box < page.index("<table")
-    assert "does not hold on 1 of 1 runs" in page
+    assert "<b>does not hold on 1 of 1 runs</b>" in page and "<b>too noisy to say</b>" in page
     # the summary's recovered and jump cells carry their interval and the noise mark
     assert f"0.65 [0.30, 1.70] {NOISY}" in page and "0.10 [0.05, 0.15]<" in page
     assert f"0.400 ± 0.050 {NOISY}<" in page and "jump below 3 s.e.</th>" not in page

@@ -21,6 +21,7 @@ table print them (:func:`findings_html`, ``MainJobReport.findings()``).
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -242,12 +243,23 @@ def findings(points: pd.DataFrame, summary: pd.DataFrame, threshold: float = 0.5
     return lines
 
 
+#: The verdict words of a finding, bold on the page (matched in the escaped text: they hold no markup).
+VERDICTS = re.compile(
+    r"(does not hold on \d+ of \d+ runs|holds on \d+ of \d+ runs|holds on \d+, does not hold on \d+|"
+    r"not testable here|too noisy to say|the step differs by seed|no spread seen)"
+)
+
+
+def _verdicts_bold(escaped: str) -> str:
+    return VERDICTS.sub(r"<b>\1</b>", escaped)
+
+
 def findings_html(lines: Sequence[str]) -> str:
     """The findings box of a report page: the sentences as a list (text escaped: run names and
     task names are data)."""
     if not lines:
         return ""
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    items = "".join(f"<li>{_verdicts_bold(html.escape(line))}</li>" for line in lines)
     return (
         "<div class='el-findings' role='note'><ul>"
         + items

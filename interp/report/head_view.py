@@ -97,7 +97,10 @@ def head_comparison_figure(
         title=plot_text(title),
         height=420 + 6 * a.shape[0],
         coloraxis=dict(
-            colorscale="Blues", cmin=0, cmax=1, colorbar=dict(title=dict(text="attention", side="right"), x=0.635, len=0.8, thickness=10)
+            colorscale="Blues",
+            cmin=0,
+            cmax=1,
+            colorbar=dict(title=dict(text="attention", side="right"), x=0.635, len=0.8, thickness=10),
         ),
         coloraxis2=dict(
             colorscale="RdBu_r",
