@@ -53,25 +53,21 @@ def demo(
     rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
     device, tasks = _check_common(device, "repetition", 64, 10, out, method)
     metric = _metric(metric)
-    with _warnings_as_lines():
-        report = _demo_job(quick, tasks, method, device, out, metric, hold)
-    _print_summary(report, out)
-
-
-def _demo_job(quick, tasks, method, device, out, metric, hold):
     from interp.pipeline import run_main_job
 
-    return run_main_job(
-        _open_as_ready(["embedded-quick" if quick else "embedded"]),
-        task=tasks,
-        scan=True,
-        method=method,
-        device=device,
-        out_dir=out,
-        metric=metric,
-        hold=hold,
-        title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
-    )
+    with _warnings_as_lines():
+        report = run_main_job(
+            _open_as_ready(["embedded-quick" if quick else "embedded"]),
+            task=tasks,
+            scan=True,
+            method=method,
+            device=device,
+            out_dir=out,
+            metric=metric,
+            hold=hold,
+            title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
+        )
+    _print_summary(report, out)
 
 
 @app.command()
@@ -115,7 +111,7 @@ def run(
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     metric = _metric(metric)
     _check_tasks_on_sources(source, tasks)
-    from interp.study import check_study_options, plan_units, study_status
+    from interp.study import check_study_options, plan_units, run_study, study_status
 
     check_study_options(executor, jobs, dtype)
     if address is not None and executor != "ray":
@@ -127,46 +123,23 @@ def run(
         typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
         return
     with _warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
-        report = _study(
+        report = run_study(
             source,
             out,
-            tasks,
-            executor,
-            jobs,
-            address,
-            threshold,
-            scan,
-            method,
-            prescreen_top_n,
-            device,
-            metric,
-            dtype,
-            hold,
+            tasks=tasks,
+            executor=executor,
+            jobs=jobs,
+            address=address,
+            threshold=threshold,
+            scan=scan,
+            method=method,
+            prescreen_top_n=prescreen_top_n,
+            device=device,
+            metric=metric,
+            dtype=dtype,
+            hold=hold,
         )
     _print_summary(report, out)
-
-
-def _study(
-    source, out, tasks, executor, jobs, address, threshold, scan, method, prescreen_top_n, device, metric, dtype, hold
-):
-    from interp.study import run_study
-
-    return run_study(
-        source,
-        out,
-        tasks=tasks,
-        executor=executor,
-        jobs=jobs,
-        address=address,
-        threshold=threshold,
-        scan=scan,
-        method=method,
-        prescreen_top_n=prescreen_top_n,
-        device=device,
-        metric=metric,
-        dtype=dtype,
-        hold=hold,
-    )
 
 
 def _print_summary(report, out: Path) -> None:
