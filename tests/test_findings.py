@@ -279,3 +279,18 @@ def test_a_noisy_runs_heatmap_keeps_its_own_range_and_says_so():
     clean = vis.delta_p_section(report.runs[0], ctx).body
     assert "on this run's own range (its jump is below 3 s.e." in noisy and "own range" not in clean
     assert "on one range for every run of the page whose jump stands above its noise" in clean
+
+
+def test_run_with_a_one_prompt_task_file_warns_and_marks_the_noise(tmp_path, tiny_local_suite):
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    task = tmp_path / "one.jsonl"
+    task.write_text('{"prompt": "7 3 1 2 0 2 3 0 7 3 1 2 0 2 ", "answer": "3"}\n')
+    result = CliRunner().invoke(
+        app, ["run", str(tiny_local_suite), "--task-file", str(task), "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"the accuracy rule sees 1 prompt(s), fewer than {MIN_ACCURACY_PROMPTS}" in result.output
+    assert "findings (computed from the tables" in result.output
