@@ -110,6 +110,23 @@ def _command_path(words: list[str]) -> str:
     return " ".join(["emergence", *names])
 
 
+def _help_width() -> None:
+    """Help read through a pipe or a file (``emergence run --help | less``, a notebook cell) keeps
+    120 columns instead of rich's 80 (``run --help``: 127 lines at 80); a terminal keeps its own
+    width, and ``TERMINAL_WIDTH`` or ``COLUMNS`` still decide when set."""
+    import os
+    import sys
+
+    import typer.rich_utils as rich_utils
+
+    if rich_utils.MAX_WIDTH is None and "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        rich_utils.MAX_WIDTH = HELP_WIDTH
+
+
+#: Columns of ``--help`` when stdout is not a terminal.
+HELP_WIDTH = 120
+_help_width()
+
 app = typer.Typer(
     cls=RootGroup,
     help="emergence-lens: find the point of emergence and the heads behind it.",

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import pandas as pd
+import torch
 
 from interp.core.terms import COMPONENT_COLUMNS  # the table's columns (the report reads them too)
 from interp.emergence import jump_noise
@@ -39,12 +40,60 @@ from interp.ranking_stats import (
 )
 from interp.tasks import TaskBatch
 
-__all__ = ["COMPONENTS", "COMPONENT_COLUMNS", "decompose_between", "decompose_jump"]
+__all__ = [
+    "COMPONENTS",
+    "COMPONENT_COLUMNS",
+    "INTERACTION",
+    "WHOLE",
+    "WHOLE_PARTS",
+    "check_components",
+    "decompose_between",
+    "decompose_jump",
+]
 
 
 #: the components of ``decompose_jump`` (all heads / all layers each), by the name its table uses: the
 #: kinds with a ``component`` label in the kinds table (:mod:`interp.patching.kinds`), in table order
 COMPONENTS: dict[str, Target] = {name: Target(name) for name, kind in KIND_TABLE.items() if kind.component}
+
+
+#: The whole of the decomposition's ``all`` rows (every parameter of every block at once), the
+#: components it is made of (besides the norms), and the row of their interaction.
+WHOLE = "block"
+WHOLE_PARTS = ("qk", "ov", "mlp_weights")
+INTERACTION = "interaction"
+
+
+def check_components(
+    targets: Sequence[str] | Mapping[str, Target] | None,
+    topk_kinds: Sequence[str] = ("pattern", "z"),
+    ks: Sequence[int] | None = None,
+) -> dict[str, Target]:
+    """The components a decomposition patches, checked before any checkpoint is loaded.
+
+    Returns:
+        ``{name: Target}`` (default: :data:`COMPONENTS`).
+
+    Raises:
+        ValueError: an unknown component name (the valid ones listed), a ``topk_kinds`` entry that
+            is not a per-head kind, or a K below 1 (the upper bound needs the model: checked later).
+    """
+    if targets is None:
+        chosen = dict(COMPONENTS)
+    elif isinstance(targets, Mapping):
+        chosen = dict(targets)
+    else:
+        unknown = [t for t in targets if t not in COMPONENTS]
+        if unknown:
+            raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
+        chosen = {t: COMPONENTS[t] for t in targets}
+    bad_kinds = [k for k in topk_kinds if k not in kind_names("head")]
+    if bad_kinds:
+        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
+    low = [int(k) for k in ks or () if int(k) < 1]
+    if low:
+        raise ValueError(f"ks must lie in [1, the number of heads], got {low}")
+    return chosen
 
 
 def _topk_sets(
@@ -74,6 +123,7 @@ def decompose_jump(
     method: Literal["fast", "reference"] = "fast",
     labels: Mapping[str, Any] | None = None,
     memory_budget_mb: float = 1024,
+    whole: bool = True,
 ) -> pd.DataFrame:
     """How much of the pre -> post jump each component recovers when patched from post into pre.
 
@@ -94,6 +144,11 @@ def decompose_jump(
         method: ``"fast"`` or ``"reference"`` (see ``interp.patching.patch_values``).
         labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if absent).
         memory_budget_mb: activation memory per stacked call of the fast path (MiB).
+        whole: with the default components, two more rows: ``block`` (every parameter of every
+            block patched at once: everything but the (un)embedding) and ``interaction`` (whole
+            − sum of its parts: ``block`` − (``qk`` + ``ov`` + ``mlp_weights``), per prompt, so
+            its interval is bootstrapped too; the norms' share is in it). A jump that lives in
+            how the parts combine shows as a whole far above every part.
 
     Returns:
         DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
@@ -114,18 +169,7 @@ def decompose_jump(
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
     batch = batch.to(model_device(pre_model))
-    if targets is None:
-        chosen = dict(COMPONENTS)
-    elif isinstance(targets, Mapping):
-        chosen = dict(targets)
-    else:
-        unknown = [t for t in targets if t not in COMPONENTS]
-        if unknown:
-            raise ValueError(f"unknown components {unknown}; valid: {', '.join(COMPONENTS)}")
-        chosen = {t: COMPONENTS[t] for t in targets}
-    bad_kinds = [k for k in topk_kinds if k not in kind_names("head")]
-    if bad_kinds:
-        raise ValueError(f"topk_kinds {bad_kinds} are not per-head kinds ({', '.join(kind_names('head'))})")
+    chosen = check_components(targets, topk_kinds, ks)
     n_total = n_layers * n_heads
     if ks is None:
         ks = (
@@ -152,9 +196,18 @@ def decompose_jump(
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
             rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
+    whole = whole and targets is None  # the default components: the parts of the whole are all there
+    if whole:
+        rows.append((WHOLE, "all", n_layers, "", Target(WHOLE)))
     values = patch_values(
         pre_model, post, batch, [r[4] for r in rows], metric=metric, method=method, memory_budget_mb=memory_budget_mb
     )
+    if whole:  # whole − sum of parts, per prompt: (v_whole − pre) − Σ (v_part − pre), shifted back by pre
+        at = {(r[0], r[1]): i for i, r in enumerate(rows)}
+        parts = [values[at[(name, "all")]] for name in WHOLE_PARTS]
+        interaction = values[at[(WHOLE, "all")]] - torch.stack(parts).sum(0) + len(parts) * values_pre.to(values)
+        values = torch.cat([values, interaction[None]])
+        rows.append((INTERACTION, "all", n_layers, " ".join(WHOLE_PARTS), Target(WHOLE)))
     ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
     m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
     _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
@@ -188,7 +241,10 @@ def decompose_jump(
             "jump_too_small": jump_too_small,
         }
     )
-    return frame[COMPONENT_COLUMNS]
+    if whole:  # the interaction's "value" is a shifted difference, not a metric anyone measured
+        frame.loc[frame["target"] == INTERACTION, ["value", "value_lo", "value_hi"]] = nan
+    order = frame["scope"].ne("all").argsort(kind="stable")  # every "all" row (whole and interaction too) first
+    return frame.iloc[order].reset_index(drop=True)[COMPONENT_COLUMNS]
 
 
 def decompose_between(
@@ -206,7 +262,8 @@ def decompose_between(
     ``seed`` labels come from the source's id.
 
     Raises:
-        ValueError: ``pre_step >= post_step``, or as ``decompose_jump``.
+        ValueError: ``pre_step >= post_step``, or as ``decompose_jump`` (components, top-K kinds
+            and K checked before either checkpoint is loaded: :func:`check_components`).
 
     Source: as :func:`decompose_jump` (Baherwani et al. 2026; Efron & Tibshirani 1993).
     """
@@ -214,6 +271,7 @@ def decompose_between(
 
     if pre_step >= post_step:
         raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")
+    check_components(kwargs.get("targets"), kwargs.get("topk_kinds", ("pattern", "z")), kwargs.get("ks"))
     post_loaded = source.load(post_step, device=device)
     batch = batch.to(next(post_loaded.model.parameters()).device)
     post = capture_post(post_loaded.model, batch, weights=True)

@@ -454,6 +454,7 @@ def find_emergence(
     Sparse Attention Patterns"); the ``hold`` is this toolkit's noise rule (module docstring).
     """
     _validate([0, 1], threshold, hold)  # before any checkpoint is listed or loaded
+    warn_few_prompts(batch, source.model_id)
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
     steps = source.searchable_steps()  # also without shared shards and corrupt files
@@ -498,6 +499,7 @@ def scan_emergence(
     Source: as :func:`find_emergence` (Baherwani et al. 2026; the hold is this toolkit's).
     """
     _validate([0, 1], threshold, hold)
+    warn_few_prompts(batch, source.model_id)
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
     steps = _validate(source.searchable_steps(), threshold, hold)  # also without shared shards and corrupt files
@@ -508,6 +510,27 @@ def scan_emergence(
     point = _point(source.model_id, steps, scores, order, threshold, hold, drop_tolerance, "scan")
     point.excluded_steps = dict(excluded)
     return point
+
+
+#: Fewest prompts the accuracy rule is trusted on. Greedy accuracy on n prompts moves in steps of
+#: 1/n and, near a threshold of 0.5, has a standard error of 0.5/sqrt(n): 0.11 at 20 prompts, 0.5
+#: at one (where accuracy is 0 or 1 and any step "crosses"). Below it the search warns.
+MIN_ACCURACY_PROMPTS = 20
+
+
+def warn_few_prompts(batch: TaskBatch, model_id: str | None = None) -> None:
+    """A ``RuntimeWarning`` when ``batch`` holds fewer than :data:`MIN_ACCURACY_PROMPTS` prompts:
+    the point of emergence then rests on a greedy accuracy too coarse to cross a threshold
+    meaningfully (``emergence run`` and ``bisect`` print it as a ``warning:`` line)."""
+    n = int(batch.tokens.shape[0])
+    if n < MIN_ACCURACY_PROMPTS:
+        warnings.warn(
+            f"{model_id or 'run'}: the accuracy rule sees {n} prompt(s), fewer than {MIN_ACCURACY_PROMPTS}: greedy "
+            f"accuracy moves in steps of {1 / n:.2g} and its standard error near 0.5 is {0.5 / n**0.5:.2g}, so the "
+            f"point of emergence (and the jump it patches) may be noise; use {MIN_ACCURACY_PROMPTS} or more prompts",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 #: A jump in the metric smaller than this many standard errors of the paired per-prompt

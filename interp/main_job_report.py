@@ -19,9 +19,10 @@ from torch import Tensor
 
 from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.core.objects import results_equal, short_repr
-from interp.emergence import DEFAULT_HOLD, EmergencePoint, rule_text
+from interp.emergence import DEFAULT_HOLD, EmergencePoint
 from interp.ranking import RankingFields
 from interp.report import page as vis
+from interp.report.findings import summary_legend
 from interp.sources.catalogue import run_label
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "MainJobReport",
     "RunAnalysis",
     "labelled",
-    "summary_legend",
 ]
 
 #: Columns naming what a row is about: the run and the task (``prepend_bos``: whether the task's
@@ -78,38 +78,7 @@ HEADS_COLUMNS = [
     "unit",
     "jump_too_small",
 ]
-TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "metric", "unit"]
-
-
-def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
-    """What the summary table's columns mean, by the headers the page shows
-    (:data:`interp.report.page.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
-    in, and the metrics of its rows named from the registry (:mod:`interp.core.metrics`)."""
-    from interp.core.metrics import metric_spec
-
-    names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
-    described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
-    label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
-    return (
-        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
-        "with a BOS token). "
-        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
-        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
-        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
-        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
-        f"<b>metric</b>, <b>unit</b>: what pre value, post value, jump, top Δ and recovered measure ({described}). "
-        "<b>pre value, post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
-        "value (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
-        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
-        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
-        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
-        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
-        "<b>pre-screen found top 2</b>: whether the exact top 2 heads are the estimate's top 2. "
-        "<b>jump below 3 s.e.</b>: the jump is below 3 standard errors of the paired per-prompt difference "
-        "(the shares of it divide by noise). In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
-        "post_step, monotone, n_evaluations, value_pre, value_post, jump, top_head, top_delta, recovered_top2, "
-        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
-    )
+TOPK_COLUMNS = [*KEY_COLUMNS, "k", "value", "recovered", "recovered_lo", "recovered_hi", "metric", "unit"]
 
 
 @dataclass
@@ -150,7 +119,7 @@ class RunAnalysis(RankingFields, _RunKey):
         """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
         from interp.report.display import style_tag
 
-        ctx = vis.ReportContext(assets=assets, threshold=self.point.threshold, delta_p_bound=vis.delta_p_bound([self]))
+        ctx = vis.page_context([self], assets, self.point.threshold)
         summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
         return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
 
@@ -166,6 +135,37 @@ class RunAnalysis(RankingFields, _RunKey):
 
         return save_html(self, path, title=f"emergence-lens: {run_label(self.model, self.seed)}")
 
+    def show_head(self, layer: int, head: int):
+        """A top head's attention pattern on prompt 0 at the pre and post steps and the change
+        post − pre, side by side (:func:`interp.report.head_view.head_comparison_figure`), from
+        the patterns the run kept for display (its top heads).
+
+        Returns:
+            A plotly figure with three heatmaps, ``[query_pos, key_pos]`` each.
+
+        Raises:
+            ValueError: the run kept no patterns for ``L{layer}H{head}`` (the heads it kept are named).
+        """
+        from interp.report.head_view import head_comparison_figure
+
+        prefix = f"L{layer}H{head} pre"
+        index = next((i for i, name in enumerate(self.example_names) if name.startswith(prefix)), None)
+        if index is None or self.example_patterns is None or index + 1 >= len(self.example_names):
+            kept = sorted({name.split(" ")[0] for name in self.example_names})
+            raise ValueError(
+                f"{run_label(self.model, self.seed)} kept no patterns for L{layer}H{head}; it kept "
+                f"{', '.join(kept) or 'none'} (rank_heads_between's show_head shows any head)"
+            )
+        pre_name, post_name = self.example_names[index], self.example_names[index + 1]
+        return head_comparison_figure(
+            self.example_patterns[index],
+            self.example_patterns[index + 1],
+            self.example_tokens,
+            title=f"{run_label(self.model, self.seed)} L{layer}H{head} on prompt 0: attention before and after",
+            pre_label=pre_name.split(" ", 1)[1],
+            post_label=post_name.split(" ", 1)[1],
+        )
+
     checkpoints: pd.DataFrame | None = None  # interp.sources.checkpoint_table: one row per step
     training_loss: pd.DataFrame | None = None  # step, loss (nats): runs our trainer wrote (loss.csv)
     components: pd.DataFrame | None = None
@@ -178,6 +178,37 @@ class RunAnalysis(RankingFields, _RunKey):
     scrub_steps: list[int] = field(default_factory=list)
     scrub_tokens: list[list[str]] = field(default_factory=list)
     scrub_patterns: Tensor | None = None
+
+
+#: The title callers pass when they have none in mind: a report replaces it with :func:`default_title`.
+GENERIC_TITLE = "emergence-lens report"
+
+
+def default_title(runs: Sequence[RunAnalysis]) -> str:
+    """A report's title from its runs: ``"emergence-lens: neox-2l-64d seeds 1, 2 · repetition"``
+    (models with their seeds, then the tasks; ``"N runs of M models"`` past three models)."""
+    if not runs:
+        return "emergence-lens: no runs"
+    models: dict[str, list] = {}
+    for r in runs:
+        models.setdefault(r.model, [])
+        if r.seed not in models[r.model]:
+            models[r.model].append(r.seed)
+    if len(models) > 3:
+        what = f"{len({(r.model, r.seed) for r in runs})} runs of {len(models)} models"
+    else:
+        what = "; ".join(
+            f"{m} seed{'s' if len(seeds) > 1 else ''} {', '.join(str(s) for s in seeds)}" for m, seeds in models.items()
+        )
+    tasks = ", ".join(dict.fromkeys(str(r.task) for r in runs))
+    return f"emergence-lens: {what} · {tasks}"
+
+
+def _number(row, column: str) -> float | None:
+    """``row[column]`` as a float, or None when the row, the column or the value is missing."""
+    if row is None or column not in row or pd.isna(row[column]):
+        return None
+    return float(row[column])
 
 
 def labelled(
@@ -202,12 +233,16 @@ class MainJobReport:
 
     runs: list[RunAnalysis]
     threshold: float = 0.5
-    title: str = "emergence-lens report"
+    title: str | None = None  # None (or the generic GENERIC_TITLE): named after its runs, default_title()
     provenance: dict | None = None
     hold: int = DEFAULT_HOLD
     summary_legend: str | None = None  # None: summary_legend(self.metrics(), hold)
 
     __eq__ = results_equal
+
+    def __post_init__(self) -> None:
+        if self.title is None or self.title == GENERIC_TITLE:
+            self.title = default_title(self.runs)
 
     def __repr__(self) -> str:
         runs = ", ".join(
@@ -263,7 +298,13 @@ class MainJobReport:
     def topk(self) -> pd.DataFrame:
         """Joint top-K patching per emerged (run, task): model, seed, task, prepend_bos, k, value (metric
         units), recovered, metric, unit."""
-        frames = [_run_labelled(r.topk, r, TOPK_COLUMNS) for r in self.runs if r.topk is not None]
+        frames = [
+            _run_labelled(
+                r.topk.reindex(columns=list(dict.fromkeys([*r.topk.columns, *TOPK_COLUMNS]))), r, TOPK_COLUMNS
+            )
+            for r in self.runs
+            if r.topk is not None
+        ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=TOPK_COLUMNS)
 
     @property
@@ -330,10 +371,15 @@ class MainJobReport:
         rows = []
         for r in self.runs:
             top = r.heads.iloc[0] if r.heads is not None and len(r.heads) else None
-            rec2 = None
+            rec2 = rec2_lo = rec2_hi = None
             if r.topk is not None and len(r.topk):
                 at2 = r.topk[r.topk["k"] == min(2, int(r.topk["k"].max()))]
-                rec2 = float(at2["recovered"].iloc[0]) if len(at2) else None
+                if len(at2):
+                    rec2 = float(at2["recovered"].iloc[0])
+                    rec2_lo, rec2_hi = (
+                        float(at2[c].iloc[0]) if c in at2 and pd.notna(at2[c].iloc[0]) else None
+                        for c in ("recovered_lo", "recovered_hi")
+                    )
             rows.append(
                 {
                     "model": r.model,
@@ -349,9 +395,14 @@ class MainJobReport:
                     "value_post": r.value_post,
                     # recovered divides by this jump: small against its noise, it is ill-conditioned
                     "jump": None if r.value_pre is None or r.value_post is None else r.value_post - r.value_pre,
+                    "jump_se": getattr(r, "jump_se", None),
                     "top_head": None if top is None else f"L{int(top['layer'])}H{int(top['head'])}",
                     "top_delta": None if top is None else float(top["delta"]),
+                    "top_delta_lo": _number(top, "delta_lo"),
+                    "top_delta_hi": _number(top, "delta_hi"),
                     "recovered_top2": rec2,
+                    "recovered_top2_lo": rec2_lo,
+                    "recovered_top2_hi": rec2_hi,
                     "prescreen_spearman": r.rank_correlation_prescreen,
                     "prescreen_top2_found": r.prescreen_top2_found,
                     "metric": r.metric if r.heads is not None else None,
@@ -362,6 +413,16 @@ class MainJobReport:
                 }
             )
         return pd.DataFrame(rows)
+
+    def findings(self) -> list[str]:
+        """What the report found, one sentence per claim of the paper (per task), computed from
+        ``points`` and ``summary()`` (:func:`interp.report.findings.findings`): how many runs
+        emerged and where; whether the top 2 heads recover most of the jump, with 95 % intervals,
+        and which runs are too noisy to say. The report page opens with them; ``emergence run``
+        and ``emergence demo`` print them under the summary table."""
+        from interp.report.findings import findings
+
+        return findings(self.points, self.summary(), threshold=self.threshold, hold=self.hold)
 
     def capability_figure(self, metric: str = "accuracy", task: str | None = None):
         """Plotly figure: capability vs step per seed, point of emergence marked, for ``task``
@@ -377,33 +438,42 @@ class MainJobReport:
         emergence, points = self.emergence, self.points
         if task is not None:
             emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
-        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold)
+        totals = {(r.model, r.seed): vis.searchable_count(r) for r in self.runs}
+        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold, totals=totals)
 
     def recovery_figure(self):
         """Plotly figure: recovered vs K for every emerged run."""
         return vis.recovery_figure(self.topk)
 
-    def heatmaps(self) -> list:
+    def heatmaps(self, relative: bool = False) -> list:
         """Plotly heatmaps of the per-head delta (layer × head, metric units), one per emerged run,
-        on one shared colour scale; titles and colour bars name the run's metric."""
+        on one shared colour scale; titles and colour bars name the run's metric. ``relative``:
+        colour by delta / jump (the fraction of each run's own jump; the report's choice), so runs
+        whose jumps differ share a meaningful scale (:func:`interp.report.page.fraction_bound`)."""
         from interp.core.metrics import metric_spec
 
         tensors = [r.delta for r in self.runs if r.delta is not None]
         finite = [t[torch.isfinite(t)].abs() for t in tensors]
         bound = max((float(f.max()) for f in finite if f.numel()), default=1.0)
-        return [
-            vis.delta_p_heatmap(
-                r.delta,
-                title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
-                f"({r.unit}) when each head's pattern at step {r.point.post_step} is patched into "
-                f"step {r.point.pre_step}",
-                bound=bound,
-                metric=r.metric,
-                unit=r.unit,
+        fraction = vis.fraction_bound(self.runs) if relative else None
+        figures = []
+        for r in self.runs:
+            if r.delta is None:
+                continue
+            jump = vis.run_jump(r) if fraction is not None else None
+            figures.append(
+                vis.delta_p_heatmap(
+                    r.delta,
+                    title=f"{vis.plot_text(run_label(r.model, r.seed))}: {metric_spec(r.metric).delta_label} "
+                    f"({'fraction of the jump' if jump is not None else r.unit}) when each head's pattern at step "
+                    f"{r.point.post_step} is patched into step {r.point.pre_step}",
+                    bound=fraction if jump is not None else bound,
+                    metric=r.metric,
+                    unit=r.unit,
+                    jump=jump,
+                )
             )
-            for r in self.runs
-            if r.delta is not None
-        ]
+        return figures
 
     def html(self) -> str:
         """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;

@@ -35,7 +35,6 @@ from interp.main_job_report import (
     MainJobReport,
     RunAnalysis,
     labelled,
-    summary_legend,
 )
 from interp.sources.catalogue import model_and_seed
 from interp.tasks import CapabilityTask, RepetitionTask
@@ -53,7 +52,6 @@ __all__ = [
     "labelled",
     "model_and_seed",
     "run_main_job",
-    "summary_legend",
 ]
 
 
@@ -200,7 +198,7 @@ def run_main_job(
     prescreen_top_n: int | None = None,
     device: str | None = None,
     out_dir: str | Path | None = None,
-    title: str = "emergence-lens report",
+    title: str | None = None,
     progress: bool = True,
     metric: str | None = None,
     decompose: bool = True,
@@ -223,6 +221,7 @@ def run_main_job(
     threshold of the point of emergence (a fraction, in (0, 1]). ``scan``, ``hold``, ``method``,
     ``prescreen_top_n``, ``prescreen_steps``, ``decompose``, ``scores``, ``scrub`` and
     ``device``: passed to :func:`analyse_run` for every (source, task), which documents them.
+    ``title``: the page's title (default: named after the runs, ``interp.main_job_report.default_title``).
 
     Raises:
         ValueError: a threshold outside (0, 1] or ``hold < 0`` (before any source is opened).

@@ -99,6 +99,8 @@ class RankingFields:
         prescreen_top2_found: whether the exact top 2 heads are the estimate's top 2 (None if
             fewer than 2 exact values).
         metric: the metric's name; unit: its unit.
+        jump_se: standard error of the paired per-prompt jump value_post - value_pre (metric
+            units; :func:`interp.emergence.jump_noise`).
     """
 
     value_pre: float | None = None
@@ -113,6 +115,7 @@ class RankingFields:
     prescreen_top2_found: bool | None = None
     metric: str = "p"
     unit: str = "probability"
+    jump_se: float | None = None
 
     def ranking_values(self) -> dict[str, Any]:
         """The fields above by name (what a run copies from its ranking)."""
@@ -170,7 +173,6 @@ class HeadRanking(RankingFields):
     delta_attribution: Tensor | None = None
     components: pd.DataFrame | None = None
     pre_patterns: Tensor | None = field(default=None, repr=False)
-    jump_se: float = float("nan")
     jump_too_small: bool = False
 
     __eq__ = results_equal
@@ -205,6 +207,42 @@ class HeadRanking(RankingFields):
         from interp.report.display import save_html
 
         return save_html(self, path, title=f"head ranking ({self.metric})")
+
+    def show_head(self, layer: int, head: int, prompt: int = 0):
+        """One head's attention pattern on one prompt at the pre step, at the post step and the
+        change post − pre, side by side (:func:`interp.report.head_view.head_comparison_figure`;
+        token labels on prompt 0, from ``example_tokens``).
+
+        Args:
+            layer, head: the head.
+            prompt: which prompt of the batch (index into ``[layer, batch, head, q, k]``).
+
+        Returns:
+            A plotly figure with three heatmaps, ``[query_pos, key_pos]`` each: pre, post, post − pre.
+
+        Raises:
+            ValueError: no pre patterns (a ranking from :func:`head_ranking` alone; use
+                :func:`rank_heads_between`), or a layer, head or prompt out of range.
+        """
+        from interp.report.head_view import head_comparison_figure
+
+        if self.pre_patterns is None:
+            raise ValueError(
+                "this ranking has no pre patterns (head_ranking leaves them empty); rank_heads_between fills them"
+            )
+        n_layers, n_prompts, n_heads = (int(n) for n in self.post_patterns.shape[:3])
+        if not (0 <= layer < n_layers and 0 <= head < n_heads and 0 <= prompt < n_prompts):
+            raise ValueError(
+                f"L{layer}H{head} prompt {prompt} is out of range: layers 0..{n_layers - 1}, heads "
+                f"0..{n_heads - 1}, prompts 0..{n_prompts - 1}"
+            )
+        delta = float(self.delta[layer, head]) if self.delta is not None else float("nan")
+        return head_comparison_figure(
+            self.pre_patterns[layer, prompt, head],
+            self.post_patterns[layer, prompt, head].cpu(),
+            self.example_tokens if prompt == 0 else (),
+            title=f"L{layer}H{head} on prompt {prompt}: attention before and after (Δ {delta:+.4f} {self.unit})",
+        )
 
 
 def head_ranking(
@@ -337,6 +375,9 @@ def head_ranking(
         memory_budget_mb=memory_budget_mb,
         metric=metric,
         kind=kind,
+        values_pre=values_pre,
+        values_post=values_post,
+        n_boot=n_boot,
     )
     topk["metric"], topk["unit"] = spec.name, spec.unit
     finite = torch.isfinite(delta)

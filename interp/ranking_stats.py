@@ -169,6 +169,9 @@ def topk_recovery(
     memory_budget_mb: float = 1024,
     metric: Any = "p",
     kind: str = "pattern",
+    values_pre: Float[Tensor, " batch"] | None = None,
+    values_post: Float[Tensor, " batch"] | None = None,
+    n_boot: int = N_BOOT,
 ) -> pd.DataFrame:
     """Joint patch of the top K ranked heads, for each K.
 
@@ -182,11 +185,16 @@ def topk_recovery(
         ks: the K values, each in [1, number of ranked heads]; default 1 ... all ranked heads.
         memory_budget_mb: activation memory per stacked chunk, MiB.
         metric, kind: the metric and the per-head target kind patched.
+        values_pre, values_post: the per-prompt metric of the pre and post checkpoints
+            (``[batch]``, metric units); when given, ``recovered_lo`` / ``recovered_hi`` hold the
+            95 % bootstrap interval of ``recovered`` (:func:`bootstrap_interval`, ``n_boot``
+            resamples; NaN below :data:`MIN_BOOTSTRAP_PROMPTS` prompts).
 
     Returns:
-        DataFrame ``k``, ``value`` (mean metric with the top k heads patched, metric units) and
+        DataFrame ``k``, ``value`` (mean metric with the top k heads patched, metric units),
         ``recovered = (value - value_pre) / (value_post - value_pre)`` (NaN, with a
-        RuntimeWarning, when ``value_post == value_pre``).
+        RuntimeWarning, when ``value_post == value_pre``) and, with ``values_pre`` /
+        ``values_post``, ``recovered_lo`` and ``recovered_hi``.
 
     Raises:
         ValueError: bad ranking columns, a K out of range, or the engine's input errors.
@@ -221,6 +229,9 @@ def topk_recovery(
         frame["recovered"] = float("nan")
     else:
         frame["recovered"] = (frame["value"] - float(value_pre)) / span
+    if values_pre is not None and values_post is not None:
+        ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot)
+        frame["recovered_lo"], frame["recovered_hi"] = ci["recovered_lo"], ci["recovered_hi"]
     return frame
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -238,6 +239,23 @@ class ReadinessResult:
     def figure(self):
         """The capability curve and the ideal-pattern curve on one figure, E and R marked."""
         return readiness_figure(self)
+
+    def __repr__(self) -> str:
+        """One line: the run, its heads, E, R and E - R with its interval (``curve`` summarised)."""
+        lo, hi = self.interval
+        gap = "undefined" if self.e_minus_r is None else f"{self.e_minus_r} steps [{lo}, {hi}]"
+        return (
+            f"ReadinessResult({self.model} seed {self.seed}, heads {self.heads_label}, E={self.emergence[1]}, "
+            f"R={self.ready[1]}, E - R = {gap}, curve: {len(self.curve)} checkpoints, threshold {self.threshold:g}, "
+            f"hold {self.hold}, n_boot {self.n_boot})"
+        )
+
+    def save_html(self, path) -> Path:
+        """Write this run's readiness page (:func:`readiness_page`; plotly inlined, opens offline),
+        atomically; returns the path."""
+        from interp.core.io import atomic_write_text
+
+        return atomic_write_text(Path(path), readiness_page([self], title=f"Readiness: {self.model} seed {self.seed}"))
 
     def _repr_html_(self) -> str:
         return readiness_html(self)

@@ -53,13 +53,51 @@ def test_decomposition_of_a_query_weight_jump(setup, metric):
     for target in ("ov", "embed", "unembed", "mlp_weights"):  # (values of later layers move with the stream)
         assert abs(full.loc[target, "recovered"]) < 1e-4, target
     assert full.loc["pattern", "k"] == N_LAYERS * N_HEADS and full.loc["mlp", "k"] == N_LAYERS
+    # the whole (every block's parameters at once) carries the jump; its parts qk + ov + mlp_weights
+    # sum to 1 + 0 + 0, so the interaction row (whole - sum of parts, bootstrapped per prompt) is 0
+    assert abs(full.loc["block", "recovered"] - 1) < 1e-4 and full.loc["block", "k"] == N_LAYERS
+    assert abs(full.loc["interaction", "recovered"]) < 1e-4 and full.loc["interaction", "heads"] == "qk ov mlp_weights"
+    assert abs(full.loc["interaction", "recovered_lo"]) < 1e-4 and abs(full.loc["interaction", "recovered_hi"]) < 1e-4
     for kind in ("pattern", "z"):
         top = table[(table["target"] == kind) & (table["scope"] != "all")].set_index("k")
         assert list(top.index) == [1, 2, N_LAYERS * N_HEADS]
         assert abs(top.loc[N_LAYERS * N_HEADS, "recovered"] - 1) < 1e-4
         assert len(top.loc[2, "heads"].split()) == 2
-    inside = (table["value_lo"] <= table["value"] + 1e-9) & (table["value"] <= table["value_hi"] + 1e-9)
+    measured = table[table["target"] != "interaction"]  # the interaction has a share, not a value
+    inside = (measured["value_lo"] <= measured["value"] + 1e-9) & (measured["value"] <= measured["value_hi"] + 1e-9)
     assert inside.all()
+
+
+def test_interaction_is_whole_minus_the_sum_of_parts(setup):
+    """On a post checkpoint that differs in W_Q and the MLP, the interaction row equals the block
+    row minus the qk, ov and mlp_weights rows (in recovered units), to float precision."""
+    pre, _, batch = setup
+    post = native_bridge(q_scale=4.0)
+    with torch.no_grad():
+        for block in post.blocks:
+            for p in block.mlp.parameters():
+                p.mul_(1.5)
+    table = decompose_jump(pre, post, batch, ks=[1], n_boot=50).query("scope == 'all'").set_index("target")
+    parts = table.loc[["qk", "ov", "mlp_weights"], "recovered"].sum()
+    assert table.loc["interaction", "recovered"] == pytest.approx(table.loc["block", "recovered"] - parts, abs=1e-5)
+    assert abs(table.loc["mlp_weights", "recovered"]) > 1e-3  # the MLP change is seen
+
+
+def test_components_are_checked_before_any_checkpoint_is_loaded():
+    from interp.ranking import decompose_between
+
+    class Source:
+        model_id = "toy/toy-seed1"
+
+        def load(self, step, device=None):
+            raise AssertionError("loaded a checkpoint before checking the components")
+
+    with pytest.raises(ValueError, match=r"unknown components \['bogus'\]"):
+        decompose_between(Source(), 0, 100, None, targets=["bogus"])
+    with pytest.raises(ValueError, match="not per-head kinds"):
+        decompose_between(Source(), 0, 100, None, topk_kinds=["mlp"])
+    with pytest.raises(ValueError, match=r"ks must lie in \[1, the number of heads\], got \[0\]"):
+        decompose_between(Source(), 0, 100, None, ks=[0])
 
 
 def test_bootstrap_interval_contains_the_mean_and_is_exact_for_a_shift():
@@ -177,3 +215,17 @@ def test_jump_below_three_standard_errors_is_flagged(setup):
     assert ranking.jump_se == pytest.approx(expected[1], rel=1e-9) and ranking.jump_too_small == expected[2]
     assert set(ranking.heads["jump_too_small"]) == {expected[2]} and set(table["jump_too_small"]) == {expected[2]}
     assert table["jump_se"].iloc[0] == pytest.approx(expected[1], rel=1e-9)
+
+
+def test_whole_and_interaction_rows_sit_with_the_components(setup):
+    pre, post, batch = setup
+    table = decompose_jump(pre, post, batch, ks=[1], n_boot=20)
+    scopes = list(table["scope"])
+    assert scopes[: scopes.index("top-1")] == ["all"] * (len(scopes) - scopes.count("top-1"))
+    interaction = table[table["target"] == "interaction"].iloc[0]
+    assert np.isnan(interaction["value"]) and not np.isnan(interaction["recovered"])
+    assert list(decompose_jump(pre, post, batch, targets=["qk"], ks=[1], n_boot=20)["target"].unique()) == [
+        "qk",
+        "pattern",
+        "z",
+    ]  # chosen components: no whole (its parts need not be there)

@@ -108,10 +108,12 @@ def test_not_yet_list_is_current():
 #: list (figures and the scrubber's script are leaves; display holds the page and the HTML views;
 #: the scrubber's page and the report's sections sit on it).
 REPORT_ORDER = (
+    "interp.report.findings",
     "interp.report.scrub_script",
     "interp.report.figures",
     "interp.report.report_state",
     "interp.report.display",
+    "interp.report.head_view",
     "interp.report.scrubber",
     "interp.report.page",
 )

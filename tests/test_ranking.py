@@ -156,6 +156,11 @@ def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_local_s
     heads, topk = pd.read_csv(out / "heads.csv"), pd.read_csv(out / "topk.csv")
     assert set(heads["metric"]) == {"logit-diff"} and set(topk["metric"]) == {"logit-diff"}
     assert (heads["delta_lo"] <= heads["delta"] + 1e-9).all() and (heads["delta"] <= heads["delta_hi"] + 1e-9).all()
+    # every printed share carries its interval, as topk.csv holds it
+    first = topk.iloc[0]
+    assert (first["recovered_lo"] <= first["recovered"] + 1e-9) and (first["recovered"] <= first["recovered_hi"] + 1e-9)
+    shown = f"K=1 {first['recovered']:.2f} [{first['recovered_lo']:.2f}, {first['recovered_hi']:.2f}]"
+    assert f"recovered by the top K heads' patterns [95 % CI]: {shown}" in result.output
     bad = runner.invoke(
         app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"]
     )

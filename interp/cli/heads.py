@@ -16,6 +16,7 @@ from interp.cli.common import (
     LengthOpt,
     MethodOpt,
     MetricOpt,
+    OneTaskOpt,
     PromptsOpt,
     TaskFileOpt,
     TaskOpt,
@@ -89,6 +90,14 @@ def rank_heads(
         f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}"
     )
     typer.echo(heads.head(10).to_string(index=False))
+    from interp.report.findings import interval_text
+
+    shares = "; ".join(
+        f"K={int(row.k)} {interval_text(row.recovered, row.recovered_lo, row.recovered_hi, 2)}"
+        for row in topk.head(4).itertuples()
+    )
+    noisy = " ⚠ noisy (jump below 3 s.e.)" if result.jump_too_small else ""
+    typer.echo(f"recovered by the top K heads' patterns [95 % CI]: {shares}{noisy}")
     if out is not None:
         atomic_to_csv(heads, out / "heads.csv")
         atomic_to_csv(topk, out / "topk.csv")
@@ -131,6 +140,17 @@ def decompose(
         f"{_jump_flag(bool(first['jump_too_small']))}"
     )
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    whole = table[(table["scope"] == "all") & table["target"].isin(["block", "interaction"])].set_index("target")
+    if len(whole) == 2:
+        parts = table[(table["scope"] == "all") & ~table["target"].isin(["block", "interaction"])]
+        best = parts.loc[parts["recovered"].idxmax()]
+        typer.echo(
+            f"all blocks at once recover {whole.loc['block', 'recovered']:.3f} "
+            f"[{whole.loc['block', 'recovered_lo']:.3f}, {whole.loc['block', 'recovered_hi']:.3f}]; the best single "
+            f"component, {best['target']}, {best['recovered']:.3f}; interaction (all blocks − qk − ov − "
+            f"mlp_weights) {whole.loc['interaction', 'recovered']:.3f} "
+            f"[{whole.loc['interaction', 'recovered_lo']:.3f}, {whole.loc['interaction', 'recovered_hi']:.3f}]"
+        )
     if out is not None:
         atomic_to_csv(table, out / "components.csv")
 
@@ -196,7 +216,7 @@ def readiness_command(
     device: str = DeviceOpt,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
-    their ideal pattern; the readiness step R and E - R (see interp/readiness.py)."""
+    their ideal pattern; the readiness step R and E - R (docs/guide.md, "Ideal patterns, readiness and forcing")."""
     from interp.readiness import parse_heads, parse_patterns
 
     chosen = parse_heads(heads)
@@ -281,7 +301,7 @@ def scrub(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     out: Path = typer.Option(..., help="The page to write (.html)."),
     steps: str | None = typer.Option(None, help="Comma-separated steps (default: every checkpoint, zoomed steps too)."),
-    task: str | None = TaskOpt,
+    task: str | None = OneTaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),

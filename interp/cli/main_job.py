@@ -31,6 +31,7 @@ from interp.cli.common import (
     _open,
     _open_as_ready,
     _parse_steps,
+    _warnings_as_lines,
 )
 from interp.core.devices import DTYPES
 
@@ -55,17 +56,18 @@ def demo(
     metric = _metric(metric)
     from interp.pipeline import run_main_job
 
-    report = run_main_job(
-        _open_as_ready(["embedded-quick" if quick else "embedded"]),
-        task=tasks,
-        scan=True,
-        method=method,
-        device=device,
-        out_dir=out,
-        metric=metric,
-        hold=hold,
-        title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
-    )
+    with _warnings_as_lines():
+        report = run_main_job(
+            _open_as_ready(["embedded-quick" if quick else "embedded"]),
+            task=tasks,
+            scan=True,
+            method=method,
+            device=device,
+            out_dir=out,
+            metric=metric,
+            hold=hold,
+            title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
+        )
     _print_summary(report, out)
 
 
@@ -123,29 +125,34 @@ def run(
             typer.echo(f"{'done' if row.done else 'todo'}  {row.source}  {row.task}  {row.unit_id}")
         typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
         return
-    report = run_study(
-        source,
-        out,
-        tasks=tasks,
-        executor=executor,
-        jobs=jobs,
-        address=address,
-        threshold=threshold,
-        scan=scan,
-        method=method,
-        prescreen_top_n=prescreen_top_n,
-        device=device,
-        metric=metric,
-        dtype=dtype,
-        hold=hold,
-    )
+    with _warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
+        report = run_study(
+            source,
+            out,
+            tasks=tasks,
+            executor=executor,
+            jobs=jobs,
+            address=address,
+            threshold=threshold,
+            scan=scan,
+            method=method,
+            prescreen_top_n=prescreen_top_n,
+            device=device,
+            metric=metric,
+            dtype=dtype,
+            hold=hold,
+        )
     _print_summary(report, out)
 
 
 def _print_summary(report, out: Path) -> None:
+    """The summary table (every share and effect with its 95 % interval and the noise mark), then
+    the findings (:meth:`interp.main_job_report.MainJobReport.findings`), the rule and the hazards."""
     from rich.console import Console
     from rich.table import Table
 
+    from interp.core.metrics import metric_spec
+    from interp.report.findings import NOISY, interval_text
     from interp.sources.catalogue import run_label
 
     def fmt(value, spec=".3f"):
@@ -153,39 +160,48 @@ def _print_summary(report, out: Path) -> None:
             return "—"
         return format(value, spec) if isinstance(value, float) else str(value)
 
-    from interp.core.metrics import metric_spec
-
     metrics = report.metrics() or ["p"]
     label = metric_spec(metrics[0]).label if len(metrics) == 1 else "metric"
     unit = metric_spec(metrics[0]).unit if len(metrics) == 1 else "metric units"
-    table = Table(title=f"Points of emergence and top heads (metric {', '.join(metrics)}: {label}, {unit})")
-    for column in [
-        "run",
-        "task",
-        "emerged",
-        "pre → post",
-        "monotone",
-        "evals",
-        f"{label} pre → post",
-        f"top head (Δ {label})",
-        "recovered K=2",
-        "pre-screen ρ",
-    ]:
-        table.add_column(column)
-    for _, row in report.summary().iterrows():
-        table.add_row(
-            run_label(row["model"], row["seed"]),
-            str(row["task"]),
+    summary = report.summary()
+    tasks = list(dict.fromkeys(summary["task"])) if len(summary) else []
+    one_task = len(tasks) == 1
+    table = Table(
+        title=f"Points of emergence and top heads (metric {', '.join(metrics)}: {label}, {unit}"
+        + (f"; task {tasks[0]}" if one_task else "")
+        + "; [95 % CI])"
+    )
+    columns = ["run", *([] if one_task else ["task"])]
+    columns += ["emerged", "pre → post", "monotone", "evals", f"{label} pre → post", "top head Δ", "recovered K=2"]
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    for _, row in summary.iterrows():
+        noisy = bool(row.get("jump_too_small")) if _notna(row.get("jump_too_small")) else False
+        top = (
+            "—"
+            if not _notna(row["top_head"])
+            else f"{row['top_head']} "
+            + interval_text(row["top_delta"], row.get("top_delta_lo"), row.get("top_delta_hi"), signed=True)
+        )
+        cells = [run_label(row["model"], row["seed"]), *([] if one_task else [str(row["task"])])]
+        cells += [
             fmt(row["emerged"]),
-            f"{fmt(row['pre_step'])} → {fmt(row['post_step'])}",
+            f"{_step(row['pre_step'])} → {_step(row['post_step'])}",
             fmt(row["monotone"]),
             fmt(row["n_evaluations"]),
             f"{fmt(row['value_pre'])} → {fmt(row['value_post'])}",
-            "—" if row["top_head"] is None else f"{row['top_head']} ({row['top_delta']:+.3f})",
-            fmt(row["recovered_top2"]),
-            fmt(row["prescreen_spearman"], ".2f"),
-        )
-    Console(width=max(120, Console().width)).print(table)
+            top,
+            interval_text(
+                row["recovered_top2"], row.get("recovered_top2_lo"), row.get("recovered_top2_hi"), 2, noisy=noisy
+            ),
+        ]
+        table.add_row(*cells)
+    Console(width=max(150, Console().width)).print(table)
+    if summary.get("jump_too_small", None) is not None and summary["jump_too_small"].fillna(False).astype(bool).any():
+        typer.echo(f"{NOISY}: the run's jump is below 3 standard errors; its Δ and recovered compare against noise.")
+    typer.echo("findings (computed from the tables; report.html opens with them):")
+    for line in report.findings():
+        typer.echo(f"- {line}")
     from interp.emergence import rule_text
 
     typer.echo(f"point of emergence: {rule_text(report.hold)}")
@@ -194,6 +210,18 @@ def _print_summary(report, out: Path) -> None:
     typer.echo(
         f"wrote {out}/report.html and emergence/points/heads/topk/components/head_scores/checkpoints .csv/.parquet"
     )
+
+
+def _step(value) -> str:
+    """A training step for a table cell (``—`` when missing; never ``200.000``)."""
+    return str(int(value)) if _notna(value) else "—"
+
+
+def _notna(value) -> bool:
+    """Whether a table cell holds a value (not None, NaN or pandas' NA)."""
+    import pandas as pd
+
+    return value is not None and bool(pd.notna(value))
 
 
 @app.command()
@@ -297,7 +325,8 @@ def bisect(
         model, seed = model_and_seed(src.model_id)
         for task_obj in tasks:  # one point of emergence per (run, task)
             batch = task_obj.build(src.tokenizer())
-            point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold)
+            with _warnings_as_lines():
+                point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold)
             points.append(
                 {
                     "model": model,

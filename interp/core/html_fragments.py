@@ -56,6 +56,9 @@ table.el-table th{background:#f4f4f4;overflow-wrap:normal;word-break:normal;hyph
 table.el-kv th{text-align:left}
 .el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}
 .el-figure{margin:0.5em 0}
+.el-findings{border:2px solid #2a6;background:#f3fbf6;padding:0.4em 1em;margin:0.8em 0;max-width:1100px}
+.el-findings li{margin:0.3em 0}
+.el-noisy{color:#a40}
 """
 
 

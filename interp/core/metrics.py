@@ -262,13 +262,14 @@ def patching_metric_names() -> list[str]:
     return [name for name, spec in METRICS.items() if spec.patching]
 
 
+def _described(spec: MetricSpec) -> str:
+    """A metric's description, its unit added unless the description already says it."""
+    return spec.description if spec.unit in spec.description else f"{spec.description}; {spec.unit}"
+
+
 def metric_help() -> str:
     """``--metric``'s help text, one clause per patching metric of the registry."""
-    return (
-        "Patching metric: "
-        + " | ".join(f"{n} ({METRICS[n].description}; {METRICS[n].unit})" for n in patching_metric_names())
-        + "."
-    )
+    return "Patching metric: " + " | ".join(f"{n} ({_described(METRICS[n])})" for n in patching_metric_names()) + "."
 
 
 def get_metric(name: str) -> MetricSpec:

@@ -354,7 +354,7 @@ def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
 
 def head_ranking_html(ranking, assets: Assets) -> str:
     """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
-    the ten top heads, the Δp heatmap, top-K recovery, the example attention patterns and the
+    the top heads (ten at most), the Δp heatmap, top-K recovery, the example attention patterns and the
     decomposition when computed."""
     from interp.core.metrics import metric_spec
     from interp.report.figures import delta_p_heatmap, plot_text, recovery_run_figure
@@ -379,7 +379,7 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         table_fragment(
             ranking.heads.head(10),
             digits=4,
-            caption=f"The ten top heads by delta ({html.escape(unit)}; "
+            caption=f"The {min(10, len(ranking.heads))} top heads by delta ({html.escape(unit)}; "
             "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts).",
         ),
         figure_fragment(

@@ -1,5 +1,6 @@
 """Plotly figures of the report and of notebooks: capability curves with the point of emergence,
-the Δp heatmap, top-K recovery, the component decomposition and head-score curves.
+the Δp heatmap, top-K recovery and the component decomposition (per-head views and head-score
+curves: :mod:`interp.report.head_view`).
 :mod:`interp.report.page` arranges them into the report's sections.
 """
 
@@ -25,15 +26,23 @@ def plot_text(text) -> str:
 
 
 def capability_figure(
-    emergence: pd.DataFrame, points: pd.DataFrame, metric: str = "accuracy", threshold: float | None = 0.5
+    emergence: pd.DataFrame,
+    points: pd.DataFrame,
+    metric: str = "accuracy",
+    threshold: float | None = 0.5,
+    totals: dict | None = None,
 ) -> go.Figure:
-    """Capability vs training step, one line per seed, one panel per model; points marked.
+    """Capability vs training step, one line per seed, one panel per model; points marked. A run
+    whose point came from a bisection (``points.search == "bisection"``) is drawn as its
+    evaluated points only, named "bisection: n of N checkpoints" (no line through steps nobody
+    measured).
 
     Args:
         emergence: rows (model, seed, step, accuracy, p_answer) -- ``emergence.csv``.
         points: rows (model, seed, pre_step, post_step, emerged, ...) -- ``points.csv``.
         metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
         threshold: drawn as a dashed line when ``metric == "accuracy"``.
+        totals: ``{(model, seed): searchable checkpoints}`` (the N of "n of N"; optional).
 
     Raises:
         ValueError: if ``metric`` is not a column of ``emergence``.
@@ -51,21 +60,24 @@ def capability_figure(
         for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
             curve = curve.sort_values("step")
             color = palette[k % len(palette)]
+            point = points[(points["model"] == model) & (points["seed"] == seed)]
+            bisected = bool(len(point)) and "search" in point and point["search"].iloc[0] == "bisection"
+            total = (totals or {}).get((model, seed))
+            of = f"bisection: {len(curve)}" + (f" of {total}" if total else "") + " checkpoints"
             fig.add_trace(
                 go.Scatter(
                     x=curve["step"].clip(lower=0.5),
                     y=curve[metric],
-                    mode="lines+markers",
-                    name=f"{plot_text(model)} seed {seed}",
+                    mode="markers" if bisected else "lines+markers",
+                    name=f"{plot_text(model)} seed {seed}" + (f" ({of})" if bisected else ""),
                     line=dict(color=color),
-                    marker=dict(size=4),
+                    marker=dict(size=7 if bisected else 4),
                     legendgroup=f"{model}-{seed}",
                     hovertemplate="step %{x}<br>" + metric + " %{y:.3f}<extra></extra>",
                 ),
                 row=1,
                 col=col,
             )
-            point = points[(points["model"] == model) & (points["seed"] == seed)]
             if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
                 post = int(point["post_step"].iloc[0])
                 y = curve.loc[curve["step"] == post, metric]
@@ -187,7 +199,11 @@ def loss_curve_figure(
         )
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="training loss (nats)", secondary_y=False)
-    fig.update_yaxes(title_text="greedy accuracy", range=[0, 1], secondary_y=True)
+    # explicit ticks: a secondary axis otherwise syncs its ticks to the loss axis (0.017, 0.222, ...)
+    fig.update_yaxes(
+        title_text="greedy accuracy", range=[0, 1], tickmode="linear", tick0=0, dtick=0.2, secondary_y=True
+    )
+    fig.update_yaxes(tickformat=".2~f", secondary_y=False)
     fig.update_layout(title=title, legend=dict(orientation="h", y=-0.2), height=380, showlegend=True)
     return fig
 
@@ -198,6 +214,7 @@ def delta_p_heatmap(
     bound: float | None = None,
     metric: str = "p",
     unit: str | None = None,
+    jump: float | None = None,
 ) -> go.Figure:
     """Heatmap of a per-head effect over layer × head, diverging around 0, labelled with its metric.
 
@@ -205,33 +222,43 @@ def delta_p_heatmap(
         delta_p: ``Float[Tensor, "layer head"]``, the change of ``metric`` per head (metric units;
             the paper's Δp for ``metric="p"``).
         title: the figure's title (default ``"Δ <metric label> per head (<unit>)"``).
-        bound: fixes the colour range to ±bound (use one bound for heatmaps shown side by side).
+        bound: fixes the colour range to ±bound (use one bound for heatmaps shown side by side;
+            a fraction of the jump when ``jump`` is given).
         metric: a name of :data:`interp.core.metrics.METRICS` (the colour bar, hover and legend use its
             label); unit: overrides the registry's unit.
+        jump: the run's jump ``value_post - value_pre`` (metric units): the colour is then
+            ``delta / jump``, the fraction of the jump each head recovers alone (comparable
+            across runs whose jumps differ), and the hover gives both.
     """
     from interp.core.metrics import metric_spec
 
     spec = metric_spec(metric)
     unit = unit or spec.unit
     values = np.asarray(delta_p.detach().cpu() if isinstance(delta_p, Tensor) else delta_p, dtype=float)
+    relative = jump is not None and np.isfinite(jump) and jump != 0
+    z = values / jump if relative else values
     if bound is None:
-        bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0
+        bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    label = f"{spec.delta_label} / jump" if relative else spec.delta_label
+    hover = "layer %{y} head %{x}<br>" + spec.delta_label + " %{customdata:+.4f} " + unit
+    hover += "<br>= %{z:+.2f} of the run's jump<extra></extra>" if relative else "<extra></extra>"
     fig = go.Figure(
         go.Heatmap(
-            z=values,
+            z=z,
+            customdata=values,
             x=[f"H{h}" for h in range(values.shape[1])],
             y=[f"L{l}" for l in range(values.shape[0])],
             colorscale="RdBu",
             zmid=0,
             zmin=-bound,
             zmax=bound,
-            colorbar=dict(title=f"{spec.delta_label}<br>({unit})"),
-            hovertemplate="layer %{y} head %{x}<br>" + spec.delta_label + " %{z:+.4f} " + unit + "<extra></extra>",
-            name=f"{spec.delta_label} per head (colour: blue raises {spec.label}, red lowers it)",
+            colorbar=dict(title=f"{label}<br>({'fraction' if relative else unit})"),
+            hovertemplate=hover,
+            name=f"{label} per head (colour: blue raises {spec.label}, red lowers it)",
             showlegend=True,
         )
     )
-    title = title or f"{spec.delta_label} per head ({unit})"
+    title = title or f"{label} per head ({'fraction of the jump' if relative else unit})"
     fig.update_layout(
         title=title,
         xaxis_title="head",
@@ -277,6 +304,8 @@ def run_capability_figure(
     post_step: int | None,
     threshold: float | None = 0.5,
     title: str = "Capability per checkpoint",
+    search: str = "scan",
+    n_checkpoints: int | None = None,
 ) -> go.Figure:
     """One run's greedy accuracy and p(answer) vs training step, the point of emergence marked.
 
@@ -285,17 +314,37 @@ def run_capability_figure(
         pre_step, post_step: the point of emergence (``None`` when the run did not emerge
             between two checkpoints); the interval between them is shaded, both ends starred.
         threshold: the accuracy threshold, drawn dashed.
+        search: ``"scan"`` (every checkpoint evaluated: lines) or ``"bisection"`` (the evaluated
+            points only, no line through unmeasured steps, and "bisection: n of N checkpoints"
+            written on the figure).
+        n_checkpoints: the run's searchable checkpoints (the N; optional).
     """
     curve = curve.sort_values("step")
     x = curve["step"].clip(lower=0.5)
+    bisected = search == "bisection"
+    mode = "markers" if bisected else "lines+markers"
+    size = 8 if bisected else 5
     fig = go.Figure()
+    if bisected:
+        fig.add_annotation(
+            text=f"bisection: {len(curve)}" + (f" of {n_checkpoints}" if n_checkpoints else "") + " checkpoints "
+            "evaluated (points only: no line through unmeasured steps)",
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=1.0,
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            font=dict(size=12, color="#444"),
+        )
     fig.add_trace(
         go.Scatter(
             x=x,
             y=curve["accuracy"],
-            mode="lines+markers",
+            mode=mode,
             name="greedy accuracy",
-            marker=dict(size=5),
+            marker=dict(size=size),
             hovertemplate="step %{x}<br>accuracy %{y:.3f}<extra></extra>",
         )
     )
@@ -303,9 +352,9 @@ def run_capability_figure(
         go.Scatter(
             x=x,
             y=curve["p_answer"],
-            mode="lines+markers",
+            mode=mode,
             name="p(answer)",
-            marker=dict(size=5),
+            marker=dict(size=size),
             hovertemplate="step %{x}<br>p(answer) %{y:.3f}<extra></extra>",
         )
     )
@@ -340,11 +389,38 @@ def run_capability_figure(
     return fig
 
 
-def recovery_run_figure(topk: pd.DataFrame, title: str = "Top-K heads patched jointly") -> go.Figure:
+def recovery_run_figure(
+    topk: pd.DataFrame, title: str = "Top-K heads patched jointly", noisy: bool = False
+) -> go.Figure:
     """One run's share of the jump recovered vs K (``recovered`` = (value_K − value_pre) / (value_post −
-    value_pre), in the run's metric)."""
-    fig = recovery_figure(topk[["k", "recovered"]], title=title)
+    value_pre), in the run's metric), with its 95 % bootstrap band (``recovered_lo`` / ``recovered_hi``,
+    when the table has them); ``noisy`` (the run's jump is below 3 standard errors) says so on the figure."""
+    fig = recovery_figure(topk[["k", "recovered"]], title=title + (" — jump below 3 s.e.: noisy" if noisy else ""))
     fig.data[0].name = "recovered by the top K heads' patterns"
+    if {"recovered_lo", "recovered_hi"} <= set(topk.columns) and topk["recovered_lo"].notna().any():
+        band = topk.sort_values("k")
+        fig.add_trace(
+            go.Scatter(
+                x=band["k"],
+                y=band["recovered_hi"],
+                mode="lines",
+                line=dict(width=0),
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=band["k"],
+                y=band["recovered_lo"],
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor="rgba(31,119,180,0.2)",
+                name="95 % bootstrap interval over prompts",
+                hoverinfo="skip",
+            )
+        )
     fig.update_layout(height=340, margin=dict(t=50, b=40))
     return fig
 
@@ -374,6 +450,8 @@ COMPONENT_LABELS = {
     "mlp_weights": "all MLP weights",
     "embed": "embedding",
     "unembed": "unembedding",
+    "block": "all blocks at once",
+    "interaction": "interaction (blocks − QK − OV − MLP)",
 }
 
 
@@ -465,77 +543,5 @@ def components_topk_figure(
         showlegend=True,
         yaxis_title="recovered",
         height=420,
-    )
-    return fig
-
-
-def head_scores_figure(
-    scores: pd.DataFrame,
-    emergence: pd.DataFrame | None = None,
-    title: str = "Head scores per checkpoint, over the capability curve",
-) -> go.Figure:
-    """Per run: each head's score (one line per head and score) against training step, with greedy
-    accuracy (grey, right axis) from ``emergence.csv`` when given.
-
-    Args:
-        scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
-        emergence: rows of ``emergence.csv`` (model, seed, step, accuracy, ...), optional.
-    """
-    if not {"model", "seed"} <= set(scores.columns):  # one run's table: label it as one run
-        scores = scores.assign(model="run", seed="")
-    runs = list(dict.fromkeys(zip(scores["model"], scores["seed"])))
-    fig = make_subplots(
-        rows=max(1, len(runs)),
-        cols=1,
-        subplot_titles=[plot_text(f"{m} seed {s}") for m, s in runs],
-        specs=[[{"secondary_y": True}] for _ in range(max(1, len(runs)))],
-        shared_xaxes=True,
-    )
-    dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
-    palette = pio.templates["plotly"].layout.colorway
-    for row, (model, seed) in enumerate(runs, start=1):
-        sub = scores[(scores["model"] == model) & (scores["seed"] == seed)]
-        for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
-            for score, line in by_head.groupby("score"):
-                line = line.sort_values("step")
-                fig.add_trace(
-                    go.Scatter(
-                        x=line["step"],
-                        y=line["value"],
-                        mode="lines+markers",
-                        name=f"L{layer}H{head} {score}",
-                        legendgroup=f"L{layer}H{head}",
-                        showlegend=row == 1,
-                        marker=dict(size=4),
-                        line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid")),
-                    ),
-                    row=row,
-                    col=1,
-                    secondary_y=False,
-                )
-        if emergence is not None:
-            curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
-            curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]
-            fig.add_trace(
-                go.Scatter(
-                    x=curve["step"],
-                    y=curve["accuracy"],
-                    mode="lines",
-                    name="greedy accuracy",
-                    line=dict(color="gray", width=4),
-                    opacity=0.4,
-                    showlegend=row == 1,
-                ),
-                row=row,
-                col=1,
-                secondary_y=True,
-            )
-        fig.update_yaxes(title_text="score", row=row, col=1, secondary_y=False, range=[-0.05, 1.05])
-        fig.update_yaxes(title_text="accuracy", row=row, col=1, secondary_y=True, range=[0, 1])
-    fig.update_xaxes(title_text="training step", row=max(1, len(runs)), col=1)
-    fig.update_layout(
-        title=title + " (dotted: previous-token, solid: prefix-matching, dashed: copying)",
-        showlegend=True,
-        height=320 * max(1, len(runs)) + 80,
     )
     return fig

@@ -43,7 +43,6 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     components_figure,
     components_topk_figure,
     delta_p_heatmap,
-    head_scores_figure,
     loss_curve_figure,
     plot_text,
     recovery_figure,
@@ -51,6 +50,12 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     run_capability_figure,
     thin_curve,
 )
+from interp.report.findings import (  # noqa: F401  (the summary table's names: interp.report.page's too)
+    SHARED_SUMMARY_COLUMNS,
+    SUMMARY_HEADERS,
+    summary_fragment,
+)
+from interp.report.head_view import head_comparisons_html, head_scores_figure
 from interp.sources.catalogue import run_label
 
 # ---------------------------------------------------------------------------------------------
@@ -81,11 +86,14 @@ class ReportContext:
         assets: which JavaScript libraries the page already holds (each is inlined once).
         threshold: the accuracy threshold of the point of emergence (fraction).
         delta_p_bound: one colour range (±bound, metric units) for every per-head heatmap of the page.
+        fraction_bound: one colour range (±bound, fraction of each run's jump) for every heatmap
+            drawn relative to its run's jump (:func:`fraction_bound`); None: absolute units.
     """
 
     assets: Assets
     threshold: float = 0.5
     delta_p_bound: float | None = None
+    fraction_bound: float | None = None
 
 
 def _run_label(run) -> str:
@@ -117,16 +125,18 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     if curve is None or not len(curve):
         return None
     pre, post = _point(run)
+    point = getattr(run, "point", None)
     fig = run_capability_figure(
         curve,
         pre,
         post,
         threshold=ctx.threshold,
         title=f"{plot_text(_run_label(run))}: capability per evaluated checkpoint",
+        search=getattr(point, "search", "scan"),
+        n_checkpoints=searchable_count(run),
     )
     from interp.core.terms import DEFAULT_HOLD, rule_text
 
-    point = getattr(run, "point", None)
     hold = getattr(point, "hold", DEFAULT_HOLD)
     if pre is not None and post is not None:
         where = f"The capability switches on between steps {pre} and {post} (shaded)."
@@ -145,6 +155,15 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
     return Section("Capability and point of emergence", figure_fragment(fig, ctx.assets, caption))
 
 
+def searchable_count(run) -> int | None:
+    """How many checkpoints a run's search could evaluate (``searchable`` rows of its checkpoint
+    table), or None when the run has no table."""
+    table = getattr(run, "checkpoints", None)
+    if table is None or "status" not in table.columns:
+        return None
+    return int((table["status"] == "searchable").sum())
+
+
 def _metric_of(run):
     """The registry entry of a run's metric (``run.metric``; ``"p"`` when absent) and its unit."""
     from interp.core.metrics import metric_spec
@@ -153,26 +172,54 @@ def _metric_of(run):
     return spec, getattr(run, "unit", None) or spec.unit
 
 
+def run_jump(run) -> float | None:
+    """The run's jump ``value_post - value_pre`` (metric units), None when unknown or zero."""
+    pre, post = getattr(run, "value_pre", None), getattr(run, "value_post", None)
+    if pre is None or post is None or not np.isfinite(post - pre) or post == pre:
+        return None
+    return float(post - pre)
+
+
 def delta_p_section(run, ctx: ReportContext) -> Section | None:
-    """The change of the metric per head (layer × head heatmap), labelled with the run's metric."""
+    """The change of the metric per head (layer × head heatmap), as a fraction of the run's jump
+    when it is known (one colour range for the page), labelled with the run's metric."""
     delta = getattr(run, "delta", None)
     if delta is None:
         return None
     pre, post = _point(run)
     spec, unit = _metric_of(run)
     d = spec.delta_label
+    jump = run_jump(run) if ctx.fraction_bound is not None else None
+    noisy = bool(_jump_note(run))
     fig = delta_p_heatmap(
         delta,
-        title=f"{plot_text(_run_label(run))}: {d} per head ({unit})",
-        bound=ctx.delta_p_bound,
+        title=f"{plot_text(_run_label(run))}: {d} per head"
+        + (f" as a fraction of the run's jump ({jump:+.3f} {unit})" if jump is not None else f" ({unit})"),
+        bound=None if noisy else ctx.fraction_bound if jump is not None else ctx.delta_p_bound,
         metric=spec.name,
         unit=unit,
+        jump=jump,
+    )
+    scale = (
+        f"Colour: {d} / jump (value_post − value_pre), the share of the jump each head's pattern recovers alone, "
+        "on one range for every run of the page whose jump stands above its noise; hover for "
+        f"{d} in {unit}."
+        if jump is not None
+        else "One colour range for every run of the page."
     )
     caption = (
-        f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
-        f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
-        "One colour range for every run of the page."
-    ) + _jump_note(run)
+        (
+            f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
+            f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
+        )
+        + (
+            f"Colour: {d} / jump on this run's own range (its jump is below 3 s.e.: its fractions are not "
+            "comparable with other runs'); hover for the absolute value."
+            if noisy and jump is not None
+            else scale
+        )
+        + _jump_note(run)
+    )
     return Section(f"{d} per head", figure_fragment(fig, ctx.assets, caption))
 
 
@@ -181,11 +228,14 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
     topk = getattr(run, "topk", None)
     if topk is None or not len(topk):
         return None
-    fig = recovery_run_figure(topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly")
+    fig = recovery_run_figure(
+        topk, title=f"{plot_text(_run_label(run))}: top-K heads patched jointly", noisy=bool(_jump_note(run))
+    )
     spec, unit = _metric_of(run)
     caption = (
         f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
-        f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump."
+        f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump. "
+        "The band is the 95 % bootstrap interval over prompts (prompts resampled jointly for pre, post and patched)."
     ) + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
 
@@ -200,6 +250,7 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
         "rows are query positions, columns key positions)."
     )
     body = attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets)
+    body += head_comparisons_html(run, ctx.assets, _run_label(run))
     return Section(
         f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
         body + f"<p class='el-caption'>{caption}</p>",
@@ -245,7 +296,10 @@ def components_section(run, ctx: ReportContext) -> Section | None:
         figure_fragment(
             fig,
             ctx.assets,
-            "Each bar patches one kind of component of every head or layer from post into pre." + _jump_note(run),
+            "Each bar patches one kind of component of every head or layer from post into pre; "
+            "<b>all blocks at once</b> patches every layer's parameters together, and <b>interaction</b> = "
+            "all blocks − (QK + OV + MLP weights), per prompt (the norms' share included): a whole far above "
+            "every part means the jump lives in how the parts combine." + _jump_note(run),
         )
         + table_fragment(components),
     )
@@ -258,7 +312,14 @@ def head_scores_section(run, ctx: ReportContext) -> Section | None:
         return None
     fig = head_scores_figure(scores, title=f"{plot_text(_run_label(run))}: head scores per checkpoint")
     return Section(
-        "Head scores per checkpoint", figure_fragment(fig, ctx.assets, "One line per head, one panel per score.")
+        "Head scores per checkpoint",
+        figure_fragment(
+            fig,
+            ctx.assets,
+            "One line per head and score (colour: the head; line style: the score, dotted previous-token, "
+            "solid prefix-matching, dashed OV copying), at the checkpoints around the point of emergence. "
+            "Click a legend entry to hide a line; double-click to show one head alone.",
+        ),
     )
 
 
@@ -332,55 +393,23 @@ RUN_SECTIONS: list[Callable] = [
 ]
 
 
-#: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
-#: column names): words that wrap between one another, never inside one.
-SUMMARY_HEADERS = {
-    "prepend_bos": "BOS prepended",
-    "pre_step": "pre step",
-    "post_step": "post step",
-    "n_evaluations": "checkpoints evaluated",
-    "value_pre": "pre value",
-    "value_post": "post value",
-    "top_head": "top head",
-    "top_delta": "top Δ",
-    "recovered_top2": "recovered by top 2",
-    "prescreen_spearman": "pre-screen ρ",
-    "prescreen_top2_found": "pre-screen found top 2",
-    "jump_too_small": "jump below 3 s.e.",
-}
-
-
-#: Summary columns that, when every row of a page's table holds the same value, are stated once
-#: above the table instead of repeated in a column (the table then fits a 1280 px page).
-SHARED_SUMMARY_COLUMNS = ("task", "prepend_bos", "metric", "unit")
-
-
-def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
-    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`);
-    with several rows, the columns of :data:`SHARED_SUMMARY_COLUMNS` that hold one value in every
-    row are named once in a line above the table."""
-    shared = {}
-    if len(summary) > 1:
-        for column in SHARED_SUMMARY_COLUMNS:
-            if column in summary and summary[column].astype(str).nunique() == 1:
-                shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
-        summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
-    note = (
-        (
-            "<p class='el-caption'>Every row: "
-            + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}" for k, v in shared.items())
-            + ".</p>"
-        )
-        if shared
-        else ""
-    )
-    return note + table_fragment(summary.rename(columns=SUMMARY_HEADERS), caption=caption)
-
-
 def summary_section(report, ctx: ReportContext) -> Section | None:
-    """The summary table, one row per run, and what its columns mean."""
+    """The summary table, one row per run, and what its columns mean (folded: one click opens it)."""
     legend = report.legend() if hasattr(report, "legend") else getattr(report, "summary_legend", "")
-    return Section("Summary", summary_fragment(report.summary(), caption=legend))
+    folded = f"<details class='el-caption'><summary>What the columns mean</summary>{legend}</details>" if legend else ""
+    return Section("Summary", summary_fragment(report.summary()) + folded)
+
+
+def findings_section(report, ctx: ReportContext) -> Section | None:
+    """What the report found, per claim of the paper, computed from its tables
+    (:func:`interp.report.findings.findings`; ``report.findings()`` when the report has it)."""
+    from interp.report.findings import findings, findings_html
+
+    if hasattr(report, "findings"):
+        lines = report.findings()
+    else:
+        lines = findings(report.points, report.summary(), threshold=ctx.threshold)
+    return Section("Findings", findings_html(lines)) if lines else None
 
 
 def overview_section(report, ctx: ReportContext) -> Section | None:
@@ -393,22 +422,41 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
     for task in tasks:
         e = emergence if task is None else emergence[emergence["task"] == task]
         p = points if task is None else points[points["task"] == task]
-        fig = capability_figure(e, p, threshold=ctx.threshold)
+        totals = {(r.model, r.seed): searchable_count(r) for r in report.runs}
+        fig = capability_figure(e, p, threshold=ctx.threshold, totals=totals)
         if len(tasks) > 1:
             fig.update_layout(title=f"Task {task}: capability of every run")
         parts.append(
             figure_fragment(
                 fig,
                 ctx.assets,
-                "One line per seed; ★ marks the post step of each run's point "
-                "of emergence." + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else ""),
+                "One line per seed (points only for a run found by bisection: its evaluated checkpoints); ★ marks "
+                "the post step of each run's point of emergence."
+                + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else ""),
             )
         )
     return Section("Capability of every run", "\n".join(parts))
 
 
 #: Sections shown once per page, before the runs.
-PAGE_SECTIONS: list[Callable] = [summary_section, overview_section]
+PAGE_SECTIONS: list[Callable] = [findings_section, summary_section, overview_section]
+
+
+def fraction_bound(runs: Sequence) -> float | None:
+    """Largest finite |delta / jump| over the ``runs`` whose jump stands above its noise (every
+    run when none does): one colour range, in fractions of each run's jump, for the page's
+    heatmaps; None when no run has a jump (the heatmaps then stay in metric units)."""
+    fractions, noisy = [], []
+    for r in runs:
+        delta, jump = getattr(r, "delta", None), run_jump(r)
+        if delta is None or jump is None:
+            continue
+        values = np.abs(_as_array(delta) / jump)
+        if not np.isfinite(values).any():
+            continue
+        (noisy if _jump_note(r) else fractions).append(float(np.nanmax(values)))
+    chosen = fractions or noisy
+    return max(chosen) or 1.0 if chosen else None
 
 
 def delta_p_bound(runs: Sequence) -> float:
@@ -465,6 +513,13 @@ def report_body(report, ctx: ReportContext) -> str:
     return "\n".join(parts)
 
 
+def page_context(runs: Sequence, assets: Assets, threshold: float) -> ReportContext:
+    """The shared context of a page of ``runs``: the absolute and the jump-relative colour ranges."""
+    return ReportContext(
+        assets=assets, threshold=threshold, delta_p_bound=delta_p_bound(runs), fraction_bound=fraction_bound(runs)
+    )
+
+
 def report_page(report) -> str:
     """The whole self-contained report page for a main-job report (:func:`page_html`).
 
@@ -474,7 +529,7 @@ def report_page(report) -> str:
     """
 
     def body(assets: Assets) -> str:
-        ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
+        ctx = page_context(report.runs, assets, report.threshold)
         return report_body(report, ctx)
 
     return page_html(report.title, body)
@@ -500,7 +555,7 @@ def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]], inline_pl
 
 def report_fragment(report, assets: Assets) -> str:
     """The report's content for a notebook output (libraries from ``assets``, once per page)."""
-    ctx = ReportContext(assets=assets, threshold=report.threshold, delta_p_bound=delta_p_bound(report.runs))
+    ctx = page_context(report.runs, assets, report.threshold)
     return f"<div class='el-report'>{style_tag()}<h2>{html.escape(report.title)}</h2>{report_body(report, ctx)}</div>"
 
 

@@ -330,8 +330,8 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         figs.append({"id": div_id, "marker": marker})
     spec = {**data.payload(max_chars), "figs": figs}
     precision = (
-        f"Attention is stored to 1/{spec['levels']} (±{0.5 / spec['levels']:.3f})"
-        + ("" if spec["levels"] == LEVELS else " to keep the page light")
+        f"Attention is shown to 1/{spec['levels']} of a probability (±{0.5 / spec['levels']:.3f})"
+        + ("" if spec["levels"] == LEVELS else " to keep the page light (emergence scrub keeps more)")
         + "."
     )
     library = assets.require("plotly") + assets.require("scrubber")

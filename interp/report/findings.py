@@ -1,0 +1,349 @@
+"""The answer first: what a main-job report found, per claim of the paper, in a few sentences
+computed from its tables (never typed by hand).
+
+Baherwani et al. 2026 make two claims a main-job report can test (``/work/shared/PAPER.md``):
+
+1. the capability appears at a seed-dependent step, or never (``points``);
+2. when it appears, patching the attention patterns of a few heads from post into pre recovers
+   most of the jump (``summary``: the share recovered by the top 2 heads, with its 95 % bootstrap
+   interval, and whether the jump stands above its noise).
+
+A run whose jump is below 3 standard errors of the paired per-prompt difference
+(``jump_too_small``) is named as too noisy to say, never counted for or against a claim; a share
+is judged against :data:`MOST` by its interval (it holds when the interval's lower end is at or
+above it, does not hold when the upper end is below it, and is undecided otherwise).
+
+:func:`findings` reads the tables :class:`interp.main_job_report.MainJobReport` gives
+(``points``, ``summary()``); the report's first section and the CLI's lines under its summary
+table print them (:func:`findings_html`, ``MainJobReport.findings()``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from interp.core.html_fragments import table_fragment
+from interp.core.terms import DEFAULT_HOLD, rule_text
+from interp.sources.catalogue import run_label
+
+__all__ = [
+    "MOST",
+    "NOISY",
+    "SHARED_SUMMARY_COLUMNS",
+    "SUMMARY_HEADERS",
+    "findings",
+    "findings_html",
+    "interval_text",
+    "summary_display",
+    "summary_fragment",
+    "summary_legend",
+]
+
+#: "Most of the jump": the share the top 2 heads must recover for claim 2 to hold on a run.
+MOST = 0.5
+
+
+#: The mark a share or an effect carries when its run's jump is below 3 standard errors.
+NOISY = "⚠ noisy"
+
+
+def interval_text(value, lo=None, hi=None, digits: int = 3, signed: bool = False, noisy: bool = False) -> str:
+    """``value [lo, hi]`` for a table cell (``—`` when the value is missing; the bounds left out
+    when missing), followed by :data:`NOISY` when ``noisy``: every printed share or effect
+    carries its interval and the noise flag."""
+    if value is None or pd.isna(value):
+        return "—"
+    spec = f"{'+' if signed else ''}.{digits}f"
+    text = format(float(value), spec)
+    if lo is not None and hi is not None and pd.notna(lo) and pd.notna(hi):
+        text += f" [{format(float(lo), spec)}, {format(float(hi), spec)}]"
+    return text + (f" {NOISY}" if noisy else "")
+
+
+def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summary()`` for reading: ``top_delta`` and ``recovered_top2`` as text cells with their
+    95 % interval (:func:`interval_text`), ``jump`` as ``jump ± s.e.``; ``recovered_top2`` and
+    ``jump`` carry the noise mark where ``jump_too_small``, whose own column is then folded in,
+    as are the bound columns; pre → post step and value as one cell each; the pre-screen's
+    top-2 flag left to ``summary()`` and the CSVs (the page's table fits 1280 px)."""
+    out = summary.copy()
+    noisy = out["jump_too_small"].fillna(False).astype(bool) if "jump_too_small" in out else pd.Series(False, out.index)
+    if "top_delta" in out:
+        out["top_delta"] = [
+            interval_text(r.get("top_delta"), r.get("top_delta_lo"), r.get("top_delta_hi"), signed=True)
+            for _, r in out.iterrows()
+        ]
+    if "recovered_top2" in out:
+        out["recovered_top2"] = [
+            interval_text(r.get("recovered_top2"), r.get("recovered_top2_lo"), r.get("recovered_top2_hi"), 2, noisy=n)
+            for (_, r), n in zip(out.iterrows(), noisy)
+        ]
+    if "jump" in out:
+        out["jump"] = [
+            "—"
+            if r.get("jump") is None or pd.isna(r.get("jump"))
+            else f"{r['jump']:.3f}"
+            + (f" ± {r['jump_se']:.3f}" if pd.notna(r.get("jump_se")) else "")
+            + (f" {NOISY}" if n else "")
+            for (_, r), n in zip(out.iterrows(), noisy)
+        ]
+    if {"pre_step", "post_step"} <= set(out.columns):
+        out.insert(
+            list(out.columns).index("pre_step"),
+            "steps",
+            [_arrow(a, b, "{:.0f}") for a, b in zip(out["pre_step"], out["post_step"])],
+        )
+    if {"value_pre", "value_post"} <= set(out.columns):
+        out.insert(
+            list(out.columns).index("value_pre"),
+            "values",
+            [_arrow(a, b, "{:.3f}") for a, b in zip(out["value_pre"], out["value_post"])],
+        )
+    columns = ["top_delta_lo", "top_delta_hi", "recovered_top2_lo", "recovered_top2_hi", "jump_se"]
+    columns += ["pre_step", "post_step", "value_pre", "value_post", "prescreen_top2_found"]
+    return out.drop(columns=[*columns, *(["jump_too_small"] if "jump" in out else [])], errors="ignore")
+
+
+def _arrow(a, b, spec: str) -> str:
+    """``a → b`` for a table cell (``—`` for a missing end)."""
+
+    def one(x) -> str:
+        return "—" if x is None or pd.isna(x) else spec.format(float(x))
+
+    return f"{one(a)} → {one(b)}"
+
+
+def _share(value, lo, hi) -> str:
+    """``0.13 [0.09, 0.17]``, or ``0.65 (no interval)`` when the bounds are missing."""
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return f"{value:.2f} (no interval)"
+    return f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _names(labels: Sequence[str]) -> str:
+    return ", ".join(labels)
+
+
+def _claim_one(points: pd.DataFrame, threshold: float, hold: int) -> str:
+    """Claim 1 from ``points`` (one task's rows): how many runs emerged, and at which steps per model."""
+    n, emerged = len(points), points[points["emerged"].astype(bool)]
+    parts = []
+    for model, rows in points.groupby("model", sort=False):
+        up = rows[rows["emerged"].astype(bool) & rows["post_step"].notna()]
+        steps = sorted(int(s) for s in up["post_step"])
+        never = [str(int(s)) for s in rows.loc[~rows["emerged"].astype(bool), "seed"]]
+        where = f"post steps {', '.join(map(str, steps))}" if steps else "no post step"
+        if len(rows) < 2:
+            verdict = "one run: a worked example, not a spread"
+        elif len(set(steps)) > 1 or (steps and never):
+            verdict = "the step differs by seed"
+        elif steps and not never:
+            verdict = f"every seed at step {steps[0]}: no spread seen"
+        else:
+            verdict = "no seed emerged"
+        parts.append(
+            f"{model}: {where} over {len(rows)} seed(s)"
+            + (f", never emerged: seed {', '.join(never)}" if never else "")
+            + f" ({verdict})"
+        )
+    medians = (
+        "; median post step per model: "
+        + ", ".join(
+            f"{m} {int(pd.Series(r['post_step'].dropna().astype(int)).median())}"
+            for m, r in emerged.groupby("model", sort=False)
+            if r["post_step"].notna().any()
+        )
+        + " (whether larger models emerge earlier: compare these)"
+        if points["model"].nunique() > 1 and len(emerged)
+        else "; one model size: the size part of the claim is not tested"
+    )
+    return (
+        f"Claim 1 (the capability appears at a seed-dependent step, or never): {len(emerged)} of {n} runs "
+        f"emerged (greedy accuracy ≥ {threshold:g}, held for {hold} checkpoints); " + "; ".join(parts) + medians + "."
+    )
+
+
+def _claim_two(summary: pd.DataFrame) -> str:
+    """Claim 2 from ``summary()`` rows (one task's): the top 2 heads' share, judged by its interval."""
+    patched = summary[summary["recovered_top2"].notna()] if "recovered_top2" in summary else summary.head(0)
+    noisy_mask = patched["jump_too_small"].fillna(False).astype(bool) if "jump_too_small" in patched else False
+    noisy, measurable = patched[noisy_mask], patched[~noisy_mask]
+    holds, fails, undecided = [], [], []
+    shares = []
+    for _, row in measurable.iterrows():
+        lo, hi = row.get("recovered_top2_lo"), row.get("recovered_top2_hi")
+        label = run_label(row["model"], row["seed"])
+        shares.append(f"{label} {_share(row['recovered_top2'], lo, hi)}")
+        if lo is not None and pd.notna(lo) and lo >= MOST:
+            holds.append(label)
+        elif hi is not None and pd.notna(hi) and hi < MOST:
+            fails.append(label)
+        else:
+            undecided.append(label)
+    head = f"Claim 2 (patching the top 2 heads' attention patterns from post into pre recovers most, ≥ {MOST:g}, of the jump): "
+    n = len(measurable)
+    if not n:
+        verdict = "not testable here: no run's jump stands above its noise"
+        if not len(patched):
+            verdict = "not testable here: no run emerged between two checkpoints"
+    else:
+        low, high = measurable["recovered_top2"].min(), measurable["recovered_top2"].max()
+        spread = f"{low:.2f}" if low == high else f"{low:.2f}–{high:.2f}"
+        if len(fails) == n:
+            verdict = f"does not hold on {n} of {n} runs where the jump is measurable: the top 2 recover {spread}"
+        elif len(holds) == n:
+            verdict = f"holds on {n} of {n} runs where the jump is measurable: the top 2 recover {spread}"
+        else:
+            verdict = (
+                f"holds on {len(holds)}, does not hold on {len(fails)} and is undecided (interval across {MOST:g}) "
+                f"on {len(undecided)} of {n} runs where the jump is measurable: the top 2 recover {spread}"
+            )
+        verdict += f" (95 % bootstrap intervals: {'; '.join(shares)})"
+    if len(noisy):
+        verdict += "; too noisy to say (jump below 3 standard errors): " + _names(
+            [
+                f"{run_label(r['model'], r['seed'])} ({_share(r['recovered_top2'], r.get('recovered_top2_lo'), r.get('recovered_top2_hi'))})"
+                for _, r in noisy.iterrows()
+            ]
+        )
+    not_patched = summary[~summary.index.isin(patched.index)]
+    if len(not_patched):
+        verdict += "; not patched (no point of emergence between two checkpoints): " + _names(
+            [run_label(r["model"], r["seed"]) for _, r in not_patched.iterrows()]
+        )
+    return head + verdict + "."
+
+
+def findings(points: pd.DataFrame, summary: pd.DataFrame, threshold: float = 0.5, hold: int = 2) -> list[str]:
+    """One sentence per claim of the paper (and per task when there are several), from the tables.
+
+    Args:
+        points: ``points.csv`` rows (``POINTS_COLUMNS``: model, seed, task, pre_step, post_step,
+            emerged, ...).
+        summary: ``MainJobReport.summary()`` rows (model, seed, task, recovered_top2 with
+            recovered_top2_lo / _hi, jump_too_small, ...).
+        threshold, hold: the point-of-emergence rule the runs used (fraction; checkpoints).
+
+    Returns:
+        Plain-text sentences (claim 1, then claim 2, for each task); empty for an empty report.
+    """
+    if not len(points):
+        return []
+    tasks = list(dict.fromkeys(points["task"])) if "task" in points else [None]
+    lines = []
+    for task in tasks:
+        p = points if task is None else points[points["task"] == task]
+        s = summary if task is None or "task" not in summary else summary[summary["task"] == task]
+        prefix = f"Task {task}: " if len(tasks) > 1 else ""
+        lines += [prefix + _claim_one(p, threshold, hold), prefix + _claim_two(s.reset_index(drop=True))]
+    return lines
+
+
+#: The verdict words of a finding, bold on the page (matched in the escaped text: they hold no markup).
+VERDICTS = re.compile(
+    r"(does not hold on \d+ of \d+ runs|holds on \d+ of \d+ runs|holds on \d+, does not hold on \d+|"
+    r"not testable here|too noisy to say|the step differs by seed|no spread seen)"
+)
+
+
+def _verdicts_bold(escaped: str) -> str:
+    return VERDICTS.sub(r"<b>\1</b>", escaped)
+
+
+def findings_html(lines: Sequence[str]) -> str:
+    """The findings box of a report page: the sentences as a list (text escaped: run names and
+    task names are data)."""
+    if not lines:
+        return ""
+    items = "".join(f"<li>{_verdicts_bold(html.escape(line))}</li>" for line in lines)
+    return (
+        "<div class='el-findings' role='note'><ul>"
+        + items
+        + "</ul><p class='el-caption'>Computed from the tables of this report (points.csv, the summary "
+        "below, topk.csv): shares with their 95 % bootstrap interval over prompts; a run whose jump is below "
+        "3 standard errors is named as too noisy, never counted for or against a claim.</p></div>"
+    )
+
+
+#: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
+#: column names): words that wrap between one another, never inside one.
+SUMMARY_HEADERS = {
+    "prepend_bos": "BOS prepended",
+    "pre_step": "pre step",
+    "post_step": "post step",
+    "steps": "pre → post step",
+    "values": "pre → post value",
+    "n_evaluations": "checkpoints evaluated",
+    "value_pre": "pre value",
+    "value_post": "post value",
+    "top_head": "top head",
+    "top_delta": "top Δ [95 % CI]",
+    "recovered_top2": "recovered by top 2 [95 % CI]",
+    "jump": "jump ± s.e.",
+    "prescreen_spearman": "pre-screen ρ",
+    "prescreen_top2_found": "pre-screen found top 2",
+    "jump_too_small": "jump below 3 s.e.",
+}
+
+
+#: Summary columns that, when every row of a page's table holds the same value, are stated once
+#: above the table instead of repeated in a column (the table then fits a 1280 px page).
+SHARED_SUMMARY_COLUMNS = ("task", "prepend_bos", "metric", "unit")
+
+
+def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
+    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`);
+    with several rows, the columns of :data:`SHARED_SUMMARY_COLUMNS` that hold one value in every
+    row are named once in a line above the table."""
+    shared = {}
+    if len(summary) > 1:
+        for column in SHARED_SUMMARY_COLUMNS:
+            if column in summary and summary[column].astype(str).nunique() == 1:
+                shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
+        summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
+    note = (
+        (
+            "<p class='el-caption'>Every row: "
+            + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}" for k, v in shared.items())
+            + ".</p>"
+        )
+        if shared
+        else ""
+    )
+    return note + table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
+
+
+def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
+    """What the summary table's columns mean, by the headers the page shows
+    (:data:`interp.report.page.SUMMARY_HEADERS`): the point-of-emergence rule with ``hold`` filled
+    in, and the metrics of its rows named from the registry (:mod:`interp.core.metrics`)."""
+    from interp.core.metrics import metric_spec
+
+    names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
+    described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
+    label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
+    return (
+        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
+        "with a BOS token). "
+        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
+        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
+        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
+        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
+        f"<b>metric</b>, <b>unit</b>: what pre → post value, jump, top Δ and recovered measure ({described}). "
+        "<b>pre → post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
+        "value, ± its standard error (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
+        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
+        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
+        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
+        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
+        "<b>pre-screen found top 2</b> (in report.summary() and the CSVs): whether the exact top 2 heads are the estimate's top 2. "
+        "<b>⚠ noisy</b> (<code>jump_too_small</code>): the jump is below 3 standard errors of the paired "
+        "per-prompt difference (the shares of it divide by noise); [95 % CI]: percentile bootstrap over prompts. In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
+        "post_step, monotone, n_evaluations, value_pre, value_post, jump, jump_se, top_head, top_delta (top_delta_lo, "
+        "top_delta_hi), recovered_top2 (recovered_top2_lo, recovered_top2_hi), "
+        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
+    )
