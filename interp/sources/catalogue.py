@@ -18,6 +18,7 @@ import hashlib
 import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from interp.core.io import cache_root
 
@@ -269,9 +270,9 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
         steps = max(budgets)
     else:
         raise ValueError("suite spec: 'steps' is missing; give it, or a steps budget on every size")
-    defaults = {f.name: f.default for f in fields(SuiteConfig)}
+    defaults: dict[str, Any] = {f.name: f.default for f in fields(SuiteConfig)}
     defaults["checkpoint_every"] = 100  # required: no default in the dataclass; an int
-    settings = {}
+    settings: dict[str, Any] = {}
     for key in settable:
         if key in spec and key not in ("steps",):
             value, default = spec[key], defaults[key]
