@@ -117,13 +117,26 @@ def blocks(cfg, seeds_per_block: int) -> list[list[tuple]]:
 
 def train_and_keep(cfg, jobs: int | None, seeds_per_block: int, kept: Path = KEPT, train_only: bool = False) -> int:
     """Train and evaluate every run whose curve is not kept, block by block; returns how many
-    curves were added."""
+    curves were added. ``jobs=0``: evaluate the runs the cache already holds, train none."""
     from interp.core.io import atomic_to_csv
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
 
     read_kept_curves(kept)  # removes damaged files first, so that their runs are redone
     added = 0
+    if jobs == 0:  # evaluate the runs already trained in the cache; train nothing
+        from interp.sources.catalogue import suite_dir
+
+        for size in cfg.sizes:
+            for seed in cfg.seeds:
+                run = run_name(size, seed)
+                folder = suite_dir(cfg) / run
+                if (folder / "suite.json").is_file() and not kept_curve(run, kept).is_file():
+                    kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
+                    atomic_to_csv(evaluate_run(folder, cfg, size, seed), kept_curve(run, kept))
+                    added += 1
+                    print(f"{run}: kept its curve", flush=True)
+        return added
     for block in blocks(cfg, seeds_per_block):
         todo = {
             run_name(size, seed): (size, seed)
@@ -188,7 +201,12 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m analyses.population", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
-    parser.add_argument("--jobs", type=int, default=None, help="training worker processes (default: the CPU count)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="training worker processes (default: the CPU count; 0: evaluate the runs already trained, train none)",
+    )
     parser.add_argument("--seeds-per-block", type=int, default=2)
     parser.add_argument("--finished-only", action="store_true", help="statistics of the kept curves; train nothing")
     parser.add_argument("--train-only", action="store_true", help="train the runs; evaluate nothing")
