@@ -1,0 +1,74 @@
+"""The population entry (analyses/population.py): its blocks of seeds, its kept curves and the
+docs block it writes, on a constructed curves table (no training)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analyses import population as entry
+from interp.population.tables import population_from_curves
+from interp.sources.catalogue import load_suite_spec
+
+
+def test_blocks_give_every_arm_its_seeds_in_turn():
+    cfg = load_suite_spec("population")
+    blocks = entry.blocks(cfg, 2)
+    assert len(blocks) == 12 and all(len(block) == 10 for block in blocks)
+    assert [(size.name, seed) for size, seed in blocks[0][:5]] == [
+        ("neox-2l-64d-1h", 0),
+        ("neox-2l-64d-2h", 0),
+        ("neox-2l-64d-4h", 0),
+        ("neox-2l-64d-8h", 0),
+        ("neox-2l-128d-4h", 0),
+    ]
+    assert sorted(seed for _, seed in blocks[-1]) == [22] * 5 + [23] * 5
+
+
+def _curve(arm: str, n_heads: int, seed: int, crossing: int | None, budget: int = 400) -> pd.DataFrame:
+    steps = np.arange(0, budget + 1, 100)
+    accuracy = np.where(steps >= crossing, 0.9, 0.1) if crossing is not None else np.full(len(steps), 0.1)
+    return pd.DataFrame(
+        dict(
+            arm=arm,
+            run=f"{arm}-seed{seed}",
+            seed=seed,
+            n_layers=2,
+            d_model=64,
+            n_heads=n_heads,
+            d_head=64 // n_heads,
+            budget=budget,
+            step=steps,
+            accuracy=accuracy,
+            p_answer=accuracy / 2,
+        )
+    )[entry.curve_columns()]
+
+
+def test_kept_curves_round_trip_and_a_damaged_one_is_redone(tmp_path, capsys):
+    curves = [_curve("a", 1, 0, 200), _curve("a", 1, 1, None), _curve("b", 2, 0, 100)]
+    for curve in curves:
+        path = entry.kept_curve(curve["run"].iloc[0], tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        curve.to_csv(path, index=False)
+    entry.kept_curve("a-seed1", tmp_path).write_text("arm,run\nhalf")  # cut short
+    table = entry.read_kept_curves(tmp_path)
+    assert sorted(table["run"].unique()) == ["a-seed0", "b-seed0"]
+    assert not entry.kept_curve("a-seed1", tmp_path).exists()  # removed: its run is evaluated again
+    assert "a-seed1.csv is not a whole curve" in capsys.readouterr().out
+
+
+def test_docs_block_states_the_tables():
+    curves = pd.concat(
+        [_curve("a", 1, s, c) for s, c in enumerate([200, 300, None])]
+        + [_curve("b", 2, s, c) for s, c in enumerate([100, 100, 200])],
+        ignore_index=True,
+    )
+    result = population_from_curves(curves, threshold=0.5, hold=2, reference="a")
+    block = entry.docs_block(result, 120, "the rest not trained yet")
+    assert block.startswith("Runs evaluated: 6 of the spec's 120 (the rest not trained yet).")
+    # E = the post step held for 2 checkpoints; a run that never crosses is censored at 400
+    assert list(result.runs.sort_values(["arm", "seed"])["E"].fillna(-1)) == [200, 300, -1, 100, 100, 200]
+    assert "| a | 1 | 64 | 3 | 2 | " in block and "| b | 2 | 32 | 3 | 3 | 100 (" in block
+    for line in result.findings:
+        assert f"- {line}" in block
