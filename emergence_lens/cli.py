@@ -67,6 +67,10 @@ class RootGroup(TyperGroup):
     """Eager commands from :mod:`interp.cli`, lazy ones from :data:`LAZY_COMMANDS`, and the one
     error handler (in :meth:`invoke`, so it covers every command and sub-command)."""
 
+    def main(self, *args, **kwargs):
+        _help_width()
+        return super().main(*args, **kwargs)
+
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return super().list_commands(ctx) + [n for n in LAZY_COMMANDS if n not in self.commands]
 
@@ -113,19 +117,19 @@ def _command_path(words: list[str]) -> str:
 def _help_width() -> None:
     """Help read through a pipe or a file (``emergence run --help | less``, a notebook cell) keeps
     120 columns instead of rich's 80 (``run --help``: 127 lines at 80); a terminal keeps its own
-    width, and ``TERMINAL_WIDTH`` or ``COLUMNS`` still decide when set."""
+    width, and ``TERMINAL_WIDTH`` or ``COLUMNS`` still decide when set. Decided at each call
+    (:meth:`RootGroup.main`), from the environment and the standard output of that call."""
     import os
     import sys
 
     import typer.rich_utils as rich_utils
 
-    if rich_utils.MAX_WIDTH is None and "COLUMNS" not in os.environ and not sys.stdout.isatty():
-        rich_utils.MAX_WIDTH = HELP_WIDTH
+    piped = not ("COLUMNS" in os.environ or "TERMINAL_WIDTH" in os.environ or sys.stdout.isatty())
+    rich_utils.MAX_WIDTH = HELP_WIDTH if piped else None
 
 
 #: Columns of ``--help`` when stdout is not a terminal.
 HELP_WIDTH = 120
-_help_width()
 
 app = typer.Typer(
     cls=RootGroup,

@@ -518,10 +518,13 @@ def scan_emergence(
 MIN_ACCURACY_PROMPTS = 20
 
 
-def warn_few_prompts(batch: TaskBatch, model_id: str | None = None) -> None:
+def warn_few_prompts(batch: TaskBatch | None, model_id: str | None = None) -> None:
     """A ``RuntimeWarning`` when ``batch`` holds fewer than :data:`MIN_ACCURACY_PROMPTS` prompts:
     the point of emergence then rests on a greedy accuracy too coarse to cross a threshold
-    meaningfully (``emergence run`` and ``bisect`` print it as a ``warning:`` line)."""
+    meaningfully (``emergence run`` and ``bisect`` print it as a ``warning:`` line). Nothing to
+    count when ``batch`` is None (an evaluator of its own scores the steps)."""
+    if batch is None:
+        return
     n = int(batch.tokens.shape[0])
     if n < MIN_ACCURACY_PROMPTS:
         warnings.warn(

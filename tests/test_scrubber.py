@@ -202,10 +202,10 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
         "task",
         "BOS prepended",
         "emerged",
-        "pre step",
-        "post step",
+        "pre → post step",
         "monotone",
         "checkpoints evaluated",
+        "pre → post value",
     ]
     assert "overflow-wrap:anywhere" not in display.STYLE
     two_models = report.emergence.assign(model="a")
