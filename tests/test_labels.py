@@ -38,6 +38,10 @@ def test_a_bare_embedded_run_name_suggests_the_name_that_works():
         _check_sources(["neox-2l-128d-seed2"])
     with pytest.raises(ValueError, match="expected a Pythia"):
         _check_sources(["no-such-thing"])
+    import emergence_lens as el  # the Python door answers the same, before anything loads
+
+    with pytest.raises(ValueError, match=r"did you mean 'embedded-quick/neox-2l-64d-seed1'|did you mean 'embedded/"):
+        el.open_source("neox-2l-64d-seed1")
 
 
 def test_report_title_names_its_runs():

@@ -150,28 +150,12 @@ def _metric(metric: str | None) -> str | None:
 
 
 def _check_sources(names: list[str]) -> None:
-    """Every name is a source (:func:`interp.sources.door.check_source_name`); a bare embedded run
-    name (``neox-2l-128d-seed2``) is refused with the name that works (``embedded/neox-2l-128d-seed2``)."""
+    """Every name is a source (:func:`interp.sources.door.check_source_name`, which answers a bare
+    embedded run name such as ``neox-2l-128d-seed2`` with the name that works)."""
     from interp.sources.door import check_source_name
 
     for name in names:
-        try:
-            check_source_name(name)
-        except ValueError as err:
-            meant = _embedded_meant(name)
-            if meant is None:
-                raise
-            raise ValueError(f"unknown checkpoint source {name!r}; did you mean {meant!r}?") from err
-
-
-def _embedded_meant(name: str) -> str | None:
-    """``embedded/<name>`` or ``embedded-quick/<name>`` when ``name`` is a bare run of an embedded suite."""
-    from interp.sources.catalogue import embedded_source_names
-
-    for prefix in ("embedded/", "embedded-quick/"):
-        if prefix + name in embedded_source_names():
-            return prefix + name
-    return None
+        check_source_name(name)
 
 
 def _parse_steps(text: str) -> list[int]:

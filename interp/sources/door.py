@@ -53,7 +53,19 @@ def check_source_name(name: str) -> int:
         return 1
     if is_hub_id(name.partition(":")[0]):  # ID:SERIES picks a series of step-named branches
         return 1
-    raise ValueError(f"unknown checkpoint source {name!r}: expected {VALID_NAMES}")
+    raise ValueError(unknown_source_message(name, VALID_NAMES))
+
+
+def unknown_source_message(name: str, valid: str) -> str:
+    """The one line refusing an unknown source name: the name that works when ``name`` is a bare
+    run of an embedded suite (``neox-2l-128d-seed2`` -> ``embedded/neox-2l-128d-seed2``), else the
+    valid forms."""
+    from interp.sources.catalogue import embedded_source_names
+
+    for prefix in ("embedded/", "embedded-quick/"):
+        if prefix + name in embedded_source_names():
+            return f"unknown checkpoint source {name!r}; did you mean {prefix + name!r}?"
+    return f"unknown checkpoint source {name!r}: expected {valid}"
 
 
 def check_one_run(name: str, what: str) -> None:
@@ -187,7 +199,7 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         if colon:
             kwargs = {**kwargs, "series": series}
         return HubSource(model_id, **kwargs)
-    raise ValueError(f"unknown checkpoint source {text!r}: expected {_VALID_SPECS}")
+    raise ValueError(unknown_source_message(text, _VALID_SPECS))
 
 
 def zoomed_steps(name: str) -> list[int]:
