@@ -1,0 +1,186 @@
+"""``emergence download`` / :func:`interp.sources.download.download` against a hub served on
+127.0.0.1 (:mod:`tests.fake_hub`): huggingface_hub's own download code runs, and the cache it fills
+is then read offline by ``open_source`` (issue 43, item 7)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from interp.sources import CheckpointError, CorruptCheckpointError, HubUnavailableError
+from interp.sources.common import PYTHIA_STEPS
+from interp.sources.download import download, grid_steps, plan_download
+from tests.conftest import TINY_REPO, save_byte_tokenizer, save_tiny_neox
+from tests.fake_hub import FakeHub
+
+STEPS = (0, 1, 2, 4, 8)  # the first five of Pythia's schedule
+
+
+@pytest.fixture(scope="module")
+def repo_files(tmp_path_factory) -> dict[str, dict[str, bytes]]:
+    """Per branch the files a Pythia step branch has: config, tokenizer, safetensors weights and
+    the pickle copy beside them (which is not fetched)."""
+    root = tmp_path_factory.mktemp("fake_hub_models")
+    tokenizer = {p.name: p.read_bytes() for p in save_byte_tokenizer(root / "tok").iterdir()}
+    branches = {}
+    for step in STEPS:
+        folder = save_tiny_neox(root / f"m{step}", seed=step)
+        files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+        files["pytorch_model.bin"] = b"pickle bytes that must not be fetched " + bytes([step])
+        branches[f"step{step}"] = {**files, **tokenizer}
+    return branches
+
+
+@pytest.fixture
+def hub(repo_files, monkeypatch):
+    """The fake hub serving TINY_REPO, huggingface_hub pointed at it, online."""
+    from huggingface_hub import constants
+
+    fake = FakeHub()
+    for branch, files in repo_files.items():
+        fake.add(TINY_REPO, branch, files)
+    fake.add(TINY_REPO, "main", repo_files["step8"])
+    url = fake.start()
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    yield fake
+    fake.stop()
+
+
+def fetched_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {name: data for name, data in files.items() if name != "pytorch_model.bin"}
+
+
+def test_grid_steps_spread_evenly_by_position():
+    grid = grid_steps(PYTHIA_STEPS, 30)
+    assert len(grid) == len(set(grid)) == 30 and grid[0] == 0 and grid[-1] == 143000
+    assert grid == sorted(grid)
+    gaps = [PYTHIA_STEPS.index(b) - PYTHIA_STEPS.index(a) for a, b in zip(grid, grid[1:], strict=False)]
+    assert set(gaps) <= {5, 6}  # 153 positions in 29 gaps of 5 or 6
+    assert grid_steps([0, 1, 2, 4, 8], 3) == [0, 2, 8]
+    assert grid_steps([0, 1, 2, 4, 8], 5) == [0, 1, 2, 4, 8]
+    assert grid_steps([0, 1, 2, 4, 8], 2) == [0, 8]
+
+
+def test_download_then_the_source_opens_offline(hub, repo_files, tmp_path, hub_cache_env):
+    lines: list[str] = []
+    plan = download(TINY_REPO, steps=[4, 1], cache_dir=tmp_path, progress=False, echo=lines.append)
+    assert plan.steps == [1, 4] and [r.status for r in plan.revisions] == ["fetched", "fetched"]
+    # sizes shown before downloading: per revision and in all, the pickle copy left out
+    sizes = {b: sum(len(d) for d in fetched_files(repo_files[b]).values()) for b in ("step1", "step4")}
+    assert [r.total_bytes for r in plan.revisions] == [sizes["step1"], sizes["step4"]]
+    assert lines[0].startswith("step       1  step1") and "to fetch" in lines[0]
+    assert lines[2].startswith(f"{TINY_REPO}: 2 of 5 checkpoint revisions")
+    assert plan.missing_bytes == 0 and plan.total_bytes == sizes["step1"] + sizes["step4"]
+    assert lines[-1].endswith(f"HF_HUB_OFFLINE=1 HF_HUB_CACHE={tmp_path} emergence run {TINY_REPO}")
+    assert not hub.gets("pytorch_model.bin") and len(hub.gets("model.safetensors")) == 2
+
+    hub_cache_env(tmp_path)  # offline from here: no network, the cache only
+    from interp.sources import open_source
+
+    source = open_source(TINY_REPO)
+    assert source.available_steps() == [1, 4]
+    weights = repo_files["step4"]["model.safetensors"]
+    assert source.digest(4) == hashlib.sha256(weights).hexdigest()
+    checkpoint = source.load(4, device="cpu")
+    assert (checkpoint.step, checkpoint.revision) == (4, "step4")
+    assert source.tokenizer()("ab")["input_ids"] == [97, 98]
+
+
+def test_an_interrupted_download_continues_and_skips_what_is_complete(hub, tmp_path):
+    hub.fail.add(("step4", "model.safetensors"))
+    with pytest.raises(HubUnavailableError) as error:
+        download(TINY_REPO, steps=[1, 4], cache_dir=tmp_path, progress=False, echo=None)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(f"download stopped at branch step4 (1 of 2 revisions complete) of {TINY_REPO}: ")
+    assert message.endswith("run the same command again: it keeps every file already fetched and continues")
+
+    hub.fail.clear()
+    hub.log.clear()
+    lines: list[str] = []
+    plan = download(TINY_REPO, steps=[1, 4], cache_dir=tmp_path, progress=False, echo=lines.append)
+    assert lines[0].endswith("in the cache") and "to fetch" in lines[1]
+    assert [r.status for r in plan.revisions] == ["complete", "fetched"]
+    commit1 = hub.repos[TINY_REPO]["step1"][0]
+    assert not [p for p in hub.gets() if f"/{commit1}/" in p or "/step1/" in p]  # step1: nothing fetched again
+    assert hub.gets("model.safetensors") and all("step1" not in p for p in hub.gets())
+
+
+def test_a_damaged_file_is_named_and_fetched_again(hub, repo_files, tmp_path):
+    hub.damage[("step2", "model.safetensors")] = 1  # served damaged once
+    lines: list[str] = []
+    plan = download(TINY_REPO, steps=[2], cache_dir=tmp_path, progress=False, echo=lines.append)
+    assert plan.revisions[0].status == "fetched (re-fetched damaged: model.safetensors)"
+    damaged = [line for line in lines if line.startswith("damaged:")]
+    assert len(damaged) == 1 and damaged[0].startswith(f"damaged: {TINY_REPO} step2/model.safetensors (")
+    commit = plan.revisions[0].commit
+    snapshot = tmp_path / "models--EleutherAI--pythia-14m-seed3" / "snapshots" / commit
+    assert (snapshot / "model.safetensors").read_bytes() == repo_files["step2"]["model.safetensors"]
+
+    # damaged in the cache (same size, one byte changed): found by the hash, named, fetched again
+    config = (snapshot / "config.json").resolve()
+    config.write_bytes(b"{" + config.read_bytes()[1:].replace(b'"', b"'", 1))
+    hub.log.clear()
+    lines.clear()
+    plan = download(TINY_REPO, steps=[2], cache_dir=tmp_path, progress=False, echo=lines.append)
+    assert plan.revisions[0].status == "complete (re-fetched damaged: config.json)"
+    assert [line.split(" (")[0] for line in lines if line.startswith("damaged:")] == [
+        f"damaged: {TINY_REPO} step2/config.json"
+    ]
+    assert [p.rsplit("/", 1)[1] for p in hub.gets()] == ["config.json"]
+    assert (snapshot / "config.json").read_bytes() == repo_files["step2"]["config.json"]
+
+    hub.damage[("step0", "model.safetensors")] = 2  # damaged on every try: refused, never trusted
+    with pytest.raises(CorruptCheckpointError, match=r"^EleutherAI/pythia-14m-seed3 step0/model.safetensors: digest"):
+        download(TINY_REPO, steps=[0], cache_dir=tmp_path, progress=False, echo=None)
+
+
+def test_grid_and_all_and_the_cli(hub, tmp_path):
+    plan = plan_download(TINY_REPO, grid=3, cache_dir=tmp_path)
+    assert plan.steps == [0, 2, 8] and plan.missing_bytes == plan.total_bytes > 0
+    assert plan_download(TINY_REPO, cache_dir=tmp_path).steps == list(STEPS)
+    assert not hub.gets()  # planning downloads nothing
+
+    from emergence_lens.cli import app
+
+    result = CliRunner().invoke(app, ["download", TINY_REPO, "--grid", "2", "--cache", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "step       0  step0" in result.output and "step       8  step8" in result.output
+    assert f"{TINY_REPO}: 2 revisions in {tmp_path} (2 fetched now, 0 already there)" in result.output
+    dry = CliRunner().invoke(app, ["download", TINY_REPO, "--all", "--cache", str(tmp_path), "--dry-run"])
+    assert dry.exit_code == 0 and dry.output.count("in the cache") == 2 and dry.output.count("to fetch") == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"steps": [1, 3]}, CheckpointError, "has no checkpoint at step 3; nearest: 2, 4"),
+        ({"grid": 9}, ValueError, "grid=9: EleutherAI/pythia-14m-seed3 has 5 checkpoint revisions; use a grid of 2 to 5"),
+        ({"grid": 1}, ValueError, "grid=1: need an integer of at least 2"),
+        ({"grid": 3, "steps": [1]}, ValueError, "pass steps or grid, not both"),
+        ({"steps": [-1]}, ValueError, "steps: -1 is not a training step"),
+    ],
+)
+def test_bad_choices_fail_before_anything_downloads(hub, tmp_path, kwargs, error, message):
+    with pytest.raises(error) as raised:
+        download(TINY_REPO, cache_dir=tmp_path, progress=False, echo=None, **kwargs)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert not hub.gets() and not any(Path(tmp_path).rglob("*.safetensors"))
+
+
+def test_sources_that_are_not_hub_repos_and_offline_mode(tmp_path, hub_offline):
+    with pytest.raises(ValueError, match=r"^'embedded/neox-2l-64d-seed1' is not a hub repository"):
+        download("embedded/neox-2l-64d-seed1", echo=None)
+    with pytest.raises(ValueError, match=r"^unknown checkpoint source 'pythia-70m'"):
+        download("pythia-70m", echo=None)
+    with pytest.raises(HubUnavailableError) as error:
+        download(TINY_REPO, steps=[1], cache_dir=tmp_path, echo=None)
+    assert str(error.value).startswith(f"cannot download {TINY_REPO}: HF_HUB_OFFLINE=1 is set")
