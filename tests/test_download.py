@@ -5,6 +5,7 @@ is then read offline by ``open_source`` (issue 43, item 7)."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_grid_steps_spread_evenly_by_position():
     grid = grid_steps(PYTHIA_STEPS, 30)
     assert len(grid) == len(set(grid)) == 30 and grid[0] == 0 and grid[-1] == 143000
     assert grid == sorted(grid)
-    gaps = [PYTHIA_STEPS.index(b) - PYTHIA_STEPS.index(a) for a, b in zip(grid, grid[1:], strict=False)]
+    gaps = [PYTHIA_STEPS.index(b) - PYTHIA_STEPS.index(a) for a, b in itertools.pairwise(grid)]
     assert set(gaps) <= {5, 6}  # 153 positions in 29 gaps of 5 or 6
     assert grid_steps([0, 1, 2, 4, 8], 3) == [0, 2, 8]
     assert grid_steps([0, 1, 2, 4, 8], 5) == [0, 1, 2, 4, 8]
@@ -163,7 +164,11 @@ def test_grid_and_all_and_the_cli(hub, tmp_path):
     ("kwargs", "error", "message"),
     [
         ({"steps": [1, 3]}, CheckpointError, "has no checkpoint at step 3; nearest: 2, 4"),
-        ({"grid": 9}, ValueError, "grid=9: EleutherAI/pythia-14m-seed3 has 5 checkpoint revisions; use a grid of 2 to 5"),
+        (
+            {"grid": 9},
+            ValueError,
+            "grid=9: EleutherAI/pythia-14m-seed3 has 5 checkpoint revisions; use a grid of 2 to 5",
+        ),
         ({"grid": 1}, ValueError, "grid=1: need an integer of at least 2"),
         ({"grid": 3, "steps": [1]}, ValueError, "pass steps or grid, not both"),
         ({"steps": [-1]}, ValueError, "steps: -1 is not a training step"),

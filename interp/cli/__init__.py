@@ -177,11 +177,12 @@ def download_command(
     resumable; every file checked against the hub's sha256), so that `emergence run SOURCE` works
     offline afterwards (HF_HUB_OFFLINE=1). Choose one of --steps, --all, --grid."""
     from interp.sources.download import download
+    from interp.sources.hub import SUGGESTED_GRID
 
     chosen = [name for name, given in (("--steps", steps is not None), ("--all", all_steps), ("--grid", grid)) if given]
     if len(chosen) != 1:
         raise ValueError(
-            f"choose what to fetch with one of --steps 1000,2000, --all or --grid {30}"
+            f"choose what to fetch with one of --steps 1000,2000, --all or --grid {SUGGESTED_GRID}"
             + (f" (got {' and '.join(chosen)})" if chosen else "")
         )
     if cache is not None and cache.exists() and not cache.is_dir():

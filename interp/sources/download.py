@@ -311,8 +311,9 @@ def plan_download(
                 pickle_only.append(step)
             patterns = patterns + _PICKLE_PATTERNS
         files = [
-            HubFile(p, int(by_path[p].size), by_path[p].lfs.sha256 if by_path[p].lfs else None, by_path[p].blob_id)
+            HubFile(p, int(f.size), f.lfs.sha256 if f.lfs is not None else None, f.blob_id)
             for p in sorted(filter_repo_objects(list(by_path), allow_patterns=patterns))
+            for f in (by_path[p],)
         ]
         cached = {f.path for f in files if _cached_size(snapshots / str(commit) / f.path) == f.size}
         revisions.append(RevisionPlan(step, name, str(commit), files, cached))
