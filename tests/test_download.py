@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +47,7 @@ def hub(repo_files, monkeypatch):
     for branch, files in repo_files.items():
         fake.add(TINY_REPO, branch, files)
     fake.add(TINY_REPO, "main", repo_files["step8"])
-    url = fake.start()
+    url = fake.url = fake.start()
     monkeypatch.setenv("HF_ENDPOINT", url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -181,6 +184,16 @@ def test_bad_choices_fail_before_anything_downloads(hub, tmp_path, kwargs, error
     assert not hub.gets() and not any(Path(tmp_path).rglob("*.safetensors"))
 
 
+def test_a_repository_the_hub_does_not_have_is_one_line(hub, tmp_path):
+    with pytest.raises(ValueError) as error:
+        download("someorg/nothing-here", grid=3, cache_dir=tmp_path, echo=None)
+    assert str(error.value) == (
+        "unknown hub repository 'someorg/nothing-here': the hub has no such model repository (cannot list the "
+        "branches); check the id (emergence list-models lists the known families); a private one needs a token "
+        "(`hf auth login`, or HF_TOKEN)"
+    )
+
+
 def test_sources_that_are_not_hub_repos_and_offline_mode(tmp_path, hub_offline):
     with pytest.raises(ValueError, match=r"^'embedded/neox-2l-64d-seed1' is not a hub repository"):
         download("embedded/neox-2l-64d-seed1", echo=None)
@@ -189,3 +202,44 @@ def test_sources_that_are_not_hub_repos_and_offline_mode(tmp_path, hub_offline):
     with pytest.raises(HubUnavailableError) as error:
         download(TINY_REPO, steps=[1], cache_dir=tmp_path, echo=None)
     assert str(error.value).startswith(f"cannot download {TINY_REPO}: HF_HUB_OFFLINE=1 is set")
+
+
+def test_a_series_of_a_staged_repo(hub, repo_files, tmp_path):
+    """OLMo-2 names: ``ID:SERIES`` picks the series whose revisions are planned."""
+    repo = "allenai/OLMo-2-0425-1B"
+    names = ["stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step2000-tokens9B"]
+    names += ["stage2-ingredient1-step0-tokens0B", "stage2-ingredient1-step1000-tokens4B"]
+    for name, files in zip(names, repo_files.values(), strict=True):
+        hub.add(repo, name, fetched_files(files))
+    assert plan_download(repo, grid=2, cache_dir=tmp_path).steps == [0, 2000]  # stage1: the most branches
+    plan = plan_download(f"{repo}:stage2-ingredient1", cache_dir=tmp_path)
+    assert [r.revision for r in plan.revisions] == names[3:] and plan.series == "stage2-ingredient1"
+    assert "(series 'stage2-ingredient1'): 2 of 2 checkpoint revisions" in plan.lines()[-1]
+
+
+@pytest.mark.slow  # two fresh processes (~10 s of imports each) and a curve over two checkpoints
+def test_the_command_in_a_fresh_process_then_curve_offline(hub, tmp_path):
+    """The real command, huggingface_hub configured by the environment alone (HF_ENDPOINT,
+    HF_HUB_CACHE), then ``emergence curve`` on the downloaded steps with HF_HUB_OFFLINE=1."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(tmp_path / "hf"), NO_PROXY="127.0.0.1")
+    command = [sys.executable, "-m", "emergence_lens"]
+    fetched = subprocess.run(
+        [*command, "download", TINY_REPO, "--steps", "0,8"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    assert f"{TINY_REPO}: 2 revisions in {tmp_path / 'hf'} (2 fetched now, 0 already there)" in fetched.stdout
+    env["HF_HUB_OFFLINE"] = "1"
+    task = ["--n-prompts", "4", "--length", "6", "--device", "cpu"]
+    curve = subprocess.run(
+        [*command, "curve", TINY_REPO, *task, "--out", str(tmp_path / "curve")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert curve.returncode == 0, curve.stdout + curve.stderr
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "curve" / "emergence.csv")
+    assert table["step"].tolist() == [0, 8]

@@ -244,11 +244,9 @@ def _hub_down(model_id: str, what: str, error: Exception) -> Exception:
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     status = getattr(getattr(error, "response", None), "status_code", None)
-    if not (
-        _network_error(error)
-        or isinstance(error, LocalEntryNotFoundError)
-        or (isinstance(error, HfHubHTTPError) and status is not None and status >= 500)
-    ):
+    if isinstance(error, HfHubHTTPError) and (status is None or status < 500):
+        return error  # the hub answered (no such branch or file): not the network
+    if not (_network_error(error) or isinstance(error, LocalEntryNotFoundError)):
         return error
     text = str(error).strip()
     said = f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__

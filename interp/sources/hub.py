@@ -143,11 +143,22 @@ class HubSource(CheckpointSource):
 
     def _hub_failure(self, what: str, revision: str | None, error: Exception) -> Exception:
         """The error to raise when the hub (or, offline, the cache) failed to give ``what``: the
-        hub's own answer (no such repository or branch, a gated repository) unchanged, else a
-        :class:`HubUnavailableError` saying what to do (one line)."""
+        hub's own answer (no such branch) unchanged; no such repository, or a gated one, as one
+        line saying what to do; else a :class:`HubUnavailableError` saying what to do (one line)."""
         from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
-        if isinstance(error, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)):
+        if isinstance(error, GatedRepoError):
+            return ValueError(
+                f"{what} of {self.model_id}: the repository is gated; accept its conditions on its hub page, "
+                f"then log in (`hf auth login`) or set HF_TOKEN"
+            )
+        if isinstance(error, RepositoryNotFoundError):
+            return ValueError(
+                f"unknown hub repository {self.model_id!r}: the hub has no such model repository ({what}); "
+                f"check the id (emergence list-models lists the known families); a private one needs a token "
+                f"(`hf auth login`, or HF_TOKEN)"
+            )
+        if isinstance(error, RevisionNotFoundError):
             return error  # the hub answered: not a network failure
         text = str(error).strip()
         said = f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
