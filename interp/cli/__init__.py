@@ -185,8 +185,6 @@ def download_command(
             f"choose what to fetch with one of --steps 1000,2000, --all or --grid {SUGGESTED_GRID}"
             + (f" (got {' and '.join(chosen)})" if chosen else "")
         )
-    if cache is not None and cache.exists() and not cache.is_dir():
-        raise ValueError(f"cache folder {str(cache)!r} (--cache) is a file, not a folder")
     download(
         source,
         steps=_parse_steps(steps) if steps is not None else None,

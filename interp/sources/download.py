@@ -343,7 +343,7 @@ def download(
     Args:
         source: a hub source name, ``ORG/NAME`` or ``ORG/NAME:SERIES`` (Pythia / PolyPythia, OLMo,
             OLMo-2, any repository whose branches name training steps: ``emergence list-models``),
-            or a :class:`HubSource`.
+            or a :class:`HubSource` (its own ``cache_dir`` is used then).
         steps: the training steps to fetch; each must be a branch of the repository.
         grid: fetch ``grid`` revisions evenly spread over the repository's checkpoints
             (:func:`grid_steps`); neither ``steps`` nor ``grid``: every revision.

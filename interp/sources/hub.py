@@ -180,7 +180,8 @@ class HubSource(CheckpointSource):
         """The command that fetches ``revision`` (``None``: a grid of revisions for a search)."""
         rev = self.parser.parse(revision) if revision else None
         choice = f"--steps {rev.step}" if rev is not None else f"--grid {SUGGESTED_GRID}"
-        return f"`emergence download {self.model_id} {choice}`"
+        name = self.model_id if self.series_requested is None else f"{self.model_id}:{self.series_requested}"
+        return f"`emergence download {name} {choice}`"
 
     def _no_branches_error(self) -> Exception:
         """The error for a repository (offline: a cache) with no checkpoint branch."""
