@@ -107,9 +107,9 @@ def test_summary_first_then_every_run_with_its_sections(report):
     body = page[page.index("<body>") :]
     assert body.index("<table") < body.index("plotly-graph-div")
     for run in report.runs:
-        assert f"id='{vis.run_anchor(run)}'" in page and f"href='#{vis.run_anchor(run)}'" in page
+        assert f'id="{vis.run_anchor(run)}"' in page and f'href="#{vis.run_anchor(run)}"' in page
     run_part = page[
-        page.index(f"id='{vis.run_anchor(report.runs[0])}'") : page.index(f"id='{vis.run_anchor(report.runs[1])}'")
+        page.index(f'id="{vis.run_anchor(report.runs[0])}"') : page.index(f'id="{vis.run_anchor(report.runs[1])}"')
     ]
     headings = re.findall(r"<h3>([^<]*)</h3>", run_part)
     assert headings == [
@@ -118,7 +118,7 @@ def test_summary_first_then_every_run_with_its_sections(report):
         "Top-K recovery",
         "Attention patterns of the top heads — toy seed 1 · repetition (prompt 0)",
     ]
-    assert "did not emerge between two checkpoints" in page[page.index(f"id='{vis.run_anchor(report.runs[2])}'") :]
+    assert "did not emerge between two checkpoints" in page[page.index(f'id="{vis.run_anchor(report.runs[2])}"') :]
     assert "duplicate of step 0" in page  # seed 2's excluded step is reported as a hazard
 
 

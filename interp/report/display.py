@@ -34,17 +34,18 @@ make them (the report floor, ``tests/test_import_graph.py``). Three rules hold e
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+from markupsafe import Markup
 
 # the tables and styles live on the ground floor (core.objects.fields_html uses them); read here as before
 from interp.core.html_fragments import STYLE as STYLE
 from interp.core.html_fragments import key_values_fragment, style_tag, table_fragment
+from interp.core.templating import package_text, render, trusted
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -54,10 +55,7 @@ def plotly_script() -> str:
     """plotly.js inlined in one ``<script>`` (the version bundled with the plotly package)."""
     from plotly.offline import get_plotlyjs
 
-    return (
-        "<script type='text/javascript'>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
-        f"<script type='text/javascript'>{_script_safe(get_plotlyjs())}</script>"
-    )
+    return render("report/templates/plotly.html.j2", source=trusted(_script_safe(get_plotlyjs())))
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +69,7 @@ def circuitsvis_script() -> str:
     bundle = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
     source = bundle.read_text(encoding="utf-8")
     # ``var CircuitsVis`` at the top level of a classic script becomes ``window.CircuitsVis``.
-    return f"<script type='text/javascript'>{_script_safe(source)}\nwindow.CircuitsVis = CircuitsVis;</script>"
+    return render("report/templates/circuitsvis_bundle.html.j2", source=trusted(_script_safe(source)))
 
 
 def _script_safe(source: str) -> str:
@@ -126,21 +124,28 @@ class Assets:
         return LIBRARIES[name]()
 
 
-def figure_fragment(fig, assets: Assets, caption: str | None = None) -> str:
-    """A plotly figure as an HTML fragment (plotly.js inlined if ``assets`` does not hold it yet).
+def figure_fragment(fig, assets: Assets, caption: str | Markup | None = None) -> str:
+    """A plotly figure as an HTML fragment (plotly.js inlined if ``assets`` does not hold it yet;
+    template ``report/templates/figure.html.j2``).
 
     Args:
-        fig: a ``plotly.graph_objects.Figure``.
+        fig: a ``plotly.graph_objects.Figure`` (or its dict).
         assets: the page's :class:`Assets`.
-        caption: HTML shown under the figure (what it shows, how to read it).
+        caption: shown under the figure (what it shows, how to read it): text, escaped, or
+            ``markupsafe.Markup`` for a caption with the toolkit's own markup.
     """
     import plotly.io as pio
 
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
     )
-    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
-    return f"{assets.require('plotly')}<div class='el-figure'>{body}{note}</div>"
+    # plotly's own <div> and script: its labels are HTML-escaped first (figures.plot_text)
+    return render(
+        "report/templates/figure.html.j2",
+        library=trusted(assets.require("plotly")),
+        plot=trusted(body),
+        caption=caption,
+    )
 
 
 _MOUNT = re.compile(r'<div id="(circuits-vis-[^"]*)"[^>]*?/?>')
@@ -161,10 +166,11 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
         return _MOUNT.sub(lambda m: m.group(0).rstrip("/>").rstrip() + "></div>", local, count=1)
     # The call's arguments are the view's id, ``CircuitsVis.<View>`` and its props as JSON: every
     # ``<``, ``>``, ``&`` lies inside a JSON string (tokens, head names).
-    return (
-        f"{assets.require('circuitsvis')}<div id=\"{mount.group(1)}\" class='el-circuitsvis' "
-        f"style=\"margin: 15px 0;\"></div>\n<script type='text/javascript'>"
-        f"CircuitsVis.render({json_script_safe(call.group(1))});</script>"
+    return render(
+        "report/templates/circuitsvis.html.j2",
+        library=trusted(assets.require("circuitsvis")),
+        mount_id=mount.group(1),
+        call=trusted(json_script_safe(call.group(1))),
     )
 
 
@@ -273,11 +279,8 @@ def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTM
     return HTMLFragment(lambda assets: attention_fragment(tokens, patterns, names, assets), title="attention patterns")
 
 
-PAGE_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
-    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
-    "section.el-run{border-top:3px solid #888;margin-top:2em}"
-)
+#: The page's own styles (``report/templates/page.css``), beside :data:`STYLE`.
+PAGE_STYLE = package_text("report/templates/page.css")
 
 
 class _HeadAssets(Assets):
@@ -295,18 +298,12 @@ def page_html(title: str, body: Callable[[Assets], str]) -> str:
     assets = _HeadAssets()
     content = body(assets)
     head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
-    return "\n".join(
-        [
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-            f"<title>{html.escape(title)}</title>",
-            f"<style>{PAGE_STYLE}{STYLE}</style>",
-            head_scripts,
-            "</head><body>",
-            f"<h1>{html.escape(title)}</h1>",
-            content,
-            "</body></html>",
-        ]
+    return render(
+        "report/templates/page.html.j2",
+        title=title,
+        style=trusted(PAGE_STYLE + STYLE),
+        scripts=trusted(head_scripts),
+        content=trusted(content),
     )
 
 
@@ -375,11 +372,11 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         "pre-screen found the top 2": ranking.prescreen_top2_found,
     }
     parts = [
-        key_values_fragment(values, caption=f"Metric units: {html.escape(str(unit))}."),
+        key_values_fragment(values, caption=f"Metric units: {unit}."),
         table_fragment(
             ranking.heads.head(10),
             digits=4,
-            caption=f"The {min(10, len(ranking.heads))} top heads by delta ({html.escape(unit)}; "
+            caption=f"The {min(10, len(ranking.heads))} top heads by delta ({unit}; "
             "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts).",
         ),
         figure_fragment(
@@ -397,7 +394,7 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         )
     if ranking.components is not None and len(ranking.components):
         parts.append(dataframe_html(ranking.components, assets))
-    return "<div class='el-head-ranking'>" + "\n".join(parts) + "</div>"
+    return render("report/templates/head_ranking.html.j2", parts=[trusted(part) for part in parts])
 
 
 def init_notebook() -> None:
@@ -526,14 +523,12 @@ def point_html(point, assets: Assets | None = None) -> str:
         values["excluded (duplicate weights)"] = ", ".join(
             f"{a} = {b}" for a, b in sorted(point.excluded_steps.items())
         )
-    parts = [
-        style_tag(),
-        key_values_fragment(
-            values,
-            caption="Steps are training steps; the search evaluates "
-            f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.",
-        ),
-    ]
+    table = key_values_fragment(
+        values,
+        caption="Steps are training steps; the search evaluates "
+        f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.",
+    )
+    figure = ""
     if len(point.evaluations):
         fig = run_capability_figure(
             point.evaluations,
@@ -542,18 +537,13 @@ def point_html(point, assets: Assets | None = None) -> str:
             threshold=point.threshold,
             title=f"{plot_text(point.model_id)}: evaluated checkpoints",
         )
-        parts.append(figure_fragment(fig, assets))
-    return "<div class='el-point'>" + "\n".join(parts) + "</div>"
+        figure = figure_fragment(fig, assets)
+    return render("report/templates/point.html.j2", style=trusted(STYLE), values=trusted(table), figure=trusted(figure))
 
 
 def capability_score_html(score) -> str:
     """A capability score (:class:`interp.tasks.CapabilityScore`) as a small table with a bar per value."""
-    rows = "".join(
-        f"<tr><th>{name}</th><td>{value:.4f}</td><td style='width:220px'><div style='background:#4c78a8;height:10px;"
-        f"width:{max(0.0, min(1.0, value)) * 100:.1f}%'></div></td></tr>"
-        for name, value in (("greedy accuracy", score.accuracy), ("mean p(answer)", score.p_answer))
-    )
-    return (
-        f"{style_tag()}<div class='el-table-wrap'><table class='el-table el-kv'>{rows}"
-        f"<tr><th>prompts</th><td>{score.n_prompts}</td><td></td></tr></table></div>"
+    rows = [("greedy accuracy", float(score.accuracy)), ("mean p(answer)", float(score.p_answer))]
+    return render(
+        "report/templates/capability_score.html.j2", style=trusted(STYLE), rows=rows, n_prompts=score.n_prompts
     )
