@@ -27,7 +27,7 @@ import torch
 from browser import visit
 from interp.pipeline import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
-from interp.report import display
+from interp.report import display, notebook
 from tests.test_display import make_run
 from tests.test_report_browser import _check_page, _require_browser
 
@@ -228,7 +228,8 @@ def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
 
 NOTEBOOK_CELLS = [
     (
-        "from interp.report.display import init_notebook, show_attention\n"
+        "from interp.report.display import show_attention\n"
+        "from interp.report.notebook import init_notebook\n"
         "import plotly.graph_objects as go, torch\n"
         "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
         "from interp.pipeline import MainJobReport\n"
@@ -297,7 +298,7 @@ def test_a_notebook_whose_cells_run_twice_draws_every_figure_after_export(tmp_pa
         (output,) = [o for o in cell.outputs if "text/html" in o.get("data", {})]
         assert output["data"]["text/html"]
     page = tmp_path / "twice.html"
-    display.export_notebook_html(nb, page)
+    notebook.export_notebook_html(nb, page)
     html = page.read_text(encoding="utf-8")
     check_parsed(html, [])
     result, (view_text, clean, _) = open_in_chromium(page, tmp_path / "twice.png")

@@ -101,14 +101,24 @@ LIBRARIES: dict[str, Callable[[], str]] = {
 }
 
 
+#: Set in a Jupyter kernel by :func:`interp.report.notebook.init_notebook`: ``provide(name)`` puts
+#: library ``name`` into the notebook's one library output (once per notebook) and returns True.
+#: ``None`` (outside a kernel, or before ``init_notebook``): every output carries its libraries.
+NOTEBOOK_LIBRARIES: Callable[[str], bool] | None = None
+
+
 class Assets:
     """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``, ``"scrubber"``).
 
-    ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards.
+    ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards. In a
+    notebook set up by :func:`interp.report.notebook.init_notebook`, a notebook output's
+    ``Assets()`` returns ``""`` from the start: the notebook holds each library once
+    (:data:`NOTEBOOK_LIBRARIES`); a page (:func:`page_html`) always holds its own.
     """
 
     def __init__(self) -> None:
         self.sent: set[str] = set()
+        self.notebook = NOTEBOOK_LIBRARIES
 
     def require(self, name: str) -> str:
         """The ``<script>`` for ``name`` if this page does not hold it yet, else ``""``.
@@ -121,6 +131,8 @@ class Assets:
         if name in self.sent:
             return ""
         self.sent.add(name)
+        if self.notebook is not None and self.notebook(name):
+            return ""
         return LIBRARIES[name]()
 
 
@@ -171,6 +183,7 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
         library=trusted(assets.require("circuitsvis")),
         mount_id=mount.group(1),
         call=trusted(json_script_safe(call.group(1))),
+        wait=assets.notebook is not None,
     )
 
 
@@ -286,6 +299,10 @@ PAGE_STYLE = package_text("report/templates/page.css")
 class _HeadAssets(Assets):
     """Page assets that go into ``<head>``: sections only record which libraries they need."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.notebook = None  # a page holds its own libraries, in a notebook too
+
     def require(self, name: str) -> str:
         super().require(name)
         return ""
@@ -395,110 +412,6 @@ def head_ranking_html(ranking, assets: Assets) -> str:
     if ranking.components is not None and len(ranking.components):
         parts.append(dataframe_html(ranking.components, assets))
     return render("report/templates/head_ranking.html.j2", parts=[trusted(part) for part in parts])
-
-
-def init_notebook() -> None:
-    """Show plain plotly figures in this kernel as offline HTML (plotly.js inlined in each output,
-    no MathJax or CDN script) by registering and selecting the plotly renderer ``"emergence_lens"``.
-
-    plotly 7's default in a Jupyter kernel is its mimetype renderer, which nbconvert's HTML export
-    does not draw; this renderer also keeps ``application/vnd.plotly.v1+json`` so JupyterLab's
-    plotly extension, when installed, still draws the figure itself.
-    """
-    import warnings
-
-    import plotly.io as pio
-
-    # tqdm.auto warns at import when ipywidgets is absent; its text bar works as it is (the
-    # widget bar would need the widget manager, which nbconvert's export loads from a CDN).
-    warnings.filterwarnings("ignore", message="IProgress not found")
-    if "emergence_lens" not in pio.renderers:
-        pio.renderers["emergence_lens"] = _offline_renderer()
-    pio.renderers.default = "plotly_mimetype+emergence_lens"
-
-
-def _offline_renderer():
-    """A plotly renderer whose text/html is :func:`figure_fragment` carrying plotly.js (each
-    output is self-contained)."""
-    from plotly.io._base_renderers import MimetypeRenderer
-
-    class OfflineRenderer(MimetypeRenderer):
-        def to_mimebundle(self, fig_dict):
-            return {"text/html": figure_fragment(fig_dict, Assets())}
-
-    return OfflineRenderer()
-
-
-def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
-    """Export an executed notebook to a single HTML page that makes no network request.
-
-    nbconvert's ``lab`` template loads require.js, MathJax and mermaid from CDNs; this export
-    leaves those three out (the toolkit's outputs need none of them: plotly.js and circuitsvis
-    are inlined in the outputs themselves). Each output carries the libraries it draws with, so
-    that it works alone in Jupyter; on the exported page every output shares one window, so each
-    library is kept once, where it first appears (before any output that uses it), and its later
-    copies are dropped (the main_job notebook's export: 38.4 MB -> 6.9 MB).
-
-    Args:
-        notebook: an ``nbformat.NotebookNode`` or a path to a ``.ipynb`` file.
-        out_path: also write the page there (atomically).
-
-    Returns:
-        The HTML page.
-    """
-    import jinja2
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    if not hasattr(notebook, "cells"):
-        notebook = nbformat.read(str(notebook), as_version=4)
-    template = (
-        "{%- extends 'lab/index.html.j2' -%}"
-        "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
-        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
-        "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}"
-    )
-    exporter = HTMLExporter(
-        template_name="lab",
-        extra_loaders=[jinja2.DictLoader({"offline.html.j2": template})],
-        template_file="offline.html.j2",
-    )
-    body, _ = exporter.from_notebook_node(notebook)
-    body = _keep_first_copy(body, [LIBRARIES[name]() for name in LIBRARIES])
-    if out_path is not None:
-        from interp.core.io import atomic_write_text
-
-        atomic_write_text(Path(out_path), body)
-    return body
-
-
-_ELEMENT = re.compile(r"<(script|style)\b[^>]*>(.*?)</\1>", re.S)
-_OPENING = re.compile(r"<(script|style)\b[^>]*>\Z")
-
-
-def _keep_first_copy(page: str, libraries: Sequence[str]) -> str:
-    """``page`` without the second and later copies of each ``<script>`` / ``<style>`` element of
-    ``libraries`` (matched by their contents: nbconvert rewrites the tags' quotes, not their
-    contents; elements under 1000 characters, such as plotly's one-line config, are left alone)."""
-    for library in libraries:
-        for element in _ELEMENT.finditer(library):
-            tag, body = element.group(1), element.group(2)
-            first = page.find(body)
-            if len(body) < 1000 or first < 0:
-                continue
-            close = f"</{tag}>"
-            kept, pos = [page[: first + len(body)]], first + len(body)
-            while (found := page.find(body, pos)) >= 0:
-                after = found + len(body)
-                start = page.rfind(f"<{tag}", pos, found)
-                if start >= 0 and _OPENING.match(page, start, found) and page.startswith(close, after):
-                    kept.append(page[pos:start])  # the whole element goes
-                    pos = after + len(close)
-                else:  # the text inside something else (an escaped listing, say): kept
-                    kept.append(page[pos:after])
-                    pos = after
-            page = "".join(kept) + page[pos:]
-    return page
 
 
 def point_html(point, assets: Assets | None = None) -> str:
