@@ -14,22 +14,22 @@ make them (the report floor, ``tests/test_import_graph.py``). Three rules hold e
 * Each JavaScript library is inlined once per page (plotly.js is about 4.8 MB, the circuitsvis
   bundle 1.3 MB): an :class:`Assets` object remembers what a page already holds. A page is one
   output document: the report file, a file written by ``save_html``, or one notebook output.
-  Every ``_repr_html_`` call starts a new :class:`Assets`, so each output carries the libraries
-  it needs: a cell run again, a second ``show_attention`` or a saved notebook whose first output
-  was replaced still draws (several figures inside one output share one copy).
+  In a notebook set up by :func:`interp.report.notebook.init_notebook` the notebook holds each
+  library once, in its first cell's output, and outputs carry none; without it every
+  ``_repr_html_`` call starts a new :class:`Assets`, so each output carries the libraries it needs.
 * Every displayable object has ``save_html(path)``, which writes a self-contained page
   atomically whatever was displayed before; :func:`save_html` does the same for any of them
   and for a DataFrame (a ``decompose_jump`` table, a ranking's ``heads``).
-* Text from users or tokenizers is data, never markup: tables and labels are HTML-escaped,
-  figure labels are HTML-escaped (plotly reads its text as a small HTML subset), and JSON
-  inside ``<script>`` has ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as ``\\uXXXX`` (so a token
-  ``"<!--"`` followed by ``"<script>"`` cannot put the HTML parser into a script-data escape state).
+* Text from users or tokenizers is data, never markup: the markup is in Jinja2 templates with
+  autoescape on (``interp/report/templates/``, :mod:`interp.core.templating`); figure labels are
+  HTML-escaped (plotly reads its text as a small HTML subset), and JSON inside ``<script>`` has
+  ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as ``\\uXXXX`` (so a token ``"<!--"`` followed by
+  ``"<script>"`` cannot put the HTML parser into a script-data escape state).
 * The circuitsvis bundle is loaded as a classic script that defines the global ``CircuitsVis``;
   each view is a mount ``<div>`` plus a one-line ``CircuitsVis.render(...)`` call.
 
-:func:`init_notebook` makes plain plotly figures follow the same rules, and
-:func:`export_notebook_html` exports an executed notebook to one HTML file that opens offline
-(nbconvert's lab template without its require.js, MathJax and mermaid CDN scripts).
+:mod:`interp.report.notebook` sets up a notebook (``init_notebook``) and exports one to an HTML
+file that opens offline (``export_notebook_html``).
 """
 
 from __future__ import annotations

@@ -586,14 +586,11 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
     n = int((checkpoints["status"] == "searchable").sum()) if len(checkpoints) else 0
     flagged = checkpoints[checkpoints["status"] != "searchable"].drop(columns=["listing"], errors="ignore")
     shown = flagged.head(MAX_HAZARD_ROWS)
+    whole = [c for c in shown.columns if shown[c].dtype.kind == "f" and (shown[c].dropna() % 1 == 0).all()]
+    shown = shown.astype(dict.fromkeys(whole, "Int64"))  # steps and token counts as integers
     more = f"The first {len(shown)} of {len(flagged)} rows." if len(flagged) > len(shown) else None
-    return render(
-        "report/templates/hazards.html.j2",
-        lines=list(lines),
-        n_searchable=n,
-        table=trusted(table_fragment(shown, caption=more)) if lines else "",
-    )
+    table = trusted(table_fragment(shown, caption=more)) if lines else ""
+    return render("report/templates/hazards.html.j2", lines=list(lines), n_searchable=n, table=table)
 
 
-#: Rows of the hazards table shown on the page (checkpoints.csv has every step).
-MAX_HAZARD_ROWS = 60
+MAX_HAZARD_ROWS = 60  #: rows of the hazards table shown on the page (checkpoints.csv has every step)
