@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from browser import visit
+from conftest import execute_cells_twice
 from interp.pipeline import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
 from interp.report import display, notebook
@@ -246,53 +247,7 @@ def test_a_notebook_whose_cells_run_twice_draws_every_figure_after_export(tmp_pa
     """nbclient runs each display cell twice (the second output replaces the first, as in
     Jupyter), then the notebook is exported to HTML: every figure and view draws in Chromium."""
     _require_browser()
-    import json
-    import os
-    import sys
-
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in NOTEBOOK_CELLS]
-    spec_dir = tmp_path / "kernels" / "emergence-lens-test"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "emergence-lens (tests)",
-                "language": "python",
-            }
-        )
-    )
-    repo = Path(__file__).resolve().parents[1]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "JUPYTER_PATH": str(tmp_path),
-        "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }
-    previous = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(tmp_path)
-    try:
-        client = NotebookClient(
-            nb,
-            timeout=300,
-            startup_timeout=120,
-            kernel_name="emergence-lens-test",
-            resources={"metadata": {"path": str(repo)}},
-        )
-        with client.setup_kernel(env=env):
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)
-            for index in range(1, len(nb.cells)):  # run every display cell again
-                client.execute_cell(nb.cells[index], index)
-    finally:
-        if previous is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = previous
+    nb = execute_cells_twice(NOTEBOOK_CELLS, tmp_path)
     for cell in nb.cells[1:]:
         assert cell.execution_count > len(nb.cells) - 1, "the cell ran a second time"
         (output,) = [o for o in cell.outputs if "text/html" in o.get("data", {})]

@@ -8,15 +8,10 @@ Before, each output carried plotly.js (4.8 MB): a six-cell notebook saved at 12.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from pathlib import Path
-
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from conftest import execute_cells_twice
 from interp.report.display import circuitsvis_script, plotly_script
 from interp.report.notebook import export_notebook_html
 from tests.test_report_browser import _check_page, _require_browser
@@ -41,55 +36,9 @@ CELLS = [
 ]
 
 
-def execute(cells: list[str], tmp_path: Path):
-    """Run ``cells`` in a fresh kernel of this interpreter, then every display cell a second time
-    (its new output replaces the first, as in Jupyter); returns the notebook."""
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    spec_dir = tmp_path / "kernels" / "emergence-lens-test"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "emergence-lens (tests)",
-                "language": "python",
-            }
-        )
-    )
-    repo = Path(__file__).resolve().parents[1]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "JUPYTER_PATH": str(tmp_path),
-        "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }
-    previous = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(tmp_path)
-    try:
-        client = NotebookClient(
-            nb,
-            timeout=300,
-            startup_timeout=120,
-            kernel_name="emergence-lens-test",
-            resources={"metadata": {"path": str(repo)}},
-        )
-        with client.setup_kernel(env=env):
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)
-            for index in range(1, len(nb.cells)):
-                client.execute_cell(nb.cells[index], index)
-    finally:
-        if previous is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = previous
-    return nb
-
-
 def test_a_six_cell_notebook_saves_one_plotly_and_draws_after_export(tmp_path):
     _require_browser()
-    nb = execute(CELLS, tmp_path)
+    nb = execute_cells_twice(CELLS, tmp_path)
     saved = tmp_path / "six.ipynb"
     nbformat.write(nb, saved)
     text = saved.read_text(encoding="utf-8")
@@ -121,7 +70,7 @@ def test_attention_views_bring_the_circuitsvis_bundle_to_the_library_output_once
         CELLS[1],
         "run",
     ]
-    nb = execute(cells, tmp_path)
+    nb = execute_cells_twice(cells, tmp_path)
     saved = tmp_path / "views.ipynb"
     nbformat.write(nb, saved)
     text = saved.read_text(encoding="utf-8")

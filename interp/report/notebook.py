@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from interp.core.templating import render, trusted
 from interp.report import display
 from interp.report.display import LIBRARIES, Assets, figure_fragment
 
@@ -52,8 +53,8 @@ class NotebookLibraries:
         self.handle = display_fn(HTML(self._libraries()), display_id=True)
 
     def _libraries(self) -> str:
-        names = ", ".join(self.held)
-        return f"<!-- emergence-lens: {names}, once per notebook -->" + "".join(LIBRARIES[n]() for n in self.held)
+        scripts = [trusted(LIBRARIES[name]()) for name in self.held]
+        return render("report/templates/notebook_libraries.html.j2", names=self.held, scripts=scripts)
 
     def provide(self, name: str) -> bool:
         """Make sure the library output holds ``name`` (the output is updated in place when it
