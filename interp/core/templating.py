@@ -48,17 +48,18 @@ def wbr(text) -> Markup:
     return Markup("_<wbr>").join(escape(part) for part in str(text).split("_"))
 
 
-def render(name: str, **context) -> str:
-    """The template ``name`` (a path inside ``interp``) rendered with ``context`` (autoescaped).
+def render(template: str, /, **context) -> str:
+    """The template ``template`` (a path inside ``interp``) rendered with ``context`` (autoescaped;
+    any name, ``name`` and ``template`` included, may be a context key).
 
     Returns a plain ``str`` (not ``Markup``: ``Markup + str`` would escape the ``str``); pass it
     to another template through :func:`trusted`.
 
     Raises:
-        jinja2.TemplateNotFound: no template ``name``.
+        jinja2.TemplateNotFound: no template ``template``.
         jinja2.UndefinedError: the template reads a name ``context`` lacks.
     """
-    return environment().get_template(name).render(**context)
+    return environment().get_template(template).render(**context)
 
 
 def trusted(fragment: str | None) -> Markup:
