@@ -10,7 +10,8 @@ text comes back as text) and opened in headless Chromium (every figure and view 
 error, no request, the tokens shown as text).
 
 A notebook whose figure, attention and report cells are each run twice, then exported to HTML,
-draws every output in Chromium: each output carries its own libraries.
+draws every output in Chromium: the libraries sit once in the first cell's output
+(``init_notebook``, :mod:`interp.report.notebook`), above every output that draws with them.
 """
 
 from __future__ import annotations
