@@ -66,7 +66,12 @@ class NotebookLibraries:
 
 
 def _kernel():
-    """The running IPython kernel's shell, or None (plain Python, a terminal IPython)."""
+    """The running IPython kernel's shell, or None (plain Python, a terminal IPython, and Google
+    Colab, which draws each output in its own frame: there every output keeps its libraries)."""
+    import sys
+
+    if "google.colab" in sys.modules:
+        return None
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython comes with ipykernel
