@@ -13,11 +13,16 @@ OUT ?= results/demo
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev setup-test browser demo format lint check-constraints test test-fast pytest results results-paper lock
+.PHONY: setup setup-dev setup-notebook setup-test browser demo format lint check-constraints test test-fast pytest results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
 setup-dev: $(VENV)/.installed-dev
+# a Jupyter kernel "emergence-lens" on this .venv (ipykernel; `make setup-dev` installs it too), for
+# the notebooks under analyses/notebooks in any Jupyter (JupyterLab, Notebook, VS Code)
+setup-notebook: setup
+	$(UV) -e ".[notebook]" || $(PIP_INSTALL) -e ".[notebook]"
+	$(PY) -m ipykernel install --user --name emergence-lens --display-name "emergence-lens (.venv)"
 
 # Installs go through uv (pinned in constraints.txt), which resolves, unpacks and compiles in
 # parallel: `make setup-dev` on a fresh clone, empty caches, took 176 s with pip alone and 93 s
@@ -68,7 +73,7 @@ lock: setup
 CHECK_PYTHONS ?= 3.11.0 3.11.2 3.11.5 3.12 3.13
 check-constraints: setup
 	@failed=""; for v in $(CHECK_PYTHONS); do \
-	  $(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra ray -c $(CONSTRAINTS) \
+	  $(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra ray --extra notebook -c $(CONSTRAINTS) \
 	    --python-version $$v --quiet --no-header -o /dev/null || failed="$$failed $$v"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "error: $(CONSTRAINTS) does not resolve on Python$$failed (uv's reasons above)"; exit 1; fi; \

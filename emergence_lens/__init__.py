@@ -99,8 +99,8 @@ EXPORTS: dict[str, str] = {
     "PopulationResult": "interp.population.tables",
     # display
     "show_attention": "interp.report.display",
-    "init_notebook": "interp.report.display",
-    "export_notebook_html": "interp.report.display",
+    "init_notebook": "interp.report.notebook",
+    "export_notebook_html": "interp.report.notebook",
     "run_capability_figure": "interp.report.figures",
     # the scrubber and studies at scale (docs/concepts.md)
     "scrubber": "interp.scrubbing",

@@ -501,9 +501,7 @@ def _caption(result: ReadinessResult) -> str:
         lo, hi = result.interval
         ci = "" if lo is None else f" (95 % bootstrap over prompts: {lo:.0f} to {hi:.0f})"
         what = f"E = step {e}, R = step {r}, E − R = {result.e_minus_r} steps{ci}"
-    import html
-
-    return html.escape(
+    return (
         f"Greedy accuracy per checkpoint as trained and with the attention patterns of {result.heads_label} set "
         f"to their ideal pattern. {what}. R is the first checkpoint where the ideal-pattern curve crosses "
         f"{result.threshold:g} and stays there for {result.hold} more checkpoints (the rule of the point of "
@@ -521,25 +519,24 @@ def readiness_section(run, ctx) -> Any:
 
 def readiness_html(result: ReadinessResult) -> str:
     """Notebook display of one result: the figure (plotly from the notebook's assets) and its caption."""
-    from interp.report.display import Assets, figure_fragment, style_tag
+    from interp.core.html_fragments import STYLE
+    from interp.core.templating import render, trusted
+    from interp.report.display import Assets, figure_fragment
 
-    return (
-        f"<div class='el-report'>{style_tag()}"
-        f"{figure_fragment(readiness_figure(result), Assets(), _caption(result))}</div>"
-    )
+    figure = trusted(figure_fragment(readiness_figure(result), Assets(), _caption(result)))
+    return render("report/templates/readiness.html.j2", page=False, style=trusted(STYLE), parts=[(None, figure)])
 
 
 def readiness_page(results: Sequence[ReadinessResult], title: str = "Readiness") -> str:
     """A self-contained page (plotly inlined) with one readiness section per run."""
-    import html
-
+    from interp.core.templating import render, trusted
     from interp.report.display import figure_fragment, page_html
 
     def body(assets) -> str:
-        return "\n".join(
-            f"<h2>{html.escape(f'{r.model} seed {r.seed}')}</h2>"
-            f"{figure_fragment(readiness_figure(r), assets, _caption(r))}"
+        parts = [
+            (f"{r.model} seed {r.seed}", trusted(figure_fragment(readiness_figure(r), assets, _caption(r))))
             for r in results
-        )
+        ]
+        return render("report/templates/readiness.html.j2", page=True, style="", parts=parts)
 
     return page_html(title, body)

@@ -526,6 +526,58 @@ def execute_notebook(name: str, out_dir: Path, env: dict[str, str], probe: str |
     return nb
 
 
+def execute_cells_twice(cells: list[str], tmp_path: Path):
+    """Run ``cells`` in a fresh kernel of this interpreter (the repository and tests/ importable),
+    then every cell but the first a second time (its new output replaces the first, as in
+    Jupyter); returns the executed notebook."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    spec_dir = tmp_path / "kernels" / "emergence-lens-test"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "emergence-lens (tests)",
+                "language": "python",
+            }
+        )
+    )
+    repo = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "JUPYTER_PATH": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
+    previous = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(tmp_path)
+    try:
+        client = NotebookClient(
+            nb,
+            timeout=300,
+            startup_timeout=120,
+            kernel_name="emergence-lens-test",
+            resources={"metadata": {"path": str(repo)}},
+        )
+        with client.setup_kernel(env=env):
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+            for index in range(1, len(nb.cells)):
+                client.execute_cell(nb.cells[index], index)
+    finally:
+        if previous is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = previous
+    return nb
+
+
 def pythia_layout_cache(run_folder: Path, repo_id: str, cache_dir: Path) -> list[int]:
     """Copy an embedded run's checkpoints into a Hugging Face hub cache under ``repo_id``, one
     branch ``step{N}`` per step that Pythia's schedule also has (weights, config and the

@@ -17,7 +17,7 @@ import torch
 from interp.core.provenance import make_provenance, package_versions, source_digests
 from interp.emergence import EmergencePoint
 from interp.pipeline import MainJobReport, RunAnalysis
-from interp.report import display
+from interp.report import display, notebook
 from interp.report import page as vis
 from interp.tasks import CapabilityScore
 
@@ -107,9 +107,9 @@ def test_summary_first_then_every_run_with_its_sections(report):
     body = page[page.index("<body>") :]
     assert body.index("<table") < body.index("plotly-graph-div")
     for run in report.runs:
-        assert f"id='{vis.run_anchor(run)}'" in page and f"href='#{vis.run_anchor(run)}'" in page
+        assert f'id="{vis.run_anchor(run)}"' in page and f'href="#{vis.run_anchor(run)}"' in page
     run_part = page[
-        page.index(f"id='{vis.run_anchor(report.runs[0])}'") : page.index(f"id='{vis.run_anchor(report.runs[1])}'")
+        page.index(f'id="{vis.run_anchor(report.runs[0])}"') : page.index(f'id="{vis.run_anchor(report.runs[1])}"')
     ]
     headings = re.findall(r"<h3>([^<]*)</h3>", run_part)
     assert headings == [
@@ -118,7 +118,7 @@ def test_summary_first_then_every_run_with_its_sections(report):
         "Top-K recovery",
         "Attention patterns of the top heads — toy seed 1 · repetition (prompt 0)",
     ]
-    assert "did not emerge between two checkpoints" in page[page.index(f"id='{vis.run_anchor(report.runs[2])}'") :]
+    assert "did not emerge between two checkpoints" in page[page.index(f'id="{vis.run_anchor(report.runs[2])}"') :]
     assert "duplicate of step 0" in page  # seed 2's excluded step is reported as a hazard
 
 
@@ -379,7 +379,7 @@ def test_notebook_export_keeps_each_library_once():
         html = display.Assets().require("plotly") + f"<div id='fig{k}'>figure {k}</div>"
         cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": html})]
         nb.cells.append(cell)
-    page = display.export_notebook_html(nb)
+    page = notebook.export_notebook_html(nb)
     assert page.count("* plotly.js v") == 1
     assert len(library) < len(page) < 1.5 * len(library)
     assert all(f"figure {k}" in page for k in range(3))
@@ -394,9 +394,9 @@ def test_keep_first_copy_drops_whole_elements_only():
         f'<script type="text/javascript">{body}</script><script>var config = 1;</script><p>two</p>'
         f"<pre>{body}</pre><p>three</p>"
     )
-    kept = display._keep_first_copy(page, [library])
+    kept = notebook._keep_first_copy(page, [library])
     assert kept == (
         f'<script type="text/javascript">{body}</script><script>var config = 1;</script><p>one</p>'
         f"<script>var config = 1;</script><p>two</p><pre>{body}</pre><p>three</p>"
     )
-    assert display._keep_first_copy("<p>no library here</p>", [library]) == "<p>no library here</p>"
+    assert notebook._keep_first_copy("<p>no library here</p>", [library]) == "<p>no library here</p>"

@@ -10,7 +10,8 @@ text comes back as text) and opened in headless Chromium (every figure and view 
 error, no request, the tokens shown as text).
 
 A notebook whose figure, attention and report cells are each run twice, then exported to HTML,
-draws every output in Chromium: each output carries its own libraries.
+draws every output in Chromium: the libraries sit once in the first cell's output
+(``init_notebook``, :mod:`interp.report.notebook`), above every output that draws with them.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import pytest
 import torch
 
 from browser import visit
+from conftest import execute_cells_twice
 from interp.pipeline import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
-from interp.report import display
+from interp.report import display, notebook
 from tests.test_display import make_run
 from tests.test_report_browser import _check_page, _require_browser
 
@@ -228,7 +230,8 @@ def test_hostile_tokens_in_every_notebook_display_and_saved_view(tmp_path):
 
 NOTEBOOK_CELLS = [
     (
-        "from interp.report.display import init_notebook, show_attention\n"
+        "from interp.report.display import show_attention\n"
+        "from interp.report.notebook import init_notebook\n"
         "import plotly.graph_objects as go, torch\n"
         "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
         "from interp.pipeline import MainJobReport\n"
@@ -245,59 +248,13 @@ def test_a_notebook_whose_cells_run_twice_draws_every_figure_after_export(tmp_pa
     """nbclient runs each display cell twice (the second output replaces the first, as in
     Jupyter), then the notebook is exported to HTML: every figure and view draws in Chromium."""
     _require_browser()
-    import json
-    import os
-    import sys
-
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in NOTEBOOK_CELLS]
-    spec_dir = tmp_path / "kernels" / "emergence-lens-test"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "emergence-lens (tests)",
-                "language": "python",
-            }
-        )
-    )
-    repo = Path(__file__).resolve().parents[1]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "JUPYTER_PATH": str(tmp_path),
-        "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }
-    previous = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(tmp_path)
-    try:
-        client = NotebookClient(
-            nb,
-            timeout=300,
-            startup_timeout=120,
-            kernel_name="emergence-lens-test",
-            resources={"metadata": {"path": str(repo)}},
-        )
-        with client.setup_kernel(env=env):
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)
-            for index in range(1, len(nb.cells)):  # run every display cell again
-                client.execute_cell(nb.cells[index], index)
-    finally:
-        if previous is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = previous
+    nb = execute_cells_twice(NOTEBOOK_CELLS, tmp_path)
     for cell in nb.cells[1:]:
         assert cell.execution_count > len(nb.cells) - 1, "the cell ran a second time"
         (output,) = [o for o in cell.outputs if "text/html" in o.get("data", {})]
         assert output["data"]["text/html"]
     page = tmp_path / "twice.html"
-    display.export_notebook_html(nb, page)
+    notebook.export_notebook_html(nb, page)
     html = page.read_text(encoding="utf-8")
     check_parsed(html, [])
     result, (view_text, clean, _) = open_in_chromium(page, tmp_path / "twice.png")

@@ -116,6 +116,7 @@ REPORT_ORDER = (
     "interp.report.head_view",
     "interp.report.scrubber",
     "interp.report.page",
+    "interp.report.notebook",
 )
 
 

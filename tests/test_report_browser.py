@@ -19,7 +19,7 @@ import pytest
 
 from browser import chromium_path, visit
 from interp.pipeline import MainJobReport
-from interp.report.display import export_notebook_html
+from interp.report.notebook import export_notebook_html
 
 #: Page weight limit of the six-run demo report (bytes): plotly.js and the circuitsvis bundle are
 #: 6.12 MB of it; the six scrubber sections (issue 26) about 0.35 MB. Raised from 7.0 MB when the

@@ -4,38 +4,62 @@ A DataFrame as a compact table (:func:`table_fragment`), a handful of scalars as
 table (:func:`key_values_fragment`) and the ``.el-*`` styles (:data:`STYLE`, :func:`style_tag`):
 :func:`interp.core.objects.fields_html` builds a result's display from them, and the report
 (:mod:`interp.report.display`, which re-exports them, and :mod:`interp.report.page`) builds its
-tables from them. Text from users or tokenizers is data, never markup: ``DataFrame.to_html``
-escapes cells and headers, and key-value names and values go through :func:`html.escape`.
+tables from them. The markup is in ``interp/core/templates/`` (``table.html.j2``,
+``key_values.html.j2``, ``style.css``), rendered autoescaped (:mod:`interp.core.templating`): text
+from users or tokenizers is data, never markup. A caption is text, or ``markupsafe.Markup`` when
+it carries markup of the toolkit's own.
 """
 
 from __future__ import annotations
 
-import html
-import re
+import math
 from typing import TYPE_CHECKING
+
+from markupsafe import Markup
+
+from interp.core.templating import package_text, render
 
 if TYPE_CHECKING:  # annotations only: pandas is imported by whoever passes a DataFrame
     import pandas as pd
 
-__all__ = ["STYLE", "key_values_fragment", "style_tag", "table_fragment"]
+__all__ = ["STYLE", "format_value", "key_values_fragment", "style_tag", "table_fragment"]
 
 
-def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | None = None) -> str:
+def _missing(value) -> bool:
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN and NaT differ from themselves
+    except TypeError:  # pd.NA: its comparisons are NA, which has no truth value
+        return True
+    except ValueError:  # an array in a cell: shown as it is
+        return False
+
+
+def format_value(value, digits: int = 3) -> str:
+    """A table cell as text: a float to ``digits`` decimals, a missing value (None, NaN, NaT,
+    ``pd.NA``) as "—", anything else as ``str``."""
+    if isinstance(value, (list, tuple, dict)):
+        return str(value)
+    if _missing(value):
+        return "—"
+    if isinstance(value, float) or type(value).__name__.startswith("float"):  # float, numpy floats
+        return f"{float(value):.{digits}f}" if math.isfinite(float(value)) else str(float(value))
+    return str(value)
+
+
+def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | Markup | None = None) -> str:
     """A DataFrame as a compact HTML table: floats to ``digits`` decimals, missing values as "—",
-    underscores in headers allowed to break (so that wide tables wrap instead of overflowing)."""
-    table = df.to_html(index=False, na_rep="—", float_format=lambda v: f"{v:.{digits}f}", classes="el-table", border=0)
-    table = re.sub(r"<th>([^<]*)</th>", lambda m: "<th>" + m.group(1).replace("_", "_<wbr>") + "</th>", table)
-    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
-    return f"<div class='el-table-wrap'>{table}</div>{note}"
+    headers allowed to break after underscores (so that wide tables wrap instead of overflowing);
+    ``caption`` (text, or ``Markup``) under it (template ``core/templates/table.html.j2``)."""
+    rows = [[format_value(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
+    return render("core/templates/table.html.j2", headers=[str(c) for c in df.columns], rows=rows, caption=caption)
 
 
-def key_values_fragment(values: dict, caption: str | None = None) -> str:
-    """A two-column table (name, value) for a handful of scalars."""
-    rows = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_format(v))}</td></tr>" for k, v in values.items()
-    )
-    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
-    return f"<div class='el-table-wrap'><table class='el-table el-kv'>{rows}</table></div>{note}"
+def key_values_fragment(values: dict, caption: str | Markup | None = None) -> str:
+    """A two-column table (name, value) for a handful of scalars (floats to 4 significant digits)."""
+    rows = [(str(k), _format(v)) for k, v in values.items()]
+    return render("core/templates/key_values.html.j2", rows=rows, caption=caption)
 
 
 def _format(value) -> str:
@@ -46,20 +70,9 @@ def _format(value) -> str:
     return str(value)
 
 
-#: Styles shared by the report page and notebook outputs (scoped to ``.el-*`` classes).
-STYLE = """
-.el-table-wrap{max-width:100%;overflow-x:auto}
-table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
-table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}
-table.el-table td{white-space:nowrap}
-table.el-table th{background:#f4f4f4;overflow-wrap:normal;word-break:normal;hyphens:none;vertical-align:bottom}
-table.el-kv th{text-align:left}
-.el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}
-.el-figure{margin:0.5em 0}
-.el-findings{border:2px solid #2a6;background:#f3fbf6;padding:0.4em 1em;margin:0.8em 0;max-width:1100px}
-.el-findings li{margin:0.3em 0}
-.el-noisy{color:#a40}
-"""
+#: Styles shared by the report page and notebook outputs (scoped to ``.el-*`` classes;
+#: ``interp/core/templates/style.css``).
+STYLE = package_text("core/templates/style.css")
 
 
 def style_tag() -> str:

@@ -21,11 +21,11 @@ Use: in the class body, ``__repr__ = short_repr``, ``__eq__ = results_equal``,
 from __future__ import annotations
 
 import dataclasses
-import html
 import math
 from typing import Any
 
-from interp.core.html_fragments import key_values_fragment, style_tag, table_fragment
+from interp.core.html_fragments import STYLE, key_values_fragment, table_fragment
+from interp.core.templating import render, trusted
 
 #: Longest ``repr`` a result prints (characters): about one screen.
 MAX_REPR_CHARS = 1600
@@ -135,15 +135,18 @@ def results_equal(self: Any, other: Any) -> bool:
 
 def fields_html(obj: Any, max_rows: int = 10) -> str:
     """A result as HTML: its scalar fields in a two-column table, then each DataFrame field's
-    first ``max_rows`` rows; every text escaped."""
+    first ``max_rows`` rows (template ``core/templates/result.html.j2``; every text escaped)."""
     scalars, tables = {}, []
     for name, value in _fields(obj):
         if hasattr(value, "columns") and hasattr(value, "head"):
-            tables.append((name, value))
+            more = f" (first {max_rows} of {len(value)} rows)" if len(value) > max_rows else ""
+            tables.append({"name": name, "more": more, "html": trusted(table_fragment(value.head(max_rows)))})
         else:
             scalars[name] = summarise(value) if not isinstance(value, (int, float, str, bool, type(None))) else value
-    parts = [style_tag(), f"<h4>{html.escape(type(obj).__name__)}</h4>", key_values_fragment(scalars)]
-    for name, table in tables:
-        more = f" (first {max_rows} of {len(table)} rows)" if len(table) > max_rows else ""
-        parts.append(f"<p><b>{html.escape(name)}</b>{html.escape(more)}</p>" + table_fragment(table.head(max_rows)))
-    return "<div class='el-result'>" + "\n".join(parts) + "</div>"
+    return render(
+        "core/templates/result.html.j2",
+        style=trusted(STYLE),
+        name=type(obj).__name__,
+        scalars=trusted(key_values_fragment(scalars)),
+        tables=tables,
+    )

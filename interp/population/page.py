@@ -7,7 +7,8 @@ median with its 95 % interval beside each arm); the arm, log-rank and Cox tables
 with its interval; each arm's seed x step heatmap of p(answer) with each run's ``E`` marked; the
 run table.
 
-The page is a Jinja2 template with autoescape on: run names, arm names and titles are data,
+The page is a Jinja2 template with autoescape on (``interp/population/templates/``, rendered by the
+toolkit's one environment, :mod:`interp.core.templating`): run names, arm names and titles are data,
 never markup. The two pieces of trusted HTML it inlines are plotly.js
 (:func:`interp.report.display.plotly_script`, once per page, in ``<head>``) and plotly's own
 figure ``<div>``\\ s, whose labels are HTML-escaped first (:func:`interp.report.figures.plot_text`:
@@ -22,90 +23,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
-from jinja2 import Environment
 from markupsafe import Markup
 
+from interp.core.templating import package_text, render, trusted
 from interp.core.terms import rule_text
 from interp.population.findings import fmt_p, fmt_steps
 from interp.report.display import PLOTLY_CONFIG, plotly_script
 from interp.report.figures import plot_text
 
-_PAGE = """\
-<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{ title }}</title>
-<style>{{ style }}</style>
-{{ plotly }}
-</head><body>
-{{ body }}
-</body></html>
-"""
-
-_BODY = """\
-{% if plotly %}{{ plotly }}{% endif %}
-<div class="el-population">
-<h1>{{ title }}</h1>
-<section id="findings"><h2>Findings</h2>
-<ul class="el-findings">{% for line in findings %}<li>{{ line }}</li>{% endfor %}</ul>
-<p class="el-caption">{{ n_runs }} runs in {{ n_arms }} arm(s). Point of emergence E: {{ rule }}; threshold
-{{ threshold }} on greedy accuracy; E is the post step. A run that has not emerged by its budget is censored there
-(counted, never dropped). Intervals are 95 %.</p></section>
-<section id="survival"><h2>Kaplan–Meier: share of seeds not yet emerged</h2>{{ km_figure }}
-<p class="el-caption">Step functions: the Kaplan–Meier estimate per arm (Kaplan &amp; Meier 1958); bands: pointwise
-95 % intervals (Greenwood variance, log-log transform); ticks: runs censored at their budget.</p></section>
-<section id="strip"><h2>Point of emergence per seed</h2>{{ strip_figure }}
-<p class="el-caption">One marker per seed: E (steps) for a seed that emerged; an open triangle at the budget for a
-seed that never did. Black: the arm's median E with its 95 % interval (Brookmeyer &amp; Crowley 1982), drawn only
-where the median is reached; an interval whose upper end is not reached runs to the budget.</p></section>
-<section id="tables"><h2>Arms</h2>
-<div class="el-table-wrap"><table class="el-table"><thead><tr><th>arm</th><th>layers</th><th>d_model</th><th>heads</th>
-<th>d_head</th><th>budget (steps)</th><th>emerged / runs</th><th>never emerged (95 % CI)</th>
-<th>median E, steps (95 % CI)</th></tr></thead><tbody>
-{% for a in arms %}<tr><td>{{ a.arm }}</td><td>{{ a.n_layers }}</td><td>{{ a.d_model }}</td><td>{{ a.n_heads }}</td>
-<td>{{ a.d_head }}</td><td>{{ a.budget }}</td><td>{{ a.n_emerged }} / {{ a.n_runs }}</td><td>{{ a.never }}</td>
-<td>{{ a.median }}</td></tr>{% endfor %}</tbody></table></div>
-<p class="el-caption">Share never emerged: Wilson 1927 score interval. Median E: the first step where the Kaplan–Meier
-estimate falls below 0.5, with the Brookmeyer–Crowley interval (complementary log-log scale).</p>
-<h2>Log-rank tests</h2>
-<div class="el-table-wrap"><table class="el-table"><thead><tr><th>test</th><th>arms</th><th>runs</th><th>emerged</th>
-<th>χ²</th><th>df</th><th>p</th><th>note</th></tr></thead><tbody>
-{% for t in tests %}<tr><td>{{ t.test }}</td><td>{{ t.arms }}</td><td>{{ t.n_runs }}</td><td>{{ t.n_emerged }}</td>
-<td>{{ t.chi2 }}</td><td>{{ t.df }}</td><td>{{ t.p }}</td><td>{{ t.note }}</td></tr>{% endfor %}</tbody></table></div>
-<p class="el-caption">Log-rank test of equal emergence hazards (Mantel 1966; Peto &amp; Peto 1972): globally, then each
-arm against {{ reference }}.</p>
-<h2>Hazard of emergence per doubling of heads (Cox)</h2>
-<div class="el-table-wrap"><table class="el-table"><thead><tr><th>layers</th><th>d_model</th><th>heads</th><th>runs</th>
-<th>emerged</th><th>hazard ratio per doubling (95 % CI)</th><th>p</th><th>note</th></tr></thead><tbody>
-{% for c in cox %}<tr><td>{{ c.n_layers }}</td><td>{{ c.d_model }}</td><td>{{ c.heads }}</td><td>{{ c.n_runs }}</td>
-<td>{{ c.n_emerged }}</td><td>{{ c.hr }}</td><td>{{ c.p }}</td><td>{{ c.note }}</td></tr>{% endfor %}</tbody></table></div>
-<p class="el-caption">Cox proportional-hazards model (Cox 1972; Efron 1977 ties) with log2(n_heads) as the covariate,
-over arms that share n_layers and d_model; Wald interval and p-value.</p></section>
-<section id="heatmaps"><h2>Capability per seed and step: p(answer)</h2>
-{% for fig in heatmaps %}{{ fig }}{% endfor %}
-<p class="el-caption">Colour: the probability of the answer at each checkpoint (rows: seeds, columns: steps);
-white diamonds: each seed's E.</p></section>
-<section id="runs"><details><summary>Runs ({{ n_runs }})</summary>
-<div class="el-table-wrap"><table class="el-table"><thead><tr><th>arm</th><th>run</th><th>seed</th><th>emerged</th>
-<th>E (steps)</th><th>pre_step</th><th>post_step</th><th>budget</th></tr></thead><tbody>
-{% for r in runs %}<tr><td>{{ r.arm }}</td><td>{{ r.run }}</td><td>{{ r.seed }}</td><td>{{ r.emerged }}</td>
-<td>{{ r.E }}</td><td>{{ r.pre_step }}</td><td>{{ r.post_step }}</td><td>{{ r.budget }}</td></tr>{% endfor %}
-</tbody></table></div></details></section>
-</div>
-"""
-
-_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
-    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}"
-    ".el-findings li{margin:0.25em 0}"
-    ".el-table-wrap{max-width:100%;overflow-x:auto}"
-    "table.el-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}"
-    "table.el-table td,table.el-table th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-    "table.el-table td{white-space:nowrap}"
-    "table.el-table th{background:#f4f4f4}"
-    ".el-caption{color:#444;font-size:0.9em;max-width:1100px;margin:0.2em 0 1em 0}"
-)
-
-_ENV = Environment(autoescape=True, trim_blocks=False)
 _PALETTE = pio.templates["plotly"].layout.colorway
 
 
@@ -114,7 +39,7 @@ def _figure(fig: go.Figure) -> Markup:
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
     )
-    return Markup(f"<div class='el-figure'>{body}</div>")  # trusted: plotly's own div; labels escaped by plot_text
+    return Markup('<div class="el-figure">{}</div>').format(trusted(body))  # plotly's own div; labels: plot_text
 
 
 def _rgba(colour: str, alpha: float) -> str:
@@ -345,7 +270,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
     return {
         "title": result.title,
         "findings": result.findings,
-        "plotly": Markup(plotly_script()) if include_plotlyjs else "",  # trusted: plotly.js, script-safe
+        "plotly": trusted(plotly_script()) if include_plotlyjs else "",  # plotly.js, script-safe
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),
         "rule": rule_text(result.hold),
@@ -363,15 +288,15 @@ def _context(result, include_plotlyjs: bool) -> dict:
 
 def population_fragment(result, include_plotlyjs: bool = True) -> str:
     """The page's content as one HTML fragment (a notebook output; plotly.js inlined when asked)."""
-    return _ENV.from_string(_BODY).render(**_context(result, include_plotlyjs))
+    return render("population/templates/body.html.j2", **_context(result, include_plotlyjs))
 
 
 def population_page(result) -> str:
     """``population.html``: a self-contained page (plotly.js inlined once in ``<head>``, no network)."""
-    body = Markup(population_fragment(result, include_plotlyjs=False))  # trusted: rendered with autoescape
-    return _ENV.from_string(_PAGE).render(
+    return render(
+        "population/templates/page.html.j2",
         title=result.title,
-        style=Markup(_STYLE),
-        plotly=Markup(plotly_script()),
-        body=body,  # trusted: ours
+        style=trusted(package_text("population/templates/style.css")),
+        plotly=trusted(plotly_script()),
+        body=trusted(population_fragment(result, include_plotlyjs=False)),  # rendered with autoescape
     )

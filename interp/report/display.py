@@ -14,37 +14,38 @@ make them (the report floor, ``tests/test_import_graph.py``). Three rules hold e
 * Each JavaScript library is inlined once per page (plotly.js is about 4.8 MB, the circuitsvis
   bundle 1.3 MB): an :class:`Assets` object remembers what a page already holds. A page is one
   output document: the report file, a file written by ``save_html``, or one notebook output.
-  Every ``_repr_html_`` call starts a new :class:`Assets`, so each output carries the libraries
-  it needs: a cell run again, a second ``show_attention`` or a saved notebook whose first output
-  was replaced still draws (several figures inside one output share one copy).
+  In a notebook set up by :func:`interp.report.notebook.init_notebook` the notebook holds each
+  library once, in its first cell's output, and outputs carry none; without it every
+  ``_repr_html_`` call starts a new :class:`Assets`, so each output carries the libraries it needs.
 * Every displayable object has ``save_html(path)``, which writes a self-contained page
   atomically whatever was displayed before; :func:`save_html` does the same for any of them
   and for a DataFrame (a ``decompose_jump`` table, a ranking's ``heads``).
-* Text from users or tokenizers is data, never markup: tables and labels are HTML-escaped,
-  figure labels are HTML-escaped (plotly reads its text as a small HTML subset), and JSON
-  inside ``<script>`` has ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as ``\\uXXXX`` (so a token
-  ``"<!--"`` followed by ``"<script>"`` cannot put the HTML parser into a script-data escape state).
+* Text from users or tokenizers is data, never markup: the markup is in Jinja2 templates with
+  autoescape on (``interp/report/templates/``, :mod:`interp.core.templating`); figure labels are
+  HTML-escaped (plotly reads its text as a small HTML subset), and JSON inside ``<script>`` has
+  ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as ``\\uXXXX`` (so a token ``"<!--"`` followed by
+  ``"<script>"`` cannot put the HTML parser into a script-data escape state).
 * The circuitsvis bundle is loaded as a classic script that defines the global ``CircuitsVis``;
   each view is a mount ``<div>`` plus a one-line ``CircuitsVis.render(...)`` call.
 
-:func:`init_notebook` makes plain plotly figures follow the same rules, and
-:func:`export_notebook_html` exports an executed notebook to one HTML file that opens offline
-(nbconvert's lab template without its require.js, MathJax and mermaid CDN scripts).
+:mod:`interp.report.notebook` sets up a notebook (``init_notebook``) and exports one to an HTML
+file that opens offline (``export_notebook_html``).
 """
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+from markupsafe import Markup
 
 # the tables and styles live on the ground floor (core.objects.fields_html uses them); read here as before
 from interp.core.html_fragments import STYLE as STYLE
 from interp.core.html_fragments import key_values_fragment, style_tag, table_fragment
+from interp.core.templating import package_text, render, trusted
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -54,10 +55,7 @@ def plotly_script() -> str:
     """plotly.js inlined in one ``<script>`` (the version bundled with the plotly package)."""
     from plotly.offline import get_plotlyjs
 
-    return (
-        "<script type='text/javascript'>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
-        f"<script type='text/javascript'>{_script_safe(get_plotlyjs())}</script>"
-    )
+    return render("report/templates/plotly.html.j2", source=trusted(_script_safe(get_plotlyjs())))
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +69,7 @@ def circuitsvis_script() -> str:
     bundle = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
     source = bundle.read_text(encoding="utf-8")
     # ``var CircuitsVis`` at the top level of a classic script becomes ``window.CircuitsVis``.
-    return f"<script type='text/javascript'>{_script_safe(source)}\nwindow.CircuitsVis = CircuitsVis;</script>"
+    return render("report/templates/circuitsvis_bundle.html.j2", source=trusted(_script_safe(source)))
 
 
 def _script_safe(source: str) -> str:
@@ -103,14 +101,24 @@ LIBRARIES: dict[str, Callable[[], str]] = {
 }
 
 
+#: Set in a Jupyter kernel by :func:`interp.report.notebook.init_notebook`: ``provide(name)`` puts
+#: library ``name`` into the notebook's one library output (once per notebook) and returns True.
+#: ``None`` (outside a kernel, or before ``init_notebook``): every output carries its libraries.
+NOTEBOOK_LIBRARIES: Callable[[str], bool] | None = None
+
+
 class Assets:
     """The JavaScript libraries a page already holds (``"plotly"``, ``"circuitsvis"``, ``"scrubber"``).
 
-    ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards.
+    ``require(name)`` returns the library's ``<script>`` the first time and ``""`` afterwards. In a
+    notebook set up by :func:`interp.report.notebook.init_notebook`, a notebook output's
+    ``Assets()`` returns ``""`` from the start: the notebook holds each library once
+    (:data:`NOTEBOOK_LIBRARIES`); a page (:func:`page_html`) always holds its own.
     """
 
     def __init__(self) -> None:
         self.sent: set[str] = set()
+        self.notebook = NOTEBOOK_LIBRARIES
 
     def require(self, name: str) -> str:
         """The ``<script>`` for ``name`` if this page does not hold it yet, else ``""``.
@@ -123,24 +131,33 @@ class Assets:
         if name in self.sent:
             return ""
         self.sent.add(name)
+        if self.notebook is not None and self.notebook(name):
+            return ""
         return LIBRARIES[name]()
 
 
-def figure_fragment(fig, assets: Assets, caption: str | None = None) -> str:
-    """A plotly figure as an HTML fragment (plotly.js inlined if ``assets`` does not hold it yet).
+def figure_fragment(fig, assets: Assets, caption: str | Markup | None = None) -> str:
+    """A plotly figure as an HTML fragment (plotly.js inlined if ``assets`` does not hold it yet;
+    template ``report/templates/figure.html.j2``).
 
     Args:
-        fig: a ``plotly.graph_objects.Figure``.
+        fig: a ``plotly.graph_objects.Figure`` (or its dict).
         assets: the page's :class:`Assets`.
-        caption: HTML shown under the figure (what it shows, how to read it).
+        caption: shown under the figure (what it shows, how to read it): text, escaped, or
+            ``markupsafe.Markup`` for a caption with the toolkit's own markup.
     """
     import plotly.io as pio
 
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
     )
-    note = f"<p class='el-caption'>{caption}</p>" if caption else ""
-    return f"{assets.require('plotly')}<div class='el-figure'>{body}{note}</div>"
+    # plotly's own <div> and script: its labels are HTML-escaped first (figures.plot_text)
+    return render(
+        "report/templates/figure.html.j2",
+        library=trusted(assets.require("plotly")),
+        plot=trusted(body),
+        caption=caption,
+    )
 
 
 _MOUNT = re.compile(r'<div id="(circuits-vis-[^"]*)"[^>]*?/?>')
@@ -161,10 +178,12 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
         return _MOUNT.sub(lambda m: m.group(0).rstrip("/>").rstrip() + "></div>", local, count=1)
     # The call's arguments are the view's id, ``CircuitsVis.<View>`` and its props as JSON: every
     # ``<``, ``>``, ``&`` lies inside a JSON string (tokens, head names).
-    return (
-        f"{assets.require('circuitsvis')}<div id=\"{mount.group(1)}\" class='el-circuitsvis' "
-        f"style=\"margin: 15px 0;\"></div>\n<script type='text/javascript'>"
-        f"CircuitsVis.render({json_script_safe(call.group(1))});</script>"
+    return render(
+        "report/templates/circuitsvis.html.j2",
+        library=trusted(assets.require("circuitsvis")),
+        mount_id=mount.group(1),
+        call=trusted(json_script_safe(call.group(1))),
+        wait=assets.notebook is not None,
     )
 
 
@@ -273,15 +292,16 @@ def show_attention(tokens: Sequence[str], patterns, names: Sequence[str]) -> HTM
     return HTMLFragment(lambda assets: attention_fragment(tokens, patterns, names, assets), title="attention patterns")
 
 
-PAGE_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:16px auto;max-width:1240px;padding:0 8px}"
-    "h2{margin-top:1.6em;border-bottom:1px solid #ddd}h3{margin:1.2em 0 0.3em 0}"
-    "section.el-run{border-top:3px solid #888;margin-top:2em}"
-)
+#: The page's own styles (``report/templates/page.css``), beside :data:`STYLE`.
+PAGE_STYLE = package_text("report/templates/page.css")
 
 
 class _HeadAssets(Assets):
     """Page assets that go into ``<head>``: sections only record which libraries they need."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notebook = None  # a page holds its own libraries, in a notebook too
 
     def require(self, name: str) -> str:
         super().require(name)
@@ -295,18 +315,12 @@ def page_html(title: str, body: Callable[[Assets], str]) -> str:
     assets = _HeadAssets()
     content = body(assets)
     head_scripts = "".join(LIBRARIES[name]() for name in LIBRARIES if name in assets.sent)
-    return "\n".join(
-        [
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-            f"<title>{html.escape(title)}</title>",
-            f"<style>{PAGE_STYLE}{STYLE}</style>",
-            head_scripts,
-            "</head><body>",
-            f"<h1>{html.escape(title)}</h1>",
-            content,
-            "</body></html>",
-        ]
+    return render(
+        "report/templates/page.html.j2",
+        title=title,
+        style=trusted(PAGE_STYLE + STYLE),
+        scripts=trusted(head_scripts),
+        content=trusted(content),
     )
 
 
@@ -375,11 +389,11 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         "pre-screen found the top 2": ranking.prescreen_top2_found,
     }
     parts = [
-        key_values_fragment(values, caption=f"Metric units: {html.escape(str(unit))}."),
+        key_values_fragment(values, caption=f"Metric units: {unit}."),
         table_fragment(
             ranking.heads.head(10),
             digits=4,
-            caption=f"The {min(10, len(ranking.heads))} top heads by delta ({html.escape(unit)}; "
+            caption=f"The {min(10, len(ranking.heads))} top heads by delta ({unit}; "
             "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts).",
         ),
         figure_fragment(
@@ -397,111 +411,7 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         )
     if ranking.components is not None and len(ranking.components):
         parts.append(dataframe_html(ranking.components, assets))
-    return "<div class='el-head-ranking'>" + "\n".join(parts) + "</div>"
-
-
-def init_notebook() -> None:
-    """Show plain plotly figures in this kernel as offline HTML (plotly.js inlined in each output,
-    no MathJax or CDN script) by registering and selecting the plotly renderer ``"emergence_lens"``.
-
-    plotly 7's default in a Jupyter kernel is its mimetype renderer, which nbconvert's HTML export
-    does not draw; this renderer also keeps ``application/vnd.plotly.v1+json`` so JupyterLab's
-    plotly extension, when installed, still draws the figure itself.
-    """
-    import warnings
-
-    import plotly.io as pio
-
-    # tqdm.auto warns at import when ipywidgets is absent; its text bar works as it is (the
-    # widget bar would need the widget manager, which nbconvert's export loads from a CDN).
-    warnings.filterwarnings("ignore", message="IProgress not found")
-    if "emergence_lens" not in pio.renderers:
-        pio.renderers["emergence_lens"] = _offline_renderer()
-    pio.renderers.default = "plotly_mimetype+emergence_lens"
-
-
-def _offline_renderer():
-    """A plotly renderer whose text/html is :func:`figure_fragment` carrying plotly.js (each
-    output is self-contained)."""
-    from plotly.io._base_renderers import MimetypeRenderer
-
-    class OfflineRenderer(MimetypeRenderer):
-        def to_mimebundle(self, fig_dict):
-            return {"text/html": figure_fragment(fig_dict, Assets())}
-
-    return OfflineRenderer()
-
-
-def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
-    """Export an executed notebook to a single HTML page that makes no network request.
-
-    nbconvert's ``lab`` template loads require.js, MathJax and mermaid from CDNs; this export
-    leaves those three out (the toolkit's outputs need none of them: plotly.js and circuitsvis
-    are inlined in the outputs themselves). Each output carries the libraries it draws with, so
-    that it works alone in Jupyter; on the exported page every output shares one window, so each
-    library is kept once, where it first appears (before any output that uses it), and its later
-    copies are dropped (the main_job notebook's export: 38.4 MB -> 6.9 MB).
-
-    Args:
-        notebook: an ``nbformat.NotebookNode`` or a path to a ``.ipynb`` file.
-        out_path: also write the page there (atomically).
-
-    Returns:
-        The HTML page.
-    """
-    import jinja2
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    if not hasattr(notebook, "cells"):
-        notebook = nbformat.read(str(notebook), as_version=4)
-    template = (
-        "{%- extends 'lab/index.html.j2' -%}"
-        "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
-        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
-        "{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}"
-    )
-    exporter = HTMLExporter(
-        template_name="lab",
-        extra_loaders=[jinja2.DictLoader({"offline.html.j2": template})],
-        template_file="offline.html.j2",
-    )
-    body, _ = exporter.from_notebook_node(notebook)
-    body = _keep_first_copy(body, [LIBRARIES[name]() for name in LIBRARIES])
-    if out_path is not None:
-        from interp.core.io import atomic_write_text
-
-        atomic_write_text(Path(out_path), body)
-    return body
-
-
-_ELEMENT = re.compile(r"<(script|style)\b[^>]*>(.*?)</\1>", re.S)
-_OPENING = re.compile(r"<(script|style)\b[^>]*>\Z")
-
-
-def _keep_first_copy(page: str, libraries: Sequence[str]) -> str:
-    """``page`` without the second and later copies of each ``<script>`` / ``<style>`` element of
-    ``libraries`` (matched by their contents: nbconvert rewrites the tags' quotes, not their
-    contents; elements under 1000 characters, such as plotly's one-line config, are left alone)."""
-    for library in libraries:
-        for element in _ELEMENT.finditer(library):
-            tag, body = element.group(1), element.group(2)
-            first = page.find(body)
-            if len(body) < 1000 or first < 0:
-                continue
-            close = f"</{tag}>"
-            kept, pos = [page[: first + len(body)]], first + len(body)
-            while (found := page.find(body, pos)) >= 0:
-                after = found + len(body)
-                start = page.rfind(f"<{tag}", pos, found)
-                if start >= 0 and _OPENING.match(page, start, found) and page.startswith(close, after):
-                    kept.append(page[pos:start])  # the whole element goes
-                    pos = after + len(close)
-                else:  # the text inside something else (an escaped listing, say): kept
-                    kept.append(page[pos:after])
-                    pos = after
-            page = "".join(kept) + page[pos:]
-    return page
+    return render("report/templates/head_ranking.html.j2", parts=[trusted(part) for part in parts])
 
 
 def point_html(point, assets: Assets | None = None) -> str:
@@ -526,14 +436,12 @@ def point_html(point, assets: Assets | None = None) -> str:
         values["excluded (duplicate weights)"] = ", ".join(
             f"{a} = {b}" for a, b in sorted(point.excluded_steps.items())
         )
-    parts = [
-        style_tag(),
-        key_values_fragment(
-            values,
-            caption="Steps are training steps; the search evaluates "
-            f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.",
-        ),
-    ]
+    table = key_values_fragment(
+        values,
+        caption="Steps are training steps; the search evaluates "
+        f"each checkpoint at most once. Point of emergence: {rule_text(point.hold)}.",
+    )
+    figure = ""
     if len(point.evaluations):
         fig = run_capability_figure(
             point.evaluations,
@@ -542,18 +450,13 @@ def point_html(point, assets: Assets | None = None) -> str:
             threshold=point.threshold,
             title=f"{plot_text(point.model_id)}: evaluated checkpoints",
         )
-        parts.append(figure_fragment(fig, assets))
-    return "<div class='el-point'>" + "\n".join(parts) + "</div>"
+        figure = figure_fragment(fig, assets)
+    return render("report/templates/point.html.j2", style=trusted(STYLE), values=trusted(table), figure=trusted(figure))
 
 
 def capability_score_html(score) -> str:
     """A capability score (:class:`interp.tasks.CapabilityScore`) as a small table with a bar per value."""
-    rows = "".join(
-        f"<tr><th>{name}</th><td>{value:.4f}</td><td style='width:220px'><div style='background:#4c78a8;height:10px;"
-        f"width:{max(0.0, min(1.0, value)) * 100:.1f}%'></div></td></tr>"
-        for name, value in (("greedy accuracy", score.accuracy), ("mean p(answer)", score.p_answer))
-    )
-    return (
-        f"{style_tag()}<div class='el-table-wrap'><table class='el-table el-kv'>{rows}"
-        f"<tr><th>prompts</th><td>{score.n_prompts}</td><td></td></tr></table></div>"
+    rows = [("greedy accuracy", float(score.accuracy)), ("mean p(answer)", float(score.p_answer))]
+    return render(
+        "report/templates/capability_score.html.j2", style=trusted(STYLE), rows=rows, n_prompts=score.n_prompts
     )

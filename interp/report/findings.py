@@ -20,13 +20,13 @@ table print them (:func:`findings_html`, ``MainJobReport.findings()``).
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Sequence
 
 import pandas as pd
 
 from interp.core.html_fragments import table_fragment
+from interp.core.templating import render, trusted
 from interp.core.terms import DEFAULT_HOLD, rule_text
 from interp.sources.catalogue import run_label
 
@@ -243,30 +243,28 @@ def findings(points: pd.DataFrame, summary: pd.DataFrame, threshold: float = 0.5
     return lines
 
 
-#: The verdict words of a finding, bold on the page (matched in the escaped text: they hold no markup).
+#: The verdict words of a finding, bold on the page.
 VERDICTS = re.compile(
     r"(does not hold on \d+ of \d+ runs|holds on \d+ of \d+ runs|holds on \d+, does not hold on \d+|"
     r"not testable here|too noisy to say|the step differs by seed|no spread seen)"
 )
 
 
-def _verdicts_bold(escaped: str) -> str:
-    return VERDICTS.sub(r"<b>\1</b>", escaped)
+def _verdict_parts(line: str) -> list[tuple[str, bool]]:
+    """``line`` cut into (text, is a verdict) pieces: the template bolds the verdicts."""
+    parts, pos = [], 0
+    for match in VERDICTS.finditer(line):
+        parts += [(line[pos : match.start()], False), (match.group(0), True)]
+        pos = match.end()
+    return [*parts, (line[pos:], False)]
 
 
 def findings_html(lines: Sequence[str]) -> str:
-    """The findings box of a report page: the sentences as a list (text escaped: run names and
-    task names are data)."""
+    """The findings box of a report page: the sentences as a list, their verdict words bold
+    (template ``report/templates/findings.html.j2``; text escaped: run names and task names are data)."""
     if not lines:
         return ""
-    items = "".join(f"<li>{_verdicts_bold(html.escape(line))}</li>" for line in lines)
-    return (
-        "<div class='el-findings' role='note'><ul>"
-        + items
-        + "</ul><p class='el-caption'>Computed from the tables of this report (points.csv, the summary "
-        "below, topk.csv): shares with their 95 % bootstrap interval over prompts; a run whose jump is below "
-        "3 standard errors is named as too noisy, never counted for or against a claim.</p></div>"
-    )
+    return render("report/templates/findings.html.j2", lines=[_verdict_parts(line) for line in lines])
 
 
 #: Headers of the summary table on a page (``MainJobReport.summary()`` keeps the
@@ -305,16 +303,10 @@ def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
             if column in summary and summary[column].astype(str).nunique() == 1:
                 shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
         summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
-    note = (
-        (
-            "<p class='el-caption'>Every row: "
-            + "; ".join(f"<b>{html.escape(str(k))}</b> {html.escape(str(v))}" for k, v in shared.items())
-            + ".</p>"
-        )
-        if shared
-        else ""
+    table = table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
+    return render(
+        "report/templates/summary.html.j2", shared=[(str(k), str(v)) for k, v in shared.items()], table=trusted(table)
     )
-    return note + table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
 
 
 def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) -> str:
@@ -326,24 +318,4 @@ def summary_legend(metrics: Sequence[str] = ("p",), hold: int = DEFAULT_HOLD) ->
     names = list(dict.fromkeys(m for m in metrics if m)) or ["p"]
     described = "; ".join(f"{n} = {metric_spec(n).description} ({metric_spec(n).unit})" for n in names)
     label = metric_spec(names[0]).label if len(names) == 1 else "the metric"
-    return (
-        "<b>task</b>: the capability (one row per run and task; <b>BOS prepended</b>: whether its prompts began "
-        "with a BOS token). "
-        f"<b>pre step → post step</b> (training steps), the point of emergence: {rule_text(hold)} "
-        "(<code>hold</code> in points.csv). <b>monotone</b>: false when the evaluated accuracy reaches the "
-        "threshold and falls below it again, or drops by more than sampling noise. <b>checkpoints evaluated</b>: "
-        "checkpoints evaluated to find the point (every searchable one when the curve was scanned). "
-        f"<b>metric</b>, <b>unit</b>: what pre → post value, jump, top Δ and recovered measure ({described}). "
-        "<b>pre → post value</b>: mean metric of the pre / post checkpoint. <b>jump</b> = post value − pre "
-        "value, ± its standard error (recovered divides by it: a jump small against its noise makes recovered ill-conditioned). "
-        "<b>top head</b>, <b>top Δ</b>: the head whose post-step attention pattern, patched alone into the pre "
-        f"step, raises {label} most, and by how much (metric units). <b>recovered by top 2</b>: (value with the "
-        "top 2 heads patched − pre value) / jump. <b>pre-screen ρ</b>: Spearman rank correlation of the "
-        "pre-screen's estimate (integrated gradients on the patterns) with the exact per-head delta; "
-        "<b>pre-screen found top 2</b> (in report.summary() and the CSVs): whether the exact top 2 heads are the estimate's top 2. "
-        "<b>⚠ noisy</b> (<code>jump_too_small</code>): the jump is below 3 standard errors of the paired "
-        "per-prompt difference (the shares of it divide by noise); [95 % CI]: percentile bootstrap over prompts. In <code>report.summary()</code> the columns are model, seed, task, prepend_bos, emerged, pre_step, "
-        "post_step, monotone, n_evaluations, value_pre, value_post, jump, jump_se, top_head, top_delta (top_delta_lo, "
-        "top_delta_hi), recovered_top2 (recovered_top2_lo, recovered_top2_hi), "
-        "prescreen_spearman, prescreen_top2_found, metric, unit, jump_too_small."
-    )
+    return render("report/templates/legend.html.j2", rule=rule_text(hold), described=described, label=label)

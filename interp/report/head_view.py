@@ -17,9 +17,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 from jaxtyping import Float
+from markupsafe import Markup
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp.core.templating import render, trusted
 from interp.report.display import Assets, figure_fragment
 from interp.report.figures import plot_text
 
@@ -205,10 +207,12 @@ def head_comparisons_html(run, assets: Assets, label: str) -> str:
             post_label=names[i + 1].split(" ", 1)[-1],
         )
         parts.append(figure_fragment(fig, assets))
-    caption = (
+    caption = Markup(
         "Each top head's pattern at the pre step, at the post step and the change post − pre (red: attention "
         "gained, blue: lost); rows are query positions, columns key positions, labelled token (position) "
         "(␣ = a space). From Python: <code>run.show_head(layer, head)</code>, or any head with "
         "<code>rank_heads_between(...).show_head(layer, head)</code>."
     )
-    return "".join(parts) + (f"<p class='el-caption'>{caption}</p>" if parts else "")
+    if not parts:
+        return ""
+    return render("report/templates/section_body.html.j2", parts=[trusted(p) for p in parts], caption=caption)

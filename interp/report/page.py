@@ -16,7 +16,6 @@ section, write ``def my_section(run, ctx) -> Section | None`` and add it to ``RU
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,15 +24,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from markupsafe import Markup
 from torch import Tensor
 
+from interp.core.templating import render, trusted
 from interp.report.display import (  # noqa: F401  (PAGE_STYLE, page_html: interp.report.page's names too)
     PAGE_STYLE,
+    STYLE,
     Assets,
     attention_fragment,
     figure_fragment,
     page_html,
-    style_tag,
     table_fragment,
 )
 from interp.report.figures import (  # noqa: F401  (the figures are read here too: interp.report.page's names)
@@ -58,21 +59,14 @@ from interp.report.findings import (  # noqa: F401  (the summary table's names: 
 from interp.report.head_view import head_comparisons_html, head_scores_figure
 from interp.sources.catalogue import run_label
 
-# ---------------------------------------------------------------------------------------------
-# The report: a list of section functions.
-#
-# A run section is a function ``(run, ctx) -> Section | None``: it reads what it needs from one
-# run's analysis (``interp.pipeline.RunAnalysis``; attributes a run lacks are ``None`` through
-# ``getattr``) and returns a heading and an HTML body, or ``None`` to leave itself out. The report
-# shows, for every run, each function of RUN_SECTIONS in order; a page section
-# ``(report, ctx) -> Section | None`` of PAGE_SECTIONS comes before the runs. Adding a section is
-# writing its function and adding it to one of the two lists.
-# ---------------------------------------------------------------------------------------------
+# A run section is ``(run, ctx) -> Section | None`` (attributes a run lacks read as ``None``
+# through ``getattr``; ``None`` leaves the section out); a page section is ``(report, ctx) -> ...``.
 
 
 @dataclass
 class Section:
-    """One part of the report: a heading and an HTML body (plotly / circuitsvis through ``ctx``)."""
+    """One part of the report: a heading (text) and an HTML body built by the toolkit's templates
+    (plotly / circuitsvis through ``ctx``; :func:`section_body`)."""
 
     heading: str
     body: str
@@ -107,16 +101,23 @@ def _point(run) -> tuple[int | None, int | None]:
     return (getattr(point, "pre_step", None), getattr(point, "post_step", None))
 
 
-def _jump_note(run) -> str:
-    """A warning sentence when the run's jump is below 3 standard errors (``jump_too_small``)."""
+def section_body(*parts: str, caption: str | Markup | None = None) -> str:
+    """A section's body: ``parts`` (HTML the toolkit built: figures, tables, views) and a caption
+    under them (text, or ``Markup``; template ``report/templates/section_body.html.j2``)."""
+    return render("report/templates/section_body.html.j2", parts=[trusted(p) for p in parts], caption=caption)
+
+
+def _jump_note(run) -> Markup:
+    """A warning sentence (``Markup``: appended to a caption, it escapes the caption's text) when
+    the run's jump is below 3 standard errors (``jump_too_small``); empty otherwise."""
     heads = getattr(run, "heads", None)
     if heads is None or "jump_too_small" not in heads or not len(heads) or not bool(heads["jump_too_small"].iloc[0]):
-        return ""
+        return Markup("")
     spec, _ = _metric_of(run)
-    return (
+    return Markup(
         " <b class='el-warning'>The jump is below 3 standard errors of the paired per-prompt difference "
-        f"(jump_too_small): {html.escape(spec.delta_label)} and recovered compare against noise.</b>"
-    )
+        "(jump_too_small): {} and recovered compare against noise.</b>"
+    ).format(spec.delta_label)
 
 
 def capability_section(run, ctx: ReportContext) -> Section | None:
@@ -210,7 +211,7 @@ def delta_p_section(run, ctx: ReportContext) -> Section | None:
     caption = (
         (
             f"{d} = mean {spec.label} when one head's attention pattern at step {post} is patched into step {pre}, "
-            f"minus mean {spec.label} at step {pre} (metric {html.escape(spec.name)}, {unit}). "
+            f"minus mean {spec.label} at step {pre} (metric {spec.name}, {unit}). "
         )
         + (
             f"Colour: {d} / jump on this run's own range (its jump is below 3 s.e.: its fractions are not "
@@ -234,7 +235,7 @@ def topk_section(run, ctx: ReportContext) -> Section | None:
     spec, unit = _metric_of(run)
     caption = (
         f"recovered = ({spec.label} with the top K heads' patterns patched − value_pre) / (value_post − value_pre), "
-        f"metric {html.escape(spec.name)} ({unit}); 1 means the K heads' patterns alone carry the whole jump. "
+        f"metric {spec.name} ({unit}); 1 means the K heads' patterns alone carry the whole jump. "
         "The band is the 95 % bootstrap interval over prompts (prompts resampled jointly for pre, post and patched)."
     ) + _jump_note(run)
     return Section("Top-K recovery", figure_fragment(fig, ctx.assets, caption))
@@ -249,12 +250,12 @@ def attention_section(run, ctx: ReportContext) -> Section | None:
         "Each top head's pattern on prompt 0 at the pre step and at the post step (click a head to enlarge; "
         "rows are query positions, columns key positions)."
     )
-    body = attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets)
-    body += head_comparisons_html(run, ctx.assets, _run_label(run))
-    return Section(
-        f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)",
-        body + f"<p class='el-caption'>{caption}</p>",
+    body = section_body(
+        attention_fragment(run.example_tokens, patterns, run.example_names, ctx.assets),
+        head_comparisons_html(run, ctx.assets, _run_label(run)),
+        caption=caption,
     )
+    return Section(f"Attention patterns of the top heads — {_run_label(run)} (prompt 0)", body)
 
 
 def scrubber_section(run, ctx: ReportContext) -> Section | None:
@@ -265,16 +266,14 @@ def scrubber_section(run, ctx: ReportContext) -> Section | None:
     data = run_scrub_data(run, threshold=ctx.threshold, n_prompts=REPORT_SCRUB_PROMPTS)
     if data is None:
         return None
-    caption = (
-        f"{len(data.steps)} checkpoints the run evaluated (every checkpoint with a full scan), on the task's "
-        f"first {len(data.tokens)} prompts; <code>emergence scrub</code> shows every checkpoint of any run on "
+    caption = Markup(
+        "{} checkpoints the run evaluated (every checkpoint with a full scan), on the task's "
+        "first {} prompts; <code>emergence scrub</code> shows every checkpoint of any run on "
         "more prompts. Rows are query positions, columns key positions; each head's title gives its Δp; "
         "← / → step once the scrubber has focus (click it)."
-    )
+    ).format(len(data.steps), len(data.tokens))
     body = scrubber_fragment(data, ctx.assets, max_chars=REPORT_SCRUB_CHARS, delta_p_figure=False)
-    return Section(
-        f"Attention patterns across checkpoints — {_run_label(run)}", body + f"<p class='el-caption'>{caption}</p>"
-    )
+    return Section(f"Attention patterns across checkpoints — {_run_label(run)}", section_body(body, caption=caption))
 
 
 #: The report's scrubbers stay light (one per run): prompts shown, and the budget of each one's
@@ -293,15 +292,20 @@ def components_section(run, ctx: ReportContext) -> Section | None:
     )
     return Section(
         "Where the jump lives: component decomposition",
-        figure_fragment(
-            fig,
-            ctx.assets,
-            "Each bar patches one kind of component of every head or layer from post into pre; "
-            "<b>all blocks at once</b> patches every layer's parameters together, and <b>interaction</b> = "
-            "all blocks − (QK + OV + MLP weights), per prompt (the norms' share included): a whole far above "
-            "every part means the jump lives in how the parts combine." + _jump_note(run),
-        )
-        + table_fragment(components),
+        section_body(
+            figure_fragment(
+                fig,
+                ctx.assets,
+                Markup(
+                    "Each bar patches one kind of component of every head or layer from post into pre; "
+                    "<b>all blocks at once</b> patches every layer's parameters together, and <b>interaction</b> = "
+                    "all blocks − (QK + OV + MLP weights), per prompt (the norms' share included): a whole far "
+                    "above every part means the jump lives in how the parts combine."
+                )
+                + _jump_note(run),
+            ),
+            table_fragment(components),
+        ),
     )
 
 
@@ -396,8 +400,8 @@ RUN_SECTIONS: list[Callable] = [
 def summary_section(report, ctx: ReportContext) -> Section | None:
     """The summary table, one row per run, and what its columns mean (folded: one click opens it)."""
     legend = report.legend() if hasattr(report, "legend") else getattr(report, "summary_legend", "")
-    folded = f"<details class='el-caption'><summary>What the columns mean</summary>{legend}</details>" if legend else ""
-    return Section("Summary", summary_fragment(report.summary()) + folded)
+    folded = render("report/templates/columns_legend.html.j2", legend=trusted(legend)) if legend else ""
+    return Section("Summary", section_body(summary_fragment(report.summary()), folded))
 
 
 def findings_section(report, ctx: ReportContext) -> Section | None:
@@ -431,11 +435,10 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
                 fig,
                 ctx.assets,
                 "One line per seed (points only for a run found by bisection: its evaluated checkpoints); ★ marks "
-                "the post step of each run's point of emergence."
-                + (f" Task: {html.escape(str(task))}." if len(tasks) > 1 else ""),
+                "the post step of each run's point of emergence." + (f" Task: {task}." if len(tasks) > 1 else ""),
             )
         )
-    return Section("Capability of every run", "\n".join(parts))
+    return Section("Capability of every run", section_body(*parts))
 
 
 #: Sections shown once per page, before the runs.
@@ -473,10 +476,9 @@ def _as_array(values) -> np.ndarray:
     return np.asarray(values.detach().cpu() if isinstance(values, Tensor) else values, dtype=float)
 
 
-def _render(section: Section | None, level: int) -> str:
-    if section is None:
-        return ""
-    return f"<h{level}>{html.escape(section.heading)}</h{level}>\n{section.body}\n"
+def _sections(sections: Sequence[Section | None]) -> list[dict]:
+    """The sections a template shows (those not ``None``), their bodies marked as the toolkit's HTML."""
+    return [{"heading": sec.heading, "body": trusted(sec.body)} for sec in sections if sec is not None]
 
 
 def run_anchor(run) -> str:
@@ -486,31 +488,39 @@ def run_anchor(run) -> str:
 
 
 def run_html(run, ctx: ReportContext, level: int = 2, sections: Sequence[Callable] | None = None) -> str:
-    """One run's part of the page: a heading, then each section of ``sections`` (default RUN_SECTIONS)."""
-    parts = [f"<section id='{run_anchor(run)}' class='el-run'><h{level}>{html.escape(_run_label(run))}</h{level}>"]
-    parts += [_render(fn(run, ctx), level + 1) for fn in (sections or RUN_SECTIONS)]
-    if getattr(run, "heads", None) is None:
-        parts.append("<p>The run did not emerge between two checkpoints: nothing to patch.</p>")
-    parts.append("</section>")
-    return "\n".join(parts)
+    """One run's part of the page: a heading, then each section of ``sections`` (default RUN_SECTIONS)
+    (template ``report/templates/run.html.j2``)."""
+    return render(
+        "report/templates/run.html.j2",
+        anchor=run_anchor(run),
+        level=level,
+        label=_run_label(run),
+        sections=_sections([fn(run, ctx) for fn in (sections or RUN_SECTIONS)]),
+        patched=getattr(run, "heads", None) is not None,
+    )
 
 
 def report_body(report, ctx: ReportContext) -> str:
     """The page's content: PAGE_SECTIONS, a list of links to the runs, then every run's sections;
-    with several tasks, one section per task holding its runs."""
-    parts = [_render(fn(report, ctx), 2) for fn in PAGE_SECTIONS]
-    links = " · ".join(f"<a href='#{run_anchor(r)}'>{html.escape(_run_label(r))}</a>" for r in report.runs)
-    parts.append(f"<nav class='el-runs'>Runs: {links}</nav>")
+    with several tasks, one section per task holding its runs (template ``report/templates/report.html.j2``)."""
     tasks = list(dict.fromkeys(getattr(r, "task", None) for r in report.runs))
     if len(tasks) <= 1:
-        parts += [run_html(r, ctx) for r in report.runs]
-        return "\n".join(parts)
-    for task in tasks:
-        anchor = re.sub(r"[^A-Za-z0-9_-]", "-", f"task-{task}")
-        parts.append(f"<section id='{anchor}' class='el-task'><h2>Task: {html.escape(str(task))}</h2>")
-        parts += [run_html(r, ctx, level=3) for r in report.runs if getattr(r, "task", None) == task]
-        parts.append("</section>")
-    return "\n".join(parts)
+        groups = [{"anchor": None, "task": None, "runs": [trusted(run_html(r, ctx)) for r in report.runs]}]
+    else:
+        groups = [
+            {
+                "anchor": re.sub(r"[^A-Za-z0-9_-]", "-", f"task-{task}"),
+                "task": str(task),
+                "runs": [trusted(run_html(r, ctx, level=3)) for r in report.runs if getattr(r, "task", None) == task],
+            }
+            for task in tasks
+        ]
+    return render(
+        "report/templates/report.html.j2",
+        sections=_sections([fn(report, ctx) for fn in PAGE_SECTIONS]),
+        links=[{"anchor": run_anchor(r), "label": _run_label(r)} for r in report.runs],
+        groups=groups,
+    )
 
 
 def page_context(runs: Sequence, assets: Assets, threshold: float) -> ReportContext:
@@ -541,14 +551,14 @@ def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]], inline_pl
     docs/ stays small; it then needs the network to draw)."""
     if not inline_plotly:
         parts = [
-            f"<h2>{html.escape(heading)}</h2>"
-            + pio.to_html(fig, full_html=False, include_plotlyjs="cdn" if i == 0 else False)
+            (heading, trusted(pio.to_html(fig, full_html=False, include_plotlyjs="cdn" if i == 0 else False)))
             for i, (heading, fig) in enumerate(figures)
         ]
-        return page_html(title, lambda assets: "\n".join(parts))
+        return page_html(title, lambda assets: render("report/templates/figures.html.j2", figures=parts))
 
     def body(assets: Assets) -> str:
-        return "\n".join(f"<h2>{html.escape(heading)}</h2>{figure_fragment(fig, assets)}" for heading, fig in figures)
+        parts = [(heading, trusted(figure_fragment(fig, assets))) for heading, fig in figures]
+        return render("report/templates/figures.html.j2", figures=parts)
 
     return page_html(title, body)
 
@@ -556,7 +566,12 @@ def figures_page(title: str, figures: Sequence[tuple[str, go.Figure]], inline_pl
 def report_fragment(report, assets: Assets) -> str:
     """The report's content for a notebook output (libraries from ``assets``, once per page)."""
     ctx = page_context(report.runs, assets, report.threshold)
-    return f"<div class='el-report'>{style_tag()}<h2>{html.escape(report.title)}</h2>{report_body(report, ctx)}</div>"
+    return render(
+        "report/templates/report_fragment.html.j2",
+        style=trusted(STYLE),
+        title=report.title,
+        body=trusted(report_body(report, ctx)),
+    )
 
 
 def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> str:
@@ -568,14 +583,14 @@ def checkpoint_hazards_html(checkpoints: pd.DataFrame, lines: Sequence[str]) -> 
             listing), as :func:`interp.sources.checkpoint_table` labelled per run.
         lines: :func:`interp.sources.hazard_lines` of each run.
     """
-    if not lines:
-        n = int((checkpoints["status"] == "searchable").sum()) if len(checkpoints) else 0
-        return f"<p>No hazards: {n} checkpoints, each with weights unlike every other step's, none missing.</p>"
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    n = int((checkpoints["status"] == "searchable").sum()) if len(checkpoints) else 0
     flagged = checkpoints[checkpoints["status"] != "searchable"].drop(columns=["listing"], errors="ignore")
-    table = flagged.to_html(index=False, na_rep="—", max_rows=60)
-    return (
-        f"<ul>{items}</ul><p class='legend'>Identical weights at two steps mean at most one label is right: "
-        f"every step of such a group is left out of the search unless it is the final step and its digest "
-        f"equals the final model's. Every step's row: checkpoints.csv.</p><div class='table-wrap'>{table}</div>"
-    )
+    shown = flagged.head(MAX_HAZARD_ROWS)
+    whole = [c for c in shown.columns if shown[c].dtype.kind == "f" and (shown[c].dropna() % 1 == 0).all()]
+    shown = shown.astype(dict.fromkeys(whole, "Int64"))  # steps and token counts as integers
+    more = f"The first {len(shown)} of {len(flagged)} rows." if len(flagged) > len(shown) else None
+    table = trusted(table_fragment(shown, caption=more)) if lines else ""
+    return render("report/templates/hazards.html.j2", lines=list(lines), n_searchable=n, table=table)
+
+
+MAX_HAZARD_ROWS = 60  #: rows of the hazards table shown on the page (checkpoints.csv has every step)
