@@ -32,9 +32,10 @@ async function mount(id){
   const grid=q_('.el-scrub-grid'), play=q_('.el-scrub-play'), slider=q_('.el-scrub-slider'), label=q_('.el-scrub-step');
   const diff=q_('.el-scrub-diff'), refBox=q_('.el-scrub-ref'), fixedBox=q_('.el-scrub-fixed'), rangeBox=q_('.el-scrub-range');
   const orderBox=q_('.el-scrub-order'), chooser=q_('.el-scrub-prompt'), bar=q_('.el-scrub-scale'), scaleText=q_('.el-scrub-scale-text');
-  const big=q_('.el-scrub-big'), bigTitle=q_('.el-scrub-big-title'), bigStep=q_('.el-scrub-big-step'), bigMatrix=q_('.el-scrub-big-matrix');
-  const tip=el('div',{className:'el-scrub-tip'},document.body);
   const zoom=new Set(spec.zoom);
+  const big=q_('.el-scrub-big'), bigTitle=q_('.el-scrub-big-title'), bigStep=q_('.el-scrub-big-step'), bigMatrix=q_('.el-scrub-big-matrix');
+  spec.steps.forEach((s,i)=>{el('option',{value:i,textContent:'step '+s+(zoom.has(s)?' (zoomed)':'')},refBox);});
+  const tip=el('div',{className:'el-scrub-tip'},document.body);
   let canvases=[];
   const dp=(l,h)=>spec.delta_p&&spec.delta_p[l]&&spec.delta_p[l][h]!=null?spec.delta_p[l][h]:null;
   const dpText=(l,h)=>{const v=dp(l,h);return v===null?'':'  '+(spec.delta_label||'Δp')+' '+(v>=0?'+':'')+v.toFixed(3);};
