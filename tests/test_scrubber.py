@@ -313,7 +313,7 @@ def test_scrubber_page_in_headless_chromium(scrub_suite, tmp_path):
     for width in (1280, 800):
         with open_page(path, width=width) as (page, visit):
             _ready(page)
-            heads = page.locator(".el-scrub canvas")
+            heads = page.locator(".el-scrub-grid canvas")
             assert heads.count() == 8
             before = [heads.nth(i).screenshot() for i in range(8)]
             page.screenshot(path=str(tmp_path / f"scrub-{width}-step0.png"), full_page=True)
@@ -331,7 +331,7 @@ def test_scrubber_page_in_headless_chromium(scrub_suite, tmp_path):
             page.screenshot(path=str(tmp_path / f"scrub-{width}-change.png"), full_page=True)
             frames = _slider_frames(page, 6, "ArrowLeft") + _slider_frames(page, 6, "ArrowRight")
             assert statistics.median(frames) <= MAX_FRAME_MS, frames
-            page.select_option(".el-scrub select", "1")
+            page.select_option(".el-scrub-prompt", "1")
             assert page.evaluate("ELScrub.all[0].index") == 2
         assert visit.page_errors == [] and visit.console_errors == [], (visit.page_errors, visit.console_errors)
         assert visit.blocked == [] and set(visit.requests) == {visit.url}
@@ -346,7 +346,7 @@ def test_hostile_token_text_is_drawn_as_text(tmp_path):
     with open_page(path) as (page, visit):
         _ready(page)
         assert page.evaluate("JSON.parse(document.querySelector('.el-scrub-data').textContent).tokens[0]") == HOSTILE
-        option = page.evaluate("document.querySelector('.el-scrub select option').textContent")
+        option = page.evaluate("document.querySelector('.el-scrub-prompt option').textContent")
         assert option == "0: " + " ".join(HOSTILE)[:48]
         assert page.evaluate("document.querySelectorAll('script').length") == len(
             re.findall(r"<script\b", path.read_text(encoding="utf-8"))

@@ -360,13 +360,15 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         + ("" if spec["levels"] == LEVELS else " to keep the page light (emergence scrub keeps more)")
         + "."
     )
-    return _templates().get_template("scrubber.html.j2").render(
+    zoom_marks = [_on_track(_track_position(data.steps, s)) for s in data.zoom_steps] if len(data.steps) > 1 else []
+    template = _templates().get_template("scrubber.html.j2")
+    return template.render(
         library=Markup(assets.require("plotly") + assets.require("scrubber")),
         uid=uid,
         spec=spec,
         n_steps=len(data.steps),
         steps=[int(s) for s in data.steps],
-        zoom_marks=[_on_track(_track_position(data.steps, s)) for s in data.zoom_steps] if len(data.steps) > 1 else [],
+        zoom_marks=zoom_marks,
         band=_emergence_band(data),
         has_delta=data.delta_p is not None and bool(np.isfinite(np.asarray(data.delta_p, float)).any()),
         delta_label=data.delta_label(),
