@@ -306,7 +306,9 @@ def test_scrub_ranks_between_the_point_or_reads_a_run_folder(scrub_suite, tmp_pa
     rows = [("tiny-scrub", 4, layer, head, 0.01 * (4 * layer + head)) for layer in range(2) for head in range(4)]
     other = [("tiny-scrub", 5, 0, 0, 9.0)]
     pd.DataFrame(rows + other, columns=["model", "seed", "layer", "head", "delta"]).to_csv(run / "heads.csv")
-    result = CliRunner().invoke(app, ["scrub", str(scrub_suite), "--out", str(tmp_path / "p.html"), "--heads", str(run)])
+    result = CliRunner().invoke(
+        app, ["scrub", str(scrub_suite), "--out", str(tmp_path / "p.html"), "--heads", str(run)]
+    )
     assert result.exit_code == 0, result.output
     assert "heads ordered by Δp (--heads)" in result.output
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
