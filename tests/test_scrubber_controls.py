@@ -202,3 +202,29 @@ def test_any_two_steps_compare_on_a_fixed_range(tmp_path):
         assert "emergence 2→4" in page.inner_text(".el-scrub-marks")
         page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
     assert visit.page_errors == [] and visit.console_errors == [] and visit.blocked == []
+
+
+def test_keys_are_documented_on_the_page_in_the_guide_and_in_help():
+    """Every key the page script handles is listed on the page, in docs/guide.md and in
+    ``emergence scrub --help``."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    script = scrub_script.static_text("scrubber.js")
+    handled = set(re.findall(r"k==='(\w+)'", script))
+    assert handled == {"Escape", "ArrowRight", "ArrowLeft", "Home", "End", "ArrowUp", "ArrowDown", "d", "r", "f", "p"}
+    words = {"ArrowRight": "→", "ArrowLeft": "←", "ArrowUp": "↑", "ArrowDown": "↓", "Escape": "Esc"}
+    page = Scrubber(toy_data()).html()
+    keys_on_page = re.sub(r"<[^>]+>", "", re.search(r"<p class='el-caption el-scrub-keys'>(.*?)</p>", page, re.S)[1])
+    guide = (Path(scrub_script.__file__).resolve().parents[2] / "docs" / "guide.md").read_text(encoding="utf-8")
+    guide = guide[guide.index("### Watching it happen") :]
+    result = CliRunner().invoke(app, ["scrub", "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    for key in [*handled, "Enter"]:
+        word = words.get(key, key)
+        pattern = rf"(?<![\w-]){re.escape(word)}(?![\w-])"
+        for where, text in (("page", keys_on_page), ("guide", guide), ("help", result.output)):
+            assert re.search(pattern, text), (key, where)
