@@ -193,6 +193,9 @@ def test_any_two_steps_compare_on_a_fixed_range(tmp_path):
                 assert _pixel(page, layer, head, q, k) == DIVERGING[index], (b, layer, head, q, k, change)
         page.keyboard.press("f")  # the key turns the fixed range off again
         assert page.evaluate(f"{api}.scale") == pytest.approx(per_step[1], abs=1e-9)
+        page.fill(".el-scrub-range", "0.1")  # a range typed in turns it on, at that range
+        page.press(".el-scrub-range", "Enter")
+        assert page.is_checked(".el-scrub-fixed") and page.evaluate(f"{api}.scale") == pytest.approx(0.1)
         # the point of emergence (pre step 2 -> post step 4: indices 2 and 3 of 5) on the slider's track
         slider = page.locator(".el-scrub-slider").bounding_box()
         band = page.locator(".el-scrub-band").bounding_box()

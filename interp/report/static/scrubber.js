@@ -130,7 +130,8 @@ async function mount(id){
   diff.addEventListener('change',()=>setDiff(diff.checked));
   refBox.addEventListener('change',()=>{st.ref=+refBox.value;if(!st.diff)setDiff(true);else drawGrid();});
   fixedBox.addEventListener('change',()=>setFixed(fixedBox.checked));
-  rangeBox.addEventListener('change',()=>{const v=+rangeBox.value;if(v>0&&v<=1){st.range=v;if(st.diff)drawGrid();}});
+  // a range typed in turns the fixed range (and the difference) on
+  rangeBox.addEventListener('change',()=>{const v=+rangeBox.value;if(v>0&&v<=1){st.diff=true;diff.checked=true;setFixed(true,v);}});
   orderBox.addEventListener('change',()=>setOrder(orderBox.value));
   chooser.addEventListener('change',()=>{st.prompt=+chooser.value;drawGrid();});
   play.addEventListener('click',toggle);
