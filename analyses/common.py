@@ -177,7 +177,12 @@ def run_configs(
 
 
 class FinishedOnlyError(RuntimeError):
-    """``--finished-only`` found no finished run of the entry in its store."""
+    """``--finished-only`` found no finished run of the entry in its store (``python -m
+    analyses.<name> --finished-only`` reads the runs stored so far and trains none).
+
+    Fix: let the sweep finish some runs first (the same command without ``--finished-only``
+    trains them, resumably), or point ``--sweep-dir`` at the store that holds them.
+    """
 
 
 def finished(configs: Sequence[Any], results: Sequence) -> tuple[list[Any], list]:

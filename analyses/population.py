@@ -27,6 +27,7 @@ Usage: ``python -m analyses.population [--out DIR] [--jobs N] [--seeds-per-block
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import time
 from pathlib import Path
@@ -180,8 +181,8 @@ def docs_block(result, n_planned: int, elapsed_note: str) -> str:
 def _median_text(row) -> str:
     if row.median_E != row.median_E:
         return "not reached"
-    lo = "…" if row.median_E_lo != row.median_E_lo else f"{row.median_E_lo:.0f}"
-    hi = "…" if row.median_E_hi != row.median_E_hi else f"{row.median_E_hi:.0f}"
+    lo = f"{row.median_E_lo:.0f}" if math.isfinite(row.median_E_lo) else "…"
+    hi = f"{row.median_E_hi:.0f}" if math.isfinite(row.median_E_hi) else "…"
     return f"{row.median_E:.0f} ({lo}–{hi})"
 
 

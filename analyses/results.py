@@ -97,6 +97,13 @@ REGISTRY: list[Analysis] = [
     # 120 runs (5 arms x 24 seeds): ~3.5 h of 2 idle cores; each run's curve is kept in
     # docs/data/population/curves as it finishes, so a stopped entry resumes on any clone.
     Analysis("population", "analyses.population", "docs/results.md §4 (the population of seeds)", ("--update-docs",)),
+    # The reference arm's 24 seeds again, unpinned under torch's portable kernels (issue 44 item 4).
+    Analysis(
+        "population_unpinned",
+        "analyses.population_unpinned",
+        "docs/results.md §4 (does it hang on bits?)",
+        ("--update-docs",),
+    ),
     # The paper's own scale where it decides a claim (issue 27): `emergence results --paper-scale`.
     Analysis(
         "sparsity_sweep_paper",

@@ -39,6 +39,9 @@ EXPORTS: dict[str, str] = {
     "SuiteConfig": "interp.sources.catalogue",
     "train_suite": "interp.sources.suites",
     "plan_suite": "interp.sources.suites",
+    # hub checkpoints fetched into the hub cache for offline use (`emergence download`)
+    "download": "interp.sources.download",
+    "plan_download": "interp.sources.download",
     # tasks
     "tasks": "interp",
     "TASKS": "interp.task_registry",

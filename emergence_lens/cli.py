@@ -39,7 +39,12 @@ LAZY_COMMANDS = {
 
 
 class _LazyCommandError(ValueError):
-    """A lazily mounted command could not be imported."""
+    """A lazily mounted command (``synth``, ``sweep``, ``population``, ``results``, ...) could not
+    be imported: a package it needs is missing or fails to import (the message names it).
+
+    Fix: install what the message names (``pip install 'emergence-lens[EXTRA]'`` for an optional
+    extra), or run ``emergence --debug COMMAND`` to see the import's traceback.
+    """
 
 
 def _load(name: str) -> TyperCommand:

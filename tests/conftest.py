@@ -101,6 +101,7 @@ WORKER_GROUPS = {
             "test_checkpoints",
             "test_damaged_store",
             "test_decomposition",
+            "test_download",
             "test_embedded_training",
             "test_errors_catalogue",
             "test_main_job",

@@ -72,3 +72,33 @@ def test_docs_block_states_the_tables():
     assert "| a | 1 | 64 | 3 | 2 | " in block and "| b | 2 | 32 | 3 | 3 | 100 (" in block
     for line in result.findings:
         assert f"- {line}" in block
+
+
+def test_unpinned_comparison_pairs_seeds_and_states_the_verdict():
+    from analyses import population_unpinned as unpinned
+
+    # pinned arm "a": E 200, 300, censored; the unpinned copy: seed 0 the same, seed 1 later, seed 2 emerges
+    pinned = pd.concat([_curve("a", 1, s, c) for s, c in enumerate([200, 300, None])], ignore_index=True)
+    other = pd.concat([_curve("a", 1, s, c) for s, c in enumerate([200, 400, 300])], ignore_index=True)
+    result, pairs, label = unpinned.comparison(pinned, other, "a", "default")
+    assert label == "a-unpinned-default"
+    assert pairs["E_pinned"].fillna(-1).tolist() == [200, 300, -1]
+    assert pairs["E_unpinned"].tolist() == [200, 400, 300]
+    assert pairs["differs"].tolist() == [False, True, True]
+    block = unpinned.docs_block(result, pairs, "a", label, 24)
+    assert block.startswith("Unpinned runs evaluated: 3 of 24; seeds compared with their pinned twin: 3.")
+    assert "- Per-seed points of emergence differ on 2 of 3 seeds." in block
+    test = result.tests[result.tests["arm"] == label].iloc[0]
+    assert f"p = {test['p']:.2f}" in block
+    assert "| a | pinned AVX2 | 3 | 2 | " in block and "| a-unpinned-default | default, unpinned | 3 | 3 | " in block
+
+
+def test_unpinned_arm_config_keeps_one_arm_and_refuses_an_unknown_one():
+    import pytest
+
+    from analyses import population_unpinned as unpinned
+
+    cfg = unpinned.arm_config(load_suite_spec("population"), "neox-2l-64d-4h")
+    assert [size.name for size in cfg.sizes] == ["neox-2l-64d-4h"] and len(cfg.run_names()) == 24
+    with pytest.raises(SystemExit, match="'nope' is not an arm of the population; arms: neox-2l-64d-1h"):
+        unpinned.arm_config(load_suite_spec("population"), "nope")

@@ -128,6 +128,29 @@ BAD = [
     ("sweep-jobs", ["sweep", "SPEC", "--jobs", "0", "--out", "OUT"], "Invalid value"),
     ("results-unknown", ["results", "--only", "nope", "--out", "OUT"], "unknown analysis 'nope'; valid: main_job"),
     ("env-cache-is-file", ["env", "--cache", "FILE"], "(--cache) is a file, not a folder"),
+    (
+        "download-no-choice",
+        ["download", "EleutherAI/pythia-70m-seed3"],
+        "choose what to fetch with one of --steps 1000,2000, --all or --grid 30",
+    ),
+    (
+        "download-two-choices",
+        ["download", "EleutherAI/pythia-70m-seed3", "--all", "--grid", "5"],
+        "(got --all and --grid)",
+    ),
+    ("download-steps", ["download", "EleutherAI/pythia-70m-seed3", "--steps", "1k"], "--steps: '1k' is not an integer"),
+    (
+        "download-grid",
+        ["download", "EleutherAI/pythia-70m-seed3", "--grid", "1"],
+        "grid=1: need an integer of at least 2",
+    ),
+    (
+        "download-unknown-source",
+        ["download", "EleutherAI/pythia-71m", "--all"],
+        "unknown checkpoint source 'EleutherAI/pythia-71m'",
+    ),
+    ("download-embedded", ["download", "embedded-quick", "--all"], "'embedded-quick' is not a hub repository"),
+    ("download-cache-is-file", ["download", "EleutherAI/pythia-70m-seed3", "--all", "--cache", "FILE"], "is a file"),
     ("results-out-is-file", ["results", "--only", "depth", "--out", "FILE"], "is an existing file"),
     ("results-jobs", ["results", "--jobs", "0", "--out", "OUT"], "Invalid value"),
     (

@@ -4,8 +4,9 @@ Without a network the listing failed with ``cannot list the branches of Eleuther
 [Errno -2] Name or service not known`` and, offline, with ``has no checkpoint branches ... in the
 local hub cache``: neither said what to do, and the documented ``huggingface-cli download`` is
 not installed with huggingface_hub 1.0 and later (it ships ``hf``). Each is one line now that
-names the repository, the cache folder and the two ways on: the network, or ``hf download`` on
-another machine and ``HF_HUB_OFFLINE=1`` here.
+names the repository, the cache folder and the two ways on: the network, or ``emergence download``
+on another machine (``--grid 30`` for a search, ``--steps N`` for one branch) and
+``HF_HUB_OFFLINE=1`` here; each is a :class:`HubUnavailableError`.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def test_no_network_and_no_cache_says_what_to_do(tmp_path, monkeypatch, online):
         f"cannot list the branches of {REPO}: the hub could not be reached (OSError: {DNS}) and the local "
         f"hub cache {cache} does not hold it; check the network"
     )
-    assert f"`hf download {REPO} --revision step1000`" in message and message.endswith("set HF_HUB_OFFLINE=1")
+    assert f"run `emergence download {REPO} --grid 30`, copy that hub cache here (or set HF_HUB_CACHE" in message
+    assert message.endswith("set HF_HUB_OFFLINE=1")
 
 
 def test_a_download_or_metadata_failure_says_what_to_do(tmp_path, monkeypatch, online):
@@ -80,7 +82,7 @@ def test_a_download_or_metadata_failure_says_what_to_do(tmp_path, monkeypatch, o
         f"cannot fetch branch step1000 of {REPO}: the hub could not be reached (LocalEntryNotFoundError: Got: "
         f"ConnectError: {DNS})"
     )
-    assert f"`hf download {REPO} --revision step1000`" in message
+    assert f"run `emergence download {REPO} --steps 1000`" in message
     with pytest.raises(HubUnavailableError, match=r"^cannot read the weights' metadata of branch step0 of "):
         source.digest(0)
 
@@ -88,11 +90,32 @@ def test_a_download_or_metadata_failure_says_what_to_do(tmp_path, monkeypatch, o
 def test_offline_with_an_empty_cache_says_what_to_do(tmp_path, hub_offline):
     source = HubSource(REPO, cache_dir=tmp_path)
     assert source.available_steps() == []
-    with pytest.raises(CheckpointError) as error:
+    with pytest.raises(HubUnavailableError) as error:
         source.tokenizer()
     message = str(error.value)
     assert "\n" not in message and message.startswith(
         f"{REPO} has no checkpoint branches (step{{N}}, ...) in the local hub cache "
-        f"{tmp_path / 'models--EleutherAI--pythia-70m-seed3'} (HF_HUB_OFFLINE=1): unset HF_HUB_OFFLINE"
+        f"{tmp_path / 'models--EleutherAI--pythia-70m-seed3'} (HF_HUB_OFFLINE=1): fetch them with "
+        f"`emergence download {REPO} --grid 30` (with HF_HUB_OFFLINE unset, or on a machine with a network"
     )
-    assert f"`hf download {REPO} --revision step1000`" in message
+
+
+def test_offline_a_step_not_cached_says_which_download_fetches_it(tiny_hub_cache, hub_offline):
+    source = HubSource(REPO.replace("70m-seed3", "14m-seed3"), cache_dir=tiny_hub_cache["cache_dir"])
+    with pytest.raises(CheckpointError, match=r"no checkpoint at step 1000"):
+        source.digest(1000)  # not a cached branch: the nearest are named (tests/test_checkpoints.py)
+    import shutil
+
+    copy = tiny_hub_cache["cache_dir"].parent / "cache_without_weights"
+    if not copy.exists():  # the branches listed, their weights not fetched
+        shutil.copytree(tiny_hub_cache["cache_dir"], copy, symlinks=True)
+        for link in copy.glob("models--*/snapshots/*/model.safetensors"):
+            link.unlink()
+    source = HubSource(REPO.replace("70m-seed3", "14m-seed3"), cache_dir=copy)
+    with pytest.raises(HubUnavailableError) as error:
+        source.digest(1)
+    assert str(error.value).endswith(
+        "HF_HUB_OFFLINE=1; unset HF_HUB_OFFLINE to fetch them, or on a machine with a network run "
+        "`emergence download EleutherAI/pythia-14m-seed3 --steps 1` and copy that hub cache here "
+        "(or set HF_HUB_CACHE to it)"
+    )

@@ -1,6 +1,7 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``list-models``, ``list-tasks``.
+``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``download``, ``list-models``,
+``list-tasks``.
 
 One app (:data:`app`) holds them in that order: the main job's commands
 (:mod:`interp.cli.main_job`), the head-level ones (:mod:`interp.cli.heads`), then the suite and
@@ -94,6 +95,7 @@ __all__ = [
     "curve",
     "decompose",
     "demo",
+    "download_command",
     "list_models",
     "list_tasks",
     "rank_heads",
@@ -146,6 +148,53 @@ def train_suite(
         return
     for path in train_suite(cfg, executor=executor, jobs=jobs, ray_address=ray_address):
         typer.echo(f"{path}\t{folder_mb(path)} MB")
+
+
+@app.command("download")
+def download_command(
+    source: str = typer.Argument(
+        ...,
+        help="A hub repo whose branches name training steps: EleutherAI/pythia-70m-seed3, "
+        "allenai/OLMo-2-0425-1B[:SERIES], ... (emergence list-models).",
+    ),
+    steps: str | None = typer.Option(None, "--steps", help="The steps to fetch, e.g. 1000,2000."),
+    all_steps: bool = typer.Option(False, "--all", help="Every checkpoint revision of the repo (series)."),
+    grid: int | None = typer.Option(
+        None, "--grid", help="N revisions evenly spread over the repo's checkpoints, first and last included."
+    ),
+    cache: Path | None = typer.Option(
+        None, "--cache", help="Hub cache folder (default HF_HUB_CACHE, ~/.cache/huggingface/hub)."
+    ),
+    allow_pickle: bool = typer.Option(
+        False, "--allow-pickle", help="Also fetch .bin weights of revisions without safetensors."
+    ),
+    rehash: bool = typer.Option(
+        True, "--rehash/--no-rehash", help="Hash the files already in the cache too (fetched ones always are)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the revisions and their sizes; fetch nothing."),
+):
+    """Fetch checkpoint revisions of a hub repo into the hub cache (sizes first, then progress;
+    resumable; every file checked against the hub's sha256), so that `emergence run SOURCE` works
+    offline afterwards (HF_HUB_OFFLINE=1). Choose one of --steps, --all, --grid."""
+    from interp.sources.download import download
+    from interp.sources.hub import SUGGESTED_GRID
+
+    chosen = [name for name, given in (("--steps", steps is not None), ("--all", all_steps), ("--grid", grid)) if given]
+    if len(chosen) != 1:
+        raise ValueError(
+            f"choose what to fetch with one of --steps 1000,2000, --all or --grid {SUGGESTED_GRID}"
+            + (f" (got {' and '.join(chosen)})" if chosen else "")
+        )
+    download(
+        source,
+        steps=_parse_steps(steps) if steps is not None else None,
+        grid=grid,
+        cache_dir=cache,
+        allow_pickle=allow_pickle,
+        rehash=rehash,
+        dry_run=dry_run,
+        echo=typer.echo,
+    )
 
 
 @app.command("list-models")

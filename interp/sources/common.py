@@ -68,8 +68,8 @@ class CheckpointError(ValueError):
     model, the step and the nearest available steps.
 
     Fix: pick a step the source holds (``source.available_steps()``, ``emergence curve SRC``
-    lists them; for a hub step not cached offline, download it first: ``hf download MODEL
-    --revision stepN``, the ``hf`` command of huggingface_hub 1.0 and later).
+    lists them; for a hub step not cached offline, download it first: ``emergence download MODEL
+    --steps N``, or ``hf download MODEL --revision stepN``).
     """
 
 
@@ -79,11 +79,13 @@ class HubUnavailableError(ValueError):
     branch listing, a step's files, their metadata); or, with ``HF_HUB_OFFLINE=1``, the cache does
     not hold it. The message names the repository, the branch and the cache folder.
 
-    Fix: check the network (behind a proxy: ``HTTPS_PROXY``) and run again; or, on a machine
-    that has a network, download the branches (``hf download MODEL --revision stepN``; the ``hf``
-    command of huggingface_hub 1.0 and later, ``huggingface-cli download`` before), copy its hub
-    cache (``~/.cache/huggingface/hub``, or ``HF_HUB_CACHE``) to the same place here and set
-    ``HF_HUB_OFFLINE=1``. Offline, unset ``HF_HUB_OFFLINE`` to fetch what the cache lacks.
+    Fix: check the network (behind a proxy: ``HTTPS_PROXY``) and run again (an interrupted
+    ``emergence download`` continues where it stopped); or, on a machine that has a network,
+    fetch the branches (``emergence download MODEL --grid 30`` for a search whose steps are not
+    known yet, ``--steps N,M`` for given steps; or ``hf download MODEL --revision stepN``, one per
+    branch), copy its hub cache (``~/.cache/huggingface/hub``) here, or point ``HF_HUB_CACHE`` at
+    it, and set ``HF_HUB_OFFLINE=1``. Offline, unset ``HF_HUB_OFFLINE`` to fetch what the cache
+    lacks.
     """
 
 

@@ -42,6 +42,10 @@ from interp.sources.common import (
     weights_digest,
 )
 
+#: Revisions the messages suggest fetching for a search whose steps are not known yet
+#: (``emergence download SRC --grid 30``; :mod:`interp.sources.download`).
+SUGGESTED_GRID = 30
+
 
 def _network_error(error: BaseException) -> bool:
     """Whether ``error`` is the network failing (an ``OSError``, httpx's transport errors: a DNS
@@ -118,6 +122,7 @@ class HubSource(CheckpointSource):
             revision_regex if revision_regex is not None else (family.revision_regex if family else None)
         )
         self._listing = ""
+        self._commits: dict[str, str] = {}  # branch -> commit, from the hub's listing
         self._schedule: Schedule | None = None
         self._available: list[int] | None = None
         self._final_digest: str | bool | None = False  # False: not looked up yet
@@ -138,27 +143,59 @@ class HubSource(CheckpointSource):
 
     def _hub_failure(self, what: str, revision: str | None, error: Exception) -> Exception:
         """The error to raise when the hub (or, offline, the cache) failed to give ``what``: the
-        hub's own answer (no such repository or branch, a gated repository) unchanged, else a
-        :class:`HubUnavailableError` saying what to do (one line)."""
+        hub's own answer (no such branch) unchanged; no such repository, or a gated one, as one
+        line saying what to do; else a :class:`HubUnavailableError` saying what to do (one line)."""
         from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
-        if isinstance(error, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)):
+        if isinstance(error, GatedRepoError):
+            return ValueError(
+                f"{what} of {self.model_id}: the repository is gated; accept its conditions on its hub page, "
+                f"then log in (`hf auth login`) or set HF_TOKEN"
+            )
+        if isinstance(error, RepositoryNotFoundError):
+            return ValueError(
+                f"unknown hub repository {self.model_id!r}: the hub has no such model repository ({what}); "
+                f"check the id (emergence list-models lists the known families); a private one needs a token "
+                f"(`hf auth login`, or HF_TOKEN)"
+            )
+        if isinstance(error, RevisionNotFoundError):
             return error  # the hub answered: not a network failure
         text = str(error).strip()
         said = f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
-        branch = revision or "step1000"
-        download = f"`hf download {self.model_id} --revision {branch}`"
+        download = self._download_hint(revision)
         if self._offline():
             return HubUnavailableError(
                 f"{what} of {self.model_id}: HF_HUB_OFFLINE=1 and the local hub cache {self._repo_cache()} "
-                f"does not hold it ({said}); unset HF_HUB_OFFLINE to fetch it, or download it on a machine "
-                f"with a network ({download}) and copy that hub cache here"
+                f"does not hold it ({said}); unset HF_HUB_OFFLINE to fetch it, or on a machine with a network "
+                f"run {download} and copy that hub cache here (or set HF_HUB_CACHE to it)"
             )
         return HubUnavailableError(
             f"{what} of {self.model_id}: the hub could not be reached ({said}) and the local hub cache "
             f"{self._repo_cache()} does not hold it; check the network (a proxy: HTTPS_PROXY) and run again, "
-            f"or download it on a machine with a network ({download}), copy that hub cache here and set "
-            f"HF_HUB_OFFLINE=1"
+            f"or on a machine with a network run {download}, copy that hub cache here (or set HF_HUB_CACHE to "
+            f"it) and set HF_HUB_OFFLINE=1"
+        )
+
+    def _download_hint(self, revision: str | None) -> str:
+        """The command that fetches ``revision`` (``None``: a grid of revisions for a search)."""
+        rev = self.parser.parse(revision) if revision else None
+        choice = f"--steps {rev.step}" if rev is not None else f"--grid {SUGGESTED_GRID}"
+        name = self.model_id if self.series_requested is None else f"{self.model_id}:{self.series_requested}"
+        return f"`emergence download {name} {choice}`"
+
+    def _no_branches_error(self) -> Exception:
+        """The error for a repository (offline: a cache) with no checkpoint branch."""
+        if self._offline():
+            return HubUnavailableError(
+                f"{self.model_id} has no checkpoint branches (step{{N}}, ...) in the local hub cache "
+                f"{self._repo_cache()} (HF_HUB_OFFLINE=1): fetch them with {self._download_hint(None)} "
+                f"(with HF_HUB_OFFLINE unset, or on a machine with a network, then copy that hub cache here or "
+                f"set HF_HUB_CACHE to it)"
+            )
+        return CheckpointError(
+            f"{self.model_id} has no checkpoint branches (step{{N}}, ...) on the hub: it publishes no "
+            f"intermediate checkpoints; use a repository that does (emergence list-models), or pass "
+            f"HubSource(revision_regex=...) when its branch names differ"
         )
 
     def _cached_refs(self) -> list[str]:
@@ -187,6 +224,7 @@ class HubSource(CheckpointSource):
             )
             return cached
         self._listing = "hub"
+        self._commits = {b.name: b.target_commit for b in refs.branches if getattr(b, "target_commit", None)}
         return [b.name for b in refs.branches]
 
     @property
@@ -249,6 +287,11 @@ class HubSource(CheckpointSource):
         rev = self.schedule.revisions.get(step)
         return rev.name if rev is not None else f"step{step}"
 
+    def commit(self, step: int) -> str | None:
+        """The commit of ``step``'s branch as the hub listed it (``None``: listed from the cache)."""
+        _ = self.schedule
+        return self._commits.get(self.revision(step))
+
     def tokens_at(self, step: int) -> int | None:
         """Tokens seen at ``step`` (tokens), from the branch name (``tokens{M}B``), else ``None``."""
         rev = self.schedule.revisions.get(step)
@@ -280,6 +323,12 @@ class HubSource(CheckpointSource):
                 local_files_only=local_only,
             )
         except Exception as error:
+            from huggingface_hub.errors import IncompleteSnapshotError
+
+            if local_only and isinstance(error, IncompleteSnapshotError) and error.snapshot_path:
+                # the branch's other files (a .bin beside the .safetensors) were not fetched: the
+                # callers look for the files they need in the folder
+                return Path(error.snapshot_path)
             if local_only:  # the callers ask the cache only and handle its absence
                 raise
             raise self._hub_failure(f"cannot fetch branch {revision}", revision, error) from error
@@ -308,25 +357,16 @@ class HubSource(CheckpointSource):
         for the tasks' prompt check.
 
         Raises:
-            CheckpointError: no step is available (offline: none in the cache).
+            CheckpointError: the hub lists no checkpoint branch.
+            HubUnavailableError: offline, the cache holds no checkpoint branch (the message says
+                how to fetch some: ``emergence download``).
             TokenizerMismatchError: it differs from the tokenizer of a step loaded earlier.
         """
         from transformers import AutoTokenizer
 
         steps = self.available_steps()
         if not steps:
-            if self._offline():
-                raise CheckpointError(
-                    f"{self.model_id} has no checkpoint branches (step{{N}}, ...) in the local hub cache "
-                    f"{self._repo_cache()} (HF_HUB_OFFLINE=1): unset HF_HUB_OFFLINE to list them on the hub, "
-                    f"or download them on a machine with a network (`hf download {self.model_id} --revision "
-                    f"step1000`, one per branch) and copy that hub cache here"
-                )
-            raise CheckpointError(
-                f"{self.model_id} has no checkpoint branches (step{{N}}, ...) on the hub: it publishes no "
-                f"intermediate checkpoints; use a repository that does (emergence list-models), or pass "
-                f"HubSource(revision_regex=...) when its branch names differ"
-            )
+            raise self._no_branches_error()
         tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_dir(steps[0]))
         self._check_tokenizer(steps[0], tokenizer)
         return self._limit_context(tokenizer)
@@ -405,9 +445,9 @@ class HubSource(CheckpointSource):
         if self._offline():
             raise HubUnavailableError(
                 f"{self.model_id} step {step}: weights are not in the hub cache {self._repo_cache()} "
-                f"and HF_HUB_OFFLINE=1; load the step once online (unset HF_HUB_OFFLINE), or download it on "
-                f"a machine with a network (`hf download {self.model_id} --revision {self.revision(step) if step is not None else 'main'}`) "
-                f"and copy that hub cache here"
+                f"and HF_HUB_OFFLINE=1; unset HF_HUB_OFFLINE to fetch them, or on a machine with a network run "
+                f"{self._download_hint(None if step is None else self.revision(step))} and copy that hub cache "
+                f"here (or set HF_HUB_CACHE to it)"
             )
         from huggingface_hub import HfApi, hf_hub_download
 
