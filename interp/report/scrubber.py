@@ -30,9 +30,10 @@ over each plot (moving a plotly shape by ``Plotly.relayout`` took ~25 ms per fig
 
 Page weight: patterns are quantised to bytes (``round(255 p)``, so to ±0.002 probability), the
 causal upper triangle is left out, and the bytes are deflated (zlib) and base64-encoded inside a
-``<script type="application/json">`` (Jinja2's ``tojson``: ``<``, ``>``, ``&``, ``'`` escaped as
-``\\u003c`` etc., so token text such as ``</script>`` or ``<!--`` stays data); the page inflates them with the browser's
-``DecompressionStream``. plotly.js is inlined once per page.
+``<script type="application/json">`` (Jinja2's ``tojson``: ``<``, ``>``, ``&``, ``'`` and any
+non-ASCII character escaped as ``\\u003c`` etc., so token text such as ``</script>`` or ``<!--``
+stays data); the page inflates them with the browser's ``DecompressionStream``. plotly.js is
+inlined once per page.
 """
 
 from __future__ import annotations
