@@ -113,6 +113,8 @@ def scrub_data(
     scores: bool = True,
     ranking=None,
     threshold: float = 0.5,
+    rank: bool = False,
+    metric: str | None = None,
 ) -> ScrubData:
     """Load every checkpoint of ``steps`` once and record what the scrubber shows.
 
@@ -128,29 +130,65 @@ def scrub_data(
             point of emergence of the scrubbed curve is marked
             (:func:`interp.emergence.point_from_curve`: the last crossing that stays above).
         threshold: greedy-accuracy threshold drawn on the capability curve (fraction).
+        rank: without a ``ranking``, rank the heads between the point of emergence found on the
+            scrubbed curve (:func:`interp.ranking.rank_heads_between` on the task's prompts: each
+            head's post pattern patched into pre, the change of ``metric`` per head), so the page
+            orders the heads by it; a curve that does not emerge is left unranked (a warning).
+        metric: the ranking's metric (:mod:`interp.core.metrics`; default: the task's).
 
     Raises:
-        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns.
+        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns, an
+            unknown ``metric``.
         interp.sources.CheckpointError: a step the source does not hold (nearest named).
     """
     if n_prompts < 1:
         raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
-    delta_p, pre, post, metric = ranking_values(ranking)
+    if metric is not None:
+        from interp.core.metrics import patching_metric_names
+
+        if metric not in patching_metric_names():
+            raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())}")
     zoomed, zoom_steps = _with_zoom(source)
     try:
-        return _record(
-            zoomed, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold, metric
-        )
+        data = _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold)
+        if rank and ranking is None:
+            _rank_into(data, zoomed, task, device, metric)
+        return data
     finally:
         if zoomed is not source:
             zoomed.close()
 
 
-def _record(
-    source, zoom_steps, task, steps, n_prompts, device, scores, delta_p, pre, post, threshold, metric: str = "p"
-) -> ScrubData:
+def _rank_into(data: ScrubData, source, task, device: str | None, metric: str | None) -> None:
+    """Rank the heads between ``data``'s point of emergence and put the per-head change into
+    ``data`` (``delta_p``, ``metric``); a warning and no ranking without a point."""
+    import warnings
+
+    from interp.ranking import rank_heads_between
+    from interp.task_registry import default_metric
+    from interp.tasks import RepetitionTask
+
+    if data.pre_step is None or data.post_step is None:
+        warnings.warn(
+            f"{data.label}: no point of emergence on the scrubbed curve (threshold {data.threshold}); "
+            "the heads are not ranked (give a ranking with --heads)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return
+    task = task or RepetitionTask()
+    metric = metric or default_metric(task)
+    ranking = rank_heads_between(
+        source, data.pre_step, data.post_step, task.build(source.tokenizer()), device=device, metric=metric
+    )
+    data.delta_p, _, _, data.metric = ranking_values(ranking)
+
+
+def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold) -> ScrubData:
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.tasks import RepetitionTask
+
+    delta_p, pre, post, metric = ranking_values(ranking)
 
     wanted = sorted({int(s) for s in steps}) if steps is not None else source.available_steps()
     for step in wanted:
@@ -209,6 +247,8 @@ def scrubber(
     scores: bool = True,
     ranking=None,
     threshold: float = 0.5,
+    rank: bool = False,
+    metric: str | None = None,
 ) -> Scrubber:
     """The attention-pattern scrubber of one run (the page: :mod:`interp.report.scrubber`).
 
@@ -240,6 +280,8 @@ def scrubber(
                 scores=scores,
                 ranking=ranking,
                 threshold=threshold,
+                rank=rank,
+                metric=metric,
             )
         )
     finally:

@@ -223,6 +223,8 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
         (["scrub", "SUITE", "--out", "p.html", "--steps", "0,x"], "'x' is not an integer step"),
         (["scrub", "SUITE", "--out", "p.html", "--steps", "3"], "has no checkpoint at step 3; nearest: 2"),
         (["scrub", "SUITE", "--out", "p.html", "--heads", "HEADS"], "expected layer, head, delta"),
+        (["scrub", "SUITE", "--out", "p.html", "--heads", "EMPTY"], "is neither a file nor a folder holding heads.csv"),
+        (["scrub", "SUITE", "--out", "p.html", "--metric", "pp"], "metric='pp'; valid: "),
         (["scrub", "embedded-quick", "--out", "p.html"], "scrub takes one run"),
     ],
 )
@@ -231,7 +233,9 @@ def test_scrub_cli_refuses_bad_input_in_one_line(args, message, scrub_suite, tmp
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "heads.csv").write_text("layer,delta\n0,0.1\n")
-    args = [str(scrub_suite) if a == "SUITE" else str(tmp_path / "heads.csv") if a == "HEADS" else a for a in args]
+    (tmp_path / "empty").mkdir()  # a folder without heads.csv
+    names = {"SUITE": str(scrub_suite), "HEADS": str(tmp_path / "heads.csv"), "EMPTY": str(tmp_path / "empty")}
+    args = [names.get(a, a) for a in args]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -275,6 +279,47 @@ def test_scrubber_records_every_step_with_the_zoom_overlay(scrub_suite):
     assert set(data.head_scores["step"]) == {0, 1, 2} and len(data.curve) == 3
 
 
+@pytest.mark.slow
+def test_scrub_ranks_between_the_point_or_reads_a_run_folder(scrub_suite, tmp_path):
+    """``rank=True`` puts rank_heads_between's per-head delta into the page (the same numbers); the
+    command reads a run folder's heads.csv (its rows for this run); a curve that never emerges is
+    left unranked with a one-line warning."""
+    from emergence_lens.cli import app
+    from interp.ranking import rank_heads_between
+    from interp.scrubbing import _rank_into, scrub_data
+    from interp.sources import open_source
+    from interp.tasks import RepetitionTask
+
+    source = open_source(str(scrub_suite))
+    try:
+        data = scrub_data(source, steps=[0, 2], n_prompts=1, scores=False)
+        assert data.delta_p is None and data.pre_step is None  # the tiny suite does not emerge
+        data.pre_step, data.post_step = 0, 2
+        _rank_into(data, source, None, "cpu", None)
+        want = rank_heads_between(source, 0, 2, RepetitionTask().build(source.tokenizer()), device="cpu").delta
+        np.testing.assert_allclose(data.delta_p, want.numpy(), atol=1e-6)
+        assert data.metric == "p" and np.isfinite(data.delta_p).all() and data.delta_p.shape == (2, 4)
+    finally:
+        source.close()
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [("tiny-scrub", 4, layer, head, 0.01 * (4 * layer + head)) for layer in range(2) for head in range(4)]
+    other = [("tiny-scrub", 5, 0, 0, 9.0)]
+    pd.DataFrame(rows + other, columns=["model", "seed", "layer", "head", "delta"]).to_csv(run / "heads.csv")
+    result = CliRunner().invoke(
+        app, ["scrub", str(scrub_suite), "--out", str(tmp_path / "p.html"), "--heads", str(run)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "heads ordered by Δp (--heads)" in result.output
+    page = (tmp_path / "p.html").read_text(encoding="utf-8")
+    spec = json.loads(re.search(r"class='el-scrub-data'>(.*?)</script>", page, re.S).group(1))
+    assert spec["delta_p"] == [[round(0.01 * (4 * layer + head), 4) for head in range(4)] for layer in range(2)]
+    result = CliRunner().invoke(app, ["scrub", str(scrub_suite), "--out", str(tmp_path / "q.html"), "--steps", "0,2"])
+    assert result.exit_code == 0, result.output
+    assert "warning: tiny-scrub seed 4: no point of emergence on the scrubbed curve" in result.output
+    assert "heads ordered by" not in result.output
+
+
 # --------------------------------------------------------------------------- headless Chromium
 
 
@@ -313,7 +358,7 @@ def test_scrubber_page_in_headless_chromium(scrub_suite, tmp_path):
     for width in (1280, 800):
         with open_page(path, width=width) as (page, visit):
             _ready(page)
-            heads = page.locator(".el-scrub canvas")
+            heads = page.locator(".el-scrub-grid canvas")
             assert heads.count() == 8
             before = [heads.nth(i).screenshot() for i in range(8)]
             page.screenshot(path=str(tmp_path / f"scrub-{width}-step0.png"), full_page=True)
@@ -331,7 +376,7 @@ def test_scrubber_page_in_headless_chromium(scrub_suite, tmp_path):
             page.screenshot(path=str(tmp_path / f"scrub-{width}-change.png"), full_page=True)
             frames = _slider_frames(page, 6, "ArrowLeft") + _slider_frames(page, 6, "ArrowRight")
             assert statistics.median(frames) <= MAX_FRAME_MS, frames
-            page.select_option(".el-scrub select", "1")
+            page.select_option(".el-scrub-prompt", "1")
             assert page.evaluate("ELScrub.all[0].index") == 2
         assert visit.page_errors == [] and visit.console_errors == [], (visit.page_errors, visit.console_errors)
         assert visit.blocked == [] and set(visit.requests) == {visit.url}
@@ -346,7 +391,7 @@ def test_hostile_token_text_is_drawn_as_text(tmp_path):
     with open_page(path) as (page, visit):
         _ready(page)
         assert page.evaluate("JSON.parse(document.querySelector('.el-scrub-data').textContent).tokens[0]") == HOSTILE
-        option = page.evaluate("document.querySelector('.el-scrub select option').textContent")
+        option = page.evaluate("document.querySelector('.el-scrub-prompt option').textContent")
         assert option == "0: " + " ".join(HOSTILE)[:48]
         assert page.evaluate("document.querySelectorAll('script').length") == len(
             re.findall(r"<script\b", path.read_text(encoding="utf-8"))

@@ -279,12 +279,18 @@ def _check_page_path(out: Path) -> Path:
 
 def _read_ranking(path: Path):
     """A heads table (``rank-heads --out``'s heads.csv: layer, head, delta; ``delta_p`` in tables written
-    before the columns followed the metric), read before any loading."""
+    before the columns followed the metric), or the heads.csv of a run folder (``emergence run --out``,
+    ``rank-heads --out``), read before any loading."""
     import pandas as pd
 
     path = Path(path).expanduser()
+    if path.is_dir() and (path / "heads.csv").is_file():
+        path = path / "heads.csv"
     if not path.is_file():
-        raise ValueError(f"--heads {str(path)!r} is not a file; expected heads.csv written by emergence rank-heads/run")
+        raise ValueError(
+            f"--heads {str(path)!r} is neither a file nor a folder holding heads.csv; expected heads.csv "
+            "written by emergence rank-heads/run, or the folder they wrote (--out)"
+        )
     try:
         table = pd.read_csv(path)
     except Exception as err:  # a file pandas cannot parse: one line naming it
@@ -306,15 +312,35 @@ def scrub(
     length: int = LengthOpt,
     prompts: int = typer.Option(4, min=1, max=32, help="Prompts of the task the page's chooser offers."),
     heads: Path | None = typer.Option(
-        None, help="heads.csv of a ranking (rank-heads/run): Δp per head beside the grid."
+        None,
+        help="A ranking: heads.csv (rank-heads/run --out) or the folder holding it. Δp per head, heads ordered "
+        "by it. Without it, --rank computes one.",
     ),
+    rank: bool = typer.Option(
+        True,
+        help="Without --heads: rank the heads between the point of emergence found on the scrubbed curve "
+        "(as rank-heads: each head's post pattern patched into pre), so the page orders them by Δp.",
+    ),
+    metric: str = MetricOpt,
     scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
     threshold: float = ThresholdOpt,
     device: str = DeviceOpt,
 ):
     """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
-    slider (arrow keys, play), the change since the previous step, and the capability curve,
-    head scores and Δp beside it."""
+    slider with the point of emergence on its track, heads ordered by Δp (from --heads, or ranked
+    here with --rank), the difference against the previous or any chosen step (per-step or fixed
+    colour range), one head enlarged with its tokens written out, and the capability curve, head
+    scores and Δp beside it.
+
+    \b
+    Keys, once the page has focus (click it; also listed on the page):
+      ← / →        previous / next checkpoint     Home / End   first / last checkpoint
+      p            play / pause                   d            difference on / off
+      r            the step shown becomes the difference's reference step
+      f            fixed difference range on / off (the same colour scale at every step)
+      Enter        enlarge the focused head (or click it); Esc closes it
+      ↑ / ↓        in the enlarged view: previous / next head
+    """
     from interp.sources.door import check_one_run
 
     check_one_run(source, "scrub")
@@ -322,8 +348,13 @@ def scrub(
     wanted = _parse_steps(steps) if steps else None
     device, tasks = _check_common(device, task, n_prompts, length, None)
     task_obj = _one_task(tasks, "scrub")
+    metric = _metric_for(_metric(metric), task_obj)
     _check_tasks_on_sources([source], tasks)
     ranking = _read_ranking(heads) if heads is not None else None
+    if ranking is not None and "task" in ranking.columns and ranking["task"].nunique() > 1:
+        ranking = ranking[ranking["task"] == task_obj.name]
+        if len(ranking) == 0:
+            raise ValueError(f"--heads {str(heads)!r} has no rows for the task {task_obj.name!r}")
     _check_embedded_steps(source, wanted or [])
     (src,) = _open([source])
     if wanted is not None:
@@ -338,21 +369,29 @@ def scrub(
         ranking = mine if len(mine) else ranking
     from interp.scrubbing import scrubber
 
-    page = scrubber(
-        src,
-        task=task_obj,
-        steps=wanted,
-        n_prompts=prompts,
-        device=device,
-        scores=scores,
-        ranking=ranking,
-        threshold=threshold,
-    )
+    with _warnings_as_lines():  # no point of emergence to rank between, too few prompts, ...
+        page = scrubber(
+            src,
+            task=task_obj,
+            steps=wanted,
+            n_prompts=prompts,
+            device=device,
+            scores=scores,
+            ranking=ranking,
+            threshold=threshold,
+            rank=rank,
+            metric=metric,
+        )
     page.save_html(out)
     data = page.data
+    ranked = (
+        f"; heads ordered by {data.delta_label()} ({'--heads' if ranking is not None else 'ranked here'})"
+        if data.delta_p is not None
+        else ""
+    )
     typer.echo(
         f"wrote {out}: {len(data.steps)} checkpoints ({len(data.zoom_steps)} zoomed) x "
         f"{data.patterns.shape[2] * data.patterns.shape[3]} heads x {len(data.tokens)} prompts of "
-        f"{data.patterns.shape[-1]} tokens; {out.stat().st_size / 1e6:.2f} MB"
+        f"{data.patterns.shape[-1]} tokens; {out.stat().st_size / 1e6:.2f} MB{ranked}"
     )
     src.close()

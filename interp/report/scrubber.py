@@ -7,12 +7,19 @@ page payload), the page fragment, the :class:`Scrubber` page and the report's se
 style are :mod:`interp.report.scrub_script`.
 
 One offline page (or notebook output, or a section of ``report.html``): a step slider over the
-run's checkpoints (zoomed steps of :mod:`interp.zoom` included and marked), a grid of every head's
-attention pattern (``hook_pattern``, post-softmax; rows are query positions, columns key
-positions, token labels on both axes) at the chosen step, a "change since the previous step"
-toggle, and beside it the capability curve, the head scores (:mod:`interp.scores`) and Δp (when
-a ranking exists) with a marker that moves with the slider. Arrow keys step, a play button
-animates, a chooser switches among a handful of the task's prompts.
+run's checkpoints (zoomed steps of :mod:`interp.zoom` ticked, the point of emergence a band on its
+track), a grid of every head's attention pattern (``hook_pattern``, post-softmax; rows are query
+positions, columns key positions, token labels on both axes) at the chosen step, ordered by layer
+or by Δp (largest first, when a ranking exists), a difference view (the step shown minus the
+previous step or any chosen reference step, coloured per step or on a fixed ± range so steps
+compare), a click or Enter that enlarges one head with its tokens written out, and beside it the
+capability curve, the head scores (:mod:`interp.scores`) and Δp with a marker that moves with the
+slider. Keys (listed on the page): ← / → step, Home / End, p plays, d difference, r reference,
+f fixed range, Esc closes the enlarged head, ↑ / ↓ move it between heads.
+
+The markup is the Jinja2 template ``templates/scrubber.html.j2`` (autoescaped: token text, run
+names and captions are data), the script and style are package data files
+(:mod:`interp.report.scrub_script`), inlined so the page opens offline from ``file://``.
 
 Why a small hand-written script draws the grid instead of plotly frames: the grid is one canvas
 per head, redrawn from precomputed bytes, where a plotly heatmap grid replots every subplot on
@@ -23,16 +30,16 @@ over each plot (moving a plotly shape by ``Plotly.relayout`` took ~25 ms per fig
 
 Page weight: patterns are quantised to bytes (``round(255 p)``, so to ±0.002 probability), the
 causal upper triangle is left out, and the bytes are deflated (zlib) and base64-encoded inside a
-``<script type="application/json">`` (``<``, ``>``, ``&`` escaped as ``\\u003c`` etc., so token
-text such as ``</script>`` or ``<!--`` stays data); the page inflates them with the browser's
-``DecompressionStream``. plotly.js is inlined once per page.
+``<script type="application/json">`` (Jinja2's ``tojson``: ``<``, ``>``, ``&``, ``'`` and any
+non-ASCII character escaped as ``\\u003c`` etc., so token text such as ``</script>`` or ``<!--``
+stays data); the page inflates them with the browser's ``DecompressionStream``. plotly.js is
+inlined once per page.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 import uuid
 import zlib
 from collections.abc import Sequence
@@ -45,7 +52,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float, UInt8
 
-from interp.report.scrub_script import SCRUB_STYLE, scrub_script  # noqa: F401  (the page script, read here too)
+from interp.report.scrub_script import scrub_script
 
 __all__ = [
     "DEFAULT_PROMPTS",
@@ -187,21 +194,6 @@ class ScrubData:
         }
 
 
-def _json_for_script(value: Any) -> str:
-    """JSON that cannot end its ``<script>`` element or open a comment: ``<``, ``>``, ``&`` and
-    the two JavaScript line separators are written as ``\\uXXXX`` escapes."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    for char, escape in (
-        ("<", "\\u003c"),
-        (">", "\\u003e"),
-        ("&", "\\u0026"),
-        ("\u2028", "\\u2028"),
-        ("\u2029", "\\u2029"),
-    ):
-        text = text.replace(char, escape)
-    return text
-
-
 def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bool, str]]:
     """(figure, whether its x axis is the training step and takes the slider's marker, caption)
     of the side panel. The marker is a line the page script lays over the plot (moving a plotly
@@ -296,9 +288,35 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     return out
 
 
+def _track_position(steps: Sequence[int], step: int) -> float:
+    """Where ``step`` sits on the slider (the fraction of its track; the index of the first
+    checkpoint at or after ``step``, as the slider moves by checkpoint)."""
+    index = int(np.searchsorted(np.asarray(steps), step))
+    return min(index, len(steps) - 1) / max(1, len(steps) - 1)
+
+
+def _on_track(fraction: float) -> str:
+    """A CSS ``left`` on the slider's track: the thumb's centre (16 px wide) at ``fraction``."""
+    return f"calc(8px + (100% - 16px) * {fraction:.5f})"
+
+
+def _emergence_band(data: ScrubData) -> dict[str, str] | None:
+    """The point of emergence on the slider's track (from the pre to the post checkpoint), or None."""
+    if data.pre_step is None or data.post_step is None or len(data.steps) < 2:
+        return None
+    low, high = _track_position(data.steps, data.pre_step), _track_position(data.steps, data.post_step)
+    return {
+        "left": _on_track(low),
+        "width": f"calc((100% - 16px) * {high - low:.5f})",
+        "middle": _on_track((low + high) / 2),
+        "title": f"point of emergence: step {data.pre_step} → {data.post_step}",
+        "label": f"emergence {data.pre_step}→{data.post_step}",
+    }
+
+
 def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p_figure: bool = True) -> str:
-    """One scrubber as an HTML fragment: plotly.js and the scrubber script come from ``assets``
-    (:class:`interp.report.display.Assets`, once per page).
+    """One scrubber as an HTML fragment (``templates/scrubber.html.j2``, autoescaped): plotly.js and
+    the scrubber script come from ``assets`` (:class:`interp.report.display.Assets`, once per page).
 
     Args:
         data: what to show.
@@ -308,25 +326,25 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
             (the value also heads each head's title, with the metric's label).
     """
     import plotly.io as pio
+    from markupsafe import Markup
 
+    from interp.core.templating import render
     from interp.report.display import PLOTLY_CONFIG
 
     uid = "el-scrub-" + uuid.uuid4().hex[:12]
     figs, parts = [], []
     for i, (fig, marker, caption) in enumerate(_figures(data, delta_p_figure)):
         div_id = f"{uid}-fig{i}"
-        parts.append(
-            pio.to_html(
-                fig,
-                full_html=False,
-                include_plotlyjs=False,
-                include_mathjax=False,
-                config=PLOTLY_CONFIG,
-                default_width="100%",
-                div_id=div_id,
-            )
-            + f"<p class='el-caption'>{html.escape(caption)}</p>"
+        figure = pio.to_html(
+            fig,
+            full_html=False,
+            include_plotlyjs=False,
+            include_mathjax=False,
+            config=PLOTLY_CONFIG,
+            default_width="100%",
+            div_id=div_id,
         )
+        parts.append({"html": Markup(figure), "caption": caption})  # plotly's own HTML (its JSON escapes "</")
         figs.append({"id": div_id, "marker": marker})
     spec = {**data.payload(max_chars), "figs": figs}
     precision = (
@@ -334,13 +352,21 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         + ("" if spec["levels"] == LEVELS else " to keep the page light (emergence scrub keeps more)")
         + "."
     )
-    library = assets.require("plotly") + assets.require("scrubber")
-    return (
-        f"{library}<div class='el-scrub' id='{uid}' tabindex='0'>"
-        f"<script type='application/json' class='el-scrub-data'>{_json_for_script(spec)}</script>"
-        "<div class='el-scrub-controls'></div><div class='el-scrub-main'><div class='el-scrub-grid'></div>"
-        f"<div class='el-scrub-side'>{''.join(parts)}</div></div><p class='el-caption'>{precision}</p></div>"
-        f"<script type='text/javascript'>ELScrub.mount('{uid}');</script>"
+    zoom_marks = [_on_track(_track_position(data.steps, s)) for s in data.zoom_steps] if len(data.steps) > 1 else []
+    return render(
+        "report/templates/scrubber.html.j2",
+        library=Markup(assets.require("plotly") + assets.require("scrubber")),
+        uid=uid,
+        spec=spec,
+        n_steps=len(data.steps),
+        steps=[int(s) for s in data.steps],
+        zoom_marks=zoom_marks,
+        band=_emergence_band(data),
+        has_delta=data.delta_p is not None and bool(np.isfinite(np.asarray(data.delta_p, float)).any()),
+        delta_label=data.delta_label(),
+        prompt_options=[f"{i}: " + " ".join(tokens)[:48] for i, tokens in enumerate(data.tokens)],
+        parts=parts,
+        precision=precision,
     )
 
 
@@ -356,14 +382,12 @@ class Scrubber:
         """The whole offline page (plotly.js and the scrubber script inlined once)."""
         from interp.report.display import page_html
 
-        return page_html(self.title, lambda assets: scrubber_fragment(self.data, assets) + _HELP)
+        return page_html(self.title, lambda assets: scrubber_fragment(self.data, assets))
 
     def _repr_html_(self) -> str:
         from interp.report.display import Assets, style_tag
 
-        return (
-            f"<div>{style_tag()}<h3>{html.escape(self.title)}</h3>{scrubber_fragment(self.data, Assets())}{_HELP}</div>"
-        )
+        return f"<div>{style_tag()}<h3>{html.escape(self.title)}</h3>{scrubber_fragment(self.data, Assets())}</div>"
 
     def save_html(self, path: str | Path) -> Path:
         """Write :meth:`html` to ``path`` atomically; returns the path."""
@@ -372,18 +396,12 @@ class Scrubber:
         return atomic_write_text(Path(path), self.html())
 
 
-_HELP = (
-    "<p class='el-caption'>Rows are query positions, columns key positions (the upper triangle is masked: a "
-    "token attends to itself and earlier tokens only). ← / → step through the checkpoints (click the page first), "
-    "▶ plays; hover a cell for its value.</p>"
-)
-
-
 def ranking_values(ranking) -> tuple[np.ndarray | None, int | None, int | None, str]:
     """(per-head values, pre step, post step, metric name) of a ranking given to the scrubber.
 
     ``ranking``: None, a ranking table (columns ``layer``, ``head``, ``delta_p`` or ``delta``,
-    optionally ``metric``) or an object with ``delta_p`` (and optionally ``point``, ``metric``).
+    optionally ``metric``) or an object with ``delta_p`` or ``delta`` (a ``RunAnalysis``, a
+    :class:`interp.ranking.HeadRanking`; optionally ``point``, ``metric``).
 
     Returns:
         The values as ``Float[ndarray, "layer head"]`` (from a table: ``max layer + 1`` x
@@ -406,6 +424,8 @@ def ranking_values(ranking) -> tuple[np.ndarray | None, int | None, int | None, 
         return table, None, None, metric
     point = getattr(ranking, "point", None)
     delta_p = getattr(ranking, "delta_p", None)
+    if delta_p is None:  # a HeadRanking (interp.ranking): its per-head change is ``delta``
+        delta_p = getattr(ranking, "delta", None)
     values = (
         None
         if delta_p is None
