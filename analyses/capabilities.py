@@ -6,7 +6,7 @@ repetition, pattern completion, IOI). The embedded suite has a byte tokenizer, s
 measured here (its names are not single tokens: it needs a word-piece vocabulary; the task is
 tested on a word-level tokenizer in tests/test_task_library.py). For every other registered task
 (:data:`interp.task_registry.REGISTRY`, ``byte_tokenizer=True``) this runs the main job
-(:func:`interp.pipeline.run_main_job`, one analysis per (run, task), full scans) and writes:
+(:func:`interp.main_job.runner.run`, one analysis per (run, task), full scans) and writes:
 
 * ``report/``: the main job's tables and report.html (a section per task);
 * ``capability.csv``: accuracy and p(answer) per (run, task, step);
@@ -224,16 +224,17 @@ def update_docs(block: str) -> None:
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
     from interp.core.io import atomic_to_csv, atomic_write_text
-    from interp.pipeline import EMERGENCE_COLUMNS, run_main_job
-    from interp.sources import open_sources
+    from interp.main_job.config import StudyConfig
+    from interp.main_job.report import EMERGENCE_COLUMNS
+    from interp.main_job.runner import run
     from interp.task_registry import make_task
 
     started = time.perf_counter()
     tasks = [make_task(name, n_prompts=args.n_prompts, seed=0) for name in args.tasks]
-    report = run_main_job(
-        open_sources([args.suite]),
-        task=tasks,
-        scan=True,
+    report = run(
+        [args.suite],
+        tasks,
+        StudyConfig(scan=True),
         out_dir=args.out / "report",
         title=f"emergence-lens: capabilities on {args.suite}",
         progress=False,

@@ -7,8 +7,9 @@ In Python and Jupyter::
     source = el.open_source("embedded/neox-2l-128d-seed2")
     batch = el.RepetitionTask(n_prompts=32).build(source.tokenizer())
     point = el.find_emergence(source, batch)
-    ranking = el.rank_heads_between(source, point.pre_step, point.post_step, batch, metric="logit-diff")
-    report = el.run_main_job([source])
+    config = el.StudyConfig(metric="logit-diff")
+    ranking = el.rank_heads_between(source, point.pre_step, point.post_step, batch, config)
+    report = el.run([source], el.RepetitionTask(), config)
 
 Every name below is imported on first use (PEP 562 ``__getattr__``): ``import emergence_lens``
 loads neither torch nor pandas, so ``emergence --help`` stays fast. ``dir(el)`` and
@@ -86,10 +87,11 @@ EXPORTS: dict[str, str] = {
     "ReadinessResult": "interp.readiness",
     "Forcing": "interp.forcing",
     # the main job and its report
-    "run_main_job": "interp.pipeline",
-    "analyse_run": "interp.pipeline",
-    "MainJobReport": "interp.main_job_report",
-    "RunAnalysis": "interp.main_job_report",
+    "StudyConfig": "interp.main_job.config",
+    "run": "interp.main_job.runner",
+    "analyse_run": "interp.main_job.runner",
+    "MainJobReport": "interp.main_job.report",
+    "RunAnalysis": "interp.main_job.report",
     # populations of seeds: survival statistics of the point of emergence (docs/population.md)
     "population": "interp.population.collect",
     "population_from_curves": "interp.population.tables",
@@ -101,9 +103,8 @@ EXPORTS: dict[str, str] = {
     "run_capability_figure": "interp.report.figures",
     # the scrubber and studies at scale (docs/concepts.md)
     "scrubber": "interp.scrubbing",
-    "run_study": "interp.study",
-    "plan_units": "interp.study",
-    "study_status": "interp.study",
+    "plan_units": "interp.main_job.units",
+    "study_status": "interp.main_job.units",
     # the machine: versions, kernel level, whether it trains the documented suite (`emergence env`)
     "environment_report": "interp.sources.machine",
 }

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from browser import visit
-from interp.pipeline import MainJobReport
+from interp.main_job.report import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
 from interp.report import display
 from tests.test_display import make_run
@@ -231,7 +231,7 @@ NOTEBOOK_CELLS = [
         "from interp.report.display import init_notebook, show_attention\n"
         "import plotly.graph_objects as go, torch\n"
         "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
-        "from interp.pipeline import MainJobReport\n"
+        "from interp.main_job.report import MainJobReport\n"
         "init_notebook()"
     ),
     "go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name='<!--<script>'), layout=dict(showlegend=True))",

@@ -50,7 +50,7 @@ def test_a_bare_embedded_run_name_suggests_the_name_that_works():
 
 
 def test_report_title_names_its_runs():
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from tests.test_findings import make_run
 
     report = MainJobReport(runs=[make_run(1, 0.1), make_run(2, 0.2)])

@@ -171,7 +171,7 @@ def test_head_labels_follow_the_rankings_metric(metric, label):
 
 
 def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from test_display import make_run
 
     run, other = make_run(1), make_run(2)
@@ -189,7 +189,7 @@ def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
 
 
 def test_summary_headers_are_words_and_threshold_is_listed_once():
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from interp.report import display
     from interp.report import page as vis
     from test_display import make_run

@@ -350,7 +350,7 @@ def test_main_job_on_several_tasks(tmp_path):
 
     from conftest import save_tiny_neox
     from emergence_lens.cli import app
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
 
     suite = tmp_path / "suite"
     tok = save_word_tokenizer(suite / "tokenizer")

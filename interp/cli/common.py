@@ -1,6 +1,6 @@
 """What every checkpoint-suite command of ``emergence`` shares: the options (``TaskOpt``,
 ``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``_check_*``, cheap: run before anything
-is loaded) and the openers of sources (``_open``, ``_open_step_pair``, ``_open_as_ready``).
+is loaded) and the openers of sources (``_open``, ``_open_step_pair``).
 
 The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bisect``) and
 :mod:`interp.cli.heads` (``rank-heads``, ``decompose``, ``zoom``, ``readiness``, ``scrub``);
@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
+from interp.main_job.config import METHODS
 
 TaskOpt = typer.Option(
     None,
@@ -42,7 +44,6 @@ HoldOpt = typer.Option(
 )
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
-METHODS = ("fast", "reference", "attribution")
 
 
 def _metric_option():
@@ -307,10 +308,3 @@ class _warnings_as_lines:
                 seen.add(text)
                 typer.echo(f"warning: {text}", err=True)
         return False
-
-
-def _open_as_ready(names: list[str]):
-    """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
-    from interp.sources.door import ReadySources
-
-    return ReadySources(names)

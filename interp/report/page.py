@@ -62,7 +62,7 @@ from interp.sources.catalogue import run_label
 # The report: a list of section functions.
 #
 # A run section is a function ``(run, ctx) -> Section | None``: it reads what it needs from one
-# run's analysis (``interp.pipeline.RunAnalysis``; attributes a run lacks are ``None`` through
+# run's analysis (``interp.main_job.report.RunAnalysis``; attributes a run lacks are ``None`` through
 # ``getattr``) and returns a heading and an HTML body, or ``None`` to leave itself out. The report
 # shows, for every run, each function of RUN_SECTIONS in order; a page section
 # ``(report, ctx) -> Section | None`` of PAGE_SECTIONS comes before the runs. Adding a section is
@@ -524,7 +524,7 @@ def report_page(report) -> str:
     """The whole self-contained report page for a main-job report (:func:`page_html`).
 
     Args:
-        report: an ``interp.pipeline.MainJobReport`` (``title``, ``threshold``, ``runs``,
+        report: an ``interp.main_job.report.MainJobReport`` (``title``, ``threshold``, ``runs``,
             ``summary()``, ``emergence``, ``points``).
     """
 
