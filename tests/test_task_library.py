@@ -14,17 +14,23 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.task_library import (
+from interp.tasks import (
     IOI_NAMES,
     IOI_OBJECTS,
     IOI_PLACES,
     IOI_TEMPLATES,
+    REGISTRY,
     IOITask,
     PatternCompletionTask,
+    RepetitionTask,
+    TaskBatch,
+    TaskError,
     TaskFile,
+    default_metric,
+    parse_tasks,
+    task_table,
+    tokenizer_adds_bos,
 )
-from interp.task_registry import REGISTRY, default_metric, parse_tasks, task_table
-from interp.tasks import RepetitionTask, TaskBatch, TaskError, tokenizer_adds_bos
 
 EOT = "<|endoftext|>"
 

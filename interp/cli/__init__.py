@@ -173,8 +173,8 @@ def list_models():
 def list_tasks():
     """Print every capability task: its parameters, default metric, BOS convention and source.
 
-    The table is ``interp.task_registry.REGISTRY``'s."""
-    from interp.task_registry import task_table
+    The table is ``interp.tasks.REGISTRY``'s."""
+    from interp.tasks import task_table
 
     for _, row in task_table().iterrows():
         typer.echo(f"{row['task']}: {row['description']}")

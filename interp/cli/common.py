@@ -76,7 +76,7 @@ def _check_common(
     if method not in METHODS:
         raise ValueError(f"--method {method!r} is unknown; valid: {', '.join(METHODS)}")
     check_out_dir(out)
-    from interp.task_registry import parse_tasks
+    from interp.tasks import parse_tasks
 
     task = task if task is not None else ("" if task_files else "repetition")
     return choose_device(device), parse_tasks(task, task_files or (), n_prompts=n_prompts, length=length, seed=0)
@@ -135,7 +135,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
 
 def _metric_for(metric: str | None, task) -> str:
     """``metric``, or the task's default metric when none is given."""
-    from interp.task_registry import default_metric
+    from interp.tasks import default_metric
 
     return metric or default_metric(task)
 

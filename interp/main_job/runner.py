@@ -86,7 +86,7 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
     from interp.core.devices import torch_dtype
     from interp.ranking import rank_heads_between
     from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
-    from interp.task_registry import default_metric
+    from interp.tasks import default_metric
 
     config = config or StudyConfig()
     if hasattr(source, "swap_weights"):
