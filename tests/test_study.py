@@ -162,3 +162,24 @@ def test_bad_settings_are_refused_in_one_line_naming_the_valid_ones():
         StudyConfig.from_dict({"metrc": "p"})
     with pytest.raises(ValueError, match=r"config=.*valid: a StudyConfig"):
         run(["x/y"], [TASK], {"scan": True})
+
+
+def test_dtype_and_weight_swap_reach_every_road(four_sources, monkeypatch):
+    """The config's dtype and weight swap are set on the source whichever executor runs the unit
+    (joblib with one job runs its units in this process, through ``analyse_unit``)."""
+    from interp.main_job import runner
+
+    seen = []
+    analyse = runner.analyse_run
+
+    def spy(source, task, config):
+        out = analyse(source, task, config)
+        seen.append((str(source.dtype), source.swap_weights))
+        return out
+
+    monkeypatch.setattr(runner, "analyse_run", spy)
+    config = StudyConfig(dtype="bfloat16", swap_weights=False, decompose=False, scores=False, scrub=False)
+    for executor in ("local", "joblib"):
+        report = run(four_sources[:1], [TASK], config, executor=executor, progress=False)
+        assert report.provenance["settings"]["config"]["dtype"] == "bfloat16"
+    assert seen == [("torch.bfloat16", False)] * 2

@@ -29,7 +29,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import torch
@@ -299,7 +299,9 @@ def run(
     if not isinstance(config, StudyConfig):
         raise ValueError(f"config={config!r}; valid: a StudyConfig (interp.main_job.config)")
     check_executor(executor, jobs, address)
-    task_list = list(tasks) if isinstance(tasks, (list, tuple)) else [tasks or RepetitionTask()]
+    task_list: list[CapabilityTask] = (
+        list(tasks) if isinstance(tasks, (list, tuple)) else [cast(CapabilityTask, tasks) or RepetitionTask()]
+    )
     objects = {s.model_id: s for s in sources if not isinstance(s, (str, Path))}
     if objects and executor != "local":
         raise ValueError(f"executor={executor!r} opens sources by name in its workers; pass names, not opened sources")
