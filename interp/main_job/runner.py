@@ -27,7 +27,7 @@ import platform
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -253,7 +253,7 @@ def _remote_records(todo: list[Unit], tasks: dict[str, Any], config: StudyConfig
 
 
 def run(
-    sources: Sequence[Any],
+    sources: Iterable[Any],
     tasks: CapabilityTask | Sequence[CapabilityTask] | None = None,
     config: StudyConfig | None = None,
     *,
@@ -283,25 +283,33 @@ def run(
         title: the page's title (default: named after the runs).
         progress: show progress bars.
 
+    Returns:
+        :class:`~interp.main_job.report.MainJobReport`: one :class:`RunAnalysis` per (run, task),
+        its tables (points, heads, topk, ...), figures and ``provenance`` (the call, the config
+        whole, the weight digest of every step used).
+
     Raises:
-        ValueError: a bad name, config, executor, jobs or address, or opened sources with another
-            executor than ``local`` (before anything runs).
+        ValueError: a bad name, config, executor, jobs, address or output folder, or opened sources
+            with another executor than ``local`` (before anything runs).
         RuntimeError: some units failed (their logs named); the others are stored, and running
             again with the same ``out_dir`` retries only the failed and missing units.
     """
     from tqdm.auto import tqdm
 
+    from interp.core.io import check_out_dir
     from interp.core.provenance import make_provenance
     from interp.report.report_state import load_report_state
     from sweeps.store import ResultsStore
 
     config = config if config is not None else StudyConfig()
+    check_out_dir(out_dir)
     if not isinstance(config, StudyConfig):
         raise ValueError(f"config={config!r}; valid: a StudyConfig (interp.main_job.config)")
     check_executor(executor, jobs, address)
     task_list: list[CapabilityTask] = (
         list(tasks) if isinstance(tasks, (list, tuple)) else [cast(CapabilityTask, tasks) or RepetitionTask()]
     )
+    sources = list(sources)  # any iterable: a generator is read once
     objects = {s.model_id: s for s in sources if not isinstance(s, (str, Path))}
     if objects and executor != "local":
         raise ValueError(f"executor={executor!r} opens sources by name in its workers; pass names, not opened sources")
