@@ -47,7 +47,7 @@ from interp.patching import (
     metric_values,
     per_head_delta,
 )
-from interp.patching._common import check_batch, heads_shape, model_device
+from interp.patching._forward import check_batch, heads_shape, model_device
 from interp.patching.kinds import kind_names
 from interp.ranking_stats import (
     MIN_BOOTSTRAP_PROMPTS,

@@ -2,7 +2,7 @@
 between two steps), ``decompose`` (the jump by component), ``zoom`` (re-train between two
 steps, storing checkpoints densely), ``readiness`` (capability with chosen heads set to their ideal
 pattern) and ``scrub`` (every head's pattern over the checkpoints, as a page). Options and
-argument checks: :mod:`interp.cli.common`; :mod:`interp.cli` puts these commands on the one app.
+argument checks: :mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli.common import (
+from interp.cli.options import (
     DeviceOpt,
     LengthOpt,
     MethodOpt,

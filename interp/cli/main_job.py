@@ -1,7 +1,7 @@
 """The main job's commands of ``emergence``: ``demo`` (the embedded default suite end to end),
 ``run`` (the main job on any sources), ``curve`` (capability per checkpoint) and ``bisect``
 (the point of emergence, optionally refined densely). Options and argument checks:
-:mod:`interp.cli.common`; :mod:`interp.cli` puts these commands on the one app.
+:mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli.common import (
+from interp.cli.options import (
     DeviceOpt,
     HoldOpt,
     LengthOpt,

@@ -21,9 +21,9 @@ from interp.sources.catalogue import (
     is_hub_id,
     resolve_embedded,
 )
-from interp.sources.common import _VALID_SPECS
 from interp.sources.families import PYTHIA_IDS_TEXT
 from interp.sources.hub import HubSource
+from interp.sources.loading import _VALID_SPECS
 from interp.sources.local import LocalSuiteSource, overlay_steps
 
 VALID_NAMES = (

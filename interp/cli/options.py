@@ -109,7 +109,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
         if is_embedded_name(name):
             from interp.core.task_batch import CONTEXT_ATTRIBUTE
             from interp.sources.catalogue import resolve_embedded
-            from interp.sources.common import make_byte_tokenizer
+            from interp.sources.loading import make_byte_tokenizer
 
             n_ctx = min(cfg.n_ctx for cfg, _ in resolve_embedded(name))
             key = f"embedded-{n_ctx}"
@@ -175,7 +175,7 @@ def _parse_steps(text: str) -> list[int]:
 def _check_steps_available(src, steps: list[int]) -> None:
     """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
     weight files are whole (the error names the corrupt file)."""
-    from interp.sources.common import CheckpointError, nearest_steps
+    from interp.sources.loading import CheckpointError, nearest_steps
 
     available = sorted(src.available_steps())
     for step in steps:
@@ -197,7 +197,7 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
             f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
             f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ"
         )
-    from interp.sources.common import CheckpointError
+    from interp.sources.loading import CheckpointError
 
     try:
         groups = src.duplicate_groups()
@@ -217,7 +217,7 @@ def _check_embedded_steps(name: str, steps: list[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained: the
     schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
     from interp.sources.catalogue import is_embedded_name, resolve_embedded
-    from interp.sources.common import CheckpointError, nearest_steps
+    from interp.sources.loading import CheckpointError, nearest_steps
 
     if not is_embedded_name(name):
         return
