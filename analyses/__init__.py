@@ -1,7 +1,7 @@
 """Reproductions: one module per finding, run as ``python -m analyses.<name>``.
 
 Each module exposes ``settings(paper_scale) -> dict``, ``run(settings, execution) -> (tables…,
-figure)`` and ``main(argv)``; its runs go through :func:`analyses.common.run_configs`, so
+figure)`` and ``main(argv)``; its runs go through :func:`analyses.harness.run_configs`, so
 ``--sweep-dir DIR`` makes any of them resumable and runnable on Ray. :mod:`analyses.results`
 holds the registry that ``emergence results`` (``make results``) re-runs.
 """

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.common import Execution, finished, reproduce, run_configs
+from analyses.harness import Execution, finished, reproduce, run_configs
 
 NAME = "arch_cellular_automata"
 ARCHS = ("transformer", "mlp-mixer", "mamba2", "gated-deltanet", "rwkv")

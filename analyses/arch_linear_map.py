@@ -26,7 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.common import LN2, Execution, finished, linear_map_floor, reproduce, run_configs
+from analyses.harness import LN2, Execution, finished, linear_map_floor, reproduce, run_configs
 
 NAME = "arch_linear_map"
 PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)

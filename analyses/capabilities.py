@@ -5,8 +5,8 @@ Baherwani et al. 2026 measure four capabilities on Pythia (string repetition, in
 repetition, pattern completion, IOI). The embedded suite has a byte tokenizer, so IOI cannot be
 measured here (its names are not single tokens: it needs a word-piece vocabulary; the task is
 tested on a word-level tokenizer in tests/test_task_library.py). For every other registered task
-(:data:`interp.task_registry.REGISTRY`, ``byte_tokenizer=True``) this runs the main job
-(:func:`interp.pipeline.run_main_job`, one analysis per (run, task), full scans) and writes:
+(:data:`interp.tasks.REGISTRY`, ``byte_tokenizer=True``) this runs the main job
+(:func:`interp.main_job.runner.run`, one analysis per (run, task), full scans) and writes:
 
 * ``report/``: the main job's tables and report.html (a section per task);
 * ``capability.csv``: accuracy and p(answer) per (run, task, step);
@@ -45,7 +45,7 @@ BEGIN, END = "<!-- capabilities:begin -->", "<!-- capabilities:end -->"
 
 def byte_tasks() -> list[str]:
     """Registered tasks the embedded byte tokenizer can run."""
-    from interp.task_registry import REGISTRY
+    from interp.tasks import REGISTRY
 
     return [name for name, spec in REGISTRY.items() if spec.byte_tokenizer]
 
@@ -63,7 +63,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(accepted for the results registry; unused)")
     args = parser.parse_args(argv)
     from interp.sources.catalogue import SUITES
-    from interp.task_registry import REGISTRY
+    from interp.tasks import REGISTRY
 
     if args.suite not in SUITES:
         parser.error(f"--suite {args.suite!r}: choose one of {', '.join(SUITES)}")
@@ -224,16 +224,17 @@ def update_docs(block: str) -> None:
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
     from interp.core.io import atomic_to_csv, atomic_write_text
-    from interp.pipeline import EMERGENCE_COLUMNS, run_main_job
-    from interp.sources import open_sources
-    from interp.task_registry import make_task
+    from interp.main_job.config import StudyConfig
+    from interp.main_job.report import EMERGENCE_COLUMNS
+    from interp.main_job.runner import run
+    from interp.tasks import make_task
 
     started = time.perf_counter()
     tasks = [make_task(name, n_prompts=args.n_prompts, seed=0) for name in args.tasks]
-    report = run_main_job(
-        open_sources([args.suite]),
-        task=tasks,
-        scan=True,
+    report = run(
+        [args.suite],
+        tasks,
+        StudyConfig(scan=True),
         out_dir=args.out / "report",
         title=f"emergence-lens: capabilities on {args.suite}",
         progress=False,

@@ -46,9 +46,10 @@ SHOWN = ["pattern", "q", "k", "v", "z", "qk", "ov", "mlp", "mlp_weights", "embed
 def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: float = 0.5):
     """(components, prescreen rows, point) of one run; components None if it did not emerge."""
     from interp.emergence import find_emergence
+    from interp.main_job.config import StudyConfig
     from interp.patching import attribution_delta_p
-    from interp.pipeline import model_and_seed
     from interp.ranking import prescreen_rank_correlation, rank_heads_between
+    from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask
 
     model, seed = model_and_seed(source.model_id)
@@ -56,9 +57,8 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
     point = find_emergence(source, batch, threshold=threshold)
     if not (point.emerged and point.pre_step is not None):
         return None, [], (model, seed, point), None
-    ranking = rank_heads_between(
-        source, point.pre_step, point.post_step, batch, metric=metric, decompose=True, n_boot=n_boot
-    )
+    config = StudyConfig(metric=metric, decompose=True, n_boot=n_boot)
+    ranking = rank_heads_between(source, point.pre_step, point.post_step, batch, config)
     components = ranking.components.assign(model=model, seed=seed)
     pre = source.load(point.pre_step)
     exact = ranking.delta

@@ -25,7 +25,7 @@ from plotly.subplots import make_subplots
 
 from analyses.arch_cellular_automata import LATE_EVALS
 from analyses.arch_linear_map import scaled_threshold
-from analyses.common import Execution, finished, reproduce, run_configs
+from analyses.harness import Execution, finished, reproduce, run_configs
 
 NAME = "depth"
 PAPER = {"linear-map": "depth hurts [stated]", "cellular-automata": "depth helps (multi-rule) [stated]"}

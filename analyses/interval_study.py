@@ -55,9 +55,9 @@ def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts:
     """(rows, dense point) of one run."""
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
-    from interp.pipeline import model_and_seed
     from interp.ranking import decompose_jump
     from interp.sources import LocalSuiteSource
+    from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask
     from interp.zoom import dense_point, store_steps
 

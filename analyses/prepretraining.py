@@ -28,7 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analyses.arch_linear_map import scaled_threshold
-from analyses.common import Execution, finished, reproduce, run_configs
+from analyses.harness import Execution, finished, reproduce, run_configs
 
 NAME = "prepretraining"
 ARMS = ("scratch", "dyck", "nca")

@@ -3,7 +3,7 @@ item 6; goal >= 1.8x).
 
 Builds ``--sources`` (default 12) local suites of random GPT-NeoX checkpoints (``--steps`` steps
 each, pythia-14m's layer count and heads at ``--d-model``, byte vocabulary) in a temporary
-folder, then runs :func:`interp.study.run_study` on all of them into a fresh folder with
+folder, then runs :func:`interp.main_job.runner.run` on all of them into a fresh folder with
 ``--executor`` (default joblib) and 1 worker, then 2 workers, and prints units per minute of each
 and their ratio (joblib's 2 workers are started and have imported the package before the
 clock starts, as on a running cluster; 1 worker runs in the process). Each unit runs with one torch thread (as in every sweep), so the ratio measures
@@ -49,7 +49,7 @@ def _warm() -> int:
     """Import what a unit needs (a worker's one-off start-up, not the study's throughput)."""
     import transformer_lens.model_bridge  # noqa: F401
 
-    import interp.pipeline  # noqa: F401
+    import interp.main_job.runner  # noqa: F401
 
     return os.getpid()
 
@@ -61,7 +61,8 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--executor", default="joblib", choices=["joblib", "ray"])
     args = parser.parse_args()
-    from interp.study import run_study
+    from interp.main_job.config import StudyConfig
+    from interp.main_job.runner import run
     from interp.tasks import RepetitionTask
 
     print(f"cpu_count={os.cpu_count()} load_avg_before={os.getloadavg()}")
@@ -76,14 +77,14 @@ def main() -> None:
 
                 Parallel(n_jobs=workers, backend="loky")(delayed(_warm)() for _ in range(2 * workers))
             start = time.perf_counter()
-            run_study(
+            run(
                 names,
-                tmp / f"out{workers}",
-                tasks=[task],
+                [task],
+                StudyConfig(scan=True),
                 executor=args.executor,
                 jobs=workers,
+                out_dir=tmp / f"out{workers}",
                 progress=False,
-                scan=True,
             )
             seconds[workers] = time.perf_counter() - start
             print(

@@ -7,8 +7,9 @@ In Python and Jupyter::
     source = el.open_source("embedded/neox-2l-128d-seed2")
     batch = el.RepetitionTask(n_prompts=32).build(source.tokenizer())
     point = el.find_emergence(source, batch)
-    ranking = el.rank_heads_between(source, point.pre_step, point.post_step, batch, metric="logit-diff")
-    report = el.run_main_job([source])
+    config = el.StudyConfig(metric="logit-diff")
+    ranking = el.rank_heads_between(source, point.pre_step, point.post_step, batch, config)
+    report = el.run([source], el.RepetitionTask(), config)
 
 Every name below is imported on first use (PEP 562 ``__getattr__``): ``import emergence_lens``
 loads neither torch nor pandas, so ``emergence --help`` stays fast. ``dir(el)`` and
@@ -44,18 +45,18 @@ EXPORTS: dict[str, str] = {
     "plan_download": "interp.sources.download",
     # tasks
     "tasks": "interp",
-    "TASKS": "interp.task_registry",
-    "make_task": "interp.task_registry",
-    "RepetitionTask": "interp.tasks",
-    "TokenRepetitionTask": "interp.tasks",
-    "TaskBatch": "interp.tasks",
-    "CapabilityScore": "interp.tasks",
-    "evaluate": "interp.tasks",
-    "PatternCompletionTask": "interp.task_library",
-    "IOITask": "interp.task_library",
-    "TaskFile": "interp.task_library",
-    "parse_tasks": "interp.task_registry",
-    "task_table": "interp.task_registry",
+    "TASKS": "interp.tasks.registry",
+    "make_task": "interp.tasks.registry",
+    "RepetitionTask": "interp.tasks.repetition",
+    "TokenRepetitionTask": "interp.tasks.repetition",
+    "TaskBatch": "interp.core.task_batch",
+    "CapabilityScore": "interp.tasks.base",
+    "evaluate": "interp.tasks.base",
+    "PatternCompletionTask": "interp.tasks.pattern",
+    "IOITask": "interp.tasks.ioi",
+    "TaskFile": "interp.tasks.files",
+    "parse_tasks": "interp.tasks.files",
+    "task_table": "interp.tasks.files",
     # metrics
     "METRICS": "interp.core.metrics",
     "MetricSpec": "interp.core.metrics",
@@ -89,10 +90,11 @@ EXPORTS: dict[str, str] = {
     "ReadinessResult": "interp.readiness",
     "Forcing": "interp.forcing",
     # the main job and its report
-    "run_main_job": "interp.pipeline",
-    "analyse_run": "interp.pipeline",
-    "MainJobReport": "interp.main_job_report",
-    "RunAnalysis": "interp.main_job_report",
+    "StudyConfig": "interp.main_job.config",
+    "run": "interp.main_job.runner",
+    "analyse_run": "interp.main_job.runner",
+    "MainJobReport": "interp.main_job.report",
+    "RunAnalysis": "interp.main_job.report",
     # populations of seeds: survival statistics of the point of emergence (docs/population.md)
     "population": "interp.population.collect",
     "population_from_curves": "interp.population.tables",
@@ -104,9 +106,8 @@ EXPORTS: dict[str, str] = {
     "run_capability_figure": "interp.report.figures",
     # the scrubber and studies at scale (docs/concepts.md)
     "scrubber": "interp.scrubbing",
-    "run_study": "interp.study",
-    "plan_units": "interp.study",
-    "study_status": "interp.study",
+    "plan_units": "interp.main_job.units",
+    "study_status": "interp.main_job.units",
     # the machine: versions, kernel level, whether it trains the documented suite (`emergence env`)
     "environment_report": "interp.sources.machine",
 }

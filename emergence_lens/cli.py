@@ -101,7 +101,7 @@ class RootGroup(TyperGroup):
         except Exception as err:
             if ctx.params.get("debug"):
                 raise
-            lines = getattr(err, "lines", None)  # a task file: one line per bad row (interp.task_library)
+            lines = getattr(err, "lines", None)  # a task file: one line per bad row (interp.tasks.files)
             for line in lines if isinstance(lines, list) and lines else [one_line(err)]:
                 typer.echo(f"error: {_command_path(words)}: {line}", err=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None

@@ -29,7 +29,7 @@ from interp.patching import (
     patch_values,
     per_head_delta,
 )
-from interp.patching._common import check_batch, heads_shape, model_device
+from interp.patching._forward import check_batch, heads_shape, model_device
 from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
 from interp.ranking_stats import (
     N_BOOT,

@@ -38,6 +38,7 @@ from torch import Tensor
 from interp.core.objects import results_equal, short_repr
 from interp.decomposition import COMPONENT_COLUMNS, COMPONENTS, decompose_between, decompose_jump
 from interp.emergence import jump_noise
+from interp.main_job.config import StudyConfig
 from interp.patching import (
     PostCheckpoint,
     attribution_delta_p,
@@ -46,7 +47,7 @@ from interp.patching import (
     metric_values,
     per_head_delta,
 )
-from interp.patching._common import check_batch, heads_shape, model_device
+from interp.patching._forward import check_batch, heads_shape, model_device
 from interp.patching.kinds import kind_names
 from interp.ranking_stats import (
     MIN_BOOTSTRAP_PROMPTS,
@@ -83,7 +84,7 @@ __all__ = [
 @dataclass(kw_only=True)
 class RankingFields:
     """The values a head ranking gives, declared once: :class:`HeadRanking`'s and, once its run is
-    ranked, :class:`interp.main_job_report.RunAnalysis`'s (None or empty before).
+    ranked, :class:`interp.main_job.report.RunAnalysis`'s (None or empty before).
 
     Values are in the units of ``metric`` (``unit``; :mod:`interp.core.metrics`).
 
@@ -407,15 +408,8 @@ def rank_heads_between(
     pre_step: int,
     post_step: int,
     batch: TaskBatch,
-    method: Literal["fast", "reference", "attribution"] = "fast",
-    prescreen_top_n: int | None = None,
-    device: str | None = None,
+    config: StudyConfig | None = None,
     n_example_heads: int = 3,
-    ks: Sequence[int] | None = None,
-    metric: Any = "p",
-    decompose: bool = False,
-    n_boot: int = N_BOOT,
-    prescreen_steps: int = 2,
 ) -> HeadRanking:
     """Load ``post_step`` then ``pre_step`` from a checkpoint source and run ``head_ranking``.
 
@@ -429,9 +423,12 @@ def rank_heads_between(
         source: a checkpoint source (``interp.sources``).
         pre_step, post_step: training steps; ``post_step`` must be later.
         batch: task prompts tokenised for ``source``'s tokenizer.
+        config: the settings (:class:`interp.main_job.config.StudyConfig`; default
+            ``StudyConfig(decompose=False)``): ``device``, ``method``, ``metric`` (None: ``p``),
+            ``prescreen_top_n``, ``prescreen_steps``, ``ks`` and ``n_boot`` as in
+            :func:`head_ranking`; ``decompose`` also runs ``decompose_jump``
+            (``HeadRanking.components``).
         n_example_heads: top heads whose pre/post patterns on prompt 0 are kept for display.
-        decompose: also run ``decompose_jump`` (``HeadRanking.components``).
-        (others: see ``head_ranking``.)
 
     Returns:
         ``HeadRanking`` with the example patterns filled in; its ``heads`` and ``topk`` tables
@@ -447,6 +444,8 @@ def rank_heads_between(
             f"pre_step={pre_step} must be earlier than post_step={post_step} "
             "(patching goes from the later checkpoint into the earlier one)"
         )
+    config = config or StudyConfig(decompose=False)
+    metric, device, decompose = config.metric or "p", config.device, config.decompose
     post_loaded = source.load(post_step, device=device)
     if hasattr(source, "prefetch"):
         source.prefetch(pre_step)  # read while post is captured (swapping sources only)
@@ -461,15 +460,20 @@ def rank_heads_between(
         post,
         batch,
         metric=metric,
-        method=method,
-        prescreen_top_n=prescreen_top_n,
-        ks=ks,
-        n_boot=n_boot,
-        prescreen_steps=prescreen_steps,
+        method=config.method,
+        prescreen_top_n=config.prescreen_top_n,
+        ks=config.ks,
+        n_boot=config.n_boot,
+        prescreen_steps=config.prescreen_steps,
     )
     if decompose:
         ranking.components = decompose_jump(
-            pre.model, post, batch, metric=metric, n_boot=n_boot, labels={"pre_step": pre_step, "post_step": post_step}
+            pre.model,
+            post,
+            batch,
+            metric=metric,
+            n_boot=config.n_boot,
+            labels={"pre_step": pre_step, "post_step": post_step},
         )
     assert ranking.heads is not None and ranking.delta is not None  # HeadRanking requires both
     top = ranking.heads.dropna(subset=["delta"]).head(n_example_heads)

@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.main_job.config import N_BOOT
 from interp.patching import Target, patch_values
 from interp.tasks import TaskBatch
 
@@ -37,7 +38,6 @@ __all__ = [
     "topk_recovery",
 ]
 
-N_BOOT = 1000
 #: Fewest prompts a 95 % percentile bootstrap interval is computed over. The 2.5th and 97.5th
 #: percentiles need at least 1 / 0.025 = 40 distinct resampled means; n prompts give at most
 #: C(2n - 1, n) distinct resamples: 10 at n = 3, 35 at n = 4, 126 at n = 5. Below, the bounds are NaN.

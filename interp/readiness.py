@@ -322,7 +322,7 @@ def readiness(
     scores); Efron & Tibshirani 1993 (percentile bootstrap of ``E - R``).
     """
     from interp.patching import IdealPatterns, patch_values, pattern
-    from interp.patching._common import answer_logits_forward, check_batch
+    from interp.patching._forward import answer_logits_forward, check_batch
     from interp.sources.catalogue import model_and_seed
 
     if not 0 < threshold <= 1:
@@ -338,7 +338,7 @@ def readiness(
     if len(steps) < 2:
         raise ValueError(f"readiness needs at least 2 checkpoints, got {steps}")
     if not isinstance(heads, str):  # a head outside the model is refused before the checkpoints run
-        from interp.patching._common import heads_shape
+        from interp.patching._forward import heads_shape
         from interp.patching.targets import Target
 
         Target("pattern", tuple(heads)).resolved_heads(*heads_shape(source.load(steps[0], device=device).model))

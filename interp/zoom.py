@@ -167,7 +167,7 @@ def step_folder(run: Path, step: int) -> Path:
     Raises:
         ValueError: the step is stored in neither (the message lists the nearest stored steps).
     """
-    from interp.sources.common import nearest_steps
+    from interp.sources.loading import nearest_steps
 
     for folder in (run / f"step{step}", run / ZOOM_DIR / f"step{step}"):
         if folder.is_dir():
@@ -403,7 +403,7 @@ class DenseEvaluator:
     def __init__(self, run: Path, batch, device: str = "cpu"):
         from transformers import GPTNeoXForCausalLM
 
-        from interp.sources.common import quiet_hf_progress
+        from interp.sources.loading import quiet_hf_progress
 
         self.run, self.batch, self.device = run, batch, device
         with quiet_hf_progress():

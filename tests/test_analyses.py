@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from analyses import common, linear_map_floors, prepretraining, staircase
-from analyses.common import Execution
+from analyses import harness, linear_map_floors, prepretraining, staircase
+from analyses.harness import Execution
 
 
 @pytest.mark.slow
@@ -27,7 +27,7 @@ def test_linear_map_floor_reproduces_at_S8(tmp_path):
     row = per_s.iloc[0]
     # analytic floor (S−1)/(2S−1)·ln 2 and the paper's 0.3235 [Baherwani et al. 2026, figure]
     assert row.analytic_floor == pytest.approx(7 / 15 * math.log(2), abs=1e-9)
-    assert common.linear_map_floor(8) == pytest.approx(7 / 15 * math.log(2), abs=1e-12)
+    assert harness.linear_map_floor(8) == pytest.approx(7 / 15 * math.log(2), abs=1e-12)
     assert row.paper_floor == 0.3235
     # a real 400-step run (the script's CPU setting) on s = 1 reaches the floor within 2 %
     assert 0.3235 * 0.98 <= row.ours_mean <= 0.3235 * 1.02
@@ -35,7 +35,7 @@ def test_linear_map_floor_reproduces_at_S8(tmp_path):
     assert len(runs) == 1 and runs.steps.iloc[0] == 400
 
     table = runs.merge(per_s[["S", "paper_floor", "ours_mean"]], on="S")
-    csv, html = common.write_outputs(table, fig, tmp_path, "floors")
+    csv, html = harness.write_outputs(table, fig, tmp_path, "floors")
     back = pd.read_csv(csv)
     assert back.final_loss.iloc[0] == pytest.approx(row.ours_mean, rel=1e-9)
     assert "plotly" in html.read_text()[:200_000].lower()
@@ -43,17 +43,17 @@ def test_linear_map_floor_reproduces_at_S8(tmp_path):
 
 def test_parse_args_returns_the_execution_and_sets_no_globals(tmp_path):
     with pytest.raises(SystemExit):
-        common.parse_args("x", "d", ["--jobs", "0"])
+        harness.parse_args("x", "d", ["--jobs", "0"])
     plain = tmp_path / "file"
     plain.write_text("")
     with pytest.raises(SystemExit):
-        common.parse_args("x", "d", ["--out", str(plain)])
-    args, execution = common.parse_args("x", "d", ["--paper-scale", "--sweep-dir", str(tmp_path / "s")])
+        harness.parse_args("x", "d", ["--out", str(plain)])
+    args, execution = harness.parse_args("x", "d", ["--paper-scale", "--sweep-dir", str(tmp_path / "s")])
     assert args.paper_scale and args.out.as_posix() == "results/analyses/x"
     assert execution == Execution(
         jobs=2, sweep_dir=tmp_path / "s", executor="joblib", name="x", ensemble=8
     )  # --paper-scale trains ensembles of 8
-    _, again = common.parse_args("x", "d", [])
+    _, again = harness.parse_args("x", "d", [])
     assert again.sweep_dir is None  # nothing carried over from the previous call
 
 
@@ -61,19 +61,19 @@ def test_set_overrides_settings_and_rejects_unknown_keys(tmp_path, capsys):
     from analyses import arch_linear_map
 
     base = arch_linear_map.settings()
-    cfg = common.apply_overrides(base, ["s=5", "steps=3000", "eval_every=100", "lr=3e-3"])
+    cfg = harness.apply_overrides(base, ["s=5", "steps=3000", "eval_every=100", "lr=3e-3"])
     assert cfg == {**base, "s": [5], "steps": 3000, "eval_every": 100, "lr": 0.003}
     assert base["s"] == [3, 5, 7]  # the defaults are not modified
     with pytest.raises(ValueError, match="'step' is not a setting: choose one of"):
-        common.apply_overrides(base, ["step=3000"])
+        harness.apply_overrides(base, ["step=3000"])
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
-        common.apply_overrides(base, ["steps"])
+        harness.apply_overrides(base, ["steps"])
 
     def never_run(cfg, execution):
         raise AssertionError("ran despite a bad --set")
 
     with pytest.raises(SystemExit) as exit_info:
-        common.reproduce(
+        harness.reproduce(
             "x", "d", ["--set", "nope=1", "--out", str(tmp_path / "o")], arch_linear_map.settings, never_run
         )
     assert exit_info.value.code == 2
@@ -172,7 +172,7 @@ def test_paper_scale_settings_are_the_papers_steps_and_tokens():
 
 def test_paper_scale_argument_path_runs_tiny_as_ensembles_on_the_given_device(tmp_path):
     from analyses import heads_vs_dhead
-    from analyses.common import parse_args
+    from analyses.harness import parse_args
     from sweeps import load_results
 
     args, execution = parse_args(
@@ -246,7 +246,7 @@ def test_finished_only_reports_the_runs_the_store_holds_and_trains_none(tmp_path
     """--finished-only on a half-run entry: the table has exactly the finished runs, with the
     numbers the full run wrote, nothing is trained, and an empty store is one clear line."""
     from analyses import sparsity_sweep
-    from analyses.common import FinishedOnlyError
+    from analyses.harness import FinishedOnlyError
 
     tiny = {"eval_every": 2, "eval_tokens": 64, "steps": {8: 4}, "tokens_per_step": {8: 64}, "seeds": [0]}
     cfg = {**sparsity_sweep.settings(True), **tiny, "grid": {8: [1, 2, 3]}}
@@ -266,7 +266,7 @@ def test_finished_only_reports_the_runs_the_store_holds_and_trains_none(tmp_path
     assert stop.value.code == 2
     assert "--finished-only: " in capsys.readouterr().err
     with pytest.raises(SystemExit):  # without a store there is nothing to read
-        common.parse_args("x", "d", ["--finished-only"])
+        harness.parse_args("x", "d", ["--finished-only"])
 
 
 def test_depth_verdict_waits_for_two_depths_of_a_task():

@@ -17,8 +17,7 @@ from typer.testing import CliRunner
 
 from interp.core.task_batch import TaskError
 from interp.sources import HubSource, LocalSuiteSource
-from interp.task_library import TaskFile, TaskFileError
-from interp.tasks import RepetitionTask
+from interp.tasks import RepetitionTask, TaskFile, TaskFileError
 
 
 def write_rows(path, lengths):

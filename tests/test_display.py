@@ -16,7 +16,7 @@ import torch
 
 from interp.core.provenance import make_provenance, package_versions, source_digests
 from interp.emergence import EmergencePoint
-from interp.pipeline import MainJobReport, RunAnalysis
+from interp.main_job.report import MainJobReport, RunAnalysis
 from interp.report import display, notebook
 from interp.report import page as vis
 from interp.tasks import CapabilityScore
@@ -308,13 +308,11 @@ def test_load_refuses_a_folder_without_a_report(tmp_path):
 def test_provenance_records_call_settings_versions_and_sources():
     from importlib import metadata
 
-    record = make_provenance(
-        "interp.pipeline.run_main_job", {"threshold": 0.5, "sources": ["a"]}, {"a": {"step1": "ff"}}
-    )
-    assert record["call"] == "interp.pipeline.run_main_job" and record["settings"]["threshold"] == 0.5
+    record = make_provenance("interp.main_job.runner.run", {"threshold": 0.5, "sources": ["a"]}, {"a": {"step1": "ff"}})
+    assert record["call"] == "interp.main_job.runner.run" and record["settings"]["threshold"] == 0.5
     assert record["packages"]["torch"] == metadata.version("torch") == package_versions()["torch"]
     digests = source_digests()
-    assert "interp/pipeline.py" in digests["files"] and record["source"]["combined"] == digests["combined"]
+    assert "interp/main_job/runner.py" in digests["files"] and record["source"]["combined"] == digests["combined"]
     import hashlib
     from pathlib import Path
 

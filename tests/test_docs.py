@@ -128,10 +128,10 @@ def test_every_python_block_runs(page, docs_run, quick_suite, tmp_path, monkeypa
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(quick_suite[1]))
     if page.name in FIXTURE_FILES:
         (tmp_path / FIXTURE_FILES[page.name]).write_text(_fixture_file(page, FIXTURE_FILES[page.name]))
-    from interp import task_registry
     from interp.core import metrics
     from interp.patching import kinds
     from interp.report import page as visualisation
+    from interp.tasks import registry as task_registry
 
     # a page may register a metric, a task or a patch kind, or add a report section (docs/extending.md)
     registries = (metrics.METRICS, task_registry.REGISTRY, kinds.KIND_TABLE)

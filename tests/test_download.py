@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from interp.sources import CheckpointError, CorruptCheckpointError, HubUnavailableError
-from interp.sources.common import PYTHIA_STEPS
 from interp.sources.download import download, grid_steps, plan_download
+from interp.sources.loading import PYTHIA_STEPS
 from tests.conftest import TINY_REPO, save_byte_tokenizer, save_tiny_neox
 from tests.fake_hub import FakeHub
 

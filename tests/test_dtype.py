@@ -13,6 +13,7 @@ import warnings
 import torch
 
 from interp.emergence import find_emergence
+from interp.main_job.config import StudyConfig
 from interp.ranking import rank_heads_between
 from interp.sources import LocalSuiteSource
 from interp.tasks import RepetitionTask
@@ -44,7 +45,7 @@ def test_low_precision_delta_p_within_tolerance_of_float32(quick_suite):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 ranking = rank_heads_between(
-                    source, point.pre_step, point.post_step, batch, decompose=False, device="cpu"
+                    source, point.pre_step, point.post_step, batch, StudyConfig(decompose=False, device="cpu")
                 )
             fallbacks = [str(w.message) for w in caught if "layer-skip patching unavailable" in str(w.message)]
             if dtype == torch.float32:

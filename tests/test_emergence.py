@@ -329,7 +329,9 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     below the threshold) does not."""
     import pandas as pd
 
-    from interp import pipeline
+    from interp.main_job import runner
+    from interp.main_job.config import StudyConfig
+    from interp.main_job.report import POINTS_COLUMNS
     from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
@@ -339,25 +341,23 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
         def __init__(self, source, batch, device=None):
             super().__init__(curve)
 
-    monkeypatch.setattr(pipeline, "StepEvaluator", Fixed)
+    monkeypatch.setattr(runner, "StepEvaluator", Fixed)
     task = RepetitionTask(n_prompts=4, length=4)
-    kwargs = dict(
-        task=task, device="cpu", progress=False, decompose=False, scores=False, hold=0, scrub=False
+    config = StudyConfig(
+        device="cpu", decompose=False, scores=False, hold=0, scrub=False, scan=True
     )  # the scrubber records with its own evaluator; this test fixes the curve
-    scanned = pipeline.run_main_job(
-        [LocalSuiteSource(tiny_local_suite)], scan=True, out_dir=tmp_path / "scan", **kwargs
-    )
+    scanned = runner.run([LocalSuiteSource(tiny_local_suite)], task, config, out_dir=tmp_path / "scan", progress=False)
     point = scanned.runs[0].point
     assert (point.pre_step, point.post_step, point.emerged, point.monotone) == (0, 100, True, False)
     assert (point.search, point.n_evaluations, point.hold) == ("scan", 3, 0)
     assert scanned.runs[0].heads is not None  # the heads were ranked between the scan's pre and post
     points = pd.read_csv(tmp_path / "scan" / "points.csv")
-    assert list(points.columns) == pipeline.POINTS_COLUMNS
+    assert list(points.columns) == POINTS_COLUMNS
     assert points[["pre_step", "post_step", "hold", "search"]].values.tolist() == [[0, 100, 0, "scan"]]
-    assert scanned.provenance["settings"]["hold"] == 0
+    assert scanned.provenance["settings"]["config"]["hold"] == 0
     assert "stays there at the next 0 checkpoint(s)" in scanned.legend()
-    bisected = pipeline.run_main_job([LocalSuiteSource(tiny_local_suite)], scan=False, **kwargs)
+    bisected = runner.run([LocalSuiteSource(tiny_local_suite)], task, config.replace(scan=False), progress=False)
     point = bisected.runs[0].point
     assert (point.emerged, point.search, point.n_evaluations) == (False, "bisection", 2)
     with pytest.raises(ValueError, match="hold=-1"):
-        pipeline.run_main_job([FakeSource([0, 1], untouchable=True)], hold=-1, progress=False)
+        runner.run([FakeSource([0, 1], untouchable=True)], task, StudyConfig(hold=-1), progress=False)

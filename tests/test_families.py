@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from conftest import GPT2_REPO, OLMO2_REPO
 from emergence_lens.cli import app
 from interp.sources import HubSource, open_source
-from interp.task_registry import make_task
+from interp.tasks import make_task
 
 torch.set_num_threads(1)
 runner = CliRunner()

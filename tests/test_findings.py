@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from interp.emergence import MIN_ACCURACY_PROMPTS, EmergencePoint, warn_few_prompts
-from interp.pipeline import MainJobReport, RunAnalysis
+from interp.main_job.report import MainJobReport, RunAnalysis
 from interp.report.findings import NOISY, findings, interval_text
 from interp.tasks import TaskBatch
 

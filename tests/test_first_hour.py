@@ -14,6 +14,7 @@ import torch
 
 import emergence_lens as el
 from interp.core.objects import MAX_REPR_CHARS, values_equal
+from interp.main_job.config import StudyConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +27,8 @@ def test_one_import_exposes_the_notebook_names():
         "find_emergence",
         "rank_heads_between",
         "decompose_between",
-        "run_main_job",
+        "run",
+        "StudyConfig",
         "MainJobReport",
         "show_attention",
         "METRICS",
@@ -150,7 +152,7 @@ def test_every_result_class_prints_short_and_compares(tmp_path):
 
 def test_main_job_report_prints_short_and_equals_its_saved_copy(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from test_display import make_run
 
     report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], title="toy report")
@@ -223,7 +225,7 @@ def test_tables_carry_the_sources_model_and_seed(seeded_suite):
     scores = head_scores_over_checkpoints(seeded_suite, [0, 200], n_prompts=2, period=5)
     assert set(scores["model"]) == {"toy-2l"} and set(scores["seed"]) == {2}
     batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
-    ranking = rank_heads_between(seeded_suite, 0, 200, batch, n_boot=20, ks=[1])
+    ranking = rank_heads_between(seeded_suite, 0, 200, batch, StudyConfig(n_boot=20, ks=[1], decompose=False))
     for table in (ranking.heads, ranking.topk):
         assert list(table.columns[:2]) == ["model", "seed"]
         assert set(table["model"]) == {"toy-2l"} and set(table["seed"]) == {2}
@@ -255,7 +257,7 @@ def test_attention_views_refuse_inputs_they_would_crop():
 
 def _report_for(ranking, metric):
     from interp.emergence import EmergencePoint
-    from interp.pipeline import MainJobReport, RunAnalysis
+    from interp.main_job.report import MainJobReport, RunAnalysis
 
     curve = pd.DataFrame({"step": [0, 100, 200], "accuracy": [0.0, 0.2, 0.8], "p_answer": [0.1, 0.2, 0.7]})
     point = EmergencePoint("toy/toy-2l-seed2", 100, 200, True, 0.5, True, 3, curve.assign(order=[1, 2, 3]))
@@ -279,14 +281,16 @@ def _report_for(ranking, metric):
 @pytest.mark.parametrize("metric", ["p", "logprob", "logit-diff"])
 def test_labels_follow_the_metric(metric, seeded_suite, tmp_path):
     from interp.core.metrics import METRICS, patching_metric_names
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from interp.ranking import rank_heads_between
     from interp.tasks import RepetitionTask
 
     assert metric in patching_metric_names()
     spec = METRICS[metric]
     batch = RepetitionTask(n_prompts=4, length=5).build(seeded_suite.tokenizer())
-    ranking = rank_heads_between(seeded_suite, 100, 200, batch, n_boot=20, ks=[1, 2], metric=metric)
+    ranking = rank_heads_between(
+        seeded_suite, 100, 200, batch, StudyConfig(n_boot=20, ks=[1, 2], metric=metric, decompose=False)
+    )
     assert ranking.unit == spec.unit and set(ranking.heads["unit"]) == {spec.unit} == set(ranking.topk["unit"])
     report = _report_for(ranking, metric)
     for table in (report.heads, report.topk, report.summary()):

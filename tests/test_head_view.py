@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from interp.main_job.config import StudyConfig
 from interp.report.head_view import head_comparison_figure, token_axis_labels
 
 
@@ -17,7 +18,7 @@ def test_ranking_show_head_three_panels_post_minus_pre(tiny_local_suite):
 
     source = LocalSuiteSource(tiny_local_suite, model_id="toy/toy-2l-seed2")
     batch = RepetitionTask(n_prompts=5, length=5).build(source.tokenizer())
-    ranking = rank_heads_between(source, 0, 200, batch, n_boot=20, ks=[1])
+    ranking = rank_heads_between(source, 0, 200, batch, StudyConfig(n_boot=20, ks=[1], decompose=False))
     fig = ranking.show_head(1, 2)
     assert [t.type for t in fig.data] == ["heatmap"] * 3
     pre = ranking.pre_patterns[1, 0, 2].double().numpy()
@@ -53,7 +54,7 @@ def test_run_show_head_uses_the_kept_patterns():
     assert list(fig.data[0].x) == ["␣7 (0)", "␣3 (1)", "⏎ (2)", "&lt;b&gt; (3)", "␣7 (4)", "␣3 (5)"]
     with pytest.raises(ValueError, match="kept no patterns for L1H0; it kept L0H1"):
         run.show_head(1, 0)
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
 
     page = MainJobReport(runs=[run]).html()
     assert "L0H1 before, after and the change" in page

@@ -27,7 +27,7 @@ import torch
 
 from browser import visit
 from conftest import execute_cells_twice
-from interp.pipeline import MainJobReport
+from interp.main_job.report import MainJobReport
 from interp.ranking import COMPONENT_COLUMNS, HeadRanking
 from interp.report import display, notebook
 from tests.test_display import make_run
@@ -234,7 +234,7 @@ NOTEBOOK_CELLS = [
         "from interp.report.notebook import init_notebook\n"
         "import plotly.graph_objects as go, torch\n"
         "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
-        "from interp.pipeline import MainJobReport\n"
+        "from interp.main_job.report import MainJobReport\n"
         "init_notebook()"
     ),
     "go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name='<!--<script>'), layout=dict(showlegend=True))",

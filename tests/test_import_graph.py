@@ -168,3 +168,29 @@ def test_prompt_path_is_short_and_drawn_from_the_graph():
     assert not nx.has_path(g, engine, "interp.sources.base") and not nx.has_path(g, engine, "interp.tasks")
     # the task module knows nothing of patching or ranking: the way is one direction
     assert not nx.has_path(g, "interp.tasks", engine) and not nx.has_path(g, "interp.tasks", ranking)
+
+
+#: The way from the command line to a ranked head (docs/developing.md, "One prompt's way"): each
+#: module calls the next; the settings travel beside it as one StudyConfig.
+COMMAND_LINE_WAY = (
+    "interp.cli.main_job",
+    "interp.main_job.runner",
+    "interp.tasks",
+    "interp.emergence",
+    "interp.ranking",
+    "interp.patching",
+)
+
+
+def test_the_way_from_the_command_line_is_six_modules_each_once():
+    g = graph()
+    assert len(COMMAND_LINE_WAY) <= 6 and len(set(COMMAND_LINE_WAY)) == len(COMMAND_LINE_WAY)
+    cli, runner = COMMAND_LINE_WAY[:2]
+    assert g.has_edge(cli, runner) and g.has_edge(cli, "interp.main_job.config")  # flags -> one StudyConfig
+    for step in COMMAND_LINE_WAY[2:5]:  # analyse_run builds the batch, finds the point, ranks the heads
+        assert g.has_edge(runner, step), step
+    assert g.has_edge("interp.ranking", "interp.patching") and g.has_edge("interp.ranking", "interp.main_job.config")
+    # the settings module is a leaf of the main job's room: it reads the ground floor only, and the
+    # room's __init__ imports nothing, so that the ranking can read the settings without a circle
+    assert all(target.startswith("interp.core") for target in g.successors("interp.main_job.config"))
+    assert not list(g.successors("interp.main_job"))

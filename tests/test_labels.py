@@ -37,7 +37,7 @@ def test_help_is_wide_and_says_only_what_exists(monkeypatch):
 
 
 def test_a_bare_embedded_run_name_suggests_the_name_that_works():
-    from interp.cli.common import _check_sources
+    from interp.cli.options import _check_sources
 
     with pytest.raises(ValueError, match=r"did you mean 'embedded/neox-2l-128d-seed2'\?"):
         _check_sources(["neox-2l-128d-seed2"])
@@ -50,7 +50,7 @@ def test_a_bare_embedded_run_name_suggests_the_name_that_works():
 
 
 def test_report_title_names_its_runs():
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from tests.test_findings import make_run
 
     report = MainJobReport(runs=[make_run(1, 0.1), make_run(2, 0.2)])

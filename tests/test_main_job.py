@@ -17,7 +17,8 @@ import torch
 
 from interp.core import kernel_pins
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
-from interp.pipeline import run_main_job
+from interp.main_job import runner
+from interp.main_job.config import StudyConfig
 from interp.sources import LocalSuiteSource, embedded, environment
 from interp.tasks import RepetitionTask
 
@@ -34,8 +35,8 @@ PINNED_REFERENCE = {
 def quick_report(quick_suite, tmp_path_factory):
     runs, _ = quick_suite
     out = tmp_path_factory.mktemp("demo")
-    report = run_main_job(
-        [LocalSuiteSource(p) for p in runs], task=RepetitionTask(), scan=True, out_dir=out, progress=False
+    report = runner.run(
+        [LocalSuiteSource(p) for p in runs], RepetitionTask(), StudyConfig(scan=True), out_dir=out, progress=False
     )
     return report, out
 

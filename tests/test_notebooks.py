@@ -17,7 +17,7 @@ import nbformat
 from conftest import NOTEBOOKS, STAND_IN_HUB_ID
 from interp.core.provenance import source_digests
 from interp.emergence import find_emergence, point_from_curve, scan_emergence
-from interp.pipeline import MainJobReport
+from interp.main_job.report import MainJobReport
 from interp.sources import LocalSuiteSource
 from interp.tasks import RepetitionTask
 
@@ -91,10 +91,10 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
             digests = report.provenance["checkpoints"][source.model_id]
             assert digests[f"step{point.post_step}"] == source.digest(point.post_step)
     provenance = report.provenance
-    assert provenance["call"] == "interp.pipeline.run_main_job"
+    assert provenance["call"] == "interp.main_job.runner.run"
     assert provenance["packages"]["torch"] == metadata.version("torch")
     assert provenance["source"]["combined"] == source_digests()["combined"]
-    assert provenance["settings"]["scan"] is False  # CI scale: bisection only
+    assert provenance["settings"]["config"]["scan"] is False  # CI scale: bisection only
     # the readiness cell: the library's E and R on the first run, and its figure
     from interp.readiness import readiness
 

@@ -194,7 +194,7 @@ def test_unregistered_kinds_are_gone():
 
 
 def test_the_reference_engine_and_the_kinds_table_import_nothing_from_the_fast_engine():
-    """Shared helpers live in ``_common``: the reference path, the table, targets and weight
+    """Shared helpers live in ``_forward``: the reference path, the table, targets and weight
     swapping stand without the fast engine (imports read from the source with ``ast``)."""
     import ast
     from pathlib import Path
@@ -202,7 +202,7 @@ def test_the_reference_engine_and_the_kinds_table_import_nothing_from_the_fast_e
     import interp.patching as package
 
     root = Path(package.__file__).parent
-    for name in ("reference.py", "kinds.py", "targets.py", "_weights.py", "_common.py"):
+    for name in ("reference.py", "kinds.py", "targets.py", "_weights.py", "_forward.py"):
         tree = ast.parse((root / name).read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module} | {
             alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names

@@ -108,7 +108,7 @@ def _hooked_curve(src, batch, heads):
 
 @pytest.mark.parametrize("method", ["fast", "reference"])
 def test_readiness_equals_hooked_forward(tiny_local_suite, method):
-    from interp.task_registry import make_task
+    from interp.tasks import make_task
 
     torch.set_num_threads(1)
     src = _source(tiny_local_suite)
@@ -128,8 +128,7 @@ def test_readiness_equals_hooked_forward(tiny_local_suite, method):
 
 def test_auto_heads_pick_the_top_scores(tiny_local_suite):
     from interp.scores import head_scores, repeated_random_tokens
-    from interp.task_registry import make_task
-    from interp.tasks import alnum_token_pool
+    from interp.tasks import alnum_token_pool, make_task
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())
@@ -198,7 +197,7 @@ def test_cli_writes_files_and_page(tiny_local_suite, tmp_path):
     )
     points = pd.read_csv(out / "readiness_points.csv")
     assert len(points) == 1 and points["hold"].iloc[0] == 2
-    from interp.task_registry import make_task
+    from interp.tasks import make_task
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=12, length=6, seed=0).build(src.tokenizer())
@@ -253,7 +252,7 @@ def test_report_section_of_a_run_with_readiness(tiny_local_suite):
 
     from interp.report.display import Assets
     from interp.report.page import RUN_SECTIONS, ReportContext, readiness_section, run_html
-    from interp.task_registry import make_task
+    from interp.tasks import make_task
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from browser import chromium_path, visit
-from interp.pipeline import MainJobReport
+from interp.main_job.report import MainJobReport
 from interp.report.notebook import export_notebook_html
 
 #: Page weight limit of the six-run demo report (bytes): plotly.js and the circuitsvis bundle are

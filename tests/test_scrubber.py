@@ -27,6 +27,7 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import save_tiny_neox
+from interp.main_job.config import StudyConfig
 from interp.report import scrubber as scrub_module
 from interp.report.scrubber import Scrubber, ScrubData
 from interp.scrubbing import scrubber
@@ -171,7 +172,7 @@ def test_head_labels_follow_the_rankings_metric(metric, label):
 
 
 def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from test_display import make_run
 
     run, other = make_run(1), make_run(2)
@@ -189,7 +190,7 @@ def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
 
 
 def test_summary_headers_are_words_and_threshold_is_listed_once():
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
     from interp.report import display
     from interp.report import page as vis
     from test_display import make_run
@@ -296,7 +297,9 @@ def test_scrub_ranks_between_the_point_or_reads_a_run_folder(scrub_suite, tmp_pa
         assert data.delta_p is None and data.pre_step is None  # the tiny suite does not emerge
         data.pre_step, data.post_step = 0, 2
         _rank_into(data, source, None, "cpu", None)
-        want = rank_heads_between(source, 0, 2, RepetitionTask().build(source.tokenizer()), device="cpu").delta
+        want = rank_heads_between(
+            source, 0, 2, RepetitionTask().build(source.tokenizer()), StudyConfig(device="cpu", decompose=False)
+        ).delta
         np.testing.assert_allclose(data.delta_p, want.numpy(), atol=1e-6)
         assert data.metric == "p" and np.isfinite(data.delta_p).all() and data.delta_p.shape == (2, 4)
     finally:

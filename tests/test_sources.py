@@ -82,63 +82,57 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
 
 def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeypatch):
     """Ctrl-C (or an error) while a run is analysed closes the sources' generator before the
-    exception leaves run_main_job: an embedded suite's training workers stop then, not when the
-    traceback is dropped (Jupyter keeps the last one). (The progress bar's tqdm also closes what it
-    wraps, by way of its own implementation; without it and without the explicit close, this fails.)"""
-    from interp import pipeline
-    from interp.sources import LocalSuiteSource
+    exception leaves :func:`interp.main_job.runner.run`: an embedded suite's training workers stop
+    then, not when the traceback is dropped (Jupyter keeps the last one)."""
+    from interp.main_job import runner
+    from interp.sources import LocalSuiteSource, door
     from interp.tasks import RepetitionTask
 
     closed = []
 
-    class StillTraining:
-        def __len__(self):
-            return 2
+    class StillTraining:  # door.ReadySources as the local executor uses it
+        def __init__(self, names, progress=True):
+            self.names = names
 
         def with_positions(self):
             try:
-                yield 0, LocalSuiteSource(tiny_local_suite, model_id="suite-seed0")
-                yield 1, LocalSuiteSource(tiny_local_suite, model_id="suite-seed1")
+                for i, _ in enumerate(self.names):
+                    yield i, LocalSuiteSource(tiny_local_suite, model_id=f"suite-seed{i}")
             finally:
                 closed.append(True)  # where iter_suite stops its workers
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "analyse_run", interrupted)
+    monkeypatch.setattr(door, "ReadySources", StillTraining)
+    monkeypatch.setattr(runner, "analyse_run", interrupted)
     with pytest.raises(KeyboardInterrupt) as caught:
-        pipeline.run_main_job(StillTraining(), task=RepetitionTask(n_prompts=4, length=4), progress=False)
+        runner.run(["test/suite-seed0", "test/suite-seed1"], RepetitionTask(n_prompts=4, length=4), progress=False)
     assert closed == [True] and caught.traceback  # closed although the traceback (and its frames) live on
 
 
 @pytest.mark.slow
-def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite):
+def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite, monkeypatch):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
-    from interp.pipeline import run_main_job
-    from interp.sources import LocalSuiteSource
+    from interp.main_job.config import StudyConfig
+    from interp.main_job.runner import run
+    from interp.sources import LocalSuiteSource, door
     from interp.tasks import RepetitionTask
 
-    class LateFirst:
-        def __init__(self):
-            self.sources = [LocalSuiteSource(tiny_local_suite, model_id=f"suite-seed{i}") for i in range(3)]
-
-        def __len__(self):
-            return len(self.sources)
+    class LateFirst:  # door.ReadySources handing the last name's run out first
+        def __init__(self, names, progress=True):
+            self.sources = [LocalSuiteSource(tiny_local_suite, model_id=f"suite-seed{i}") for i in range(len(names))]
 
         def with_positions(self):
             return reversed(list(enumerate(self.sources)))
 
-    report = run_main_job(
-        LateFirst(),
-        task=RepetitionTask(n_prompts=4, length=4),
-        device="cpu",
-        progress=False,
-        decompose=False,
-        scores=False,
-    )
+    monkeypatch.setattr(door, "ReadySources", LateFirst)
+    names = [f"test/suite-seed{i}" for i in range(3)]
+    config = StudyConfig(device="cpu", decompose=False, scores=False)
+    report = run(names, RepetitionTask(n_prompts=4, length=4), config, progress=False)
     assert [(run.model_id, run.seed) for run in report.runs] == [
         ("suite-seed0", 0),
         ("suite-seed1", 1),
         ("suite-seed2", 2),
     ]
-    assert report.provenance["settings"]["sources"] == ["suite-seed0", "suite-seed1", "suite-seed2"]
+    assert report.provenance["settings"]["sources"] == names

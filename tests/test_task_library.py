@@ -14,17 +14,23 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from interp.task_library import (
+from interp.tasks import (
     IOI_NAMES,
     IOI_OBJECTS,
     IOI_PLACES,
     IOI_TEMPLATES,
+    REGISTRY,
     IOITask,
     PatternCompletionTask,
+    RepetitionTask,
+    TaskBatch,
+    TaskError,
     TaskFile,
+    default_metric,
+    parse_tasks,
+    task_table,
+    tokenizer_adds_bos,
 )
-from interp.task_registry import REGISTRY, default_metric, parse_tasks, task_table
-from interp.tasks import RepetitionTask, TaskBatch, TaskError, tokenizer_adds_bos
 
 EOT = "<|endoftext|>"
 
@@ -350,7 +356,7 @@ def test_main_job_on_several_tasks(tmp_path):
 
     from conftest import save_tiny_neox
     from emergence_lens.cli import app
-    from interp.pipeline import MainJobReport
+    from interp.main_job.report import MainJobReport
 
     suite = tmp_path / "suite"
     tok = save_word_tokenizer(suite / "tokenizer")

@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from interp.sources import make_byte_tokenizer as byte_tokenizer
-from interp.task_registry import make_task
-from interp.tasks import RepetitionTask, TaskBatch, TaskError, TokenRepetitionTask, evaluate, score_logits
+from interp.tasks import RepetitionTask, TaskBatch, TaskError, TokenRepetitionTask, evaluate, make_task, score_logits
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +77,14 @@ def test_make_task_refuses_a_parameter_the_task_does_not_take():
     )
     assert make_task("repetition", n_prompts=3, length=5).length == 5  # a parameter it takes is used
     # the CLI's shared options (--n-prompts, --length) go to each task that has them
-    from interp.task_registry import parse_tasks
+    from interp.tasks import parse_tasks
 
     ioi, rep = parse_tasks("ioi,repetition", n_prompts=4, length=5, seed=0)
     assert (ioi.n_prompts, rep.n_prompts, rep.length) == (4, 4, 5)
 
 
 def test_task_names_are_the_class_names_field():
-    from interp.task_registry import REGISTRY, TaskSpec, register_task
-    from interp.tasks import RepetitionTask
+    from interp.tasks import REGISTRY, RepetitionTask, TaskSpec, register_task
 
     assert {name: spec.cls.name for name, spec in REGISTRY.items()} == {n: n for n in REGISTRY}
     with pytest.raises(ValueError, match="task 'repetition' is already registered; pass replace=True"):

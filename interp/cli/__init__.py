@@ -6,7 +6,7 @@
 One app (:data:`app`) holds them in that order: the main job's commands
 (:mod:`interp.cli.main_job`), the head-level ones (:mod:`interp.cli.heads`), then the suite and
 listing commands below. What they share (options, argument checks, openers of sources) is
-:mod:`interp.cli.common`, whose names this package re-exports; a test that stands in for a helper
+:mod:`interp.cli.options`, whose names this package re-exports; a test that stands in for a helper
 patches it in the module of the command that calls it (``interp.cli.heads._open``).
 
 Every command is one call of a public function that a notebook can make too, and checks all of
@@ -15,7 +15,7 @@ Commands raise ``ValueError`` for bad input; the root app turns any escaping err
 line (``error: ...``, exit status 2). Heavy libraries are imported inside the commands.
 
 Adding a command: write a function with ``@app.command()`` in the module of its group; check its
-arguments first (the ``_check_*`` helpers of :mod:`interp.cli.common`), then make the one call.
+arguments first (the ``_check_*`` helpers of :mod:`interp.cli.options`), then make the one call.
 Nothing else needs registering.
 """
 
@@ -26,7 +26,9 @@ from pathlib import Path
 import typer
 
 from interp.cli import heads, main_job
-from interp.cli.common import (
+from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
+from interp.cli.main_job import bisect, curve, demo, run
+from interp.cli.options import (
     METHODS,
     DeviceOpt,
     HoldOpt,
@@ -52,13 +54,10 @@ from interp.cli.common import (
     _metric_option,
     _one_task,
     _open,
-    _open_as_ready,
     _open_step_pair,
     _parse_steps,
     _warnings_as_lines,
 )
-from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
-from interp.cli.main_job import bisect, curve, demo, run
 
 __all__ = [
     "METHODS",
@@ -86,7 +85,6 @@ __all__ = [
     "_metric_option",
     "_one_task",
     "_open",
-    "_open_as_ready",
     "_open_step_pair",
     "_parse_steps",
     "_warnings_as_lines",
@@ -224,8 +222,8 @@ def list_models():
 def list_tasks():
     """Print every capability task: its parameters, default metric, BOS convention and source.
 
-    The table is ``interp.task_registry.REGISTRY``'s."""
-    from interp.task_registry import task_table
+    The table is ``interp.tasks.REGISTRY``'s."""
+    from interp.tasks import task_table
 
     for _, row in task_table().iterrows():
         typer.echo(f"{row['task']}: {row['description']}")

@@ -2,7 +2,7 @@
 between two steps), ``decompose`` (the jump by component), ``zoom`` (re-train between two
 steps, storing checkpoints densely), ``readiness`` (capability with chosen heads set to their ideal
 pattern) and ``scrub`` (every head's pattern over the checkpoints, as a page). Options and
-argument checks: :mod:`interp.cli.common`; :mod:`interp.cli` puts these commands on the one app.
+argument checks: :mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli.common import (
+from interp.cli.options import (
     DeviceOpt,
     LengthOpt,
     MethodOpt,
@@ -73,15 +73,15 @@ def rank_heads(
     _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "rank-heads")
     from interp.core.io import atomic_to_csv
-    from interp.pipeline import HEADS_COLUMNS, TOPK_COLUMNS, labelled
+    from interp.main_job.config import StudyConfig
+    from interp.main_job.report import HEADS_COLUMNS, TOPK_COLUMNS, labelled
     from interp.ranking import rank_heads_between
     from interp.sources.catalogue import model_and_seed
 
+    config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
     batch = task_obj.build(src.tokenizer())
     with _warnings_as_lines():
-        result = rank_heads_between(
-            src, pre, post, batch, method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric
-        )
+        result = rank_heads_between(src, pre, post, batch, config)
     model, seed = model_and_seed(src.model_id)
     heads = labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
@@ -360,7 +360,7 @@ def scrub(
     if wanted is not None:
         _check_steps_available(src, wanted)
     if ranking is not None and {"model", "seed"} <= set(ranking.columns):
-        from interp.pipeline import model_and_seed
+        from interp.sources.catalogue import model_and_seed
 
         model, seed = model_and_seed(src.model_id)
         mine = ranking[(ranking["model"] == model) & (ranking["seed"] == seed)]

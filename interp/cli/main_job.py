@@ -1,7 +1,7 @@
 """The main job's commands of ``emergence``: ``demo`` (the embedded default suite end to end),
 ``run`` (the main job on any sources), ``curve`` (capability per checkpoint) and ``bisect``
 (the point of emergence, optionally refined densely). Options and argument checks:
-:mod:`interp.cli.common`; :mod:`interp.cli` puts these commands on the one app.
+:mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli.common import (
+from interp.cli.options import (
     DeviceOpt,
     HoldOpt,
     LengthOpt,
@@ -29,11 +29,11 @@ from interp.cli.common import (
     _check_threshold,
     _metric,
     _open,
-    _open_as_ready,
     _parse_steps,
     _warnings_as_lines,
 )
 from interp.core.devices import DTYPES
+from interp.main_job.config import StudyConfig
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()
@@ -53,19 +53,15 @@ def demo(
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
     device, tasks = _check_common(device, "repetition", 64, 10, out, method)
-    metric = _metric(metric)
-    from interp.pipeline import run_main_job
+    config = StudyConfig(scan=True, method=method, device=device, metric=_metric(metric), hold=hold)
+    from interp.main_job import runner
 
     with _warnings_as_lines():
-        report = run_main_job(
-            _open_as_ready(["embedded-quick" if quick else "embedded"]),
-            task=tasks,
-            scan=True,
-            method=method,
-            device=device,
+        report = runner.run(
+            ["embedded-quick" if quick else "embedded"],
+            tasks,
+            config,
             out_dir=out,
-            metric=metric,
-            hold=hold,
             title="emergence-lens: embedded default suite" + (" (quick)" if quick else ""),
         )
     _print_summary(report, out)
@@ -110,13 +106,21 @@ def run(
     _check_sources(source)  # names first: a typo is refused before torch is imported
     _check_threshold(threshold)
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
-    metric = _metric(metric)
+    config = StudyConfig(
+        threshold=threshold,
+        hold=hold,
+        scan=scan,
+        method=method,
+        metric=_metric(metric),
+        prescreen_top_n=prescreen_top_n,
+        dtype=dtype,
+        device=device,
+    )
     _check_tasks_on_sources(source, tasks)
-    from interp.study import check_study_options, damaged_units, plan_units, run_study, study_status
+    from interp.main_job import runner
+    from interp.main_job.units import damaged_units, plan_units, study_status
 
-    check_study_options(executor, jobs, dtype)
-    if address is not None and executor != "ray":
-        raise ValueError(f"--address {address!r} needs --executor ray (got {executor!r})")
+    runner.check_executor(executor, jobs, address)
     for line in damaged_units(plan_units(source, tasks), out).values():
         typer.echo(f"damaged: {line}", err=True)
     if dry_run:
@@ -126,28 +130,13 @@ def run(
         typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
         return
     with _warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
-        report = run_study(
-            source,
-            out,
-            tasks=tasks,
-            executor=executor,
-            jobs=jobs,
-            address=address,
-            threshold=threshold,
-            scan=scan,
-            method=method,
-            prescreen_top_n=prescreen_top_n,
-            device=device,
-            metric=metric,
-            dtype=dtype,
-            hold=hold,
-        )
+        report = runner.run(source, tasks, config, executor=executor, jobs=jobs, address=address, out_dir=out)
     _print_summary(report, out)
 
 
 def _print_summary(report, out: Path) -> None:
     """The summary table (every share and effect with its 95 % interval and the noise mark), then
-    the findings (:meth:`interp.main_job_report.MainJobReport.findings`), the rule and the hazards."""
+    the findings (:meth:`interp.main_job.report.MainJobReport.findings`), the rule and the hazards."""
     from rich.console import Console
     from rich.table import Table
 
@@ -249,7 +238,7 @@ def curve(
 
     from interp.core.io import atomic_to_csv
     from interp.emergence import StepEvaluator
-    from interp.pipeline import EMERGENCE_COLUMNS, labelled
+    from interp.main_job.report import EMERGENCE_COLUMNS, labelled
     from interp.sources.catalogue import model_and_seed, run_label
 
     frames = []
@@ -315,7 +304,7 @@ def bisect(
 
     from interp.core.io import atomic_to_csv
     from interp.emergence import find_emergence
-    from interp.pipeline import CHECKPOINTS_COLUMNS, KEY_COLUMNS, labelled
+    from interp.main_job.report import CHECKPOINTS_COLUMNS, KEY_COLUMNS, labelled
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
 

@@ -108,13 +108,15 @@ def config_json(config: Any, **kwargs: Any) -> str:
 
 def to_jsonable(obj: Any) -> Any:
     """The JSON form of a value :func:`json.dumps` does not know (its ``default=`` hook):
-    tuples and sets -> lists, dataclasses -> dicts, numpy/torch scalars -> Python scalars.
+    tuples and sets -> lists, dataclasses -> dicts, paths -> strings, numpy/torch scalars -> Python scalars.
 
     Raises:
         TypeError: anything else.
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
     if isinstance(obj, (tuple, set, frozenset)):
         return list(obj)
     if hasattr(obj, "item"):  # numpy / torch scalars

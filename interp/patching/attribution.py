@@ -36,7 +36,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core.task_batch import TaskBatch
-from interp.patching._common import answer_logits_forward, check_batch, heads_shape, model_device
+from interp.patching._forward import answer_logits_forward, check_batch, heads_shape, model_device
 from interp.patching.engine import cache_patterns, post_from_patterns
 from interp.patching.metrics import MetricLike, resolve_metric
 from interp.patching.targets import hook_name

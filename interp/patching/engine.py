@@ -32,7 +32,7 @@ from torch import Tensor
 
 from interp.core.task_batch import TaskBatch
 from interp.patching import _weights
-from interp.patching._common import (
+from interp.patching._forward import (
     answer_logits_forward,
     answer_rows,
     check_batch,

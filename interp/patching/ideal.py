@@ -231,7 +231,7 @@ class IdealPatterns:
         Raises:
             ValueError: a head outside the model, or a callable's pattern fails :func:`check_pattern`.
         """
-        from interp.patching._common import check_batch, heads_shape, model_device
+        from interp.patching._forward import check_batch, heads_shape, model_device
         from interp.patching.post import PostCheckpoint
         from interp.patching.targets import Target, hook_name
 

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from interp.core.task_batch import TaskBatch
 from interp.patching import _weights
-from interp.patching._common import answer_logits_forward, answer_rows, model_device, query_mask, replace_hook
+from interp.patching._forward import answer_logits_forward, answer_rows, model_device, query_mask, replace_hook
 from interp.patching.kinds import get_kind
 from interp.patching.targets import Target, hook_name
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli.common import DeviceOpt, HoldOpt, LengthOpt, PromptsOpt, ThresholdOpt
+from interp.cli.options import DeviceOpt, HoldOpt, LengthOpt, PromptsOpt, ThresholdOpt
 
 app = typer.Typer(add_completion=False, help="Survival statistics of the point of emergence over seeds.")
 
@@ -60,7 +60,7 @@ def population_command(
     """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
     with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
     prints the findings and writes the tables and population.html to OUT."""
-    from interp.cli.common import _check_threshold
+    from interp.cli.options import _check_threshold
     from interp.core.io import check_out_dir
 
     if budget is not None and budget < 0:
@@ -75,7 +75,7 @@ def population_command(
         curves = _read_curves(from_curves, budget)
         result = population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)
     else:
-        from interp.cli.common import _check_common, _check_sources, _check_tasks_on_sources, _one_task
+        from interp.cli.options import _check_common, _check_sources, _check_tasks_on_sources, _one_task
 
         _check_sources(list(source or []))
         device, tasks = _check_common(device, task, n_prompts, length, out)

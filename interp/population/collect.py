@@ -124,7 +124,7 @@ def population(
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
         raise ValueError(f"budget={budget!r}: must be an integer >= 0 (optimizer steps)")
     if isinstance(task, str):
-        from interp.task_registry import make_task
+        from interp.tasks import make_task
 
         task = make_task(task, n_prompts=n_prompts, length=length, seed=0)
     items = [sources] if isinstance(sources, (str, Path)) or hasattr(sources, "searchable_steps") else list(sources)

@@ -1,6 +1,6 @@
 """Rich display of results in Jupyter and in the report, offline.
 
-The toolkit's result objects (:class:`interp.pipeline.MainJobReport`, ``RunAnalysis``,
+The toolkit's result objects (:class:`interp.main_job.report.MainJobReport`, ``RunAnalysis``,
 :class:`interp.emergence.EmergencePoint`, :class:`interp.tasks.CapabilityScore`, a synthetic
 run's ``TrainResult``) show themselves in a notebook through ``_repr_html_``: tables and plotly
 figures built from the same fragments as ``report.html``; :func:`page_html` makes any of them,

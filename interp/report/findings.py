@@ -13,7 +13,7 @@ A run whose jump is below 3 standard errors of the paired per-prompt difference
 is judged against :data:`MOST` by its interval (it holds when the interval's lower end is at or
 above it, does not hold when the upper end is below it, and is undecided otherwise).
 
-:func:`findings` reads the tables :class:`interp.main_job_report.MainJobReport` gives
+:func:`findings` reads the tables :class:`interp.main_job.report.MainJobReport` gives
 (``points``, ``summary()``); the report's first section and the CLI's lines under its summary
 table print them (:func:`findings_html`, ``MainJobReport.findings()``).
 """

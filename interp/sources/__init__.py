@@ -2,7 +2,7 @@
 folder or an embedded run) and :func:`open_sources` (several names, suites expanded), both in
 :mod:`interp.sources.door`.
 
-Rooms: :mod:`~interp.sources.common` (errors, tokenizer and digest helpers, memory release),
+Rooms: :mod:`~interp.sources.loading` (errors, tokenizer and digest helpers, memory release),
 :mod:`~interp.sources.base` (:class:`CheckpointSource`), :mod:`~interp.sources.hub`
 (:class:`HubSource`), :mod:`~interp.sources.local` (:class:`LocalSuiteSource`, the zoom overlay),
 :mod:`~interp.sources.embedded` (the embedded suite's trainer) with
@@ -21,7 +21,7 @@ from typing import Any
 
 #: Where a name read from this package is looked up, in order (the old ``interp.sources``
 #: and ``interp.sources`` names all resolve here).
-_ROOMS = ("door", "base", "common", "hub", "local", "checkpoint_integrity", "catalogue", "families")
+_ROOMS = ("door", "base", "loading", "hub", "local", "checkpoint_integrity", "catalogue", "families")
 
 
 def __getattr__(name: str) -> Any:

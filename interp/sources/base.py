@@ -100,7 +100,7 @@ if TYPE_CHECKING:  # the bridge and transformers are imported when first needed 
     from transformers import PreTrainedTokenizerBase
 
     from interp.sources.weight_swap import WeightSwap
-from interp.sources.common import (
+from interp.sources.loading import (
     _TOKENIZER_PATTERNS,
     CheckpointError,
     TokenizerMismatchError,

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from interp.sources.common import CorruptCheckpointError, weight_files
+from interp.sources.loading import CorruptCheckpointError, weight_files
 from interp.sources.tensor_check import tensor_problem
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ from interp.sources.catalogue import (
     is_hub_id,
     resolve_embedded,
 )
-from interp.sources.common import _VALID_SPECS
 from interp.sources.families import PYTHIA_IDS_TEXT
 from interp.sources.hub import HubSource
+from interp.sources.loading import _VALID_SPECS
 from interp.sources.local import LocalSuiteSource, overlay_steps
 
 VALID_NAMES = (
@@ -110,7 +110,7 @@ class ReadySources:
 
     Constructing it checks every name and opens the hub and local sources (the same early
     failures as :func:`open_sources`); iterating it trains what is missing.
-    :func:`interp.pipeline.run_main_job` reads :meth:`with_positions` and reports the runs in the
+    :func:`interp.main_job.runner.run` reads :meth:`with_positions` and reports the runs in the
     order of ``names`` (suite names expanded to their runs), whatever order they arrived in.
 
     Raises:

@@ -17,7 +17,7 @@ with ``allow_pickle`` for a revision without safetensors), into the standard hub
 * **Digest-checked.** huggingface_hub checks sizes, not contents. Every file is hashed here
   against the hub's listing (sha256 for LFS files, the git blob sha1 for the others; the checks of
   ``HfApi.verify_repo_checksums``); a damaged file is named, removed and fetched again, and a
-  second mismatch raises :class:`~interp.sources.common.CorruptCheckpointError`. Files already in
+  second mismatch raises :class:`~interp.sources.loading.CorruptCheckpointError`. Files already in
   the cache are hashed too unless ``rehash=False`` (hashing reads every byte: ~1 s per GB).
 * **Which revisions.** ``steps`` (each must be a branch of the repository), ``grid=N`` (N revisions
   evenly spread over the repository's list of checkpoints, first and last included: a
@@ -34,7 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from interp.sources.common import (
+from interp.sources.hub import HubSource, _network_error
+from interp.sources.loading import (
     _CONFIG_PATTERNS,
     _PICKLE_PATTERNS,
     _SAFETENSORS_PATTERNS,
@@ -44,7 +45,6 @@ from interp.sources.common import (
     HubUnavailableError,
     nearest_steps,
 )
-from interp.sources.hub import HubSource, _network_error
 
 
 @dataclass(frozen=True)

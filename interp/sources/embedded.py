@@ -48,7 +48,6 @@ from interp.sources.catalogue import (  # noqa: F401  (the suite configs live wi
     suite_dir,
     suite_label,
 )
-from interp.sources.common import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.environment import environment, training_text
 from interp.sources.interrupted import (
     PARTIAL_LOSS_FILE,
@@ -57,6 +56,7 @@ from interp.sources.interrupted import (
     say_where_stopped_runs_continue,
     stop_workers,
 )
+from interp.sources.loading import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.progress import RunBars, drain_progress
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from interp.sources.families import (
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformers import PreTrainedTokenizerBase
 from interp.sources.base import CheckpointSource
-from interp.sources.common import (
+from interp.sources.loading import (
     _CONFIG_PATTERNS,
     _PICKLE_PATTERNS,
     _SAFETENSORS_PATTERNS,

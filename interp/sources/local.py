@@ -18,7 +18,7 @@ from interp.sources.catalogue import (  # noqa: F401
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
     from transformers import PreTrainedTokenizerBase
 from interp.sources.base import CheckpointSource
-from interp.sources.common import (
+from interp.sources.loading import (
     _SHA256_HEX,
     _STEP_NAME,
     _TOKENIZER_PATTERNS,

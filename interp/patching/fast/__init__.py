@@ -68,7 +68,7 @@ block ``l``; ``Z_SHORTCUTS``), ``engine`` (the shared machinery: pre-run, tail, 
 none of them). Every fact about a patch kind comes from :mod:`interp.patching.kinds`.
 """
 
-from interp.patching._common import query_mask, replace_hook
+from interp.patching._forward import query_mask, replace_hook
 from interp.patching.fast.changes import Z_SHORTCUTS
 from interp.patching.fast.engine import LayerSkipEngine
 from interp.patching.fast.layouts import ParallelEngine, PostNormEngine, SequentialEngine, layout_class

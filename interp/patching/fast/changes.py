@@ -23,7 +23,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.patching import _weights
-from interp.patching._common import query_mask, replace_hook
+from interp.patching._forward import query_mask, replace_hook
 from interp.patching.fast.modules import _recording_norm_projections
 from interp.patching.fast.plan import _RESID_CHECK_RTOL, FastPathUnsupported
 from interp.patching.kinds import get_kind

@@ -21,7 +21,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interp.core.task_batch import TaskBatch
-from interp.patching._common import answer_logits_forward, first, heads_shape, model_device, query_mask, replace_hook
+from interp.patching._forward import answer_logits_forward, first, heads_shape, model_device, query_mask, replace_hook
 from interp.patching.fast.changes import _Changes, block_changes
 from interp.patching.fast.modules import (
     _answer_rows_linear,

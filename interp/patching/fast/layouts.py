@@ -29,7 +29,7 @@ from typing import Any
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.patching._common import first
+from interp.patching._forward import first
 from interp.patching.fast.engine import LayerSkipEngine
 from interp.patching.fast.modules import _is_projection
 from interp.patching.fast.plan import FastPathUnsupported

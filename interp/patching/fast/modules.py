@@ -15,7 +15,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.patching._common import first
+from interp.patching._forward import first
 from interp.patching.fast.plan import _RESID_CHECK_RTOL, FastPathUnsupported
 
 

@@ -1,6 +1,6 @@
 """What every checkpoint-suite command of ``emergence`` shares: the options (``TaskOpt``,
 ``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``_check_*``, cheap: run before anything
-is loaded) and the openers of sources (``_open``, ``_open_step_pair``, ``_open_as_ready``).
+is loaded) and the openers of sources (``_open``, ``_open_step_pair``).
 
 The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bisect``) and
 :mod:`interp.cli.heads` (``rank-heads``, ``decompose``, ``zoom``, ``readiness``, ``scrub``);
@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
+from interp.main_job.config import METHODS
 
 TaskOpt = typer.Option(
     None,
@@ -42,7 +44,6 @@ HoldOpt = typer.Option(
 )
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
-METHODS = ("fast", "reference", "attribution")
 
 
 def _metric_option():
@@ -75,7 +76,7 @@ def _check_common(
     if method not in METHODS:
         raise ValueError(f"--method {method!r} is unknown; valid: {', '.join(METHODS)}")
     check_out_dir(out)
-    from interp.task_registry import parse_tasks
+    from interp.tasks import parse_tasks
 
     task = task if task is not None else ("" if task_files else "repetition")
     return choose_device(device), parse_tasks(task, task_files or (), n_prompts=n_prompts, length=length, seed=0)
@@ -108,7 +109,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
         if is_embedded_name(name):
             from interp.core.task_batch import CONTEXT_ATTRIBUTE
             from interp.sources.catalogue import resolve_embedded
-            from interp.sources.common import make_byte_tokenizer
+            from interp.sources.loading import make_byte_tokenizer
 
             n_ctx = min(cfg.n_ctx for cfg, _ in resolve_embedded(name))
             key = f"embedded-{n_ctx}"
@@ -134,7 +135,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
 
 def _metric_for(metric: str | None, task) -> str:
     """``metric``, or the task's default metric when none is given."""
-    from interp.task_registry import default_metric
+    from interp.tasks import default_metric
 
     return metric or default_metric(task)
 
@@ -174,7 +175,7 @@ def _parse_steps(text: str) -> list[int]:
 def _check_steps_available(src, steps: list[int]) -> None:
     """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
     weight files are whole (the error names the corrupt file)."""
-    from interp.sources.common import CheckpointError, nearest_steps
+    from interp.sources.loading import CheckpointError, nearest_steps
 
     available = sorted(src.available_steps())
     for step in steps:
@@ -196,7 +197,7 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
             f"{src.model_id}: steps {pre} and {post} have identical weights (digest "
             f"{src.digest(pre)[:12]}): nothing to patch; pick checkpoints that differ"
         )
-    from interp.sources.common import CheckpointError
+    from interp.sources.loading import CheckpointError
 
     try:
         groups = src.duplicate_groups()
@@ -216,7 +217,7 @@ def _check_embedded_steps(name: str, steps: list[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained: the
     schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
     from interp.sources.catalogue import is_embedded_name, resolve_embedded
-    from interp.sources.common import CheckpointError, nearest_steps
+    from interp.sources.loading import CheckpointError, nearest_steps
 
     if not is_embedded_name(name):
         return
@@ -307,10 +308,3 @@ class _warnings_as_lines:
                 seen.add(text)
                 typer.echo(f"warning: {text}", err=True)
         return False
-
-
-def _open_as_ready(names: list[str]):
-    """The main job's sources, handed out as each is ready (trained runs analysed while others train)."""
-    from interp.sources.door import ReadySources
-
-    return ReadySources(names)

@@ -1,5 +1,5 @@
-"""What every checkpoint source shares: the errors, the tokenizer and digest helpers, and the
-memory release between loads (:mod:`interp.sources.base` holds the source class itself).
+"""What loading a checkpoint needs, for every source: the errors, the tokenizer and digest helpers,
+and the memory release between loads (:mod:`interp.sources.base` holds the source class itself).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 (:class:`RunAnalysis`) and the report of many (:class:`MainJobReport`: tables, figures, the
 self-contained ``report.html``, :meth:`MainJobReport.save` / :meth:`MainJobReport.load`).
 
-The drivers that fill them are :mod:`interp.pipeline` (``analyse_run``, ``run_main_job``),
-which also re-exports every name here. A column added to a table is added to its column list
+The runner that fills them is :mod:`interp.main_job.runner` (``run``, ``analyse_run``). A column added to a table is added to its column list
 here and to the driver's rows there.
 """
 
@@ -517,7 +516,8 @@ class MainJobReport:
         written["report.html"] = atomic_write_text(out / "report.html", page)
         written.update(report_state.save_report_state(self, out / "state"))
         record = self.provenance or make_provenance(
-            "interp.pipeline.MainJobReport.save", {"threshold": self.threshold, "hold": self.hold, "title": self.title}
+            "interp.main_job.report.MainJobReport.save",
+            {"threshold": self.threshold, "hold": self.hold, "title": self.title},
         )
         written["provenance.json"] = write_provenance(out, record)
         return written
