@@ -27,10 +27,14 @@ Resumable: each forced run is trained into ``--sweep-dir/<tag>/<run>/<condition>
 (a temporary folder renamed when complete: ``analyses.forcing.train_forced``) and its curve is
 kept in ``--out/runs/``; a second call trains and evaluates only what is missing.
 
-Runtime: one forced d_model-64 run of 4000 steps costs about as much as a plain population run
-(the bias is two ``[batch, pos, pos]`` masks per step): ~3.5 min of one idle core (the
-population's 120 runs took ~3.5 h of 2 cores), so the default 12 seeds x 2 conditions x 1 cell
-is ~1.4 h of 2 cores and each extra grid cell another ~1.4 h.
+Runtime, measured on the 2-core machine (2026-12-03): a plain d_model-64 population run of 4000
+steps trains in 190-225 s on an idle core (``train_seconds`` of the population's runs; 1350 s
+when the machine is loaded); 200 steps of ``neox-2l-64d-4h`` seed 0 took 160 s plain, 99 s with
+the true forcing and 95 s with the control at ``nice -n 19`` under a load average of 10-11, so
+the bias adds no cost above that noise. One forced run: ~3.5 min of an idle core (~45 min at
+``nice -n 19`` on the loaded machine). The default entry (12 seeds x 2 conditions x 1 cell = 24
+runs, 2 workers, plus ~20 s of evaluation per run) is ~50 min of 2 idle cores; each further grid
+cell adds as much (the 2 x 2 grid ``--betas 1,3 --force-steps 250,500``: ~3.3 h).
 
 Usage: ``python -m analyses.forcing_control [--runs NAMES] [--betas 1,3] [--force-steps 250,500]
 [--anneal-steps 250] [--jobs 2] [--update-docs]``.

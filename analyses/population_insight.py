@@ -4,8 +4,8 @@ Reads the population's kept capability curves (``docs/data/population/curves``, 
 ``analyses/population.py``) and each run's head features (:mod:`interp.population.heads`),
 which this entry computes once per trained run and keeps in ``docs/data/population/heads/<run>.csv``
 (:func:`keep_head_features`: a kept file is never recomputed, so the entry resumes on any clone;
-measured 15-27 s per run of 38-48 checkpoints under ``nice -n 19`` beside the population's
-training on the 2-core machine, 2026-12-03). Then:
+measured 15-35 s per run of 38-48 checkpoints under ``nice -n 19`` beside the population's
+training on the 2-core machine, 100-200 s when its load average was 10-11; 2026-12-03). Then:
 
 - :func:`interp.population.forecast.forecast` at the horizons :data:`HORIZONS` (each run's E / 2
   and the fixed step 500): leave-one-seed-out predictions against the arm-median baseline;
@@ -18,8 +18,8 @@ arm), ``formation.csv`` (per run), ``formation_summary.csv``, ``insight.html``, 
 (the docs block); ``--update-docs`` replaces docs/results.md's block between
 ``population-insight:begin`` / ``:end`` (``python -m analyses.population_insight --update-docs``).
 
-Runtime: the head features of a run the first time (about 20 s each: ~40 min for the 120 runs
-on a busy machine), then seconds.
+Runtime: the head features of each run once (~30 s each on 2 idle-ish cores: ~1 h for the 120
+runs; up to ~4 h on a loaded machine), then well under a minute for the statistics.
 
 Usage: ``python -m analyses.population_insight [--out DIR] [--curves DIR] [--update-docs]``
 (``--curves``: the folder holding ``curves/``, default ``docs/data/population``).
@@ -62,7 +62,7 @@ def keep_head_features(folders, kept: Path = KEPT, echo=print) -> dict[str, floa
         started = time.perf_counter()
         table = run_head_features(folder)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_to_csv(table, path)
+        atomic_to_csv(table.round(6), path)  # 6 decimals: ~40 % less disk, far below the scores' noise
         seconds[folder.name] = time.perf_counter() - started
         echo(
             f"{folder.name}: kept its head features ({table['step'].nunique()} checkpoints, {seconds[folder.name]:.1f} s)"

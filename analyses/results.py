@@ -106,7 +106,7 @@ REGISTRY: list[Analysis] = [
         ("--update-docs",),
         runs_sweeps=False,
     ),
-    # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~1.4 h of 2 idle cores per cell.
+    # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell.
     Analysis(
         "forcing_control",
         "analyses.forcing_control",

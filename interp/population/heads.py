@@ -20,8 +20,9 @@ and, per run and checkpoint, ``loss``: the mean training loss (nats) over the 10
 steps up to the checkpoint (``loss.csv`` of the run; NaN where the run has none).
 
 A run's table is computed once and kept (``docs/data/population/heads/<run>.csv``, written by
-``analyses/population_insight.py``): about 40-50 checkpoints x 2-16 heads, measured at ~0.1 s
-per checkpoint of a d_model-64 run on one busy core.
+``analyses/population_insight.py``): 38-48 checkpoints x 2-16 heads; measured 15-35 s per run
+(0.4-0.7 s per checkpoint, mostly loading it) at ``nice -n 19`` beside the population's two
+training workers, and 100-200 s per run when the 2-core machine's load average was 10-11.
 """
 
 from __future__ import annotations
