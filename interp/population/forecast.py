@@ -159,6 +159,8 @@ class ForecastResult:
                 out.append(f"{r.arm}: no emerged run to score ({r.n_runs} runs, all censored or without features).")
                 continue
             verdict = "goal met" if r.goal_met else "goal NOT met"
+            if r.median_baseline_error == 0:
+                verdict += ": the arm-median baseline is exact on most seeds (E on one checkpoint), nothing to halve"
             out.append(
                 f"{r.arm}: median |log2(pred/E)| {r.median_error:.2f} against the arm-median baseline's "
                 f"{r.median_baseline_error:.2f} (ratio {r.ratio:.2f}, {verdict}; {r.n_scored} emerged runs scored)."
