@@ -43,6 +43,7 @@ Usage: ``python -m analyses.forcing_control [--runs NAMES] [--betas 1,3] [--forc
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 from pathlib import Path
@@ -59,7 +60,7 @@ BEGIN, END = "<!-- forcing-control:begin -->", "<!-- forcing-control:end -->"
 #: The patterns of each condition: (layer-0 head, layer-1 head).
 PATTERNS = {"true": ("previous_token", "induction"), "control": ("offset_3", "induction_offset_3")}
 DEFAULT_RUNS = ",".join(f"neox-2l-64d-4h-seed{s}" for s in range(12))
-COLUMNS = ["run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "shift"]
+COLUMNS = ["run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "forced_censored", "shift"]
 
 
 def chosen_heads(heads: pd.DataFrame, run: str) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -139,7 +140,10 @@ def train_missing(units: list[dict], cfg, jobs: int, echo=print) -> int:
 
 def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], out: Path) -> pd.DataFrame:
     """One row per unit (:data:`COLUMNS`): E of the forced run (its curve kept in ``out/runs``)
-    and its shift against the plain run's E (steps; NaN where either did not emerge)."""
+    and its shift against the plain run's E (steps; NaN where the plain run did not emerge). A
+    forced run not emerged by the budget (``forced_censored``) has ``E_forced`` NaN and the shift's
+    lower bound ``budget - E_plain``: a control that never emerges counts as at least that late,
+    so the paired difference true - control is then an upper bound (conservative for the goal)."""
     from analyses.forcing import crossing_of
     from analyses.population import evaluate_run
 
@@ -152,7 +156,9 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], out: Path
             curve = evaluate_run(u["folder"], cfg, u["size"], u["seed"])
             atomic_to_csv(curve, key)
         post = crossing_of(curve)[1]
-        e_forced = float(post) if post is not None and post <= cfg.steps_for(u["size"]) else np.nan
+        budget = cfg.steps_for(u["size"])
+        censored = post is None or post > budget
+        e_forced = np.nan if censored else float(post)
         e_plain = plain_e.get(u["run"])
         e_plain = np.nan if e_plain is None else float(e_plain)
         rows.append(
@@ -164,7 +170,9 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], out: Path
                 "heads": "+".join(f"L{l}H{h}={p}" for l, h, p in u["forcing"].heads),
                 "E_plain": e_plain,
                 "E_forced": e_forced,
-                "shift": e_forced - e_plain,
+                "forced_censored": censored,
+                # a forced run not emerged by the budget: shift >= budget - E_plain (that lower bound)
+                "shift": (budget if censored else e_forced) - e_plain,
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -193,6 +201,8 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
         diff = (wide.get("true", np.nan) - wide.get("control", np.nan)).dropna()
         m, lo, hi = mean_interval(diff)
         row.update({"paired_n": len(diff), "difference": m, "difference_lo": lo, "difference_hi": hi})
+        for condition in PATTERNS:
+            row[f"{condition}_censored"] = int(cell.loc[cell["condition"] == condition, "forced_censored"].sum())
         row["goal_met"] = bool(len(diff) >= 12 and hi == hi and hi < 0)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -208,7 +218,9 @@ def verdict(summary: pd.DataFrame) -> list[str]:
         interval = (
             "" if r.difference_lo != r.difference_lo else f" (95 % {r.difference_lo:.0f} to {r.difference_hi:.0f})"
         )
-        if r.difference_hi == r.difference_hi and r.difference_hi < 0:
+        if r.paired_n < 2:
+            word = "differs from the control on the one run measured (no interval from one run)"
+        elif r.difference_hi == r.difference_hi and r.difference_hi < 0:
             word = "moves E earlier than the control"
         elif r.difference_lo == r.difference_lo and r.difference_lo > 0:
             word = "moves E LATER than the control"
@@ -216,7 +228,9 @@ def verdict(summary: pd.DataFrame) -> list[str]:
             word = "is not told apart from the control"
         lines.append(
             f"β={r.beta:g}, N={r.force_steps}: the true pattern {word}: shift true − control {r.difference:.0f} "
-            f"steps{interval} over {r.paired_n} runs; true {r.true:.0f}, control {r.control:.0f} steps on average"
+            f"steps{interval} over {r.paired_n} runs; true {r.true:.0f}, control {r.control:.0f} steps on average "
+            f"(forced runs not emerged by the budget, counted at the budget: true {r.true_censored}, control "
+            f"{r.control_censored})"
             + ("" if r.goal_met else " (goal needs the interval below 0 on >= 12 runs: not met)")
             + "."
         )
@@ -277,6 +291,8 @@ def main(argv=None) -> None:
     table = evaluate(units, cfg, plain_e, args.out)
     summary = summarise(table)
     seconds = time.time() - started
+    trained_s = [json.loads((u["folder"] / "suite.json").read_text()).get("train_seconds") for u in units]
+    trained_s = [s for s in trained_s if s is not None]
     block = "\n".join(
         [
             (
@@ -284,6 +300,9 @@ def main(argv=None) -> None:
                 f"{args.force_steps} --anneal-steps {args.anneal_steps}`; {len(selected)} runs, {len(units)} forced runs "
                 f"({trained} trained by this call); runtime {seconds / 60:.1f} min."
             ),
+            f"Training time of one forced run (as the runs were trained): median {np.median(trained_s):.0f} s."
+            if trained_s
+            else "",
             "",
             *[f"- {line}" for line in verdict(summary)],
             "",

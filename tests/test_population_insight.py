@@ -252,3 +252,24 @@ def test_forcing_control_refuses_bad_input_before_training():
         control.forcing_of("other", (0, 0), (1, 0), 1.0, 10, 0)
     with pytest.raises(ValueError, match=r"no head features of run 'r'"):
         control.chosen_heads(_heads("s", 2, 100, 200), "r")
+
+
+def test_forcing_control_summary_counts_a_censored_control_at_the_budget():
+    from analyses import forcing_control as control
+
+    rows = []
+    for i, (true_shift, control_shift, censored) in enumerate(
+        [(-600, 2600, True), (-400, 100, False), (-500, 0, False)]
+    ):
+        for condition, shift, cens in (("true", true_shift, False), ("control", control_shift, censored)):
+            rows.append(
+                dict(run=f"r{i}", condition=condition, beta=1.0, force_steps=500, heads="", E_plain=1400.0,
+                     E_forced=np.nan if cens else 1400.0 + shift, forced_censored=cens, shift=float(shift))
+            )  # fmt: skip
+    summary = control.summarise(pd.DataFrame(rows, columns=control.COLUMNS)).iloc[0]
+    diff = np.array([-3200, -500, -500])
+    half = 4.303 * diff.std(ddof=1) / math.sqrt(3)  # t quantile, 2 degrees of freedom
+    assert summary["difference"] == pytest.approx(diff.mean())
+    assert summary["difference_hi"] == pytest.approx(diff.mean() + half)
+    assert summary["control_censored"] == 1 and summary["paired_n"] == 3 and not summary["goal_met"]  # < 12 runs
+    assert "control 1)" in control.verdict(pd.DataFrame([summary]))[0]
