@@ -104,6 +104,22 @@ REGISTRY: list[Analysis] = [
         "docs/results.md §4 (does it hang on bits?)",
         ("--update-docs",),
     ),
+    # Issue 45 on the population's kept curves: head features per run computed once and kept in
+    # docs/data/population/heads (~20-60 s per run on the busy 2-core machine), then seconds.
+    Analysis(
+        "population_insight",
+        "analyses.population_insight",
+        "docs/results.md §5 (forecast and formation order)",
+        ("--update-docs",),
+        runs_sweeps=False,
+    ),
+    # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell.
+    Analysis(
+        "forcing_control",
+        "analyses.forcing_control",
+        "docs/results.md §5 (is it the pattern? forcing against a control)",
+        ("--update-docs",),
+    ),
     # The paper's own scale where it decides a claim (issue 27): `emergence results --paper-scale`.
     Analysis(
         "sparsity_sweep_paper",

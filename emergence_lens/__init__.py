@@ -99,6 +99,10 @@ EXPORTS: dict[str, str] = {
     "population": "interp.population.collect",
     "population_from_curves": "interp.population.tables",
     "PopulationResult": "interp.population.tables",
+    "forecast": "interp.population.forecast",
+    "ForecastResult": "interp.population.forecast",
+    "formation_order": "interp.population.formation",
+    "formation_summary": "interp.population.formation",
     # display
     "show_attention": "interp.report.display",
     "init_notebook": "interp.report.notebook",

@@ -18,6 +18,10 @@ Named patterns (``IDEAL_PATTERNS``; ``[batch, query_pos, key_pos]``, row ``i`` =
                     where there is none
 ``first_token``     to key 0
 ``uniform``         uniformly to keys ``0 .. i``
+``offset_3``        to key ``i - 3`` (key 0 for ``i < 3``): the previous-token pattern's
+                    sparsity at a wrong offset, the control of forcing (issue 45)
+``induction_offset_3``  to key ``min(j + 3, i)``, ``j`` as for ``induction`` (key 0 where
+                    there is none): the induction pattern's sparsity, two keys off
 ==================  ====================================================================
 
 A callable ``(tokens [batch, pos]) -> pattern [batch, pos, pos]`` is checked: finite, non-negative,
@@ -45,7 +49,9 @@ __all__ = [
     "duplicate_token_pattern",
     "first_token_pattern",
     "ideal_pattern",
+    "induction_offset_3_pattern",
     "induction_pattern",
+    "offset_3_pattern",
     "previous_token_pattern",
     "uniform_pattern",
 ]
@@ -113,6 +119,24 @@ def uniform_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch po
     return (causal / causal.sum(dim=-1, keepdim=True)).expand(n, pos, pos).clone()
 
 
+def offset_3_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos pos"]:
+    """Query ``i`` attends to key ``i - 3`` (key 0 for ``i < 3``): one key per row like the
+    previous-token pattern, at an offset wrong for the repetition task (a forcing control)."""
+    n, pos = _tokens(tokens).shape
+    keys = (torch.arange(pos, device=tokens.device) - 3).clamp_min(0).expand(n, pos)
+    return _one_hot_rows(keys, pos)
+
+
+def induction_offset_3_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos pos"]:
+    """Query ``i`` attends to key ``min(j + 3, i)``, ``j`` the latest earlier occurrence of token
+    ``i`` (key 0 where there is none): one key per row like the induction pattern, two keys past
+    the one the repetition task needs (a forcing control)."""
+    keys = induction_pattern(tokens).argmax(dim=-1)  # j + 1, or 0 where none
+    index = torch.arange(tokens.shape[1], device=tokens.device).expand_as(keys)
+    shifted = torch.where(keys > 0, torch.minimum(keys + 2, index), keys)
+    return _one_hot_rows(shifted, tokens.shape[1])
+
+
 #: name -> rule ``(tokens [batch, pos]) -> pattern [batch, pos, pos]``
 IDEAL_PATTERNS: dict[str, Callable[[Tensor], Tensor]] = {
     "previous_token": previous_token_pattern,
@@ -120,6 +144,8 @@ IDEAL_PATTERNS: dict[str, Callable[[Tensor], Tensor]] = {
     "duplicate_token": duplicate_token_pattern,
     "first_token": first_token_pattern,
     "uniform": uniform_pattern,
+    "offset_3": offset_3_pattern,
+    "induction_offset_3": induction_offset_3_pattern,
 }
 
 

@@ -1,0 +1,320 @@
+"""Is it the pattern? Forcing the true pattern against a wrong pattern of the same sparsity
+(issue 45, item 3), on the population's runs and on the heads each run ends up using.
+
+The forcing result (``analyses/forcing.py``, docs/results.md §3) biases fixed heads (L0H0, L1H0)
+toward the true patterns and E moves earlier; any sparse bias might do that. Here, per run of the
+population (default: the reference arm ``neox-2l-64d-4h``, seeds 0-11) and per cell of a small
+grid of β (``--betas``) and forcing length N (``--force-steps``; then a linear anneal over
+``--anneal-steps``), two forced runs from the plain run's initialisation and data order
+(:func:`interp.sources.embedded.train_run` ``forcing=``):
+
+- ``true``: the layer-0 head with the highest previous-token score at the run's last checkpoint
+  biased toward the ``previous_token`` pattern, and the layer-1 head with the highest
+  prefix-matching score there toward ``induction`` (:func:`chosen_heads`, from the kept head
+  features ``docs/data/population/heads/<run>.csv``);
+- ``control``: the same heads, the same β and N, toward ``offset_3`` (key ``i - 3``) and
+  ``induction_offset_3`` (two keys past the induction key): one key per row, as sparse as the
+  true patterns, wrong for the task (:mod:`interp.patching.ideal`).
+
+E of a forced run: its capability at every checkpoint without the bias, evaluated exactly as the
+population's (``analyses.population.evaluate_run``: 64 repetition prompts, greedy accuracy 0.5
+held for 2 checkpoints); ``shift = E_forced − E_plain`` (steps) against the plain run's E from
+its kept curve. Per grid cell: the mean shift of each condition with its 95 % t-interval over
+runs, and the paired difference ``shift_true − shift_control`` per run with its interval; the
+goal (issue 45) is that difference's interval below 0 on >= 12 seeds.
+
+Resumable: each forced run is trained into ``--sweep-dir/<tag>/<run>/<condition>-b<β>-n<N>/``
+(a temporary folder renamed when complete: ``analyses.forcing.train_forced``) and its curve is
+kept in ``--out/runs/``; a second call trains and evaluates only what is missing.
+
+Runtime, measured on the 2-core machine (2026-12-03): a plain d_model-64 population run of 4000
+steps trains in 190-225 s on an idle core (``train_seconds`` of the population's runs; 1350 s
+when the machine is loaded); 200 steps of ``neox-2l-64d-4h`` seed 0 took 160 s plain, 99 s with
+the true forcing and 95 s with the control at ``nice -n 19`` under a load average of 10-11, so
+the bias adds no cost above that noise. One forced run: ~3.5 min of an idle core (~45 min at
+``nice -n 19`` on the loaded machine). The default entry (12 seeds x 2 conditions x 1 cell = 24
+runs, 2 workers, plus ~20 s of evaluation per run) is ~50 min of 2 idle cores; each further grid
+cell adds as much (the 2 x 2 grid ``--betas 1,3 --force-steps 250,500``: ~3.3 h).
+
+Usage: ``python -m analyses.forcing_control [--runs NAMES] [--betas 1,3] [--force-steps 250,500]
+[--anneal-steps 250] [--jobs 2] [--update-docs]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from interp.core.io import atomic_to_csv, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "forcing_control"
+DOCS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- forcing-control:begin -->", "<!-- forcing-control:end -->"
+#: The patterns of each condition: (layer-0 head, layer-1 head).
+PATTERNS = {"true": ("previous_token", "induction"), "control": ("offset_3", "induction_offset_3")}
+DEFAULT_RUNS = ",".join(f"neox-2l-64d-4h-seed{s}" for s in range(12))
+COLUMNS = ["run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "forced_censored", "shift"]
+
+
+def chosen_heads(heads: pd.DataFrame, run: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``((0, h0), (1, h1))``: the run's layer-0 head with the highest previous-token score and its
+    layer-1 head with the highest prefix-matching score, at its last checkpoint.
+
+    Raises:
+        ValueError: no head features of ``run``.
+    """
+    table = heads[heads["run"] == run]
+    if table.empty:
+        raise ValueError(f"no head features of run {run!r} (keep them first: python -m analyses.population_insight)")
+    last = table[table["step"] == table["step"].max()]
+    l0 = last[last["layer"] == 0].sort_values("previous_token", ascending=False).iloc[0]
+    l1 = last[last["layer"] == 1].sort_values("prefix_matching", ascending=False).iloc[0]
+    return (0, int(l0["head"])), (1, int(l1["head"]))
+
+
+def forcing_of(condition: str, prev: tuple[int, int], ind: tuple[int, int], beta: float, steps: int, anneal: int):
+    """The :class:`interp.forcing.Forcing` of a condition (:data:`PATTERNS`).
+
+    Raises:
+        ValueError: an unknown condition (the valid ones named), or a bad beta / steps (Forcing's).
+    """
+    from interp.forcing import Forcing
+
+    if condition not in PATTERNS:
+        raise ValueError(f"condition {condition!r} is unknown; valid: {', '.join(PATTERNS)}")
+    p0, p1 = PATTERNS[condition]
+    return Forcing(((*prev, p0), (*ind, p1)), beta=beta, steps=steps, anneal_steps=anneal)
+
+
+def plan(selected, heads: pd.DataFrame, betas, lengths, anneal: int, root: Path) -> list[dict]:
+    """One unit per (run, condition, β, N): ``run``, ``size``, ``seed``, ``condition``, ``beta``,
+    ``force_steps``, ``forcing``, ``folder``."""
+    from interp.sources.catalogue import run_name
+
+    units = []
+    for size, seed in selected:
+        run = run_name(size, seed)
+        prev, ind = chosen_heads(heads, run)
+        for beta in betas:
+            for n in lengths:
+                for condition in PATTERNS:
+                    units.append(
+                        {
+                            "run": run,
+                            "size": size,
+                            "seed": seed,
+                            "condition": condition,
+                            "beta": float(beta),
+                            "force_steps": int(n),
+                            "forcing": forcing_of(condition, prev, ind, beta, n, anneal),
+                            "folder": root / run / f"{condition}-b{beta:g}-n{n}",
+                        }
+                    )
+    return units
+
+
+def train_missing(units: list[dict], cfg, jobs: int, echo=print) -> int:
+    """Train every unit whose folder holds no finished run, in a pool of pinned workers; returns how many."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from analyses.forcing import train_forced
+    from interp.core.kernel_pins import pinned_context
+
+    missing = [u for u in units if not (u["folder"] / "suite.json").exists()]
+    if not missing:
+        return 0
+    started = time.time()
+    with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
+        futures = [pool.submit(train_forced, u["size"], u["seed"], cfg, u["forcing"], u["folder"]) for u in missing]
+        for future in futures:
+            echo(f"trained {future.result()} ({time.time() - started:.0f} s)")
+    return len(missing)
+
+
+def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], out: Path) -> pd.DataFrame:
+    """One row per unit (:data:`COLUMNS`): E of the forced run (its curve kept in ``out/runs``)
+    and its shift against the plain run's E (steps; NaN where the plain run did not emerge). A
+    forced run not emerged by the budget (``forced_censored``) has ``E_forced`` NaN and the shift's
+    lower bound ``budget - E_plain``: a control that never emerges counts as at least that late,
+    so the paired difference true - control is then an upper bound (conservative for the goal)."""
+    from analyses.forcing import crossing_of
+    from analyses.population import evaluate_run
+
+    rows = []
+    for u in units:
+        key = out / "runs" / f"{u['run']}-{u['folder'].name}.csv"
+        if key.is_file():
+            curve = pd.read_csv(key)
+        else:
+            curve = evaluate_run(u["folder"], cfg, u["size"], u["seed"])
+            atomic_to_csv(curve, key)
+        post = crossing_of(curve)[1]
+        budget = cfg.steps_for(u["size"])
+        censored = post is None or post > budget
+        e_forced = np.nan if censored else float(post)
+        e_plain = plain_e.get(u["run"])
+        e_plain = np.nan if e_plain is None else float(e_plain)
+        rows.append(
+            {
+                "run": u["run"],
+                "condition": u["condition"],
+                "beta": u["beta"],
+                "force_steps": u["force_steps"],
+                "heads": "+".join(f"L{l}H{h}={p}" for l, h, p in u["forcing"].heads),
+                "E_plain": e_plain,
+                "E_forced": e_forced,
+                "forced_censored": censored,
+                # a forced run not emerged by the budget: shift >= budget - E_plain (that lower bound)
+                "shift": (budget if censored else e_forced) - e_plain,
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summarise(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (β, N): runs, mean shift of ``true`` and ``control`` with 95 % t-intervals, the paired
+    difference true − control with its interval, and ``goal_met`` (its upper end < 0 on >= 12 runs)."""
+    from analyses.forcing import mean_interval
+
+    rows = []
+    for (beta, n), cell in table.groupby(["beta", "force_steps"], sort=True):
+        wide = cell.pivot(index="run", columns="condition", values="shift")
+        row = {"beta": beta, "force_steps": n, "runs": len(wide)}
+        for condition in PATTERNS:
+            values = wide[condition] if condition in wide else pd.Series(dtype=float)
+            m, lo, hi = mean_interval(values.dropna())
+            row.update(
+                {
+                    f"{condition}_n": int(values.notna().sum()),
+                    condition: m,
+                    f"{condition}_lo": lo,
+                    f"{condition}_hi": hi,
+                }
+            )
+        diff = (wide.get("true", np.nan) - wide.get("control", np.nan)).dropna()
+        m, lo, hi = mean_interval(diff)
+        row.update({"paired_n": len(diff), "difference": m, "difference_lo": lo, "difference_hi": hi})
+        for condition in PATTERNS:
+            row[f"{condition}_censored"] = int(cell.loc[cell["condition"] == condition, "forced_censored"].sum())
+        row["goal_met"] = bool(len(diff) >= 12 and hi == hi and hi < 0)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict(summary: pd.DataFrame) -> list[str]:
+    """One plain line per grid cell."""
+    lines = []
+    for r in summary.itertuples():
+        if r.paired_n == 0:
+            lines.append(f"β={r.beta:g}, N={r.force_steps}: no run with E in the plain, true and control runs.")
+            continue
+        interval = (
+            "" if r.difference_lo != r.difference_lo else f" (95 % {r.difference_lo:.0f} to {r.difference_hi:.0f})"
+        )
+        if r.paired_n < 2:
+            word = "differs from the control on the one run measured (no interval from one run)"
+        elif r.difference_hi == r.difference_hi and r.difference_hi < 0:
+            word = "moves E earlier than the control"
+        elif r.difference_lo == r.difference_lo and r.difference_lo > 0:
+            word = "moves E LATER than the control"
+        else:
+            word = "is not told apart from the control"
+        lines.append(
+            f"β={r.beta:g}, N={r.force_steps}: the true pattern {word}: shift true − control {r.difference:.0f} "
+            f"steps{interval} over {r.paired_n} runs; true {r.true:.0f}, control {r.control:.0f} steps on average "
+            f"(forced runs not emerged by the budget, counted at the budget: true {r.true_censored}, control "
+            f"{r.control_censored})"
+            + ("" if r.goal_met else " (goal needs the interval below 0 on >= 12 runs: not met)")
+            + "."
+        )
+    return lines
+
+
+def update_docs(block: str, docs: Path = DOCS) -> None:
+    """Replace (or append) docs/results.md's forcing-control block."""
+    text = docs.read_text()
+    if BEGIN not in text:
+        text += f"\n### Is it the pattern? Forcing against a wrong pattern of the same sparsity\n\n{BEGIN}\n{END}\n"
+    text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+    atomic_write_text(docs, text)
+
+
+def _numbers(text: str, kind, option: str) -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 for v in values):
+        raise ValueError(f"{option} {text!r} must be a comma-separated list of numbers >= 0")
+    return values
+
+
+def main(argv=None) -> None:
+    from analyses.forcing import select_runs
+    from analyses.population import HOLD, KEPT, THRESHOLD, read_kept_curves
+    from analyses.population_insight import read_kept_heads
+    from interp.population.tables import population_from_curves
+    from interp.sources import environment
+    from interp.sources.catalogue import load_suite_spec
+
+    parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control", description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default=DEFAULT_RUNS, help="comma-separated run or arm names of the population")
+    parser.add_argument("--betas", default="1", help="comma-separated β (nats per unit of log(pattern + eps))")
+    parser.add_argument("--force-steps", default="500", help="comma-separated N (steps at full β)")
+    parser.add_argument("--anneal-steps", type=int, default=250)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--curves", type=Path, default=KEPT, help="folder holding the kept curves/")
+    parser.add_argument("--sweep-dir", type=Path, default=ROOT / "results" / "sweeps" / NAME)
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    betas = _numbers(args.betas, float, "--betas")
+    lengths = _numbers(args.force_steps, int, "--force-steps")
+    if args.jobs < 1 or args.anneal_steps < 0:
+        raise ValueError(f"--jobs {args.jobs} must be >= 1 and --anneal-steps {args.anneal_steps} >= 0")
+    cfg = load_suite_spec("population")
+    selected = select_runs(cfg, args.runs)
+    started = time.time()
+    curves = read_kept_curves(args.curves)
+    plain = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD).runs if len(curves) else pd.DataFrame()
+    plain_e = {r.run: (r.E if r.emerged else None) for r in plain.itertuples()}
+    tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
+    units = plan(selected, read_kept_heads(), betas, lengths, args.anneal_steps, args.sweep_dir / tag)
+    trained = train_missing(units, cfg, args.jobs)
+    table = evaluate(units, cfg, plain_e, args.out)
+    summary = summarise(table)
+    seconds = time.time() - started
+    trained_s = [json.loads((u["folder"] / "suite.json").read_text()).get("train_seconds") for u in units]
+    trained_s = [s for s in trained_s if s is not None]
+    block = "\n".join(
+        [
+            (
+                f"Command: `python -m analyses.forcing_control --runs {args.runs} --betas {args.betas} --force-steps "
+                f"{args.force_steps} --anneal-steps {args.anneal_steps}`; {len(selected)} runs, {len(units)} forced runs "
+                f"({trained} trained by this call); runtime {seconds / 60:.1f} min."
+            ),
+            f"Training time of one forced run (as the runs were trained): median {np.median(trained_s):.0f} s."
+            if trained_s
+            else "",
+            "",
+            *[f"- {line}" for line in verdict(summary)],
+            "",
+        ]
+    )
+    atomic_to_csv(table, args.out / "forcing_control.csv")
+    atomic_to_csv(summary, args.out / "forcing_control_summary.csv")
+    atomic_write_text(args.out / "forcing_control.md", block)
+    print(block)
+    if args.update_docs:
+        update_docs(block)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Forecast and formation order over the population of seeds (issue 45, items 1-2).
+
+Reads the population's kept capability curves (``docs/data/population/curves``, kept by
+``analyses/population.py``) and each run's head features (:mod:`interp.population.heads`),
+which this entry computes once per trained run and keeps in ``docs/data/population/heads/<run>.csv``
+(:func:`keep_head_features`: a kept file is never recomputed, so the entry resumes on any clone;
+measured 15-35 s per run of 38-48 checkpoints under ``nice -n 19`` beside the population's
+training on the 2-core machine, 100-200 s when its load average was 10-11; 2026-12-03). Then:
+
+- :func:`interp.population.forecast.forecast` at the horizons :data:`HORIZONS` (each run's E / 2
+  and the fixed step 500): leave-one-seed-out predictions against the arm-median baseline;
+- :func:`interp.population.formation.formation_order` and ``formation_summary``: the steps the
+  previous-token head, the induction head and the capability form, the share in that order,
+  Kendall's W with its bootstrap interval, the induction-head candidates before E.
+
+Writes to ``--out``: ``forecast_<horizon>.csv`` (per run), ``forecast_arms.csv`` (per horizon x
+arm), ``formation.csv`` (per run), ``formation_summary.csv``, ``insight.html``, ``insight.md``
+(the docs block); ``--update-docs`` replaces docs/results.md's block between
+``population-insight:begin`` / ``:end`` (``python -m analyses.population_insight --update-docs``).
+
+Runtime: the head features of each run once (~30 s each on 2 idle-ish cores: ~1 h for the 120
+runs; up to ~4 h on a loaded machine), then well under a minute for the statistics.
+
+Usage: ``python -m analyses.population_insight [--out DIR] [--curves DIR] [--update-docs]``
+(``--curves``: the folder holding ``curves/``, default ``docs/data/population``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "population_insight"
+KEPT = ROOT / "docs" / "data" / "population"
+DOCS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- population-insight:begin -->", "<!-- population-insight:end -->"
+#: Forecast horizons: each run's E / 2, and a fixed early step (steps).
+HORIZONS = ("half", 500)
+
+
+def kept_heads(run: str, kept: Path = KEPT) -> Path:
+    """The kept head-feature file of one run."""
+    return kept / "heads" / f"{run}.csv"
+
+
+def keep_head_features(folders, kept: Path = KEPT, echo=print) -> dict[str, float]:
+    """Compute and keep the head features of every finished run folder (``suite.json`` present)
+    that has none kept; returns seconds per run computed now (a kept file is never recomputed)."""
+    from interp.core.io import atomic_to_csv
+    from interp.population.heads import run_head_features
+
+    seconds = {}
+    for folder in map(Path, folders):
+        path = kept_heads(folder.name, kept)
+        if path.is_file() or not (folder / "suite.json").is_file():
+            continue
+        started = time.perf_counter()
+        table = run_head_features(folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_to_csv(table.round(6), path)  # 6 decimals: ~40 % less disk, far below the scores' noise
+        seconds[folder.name] = time.perf_counter() - started
+        echo(
+            f"{folder.name}: kept its head features ({table['step'].nunique()} checkpoints, {seconds[folder.name]:.1f} s)"
+        )
+    return seconds
+
+
+def read_kept_heads(kept: Path = KEPT) -> pd.DataFrame:
+    """Every kept head-feature table as one (:data:`interp.population.heads.FEATURE_COLUMNS`)."""
+    from interp.population.heads import FEATURE_COLUMNS
+
+    frames = [pd.read_csv(p) for p in sorted((kept / "heads").glob("*.csv"))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FEATURE_COLUMNS)
+
+
+def analyse(population, heads: pd.DataFrame, horizons=HORIZONS, n_boot: int = 2000) -> dict:
+    """The forecast at each horizon and the formation order of the runs with head features."""
+    from interp.population.forecast import forecast
+    from interp.population.formation import formation_order, formation_summary
+
+    runs = population.runs[population.runs["run"].isin(set(heads["run"]))]
+    forecasts = {str(h): forecast(runs, heads, horizon=h) for h in horizons}
+    order = formation_order(runs, heads)
+    return {"runs": runs, "forecasts": forecasts, "order": order, "summary": formation_summary(order, n_boot=n_boot)}
+
+
+def _md(df: pd.DataFrame) -> str:
+    def cell(v):
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + " --- |" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def docs_block(result: dict, n_planned: int, seconds: float) -> str:
+    """docs/results.md's block: runs used, the forecast per horizon and arm, the formation order."""
+    from interp.population.formation import IND_THRESHOLD, PREV_THRESHOLD
+
+    runs = result["runs"]
+    lines = [
+        (
+            f"Runs with head features and a kept curve: {len(runs)} of the spec's {n_planned} "
+            f"({int(runs['emerged'].sum())} emerged). Runtime of this call: {seconds / 60:.1f} min."
+        ),
+        "",
+        (
+            "**Forecast** (ridge on log2 E, leave-one-seed-out; goal: median |log2(pred/E)| at most half the "
+            "arm-median baseline's, on every arm):"
+        ),
+        "",
+    ]
+    for horizon, fc in result["forecasts"].items():
+        lines += [f"Horizon `{horizon}`:", "", _md(fc.arms)]
+        lines += [f"- {line}" for line in fc.lines()]
+        lines.append("")
+    s = result["summary"]
+    lines += [
+        (
+            f"**Formation order** (previous-token head: max layer-0 previous-token score >= {PREV_THRESHOLD}; induction "
+            f"head: max layer-1 prefix-matching score >= {IND_THRESHOLD}; capability: E; each held for 2 checkpoints):"
+        ),
+        "",
+        _md(
+            s[
+                [
+                    "arm",
+                    "runs",
+                    "strict",
+                    "weak",
+                    "share_weak_lo",
+                    "share_weak_hi",
+                    "kendall_w",
+                    "kendall_w_lo",
+                    "kendall_w_hi",
+                    "median_ind_heads_before_E",
+                    "max_ind_heads_before_E",
+                ]
+            ]
+        ),
+        (
+            "`strict`: runs with t_prev < t_ind < E; `weak`: with <= (two events at one checkpoint, 100 steps apart at "
+            "most); Kendall's W with a 95 % bootstrap interval over runs; heads before E: layer-1 heads past the "
+            "induction threshold at a checkpoint before E."
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def update_docs(block: str, docs: Path = DOCS) -> None:
+    """Replace (or append) docs/results.md's population-insight block."""
+    from interp.core.io import atomic_write_text
+
+    text = docs.read_text()
+    if BEGIN not in text:
+        text += f"\n### Forecast and formation order over seeds\n\n{BEGIN}\n{END}\n"
+    text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+    atomic_write_text(docs, text)
+
+
+def write(result: dict, out: Path) -> None:
+    """The tables and ``insight.html`` into ``out``."""
+    from interp.core.io import atomic_to_csv, atomic_write_text
+    from interp.population.insight_page import insight_page
+
+    arms = []
+    for horizon, fc in result["forecasts"].items():
+        atomic_to_csv(fc.predictions, out / f"forecast_{horizon}.csv")
+        arms.append(fc.arms.assign(horizon=horizon))
+    atomic_to_csv(pd.concat(arms, ignore_index=True), out / "forecast_arms.csv")
+    atomic_to_csv(result["order"], out / "formation.csv")
+    atomic_to_csv(result["summary"], out / "formation_summary.csv")
+    lines = [f"horizon {h}: {line}" for h, fc in result["forecasts"].items() for line in fc.lines()]
+    atomic_write_text(
+        out / "insight.html",
+        insight_page(
+            {h: fc.predictions for h, fc in result["forecasts"].items()},
+            lines,
+            result["order"],
+            result["summary"],
+            "Events held for 2 checkpoints; a missing marker: the event never happened within the run.",
+        ),
+    )
+
+
+def main(argv=None) -> None:
+    from analyses.population import HOLD, THRESHOLD, read_kept_curves
+    from interp.core.io import atomic_write_text
+    from interp.population.tables import population_from_curves
+    from interp.sources.catalogue import load_suite_spec, suite_dir
+
+    parser = argparse.ArgumentParser(prog="python -m analyses.population_insight", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--curves", type=Path, default=KEPT, help="folder holding the kept curves/ (default: docs')")
+    parser.add_argument("--no-compute", action="store_true", help="use the kept head features only")
+    parser.add_argument("--update-docs", action="store_true")
+    parser.add_argument("--jobs", type=int, default=None, help="(ignored)")
+    parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored)")
+    args = parser.parse_args(argv)
+    started = time.time()
+    cfg = load_suite_spec("population")
+    if not args.no_compute and suite_dir(cfg).is_dir():
+        folders = sorted(p for p in suite_dir(cfg).iterdir() if not p.name.startswith("."))
+        keep_head_features(folders)
+    curves = read_kept_curves(args.curves)
+    heads = read_kept_heads()
+    if curves.empty or heads.empty:
+        raise SystemExit("error: no kept curves or head features yet (train the population first)")
+    population = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD)
+    result = analyse(population, heads)
+    write(result, args.out)
+    block = docs_block(result, len(cfg.run_names()), time.time() - started)
+    atomic_write_text(args.out / "insight.md", block)
+    print(block)
+    if args.update_docs:
+        update_docs(block)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""Issue 45: head features per checkpoint (interp/population/heads.py), the forecast, the
+formation order, the page and the docs blocks, on constructed tables; the control patterns."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from analyses import population_insight as entry
+from interp.patching.ideal import ideal_pattern
+from interp.population.forecast import forecast
+from interp.population.formation import formation_order, formation_summary, kendalls_w
+from interp.population.heads import FEATURE_COLUMNS, loss_at_steps, summarise_heads
+from interp.population.insight_page import insight_page
+
+STEPS = np.arange(0, 2001, 100)
+
+
+def _run_row(arm: str, n_heads: int, seed: int, e: float | None, budget: int = 2000) -> dict:
+    return {
+        "arm": arm,
+        "run": f"{arm}-seed{seed}",
+        "seed": seed,
+        "n_layers": 2,
+        "d_model": 64,
+        "n_heads": n_heads,
+        "emerged": e is not None,
+        "E": math.nan if e is None else float(e),
+        "budget": budget,
+        "pre_step": pd.NA if e is None else int(e) - 100,
+        "post_step": pd.NA if e is None else int(e),
+    }
+
+
+def _heads(run: str, n_heads: int, t_prev: float, t_ind: float, level: float = 0.0) -> pd.DataFrame:
+    """Head features: head 0 of each layer forms at its time (score 0.1 -> 0.6); ``level`` adds a
+    constant to every layer-1 prefix-matching score (a feature that carries E)."""
+    rows = []
+    for step in STEPS:
+        for layer in (0, 1):
+            for head in range(n_heads):
+                formed = head == 0 and step >= (t_prev if layer == 0 else t_ind)
+                score = 0.6 if formed else 0.1
+                rows.append(
+                    {
+                        "run": run,
+                        "step": int(step),
+                        "layer": layer,
+                        "head": head,
+                        "previous_token": score if layer == 0 else 0.05,
+                        "prefix_matching": (score if layer == 1 else 0.02) + (level if layer == 1 else 0.0),
+                        "entropy": 2.0 - score,
+                        "dist_ideal": 1.0 - score,
+                        "loss": 3.0 - step / 2000,
+                    }
+                )
+    return pd.DataFrame(rows, columns=FEATURE_COLUMNS)
+
+
+def test_loss_window_and_summary_of_heads():
+    losses = pd.DataFrame({"step": np.arange(300), "loss": np.arange(300, dtype=float)})
+    got = loss_at_steps(losses, [0, 100, 250])
+    assert got == {0: 0.0, 100: float(np.arange(1, 101).mean()), 250: float(np.arange(151, 251).mean())}
+    table = _heads("r", 2, 300, 500)
+    s = summarise_heads(table).set_index("step")
+    assert s.loc[200, "prev_max"] == 0.1 and s.loc[300, "prev_max"] == 0.6
+    assert s.loc[400, "ind_max"] == 0.1 and s.loc[500, "ind_max"] == 0.6
+    assert s.loc[500, "dist_min"] == pytest.approx(0.4) and s.loc[0, "entropy_min"] == pytest.approx(1.9)
+    with pytest.raises(ValueError, match="window=0"):
+        loss_at_steps(losses, [1], window=0)
+
+
+def test_formation_order_steps_share_and_candidates():
+    runs = pd.DataFrame([_run_row("a", 2, 0, 900), _run_row("a", 2, 1, 600), _run_row("a", 2, 2, None)])
+    heads = pd.concat([_heads("a-seed0", 2, 300, 500), _heads("a-seed1", 2, 600, 400), _heads("a-seed2", 2, 200, 2100)])
+    order = formation_order(runs, heads).set_index("run")
+    assert order.loc["a-seed0", ["t_prev", "t_ind", "E"]].tolist() == [300, 500, 900]
+    assert order.loc["a-seed0", "order"] == "t_prev < t_ind < E" and order.loc["a-seed0", "strict"]
+    assert order.loc["a-seed1", "order"] == "t_ind < t_prev = E" and not order.loc["a-seed1", "weak"]
+    # seed 2 never forms an induction head within 2000 steps, nor emerges: both placed after the run
+    assert math.isinf(order.loc["a-seed2", "t_ind"]) and order.loc["a-seed2", "order"] == "t_prev < t_ind = E"
+    # layer-1 heads past 0.2 before E (at or before pre_step): head 0 of seed 0 (formed at 500, pre 800)
+    assert order["n_ind_heads_before_E"].tolist() == [1, 1, 0]
+    summary = formation_summary(order.reset_index(), n_boot=200).set_index("arm")
+    assert summary.loc["a", "strict"] == 1 and summary.loc["a", "runs"] == 3
+    assert summary.loc["a", "kendall_w_lo"] <= summary.loc["a", "kendall_w"] <= summary.loc["a", "kendall_w_hi"]
+    with pytest.raises(ValueError, match=r"prev_threshold=1\.5"):
+        formation_order(runs, heads, prev_threshold=1.5)
+
+
+def test_kendalls_w_against_hand_computation():
+    assert kendalls_w(np.array([[1, 2, 3]] * 4)) == pytest.approx(1.0)
+    # two raters in opposite orders: rank sums all equal -> W = 0
+    assert kendalls_w(np.array([[1, 2, 3], [3, 2, 1]])) == pytest.approx(0.0)
+    # m=3, n=3, ranks (1,2,3),(1,3,2),(2,1,3): sums 4,6,8, S=8, W = 12*8 / (9*24) = 0.4444
+    assert kendalls_w(np.array([[1, 2, 3], [1, 3, 2], [2, 1, 3]])) == pytest.approx(96 / 216)
+
+
+def _population(rng_seed: int = 0):
+    rng = np.random.default_rng(rng_seed)
+    runs, heads = [], []
+    for arm, n_heads, centre in (("a", 2, 800), ("b", 4, 1500)):
+        for seed in range(6):
+            e = float(centre * 2 ** rng.uniform(-1, 1)) // 100 * 100
+            runs.append(_run_row(arm, n_heads, seed, e))
+            heads.append(_heads(f"{arm}-seed{seed}", n_heads, 100, 200, level=math.log2(e) / 40))
+    runs.append(_run_row("b", 4, 6, None))
+    heads.append(_heads("b-seed6", 4, 100, 200, level=0.3))
+    return pd.DataFrame(runs), pd.concat(heads, ignore_index=True)
+
+
+def test_forecast_beats_the_arm_median_when_a_feature_carries_e():
+    runs, heads = _population()
+    result = forecast(runs, heads, horizon=500)
+    scored = result.predictions[result.predictions["emerged"]]
+    assert (scored.groupby("arm")["error"].median() < 0.2).all()  # log2 units: within 15 % (ridge shrinks the ends)
+    assert np.corrcoef(np.log2(scored["E"]), np.log2(scored["predicted_E"]))[0, 1] > 0.9
+    assert (result.arms["goal_met"]).all() and (result.arms["ratio"] < 0.5).all()
+    assert result.arms.set_index("arm").loc["b", "n_runs"] == 7  # the censored run is listed, not scored
+    assert math.isnan(result.predictions.set_index("run").loc["b-seed6", "error"])
+    # the baseline is the arm's median E over the other seeds
+    row = result.predictions.set_index("run").loc["a-seed0"]
+    others = runs[(runs["arm"] == "a") & (runs["seed"] != 0)]["E"].median()
+    assert row["baseline_E"] == others
+    half = forecast(runs, heads, horizon="half").predictions.set_index("run")
+    assert half.loc["a-seed0", "horizon_step"] == runs.set_index("run").loc["a-seed0", "E"] // 2 // 100 * 100
+    with pytest.raises(ValueError, match="horizon='soon'"):
+        forecast(runs, heads, horizon="soon")
+
+
+def test_page_escapes_names_and_docs_block_round_trip(tmp_path):
+    runs, heads = _population()
+    runs.loc[0, "run"] = heads.loc[heads["run"] == "a-seed0", "run"] = "<script>x</script>"
+    population = type("P", (), {"runs": runs})()
+    result = entry.analyse(population, heads, horizons=("half", 500), n_boot=50)
+    page = insight_page(
+        {h: f.predictions for h, f in result["forecasts"].items()}, ["a line"], result["order"], result["summary"], "c"
+    )
+    assert "<script>x" not in page and "&lt;script&gt;x&lt;" in page  # plot_text escapes, plotly writes \u002f
+    block = entry.docs_block(result, 120, 60.0)
+    assert block.startswith("Runs with head features and a kept curve: 13 of the spec's 120 (12 emerged).")
+    docs = tmp_path / "results.md"
+    docs.write_text(f"# x\n{entry.BEGIN}\nOLD BLOCK\n{entry.END}\ntail\n")
+    entry.update_docs(block, docs)
+    text = docs.read_text()
+    assert "OLD BLOCK" not in text and block in text and text.endswith("tail\n")
+
+
+def test_control_patterns_are_as_sparse_and_off_the_true_keys():
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 5, 6, 7, 8, 9]])
+    offset = ideal_pattern("offset_3", tokens)[0].argmax(-1).tolist()
+    assert offset == [0, 0, 0, 0, 1, 2, 3, 4, 5, 6]
+    ind = ideal_pattern("induction", tokens)[0].argmax(-1).tolist()
+    wrong = ideal_pattern("induction_offset_3", tokens)[0].argmax(-1).tolist()
+    assert ind[5:] == [1, 2, 3, 4, 5] and wrong[5:] == [3, 4, 5, 6, 7]
+    assert wrong[:5] == [0] * 5
+    for name in ("offset_3", "induction_offset_3"):
+        assert (ideal_pattern(name, tokens).amax(-1) == 1).all()  # one key per row
+
+
+TINY_STEPS = 24
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One 2-layer run of 24 steps (checkpoints every 8) trained as a local suite run."""
+    import dataclasses
+
+    from analyses.forcing import train_forced
+    from interp.forcing import Forcing
+    from interp.sources import embedded
+
+    cfg = dataclasses.replace(
+        embedded.QUICK, steps=TINY_STEPS, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
+    )
+    off = Forcing(((0, 0, "previous_token"),), beta=0.0, steps=0, anneal_steps=0)  # beta 0: the plain trainer
+    folder = train_forced(embedded.SMALL, 1, cfg, off, tmp_path_factory.mktemp("suite") / "neox-tiny-seed1")
+    return cfg, folder
+
+
+@pytest.mark.slow
+def test_head_features_of_a_tiny_run_match_the_scores_and_are_kept_once(tiny_run, tmp_path):
+    from interp.population.heads import run_head_features
+    from interp.scores import head_scores, repeated_random_tokens
+    from interp.sources import LocalSuiteSource
+    from interp.tasks import alnum_token_pool
+
+    cfg, folder = tiny_run
+    table = run_head_features(folder)
+    n_layers, n_heads = cfg.sizes[0].n_layers, cfg.sizes[0].n_heads
+    steps = sorted(table["step"].unique())
+    assert steps[-1] == TINY_STEPS and len(table) == len(steps) * n_layers * n_heads
+    source = LocalSuiteSource(folder)
+    tokens = repeated_random_tokens(alnum_token_pool(source.tokenizer()), n_prompts=16, period=20)
+    with torch.inference_mode():
+        ref = head_scores(source.load(8).model, tokens, 20)
+    source.close()
+    at8 = table[table["step"] == 8].sort_values(["layer", "head"])
+    np.testing.assert_allclose(at8["previous_token"], ref["previous_token"].flatten().numpy(), atol=1e-6)
+    np.testing.assert_allclose(at8["prefix_matching"], ref["prefix_matching"].flatten().numpy(), atol=1e-6)
+    # layer 0's ideal pattern is the previous-token one: distance = 1 - attention on key i - 1
+    l0 = table[table["layer"] == 0]
+    np.testing.assert_allclose(l0["dist_ideal"], 1 - l0["previous_token"], atol=1e-5)
+    assert (table["entropy"] >= 0).all() and (table["entropy"] <= math.log(40) + 1e-5).all()
+    losses = pd.read_csv(folder / "loss.csv")
+    assert at8["loss"].iloc[0] == pytest.approx(losses[losses["step"] <= 8]["loss"].mean())
+    kept = tmp_path / "kept"
+    assert list(entry.keep_head_features([folder], kept, echo=lambda s: None)) == [folder.name]
+    assert entry.keep_head_features([folder], kept, echo=lambda s: None) == {}  # kept: never recomputed
+    assert len(entry.read_kept_heads(kept)) == len(table)
+
+
+@pytest.mark.slow
+def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(tiny_run, tmp_path):
+    from analyses import forcing_control as control
+    from interp.population.heads import run_head_features
+
+    cfg, folder = tiny_run
+    heads = run_head_features(folder).assign(run=f"{cfg.sizes[0].name}-seed1")
+    prev, ind = control.chosen_heads(heads, f"{cfg.sizes[0].name}-seed1")
+    last = heads[heads["step"] == TINY_STEPS]
+    assert prev[1] == int(last[last["layer"] == 0].set_index("head")["previous_token"].idxmax())
+    units = control.plan([(cfg.sizes[0], 1)], heads, [2.0], [8], 4, tmp_path / "sweep")
+    assert [u["condition"] for u in units] == ["true", "control"]
+    assert control.train_missing(units, cfg, jobs=1, echo=lambda s: None) == 2
+    assert control.train_missing(units, cfg, jobs=1, echo=lambda s: None) == 0  # resumed: nothing left
+    true, wrong = ((u["folder"] / "step24" / "model.safetensors").read_bytes() for u in units)
+    assert true != wrong
+    table = control.evaluate(units, cfg, {}, tmp_path / "out")
+    assert table["heads"].tolist() == [
+        f"L0H{prev[1]}=previous_token+L1H{ind[1]}=induction",
+        f"L0H{prev[1]}=offset_3+L1H{ind[1]}=induction_offset_3",
+    ]
+    assert len(list((tmp_path / "out" / "runs").glob("*.csv"))) == 2
+    summary = control.summarise(table)
+    assert summary["paired_n"].tolist() == [0] and not summary["goal_met"].iloc[0]
+
+
+def test_forcing_control_refuses_bad_input_before_training():
+    from analyses import forcing_control as control
+    from analyses.forcing import select_runs
+    from interp.sources.catalogue import load_suite_spec
+
+    assert len(select_runs(load_suite_spec("population"), control.DEFAULT_RUNS)) == 12
+    with pytest.raises(ValueError, match=r"--betas '1,x' must be a comma-separated list"):
+        control.main(["--betas", "1,x"])
+    with pytest.raises(ValueError, match=r"condition 'other' is unknown; valid: true, control"):
+        control.forcing_of("other", (0, 0), (1, 0), 1.0, 10, 0)
+    with pytest.raises(ValueError, match=r"no head features of run 'r'"):
+        control.chosen_heads(_heads("s", 2, 100, 200), "r")
+
+
+def test_forcing_control_summary_counts_a_censored_control_at_the_budget():
+    from analyses import forcing_control as control
+
+    rows = []
+    for i, (true_shift, control_shift, censored) in enumerate(
+        [(-600, 2600, True), (-400, 100, False), (-500, 0, False)]
+    ):
+        for condition, shift, cens in (("true", true_shift, False), ("control", control_shift, censored)):
+            rows.append(
+                dict(run=f"r{i}", condition=condition, beta=1.0, force_steps=500, heads="", E_plain=1400.0,
+                     E_forced=np.nan if cens else 1400.0 + shift, forced_censored=cens, shift=float(shift))
+            )  # fmt: skip
+    summary = control.summarise(pd.DataFrame(rows, columns=control.COLUMNS)).iloc[0]
+    diff = np.array([-3200, -500, -500])
+    half = 4.303 * diff.std(ddof=1) / math.sqrt(3)  # t quantile, 2 degrees of freedom
+    assert summary["difference"] == pytest.approx(diff.mean())
+    assert summary["difference_hi"] == pytest.approx(diff.mean() + half)
+    assert summary["control_censored"] == 1 and summary["paired_n"] == 3 and not summary["goal_met"]  # < 12 runs
+    assert "control 1)" in control.verdict(pd.DataFrame([summary]))[0]
