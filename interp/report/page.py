@@ -59,16 +59,9 @@ from interp.report.findings import (  # noqa: F401  (the summary table's names: 
 from interp.report.head_view import head_comparisons_html, head_scores_figure
 from interp.sources.catalogue import run_label
 
-# ---------------------------------------------------------------------------------------------
-# The report: a list of section functions.
-#
-# A run section is a function ``(run, ctx) -> Section | None``: it reads what it needs from one
-# run's analysis (``interp.main_job.report.RunAnalysis``; attributes a run lacks are ``None`` through
-# ``getattr``) and returns a heading and an HTML body, or ``None`` to leave itself out. The report
-# shows, for every run, each function of RUN_SECTIONS in order; a page section
-# ``(report, ctx) -> Section | None`` of PAGE_SECTIONS comes before the runs. Adding a section is
-# writing its function and adding it to one of the two lists.
-# ---------------------------------------------------------------------------------------------
+# A run section is ``(run, ctx) -> Section | None`` (one run's ``interp.main_job.report.RunAnalysis``;
+# attributes a run lacks read as ``None``; ``None`` leaves the section out); a page section,
+# ``(report, ctx) -> Section | None``, comes before the runs. Adding a section: its function in a list.
 
 
 @dataclass
