@@ -105,7 +105,7 @@ def head_comparison_figure(
             colorbar=dict(title=dict(text="attention", side="right"), x=0.635, len=0.8, thickness=10),
         ),
         coloraxis2=dict(
-            colorscale="RdBu_r",
+            colorscale="RdBu",  # blue: attention gained, red: lost (as the scrubber and the delta_p maps)
             cmid=0,
             cmin=-bound,
             cmax=bound,
@@ -208,8 +208,8 @@ def head_comparisons_html(run, assets: Assets, label: str) -> str:
         )
         parts.append(figure_fragment(fig, assets))
     caption = Markup(
-        "Each top head's pattern at the pre step, at the post step and the change post − pre (red: attention "
-        "gained, blue: lost); rows are query positions, columns key positions, labelled token (position) "
+        "Each top head's pattern at the pre step, at the post step and the change post − pre (blue: attention "
+        "gained, red: lost, as in the scrubber); rows are query positions, columns key positions, labelled token (position) "
         "(␣ = a space). From Python: <code>run.show_head(layer, head)</code>, or any head with "
         "<code>rank_heads_between(...).show_head(layer, head)</code>."
     )
