@@ -45,6 +45,8 @@ TASK_SEED = 0
 THRESHOLD, HOLD, REFERENCE = 0.5, 2, "neox-2l-64d-4h"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- population:begin -->", "<!-- population:end -->"
+#: The headline at the top of docs/results.md: the paper's claims 1 and 4 as population statistics.
+HEADLINE = "<!-- population-headline:begin -->", "<!-- population-headline:end -->"
 
 
 def curve_columns() -> list[str]:
@@ -186,13 +188,26 @@ def _median_text(row) -> str:
     return f"{row.median_E:.0f} ({lo}–{hi})"
 
 
-def update_docs(block: str) -> None:
-    """Replace docs/results.md's population block (between :data:`BEGIN` and :data:`END`)."""
+def headline_block(result, n_planned: int) -> str:
+    """docs/results.md's headline: the paper's claims 1 and 4 answered by the population
+    (:func:`interp.population.findings.claim_lines`), computed from ``result``'s tables."""
+    from interp.population.findings import claim_lines
+
+    head = (
+        f"**The population of seeds** (section 4; {len(result.runs)} of {n_planned} runs evaluated, "
+        f"{result.arms['n_emerged'].sum()} emerged). The paper's claims 1 and 4 as statistics over seeds:"
+    )
+    return "\n".join([head, ""] + [f"- {line}" for line in claim_lines(result)]) + "\n"
+
+
+def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Replace docs/results.md's block between ``markers`` (default: the population block)."""
+    begin, end = markers
     text = DOCS.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to replace")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{DOCS} has no {begin} ... {end} block to replace")
     DOCS.write_text(
-        re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+        re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: f"{begin}\n{block}{end}", text, flags=re.S)
     )
 
 
@@ -236,6 +251,7 @@ def main(argv=None) -> None:
                 result, len(cfg.run_names()), "the rest not trained yet" if n_runs < len(cfg.run_names()) else "all"
             )
         )
+        update_docs(headline_block(result, len(cfg.run_names())), HEADLINE)
 
 
 if __name__ == "__main__":

@@ -223,6 +223,28 @@ def test_cox_hazard_ratio_per_doubling_of_heads(hand):
     assert row["p"] == pytest.approx(2 * norm.sf(abs(row["coef_log2_heads"] / row["se"])), rel=1e-9)
 
 
+def test_an_arm_that_never_emerged_stays_in_the_cox_fit_and_is_refitted_without():
+    """Arms of 1, 2 and 4 heads whose events overlap, and 8 heads that never emerge: the partial
+    likelihood still has a maximum (the root of Efron's score over all runs), and a second row
+    refits without the silent arm."""
+    rows = []
+    for heads, Es in [(1, [200, 300, 300, 500]), (2, [200, 400, 500, None]), (4, [300, 500, None, None])]:
+        for i, E in enumerate(Es):
+            rows += curve_rows(f"h{heads}", f"h{heads}-seed{i}", i, heads, step_curve(E, 600), 600)
+    rows += [r for i in range(3) for r in curve_rows("h8", f"h8-seed{i}", i, 8, step_curve(None, 600), 600)]
+    result = population_from_curves(pd.DataFrame(rows), hold=0)
+    full, refit = result.cox.to_dict("records")
+    assert (full["fit"], full["heads"], full["n_runs"], full["note"]) == ("all arms", "1, 2, 4, 8", 15, "")
+    assert efron_score(full["coef_log2_heads"], result.runs) == pytest.approx(0.0, abs=1e-6)
+    assert full["hr_per_doubling"] < 1  # more heads, later: the hazard per doubling is below 1
+    kept = result.runs[result.runs["n_heads"] != 8]
+    assert (refit["fit"], refit["heads"], refit["n_runs"]) == ("without n_heads=8 (no run emerged)", "1, 2, 4", 12)
+    assert efron_score(refit["coef_log2_heads"], kept) == pytest.approx(0.0, abs=1e-6)
+    # leaving the silent arm out weakens the trend: its censored runs carried information
+    assert full["coef_log2_heads"] < refit["coef_log2_heads"] < 0
+    assert result.findings[-1].startswith("1 layers, d_model 16 (heads 1, 2, 4), without n_heads=8 (no run emerged): ")
+
+
 def test_findings_in_words_are_computed_from_the_tables(hand):
     lines = hand.findings
     a, b = hand.arms.set_index("arm").loc["A"], hand.arms.set_index("arm").loc["B"]
@@ -242,6 +264,37 @@ def test_findings_in_words_are_computed_from_the_tables(hand):
     )
 
 
+def test_the_papers_claims_in_words_from_the_tables(hand):
+    from interp.population.findings import claim_lines
+
+    seed, never, heads = claim_lines(hand)
+    assert seed == (
+        "Claim 1, seed: at a fixed size E spreads over the seeds: A 200–400 (×2.00, 3 seeds); "
+        "B 100–300 (×3.00, 4 seeds) steps."
+    )
+    assert never == "Claim 1, never: some seeds of a size never emerge by the budget: A (2 of 5 never)."
+    cox = hand.cox.iloc[0]
+    assert heads == (
+        f"Claim 4, heads: at d_model 16 (1 layers, heads 2, 4, d_head 4–8), the hazard of emergence per doubling "
+        f"of heads (a halving of d_head at this width) is ×{cox['hr_per_doubling']:.2f} (95 % CI "
+        f"{cox['hr_lo']:.2f}–{cox['hr_hi']:.2f}, p = {cox['p']:.2f}): "
+        + ("more heads emerge earlier." if cox["hr_lo"] > 1 else "no effect detected.")
+    )
+    # a larger d_model at the same heads: the size claim, with the pair's own log-rank test
+    bigger = pd.DataFrame(
+        [
+            r
+            for i, E in enumerate([100, 100, 200])
+            for r in curve_rows("C", f"C{i}", i, 4, step_curve(E, 500), 500, d_model=32)
+        ]
+    )
+    both = population_from_curves(pd.concat([hand_table(), bigger]), hold=0)
+    (size,) = [line for line in claim_lines(both) if line.startswith("Claim 1, size")]
+    assert size.startswith(
+        "Claim 1, size: d_model 32 (C) against 16 (B), 1 layers and 4 heads each: median 100 (95 % CI "
+    )
+
+
 def test_degenerate_populations_say_why_instead_of_failing():
     never = pd.DataFrame(
         curve_rows("A", "a0", 0, 2, [0.0] * 4, 300)
@@ -251,7 +304,9 @@ def test_degenerate_populations_say_why_instead_of_failing():
     )
     result = population_from_curves(never, hold=0)
     cox = result.cox.iloc[0]
-    assert math.isnan(cox["hr_per_doubling"]) and "no run with n_heads=2 emerged" in cox["note"]
+    # B0 (4 heads) is the only run that emerged and had the most heads at risk: no maximum
+    assert math.isnan(cox["hr_per_doubling"]) and cox["note"].startswith("every run that emerged had the most heads")
+    assert "no run with n_heads=2 emerged" in cox["note"] and len(result.cox) == 1  # one head count left: no refit
     a, b = (result.arms.set_index("arm").loc[arm] for arm in "AB")
     assert (
         math.isnan(a["median_E"])

@@ -65,10 +65,13 @@ ARM_COLUMNS = [
 ]
 #: Columns of the log-rank table (:func:`logrank_tests`), in order.
 TEST_COLUMNS = ["test", "arm", "reference", "arms", "n_runs", "n_emerged", "chi2", "df", "p", "note"]
+#: The ``fit`` of a Cox row fitted over every arm of its group.
+ALL_ARMS = "all arms"
 #: Columns of the Cox table (:func:`cox_heads`), in order.
 COX_COLUMNS = [
     "n_layers",
     "d_model",
+    "fit",
     "arms",
     "heads",
     "n_runs",
@@ -296,6 +299,28 @@ def logrank_tests(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFr
     return pd.DataFrame(out, columns=TEST_COLUMNS)
 
 
+def monotone_direction(duration: np.ndarray, emerged: np.ndarray, x: np.ndarray) -> int:
+    """Whether Cox's partial likelihood of one covariate has no maximum: ``+1`` when every run
+    that emerged had the largest ``x`` of the runs still at risk at its step (the likelihood
+    keeps growing as the coefficient grows), ``-1`` when every one had the smallest, ``0`` when
+    a finite maximum exists (some event is neither, so the likelihood falls off both ways).
+
+    Args:
+        duration: shape ``(n_runs,)``, steps to E or to censoring.
+        emerged: shape ``(n_runs,)``, booleans (True: emerged at ``duration``).
+        x: shape ``(n_runs,)``, the covariate (here ``log2(n_heads)``).
+
+    Source: the condition for monotone likelihood in the Cox model (Bryson & Johnson 1981,
+    "The incidence of monotone likelihood in the Cox model", Technometrics 23(4)).
+    """
+    top = bottom = True
+    for i in np.flatnonzero(emerged):
+        at_risk = x[duration >= duration[i]]
+        top &= bool(x[i] >= at_risk.max())
+        bottom &= bool(x[i] <= at_risk.min())
+    return 1 if top else -1 if bottom else 0
+
+
 def _cox_fit(rows: pd.DataFrame) -> dict:
     """Cox fit of ``log2(n_heads)`` on one group of arms: coefficient, se, HR with 95 % interval, p, note."""
     from statsmodels.duration.hazard_regression import PHReg
@@ -307,16 +332,21 @@ def _cox_fit(rows: pd.DataFrame) -> dict:
         return nan | {"note": f"one head count ({heads[0]}): no variation to fit"}
     if not rows["emerged"].any():
         return nan | {"note": "no run emerged: the hazard ratio is undetermined"}
-    silent = [h for h in heads if not rows.loc[rows["n_heads"] == h, "emerged"].any()]
-    if silent:
-        which = ", ".join(str(h) for h in silent)
-        return nan | {"note": f"no run with n_heads={which} emerged: the hazard ratio is unbounded (not estimable)"}
-    x = np.log2(rows["n_heads"].to_numpy(float))[:, None]
+    x = np.log2(rows["n_heads"].to_numpy(float))
+    duration, emerged = rows["duration"].to_numpy(float), rows["emerged"].to_numpy(bool)
+    direction = monotone_direction(duration, emerged, x)
+    if direction:
+        silent = [h for h in heads if not rows.loc[rows["n_heads"] == h, "emerged"].any()]
+        why = f"; no run with n_heads={', '.join(str(h) for h in silent)} emerged" if silent else ""
+        return nan | {
+            "note": f"every run that emerged had the {'most' if direction > 0 else 'fewest'} heads of those still "
+            f"at risk{why}: the partial likelihood has no maximum, the hazard ratio is not estimable"
+        }
     from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = PHReg(rows["duration"].to_numpy(float), x, status=rows["emerged"].to_numpy(float), ties="efron").fit()
+        fit = PHReg(duration, x[:, None], status=emerged.astype(float), ties="efron").fit()
     coef, se = float(fit.params[0]), float(fit.bse[0])
     if any(issubclass(w.category, ConvergenceWarning) for w in caught) or not math.isfinite(se):
         return nan | {"note": "the Cox fit did not converge: the hazard ratio is undetermined"}
@@ -337,11 +367,14 @@ def cox_heads(runs: pd.DataFrame) -> pd.DataFrame:
     ``d_model`` (so only the head count varies; ``d_head = d_model / n_heads`` moves with it).
 
     Returns:
-        :data:`COX_COLUMNS`, one row per (``n_layers``, ``d_model``) group: its arms and head
-        counts, runs and runs emerged, the coefficient of ``log2(n_heads)`` and its standard
-        error, the hazard ratio per doubling of heads ``exp(coef)`` with its 95 % Wald interval
-        and Wald p-value; NaN with a ``note`` when undetermined (one head count, no run emerged,
-        a head count whose runs never emerged: the partial likelihood then grows without bound).
+        :data:`COX_COLUMNS`, one row per (``n_layers``, ``d_model``) group fitted over all its
+        arms (``fit`` = :data:`ALL_ARMS`): its arms and head counts, runs and runs emerged, the
+        coefficient of ``log2(n_heads)`` and its standard error, the hazard ratio per doubling of
+        heads ``exp(coef)`` with its 95 % Wald interval and Wald p-value; NaN with a ``note`` when
+        undetermined (one head count, no run emerged, or a partial likelihood without a maximum:
+        :func:`monotone_direction`). An arm in which no run emerged is fitted (its censored runs
+        stay at risk, which is information), and when one exists a second row refits the group
+        without it, so a reader sees how much the log-linear trend leans on that arm.
 
     Source: Cox 1972 (proportional hazards, partial likelihood) with Efron's 1977 handling of tied
     steps (every run emerges on a checkpoint step, so ties are the rule), through
@@ -349,16 +382,22 @@ def cox_heads(runs: pd.DataFrame) -> pd.DataFrame:
     """
     out = []
     for (n_layers, d_model), rows in runs.groupby(["n_layers", "d_model"], sort=True):
-        order = arm_order(rows)
-        out.append(
-            {
-                "n_layers": int(n_layers),
-                "d_model": int(d_model),
-                "arms": ", ".join(order),
-                "heads": ", ".join(str(h) for h in sorted(rows["n_heads"].unique())),
-                "n_runs": len(rows),
-                "n_emerged": int(rows["emerged"].sum()),
-            }
-            | _cox_fit(rows)
-        )
+        fits = [(ALL_ARMS, rows)]
+        silent = [h for h, g in rows.groupby("n_heads") if not g["emerged"].any()]
+        kept = rows[~rows["n_heads"].isin(silent)]
+        if silent and kept["n_heads"].nunique() >= 2:
+            fits.append((f"without n_heads={', '.join(str(h) for h in silent)} (no run emerged)", kept))
+        for fit, group in fits:
+            out.append(
+                {
+                    "n_layers": int(n_layers),
+                    "d_model": int(d_model),
+                    "fit": fit,
+                    "arms": ", ".join(arm_order(group)),
+                    "heads": ", ".join(str(h) for h in sorted(group["n_heads"].unique())),
+                    "n_runs": len(group),
+                    "n_emerged": int(group["emerged"].sum()),
+                }
+                | _cox_fit(group)
+            )
     return pd.DataFrame(out, columns=COX_COLUMNS)
