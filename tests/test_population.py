@@ -388,8 +388,11 @@ def test_page_in_headless_chromium(tmp_path):
     visit = _check_page(page, tmp_path / "population.png", probe_js=probe)
     text = visit.probe["text"]
     assert visit.probe["first"] == "Findings" and not visit.probe["pwned"]
-    for line in result.findings:
+    from interp.population.findings import claim_lines
+
+    for line in result.findings + claim_lines(result):
         assert line in text, line
+    assert text.index("Claim 1, seed:") < text.index("B <b>bold</b>: 4 of 4")  # the claims open the page
     assert "B <b>bold</b>: 4 of 4 seeds emerged" in text and "population <i>test</i>" in text
     assert len(visit.state["figs"]) == 2 + 2  # Kaplan-Meier, strip, one heatmap per arm
     # the hostile run name is shown as text in the run table
