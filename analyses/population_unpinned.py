@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -74,7 +73,7 @@ def comparison(pinned: pd.DataFrame, unpinned: pd.DataFrame, arm: str, level: st
     return result, pairs, label
 
 
-def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int) -> str:
+def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int, runtime: str = "") -> str:
     """docs/results.md's block: the two arms side by side and the verdict in words."""
     arms = result.arms.set_index("arm")
     test = result.tests[(result.tests["test"] == "vs reference") & (result.tests["arm"] == label)]
@@ -83,7 +82,8 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
     inside = b.median_E == b.median_E and a.median_E_lo <= b.median_E <= a.median_E_hi
     n_unpinned = int(b.n_runs)
     lines = [
-        f"Unpinned runs evaluated: {n_unpinned} of {n_planned}; seeds compared with their pinned twin: {len(pairs)}.",
+        f"Unpinned runs evaluated: {n_unpinned} of {n_planned}; seeds compared with their pinned twin: {len(pairs)}."
+        + (f" {runtime}" if runtime else ""),
         "",
         f"- Per-seed points of emergence differ on {int(pairs['differs'].sum())} of {len(pairs)} seeds.",
         f"- Median E unpinned {pop._median_text(b)} against pinned {pop._median_text(a)}: "
@@ -109,15 +109,6 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
     return "\n".join(lines) + "\n"
 
 
-def update_docs(block: str) -> None:
-    text = pop.DOCS.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{pop.DOCS} has no {BEGIN} ... {END} block to replace")
-    pop.DOCS.write_text(
-        re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
-    )
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m analyses.population_unpinned", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
@@ -141,8 +132,7 @@ def main(argv=None) -> None:
 
     cfg = arm_config(load_suite_spec("population"), args.arm)
     started = time.time()
-    if not args.finished_only:
-        pop.train_and_keep(cfg, args.jobs, 2, kept=KEPT)
+    trained = 0 if args.finished_only else pop.train_and_keep(cfg, args.jobs, 2, kept=KEPT)
     unpinned = pop.read_kept_curves(KEPT)
     pinned = pop.read_kept_curves()
     print(
@@ -157,10 +147,11 @@ def main(argv=None) -> None:
     from interp.core.io import atomic_to_csv
 
     atomic_to_csv(pairs, args.out / "pairs.csv")
-    block = docs_block(result, pairs, args.arm, label, len(cfg.run_names()))
+    runtime = f"Runtime of this call: {(time.time() - started) / 60:.1f} min, {trained} run(s) trained in it."
+    block = docs_block(result, pairs, args.arm, label, len(cfg.run_names()), runtime)
     print(block)
     if args.update_docs:
-        update_docs(block)
+        pop.update_docs(block, (BEGIN, END))
 
 
 if __name__ == "__main__":
