@@ -101,6 +101,7 @@ def _md(df: pd.DataFrame) -> str:
 def docs_block(result: dict, n_planned: int, seconds: float) -> str:
     """docs/results.md's block: runs used, the forecast per horizon and arm, the formation order."""
     from interp.population.formation import IND_THRESHOLD, PREV_THRESHOLD
+    from interp.population.insight_page import insight_findings
 
     runs = result["runs"]
     lines = [
@@ -108,6 +109,8 @@ def docs_block(result: dict, n_planned: int, seconds: float) -> str:
             f"Runs with head features and a kept curve: {len(runs)} of the spec's {n_planned} "
             f"({int(runs['emerged'].sum())} emerged). Runtime of this call: {seconds / 60:.1f} min."
         ),
+        "",
+        *[f"- {line}" for line in insight_findings(result["forecasts"], result["summary"])],
         "",
         (
             "**Forecast** (ridge on log2 E, leave-one-seed-out; goal: median |log2(pred/E)| at most half the "
@@ -176,12 +179,10 @@ def write(result: dict, out: Path) -> None:
     atomic_to_csv(pd.concat(arms, ignore_index=True), out / "forecast_arms.csv")
     atomic_to_csv(result["order"], out / "formation.csv")
     atomic_to_csv(result["summary"], out / "formation_summary.csv")
-    lines = [f"horizon {h}: {line}" for h, fc in result["forecasts"].items() for line in fc.lines()]
     atomic_write_text(
         out / "insight.html",
         insight_page(
-            {h: fc.predictions for h, fc in result["forecasts"].items()},
-            lines,
+            result["forecasts"],
             result["order"],
             result["summary"],
             "Events held for 2 checkpoints; a missing marker: the event never happened within the run.",

@@ -137,10 +137,20 @@ def test_page_escapes_names_and_docs_block_round_trip(tmp_path):
     runs.loc[0, "run"] = heads.loc[heads["run"] == "a-seed0", "run"] = "<script>x</script>"
     population = type("P", (), {"runs": runs})()
     result = entry.analyse(population, heads, horizons=("half", 500), n_boot=50)
-    page = insight_page(
-        {h: f.predictions for h, f in result["forecasts"].items()}, ["a line"], result["order"], result["summary"], "c"
-    )
+    page = insight_page(result["forecasts"], result["order"], result["summary"], "c")
     assert "<script>x" not in page and "&lt;script&gt;x&lt;" in page  # plot_text escapes, plotly writes \u002f
+    from interp.population.insight_page import insight_findings
+
+    findings = insight_findings(result["forecasts"], result["summary"])
+    fc = result["forecasts"]["500"].arms
+    scored = fc[fc["n_scored"] > 0]
+    assert findings[1].startswith(
+        f"Forecast at horizon 500: the error is at most half the arm-median baseline's on "
+        f"{int(scored['goal_met'].sum())} of {len(scored)} arms that can be scored"
+    )
+    s = result["summary"].set_index("arm").loc["all"]
+    assert f"strictly in {int(s['strict'])} (" in findings[2] and f"allowed in {int(s['weak'])} (" in findings[2]
+    assert page.index("Findings") < page.index("Forecast: predicted against actual E")
     block = entry.docs_block(result, 120, 60.0)
     assert block.startswith("Runs with head features and a kept curve: 13 of the spec's 120 (12 emerged).")
     docs = tmp_path / "results.md"
@@ -273,3 +283,18 @@ def test_forcing_control_summary_counts_a_censored_control_at_the_budget():
     assert summary["difference_hi"] == pytest.approx(diff.mean() + half)
     assert summary["control_censored"] == 1 and summary["paired_n"] == 3 and not summary["goal_met"]  # < 12 runs
     assert "control 1)" in control.verdict(pd.DataFrame([summary]))[0]
+
+
+def test_forecast_ratio_interval_resamples_runs_in_pairs():
+    from interp.population.forecast import ratio_interval
+
+    rng = np.random.default_rng(1)
+    baseline = rng.uniform(0.05, 0.4, size=12)
+    # paired resampling: the model's error is half the baseline's on every run, so every resample's ratio is 0.5
+    lo, hi = ratio_interval(0.5 * baseline, baseline)
+    assert lo == pytest.approx(0.5, abs=1e-12) and hi == pytest.approx(0.5, abs=1e-12)
+    error = rng.uniform(0.05, 0.4, size=12)
+    lo, hi = ratio_interval(error, baseline)
+    point = np.median(error) / np.median(baseline)
+    assert lo < point < hi and hi - lo > 0.1
+    assert all(math.isnan(v) for v in ratio_interval(error[:2], baseline[:2]))

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["ALPHA", "FEATURES", "ForecastResult", "forecast", "forecast_features"]
+__all__ = ["ALPHA", "FEATURES", "ForecastResult", "forecast", "forecast_features", "ratio_interval"]
 
 #: Features of the model, in order (see the module docstring).
 FEATURES = (
@@ -59,6 +59,8 @@ FEATURES = (
 )
 #: Ridge penalty on the standardised features (statsmodels' ``alpha``: per observation).
 ALPHA = 0.1
+#: Bootstrap resamples of the per-arm ratio's interval (:func:`ratio_interval`).
+N_BOOT = 2000
 #: Slope window (steps).
 SLOPE_WINDOW = 500
 _BASE = ("prev_max", "ind_max", "entropy_min", "dist_min", "loss")
@@ -128,6 +130,42 @@ def _ridge(X: np.ndarray, y: np.ndarray, alpha: float):
     return (lambda Z: y_mean + ((Z - mean) / std) @ coef), coef
 
 
+def ratio_interval(error: np.ndarray, baseline_error: np.ndarray, n_boot: int = N_BOOT) -> tuple[float, float]:
+    """95 % interval of ``median(error) / median(baseline_error)`` over an arm's scored runs.
+
+    Args:
+        error, baseline_error: shape ``(n_runs,)``, the model's and the baseline's
+            ``|log2(pred / E)|`` of the same runs (paired: runs are resampled together).
+        n_boot: bootstrap resamples.
+
+    Returns:
+        ``(lo, hi)``; NaN for fewer than 3 runs; ``inf`` where a resample's baseline median is 0.
+
+    Method: percentile bootstrap over runs (Efron & Tibshirani 1993, ch. 13), through
+    ``scipy.stats.bootstrap(paired=True)`` with a fixed seed.
+    """
+    from scipy.stats import bootstrap
+
+    if len(error) < 3:
+        return math.nan, math.nan
+
+    def ratio(a, b, axis=-1):
+        num, den = np.median(a, axis=axis), np.median(b, axis=axis)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
+
+    res = bootstrap(
+        (error, baseline_error),
+        ratio,
+        paired=True,
+        vectorized=True,
+        n_resamples=n_boot,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 @dataclass(frozen=True, eq=False)
 class ForecastResult:
     """Predicted against actual points of emergence, leave-one-seed-out.
@@ -137,8 +175,9 @@ class ForecastResult:
             censored), ``horizon_step``, ``predicted_E`` and ``baseline_E`` (steps), ``error`` and
             ``baseline_error`` (``|log2(pred / E)|``; NaN for censored runs).
         arms: one row per arm: ``n_runs``, ``n_scored`` (emerged runs with a prediction),
-            ``median_error``, ``median_baseline_error``, ``ratio`` (model / baseline) and
-            ``goal_met`` (ratio <= 0.5).
+            ``median_error``, ``median_baseline_error``, ``ratio`` (model / baseline) with its 95 %
+            bootstrap interval ``ratio_lo``, ``ratio_hi`` (:func:`ratio_interval`) and ``goal_met``
+            (ratio <= 0.5).
         coefficients: the ridge fit on every emerged run (standardised features; log2 steps per sd).
         horizon: the horizon asked for.
         alpha: the ridge penalty.
@@ -163,7 +202,8 @@ class ForecastResult:
                 verdict += ": the arm-median baseline is exact on most seeds (E on one checkpoint), nothing to halve"
             out.append(
                 f"{r.arm}: median |log2(pred/E)| {r.median_error:.2f} against the arm-median baseline's "
-                f"{r.median_baseline_error:.2f} (ratio {r.ratio:.2f}, {verdict}; {r.n_scored} emerged runs scored)."
+                f"{r.median_baseline_error:.2f} (ratio {r.ratio:.2f}, 95 % CI {r.ratio_lo:.2f}–{r.ratio_hi:.2f}, "
+                f"{verdict}; {r.n_scored} emerged runs scored)."
             )
         return out + list(self.notes)
 
@@ -225,6 +265,7 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
         scored = rows[rows["emerged"] & rows["error"].notna()]
         m, b = float(scored["error"].median()), float(scored["baseline_error"].median())
         ratio = m / b if b > 0 else (0.0 if m == 0 else math.inf) if len(scored) else math.nan
+        lo, hi = ratio_interval(scored["error"].to_numpy(float), scored["baseline_error"].to_numpy(float))
         arms.append(
             {
                 "arm": arm,
@@ -233,6 +274,8 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
                 "median_error": m,
                 "median_baseline_error": b,
                 "ratio": ratio,
+                "ratio_lo": lo,
+                "ratio_hi": hi,
                 "goal_met": bool(len(scored) and ratio <= 0.5),
             }
         )

@@ -12,62 +12,74 @@ import math
 
 import pandas as pd
 import plotly.graph_objects as go
-from jinja2 import Environment
-from markupsafe import Markup
+from plotly.subplots import make_subplots
 
+from interp.core.templating import package_text, render, trusted
 from interp.population.page import _figure
 from interp.report.display import plotly_script
 from interp.report.figures import plot_text
 
-__all__ = ["forecast_figure", "formation_figure", "insight_page"]
-
-_ENV = Environment(autoescape=True)
-_PAGE = """\
-<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:1240px;margin:16px auto}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style>
-{{ plotly }}</head><body><h1>{{ title }}</h1>
-<section id="forecast"><h2>Forecast: predicted against actual E per seed</h2>{{ forecast_figure }}
-<ul>{% for line in forecast_lines %}<li>{{ line }}</li>{% endfor %}</ul>
-<p>Ridge regression of log2 E on head features up to the horizon, leave-one-seed-out; baseline: the arm's median E
-of the other seeds. Dashed: the factor-2 band.</p></section>
-<section id="formation"><h2>Formation order per seed</h2>{{ formation_figure }}
-<table><thead><tr>{% for c in summary_columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>
-{% for row in summary_rows %}<tr>{% for v in row %}<td>{{ v }}</td>{% endfor %}</tr>{% endfor %}</tbody></table>
-<p>{{ formation_caption }}</p></section></body></html>
-"""
+__all__ = ["forecast_figure", "formation_figure", "insight_findings", "insight_page"]
 
 
 def forecast_figure(predictions: dict[str, pd.DataFrame]) -> go.Figure:
-    """Predicted against actual E (steps, log axes), one trace per horizon x arm; emerged runs only."""
-    fig = go.Figure()
-    values = []
-    for horizon, table in predictions.items():
+    """Predicted against actual E (steps, log axes): one panel per horizon, one colour per arm
+    (the same in every panel); emerged runs only; the diagonal and the factor-2 band."""
+    import plotly.express as px
+
+    horizons = list(predictions)
+    fig = make_subplots(
+        rows=1,
+        cols=max(len(horizons), 1),
+        shared_yaxes=True,
+        subplot_titles=[plot_text(f"horizon {h}") for h in horizons],
+        horizontal_spacing=0.06,
+    )
+    palette, colours, values = px.colors.qualitative.Plotly, {}, []
+    for col, horizon in enumerate(horizons, start=1):
+        table = predictions[horizon]
         rows = table[table["emerged"] & table["predicted_E"].notna()]
         for arm, sub in rows.groupby("arm", sort=False):
+            first = arm not in colours
+            colour = colours.setdefault(arm, palette[len(colours) % len(palette)])
             values += list(sub["E"]) + list(sub["predicted_E"])
             fig.add_trace(
                 go.Scatter(
                     x=sub["E"],
                     y=sub["predicted_E"],
                     mode="markers",
-                    name=plot_text(f"{arm}, horizon {horizon}"),
+                    name=plot_text(arm),
+                    legendgroup=plot_text(arm),
+                    showlegend=first,
+                    marker={"color": colour, "size": 7},
                     text=[plot_text(r) for r in sub["run"]],
                     hovertemplate="%{text}<br>E %{x:.0f}<br>predicted %{y:.0f}<extra></extra>",
-                )
+                ),
+                row=1,
+                col=col,
             )
     if values:
-        lo, hi = min(values) / 1.5, max(values) * 1.5
-        for factor, dash in ((1, "solid"), (2, "dash"), (0.5, "dash")):
-            fig.add_trace(
-                go.Scatter(
-                    x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", showlegend=False,
-                    line={"color": "gray", "dash": dash, "width": 1}, hoverinfo="skip",
-                )
-            )  # fmt: skip
+        lo, hi = min(values) / 1.2, max(values) * 1.2
+        for col in range(1, len(horizons) + 1):
+            for factor, dash in ((1, "solid"), (2, "dash"), (0.5, "dash")):
+                fig.add_trace(
+                    go.Scatter(
+                        x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", showlegend=False,
+                        line={"color": "gray", "dash": dash, "width": 1}, hoverinfo="skip",
+                    ),
+                    row=1, col=col,
+                )  # fmt: skip
+        fig.update_xaxes(range=[math.log10(lo), math.log10(hi)])
+        fig.update_yaxes(range=[math.log10(lo), math.log10(hi)])
     fig.update_xaxes(type="log", title_text="actual E (steps)")
-    fig.update_yaxes(type="log", title_text="predicted E (steps)")
-    fig.update_layout(height=520, title="Leave-one-seed-out forecast of the point of emergence")
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="predicted E (steps)", row=1, col=1)
+    fig.update_layout(
+        height=480,
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        legend={"orientation": "h", "y": -0.18, "x": 0},
+        title="Leave-one-seed-out forecast of the point of emergence",
+    )
     return fig
 
 
@@ -87,20 +99,96 @@ def formation_figure(order: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
+    """What the forecast and the formation order found, in words computed from their tables.
+
+    Args:
+        forecasts: horizon -> :class:`interp.population.forecast.ForecastResult`.
+        summary: :func:`interp.population.formation.formation_summary` (one row per arm and
+            ``all``).
+
+    Returns:
+        One line per horizon (arms where the goal is met, not met with their ratio and interval,
+        not scorable), then the formation order over all runs and the count of induction-head
+        candidates before E.
+    """
+    lines = []
+    for horizon, fc in forecasts.items():
+        arms = fc.arms
+        scored = arms[arms["n_scored"] > 0]
+        met = scored[scored["goal_met"]]
+        missed = scored[~scored["goal_met"]]
+        text = (
+            f"Forecast at horizon {horizon}: the error is at most half the arm-median baseline's on "
+            f"{len(met)} of {len(scored)} arms that can be scored"
+        )
+        if len(met):
+            text += (
+                " ("
+                + ", ".join(
+                    f"{r.arm}: ratio {r.ratio:.2f}, 95 % CI {r.ratio_lo:.2f}–{r.ratio_hi:.2f}" for r in met.itertuples()
+                )
+                + ")"
+            )
+        if len(missed):
+            text += "; not on " + ", ".join(
+                f"{r.arm} (ratio {r.ratio:.2f}, 95 % CI {r.ratio_lo:.2f}–{r.ratio_hi:.2f})" for r in missed.itertuples()
+            )
+        silent = arms[arms["n_scored"] == 0]["arm"].tolist()
+        if silent:
+            text += f"; {', '.join(silent)}: no run emerged, nothing to score"
+        lines.append(text + ".")
+    if "all" in set(summary["arm"]):
+        s = summary.set_index("arm").loc["all"]
+        w = (
+            "Kendall's W undetermined"
+            if not math.isfinite(s["kendall_w"])
+            else f"agreement across seeds Kendall's W {s['kendall_w']:.2f} (95 % CI {s['kendall_w_lo']:.2f}–{s['kendall_w_hi']:.2f})"
+        )
+        lines.append(
+            f"Formation order over {int(s['runs'])} runs: previous-token head, then induction head, then the capability "
+            f"strictly in {int(s['strict'])} ({_pct(s['share_strict'])}, 95 % CI {_pct(s['share_strict_lo'])}–"
+            f"{_pct(s['share_strict_hi'])}); with two events at one checkpoint allowed in {int(s['weak'])} "
+            f"({_pct(s['share_weak'])}, 95 % CI {_pct(s['share_weak_lo'])}–{_pct(s['share_weak_hi'])}); {w}."
+        )
+        lines.append(
+            f"Induction-head candidates before E: median {s['median_ind_heads_before_E']:g} per run, at most "
+            f"{int(s['max_ind_heads_before_E'])}."
+        )
+    return lines
+
+
 def insight_page(
-    predictions: dict[str, pd.DataFrame],
-    forecast_lines: list[str],
+    forecasts: dict,
     order: pd.DataFrame,
     summary: pd.DataFrame,
     caption: str,
     title: str = "Forecast and formation order over seeds",
 ) -> str:
-    """``insight.html``: self-contained (plotly.js inlined once, no network)."""
+    """``insight.html``: the findings in words (:func:`insight_findings`), then the forecast per
+    horizon and the formation order; self-contained (plotly.js inlined once, no network), rendered
+    from ``population/templates/insight.html.j2`` with autoescape on (names are data).
+
+    Args:
+        forecasts: horizon -> :class:`interp.population.forecast.ForecastResult`.
+        order: :func:`interp.population.formation.formation_order`.
+        summary: :func:`interp.population.formation.formation_summary`.
+        caption: the formation section's caption.
+        title: the page's title.
+    """
     shown = summary.round(3)
-    return _ENV.from_string(_PAGE).render(
+    forecast_lines = [f"horizon {h}: {line}" for h, fc in forecasts.items() for line in fc.lines()]
+    return render(
+        "population/templates/insight.html.j2",
         title=title,
-        plotly=Markup(plotly_script()),  # trusted: plotly.js itself
-        forecast_figure=_figure(forecast_figure(predictions)),
+        style=trusted(package_text("population/templates/style.css")),
+        plotly=trusted(plotly_script()),  # plotly.js itself
+        findings=insight_findings(forecasts, summary),
+        forecast_figure=_figure(forecast_figure({h: fc.predictions for h, fc in forecasts.items()})),
         forecast_lines=forecast_lines,
         formation_figure=_figure(formation_figure(order)),
         summary_columns=list(shown.columns),
