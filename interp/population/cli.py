@@ -36,7 +36,11 @@ def _read_curves(path: Path, budget: int | None):
 @app.command("population")
 def population_command(
     source: list[str] | None = typer.Argument(
-        None, help="Sources (runs): suite folders, embedded, embedded-quick, embedded/<run>, hub ids."
+        None,
+        help=(
+            "Sources (runs): embedded, embedded-quick, embedded/<run>, suite:<spec> (every run of a suite spec: a "
+            "shipped name such as population, or a .yaml file), suite:<spec>/<run>, suite folders, hub ids."
+        ),
     ),
     out: Path = typer.Option(..., "--out", help="Output folder: tables (CSV, parquet) and population.html."),
     from_curves: Path | None = typer.Option(

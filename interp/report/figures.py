@@ -252,7 +252,7 @@ def delta_p_heatmap(
             zmid=0,
             zmin=-bound,
             zmax=bound,
-            colorbar=dict(title=f"{label}<br>({'fraction' if relative else unit})"),
+            colorbar=dict(title=f"{label}<br>({'fraction' if relative else unit})", exponentformat="none"),
             hovertemplate=hover,
             name=f"{label} per head (colour: blue raises {spec.label}, red lowers it)",
             showlegend=True,
