@@ -109,7 +109,9 @@ def head_comparison_figure(
             cmid=0,
             cmin=-bound,
             cmax=bound,
-            colorbar=dict(title=dict(text="post − pre", side="right"), x=1.01, len=0.8, thickness=10, exponentformat="none"),
+            colorbar=dict(
+                title=dict(text="post − pre", side="right"), x=1.01, len=0.8, thickness=10, exponentformat="none"
+            ),
         ),
         margin=dict(t=70, b=90),
         showlegend=True,
