@@ -190,14 +190,12 @@ def _median_text(row) -> str:
 
 def headline_block(result, n_planned: int) -> str:
     """docs/results.md's headline: the paper's claims 1 and 4 answered by the population
-    (:func:`interp.population.findings.claim_lines`), computed from ``result``'s tables."""
-    from interp.population.findings import claim_lines
-
+    (``result.claims``: :func:`interp.population.findings.claim_lines`), computed from ``result``'s tables."""
     head = (
         f"**The population of seeds** (section 4; {len(result.runs)} of {n_planned} runs evaluated, "
         f"{result.arms['n_emerged'].sum()} emerged). The paper's claims 1 and 4 as statistics over seeds:"
     )
-    return "\n".join([head, ""] + [f"- {line}" for line in claim_lines(result)]) + "\n"
+    return "\n".join([head, ""] + [f"- {line}" for line in result.claims]) + "\n"
 
 
 def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:

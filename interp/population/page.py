@@ -27,7 +27,7 @@ from markupsafe import Markup
 
 from interp.core.templating import package_text, render, trusted
 from interp.core.terms import rule_text
-from interp.population.findings import claim_lines, fmt_p, fmt_steps
+from interp.population.findings import fmt_p, fmt_steps
 from interp.report.display import PLOTLY_CONFIG, plotly_script
 from interp.report.figures import plot_text
 
@@ -270,7 +270,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
     return {
         "title": result.title,
         "findings": result.findings,
-        "claims": claim_lines(result),
+        "claims": result.claims,
         "plotly": trusted(plotly_script()) if include_plotlyjs else "",  # plotly.js, script-safe
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),

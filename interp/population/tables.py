@@ -224,6 +224,14 @@ class PopulationResult:
 
         return findings(self)
 
+    @property
+    def claims(self) -> list[str]:
+        """The paper's claims 1 and 4 answered in words from the tables
+        (:func:`interp.population.findings.claim_lines`)."""
+        from interp.population.findings import claim_lines
+
+        return claim_lines(self)
+
     def __repr__(self) -> str:
         n, k = len(self.runs), int(self.runs["emerged"].sum()) if len(self.runs) else 0
         head = (

@@ -1,0 +1,142 @@
+"""Does a population run hang on the interpreter? Runs of the population trained again under
+other Python interpreters and compared byte for byte with the runs the population entry trained.
+
+For each ``--python`` interpreter (a Python with this project's requirements installed, e.g. a
+fresh clone's ``.venv/bin/python`` made with Debian's ``/usr/bin/python3``, or pyenv's 3.12 or
+3.13) and each ``--run``: the run is trained in that interpreter, in a scratch cache, by the same
+unit the suite's executors use (:func:`interp.sources.suites.train_unit`: the kernel pins, one
+thread), from this checkout (``PYTHONPATH``); then every checkpoint's weight and optimizer files
+and the loss curve are compared with the same run in this machine's cache (trained first, here,
+if the cache lacks it). Equal bytes mean the population's points of emergence do not depend on
+the interpreter at this kernel level; the unpinned entry (``analyses.population_unpinned``)
+asks the same of another kernel level.
+
+Usage: ``python -m analyses.population_crosscheck --python PATH [--python PATH ...]
+[--run NAME ...] [--update-docs]``. Default runs: seed 0 of the d_model-64 1-head arm and of the
+d_model-128 arm. Runtime: about 3-6 min of one core per run and interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from analyses import population as pop
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- population-crosscheck:begin -->", "<!-- population-crosscheck:end -->"
+RUNS = ("neox-2l-64d-1h-seed0", "neox-2l-128d-4h-seed0")
+#: What runs in the other interpreter: train one unit, print its folder and the interpreter's facts.
+CHILD = """\
+import json, sys, platform, torch
+from interp.sources.suites import train_unit
+summary, _ = train_unit(json.loads(sys.argv[1]))
+print(json.dumps({"folder": summary["folder"], "python": platform.python_version(), "torch": torch.__version__}))
+"""
+
+
+def interpreter_facts(python: str) -> dict:
+    """``{"python": version, "torch": version}`` of an interpreter; one-line error when it cannot
+    import this project's requirements."""
+    probe = "import json, platform, torch, transformers; print(json.dumps({'python': platform.python_version(), 'torch': torch.__version__}))"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=_env())
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"error: --python {python} cannot import torch and transformers: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **extra)
+    env.pop("EMERGENCE_LENS_UNPINNED", None)
+    return env
+
+
+def compare_folders(reference: Path, other: Path) -> tuple[int, list[str]]:
+    """(files compared, relative paths that differ or are missing in ``other``): every
+    ``*.safetensors`` under the run folder and ``loss.csv``."""
+    files = sorted(p.relative_to(reference) for p in reference.rglob("*.safetensors"))
+    files.append(Path("loss.csv"))
+    differ = [
+        str(f) for f in files if not (other / f).is_file() or (other / f).read_bytes() != (reference / f).read_bytes()
+    ]
+    return len(files), differ
+
+
+def crosscheck(python: str, run: str, cfg) -> dict:
+    """Train ``run`` of ``cfg`` under ``python`` in a scratch cache and compare it with this
+    machine's cached run (trained here first if missing). Returns one row of the table."""
+    from interp.sources.catalogue import suite_dir
+    from interp.sources.suites import train_unit
+
+    if run not in cfg.run_names():
+        raise SystemExit(
+            f"error: --run {run!r} is not a run of the population; e.g. {', '.join(cfg.run_names()[:3])}, …"
+        )
+    reference = Path(train_unit({"suite": asdict(cfg), "root": None, "run": run})[0]["folder"])
+    facts = interpreter_facts(python)
+    with tempfile.TemporaryDirectory(prefix="crosscheck-") as scratch:
+        unit = json.dumps({"suite": asdict(cfg), "root": scratch, "run": run})
+        done = subprocess.run([python, "-c", CHILD, unit], capture_output=True, text=True, env=_env())
+        if done.returncode:
+            raise SystemExit(
+                f"error: training {run} under {python} failed: {(done.stderr.strip().splitlines() or [''])[-1]}"
+            )
+        other = Path(json.loads(done.stdout.strip().splitlines()[-1])["folder"])
+        assert other == suite_dir(cfg, scratch) / run
+        n, differ = compare_folders(reference, other)
+    return {
+        "run": run,
+        "python": facts["python"],
+        "torch": facts["torch"],
+        "reference_python": sys.version.split()[0],
+        "files": n,
+        "differ": len(differ),
+        "first_differing": differ[0] if differ else "",
+    }
+
+
+def docs_block(rows: list[dict]) -> str:
+    """docs/results.md's block: one line per (run, interpreter)."""
+    lines = []
+    for r in rows:
+        verdict = (
+            "every file byte-identical"
+            if not r["differ"]
+            else f"**{r['differ']} differ** (first: {r['first_differing']})"
+        )
+        lines.append(
+            f"- {r['run']} under Python {r['python']} (torch {r['torch']}) against Python {r['reference_python']}: "
+            f"{r['files']} files (checkpoint weights, optimizer state, loss curve), {verdict}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    from interp.sources.catalogue import load_suite_spec
+
+    parser = argparse.ArgumentParser(
+        prog="python -m analyses.population_crosscheck", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--python", action="append", required=True, help="another interpreter (repeatable)")
+    parser.add_argument("--run", action="append", default=None, help=f"a population run (default: {', '.join(RUNS)})")
+    parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's cross-check block")
+    args = parser.parse_args(argv)
+    cfg = load_suite_spec("population")
+    rows = [crosscheck(python, run, cfg) for python in args.python for run in (args.run or RUNS)]
+    block = docs_block(rows)
+    print(block)
+    if args.update_docs:
+        pop.update_docs(block, (BEGIN, END))
+    if any(r["differ"] for r in rows):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
