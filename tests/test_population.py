@@ -256,7 +256,9 @@ def test_findings_in_words_are_computed_from_the_tables(hand):
     assert lines[1].startswith("B: 4 of 4 seeds emerged by step 500; median E 200 steps (95 % CI ")
     assert b["median_E_lo"] <= 200 and f"(95 % CI {b['median_E_lo']:.0f}–" in lines[1]
     chi2 = hand.tests.loc[0, "chi2"]
-    assert lines[2] == f"log-rank test across 2 arms (A, B): χ² = {chi2:.2f} (1 df), p = {hand.tests.loc[0, 'p']:.2f}"
+    p = hand.tests.loc[0, "p"]
+    assert 0.01 < p < 0.1  # printed with two significant digits
+    assert lines[2] == f"log-rank test across 2 arms (A, B): χ² = {chi2:.2f} (1 df), p = {p:.2g}"
     cox = hand.cox.iloc[0]
     assert lines[4].startswith(
         f"1 layers, d_model 16 (heads 2, 4): per doubling of heads the hazard of emergence is "
@@ -418,7 +420,7 @@ def test_cli_from_curves(hand, tmp_path):
                                       "--hold", "1"])  # fmt: skip
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
-    assert lines[:-1] == hand.findings and lines[-1].startswith(f"wrote 14 files to {out}")
+    assert lines[:-1] == hand.claims + hand.findings and lines[-1].startswith(f"wrote 14 files to {out}")
     assert PopulationResult.load(out) == hand
     bad = CliRunner().invoke(app, ["population", "--from-curves", str(tmp_path / "nope.csv"), "--out", str(out)])
     assert bad.exit_code == 2 and "no such file" in bad.output
@@ -459,3 +461,16 @@ def test_population_from_checkpoint_sources(tmp_path):
     with pytest.raises(ValueError, match="budget=-1: must be an integer >= 0"):
         el.population([str(folders[0])], budget=-1)
     assert Path(folders[0]).exists()
+
+
+def test_p_values_keep_two_significant_digits_below_0_1():
+    from interp.population.findings import fmt_p
+
+    assert [fmt_p(p) for p in (0.0004, 0.0049, 0.055, 0.0999, 0.31, math.nan)] == [
+        "p < 0.001",
+        "p = 0.0049",
+        "p = 0.055",
+        "p = 0.1",
+        "p = 0.31",
+        "p undetermined",
+    ]

@@ -126,6 +126,13 @@ def test_forecast_beats_the_arm_median_when_a_feature_carries_e():
     row = result.predictions.set_index("run").loc["a-seed0"]
     others = runs[(runs["arm"] == "a") & (runs["seed"] != 0)]["E"].median()
     assert row["baseline_E"] == others
+    arms = result.arms.set_index("arm")
+    assert (arms["goal_met_interval"] == (arms["ratio_hi"] <= 0.5)).all()
+    assert (arms["ratio_lo"] <= arms["ratio"]).all() and (arms["ratio"] <= arms["ratio_hi"]).all()
+    # a run without head features is left out and named, not dropped silently
+    fewer = forecast(runs, heads[heads["run"] != "a-seed1"], horizon=500)
+    assert fewer.notes[0] == "1 run(s) without head features left out: a-seed1"
+    assert "a-seed1" not in set(fewer.predictions["run"])
     half = forecast(runs, heads, horizon="half").predictions.set_index("run")
     assert half.loc["a-seed0", "horizon_step"] == runs.set_index("run").loc["a-seed0", "E"] // 2 // 100 * 100
     with pytest.raises(ValueError, match="horizon='soon'"):

@@ -63,7 +63,7 @@ def population_command(
 ):
     """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
     with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
-    prints the findings and writes the tables and population.html to OUT."""
+    prints the paper's claims answered (``PopulationResult.claims``) and the findings, and writes the tables and population.html to OUT."""
     from interp.cli.options import _check_threshold
     from interp.core.io import check_out_dir
 
@@ -98,6 +98,6 @@ def population_command(
             title=title,
         )
     written = result.save(out)
-    for line in result.findings:
+    for line in result.claims + result.findings:
         typer.echo(line)
     typer.echo(f"wrote {len(written)} files to {out} (page: {written['population.html']})")

@@ -28,10 +28,11 @@ def fmt_steps(value: float) -> str:
 
 
 def fmt_p(p: float) -> str:
-    """A p-value as text: ``p = 0.002``, ``p < 0.001``; NaN -> "p undetermined"."""
+    """A p-value as text: ``p = 0.002``, ``p = 0.055``, ``p = 0.31``, ``p < 0.001``; NaN -> "p undetermined"."""
     if p is None or math.isnan(p):
         return "p undetermined"
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.2f}"
+    # two significant digits below 0.1, so 0.055 is not printed as "0.05"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
 
 
 def _pct(x: float) -> str:

@@ -177,7 +177,8 @@ class ForecastResult:
         arms: one row per arm: ``n_runs``, ``n_scored`` (emerged runs with a prediction),
             ``median_error``, ``median_baseline_error``, ``ratio`` (model / baseline) with its 95 %
             bootstrap interval ``ratio_lo``, ``ratio_hi`` (:func:`ratio_interval`) and ``goal_met``
-            (ratio <= 0.5).
+            (ratio <= 0.5, the issue's criterion on the point estimate) and ``goal_met_interval``
+            (the whole interval <= 0.5).
         coefficients: the ridge fit on every emerged run (standardised features; log2 steps per sd).
         horizon: the horizon asked for.
         alpha: the ridge penalty.
@@ -198,6 +199,8 @@ class ForecastResult:
                 out.append(f"{r.arm}: no emerged run to score ({r.n_runs} runs, all censored or without features).")
                 continue
             verdict = "goal met" if r.goal_met else "goal NOT met"
+            if r.goal_met and not r.goal_met_interval:
+                verdict += " on the point estimate, though its interval reaches above 0.5"
             if r.median_baseline_error == 0:
                 verdict += ": the arm-median baseline is exact on most seeds (E on one checkpoint), nothing to halve"
             out.append(
@@ -277,10 +280,14 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
                 "ratio_lo": lo,
                 "ratio_hi": hi,
                 "goal_met": bool(len(scored) and ratio <= 0.5),
+                "goal_met_interval": bool(len(scored) and hi <= 0.5),
             }
         )
     censored = table[~table["emerged"]]
     notes = []
+    missing = sorted(set(runs["run"]) - set(table["run"]))
+    if missing:
+        notes.append(f"{len(missing)} run(s) without head features left out: {', '.join(missing)}")
     if len(censored):
         notes.append(
             f"{len(censored)} censored run(s) not scored (no E within the budget); their predictions: "

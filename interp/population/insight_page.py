@@ -130,7 +130,9 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
             text += (
                 " ("
                 + ", ".join(
-                    f"{r.arm}: ratio {r.ratio:.2f}, 95 % CI {r.ratio_lo:.2f}–{r.ratio_hi:.2f}" for r in met.itertuples()
+                    f"{r.arm}: ratio {r.ratio:.2f}, 95 % CI {r.ratio_lo:.2f}–{r.ratio_hi:.2f}"
+                    + ("" if r.goal_met_interval else ", the interval reaching above 0.5")
+                    for r in met.itertuples()
                 )
                 + ")"
             )

@@ -177,13 +177,15 @@ def strip_figure(result) -> go.Figure:
 
 
 def heatmap_figure(result, arm: str) -> go.Figure:
-    """One arm's capability: p(answer) per seed (rows) and checkpoint step (columns), each run's E
-    marked by a white diamond."""
+    """One arm's capability: greedy accuracy (the quantity E is read from) per seed (rows) and
+    checkpoint step (columns), p(answer) in the hover, each run's E marked by a white diamond."""
     curves = result.curves[result.curves["arm"] == arm]
     runs = result.runs[result.runs["arm"] == arm]
     labels = {r: plot_text(f"{r} (seed {s})") for r, s in zip(runs["run"], runs["seed"])}
-    grid = curves.pivot_table(index="run", columns="step", values="p_answer", aggfunc="first")
+    grid = curves.pivot_table(index="run", columns="step", values="accuracy", aggfunc="first")
     grid = grid.reindex([r for r in runs["run"] if r in grid.index])
+    p_answer = curves.pivot_table(index="run", columns="step", values="p_answer", aggfunc="first")
+    p_answer = p_answer.reindex(index=grid.index, columns=grid.columns)
     steps = [int(s) for s in grid.columns]
     fig = go.Figure(
         go.Heatmap(
@@ -193,8 +195,9 @@ def heatmap_figure(result, arm: str) -> go.Figure:
             zmin=0,
             zmax=1,
             colorscale="Viridis",
-            colorbar={"title": "p(answer)"},
-            hovertemplate="%{y}<br>step %{x}<br>p(answer) %{z:.3f}<extra></extra>",
+            colorbar={"title": "greedy<br>accuracy"},
+            customdata=p_answer.to_numpy(float),
+            hovertemplate="%{y}<br>step %{x}<br>greedy accuracy %{z:.3f}<br>p(answer) %{customdata:.3f}<extra></extra>",
         )
     )
     emerged = runs[runs["emerged"]]
@@ -211,7 +214,7 @@ def heatmap_figure(result, arm: str) -> go.Figure:
     )
     fig.update_layout(
         template="plotly_white",
-        title=plot_text(f"{arm}: p(answer) per seed and step"),
+        title=plot_text(f"{arm}: greedy accuracy per seed and step"),
         height=max(240, 60 + 26 * len(grid)),
         margin={"l": 180, "r": 20, "t": 50, "b": 50},
         xaxis={"title": "training step"},

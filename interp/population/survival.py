@@ -108,7 +108,7 @@ def share_interval(k: int, n: int) -> tuple[float, float, float]:
     from statsmodels.stats.proportion import proportion_confint
 
     lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    return k / n, float(lo), float(hi)
+    return k / n, max(0.0, float(lo)), min(1.0, float(hi))  # rounding puts k = 0 at 2.8e-17, not 0
 
 
 def _survfunc(rows: pd.DataFrame):
