@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 from jaxtyping import Float
+from markupsafe import escape
 
 from interp.report.display import Assets, figure_fragment, key_values_fragment, style_tag
 
@@ -139,7 +140,7 @@ def result_html(result, assets: Assets | None = None) -> str:
     summary = {k: result.summary.get(k) for k in SUMMARY_KEYS}
     parts = [
         style_tag(),
-        f"<h3>{_label(result)}</h3>",
+        f"<h3>{escape(_label(result))}</h3>",  # a label is data, never markup
         key_values_fragment(
             summary,
             caption="Losses in nats; plateau_length and steps_to_threshold in steps "
