@@ -15,7 +15,7 @@ import pandas as pd
 
 from interp.population.survival import ALL_ARMS
 
-__all__ = ["arm_line", "claim_lines", "cox_line", "findings", "fmt_p", "fmt_steps", "test_line"]
+__all__ = ["arm_line", "claim_lines", "cox_line", "findings", "fmt_p", "fmt_pct", "fmt_steps", "test_line"]
 
 
 def fmt_steps(value: float) -> str:
@@ -35,7 +35,8 @@ def fmt_p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}" if p < 0.1 else f"p = {p:.2f}"
 
 
-def _pct(x: float) -> str:
+def fmt_pct(x: float) -> str:
+    """A share (probability) as a whole percentage: ``0.583`` -> ``"58 %"``."""
     return f"{100 * x:.0f} %"
 
 
@@ -51,8 +52,8 @@ def arm_line(row: pd.Series) -> str:
         lo, hi = fmt_steps(row["median_E_lo"]), fmt_steps(row["median_E_hi"])
         median = f"median E {fmt_steps(row['median_E'])} steps (95 % CI {lo}–{hi})"
     never = (
-        f"never emerged: {_pct(row['share_never_emerged'])} "
-        f"(95 % CI {_pct(row['share_never_lo'])}–{_pct(row['share_never_hi'])})"
+        f"never emerged: {fmt_pct(row['share_never_emerged'])} "
+        f"(95 % CI {fmt_pct(row['share_never_lo'])}–{fmt_pct(row['share_never_hi'])})"
     )
     return f"{head}; {median}; {never}"
 
@@ -167,9 +168,10 @@ def claim_lines(result) -> list[str]:
             if row.hr_hi < 1
             else "no effect detected"
         )
+        d_head = arms.loc[arms["d_model"] == row.d_model, "d_head"]
         lines.append(
             f"Claim 4, heads: at d_model {row.d_model} ({row.n_layers} layers, heads {row.heads}, d_head "
-            f"{row.d_model // int(row.heads.split(', ')[-1])}–{row.d_model // int(row.heads.split(', ')[0])}), the hazard of "
+            f"{d_head.min()}–{d_head.max()}), the hazard of "
             f"emergence per doubling of heads (a halving of d_head at this width) is ×{row.hr_per_doubling:.2f} (95 % CI {row.hr_lo:.2f}–{row.hr_hi:.2f}, "
             f"{fmt_p(row.p)}): {reading}."
         )

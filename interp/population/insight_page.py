@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp.core.templating import package_text, render, trusted
+from interp.population.findings import fmt_pct
 from interp.population.page import _figure
 from interp.report.display import plotly_script
 from interp.report.figures import plot_text
@@ -99,10 +100,6 @@ def formation_figure(order: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f} %"
-
-
 def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
     """What the forecast and the formation order found, in words computed from their tables.
 
@@ -153,9 +150,9 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
         )
         lines.append(
             f"Formation order over {int(s['runs'])} runs: previous-token head, then induction head, then the capability "
-            f"strictly in {int(s['strict'])} ({_pct(s['share_strict'])}, 95 % CI {_pct(s['share_strict_lo'])}–"
-            f"{_pct(s['share_strict_hi'])}); with two events at one checkpoint allowed in {int(s['weak'])} "
-            f"({_pct(s['share_weak'])}, 95 % CI {_pct(s['share_weak_lo'])}–{_pct(s['share_weak_hi'])}); {w}."
+            f"strictly in {int(s['strict'])} ({fmt_pct(s['share_strict'])}, 95 % CI {fmt_pct(s['share_strict_lo'])}–"
+            f"{fmt_pct(s['share_strict_hi'])}); with two events at one checkpoint allowed in {int(s['weak'])} "
+            f"({fmt_pct(s['share_weak'])}, 95 % CI {fmt_pct(s['share_weak_lo'])}–{fmt_pct(s['share_weak_hi'])}); {w}."
         )
         lines.append(
             f"Induction-head candidates before E: median {s['median_ind_heads_before_E']:g} per run, at most "
