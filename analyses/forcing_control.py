@@ -24,8 +24,9 @@ runs, and the paired difference ``shift_true − shift_control`` per run with it
 goal (issue 45) is that difference's interval below 0 on >= 12 seeds.
 
 Resumable: each forced run is trained into ``--sweep-dir/<tag>/<run>/<condition>-b<β>-n<N>/``
-(a temporary folder renamed when complete: ``analyses.forcing.train_forced``) and its curve is
-kept in ``--out/runs/``; a second call trains and evaluates only what is missing.
+(a temporary folder renamed when complete: ``analyses.forcing.train_forced``), evaluated as soon
+as it finishes, and its curve kept in ``--kept/runs/`` (``docs/data/forcing_control/runs/``,
+committed); a second call, on this clone or any other, trains and evaluates only what is missing.
 
 Runtime, measured on the 2-core machine (2026-12-03): a plain d_model-64 population run of 4000
 steps trains in 190-225 s on an idle core (``train_seconds`` of the population's runs; 1350 s
@@ -60,7 +61,12 @@ BEGIN, END = "<!-- forcing-control:begin -->", "<!-- forcing-control:end -->"
 #: The patterns of each condition: (layer-0 head, layer-1 head).
 PATTERNS = {"true": ("previous_token", "induction"), "control": ("offset_3", "induction_offset_3")}
 DEFAULT_RUNS = ",".join(f"neox-2l-64d-4h-seed{s}" for s in range(12))
-COLUMNS = ["run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "forced_censored", "shift"]
+COLUMNS = [
+    "run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "forced_censored", "shift",
+    "train_seconds",
+]  # fmt: skip
+#: Where the forced runs' curves are kept (committed, so the entry resumes on any clone).
+KEPT = ROOT / "docs" / "data" / "forcing_control"
 
 
 def chosen_heads(heads: pd.DataFrame, run: str) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -120,41 +126,58 @@ def plan(selected, heads: pd.DataFrame, betas, lengths, anneal: int, root: Path)
     return units
 
 
-def train_missing(units: list[dict], cfg, jobs: int, echo=print) -> int:
-    """Train every unit whose folder holds no finished run, in a pool of pinned workers; returns how many."""
-    from concurrent.futures import ProcessPoolExecutor
+def kept_curve(unit: dict, kept: Path) -> Path:
+    """The kept capability curve of one forced run: ``kept/runs/<run>-<condition>-b<β>-n<N>.csv``."""
+    return kept / "runs" / f"{unit['run']}-{unit['folder'].name}.csv"
+
+
+def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print) -> int:
+    """Train every unit whose curve is not kept and evaluate it as soon as it finishes (its curve
+    kept at once, with the run's ``train_seconds``), in a pool of pinned workers; returns how many
+    were trained. A unit whose curve is kept is never trained again, so the entry resumes on any
+    clone; one whose run folder is complete here is only evaluated."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from analyses.forcing import train_forced
     from interp.core.kernel_pins import pinned_context
 
-    missing = [u for u in units if not (u["folder"] / "suite.json").exists()]
+    missing = [u for u in units if not kept_curve(u, kept).is_file()]
     if not missing:
         return 0
     started = time.time()
     with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
-        futures = [pool.submit(train_forced, u["size"], u["seed"], cfg, u["forcing"], u["folder"]) for u in missing]
-        for future in futures:
-            echo(f"trained {future.result()} ({time.time() - started:.0f} s)")
+        futures = {pool.submit(train_forced, u["size"], u["seed"], cfg, u["forcing"], u["folder"]): u for u in missing}
+        for future in as_completed(futures):
+            keep_curve(futures[future], cfg, kept)
+            echo(f"trained and evaluated {future.result()} ({time.time() - started:.0f} s)")
     return len(missing)
 
 
-def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], out: Path) -> pd.DataFrame:
-    """One row per unit (:data:`COLUMNS`): E of the forced run (its curve kept in ``out/runs``)
-    and its shift against the plain run's E (steps; NaN where the plain run did not emerge). A
-    forced run not emerged by the budget (``forced_censored``) has ``E_forced`` NaN and the shift's
-    lower bound ``budget - E_plain``: a control that never emerges counts as at least that late,
-    so the paired difference true - control is then an upper bound (conservative for the goal)."""
-    from analyses.forcing import crossing_of
+def keep_curve(unit: dict, cfg, kept: Path) -> pd.DataFrame:
+    """Evaluate one trained forced run exactly as the population's runs
+    (:func:`analyses.population.evaluate_run`) and keep its curve (``train_seconds`` added)."""
     from analyses.population import evaluate_run
+
+    curve = evaluate_run(unit["folder"], cfg, unit["size"], unit["seed"])
+    meta = json.loads((unit["folder"] / "suite.json").read_text())
+    curve["train_seconds"] = meta.get("train_seconds")
+    atomic_to_csv(curve, kept_curve(unit, kept))
+    return curve
+
+
+def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], kept: Path) -> pd.DataFrame:
+    """One row per unit (:data:`COLUMNS`): E of the forced run (from its kept curve, evaluated
+    first where missing) and its shift against the plain run's E (steps; NaN where the plain run
+    did not emerge). A forced run not emerged by the budget (``forced_censored``) has ``E_forced``
+    NaN and the shift's lower bound ``budget - E_plain``: a control that never emerges counts as at
+    least that late, so the paired difference true - control is then an upper bound (conservative
+    for the goal)."""
+    from analyses.forcing import crossing_of
 
     rows = []
     for u in units:
-        key = out / "runs" / f"{u['run']}-{u['folder'].name}.csv"
-        if key.is_file():
-            curve = pd.read_csv(key)
-        else:
-            curve = evaluate_run(u["folder"], cfg, u["size"], u["seed"])
-            atomic_to_csv(curve, key)
+        key = kept_curve(u, kept)
+        curve = pd.read_csv(key) if key.is_file() else keep_curve(u, cfg, kept)
         post = crossing_of(curve)[1]
         budget = cfg.steps_for(u["size"])
         censored = post is None or post > budget
@@ -173,6 +196,7 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], out: Path
                 "forced_censored": censored,
                 # a forced run not emerged by the budget: shift >= budget - E_plain (that lower bound)
                 "shift": (budget if censored else e_forced) - e_plain,
+                "train_seconds": curve["train_seconds"].iloc[0] if "train_seconds" in curve else np.nan,
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -258,7 +282,8 @@ def _numbers(text: str, kind, option: str) -> list:
 
 def main(argv=None) -> None:
     from analyses.forcing import select_runs
-    from analyses.population import HOLD, KEPT, THRESHOLD, read_kept_curves
+    from analyses.population import HOLD, THRESHOLD, read_kept_curves
+    from analyses.population import KEPT as POPULATION
     from analyses.population_insight import read_kept_heads
     from interp.population.tables import population_from_curves
     from interp.sources import environment
@@ -270,9 +295,10 @@ def main(argv=None) -> None:
     parser.add_argument("--force-steps", default="500", help="comma-separated N (steps at full β)")
     parser.add_argument("--anneal-steps", type=int, default=250)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--curves", type=Path, default=KEPT, help="folder holding the kept curves/")
+    parser.add_argument("--curves", type=Path, default=POPULATION, help="folder holding the kept curves/")
     parser.add_argument("--sweep-dir", type=Path, default=ROOT / "results" / "sweeps" / NAME)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--kept", type=Path, default=KEPT, help="folder of the forced runs' kept curves (runs/)")
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     betas = _numbers(args.betas, float, "--betas")
@@ -287,12 +313,11 @@ def main(argv=None) -> None:
     plain_e = {r.run: (r.E if r.emerged else None) for r in plain.itertuples()}
     tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
     units = plan(selected, read_kept_heads(), betas, lengths, args.anneal_steps, args.sweep_dir / tag)
-    trained = train_missing(units, cfg, args.jobs)
-    table = evaluate(units, cfg, plain_e, args.out)
+    trained = train_missing(units, cfg, args.jobs, args.kept)
+    table = evaluate(units, cfg, plain_e, args.kept)
     summary = summarise(table)
     seconds = time.time() - started
-    trained_s = [json.loads((u["folder"] / "suite.json").read_text()).get("train_seconds") for u in units]
-    trained_s = [s for s in trained_s if s is not None]
+    trained_s = table["train_seconds"].dropna().tolist()
     block = "\n".join(
         [
             (

@@ -4,6 +4,7 @@ formation order, the page and the docs blocks, on constructed tables; the contro
 from __future__ import annotations
 
 import math
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -129,6 +130,14 @@ def test_forecast_beats_the_arm_median_when_a_feature_carries_e():
     arms = result.arms.set_index("arm")
     assert (arms["goal_met_interval"] == (arms["ratio_hi"] <= 0.5)).all()
     assert (arms["ratio_lo"] <= arms["ratio"]).all() and (arms["ratio"] <= arms["ratio_hi"]).all()
+    # the goal in steps: half the baseline's log2 error at the arm's median E, by hand for arm a
+    a = scored[scored["arm"] == "a"]
+    median_e, half_error = a["E"].median(), a["baseline_error"].median() / 2
+    assert arms.loc["a", "goal_error_steps"] == pytest.approx(median_e * (2**half_error - 1), rel=1e-12)
+    assert (
+        f"about {arms.loc['a', 'goal_error_steps']:.0f} steps at the arm's median E of {median_e:.0f}"
+        in (result.lines()[0])
+    )
     # a run without head features is left out and named, not dropped silently
     fewer = forecast(runs, heads[heads["run"] != "a-seed1"], horizon=500)
     assert fewer.notes[0] == "1 run(s) without head features left out: a-seed1"
@@ -243,16 +252,20 @@ def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(t
     assert prev[1] == int(last[last["layer"] == 0].set_index("head")["previous_token"].idxmax())
     units = control.plan([(cfg.sizes[0], 1)], heads, [2.0], [8], 4, tmp_path / "sweep")
     assert [u["condition"] for u in units] == ["true", "control"]
-    assert control.train_missing(units, cfg, jobs=1, echo=lambda s: None) == 2
-    assert control.train_missing(units, cfg, jobs=1, echo=lambda s: None) == 0  # resumed: nothing left
+    kept = tmp_path / "kept"
+    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 2
+    assert len(list((kept / "runs").glob("*.csv"))) == 2  # each evaluated and kept as it finished
     true, wrong = ((u["folder"] / "step24" / "model.safetensors").read_bytes() for u in units)
     assert true != wrong
-    table = control.evaluate(units, cfg, {}, tmp_path / "out")
+    for u in units:  # the run folders gone (another clone): the kept curves alone resume the entry
+        shutil.rmtree(u["folder"])
+    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 0
+    table = control.evaluate(units, cfg, {}, kept)
     assert table["heads"].tolist() == [
         f"L0H{prev[1]}=previous_token+L1H{ind[1]}=induction",
         f"L0H{prev[1]}=offset_3+L1H{ind[1]}=induction_offset_3",
     ]
-    assert len(list((tmp_path / "out" / "runs").glob("*.csv"))) == 2
+    assert (table["train_seconds"] > 0).all()
     summary = control.summarise(table)
     assert summary["paired_n"].tolist() == [0] and not summary["goal_met"].iloc[0]
 

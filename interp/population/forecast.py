@@ -175,7 +175,9 @@ class ForecastResult:
             censored), ``horizon_step``, ``predicted_E`` and ``baseline_E`` (steps), ``error`` and
             ``baseline_error`` (``|log2(pred / E)|``; NaN for censored runs).
         arms: one row per arm: ``n_runs``, ``n_scored`` (emerged runs with a prediction),
-            ``median_error``, ``median_baseline_error``, ``ratio`` (model / baseline) with its 95 %
+            ``median_E`` (steps, over the scored runs), ``median_error``, ``median_baseline_error``,
+            ``goal_error_steps`` (the goal's error in steps at ``median_E``: ``median_E *
+            (2 ** (median_baseline_error / 2) - 1)``), ``ratio`` (model / baseline) with its 95 %
             bootstrap interval ``ratio_lo``, ``ratio_hi`` (:func:`ratio_interval`) and ``goal_met``
             (ratio <= 0.5, the issue's criterion on the point estimate) and ``goal_met_interval``
             (the whole interval <= 0.5).
@@ -206,7 +208,8 @@ class ForecastResult:
             out.append(
                 f"{r.arm}: median |log2(pred/E)| {r.median_error:.2f} against the arm-median baseline's "
                 f"{r.median_baseline_error:.2f} (ratio {r.ratio:.2f}, 95 % CI {r.ratio_lo:.2f}–{r.ratio_hi:.2f}, "
-                f"{verdict}; {r.n_scored} emerged runs scored)."
+                f"{verdict}; {r.n_scored} emerged runs scored; the goal asks for an error of about "
+                f"{r.goal_error_steps:.0f} steps at the arm's median E of {r.median_E:.0f})."
             )
         return out + list(self.notes)
 
@@ -269,13 +272,17 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
         m, b = float(scored["error"].median()), float(scored["baseline_error"].median())
         ratio = m / b if b > 0 else (0.0 if m == 0 else math.inf) if len(scored) else math.nan
         lo, hi = ratio_interval(scored["error"].to_numpy(float), scored["baseline_error"].to_numpy(float))
+        median_e = float(scored["E"].median()) if len(scored) else math.nan
         arms.append(
             {
                 "arm": arm,
                 "n_runs": len(rows),
                 "n_scored": len(scored),
+                "median_E": median_e,
                 "median_error": m,
                 "median_baseline_error": b,
+                # the goal in steps: an error of half the baseline's log2 error, at the arm's median E
+                "goal_error_steps": median_e * (2.0 ** (b / 2) - 1.0),
                 "ratio": ratio,
                 "ratio_lo": lo,
                 "ratio_hi": hi,
