@@ -143,13 +143,18 @@ def docs_block(result: dict, n_planned: int, seconds: float) -> str:
                     "kendall_w_hi",
                     "median_ind_heads_before_E",
                     "max_ind_heads_before_E",
+                    "multi_candidates",
+                    "carrier_first",
+                    "carrier_runs",
                 ]
             ]
         ),
         (
             "`strict`: runs with t_prev < t_ind < E; `weak`: with <= (two events at one checkpoint, 100 steps apart at "
             "most); Kendall's W with a 95 % bootstrap interval over runs; heads before E: layer-1 heads past the "
-            "induction threshold at a checkpoint before E."
+            "induction threshold at a checkpoint before E (`multi_candidates`: runs with two or more); "
+            "`carrier_first`: runs whose final top prefix-matching head was the first (or tied first) to form, of "
+            "`carrier_runs` where one formed."
         ),
         "",
     ]

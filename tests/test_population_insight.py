@@ -86,11 +86,29 @@ def test_formation_order_steps_share_and_candidates():
     assert math.isinf(order.loc["a-seed2", "t_ind"]) and order.loc["a-seed2", "order"] == "t_prev < t_ind = E"
     # layer-1 heads past 0.2 before E (at or before pre_step): head 0 of seed 0 (formed at 500, pre 800)
     assert order["n_ind_heads_before_E"].tolist() == [1, 1, 0]
+    # the carrier (top prefix-matching head at the end) formed first on seeds 0 and 1; seed 2: none formed
+    assert order["carrier"].tolist() == ["L1H0"] * 3 and order["first_formed"].tolist() == ["L1H0", "L1H0", ""]
+    assert order["carrier_first"].tolist()[:2] == [True, True] and math.isnan(order.loc["a-seed2", "carrier_first"])
     summary = formation_summary(order.reset_index(), n_boot=200).set_index("arm")
     assert summary.loc["a", "strict"] == 1 and summary.loc["a", "runs"] == 3
+    assert summary.loc["a", ["carrier_runs", "carrier_first", "multi_candidates"]].tolist() == [2, 2, 0]
     assert summary.loc["a", "kendall_w_lo"] <= summary.loc["a", "kendall_w"] <= summary.loc["a", "kendall_w_hi"]
     with pytest.raises(ValueError, match=r"prev_threshold=1\.5"):
         formation_order(runs, heads, prev_threshold=1.5)
+
+
+def test_formation_order_names_a_candidate_that_formed_first_and_lost():
+    # head 1 of layer 1 reaches 0.3 at step 200 and stays there; head 0 forms at 500 with 0.6 and
+    # ends on top: two candidates before E (pre_step 800), the carrier formed second
+    heads = _heads("a-seed0", 2, 100, 500)
+    early = (heads["layer"] == 1) & (heads["head"] == 1) & (heads["step"] >= 200)
+    heads.loc[early, "prefix_matching"] = 0.3
+    order = formation_order(pd.DataFrame([_run_row("a", 2, 0, 900)]), heads).iloc[0]
+    assert (order["carrier"], order["first_formed"], order["carrier_first"]) == ("L1H0", "L1H1", False)
+    assert order["n_ind_heads_before_E"] == 2 and order["t_ind"] == 200
+    summary = formation_summary(pd.DataFrame([order]), n_boot=10).iloc[0]
+    assert (summary["carrier_first"], summary["carrier_runs"], summary["multi_candidates"]) == (0, 1, 1)
+    assert summary["share_carrier_first"] == 0.0 and 0 < summary["share_carrier_first_hi"] < 1
 
 
 def test_kendalls_w_against_hand_computation():

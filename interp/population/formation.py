@@ -20,6 +20,11 @@ orders the events alike, 0 when the orders share nothing. The share of seeds wit
 Candidates: per run, ``n_ind_heads_before_E`` = how many layer-1 heads reach the induction
 threshold at a checkpoint before E (``<= pre_step``), against ``n_ind_heads_final`` at the last
 checkpoint: several candidates that form and one that wins would show as counts above 1 before E.
+Does the head that ends up carrying the capability form first? ``carrier`` is the layer-1 head
+with the highest prefix-matching score at the run's last checkpoint (the head the forcing control
+forces, ``analyses/forcing_control.py``); ``first_formed`` the layer-1 head(s) whose score reaches
+the threshold, held, at the earliest checkpoint; ``carrier_first`` whether the carrier is among
+them (runs where no layer-1 head forms: NaN, left out of the share).
 """
 
 from __future__ import annotations
@@ -67,7 +72,9 @@ def formation_order(
         One row per run with head features: ``run``, ``arm``, ``seed``, ``t_prev``, ``t_ind``,
         ``E`` (steps; ``inf`` = never within the run), ``order`` (the events sorted, ``<`` or
         ``=`` between them), ``strict`` (``t_prev < t_ind < E``), ``weak`` (``<=``),
-        ``n_ind_heads_before_E``, ``n_ind_heads_final``.
+        ``n_ind_heads_before_E``, ``n_ind_heads_final``, ``carrier`` (``"L<layer>H<head>"``),
+        ``first_formed`` (``"+"``-joined heads; ``""`` if none formed), ``carrier_first`` (bool, or
+        NaN where no layer-1 head formed).
 
     Raises:
         ValueError: a threshold outside (0, 1] or a negative hold.
@@ -95,6 +102,7 @@ def formation_order(
         before = l1[l1["step"] <= (run["pre_step"] if run["emerged"] else run["budget"])]
         passed = before[before["prefix_matching"] >= ind_threshold][["layer", "head"]].drop_duplicates()
         last = l1[l1["step"] == l1["step"].max()]
+        carrier, first, carrier_first = _carrier_and_first(l1, last, ind_threshold, hold)
         times = {"t_prev": t_prev, "t_ind": t_ind, "E": e}
         ordered = sorted(EVENTS, key=lambda k: (times[k], EVENTS.index(k)))
         order = ordered[0]
@@ -111,9 +119,31 @@ def formation_order(
                 "weak": bool(t_prev <= t_ind <= e and t_prev < math.inf),
                 "n_ind_heads_before_E": len(passed),
                 "n_ind_heads_final": int((last["prefix_matching"] >= ind_threshold).sum()),
+                "carrier": carrier,
+                "first_formed": "+".join(first),
+                "carrier_first": carrier_first,
             }
         )
     return pd.DataFrame(rows)
+
+
+def _carrier_and_first(l1: pd.DataFrame, last: pd.DataFrame, threshold: float, hold: int):
+    """``(carrier, first-formed heads, carrier among them or NaN)`` of one run's layer-1 heads."""
+    if last.empty:
+        return "", [], math.nan
+    top = last.sort_values("prefix_matching", ascending=False).iloc[0]
+    carrier = f"L{int(top['layer'])}H{int(top['head'])}"
+    formed = {}
+    for (layer, head), table in l1.groupby(["layer", "head"]):
+        table = table.sort_values("step")
+        formed[f"L{layer}H{head}"] = _held_first(
+            table["step"].to_numpy(), table["prefix_matching"].to_numpy(), threshold, hold
+        )
+    earliest = min(formed.values())
+    if math.isinf(earliest):
+        return carrier, [], math.nan
+    first = sorted(name for name, t in formed.items() if t == earliest)
+    return carrier, first, carrier in first
 
 
 def kendalls_w(times: np.ndarray) -> float:
@@ -136,8 +166,10 @@ def kendalls_w(times: np.ndarray) -> float:
 def formation_summary(order: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per arm and over all runs: runs, the share strictly and weakly in the order previous-token
     -> induction -> capability (Wilson 95 % intervals), Kendall's W with a 95 % percentile bootstrap
-    interval over runs (``n_boot`` resamples), and the median count of layer-1 heads past the
-    induction threshold before E.
+    interval over runs (``n_boot`` resamples), the median count of layer-1 heads past the
+    induction threshold before E, the runs with two or more such candidates
+    (``multi_candidates``), and how often the carrier formed first (``carrier_first`` of
+    ``carrier_runs``, the runs where a layer-1 head formed, with its Wilson 95 % interval).
 
     Raises:
         ValueError: ``n_boot < 1``.
@@ -162,6 +194,9 @@ def formation_summary(order: pd.DataFrame, n_boot: int = 2000, seed: int = 0) ->
         k_s, k_w = int(rows_["strict"].sum()), int(rows_["weak"].sum())
         s, s_lo, s_hi = share_interval(k_s, len(rows_))
         v, v_lo, v_hi = share_interval(k_w, len(rows_))
+        known = rows_["carrier_first"].dropna().astype(bool)
+        n_c, k_c = len(known), int(known.sum())
+        c, c_lo, c_hi = share_interval(k_c, n_c)
         rows.append(
             {
                 "arm": arm,
@@ -179,6 +214,12 @@ def formation_summary(order: pd.DataFrame, n_boot: int = 2000, seed: int = 0) ->
                 "kendall_w_hi": float(np.percentile(boot, 97.5)) if boot else math.nan,
                 "median_ind_heads_before_E": float(rows_["n_ind_heads_before_E"].median()),
                 "max_ind_heads_before_E": int(rows_["n_ind_heads_before_E"].max()),
+                "multi_candidates": int((rows_["n_ind_heads_before_E"] >= 2).sum()),
+                "carrier_runs": n_c,
+                "carrier_first": k_c,
+                "share_carrier_first": c,
+                "share_carrier_first_lo": c_lo,
+                "share_carrier_first_hi": c_hi,
             }
         )
     return pd.DataFrame(rows)

@@ -154,10 +154,18 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
             f"{fmt_pct(s['share_strict_hi'])}); with two events at one checkpoint allowed in {int(s['weak'])} "
             f"({fmt_pct(s['share_weak'])}, 95 % CI {fmt_pct(s['share_weak_lo'])}–{fmt_pct(s['share_weak_hi'])}); {w}."
         )
-        lines.append(
+        candidates = (
             f"Induction-head candidates before E: median {s['median_ind_heads_before_E']:g} per run, at most "
-            f"{int(s['max_ind_heads_before_E'])}."
+            f"{int(s['max_ind_heads_before_E'])}; two or more in {int(s['multi_candidates'])} of {int(s['runs'])} runs."
         )
+        if s["carrier_runs"] > 0:
+            candidates += (
+                f" The head that ends with the highest prefix-matching score formed first (or tied first) in "
+                f"{int(s['carrier_first'])} of {int(s['carrier_runs'])} runs where an induction head formed "
+                f"({fmt_pct(s['share_carrier_first'])}, 95 % CI {fmt_pct(s['share_carrier_first_lo'])}–"
+                f"{fmt_pct(s['share_carrier_first_hi'])})."
+            )
+        lines.append(candidates)
     return lines
 
 
