@@ -154,7 +154,7 @@ def docs_block(result: dict, n_planned: int, seconds: float) -> str:
             "most); Kendall's W with a 95 % bootstrap interval over runs; heads before E: layer-1 heads past the "
             "induction threshold at a checkpoint before E (`multi_candidates`: runs with two or more); "
             "`carrier_first`: runs whose final top prefix-matching head was the first (or tied first) to form, of "
-            "`carrier_runs` where one formed."
+            "`carrier_runs` with two or more layer-1 heads where one formed."
         ),
         "",
     ]

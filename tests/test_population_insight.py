@@ -103,6 +103,8 @@ def test_formation_order_names_a_candidate_that_formed_first_and_lost():
     heads = _heads("a-seed0", 2, 100, 500)
     early = (heads["layer"] == 1) & (heads["head"] == 1) & (heads["step"] >= 200)
     heads.loc[early, "prefix_matching"] = 0.3
+    one_head = formation_order(pd.DataFrame([_run_row("b", 1, 0, 900)]), _heads("b-seed0", 1, 100, 500)).iloc[0]
+    assert one_head["carrier"] == "L1H0" and math.isnan(one_head["carrier_first"])  # no contest with one head
     order = formation_order(pd.DataFrame([_run_row("a", 2, 0, 900)]), heads).iloc[0]
     assert (order["carrier"], order["first_formed"], order["carrier_first"]) == ("L1H0", "L1H1", False)
     assert order["n_ind_heads_before_E"] == 2 and order["t_ind"] == 200

@@ -24,7 +24,8 @@ Does the head that ends up carrying the capability form first? ``carrier`` is th
 with the highest prefix-matching score at the run's last checkpoint (the head the forcing control
 forces, ``analyses/forcing_control.py``); ``first_formed`` the layer-1 head(s) whose score reaches
 the threshold, held, at the earliest checkpoint; ``carrier_first`` whether the carrier is among
-them (runs where no layer-1 head forms: NaN, left out of the share).
+them (NaN, left out of the share, where no layer-1 head forms or the run has a single layer-1
+head: no contest).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def formation_order(
         ``=`` between them), ``strict`` (``t_prev < t_ind < E``), ``weak`` (``<=``),
         ``n_ind_heads_before_E``, ``n_ind_heads_final``, ``carrier`` (``"L<layer>H<head>"``),
         ``first_formed`` (``"+"``-joined heads; ``""`` if none formed), ``carrier_first`` (bool, or
-        NaN where no layer-1 head formed).
+        NaN where no layer-1 head formed or there is only one).
 
     Raises:
         ValueError: a threshold outside (0, 1] or a negative hold.
@@ -143,7 +144,8 @@ def _carrier_and_first(l1: pd.DataFrame, last: pd.DataFrame, threshold: float, h
     if math.isinf(earliest):
         return carrier, [], math.nan
     first = sorted(name for name, t in formed.items() if t == earliest)
-    return carrier, first, carrier in first
+    # one layer-1 head: no contest between candidates, nothing to count
+    return carrier, first, (carrier in first) if len(formed) > 1 else math.nan
 
 
 def kendalls_w(times: np.ndarray) -> float:

@@ -161,7 +161,7 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
         if s["carrier_runs"] > 0:
             candidates += (
                 f" The head that ends with the highest prefix-matching score formed first (or tied first) in "
-                f"{int(s['carrier_first'])} of {int(s['carrier_runs'])} runs where an induction head formed "
+                f"{int(s['carrier_first'])} of {int(s['carrier_runs'])} runs with two or more layer-1 heads where an induction head formed "
                 f"({fmt_pct(s['share_carrier_first'])}, 95 % CI {fmt_pct(s['share_carrier_first_lo'])}–"
                 f"{fmt_pct(s['share_carrier_first_hi'])})."
             )
