@@ -26,7 +26,8 @@ goal (issue 45) is that difference's interval below 0 on >= 12 seeds.
 Resumable: each forced run is trained into ``--sweep-dir/<tag>/<run>/<condition>-b<β>-n<N>/``
 (a temporary folder renamed when complete: ``analyses.forcing.train_forced``), evaluated as soon
 as it finishes, and its curve kept in ``--kept/runs/`` (``docs/data/forcing_control/runs/``,
-committed); a second call, on this clone or any other, trains and evaluates only what is missing.
+committed); a second call, on this clone or any other, trains and evaluates only what is missing
+(a damaged kept curve is named and redone).
 
 Runtime, measured on the 2-core machine (2026-12-03): a plain d_model-64 population run of 4000
 steps trains in 190-225 s on an idle core (``train_seconds`` of the population's runs; 1350 s
@@ -127,8 +128,31 @@ def plan(selected, heads: pd.DataFrame, betas, lengths, anneal: int, root: Path)
 
 
 def kept_curve(unit: dict, kept: Path) -> Path:
-    """The kept capability curve of one forced run: ``kept/runs/<run>-<condition>-b<β>-n<N>.csv``."""
-    return kept / "runs" / f"{unit['run']}-{unit['folder'].name}.csv"
+    """The kept capability curve of one forced run:
+    ``kept/runs/<run>-<condition>-b<β>-n<N>-a<anneal>.csv``."""
+    return kept / "runs" / f"{unit['run']}-{unit['folder'].name}-a{unit['forcing'].anneal_steps}.csv"
+
+
+def read_kept(unit: dict, kept: Path, echo=print) -> pd.DataFrame | None:
+    """The kept curve of one forced run, or None when there is none; a damaged one (unreadable,
+    or not a whole curve: :func:`analyses.population.whole_curve`, with ``train_seconds``) is named,
+    removed and None returned, so that its run is trained and evaluated again."""
+    from analyses.population import curve_columns, whole_curve
+
+    path = kept_curve(unit, kept)
+    if not path.is_file():
+        return None
+    try:
+        curve = pd.read_csv(path)
+    except (OSError, ValueError) as error:
+        curve, why = None, f"cannot be read ({error})"
+    else:
+        why = "is not a whole curve"
+    if curve is None or list(curve.columns) != [*curve_columns(), "train_seconds"] or not whole_curve(curve):
+        echo(f"warning: {path} {why}; its run is trained and evaluated again")
+        path.unlink(missing_ok=True)
+        return None
+    return curve
 
 
 def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print) -> int:
@@ -141,7 +165,7 @@ def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print) -> 
     from analyses.forcing import train_forced
     from interp.core.kernel_pins import pinned_context
 
-    missing = [u for u in units if not kept_curve(u, kept).is_file()]
+    missing = [u for u in units if read_kept(u, kept, echo) is None]
     if not missing:
         return 0
     started = time.time()
@@ -176,8 +200,9 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], kept: Pat
 
     rows = []
     for u in units:
-        key = kept_curve(u, kept)
-        curve = pd.read_csv(key) if key.is_file() else keep_curve(u, cfg, kept)
+        curve = read_kept(u, kept)
+        if curve is None:
+            curve = keep_curve(u, cfg, kept)
         post = crossing_of(curve)[1]
         budget = cfg.steps_for(u["size"])
         censored = post is None or post > budget
@@ -196,7 +221,7 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], kept: Pat
                 "forced_censored": censored,
                 # a forced run not emerged by the budget: shift >= budget - E_plain (that lower bound)
                 "shift": (budget if censored else e_forced) - e_plain,
-                "train_seconds": curve["train_seconds"].iloc[0] if "train_seconds" in curve else np.nan,
+                "train_seconds": curve["train_seconds"].iloc[0],
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -90,6 +90,16 @@ def kept_curve(run: str, kept: Path = KEPT) -> Path:
     return kept / "curves" / f"{run}.csv"
 
 
+def whole_curve(curve: pd.DataFrame) -> bool:
+    """Whether a kept curve is whole: rows, no missing value in its columns, and its last
+    checkpoint at the run's budget (a file cut short fails one of these)."""
+    return (
+        not curve.empty
+        and bool(curve.notna().all().all())
+        and float(curve["step"].max()) == float(curve["budget"].iloc[0])
+    )
+
+
 def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
     """Every kept curve as one table (:func:`curve_columns`); an unreadable file is named and
     left out (it is redone by the next run of the entry, which removes it)."""
@@ -101,7 +111,7 @@ def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
             print(f"warning: {path} cannot be read ({error}); its run is evaluated again", flush=True)
             path.unlink(missing_ok=True)
             continue
-        if list(frame.columns) != curve_columns() or frame.empty:
+        if list(frame.columns) != curve_columns() or not whole_curve(frame):
             print(f"warning: {path} is not a whole curve; its run is evaluated again", flush=True)
             path.unlink(missing_ok=True)
             continue

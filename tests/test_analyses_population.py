@@ -52,10 +52,14 @@ def test_kept_curves_round_trip_and_a_damaged_one_is_redone(tmp_path, capsys):
         path.parent.mkdir(parents=True, exist_ok=True)
         curve.to_csv(path, index=False)
     entry.kept_curve("a-seed1", tmp_path).write_text("arm,run\nhalf")  # cut short
+    b = entry.kept_curve("b-seed0", tmp_path)
+    b.write_text(b.read_text()[: len(b.read_text()) // 2])  # cut mid-row: every column there, the end missing
     table = entry.read_kept_curves(tmp_path)
-    assert sorted(table["run"].unique()) == ["a-seed0", "b-seed0"]
+    assert sorted(table["run"].unique()) == ["a-seed0"]
     assert not entry.kept_curve("a-seed1", tmp_path).exists()  # removed: its run is evaluated again
-    assert "a-seed1.csv is not a whole curve" in capsys.readouterr().out
+    assert not b.exists()
+    said = capsys.readouterr().out
+    assert "a-seed1.csv is not a whole curve" in said and "b-seed0.csv is not a whole curve" in said
 
 
 def test_docs_block_states_the_tables():

@@ -280,6 +280,13 @@ def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(t
     for u in units:  # the run folders gone (another clone): the kept curves alone resume the entry
         shutil.rmtree(u["folder"])
     assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 0
+    damaged = control.kept_curve(units[1], kept)
+    assert damaged.name == f"{cfg.sizes[0].name}-seed1-control-b2-n8-a4.csv"
+    damaged.write_text(damaged.read_text()[:200])  # cut short: named and redone, never trusted
+    said = []
+    assert control.read_kept(units[1], kept, echo=said.append) is None and not damaged.exists()
+    assert said == [f"warning: {damaged} is not a whole curve; its run is trained and evaluated again"]
+    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 1  # only it, again
     table = control.evaluate(units, cfg, {}, kept)
     assert table["heads"].tolist() == [
         f"L0H{prev[1]}=previous_token+L1H{ind[1]}=induction",
