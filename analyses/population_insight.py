@@ -71,11 +71,32 @@ def keep_head_features(folders, kept: Path = KEPT, echo=print) -> dict[str, floa
 
 
 def read_kept_heads(kept: Path = KEPT) -> pd.DataFrame:
-    """Every kept head-feature table as one (:data:`interp.population.heads.FEATURE_COLUMNS`)."""
+    """Every kept head-feature table as one (:data:`interp.population.heads.FEATURE_COLUMNS`); a
+    damaged file (unreadable, missing values, a checkpoint cut short) is named and removed."""
     from interp.population.heads import FEATURE_COLUMNS
 
-    frames = [pd.read_csv(p) for p in sorted((kept / "heads").glob("*.csv"))]
+    frames = []
+    for path in sorted((kept / "heads").glob("*.csv")):
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError) as error:
+            frame, why = None, f"cannot be read ({error})"
+        else:
+            why = "is not a whole table"
+        if frame is None or list(frame.columns) != list(FEATURE_COLUMNS) or not _whole_heads(frame):
+            # named and removed: the next call with the run's checkpoints computes it again
+            print(f"warning: {path} {why}; its head features are computed again", flush=True)
+            path.unlink(missing_ok=True)
+            continue
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FEATURE_COLUMNS)
+
+
+def _whole_heads(frame: pd.DataFrame) -> bool:
+    """Rows, no missing value, and every checkpoint with the same (layer, head) rows."""
+    if frame.empty or not bool(frame.notna().all().all()):
+        return False
+    return frame.groupby("step").size().nunique() == 1
 
 
 def analyse(population, heads: pd.DataFrame, horizons=HORIZONS, n_boot: int = 2000) -> dict:
