@@ -8,7 +8,7 @@ measured 15-35 s per run of 38-48 checkpoints under ``nice -n 19`` beside the po
 training on the 2-core machine, 100-200 s when its load average was 10-11; 2026-12-03). Then:
 
 - :func:`interp.population.forecast.forecast` at the horizons :data:`HORIZONS` (each run's E / 2
-  and the fixed step 500): leave-one-seed-out predictions against the arm-median baseline;
+  and the fixed steps 500 and 1000): leave-one-seed-out predictions against the arm-median baseline;
 - :func:`interp.population.formation.formation_order` and ``formation_summary``: the steps the
   previous-token head, the induction head and the capability form, the share in that order,
   Kendall's W with its bootstrap interval, the induction-head candidates before E.
@@ -40,7 +40,7 @@ KEPT = ROOT / "docs" / "data" / "population"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- population-insight:begin -->", "<!-- population-insight:end -->"
 #: Forecast horizons: each run's E / 2, and a fixed early step (steps).
-HORIZONS = ("half", 500)
+HORIZONS = ("half", 500, 1000)
 
 
 def kept_heads(run: str, kept: Path = KEPT) -> Path:

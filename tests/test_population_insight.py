@@ -143,9 +143,9 @@ def test_forecast_beats_the_arm_median_when_a_feature_carries_e():
     assert (result.arms["goal_met"]).all() and (result.arms["ratio"] < 0.5).all()
     assert result.arms.set_index("arm").loc["b", "n_runs"] == 7  # the censored run is listed, not scored
     assert math.isnan(result.predictions.set_index("run").loc["b-seed6", "error"])
-    # the baseline is the arm's median E over the other seeds
+    # the baseline is the arm's median E over the other seeds still to emerge at the horizon
     row = result.predictions.set_index("run").loc["a-seed0"]
-    others = runs[(runs["arm"] == "a") & (runs["seed"] != 0)]["E"].median()
+    others = runs[(runs["arm"] == "a") & (runs["seed"] != 0) & ~(runs["E"] <= 500)]["E"].median()
     assert row["baseline_E"] == others
     arms = result.arms.set_index("arm")
     assert (arms["goal_met_interval"] == (arms["ratio_hi"] <= 0.5)).all()
@@ -159,9 +159,16 @@ def test_forecast_beats_the_arm_median_when_a_feature_carries_e():
         in (result.lines()[0])
     )
     # a run without head features is left out and named, not dropped silently
-    fewer = forecast(runs, heads[heads["run"] != "a-seed1"], horizon=500)
-    assert fewer.notes[0] == "1 run(s) without head features left out: a-seed1"
-    assert "a-seed1" not in set(fewer.predictions["run"])
+    fewer = forecast(runs, heads[heads["run"] != "a-seed0"], horizon=300)  # (no run emerged by 300)
+    assert fewer.notes[0] == "1 run(s) without head features left out: a-seed0"
+    assert "a-seed0" not in set(fewer.predictions["run"])
+    # a fixed horizon at or after a run's E leaves that run out, named (its features would be read after E)
+    late = forecast(runs, heads, horizon=800)
+    done = sorted(runs.loc[runs["emerged"] & (runs["E"] <= 800), "run"])
+    assert done and not set(done) & set(late.predictions["run"])
+    assert late.notes[0] == f"{len(done)} run(s) emerged by step 800, nothing left to forecast, left out: " + ", ".join(
+        runs.loc[runs["run"].isin(done), "run"]
+    )
     half = forecast(runs, heads, horizon="half").predictions.set_index("run")
     assert half.loc["a-seed0", "horizon_step"] == runs.set_index("run").loc["a-seed0", "E"] // 2 // 100 * 100
     with pytest.raises(ValueError, match="horizon='soon'"):
@@ -184,8 +191,14 @@ def test_page_escapes_names_and_docs_block_round_trip(tmp_path):
         f"Forecast at horizon 500: the error is at most half the arm-median baseline's on "
         f"{int(scored['goal_met'].sum())} of {len(scored)} arms that can be scored"
     )
+    # the fixed-step line: cells where the model beats the baseline with its interval below 1
+    better = scored[scored["ratio_hi"] < 1]
+    assert findings[2].startswith(
+        f"Made in advance (fixed steps 500), the forecast beats the arm median with its interval below 1 on "
+        f"{len(better)} of {len(scored)} arm × step cells"
+    )
     s = result["summary"].set_index("arm").loc["all"]
-    assert f"strictly in {int(s['strict'])} (" in findings[2] and f"allowed in {int(s['weak'])} (" in findings[2]
+    assert f"strictly in {int(s['strict'])} (" in findings[3] and f"allowed in {int(s['weak'])} (" in findings[3]
     assert page.index("Findings") < page.index("Forecast: predicted against actual E")
     block = entry.docs_block(result, 120, 60.0)
     assert block.startswith("Runs with head features and a kept curve: 13 of the spec's 120 (12 emerged).")

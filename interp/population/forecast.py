@@ -13,8 +13,9 @@ checkpoint ``<= h``:
 - the arm: ``log2_heads`` and ``log2_d_model``.
 
 Horizons: ``"half"`` (each run's own ``E / 2``: how far a seed is along when it is half way;
-the horizon itself is not a feature) or a fixed step (the same for every run: a true forecast,
-made before any seed of the population has emerged when it is below the earliest E).
+the horizon itself is not a feature, but the features read there carry it, the loss above all, so
+this asks how far along a seed is rather than making a forecast in advance) or a fixed step (the
+same for every run: a true forecast; runs that emerged at or before it are left out, named).
 
 Model: ridge regression of ``log2 E`` on the standardised features (statsmodels
 ``OLS.fit_regularized`` with ``L1_wt=0``, the closed-form ridge; penalty :data:`ALPHA`). Why
@@ -154,15 +155,16 @@ def ratio_interval(error: np.ndarray, baseline_error: np.ndarray, n_boot: int = 
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.where(num > 0, np.inf, 0.0))
 
-    res = bootstrap(
-        (error, baseline_error),
-        ratio,
-        paired=True,
-        vectorized=True,
-        n_resamples=n_boot,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    )
+    with np.errstate(invalid="ignore"):  # resamples whose ratio is inf make scipy's spread check inf - inf
+        res = bootstrap(
+            (error, baseline_error),
+            ratio,
+            paired=True,
+            vectorized=True,
+            n_resamples=n_boot,
+            method="percentile",
+            rng=np.random.default_rng(0),
+        )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
@@ -223,7 +225,8 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
         heads: the runs' head features (:data:`interp.population.heads.FEATURE_COLUMNS`, one
             row per run x step x head), e.g. the kept ``docs/data/population/heads/*.csv``.
         horizon: ``"half"`` (each run's features at E / 2, budget / 2 if censored) or a step
-            (int > 0: every run at that step).
+            (int > 0: every run at that step; a run that emerged at or before it is left out and
+            named in the notes, since its features there would be read after E).
         alpha: ridge penalty (>= 0) on the standardised features.
 
     Returns:
@@ -242,6 +245,17 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
     if not (isinstance(alpha, int | float) and alpha >= 0 and math.isfinite(alpha)):
         raise ValueError(f"alpha={alpha!r} must be a finite number >= 0")
     runs = getattr(population, "runs", population)
+    notes = []
+    if horizon != "half":
+        # a run that emerged at or before a fixed horizon has nothing left to forecast, and its
+        # features there would be read after E: it is left out and named
+        done = runs["emerged"].astype(bool) & (runs["E"] <= float(horizon))
+        if done.any():
+            notes.append(
+                f"{int(done.sum())} run(s) emerged by step {horizon}, nothing left to forecast, left out: "
+                + ", ".join(runs.loc[done, "run"])
+            )
+            runs = runs[~done]
     feats = forecast_features(runs, summarise_heads(heads), horizon)
     table = runs[["run", "arm", "seed", "n_heads", "emerged", "E", "budget"]].merge(feats, on="run")
     fit_rows = table[table["emerged"]]
@@ -291,7 +305,6 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
             }
         )
     censored = table[~table["emerged"]]
-    notes = []
     missing = sorted(set(runs["run"]) - set(table["run"]))
     if missing:
         notes.append(f"{len(missing)} run(s) without head features left out: {', '.join(missing)}")

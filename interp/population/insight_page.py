@@ -110,7 +110,8 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
 
     Returns:
         One line per horizon (arms where the goal is met, not met with their ratio and interval,
-        not scorable), then the formation order over all runs and the count of induction-head
+        not scorable), one on the forecasts made at fixed steps (the arm × step cells where the
+        model beats the baseline with its interval below 1), then the formation order over all runs and the count of induction-head
         candidates before E.
     """
     lines = []
@@ -141,6 +142,21 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
         if silent:
             text += f"; {', '.join(silent)}: no run emerged, nothing to score"
         lines.append(text + ".")
+    fixed = {h: fc for h, fc in forecasts.items() if str(h) != "half"}
+    cells = [(h, r) for h, fc in fixed.items() for r in fc.arms.itertuples() if r.n_scored > 0]
+    if cells:
+        better = [(h, r) for h, r in cells if r.ratio_hi == r.ratio_hi and r.ratio_hi < 1]
+        where = ", ".join(f"{r.arm} at step {h}" for h, r in better)
+        lines.append(
+            f"Made in advance (fixed steps {', '.join(str(h) for h in fixed)}), the forecast beats the arm median with "
+            f"its interval below 1 on {len(better)} of {len(cells)} arm × step cells"
+            + (f" ({where})" if where else "")
+            + (
+                ": within an arm, where a seed's E falls is mostly not told by these head features ahead of time."
+                if len(better) * 2 < len(cells)
+                else "."
+            )
+        )
     if "all" in set(summary["arm"]):
         s = summary.set_index("arm").loc["all"]
         w = (
