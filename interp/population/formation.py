@@ -171,7 +171,8 @@ def formation_summary(order: pd.DataFrame, n_boot: int = 2000, seed: int = 0) ->
     interval over runs (``n_boot`` resamples), the median count of layer-1 heads past the
     induction threshold before E, the runs with two or more such candidates
     (``multi_candidates``), and how often the carrier formed first (``carrier_first`` of
-    ``carrier_runs``, the runs where a layer-1 head formed, with its Wilson 95 % interval).
+    ``carrier_runs``, the runs with two or more layer-1 heads where one formed, with its Wilson
+    95 % interval).
 
     Raises:
         ValueError: ``n_boot < 1``.

@@ -111,8 +111,9 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
     Returns:
         One line per horizon (arms where the goal is met, not met with their ratio and interval,
         not scorable), one on the forecasts made at fixed steps (the arm × step cells where the
-        model beats the baseline with its interval below 1), then the formation order over all runs and the count of induction-head
-        candidates before E.
+        model beats the baseline with its interval below 1), then the formation order over all
+        runs, the count of induction-head candidates before E and how often the carrier formed
+        first.
     """
     lines = []
     for horizon, fc in forecasts.items():
