@@ -49,7 +49,9 @@ def arm_config(cfg, arm: str):
 
 def comparison(pinned: pd.DataFrame, unpinned: pd.DataFrame, arm: str, level: str):
     """The population result of the pinned arm and its unpinned copy (arm ``<arm>-unpinned-<level>``),
-    and a table of the seeds both have: E pinned, E unpinned, whether they differ."""
+    and a table of the seeds both have: E pinned, E unpinned (steps), whether they differ, and
+    ``checkpoints`` / ``checkpoints_differ``: the checkpoints both curves have and those where
+    p(answer) is not equal (whether the bits differ at all)."""
     from interp.population.tables import population_from_curves
 
     label = f"{arm}-unpinned-{level}"
@@ -70,7 +72,16 @@ def comparison(pinned: pd.DataFrame, unpinned: pd.DataFrame, arm: str, level: st
     pairs["differs"] = ~(
         (pairs["E_pinned"] == pairs["E_unpinned"]) | (pairs["E_pinned"].isna() & pairs["E_unpinned"].isna())
     )
+    # do the bits differ at all? checkpoints both curves have, and those where p(answer) is not equal
+    both_curves = pinned[pinned["arm"] == arm].merge(unpinned, on=["seed", "step"], suffixes=("_p", "_u"))
+    counts = both_curves.assign(diff=both_curves["p_answer_p"] != both_curves["p_answer_u"]).groupby("seed")["diff"]
+    pairs["checkpoints"] = [int(counts.size().get(s, 0)) for s in seeds]
+    pairs["checkpoints_differ"] = [int(counts.sum().get(s, 0)) for s in seeds]
     return result, pairs, label
+
+
+def _step(e: float) -> str:
+    return "never" if e != e else f"{e:.0f}"
 
 
 def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int, runtime: str = "") -> str:
@@ -85,7 +96,25 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
         f"Unpinned runs evaluated: {n_unpinned} of {n_planned}; seeds compared with their pinned twin: {len(pairs)}."
         + (f" {runtime}" if runtime else ""),
         "",
-        f"- Per-seed points of emergence differ on {int(pairs['differs'].sum())} of {len(pairs)} seeds.",
+        f"- Per-seed points of emergence differ on {int(pairs['differs'].sum())} of {len(pairs)} seeds"
+        + (
+            " ("
+            + ", ".join(
+                f"seed {r.seed}: {_step(r.E_pinned)} → {_step(r.E_unpinned)}"
+                for r in pairs[pairs["differs"]].itertuples()
+            )
+            + ")."
+            if pairs["differs"].any()
+            else "."
+        ),
+        (
+            f"- The bits differ: p(answer) differs at {int(pairs['checkpoints_differ'].sum())} of "
+            f"{int(pairs['checkpoints'].sum())} checkpoints, on {int((pairs['checkpoints_differ'] > 0).sum())} of "
+            f"{len(pairs)} seeds."
+            if pairs["checkpoints_differ"].sum()
+            else "- The capability curves are equal at every checkpoint: these runs did not differ in their bits "
+            "(were the kernels really unpinned?)."
+        ),
         f"- Median E unpinned {pop._median_text(b)} against pinned {pop._median_text(a)}: "
         + ("inside the pinned arm's 95 % interval." if inside else "**outside** the pinned arm's 95 % interval."),
         f"- Log-rank test, unpinned against pinned: p = {p:.2f}"
@@ -147,7 +176,12 @@ def main(argv=None) -> None:
     from interp.core.io import atomic_to_csv
 
     atomic_to_csv(pairs, args.out / "pairs.csv")
-    runtime = f"Runtime of this call: {(time.time() - started) / 60:.1f} min, {trained} run(s) trained in it."
+    # (statistics of kept curves only: no runtime worth stating; docs/results.md states the training's)
+    runtime = (
+        f"Runtime of this call: {(time.time() - started) / 60:.1f} min, {trained} run(s) trained in it."
+        if trained
+        else ""
+    )
     block = docs_block(result, pairs, args.arm, label, len(cfg.run_names()), runtime)
     print(block)
     if args.update_docs:

@@ -91,7 +91,14 @@ def test_unpinned_comparison_pairs_seeds_and_states_the_verdict():
     assert pairs["differs"].tolist() == [False, True, True]
     block = unpinned.docs_block(result, pairs, "a", label, 24)
     assert block.startswith("Unpinned runs evaluated: 3 of 24; seeds compared with their pinned twin: 3.")
-    assert "- Per-seed points of emergence differ on 2 of 3 seeds." in block
+    assert "- Per-seed points of emergence differ on 2 of 3 seeds (seed 1: 300 → 400, seed 2: never → 300)." in block
+    # the curves: seed 0's are equal at every checkpoint; seeds 1 and 2 differ where the accuracy steps differ
+    n = len(_curve("a", 1, 0, 200))
+    assert pairs["checkpoints"].tolist() == [n] * 3 and pairs["checkpoints_differ"].tolist()[0] == 0
+    assert (
+        f"- The bits differ: p(answer) differs at {pairs['checkpoints_differ'].sum()} of {3 * n} checkpoints, on 2 of 3"
+        in block
+    )
     test = result.tests[result.tests["arm"] == label].iloc[0]
     assert f"p = {test['p']:.2f}" in block
     assert "| a | pinned AVX2 | 3 | 2 | " in block and "| a-unpinned-default | default, unpinned | 3 | 3 | " in block
