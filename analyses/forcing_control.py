@@ -39,7 +39,7 @@ runs, 2 workers, plus ~20 s of evaluation per run) is ~50 min of 2 idle cores; e
 cell adds as much (the 2 x 2 grid ``--betas 1,3 --force-steps 250,500``: ~3.3 h).
 
 Usage: ``python -m analyses.forcing_control [--runs NAMES] [--betas 1,3] [--force-steps 250,500]
-[--anneal-steps 250] [--jobs 2] [--update-docs]``.
+[--anneal-steps 250] [--jobs 2] [--finished-only] [--update-docs]``.
 """
 
 from __future__ import annotations
@@ -324,6 +324,7 @@ def main(argv=None) -> None:
     parser.add_argument("--sweep-dir", type=Path, default=ROOT / "results" / "sweeps" / NAME)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--kept", type=Path, default=KEPT, help="folder of the forced runs' kept curves (runs/)")
+    parser.add_argument("--finished-only", action="store_true", help="the forced runs already kept; train nothing")
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     betas = _numbers(args.betas, float, "--betas")
@@ -338,7 +339,11 @@ def main(argv=None) -> None:
     plain_e = {r.run: (r.E if r.emerged else None) for r in plain.itertuples()}
     tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
     units = plan(selected, read_kept_heads(), betas, lengths, args.anneal_steps, args.sweep_dir / tag)
-    trained = train_missing(units, cfg, args.jobs, args.kept)
+    if args.finished_only:
+        units = [u for u in units if read_kept(u, args.kept) is not None]
+        if not units:
+            raise SystemExit(f"error: no forced run of this command is kept in {args.kept / 'runs'} yet")
+    trained = 0 if args.finished_only else train_missing(units, cfg, args.jobs, args.kept)
     table = evaluate(units, cfg, plain_e, args.kept)
     summary = summarise(table)
     seconds = time.time() - started
@@ -346,9 +351,13 @@ def main(argv=None) -> None:
     block = "\n".join(
         [
             (
-                f"Command: `python -m analyses.forcing_control --runs {args.runs} --betas {args.betas} --force-steps "
-                f"{args.force_steps} --anneal-steps {args.anneal_steps}`; {len(selected)} runs, {len(units)} forced runs "
-                f"({trained} trained by this call); runtime {seconds / 60:.1f} min."
+                "Command: `python -m analyses.forcing_control"
+                + ("" if args.runs == DEFAULT_RUNS else f" --runs {args.runs}")
+                + f" --betas {args.betas} --force-steps "
+                f"{args.force_steps} --anneal-steps {args.anneal_steps}`; {table['run'].nunique()} runs, {len(units)} "
+                f"forced runs ({trained} trained by this call"
+                + (", the kept ones only: --finished-only" if args.finished_only else "")
+                + f"); runtime {seconds / 60:.1f} min."
             ),
             f"Training time of one forced run (as the runs were trained): median {np.median(trained_s):.0f} s."
             if trained_s

@@ -47,6 +47,9 @@ class Analysis:
         paper_scale: an entry at the paper's steps and tokens per step (issue 27: hours of CPU
             each, runtimes in docs/results-synthetic.md and results-architectures.md); run only
             with ``emergence results --paper-scale`` (or named with ``--only``).
+        takes_device: whether ``main`` takes ``--device`` (the sweeps of :mod:`analyses.harness`);
+            the entries that train with the embedded trainer (kernel-pinned, on the CPU) do not,
+            and ``emergence results --device`` says so instead of passing it.
     """
 
     name: str
@@ -55,10 +58,11 @@ class Analysis:
     args: tuple[str, ...] = field(default=())
     runs_sweeps: bool = True
     paper_scale: bool = False
+    takes_device: bool = True
 
 
 REGISTRY: list[Analysis] = [
-    Analysis("main_job", "analyses.main_job", "docs/results.md §1"),
+    Analysis("main_job", "analyses.main_job", "docs/results.md §1", takes_device=False),
     Analysis("decomposition", "analyses.decomposition", "docs/results.md §1b", ("--update-docs",), runs_sweeps=False),
     Analysis(
         "interval_study",
@@ -92,17 +96,28 @@ REGISTRY: list[Analysis] = [
         runs_sweeps=False,
     ),
     Analysis(
-        "forcing", "analyses.forcing", "docs/results.md, is the pattern the bottleneck? (forcing)", ("--update-docs",)
+        "forcing",
+        "analyses.forcing",
+        "docs/results.md, is the pattern the bottleneck? (forcing)",
+        ("--update-docs",),
+        takes_device=False,
     ),
     # 120 runs (5 arms x 24 seeds): ~3.5 h of 2 idle cores; each run's curve is kept in
     # docs/data/population/curves as it finishes, so a stopped entry resumes on any clone.
-    Analysis("population", "analyses.population", "docs/results.md §4 (the population of seeds)", ("--update-docs",)),
+    Analysis(
+        "population",
+        "analyses.population",
+        "docs/results.md §4 (the population of seeds)",
+        ("--update-docs",),
+        takes_device=False,
+    ),
     # The reference arm's 24 seeds again, unpinned under torch's portable kernels (issue 44 item 4).
     Analysis(
         "population_unpinned",
         "analyses.population_unpinned",
         "docs/results.md §4 (does it hang on bits?)",
         ("--update-docs",),
+        takes_device=False,
     ),
     # Issue 45 on the population's kept curves: head features per run computed once and kept in
     # docs/data/population/heads (~20-60 s per run on the busy 2-core machine), then seconds.
@@ -119,6 +134,7 @@ REGISTRY: list[Analysis] = [
         "analyses.forcing_control",
         "docs/results.md §5 (is it the pattern? forcing against a control)",
         ("--update-docs",),
+        takes_device=False,
     ),
     # The paper's own scale where it decides a claim (issue 27): `emergence results --paper-scale`.
     Analysis(
@@ -241,7 +257,12 @@ def run_results(
             ["--jobs", str(jobs), "--sweep-dir", str(out / "sweeps" / analysis.name)] if analysis.runs_sweeps else []
         )
         if analysis.runs_sweeps and device is not None:
-            sweep_args += ["--device", device]
+            if analysis.takes_device:
+                sweep_args += ["--device", device]
+            else:
+                echo(
+                    f"{analysis.name}: trains with the embedded trainer on the CPU (kernel-pinned); --device not passed"
+                )
         _take_kept(analysis, out, kept_root, echo)
         try:
             module.main(["--out", str(folder), *sweep_args, *analysis.args])
@@ -316,7 +337,7 @@ def _report_finished(analysis: Analysis, out: Path, echo, device: str | None = N
         return
     folder = out / "analyses" / analysis.name / "finished-so-far"
     module = importlib.import_module(analysis.module)
-    device_args = ["--device", device] if device is not None else []
+    device_args = ["--device", device] if device is not None and analysis.takes_device else []
     try:
         module.main(["--out", str(folder), "--sweep-dir", str(store), "--finished-only", *device_args, *analysis.args])
     except SystemExit as stop:  # the entry's own one-line reason is already on stderr

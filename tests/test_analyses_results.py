@@ -90,6 +90,35 @@ def test_paper_scale_entries_are_behind_the_flag_and_pass_device(tmp_path):
     assert result.exit_code == 0 and [line.split()[0] for line in result.output.splitlines()] == paper
 
 
+def test_device_reaches_only_the_entries_that_take_it(tmp_path, monkeypatch):
+    import importlib
+    import inspect
+    import sys
+    import types
+
+    # each registered entry that trains: takes --device exactly when its parser can (analyses.harness's)
+    for entry in REGISTRY:
+        if entry.runs_sweeps:
+            source = inspect.getsource(importlib.import_module(entry.module))
+            assert entry.takes_device == ("analyses.harness" in source or "from analyses import harness" in source), (
+                entry.name
+            )
+    seen: list[list[str]] = []
+
+    def strict_main(argv):  # an entry whose parser knows no --device
+        parser = argparse.ArgumentParser()
+        for flag in ("--out", "--jobs", "--sweep-dir"):
+            parser.add_argument(flag)
+        seen.append(parser.parse_args(argv) and list(argv))
+
+    monkeypatch.setitem(sys.modules, "strict_entry", types.SimpleNamespace(main=strict_main))
+    lines: list[str] = []
+    registry = [Analysis("pinned", "strict_entry", "x", takes_device=False)]
+    run_results(tmp_path, jobs=1, registry=registry, device="cuda", echo=lines.append)
+    assert "--device" not in seen[0]
+    assert "pinned: trains with the embedded trainer on the CPU (kernel-pinned); --device not passed" in lines
+
+
 def test_finished_only_reads_each_store_without_training_or_marking_done(tmp_path, monkeypatch):
     import sys
     import types

@@ -314,7 +314,7 @@ def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(t
     assert summary["paired_n"].tolist() == [0] and not summary["goal_met"].iloc[0]
 
 
-def test_forcing_control_refuses_bad_input_before_training():
+def test_forcing_control_refuses_bad_input_before_training(tmp_path):
     from analyses import forcing_control as control
     from analyses.forcing import select_runs
     from interp.sources.catalogue import load_suite_spec
@@ -322,6 +322,8 @@ def test_forcing_control_refuses_bad_input_before_training():
     assert len(select_runs(load_suite_spec("population"), control.DEFAULT_RUNS)) == 12
     with pytest.raises(ValueError, match=r"--betas '1,x' must be a comma-separated list"):
         control.main(["--betas", "1,x"])
+    with pytest.raises(SystemExit, match=r"no forced run of this command is kept in .*runs yet"):
+        control.main(["--finished-only", "--kept", str(tmp_path), "--out", str(tmp_path / "out")])
     with pytest.raises(ValueError, match=r"condition 'other' is unknown; valid: true, control"):
         control.forcing_of("other", (0, 0), (1, 0), 1.0, 10, 0)
     with pytest.raises(ValueError, match=r"no head features of run 'r'"):
