@@ -13,6 +13,13 @@ training on the 2-core machine, 100-200 s when its load average was 10-11; 2026-
   previous-token head, the induction head and the capability form, the share in that order,
   Kendall's W with its bootstrap interval, the induction-head candidates before E.
 
+Runs whose checkpoints are gone (a fresh clone holds the kept curves, not the checkpoints):
+``--train-missing [N]`` trains up to N of them again (all without N), kernel-pinned as the
+population was, ``--jobs`` at a time, keeps their head features, checks each run's capability
+curve against its kept one (``docs/data/population/retrained.csv``: identical or not, on what CPU
+and Python) and removes the run folder (:func:`train_for_heads`); a stopped call resumes from
+the kept head features. ``make results`` runs the entry with it.
+
 Writes to ``--out``: ``forecast_<horizon>.csv`` (per run), ``forecast_arms.csv`` (per horizon x
 arm), ``formation.csv`` (per run), ``formation_summary.csv``, ``insight.html``, ``insight.md``
 (the docs block); ``--update-docs`` replaces docs/results.md's block between
@@ -28,6 +35,7 @@ Usage: ``python -m analyses.population_insight [--out DIR] [--curves DIR] [--upd
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 from pathlib import Path
@@ -68,6 +76,82 @@ def keep_head_features(folders, kept: Path = KEPT, echo=print) -> dict[str, floa
             f"{folder.name}: kept its head features ({table['step'].nunique()} checkpoints, {seconds[folder.name]:.1f} s)"
         )
     return seconds
+
+
+#: Columns of ``retrained.csv``: the check of each run trained again for its head features.
+RETRAINED_COLUMNS = [
+    "run", "checkpoints", "identical", "max_abs_diff_p_answer", "cpu_model", "python", "torch", "pins_applied",
+    "train_seconds",
+]  # fmt: skip
+
+
+def train_for_heads(
+    cfg,
+    curves: pd.DataFrame,
+    jobs: int,
+    kept: Path = KEPT,
+    limit: int | None = None,
+    keep_runs: bool = False,
+    echo=print,
+) -> pd.DataFrame:
+    """Train again the population's runs whose curve is kept but whose head features are not (a
+    fresh clone: the kept curves came without the checkpoints), keep their head features, and
+    check each retrained run against its kept curve.
+
+    The runs are trained as the population's were (:func:`interp.sources.embedded.iter_suite`,
+    kernel-pinned, ``jobs`` at a time, seed by seed across the arms so that every arm grows
+    alike), so each run's capability curve should equal its kept one exactly, on any x86-64 CPU
+    with AVX2 and any supported Python; one row per run says whether it did (``identical``, and
+    the largest ``|Δ p(answer)|``) and on what it was trained, appended to ``kept/retrained.csv``
+    as each run finishes. The run folder is removed afterwards (``keep_runs=False``: its
+    checkpoints are ~26-72 MB; the head features are what the analyses read), so a stopped call
+    resumes from the kept head features on any clone. ``limit``: at most this many runs now.
+
+    Raises:
+        ValueError: ``jobs < 1`` or a negative ``limit`` (before anything trains).
+    """
+    import shutil
+
+    from analyses.population import evaluate_run
+    from interp.core.io import atomic_to_csv
+    from interp.sources.catalogue import run_name
+    from interp.sources.embedded import iter_suite
+
+    if jobs < 1 or (limit is not None and limit < 0):
+        raise ValueError(f"jobs={jobs} must be >= 1 and limit={limit} >= 0 (or None: every run)")
+    names = {run_name(size, seed): (size, seed) for seed in cfg.seeds for size in cfg.sizes}
+    todo = [r for r in names if r in set(curves["run"]) and not kept_heads(r, kept).is_file()]
+    todo = todo[:limit] if limit is not None else todo
+    record = kept / "retrained.csv"
+    done = pd.read_csv(record) if record.is_file() else pd.DataFrame(columns=RETRAINED_COLUMNS)
+    for i in range(0, len(todo), jobs):
+        for run, folder in iter_suite(cfg, n_jobs=jobs, runs=todo[i : i + jobs]):
+            size, seed = names[run]
+            curve = evaluate_run(folder, cfg, size, seed)
+            both = curve.merge(curves[curves["run"] == run], on="step", suffixes=("", "_kept"))
+            identical = len(both) == len(curve) and bool(
+                (both["accuracy"] == both["accuracy_kept"]).all() and (both["p_answer"] == both["p_answer_kept"]).all()
+            )
+            keep_head_features([folder], kept, echo)
+            meta = json.loads((folder / "suite.json").read_text())
+            env = meta.get("environment", {})
+            row = {
+                "run": run,
+                "checkpoints": len(curve),
+                "identical": identical,
+                "max_abs_diff_p_answer": float((both["p_answer"] - both["p_answer_kept"]).abs().max()),
+                "cpu_model": env.get("cpu_model"),
+                "python": env.get("python"),
+                "torch": env.get("packages", {}).get("torch"),
+                "pins_applied": env.get("kernel_pins", {}).get("applied"),
+                "train_seconds": meta.get("train_seconds"),
+            }
+            done = pd.concat([done[done["run"] != run], pd.DataFrame([row])], ignore_index=True)
+            atomic_to_csv(done[RETRAINED_COLUMNS], record)
+            echo(f"{run}: trained again, curve {'identical to' if identical else 'DIFFERENT from'} the kept one")
+            if not keep_runs:
+                shutil.rmtree(folder, ignore_errors=True)
+    return done
 
 
 def read_kept_heads(kept: Path = KEPT) -> pd.DataFrame:
@@ -119,8 +203,31 @@ def _md(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def docs_block(result: dict, n_planned: int, seconds: float) -> str:
-    """docs/results.md's block: runs used, the forecast per horizon and arm, the formation order."""
+def retrained_line(retrained: pd.DataFrame) -> str:
+    """One line on the runs trained again for their head features (:func:`train_for_heads`)."""
+    if retrained is None or retrained.empty:
+        return ""
+    same = retrained["identical"].astype(str).str.lower() == "true"
+    where = ", ".join(
+        f"{cpu} (Python {py}, torch {torch})"
+        for (cpu, py, torch), _ in retrained.groupby(["cpu_model", "python", "torch"], dropna=False)
+    )
+    text = (
+        f"{len(retrained)} of these runs were trained again for their head features (the kept curves came "
+        f"without checkpoints), on {where}: the capability curve equals the kept one at every checkpoint on "
+        f"{int(same.sum())} of {len(retrained)}"
+    )
+    if (~same).any():
+        text += f" (differing: {', '.join(retrained.loc[~same, 'run'])})"
+    seconds = pd.to_numeric(retrained["train_seconds"], errors="coerce").dropna()
+    if len(seconds):
+        text += f"; training time per run median {seconds.median():.0f} s"
+    return text + "."
+
+
+def docs_block(result: dict, n_planned: int, seconds: float, retrained: pd.DataFrame | None = None) -> str:
+    """docs/results.md's block: runs used, the forecast per horizon and arm, the formation order,
+    and the check of the runs trained again for their head features (``retrained``)."""
     from interp.population.formation import IND_THRESHOLD, PREV_THRESHOLD
     from interp.population.insight_page import insight_findings
 
@@ -129,6 +236,7 @@ def docs_block(result: dict, n_planned: int, seconds: float) -> str:
         (
             f"Runs with head features and a kept curve: {len(runs)} of the spec's {n_planned} "
             f"({int(runs['emerged'].sum())} emerged). Runtime of this call: {seconds / 60:.1f} min."
+            + (f" {retrained_line(retrained)}" if retrained is not None and len(retrained) else "")
         ),
         "",
         *[f"- {line}" for line in insight_findings(result["forecasts"], result["summary"])],
@@ -226,23 +334,39 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--curves", type=Path, default=KEPT, help="folder holding the kept curves/ (default: docs')")
     parser.add_argument("--no-compute", action="store_true", help="use the kept head features only")
+    parser.add_argument(
+        "--train-missing",
+        type=int,
+        nargs="?",
+        const=-1,
+        default=None,
+        metavar="N",
+        help="train again (pinned) up to N population runs (all without N) whose head features are not kept",
+    )
     parser.add_argument("--update-docs", action="store_true")
-    parser.add_argument("--jobs", type=int, default=None, help="(ignored)")
+    parser.add_argument("--jobs", type=int, default=2, help="training workers of --train-missing")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored)")
     args = parser.parse_args(argv)
     started = time.time()
     cfg = load_suite_spec("population")
+    if args.jobs < 1 or (args.train_missing is not None and args.train_missing < -1):
+        raise SystemExit(f"error: --jobs {args.jobs} must be >= 1 and --train-missing N >= 0")
     if not args.no_compute and suite_dir(cfg).is_dir():
         folders = sorted(p for p in suite_dir(cfg).iterdir() if not p.name.startswith("."))
         keep_head_features(folders)
     curves = read_kept_curves(args.curves)
+    if args.train_missing is not None and not args.no_compute:
+        limit = None if args.train_missing == -1 else args.train_missing
+        train_for_heads(cfg, curves, args.jobs, limit=limit)
     heads = read_kept_heads()
     if curves.empty or heads.empty:
         raise SystemExit("error: no kept curves or head features yet (train the population first)")
     population = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD)
     result = analyse(population, heads)
     write(result, args.out)
-    block = docs_block(result, len(cfg.run_names()), time.time() - started)
+    record = KEPT / "retrained.csv"
+    retrained = pd.read_csv(record) if record.is_file() else None
+    block = docs_block(result, len(cfg.run_names()), time.time() - started, retrained)
     atomic_write_text(args.out / "insight.md", block)
     print(block)
     if args.update_docs:

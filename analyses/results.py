@@ -120,12 +120,14 @@ REGISTRY: list[Analysis] = [
         takes_device=False,
     ),
     # Issue 45 on the population's kept curves: head features per run computed once and kept in
-    # docs/data/population/heads (~20-60 s per run on the busy 2-core machine), then seconds.
+    # docs/data/population/heads (~20-60 s per run on the busy 2-core machine), then seconds; a
+    # run whose checkpoints are gone (a fresh clone) is trained again, pinned, and checked against
+    # its kept curve (~230 s per d_model-64 run on an idle core, 2 at a time).
     Analysis(
         "population_insight",
         "analyses.population_insight",
         "docs/results.md §5 (forecast and formation order)",
-        ("--update-docs",),
+        ("--update-docs", "--train-missing"),
         runs_sweeps=False,
     ),
     # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell.

@@ -364,3 +364,51 @@ def test_forecast_ratio_interval_resamples_runs_in_pairs():
     point = np.median(error) / np.median(baseline)
     assert lo < point < hi and hi - lo > 0.1
     assert all(math.isnan(v) for v in ratio_interval(error[:2], baseline[:2]))
+
+
+@pytest.mark.slow
+def test_train_for_heads_retrains_pinned_runs_checks_them_against_the_kept_curves_and_resumes(tmp_path, monkeypatch):
+    import dataclasses
+
+    from analyses.population import evaluate_run
+    from interp.sources import embedded
+    from interp.sources.catalogue import suite_dir
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
+    cfg = dataclasses.replace(
+        embedded.QUICK,
+        sizes=(embedded.SMALL,),
+        steps=16,
+        size_steps=(),
+        checkpoint_every=8,
+        seeds=(0, 1),
+        warmup_steps=4,
+        batch_size=4,
+    )
+    # the population's way: train, keep the curves; then the checkpoints are gone (a fresh clone)
+    runs = dict(embedded.iter_suite(cfg, n_jobs=1, progress=False))
+    curves = pd.concat(
+        [evaluate_run(runs[f"{embedded.SMALL.name}-seed{s}"], cfg, embedded.SMALL, s) for s in (0, 1)],
+        ignore_index=True,
+    )
+    shutil.rmtree(suite_dir(cfg))
+    other = f"{embedded.SMALL.name}-seed1"
+    curves.loc[(curves["run"] == other) & (curves["step"] == 8), "p_answer"] += 0.01  # a kept curve that differs
+    kept = tmp_path / "kept"
+    said: list[str] = []
+    table = entry.train_for_heads(cfg, curves, jobs=1, kept=kept, echo=said.append).set_index("run")
+    assert table.loc[f"{embedded.SMALL.name}-seed0", "identical"]  # pinned: the same bits again
+    assert not table.loc[other, "identical"]
+    assert table.loc[other, "max_abs_diff_p_answer"] == pytest.approx(0.01, abs=1e-9)
+    assert table["pins_applied"].all() and (table["checkpoints"] == len(cfg.checkpoint_steps_for(embedded.SMALL))).all()
+    assert sorted(p.name for p in (kept / "heads").glob("*.csv")) == [f"{r}.csv" for r in sorted(table.index)]
+    assert not any(suite_dir(cfg).glob(f"{embedded.SMALL.name}-seed*"))  # run folders removed
+    assert f"{other}: trained again, curve DIFFERENT from the kept one" in said
+    line = entry.retrained_line(table.reset_index())
+    assert line.startswith("2 of these runs were trained again for their head features")
+    assert f"equals the kept one at every checkpoint on 1 of 2 (differing: {other})" in line
+    said.clear()  # resumed: every run has its head features, nothing is trained
+    again = entry.train_for_heads(cfg, curves, jobs=1, kept=kept, echo=said.append)
+    assert said == [] and len(again) == 2
+    with pytest.raises(ValueError, match="jobs=0 must be >= 1"):
+        entry.train_for_heads(cfg, curves, jobs=0, kept=kept)
