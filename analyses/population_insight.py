@@ -123,7 +123,7 @@ def train_for_heads(
     todo = [r for r in names if r in set(curves["run"]) and not kept_heads(r, kept).is_file()]
     todo = todo[:limit] if limit is not None else todo
     record = kept / "retrained.csv"
-    done = pd.read_csv(record) if record.is_file() else pd.DataFrame(columns=RETRAINED_COLUMNS)
+    done = read_retrained(record, echo)
     for i in range(0, len(todo), jobs):
         for run, folder in iter_suite(cfg, n_jobs=jobs, runs=todo[i : i + jobs]):
             size, seed = names[run]
@@ -152,6 +152,24 @@ def train_for_heads(
             if not keep_runs:
                 shutil.rmtree(folder, ignore_errors=True)
     return done
+
+
+def read_retrained(record: Path, echo=print) -> pd.DataFrame:
+    """The record of :func:`train_for_heads` (:data:`RETRAINED_COLUMNS`; empty when there is none);
+    a damaged one is named and started again (the runs it listed keep their head features)."""
+    if not record.is_file():
+        return pd.DataFrame(columns=RETRAINED_COLUMNS)
+    try:
+        table = pd.read_csv(record)
+    except (OSError, ValueError) as error:
+        table, why = None, f"cannot be read ({error})"
+    else:
+        why = "lacks columns"
+    if table is None or list(table.columns) != RETRAINED_COLUMNS:
+        echo(f"warning: {record} {why}; it is started again")
+        record.unlink(missing_ok=True)
+        return pd.DataFrame(columns=RETRAINED_COLUMNS)
+    return table
 
 
 def read_kept_heads(kept: Path = KEPT) -> pd.DataFrame:
@@ -364,8 +382,7 @@ def main(argv=None) -> None:
     population = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD)
     result = analyse(population, heads)
     write(result, args.out)
-    record = KEPT / "retrained.csv"
-    retrained = pd.read_csv(record) if record.is_file() else None
+    retrained = read_retrained(KEPT / "retrained.csv")
     block = docs_block(result, len(cfg.run_names()), time.time() - started, retrained)
     atomic_write_text(args.out / "insight.md", block)
     print(block)

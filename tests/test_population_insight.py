@@ -412,3 +412,6 @@ def test_train_for_heads_retrains_pinned_runs_checks_them_against_the_kept_curve
     assert said == [] and len(again) == 2
     with pytest.raises(ValueError, match="jobs=0 must be >= 1"):
         entry.train_for_heads(cfg, curves, jobs=0, kept=kept)
+    (kept / "retrained.csv").write_text("run,identical\nx")  # damaged: named and started again
+    assert entry.read_retrained(kept / "retrained.csv", echo=said.append).empty
+    assert said == [f"warning: {kept / 'retrained.csv'} lacks columns; it is started again"]
