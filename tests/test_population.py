@@ -474,3 +474,16 @@ def test_p_values_keep_two_significant_digits_below_0_1():
         "p = 0.31",
         "p undetermined",
     ]
+
+
+def test_kaplan_meier_legend_has_one_key_for_the_censoring_ticks(hand):
+    from interp.population.page import km_figure
+
+    fig = km_figure(hand)
+    shown = [t.name for t in fig.data if t.showlegend is not False]
+    censored = hand.runs[~hand.runs["emerged"]]
+    assert len(censored)  # the hand population has censored runs
+    # one key per arm's line, one for every arm's ticks; each arm's ticks drawn in its colour, keyless
+    assert shown == [*hand.arms["arm"], "censored run (tick at its budget)"]
+    ticks = [t for t in fig.data if t.name and t.name.endswith(": censored")]
+    assert sum(len(t.x) for t in ticks) == len(censored) and all(t.showlegend is False for t in ticks)

@@ -89,10 +89,22 @@ def km_figure(result) -> go.Figure:
                     marker={"symbol": "line-ns-open", "size": 14, "color": colour, "line": {"width": 2}},
                     name=f"{name}: censored",
                     legendgroup=name,
+                    showlegend=False,  # one key for every arm's ticks, below
                     text=[plot_text(r) for r in censored["run"]],
                     hovertemplate="%{text}<br>censored at step %{x}<extra></extra>",
                 )
             )
+    if (~result.runs["emerged"]).any():  # the ticks' key, once, in grey: the tick's colour is its arm's
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"symbol": "line-ns-open", "size": 14, "color": "#666", "line": {"width": 2}},
+                name="censored run (tick at its budget)",
+                hoverinfo="skip",
+            )
+        )
     fig.update_layout(
         template="plotly_white",
         height=420,
