@@ -257,6 +257,10 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _ci(lo: float, hi: float) -> str:
+    return "" if lo != lo else f" (95 % {lo:.0f} to {hi:.0f})"
+
+
 def verdict(summary: pd.DataFrame) -> list[str]:
     """One plain line per grid cell."""
     lines = []
@@ -277,7 +281,8 @@ def verdict(summary: pd.DataFrame) -> list[str]:
             word = "is not told apart from the control"
         lines.append(
             f"β={r.beta:g}, N={r.force_steps}: the true pattern {word}: shift true − control {r.difference:.0f} "
-            f"steps{interval} over {r.paired_n} runs; true {r.true:.0f}, control {r.control:.0f} steps on average "
+            f"steps{interval} over {r.paired_n} runs; mean shift true {r.true:.0f}{_ci(r.true_lo, r.true_hi)}, control "
+            f"{r.control:.0f}{_ci(r.control_lo, r.control_hi)} steps "
             f"(forced runs not emerged by the budget, counted at the budget: true {r.true_censored}, control "
             f"{r.control_censored})"
             + ("" if r.goal_met else " (goal needs the interval below 0 on >= 12 runs: not met)")
