@@ -229,7 +229,8 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], kept: Pat
 
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
     """Per (β, N): runs, mean shift of ``true`` and ``control`` with 95 % t-intervals, the paired
-    difference true − control with its interval, and ``goal_met`` (its upper end < 0 on >= 12 runs)."""
+    difference true − control with its interval, the range of E of the true-forced runs
+    (``true_E_min``, ``true_E_max``, steps) and ``goal_met`` (its upper end < 0 on >= 12 runs)."""
     from analyses.forcing import mean_interval
 
     rows = []
@@ -252,6 +253,9 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
         row.update({"paired_n": len(diff), "difference": m, "difference_lo": lo, "difference_hi": hi})
         for condition in PATTERNS:
             row[f"{condition}_censored"] = int(cell.loc[cell["condition"] == condition, "forced_censored"].sum())
+        e_true = cell.loc[cell["condition"] == "true", "E_forced"].dropna()
+        row["true_E_min"] = float(e_true.min()) if len(e_true) else np.nan
+        row["true_E_max"] = float(e_true.max()) if len(e_true) else np.nan
         row["goal_met"] = bool(len(diff) >= 12 and hi == hi and hi < 0)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -284,7 +288,12 @@ def verdict(summary: pd.DataFrame) -> list[str]:
             f"steps{interval} over {r.paired_n} runs; mean shift true {r.true:.0f}{_ci(r.true_lo, r.true_hi)}, control "
             f"{r.control:.0f}{_ci(r.control_lo, r.control_hi)} steps "
             f"(forced runs not emerged by the budget, counted at the budget: true {r.true_censored}, control "
-            f"{r.control_censored})"
+            f"{r.control_censored}); the true-forced runs cross at "
+            + (
+                f"step {r.true_E_min:.0f}"
+                if r.true_E_min == r.true_E_max
+                else f"steps {r.true_E_min:.0f}–{r.true_E_max:.0f}"
+            )
             + ("" if r.goal_met else " (goal needs the interval below 0 on >= 12 runs: not met)")
             + "."
         )
