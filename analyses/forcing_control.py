@@ -138,21 +138,16 @@ def read_kept(unit: dict, kept: Path, echo=print) -> pd.DataFrame | None:
     or not a whole curve: :func:`analyses.population.whole_curve`, with ``train_seconds``) is named,
     removed and None returned, so that its run is trained and evaluated again."""
     from analyses.population import curve_columns, whole_curve
+    from interp.core.io import read_kept_csv
 
-    path = kept_curve(unit, kept)
-    if not path.is_file():
-        return None
-    try:
-        curve = pd.read_csv(path)
-    except (OSError, ValueError) as error:
-        curve, why = None, f"cannot be read ({error})"
-    else:
-        why = "is not a whole curve"
-    if curve is None or list(curve.columns) != [*curve_columns(), "train_seconds"] or not whole_curve(curve):
-        echo(f"warning: {path} {why}; its run is trained and evaluated again")
-        path.unlink(missing_ok=True)
-        return None
-    return curve
+    return read_kept_csv(
+        kept_curve(unit, kept),
+        [*curve_columns(), "train_seconds"],
+        whole_curve,
+        "is not a whole curve",
+        "its run is trained and evaluated again",
+        echo,
+    )
 
 
 def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print) -> int:

@@ -103,19 +103,13 @@ def whole_curve(curve: pd.DataFrame) -> bool:
 def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
     """Every kept curve as one table (:func:`curve_columns`); an unreadable file is named and
     left out (it is redone by the next run of the entry, which removes it)."""
-    frames = []
-    for path in sorted((kept / "curves").glob("*.csv")):
-        try:
-            frame = pd.read_csv(path)
-        except (OSError, ValueError) as error:
-            print(f"warning: {path} cannot be read ({error}); its run is evaluated again", flush=True)
-            path.unlink(missing_ok=True)
-            continue
-        if list(frame.columns) != curve_columns() or not whole_curve(frame):
-            print(f"warning: {path} is not a whole curve; its run is evaluated again", flush=True)
-            path.unlink(missing_ok=True)
-            continue
-        frames.append(frame)
+    from interp.core.io import read_kept_csv
+
+    frames = [
+        read_kept_csv(path, curve_columns(), whole_curve, "is not a whole curve", "its run is evaluated again")
+        for path in sorted((kept / "curves").glob("*.csv"))
+    ]
+    frames = [f for f in frames if f is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=curve_columns())
 
 

@@ -164,40 +164,24 @@ def train_for_heads(
 def read_retrained(record: Path, echo=print) -> pd.DataFrame:
     """The record of :func:`train_for_heads` (:data:`RETRAINED_COLUMNS`; empty when there is none);
     a damaged one is named and started again (the runs it listed keep their head features)."""
-    if not record.is_file():
-        return pd.DataFrame(columns=RETRAINED_COLUMNS)
-    try:
-        table = pd.read_csv(record)
-    except (OSError, ValueError) as error:
-        table, why = None, f"cannot be read ({error})"
-    else:
-        why = "lacks columns"
-    if table is None or list(table.columns) != RETRAINED_COLUMNS:
-        echo(f"warning: {record} {why}; it is started again")
-        record.unlink(missing_ok=True)
-        return pd.DataFrame(columns=RETRAINED_COLUMNS)
-    return table
+    from interp.core.io import read_kept_csv
+
+    table = read_kept_csv(record, RETRAINED_COLUMNS, None, "lacks columns", "it is started again", echo)
+    return pd.DataFrame(columns=RETRAINED_COLUMNS) if table is None else table
 
 
 def read_kept_heads(kept: Path = KEPT) -> pd.DataFrame:
     """Every kept head-feature table as one (:data:`interp.population.heads.FEATURE_COLUMNS`); a
     damaged file (unreadable, missing values, a checkpoint cut short) is named and removed."""
+    from interp.core.io import read_kept_csv
     from interp.population.heads import FEATURE_COLUMNS
 
-    frames = []
-    for path in sorted((kept / "heads").glob("*.csv")):
-        try:
-            frame = pd.read_csv(path)
-        except (OSError, ValueError) as error:
-            frame, why = None, f"cannot be read ({error})"
-        else:
-            why = "is not a whole table"
-        if frame is None or list(frame.columns) != list(FEATURE_COLUMNS) or not _whole_heads(frame):
-            # named and removed: the next call with the run's checkpoints computes it again
-            print(f"warning: {path} {why}; its head features are computed again", flush=True)
-            path.unlink(missing_ok=True)
-            continue
-        frames.append(frame)
+    # a damaged file is named and removed: the next call with the run's checkpoints computes it again
+    frames = [
+        read_kept_csv(path, FEATURE_COLUMNS, _whole_heads, then="its head features are computed again")
+        for path in sorted((kept / "heads").glob("*.csv"))
+    ]
+    frames = [f for f in frames if f is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FEATURE_COLUMNS)
 
 

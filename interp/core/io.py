@@ -73,6 +73,33 @@ def atomic_to_csv(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def read_kept_csv(
+    path: str | os.PathLike,
+    columns: list[str],
+    whole=None,
+    damaged: str = "is not a whole table",
+    then: str = "it is redone",
+    echo=None,
+) -> pd.DataFrame | None:
+    """A kept CSV file, checked: ``None`` when there is none; a damaged one (unreadable, other
+    ``columns``, or ``whole(frame)`` false) is named in one line (``warning: PATH WHY; THEN``),
+    removed, and ``None`` returned, so that the caller redoes it. Never trusted half-read."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        frame, why = pd.read_csv(path), damaged
+    except (OSError, ValueError) as error:
+        frame, why = None, f"cannot be read ({error})"
+    if frame is None or list(frame.columns) != list(columns) or (whole is not None and not whole(frame)):
+        (echo or (lambda line: print(line, flush=True)))(f"warning: {path} {why}; {then}")
+        path.unlink(missing_ok=True)
+        return None
+    return frame
+
+
 def atomic_to_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Save ``df`` as parquet (pyarrow) atomically."""
     with atomic_path(path, suffix=".parquet") as tmp:
