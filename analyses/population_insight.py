@@ -122,7 +122,8 @@ def train_for_heads(
     if jobs < 1 or (limit is not None and limit < 0):
         raise ValueError(f"jobs={jobs} must be >= 1 and limit={limit} >= 0 (or None: every run)")
     names = {run_name(size, seed): (size, seed) for seed in cfg.seeds for size in cfg.sizes}
-    todo = [r for r in names if r in set(curves["run"]) and not kept_heads(r, kept).is_file()]
+    kept_runs = set(curves["run"])
+    todo = [r for r in names if r in kept_runs and not kept_heads(r, kept).is_file()]
     todo = todo[:limit] if limit is not None else todo
     record = kept / "retrained.csv"
     done = read_retrained(record, echo)
