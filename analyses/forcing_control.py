@@ -336,10 +336,13 @@ def main(argv=None) -> None:
     parser.add_argument("--finished-only", action="store_true", help="the forced runs already kept; train nothing")
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
-    betas = _numbers(args.betas, float, "--betas")
-    lengths = _numbers(args.force_steps, int, "--force-steps")
-    if args.jobs < 1 or args.anneal_steps < 0:
-        raise ValueError(f"--jobs {args.jobs} must be >= 1 and --anneal-steps {args.anneal_steps} >= 0")
+    try:  # bad input: one line naming it, before anything loads
+        betas = _numbers(args.betas, float, "--betas")
+        lengths = _numbers(args.force_steps, int, "--force-steps")
+        if args.jobs < 1 or args.anneal_steps < 0:
+            raise ValueError(f"--jobs {args.jobs} must be >= 1 and --anneal-steps {args.anneal_steps} >= 0")
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     cfg = load_suite_spec("population")
     selected = select_runs(cfg, args.runs)
     started = time.time()

@@ -320,7 +320,7 @@ def test_forcing_control_refuses_bad_input_before_training(tmp_path):
     from interp.sources.catalogue import load_suite_spec
 
     assert len(select_runs(load_suite_spec("population"), control.DEFAULT_RUNS)) == 12
-    with pytest.raises(ValueError, match=r"--betas '1,x' must be a comma-separated list"):
+    with pytest.raises(SystemExit, match=r"^error: --betas '1,x' must be a comma-separated list"):
         control.main(["--betas", "1,x"])
     with pytest.raises(SystemExit, match=r"no forced run of this command is kept in .*runs yet"):
         control.main(["--finished-only", "--kept", str(tmp_path), "--out", str(tmp_path / "out")])
