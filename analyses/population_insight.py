@@ -61,11 +61,12 @@ def keep_head_features(folders, kept: Path = KEPT, echo=print) -> dict[str, floa
     that has none kept; returns seconds per run computed now (a kept file is never recomputed)."""
     from interp.core.io import atomic_to_csv
     from interp.population.heads import run_head_features
+    from interp.sources.local import finished_run
 
     seconds = {}
     for folder in map(Path, folders):
         path = kept_heads(folder.name, kept)
-        if path.is_file() or not (folder / "suite.json").is_file():
+        if path.is_file() or not finished_run(folder):  # a damaged run folder is named and removed
             continue
         started = time.perf_counter()
         table = run_head_features(folder)
@@ -112,10 +113,8 @@ def train_for_heads(
     Raises:
         ValueError: ``jobs < 1`` or a negative ``limit`` (before anything trains).
     """
-    import shutil
-
     from analyses.population import evaluate_run
-    from interp.core.io import atomic_to_csv
+    from interp.core.io import atomic_to_csv, remove_folder
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
 
@@ -158,7 +157,7 @@ def train_for_heads(
                 f"{row['max_abs_diff_p_answer']:.3g})"
             )
             if not keep_runs:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_folder(folder)  # renamed first: a kill mid-removal leaves no half-emptied run
     return done
 
 

@@ -261,7 +261,7 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
 
 
 @pytest.mark.slow
-def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
+def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path, capsys):
     """A short run finished beside a long one is handed out at once, with the calling process set to
     the one idle core's thread count; the long run arrives after it, and the count is restored.
     (On a one-core machine no core is idle while the long run trains: both come at the end.)"""
@@ -298,3 +298,14 @@ def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path):
         (name, (folder / "suite.json").exists()) for name, _ in embedded.iter_suite(cfg, root=tmp_path, progress=False)
     ]
     assert again == [(embedded.run_name(small, 3), not spare), (embedded.run_name(TINY, 3), True)]
+    # a removal cut short (suite.json kept, a checkpoint gone): named, trained again, never handed out as it is
+    damaged = next(
+        f for n, f in embedded.iter_suite(cfg, root=tmp_path, progress=False) if n == embedded.run_name(small, 3)
+    )
+    shutil.rmtree(damaged / "step0")
+    capsys.readouterr()
+    handed = dict(embedded.iter_suite(cfg, root=tmp_path, n_jobs=1, progress=False))
+    assert f"{damaged}: damaged run folder (suite.json lists steps [0] without their step{{N}}/ folders)" in (
+        capsys.readouterr().err
+    )
+    assert handed[embedded.run_name(small, 3)] == damaged and (damaged / "step0").is_dir()

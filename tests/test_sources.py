@@ -136,3 +136,32 @@ def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(
         ("suite-seed2", 2),
     ]
     assert report.provenance["settings"]["sources"] == names
+
+
+def test_a_run_folder_cut_short_is_named_and_removed_never_trusted(tmp_path, capsys):
+    """:func:`interp.sources.local.finished_run`: whole -> True; suite.json listing a step whose folder
+    is gone (a removal cut short) or unreadable -> named on stderr, removed, False; no suite.json
+    (a run still training) -> False, left in place."""
+    import json
+
+    from interp.sources.local import finished_run
+
+    def run(name: str, steps: list[int], meta: str | None = None):
+        folder = tmp_path / name
+        for s in steps:
+            (folder / f"step{s}").mkdir(parents=True)
+        if meta is not None:
+            (folder / "suite.json").write_text(meta)
+        return folder
+
+    whole = run("whole", [0, 8], json.dumps({"steps": [0, 8]}))
+    assert finished_run(whole) and capsys.readouterr().err == ""
+    cut = run("cut", [8], json.dumps({"steps": [0, 8]}))
+    assert not finished_run(cut) and not cut.exists()
+    assert capsys.readouterr().err.startswith(f"{cut}: damaged run folder (suite.json lists steps [0] without")
+    garbled = run("garbled", [0], '{"steps": [0, "eight"]}')
+    assert not finished_run(garbled) and not garbled.exists()
+    assert "unreadable suite.json" in capsys.readouterr().err
+    training = run("training", [0])
+    assert not finished_run(training) and training.is_dir() and capsys.readouterr().err == ""
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".drop-")]  # removed, not renamed only

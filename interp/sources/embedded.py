@@ -57,6 +57,7 @@ from interp.sources.interrupted import (
     stop_workers,
 )
 from interp.sources.loading import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
+from interp.sources.local import finished_run
 from interp.sources.progress import RunBars, drain_progress
 
 if TYPE_CHECKING:
@@ -465,7 +466,7 @@ def cached_suite_runs(prefer: SuiteConfig = QUICK, root: str | Path | None = Non
 
     def cached(cfg: SuiteConfig, names: Sequence[str]) -> list[Path] | None:
         folders = [suite_dir(cfg, root) / name for name in names]
-        return folders if all((f / "suite.json").is_file() for f in folders) else None
+        return folders if all(finished_run(f) for f in folders) else None
 
     wanted = prefer.run_names()
     others = [cfg for cfg in SUITES.values() if cfg.digest() != prefer.digest()]
@@ -488,21 +489,19 @@ def iter_suite(
 ) -> Iterator[tuple[str, Path]]:
     """The suite's runs as ``(run name, folder)``, each as soon as it is ready *and* a core is free.
 
-    With every run cached, all come at once, in (size, seed) order. Otherwise the missing runs
-    are trained as in :func:`ensure_suite`, and a cached run, or a run whose training ended, is
-    handed out only once no run is waiting for a worker and a core is idle (cores minus
-    ``cfg.threads`` per training run). The caller's work on it (the main job's analysis) then
-    fills a core the pool leaves idle instead of slowing the training: the pool's longest-first
-    order leaves one core idle for ~70 s at the end of the full suite on 2 cores. While runs
-    still train, torch in the calling process is set to the idle cores' count (at most its own
-    thread count; restored at the end): a two-threaded analysis beside a training process ran
-    4x slower than a one-threaded one here.
+    With every run cached, all come at once, in (size, seed) order (a damaged run folder is named
+    and trained again: :func:`interp.sources.local.finished_run`). Otherwise the missing runs are
+    trained as in :func:`ensure_suite`, and a cached run, or a run whose training ended, is handed
+    out only once no run waits for a worker and a core is idle (cores minus ``cfg.threads`` per
+    training run): the caller's work on it then fills a core the longest-first pool leaves idle
+    (~70 s at the end of the full suite on 2 cores). While runs train, torch in the calling
+    process uses the idle cores' count (at most its own; restored at the end): a two-threaded
+    analysis beside a training process ran 4x slower than a one-threaded one here.
 
     Stopped before the training ends (Ctrl-C, in a terminal or as Jupyter's interrupt; an error
     here or while the caller handles a run), it cancels the runs not yet started and stops the
-    running workers at once; each of those leaves its folder, which the next training of the suite
-    continues from its last checkpoint to the same weights (:func:`interp.sources.interrupted.adopt_interrupted`). A line on
-    standard error says where each stopped run will continue.
+    running workers at once; each leaves its folder, which the next training continues to the same
+    weights (:func:`interp.sources.interrupted.adopt_interrupted`); a line on standard error says where.
 
     The workers are spawned with the kernel pins (:mod:`interp.core.kernel_pins`): the same weights on
     every x86-64 CPU with AVX2, whatever the caller's environment says about the kernels.
@@ -525,8 +524,9 @@ def iter_suite(
     wanted = set(cfg.run_names() if runs is None else runs)
     all_runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
     chosen = [(size, seed, final) for size, seed, final in all_runs if run_name(size, seed) in wanted]
-    finished = [(run_name(size, seed), final) for size, seed, final in chosen if (final / "suite.json").exists()]
-    missing = [(size, seed, final) for size, seed, final in chosen if not (final / "suite.json").exists()]
+    whole = {final: finished_run(final) for _, _, final in chosen}  # a damaged run folder: named, removed
+    finished = [(run_name(size, seed), final) for size, seed, final in chosen if whole[final]]
+    missing = [(size, seed, final) for size, seed, final in chosen if not whole[final]]
     if not missing:
         yield from finished
         return

@@ -149,3 +149,37 @@ def overlay_steps(run: str | Path) -> list[int]:
     return sorted(
         int(p.name[4:]) for p in folder.iterdir() if p.is_dir() and p.name[4:].isdigit() and p.name.startswith("step")
     )
+
+
+def finished_run(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a finished run of a trained suite: its ``suite.json`` is present and
+    every step it lists has its ``step{N}/`` folder.
+
+    A folder with ``suite.json`` but missing step folders (a removal or a copy cut short) is
+    damaged: it is named on standard error and removed, so that the caller trains the run again
+    instead of trusting it. False when ``suite.json`` is absent (a run not finished, left for
+    :func:`interp.sources.interrupted.adopt_interrupted`).
+    """
+    import sys
+
+    from interp.core.io import remove_folder
+
+    folder = Path(folder)
+    meta_file = folder / "suite.json"
+    if not meta_file.is_file():
+        return False
+    try:
+        steps = [int(s) for s in json.loads(meta_file.read_text()).get("steps", [])]
+    except (ValueError, TypeError, AttributeError) as err:
+        missing: list = [f"unreadable suite.json ({err})"]
+    else:
+        missing = [s for s in steps if not (folder / f"step{s}").is_dir()]
+    if not missing:
+        return True
+    print(
+        f"{folder}: damaged run folder (suite.json lists steps {missing[:5]} without their step{{N}}/ "
+        "folders); it is removed and trained again",
+        file=sys.stderr,
+    )
+    remove_folder(folder)
+    return False
