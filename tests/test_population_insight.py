@@ -209,6 +209,52 @@ def test_page_escapes_names_and_docs_block_round_trip(tmp_path):
     assert "OLD BLOCK" not in text and block in text and text.endswith("tail\n")
 
 
+def test_page_formation_table_puts_each_share_with_its_interval_in_one_cell():
+    from interp.population.insight_page import formation_table
+
+    base = dict(runs=18, strict=4, share_strict=4 / 18, share_strict_lo=0.09, share_strict_hi=0.452, weak=14,
+                share_weak=14 / 18, share_weak_lo=0.548, share_weak_hi=0.91, kendall_w=0.414, kendall_w_lo=0.213,
+                kendall_w_hi=0.702, median_ind_heads_before_E=1.0, max_ind_heads_before_E=2, multi_candidates=3,
+                carrier_runs=18, carrier_first=18, share_carrier_first=1.0, share_carrier_first_lo=0.824,
+                share_carrier_first_hi=1.0)  # fmt: skip
+    lone = {**base, "arm": "1h", "kendall_w": math.nan, "carrier_runs": 0, "carrier_first": 0}
+    table = formation_table(pd.DataFrame([{**base, "arm": "2h"}, lone]))
+    nb, wj = "\u00a0", "\u2060"  # no break inside a share or an interval
+    first = table.iloc[0]
+    assert first["strict order (95 % CI)"] == f"4 of 18: 22{nb}%{nb}(9{nb}%–{wj}45{nb}%)"
+    assert first["order with ties (95 % CI)"] == f"14 of 18: 78{nb}%{nb}(55{nb}%–{wj}91{nb}%)"
+    assert first["Kendall's W (95 % CI)"] == f"0.41{nb}(0.21–{wj}0.70)"
+    assert first["induction candidates before E"] == "median 1, max 2; ≥ 2 in 3 runs"
+    assert first["final head formed first (95 % CI)"] == f"18 of 18: 100{nb}%{nb}(82{nb}%–{wj}100{nb}%)"
+    assert table.iloc[1]["Kendall's W (95 % CI)"] == "undetermined"
+    assert table.iloc[1]["final head formed first (95 % CI)"] == "no contest"
+    assert table.columns[0] == "arm" and len(table.columns) == 6
+
+
+def test_insight_page_in_headless_chromium_opens_on_findings_and_its_table_fits_800_px(tmp_path):
+    from browser import visit
+    from tests.test_report_browser import _check_page, _require_browser
+
+    _require_browser()
+    runs, heads = _population()
+    hostile = "<img src=x onerror=window.__pwned=1>"
+    runs.loc[runs["arm"] == "a", "arm"] = hostile
+    population = type("P", (), {"runs": runs})()
+    result = entry.analyse(population, heads, horizons=("half", 500), n_boot=50)
+    page = tmp_path / "insight.html"
+    page.write_text(insight_page(result["forecasts"], result["order"], result["summary"], "c"), encoding="utf-8")
+    probe = (
+        "() => ({first: document.querySelector('h2').textContent, pwned: window.__pwned === 1, "
+        "text: document.body.innerText, heads: [...document.querySelectorAll('#formation th')].map(t => t.textContent),"
+        "wrap: (w => [w.scrollWidth, w.clientWidth])(document.querySelector('#formation .el-table-wrap'))})"
+    )
+    seen = _check_page(page, tmp_path / "insight.png", probe_js=probe).probe
+    assert seen["first"] == "Findings" and not seen["pwned"] and hostile in seen["text"]
+    assert seen["heads"][0] == "arm" and len(seen["heads"]) == 6
+    narrow = visit(page, tmp_path / "insight_800.png", width=800, probe_js=probe).probe
+    assert narrow["wrap"][0] <= narrow["wrap"][1], f"the formation table scrolls at 800 px: {narrow['wrap']}"
+
+
 def test_control_patterns_are_as_sparse_and_off_the_true_keys():
     tokens = torch.tensor([[5, 6, 7, 8, 9, 5, 6, 7, 8, 9]])
     offset = ideal_pattern("offset_3", tokens)[0].argmax(-1).tolist()

@@ -20,7 +20,7 @@ from interp.population.page import _figure
 from interp.report.display import plotly_script
 from interp.report.figures import plot_text
 
-__all__ = ["forecast_figure", "formation_figure", "insight_findings", "insight_page"]
+__all__ = ["forecast_figure", "formation_figure", "formation_table", "insight_findings", "insight_page"]
 
 
 def forecast_figure(predictions: dict[str, pd.DataFrame]) -> go.Figure:
@@ -186,6 +186,51 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
     return lines
 
 
+def formation_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The formation summary as the page shows it: one row per arm (and "all"), each count with its
+    share and 95 % interval in one cell, so that the table fits a laptop's width.
+
+    Args:
+        summary: :func:`interp.population.formation.formation_summary` (the CSV keeps every column).
+
+    Returns:
+        Columns arm, runs, "strict order", "order with ties", "Kendall's W", "induction candidates
+        before E", "final head formed first" (strings; "no contest" where no run has two layer-1
+        heads and one formed, "undetermined" where a value cannot be computed).
+    """
+
+    def share(k, n, p, lo, hi) -> str:
+        pct = (fmt_pct(p), fmt_pct(lo), fmt_pct(hi))  # no break inside a share or its interval when it wraps
+        return f"{int(k)} of {int(n)}: " + "\u00a0".join(f"{pct[0]} ({pct[1]}–\u2060{pct[2]})".split(" "))
+
+    def kendall(r) -> str:
+        if not math.isfinite(r.kendall_w):
+            return "undetermined"
+        return f"{r.kendall_w:.2f}\u00a0({r.kendall_w_lo:.2f}–\u2060{r.kendall_w_hi:.2f})"
+
+    rows = [
+        {
+            "arm": r.arm,
+            "strict order (95 % CI)": share(r.strict, r.runs, r.share_strict, r.share_strict_lo, r.share_strict_hi),
+            "order with ties (95 % CI)": share(r.weak, r.runs, r.share_weak, r.share_weak_lo, r.share_weak_hi),
+            "Kendall's W (95 % CI)": kendall(r),
+            "induction candidates before E": f"median {r.median_ind_heads_before_E:g}, max "
+            f"{int(r.max_ind_heads_before_E)}; ≥ 2 in {int(r.multi_candidates)} runs",
+            "final head formed first (95 % CI)": "no contest"
+            if r.carrier_runs == 0
+            else share(
+                r.carrier_first,
+                r.carrier_runs,
+                r.share_carrier_first,
+                r.share_carrier_first_lo,
+                r.share_carrier_first_hi,
+            ),
+        }
+        for r in summary.itertuples()
+    ]
+    return pd.DataFrame(rows)
+
+
 def insight_page(
     forecasts: dict,
     order: pd.DataFrame,
@@ -204,7 +249,7 @@ def insight_page(
         caption: the formation section's caption.
         title: the page's title.
     """
-    shown = summary.round(3)
+    shown = formation_table(summary)
     forecast_lines = [f"horizon {h}: {line}" for h, fc in forecasts.items() for line in fc.lines()]
     return render(
         "population/templates/insight.html.j2",
@@ -216,6 +261,6 @@ def insight_page(
         forecast_lines=forecast_lines,
         formation_figure=_figure(formation_figure(order)),
         summary_columns=list(shown.columns),
-        summary_rows=shown.astype(str).values.tolist(),
+        summary_rows=shown.values.tolist(),
         formation_caption=caption,
     )
