@@ -241,7 +241,7 @@ def docs_block(result: dict, n_planned: int, seconds: float, retrained: pd.DataF
     """docs/results.md's block: runs used, the forecast per horizon and arm, the formation order,
     and the check of the runs trained again for their head features (``retrained``)."""
     from interp.population.formation import IND_THRESHOLD, PREV_THRESHOLD
-    from interp.population.insight_page import insight_findings
+    from interp.population.insight_page import formation_table, insight_findings
 
     runs = result["runs"]
     lines = [
@@ -270,32 +270,13 @@ def docs_block(result: dict, n_planned: int, seconds: float, retrained: pd.DataF
             f"head: max layer-1 prefix-matching score >= {IND_THRESHOLD}; capability: E; each held for 2 checkpoints):"
         ),
         "",
-        _md(
-            s[
-                [
-                    "arm",
-                    "runs",
-                    "strict",
-                    "weak",
-                    "share_weak_lo",
-                    "share_weak_hi",
-                    "kendall_w",
-                    "kendall_w_lo",
-                    "kendall_w_hi",
-                    "median_ind_heads_before_E",
-                    "max_ind_heads_before_E",
-                    "multi_candidates",
-                    "carrier_first",
-                    "carrier_runs",
-                ]
-            ]
-        ),
+        _md(formation_table(s).map(lambda v: v.replace("\u00a0", " ").replace("\u2060", ""))),  # plain spaces
         (
-            "`strict`: runs with t_prev < t_ind < E; `weak`: with <= (two events at one checkpoint, 100 steps apart at "
-            "most); Kendall's W with a 95 % bootstrap interval over runs; heads before E: layer-1 heads past the "
-            "induction threshold at a checkpoint before E (`multi_candidates`: runs with two or more); "
-            "`carrier_first`: runs whose final top prefix-matching head was the first (or tied first) to form, of "
-            "`carrier_runs` with two or more layer-1 heads where one formed."
+            "Strict order: runs with t_prev < t_ind < E; with ties: with <= (two events at one checkpoint, 100 steps "
+            "apart at most); shares with Wilson's 95 % interval, Kendall's W with a 95 % bootstrap interval over runs; "
+            "induction candidates: layer-1 heads past the induction threshold at a checkpoint before E; final head "
+            "formed first: runs whose final top prefix-matching head was the first (or tied first) to form, of the "
+            "runs with two or more layer-1 heads where one formed (formation_summary.csv has every column)."
         ),
         "",
     ]
