@@ -127,6 +127,21 @@ def plan(selected, heads: pd.DataFrame, betas, lengths, anneal: int, root: Path)
     return units
 
 
+def cells_line(asked: list[dict], done: list[dict]) -> str:
+    """The (β, N) cells of the asked grid with fewer forced runs than asked (with ``--finished-only``,
+    the ones not kept), in words; "" when every cell is whole."""
+    from collections import Counter
+
+    have = Counter((u["beta"], u["force_steps"]) for u in done)
+    want = Counter((u["beta"], u["force_steps"]) for u in asked)
+    short = [f"β={b:g}, N={n} ({have[b, n]} of {k} forced runs kept)" for (b, n), k in want.items() if have[b, n] < k]
+    return (
+        f"Cells of the grid not complete: {'; '.join(short)}; a line below counts its cell's runs kept."
+        if short
+        else ""
+    )
+
+
 def kept_curve(unit: dict, kept: Path) -> Path:
     """The kept capability curve of one forced run:
     ``kept/runs/<run>-<condition>-b<β>-n<N>-a<anneal>.csv``."""
@@ -351,6 +366,7 @@ def main(argv=None) -> None:
     plain_e = {r.run: (r.E if r.emerged else None) for r in plain.itertuples()}
     tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
     units = plan(selected, read_kept_heads(), betas, lengths, args.anneal_steps, args.sweep_dir / tag)
+    asked = units
     if args.finished_only:
         units = [u for u in units if read_kept(u, args.kept) is not None]
         if not units:
@@ -366,14 +382,16 @@ def main(argv=None) -> None:
                 "Command: `python -m analyses.forcing_control"
                 + ("" if args.runs == DEFAULT_RUNS else f" --runs {args.runs}")
                 + f" --betas {args.betas} --force-steps "
-                f"{args.force_steps} --anneal-steps {args.anneal_steps}`; {table['run'].nunique()} runs, {len(units)} "
-                f"forced runs ({trained} trained by this call"
-                + (", the kept ones only: --finished-only" if args.finished_only else "")
+                f"{args.force_steps} --anneal-steps {args.anneal_steps}"
+                + (" --finished-only" if args.finished_only else "")
+                + f"`; {table['run'].nunique()} runs, {len(units)} forced runs ({trained} trained by this call"
+                + ("; the kept ones only" if args.finished_only else "")
                 + f"); runtime {seconds / 60:.1f} min."
             ),
             f"Training time of one forced run (as the runs were trained): median {np.median(trained_s):.0f} s."
             if trained_s
             else "",
+            *filter(None, [cells_line(asked, units)]),
             "",
             *[f"- {line}" for line in verdict(summary)],
             "",

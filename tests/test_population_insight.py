@@ -376,6 +376,21 @@ def test_forcing_control_refuses_bad_input_before_training(tmp_path):
         control.chosen_heads(_heads("s", 2, 100, 200), "r")
 
 
+def test_forcing_control_names_the_grid_cells_not_complete():
+    from analyses import forcing_control as control
+
+    def units(cells, runs=2):
+        return [{"beta": b, "force_steps": n} for b, n in cells for _ in range(2 * runs)]  # true + control per run
+
+    asked = units([(1.0, 500), (1.0, 250), (0.25, 500), (0.25, 250)])
+    kept = units([(1.0, 500), (1.0, 250)]) + units([(0.25, 500)], runs=1)
+    assert control.cells_line(asked, kept) == (
+        "Cells of the grid not complete: β=0.25, N=500 (2 of 4 forced runs kept); β=0.25, N=250 (0 of 4 forced "
+        "runs kept); a line below counts its cell's runs kept."
+    )
+    assert control.cells_line(asked, asked) == ""
+
+
 def test_forcing_control_summary_counts_a_censored_control_at_the_budget():
     from analyses import forcing_control as control
 
