@@ -305,8 +305,7 @@ def save_checkpoint(
             save_state(
                 tmp, optimizer, step, lr_next=warmup_constant(config.lr, config.warmup_steps)(step), tensors=tensors
             )
-        if path.exists():
-            shutil.rmtree(path)
+        remove_folder(path)  # renamed first: a kill mid-removal never leaves half a checkpoint under its name
         os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -33,6 +33,8 @@ from typing import Any
 
 import pandas as pd
 
+from interp.core.io import remove_folder
+
 logger = logging.getLogger(__name__)
 
 
@@ -91,8 +93,7 @@ def store_unit(root: Path, uid: str, run, threshold: float) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{uid}.", dir=final.parent))
     save_report_state(MainJobReport(runs=[run], threshold=threshold), tmp / "state")
-    if final.exists():
-        shutil.rmtree(final)
+    remove_folder(final)  # renamed first: a kill mid-removal never leaves half a state under its name
     (tmp / "state").rename(final)
     shutil.rmtree(tmp, ignore_errors=True)
     return final
