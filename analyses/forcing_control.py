@@ -3,8 +3,9 @@
 
 The forcing result (``analyses/forcing.py``, docs/results.md §3) biases fixed heads (L0H0, L1H0)
 toward the true patterns and E moves earlier; any sparse bias might do that. Here, per run of the
-population (default: the reference arm ``neox-2l-64d-4h``, seeds 0-11) and per cell of a small
-grid of β (``--betas``) and forcing length N (``--force-steps``; then a linear anneal over
+population (default: the reference arm ``neox-2l-64d-4h``, seeds 0-11) and per cell ``β:N`` of a
+small grid (``--cells``; default :data:`DEFAULT_CELLS`) of bias strength β (nats per unit of
+``log(pattern + ε)``) and forcing length N (steps at full β; then a linear anneal over
 ``--anneal-steps``), two forced runs from the plain run's initialisation and data order
 (:func:`interp.sources.embedded.train_run` ``forcing=``):
 
@@ -34,11 +35,11 @@ steps trains in 190-225 s on an idle core (``train_seconds`` of the population's
 when the machine is loaded); 200 steps of ``neox-2l-64d-4h`` seed 0 took 160 s plain, 99 s with
 the true forcing and 95 s with the control at ``nice -n 19`` under a load average of 10-11, so
 the bias adds no cost above that noise. One forced run: ~3.5 min of an idle core (~45 min at
-``nice -n 19`` on the loaded machine). The default entry (12 seeds x 2 conditions x 1 cell = 24
-runs, 2 workers, plus ~20 s of evaluation per run) is ~50 min of 2 idle cores; each further grid
-cell adds as much (the 2 x 2 grid ``--betas 1,3 --force-steps 250,500``: ~3.3 h).
+``nice -n 19`` on the loaded machine). One grid cell (12 seeds x 2 conditions = 24 runs, 2
+workers, plus ~20 s of evaluation per run) is ~50 min of 2 idle cores; the default's three cells
+~2.5 h.
 
-Usage: ``python -m analyses.forcing_control [--runs NAMES] [--betas 1,3] [--force-steps 250,500]
+Usage: ``python -m analyses.forcing_control [--runs NAMES] [--cells 1:500,1:250,0.25:500]
 [--anneal-steps 250] [--jobs 2] [--finished-only] [--update-docs]``.
 """
 
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -62,6 +64,9 @@ BEGIN, END = "<!-- forcing-control:begin -->", "<!-- forcing-control:end -->"
 #: The patterns of each condition: (layer-0 head, layer-1 head).
 PATTERNS = {"true": ("previous_token", "induction"), "control": ("offset_3", "induction_offset_3")}
 DEFAULT_RUNS = ",".join(f"neox-2l-64d-4h-seed{s}" for s in range(12))
+#: The grid's cells ``β:N`` (β in nats per unit of log(pattern + ε), N in steps at full β): the
+#: true forcing of §3 (β 1, N 500), a shorter one (N 250) and a weaker one (β 0.25).
+DEFAULT_CELLS = "1:500,1:250,0.25:500"
 COLUMNS = [
     "run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "forced_censored", "shift",
     "train_seconds",
@@ -100,30 +105,29 @@ def forcing_of(condition: str, prev: tuple[int, int], ind: tuple[int, int], beta
     return Forcing(((*prev, p0), (*ind, p1)), beta=beta, steps=steps, anneal_steps=anneal)
 
 
-def plan(selected, heads: pd.DataFrame, betas, lengths, anneal: int, root: Path) -> list[dict]:
-    """One unit per (run, condition, β, N): ``run``, ``size``, ``seed``, ``condition``, ``beta``,
-    ``force_steps``, ``forcing``, ``folder``."""
+def plan(selected, heads: pd.DataFrame, cells, anneal: int, root: Path) -> list[dict]:
+    """One unit per (run, cell ``(β, N)`` of ``cells``, condition): ``run``, ``size``, ``seed``,
+    ``condition``, ``beta``, ``force_steps``, ``forcing``, ``folder``."""
     from interp.sources.catalogue import run_name
 
     units = []
     for size, seed in selected:
         run = run_name(size, seed)
         prev, ind = chosen_heads(heads, run)
-        for beta in betas:
-            for n in lengths:
-                for condition in PATTERNS:
-                    units.append(
-                        {
-                            "run": run,
-                            "size": size,
-                            "seed": seed,
-                            "condition": condition,
-                            "beta": float(beta),
-                            "force_steps": int(n),
-                            "forcing": forcing_of(condition, prev, ind, beta, n, anneal),
-                            "folder": root / run / f"{condition}-b{beta:g}-n{n}",
-                        }
-                    )
+        for beta, n in cells:
+            for condition in PATTERNS:
+                units.append(
+                    {
+                        "run": run,
+                        "size": size,
+                        "seed": seed,
+                        "condition": condition,
+                        "beta": float(beta),
+                        "force_steps": int(n),
+                        "forcing": forcing_of(condition, prev, ind, beta, n, anneal),
+                        "folder": root / run / f"{condition}-b{beta:g}-n{n}",
+                    }
+                )
     return units
 
 
@@ -319,14 +323,28 @@ def update_docs(block: str, docs: Path = DOCS) -> None:
     atomic_write_text(docs, text)
 
 
-def _numbers(text: str, kind, option: str) -> list:
-    try:
-        values = [kind(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 0 for v in values):
-        raise ValueError(f"{option} {text!r} must be a comma-separated list of numbers >= 0")
-    return values
+def parse_cells(text: str) -> list[tuple[float, int]]:
+    """``"1:500,0.25:500"`` -> ``[(1.0, 500), (0.25, 500)]``, in the given order, each once.
+
+    Raises:
+        ValueError: an item that is not ``β:N`` with β >= 0 (nats) and N >= 1 (steps), one line.
+    """
+    cells = []
+    for item in filter(None, (v.strip() for v in text.split(","))):
+        beta, _, n = item.partition(":")
+        try:
+            cell = (float(beta), int(n))
+        except ValueError:
+            cell = (-1.0, 0)
+        if not (math.isfinite(cell[0]) and cell[0] >= 0) or cell[1] < 1:
+            cells = []
+            break
+        cells += [cell] if cell not in cells else []
+    if not cells:
+        raise ValueError(
+            f"--cells {text!r} must be comma-separated β:N pairs (β >= 0 nats, N >= 1 steps), e.g. {DEFAULT_CELLS}"
+        )
+    return cells
 
 
 def main(argv=None) -> None:
@@ -340,8 +358,9 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default=DEFAULT_RUNS, help="comma-separated run or arm names of the population")
-    parser.add_argument("--betas", default="1", help="comma-separated β (nats per unit of log(pattern + eps))")
-    parser.add_argument("--force-steps", default="500", help="comma-separated N (steps at full β)")
+    parser.add_argument(
+        "--cells", default=DEFAULT_CELLS, help="comma-separated β:N (β: nats per unit of log(pattern + eps); N: steps)"
+    )
     parser.add_argument("--anneal-steps", type=int, default=250)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--curves", type=Path, default=POPULATION, help="folder holding the kept curves/")
@@ -352,8 +371,7 @@ def main(argv=None) -> None:
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     try:  # bad input: one line naming it, before anything loads
-        betas = _numbers(args.betas, float, "--betas")
-        lengths = _numbers(args.force_steps, int, "--force-steps")
+        cells = parse_cells(args.cells)
         if args.jobs < 1 or args.anneal_steps < 0:
             raise ValueError(f"--jobs {args.jobs} must be >= 1 and --anneal-steps {args.anneal_steps} >= 0")
     except ValueError as error:
@@ -365,7 +383,7 @@ def main(argv=None) -> None:
     plain = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD).runs if len(curves) else pd.DataFrame()
     plain_e = {r.run: (r.E if r.emerged else None) for r in plain.itertuples()}
     tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
-    units = plan(selected, read_kept_heads(), betas, lengths, args.anneal_steps, args.sweep_dir / tag)
+    units = plan(selected, read_kept_heads(), cells, args.anneal_steps, args.sweep_dir / tag)
     asked = units
     if args.finished_only:
         units = [u for u in units if read_kept(u, args.kept) is not None]
@@ -381,8 +399,7 @@ def main(argv=None) -> None:
             (
                 "Command: `python -m analyses.forcing_control"
                 + ("" if args.runs == DEFAULT_RUNS else f" --runs {args.runs}")
-                + f" --betas {args.betas} --force-steps "
-                f"{args.force_steps} --anneal-steps {args.anneal_steps}"
+                + f" --cells {','.join(f'{b:g}:{n}' for b, n in cells)} --anneal-steps {args.anneal_steps}"
                 + (" --finished-only" if args.finished_only else "")
                 + f"`; {table['run'].nunique()} runs, {len(units)} forced runs ({trained} trained by this call"
                 + ("; the kept ones only" if args.finished_only else "")

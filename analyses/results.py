@@ -130,7 +130,8 @@ REGISTRY: list[Analysis] = [
         ("--update-docs", "--train-missing"),
         runs_sweeps=False,
     ),
-    # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell.
+    # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell,
+    # three cells by default (forcing_control.DEFAULT_CELLS, the cells docs/results.md §5 reports).
     Analysis(
         "forcing_control",
         "analyses.forcing_control",

@@ -4,6 +4,7 @@ formation order, the page and the docs blocks, on constructed tables; the contro
 from __future__ import annotations
 
 import math
+import re
 import shutil
 
 import numpy as np
@@ -333,7 +334,7 @@ def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(t
     prev, ind = control.chosen_heads(heads, f"{cfg.sizes[0].name}-seed1")
     last = heads[heads["step"] == TINY_STEPS]
     assert prev[1] == int(last[last["layer"] == 0].set_index("head")["previous_token"].idxmax())
-    units = control.plan([(cfg.sizes[0], 1)], heads, [2.0], [8], 4, tmp_path / "sweep")
+    units = control.plan([(cfg.sizes[0], 1)], heads, [(2.0, 8)], 4, tmp_path / "sweep")
     assert [u["condition"] for u in units] == ["true", "control"]
     kept = tmp_path / "kept"
     assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 2
@@ -366,8 +367,11 @@ def test_forcing_control_refuses_bad_input_before_training(tmp_path):
     from interp.sources.catalogue import load_suite_spec
 
     assert len(select_runs(load_suite_spec("population"), control.DEFAULT_RUNS)) == 12
-    with pytest.raises(SystemExit, match=r"^error: --betas '1,x' must be a comma-separated list"):
-        control.main(["--betas", "1,x"])
+    for bad in ("1,x", "1:500,x:500", "1:0", "-1:500", "nan:500", "inf:500", "", "1:2.5"):
+        with pytest.raises(SystemExit, match=rf"^error: --cells '{re.escape(bad)}' must be comma-separated β:N pairs"):
+            control.main([f"--cells={bad}"])
+    assert control.parse_cells(" 1:500, 0.25:500,1:500 ") == [(1.0, 500), (0.25, 500)]
+    assert control.parse_cells(control.DEFAULT_CELLS) == [(1.0, 500), (1.0, 250), (0.25, 500)]
     with pytest.raises(SystemExit, match=r"no forced run of this command is kept in .*runs yet"):
         control.main(["--finished-only", "--kept", str(tmp_path), "--out", str(tmp_path / "out")])
     with pytest.raises(ValueError, match=r"condition 'other' is unknown; valid: true, control"):
