@@ -30,6 +30,11 @@ as it finishes, and its curve kept in ``--kept/runs/`` (``docs/data/forcing_cont
 committed); a second call, on this clone or any other, trains and evaluates only what is missing
 (a damaged kept curve is named and redone).
 
+Writes to ``--out``: ``forcing_control.csv`` (per forced run), ``forcing_control_summary.csv``
+(per cell), ``forcing_control.md`` (the docs block: :func:`headline`, then :func:`verdict` per
+cell) and ``forcing_control.html`` (:func:`interp.population.control_page.control_page`: the same
+lines, each seed's true and control shift as a pair, the per-cell table).
+
 Runtime, measured on the 2-core machine (2026-12-03): a plain d_model-64 population run of 4000
 steps trains in 190-225 s on an idle core (``train_seconds`` of the population's runs; 1350 s
 when the machine is loaded); 200 steps of ``neox-2l-64d-4h`` seed 0 took 160 s plain, 99 s with
@@ -279,6 +284,27 @@ def _ci(lo: float, hi: float) -> str:
     return "" if lo != lo else f" (95 % {lo:.0f} to {hi:.0f})"
 
 
+def headline(summary: pd.DataFrame) -> str:
+    """The answer over the grid in one line: the cells where the goal is met, and whether the
+    control by itself moved E (its mean shift's interval excluding 0) in any cell."""
+    met = [f"β={r.beta:g}, N={r.force_steps}" for r in summary.itertuples() if r.goal_met]
+    moved = [
+        f"β={r.beta:g}, N={r.force_steps} ({r.control:+.0f} steps)"
+        for r in summary.itertuples()
+        if r.control_lo == r.control_lo and (r.control_lo > 0 or r.control_hi < 0)
+    ]
+    return (
+        f"Goal met in {len(met)} of {len(summary)} cells of the grid"
+        + (f" ({'; '.join(met)})" if met else "")
+        + ": the true pattern's shift of E below the control's, the paired interval below 0 on >= 12 seeds. "
+        + (
+            f"The control by itself moved E in {len(moved)} cell(s): {'; '.join(moved)}."
+            if moved
+            else "The control by itself did not move E: its mean shift's interval contains 0 in every cell."
+        )
+    )
+
+
 def verdict(summary: pd.DataFrame) -> list[str]:
     """One plain line per grid cell."""
     lines = []
@@ -352,6 +378,7 @@ def main(argv=None) -> None:
     from analyses.population import HOLD, THRESHOLD, read_kept_curves
     from analyses.population import KEPT as POPULATION
     from analyses.population_insight import read_kept_heads
+    from interp.population.control_page import control_page
     from interp.population.tables import population_from_curves
     from interp.sources import environment
     from interp.sources.catalogue import load_suite_spec
@@ -410,13 +437,22 @@ def main(argv=None) -> None:
             else "",
             *filter(None, [cells_line(asked, units)]),
             "",
-            *[f"- {line}" for line in verdict(summary)],
+            *[f"- {line}" for line in [headline(summary), *verdict(summary)]],
             "",
         ]
     )
     atomic_to_csv(table, args.out / "forcing_control.csv")
     atomic_to_csv(summary, args.out / "forcing_control_summary.csv")
     atomic_write_text(args.out / "forcing_control.md", block)
+    caption = (
+        f"{table['run'].nunique()} runs of the population, each forced on its own heads (its strongest previous-token "
+        f"head in layer 0 and prefix-matching head in layer 1 at its last checkpoint); β·log(pattern + ε) added to "
+        f"their attention scores for N steps, then annealed to 0 over {args.anneal_steps} steps; E measured without "
+        "the bias, as the population's. Open markers: forced runs that never emerged, counted at the budget."
+    )
+    atomic_write_text(
+        args.out / "forcing_control.html", control_page(table, summary, [headline(summary), *verdict(summary)], caption)
+    )
     print(block)
     if args.update_docs:
         update_docs(block)

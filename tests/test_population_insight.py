@@ -416,6 +416,75 @@ def test_forcing_control_summary_counts_a_censored_control_at_the_budget():
     assert "control 1)" in control.verdict(pd.DataFrame([summary]))[0]
 
 
+def _control_table(rng_seed: int = 0, hostile: str = "r0") -> pd.DataFrame:
+    """Forced runs of 12 seeds in two cells: the true pattern shifts E by about −1000 steps, the
+    control by about 0 in (β 1, N 500), by about +600 (it slows) in (β 4, N 500)."""
+    from analyses import forcing_control as control
+
+    rng = np.random.default_rng(rng_seed)
+    rows = []
+    for beta, control_mean in ((1.0, 0.0), (4.0, 600.0)):
+        for i in range(12):
+            for condition, mean in (("true", -1000.0), ("control", control_mean)):
+                shift = float(round(mean + rng.normal(0, 150), -2))
+                rows.append(
+                    dict(run=hostile if i == 0 else f"r{i}", condition=condition, beta=beta, force_steps=500,
+                         heads="", E_plain=2000.0, E_forced=2000.0 + shift, forced_censored=False, shift=shift)
+                )  # fmt: skip
+    return pd.DataFrame(rows, columns=control.COLUMNS)
+
+
+def test_forcing_control_headline_and_page_table_come_from_the_summary():
+    from analyses import forcing_control as control
+    from interp.population.control_page import control_table
+
+    summary = control.summarise(_control_table())
+    assert summary["goal_met"].tolist() == [True, True]
+    slow = summary.iloc[1]
+    assert slow["control_lo"] > 0  # the strong wrong bias slows the runs down
+    assert control.headline(summary) == (
+        "Goal met in 2 of 2 cells of the grid (β=1, N=500; β=4, N=500): the true pattern's shift of E below the "
+        "control's, the paired interval below 0 on >= 12 seeds. The control by itself moved E in 1 cell(s): "
+        f"β=4, N=500 ({slow['control']:+.0f} steps)."
+    )
+    calm = summary.iloc[[0]]
+    assert control.headline(calm).endswith("its mean shift's interval contains 0 in every cell.")
+    shown = control_table(summary)
+    first = summary.iloc[0]
+    assert shown.iloc[0]["true − control (95 % CI)"] == (
+        f"{first['difference']:.0f}\u00a0({first['difference_lo']:.0f} to\u00a0{first['difference_hi']:.0f})"
+    )
+    assert shown["cell"].tolist() == ["β=1, N=500", "β=4, N=500"] and shown["goal met"].tolist() == ["yes", "yes"]
+    assert shown["runs"].tolist() == [12, 12] and shown["never emerged (true, control)"].tolist() == ["0, 0", "0, 0"]
+
+
+def test_forcing_control_page_in_headless_chromium(tmp_path):
+    from analyses import forcing_control as control
+    from browser import visit
+    from interp.population.control_page import control_page
+    from tests.test_report_browser import _check_page, _require_browser
+
+    _require_browser()
+    hostile = "<img src=x onerror=window.__pwned=1>"
+    table = _control_table(hostile=hostile)
+    summary = control.summarise(table)
+    findings = [control.headline(summary), *control.verdict(summary)]
+    page = tmp_path / "forcing_control.html"
+    page.write_text(control_page(table, summary, findings, "caption <b>c</b>"), encoding="utf-8")
+    probe = (
+        "() => ({first: document.querySelector('h2').textContent, pwned: window.__pwned === 1, "
+        "text: document.body.innerText, rows: document.querySelectorAll('#summary tbody tr').length, "
+        "points: document.querySelectorAll('#per-seed .scatterlayer .point').length, "
+        "wrap: (w => [w.scrollWidth, w.clientWidth])(document.querySelector('#summary .el-table-wrap'))})"
+    )
+    seen = _check_page(page, tmp_path / "control.png", probe_js=probe).probe
+    assert seen["first"] == "Findings" and not seen["pwned"] and "caption <b>c</b>" in seen["text"]
+    assert seen["text"].index(findings[0]) < seen["text"].index("Per seed")  # the page opens on its answer
+    assert seen["rows"] == 2 and seen["points"] == 2 * 2 * 12 + 2 * 2  # each seed, each condition; the means
+    narrow = visit(page, tmp_path / "control_800.png", width=800, probe_js=probe).probe
+    assert narrow["wrap"][0] <= narrow["wrap"][1], f"the summary table scrolls at 800 px: {narrow['wrap']}"
+
+
 def test_forecast_ratio_interval_resamples_runs_in_pairs():
     from interp.population.forecast import ratio_interval
 
