@@ -188,18 +188,21 @@ def test_page_escapes_names_and_docs_block_round_trip(tmp_path):
     findings = insight_findings(result["forecasts"], result["summary"])
     fc = result["forecasts"]["500"].arms
     scored = fc[fc["n_scored"] > 0]
-    assert findings[1].startswith(
+    goal = [h for h, f in result["forecasts"].items() if f.arms.loc[f.arms["n_scored"] > 0, "goal_met"].all()]
+    assert findings[0].startswith(f"The forecast's goal (an error at most half the arm-median baseline's on every arm "
+                                  f"that can be scored) is met at {len(goal)} of 2 horizons")  # fmt: skip
+    assert findings[2].startswith(
         f"Forecast at horizon 500: the error is at most half the arm-median baseline's on "
         f"{int(scored['goal_met'].sum())} of {len(scored)} arms that can be scored"
     )
     # the fixed-step line: cells where the model beats the baseline with its interval below 1
     better = scored[scored["ratio_hi"] < 1]
-    assert findings[2].startswith(
+    assert findings[3].startswith(
         f"Made in advance (fixed steps 500), the forecast beats the arm median with its interval below 1 on "
         f"{len(better)} of {len(scored)} arm × step cells"
     )
     s = result["summary"].set_index("arm").loc["all"]
-    assert f"strictly in {int(s['strict'])} (" in findings[3] and f"allowed in {int(s['weak'])} (" in findings[3]
+    assert f"strictly in {int(s['strict'])} (" in findings[4] and f"allowed in {int(s['weak'])} (" in findings[4]
     assert page.index("Findings") < page.index("Forecast: predicted against actual E")
     block = entry.docs_block(result, 120, 60.0)
     assert block.startswith("Runs with head features and a kept curve: 13 of the spec's 120 (12 emerged).")

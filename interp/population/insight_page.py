@@ -109,13 +109,21 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
             ``all``).
 
     Returns:
-        One line per horizon (arms where the goal is met, not met with their ratio and interval,
+        The horizons where the forecast's goal is met on every arm, then one line per horizon (arms where the goal is met, not met with their ratio and interval,
         not scorable), one on the forecasts made at fixed steps (the arm × step cells where the
         model beats the baseline with its interval below 1), then the formation order over all
         runs, the count of induction-head candidates before E and how often the carrier formed
         first.
     """
-    lines = []
+    whole = [
+        h
+        for h, fc in forecasts.items()
+        if (scored := fc.arms[fc.arms["n_scored"] > 0]).size and scored["goal_met"].all()
+    ]
+    lines = [
+        f"The forecast's goal (an error at most half the arm-median baseline's on every arm that can be scored) is "
+        f"met at {len(whole)} of {len(forecasts)} horizons" + (f" ({', '.join(map(str, whole))})." if whole else ".")
+    ]
     for horizon, fc in forecasts.items():
         arms = fc.arms
         scored = arms[arms["n_scored"] > 0]
