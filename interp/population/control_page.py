@@ -4,7 +4,7 @@ Is it the pattern? Per cell ``(β, N)`` of the grid, each seed's shift of the po
 (forced − plain, steps) under the true patterns and under a wrong pattern of the same sparsity
 (the control), drawn as pairs joined per seed with each condition's mean and 95 % t-interval,
 then the summary table (each mean with its interval in one cell). The findings in words come
-first, computed by the caller from the same tables (``analyses.forcing_control.verdict``). A
+first, computed by the caller from the same tables (``analyses.forcing_control.headline``). A
 Jinja2 template with autoescape on, as the other population pages: run names are data.
 """
 
@@ -135,7 +135,8 @@ def control_page(
     Args:
         table: the forced runs (``analyses.forcing_control.evaluate``).
         summary: per cell (``analyses.forcing_control.summarise``).
-        findings: the lines that open the page (``analyses.forcing_control.verdict``).
+        findings: the lines that open the page (``analyses.forcing_control.headline`` and
+            ``verdict``).
         caption: the figure's caption (the settings of the runs).
         title: the page's title.
     """

@@ -109,8 +109,8 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
             ``all``).
 
     Returns:
-        The horizons where the forecast's goal is met on every arm, then one line per horizon (arms where the goal is met, not met with their ratio and interval,
-        not scorable), one on the forecasts made at fixed steps (the arm × step cells where the
+        The horizons where the forecast's goal is met on every arm; one line per horizon (arms
+        where the goal is met, not met with their ratio and interval, not scorable); one on the forecasts made at fixed steps (the arm × step cells where the
         model beats the baseline with its interval below 1), then the formation order over all
         runs, the count of induction-head candidates before E and how often the carrier formed
         first.
@@ -202,9 +202,10 @@ def formation_table(summary: pd.DataFrame) -> pd.DataFrame:
         summary: :func:`interp.population.formation.formation_summary` (the CSV keeps every column).
 
     Returns:
-        Columns arm, runs, "strict order", "order with ties", "Kendall's W", "induction candidates
-        before E", "final head formed first" (strings; "no contest" where no run has two layer-1
-        heads and one formed, "undetermined" where a value cannot be computed).
+        Columns arm, "strict order", "order with ties", "Kendall's W" (each with "(95 % CI)"),
+        "induction candidates before E", "final head formed first (95 % CI)"; strings ("k of n:
+        share (lo–hi)"; "no contest" where no run has two layer-1 heads and one formed,
+        "undetermined" where a value cannot be computed).
     """
 
     def share(k, n, p, lo, hi) -> str:
