@@ -171,15 +171,12 @@ def finished_run(folder: str | Path) -> bool:
     try:
         steps = [int(s) for s in json.loads(meta_file.read_text()).get("steps", [])]
     except (ValueError, TypeError, AttributeError) as err:
-        missing: list = [f"unreadable suite.json ({err})"]
+        why = f"unreadable suite.json: {err}"
     else:
         missing = [s for s in steps if not (folder / f"step{s}").is_dir()]
-    if not missing:
-        return True
-    print(
-        f"{folder}: damaged run folder (suite.json lists steps {missing[:5]} without their step{{N}}/ "
-        "folders); it is removed and trained again",
-        file=sys.stderr,
-    )
+        if not missing:
+            return True
+        why = f"suite.json lists steps {missing[:5]} without their step{{N}}/ folders"
+    print(f"{folder}: damaged run folder ({why}); it is removed and trained again", file=sys.stderr)
     remove_folder(folder)
     return False
