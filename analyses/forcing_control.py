@@ -421,6 +421,7 @@ def main(argv=None) -> None:
     summary = summarise(table)
     seconds = time.time() - started
     trained_s = table["train_seconds"].dropna().tolist()
+    findings = [headline(summary), *verdict(summary)]  # the docs block's lines and the page's, once
     block = "\n".join(
         [
             (
@@ -437,7 +438,7 @@ def main(argv=None) -> None:
             else "",
             *filter(None, [cells_line(asked, units)]),
             "",
-            *[f"- {line}" for line in [headline(summary), *verdict(summary)]],
+            *[f"- {line}" for line in findings],
             "",
         ]
     )
@@ -450,9 +451,7 @@ def main(argv=None) -> None:
         f"their attention scores for N steps, then annealed to 0 over {args.anneal_steps} steps; E measured without "
         "the bias, as the population's. Open markers: forced runs that never emerged, counted at the budget."
     )
-    atomic_write_text(
-        args.out / "forcing_control.html", control_page(table, summary, [headline(summary), *verdict(summary)], caption)
-    )
+    atomic_write_text(args.out / "forcing_control.html", control_page(table, summary, findings, caption))
     print(block)
     if args.update_docs:
         update_docs(block)
