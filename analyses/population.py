@@ -44,6 +44,13 @@ TASK_SEED = 0
 #: The point of emergence's rule (``emergence demo``'s) and the arm the others are compared with.
 THRESHOLD, HOLD, REFERENCE = 0.5, 2, "neox-2l-64d-4h"
 DOCS = ROOT / "docs" / "results.md"
+#: The populations this entry trains: shipped suite spec -> (folder of its kept curves, prompts
+#: per checkpoint). ``population-decoupled`` (issue 52) holds the rotary dimensions per head fixed.
+SPECS = {
+    "population": (KEPT, N_PROMPTS),
+    "population-decoupled": (ROOT / "docs" / "data" / "population-decoupled", 256),
+    "population-8h-long": (ROOT / "docs" / "data" / "population-8h-long", 256),
+}
 BEGIN, END = "<!-- population:begin -->", "<!-- population:end -->"
 #: The headline at the top of docs/results.md: the paper's claims 1 and 4 as population statistics.
 HEADLINE = "<!-- population-headline:begin -->", "<!-- population-headline:end -->"
@@ -54,17 +61,17 @@ def curve_columns() -> list[str]:
     return ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget", "step", "accuracy", "p_answer"]
 
 
-def evaluate_run(folder: Path, cfg, size, seed: int) -> pd.DataFrame:
+def evaluate_run(folder: Path, cfg, size, seed: int, n_prompts: int = N_PROMPTS) -> pd.DataFrame:
     """Capability at every checkpoint of one trained run: greedy accuracy and mean p(answer)
-    (probability) on the repetition task (:class:`interp.tasks.RepetitionTask`, ``N_PROMPTS``
-    prompts), one row per step (:data:`curve_columns`)."""
+    (probability) on the repetition task (:class:`interp.tasks.RepetitionTask`, ``n_prompts``
+    prompts, seed ``TASK_SEED``), one row per step (:data:`curve_columns`)."""
     from interp.emergence import full_scan
     from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
     source = LocalSuiteSource(folder)
     try:
-        batch = RepetitionTask(n_prompts=N_PROMPTS, seed=TASK_SEED).build(source.tokenizer())
+        batch = RepetitionTask(n_prompts=n_prompts, seed=TASK_SEED).build(source.tokenizer())
         table = full_scan(source, batch)
     finally:
         source.close()
@@ -78,7 +85,7 @@ def evaluate_run(folder: Path, cfg, size, seed: int) -> pd.DataFrame:
             ("n_layers", size.n_layers),
             ("d_model", size.d_model),
             ("n_heads", size.n_heads),
-            ("d_head", size.d_model // size.n_heads),
+            ("d_head", size.d_head),
         ]
     ):
         out.insert(i, key, value)
@@ -122,9 +129,19 @@ def blocks(cfg, seeds_per_block: int) -> list[list[tuple]]:
     ]
 
 
-def train_and_keep(cfg, jobs: int | None, seeds_per_block: int, kept: Path = KEPT, train_only: bool = False) -> int:
+def train_and_keep(
+    cfg,
+    jobs: int | None,
+    seeds_per_block: int,
+    kept: Path = KEPT,
+    train_only: bool = False,
+    n_prompts: int = N_PROMPTS,
+    arms: tuple[str, ...] = (),
+) -> int:
     """Train and evaluate every run whose curve is not kept, block by block; returns how many
-    curves were added. ``jobs=0``: evaluate the runs the cache already holds, train none."""
+    curves were added. ``jobs=0``: evaluate the runs the cache already holds, train none.
+    ``arms``: only these sizes (names), in this order, each arm's seeds before the next arm's
+    (default: every size, blocks of seeds across the arms)."""
     from interp.core.io import atomic_to_csv
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
@@ -140,11 +157,21 @@ def train_and_keep(cfg, jobs: int | None, seeds_per_block: int, kept: Path = KEP
                 folder = suite_dir(cfg) / run
                 if (folder / "suite.json").is_file() and not kept_curve(run, kept).is_file():
                     kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
-                    atomic_to_csv(evaluate_run(folder, cfg, size, seed), kept_curve(run, kept))
+                    atomic_to_csv(evaluate_run(folder, cfg, size, seed, n_prompts), kept_curve(run, kept))
                     added += 1
                     print(f"{run}: kept its curve", flush=True)
         return added
-    for block in blocks(cfg, seeds_per_block):
+    by_name = {size.name: size for size in cfg.sizes}
+    order = (
+        [
+            [(by_name[a], seed) for seed in cfg.seeds[i : i + seeds_per_block]]
+            for a in arms
+            for i in range(0, len(cfg.seeds), seeds_per_block)
+        ]
+        if arms
+        else blocks(cfg, seeds_per_block)
+    )
+    for block in order:
         todo = {
             run_name(size, seed): (size, seed)
             for size, seed in block
@@ -157,7 +184,7 @@ def train_and_keep(cfg, jobs: int | None, seeds_per_block: int, kept: Path = KEP
             if train_only:
                 continue
             size, seed = todo[run]
-            curve = evaluate_run(folder, cfg, size, seed)
+            curve = evaluate_run(folder, cfg, size, seed, n_prompts)
             kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
             atomic_to_csv(curve, kept_curve(run, kept))
             added += 1
@@ -226,6 +253,15 @@ def main(argv=None) -> None:
         help="training worker processes (default: the CPU count; 0: evaluate the runs already trained, train none)",
     )
     parser.add_argument("--seeds-per-block", type=int, default=2)
+    parser.add_argument(
+        "--spec",
+        choices=sorted(SPECS),
+        default="population",
+        help="which population: the shipped suite spec; its curves are kept in docs/data/<spec>/",
+    )
+    parser.add_argument(
+        "--arms", default="", help="comma-separated size names to train, in this order, arm by arm (default: all)"
+    )
     parser.add_argument("--finished-only", action="store_true", help="statistics of the kept curves; train nothing")
     parser.add_argument("--train-only", action="store_true", help="train the runs; evaluate nothing")
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's population block")
@@ -233,11 +269,17 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.seeds_per_block < 1:
         raise SystemExit(f"error: --seeds-per-block={args.seeds_per_block} must be >= 1")
-    cfg = load_suite_spec("population")
+    cfg = load_suite_spec(args.spec)
+    arms = tuple(a for a in args.arms.split(",") if a)
+    valid = [size.name for size in cfg.sizes]
+    bad = [a for a in arms if a not in valid]
+    if bad:
+        raise SystemExit(f"error: --arms {bad[0]!r} is not a size of {args.spec}; valid: {', '.join(valid)}")
+    kept, n_prompts = SPECS[args.spec]
     started = time.time()
     if not args.finished_only:
-        train_and_keep(cfg, args.jobs, args.seeds_per_block, train_only=args.train_only)
-    curves = read_kept_curves()
+        train_and_keep(cfg, args.jobs, args.seeds_per_block, kept, args.train_only, n_prompts, arms)
+    curves = read_kept_curves(kept)
     n_runs = curves["run"].nunique() if len(curves) else 0
     print(f"{n_runs} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s", flush=True)
     if n_runs == 0 or args.train_only:
@@ -247,7 +289,9 @@ def main(argv=None) -> None:
     result.save(args.out)
     for line in result.findings:
         print(line)
-    if args.update_docs:
+    if args.update_docs and args.spec != "population":
+        print(f"note: --update-docs rewrites the population's blocks only; {args.spec}'s are written by its own entry")
+    elif args.update_docs:
         update_docs(
             docs_block(
                 result, len(cfg.run_names()), "the rest not trained yet" if n_runs < len(cfg.run_names()) else "all"

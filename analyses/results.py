@@ -111,6 +111,28 @@ REGISTRY: list[Analysis] = [
         ("--update-docs",),
         takes_device=False,
     ),
+    # Issue 52 item 1a: d_model 64 with 1/2/4/8 heads, 8 rotary dimensions per head (96 runs; the
+    # 8-head arm to 8000 steps), curves on 256 prompts kept in docs/data/population-decoupled.
+    Analysis(
+        "population_decoupled",
+        "analyses.population",
+        "docs/results.md §4 (head count with the positional code fixed)",
+        (
+            "--spec",
+            "population-decoupled",
+            "--arms",
+            "neox-2l-64d-8h-r8,neox-2l-64d-4h-r8,neox-2l-64d-1h-r8,neox-2l-64d-2h-r8",
+        ),
+        takes_device=False,
+    ),
+    # Issue 52 item 2: the population's 24 8-head seeds trained on to 12000 steps (3x the budget).
+    Analysis(
+        "population_8h_long",
+        "analyses.population",
+        'docs/results.md §4 (is "never" the budget?)',
+        ("--spec", "population-8h-long"),
+        takes_device=False,
+    ),
     # The reference arm's 24 seeds again, unpinned under torch's portable kernels (issue 44 item 4).
     Analysis(
         "population_unpinned",

@@ -93,16 +93,37 @@ def neox_config(d_model: int, n_layers: int, n_heads: int, vocab_size: int, n_ct
 
 @dataclass(frozen=True)
 class ModelSize:
-    """One GPT-NeoX shape of the suite (Pythia's architecture at toy scale)."""
+    """One GPT-NeoX shape of the suite (Pythia's architecture at toy scale).
+
+    ``rotary_dim`` is the number of rotary dimensions per head (even, at most ``d_head``; each
+    pair is one rotation frequency). ``None`` keeps Pythia's 25 % of ``d_head``, which halves
+    with every doubling of ``n_heads`` at one ``d_model``: give it to hold the positional code
+    per head fixed while the head count varies (issue 52: with 2 rotary dimensions, one
+    frequency, a content-independent previous-token score aliases).
+    """
 
     name: str
     n_layers: int
     d_model: int
     n_heads: int
+    rotary_dim: int | None = None
+
+    @property
+    def d_head(self) -> int:
+        """Dimensions per head: ``d_model // n_heads`` (GPT-NeoX ties them)."""
+        return self.d_model // self.n_heads
+
+    @property
+    def rotary_dims(self) -> int:
+        """Rotary dimensions per head as the model applies them (``int(d_head * rotary_pct)``)."""
+        return self.rotary_dim if self.rotary_dim is not None else int(self.d_head * 0.25)
 
     def hf_config(self, vocab_size: int, n_ctx: int):
         """The ``GPTNeoXConfig`` of this size (:func:`neox_config`; byte 0 as BOS/EOS)."""
-        return neox_config(self.d_model, self.n_layers, self.n_heads, vocab_size, n_ctx, bos_token_id=0, eos_token_id=0)
+        extra = {} if self.rotary_dim is None else {"rotary_pct": self.rotary_dim / self.d_head}
+        return neox_config(
+            self.d_model, self.n_layers, self.n_heads, vocab_size, n_ctx, bos_token_id=0, eos_token_id=0, **extra
+        )
 
 
 @dataclass(frozen=True)
@@ -161,13 +182,17 @@ class SuiteConfig:
     def digest(self) -> str:
         """Short hash of the config (names the cache folder, so a changed config retrains).
 
-        ``keep_optimizer`` is hashed only when it is not ``"every"``, the only behaviour before
-        the field existed: the suites trained then keep their folders."""
+        ``keep_optimizer`` is hashed only when it is not ``"every"``, and a size's ``rotary_dim``
+        only when given: the behaviours before those fields existed, so the suites trained then
+        keep their folders."""
         from interp.core.io import config_json
 
         fields = asdict(self)
         if fields["keep_optimizer"] == "every":
             del fields["keep_optimizer"]
+        for size in fields["sizes"]:  # likewise a size's rotary_dim: hashed only when given
+            if size["rotary_dim"] is None:
+                del size["rotary_dim"]
         return hashlib.sha256(config_json(fields).encode()).hexdigest()[:12]
 
     def run_names(self) -> list[str]:
@@ -185,7 +210,7 @@ _SPEC_LABELS = ("name", "description")
 #: SuiteConfig fields a spec gives in its own forms (``sizes`` as mappings, ``seeds`` as a list,
 #: a count or ``a..b``; per-size ``steps`` instead of ``size_steps``) or not at all.
 _SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version")
-_SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "steps")
+_SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "rotary_dim", "steps")
 
 
 def _spec_int(where: str, value, minimum: int = 1) -> int:
@@ -226,18 +251,29 @@ def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
     n_layers, d_model, n_heads = (_spec_int(f"sizes[{i}].{k}", entry[k]) for k in ("n_layers", "d_model", "n_heads"))
     if d_model % n_heads:
         raise ValueError(f"suite spec: sizes[{i}] d_model={d_model} does not divide into n_heads={n_heads} heads")
-    name = entry.get("name", f"neox-{n_layers}l-{d_model}d-{n_heads}h")
+    rotary_dim = None
+    if "rotary_dim" in entry:
+        rotary_dim = _spec_int(f"sizes[{i}].rotary_dim", entry["rotary_dim"], minimum=2)
+        if rotary_dim % 2 or rotary_dim > d_model // n_heads:
+            raise ValueError(
+                f"suite spec: sizes[{i}].rotary_dim={rotary_dim} must be even and at most d_head={d_model // n_heads}"
+                " (rotary dimensions per head come in pairs, one frequency each)"
+            )
+    default = f"neox-{n_layers}l-{d_model}d-{n_heads}h" + (f"-r{rotary_dim}" if rotary_dim is not None else "")
+    name = entry.get("name", default)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
         raise ValueError(f"suite spec: sizes[{i}].name={name!r}: letters, digits, '.', '_' and '-' only")
     steps = _spec_int(f"sizes[{i}].steps", entry["steps"]) if "steps" in entry else None
-    return ModelSize(name, n_layers=n_layers, d_model=d_model, n_heads=n_heads), steps
+    return ModelSize(name, n_layers=n_layers, d_model=d_model, n_heads=n_heads, rotary_dim=rotary_dim), steps
 
 
 def suite_config_from_spec(spec: dict) -> SuiteConfig:
     """A :class:`SuiteConfig` from a suite spec's mapping (the YAML file's content).
 
     A spec has ``sizes`` (a list of ``{n_layers, d_model, n_heads}``, each with an optional
-    ``name``, default ``neox-{L}l-{d}d-{H}h``, and an optional ``steps``: its step budget),
+    ``rotary_dim`` (rotary dimensions per head, even, <= d_head; default Pythia's 25 % of d_head),
+    an optional ``name``, default ``neox-{L}l-{d}d-{H}h`` (``-r{rotary_dim}`` appended when it is
+    given), and an optional ``steps``: its step budget),
     ``seeds`` (a list, a count, or ``"0..23"``), ``steps`` (default: the largest per-size budget),
     ``checkpoint_every`` and any other field of :class:`SuiteConfig` (data settings such as
     ``repeat_fraction``, ``n_ctx``, ``lr``; ``keep_optimizer``), plus the labels ``name`` and
