@@ -217,16 +217,8 @@ def _train_batched(
     from interp.core.train_loop import train_loop, warmup_constant
     from synthetic.evaluation import Evaluator
     from synthetic.models import build_model, count_parameters
-    from synthetic.training import (
-        STATE_ROWS,
-        TrainResult,
-        _generator,
-        find_state,
-        keep_state,
-        resolve_device,
-        summarize,
-        to_device,
-    )
+    from synthetic.state import STATE_ROWS, find_state, keep_state
+    from synthetic.training import TrainResult, _generator, resolve_device, summarize, to_device
 
     start = time.perf_counter()
     for config in configs:

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.core.devices import choose_device
-from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder, to_jsonable
+from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder
 from interp.core.objects import short_repr, values_equal
 from interp.core.provenance import make_provenance, write_provenance
 from interp.core.train_loop import train_loop, warmup_constant
@@ -45,6 +45,7 @@ from synthetic.metrics import (
     steps_to_threshold,
 )
 from synthetic.models import POSITIONAL_EMBEDDINGS, ModelConfig, build_model, count_parameters
+from synthetic.state import STATE_ROWS, find_state, keep_state, resume_checkpoint
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -330,82 +331,6 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu") -> tuple[nn.Mo
     return model, config, int(blob["step"])
 
 
-#: The metrics rows of a kept state (:func:`keep_state`), beside its checkpoint files.
-STATE_ROWS = "rows.json"
-
-
-def keep_state(state_dir: str | Path, save: Callable[[Path], object], rows: list) -> Path:
-    """Replace ``state_dir/state/`` by a new resumable state: ``save(folder)`` writes the
-    checkpoint files into a fresh folder, then the metrics rows so far go beside them
-    (:data:`STATE_ROWS`, JSON) and the folder takes the old one's place. A kill at any moment
-    leaves the old state, the new one, or (in a window of one rename) none, never half of one."""
-    import shutil
-
-    root = Path(state_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    new, old, final = root / ".state.new", root / ".state.old", root / "state"
-    shutil.rmtree(new, ignore_errors=True)
-    if final.exists():  # else .state.old may be the only whole state (a kill between the renames)
-        shutil.rmtree(old, ignore_errors=True)
-    save(new)
-    atomic_write_text(new / STATE_ROWS, json.dumps(rows, default=to_jsonable))
-    if final.exists():
-        os.replace(final, old)
-    os.replace(new, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-def drop_state(state_dir: str | Path | None) -> None:
-    """Remove ``state_dir`` and the state :func:`keep_state` kept there (the run's result is
-    safe: nothing is left to resume). Renamed first, so a kill half-way through the removal
-    leaves no half state under its name."""
-    if state_dir is not None:
-        remove_folder(state_dir)
-
-
-def find_state(state_dir: str | Path | None) -> Path | None:
-    """The resumable state kept in ``state_dir`` by :func:`keep_state`, or None (no folder, or
-    none complete; a state left by a kill between the two renames is found too)."""
-    if state_dir is None:
-        return None
-    root = Path(state_dir)
-    for folder in (root / "state", root / ".state.old"):
-        if (folder / STATE_ROWS).is_file():
-            return folder
-    return None
-
-
-def _resume(
-    folder: Path,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    generator: torch.Generator,
-    config: TrainConfig,
-    device: torch.device,
-) -> int:
-    """Load weights, optimizer and generator state saved by :func:`save_checkpoint`; return its step.
-
-    Raises:
-        ValueError: the checkpoint's config differs from ``config`` (other than ``steps``), or it
-            holds no optimizer state.
-    """
-    from safetensors.torch import load_model
-
-    from interp.core.train_loop import load_state
-
-    saved = json.loads((folder / "config.json").read_text())
-    differs = {k: v for k, v in saved["config"].items() if k != "steps" and asdict(config).get(k) != v}
-    if differs:
-        raise ValueError(f"resume_from={str(folder)!r} was trained with other settings: {sorted(differs)}")
-    load_model(model, str(folder / "model.safetensors"), device=str(device))
-    _, _, tensors = load_state(folder, optimizer)
-    if "train_generator" not in tensors:
-        raise ValueError(f"resume_from={str(folder)!r} holds no training-batch generator state")
-    generator.set_state(tensors["train_generator"])
-    return int(saved["step"])
-
-
 def _start_wandb(config: TrainConfig, out_dir: Path | None):
     try:
         import wandb as wandb_lib
@@ -515,7 +440,7 @@ def train(
     (``state_dir/state/``: a :func:`save_checkpoint` folder plus the metrics rows so far,
     replaced every ``state_every`` steps, at an evaluation step; the caller removes it once the
     run's result is safe, as the sweep driver does after writing the run's row, with
-    :func:`drop_state`): a run started again with the same ``state_dir`` and config continues from it,
+    :func:`synthetic.state.drop_state`): a run started again with the same ``state_dir`` and config continues from it,
     and its metrics, summary and weights equal
     an uninterrupted run's bit for bit at one torch thread, as sweeps train
     (tests/test_synth_ensemble.py; at two threads even two uninterrupted ensembles of one
@@ -562,7 +487,7 @@ def train(
         rows = json.loads((kept / STATE_ROWS).read_text())
         start -= rows[-1]["elapsed_s"] if rows else 0.0
     if resume_from is not None:
-        start_step = _resume(Path(resume_from), model, optimizer, train_gen, config, device)
+        start_step = resume_checkpoint(Path(resume_from), model, optimizer, train_gen, config, device)
     if state_every and state_every % config.eval_every:
         raise ValueError(f"state_every={state_every} must be a multiple of eval_every={config.eval_every}")
     eval_batch = max(1, config.eval_tokens // task.seq_len)

@@ -112,7 +112,7 @@ WORKER_GROUPS = {
             "test_population_insight",
             "test_ranking",
             "test_scrubber",
-            "test_study",
+            "test_main_job_units",
             "test_sweeps",
             "test_synth_interventions",
             "test_synth_training",
@@ -137,6 +137,9 @@ def shared_work_group(item: pytest.Item) -> str | None:
     ``SPREAD_OVER_WORKERS = True`` to keep its tests on both workers (test_docs: a few seconds of
     fixture, minutes of tests).
     """
+    # Private on purpose: pytest offers no public way to ask, at collection, where a fixture is
+    # defined and with which scope (``item._fixtureinfo.name2fixturedefs`` is what pytest's own
+    # ``--fixtures-per-test`` reads); tests/test_worker_groups.py fails if a pytest release moves it.
     names = set(item.fixturenames)
     for fixture, group in SHARED_ACROSS_MODULES.items():
         if fixture in names:
@@ -161,7 +164,7 @@ SLOW_FIXTURES = {
     "notebook_runs",
     "test_train_loop.py::digests",  # every training path's digests: ~30 s on an idle machine
     "test_sweeps.py::reference",  # a real 4-run sweep on two joblib workers
-    "test_study.py::reference",  # a main-job study over four sources
+    "test_main_job_units.py::reference",  # a main-job study over four sources
     "test_synth_training.py::plain_run",  # a run trained to the floor
     "test_synth_training.py::bias_run",
 }
@@ -225,7 +228,10 @@ def worker_group_scheduling(config, log=None):
 
     pytest-xdist 3.8 reads ``xdist_group`` marks into the test ids, which pytest 9.2's structured
     ids no longer allow (pytest-dev/pytest-xdist#1386: its loadgroup silently stops grouping);
-    this scheduler groups by the file part of the id instead, which both keep.
+    this scheduler groups by the file part of the id instead, which both keep. It overrides
+    ``LoadScopeScheduling._split_scope``, pytest-xdist's one documented-in-code extension point
+    for ``--dist loadscope``/``loadfile``/``loadgroup`` (no public hook takes a grouping key);
+    tests/test_worker_groups.py checks the grouping on the installed pytest-xdist.
     """
     from xdist.scheduler import LoadScopeScheduling
 

@@ -246,9 +246,7 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
         (left,) = suite.glob(".tmp-*")
         worker = int(left.name.rsplit("-", 1)[-1])
         caller.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        _, err = caller.communicate(timeout=60)
-        assert time.monotonic() - sent < 30  # not the ~100 000 steps the run had left
+        _, err = caller.communicate(timeout=600)  # a guard against a hang, not a timing assertion
     finally:  # whatever failed, leave no training behind
         caller.kill()
         if worker is not None and interrupted.process_alive(worker):
@@ -256,7 +254,8 @@ def test_an_interrupt_stops_the_workers_at_once_and_says_where_each_run_continue
     assert caller.returncode != 0 and "KeyboardInterrupt" in err
     assert not interrupted.process_alive(worker)
     step = interrupted.resumable_step(left)[0]
-    assert step >= 64
+    assert 64 <= step < 100_000  # stopped where it was, not after the ~100 000 steps the run had left
+    assert not (suite / "neox-1l-32d-seed3").exists()  # the run was never finished and handed out
     assert f"training stopped; the next training of this suite continues neox-1l-32d-seed3 from step {step}" in err
 
 

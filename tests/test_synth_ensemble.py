@@ -7,7 +7,8 @@ import json
 import pytest
 
 from synthetic.ensemble import check_same_shape, train_ensemble
-from synthetic.training import TrainConfig, drop_state, train
+from synthetic.state import drop_state
+from synthetic.training import TrainConfig, train
 
 # Relative tolerance for weights after 50 AdamW steps: batched matmuls sum in another order
 # (measured ≤ 2e-6 here); attn.k.bias is left out, its gradient is zero in exact arithmetic

@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -64,24 +63,35 @@ def _cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "emergence_lens.cli", *args]
 
 
+#: The command line with ``ResultsStore.write_run`` wrapped to SIGKILL its own process right after
+#: the first unit's "done" row is written: the kill lands after the first unit and before the
+#: second, whatever the machine's speed (no polling, no race with a fast machine).
+KILL_AFTER_FIRST_UNIT = (
+    "import os, signal, sys\n"
+    "from sweeps.store import ResultsStore\n"
+    "write = ResultsStore.write_run\n"
+    "def write_then_die(self, *args, **kwargs):\n"
+    "    path = write(self, *args, **kwargs)\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "ResultsStore.write_run = write_then_die\n"
+    "from emergence_lens.cli import main\n"
+    "sys.argv = ['emergence', *sys.argv[1:]]\n"
+    "main()\n"
+)
+
+
 @pytest.mark.slow
 def test_killed_study_resumes_to_identical_tables(four_sources, reference, tmp_path):
     reference, _ = reference
     out = tmp_path / "study"
     args = ["run", *four_sources, "--out", str(out), "--n-prompts", "8", "--length", "6", "--scan"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(_cli(args), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    rows = out / "units" / "runs"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (
-        rows.is_dir() and any(p.suffix == ".parquet" and not p.name.startswith(".") for p in rows.iterdir())
-    ):
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER_FIRST_UNIT, *args], cwd=ROOT, env=env, capture_output=True
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     done_before = study_status(plan_units(four_sources, [TASK]), out)
-    assert 1 <= done_before["done"].sum() < 4, "the kill must land after the first unit and before the last"
+    assert done_before["done"].sum() == 1  # the kill landed after the first unit, before the second
     assert not (out / "points.parquet").exists()
 
     dry = subprocess.run(_cli([*args, "--dry-run"]), cwd=ROOT, env=env, capture_output=True, text=True, check=True)
