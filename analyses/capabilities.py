@@ -224,7 +224,7 @@ def update_docs(block: str) -> None:
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     args = parse_args(argv)
     from interp.core.io import atomic_to_csv, atomic_write_text
-    from interp.main_job.config import StudyConfig
+    from interp.core.settings import StudyConfig
     from interp.main_job.report import EMERGENCE_COLUMNS
     from interp.main_job.runner import run
     from interp.tasks import make_task

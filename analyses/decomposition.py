@@ -3,7 +3,7 @@
 For every run of a suite (default: the embedded default suite, all six runs, at the suite's own
 checkpoint spacing): the point of emergence by bisection (``interp.emergence``), then, between
 its pre and post checkpoints, the share of the jump in the metric recovered by patching each
-component from post into pre (``interp.ranking.decompose_jump``: all patterns, queries, keys,
+component from post into pre (``interp.decomposition.decompose_jump``: all patterns, queries, keys,
 values, head outputs, QK weights, OV weights, MLP outputs, MLP weights, embedding, unembedding;
 top-K curves for patterns and head outputs; 95 % bootstrap intervals over prompts), and the
 attribution pre-screen of the pattern patch checked against exact patching (Spearman rho, and
@@ -45,8 +45,8 @@ SHOWN = ["pattern", "q", "k", "v", "z", "qk", "ov", "mlp", "mlp_weights", "embed
 
 def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: float = 0.5):
     """(components, prescreen rows, point) of one run; components None if it did not emerge."""
+    from interp.core.settings import StudyConfig
     from interp.emergence import find_emergence
-    from interp.main_job.config import StudyConfig
     from interp.patching import attribution_delta_p
     from interp.ranking import prescreen_rank_correlation, rank_heads_between
     from interp.sources.catalogue import model_and_seed

@@ -7,7 +7,7 @@ For each run of a suite trained here (default: the embedded default suite, all s
 2. checkpoints at ``post - w`` for each width ``w`` in ``--widths`` (100, 50, 20, 10, 5 steps),
    re-trained exactly from the stored optimizer state (``interp.zoom.store_steps``);
 3. for each width, the share of the jump in p(answer) recovered when patching from ``post`` into
-   ``pre = post - w`` (``interp.ranking.decompose_jump``): the top-1 and top-2 heads' patterns
+   ``pre = post - w`` (``interp.decomposition.decompose_jump``): the top-1 and top-2 heads' patterns
    (heads ranked by their single-head effect at that width), all patterns, all head outputs
    (``hook_z``), QK weights and OV weights, each with a 95 % bootstrap interval over prompts.
 
@@ -53,9 +53,9 @@ SHOWN = [
 
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
+    from interp.decomposition import decompose_jump
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
-    from interp.ranking import decompose_jump
     from interp.sources import LocalSuiteSource
     from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask

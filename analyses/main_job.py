@@ -98,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     import time
 
     from interp.core.io import atomic_to_csv
+    from interp.core.settings import StudyConfig
     from interp.emergence import StepEvaluator
-    from interp.main_job.config import StudyConfig
     from interp.main_job.runner import run
     from interp.sources import open_sources
     from interp.sources.catalogue import SUITES

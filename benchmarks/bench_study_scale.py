@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--executor", default="joblib", choices=["joblib", "ray"])
     args = parser.parse_args()
-    from interp.main_job.config import StudyConfig
+    from interp.core.settings import StudyConfig
     from interp.main_job.runner import run
     from interp.tasks import RepetitionTask
 

@@ -8,16 +8,16 @@ recover, ``recovered = (m_K - m_pre) / (m_post - m_pre)`` (ARENA-style calibrati
 post = 1).  ``decompose_jump`` asks the same question of every component (patterns, queries,
 keys, values, head outputs, QK and OV weights, MLPs, (un)embedding): which one carries the jump?
 
-Entry points (the pipeline, the CLI and notebooks all call these):
+Entry points (the main job's runner, the CLI and notebooks all call these):
 
 * ``head_ranking(pre_model, post, batch, ...) -> HeadRanking`` on two loaded checkpoints;
-* ``rank_heads_between(source, pre_step, post_step, batch, ...) -> HeadRanking`` loads them;
-* ``decompose_jump(pre_model, post, batch, ...) -> DataFrame`` (``COMPONENT_COLUMNS``).
+* ``rank_heads_between(source, pre_step, post_step, batch, ...) -> HeadRanking`` loads them
+  (and, with ``decompose``, calls :func:`interp.decomposition.decompose_jump`).
 
 The statistics (``rank_heads``, ``bootstrap_interval``, ``topk_recovery``, the pre-screen's
 agreement; bootstrap intervals over prompts, ``MIN_BOOTSTRAP_PROMPTS``) are
 :mod:`interp.ranking_stats`, the decomposition :mod:`interp.decomposition`; this module
-re-exports their public names. A jump below 3 standard errors of the paired per-prompt
+re-exports the statistics' public names. A jump below 3 standard errors of the paired per-prompt
 difference (``interp.emergence.jump_noise``, the interval study's rule) is flagged
 ``jump_too_small``.
 """
@@ -36,9 +36,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core.objects import results_equal, short_repr
-from interp.decomposition import COMPONENT_COLUMNS, COMPONENTS, decompose_between, decompose_jump
+from interp.core.settings import StudyConfig
+from interp.decomposition import decompose_jump
 from interp.emergence import jump_noise
-from interp.main_job.config import StudyConfig
 from interp.patching import (
     PostCheckpoint,
     attribution_delta_p,
@@ -58,18 +58,14 @@ from interp.ranking_stats import (
     rank_heads,
     topk_recovery,
 )
-from interp.tasks import TaskBatch
+from interp.tasks import TaskBatch, metric_for
 
 __all__ = [
-    "COMPONENTS",
-    "COMPONENT_COLUMNS",
     "MIN_BOOTSTRAP_PROMPTS",
     "N_BOOT",
     "HeadRanking",
     "RankingFields",
     "bootstrap_interval",
-    "decompose_between",
-    "decompose_jump",
     "head_ranking",
     "prescreen_rank_correlation",
     "rank_heads",
@@ -423,8 +419,9 @@ def rank_heads_between(
         source: a checkpoint source (``interp.sources``).
         pre_step, post_step: training steps; ``post_step`` must be later.
         batch: task prompts tokenised for ``source``'s tokenizer.
-        config: the settings (:class:`interp.main_job.config.StudyConfig`; default
-            ``StudyConfig(decompose=False)``): ``device``, ``method``, ``metric`` (None: ``p``),
+        config: the settings (:class:`interp.core.settings.StudyConfig`; default
+            ``StudyConfig(decompose=False)``): ``device``, ``method``, ``metric`` (None: the
+            task's own, :func:`interp.tasks.metric_for`),
             ``prescreen_top_n``, ``prescreen_steps``, ``ks`` and ``n_boot`` as in
             :func:`head_ranking`; ``decompose`` also runs ``decompose_jump``
             (``HeadRanking.components``).
@@ -445,7 +442,7 @@ def rank_heads_between(
             "(patching goes from the later checkpoint into the earlier one)"
         )
     config = config or StudyConfig(decompose=False)
-    metric, device, decompose = config.metric or "p", config.device, config.decompose
+    metric, device, decompose = metric_for(batch, config.metric), config.device, config.decompose
     post_loaded = source.load(post_step, device=device)
     if hasattr(source, "prefetch"):
         source.prefetch(pre_step)  # read while post is captured (swapping sources only)

@@ -25,7 +25,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.main_job.config import N_BOOT
+from interp.core.settings import N_BOOT
 from interp.patching import Target, patch_values
 from interp.tasks import TaskBatch
 
@@ -107,7 +107,8 @@ def bootstrap_interval(
 
     Prompts are resampled with replacement (``n_boot`` times, ``numpy`` generator ``seed``),
     jointly for ``patched``, ``pre`` and ``post``. Over fewer than :data:`MIN_BOOTSTRAP_PROMPTS`
-    prompts every bound is NaN and a ``RuntimeWarning`` says why.
+    prompts every bound is NaN and a ``RuntimeWarning`` says why; with ``n_boot=0`` (no intervals
+    asked for) every bound is NaN.
 
     Source: Efron & Tibshirani 1993, "An Introduction to the Bootstrap" (percentile interval).
 
@@ -116,15 +117,20 @@ def bootstrap_interval(
         arrays of shape ``[sets]`` (``delta`` = patched - pre, metric units).
 
     Raises:
-        ValueError: mismatched shapes or ``n_boot < 1``.
+        ValueError: mismatched shapes or ``n_boot`` not an integer >= 0.
     """
     patched, pre, post = (torch.as_tensor(t).double().cpu().numpy() for t in (patched, pre, post))  # type: ignore[assignment]
     if patched.ndim != 2 or pre.shape != (patched.shape[1],) or post.shape != pre.shape:
         raise ValueError(
             f"patched must be [sets, batch] and pre/post [batch]; got {patched.shape}, {pre.shape}, {post.shape}"
         )
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        raise ValueError(f"n_boot={n_boot!r}: must be an integer >= 0 (0: no intervals)")
+    if n_boot == 0:  # asked for no intervals (StudyConfig(n_boot=0)): every bound NaN, no warning
+        nan = np.full(patched.shape[0], np.nan)
+        return {
+            key: nan.copy() for key in ("value_lo", "value_hi", "recovered_lo", "recovered_hi", "delta_lo", "delta_hi")
+        }
     if pre.shape[0] < MIN_BOOTSTRAP_PROMPTS:
         warnings.warn(
             f"bootstrap over {pre.shape[0]} prompt(s): a 95 % interval needs at least "

@@ -164,9 +164,9 @@ def _rank_into(data: ScrubData, source, task, device: str | None, metric: str | 
     ``data`` (``delta_p``, ``metric``); a warning and no ranking without a point."""
     import warnings
 
-    from interp.main_job.config import StudyConfig
+    from interp.core.settings import StudyConfig
     from interp.ranking import rank_heads_between
-    from interp.tasks import RepetitionTask, default_metric
+    from interp.tasks import RepetitionTask, metric_for
 
     if data.pre_step is None or data.post_step is None:
         warnings.warn(
@@ -177,7 +177,7 @@ def _rank_into(data: ScrubData, source, task, device: str | None, metric: str | 
         )
         return
     task = task or RepetitionTask()
-    metric = metric or default_metric(task)
+    metric = metric_for(task, metric)
     config = StudyConfig(device=device, metric=metric, decompose=False)
     ranking = rank_heads_between(source, data.pre_step, data.post_step, task.build(source.tokenizer()), config)
     data.delta_p, _, _, data.metric = ranking_values(ranking)

@@ -9,15 +9,12 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import nn
 
 from interp.core.io import atomic_write_text, remove_folder, to_jsonable
-
-if TYPE_CHECKING:
-    from synthetic.training import TrainConfig
 
 #: The metrics rows of a kept state (:func:`keep_state`), beside its checkpoint files.
 STATE_ROWS = "rows.json"
@@ -70,10 +67,12 @@ def resume_checkpoint(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     generator: torch.Generator,
-    config: TrainConfig,
+    config: Any,
     device: torch.device,
 ) -> int:
-    """Load weights, optimizer and generator state saved by :func:`save_checkpoint`; return its step.
+    """Load weights, optimizer and generator state saved by :func:`synthetic.training.save_checkpoint`;
+    return its step. ``config``: the run's :class:`synthetic.training.TrainConfig` (a dataclass; not
+    imported here, so that this module stays below the trainer).
 
     Raises:
         ValueError: the checkpoint's config differs from ``config`` (other than ``steps``), or it

@@ -88,7 +88,7 @@ def two_sources(tmp_path_factory, byte_tokenizer_dir):
 
 def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tmp_path):
     from emergence_lens.cli import app
-    from interp.main_job.config import StudyConfig
+    from interp.core.settings import StudyConfig
     from interp.main_job.runner import run
     from interp.main_job.units import damaged_units, plan_units, study_status
     from interp.tasks import RepetitionTask

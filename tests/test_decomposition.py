@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
+from interp.decomposition import COMPONENT_COLUMNS, decompose_jump
 from interp.patching import TaskBatch
-from interp.ranking import COMPONENT_COLUMNS, bootstrap_interval, decompose_jump, head_ranking
+from interp.ranking import bootstrap_interval, head_ranking
 from tests.test_patching import native_bridge
 
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 8, 9
@@ -84,7 +85,7 @@ def test_interaction_is_whole_minus_the_sum_of_parts(setup):
 
 
 def test_components_are_checked_before_any_checkpoint_is_loaded():
-    from interp.ranking import decompose_between
+    from interp.decomposition import decompose_between
 
     class Source:
         model_id = "toy/toy-seed1"

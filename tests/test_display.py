@@ -187,7 +187,8 @@ def test_every_notebook_output_carries_its_libraries(report):
 
 @pytest.mark.slow
 def test_save_html_writes_a_self_contained_page_whatever_was_displayed(report, tmp_path):
-    from interp.ranking import COMPONENT_COLUMNS, HeadRanking
+    from interp.decomposition import COMPONENT_COLUMNS
+    from interp.ranking import HeadRanking
 
     run = report.runs[0]
     report._repr_html_()  # displayed before: must not matter

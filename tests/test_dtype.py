@@ -12,8 +12,8 @@ import warnings
 
 import torch
 
+from interp.core.settings import StudyConfig
 from interp.emergence import find_emergence
-from interp.main_job.config import StudyConfig
 from interp.ranking import rank_heads_between
 from interp.sources import LocalSuiteSource
 from interp.tasks import RepetitionTask

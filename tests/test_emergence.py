@@ -329,8 +329,8 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     below the threshold) does not."""
     import pandas as pd
 
+    from interp.core.settings import StudyConfig
     from interp.main_job import runner
-    from interp.main_job.config import StudyConfig
     from interp.main_job.report import POINTS_COLUMNS
     from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask

@@ -14,7 +14,7 @@ import torch
 
 import emergence_lens as el
 from interp.core.objects import MAX_REPR_CHARS, values_equal
-from interp.main_job.config import StudyConfig
+from interp.core.settings import StudyConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -218,7 +218,8 @@ def test_loading_pre_leaves_post_weights_untouched(seeded_suite):
 
 
 def test_tables_carry_the_sources_model_and_seed(seeded_suite):
-    from interp.ranking import decompose_jump, rank_heads_between
+    from interp.decomposition import decompose_jump
+    from interp.ranking import rank_heads_between
     from interp.scores import head_scores_over_checkpoints
     from interp.tasks import RepetitionTask
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from interp.main_job.config import StudyConfig
+from interp.core.settings import StudyConfig
 from interp.report.head_view import head_comparison_figure, token_axis_labels
 
 

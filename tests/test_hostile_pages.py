@@ -27,8 +27,9 @@ import torch
 
 from browser import visit
 from conftest import execute_cells_twice
+from interp.decomposition import COMPONENT_COLUMNS
 from interp.main_job.report import MainJobReport
-from interp.ranking import COMPONENT_COLUMNS, HeadRanking
+from interp.ranking import HeadRanking
 from interp.report import display, notebook
 from tests.test_display import make_run
 from tests.test_report_browser import _check_page, _require_browser

@@ -196,11 +196,11 @@ def test_the_way_from_the_command_line_is_six_modules_each_once():
     g = graph()
     assert len(COMMAND_LINE_WAY) <= 6 and len(set(COMMAND_LINE_WAY)) == len(COMMAND_LINE_WAY)
     cli, runner = COMMAND_LINE_WAY[:2]
-    assert g.has_edge(cli, runner) and g.has_edge(cli, "interp.main_job.config")  # flags -> one StudyConfig
+    assert g.has_edge(cli, runner) and g.has_edge(cli, "interp.core.settings")  # flags -> one StudyConfig
     for step in COMMAND_LINE_WAY[2:5]:  # analyse_run builds the batch, finds the point, ranks the heads
         assert g.has_edge(runner, step), step
-    assert g.has_edge("interp.ranking", "interp.patching") and g.has_edge("interp.ranking", "interp.main_job.config")
+    assert g.has_edge("interp.ranking", "interp.patching") and g.has_edge("interp.ranking", "interp.core.settings")
     # the settings module is a leaf of the main job's room: it reads the ground floor only, and the
     # room's __init__ imports nothing, so that the ranking can read the settings without a circle
-    assert all(target.startswith("interp.core") for target in g.successors("interp.main_job.config"))
+    assert all(target.startswith("interp.core") for target in g.successors("interp.core.settings"))
     assert not list(g.successors("interp.main_job"))

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from interp.core import kernel_pins
+from interp.core.settings import StudyConfig
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.main_job import runner
-from interp.main_job.config import StudyConfig
 from interp.sources import LocalSuiteSource, embedded, environment
 from interp.tasks import RepetitionTask
 

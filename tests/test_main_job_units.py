@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from interp.main_job.config import StudyConfig
+from interp.core.settings import StudyConfig
 from interp.main_job.runner import run
 from interp.main_job.units import plan_units, study_status
 from interp.tasks import RepetitionTask

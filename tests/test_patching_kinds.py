@@ -18,11 +18,11 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from interp.decomposition import COMPONENTS
 from interp.patching import Target, answer_probability, metric_values, patch_values
 from interp.patching import kinds as kind_table
 from interp.patching.fast import fast_path_applies, heads_mixing_kinds, target_units
 from interp.patching.kinds import KIND_TABLE, Kind, get_kind, register, unregister
-from interp.ranking import COMPONENTS
 from test_patching_targets import N_HEADS, N_LAYERS, models  # noqa: F401  (the module-scoped fixture)
 
 

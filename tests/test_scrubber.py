@@ -27,7 +27,7 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import save_tiny_neox
-from interp.main_job.config import StudyConfig
+from interp.core.settings import StudyConfig
 from interp.report import scrubber as scrub_module
 from interp.report.scrubber import Scrubber, ScrubData
 from interp.scrubbing import scrubber

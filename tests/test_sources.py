@@ -114,7 +114,7 @@ def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeyp
 @pytest.mark.slow
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite, monkeypatch):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
-    from interp.main_job.config import StudyConfig
+    from interp.core.settings import StudyConfig
     from interp.main_job.runner import run
     from interp.sources import LocalSuiteSource, door
     from interp.tasks import RepetitionTask

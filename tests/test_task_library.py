@@ -26,7 +26,7 @@ from interp.tasks import (
     TaskBatch,
     TaskError,
     TaskFile,
-    default_metric,
+    metric_for,
     parse_tasks,
     task_table,
     tokenizer_adds_bos,
@@ -123,7 +123,7 @@ def test_ioi_on_a_word_level_tokenizer_and_a_tiny_model(word_tok, tmp_path):
         assert batch.tokens[i, :n].tolist() == word_tok(text)["input_ids"]  # the HF tokenizer's own ids
         assert int(batch.answer_pos[i]) == n - 1 and batch.tokens[i, n - 1] == vocab["to"]
     assert batch.padded  # templates differ in length
-    assert default_metric(IOITask()) == "logit-diff"
+    assert metric_for(IOITask()) == "logit-diff" and metric_for(IOITask(), "p") == "p"
 
     # logit-diff = logit(IO) - logit(S) at each prompt's last token, from a bridge of a tiny model
     config = neox_config(32, 2, 4, len(vocab), 64)
@@ -453,3 +453,45 @@ def test_main_job_on_several_tasks(tmp_path):
     src.close()
     ioi = emergence[(emergence["task"] == "ioi") & (emergence["step"] == 100)]
     assert abs(float(ioi["p_answer"].iloc[0]) - float(single.table()["p_answer"].iloc[0])) < 1e-6
+
+
+# ----------------------------------------------------------------------------- one metric default
+
+
+def test_every_road_ranks_ioi_heads_by_the_tasks_own_metric(word_tok, tmp_path):
+    """No metric given means the task's own, decided once (interp.tasks.metric_for): Python's
+    rank_heads_between with StudyConfig() and the command line's rank-heads both rank IOI heads by
+    logit difference (issue 54: rank_heads_between used to fall back to p)."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    import emergence_lens as el
+    from conftest import save_tiny_neox
+    from emergence_lens.cli import app
+    from interp.sources import LocalSuiteSource
+
+    suite = tmp_path / "suite"
+    word_tok.save_pretrained(suite / "tokenizer")
+    for seed, step in enumerate([0, 100]):
+        save_tiny_neox(suite / f"step{step}", seed=seed, d_vocab=len(word_tok.get_vocab()))
+    source = LocalSuiteSource(suite)
+    try:
+        batch = IOITask(n_prompts=6, seed=0).build(source.tokenizer())
+        ranking = el.rank_heads_between(source, 0, 100, batch, el.StudyConfig(decompose=False, n_boot=0))
+    finally:
+        source.close()
+    assert metric_for(batch) == metric_for("ioi") == metric_for(IOITask()) == "logit-diff"
+    assert ranking.metric == "logit-diff" and set(ranking.heads["metric"]) == {"logit-diff"}
+    out = tmp_path / "cli"
+    args = ["rank-heads", str(suite), "--task", "ioi", "--n-prompts", "6", "--pre", "0", "--post", "100"]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    heads = pd.read_csv(out / "heads.csv")
+    assert set(heads["metric"]) == {"logit-diff"}
+    pd.testing.assert_series_equal(
+        heads.sort_values(["layer", "head"])["delta"].reset_index(drop=True),
+        ranking.heads.sort_values(["layer", "head"])["delta"].reset_index(drop=True),
+        check_exact=False,
+        atol=1e-5,
+        rtol=0,
+    )

@@ -73,7 +73,7 @@ def rank_heads(
     _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "rank-heads")
     from interp.core.io import atomic_to_csv
-    from interp.main_job.config import StudyConfig
+    from interp.core.settings import StudyConfig
     from interp.main_job.report import HEADS_COLUMNS, TOPK_COLUMNS, labelled
     from interp.ranking import rank_heads_between
     from interp.sources.catalogue import model_and_seed
@@ -125,7 +125,7 @@ def decompose(
     _check_tasks_on_sources([source], tasks)
     src = _open_step_pair(source, pre, post, "decompose")
     from interp.core.io import atomic_to_csv
-    from interp.ranking import decompose_between
+    from interp.decomposition import decompose_between
 
     batch = task_obj.build(src.tokenizer())
     with _warnings_as_lines():

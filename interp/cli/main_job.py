@@ -33,7 +33,7 @@ from interp.cli.options import (
     _warnings_as_lines,
 )
 from interp.core.devices import DTYPES
-from interp.main_job.config import StudyConfig
+from interp.core.settings import StudyConfig
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from interp.main_job.config import METHODS
+from interp.core.settings import METHODS
 
 TaskOpt = typer.Option(
     None,
@@ -135,9 +135,9 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
 
 def _metric_for(metric: str | None, task) -> str:
     """``metric``, or the task's default metric when none is given."""
-    from interp.tasks import default_metric
+    from interp.tasks import metric_for
 
-    return metric or default_metric(task)
+    return metric_for(task, metric)
 
 
 def _metric(metric: str | None) -> str | None:

@@ -1,17 +1,19 @@
 """Words and names every floor reads, defined once: the point-of-emergence rule in words (with its
-default hold) and the columns of the component-decomposition table.
+default threshold and hold) and the columns of the component-decomposition table.
 
 The search that applies the rule is :mod:`interp.emergence` (:func:`interp.emergence.held_crossing`),
 which re-exports :data:`DEFAULT_HOLD`, :data:`RULE` and :func:`rule_text`; the table is built by
-:func:`interp.ranking.decompose_jump`, which re-exports :data:`COMPONENT_COLUMNS`. They sit on the
+:func:`interp.decomposition.decompose_jump`, which re-exports :data:`COMPONENT_COLUMNS`. They sit on the
 ground floor so that the report (:mod:`interp.report`) captions the rule and recognises the table
 without importing the analyses above it.
 """
 
 from __future__ import annotations
 
-__all__ = ["COMPONENT_COLUMNS", "DEFAULT_HOLD", "RULE", "rule_text"]
+__all__ = ["COMPONENT_COLUMNS", "DEFAULT_HOLD", "DEFAULT_THRESHOLD", "RULE", "rule_text"]
 
+#: Greedy-accuracy threshold of the point of emergence (a fraction in (0, 1]; the rule's default).
+DEFAULT_THRESHOLD = 0.5
 #: Checkpoints after post that must stay at or above the threshold (the rule's default).
 DEFAULT_HOLD = 2
 

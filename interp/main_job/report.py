@@ -352,7 +352,7 @@ class MainJobReport:
     @property
     def components(self) -> pd.DataFrame:
         """The jump decomposed by component per emerged run (``interp.ranking.COMPONENT_COLUMNS``)."""
-        from interp.ranking import COMPONENT_COLUMNS
+        from interp.core.terms import COMPONENT_COLUMNS
 
         frames = [r.components for r in self.runs if r.components is not None]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COMPONENT_COLUMNS)

@@ -2,7 +2,7 @@
 them, and :func:`analyse_run` for one unit.
 
 One prompt's way: :func:`run` opens the sources (embedded runs as each is trained) and calls
-:func:`analyse_run` on each (source, task) with the one :class:`~interp.main_job.config.StudyConfig`;
+:func:`analyse_run` on each (source, task) with the one :class:`~interp.core.settings.StudyConfig`;
 that builds the task's ``TaskBatch`` (:mod:`interp.tasks`), finds the point of emergence
 (:mod:`interp.emergence`) and hands the pair of checkpoints to
 :func:`interp.ranking.rank_heads_between`, which patches every head (:mod:`interp.patching`) and
@@ -34,8 +34,8 @@ from typing import Any, cast
 import pandas as pd
 import torch
 
+from interp.core.settings import StudyConfig
 from interp.emergence import StepEvaluator, find_emergence, scan_emergence
-from interp.main_job.config import StudyConfig
 from interp.main_job.report import MainJobReport, RunAnalysis
 from interp.main_job.units import Unit, done_units, expand_sources, store_unit, unit_id
 from interp.sources.catalogue import model_and_seed
@@ -67,10 +67,10 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
     Args:
         source: checkpoint source of the run (:func:`interp.sources.open_source`).
         task: capability task (default :class:`interp.tasks.RepetitionTask`).
-        config: the settings (:class:`interp.main_job.config.StudyConfig`, default
+        config: the settings (:class:`interp.core.settings.StudyConfig`, default
             ``StudyConfig()``): the threshold and hold of the point of emergence, scan or
             bisection, then everything :func:`interp.ranking.rank_heads_between` reads
-            (``metric=None``: the task's default, :func:`interp.tasks.default_metric`); with
+            (``metric=None``: the task's default, :func:`interp.tasks.metric_for`); with
             ``decompose`` the jump is decomposed by component, with ``scores`` every head is
             scored around the point (:mod:`interp.scores`), with ``scrub`` every head's pattern
             on the first prompts is kept at each evaluated step (the report's scrubber);
@@ -86,14 +86,14 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
     from interp.core.devices import torch_dtype
     from interp.ranking import rank_heads_between
     from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
-    from interp.tasks import default_metric
+    from interp.tasks import metric_for
 
     config = config or StudyConfig()
     if hasattr(source, "swap_weights"):
         source.swap_weights = config.swap_weights
         source.dtype = torch_dtype(config.dtype)
     task = task or RepetitionTask()
-    config = config.replace(metric=config.metric or default_metric(task))
+    config = config.replace(metric=metric_for(task, config.metric))
     device = config.device
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
@@ -273,7 +273,7 @@ def run(
             local executor, opened sources (:func:`interp.sources.open_source`; closed after use).
         tasks: one capability task or several (default one :class:`interp.tasks.RepetitionTask`);
             the report has one analysis per (run, task), in the order of the sources, then the tasks.
-        config: the settings, one :class:`~interp.main_job.config.StudyConfig` for every unit
+        config: the settings, one :class:`~interp.core.settings.StudyConfig` for every unit
             (default ``StudyConfig()``); the provenance records it whole.
         executor: ``local`` (this process: plain calls of :func:`analyse_run`), ``joblib``
             (``jobs`` processes) or ``ray`` (a local Ray with ``jobs`` CPUs, or the cluster at
@@ -304,7 +304,7 @@ def run(
     config = config if config is not None else StudyConfig()
     check_out_dir(out_dir)
     if not isinstance(config, StudyConfig):
-        raise ValueError(f"config={config!r}; valid: a StudyConfig (interp.main_job.config)")
+        raise ValueError(f"config={config!r}; valid: a StudyConfig (interp.core.settings)")
     check_executor(executor, jobs, address)
     task_list: list[CapabilityTask] = (
         list(tasks) if isinstance(tasks, (list, tuple)) else [cast(CapabilityTask, tasks) or RepetitionTask()]

@@ -480,7 +480,7 @@ def components_figure(
     """Grouped bars: ``recovered`` per component (every head / layer), one bar per run, 95 % intervals.
 
     Args:
-        components: rows of ``components.csv`` (``interp.ranking.decompose_jump``); the
+        components: rows of ``components.csv`` (``interp.decomposition.decompose_jump``); the
             ``scope == "all"`` rows are drawn.
     """
     rows = components[components["scope"] == "all"].copy()

@@ -3,7 +3,7 @@ score on them. One room, one module per idea, each task registered where it is d
 
     base.py        CapabilityTask (build -> TaskBatch through finish), the tokenizer helpers,
                    CapabilityScore and evaluate (greedy accuracy, p(answer))
-    registry.py    TaskSpec, REGISTRY, register_task, make_task, default_metric
+    registry.py    TaskSpec, REGISTRY, register_task, make_task, metric_for
     repetition.py  RepetitionTask (digits), TokenRepetitionTask (tokens): Baherwani et al. 2026
     pattern.py     PatternCompletionTask
     ioi.py         IOITask (Wang et al. 2022)
@@ -33,8 +33,8 @@ from interp.tasks.registry import (
     REGISTRY,
     TASKS,
     TaskSpec,
-    default_metric,
     make_task,
+    metric_for,
     register_task,
     spec_of,
 )
@@ -82,10 +82,10 @@ __all__ = [
     "TokenRepetitionTask",
     "alnum_token_pool",
     "answer_logits",
-    "default_metric",
     "evaluate",
     "is_task_file",
     "make_task",
+    "metric_for",
     "pad_token_id",
     "parse_tasks",
     "read_task_file",

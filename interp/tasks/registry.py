@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from interp.tasks.base import CapabilityTask
 
@@ -116,7 +117,28 @@ def make_task(name: str, **params) -> CapabilityTask:
     return spec.cls(**params)
 
 
-def default_metric(task: CapabilityTask) -> str:
-    """The registered default metric of ``task`` (``p`` for task files and unregistered classes)."""
-    spec = REGISTRY.get(getattr(task, "name", ""))
-    return spec.default_metric if spec is not None and isinstance(task, spec.cls) else "p"
+def metric_for(task: Any, metric: str | None = None) -> str:
+    """The patching metric of a study of ``task``: ``metric`` when given, else the task's
+    registered default (``logit-diff`` for IOI, ``p`` for repetition; ``p`` for task files and
+    unregistered classes). The one place that decides it: ``el.run``, ``el.rank_heads_between``,
+    ``emergence rank-heads`` and the scrubber all call it (issue 54).
+
+    Args:
+        task: a task object (:class:`interp.tasks.CapabilityTask`), its tokenised prompts (a
+            :class:`interp.core.task_batch.TaskBatch`, whose ``task`` is the task's name) or a
+            registered task name.
+        metric: the metric asked for (a name of :data:`interp.core.metrics.METRICS`), or None.
+
+    Returns:
+        A metric name.
+    """
+    if metric is not None:
+        return metric
+    if isinstance(task, str):
+        name, cls = task, None
+    elif hasattr(task, "tokens") and hasattr(task, "answers"):  # a TaskBatch: the task by name
+        name, cls = getattr(task, "task", ""), None
+    else:
+        name, cls = getattr(task, "name", ""), type(task)
+    spec = REGISTRY.get(name)
+    return spec.default_metric if spec is not None and (cls is None or issubclass(cls, spec.cls)) else "p"

@@ -1,4 +1,5 @@
-"""The main job's settings as one frozen value: :class:`StudyConfig`.
+"""The main job's settings as one frozen value: :class:`StudyConfig`, on the ground floor, so that
+every analysis that reads it (ranking, scrubber, population, readiness) stands above it.
 
 Built once (from the flags of ``emergence run`` / ``emergence demo``, or by the user in Python),
 it travels as one argument from :func:`interp.main_job.runner.run` to
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from interp.core.devices import check_device, check_dtype
-from interp.core.terms import DEFAULT_HOLD
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
 __all__ = ["METHODS", "N_BOOT", "StudyConfig"]
 
@@ -45,7 +46,7 @@ class StudyConfig:
             (:func:`interp.emergence.find_emergence`), the curve holding its steps.
         method: patching engine, one of :data:`METHODS`.
         metric: a registered patching metric (:mod:`interp.core.metrics`: ``p``, ``logprob``,
-            ``logit-diff``, ...); None: each task's own (:func:`interp.tasks.default_metric`;
+            ``logit-diff``, ...); None: each task's own (:func:`interp.tasks.metric_for`;
             ``p`` where no task is known).
         prescreen_top_n: with ``method="attribution"``, exact deltas only for the pre-screen's top
             N heads (None: every head).
@@ -70,7 +71,7 @@ class StudyConfig:
         'logprob'
     """
 
-    threshold: float = 0.5
+    threshold: float = DEFAULT_THRESHOLD
     hold: int = DEFAULT_HOLD
     scan: bool = False
     method: Literal["fast", "reference", "attribution"] = "fast"
