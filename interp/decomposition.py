@@ -136,7 +136,7 @@ def decompose_jump(
         pre_model: the pre checkpoint (``TransformerBridge``, eval mode).
         post: the post model or its ``PostCheckpoint`` (with weights, for the weight components).
         batch: prompts (``TaskBatch``).
-        metric: see ``interp.patching.metrics``.
+        metric: see ``interp.core.metrics``.
         targets: component names (keys of ``COMPONENTS``) or a mapping name -> ``Target``.
         ks: K values of the top-K rows (default 1 ... all heads, or powers of two above 32 heads).
         topk_kinds: per-head kinds that get top-K rows.

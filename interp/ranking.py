@@ -269,7 +269,7 @@ def head_ranking(
         pre_model: the pre checkpoint (``TransformerBridge``, eval mode, float32).
         post: the post model or its ``PostCheckpoint``.
         batch: prompts (``TaskBatch``).
-        metric: ``"p"``, ``"logprob"``, ``"logit-diff"`` or a callable (``interp.patching.metrics``).
+        metric: ``"p"``, ``"logprob"``, ``"logit-diff"`` or a callable (``interp.core.metrics``).
         method: ``"fast"``, ``"reference"`` (full forwards; TransformerLens) or ``"attribution"``.
         prescreen_top_n: patch exactly only the pre-screen's top N heads.
         ks: K values of the joint top-K patch (default 1 ... all ranked heads).

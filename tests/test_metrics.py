@@ -60,9 +60,9 @@ def test_tasks_score_with_the_registry():
 
 
 def test_patching_reads_the_same_registry():
-    from interp.patching import metrics as patching_metrics
+    import interp.patching as patching
 
-    assert patching_metrics.METRICS is METRICS
+    assert patching.METRICS is METRICS
     assert resolve_metric("logit-diff") is METRICS["logit-diff"].fn
     with pytest.raises(ValueError, match=r"metric='accuracy'; valid: p, logprob, logit-diff"):
         resolve_metric("accuracy")  # capability only: a 0/1 value has no gradient for the pre-screen

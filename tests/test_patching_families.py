@@ -145,8 +145,8 @@ def test_own_mlp_low_rank_shortcut_is_used_and_exact(models):
     """Single-head patches of a sequential block reach its own MLP input first: GPT-2 (pre-norm,
     Conv1D MLP), Llama (pre-norm) and OLMo-2 (norm after attention) take the rank-d_head formula
     there for every block but the last (answer positions only); all equal the reference."""
+    from interp.core.metrics import resolve_metric
     from interp.patching.fast import LayerSkipEngine, Unit
-    from interp.patching.metrics import resolve_metric
 
     family, pre, post, batch = models
     with torch.inference_mode():

@@ -76,7 +76,7 @@ class TaskBatch:
         task: the task's name.
         distractors: ``Int[Tensor, "batch n_distractors"]`` or None: the wrong answers a
             logit-difference metric compares the answer with (repetition task: the nine other
-            digits), see :mod:`interp.patching.metrics`.
+            digits), see :mod:`interp.core.metrics`.
         attention_mask: ``Int[Tensor, "batch pos"]`` (1 = real token, 0 = right padding) or None
             when every prompt has the same length.
         prepend_bos: whether a BOS token was prepended to every prompt.

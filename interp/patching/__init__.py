@@ -44,6 +44,15 @@ answer_pos ``[batch]``, optional distractors).  ``fast`` holds the layer-skip en
 generic call that sends each target to one of them.
 """
 
+from interp.core.metrics import (
+    METRICS,
+    answer_logprob,
+    answer_probability,
+    logit_diff,
+    metric_name,
+    metric_spec,
+    resolve_metric,
+)
 from interp.core.task_batch import TaskBatch
 from interp.patching.attribution import attribution_delta_p
 from interp.patching.engine import (
@@ -62,15 +71,6 @@ from interp.patching.engine import (
     post_from_patterns,
 )
 from interp.patching.ideal import IDEAL_PATTERNS, IdealPatterns, ideal_pattern
-from interp.patching.metrics import (
-    METRICS,
-    answer_logprob,
-    answer_probability,
-    logit_diff,
-    metric_name,
-    metric_spec,
-    resolve_metric,
-)
 from interp.patching.targets import (
     KINDS,
     Target,

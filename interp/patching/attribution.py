@@ -35,10 +35,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.core.metrics import MetricLike, resolve_metric
 from interp.core.task_batch import TaskBatch
 from interp.patching._forward import answer_logits_forward, check_batch, heads_shape, model_device
 from interp.patching.engine import cache_patterns, post_from_patterns
-from interp.patching.metrics import MetricLike, resolve_metric
 from interp.patching.targets import hook_name
 
 __all__ = ["attribution_delta_p"]
@@ -86,7 +86,7 @@ def attribution_delta_p(
         inputs: prompts (``TaskBatch``).
         patterns: the post patterns ``[layer, batch, head, q, k]`` (``cache_patterns``), a
             ``PostCheckpoint`` or the post model.
-        metric: see ``interp.patching.metrics``.
+        metric: see ``interp.core.metrics``.
         steps: 1 = attribution patching at the pre patterns; > 1 = integrated gradients with
             that many midpoints along the straight line from the pre to the post patterns.
         mode: ``"layer"`` (one layer's patterns at a time; ``n_layers`` passes; default) or

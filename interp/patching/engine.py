@@ -30,6 +30,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.core.metrics import MetricLike, resolve_metric
 from interp.core.task_batch import TaskBatch
 from interp.patching import _weights
 from interp.patching._forward import (
@@ -50,7 +51,6 @@ from interp.patching.fast import (
     target_units,
 )
 from interp.patching.kinds import KIND_TABLE, kind_names
-from interp.patching.metrics import MetricLike, resolve_metric
 from interp.patching.post import PostCheckpoint
 from interp.patching.reference import reference_values
 from interp.patching.targets import Target, hook_name
@@ -452,7 +452,7 @@ def answer_prob(logits: Float[Tensor, "batch pos d_vocab"], inputs: TaskBatch) -
     Raises:
         ValueError: if ``logits`` is not ``[batch, pos, d_vocab]`` for these inputs.
     """
-    from interp.patching.metrics import answer_probability
+    from interp.core.metrics import answer_probability
 
     inputs = check_batch(inputs)
     return answer_probability(answer_rows(logits, inputs), inputs)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.core.metrics import MetricLike, resolve_metric
 from interp.core.objects import results_equal, short_repr
 from interp.core.task_batch import TaskBatch
-from interp.patching.metrics import MetricLike, resolve_metric
 from interp.patching.targets import hook_name
 
 __all__ = ["PostCheckpoint"]

@@ -30,7 +30,7 @@ class TaskSpec:
         cls: the :class:`interp.tasks.CapabilityTask` subclass; the default of its ``name``
             field is the name ``--task`` takes (:attr:`name`).
         default_metric: metric of patching and the ranking when none is given (``p``,
-            ``logprob``, ``logit-diff``; :mod:`interp.patching.metrics`).
+            ``logprob``, ``logit-diff``; :mod:`interp.core.metrics`).
         source: where the definition comes from.
         description: one line.
         byte_tokenizer: whether the embedded byte tokenizer can run it.

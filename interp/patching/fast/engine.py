@@ -55,7 +55,7 @@ class LayerSkipEngine:
     Args:
         model: the pre checkpoint (``TransformerBridge``, eval mode).
         batch: prompts (on any device; moved to the model's).
-        metric: ``(logits [n, d_vocab], batch) -> [n]`` (see ``interp.patching.metrics``).
+        metric: ``(logits [n, d_vocab], batch) -> [n]`` (see ``interp.core.metrics``).
         post: a ``interp.patching.engine.PostCheckpoint`` of the same prompts.
 
     Raises:
