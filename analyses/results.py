@@ -115,14 +115,9 @@ REGISTRY: list[Analysis] = [
     # 8-head arm to 8000 steps), curves on 256 prompts kept in docs/data/population-decoupled.
     Analysis(
         "population_decoupled",
-        "analyses.population",
+        "analyses.population_decoupled",
         "docs/results.md §4 (head count with the positional code fixed)",
-        (
-            "--spec",
-            "population-decoupled",
-            "--arms",
-            "neox-2l-64d-8h-r8,neox-2l-64d-4h-r8,neox-2l-64d-1h-r8,neox-2l-64d-2h-r8",
-        ),
+        ("--update-docs",),
         takes_device=False,
     ),
     # Issue 52 item 2: the population's 24 8-head seeds trained on to 12000 steps (3x the budget).

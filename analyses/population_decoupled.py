@@ -1,0 +1,204 @@
+"""Head count with the positional code fixed (issue 52, item 1a): is the population's "more heads
+emerge later" a property of heads, or of the rotary dimensions each head keeps?
+
+In the population (``interp/data/suites/population.yaml``, docs/results.md §4) the d_model-64
+arms with 1, 2, 4 and 8 heads also halve d_head (64 … 8) and, under Pythia's 25 % rotary share,
+the rotary dimensions per head (16, 8, 4, 2): three factors vary together. The decoupled
+population (``interp/data/suites/population-decoupled.yaml``) keeps 8 rotary dimensions in every
+head (d_head still varies: GPT-NeoX ties it to d_model / n_heads), with budgets stated before
+training (4000 steps; 8000 for 8 heads), evaluated on 256 prompts per checkpoint.
+
+Two readings, from the kept curves (``docs/data/population-decoupled/curves``, beside the
+population's ``docs/data/population/curves``):
+
+- **One factor: rotary dimensions per head.** At 1, 4 and 8 heads the decoupled arm and the
+  population's arm differ only in the rotary dimensions per head (same n_heads, d_head, data,
+  seeds and trainer; the prompts of the evaluation differ, 256 against 64). Both are censored at
+  the population's budget (4000 steps) for the contrast: emerged counts, log-rank test.
+- **Head count at fixed rotary dimensions.** The decoupled arms against each other: head count
+  and d_head still vary together, so that contrast is called confounded (with d_head).
+
+Each contrast is recomputed over the rule's grid (threshold 0.4/0.5/0.6 x hold 1/2/3) and
+called robust only where its direction and significance (log-rank p < 0.05) hold at every point.
+
+Usage: ``python -m analyses.population_decoupled [--train] [--jobs N] [--update-docs]``
+(``emergence results --only population_decoupled`` trains the missing runs first, arm by arm:
+8 heads, then 4, 1, 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analyses import population as pop
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "population_decoupled"
+SPEC = "population-decoupled"
+KEPT, N_PROMPTS = pop.SPECS[SPEC]
+#: The arms trained first: the one whose answer decides the artefact question (8 heads), then 4, 1, 2.
+ARM_ORDER = "neox-2l-64d-8h-r8,neox-2l-64d-4h-r8,neox-2l-64d-1h-r8,neox-2l-64d-2h-r8"
+#: (population arm, decoupled arm): same n_heads and d_head, rotary dimensions per head differ.
+PAIRS = (
+    ("neox-2l-64d-8h", "neox-2l-64d-8h-r8"),
+    ("neox-2l-64d-4h", "neox-2l-64d-4h-r8"),
+    ("neox-2l-64d-1h", "neox-2l-64d-1h-r8"),
+)
+COMMON_BUDGET = 4000
+GRID = [(t, h) for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)]
+BEGIN, END = "<!-- population-decoupled:begin -->", "<!-- population-decoupled:end -->"
+
+
+def rotary_dims(arm: str, d_head: int) -> int:
+    """Rotary dimensions per head of an arm: ``-r{R}`` in its name, else Pythia's 25 % of d_head."""
+    match = re.search(r"-r(\d+)$", arm)
+    return int(match.group(1)) if match else int(d_head * 0.25)
+
+
+def at_budget(curves: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """The curves cut at ``budget`` steps, every run's budget set to it (a run not emerged by then
+    is censored there: a common budget for arms trained to different ones)."""
+    cut = curves[curves["step"] <= budget].copy()
+    cut["budget"] = budget
+    return cut
+
+
+def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) -> dict:
+    """Emergence of arm ``b`` against arm ``a``: runs, emerged, median E of each and the log-rank
+    p of equal hazards (NaN with a note when undetermined)."""
+    from interp.population.tables import population_from_curves
+
+    result = population_from_curves(curves[curves["arm"].isin([a, b])], threshold, hold, reference=a)
+    arms = result.arms.set_index("arm")
+    test = result.tests[result.tests["test"] == "vs reference"].iloc[0]
+    return {
+        "arm_a": a,
+        "arm_b": b,
+        "threshold": threshold,
+        "hold": hold,
+        "n_a": int(arms.loc[a, "n_runs"]),
+        "emerged_a": int(arms.loc[a, "n_emerged"]),
+        "n_b": int(arms.loc[b, "n_runs"]),
+        "emerged_b": int(arms.loc[b, "n_emerged"]),
+        "median_a": float(arms.loc[a, "median_E"]),
+        "median_b": float(arms.loc[b, "median_E"]),
+        "p": float(test["p"]),
+        "note": str(test["note"]),
+    }
+
+
+def direction(row: dict) -> int:
+    """+1: arm b emerges more (share emerged higher), -1: less, 0: the same share."""
+    share_a, share_b = row["emerged_a"] / row["n_a"], row["emerged_b"] / row["n_b"]
+    return (share_b > share_a) - (share_b < share_a)
+
+
+def grid_table(curves: pd.DataFrame, pairs) -> pd.DataFrame:
+    """Every contrast of ``pairs`` at every (threshold, hold) of :data:`GRID`."""
+    return pd.DataFrame([contrast(curves, a, b, t, h) for a, b in pairs for t, h in GRID])
+
+
+def robust(rows: pd.DataFrame) -> bool:
+    """Direction and significance (p < 0.05) the same at every grid point."""
+    dirs = {direction(r) for r in rows.to_dict("records")}
+    sig = {bool(r["p"] < 0.05) for r in rows.to_dict("records") if not math.isnan(r["p"])}
+    return len(dirs) == 1 and len(sig) == 1 and not rows["p"].isna().any()
+
+
+def grid_word(rows: pd.DataFrame) -> str:
+    """How a contrast fares over the rule grid, in words."""
+    if not robust(rows):
+        return f"NOT robust: direction or significance changes over the {len(rows)} points of the rule grid"
+    if bool((rows["p"] < 0.05).all()):
+        return f"robust: the same direction with p < 0.05 at all {len(rows)} points of the rule grid"
+    return f"no difference at any of the {len(rows)} points of the rule grid"
+
+
+def _fmt_p(p: float) -> str:
+    return "undetermined" if math.isnan(p) else (f"{p:.1e}" if p < 1e-3 else f"{p:.3f}")
+
+
+def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
+    """docs/results.md's block of the decoupled population, computed from the kept curves."""
+    from interp.population.tables import population_from_curves
+
+    n_runs = dec["run"].nunique() if len(dec) else 0
+    lines = [
+        (
+            f"Runs evaluated: {n_runs} of the spec's {n_planned} "
+            f"({'all' if n_runs == n_planned else 'the rest not trained yet'}; {N_PROMPTS} prompts per checkpoint; "
+            f"point of emergence at accuracy {pop.THRESHOLD} held {pop.HOLD})."
+        ),
+        "",
+    ]
+    if n_runs:
+        result = population_from_curves(dec, threshold=pop.THRESHOLD, hold=pop.HOLD)
+        lines += [
+            (
+                "| arm | n_heads | d_head | rotary dims per head | budget | runs | emerged | median E (95 % CI), steps "
+                "| also varies with n_heads |"
+            ),
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in result.arms.itertuples():
+            lines.append(
+                f"| {row.arm} | {row.n_heads} | {row.d_head} | {rotary_dims(row.arm, row.d_head)} | {row.budget} | "
+                f"{row.n_runs} | {row.n_emerged} | {pop._median_text(row)} | d_head |"
+            )
+        lines.append("")
+    both = pd.concat([at_budget(popc, COMMON_BUDGET), at_budget(dec, COMMON_BUDGET)], ignore_index=True)
+    pairs = [(a, b) for a, b in PAIRS if a in set(both["arm"]) and b in set(both["arm"])]
+    if pairs:
+        grid = grid_table(both, pairs)
+        lines.append(
+            f"One factor, the rotary dimensions per head (same n_heads, d_head, seeds and data; both censored at "
+            f"{COMMON_BUDGET} steps; evaluation prompts {pop.N_PROMPTS} against {N_PROMPTS}):"
+        )
+        lines.append("")
+        for a, b in pairs:
+            rows = grid[(grid["arm_a"] == a) & (grid["arm_b"] == b)]
+            main = rows[(rows["threshold"] == pop.THRESHOLD) & (rows["hold"] == pop.HOLD)].iloc[0]
+            ps = rows["p"].dropna()
+            span = f"p {_fmt_p(ps.min())}–{_fmt_p(ps.max())} over the grid" if len(ps) else "p undetermined"
+            lines.append(
+                f"- {b} ({rotary_dims(b, 0)} rotary dims) against {a} "
+                f"({rotary_dims(a, int(popc.loc[popc['arm'] == a, 'd_head'].iloc[0]))}): emerged by {COMMON_BUDGET} in "
+                f"{main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']} runs, log-rank p "
+                f"{_fmt_p(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {span}; "
+                f"{grid_word(rows)}."
+            )
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    from interp.sources.catalogue import load_suite_spec
+
+    parser = argparse.ArgumentParser(
+        prog="python -m analyses.population_decoupled", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--jobs", type=int, default=None, help="training worker processes (default: the CPU count)")
+    parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored: the runs live in the suite's cache)")
+    parser.add_argument("--finished-only", action="store_true", help="the kept curves only; train nothing")
+    parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's decoupled block")
+    args = parser.parse_args(argv)
+    if not args.finished_only:
+        jobs = [] if args.jobs is None else ["--jobs", str(args.jobs)]
+        pop.main(["--spec", SPEC, "--arms", ARM_ORDER, "--out", str(args.out / "arms"), *jobs])
+    dec, popc = pop.read_kept_curves(KEPT), pop.read_kept_curves(pop.KEPT)
+    block = docs_block(dec, popc, len(load_suite_spec(SPEC).run_names()))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{NAME}.md").write_text(block)
+    print(block)
+    if args.update_docs:
+        pop.update_docs(block, (BEGIN, END))
+
+
+if __name__ == "__main__":
+    main()
