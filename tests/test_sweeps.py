@@ -144,7 +144,7 @@ def test_points_union_dedup_and_type_coercion():
 
 
 def test_spec_errors_are_one_line():
-    with pytest.raises(ValueError, match=r"unknown config field\(s\) stepz .*valid fields: .*steps") as err:
+    with pytest.raises(ValueError, match=r"unknown config field 'stepz'; valid: .*steps") as err:
         plan_runs({"stepz": 10}, TRAIN)
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="seed"):
@@ -407,7 +407,7 @@ def test_cli_mounted_as_emergence_sweep(reference, spec_file):
     bad = spec_file.parent / "bad.yaml"
     bad.write_text("stepz: 3\n")
     result = runner.invoke(emergence_app, ["sweep", str(bad), "--out", str(reference.out_dir)])
-    assert result.exit_code == 2 and "unknown config field(s) stepz" in result.output
+    assert result.exit_code == 2 and "unknown config field 'stepz'" in result.output
 
 
 def test_summaries_and_plots_from_store(reference):
