@@ -324,6 +324,11 @@ class CheckpointSource(WeightFileChecks, ABC):
         """Steps of the expected schedule that this source does not hold (ascending)."""
         return []
 
+    def missing_detail(self, step: int) -> str:
+        """Why a step of :meth:`missing_steps` is missing when more is known than its absence (a
+        half-downloaded hub step: the file and the command that repairs it); ``""`` otherwise."""
+        return ""
+
     def _check_tokenizer(self, step: int, tokenizer) -> None:
         """Remember the first tokenizer seen; raise :class:`TokenizerMismatchError` if ``step``'s differs."""
         self._check_fingerprint(step, tokenizer_fingerprint(tokenizer))
