@@ -118,7 +118,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
             tokenizer = make_byte_tokenizer()
             tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
             # the context the suite trains with (its config.json's, once trained): checked now
-            setattr(tokenizer, CONTEXT_ATTRIBUTE, (n_ctx, f"{name}'s context (n_ctx of the embedded suite)"))
+            setattr(tokenizer, CONTEXT_ATTRIBUTE, (n_ctx, f"{name}: n_ctx of the embedded suite"))
         else:
             from interp.sources.door import open_source
 

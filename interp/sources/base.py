@@ -303,7 +303,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         every task checks its prompts against it when building its batch, before a model loads."""
         context = self.context_length()
         if context is not None:
-            setattr(tokenizer, CONTEXT_ATTRIBUTE, (context[0], f"{self.model_id}'s context ({context[1]})"))
+            setattr(tokenizer, CONTEXT_ATTRIBUTE, (context[0], f"{self.model_id}: {context[1]}"))
         return tokenizer
 
     # -- optional per source (defaults: nothing known)
