@@ -103,17 +103,17 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
                 return _coerce(name, value, arg)
             except ValueError:
                 continue
-        raise ValueError(f"{name}={value!r} is not a valid {hint}")
+        raise ValueError(f"{name}={value!a} is not a valid {hint}")
     if hint in _SIMPLE:
         convert, what = _SIMPLE[hint]
         try:
             return convert(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} must be {what}") from None
+            raise ValueError(f"{name}={value!a} must be {what}") from None
     if origin is typing.Literal:
         if value in typing.get_args(hint):
             return value
-        raise ValueError(f"{name}={value!r} must be one of {list(typing.get_args(hint))}")
+        raise ValueError(f"{name}={value!a} must be one of {list(typing.get_args(hint))}")
     return value
 
 

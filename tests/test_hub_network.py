@@ -116,6 +116,6 @@ def test_offline_a_step_not_cached_says_which_download_fetches_it(tiny_hub_cache
         source.digest(1)
     assert str(error.value).startswith("EleutherAI/pythia-14m-seed3 step 1: branch step1 has no weight file in the ")
     assert str(error.value).endswith(
-        "repair: `emergence download EleutherAI/pythia-14m-seed3 --steps 1` with HF_HUB_OFFLINE unset "
+        f"repair: `emergence download EleutherAI/pythia-14m-seed3 --steps 1 --cache {copy}` with HF_HUB_OFFLINE unset "
         "(or on a machine with a network, then copy that hub cache here)"
     )

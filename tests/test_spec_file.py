@@ -152,3 +152,12 @@ def test_the_stored_sweep_spec_reads_back_to_the_same_values(tmp_path):
     spec = {"note": "1e-3", "code": "010", "flag": "off", "lr": 0.001, "grid": {"S": [8, 16]}, "name": "off"}
     assert parse_spec_text(dump_spec_text(spec), ".yaml") == spec
     assert list(parse_spec_text(dump_spec_text(spec), ".yaml")) == list(spec)
+
+
+def test_look_alike_values_are_shown_escaped_and_digits_are_ascii(tmp_path):
+    with pytest.raises(ValueError, match=r"keep_optimizer='l\\u0430st'; valid: every, last"):
+        _suite(tmp_path, SUITE + "keep_optimizer: l\u0430st\n")  # a Cyrillic a
+    # Arabic-Indic digits: int() reads them, a person reading the file may not; a range is ASCII digits
+    with pytest.raises(ValueError, match=r"seeds='\\u0660..\\u0663'; give a list of seeds"):
+        _suite(tmp_path, SUITE.replace("seeds: [1, 2]", "seeds: \u0660..\u0663"))
+    assert _suite(tmp_path, SUITE.replace("seeds: [1, 2]", "seeds: 0..3")).seeds == (0, 1, 2, 3)

@@ -216,16 +216,16 @@ _SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "rotary_dim", "steps")
 
 def _spec_int(where: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"suite spec: {where}={value!r} must be an integer >= {minimum}")
+        raise ValueError(f"suite spec: {where}={value!a} must be an integer >= {minimum}")
     return value
 
 
 def _spec_seeds(value) -> tuple[int, ...]:
     """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included)."""
-    if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip(), flags=re.ASCII):
         first, last = (int(v) for v in value.strip().split(".."))
         if last < first:
-            raise ValueError(f"suite spec: seeds={value!r} is an empty range; write first..last with first <= last")
+            raise ValueError(f"suite spec: seeds={value!a} is an empty range; write first..last with first <= last")
         return tuple(range(first, last + 1))
     if isinstance(value, int) and not isinstance(value, bool):
         return tuple(range(_spec_int("seeds", value)))
@@ -235,14 +235,14 @@ def _spec_seeds(value) -> tuple[int, ...]:
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
         if len(set(value)) != len(value):
-            raise ValueError(f"suite spec: seeds={value!r} repeats a seed")
+            raise ValueError(f"suite spec: seeds={value!a} repeats a seed")
         return tuple(value)
-    raise ValueError(f"suite spec: seeds={value!r}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
+    raise ValueError(f"suite spec: seeds={value!a}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
 
 
 def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
     if not isinstance(entry, dict):
-        raise ValueError(f"suite spec: sizes[{i}]={entry!r} must be a mapping with n_layers, d_model, n_heads")
+        raise ValueError(f"suite spec: sizes[{i}]={entry!a} must be a mapping with n_layers, d_model, n_heads")
     unknown = sorted(set(entry) - set(_SIZE_KEYS), key=str)
     if unknown:
         raise SpecError(unknown_key_message(f"suite spec: sizes[{i}]", unknown[0], _SIZE_KEYS))
@@ -313,11 +313,11 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
             value, default = spec[key], defaults[key]
             if type(value) is not type(default) and not (isinstance(default, float) and type(value) is int):
                 like = "true or false" if isinstance(default, bool) else f"a {type(default).__name__} like {default!r}"
-                raise ValueError(f"suite spec: {key}={value!r} must be {like}")
+                raise ValueError(f"suite spec: {key}={value!a} must be {like}")
             settings[key] = float(value) if isinstance(default, float) else value
     if settings.get("keep_optimizer", "every") not in KEEP_OPTIMIZER:
         raise ValueError(
-            f"suite spec: keep_optimizer={settings['keep_optimizer']!r}; valid: {', '.join(KEEP_OPTIMIZER)}"
+            f"suite spec: keep_optimizer={settings['keep_optimizer']!a}; valid: {', '.join(KEEP_OPTIMIZER)}"
         )
     _spec_int("checkpoint_every", settings["checkpoint_every"])
     size_steps = tuple((size.name, budget) for size, budget in sized if budget is not None and budget != steps)

@@ -292,7 +292,10 @@ class HubSource(CheckpointSource):
             One phrase naming the file and ending ``repair: `emergence download ... --steps N```.
         """
         repo, revision = self._repo_cache(), self.revision(step)
-        repair = f"repair: {self._download_hint(revision)}"
+        command = self._download_hint(revision)
+        if self.cache_dir is not None:  # the cache this source reads, not the default one
+            command = f"{command[:-1]} --cache {self.cache_dir}`"
+        repair = f"repair: {command}"
         if self._offline():
             repair += " with HF_HUB_OFFLINE unset (or on a machine with a network, then copy that hub cache here)"
         ref = repo / "refs" / revision
