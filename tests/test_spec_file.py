@@ -161,3 +161,12 @@ def test_look_alike_values_are_shown_escaped_and_digits_are_ascii(tmp_path):
     with pytest.raises(ValueError, match=r"seeds='\\u0660..\\u0663'; give a list of seeds"):
         _suite(tmp_path, SUITE.replace("seeds: [1, 2]", "seeds: \u0660..\u0663"))
     assert _suite(tmp_path, SUITE.replace("seeds: [1, 2]", "seeds: 0..3")).seeds == (0, 1, 2, 3)
+
+
+def test_one_set_of_rules_for_yaml_and_json_and_aliases(tmp_path):
+    with pytest.raises(SpecError, match=r"s.json: suite spec: found duplicate key 'steps'; give each key once"):
+        _suite(tmp_path, '{"steps": 40, "steps": 48}', name="s.json")
+    # a node that holds itself (an alias of its own anchor) is checked once, not forever
+    assert parse_spec_text("a: &x [1, *x]\n", ".yaml")["a"][0] == 1
+    with pytest.raises(SpecError, match=r"<spec>:1: spec: a\[0\] is written '010'"):
+        parse_spec_text("a: &x [010]\nb: *x\n", ".yaml")

@@ -11,7 +11,7 @@ rules below are checked on what the file *says* (its scalars' text), before any 
   the text and both readings. Write ``10``, or ``0o10`` for octal.
 * **Dates and other typed scalars are refused** (``2024-01-01``): a spec holds numbers, text,
   true/false and null; quote a text that looks like a date.
-* **A key given twice is refused** (YAML 1.1 loaders silently keep the last).
+* **A key given twice is refused** (YAML 1.1 loaders and ``json`` silently keep the last).
 * **Names are ASCII** (``[A-Za-z0-9._-]``): a key or a name with another character (a Cyrillic
   es, U+0441, that looks like ``c``) is refused in one line that shows it escaped (``'n_\\u0441tx'``),
   names the character and says which valid key it resembles (:func:`unknown_key_message`,
@@ -90,7 +90,7 @@ def parse_spec_text(text: str, suffix: str, path: str | os.PathLike = "<spec>", 
             raise SpecError(f"{path}: TOML syntax error: {err}") from None
     if suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=lambda pairs: _json_object(pairs, path, what))
         except json.JSONDecodeError as err:
             raise SpecError(f"{path}:{err.lineno}:{err.colno}: JSON syntax error: {err.msg}") from None
     from ruamel.yaml import YAML
@@ -114,18 +114,32 @@ def parse_spec_text(text: str, suffix: str, path: str | os.PathLike = "<spec>", 
         raise SpecError(f"{path}: YAML syntax error: {str(err).splitlines()[0]}") from None
 
 
-def _check_node(node: Any, where: str, path: Any, what: str) -> None:
-    """The module's rules on one composed YAML node and everything under it."""
+def _json_object(pairs: list[tuple[str, Any]], path: Any, what: str) -> dict[str, Any]:
+    """A JSON object, refused when it gives a key twice (``json`` keeps the last silently)."""
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise SpecError(f"{path}: {what}: found duplicate key {twice[0]!a}; give each key once")
+    return dict(pairs)
+
+
+def _check_node(node: Any, where: str, path: Any, what: str, seen: set[int] | None = None) -> None:
+    """The module's rules on one composed YAML node and everything under it (an alias's node once)."""
     from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+    seen = set() if seen is None else seen
+    if id(node) in seen:  # an alias (possibly of a node holding itself) is checked where it is defined
+        return
+    seen.add(id(node))
     if isinstance(node, MappingNode):
         for key, value in node.value:
             label = key.value if isinstance(key, ScalarNode) else "?"
-            _check_node(key, where, path, what)
-            _check_node(value, f"{where}.{label}" if where else str(label), path, what)
+            label = label if isinstance(label, str) and label.isascii() else ascii(label)
+            _check_node(key, where, path, what, seen)
+            _check_node(value, f"{where}.{label}" if where else label, path, what, seen)
     elif isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
-            _check_node(item, f"{where}[{i}]", path, what)
+            _check_node(item, f"{where}[{i}]", path, what, seen)
     elif isinstance(node, ScalarNode):
         tag, text, line = str(node.tag), node.value, node.start_mark.line + 1
         key = where or "the document"
@@ -134,17 +148,17 @@ def _check_node(node: Any, where: str, path: Any, what: str) -> None:
             decimal = int(text.replace("_", ""))
             sign = "-" if text.startswith("-") else ""
             octal = set(digits) <= set("01234567")
-            old = f"octal {sign}{int(digits, 8)}" if octal else f"the text {text!r}"
+            old = f"octal {sign}{int(digits, 8)}" if octal else f"the text {text!a}"
             fix = f"write {decimal}" + (f", or {sign}0o{digits.lstrip('0') or '0'} for octal" if octal else "")
             raise SpecError(
-                f"{path}:{line}: {what}: {key} is written {text!r}, a number with a leading zero: YAML 1.2 "
+                f"{path}:{line}: {what}: {key} is written {text!a}, a number with a leading zero: YAML 1.2 "
                 f"reads it as {decimal}, YAML 1.1 (PyYAML) as {old}; {fix}"
             )
         if tag not in _PLAIN_TAGS:
             kind = tag.rsplit(":", 1)[-1] if tag.startswith("tag:yaml.org,2002:") else tag
             raise SpecError(
-                f"{path}:{line}: {what}: {key} is written {text!r}, which YAML reads as a {kind}; a spec "
-                f"holds numbers, text, true/false and null: quote it ('{text}') if you mean text"
+                f"{path}:{line}: {what}: {key} is written {text!a}, which YAML reads as a {kind}; a spec "
+                "holds numbers, text, true/false and null: quote it if you mean text"
             )
 
 
