@@ -295,6 +295,13 @@ def test_a_half_downloaded_step_is_missing_offline_and_the_named_command_repairs
         with pytest.raises(HubUnavailableError) as error:
             source.load(step)
         assert str(error.value) == f"{TINY_REPO} step {step}: {table.loc[step, 'detail']}"
+    from emergence_lens.cli import app
+
+    asked = CliRunner().invoke(app, ["curve", TINY_REPO, "--steps", "4", "--n-prompts", "4", "--length", "6"])
+    assert asked.exit_code == 2
+    assert [line for line in asked.output.splitlines() if line.startswith("error:")] == [
+        f"error: emergence curve: {TINY_REPO} step 4: {table.loc[4, 'detail']}"
+    ]
 
     # the command the line names repairs both
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")

@@ -173,12 +173,15 @@ def _parse_steps(text: str) -> list[int]:
 
 
 def _check_steps_available(src, steps: list[int]) -> None:
-    """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
-    weight files are whole (the error names the corrupt file)."""
-    from interp.sources.loading import CheckpointError, nearest_steps
+    """Every step of ``steps`` is one the source holds (the error names the nearest ones, or, for a
+    hub step listed from the cache without whole weights, the file and the repair) and its weight
+    files are whole (the error names the corrupt file)."""
+    from interp.sources.loading import CheckpointError, HubUnavailableError, nearest_steps
 
     available = sorted(src.available_steps())
     for step in steps:
+        if step not in available and (detail := src.missing_detail(step)):  # a half-downloaded hub step
+            raise HubUnavailableError(f"{src.model_id} step {step}: {detail}")
         if step not in available:
             near = ", ".join(map(str, nearest_steps(step, available)))
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
