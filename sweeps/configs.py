@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from interp.core.io import config_json
+from interp.core.spec_file import SpecError, unknown_key_message
 
 
 def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
     """Fill a flat config with ``cls``'s defaults, check field names and coerce values to field types.
 
     ``int`` fields accept integral floats; ``float`` fields accept ints and numeric strings
-    (PyYAML reads ``1e-3`` as a string); ``Optional`` fields accept None. Other annotations
+    (``"1e-3"``); ``Optional`` fields accept None. Other annotations
     are passed through. The dataclass itself is not constructed, so its own validation
     (``__post_init__``) runs inside the run, and a bad grid point becomes one failed run.
 
@@ -32,16 +33,15 @@ def resolve_dataclass_config(cls: type, config: Mapping[str, Any]) -> dict[str, 
         Every field of ``cls`` → value, in field order.
 
     Raises:
-        ValueError: an unknown field (the message lists the valid ones), a value of the wrong
-            type, or a required field left out.
+        SpecError: an unknown field (the message lists the valid ones, shows a non-ASCII
+            character escaped and names the field it resembles).
+        ValueError: a value of the wrong type, or a required field left out.
     """
     fields = dataclasses.fields(cls)
     valid = [f.name for f in fields]
-    unknown = sorted(set(config) - set(valid))
+    unknown = sorted(set(config) - set(valid), key=str)
     if unknown:
-        raise ValueError(
-            f"unknown config field(s) {', '.join(unknown)} for {cls.__name__}; valid fields: {', '.join(valid)}"
-        )
+        raise SpecError(unknown_key_message(cls.__name__, unknown[0], valid, noun="config field"))
     hints = typing.get_type_hints(cls)
     resolved: dict[str, Any] = {}
     for f in fields:
@@ -75,7 +75,7 @@ def _to_int(value: Any) -> int:
 
 
 def _to_float(value: Any) -> float:
-    """Numbers, and numeric strings (PyYAML reads ``1e-3`` as a string)."""
+    """Numbers, and numeric strings (``"1e-3"``, as a command line passes it)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
     return float(value)
@@ -103,17 +103,17 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
                 return _coerce(name, value, arg)
             except ValueError:
                 continue
-        raise ValueError(f"{name}={value!r} is not a valid {hint}")
+        raise ValueError(f"{name}={value!a} is not a valid {hint}")
     if hint in _SIMPLE:
         convert, what = _SIMPLE[hint]
         try:
             return convert(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} must be {what}") from None
+            raise ValueError(f"{name}={value!a} must be {what}") from None
     if origin is typing.Literal:
         if value in typing.get_args(hint):
             return value
-        raise ValueError(f"{name}={value!r} must be one of {list(typing.get_args(hint))}")
+        raise ValueError(f"{name}={value!a} must be one of {list(typing.get_args(hint))}")
     return value
 
 

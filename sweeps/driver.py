@@ -16,6 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from interp.core.io import atomic_write_text, config_json, remove_folder
+from interp.core.spec_file import dump_spec_text
 from sweeps.execute import RunRecord, git_commit, group_state_dir, group_units
 from sweeps.executors import RUN_EXECUTORS, check_executor
 from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
@@ -125,9 +126,7 @@ def run_sweep(
     if check_spec_folder(store.root, spec, force):
         _empty_sweep_folder(store.root)
     store.root.mkdir(parents=True, exist_ok=True)
-    import yaml
-
-    atomic_write_text(store.root / "spec.yaml", yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    atomic_write_text(store.root / "spec.yaml", dump_spec_text(spec.to_dict()))
     from interp.core.provenance import make_provenance, write_provenance
 
     write_provenance(

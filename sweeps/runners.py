@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from interp.core.spec_file import check_name
 from sweeps.configs import run_id_of
 from sweeps.spec import SweepSpec, load_spec
 
@@ -54,10 +55,16 @@ def runner_name(runner: str | RunnerLike) -> str:
 
 
 def resolve_with(runner: RunnerLike, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The runner's ``resolve(config)`` if it has one, else the config with sorted keys."""
+    """The runner's ``resolve(config)`` if it has one, else the config with sorted keys.
+
+    Raises:
+        SpecError: (no ``resolve``) a field name outside ASCII ``[A-Za-z0-9._-]``.
+    """
     resolve = getattr(runner, "resolve", None)
     if resolve is not None:
         return dict(resolve(config))
+    for key in config:  # no field list to compare with: the names are at least ASCII
+        check_name("sweep spec: config field", key)
     return {k: config[k] for k in sorted(config)}
 
 

@@ -17,13 +17,13 @@ A sweep spec is a file or the same mapping in Python::
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from interp.core.spec_file import parse_spec_text as read_spec_text
 
 SPEC_KEYS = ("grid", "points", "seeds", "runner", "name")
 SEED_FIELD = "seed"
@@ -167,27 +167,12 @@ def load_spec(spec: SweepSpec | Mapping[str, Any] | str | os.PathLike) -> SweepS
 
 
 def parse_spec_text(text: str, suffix: str, path: str | os.PathLike = "<spec>") -> Any:
-    """Parse a spec file's text by its extension (``.yaml``/``.yml``, ``.toml``, ``.json``).
+    """Parse a spec file's text by its extension (``.yaml``/``.yml``, ``.toml``, ``.json``): the
+    reader suite specs use too (:func:`interp.core.spec_file.parse_spec_text`: YAML 1.2, so ``1e-3``
+    is a float and ``off`` the text "off"; a leading zero such as ``010`` is refused).
 
     Raises:
-        ValueError: a syntax error, as one line naming the file, line and column (1-based).
+        SpecError: a syntax error, as one line naming the file, line and column (1-based), or a
+            number written with a leading zero, a date, a key given twice.
     """
-    if suffix == ".toml":
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:  # its message already ends "(at line L, column C)"
-            raise ValueError(f"{path}: TOML syntax error: {err}") from None
-    if suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{err.lineno}:{err.colno}: JSON syntax error: {err.msg}") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ValueError(f"{where}: YAML syntax error: {problem}") from None
+    return read_spec_text(text, suffix, path, "sweep spec")

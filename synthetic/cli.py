@@ -152,9 +152,7 @@ def sweep_command(
             typer.echo(f"{t.run_id} {'done' if t.run_id in done else 'todo'} {config_json(t.config)}")
         typer.echo(f"{len(tasks)} runs, {sum(t.run_id not in done for t in tasks)} to run")
         return
-    for line in ResultsStore(out).damaged_lines():
-        typer.echo(f"damaged: {line}", err=True)
-    outcome = run_sweep(
+    outcome = run_sweep(  # it names each damaged run once (sweeps.driver)
         spec,
         out,
         jobs=jobs,

@@ -123,7 +123,7 @@ BAD = [
         ["sweep", "BADYAML", "--out", "OUT"],
         "bad.yaml:3:5: YAML syntax error: mapping values are not allowed here",
     ),
-    ("sweep-unknown-field", ["sweep", "SPECFIELD", "--out", "OUT"], "unknown config field(s) stepz"),
+    ("sweep-unknown-field", ["sweep", "SPECFIELD", "--out", "OUT"], "unknown config field 'stepz'"),
     ("sweep-out-is-file", ["sweep", "SPEC", "--out", "FILE"], "exists and is not a folder"),
     ("sweep-jobs", ["sweep", "SPEC", "--jobs", "0", "--out", "OUT"], "Invalid value"),
     ("results-unknown", ["results", "--only", "nope", "--out", "OUT"], "unknown analysis 'nope'; valid: main_job"),

@@ -36,11 +36,11 @@ def test_a_local_suite_refuses_prompts_longer_than_its_context(tiny_local_suite,
     assert error.value.lines == [
         (
             f"long.jsonl: row r65: the prompt is 65 tokens, longer than the model's context of 64 tokens "
-            f"({source.model_id}'s context (max_position_embeddings in config.json)); shorten it or drop it"
+            f"({source.model_id}: max_position_embeddings in config.json); shorten it or drop it"
         ),
         (
             f"long.jsonl: row r300: the prompt is 300 tokens, longer than the model's context of 64 tokens "
-            f"({source.model_id}'s context (max_position_embeddings in config.json)); shorten it or drop it"
+            f"({source.model_id}: max_position_embeddings in config.json); shorten it or drop it"
         ),
     ]
     ok = TaskFile(write_rows(tmp_path / "ok.jsonl", [10, 64])).build(tokenizer)
@@ -74,12 +74,12 @@ def test_the_command_line_refuses_long_rows_before_any_model_loads(monkeypatch, 
     assert lines == [
         (
             "error: emergence curve: long.jsonl: row r129: the prompt is 129 tokens, longer than the model's "
-            "context of 128 tokens (embedded-quick/neox-2l-64d-seed1's context (n_ctx of the embedded suite)); "
+            "context of 128 tokens (embedded-quick/neox-2l-64d-seed1: n_ctx of the embedded suite); "
             "shorten it or drop it"
         ),
         (
             "error: emergence curve: long.jsonl: row r300: the prompt is 300 tokens, longer than the model's "
-            "context of 128 tokens (embedded-quick/neox-2l-64d-seed1's context (n_ctx of the embedded suite)); "
+            "context of 128 tokens (embedded-quick/neox-2l-64d-seed1: n_ctx of the embedded suite); "
             "shorten it or drop it"
         ),
     ]

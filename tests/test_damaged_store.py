@@ -86,7 +86,7 @@ def two_sources(tmp_path_factory, byte_tokenizer_dir):
     return names
 
 
-def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tmp_path):
+def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tmp_path, caplog):
     from emergence_lens.cli import app
     from interp.core.settings import StudyConfig
     from interp.main_job.runner import run
@@ -98,6 +98,8 @@ def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tm
     run(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
     reference = {name: pd.read_parquet(out / f"{name}.parquet") for name in ("emergence", "heads", "points")}
     units = plan_units(two_sources, [task])
+    # a unit's id: the run folder's own name, not a slug of its absolute path (issue 56, item 7)
+    assert [u.unit_id.rsplit("-", 1)[0] for u in units] == ["run0__repetition", "run1__repetition"]
     store = ResultsStore(out / "units")
     cut(store.row_path(units[0].unit_id))
     state_files = sorted((store.root / "state" / units[1].unit_id).rglob("*.parquet"))
@@ -106,14 +108,51 @@ def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tm
     assert list(damaged) == sorted(u.unit_id for u in units)
     row_line = damaged[units[0].unit_id]
     assert row_line.startswith(f"{store.root}/runs/{units[0].unit_id}.parquet is unreadable (")
-    assert "Parquet magic bytes not found in footer" in row_line and row_line.endswith("will be run again")
+    assert "Parquet magic bytes not found in footer" in row_line
+    assert row_line.endswith(
+        f"; the unit {two_sources[0]}, task repetition is counted as not done and will be run again"
+    )
     assert damaged[units[1].unit_id].startswith(f"{store.root}/state/{units[1].unit_id} is unreadable (")
     assert not study_status(units, out)["done"].any()
     args = ["run", *two_sources, "--out", str(out), "--n-prompts", "8", "--length", "6", "--scan"]
     dry = CliRunner().invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "0 of 2 units done" in dry.output and dry.output.count("damaged: ") == 2
-    run(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
+    caplog.clear()
+    again = CliRunner().invoke(app, args)  # each damaged unit named once, by the run as given
+    assert again.exit_code == 0, again.output
+    assert [shown(again, caplog, line) for line in damaged.values()] == [1, 1]
     assert damaged_units(units, out) == {} and study_status(units, out)["done"].all()
     for name, table in reference.items():
         pd.testing.assert_frame_equal(pd.read_parquet(out / f"{name}.parquet"), table, check_exact=True, obj=name)
+
+
+def shown(result, caplog, text: str) -> int:
+    """How often a command showed ``text``: its own output, and the log records that a terminal
+    shows on stderr (pytest holds them in ``caplog`` instead)."""
+    return result.output.count(text) + sum(text in r.getMessage() for r in caplog.records)
+
+
+def test_the_sweep_command_names_a_damaged_run_once(tmp_path, caplog):
+    """Issue 56, item 7: the "will be run again" line was printed by the command and again by the
+    sweep it runs."""
+    from emergence_lens.cli import app
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("grid:\n  s: [1, 2]\nseeds: [0]\nrunner: tests.test_damaged_store:ok_runner\n")
+    out = tmp_path / "out"
+    first = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(out), "--no-progress"])
+    assert first.exit_code == 0, first.output
+    store = ResultsStore(out)
+    run_id = sorted(store.done_ids())[0]
+    cut(store.row_path(run_id))
+    line = store.damaged_lines()[0]
+    assert line.endswith(f"; run {run_id} is counted as not done and will be run again")
+    caplog.clear()
+    dry = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(out), "--dry-run"])
+    assert shown(dry, caplog, "will be run again") == 1 and f"damaged: {line}" in dry.output
+    caplog.clear()
+    again = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(out), "--no-progress"])
+    assert again.exit_code == 0, again.output
+    assert shown(again, caplog, "will be run again") == 1 and shown(again, caplog, line) == 1
+    assert "2 runs: 1 ran, 1 already done, 0 failed" in again.output

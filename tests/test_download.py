@@ -243,3 +243,72 @@ def test_the_command_in_a_fresh_process_then_curve_offline(hub, tmp_path):
 
     table = pd.read_csv(tmp_path / "curve" / "emergence.csv")
     assert table["step"].tolist() == [0, 8]
+
+
+def test_a_half_downloaded_step_is_missing_offline_and_the_named_command_repairs_it(
+    hub, repo_files, tmp_path, hub_cache_env, monkeypatch
+):
+    """Issue 56, item 3: a step whose weights are only a ``.incomplete`` blob (a download cut
+    short) or whose snapshot link dangles (a cache copied without its blob) is listed as missing
+    with the file and the repairing command, left out of the search; asked for, it is one line."""
+    from huggingface_hub import constants
+
+    from interp.sources import open_source
+    from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
+
+    download(TINY_REPO, steps=[1, 2, 4], cache_dir=tmp_path, progress=False, echo=None)
+    repo = tmp_path / "models--EleutherAI--pythia-14m-seed3"
+
+    def weights_link(step: int) -> Path:
+        return repo / "snapshots" / (repo / "refs" / f"step{step}").read_text().strip() / "model.safetensors"
+
+    # step 4: killed mid-transfer, as huggingface_hub leaves it: half the bytes in blobs/<sha>.incomplete, no link
+    blob = weights_link(4).resolve()
+    weights_link(4).unlink()
+    blob.rename(blob.with_name(blob.name + ".incomplete"))
+    incomplete = blob.with_name(blob.name + ".incomplete")
+    os.truncate(incomplete, incomplete.stat().st_size // 2)
+    # step 2: its blob deleted, the snapshot link dangles
+    blob2 = weights_link(2).resolve()
+    blob2.unlink()
+
+    hub_cache_env(tmp_path)
+    source = open_source(TINY_REPO)
+    assert source.searchable_steps() == [1]
+    table = checkpoint_table(source).set_index("step")  # lists them, raises nothing
+    assert table.loc[4, "status"] == table.loc[2, "status"] == "missing"
+    assert table.loc[4, "revision"] == "step4" and table.loc[4, "detail"] == (
+        f"branch step4 has no weight file in the local hub cache {repo}, a download cut short "
+        f"(blobs/{blob.name[:12]}...incomplete holds {incomplete.stat().st_size} bytes); "
+        f"repair: `emergence download {TINY_REPO} --steps 4` with HF_HUB_OFFLINE unset (or on a machine with a network, "
+        "then copy that hub cache here)"
+    )
+    assert table.loc[2, "detail"] == (
+        f"step2/model.safetensors in the local hub cache is a dangling link (its blob {blob2.name[:12]}... "
+        f"is not in {repo / 'blobs'}); repair: `emergence download {TINY_REPO} --steps 2` with HF_HUB_OFFLINE unset (or "
+        "on a machine with a network, then copy that hub cache here)"
+    )
+    lines = hazard_lines(checkpoint_table(source))
+    assert f"step 2 missing: {table.loc[2, 'detail']}; left out of the search" in lines
+    assert f"step 4 missing: {table.loc[4, 'detail']}; left out of the search" in lines
+    for step in (2, 4):
+        with pytest.raises(HubUnavailableError) as error:
+            source.load(step)
+        assert str(error.value) == f"{TINY_REPO} step {step}: {table.loc[step, 'detail']}"
+    from emergence_lens.cli import app
+
+    asked = CliRunner().invoke(app, ["curve", TINY_REPO, "--steps", "4", "--n-prompts", "4", "--length", "6"])
+    assert asked.exit_code == 2
+    assert [line for line in asked.output.splitlines() if line.startswith("error:")] == [
+        f"error: emergence curve: {TINY_REPO} step 4: {table.loc[4, 'detail']}"
+    ]
+
+    # the command the line names repairs both
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    download(TINY_REPO, steps=[2, 4], cache_dir=tmp_path, progress=False, echo=None)
+    hub_cache_env(tmp_path)
+    source = open_source(TINY_REPO)
+    assert source.searchable_steps() == [1, 2, 4]
+    assert source.digest(4) == hashlib.sha256(repo_files["step4"]["model.safetensors"]).hexdigest()
+    assert (checkpoint_table(source)["detail"].fillna("") == "").all()

@@ -114,8 +114,8 @@ def test_offline_a_step_not_cached_says_which_download_fetches_it(tiny_hub_cache
     source = HubSource(REPO.replace("70m-seed3", "14m-seed3"), cache_dir=copy)
     with pytest.raises(HubUnavailableError) as error:
         source.digest(1)
+    assert str(error.value).startswith("EleutherAI/pythia-14m-seed3 step 1: branch step1 has no weight file in the ")
     assert str(error.value).endswith(
-        "HF_HUB_OFFLINE=1; unset HF_HUB_OFFLINE to fetch them, or on a machine with a network run "
-        "`emergence download EleutherAI/pythia-14m-seed3 --steps 1` and copy that hub cache here "
-        "(or set HF_HUB_CACHE to it)"
+        f"repair: `emergence download EleutherAI/pythia-14m-seed3 --steps 1 --cache {copy}` with HF_HUB_OFFLINE unset "
+        "(or on a machine with a network, then copy that hub cache here)"
     )

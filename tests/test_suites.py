@@ -78,7 +78,7 @@ def test_a_spec_reads_seeds_sizes_and_budgets():
         ({"keep_optimizer": "some"}, "keep_optimizer='some'; valid: every, last"),
         ({"lr": "fast"}, r"lr='fast' must be a float like 0.002"),
         ({"sizes": [{"n_layers": 1, "d_model": 16}]}, "sizes\\[0\\] lacks 'n_heads'"),
-        ({"sizes": [{"n_layers": 1, "d_model": 16, "n_heads": 2, "width": 3}]}, "sizes\\[0\\] has unknown key 'width'"),
+        ({"sizes": [{"n_layers": 1, "d_model": 16, "n_heads": 2, "width": 3}]}, "sizes\\[0\\]: unknown key 'width'"),
         ({"sizes": [{"n_layers": 1, "d_model": 16, "n_heads": 2, "name": "<b>x</b>"}]}, "letters, digits"),
         ({"checkpoint_every": 0}, "checkpoint_every=0 must be an integer >= 1"),
     ],
@@ -99,7 +99,7 @@ def test_suite_names_resolve_to_runs_without_training(tmp_path):
     assert len(resolve_embedded("suite:population")) == 120
     with pytest.raises(ValueError, match=r"unknown run 'neox-1l-16d-4h-seed9' in suite:.*valid: neox-1l-16d-2h-seed3"):
         resolve_embedded(f"suite:{spec}/neox-1l-16d-4h-seed9")
-    with pytest.raises(ValueError, match=r"not a shipped spec \(embedded, embedded-quick, population\)"):
+    with pytest.raises(ValueError, match=r"not a shipped spec \(embedded, embedded-quick, population, "):
         resolve_embedded("suite:nope")
     from interp.sources.door import check_source_name
 

@@ -144,7 +144,7 @@ def test_points_union_dedup_and_type_coercion():
 
 
 def test_spec_errors_are_one_line():
-    with pytest.raises(ValueError, match=r"unknown config field\(s\) stepz .*valid fields: .*steps") as err:
+    with pytest.raises(ValueError, match=r"unknown config field 'stepz'; valid: .*steps") as err:
         plan_runs({"stepz": 10}, TRAIN)
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="seed"):
@@ -407,7 +407,7 @@ def test_cli_mounted_as_emergence_sweep(reference, spec_file):
     bad = spec_file.parent / "bad.yaml"
     bad.write_text("stepz: 3\n")
     result = runner.invoke(emergence_app, ["sweep", str(bad), "--out", str(reference.out_dir)])
-    assert result.exit_code == 2 and "unknown config field(s) stepz" in result.output
+    assert result.exit_code == 2 and "unknown config field 'stepz'" in result.output
 
 
 def test_summaries_and_plots_from_store(reference):
@@ -566,3 +566,50 @@ def test_a_run_stopped_half_way_continues_from_its_kept_state(reference, spec_fi
         assert a.equals(b)  # bit for bit: as if never stopped
     else:
         assert list(a.columns) == list(b.columns) and np.allclose(a["loss"], b["loss"], atol=1e-5)
+
+
+def test_a_long_tmpdir_gives_ray_a_short_temp_folder(tmp_path, monkeypatch):
+    """Issue 56, item 6: Ray's sockets live under $TMPDIR/ray; past ~40 bytes their paths pass the
+    107-byte AF_UNIX limit, so a local Ray starts in a short folder of its own."""
+    import os
+
+    from sweeps.executors import RAY_SOCKET_SUFFIX_BYTES, SOCKET_PATH_MAX, _start_local_ray, ray_temp_dir
+
+    long_dir = tmp_path / ("t" * 60)
+    long_dir.mkdir()
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    assert ray_temp_dir() is None  # /tmp/ray: Ray's own default fits
+    monkeypatch.setenv("TMPDIR", str(long_dir))
+    short = ray_temp_dir()
+    assert short == f"/tmp/emergence-ray-{os.getuid()}" and os.access(short, os.W_OK)
+    assert len(short.encode()) + RAY_SOCKET_SUFFIX_BYTES <= SOCKET_PATH_MAX < len(str(long_dir / "ray")) + 66
+
+    class FakeRay:
+        def __init__(self) -> None:
+            self.inits: list[dict] = []
+
+        def init(self, **kwargs) -> None:
+            self.inits.append(kwargs)
+
+    fake = FakeRay()
+    _start_local_ray(fake, 2)
+    assert fake.inits[-1]["_temp_dir"] == short and fake.inits[-1]["num_cpus"] == 2
+    # a RAY_TMPDIR the user set is theirs: too long, one line says what to set
+    monkeypatch.setenv("RAY_TMPDIR", str(long_dir))
+    with pytest.raises(ValueError, match=r"^executor 'ray': RAY_TMPDIR='.*' is too long .*set RAY_TMPDIR to a short"):
+        _start_local_ray(fake, 2)
+
+
+@pytest.mark.slow  # starts a real local Ray (~10-30 s)
+def test_a_sweep_on_ray_runs_under_a_long_tmpdir(tmp_path, monkeypatch):
+    from interp.core.spec_file import parse_spec_text as yaml_spec
+
+    pytest.importorskip("ray")
+    long_dir = tmp_path / ("t" * 60)
+    long_dir.mkdir()
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(long_dir))
+    spec = {**yaml_spec(EXAMPLE_YAML, ".yaml"), "grid": {"S": [8], "s": [1]}, "seeds": [0]}  # one run of the example
+    outcome = run_sweep(spec, tmp_path / "out", jobs=1, executor="ray", progress=False)
+    assert (outcome.n_ran, outcome.n_failed) == (1, 0)

@@ -121,9 +121,9 @@ def run(
     from interp.main_job.units import damaged_units, plan_units, study_status
 
     runner.check_executor(executor, jobs, address)
-    for line in damaged_units(plan_units(source, tasks), out).values():
-        typer.echo(f"damaged: {line}", err=True)
-    if dry_run:
+    if dry_run:  # (a run names its damaged units itself, once: runner.run)
+        for line in damaged_units(plan_units(source, tasks), out).values():
+            typer.echo(f"damaged: {line}", err=True)
         status = study_status(plan_units(source, tasks), out)
         for row in status.itertuples():
             typer.echo(f"{'done' if row.done else 'todo'}  {row.source}  {row.task}  {row.unit_id}")

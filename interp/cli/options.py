@@ -118,7 +118,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
             tokenizer = make_byte_tokenizer()
             tokenizer.name_or_path = "embedded byte tokenizer"  # what error lines name
             # the context the suite trains with (its config.json's, once trained): checked now
-            setattr(tokenizer, CONTEXT_ATTRIBUTE, (n_ctx, f"{name}'s context (n_ctx of the embedded suite)"))
+            setattr(tokenizer, CONTEXT_ATTRIBUTE, (n_ctx, f"{name}: n_ctx of the embedded suite"))
         else:
             from interp.sources.door import open_source
 
@@ -173,12 +173,15 @@ def _parse_steps(text: str) -> list[int]:
 
 
 def _check_steps_available(src, steps: list[int]) -> None:
-    """Every step of ``steps`` is one the source holds (the error names the nearest ones) and its
-    weight files are whole (the error names the corrupt file)."""
-    from interp.sources.loading import CheckpointError, nearest_steps
+    """Every step of ``steps`` is one the source holds (the error names the nearest ones, or, for a
+    hub step listed from the cache without whole weights, the file and the repair) and its weight
+    files are whole (the error names the corrupt file)."""
+    from interp.sources.loading import CheckpointError, HubUnavailableError, nearest_steps
 
     available = sorted(src.available_steps())
     for step in steps:
+        if step not in available and (detail := src.missing_detail(step)):  # a half-downloaded hub step
+            raise HubUnavailableError(f"{src.model_id} step {step}: {detail}")
         if step not in available:
             near = ", ".join(map(str, nearest_steps(step, available)))
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")

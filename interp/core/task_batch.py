@@ -37,7 +37,7 @@ def context_problems(tokenizer, lengths: Sequence[int], names: Sequence[str]) ->
 
     Returns:
         ``["tasks.jsonl: row 7: the prompt is 300 tokens, longer than the model's context of 128
-        tokens (suite's context (max_position_embeddings in config.json)); shorten it or drop it"]``.
+        tokens (neox-seed3: max_position_embeddings in config.json); shorten it or drop it"]``.
     """
     context = getattr(tokenizer, CONTEXT_ATTRIBUTE, None)
     if not context:

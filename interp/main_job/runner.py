@@ -37,7 +37,15 @@ import torch
 from interp.core.settings import StudyConfig
 from interp.emergence import StepEvaluator, find_emergence, scan_emergence
 from interp.main_job.report import MainJobReport, RunAnalysis
-from interp.main_job.units import Unit, done_units, expand_sources, store_unit, unit_id
+from interp.main_job.units import (
+    Unit,
+    damaged_units,
+    done_units,
+    expand_sources,
+    store_unit,
+    unit_id,
+    unit_label,
+)
 from interp.sources.catalogue import model_and_seed
 from interp.tasks import CapabilityTask, RepetitionTask
 
@@ -318,6 +326,8 @@ def run(
     task_by_name = {t.name: t for t in task_list}
     with tempfile.TemporaryDirectory(prefix="emergence-units-") as scratch:
         store = ResultsStore(Path(out_dir if out_dir is not None else scratch) / "units")
+        for line in damaged_units(units, store.root.parent).values():  # shown once, here
+            logger.warning(line)
         done = done_units(units, store.root.parent)
         todo = [u for u in units if u.unit_id not in done]
         failures: list[str] = []
@@ -335,8 +345,8 @@ def run(
                 for unit, outcome, log in records:
                     store.write_log(unit.unit_id, log)
                     if isinstance(outcome, Exception):
-                        failures.append(f"{unit.source} ({unit.task}): {type(outcome).__name__}: {outcome}")
-                        logger.warning("unit %s failed: %s", unit.unit_id, outcome)
+                        failures.append(f"{unit_label(unit)}: {type(outcome).__name__}: {outcome}")
+                        logger.warning("unit %s failed: %s", unit_label(unit), outcome)
                         continue
                     store_unit(store.root, unit.unit_id, outcome["run"], config.threshold)
                     store.write_run(

@@ -15,14 +15,16 @@ other units are left as they are. The report (tables, ``report.html``) is then a
 the store in the order of the names, whatever order units finished in, so an interrupted and
 resumed study writes the same tables as an uninterrupted one.
 
-Unit ids: ``<source slug>__<task>-<8 hex of sha256(source, task)>`` (the hash keeps two names
-that slug alike apart). Units of several tasks per run merge into one store by this key.
+Unit ids: ``<source slug>__<task>-<8 hex of sha256(source, task)>`` (a folder's slug is its own
+name, not its whole path; the hash keeps two names that slug alike apart). Messages name a unit
+as the user named its run (:func:`unit_label`), not by its id. Units of several tasks per run merge into one store by this key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -48,10 +50,23 @@ class Unit:
 
 
 def unit_id(source: str, task: str) -> str:
-    """The store key of (source, task): readable slug plus a hash of the exact names."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", source.strip("/")).strip("-")[-80:] or "source"
+    """The store key of (source, task): a readable slug plus a hash of the exact names.
+
+    The slug of a folder on disk is its own name (``/data/runs/neox-seed3`` -> ``neox-seed3``),
+    not a slug of the whole path; of any other name (``embedded-quick/neox-2l-64d-seed1``, a hub
+    id) the name. The hash of the exact names keeps two folders of one name apart.
+    """
+    name = source.rstrip("/") or source
+    if os.path.isabs(name) or name.startswith(("./", "../", "~")) or os.path.exists(name):
+        name = os.path.basename(name) or name
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[-80:] or "source"
     digest = hashlib.sha256(f"{source}\0{task}".encode()).hexdigest()[:8]
     return f"{slug}__{re.sub(r'[^A-Za-z0-9._-]+', '-', task)}-{digest}"
+
+
+def unit_label(unit: Unit) -> str:
+    """How messages name a unit: the run as the user named it and the task, ``"/data/runs/neox-seed3, task repetition"``."""
+    return f"{unit.source}, task {unit.task}"
 
 
 def expand_sources(names: Sequence[str]) -> list[str]:
@@ -120,36 +135,36 @@ def damaged_units(units: Sequence[Unit], out_dir: str | Path) -> dict[str, str]:
 
     Returns:
         ``{"neox__repetition-1a2b3c4d": "OUT/units/runs/neox__....parquet is unreadable (Parquet
-        magic bytes not found in footer...); unit ... is counted as not done and will be run again"}``.
+        magic bytes not found in footer...); the unit /data/neox, task repetition is counted as not
+        done and will be run again"}``.
     """
     from sweeps.store import ResultsStore
 
     store = ResultsStore(Path(out_dir) / "units")
-    wanted = {u.unit_id for u in units}
+    wanted = {u.unit_id: u for u in units}
     lines = {
-        uid: f"{store.root}/{what}; unit {uid} is counted as not done and will be run again"
+        uid: f"{store.root}/{what}; the unit {unit_label(wanted[uid])} is counted as not done and will be run again"
         for uid, what in store.damaged().items()
         if uid in wanted
     }
-    done = store.done_ids() & wanted
+    done = store.done_ids() & set(wanted)
     for uid in sorted(done):
         problem = _state_problem(store.root / "state" / uid)
         if problem is not None:
             lines[uid] = (
-                f"{store.root}/state/{uid} is {problem}; unit {uid} is counted as not done and will be run again"
+                f"{store.root}/state/{uid} is {problem}; the unit {unit_label(wanted[uid])} is counted as not done "
+                "and will be run again"
             )
     return dict(sorted(lines.items()))
 
 
 def done_units(units: Sequence[Unit], out_dir: str | Path) -> set[str]:
-    """Units with a readable row and state (:func:`damaged_units` names the others)."""
+    """Units with a readable row and state (:func:`damaged_units` names the others; this prints
+    nothing, so that whoever shows those lines shows each once)."""
     from sweeps.store import ResultsStore
 
     done = ResultsStore(Path(out_dir) / "units").done_ids() & {u.unit_id for u in units}
-    damaged = damaged_units(units, out_dir)
-    for line in damaged.values():
-        logger.warning(line)
-    return done - set(damaged)
+    return done - set(damaged_units(units, out_dir))
 
 
 def study_status(units: Sequence[Unit], out_dir: str | Path) -> pd.DataFrame:
@@ -170,4 +185,5 @@ __all__ = [
     "store_unit",
     "study_status",
     "unit_id",
+    "unit_label",
 ]

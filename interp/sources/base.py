@@ -303,7 +303,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         every task checks its prompts against it when building its batch, before a model loads."""
         context = self.context_length()
         if context is not None:
-            setattr(tokenizer, CONTEXT_ATTRIBUTE, (context[0], f"{self.model_id}'s context ({context[1]})"))
+            setattr(tokenizer, CONTEXT_ATTRIBUTE, (context[0], f"{self.model_id}: {context[1]}"))
         return tokenizer
 
     # -- optional per source (defaults: nothing known)
@@ -323,6 +323,11 @@ class CheckpointSource(WeightFileChecks, ABC):
     def missing_steps(self) -> list[int]:
         """Steps of the expected schedule that this source does not hold (ascending)."""
         return []
+
+    def missing_detail(self, step: int) -> str:
+        """Why a step of :meth:`missing_steps` is missing when more is known than its absence (a
+        half-downloaded hub step: the file and the command that repairs it); ``""`` otherwise."""
+        return ""
 
     def _check_tokenizer(self, step: int, tokenizer) -> None:
         """Remember the first tokenizer seen; raise :class:`TokenizerMismatchError` if ``step``'s differs."""

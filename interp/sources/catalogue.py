@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.core.io import cache_root
+from interp.core.spec_file import SpecError, check_name, read_spec_file, unknown_key_message
 
 #: Version of the embedded training loop (data order, schedule, checkpoint contents); part of the
 #: suite's cache key. 2: each step's batch derived from (data_seed, seed, step); optimizer state
@@ -215,16 +216,16 @@ _SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "rotary_dim", "steps")
 
 def _spec_int(where: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"suite spec: {where}={value!r} must be an integer >= {minimum}")
+        raise ValueError(f"suite spec: {where}={value!a} must be an integer >= {minimum}")
     return value
 
 
 def _spec_seeds(value) -> tuple[int, ...]:
     """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included)."""
-    if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip(), flags=re.ASCII):
         first, last = (int(v) for v in value.strip().split(".."))
         if last < first:
-            raise ValueError(f"suite spec: seeds={value!r} is an empty range; write first..last with first <= last")
+            raise ValueError(f"suite spec: seeds={value!a} is an empty range; write first..last with first <= last")
         return tuple(range(first, last + 1))
     if isinstance(value, int) and not isinstance(value, bool):
         return tuple(range(_spec_int("seeds", value)))
@@ -234,17 +235,17 @@ def _spec_seeds(value) -> tuple[int, ...]:
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
         if len(set(value)) != len(value):
-            raise ValueError(f"suite spec: seeds={value!r} repeats a seed")
+            raise ValueError(f"suite spec: seeds={value!a} repeats a seed")
         return tuple(value)
-    raise ValueError(f"suite spec: seeds={value!r}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
+    raise ValueError(f"suite spec: seeds={value!a}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
 
 
 def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
     if not isinstance(entry, dict):
-        raise ValueError(f"suite spec: sizes[{i}]={entry!r} must be a mapping with n_layers, d_model, n_heads")
-    unknown = sorted(set(entry) - set(_SIZE_KEYS))
+        raise ValueError(f"suite spec: sizes[{i}]={entry!a} must be a mapping with n_layers, d_model, n_heads")
+    unknown = sorted(set(entry) - set(_SIZE_KEYS), key=str)
     if unknown:
-        raise ValueError(f"suite spec: sizes[{i}] has unknown key {unknown[0]!r}; valid: {', '.join(_SIZE_KEYS)}")
+        raise SpecError(unknown_key_message(f"suite spec: sizes[{i}]", unknown[0], _SIZE_KEYS))
     missing = [k for k in ("n_layers", "d_model", "n_heads") if k not in entry]
     if missing:
         raise ValueError(f"suite spec: sizes[{i}] lacks {missing[0]!r}; give n_layers, d_model and n_heads")
@@ -260,9 +261,7 @@ def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
                 " (rotary dimensions per head come in pairs, one frequency each)"
             )
     default = f"neox-{n_layers}l-{d_model}d-{n_heads}h" + (f"-r{rotary_dim}" if rotary_dim is not None else "")
-    name = entry.get("name", default)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name):
-        raise ValueError(f"suite spec: sizes[{i}].name={name!r}: letters, digits, '.', '_' and '-' only")
+    name = check_name(f"suite spec: sizes[{i}].name", entry.get("name", default))
     steps = _spec_int(f"sizes[{i}].steps", entry["steps"]) if "steps" in entry else None
     return ModelSize(name, n_layers=n_layers, d_model=d_model, n_heads=n_heads, rotary_dim=rotary_dim), steps
 
@@ -287,9 +286,9 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
         raise ValueError(f"a suite spec is a mapping of settings, got {type(spec).__name__}")
     settable = [f.name for f in fields(SuiteConfig) if f.name not in _SPEC_SPECIAL]
     valid = ["sizes", "seeds", *settable, *_SPEC_LABELS]
-    unknown = sorted(set(spec) - set(valid))
+    unknown = sorted(set(spec) - set(valid), key=str)
     if unknown:
-        raise ValueError(f"suite spec: unknown key {unknown[0]!r}; valid: {', '.join(valid)}")
+        raise SpecError(unknown_key_message("suite spec", unknown[0], valid))
     for key in ("sizes", "seeds", "checkpoint_every"):
         if key not in spec:
             raise ValueError(f"suite spec: {key!r} is missing (a spec needs sizes, seeds and checkpoint_every)")
@@ -313,11 +312,12 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
         if key in spec and key not in ("steps",):
             value, default = spec[key], defaults[key]
             if type(value) is not type(default) and not (isinstance(default, float) and type(value) is int):
-                raise ValueError(f"suite spec: {key}={value!r} must be a {type(default).__name__} like {default!r}")
+                like = "true or false" if isinstance(default, bool) else f"a {type(default).__name__} like {default!r}"
+                raise ValueError(f"suite spec: {key}={value!a} must be {like}")
             settings[key] = float(value) if isinstance(default, float) else value
     if settings.get("keep_optimizer", "every") not in KEEP_OPTIMIZER:
         raise ValueError(
-            f"suite spec: keep_optimizer={settings['keep_optimizer']!r}; valid: {', '.join(KEEP_OPTIMIZER)}"
+            f"suite spec: keep_optimizer={settings['keep_optimizer']!a}; valid: {', '.join(KEEP_OPTIMIZER)}"
         )
     _spec_int("checkpoint_every", settings["checkpoint_every"])
     size_steps = tuple((size.name, budget) for size, budget in sized if budget is not None and budget != steps)
@@ -360,21 +360,17 @@ def load_suite_spec(ref: str | Path) -> SuiteConfig:
     :func:`suite_config_from_spec`).
 
     Raises:
-        ValueError: as :func:`spec_path` and :func:`suite_config_from_spec`; a file that is not
-            valid YAML/JSON (named, with the parser's line).
+        ValueError: as :func:`spec_path` and :func:`suite_config_from_spec`.
+        SpecError: a file that is not valid YAML/JSON (named, with the parser's line), or that
+            breaks a rule of :mod:`interp.core.spec_file` (a number with a leading zero, a date,
+            a key given twice, a non-ASCII name).
     """
-    import json
-
-    import yaml
-
     path = spec_path(ref)
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as error:
-        raise ValueError(f"suite spec {str(path)!r} cannot be parsed: {str(error).splitlines()[0]}") from None
+    data = read_spec_file(path, "suite spec")
     try:
         return suite_config_from_spec(data)
+    except SpecError as error:
+        raise SpecError(f"{error} (in {path})") from None
     except ValueError as error:
         raise ValueError(f"{error} (in {path})") from None
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,8 @@ def safetensors_problem(path: str | Path) -> str | None:
         One phrase (``"truncated: ..."``, ``"header overwritten: ..."``) or None.
     """
     path = Path(path)
+    if not path.exists():  # a link whose target is not there (a hub cache's blob deleted)
+        return f"a dangling link: the file it points to ({Path(os.readlink(path)).name}) is not there"
     size = path.stat().st_size
     if size < 8:
         return f"truncated: {size} bytes, not even the 8-byte header length"
@@ -194,7 +197,10 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
     * ``corrupt``: a weight file truncated or with its header overwritten, or weight files that
       lack tensors the model needs or hold tensors it does not have (``detail``: the file and
       what is wrong, the tensors named): left out of the search;
-    * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache).
+    * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache);
+      ``detail`` says more when the step is listed but its weights are not whole (a hub step
+      whose download was cut short or whose cache link dangles: the file and the
+      ``emergence download ... --steps N`` that repairs it, :meth:`HubSource.cache_gap`).
 
     Digests are read for every held step (hub metadata or the cache; local files hashed once).
 
@@ -206,7 +212,7 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
         ``digest`` are empty where unknown; ``listing`` is the source's :attr:`listing` on every row.
 
     Raises:
-        ValueError: a held step's weights cannot be read (e.g. offline and not cached).
+        ValueError: a held step's weights cannot be read (online, the hub unreachable mid-way).
     """
     import pandas as pd
 
@@ -238,15 +244,16 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
             }
         )
     for step in source.missing_steps():
+        detail = source.missing_detail(step)  # a half-downloaded hub step: the file and the repair
         rows.append(
             {
                 "step": step,
-                "revision": None,
-                "tokens": None,
+                "revision": source.revision(step) if detail else None,
+                "tokens": source.tokens_at(step) if detail else None,
                 "digest": None,
                 "status": "missing",
                 "same_weights_as": "",
-                "detail": "",
+                "detail": detail,
             }
         )
     table = pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS[:-1]).sort_values("step", kind="stable")
@@ -295,7 +302,10 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
             detail = getattr(row, "detail", "") or ""
             lines.append(f"{prefix}step {int(row.step)} {kind}: {detail}; left out of the search")
     listing = str(table["listing"].iloc[0]) if len(table) else ""
-    missing = table[table["status"] == "missing"]["step"].tolist()
+    explained = table[(table["status"] == "missing") & (table["detail"].fillna("") != "")]
+    for row in explained.itertuples():  # listed, but its files are not whole (an interrupted download)
+        lines.append(f"{prefix}step {int(row.step)} missing: {row.detail}; left out of the search")
+    missing = table[(table["status"] == "missing") & ~table.index.isin(explained.index)]["step"].tolist()
     if missing:
         where = "not in the local hub cache" if listing.startswith("cache") else "missing"
         lines.append(f"{prefix}{len(missing)} steps of the schedule {where}: {_steps_text(missing)}")

@@ -4,10 +4,12 @@ shared design: digests, hazards, tokenizer checks, memory)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp.core.training_state import OPTIMIZER_FILE
 from interp.sources.catalogue import (  # noqa: F401
     POLYPYTHIA_SIZES,
     is_embedded_name,
@@ -125,6 +127,7 @@ class HubSource(CheckpointSource):
         self._commits: dict[str, str] = {}  # branch -> commit, from the hub's listing
         self._schedule: Schedule | None = None
         self._available: list[int] | None = None
+        self._gaps: dict[int, str] = {}  # step -> why the cache cannot give its weights (cache_gap)
         self._final_digest: str | bool | None = False  # False: not looked up yet
 
     # -- hub plumbing
@@ -264,11 +267,72 @@ class HubSource(CheckpointSource):
 
     def available_steps(self) -> list[int]:
         """Steps of the followed series that the hub has (online) or the cache holds (offline),
-        within the schedule when one is set (Pythia's 154 steps)."""
+        within the schedule when one is set (Pythia's 154 steps). Listed from the cache (offline,
+        or the hub unreachable), a step is held only when its weights are: a step whose download
+        was cut short (:meth:`cache_gap`) is missing, with :meth:`missing_detail` saying why."""
         if self._available is None:
             listed = set(self.schedule.revisions)
-            self._available = sorted(listed & set(self.steps) if self.steps is not None else listed)
+            steps = sorted(listed & set(self.steps) if self.steps is not None else listed)
+            if self._listing.startswith("cache"):
+                self._gaps = {step: gap for step in steps if (gap := self.cache_gap(step)) is not None}
+                steps = [step for step in steps if step not in self._gaps]
+            self._available = steps
         return list(self._available)
+
+    def cache_gap(self, step: int) -> str | None:
+        """Why the local hub cache cannot give ``step``'s weights, or None when it holds them.
+
+        An interrupted ``emergence download`` leaves the branch's ref and snapshot folder with no
+        weight file (the bytes fetched so far sit in ``blobs/<sha256>.incomplete``); a cache copied
+        without its blobs, or a blob deleted, leaves a snapshot link that dangles. Both read as
+        "not downloaded" to huggingface_hub, so offline they are found here, from the files alone
+        (no weight is read). Pickle-only steps are not a gap (they are refused when loaded).
+
+        Returns:
+            One phrase naming the file and ending ``repair: `emergence download ... --steps N```.
+        """
+        repo, revision = self._repo_cache(), self.revision(step)
+        command = self._download_hint(revision)
+        if self.cache_dir is not None:  # the cache this source reads, not the default one
+            command = f"{command[:-1]} --cache {self.cache_dir}`"
+        repair = f"repair: {command}"
+        if self._offline():
+            repair += " with HF_HUB_OFFLINE unset (or on a machine with a network, then copy that hub cache here)"
+        ref = repo / "refs" / revision
+        folder = repo / "snapshots" / ref.read_text().strip() if ref.is_file() else None
+        if folder is None or not folder.is_dir():
+            return f"branch {revision} has no snapshot folder in the local hub cache {repo}; {repair}"
+        weights = [p for p in sorted(folder.glob("*.safetensors")) if p.name != OPTIMIZER_FILE]
+        weights += sorted(folder.glob("*.bin"))
+        for path in weights:
+            if not path.exists():  # a link whose blob is not there
+                blob = Path(os.readlink(path)).name if path.is_symlink() else path.name
+                return (
+                    f"{revision}/{path.name} in the local hub cache is a dangling link (its blob "
+                    f"{blob[:12]}... is not in {repo / 'blobs'}); {repair}"
+                )
+        for index in sorted(folder.glob("*.index.json")):
+            try:
+                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, AttributeError):
+                continue
+            absent = [name for name in shards if not (folder / name).exists()]
+            if absent:
+                return (
+                    f"{revision}/{absent[0]} (named by {index.name}; {len(absent)} of {len(shards)} shards absent) "
+                    f"is not in the local hub cache {repo}; {repair}"
+                )
+        if weights:
+            return None
+        partial = sorted((repo / "blobs").glob("*.incomplete"))
+        cut = "; ".join(f"blobs/{p.name[:12]}...incomplete holds {p.stat().st_size} bytes" for p in partial[:3])
+        cut = f", a download cut short ({cut})" if partial else ""
+        return f"branch {revision} has no weight file in the local hub cache {repo}{cut}; {repair}"
+
+    def missing_detail(self, step: int) -> str:
+        """:meth:`cache_gap` of a step listed from the cache and left out for it; ``""`` otherwise."""
+        self.available_steps()
+        return self._gaps.get(step, "")
 
     def expected_steps(self) -> list[int]:
         """The schedule the source should have: ``steps`` when set (Pythia's 154), else the
@@ -278,9 +342,10 @@ class HubSource(CheckpointSource):
         return regular_grid(list(self.schedule.revisions))
 
     def missing_steps(self) -> list[int]:
-        """Steps of :meth:`expected_steps` with no branch on the hub (offline: not in the cache)."""
+        """Steps of :meth:`expected_steps` with no branch on the hub (offline: not in the cache),
+        and those listed from the cache without their weights (:meth:`cache_gap`)."""
         available = set(self.available_steps())
-        return [s for s in self.expected_steps() if s not in available]
+        return sorted({s for s in self.expected_steps() if s not in available} | set(self._gaps))
 
     def revision(self, step: int) -> str:
         """The branch name of ``step`` (``step1000``, ``stage1-step1000-tokens5B``, ...)."""
@@ -296,6 +361,14 @@ class HubSource(CheckpointSource):
         """Tokens seen at ``step`` (tokens), from the branch name (``tokens{M}B``), else ``None``."""
         rev = self.schedule.revisions.get(step)
         return None if rev is None else rev.tokens
+
+    def _check_step(self, step: int) -> int:
+        """As :meth:`CheckpointSource._check_step`; a step listed from the cache without whole
+        weights (:meth:`cache_gap`) is a :class:`HubUnavailableError` naming the file and the repair."""
+        self.available_steps()
+        if not isinstance(step, bool) and isinstance(step, int) and step in self._gaps:
+            raise HubUnavailableError(f"{self.model_id} step {step}: {self._gaps[step]}")
+        return super()._check_step(step)
 
     def _missing_reason(self, step: int) -> str:
         if self.steps is not None and step not in self.steps:

@@ -77,7 +77,11 @@ class HubUnavailableError(ValueError):
     """The hub could not be reached (no network, a DNS failure such as ``[Errno -2] Name or service
     not known``, a proxy, a timeout) and the local hub cache does not hold what was asked (the
     branch listing, a step's files, their metadata); or, with ``HF_HUB_OFFLINE=1``, the cache does
-    not hold it. The message names the repository, the branch and the cache folder.
+    not hold it. The message names the repository, the branch and the cache folder. A step listed
+    from the cache whose weights are not whole (a download cut short leaves only a
+    ``blobs/<sha256>.incomplete``; a cache copied without a blob leaves a dangling snapshot link) is
+    this too: the searches leave it out (``checkpoints.csv`` status ``missing``, the file and the
+    repairing ``emergence download MODEL --steps N`` in ``detail``) and asking for it raises this.
 
     Fix: check the network (behind a proxy: ``HTTPS_PROXY``) and run again (an interrupted
     ``emergence download`` continues where it stopped); or, on a machine that has a network,
