@@ -18,6 +18,7 @@ folders for ``emergence env``).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -102,6 +103,37 @@ def adopt_interrupted(final: Path, tmp: Path) -> tuple[int, pd.DataFrame] | None
         if not path.name[4:].isdigit() or int(path.name[4:]) > start:
             shutil.rmtree(path, ignore_errors=True)
     return best[1]
+
+
+def publish_run(tmp: Path, final: Path) -> Path:
+    """Rename the whole run folder ``tmp`` onto ``final`` in one step; returns ``final``.
+
+    Processes sharing a cache (two ``emergence`` commands, ``make demo`` beside ``make test``) see
+    no run folder or a whole one, never another's half-trained run: a run trains under
+    ``.tmp-<run>-<pid>`` and ``os.replace`` (one ``rename``, atomic on one file system) makes it
+    appear. ``rename`` refuses a non-empty target, so checking and renaming are one step: when
+    another process published the same run first (same settings, hence the same weights), its
+    folder is kept and ``tmp`` removed; a folder under the run's name without ``suite.json`` (no
+    finished run, e.g. one copied half-way by hand) is removed (renamed first) and replaced.
+
+    Raises:
+        OSError: the rename fails for another reason (another file system, permissions).
+    """
+    from interp.core.io import remove_folder
+
+    for _ in range(3):
+        try:
+            os.replace(tmp, final)
+            return final
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if (final / "suite.json").is_file():  # another process finished the same run first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+            return final
+        remove_folder(final)
+    os.replace(tmp, final)
+    return final
 
 
 def stop_workers(pool) -> None:
