@@ -91,6 +91,7 @@ EXPORTS: dict[str, str] = {
     "Forcing": "interp.forcing",
     # the main job and its report
     "StudyConfig": "interp.main_job.config",
+    "DEMO_CONFIG": "interp.main_job.config",
     "run": "interp.main_job.runner",
     "analyse_run": "interp.main_job.runner",
     "MainJobReport": "interp.main_job.report",

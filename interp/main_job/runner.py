@@ -80,9 +80,13 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
         :class:`interp.main_job.report.RunAnalysis`.
 
     Raises:
+        TypeError: ``source`` is not an opened source (a name: use :func:`run`, or
+            ``el.open_source(name)``), ``task`` not a task, ``config`` not a ``StudyConfig``
+            (one line naming what was passed, before anything loads).
         ValueError: as the task, the source or the ranking (a task the source's tokenizer
             cannot encode, ...).
     """
+    check_run_arguments(source, task, config)
     from interp.core.devices import torch_dtype
     from interp.ranking import rank_heads_between
     from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
@@ -181,6 +185,29 @@ def analyse_unit(unit: dict[str, Any]) -> tuple[dict[str, Any], None]:
         return _outcome(source, analyse_run(source, unit["task"], unit["config"])), None
     finally:
         source.close()
+
+
+def _what(value: Any) -> str:
+    """``type 'repr'`` of a passed value, short, for a one-line refusal."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def check_run_arguments(source: Any, task: Any, config: Any) -> None:
+    """:func:`analyse_run`'s arguments, checked before anything loads.
+
+    Raises:
+        TypeError: one line naming the argument, what was passed and what is expected.
+    """
+    from interp.sources.base import CheckpointSource
+
+    if not isinstance(source, CheckpointSource):
+        hint = "; a name goes to el.run([...]) or el.open_source(name)" if isinstance(source, (str, Path)) else ""
+        raise TypeError(f"analyse_run: source is {_what(source)}; expected an opened CheckpointSource{hint}")
+    if task is not None and not isinstance(task, CapabilityTask):
+        raise TypeError(f"analyse_run: task is {_what(task)}; expected a CapabilityTask such as el.RepetitionTask()")
+    if config is not None and not isinstance(config, StudyConfig):
+        raise TypeError(f"analyse_run: config is {_what(config)}; expected an el.StudyConfig")
 
 
 def _outcome(source, analysis: RunAnalysis) -> dict[str, Any]:
@@ -300,6 +327,8 @@ def run(
         weights were read from, the suite folder (digest) of a trained run, the torch threads).
 
     Raises:
+        TypeError: ``sources`` is one string (a list is expected) or a task is not a
+            ``CapabilityTask`` (one line, before anything runs).
         ValueError: a bad name, config, executor, jobs, address or output folder, or opened sources
             with another executor than ``local`` (before anything runs).
         RuntimeError: some units failed (their logs named); the others are stored, and running
@@ -320,6 +349,13 @@ def run(
     task_list: list[CapabilityTask] = (
         list(tasks) if isinstance(tasks, (list, tuple)) else [cast(CapabilityTask, tasks) or RepetitionTask()]
     )
+    for task in task_list:
+        if not isinstance(task, CapabilityTask):
+            raise TypeError(
+                f"run: a task is {_what(task)}; expected CapabilityTask objects such as el.RepetitionTask()"
+            )
+    if isinstance(sources, (str, Path)):
+        raise TypeError(f"run: sources is {_what(sources)}; expected a list of source names or opened sources")
     sources = list(sources)  # any iterable: a generator is read once
     objects = {s.model_id: s for s in sources if not isinstance(s, (str, Path))}
     if objects and executor != "local":
@@ -390,9 +426,7 @@ def run(
     }
     provenance = make_provenance("interp.main_job.runner.run", settings, digests)
     provenance["runs"] = read
-    report = MainJobReport(
-        runs=runs, threshold=config.threshold, hold=config.hold, title=title, provenance=provenance
-    )
+    report = MainJobReport(runs=runs, threshold=config.threshold, hold=config.hold, title=title, provenance=provenance)
     if out_dir is not None:
         report.save(out_dir)
     return report
