@@ -145,6 +145,27 @@ def test_wrong_arguments_are_refused_in_one_line(tiny_local_suite):
             "run: a task is str 'repetition'; expected CapabilityTask objects such as el.RepetitionTask()",
         ),
     ]
+    from interp.emergence import find_emergence, scan_emergence
+    from interp.ranking import rank_heads_between
+
+    batch = RepetitionTask(n_prompts=2, length=4).build(source.tokenizer())
+    cases += [
+        (
+            lambda: find_emergence("embedded-quick/neox-2l-64d-seed1", batch),
+            (
+                "find_emergence: source is str 'embedded-quick/neox-2l-64d-seed1'; expected a checkpoint source; "
+                "open a name with el.open_source(name)"
+            ),
+        ),
+        (
+            lambda: scan_emergence(source.root, batch),
+            f"scan_emergence: source is {type(source.root).__name__} {source.root!r}; expected a checkpoint source",
+        ),
+        (
+            lambda: rank_heads_between(source, 0, 200, "0 1 2 0 1"),
+            "rank_heads_between: batch is str '0 1 2 0 1'; expected a TaskBatch (task.build(source.tokenizer()))",
+        ),
+    ]
     for call, message in cases:
         with pytest.raises(TypeError) as caught:
             call()

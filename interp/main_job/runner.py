@@ -34,6 +34,7 @@ from typing import Any, cast
 import pandas as pd
 import torch
 
+from interp.core.objects import check_argument
 from interp.emergence import StepEvaluator, find_emergence, scan_emergence
 from interp.main_job.config import StudyConfig
 from interp.main_job.report import MainJobReport, RunAnalysis
@@ -187,12 +188,6 @@ def analyse_unit(unit: dict[str, Any]) -> tuple[dict[str, Any], None]:
         source.close()
 
 
-def _what(value: Any) -> str:
-    """``type 'repr'`` of a passed value, short, for a one-line refusal."""
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-
-
 def check_run_arguments(source: Any, task: Any, config: Any) -> None:
     """:func:`analyse_run`'s arguments, checked before anything loads.
 
@@ -201,13 +196,19 @@ def check_run_arguments(source: Any, task: Any, config: Any) -> None:
     """
     from interp.sources.base import CheckpointSource
 
-    if not isinstance(source, CheckpointSource):
-        hint = "; a name goes to el.run([...]) or el.open_source(name)" if isinstance(source, (str, Path)) else ""
-        raise TypeError(f"analyse_run: source is {_what(source)}; expected an opened CheckpointSource{hint}")
-    if task is not None and not isinstance(task, CapabilityTask):
-        raise TypeError(f"analyse_run: task is {_what(task)}; expected a CapabilityTask such as el.RepetitionTask()")
-    if config is not None and not isinstance(config, StudyConfig):
-        raise TypeError(f"analyse_run: config is {_what(config)}; expected an el.StudyConfig")
+    named = "; a name goes to el.run([...]) or el.open_source(name)" if isinstance(source, (str, Path)) else ""
+    check_argument(
+        isinstance(source, CheckpointSource), source, "analyse_run: source", f"an opened CheckpointSource{named}"
+    )
+    check_argument(
+        task is None or isinstance(task, CapabilityTask),
+        task,
+        "analyse_run: task",
+        "a CapabilityTask such as el.RepetitionTask()",
+    )
+    check_argument(
+        config is None or isinstance(config, StudyConfig), config, "analyse_run: config", "an el.StudyConfig"
+    )
 
 
 def _outcome(source, analysis: RunAnalysis) -> dict[str, Any]:
@@ -350,12 +351,12 @@ def run(
         list(tasks) if isinstance(tasks, (list, tuple)) else [cast(CapabilityTask, tasks) or RepetitionTask()]
     )
     for task in task_list:
-        if not isinstance(task, CapabilityTask):
-            raise TypeError(
-                f"run: a task is {_what(task)}; expected CapabilityTask objects such as el.RepetitionTask()"
-            )
-    if isinstance(sources, (str, Path)):
-        raise TypeError(f"run: sources is {_what(sources)}; expected a list of source names or opened sources")
+        check_argument(
+            isinstance(task, CapabilityTask), task, "run: a task", "CapabilityTask objects such as el.RepetitionTask()"
+        )
+    check_argument(
+        not isinstance(sources, (str, Path)), sources, "run: sources", "a list of source names or opened sources"
+    )
     sources = list(sources)  # any iterable: a generator is read once
     objects = {s.model_id: s for s in sources if not isinstance(s, (str, Path))}
     if objects and executor != "local":

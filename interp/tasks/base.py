@@ -142,11 +142,9 @@ def check_tokenizer(tokenizer, where: str) -> None:
             f"{where}: got the checkpoint source {type(tokenizer).__name__} {name!r}; "
             "pass its tokenizer: source.tokenizer()"
         )
-    text = repr(tokenizer)
-    text = text if len(text) <= 60 else text[:57] + "..."
-    raise TypeError(
-        f"{where}: expected a Hugging Face tokenizer (e.g. source.tokenizer()), got {type(tokenizer).__name__} {text}"
-    )
+    from interp.core.objects import described
+
+    raise TypeError(f"{where}: expected a Hugging Face tokenizer (e.g. source.tokenizer()), got {described(tokenizer)}")
 
 
 class CapabilityTask(ABC):
