@@ -124,8 +124,8 @@ def test_wrong_arguments_are_refused_in_one_line(tiny_local_suite):
         (
             lambda: analyse_run("embedded/neox-2l-64d-seed1"),
             (
-                "analyse_run: source is str 'embedded/neox-2l-64d-seed1'; expected an opened CheckpointSource; "
-                "a name goes to el.run([...]) or el.open_source(name)"
+                "analyse_run: source is str 'embedded/neox-2l-64d-seed1'; expected a checkpoint source; "
+                "open a name with el.open_source(name)"
             ),
         ),
         (

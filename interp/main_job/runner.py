@@ -35,7 +35,7 @@ import pandas as pd
 import torch
 
 from interp.core.objects import check_argument
-from interp.emergence import StepEvaluator, find_emergence, scan_emergence
+from interp.emergence import StepEvaluator, check_source, find_emergence, scan_emergence
 from interp.main_job.config import StudyConfig
 from interp.main_job.report import MainJobReport, RunAnalysis
 from interp.main_job.units import Unit, done_units, expand_sources, store_unit, unit_id
@@ -81,13 +81,13 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
         :class:`interp.main_job.report.RunAnalysis`.
 
     Raises:
-        TypeError: ``source`` is not an opened source (a name: use :func:`run`, or
+        TypeError: ``source`` is not a checkpoint source (a name: use :func:`run`, or
             ``el.open_source(name)``), ``task`` not a task, ``config`` not a ``StudyConfig``
             (one line naming what was passed, before anything loads).
         ValueError: as the task, the source or the ranking (a task the source's tokenizer
             cannot encode, ...).
     """
-    check_run_arguments(source, task, config)
+    _check_run_arguments(source, task, config)
     from interp.core.devices import torch_dtype
     from interp.ranking import rank_heads_between
     from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
@@ -188,18 +188,13 @@ def analyse_unit(unit: dict[str, Any]) -> tuple[dict[str, Any], None]:
         source.close()
 
 
-def check_run_arguments(source: Any, task: Any, config: Any) -> None:
+def _check_run_arguments(source: Any, task: Any, config: Any) -> None:
     """:func:`analyse_run`'s arguments, checked before anything loads.
 
     Raises:
         TypeError: one line naming the argument, what was passed and what is expected.
     """
-    from interp.sources.base import CheckpointSource
-
-    named = "; a name goes to el.run([...]) or el.open_source(name)" if isinstance(source, (str, Path)) else ""
-    check_argument(
-        isinstance(source, CheckpointSource), source, "analyse_run: source", f"an opened CheckpointSource{named}"
-    )
+    check_source(source, "analyse_run: source")
     check_argument(
         task is None or isinstance(task, CapabilityTask),
         task,
