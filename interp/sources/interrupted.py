@@ -1,7 +1,8 @@
 """Runs that a stopped training left behind, and how the next training takes them over.
 
 A suite run trains in a temporary sibling of its folder, ``.tmp-<run>-<pid>``, renamed onto the
-run's folder when it is done (:func:`interp.sources.embedded._train_to_folder`). A training stopped
+run's folder when it is done (:func:`interp.sources.embedded._train_to_folder`, :func:`publish_run`:
+processes sharing a cache see no run or a whole one; the first copy published is kept). A training stopped
 half-way (Ctrl-C, Jupyter's interrupt, a killed worker or caller) leaves that folder. After each
 checkpoint the worker also keeps its loss rows so far there (:data:`PARTIAL_LOSS_FILE`), so the
 folder holds all a resume needs: the next training of the suite takes over the folder of a worker
