@@ -26,14 +26,16 @@ setup-notebook: setup
 
 # Installs go through uv (pinned in constraints.txt), which resolves, unpacks and compiles in
 # parallel: `make setup-dev` on a fresh clone, empty caches, took 176 s with pip alone and 93 s
-# with uv here (2026-12-01). torch: uv takes the wheel only from where pip's own configuration
-# says local wheels lie (find-links, no index: here the CPU build on local disk); anywhere else
+# with uv here (2026-12-01). torch: uv takes the wheel only from where pip itself would look for
+# local wheels (find-links, no index: here the CPU build on local disk): PIP_FIND_LINKS when set
+# (pip reads it before its configuration files, and `pip config get` does not show it), else
+# pip's configured global.find-links; anywhere else
 # pip installs it, with the machine's indexes. --compile-bytecode: pip compiles on install, uv
 # does not by default, and where PYTHONDONTWRITEBYTECODE is set (it is on these machines) every
 # process would otherwise compile torch and transformers again on import (11 s -> 26 s here).
 # Where uv fails or cannot be installed, pip does it all.
 UV = $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -c $(CONSTRAINTS)
-FIND_LINKS = $(shell python3 -m pip config get global.find-links 2>/dev/null)
+FIND_LINKS = $(or $(strip $(PIP_FIND_LINKS)),$(shell python3 -m pip config get global.find-links 2>/dev/null))
 PIP_INSTALL = $(PY) -m pip install -q -c $(CONSTRAINTS)
 DEV_SPEC := -e ".[dev,ray]"
 
@@ -117,6 +119,8 @@ setup-test:
 test: setup-test
 	@$(MAKE) --no-print-directory -j2 lint pytest check-constraints
 
+# --timeout=900 per test; the tests that use the trained quick suite get 1800 s (tests/conftest.py,
+# QUICK_SUITE_TIMEOUT: its first user trains it, 729 s seen on a busy CI machine).
 pytest: setup-dev
 	$(PY) -m pytest -q -n 2 --dist loadgroup --timeout=900 --durations=30  # two workers (pytest-xdist; 873-1014 s on 2 cores of an AMD EPYC, 2026-12-01/02, nothing else running; a fresh clone's whole CI=true .ci/run, empty caches, no Chromium: 960 s and 1148 s); loadgroup: tests sharing an expensive fixture share a worker (tests/conftest.py, WORKER_GROUPS); no -x: one failure must not hide the others; --durations: the 30 slowest, in every log
 

@@ -91,6 +91,7 @@ EXPORTS: dict[str, str] = {
     "Forcing": "interp.forcing",
     # the main job and its report
     "StudyConfig": "interp.core.settings",
+    "DEMO_CONFIG": "interp.core.settings",
     "run": "interp.main_job.runner",
     "analyse_run": "interp.main_job.runner",
     "MainJobReport": "interp.main_job.report",

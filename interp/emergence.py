@@ -38,10 +38,11 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
-from interp.core.objects import results_equal, short_repr
+from interp.core.objects import check_argument, results_equal, short_repr
 from interp.core.terms import DEFAULT_HOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
 from interp.tasks import CapabilityScore, TaskBatch, evaluate
 
@@ -175,6 +176,17 @@ def check_hold(hold) -> int:
             f"hold={hold!r}: must be an integer >= 0 (checkpoints after post that must stay at or above the threshold)"
         )
     return hold
+
+
+def check_source(source: Any, where: str) -> None:
+    """Refuse what is not a checkpoint source (anything with ``available_steps``; e.g. a source
+    name where ``el.open_source(name)`` belongs), in one line.
+
+    Raises:
+        TypeError: naming ``where``, what was passed and what is expected.
+    """
+    hint = "; open a name with el.open_source(name)" if isinstance(source, str) else ""
+    check_argument(callable(getattr(source, "available_steps", None)), source, where, f"a checkpoint source{hint}")
 
 
 def _validate(steps: Sequence[int], threshold: float, hold: int = 0) -> list[int]:
@@ -448,12 +460,14 @@ def find_emergence(
 
     Raises:
         ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
+        TypeError: ``source`` is not a checkpoint source (a name: ``el.open_source(name)``).
 
     Source: the point of emergence as the transition between two consecutive checkpoints, located by
     binary search (Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning
     Sparse Attention Patterns"); the ``hold`` is this toolkit's noise rule (module docstring).
     """
     _validate([0, 1], threshold, hold)  # before any checkpoint is listed or loaded
+    check_source(source, "find_emergence: source")
     warn_few_prompts(batch, source.model_id)
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
@@ -495,10 +509,12 @@ def scan_emergence(
 
     Raises:
         ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
+        TypeError: ``source`` is not a checkpoint source (a name: ``el.open_source(name)``).
 
     Source: as :func:`find_emergence` (Baherwani et al. 2026; the hold is this toolkit's).
     """
     _validate([0, 1], threshold, hold)
+    check_source(source, "scan_emergence: source")
     warn_few_prompts(batch, source.model_id)
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()

@@ -35,10 +35,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.objects import results_equal, short_repr
+from interp.core.objects import check_argument, results_equal, short_repr
 from interp.core.settings import StudyConfig
 from interp.decomposition import decompose_jump
-from interp.emergence import jump_noise
+from interp.emergence import check_source, jump_noise
 from interp.patching import (
     PostCheckpoint,
     attribution_delta_p,
@@ -432,10 +432,15 @@ def rank_heads_between(
         start with the source's ``model`` and ``seed`` columns.
 
     Raises:
+        TypeError: ``source`` is not a checkpoint source, or ``batch`` not a ``TaskBatch`` (one line).
         ValueError: ``pre_step >= post_step``, or as ``head_ranking``.
 
     Source: head patching across checkpoints, Baherwani et al. 2026 (see :func:`head_ranking`).
     """
+    check_source(source, "rank_heads_between: source")
+    check_argument(
+        isinstance(batch, TaskBatch), batch, "rank_heads_between: batch", "a TaskBatch (task.build(source.tokenizer()))"
+    )
     if pre_step >= post_step:
         raise ValueError(
             f"pre_step={pre_step} must be earlier than post_step={post_step} "

@@ -53,32 +53,58 @@ def test_list_models_prints_usable_sources():
 
 
 def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
-    """``embedded/<run>`` takes the run from the full suite when the cache holds it there, else
-    from another cached suite that holds it (the quick one), else from the smallest suite that
-    holds it: a run of both suites never trains the full suite when the quick one has it.
-    Resolution itself trains nothing."""
+    """A source name means one set of weights whatever the cache holds (issue 55):
+    ``embedded/<run>`` is the full suite's run, ``embedded-quick/<run>`` the quick one's, with
+    neither suite, either or both cached. Resolution itself trains nothing."""
     from interp.sources.catalogue import FULL, QUICK, resolve_embedded, suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
-    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
-    assert resolve_embedded("embedded/neox-2l-64d-seed0") == [(FULL, "neox-2l-64d-seed0")]  # only FULL has seed 0
-    assert resolve_embedded("embedded-quick/neox-2l-64d-seed2") == [(QUICK, "neox-2l-64d-seed2")]
+
+    def resolved() -> tuple:
+        return (
+            resolve_embedded("embedded/neox-2l-64d-seed1"),
+            resolve_embedded("embedded-quick/neox-2l-64d-seed1"),
+            {cfg for cfg, _ in resolve_embedded("embedded")},
+            {cfg for cfg, _ in resolve_embedded("embedded-quick")},
+        )
+
+    expected = ([(FULL, "neox-2l-64d-seed1")], [(QUICK, "neox-2l-64d-seed1")], {FULL}, {QUICK})
+    assert resolved() == expected  # an empty cache
+    assert resolve_embedded("embedded/neox-2l-64d-seed0") == [(FULL, "neox-2l-64d-seed0")]
     assert [run for _, run in resolve_embedded("embedded-quick")] == ["neox-2l-64d-seed1", "neox-2l-64d-seed2"]
-    # a full suite already in the cache serves the shared run when the quick one is not there
-    done = suite_dir(FULL) / "neox-2l-64d-seed1"
-    done.mkdir(parents=True)
-    (done / "suite.json").write_text("{}")
-    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(FULL, "neox-2l-64d-seed1")]
-    assert not suite_dir(QUICK).exists()
-    # both cached: the name's own suite (the full one, 3000 steps) wins; the quick name keeps the quick run
-    quick = suite_dir(QUICK) / "neox-2l-64d-seed1"
+    quick = suite_dir(QUICK) / "neox-2l-64d-seed1"  # only the quick suite's run cached (the issue's case)
     quick.mkdir(parents=True)
     (quick / "suite.json").write_text("{}")
-    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(FULL, "neox-2l-64d-seed1")]
-    assert resolve_embedded("embedded-quick/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
-    done_json = done / "suite.json"
-    done_json.unlink()
-    assert resolve_embedded("embedded/neox-2l-64d-seed1") == [(QUICK, "neox-2l-64d-seed1")]
+    assert resolved() == expected
+    full = suite_dir(FULL) / "neox-2l-64d-seed1"  # both cached
+    full.mkdir(parents=True)
+    (full / "suite.json").write_text("{}")
+    assert resolved() == expected
+    (quick / "suite.json").unlink()  # only the full one
+    assert resolved() == expected
+    assert not (suite_dir(FULL) / "neox-2l-64d-seed2").exists()  # nothing was trained
+    with pytest.raises(ValueError, match=r"unknown embedded run 'neox-2l-64d-seed0' in 'embedded-quick'; valid: "):
+        resolve_embedded("embedded-quick/neox-2l-64d-seed0")
+
+
+def test_the_demo_plans_only_the_suite_it_analyses(tmp_path, monkeypatch):
+    """``emergence demo`` (source ``embedded``) plans every unit, and opens every run, on the full
+    suite, and ``demo --quick`` on the quick one, whatever the cache holds: the first run never
+    trains or reads the other suite (issue 55: it analysed the quick suite's 2400-step runs)."""
+    from interp.main_job.units import expand_sources
+    from interp.sources.catalogue import FULL, QUICK, suite_dir
+    from interp.sources.door import ReadySources
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path))
+    for name in QUICK.run_names():  # the quick suite cached, the full one not
+        (suite_dir(QUICK) / name).mkdir(parents=True)
+        (suite_dir(QUICK) / name / "suite.json").write_text("{}")
+    assert expand_sources(["embedded"]) == [f"embedded/{n}" for n in FULL.run_names()]
+    assert expand_sources(["embedded-quick"]) == [f"embedded-quick/{n}" for n in QUICK.run_names()]
+    for names, cfg in ((["embedded"], FULL), (expand_sources(["embedded"]), FULL), (["embedded-quick"], QUICK)):
+        slots = ReadySources(names, progress=False)._slots  # constructing it trains nothing
+        assert [slot[1] for slot in slots] == [cfg] * len(cfg.run_names())
+        assert [slot[2] for slot in slots] == cfg.run_names()
 
 
 def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path, monkeypatch):
@@ -95,9 +121,9 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
     (run / "suite.json").write_text('{"model_id": "embedded/neox-2l-64d-seed1"}')
     (suite_dir(QUICK) / "neox-2l-64d-seed2").mkdir()
     (suite_dir(QUICK) / "neox-2l-64d-seed2" / "suite.json").write_text("{}")
-    for name in ("embedded/neox-2l-64d-seed1", "embedded-quick/neox-2l-64d-seed1"):
-        source = open_source(name)
-        assert source.available_steps() == [0, 100, 200] and source.model_id == "embedded/neox-2l-64d-seed1"
+    source = open_source("embedded-quick/neox-2l-64d-seed1")
+    assert source.available_steps() == [0, 100, 200] and source.model_id == "embedded/neox-2l-64d-seed1"
+    assert source.root == run
     with pytest.raises(ValueError, match="open_source takes one run, and 'embedded-quick' names 2"):
         open_source("embedded-quick")
     result = runner.invoke(app, ["curve", "embedded-quick/neox-2l-64d-seed1", "--steps", "0,200"])

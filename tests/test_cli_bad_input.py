@@ -64,7 +64,7 @@ BAD = [
     (
         "curve-embedded-step",
         ["curve", "embedded-quick", "--steps", "150", "--out", "OUT"],
-        "embedded/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200",
+        "embedded-quick/neox-2l-64d-seed1 has no checkpoint at step 150; nearest: 100, 200",
     ),
     (
         "rank-heads-embedded-step",

@@ -308,3 +308,29 @@ def test_iter_suite_hands_out_a_trained_run_while_the_last_one_trains(tmp_path, 
         capsys.readouterr().err
     )
     assert handed[embedded.run_name(small, 3)] == damaged and (damaged / "step0").is_dir()
+
+
+def test_a_run_appears_whole_and_the_first_published_copy_is_kept(tmp_path):
+    """Two processes sharing a cache (issue 55): a run trains in ``.tmp-<run>-<pid>`` and appears
+    by one rename; when another process published the same run first, its folder is kept and
+    this copy removed; a stray folder without suite.json under the run's name is replaced."""
+    final = tmp_path / "neox-1l-32d-seed3"
+
+    def trained(name: str, marker: str) -> Path:
+        folder = tmp_path / name
+        (folder / "step0").mkdir(parents=True)
+        (folder / "suite.json").write_text(json.dumps({"steps": [0], "by": marker}))
+        return folder
+
+    first = trained(".tmp-neox-1l-32d-seed3-101", "first")
+    assert interrupted.publish_run(first, final) == final and not first.exists()
+    second = trained(".tmp-neox-1l-32d-seed3-102", "second")  # finished later, same run
+    assert interrupted.publish_run(second, final) == final
+    assert json.loads((final / "suite.json").read_text())["by"] == "first" and not second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]  # nothing half-written left
+    shutil.rmtree(final)
+    (final / "step0").mkdir(parents=True)  # a folder under the run's name that holds no finished run
+    third = trained(".tmp-neox-1l-32d-seed3-103", "third")
+    interrupted.publish_run(third, final)
+    assert json.loads((final / "suite.json").read_text())["by"] == "third"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]

@@ -123,9 +123,11 @@ def test_report_page_opens_on_the_findings():
     box = page.index('class="el-findings"')
     assert box < page.index("<table")
     assert "<b>does not hold on 1 of 1 runs</b>" in page and "<b>too noisy to say</b>" in page
-    # the summary's recovered and jump cells carry their interval and the noise mark
-    assert f"0.65 [0.30, 1.70] {NOISY}" in page and "0.10 [0.05, 0.15]<" in page
-    assert f"0.400 ± 0.050 {NOISY}<" in page and "jump below 3 s.e.</th>" not in page
+    # the summary's recovered and jump cells carry their interval and the noise mark (a cell wraps
+    # only before its interval or the mark: no-break spaces inside them)
+    nb = "\u00a0"
+    assert f"0.65 [0.30,{nb}1.70] ⚠{nb}noisy" in page and f"0.10 [0.05,{nb}0.15]<" in page
+    assert f"<b>jump ± s.e.</b> 0.400 ± 0.050 {NOISY}<" in page and "jump below 3 s.e.</" not in page
     # the glossary is folded under the table, not in front of the numbers
     assert page.index('<details class="el-caption"><summary>What the columns mean') > page.index("<table")
 

@@ -218,3 +218,11 @@ def test_cli_demo_quick_writes_every_file(quick_suite, tmp_path):
         assert (out / f"{name}.csv").is_file() and (out / f"{name}.parquet").is_file()
     assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js and circuitsvis inlined
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    # the runs it read are the quick suite's, named with their suite folder (issue 55)
+    runs = json.loads((out / "provenance.json").read_text())["runs"]
+    folder = embedded.suite_dir(embedded.QUICK, root)
+    assert sorted(runs) == [f"embedded-quick/{name}" for name in embedded.QUICK.run_names()]
+    for name, read in runs.items():
+        assert read["suite"] == folder.name and read["folder"] == str((folder / name.split("/")[1]).resolve())
+    topk = pd.read_csv(out / "topk.csv")
+    assert set(topk["task"]) == {"repetition"} and set(topk["prepend_bos"]) == {False}

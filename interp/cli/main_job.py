@@ -33,7 +33,7 @@ from interp.cli.options import (
     _warnings_as_lines,
 )
 from interp.core.devices import DTYPES
-from interp.core.settings import StudyConfig
+from interp.core.settings import DEMO_CONFIG, StudyConfig
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()
@@ -53,7 +53,7 @@ def demo(
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
     device, tasks = _check_common(device, "repetition", 64, 10, out, method)
-    config = StudyConfig(scan=True, method=method, device=device, metric=_metric(metric), hold=hold)
+    config = DEMO_CONFIG.replace(method=method, device=device, metric=_metric(metric), hold=hold)
     from interp.main_job import runner
 
     with _warnings_as_lines():

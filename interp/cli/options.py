@@ -219,7 +219,7 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
 def _check_embedded_steps(name: str, steps: list[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained: the
     schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
-    from interp.sources.catalogue import is_embedded_name, resolve_embedded
+    from interp.sources.catalogue import is_embedded_name, resolve_embedded, suite_label
     from interp.sources.loading import CheckpointError, nearest_steps
 
     if not is_embedded_name(name):
@@ -232,7 +232,7 @@ def _check_embedded_steps(name: str, steps: list[int]) -> None:
         for step in steps:
             if step not in schedule:
                 near = ", ".join(map(str, nearest_steps(step, schedule)))
-                raise CheckpointError(f"embedded/{run} has no checkpoint at step {step}; nearest: {near}")
+                raise CheckpointError(f"{suite_label(cfg)}/{run} has no checkpoint at step {step}; nearest: {near}")
 
 
 def _check_embedded_heads(name: str, heads) -> None:

@@ -14,6 +14,9 @@ toolkit (``HeadRanking``, ``RunAnalysis``, ``MainJobReport``, ``EmergencePoint``
 * :func:`fields_html`: an HTML display (scalars as a two-column table, DataFrames as their first
   rows) for a result without a richer ``_repr_html_``.
 
+:func:`check_argument` refuses a public function's argument of the wrong kind in one line naming
+what was passed (``task.build(source)`` where ``source.tokenizer()`` belongs), before anything loads.
+
 Use: in the class body, ``__repr__ = short_repr``, ``__eq__ = results_equal``,
 ``_repr_html_ = fields_html`` (a dataclass keeps methods its body defines).
 """
@@ -150,3 +153,19 @@ def fields_html(obj: Any, max_rows: int = 10) -> str:
         scalars=trusted(key_values_fragment(scalars)),
         tables=tables,
     )
+
+
+def described(value: Any) -> str:
+    """``type repr`` of a passed value, the repr cut to 60 characters: how a refusal names it."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def check_argument(ok: bool, value: Any, where: str, expected: str) -> None:
+    """Refuse an argument of the wrong kind: one line, ``<where> is <type> <repr>; expected <expected>``.
+
+    Raises:
+        TypeError: when ``ok`` is false.
+    """
+    if not ok:
+        raise TypeError(f"{where} is {described(value)}; expected {expected}")

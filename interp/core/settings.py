@@ -19,7 +19,7 @@ from typing import Any, Literal
 from interp.core.devices import check_device, check_dtype
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
-__all__ = ["METHODS", "N_BOOT", "StudyConfig"]
+__all__ = ["DEMO_CONFIG", "METHODS", "N_BOOT", "StudyConfig"]
 
 #: The patching engines (:mod:`interp.patching`): fast (layer skip), reference (full forwards,
 #: TransformerLens), attribution (a gradient pre-screen, then exact deltas).
@@ -42,8 +42,11 @@ class StudyConfig:
         hold: checkpoints after post that must stay at or above the threshold (integer >= 0;
             :mod:`interp.emergence`).
         scan: evaluate every searchable step (the full curve) and take the point from it
-            (:func:`interp.emergence.scan_emergence`); False: bisection
-            (:func:`interp.emergence.find_emergence`), the curve holding its steps.
+            (:func:`interp.emergence.scan_emergence`); False (the default): bisection
+            (:func:`interp.emergence.find_emergence`), the curve holding its steps: a few
+            checkpoints of a hub run's 154 loaded, not all; ``monotone`` then judges only the
+            evaluated ones, so a scan of the same run can say False where bisection says True.
+            ``emergence demo`` scans (:data:`DEMO_CONFIG`).
         method: patching engine, one of :data:`METHODS`.
         metric: a registered patching metric (:mod:`interp.core.metrics`: ``p``, ``logprob``,
             ``logit-diff``, ...); None: each task's own (:func:`interp.tasks.metric_for`;
@@ -144,3 +147,10 @@ class StudyConfig:
         if unknown:
             raise ValueError(f"StudyConfig fields {unknown} are unknown; valid: {', '.join(names)}")
         return cls(**values)
+
+
+#: The settings of ``emergence demo`` / ``make demo`` before its flags: a scan of every checkpoint
+#: (the embedded suite's checkpoints are local and few; the page draws whole curves), the rest
+#: :class:`StudyConfig`'s defaults. ``el.run(["embedded"], el.RepetitionTask(), el.DEMO_CONFIG,
+#: out_dir="results/demo")`` is the demo from Python; ``StudyConfig()`` bisects instead.
+DEMO_CONFIG = StudyConfig(scan=True)

@@ -298,8 +298,10 @@ class MainJobReport:
         """Joint top-K patching per emerged (run, task): model, seed, task, prepend_bos, k, value (metric
         units), recovered, metric, unit."""
         frames = [
-            _run_labelled(
-                r.topk.reindex(columns=list(dict.fromkeys([*r.topk.columns, *TOPK_COLUMNS]))), r, TOPK_COLUMNS
+            _run_labelled(  # the key columns come from the run (labelled), never as empty ones from the reindex
+                r.topk.reindex(columns=list(dict.fromkeys([*r.topk.columns, *TOPK_COLUMNS[len(KEY_COLUMNS) :]]))),
+                r,
+                TOPK_COLUMNS,
             )
             for r in self.runs
             if r.topk is not None

@@ -34,8 +34,9 @@ from typing import Any, cast
 import pandas as pd
 import torch
 
+from interp.core.objects import check_argument
 from interp.core.settings import StudyConfig
-from interp.emergence import StepEvaluator, find_emergence, scan_emergence
+from interp.emergence import StepEvaluator, check_source, find_emergence, scan_emergence
 from interp.main_job.report import MainJobReport, RunAnalysis
 from interp.main_job.units import (
     Unit,
@@ -88,9 +89,13 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
         :class:`interp.main_job.report.RunAnalysis`.
 
     Raises:
+        TypeError: ``source`` is not a checkpoint source (a name: use :func:`run`, or
+            ``el.open_source(name)``), ``task`` not a task, ``config`` not a ``StudyConfig``
+            (one line naming what was passed, before anything loads).
         ValueError: as the task, the source or the ranking (a task the source's tokenizer
             cannot encode, ...).
     """
+    _check_run_arguments(source, task, config)
     from interp.core.devices import torch_dtype
     from interp.ranking import rank_heads_between
     from interp.scrubbing import DEFAULT_PROMPTS, PatternRecorder, token_labels
@@ -186,10 +191,43 @@ def analyse_unit(unit: dict[str, Any]) -> tuple[dict[str, Any], None]:
 
     (source,) = open_sources([unit["source"]], progress=False)
     try:
-        analysis = analyse_run(source, unit["task"], unit["config"])
-        return {"run": analysis, "digests": step_digests(source, analysis), "model_id": analysis.model_id}, None
+        return _outcome(source, analyse_run(source, unit["task"], unit["config"])), None
     finally:
         source.close()
+
+
+def _check_run_arguments(source: Any, task: Any, config: Any) -> None:
+    """:func:`analyse_run`'s arguments, checked before anything loads.
+
+    Raises:
+        TypeError: one line naming the argument, what was passed and what is expected.
+    """
+    check_source(source, "analyse_run: source")
+    check_argument(
+        task is None or isinstance(task, CapabilityTask),
+        task,
+        "analyse_run: task",
+        "a CapabilityTask such as el.RepetitionTask()",
+    )
+    check_argument(
+        config is None or isinstance(config, StudyConfig), config, "analyse_run: config", "an el.StudyConfig"
+    )
+
+
+def _outcome(source, analysis: RunAnalysis) -> dict[str, Any]:
+    """What the store keeps of one analysed unit besides its analysis: the weight digest of every
+    step used, the run's ``model_id``, the folder its checkpoints were read from (a trained suite's
+    run folder, whose parent is named by the suite's digest; "" for a hub source) and the torch
+    threads of the analysis (the attribution pre-screen's last bits depend on them:
+    :func:`interp.patching.attribution.attribution_delta_p`)."""
+    root = getattr(source, "root", None)
+    return {
+        "run": analysis,
+        "digests": step_digests(source, analysis),
+        "model_id": analysis.model_id,
+        "folder": str(Path(root).resolve()) if root is not None else "",
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def _local_records(
@@ -219,12 +257,7 @@ def _local_records(
                     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.perf_counter()
                     log = f"unit {unit.unit_id} ({unit.source}, {unit.task}) started {started} on {platform.node()}\n"
                     try:
-                        analysis = analyse_run(source, tasks[unit.task], config)
-                        outcome: Any = {
-                            "run": analysis,
-                            "digests": step_digests(source, analysis),
-                            "model_id": analysis.model_id,
-                        }
+                        outcome: Any = _outcome(source, analyse_run(source, tasks[unit.task], config))
                         log += f"ok after {time.perf_counter() - t0:.3f} s\n"
                     except Exception as error:  # a failing unit is named at the end; the others go on
                         outcome = error
@@ -294,9 +327,12 @@ def run(
     Returns:
         :class:`~interp.main_job.report.MainJobReport`: one :class:`RunAnalysis` per (run, task),
         its tables (points, heads, topk, ...), figures and ``provenance`` (the call, the config
-        whole, the weight digest of every step used).
+        whole, the weight digest of every step used, and ``runs``: per source name the folder its
+        weights were read from, the suite folder (digest) of a trained run, the torch threads).
 
     Raises:
+        TypeError: ``sources`` is one string (a list is expected) or a task is not a
+            ``CapabilityTask`` (one line, before anything runs).
         ValueError: a bad name, config, executor, jobs, address or output folder, or opened sources
             with another executor than ``local`` (before anything runs).
         RuntimeError: some units failed (their logs named); the others are stored, and running
@@ -316,6 +352,13 @@ def run(
     check_executor(executor, jobs, address)
     task_list: list[CapabilityTask] = (
         list(tasks) if isinstance(tasks, (list, tuple)) else [cast(CapabilityTask, tasks) or RepetitionTask()]
+    )
+    for task in task_list:
+        check_argument(
+            isinstance(task, CapabilityTask), task, "run: a task", "CapabilityTask objects such as el.RepetitionTask()"
+        )
+    check_argument(
+        not isinstance(sources, (str, Path)), sources, "run: sources", "a list of source names or opened sources"
     )
     sources = list(sources)  # any iterable: a generator is read once
     objects = {s.model_id: s for s in sources if not isinstance(s, (str, Path))}
@@ -356,6 +399,8 @@ def run(
                             "source": unit.source,
                             "task": unit.task,
                             "model_id": outcome["model_id"],
+                            "folder": outcome["folder"],
+                            "torch_threads": outcome["torch_threads"],
                             "digests": json.dumps(outcome["digests"], sort_keys=True),
                             "host": platform.node(),
                         }
@@ -371,10 +416,12 @@ def run(
         rows = store.results([u.unit_id for u in units]).set_index("run_id")
         runs: list[RunAnalysis] = []
         digests: dict[str, dict] = {}
+        read: dict[str, dict] = {}
         for u in units:
             unit_runs, _ = load_report_state(store.root / "state" / u.unit_id, RunAnalysis)
             runs += unit_runs
             digests.setdefault(rows.loc[u.unit_id, "model_id"], {}).update(json.loads(rows.loc[u.unit_id, "digests"]))
+            read.setdefault(u.source, _run_read(rows.loc[u.unit_id]))
     settings = {
         "sources": names,
         "units": [u.unit_id for u in units],
@@ -383,16 +430,28 @@ def run(
         "executor": executor,
         "jobs": jobs,
     }
-    report = MainJobReport(
-        runs=runs,
-        threshold=config.threshold,
-        hold=config.hold,
-        title=title,
-        provenance=make_provenance("interp.main_job.runner.run", settings, digests),
-    )
+    provenance = make_provenance("interp.main_job.runner.run", settings, digests)
+    provenance["runs"] = read
+    report = MainJobReport(runs=runs, threshold=config.threshold, hold=config.hold, title=title, provenance=provenance)
     if out_dir is not None:
         report.save(out_dir)
     return report
+
+
+def _run_read(row: pd.Series) -> dict[str, Any]:
+    """``provenance["runs"][source]``: which weights a source name was read from: ``model_id``,
+    ``folder`` (the run folder; "" for a hub source), ``suite`` (for a run of a trained suite, its
+    folder's name ``<config digest>-<environment key>``, as ``emergence env`` prints it) and
+    ``torch_threads``; None where a unit stored before these were recorded lacks them."""
+    folder = row.get("folder")
+    folder = None if folder is None or pd.isna(folder) else str(folder)
+    threads = row.get("torch_threads")
+    return {
+        "model_id": row["model_id"],
+        "folder": folder,
+        "suite": Path(folder).parent.name if folder and (Path(folder) / "suite.json").is_file() else None,
+        "torch_threads": None if threads is None or pd.isna(threads) else int(threads),
+    }
 
 
 def _plan_units(names: list[str], objects: dict[str, Any], tasks: list[CapabilityTask]) -> list[Unit]:

@@ -97,6 +97,17 @@ def attribution_delta_p(
 
     Raises:
         ValueError: bad batch, metric, steps or mode, or patterns of the wrong shape.
+
+    Reproducibility: the estimate is a gradient, and the backward pass's reductions on CPU split
+    over torch's intra-op threads, so its last bits depend on ``torch.get_num_threads()``: on
+    the quick suite's weights the same call gave equal bits twice at 1 thread and twice at 2
+    threads, and values 5.8e-11 apart (the 9th significant digit) between 1 and 2 threads,
+    while the exact per-head deltas were equal. A first ``emergence demo`` analyses beside its
+    training workers with the idle cores' thread count (:func:`interp.sources.embedded.iter_suite`),
+    a second one with all of them: hence ``delta_attribution`` differing in its 9th digit
+    between the two. The main job records each run's thread count in ``provenance.json``
+    (``runs``); pin ``torch.set_num_threads`` to compare bit for bit
+    (tests/test_first_demo.py).
     """
     batch = check_batch(inputs)
     fn = resolve_metric(metric)

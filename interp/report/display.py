@@ -164,6 +164,18 @@ _MOUNT = re.compile(r'<div id="(circuits-vis-[^"]*)"[^>]*?/?>')
 _RENDER = re.compile(r"CircuitsVis\.render\((.*)\)\s*</script>\s*$", re.DOTALL)
 
 
+#: The head-selector tiles of circuitsvis's ``attention_heads`` view (and its zoomed head's title)
+#: label each head in white on its hue (``hsla(360 i / n, 70 %, 50 %)``): 1.5:1 on yellow and cyan. This style lays half
+#: white over the hue and writes the label in near-black: at least 6.8:1 on every hue (WCAG AA
+#: asks 4.5:1; computed from the page's colours in tests/test_first_demo.py).
+TILE_TEXT, TILE_WHITE_OVERLAY = "#111111", 0.5
+TILE_STYLE = (  # the tiles' labels (h4) and the zoomed head's label (h2)
+    ".el-circuitsvis h4[style*=background],.el-circuitsvis h2[style*=background]{"
+    f"background-image:linear-gradient(rgba(255,255,255,{TILE_WHITE_OVERLAY}),rgba(255,255,255,{TILE_WHITE_OVERLAY}))"
+    f"!important;color:{TILE_TEXT}!important}}"
+)
+
+
 def circuitsvis_fragment(rendered, assets: Assets) -> str:
     """A circuitsvis view (``RenderedHTML``) as a mount ``<div>`` and one render call.
 
@@ -184,6 +196,7 @@ def circuitsvis_fragment(rendered, assets: Assets) -> str:
         mount_id=mount.group(1),
         call=trusted(json_script_safe(call.group(1))),
         wait=assets.notebook is not None,
+        tile_style=trusted(TILE_STYLE),
     )
 
 

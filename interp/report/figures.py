@@ -208,6 +208,11 @@ def loss_curve_figure(
     return fig
 
 
+#: Heads (layers x heads) up to which :func:`delta_p_heatmap` prints each cell's value in it (the
+#: embedded suite's 2 x 4 and 2 x 8, Pythia-70m's 6 x 8); larger grids keep the value to the hover.
+MAX_CELL_TEXT = 64
+
+
 def delta_p_heatmap(
     delta_p: Float[Tensor, "layer head"] | np.ndarray,
     title: str | None = None,
@@ -229,6 +234,9 @@ def delta_p_heatmap(
         jump: the run's jump ``value_post - value_pre`` (metric units): the colour is then
             ``delta / jump``, the fraction of the jump each head recovers alone (comparable
             across runs whose jumps differ), and the hover gives both.
+
+    Each cell shows its value (the colour's number) when the grid has at most
+    :data:`MAX_CELL_TEXT` heads.
     """
     from interp.core.metrics import metric_spec
 
@@ -256,6 +264,9 @@ def delta_p_heatmap(
             hovertemplate=hover,
             name=f"{label} per head (colour: blue raises {spec.label}, red lowers it)",
             showlegend=True,
+            # each cell's value printed in it while the cells are few enough to hold it
+            texttemplate=("%{z:+.2f}" if relative else "%{z:+.3f}") if values.size <= MAX_CELL_TEXT else None,
+            textfont=dict(size=11),
         )
     )
     title = title or f"{label} per head ({'fraction of the jump' if relative else unit})"

@@ -25,8 +25,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from interp.core.html_fragments import table_fragment
-from interp.core.templating import render, trusted
+from interp.core.templating import render
 from interp.core.terms import DEFAULT_HOLD, rule_text
 from interp.sources.catalogue import run_label
 
@@ -35,6 +34,7 @@ __all__ = [
     "NOISY",
     "SHARED_SUMMARY_COLUMNS",
     "SUMMARY_HEADERS",
+    "SUMMARY_ROW_COLUMNS",
     "findings",
     "findings_html",
     "interval_text",
@@ -293,19 +293,52 @@ SUMMARY_HEADERS = {
 SHARED_SUMMARY_COLUMNS = ("task", "prepend_bos", "metric", "unit")
 
 
+#: Summary columns in a run's row, in this order where present; every other column goes to the
+#: details line under the row (:func:`summary_fragment`): the table then fits an 800 px window.
+SUMMARY_ROW_COLUMNS = ("model", "seed", "task", "emerged", "steps", "top_head", "top_delta", "recovered_top2")
+#: Row columns whose cells may wrap, between a value and its interval only (the page's table
+#: narrows to the window before it scrolls).
+_WRAPPING = ("steps", "top_delta", "recovered_top2")
+
+
+def _keep_together(text: str) -> str:
+    """``+0.023 [+0.010, +0.037] ⚠ noisy`` with no-break spaces inside the interval and the mark,
+    so that a cell wraps only before ``[`` or ``⚠`` (or around ``→``)."""
+    return text.replace(", ", ",\u00a0").replace(f"{NOISY[0]} ", f"{NOISY[0]}\u00a0")
+
+
 def summary_fragment(summary: pd.DataFrame, caption: str | None = None) -> str:
-    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`);
-    with several rows, the columns of :data:`SHARED_SUMMARY_COLUMNS` that hold one value in every
-    row are named once in a line above the table."""
+    """The summary table (``MainJobReport.summary()``) with readable headers (:data:`SUMMARY_HEADERS`):
+    one row per run with the columns of :data:`SUMMARY_ROW_COLUMNS` (the run, whether and where it
+    emerged, its top head and the share the top 2 recover), and under it a details line naming the
+    rest (monotone, checkpoints evaluated, pre → post value, jump ± s.e., pre-screen ρ, ...). With
+    several rows, the columns of :data:`SHARED_SUMMARY_COLUMNS` that hold one value in every row
+    are named once in a line above the table. Text is escaped (template
+    ``report/templates/summary.html.j2``)."""
+    from interp.core.html_fragments import format_value
+
     shared = {}
     if len(summary) > 1:
         for column in SHARED_SUMMARY_COLUMNS:
             if column in summary and summary[column].astype(str).nunique() == 1:
                 shared[SUMMARY_HEADERS.get(column, column)] = summary[column].iloc[0]
         summary = summary.drop(columns=[c for c in SHARED_SUMMARY_COLUMNS if SUMMARY_HEADERS.get(c, c) in shared])
-    table = table_fragment(summary_display(summary).rename(columns=SUMMARY_HEADERS), caption=caption)
+    shown = summary_display(summary)
+    in_row = [c for c in SUMMARY_ROW_COLUMNS if c in shown.columns]
+    details = [c for c in shown.columns if c not in in_row]
+    rows = [
+        (
+            [(_keep_together(format_value(row[c])), c in _WRAPPING) for c in in_row],
+            [(SUMMARY_HEADERS.get(c, c), format_value(row[c])) for c in details],
+        )
+        for _, row in shown.iterrows()
+    ]
     return render(
-        "report/templates/summary.html.j2", shared=[(str(k), str(v)) for k, v in shared.items()], table=trusted(table)
+        "report/templates/summary.html.j2",
+        shared=[(str(k), str(v)) for k, v in shared.items()],
+        headers=[SUMMARY_HEADERS.get(c, c) for c in in_row],
+        rows=rows,
+        caption=caption,
     )
 
 

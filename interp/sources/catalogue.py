@@ -463,19 +463,18 @@ def embedded_source_names() -> list[str]:
     return names
 
 
-def resolve_embedded(spec: str, root: Path | None = None) -> list[tuple[SuiteConfig, str]]:
+def resolve_embedded(spec: str) -> list[tuple[SuiteConfig, str]]:
     """The (suite config, run name) pairs an embedded or suite-spec source name stands for; no training.
 
     ``embedded`` / ``embedded-quick`` / ``suite:<spec>``: every run of that suite.
-    ``embedded-quick/<run>`` / ``suite:<spec>/<run>``: that run. ``embedded/<run>``: that run of
-    the full suite when the cache holds
-    it there (the name's own suite: more steps, the suite docs/results.md describes), else from
-    another cached suite that holds it (the quick one), else from the smallest suite that holds
-    it, so ``embedded/neox-2l-64d-seed1`` never trains the full suite when the quick one has the run.
+    ``embedded/<run>`` / ``embedded-quick/<run>`` / ``suite:<spec>/<run>``: that run of the suite
+    the name names, whatever the cache holds: a source name means one set of weights
+    (``embedded/neox-2l-64d-seed1`` is the full suite's 3000-step run even when only the quick
+    suite's 2400-step run of that name is cached; ``embedded-quick/neox-2l-64d-seed1`` is that one).
 
     Raises:
-        ValueError: not an embedded name, an unknown run (the valid names are listed), or a suite
-            spec that cannot be read (:func:`load_suite_spec`).
+        ValueError: not an embedded name, an unknown run (the suite's valid names are listed), or a
+            suite spec that cannot be read (:func:`load_suite_spec`).
     """
     if isinstance(spec, str) and spec.startswith(SUITE_PREFIX):
         ref, run = split_suite_name(spec)
@@ -491,15 +490,7 @@ def resolve_embedded(spec: str, root: Path | None = None) -> list[tuple[SuiteCon
     if not run:
         cfg = SUITES[suite]
         return [(cfg, name) for name in cfg.run_names()]
-    holders = [SUITES[suite]] if suite == "embedded-quick" else [c for c in SUITES.values() if run in c.run_names()]
-    holders = [c for c in holders if run in c.run_names()]
-    if not holders:
-        valid = (
-            SUITES[suite].run_names()
-            if suite == "embedded-quick"
-            else sorted({n for c in SUITES.values() for n in c.run_names()})
-        )
-        raise ValueError(f"unknown embedded run {run!r} in {suite!r}; valid: {', '.join(valid)}")
-    named_first = sorted(holders, key=lambda c: c is not SUITES[suite])
-    cached = [c for c in named_first if (suite_dir(c, root) / run / "suite.json").exists()]
-    return [((cached or holders)[0], run)]
+    cfg = SUITES[suite]
+    if run not in cfg.run_names():
+        raise ValueError(f"unknown embedded run {run!r} in {suite!r}; valid: {', '.join(cfg.run_names())}")
+    return [(cfg, run)]

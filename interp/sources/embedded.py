@@ -53,6 +53,7 @@ from interp.sources.interrupted import (
     PARTIAL_LOSS_FILE,
     adopt_interrupted,
     describe_dead_workers,
+    publish_run,
     say_where_stopped_runs_continue,
     stop_workers,
 )
@@ -409,11 +410,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         "final_digest": weights_digest(weight_files(tmp / f"step{steps}")),
     }
     atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
-    if final.exists():  # another process finished the same run first: keep theirs
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-    return final
+    return publish_run(tmp, final)  # whole or not at all: another process finished it first -> theirs kept
 
 
 def drop_optimizer_states(run_folder: Path, keep: int) -> None:

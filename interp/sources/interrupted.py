@@ -1,7 +1,8 @@
 """Runs that a stopped training left behind, and how the next training takes them over.
 
 A suite run trains in a temporary sibling of its folder, ``.tmp-<run>-<pid>``, renamed onto the
-run's folder when it is done (:func:`interp.sources.embedded._train_to_folder`). A training stopped
+run's folder when it is done (:func:`interp.sources.embedded._train_to_folder`, :func:`publish_run`:
+processes sharing a cache see no run or a whole one; the first copy published is kept). A training stopped
 half-way (Ctrl-C, Jupyter's interrupt, a killed worker or caller) leaves that folder. After each
 checkpoint the worker also keeps its loss rows so far there (:data:`PARTIAL_LOSS_FILE`), so the
 folder holds all a resume needs: the next training of the suite takes over the folder of a worker
@@ -18,6 +19,7 @@ folders for ``emergence env``).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -102,6 +104,37 @@ def adopt_interrupted(final: Path, tmp: Path) -> tuple[int, pd.DataFrame] | None
         if not path.name[4:].isdigit() or int(path.name[4:]) > start:
             shutil.rmtree(path, ignore_errors=True)
     return best[1]
+
+
+def publish_run(tmp: Path, final: Path) -> Path:
+    """Rename the whole run folder ``tmp`` onto ``final`` in one step; returns ``final``.
+
+    Processes sharing a cache (two ``emergence`` commands, ``make demo`` beside ``make test``) see
+    no run folder or a whole one, never another's half-trained run: a run trains under
+    ``.tmp-<run>-<pid>`` and ``os.replace`` (one ``rename``, atomic on one file system) makes it
+    appear. ``rename`` refuses a non-empty target, so checking and renaming are one step: when
+    another process published the same run first (same settings, hence the same weights), its
+    folder is kept and ``tmp`` removed; a folder under the run's name without ``suite.json`` (no
+    finished run, e.g. one copied half-way by hand) is removed (renamed first) and replaced.
+
+    Raises:
+        OSError: the rename fails for another reason (another file system, permissions).
+    """
+    from interp.core.io import remove_folder
+
+    for _ in range(3):
+        try:
+            os.replace(tmp, final)
+            return final
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if (final / "suite.json").is_file():  # another process finished the same run first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+            return final
+        remove_folder(final)
+    os.replace(tmp, final)
+    return final
 
 
 def stop_workers(pool) -> None:

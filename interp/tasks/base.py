@@ -21,6 +21,7 @@ registered where it is defined (:mod:`interp.tasks.registry`).
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -123,19 +124,63 @@ def pad_token_id(tokenizer) -> int:
     return 0
 
 
+def check_tokenizer(tokenizer, where: str) -> None:
+    """Refuse what is not a Hugging Face tokenizer, in one line naming what was passed.
+
+    A tokenizer here is a callable with ``encode`` (a ``PreTrainedTokenizerBase``: the object a
+    source's ``tokenizer()`` returns; a ``str`` has ``encode`` but is not callable). The common slip, a checkpoint source where its tokenizer
+    belongs (``task.build(source)``), is named as such.
+
+    Raises:
+        TypeError: ``tokenizer`` has no ``encode`` (``where`` says which call refused it).
+    """
+    if callable(tokenizer) and callable(getattr(tokenizer, "encode", None)):
+        return
+    if callable(getattr(tokenizer, "tokenizer", None)) and hasattr(tokenizer, "available_steps"):
+        name = getattr(tokenizer, "model_id", "")
+        raise TypeError(
+            f"{where}: got the checkpoint source {type(tokenizer).__name__} {name!r}; "
+            "pass its tokenizer: source.tokenizer()"
+        )
+    from interp.core.objects import described
+
+    raise TypeError(f"{where}: expected a Hugging Face tokenizer (e.g. source.tokenizer()), got {described(tokenizer)}")
+
+
 class CapabilityTask(ABC):
     """A capability measured by next-token prediction at one position per prompt.
 
     Subclasses set ``prepend_bos`` (``None``: the tokenizer's convention, :func:`tokenizer_adds_bos`)
-    and build their batch through :meth:`finish`, which prepends the BOS token and pads.
+    and build their batch through :meth:`finish`, which prepends the BOS token and pads. Every
+    subclass's ``build`` checks its argument first (:func:`check_tokenizer`, put in front of it
+    when the class is defined): a wrong one is refused in one line, before any prompt is made.
     """
 
     name: str = "task"
     prepend_bos: bool | None = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        build = cls.__dict__.get("build")
+        if build is None or getattr(build, "__isabstractmethod__", False) or getattr(build, "_checked", False):
+            return
+
+        @functools.wraps(build)
+        def checked_build(self, tokenizer, *args, **kw):
+            check_tokenizer(tokenizer, f"{type(self).__name__}.build")
+            return build(self, tokenizer, *args, **kw)
+
+        checked_build._checked = True  # type: ignore[attr-defined]
+        cls.build = checked_build  # type: ignore[method-assign]
+
     @abstractmethod
     def build(self, tokenizer) -> TaskBatch:
-        """Tokenise this task's prompts for ``tokenizer`` (deterministic given the task's seed)."""
+        """Tokenise this task's prompts for ``tokenizer`` (deterministic given the task's seed).
+
+        Raises:
+            TypeError: ``tokenizer`` is not a tokenizer (e.g. the source itself:
+                :func:`check_tokenizer`).
+        """
 
     def resolved_prepend_bos(self, tokenizer) -> bool:
         """``prepend_bos``, with ``None`` read from the tokenizer (:func:`tokenizer_adds_bos`).
