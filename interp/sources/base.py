@@ -96,6 +96,7 @@ from interp.sources.catalogue import (  # noqa: F401
 from interp.sources.checkpoint_integrity import WeightFileChecks
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerBase
 
@@ -110,6 +111,7 @@ from interp.sources.loading import (
     _release_memory,
     logger,
     nearest_steps,
+    pickle_weight_files,
     quiet_hf_progress,
     tokenizer_fingerprint,
     upcast_softmax,
@@ -320,6 +322,16 @@ class CheckpointSource(WeightFileChecks, ABC):
         ``main`` branch; ``suite.json``'s ``final_digest``), or ``None`` when unknown."""
         return None
 
+    def loss_curve(self) -> pd.DataFrame | None:
+        """The run's training loss per logged step, where the run records it (a local run's
+        ``loss.csv`` or ``trainer_state.json``; see :meth:`LocalSuiteSource.loss_curve`).
+
+        Returns:
+            DataFrame with columns ``step`` (optimizer steps), ``loss`` (nats), ``lr``; None when
+            the source records no loss (hub checkpoints carry none).
+        """
+        return None
+
     def missing_steps(self) -> list[int]:
         """Steps of the expected schedule that this source does not hold (ascending)."""
         return []
@@ -471,11 +483,11 @@ class CheckpointSource(WeightFileChecks, ABC):
         files = weight_files(folder, self.allow_pickle)
         if files:
             return files
-        pickles = sorted(p.name for p in folder.glob("*.bin"))
+        pickles = [p.name for p in pickle_weight_files(folder)]
         if pickles:
             raise ValueError(
-                f"{self.model_id} step {step} has only pickle weights ({', '.join(pickles)}); "
-                f"pass allow_pickle=True to load them (unpickling can run code)"
+                f"{self.model_id} step {step}: {', '.join(pickles)} refused, pickle weights can run code "
+                f"when loaded; only safetensors load unless allow_pickle (--allow-pickle) is given"
             )
         raise ValueError(f"{self.model_id} step {step} has no weight files in {folder}")
 

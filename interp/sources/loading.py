@@ -186,17 +186,34 @@ def tokenizer_fingerprint(tokenizer) -> dict[str, str]:
 # ----------------------------------------------------------------------------- weight files
 
 
+#: Pickle files a checkpoint folder holds beside its weights: transformers ``Trainer``'s
+#: arguments (``training_args.bin``); never a weight file.
+NOT_WEIGHT_FILES = frozenset({"training_args.bin"})
+
+
+def pickle_weight_files(folder: Path) -> list[Path]:
+    """The ``.bin`` (pickle) weight files of one checkpoint folder, sorted (``training_args.bin`` and
+    the like, :data:`NOT_WEIGHT_FILES`, left out)."""
+    return sorted(p for p in folder.glob("*.bin") if p.name not in NOT_WEIGHT_FILES)
+
+
 def weight_files(folder: Path, allow_pickle: bool = False) -> list[Path]:
     """The weight files of one checkpoint folder: safetensors, else (if allowed) pickle.
 
     A resumable checkpoint's optimizer state (:data:`interp.core.training_state.OPTIMIZER_FILE`) is not
     a weight file: two steps with the same weights but different optimizer moments are the same
-    model, and the digest of the model must not depend on how it was trained.
+    model, and the digest of the model must not depend on how it was trained. Nor is a
+    ``Trainer``'s ``training_args.bin`` (:data:`NOT_WEIGHT_FILES`).
     """
     safe = sorted(p for p in folder.glob("*.safetensors") if p.name != OPTIMIZER_FILE)
     if safe or not allow_pickle:
         return safe
-    return sorted(p for p in folder.glob("*.bin"))
+    return pickle_weight_files(folder)
+
+
+def weight_candidates(folder: Path) -> list[Path]:
+    """Every weight file of ``folder``, safetensors or pickle, whether or not pickle is allowed."""
+    return weight_files(folder) or pickle_weight_files(folder)
 
 
 def _sha256_of_file(path: Path) -> str:
