@@ -428,7 +428,10 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
         e = emergence if task is None else emergence[emergence["task"] == task]
         p = points if task is None else points[points["task"] == task]
         totals = {(r.model, r.seed): searchable_count(r) for r in report.runs}
-        fig = capability_figure(e, p, threshold=ctx.threshold, totals=totals)
+        losses = {
+            (r.model, r.seed): r.training_loss for r in report.runs if getattr(r, "training_loss", None) is not None
+        }
+        fig = capability_figure(e, p, threshold=ctx.threshold, totals=totals, losses=losses)
         if len(tasks) > 1:
             fig.update_layout(title=f"Task {task}: capability of every run")
         parts.append(

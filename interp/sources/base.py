@@ -113,6 +113,7 @@ from interp.sources.loading import (
     nearest_steps,
     pickle_weight_files,
     quiet_hf_progress,
+    refuse_unsafe_pickle,
     tokenizer_fingerprint,
     upcast_softmax,
     weight_files,
@@ -384,8 +385,8 @@ class CheckpointSource(WeightFileChecks, ABC):
                 handed out (names both steps).
             CorruptCheckpointError: a weight file is truncated or its header overwritten (one
                 line naming the step and the file).
-            ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off, or
-                the model has no attention heads (nothing to patch).
+            ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off (one
+                line naming the files), or the model has no attention heads (nothing to patch).
         """
         import time
 
@@ -434,7 +435,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
 
         self._drop_bridge()  # drop the previous bridge before allocating the next one
-        with quiet_hf_progress():
+        with quiet_hf_progress(), refuse_unsafe_pickle(self, step, files):
             hf_model = AutoModelForCausalLM.from_pretrained(
                 folder,
                 config=config,

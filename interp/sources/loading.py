@@ -312,6 +312,29 @@ def quiet_hf_progress():
             hf_logging.enable_progress_bar()
 
 
+@contextmanager
+def refuse_unsafe_pickle(source, step: int, files: Sequence[Path]):
+    """Turn torch's refusal of a pickle weight file (its weights-only unpickler met an object that
+    is not a tensor: ``UnpicklingError``, several paragraphs that advise ``weights_only=False``)
+    into one line naming the step, the file and the object, with no advice to turn the safety
+    off; the step is then marked corrupt (``checkpoints.csv``) for the rest of the session.
+
+    Raises:
+        CorruptCheckpointError: inside the block, torch refused to unpickle ``files``.
+    """
+    import pickle
+
+    try:
+        yield
+    except pickle.UnpicklingError as err:
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f"it holds {found.group(1)}, not only tensors" if found else str(err).splitlines()[0][:120]
+        names = ", ".join(p.name for p in files if p.suffix == ".bin") or ", ".join(p.name for p in files)
+        reason = f"{names}: refused by torch's weights-only unpickler ({what})"
+        source._problems[step] = reason
+        raise CorruptCheckpointError(f"{source.model_id} step {step}: {reason}; the step is left out") from None
+
+
 def _default_device(device: str | torch.device | None) -> torch.device:
     if isinstance(device, torch.device):
         return device
