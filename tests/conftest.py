@@ -100,6 +100,7 @@ WORKER_GROUPS = {
         for module in (
             "test_checkpoints",
             "test_damaged_store",
+            "test_local_layouts",
             "test_decomposition",
             "test_download",
             "test_embedded_training",

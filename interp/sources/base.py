@@ -487,8 +487,8 @@ class CheckpointSource(WeightFileChecks, ABC):
         pickles = [p.name for p in pickle_weight_files(folder)]
         if pickles:
             raise ValueError(
-                f"{self.model_id} step {step}: {', '.join(pickles)} refused, pickle weights can run code "
-                f"when loaded; only safetensors load unless allow_pickle (--allow-pickle) is given"
+                f"{self.model_id} step {step} has only pickle weights ({', '.join(pickles)}), refused: "
+                "unpickling can run code; only safetensors load unless allow_pickle (--allow-pickle) is given"
             )
         raise ValueError(f"{self.model_id} step {step} has no weight files in {folder}")
 
