@@ -104,6 +104,7 @@ WORKER_GROUPS = {
             "test_decomposition",
             "test_download",
             "test_embedded_training",
+            "test_gqa_run",
             "test_errors_catalogue",
             "test_main_job",
             "test_patching",

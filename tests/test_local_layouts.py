@@ -313,13 +313,14 @@ def test_loss_curve_of_a_run_of_ours_is_its_loss_csv(tmp_path, models):
 
 def test_capability_figure_draws_the_loss_on_a_second_axis():
     from interp.report.figures import capability_figure
+    from interp.report.loss_axes import capability_with_loss
 
     emergence = pd.DataFrame(
         {"model": "run", "seed": 0, "step": [10, 20, 30, 40], "accuracy": [0.1, 0.1, 0.9, 1.0], "p_answer": 0.5}
     )
     points = pd.DataFrame([{"model": "run", "seed": 0, "pre_step": 20, "post_step": 30, "emerged": True}])
     loss = pd.DataFrame({"step": [5, 10, 15, 20, 25, 30, 35, 40], "loss": [2.3, 2.3, 2.2, 2.2, 1.6, 1.2, 1.1, 1.1]})
-    fig = capability_figure(emergence, points, losses={("run", 0): loss})
+    fig = capability_with_loss(emergence, points, {("run", 0): loss})
     traces = [t for t in fig.data if t.yaxis == "y2"]
     assert [t.name for t in traces] == [
         "run seed 0: training loss (nats, right axis)",
@@ -328,3 +329,4 @@ def test_capability_figure_draws_the_loss_on_a_second_axis():
     assert list(traces[0].y) == loss["loss"].tolist() and list(traces[1].x) == [30] and list(traces[1].y) == [1.2]
     assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
     assert not [t for t in capability_figure(emergence, points).data if t.yaxis == "y2"]
+    assert len(capability_with_loss(emergence, points, {}).data) == len(capability_figure(emergence, points).data)

@@ -89,7 +89,15 @@ def rank_heads(
     with _warnings_as_lines():
         result = rank_heads_between(src, pre, post, batch, config)
     model, seed = model_and_seed(src.model_id)
-    heads = labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    columns = list(HEADS_COLUMNS)
+    if "kv_head" in result.heads:  # grouped-query attention: each row is a query head
+        columns.insert(columns.index("head") + 1, "kv_head")
+        n_heads, n_kv = int(result.delta.shape[1]), int(result.heads["kv_head"].max()) + 1
+        typer.echo(
+            f"grouped-query attention: {n_heads} query heads per layer share {n_kv} key/value heads; a head below "
+            f"is a query head (its own pattern patched), kv_head the key/value head it reads"
+        )
+    heads = labelled(result.heads, model, seed, columns, task=task_obj.name, prepend_bos=batch.prepend_bos)
     topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     typer.echo(
         f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "

@@ -123,10 +123,11 @@ class StudyConfig:
             for k in self.ks:
                 _positive_int("ks item", k)
         _positive_int("n_boot", self.n_boot, minimum=0)
-        if self.step_pattern is not None:
-            from interp.sources.layouts import check_step_pattern
-
-            check_step_pattern(self.step_pattern)
+        if self.step_pattern is not None and (not isinstance(self.step_pattern, str) or "{N" not in self.step_pattern):
+            # the whole pattern is checked where sources open (interp.sources.layouts.check_step_pattern)
+            raise ValueError(
+                f"step_pattern={self.step_pattern!r}: must be text naming the step, e.g. 'epoch{{E}}-step{{N}}'"
+            )
 
     def replace(self, **changes: Any) -> StudyConfig:
         """A copy with ``changes`` (checked as a new object is).

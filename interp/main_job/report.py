@@ -438,10 +438,10 @@ class MainJobReport:
         if task is not None:
             emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
         totals = {(r.model, r.seed): vis.searchable_count(r) for r in self.runs}
-        losses = {(r.model, r.seed): r.training_loss for r in self.runs if r.training_loss is not None}
-        return vis.capability_figure(
-            emergence, points, metric=metric, threshold=self.threshold, totals=totals, losses=losses
-        )
+        from interp.report.loss_axes import capability_with_loss, run_losses
+
+        losses = run_losses(self.runs)
+        return capability_with_loss(emergence, points, losses, metric=metric, threshold=self.threshold, totals=totals)
 
     def recovery_figure(self):
         """Plotly figure: recovered vs K for every emerged run."""

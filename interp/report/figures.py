@@ -31,7 +31,6 @@ def capability_figure(
     metric: str = "accuracy",
     threshold: float | None = 0.5,
     totals: dict | None = None,
-    losses: dict | None = None,
 ) -> go.Figure:
     """Capability vs training step, one line per seed, one panel per model; points marked. A run
     whose point came from a bisection (``points.search == "bisection"``) is drawn as its
@@ -44,10 +43,6 @@ def capability_figure(
         metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
         threshold: drawn as a dashed line when ``metric == "accuracy"``.
         totals: ``{(model, seed): searchable checkpoints}`` (the N of "n of N"; optional).
-        losses: ``{(model, seed): rows (step, loss)}``, the training loss (nats) of the runs that
-            record one (:meth:`interp.sources.CheckpointSource.loss_curve`): drawn on a second
-            y axis of the run's panel, its point of emergence marked on it
-            (:func:`interp.report.loss_axes.add_loss_axes`).
 
     Raises:
         ValueError: if ``metric`` is not a column of ``emergence``.
@@ -129,10 +124,6 @@ def capability_figure(
         height=420,
         showlegend=True,
     )
-    if losses:
-        from interp.report.loss_axes import add_loss_axes
-
-        add_loss_axes(fig, models, losses, points)
     return fig
 
 

@@ -1,6 +1,6 @@
 """The training loss on a second axis of the capability figure: the loss plateau and the
-capability jump side by side (:func:`add_loss_axes`, called by
-:func:`interp.report.figures.capability_figure` when it is given the runs' losses)."""
+capability jump side by side (:func:`add_loss_axes` on a
+:func:`interp.report.figures.capability_figure`; :func:`capability_with_loss` makes both)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,29 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from interp.report.figures import plot_text, thin_curve
+from interp.report.figures import capability_figure, plot_text, thin_curve
+
+
+def run_losses(runs) -> dict:
+    """``{(model, seed): training loss rows}`` of the runs that record one (``RunAnalysis.training_loss``)."""
+    return {(r.model, r.seed): r.training_loss for r in runs if getattr(r, "training_loss", None) is not None}
+
+
+def capability_with_loss(
+    emergence: pd.DataFrame, points: pd.DataFrame, losses: dict | None = None, **kwargs
+) -> go.Figure:
+    """:func:`interp.report.figures.capability_figure` (``kwargs``: its ``metric``, ``threshold``,
+    ``totals``) with each run's training loss on a second y axis (:func:`add_loss_axes`).
+
+    Args:
+        emergence, points: as for ``capability_figure``.
+        losses: ``{(model, seed): rows (step, loss)}``, the training loss (nats) of the runs that
+            record one (:meth:`interp.sources.CheckpointSource.loss_curve`); None or {}: none drawn.
+    """
+    fig = capability_figure(emergence, points, **kwargs)
+    if losses:
+        add_loss_axes(fig, list(dict.fromkeys(emergence["model"])), losses, points)
+    return fig
 
 
 def add_loss_axes(fig: go.Figure, models: list, losses: dict, points: pd.DataFrame) -> int:

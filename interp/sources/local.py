@@ -145,11 +145,12 @@ class LocalSuiteSource(CheckpointSource):
             DataFrame with columns ``step`` (optimizer steps), ``loss`` (nats), ``lr``; None when
             the run records no loss.
         """
-        from interp.sources.embedded import LOSS_FILE, loss_curve
+        import pandas as pd
+
         from interp.sources.layouts import trainer_loss
 
         if (self.root / LOSS_FILE).is_file():
-            return loss_curve(self.root)
+            return pd.read_csv(self.root / LOSS_FILE)
         return trainer_loss(self.root, self._folders)
 
     def available_steps(self) -> list[int]:
@@ -220,6 +221,10 @@ class LocalSuiteSource(CheckpointSource):
             self._digests[step] = combine_digests(list(self._file_digests[step].values()))
         return self._digests[step]
 
+
+#: The loss file of a run this toolkit trained (``interp.sources.embedded.LOSS_FILE``, written there;
+#: read here without importing the trainer).
+LOSS_FILE = "loss.csv"
 
 #: Folder of a run's zoom overlay: ``RUN/zoom/step{N}/`` (written by :mod:`interp.zoom`).
 ZOOM_DIR = "zoom"
