@@ -472,6 +472,17 @@ def rank_heads_between(
         n_boot=config.n_boot,
         prescreen_steps=config.prescreen_steps,
     )
+    n_kv = getattr(pre.model.cfg, "n_key_value_heads", None) or pre.model.cfg.n_heads
+    if decompose and n_kv < pre.model.cfg.n_heads:
+        import warnings
+
+        warnings.warn(
+            f"{source.model_id}: no component decomposition (it patches keys and values per head, and "
+            f"{pre.model.cfg.n_heads} query heads share {n_kv} key/value heads); the heads are ranked",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        decompose = False
     if decompose:
         ranking.components = decompose_jump(
             pre.model,

@@ -133,8 +133,18 @@ def test_gqa_run_goes_through_the_main_job_and_its_report(gqa_run, own_answers, 
 
     task = el.TaskFile(own_answers)
     config = el.StudyConfig(scan=True, n_boot=20, scores=False, scrub=False)
-    report = el.run([str(gqa_run)], task, config, out_dir=tmp_path / "report", progress=False)
+    with pytest.warns(RuntimeWarning, match="no component decomposition .* 4 query heads share 2 key/value heads"):
+        report = el.run([str(gqa_run)], task, config, out_dir=tmp_path / "report", progress=False)
     (point,) = report.points.itertuples()
     assert (bool(point.emerged), int(point.pre_step), int(point.post_step)) == (True, 10, 20)
     assert len(report.heads) == 2 * N_HEADS and (tmp_path / "report" / "report.html").is_file()
     shutil.rmtree(tmp_path / "report")
+
+
+def test_gqa_decomposition_is_refused_in_one_line(gqa_run, own_answers):
+    result = runner.invoke(
+        app, ["decompose", str(gqa_run), "--pre", "10", "--post", "20", "--task-file", str(own_answers)]
+    )
+    assert result.exit_code == 2
+    (line,) = [s for s in result.output.splitlines() if s.startswith("error:")]
+    assert "grouped-query attention (4 query heads share 2 key/value heads)" in line and "rank-heads" in line
