@@ -148,3 +148,24 @@ def test_gqa_decomposition_is_refused_in_one_line(gqa_run, own_answers):
     assert result.exit_code == 2
     (line,) = [s for s in result.output.splitlines() if s.startswith("error:")]
     assert "grouped-query attention (4 query heads share 2 key/value heads)" in line and "rank-heads" in line
+
+
+def test_an_architecture_the_bridge_cannot_hook_is_one_line(tmp_path):
+    from transformers import CTRLConfig, CTRLLMHeadModel
+
+    from interp.sources import open_source
+    from interp.sources.loading import TESTED_ARCHITECTURES
+
+    for step in (0, 10):
+        torch.manual_seed(step)
+        config = CTRLConfig(vocab_size=256, n_embd=32, n_layer=1, n_head=2, dff=64, n_positions=64)
+        CTRLLMHeadModel(config).save_pretrained(tmp_path / "ctrl" / f"step{step}")
+    save_byte_tokenizer(tmp_path / "ctrl" / "tokenizer")
+    with pytest.raises(ValueError) as error:
+        open_source(tmp_path / "ctrl").load(0, device="cpu")
+    text = str(error.value)
+    assert (
+        "\n" not in text
+        and "ctrl step 0: CTRLLMHeadModel is not an architecture the TransformerLens bridge can hook" in text
+    )
+    assert all(name in text for name in TESTED_ARCHITECTURES)

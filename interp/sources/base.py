@@ -113,6 +113,7 @@ from interp.sources.loading import (
     nearest_steps,
     pickle_weight_files,
     quiet_hf_progress,
+    refuse_unhookable,
     refuse_unsafe_pickle,
     tokenizer_fingerprint,
     upcast_softmax,
@@ -386,7 +387,8 @@ class CheckpointSource(WeightFileChecks, ABC):
             CorruptCheckpointError: a weight file is truncated or its header overwritten (one
                 line naming the step and the file).
             ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off (one
-                line naming the files), or the model has no attention heads (nothing to patch).
+                line naming the files), the model has no attention heads (nothing to patch), or the
+                bridge cannot hook its architecture (one line naming it and the tested ones).
         """
         import time
 
@@ -445,14 +447,15 @@ class CheckpointSource(WeightFileChecks, ABC):
                 trust_remote_code=self.trust_remote_code,
             ).to(device)
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
-        bridge = TransformerBridge.boot_transformers(
-            self._bridge_name(folder),
-            hf_model=hf_model,
-            tokenizer=tokenizer,
-            dtype=dtype,
-            device=device,
-            trust_remote_code=self.trust_remote_code,
-        )
+        with refuse_unhookable(self.model_id, step, config):
+            bridge = TransformerBridge.boot_transformers(
+                self._bridge_name(folder),
+                hf_model=hf_model,
+                tokenizer=tokenizer,
+                dtype=dtype,
+                device=device,
+                trust_remote_code=self.trust_remote_code,
+            )
         bridge.eval()
         if dtype != torch.float32:
             upcast_softmax(bridge)

@@ -335,6 +335,39 @@ def refuse_unsafe_pickle(source, step: int, files: Sequence[Path]):
         raise CorruptCheckpointError(f"{source.model_id} step {step}: {reason}; the step is left out") from None
 
 
+#: Architectures whose runs a test takes through the main job's steps (docs/guide.md, "Your own
+#: training run", says which test holds which): the embedded suites' GPT-NeoX (tests/test_main_job.py),
+#: a Trainer-trained GPT-2 (tests/test_own_run.py), a Llama with grouped-query attention
+#: (tests/test_gqa_run.py), OLMo-2 (patching and ranking: tests/test_patching_families.py).
+TESTED_ARCHITECTURES = (
+    "GPT-NeoX (Pythia, the embedded suites)",
+    "GPT-2",
+    "Llama (grouped-query attention too)",
+    "OLMo-2",
+)
+
+
+@contextmanager
+def refuse_unhookable(model_id: str, step: int, config):
+    """Turn the bridge's refusal of an architecture it has no adapter for (a ``ValueError`` that
+    lists some hundred class names) into one line naming the architecture and the tested ones.
+
+    Raises:
+        ValueError: inside the block, ``TransformerBridge.boot_transformers`` found no adapter.
+    """
+    try:
+        yield
+    except ValueError as err:
+        if "supported architecture" not in str(err):
+            raise
+        name = ", ".join(getattr(config, "architectures", None) or []) or getattr(config, "model_type", "?")
+        raise ValueError(
+            f"{model_id} step {step}: {name} is not an architecture the TransformerLens bridge can hook; "
+            f"tested here through the whole main job: {'; '.join(TESTED_ARCHITECTURES)} "
+            "(the bridge's own list: transformer_lens.model_bridge.supported_architectures)"
+        ) from None
+
+
 def _default_device(device: str | torch.device | None) -> torch.device:
     if isinstance(device, torch.device):
         return device
