@@ -92,12 +92,14 @@ class HubUnavailableError(ValueError):
 class CorruptCheckpointError(CheckpointError):
     """A weight file of a step is truncated or its header overwritten, or the step's weight files
     lack a tensor the model needs (transformers would fill it at random, other values on every
-    load) or hold one it does not have; the searches leave the step out (``checkpoints.csv``
-    status ``corrupt``, the tensors named in ``detail``) and loading it raises this, naming the
-    file and the tensors.
+    load) or hold one it does not have; in a local run, the step's ``config.json`` is missing, not
+    JSON, or gives another model shape than the run's, or its pickle weights hold more than
+    tensors (torch's weights-only unpickler refused them). The searches leave the step out
+    (``checkpoints.csv`` status ``corrupt``, the file and what is wrong in ``detail``) and loading
+    it raises this, naming the file.
 
-    Fix: use another step, or delete that step's files and download (hub) or re-train (local
-    suite) them again.
+    Fix: use another step, or delete that step's files and download (hub) or re-train or re-save
+    (local run: ``model.save_pretrained``) them again.
     """
 
 
