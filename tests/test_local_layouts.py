@@ -113,6 +113,8 @@ def test_explicit_step_pattern_and_its_refusals(tmp_path, models):
     text = one_line(error)
     assert "has no checkpoint folders: found epoch0-step10/, epoch1-step20/" in text
     assert "tried " + ", ".join(LAYOUTS) in text and "--step-pattern" in text and "step_pattern=" in text
+    with pytest.raises(ValueError, match=r"did you mean run/ \(epoch\{E\}-step\{N\}/ folders\)\?"):
+        open_source(tmp_path, step_pattern="epoch{E}-step{N}")  # the folder above the run
     source = open_source(run, step_pattern="epoch{E}-step{N}")
     assert source.available_steps() == [10, 20] and source.revision(20) == "epoch1-step20"
     with pytest.raises(ValueError) as error:

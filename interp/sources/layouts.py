@@ -157,9 +157,16 @@ def find_step_folders(root: Path, step_pattern: str | None = None) -> tuple[dict
         else "check the pattern against the folder names"
     )
     if not matched:
+        inner = [
+            f"{folder.name}/ ({pattern.text}/ folders)"
+            for folder in sorted(candidates)
+            for pattern in patterns
+            if any(c.is_dir() and pattern.step(c.name) is not None for c in folder.iterdir())
+        ]
+        hint = f"; did you mean {inner[0]}?" if inner else ""
         raise ValueError(
             f"local suite {str(root)!r} has no checkpoint folders: found {_shown([p.name for p in candidates])}; "
-            f"tried {tried}; {how}"
+            f"tried {tried}; {how}{hint}"
         )
     if len(matched) > 1:
         which = "; ".join(
