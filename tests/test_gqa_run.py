@@ -128,6 +128,7 @@ def test_gqa_patched_pattern_equals_a_hand_written_hook(gqa_run, own_answers):
                 assert float(ranking.delta[layer, head]) == pytest.approx(by_hand, abs=1e-5), (layer, head)
 
 
+@pytest.mark.slow
 def test_gqa_run_goes_through_the_main_job_and_its_report(gqa_run, own_answers, tmp_path):
     import emergence_lens as el
 
