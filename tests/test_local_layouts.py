@@ -279,6 +279,8 @@ def test_damaged_trainer_checkpoints_are_marked_never_loaded(tmp_path, models):
         with pytest.raises(CorruptCheckpointError) as error:
             source.load(step)
         assert text in one_line(error)
+    with pytest.warns(RuntimeWarning, match=r"run step 50 \(checkpoint-50/\): config.json: another model's shape"):
+        source.load(50, device="cpu")  # a whole model, asked for by step in Python: loaded, not silently
     result = runner.invoke(app, ["curve", str(run), "--steps", "50", "--task", "token-repetition"])
     assert result.exit_code == 2
     assert "error: emergence curve: run step 50: config.json: another model's shape than step 60's" in result.output

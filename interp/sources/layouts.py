@@ -212,6 +212,10 @@ SHAPE_KEYS = (
 )
 
 
+#: How :func:`folder_problems` begins the reason of a step whose model has another shape.
+OTHER_SHAPE = "config.json: another model's shape"
+
+
 def _config_shape(config_file: Path) -> tuple[dict | None, str | None]:
     """(the shape keys of ``config_file``, None) or (None, what is wrong with it)."""
     if not config_file.is_file():
@@ -258,7 +262,7 @@ def folder_problems(folders: dict[int, Path]) -> dict[int, str]:
         keys = sorted(k for k in set(shape) | set(ref_shape) if shape.get(k) != ref_shape.get(k))
         if keys:
             differ = ", ".join(f"{k} {shape.get(k)!r} vs {ref_shape.get(k)!r}" for k in keys[:4])
-            problems[step] = f"config.json: another model's shape than step {ref_step}'s ({differ})"
+            problems[step] = f"{OTHER_SHAPE} than step {ref_step}'s ({differ})"
     return dict(sorted(problems.items()))
 
 

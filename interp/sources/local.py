@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the bridge and transformers are imported when first needed 
     import pandas as pd
     from transformers import PreTrainedTokenizerBase
 from interp.sources.base import CheckpointSource
-from interp.sources.layouts import find_step_folders, folder_problems
+from interp.sources.layouts import OTHER_SHAPE, find_step_folders, folder_problems
 from interp.sources.loading import (
     _SHA256_HEX,
     _STEP_NAME,
@@ -38,8 +38,10 @@ class LocalSuiteSource(CheckpointSource):
     (transformers ``Trainer``), ``global_step{N}/``, ``iter_{N:07d}/``, ``step-{N}/``,
     ``step_{N}/``, ``ckpt-{N}/``, or anything ``step_pattern`` describes. A damaged folder (no
     ``config.json``, one that is not JSON, or one whose model shape differs from the run's) stays
-    listed and is marked ``corrupt`` (:meth:`corrupt_reason`, ``checkpoints.csv``); a folder with
-    no weight files at all is listed as missing, with the reason.
+    listed and is marked ``corrupt`` (:meth:`corrupt_reason`, ``checkpoints.csv``), left out of
+    every search; loading it raises :class:`CorruptCheckpointError`, except a step of another
+    shape, which loads with a one-line ``RuntimeWarning`` (it is a whole model, asked for by
+    step). A folder with no weight files at all is listed as missing, with the reason.
 
     Args:
         root: the suite or run folder.
@@ -129,7 +131,17 @@ class LocalSuiteSource(CheckpointSource):
         return super().corrupt_reason(step)
 
     def _refuse_corrupt(self, step: int, files) -> None:
-        if step in self._folder_problems:
+        problem = self._folder_problems.get(step)
+        if problem is not None and problem.startswith(OTHER_SHAPE):  # a whole model, asked for by step
+            import warnings
+
+            warnings.warn(
+                f"{self.model_id} step {step} ({self._folders[step].name}/): {problem}; loaded as asked, "
+                "left out of every search",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif problem is not None:
             raise CorruptCheckpointError(
                 f"{self.model_id} step {step} ({self._folders[step].name}/): {self._folder_problems[step]}; "
                 "the step is left out: re-save or re-train it"
