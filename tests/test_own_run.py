@@ -63,7 +63,7 @@ def test_own_training_run_script_finds_a_real_point_of_emergence(tmp_path):
     assert len(heads) == 4  # the printed top 4 of the 2 x 4 heads ranked
 
     # the report draws that loss beside the capability (a second y axis, the point marked on it)
-    config = el.StudyConfig(scan=True, n_boot=50, decompose=False, scores=False, scrub=False)
+    config = el.StudyConfig(scan=True, n_boot=50)  # the whole main job: decomposition, head scores, scrubber
     report = el.run([str(run)], el.RepetitionTask(n_prompts=64), config, out_dir=tmp_path / "report", progress=False)
     assert report.runs[0].training_loss["loss"].tolist() == loss["loss"].tolist()
     on_loss = [t for t in report.capability_figure().data if t.yaxis == "y2"]
