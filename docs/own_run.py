@@ -7,7 +7,7 @@ tokenizer once, at the end, in the run folder. Then, in a few lines of emergence
 point of emergence of the repetition capability over those checkpoints, ranks the heads whose
 attention pattern carries it, and reads the run's training loss from ``trainer_state.json``.
 
-About 10-20 s of training on 2 CPU cores (300 steps of batch 32)::
+300 steps of batch 32, one thread; the whole script took 20 s of CPU time on 2 cores (docs/guide.md)::
 
     python docs/own_run.py results/own-run            # trains into results/own-run/run, then analyses it
     emergence curve results/own-run/run               # the same checkpoints from the command line
