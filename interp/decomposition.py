@@ -159,7 +159,9 @@ def decompose_jump(
         and ``jump_too_small`` (the jump is below 3 standard errors: the shares divide by noise).
 
     Raises:
-        ValueError: an unknown component, bad K, or the engine's input errors.
+        ValueError: an unknown component, bad K, or the engine's input errors; a model with
+            grouped-query attention (keys and values are shared by several query heads, so the
+            per-head q/k/v targets do not exist: one line naming the head counts).
 
     Source: activation patching across checkpoints (post into pre) as in Baherwani et al. 2026,
     "Emergent Capabilities Arise Randomly from Learning Sparse Attention Patterns", extended from
@@ -168,6 +170,13 @@ def decompose_jump(
     """
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
+    n_kv = getattr(pre_model.cfg, "n_key_value_heads", None) or n_heads
+    if n_kv < n_heads:
+        raise ValueError(
+            f"the decomposition patches keys and values per head; this model has grouped-query attention "
+            f"({n_heads} query heads share {n_kv} key/value heads), so it has no per-head keys and values: "
+            "rank the query heads' patterns instead (rank-heads)"
+        )
     batch = batch.to(model_device(pre_model))
     chosen = check_components(targets, topk_kinds, ks)
     n_total = n_layers * n_heads

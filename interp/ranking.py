@@ -284,7 +284,10 @@ def head_ranking(
             agreement with the exact values are reported).
 
     Returns:
-        ``HeadRanking``.
+        ``HeadRanking``. With grouped-query attention (``n_key_value_heads < n_heads``: Llama-style
+        models; Ainslie et al. 2023, "GQA") a head is a query head, its own pattern patched alone;
+        ``heads`` then has a ``kv_head`` column naming the key/value head it shares
+        (``head // (n_heads // n_key_value_heads)``, transformers' ``repeat_kv`` order).
 
     Raises:
         ValueError: different model shapes, bad ``method``, ``prescreen_top_n``, ``kind``, or
@@ -359,6 +362,9 @@ def head_ranking(
     ranking["delta_hi"] = [hi[p] for p in pairs]
     ranking["delta_attribution"] = [float(estimate[l, h]) if estimate is not None else float("nan") for l, h in pairs]
     spec = metric_spec(metric)
+    n_kv = getattr(pre_model.cfg, "n_key_value_heads", None) or n_heads
+    if n_kv < n_heads:  # grouped-query attention: name the key/value head each query head reads
+        ranking.insert(ranking.columns.get_loc("head") + 1, "kv_head", ranking["head"] // (n_heads // n_kv))
     ranking["metric"], ranking["unit"] = spec.name, spec.unit
     ranking["jump_too_small"] = jump_too_small
     topk = topk_recovery(
@@ -468,6 +474,17 @@ def rank_heads_between(
         n_boot=config.n_boot,
         prescreen_steps=config.prescreen_steps,
     )
+    n_kv = getattr(pre.model.cfg, "n_key_value_heads", None) or pre.model.cfg.n_heads
+    if decompose and n_kv < pre.model.cfg.n_heads:
+        import warnings
+
+        warnings.warn(
+            f"{source.model_id}: no component decomposition (it patches keys and values per head, and "
+            f"{pre.model.cfg.n_heads} query heads share {n_kv} key/value heads); the heads are ranked",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        decompose = False
     if decompose:
         ranking.components = decompose_jump(
             pre.model,

@@ -206,7 +206,8 @@ def head_scores_over_checkpoints(
             letters and digits, ``interp.tasks.alnum_token_pool``).
         n_prompts: random sequences scored at each step.
         period: length of the random block that each sequence repeats once (tokens; sequences
-            are ``2 * period`` tokens).
+            are ``2 * period`` tokens); with the default pool, at most the pool's size (a
+            tokenizer with fewer single letters and digits, such as a 13-word vocabulary).
         device: where each checkpoint is loaded (default: the source's choice).
         model, seed: labels of the table (default: from the source's id,
             :func:`interp.sources.catalogue.model_and_seed`).
@@ -228,6 +229,8 @@ def head_scores_over_checkpoints(
     seed = known_seed if seed is None else seed
 
     pool = token_pool if token_pool is not None else alnum_token_pool(source.tokenizer())
+    if token_pool is None and 2 <= len(pool) < period:  # a small vocabulary (a word-level toy): every item once
+        period = len(pool)
     tokens = repeated_random_tokens(pool, n_prompts=n_prompts, period=period)
     rows = []
     steps = list(steps)

@@ -100,9 +100,11 @@ WORKER_GROUPS = {
         for module in (
             "test_checkpoints",
             "test_damaged_store",
+            "test_local_layouts",
             "test_decomposition",
             "test_download",
             "test_embedded_training",
+            "test_gqa_run",
             "test_errors_catalogue",
             "test_main_job",
             "test_patching",

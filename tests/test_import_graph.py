@@ -111,6 +111,7 @@ REPORT_ORDER = (
     "interp.report.findings",
     "interp.report.scrub_script",
     "interp.report.figures",
+    "interp.report.loss_axes",
     "interp.report.report_state",
     "interp.report.display",
     "interp.report.head_view",

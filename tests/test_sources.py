@@ -91,7 +91,7 @@ def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeyp
     closed = []
 
     class StillTraining:  # door.ReadySources as the local executor uses it
-        def __init__(self, names, progress=True):
+        def __init__(self, names, progress=True, **options):
             self.names = names
 
         def with_positions(self):
@@ -120,7 +120,7 @@ def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(
     from interp.tasks import RepetitionTask
 
     class LateFirst:  # door.ReadySources handing the last name's run out first
-        def __init__(self, names, progress=True):
+        def __init__(self, names, progress=True, **options):
             self.sources = [LocalSuiteSource(tiny_local_suite, model_id=f"suite-seed{i}") for i in range(len(names))]
 
         def with_positions(self):

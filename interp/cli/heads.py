@@ -12,12 +12,14 @@ from pathlib import Path
 import typer
 
 from interp.cli.options import (
+    AllowPickleOpt,
     DeviceOpt,
     LengthOpt,
     MethodOpt,
     MetricOpt,
     OneTaskOpt,
     PromptsOpt,
+    StepPatternOpt,
     TaskFileOpt,
     TaskOpt,
     ThresholdOpt,
@@ -35,6 +37,7 @@ from interp.cli.options import (
     _open,
     _open_step_pair,
     _parse_steps,
+    _source_options,
     _warnings_as_lines,
 )
 
@@ -58,6 +61,8 @@ def rank_heads(
     out: Path | None = typer.Option(None, help="Write heads.csv and topk.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """Patch each head's attention pattern from POST into PRE; rank by delta (metric units); joint top-K."""
     if pre == post:
@@ -67,11 +72,12 @@ def rank_heads(
             f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
             "(patterns are patched from post into pre)"
         )
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     task_obj = _one_task(tasks, "rank-heads")
     metric = _metric_for(_metric(metric), task_obj)
-    _check_tasks_on_sources([source], tasks)
-    src = _open_step_pair(source, pre, post, "rank-heads")
+    _check_tasks_on_sources([source], tasks, **options)
+    src = _open_step_pair(source, pre, post, "rank-heads", **options)
     from interp.core.io import atomic_to_csv
     from interp.core.settings import StudyConfig
     from interp.main_job.report import HEADS_COLUMNS, TOPK_COLUMNS, labelled
@@ -83,7 +89,15 @@ def rank_heads(
     with _warnings_as_lines():
         result = rank_heads_between(src, pre, post, batch, config)
     model, seed = model_and_seed(src.model_id)
-    heads = labelled(result.heads, model, seed, HEADS_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
+    columns = list(HEADS_COLUMNS)
+    if "kv_head" in result.heads:  # grouped-query attention: each row is a query head
+        columns.insert(columns.index("head") + 1, "kv_head")
+        n_heads, n_kv = int(result.delta.shape[1]), int(result.heads["kv_head"].max()) + 1
+        typer.echo(
+            f"grouped-query attention: {n_heads} query heads per layer share {n_kv} key/value heads; a head below "
+            f"is a query head (its own pattern patched), kv_head the key/value head it reads"
+        )
+    heads = labelled(result.heads, model, seed, columns, task=task_obj.name, prepend_bos=batch.prepend_bos)
     topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     typer.echo(
         f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
@@ -115,15 +129,18 @@ def decompose(
     out: Path | None = typer.Option(None, help="Write components.csv here."),
     device: str = DeviceOpt,
     metric: str = MetricOpt,
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     task_obj = _one_task(tasks, "decompose")
     metric = _metric_for(_metric(metric), task_obj)
-    _check_tasks_on_sources([source], tasks)
-    src = _open_step_pair(source, pre, post, "decompose")
+    _check_tasks_on_sources([source], tasks, **options)
+    src = _open_step_pair(source, pre, post, "decompose", **options)
     from interp.core.io import atomic_to_csv
     from interp.decomposition import decompose_between
 
@@ -214,6 +231,8 @@ def readiness_command(
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
     device: str = DeviceOpt,
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
     their ideal pattern; the readiness step R and E - R (docs/guide.md, "Ideal patterns, readiness and forcing")."""
@@ -227,9 +246,10 @@ def readiness_command(
         raise ValueError(f"--threshold {threshold} must be in (0, 1]")
     wanted = _parse_steps(steps) if steps else None
     _check_sources(source)
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     task_obj = _one_task(tasks, "readiness")
-    _check_tasks_on_sources(source, tasks)
+    _check_tasks_on_sources(source, tasks, **options)
     for name in source:
         _check_embedded_steps(name, wanted or [])
         _check_embedded_heads(name, chosen)
@@ -239,7 +259,7 @@ def readiness_command(
     from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
 
     results = []
-    for src in _open(source):
+    for src in _open(source, **options):
         if wanted is not None:
             _check_steps_available(src, wanted)
         result = readiness(
@@ -325,6 +345,8 @@ def scrub(
     scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
     threshold: float = ThresholdOpt,
     device: str = DeviceOpt,
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
     slider with the point of emergence on its track, heads ordered by Δp (from --heads, or ranked
@@ -346,17 +368,18 @@ def scrub(
     check_one_run(source, "scrub")
     out = _check_page_path(out)
     wanted = _parse_steps(steps) if steps else None
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, None)
     task_obj = _one_task(tasks, "scrub")
     metric = _metric_for(_metric(metric), task_obj)
-    _check_tasks_on_sources([source], tasks)
+    _check_tasks_on_sources([source], tasks, **options)
     ranking = _read_ranking(heads) if heads is not None else None
     if ranking is not None and "task" in ranking.columns and ranking["task"].nunique() > 1:
         ranking = ranking[ranking["task"] == task_obj.name]
         if len(ranking) == 0:
             raise ValueError(f"--heads {str(heads)!r} has no rows for the task {task_obj.name!r}")
     _check_embedded_steps(source, wanted or [])
-    (src,) = _open([source])
+    (src,) = _open([source], **options)
     if wanted is not None:
         _check_steps_available(src, wanted)
     if ranking is not None and {"model", "seed"} <= set(ranking.columns):

@@ -11,12 +11,14 @@ from pathlib import Path
 import typer
 
 from interp.cli.options import (
+    AllowPickleOpt,
     DeviceOpt,
     HoldOpt,
     LengthOpt,
     MethodOpt,
     MetricOpt,
     PromptsOpt,
+    StepPatternOpt,
     TaskFileOpt,
     TaskOpt,
     ThresholdOpt,
@@ -30,6 +32,7 @@ from interp.cli.options import (
     _metric,
     _open,
     _parse_steps,
+    _source_options,
     _warnings_as_lines,
 )
 from interp.core.devices import DTYPES
@@ -99,12 +102,15 @@ def run(
     dtype: str = typer.Option(
         "float32", help=f"Model precision: {' | '.join(DTYPES)} (softmax and metric in float32)."
     ),
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
     each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
     OUT/units: a killed run started again does only the missing units."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
     _check_threshold(threshold)
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
     config = StudyConfig(
         threshold=threshold,
@@ -115,8 +121,9 @@ def run(
         prescreen_top_n=prescreen_top_n,
         dtype=dtype,
         device=device,
+        **options,
     )
-    _check_tasks_on_sources(source, tasks)
+    _check_tasks_on_sources(source, tasks, **options)
     from interp.main_job import runner
     from interp.main_job.units import damaged_units, plan_units, study_status
 
@@ -227,13 +234,16 @@ def curve(
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write emergence.csv here."),
     device: str = DeviceOpt,
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     wanted = _parse_steps(steps) if steps else None
     _check_sources([source])
     _check_embedded_steps(source, wanted or [])
-    _check_tasks_on_sources([source], tasks)
+    _check_tasks_on_sources([source], tasks, **options)
     import pandas as pd
 
     from interp.core.io import atomic_to_csv
@@ -242,7 +252,7 @@ def curve(
     from interp.sources.catalogue import model_and_seed, run_label
 
     frames = []
-    for src in _open([source], include_zoom=wanted is not None):
+    for src in _open([source], include_zoom=wanted is not None, **options):
         if wanted is not None:
             _check_steps_available(src, wanted)
         model, seed = model_and_seed(src.model_id)
@@ -285,12 +295,15 @@ def bisect(
         512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."
     ),
     hold: int = HoldOpt,
+    allow_pickle: bool = AllowPickleOpt,
+    step_pattern: str | None = StepPatternOpt,
 ):
     """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     _check_sources(source)  # names first: a typo is refused before torch is imported
     _check_threshold(threshold)
+    options = _source_options(allow_pickle, step_pattern)
     device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:
         if [t.name for t in tasks] != ["repetition"]:
@@ -308,9 +321,9 @@ def bisect(
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
 
-    _check_tasks_on_sources(source, tasks)
+    _check_tasks_on_sources(source, tasks, **options)
     points, curves, tables = [], [], []
-    for src in _open(source):
+    for src in _open(source, **options):
         model, seed = model_and_seed(src.model_id)
         for task_obj in tasks:  # one point of emergence per (run, task)
             batch = task_obj.build(src.tokenizer())

@@ -44,6 +44,32 @@ HoldOpt = typer.Option(
 )
 DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
 MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
+AllowPickleOpt = typer.Option(
+    False,
+    "--allow-pickle",
+    help="Also load .bin (pickle) weights of steps without safetensors; unpickling can run code, so only for "
+    "runs you trust (allow_pickle=True in Python).",
+)
+StepPatternOpt = typer.Option(
+    None,
+    "--step-pattern",
+    help="How a local run names its checkpoint folders, e.g. 'epoch{E}-step{N}' ({N}: the step; step_pattern= in "
+    "Python). Default: recognised: step{N}, checkpoint-{N} (transformers Trainer), global_step{N}, iter_{N:07d}, "
+    "step-{N}, step_{N}, ckpt-{N}.",
+)
+
+
+def _source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
+    """The options every loading command hands to the sources it opens (``--allow-pickle``,
+    ``--step-pattern``), the pattern checked first (one line, before anything loads)."""
+    if step_pattern is not None:
+        from interp.sources.layouts import check_step_pattern
+
+        try:
+            check_step_pattern(step_pattern)
+        except ValueError as err:
+            raise ValueError(f"--step-pattern: {err}") from None
+    return {"allow_pickle": allow_pickle, "step_pattern": step_pattern}
 
 
 def _metric_option():
@@ -97,11 +123,12 @@ def _check_threshold(threshold: float) -> None:
         raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
 
 
-def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
+def _check_tasks_on_sources(names: list[str], tasks: list, **options) -> None:
     """Build every task with each source's tokenizer before any checkpoint loads (a task file's
     answers must be one token; IOI needs single-token names; no prompt longer than the model's
     context). Embedded names use the byte tokenizer and the suite's ``n_ctx`` (nothing is trained
-    here); other sources load their tokenizer files and ``config.json`` only."""
+    here); other sources load their tokenizer files and ``config.json`` only. ``options``:
+    :func:`_source_options` (``allow_pickle``, ``step_pattern``)."""
     from interp.sources.catalogue import is_embedded_name
 
     seen = set()
@@ -123,7 +150,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list) -> None:
             from interp.sources.door import open_source
 
             key = name
-            src = open_source(name)
+            src = open_source(name, **options)
             try:
                 tokenizer = src.tokenizer()
             finally:
@@ -263,15 +290,15 @@ def _check_resumable(name: str, what: str) -> None:
         )
 
 
-def _open(names: list[str], include_zoom: bool = False) -> list:
+def _open(names: list[str], include_zoom: bool = False, **options) -> list:
     """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
-    take explicit steps; searches read the base schedule)."""
+    take explicit steps; searches read the base schedule); ``options``: :func:`_source_options`."""
     from interp.sources.door import open_sources
 
-    return open_sources(names, include_zoom=include_zoom)
+    return open_sources(names, include_zoom=include_zoom, **options)
 
 
-def _open_step_pair(source: str, pre: int, post: int, command: str):
+def _open_step_pair(source: str, pre: int, post: int, command: str, **options):
     """Open the one run ``command`` works on and check ``pre`` / ``post`` there: the embedded
     suite's steps before training it, the source's own steps after opening it, and steps with
     identical weights (:func:`_echo_duplicate_hazards`)."""
@@ -279,7 +306,7 @@ def _open_step_pair(source: str, pre: int, post: int, command: str):
 
     check_one_run(source, command)
     _check_embedded_steps(source, [pre, post])
-    (src,) = _open([source], include_zoom=True)
+    (src,) = _open([source], include_zoom=True, **options)
     _check_steps_available(src, [pre, post])
     _echo_duplicate_hazards(src, pre, post)
     return src

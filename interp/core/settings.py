@@ -65,6 +65,11 @@ class StudyConfig:
         device: torch device (``cpu``, ``cuda``, ``cuda:N``, ``auto``); None: ``auto``.
         ks: the top-K sizes patched jointly (None: the ranking's default, 1 to 5 and all heads).
         n_boot: bootstrap resamples of the 95 % intervals (integer >= 0; 0: no intervals).
+        allow_pickle: sources opened by name also load ``.bin`` (pickle) weights of steps without
+            safetensors (``--allow-pickle``; unpickling can run code).
+        step_pattern: how local runs opened by name name their checkpoint folders
+            (``"epoch{E}-step{N}"``, ``--step-pattern``; :mod:`interp.sources.layouts`); None:
+            recognised (``step{N}``, ``checkpoint-{N}``, ...).
 
     Raises:
         ValueError: any value out of its range or not among the valid ones (one line naming both).
@@ -89,6 +94,8 @@ class StudyConfig:
     device: str | None = None
     ks: tuple[int, ...] | None = None
     n_boot: int = N_BOOT
+    allow_pickle: bool = False
+    step_pattern: str | None = None
 
     def __post_init__(self) -> None:
         from interp.core.metrics import patching_metric_names
@@ -107,7 +114,7 @@ class StudyConfig:
         if self.prescreen_top_n is not None:
             _positive_int("prescreen_top_n", self.prescreen_top_n)
         _positive_int("prescreen_steps", self.prescreen_steps)
-        for name in ("scan", "decompose", "scores", "scrub", "swap_weights"):
+        for name in ("scan", "decompose", "scores", "scrub", "swap_weights", "allow_pickle"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r}; valid: True, False")
         check_dtype(self.dtype)
@@ -120,6 +127,11 @@ class StudyConfig:
             for k in self.ks:
                 _positive_int("ks item", k)
         _positive_int("n_boot", self.n_boot, minimum=0)
+        if self.step_pattern is not None and (not isinstance(self.step_pattern, str) or "{N" not in self.step_pattern):
+            # the whole pattern is checked where sources open (interp.sources.layouts.check_step_pattern)
+            raise ValueError(
+                f"step_pattern={self.step_pattern!r}: must be text naming the step, e.g. 'epoch{{E}}-step{{N}}'"
+            )
 
     def replace(self, **changes: Any) -> StudyConfig:
         """A copy with ``changes`` (checked as a new object is).

@@ -440,7 +440,10 @@ class MainJobReport:
         if task is not None:
             emergence, points = emergence[emergence["task"] == task], points[points["task"] == task]
         totals = {(r.model, r.seed): vis.searchable_count(r) for r in self.runs}
-        return vis.capability_figure(emergence, points, metric=metric, threshold=self.threshold, totals=totals)
+        from interp.report.loss_axes import capability_with_loss, run_losses
+
+        losses = run_losses(self.runs)
+        return capability_with_loss(emergence, points, losses, metric=metric, threshold=self.threshold, totals=totals)
 
     def recovery_figure(self):
         """Plotly figure: recovered vs K for every emerged run."""

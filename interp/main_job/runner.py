@@ -59,14 +59,10 @@ EXECUTORS = ("local", "joblib", "ray")
 
 
 def _training_loss(source) -> pd.DataFrame | None:
-    """The per-step training loss of a run that our trainer wrote (``loss.csv`` beside its
-    checkpoints, :func:`interp.sources.embedded.loss_curve`); None for hub and foreign suites."""
-    root = getattr(source, "root", None)
-    if root is None or not (Path(root) / "loss.csv").is_file():
-        return None
-    from interp.sources.embedded import loss_curve
-
-    return loss_curve(root)
+    """The per-step training loss the run records (:meth:`interp.sources.CheckpointSource.loss_curve`:
+    our trainer's ``loss.csv``, a ``Trainer`` run's ``trainer_state.json``); None where none is."""
+    loss_curve = getattr(source, "loss_curve", None)
+    return loss_curve() if loss_curve is not None else None
 
 
 def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig | None = None) -> RunAnalysis:
@@ -189,7 +185,10 @@ def analyse_unit(unit: dict[str, Any]) -> tuple[dict[str, Any], None]:
     the ``(summary, metrics)`` pair :func:`sweeps.execute.execute_run` expects."""
     from interp.sources.door import open_sources
 
-    (source,) = open_sources([unit["source"]], progress=False)
+    config = unit["config"]
+    (source,) = open_sources(
+        [unit["source"]], progress=False, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern
+    )
     try:
         return _outcome(source, analyse_run(source, unit["task"], unit["config"])), None
     finally:
@@ -244,7 +243,13 @@ def _local_records(
     for u in todo:
         by_source.setdefault(u.source, []).append(u)
     pending = [n for n in names if n not in objects]
-    stream: Any = ReadySources(pending, progress=progress).with_positions() if pending else iter(())
+    stream: Any = (
+        ReadySources(
+            pending, progress=progress, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern
+        ).with_positions()
+        if pending
+        else iter(())
+    )
 
     def named_sources():
         yield from ((n, objects[n]) for n in names if n in objects)

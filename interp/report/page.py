@@ -57,6 +57,7 @@ from interp.report.findings import (  # noqa: F401  (the summary table's names: 
     summary_fragment,
 )
 from interp.report.head_view import head_comparisons_html, head_scores_figure
+from interp.report.loss_axes import capability_with_loss, run_losses
 from interp.sources.catalogue import run_label
 
 # A run section is ``(run, ctx) -> Section | None`` (one run's ``interp.main_job.report.RunAnalysis``;
@@ -428,7 +429,7 @@ def overview_section(report, ctx: ReportContext) -> Section | None:
         e = emergence if task is None else emergence[emergence["task"] == task]
         p = points if task is None else points[points["task"] == task]
         totals = {(r.model, r.seed): searchable_count(r) for r in report.runs}
-        fig = capability_figure(e, p, threshold=ctx.threshold, totals=totals)
+        fig = capability_with_loss(e, p, run_losses(report.runs), threshold=ctx.threshold, totals=totals)
         if len(tasks) > 1:
             fig.update_layout(title=f"Task {task}: capability of every run")
         parts.append(

@@ -96,6 +96,7 @@ from interp.sources.catalogue import (  # noqa: F401
 from interp.sources.checkpoint_integrity import WeightFileChecks
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerBase
 
@@ -110,7 +111,10 @@ from interp.sources.loading import (
     _release_memory,
     logger,
     nearest_steps,
+    pickle_weight_files,
     quiet_hf_progress,
+    refuse_unhookable,
+    refuse_unsafe_pickle,
     tokenizer_fingerprint,
     upcast_softmax,
     weight_files,
@@ -320,6 +324,16 @@ class CheckpointSource(WeightFileChecks, ABC):
         ``main`` branch; ``suite.json``'s ``final_digest``), or ``None`` when unknown."""
         return None
 
+    def loss_curve(self) -> pd.DataFrame | None:
+        """The run's training loss per logged step, where the run records it (a local run's
+        ``loss.csv`` or ``trainer_state.json``; see :meth:`LocalSuiteSource.loss_curve`).
+
+        Returns:
+            DataFrame with columns ``step`` (optimizer steps), ``loss`` (nats), ``lr``; None when
+            the source records no loss (hub checkpoints carry none).
+        """
+        return None
+
     def missing_steps(self) -> list[int]:
         """Steps of the expected schedule that this source does not hold (ascending)."""
         return []
@@ -377,8 +391,9 @@ class CheckpointSource(WeightFileChecks, ABC):
                 handed out (names both steps).
             CorruptCheckpointError: a weight file is truncated or its header overwritten (one
                 line naming the step and the file).
-            ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off, or
-                the model has no attention heads (nothing to patch).
+            ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off (one
+                line naming the files), the model has no attention heads (nothing to patch), or the
+                bridge cannot hook its architecture (one line naming it and the tested ones).
         """
         import time
 
@@ -427,7 +442,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
 
         self._drop_bridge()  # drop the previous bridge before allocating the next one
-        with quiet_hf_progress():
+        with quiet_hf_progress(), refuse_unsafe_pickle(self, step, files):
             hf_model = AutoModelForCausalLM.from_pretrained(
                 folder,
                 config=config,
@@ -437,14 +452,15 @@ class CheckpointSource(WeightFileChecks, ABC):
                 trust_remote_code=self.trust_remote_code,
             ).to(device)
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
-        bridge = TransformerBridge.boot_transformers(
-            self._bridge_name(folder),
-            hf_model=hf_model,
-            tokenizer=tokenizer,
-            dtype=dtype,
-            device=device,
-            trust_remote_code=self.trust_remote_code,
-        )
+        with refuse_unhookable(self.model_id, step, config):
+            bridge = TransformerBridge.boot_transformers(
+                self._bridge_name(folder),
+                hf_model=hf_model,
+                tokenizer=tokenizer,
+                dtype=dtype,
+                device=device,
+                trust_remote_code=self.trust_remote_code,
+            )
         bridge.eval()
         if dtype != torch.float32:
             upcast_softmax(bridge)
@@ -476,11 +492,11 @@ class CheckpointSource(WeightFileChecks, ABC):
         files = weight_files(folder, self.allow_pickle)
         if files:
             return files
-        pickles = sorted(p.name for p in folder.glob("*.bin"))
+        pickles = [p.name for p in pickle_weight_files(folder)]
         if pickles:
             raise ValueError(
-                f"{self.model_id} step {step} has only pickle weights ({', '.join(pickles)}); "
-                f"pass allow_pickle=True to load them (unpickling can run code)"
+                f"{self.model_id} step {step} has only pickle weights ({', '.join(pickles)}), refused: "
+                "unpickling can run code; only safetensors load unless allow_pickle (--allow-pickle) is given"
             )
         raise ValueError(f"{self.model_id} step {step} has no weight files in {folder}")
 

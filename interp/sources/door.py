@@ -80,7 +80,13 @@ def check_one_run(name: str, what: str) -> None:
         raise ValueError(f"{what} takes one run, and {name!r} names {len(runs)}: use one of {', '.join(runs)}")
 
 
-def open_sources(names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> list[CheckpointSource]:
+def open_sources(
+    names: Sequence[str],
+    progress: bool = True,
+    include_zoom: bool = False,
+    allow_pickle: bool = False,
+    step_pattern: str | None = None,
+) -> list[CheckpointSource]:
     """Open every source named (a suite name expands to its runs), in the order given.
 
     Every name is checked first (:func:`check_source_name`), and every hub or local source is
@@ -92,12 +98,20 @@ def open_sources(names: Sequence[str], progress: bool = True, include_zoom: bool
         progress: show the training bar when an embedded suite is trained.
         include_zoom: local and embedded runs also offer the steps ``emergence zoom`` stored in
             their overlay (``LocalSuiteSource(include_zoom=True)``).
+        allow_pickle: hub and local sources also load ``.bin`` (pickle) weights of steps without
+            safetensors (``--allow-pickle``; unpickling can run code).
+        step_pattern: how local runs name their checkpoint folders (``"epoch{E}-step{N}"``,
+            ``--step-pattern``; :mod:`interp.sources.layouts`); None: recognised. Hub and
+            embedded names ignore it.
 
     Raises:
         ValueError: see :func:`check_source_name`; a hub repo that cannot be listed (offline
-            without a cache, or no such repo) raises its own error here.
+            without a cache, or no such repo) raises its own error here; a local folder whose
+            checkpoint folders follow no convention, or two (:func:`interp.sources.layouts.find_step_folders`).
     """
-    ready = ReadySources(names, progress=progress, include_zoom=include_zoom)
+    ready = ReadySources(
+        names, progress=progress, include_zoom=include_zoom, allow_pickle=allow_pickle, step_pattern=step_pattern
+    )
     by_position = dict(ready.with_positions())
     return [by_position[i] for i in range(len(ready))]
 
@@ -117,13 +131,22 @@ class ReadySources:
         ValueError: as :func:`open_sources`.
     """
 
-    def __init__(self, names: Sequence[str], progress: bool = True, include_zoom: bool = False) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        progress: bool = True,
+        include_zoom: bool = False,
+        allow_pickle: bool = False,
+        step_pattern: str | None = None,
+    ) -> None:
         for name in names:
             check_source_name(name)
         self.progress = progress
         self.include_zoom = include_zoom
+        self.allow_pickle = allow_pickle
+        options = {"include_zoom": include_zoom, "allow_pickle": allow_pickle, "step_pattern": step_pattern}
         self._opened = {
-            name: open_source(Path(name).expanduser() if name.startswith("~") else name, include_zoom=include_zoom)
+            name: open_source(Path(name).expanduser() if name.startswith("~") else name, **options)
             for name in dict.fromkeys(names)
             if not is_embedded_name(name)
         }
@@ -161,7 +184,10 @@ class ReadySources:
                     wanted.setdefault(slot[2], []).append(slot[0])
             for run, folder in embedded.iter_suite(cfg, progress=self.progress):
                 for position in wanted.get(run, []):
-                    yield position, LocalSuiteSource(folder, include_zoom=self.include_zoom)
+                    yield (
+                        position,
+                        LocalSuiteSource(folder, include_zoom=self.include_zoom, allow_pickle=self.allow_pickle),
+                    )
 
 
 def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
@@ -174,28 +200,34 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
     Args:
         spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
         **kwargs: passed to the source's constructor; for a local suite only ``model_id``,
-            ``allow_pickle`` and ``include_zoom`` apply (hub-only options such as ``cache_dir``
-            are ignored there; ``include_zoom`` is ignored by hub sources).
+            ``allow_pickle``, ``include_zoom`` and ``step_pattern`` (how its checkpoint folders are
+            named, e.g. ``"epoch{E}-step{N}"``; default: recognised) apply (hub-only options such
+            as ``cache_dir`` are ignored there; ``include_zoom`` and ``step_pattern`` are ignored
+            by hub sources).
 
     An embedded run name (``embedded/<run>``, ``embedded-quick/<run>``) opens that run of the
     embedded suite (:func:`interp.sources.open_sources`, trained on first use).
 
     Raises:
         ValueError: ``spec`` is neither (one line listing the valid forms), or names a whole
-            embedded suite (use :func:`interp.sources.open_sources` for several runs).
+            embedded suite (use :func:`interp.sources.open_sources` for several runs); a local
+            folder whose checkpoint folders follow no convention, or two (one line naming what was
+            found and the patterns tried).
     """
     if isinstance(spec, str) and is_embedded_name(spec):
         check_one_run(spec, "open_source")  # before any training
-        return open_sources([spec])[0]
+        return open_sources([spec], allow_pickle=bool(kwargs.get("allow_pickle", False)))[0]
     path = Path(spec).expanduser()
     if path.is_dir():
         return LocalSuiteSource(
-            path, **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle", "include_zoom")}
+            path,
+            **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle", "include_zoom", "step_pattern")},
         )
     text = str(spec)
     model_id, colon, series = text.partition(":")
     if is_hub_id(model_id):
         kwargs.pop("include_zoom", None)  # hub checkpoints have no zoom overlay
+        kwargs.pop("step_pattern", None)  # nor folders: their branch names are parsed (interp.sources.families)
         if colon:
             kwargs = {**kwargs, "series": series}
         return HubSource(model_id, **kwargs)

@@ -96,12 +96,14 @@ class HubUnavailableError(ValueError):
 class CorruptCheckpointError(CheckpointError):
     """A weight file of a step is truncated or its header overwritten, or the step's weight files
     lack a tensor the model needs (transformers would fill it at random, other values on every
-    load) or hold one it does not have; the searches leave the step out (``checkpoints.csv``
-    status ``corrupt``, the tensors named in ``detail``) and loading it raises this, naming the
-    file and the tensors.
+    load) or hold one it does not have; in a local run, the step's ``config.json`` is missing, not
+    JSON, or gives another model shape than the run's, or its pickle weights hold more than
+    tensors (torch's weights-only unpickler refused them). The searches leave the step out
+    (``checkpoints.csv`` status ``corrupt``, the file and what is wrong in ``detail``) and loading
+    it raises this, naming the file.
 
-    Fix: use another step, or delete that step's files and download (hub) or re-train (local
-    suite) them again.
+    Fix: use another step, or delete that step's files and download (hub) or re-train or re-save
+    (local run: ``model.save_pretrained``) them again.
     """
 
 
@@ -190,17 +192,34 @@ def tokenizer_fingerprint(tokenizer) -> dict[str, str]:
 # ----------------------------------------------------------------------------- weight files
 
 
+#: Pickle files a checkpoint folder holds beside its weights: transformers ``Trainer``'s
+#: arguments (``training_args.bin``); never a weight file.
+NOT_WEIGHT_FILES = frozenset({"training_args.bin"})
+
+
+def pickle_weight_files(folder: Path) -> list[Path]:
+    """The ``.bin`` (pickle) weight files of one checkpoint folder, sorted (``training_args.bin`` and
+    the like, :data:`NOT_WEIGHT_FILES`, left out)."""
+    return sorted(p for p in folder.glob("*.bin") if p.name not in NOT_WEIGHT_FILES)
+
+
 def weight_files(folder: Path, allow_pickle: bool = False) -> list[Path]:
     """The weight files of one checkpoint folder: safetensors, else (if allowed) pickle.
 
     A resumable checkpoint's optimizer state (:data:`interp.core.training_state.OPTIMIZER_FILE`) is not
     a weight file: two steps with the same weights but different optimizer moments are the same
-    model, and the digest of the model must not depend on how it was trained.
+    model, and the digest of the model must not depend on how it was trained. Nor is a
+    ``Trainer``'s ``training_args.bin`` (:data:`NOT_WEIGHT_FILES`).
     """
     safe = sorted(p for p in folder.glob("*.safetensors") if p.name != OPTIMIZER_FILE)
     if safe or not allow_pickle:
         return safe
-    return sorted(p for p in folder.glob("*.bin"))
+    return pickle_weight_files(folder)
+
+
+def weight_candidates(folder: Path) -> list[Path]:
+    """Every weight file of ``folder``, safetensors or pickle, whether or not pickle is allowed."""
+    return weight_files(folder) or pickle_weight_files(folder)
 
 
 def _sha256_of_file(path: Path) -> str:
@@ -297,6 +316,62 @@ def quiet_hf_progress():
     finally:
         if was_enabled:
             hf_logging.enable_progress_bar()
+
+
+@contextmanager
+def refuse_unsafe_pickle(source, step: int, files: Sequence[Path]):
+    """Turn torch's refusal of a pickle weight file (its weights-only unpickler met an object that
+    is not a tensor: ``UnpicklingError``, several paragraphs that advise ``weights_only=False``)
+    into one line naming the step, the file and the object, with no advice to turn the safety
+    off; the step is then marked corrupt (``checkpoints.csv``) for the rest of the session.
+
+    Raises:
+        CorruptCheckpointError: inside the block, torch refused to unpickle ``files``.
+    """
+    import pickle
+
+    try:
+        yield
+    except pickle.UnpicklingError as err:
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f"it holds {found.group(1)}, not only tensors" if found else str(err).splitlines()[0][:120]
+        names = ", ".join(p.name for p in files if p.suffix == ".bin") or ", ".join(p.name for p in files)
+        reason = f"{names}: refused by torch's weights-only unpickler ({what})"
+        source._problems[step] = reason
+        raise CorruptCheckpointError(f"{source.model_id} step {step}: {reason}; the step is left out") from None
+
+
+#: Architectures whose runs a test takes through the main job's steps (docs/guide.md, "Your own
+#: training run", says which test holds which): the embedded suites' GPT-NeoX (tests/test_main_job.py),
+#: a Trainer-trained GPT-2 (tests/test_own_run.py), a Llama with grouped-query attention
+#: (tests/test_gqa_run.py), OLMo-2 (patching and ranking: tests/test_patching_families.py).
+TESTED_ARCHITECTURES = (
+    "GPT-NeoX (Pythia, the embedded suites)",
+    "GPT-2",
+    "Llama (grouped-query attention too)",
+    "OLMo-2",
+)
+
+
+@contextmanager
+def refuse_unhookable(model_id: str, step: int, config):
+    """Turn the bridge's refusal of an architecture it has no adapter for (a ``ValueError`` that
+    lists some hundred class names) into one line naming the architecture and the tested ones.
+
+    Raises:
+        ValueError: inside the block, ``TransformerBridge.boot_transformers`` found no adapter.
+    """
+    try:
+        yield
+    except ValueError as err:
+        if "supported architecture" not in str(err):
+            raise
+        name = ", ".join(getattr(config, "architectures", None) or []) or getattr(config, "model_type", "?")
+        raise ValueError(
+            f"{model_id} step {step}: {name} is not an architecture the TransformerLens bridge can hook; "
+            f"tested here through the whole main job: {'; '.join(TESTED_ARCHITECTURES)} "
+            "(the bridge's own list: transformer_lens.model_bridge.supported_architectures)"
+        ) from None
 
 
 def _default_device(device: str | torch.device | None) -> torch.device:

@@ -16,62 +16,154 @@ from interp.sources.catalogue import (  # noqa: F401
 )
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
     from transformers import PreTrainedTokenizerBase
 from interp.sources.base import CheckpointSource
+from interp.sources.layouts import OTHER_SHAPE, find_step_folders, folder_problems
 from interp.sources.loading import (
     _SHA256_HEX,
     _STEP_NAME,
     _TOKENIZER_PATTERNS,
+    CorruptCheckpointError,
     _sha256_of_file,
     combine_digests,
+    weight_candidates,
 )
 
 
 class LocalSuiteSource(CheckpointSource):
-    """A local checkpoint suite (layout in the module docstring), loaded offline.
+    """A local checkpoint suite or training run (layouts in :mod:`interp.sources.layouts`), loaded offline.
+
+    The checkpoint folders may be named ``step{N}/`` (this toolkit's suites), ``checkpoint-{N}/``
+    (transformers ``Trainer``), ``global_step{N}/``, ``iter_{N:07d}/``, ``step-{N}/``,
+    ``step_{N}/``, ``ckpt-{N}/``, or anything ``step_pattern`` describes. A damaged folder (no
+    ``config.json``, one that is not JSON, or one whose model shape differs from the run's) stays
+    listed and is marked ``corrupt`` (:meth:`corrupt_reason`, ``checkpoints.csv``), left out of
+    every search; loading it raises :class:`CorruptCheckpointError`, except a step of another
+    shape, which loads with a one-line ``RuntimeWarning`` (it is a whole model, asked for by
+    step). A folder with no weight files at all is listed as missing, with the reason.
 
     Args:
-        root: the suite folder.
+        root: the suite or run folder.
         model_id: a name for the suite (default: ``suite.json``'s ``model_id``, else the folder name).
-        allow_pickle: also load ``.bin`` weights when a step has no safetensors.
+        allow_pickle: also load ``.bin`` weights when a step has no safetensors (unpickling can
+            run code: only for a run you trust; ``--allow-pickle`` on the command line).
         include_zoom: also offer the steps that ``emergence zoom`` re-trained into the overlay
             ``ROOT/zoom/step{N}/`` (off by default: the base schedule is what analyses read).
+        step_pattern: how the checkpoint folders are named (``"epoch{E}-step{N}"``;
+            :func:`interp.sources.layouts.check_step_pattern`); None: recognised.
 
     Raises:
-        ValueError: ``root`` is not a folder, holds no ``step{N}/`` folders, or ``suite.json``
-            lists a step whose folder is missing.
+        ValueError: ``root`` is not a folder; its folders follow none of the conventions, or two
+            (one line naming what was found and the patterns tried); ``suite.json`` lists a step
+            whose folder is missing; no folder holds weight files.
     """
 
     def __init__(
-        self, root: str | Path, model_id: str | None = None, allow_pickle: bool = False, include_zoom: bool = False
+        self,
+        root: str | Path,
+        model_id: str | None = None,
+        allow_pickle: bool = False,
+        include_zoom: bool = False,
+        step_pattern: str | None = None,
     ):
         super().__init__()
         self.root = Path(root).expanduser()
         if not self.root.is_dir():
             raise ValueError(
-                f"local suite {str(self.root)!r} is not a folder; expected ROOT/step{{N}}/ checkpoint folders"
+                f"local suite {str(self.root)!r} is not a folder; expected a folder of checkpoint folders "
+                "(step{N}/, checkpoint-{N}/, ...)"
             )
         meta_file = self.root / "suite.json"
         self.metadata: dict = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-        folders = {
-            int(m.group(1)): p for p in self.root.iterdir() if p.is_dir() and (m := _STEP_NAME.fullmatch(p.name))
-        }
+        folders, self.layout = find_step_folders(self.root, step_pattern)
         if "steps" in self.metadata:
             declared = sorted(int(s) for s in self.metadata["steps"])
             missing = [s for s in declared if s not in folders]
             if missing:
-                raise ValueError(f"{meta_file} lists steps {missing[:5]} but their step{{N}}/ folders are missing")
+                raise ValueError(f"{meta_file} lists steps {missing[:5]} but their {self.layout}/ folders are missing")
             folders = {s: folders[s] for s in declared}
-        if not folders:
-            raise ValueError(f"local suite {str(self.root)!r} has no step{{N}}/ checkpoint folders")
         if include_zoom and (self.root / "zoom").is_dir():  # overlay steps never replace base steps
             for p in (self.root / "zoom").iterdir():
                 if p.is_dir() and (m := _STEP_NAME.fullmatch(p.name)):
                     folders.setdefault(int(m.group(1)), p)
-        self._folders = dict(sorted(folders.items()))
         self.model_id = model_id or self.metadata.get("model_id") or self.root.name
         self.allow_pickle = allow_pickle
         self.trust_remote_code = False
+        #: steps whose folder holds no weight file at all: {step: reason}; listed as missing
+        self._no_weights = {s: why for s, p in folders.items() if (why := self._weightless(p)) is not None}
+        if len(self._no_weights) == len(folders):
+            step = min(folders)
+            raise ValueError(
+                f"local suite {str(self.root)!r}: none of its {len(folders)} {self.layout}/ folders holds "
+                f"Hugging Face weights ({folders[step].name}/: {self._no_weights[step]}); convert the checkpoints "
+                "with model.save_pretrained(...) first"
+            )
+        self._weightless_folders = {s: folders[s] for s in self._no_weights}
+        self._folders = dict(sorted((s, p) for s, p in folders.items() if s not in self._no_weights))
+        #: damaged folders (config.json missing, unreadable or of another shape): {step: reason}
+        self._folder_problems = folder_problems(self._folders)
+
+    @staticmethod
+    def _weightless(folder: Path) -> str | None:
+        """Why ``folder`` holds no weight file (safetensors or ``.bin``), or None when it holds one."""
+        if any(True for _ in weight_candidates(folder)):
+            return None
+        found = sorted(p.name for p in folder.iterdir())
+        shown = ", ".join(found[:4]) + (f", ... ({len(found)} files)" if len(found) > 4 else "")
+        return f"no weight files (found {shown or 'nothing'})"
+
+    def missing_steps(self) -> list[int]:
+        """Steps whose checkpoint folder exists but holds no weight files (ascending)."""
+        return sorted(self._no_weights)
+
+    def _missing_reason(self, step: int) -> str:
+        if step in self._no_weights:
+            return f" ({self.root.name}/{self._weightless_folders[step].name}/: {self._no_weights[step]})"
+        return ""
+
+    def corrupt_reason(self, step: int) -> str | None:
+        """As :meth:`CheckpointSource.corrupt_reason`, and first the folder's own damage:
+        ``"config.json: ..."`` (missing, not JSON, or another model's shape)."""
+        step = self._check_step(step)
+        if step in self._folder_problems:
+            self._problems[step] = self._folder_problems[step]
+        return super().corrupt_reason(step)
+
+    def _refuse_corrupt(self, step: int, files) -> None:
+        problem = self._folder_problems.get(step)
+        if problem is not None and problem.startswith(OTHER_SHAPE):  # a whole model, asked for by step
+            import warnings
+
+            warnings.warn(
+                f"{self.model_id} step {step} ({self._folders[step].name}/): {problem}; loaded as asked, "
+                "left out of every search",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif problem is not None:
+            raise CorruptCheckpointError(
+                f"{self.model_id} step {step} ({self._folders[step].name}/): {self._folder_problems[step]}; "
+                "the step is left out: re-save or re-train it"
+            )
+        super()._refuse_corrupt(step, files)
+
+    def loss_curve(self) -> pd.DataFrame | None:
+        """The run's training loss per logged step: ``loss.csv`` (this toolkit's trainer), else the
+        ``log_history`` of the newest readable ``trainer_state.json`` (transformers ``Trainer``;
+        a file cut short is named in a warning and the next older one read).
+
+        Returns:
+            DataFrame with columns ``step`` (optimizer steps), ``loss`` (nats), ``lr``; None when
+            the run records no loss.
+        """
+        import pandas as pd
+
+        from interp.sources.layouts import trainer_loss
+
+        if (self.root / LOSS_FILE).is_file():
+            return pd.read_csv(self.root / LOSS_FILE)
+        return trainer_loss(self.root, self._folders)
 
     def available_steps(self) -> list[int]:
         """The suite's steps, sorted ascending."""
@@ -85,14 +177,18 @@ class LocalSuiteSource(CheckpointSource):
         return str(folder)  # a local path: the bridge never looks it up on the hub
 
     def _tokenizer_dir(self, step: int, folder: Path | None = None) -> Path:
+        """Where the tokenizer is read: ``ROOT/tokenizer/``, else the step's own folder, else the run
+        folder itself (a ``Trainer`` run saves it there once, at the end), else any other step's."""
         own = self.root / "tokenizer"
         if own.is_dir():
             return own
-        for folder in [self._folders[step], *self._folders.values()]:
-            if any((folder / name).is_file() for name in _TOKENIZER_PATTERNS):
-                return folder
+        for candidate in [self._folders[step], self.root, *self._folders.values()]:
+            if any((candidate / name).is_file() for name in _TOKENIZER_PATTERNS):
+                return candidate
         raise ValueError(
-            f"local suite {str(self.root)!r} has no tokenizer: expected ROOT/tokenizer/ (tokenizer.save_pretrained)"
+            f"local suite {str(self.root)!r} has no tokenizer: looked in {self.root.name}/tokenizer/, "
+            f"{self.root.name}/ and its {len(self._folders)} {self.layout}/ folders for tokenizer.json, "
+            "tokenizer_config.json, vocab.json or tokenizer.model; save one with tokenizer.save_pretrained(ROOT)"
         )
 
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -115,6 +211,7 @@ class LocalSuiteSource(CheckpointSource):
     def revision(self, step: int) -> str:
         """The step's folder name."""
         folder = self._folders.get(step)
+        folder = folder or self._weightless_folders.get(step)
         return folder.name if folder is not None else f"step{step}"
 
     def final_digest(self) -> str | None:
@@ -136,6 +233,10 @@ class LocalSuiteSource(CheckpointSource):
             self._digests[step] = combine_digests(list(self._file_digests[step].values()))
         return self._digests[step]
 
+
+#: The loss file of a run this toolkit trained (``interp.sources.embedded.LOSS_FILE``, written there;
+#: read here without importing the trainer).
+LOSS_FILE = "loss.csv"
 
 #: Folder of a run's zoom overlay: ``RUN/zoom/step{N}/`` (written by :mod:`interp.zoom`).
 ZOOM_DIR = "zoom"
