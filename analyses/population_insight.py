@@ -354,7 +354,7 @@ def main(argv=None) -> None:
     heads = read_kept_heads()
     if curves.empty or heads.empty:
         raise SystemExit("error: no kept curves or head features yet (train the population first)")
-    population = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD)
+    population = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD, grid=False)
     result = analyse(population, heads)
     write(result, args.out)
     retrained = read_retrained(KEPT / "retrained.csv")

@@ -270,9 +270,25 @@ def _context(result, include_plotlyjs: bool) -> dict:
             if math.isnan(c["hr_per_doubling"])
             else f"×{c['hr_per_doubling']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})",
             "p": _p_cell(c["p"]),
+            "ph": _p_cell(c["ph_p"]),
+            "lr": "—" if math.isnan(c["lr_p"]) else f"{_p_cell(c['lr_p'])} ({c['lr_df']} df)",
+            "note": "; ".join(x for x in (c["note"], c["caveat"], c["lr_note"]) if isinstance(x, str) and x),
         }
         for c in result.cox.to_dict("records")
     ]
+    contrasts = [
+        c
+        | {
+            "hr": "—" if math.isnan(c["hr"]) else f"×{c['hr']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})",
+            "p": _p_cell(c["p"]),
+            "logrank_p": _p_cell(c["logrank_p"]),
+            "note": "; ".join(x for x in (c["note"], c["caveat"]) if isinstance(x, str) and x),
+        }
+        for c in result.contrasts.to_dict("records")
+    ]
+    from interp.population.robust import wide
+
+    grid = wide(result.grid) if len(result.grid) else None
     runs = [
         r
         | {
@@ -298,6 +314,9 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "arms": arms,
         "tests": tests,
         "cox": cox,
+        "contrasts": contrasts,
+        "grid_columns": list(grid.columns) if grid is not None else [],
+        "grid_rows": grid.values.tolist() if grid is not None else [],
         "runs": runs,
     }
 
