@@ -304,7 +304,13 @@ def test_the_papers_claims_in_words_from_the_tables(hand):
     )
     both = population_from_curves(pd.concat([hand_table(), bigger]), hold=0)
     (size,) = [line for line in claim_lines(both) if line.startswith("Claim 1, size")]
-    assert size.startswith("Claim 1, size: reproduced at threshold 0.5, hold 0, ")
+    test = both.grid[(both.grid["key"] == "size:B:C") & (both.grid["threshold"] == 0.5) & (both.grid["hold"] == 1)]
+    assert size.startswith("Claim 1, size: not decidable at threshold 0.5, hold 0, ")  # log-rank p = 0.24: no verdict
+    assert "d_model 32 (C) against 16 (B), 1 layers and 4 heads each: median 100 (95 % CI " in size
+    assert size.endswith(
+        "confounded: d_head 8 vs 4, rotary dims per head 2 vs 1 vary with d_model (as in Pythia's larger sizes)."
+    )
+    assert len(test) == 1 and test.iloc[0]["direction"] == "earlier"
 
 
 def test_degenerate_populations_say_why_instead_of_failing():
