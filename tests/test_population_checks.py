@@ -73,7 +73,7 @@ def test_a_fit_resting_on_one_tied_event_time_says_so():
 
 
 def test_what_else_varies_with_the_head_count_is_named_and_the_contrast_called_confounded():
-    from interp.population.checks import also_varies, rotary_dims
+    from interp.population.shapes import also_varies, rotary_dims
 
     assert rotary_dims("neox-2l-64d-8h", 8) == 2 and rotary_dims("neox-2l-64d-8h-r8", 8) == 8
     spec = {("neox-1l-64d-1h", 1): [200, 300], ("neox-1l-64d-4h", 4): [300, 400]}
@@ -131,8 +131,8 @@ def test_ph_test_is_grambsch_therneau_on_hand_computed_schoenfeld_residuals():
 
 
 def test_loglinearity_lr_test_and_an_arm_with_no_events():
-    from statsmodels.duration.hazard_regression import PHReg
     from scipy.stats import chi2
+    from statsmodels.duration.hazard_regression import PHReg
 
     # 1 and 2 heads alike, 4 heads later, 8 never: not log-linear in log2(heads)
     spec = {("h1", 1): [100, 200, 200, 300, 300] * 2, ("h2", 2): [100, 200, 200, 300, 400] * 2,

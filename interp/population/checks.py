@@ -1,9 +1,7 @@
 """Checks of the population's models before they are quoted (issue 52, items 1 and 4).
 
-- What else varies with a compared factor (:func:`also_varies`, :func:`differences`): at a fixed
-  ``d_model`` more heads also means a smaller ``d_head`` and, under Pythia's ``rotary_pct = 0.25``,
-  fewer rotary dimensions per head (:func:`rotary_dims`); a contrast between arms that differ in
-  more than one factor is *confounded*.
+- What else varies with the head count in each Cox fit (:func:`checked_cox`, through
+  :mod:`interp.population.shapes`): a contrast that varies more than one factor is *confounded*.
 - The proportional-hazards assumption of the Cox fit (:func:`ph_test`: Grambsch & Therneau's test
   on the scaled Schoenfeld residuals).
 - Log-linearity of the hazard in ``log2(n_heads)`` (:func:`loglinear_lr_test`: a likelihood-ratio
@@ -19,28 +17,20 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from interp.population.survival import arm_order, cox_fit, logrank_tests
+from interp.population.shapes import also_varies, pair_varies
+from interp.population.survival import COX_COLUMNS, arm_order, cox_fit, cox_heads, logrank_tests
 
-__all__ = [
-    "CONTRAST_COLUMNS",
-    "FACTORS",
-    "also_varies",
-    "differences",
-    "head_contrasts",
-    "loglinear_lr_test",
-    "ph_test",
-    "rotary_dims",
-]
+__all__ = ["CHECKED_COX_COLUMNS", "CONTRAST_COLUMNS", "checked_cox", "head_contrasts", "loglinear_lr_test", "ph_test"]
 
-#: The shape factors an arm is made of, in the order a contrast names them.
-FACTORS = ("n_layers", "d_model", "n_heads", "d_head", "rotary_dims")
-_WORDS = {"rotary_dims": "rotary dims per head"}
+#: Columns of the checked Cox table (:func:`checked_cox`): the Cox table's, then what else varies
+#: with the head count and the two model checks.
+CHECKED_COX_COLUMNS = [*COX_COLUMNS, "also_varies", "ph_chi2", "ph_p", "lr_chi2", "lr_df", "lr_p", "lr_note"]
+
 #: Columns of the per-arm contrast table (:func:`head_contrasts`), in order.
 CONTRAST_COLUMNS = [
     "n_layers",
@@ -59,46 +49,6 @@ CONTRAST_COLUMNS = [
     "note",
     "caveat",
 ]
-
-
-def rotary_dims(arm: str, d_head: int) -> int:
-    """Rotary dimensions per head of an arm as the suite specs build it: the ``-r<N>`` suffix of
-    its name when present (a size with ``rotary_dim: N``, :class:`interp.sources.catalogue.ModelSize`),
-    else Pythia's 25 % of ``d_head`` (``int(d_head * 0.25)``; GPT-NeoX ``rotary_pct = 0.25``)."""
-    match = re.search(r"-r(\d+)$", str(arm))
-    return int(match.group(1)) if match else int(int(d_head) * 0.25)
-
-
-def _shapes(runs: pd.DataFrame) -> pd.DataFrame:
-    shapes = runs.groupby("arm", sort=False)[["n_layers", "d_model", "n_heads", "d_head"]].first()
-    shapes["rotary_dims"] = [rotary_dims(a, d) for a, d in zip(shapes.index, shapes["d_head"])]
-    return shapes.loc[[a for a in arm_order(runs) if a in shapes.index]]
-
-
-def differences(runs: pd.DataFrame, a: str, b: str) -> list[tuple[str, int, int]]:
-    """The shape factors (:data:`FACTORS`) in which arm ``a`` differs from arm ``b``:
-    ``[(factor, value in a, value in b), ...]``; more than one: the contrast is confounded."""
-    shapes = _shapes(runs)
-    return [(f, int(shapes.loc[a, f]), int(shapes.loc[b, f])) for f in FACTORS if shapes.loc[a, f] != shapes.loc[b, f]]
-
-
-def _span(values) -> str:
-    values = sorted({int(v) for v in values}, reverse=True)
-    return f"{values[0]}–{values[-1]}" if len(values) > 1 else f"{values[0]}"
-
-
-def also_varies(runs: pd.DataFrame, arms, factor: str) -> str:
-    """What else varies with ``factor`` over ``arms``: ``"d_head 64–8, rotary dims per head 16–2"``,
-    or ``""`` when nothing does (the contrast varies one thing)."""
-    shapes = _shapes(runs).loc[list(arms)]
-    return ", ".join(
-        f"{_WORDS.get(f, f)} {_span(shapes[f])}" for f in FACTORS if f != factor and shapes[f].nunique() > 1
-    )
-
-
-def pair_varies(runs: pd.DataFrame, a: str, b: str, factor: str) -> str:
-    """What else differs between arms ``a`` and ``b`` besides ``factor``: ``"d_head 16 vs 32"``."""
-    return ", ".join(f"{_WORDS.get(f, f)} {va} vs {vb}" for f, va, vb in differences(runs, a, b) if f != factor)
 
 
 def ph_test(fit, duration: np.ndarray, emerged: np.ndarray) -> tuple[float, float]:
@@ -204,6 +154,24 @@ def model_checks(rows: pd.DataFrame) -> dict:
     ph = ph_test(fit, duration, emerged) if fit is not None else (math.nan, math.nan)
     lr = loglinear_lr_test(rows, float(fit.llf) if fit is not None else math.nan)
     return {"ph_chi2": ph[0], "ph_p": ph[1], "lr_chi2": lr[0], "lr_df": lr[1], "lr_p": lr[2], "lr_note": lr[3]}
+
+
+def checked_cox(runs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`interp.population.survival.cox_heads` with, per row, what else varies with the head
+    count over its arms (``also_varies``: d_head, rotary dimensions per head) and the checks of its
+    log-linear model (:func:`model_checks`: the proportional-hazards test ``ph_chi2``, ``ph_p``;
+    the likelihood-ratio test of log-linearity ``lr_chi2``, ``lr_df``, ``lr_p``, ``lr_note``).
+
+    Returns:
+        :data:`CHECKED_COX_COLUMNS`, one row per row of ``cox_heads``.
+    """
+    cox = cox_heads(runs)
+    extra = []
+    for row in cox.itertuples():
+        group = runs[runs["arm"].isin(str(row.arms).split(", "))]
+        extra.append({"also_varies": also_varies(group, arm_order(group), "n_heads")} | model_checks(group))
+    out = pd.concat([cox.reset_index(drop=True), pd.DataFrame(extra, index=range(len(cox)))], axis=1)
+    return out.reindex(columns=CHECKED_COX_COLUMNS)
 
 
 def head_contrasts(runs: pd.DataFrame) -> pd.DataFrame:

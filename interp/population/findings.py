@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from interp.population.robust import SPREAD
 from interp.population.survival import ALL_ARMS
 
 __all__ = [
@@ -178,10 +179,6 @@ def _median_ci(row) -> str:
     )
 
 
-#: A spread of E over seeds (max / min) at least this large reads as "very different steps" (claim 1).
-SPREAD = 1.5
-
-
 def _robust(result, key: str) -> str:
     """``"robust over the grid of rules"`` or ``"not robust over the grid of rules (...)"`` for a finding key."""
     table = result.robustness
@@ -265,7 +262,7 @@ def claim_lines(result) -> list[str]:
                 continue
             f = found[key]
             a, b = arms.loc[large.arm], arms.loc[small.arm]
-            from interp.population.checks import pair_varies
+            from interp.population.shapes import pair_varies
 
             also = pair_varies(runs, large.arm, small.arm, "d_model")
             confounded = (

@@ -18,13 +18,15 @@ import pandas as pd
 
 from interp.population.survival import ALL_ARMS, cox_fit, logrank_tests
 
-__all__ = ["ALPHA", "GRID_COLUMNS", "HOLDS", "THRESHOLDS", "grid_table", "key_findings", "robustness", "wide"]
+__all__ = ["ALPHA", "GRID_COLUMNS", "HOLDS", "SPREAD", "THRESHOLDS", "grid_table", "key_findings", "robustness", "wide"]
 
 #: Accuracy thresholds (fractions) and holds (checkpoints) of the grid.
 THRESHOLDS = (0.4, 0.5, 0.6)
 HOLDS = (1, 2, 3)
 #: Significance level of a finding (two-sided p).
 ALPHA = 0.05
+#: A spread of E over seeds (max / min) at least this large reads as "very different steps" (claim 1).
+SPREAD = 1.5
 #: Columns of the grid (one row per finding and cell).
 GRID_COLUMNS = ["key", "finding", "kind", "threshold", "hold", "estimate", "direction", "p", "holds"]
 
@@ -61,8 +63,6 @@ def key_findings(
             {"key": "global", "finding": "the arms differ (log-rank, all arms)", "kind": "effect",
              "estimate": _fmt_p(p), "direction": "", "p": p, "holds": bool(p < ALPHA)}
         )  # fmt: skip
-    from interp.population.findings import SPREAD
-
     short = short_names(list(arms["arm"]))
     folds = {}
     for arm, E in runs[runs["emerged"]].groupby("arm", sort=False)["E"]:
@@ -196,11 +196,19 @@ def _ratio_text(hr: float, direction: str, p: str) -> str:
     return {"earlier": f"HR ∞ (no overlap), {p}", "later": f"HR 0 (no overlap), {p}"}.get(direction, f"HR —, {p}")
 
 
-def grid_table(curves: pd.DataFrame, reference: str | None, thresholds=THRESHOLDS, holds=HOLDS) -> pd.DataFrame:
+def grid_table(
+    curves: pd.DataFrame, reference: str | None, statistics, thresholds=THRESHOLDS, holds=HOLDS
+) -> pd.DataFrame:
     """:func:`key_findings` in every cell of the grid (:data:`GRID_COLUMNS`), from a checked
-    capability table (:func:`interp.population.tables.check_curves`)."""
-    from interp.population.tables import statistics
+    capability table (:func:`interp.population.tables.check_curves`).
 
+    Args:
+        curves: the checked capability table; reference: the reference arm (or None).
+        statistics: ``(curves, threshold, hold, reference) -> {"runs", "arms", "tests", "cox",
+            "contrasts"}`` (:func:`interp.population.tables.statistics`, passed in so that this
+            module does not import the one that imports it).
+        thresholds, holds: the grid (fractions; checkpoints).
+    """
     rows = []
     for threshold in thresholds:
         for hold in holds:

@@ -89,13 +89,6 @@ COX_COLUMNS = [
     "p",
     "note",
     "caveat",
-    "also_varies",
-    "ph_chi2",
-    "ph_p",
-    "lr_chi2",
-    "lr_df",
-    "lr_p",
-    "lr_note",
 ]
 
 
@@ -210,7 +203,7 @@ def arm_table(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
     ``budget`` is the arm's largest run budget (steps). The share never emerged is the share of
     runs censored (every run is followed to its budget, so no run is lost before it).
     ``rotary_dims`` is the arm's rotary dimensions per head
-    (:func:`interp.population.checks.rotary_dims`); ``compared`` the first shape factor in which
+    (:func:`interp.population.shapes.rotary_dims`); ``compared`` the first shape factor in which
     the arm differs from ``reference`` (default: the first arm; ``"reference"`` on its own row)
     and ``also_varies`` what else differs (``"d_head 64 vs 16, rotary dims per head 16 vs 4"``;
     empty: the contrast with the reference varies one thing, else it is confounded).
@@ -221,7 +214,7 @@ def arm_table(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
     Source: Wilson 1927 (share interval); Kaplan & Meier 1958 and Brookmeyer & Crowley 1982
     (median and its interval), through statsmodels.
     """
-    from interp.population.checks import differences, pair_varies, rotary_dims
+    from interp.population.shapes import differences, pair_varies, rotary_dims
 
     rows = []
     order = arm_order(runs)
@@ -286,7 +279,7 @@ def logrank_tests(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFr
     Returns:
         :data:`TEST_COLUMNS`: ``test`` is ``"global"`` (``arm`` empty, ``arms`` every arm) or
         ``"vs reference"`` (``compared``: the first shape factor in which the pair differs,
-        ``also_varies``: what else differs, :mod:`interp.population.checks`; empty for global); ``chi2`` with ``df`` = arms - 1 degrees of freedom and its p-value;
+        ``also_varies``: what else differs, :mod:`interp.population.shapes`; empty for global); ``chi2`` with ``df`` = arms - 1 degrees of freedom and its p-value;
         NaN with a ``note`` when undetermined (one arm, no run emerged).
 
     Raises:
@@ -302,7 +295,7 @@ def logrank_tests(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFr
         raise ValueError(f"reference arm {reference!r} is not in the table; arms: {', '.join(order)}")
     out = []
 
-    from interp.population.checks import differences, pair_varies
+    from interp.population.shapes import differences, pair_varies
 
     def row(test: str, arm: str, rows: pd.DataFrame) -> None:
         chi2, df, p, note = _logrank(rows)
@@ -477,19 +470,14 @@ def cox_heads(runs: pd.DataFrame) -> pd.DataFrame:
         undetermined (one head count, no run emerged, or a partial likelihood without a maximum:
         :func:`monotone_direction`). An arm in which no run emerged is fitted (its censored runs
         stay at risk, which is information), and when one exists a second row refits the group
-        without it, so a reader sees how much the log-linear trend leans on that arm. Each row
-        also says what else varies with the head count (``also_varies``: d_head, rotary
-        dimensions per head) and checks its model (:mod:`interp.population.checks`): the
-        proportional-hazards test (``ph_chi2``, ``ph_p``) and the likelihood-ratio test of
-        log-linearity against one ratio per head count (``lr_chi2``, ``lr_df``, ``lr_p``,
-        ``lr_note``); ``caveat`` warns of a fit resting on one tied event time.
+        without it, so a reader sees how much the log-linear trend leans on that arm. ``caveat``
+        warns of a fit resting on one tied event time (:func:`tied_events`). What else varies and
+        the model checks: :func:`interp.population.checks.checked_cox`.
 
     Source: Cox 1972 (proportional hazards, partial likelihood) with Efron's 1977 handling of tied
     steps (every run emerges on a checkpoint step, so ties are the rule), through
     ``statsmodels.duration.hazard_regression.PHReg(ties="efron")``.
     """
-    from interp.population.checks import also_varies, model_checks
-
     out = []
     for (n_layers, d_model), rows in runs.groupby(["n_layers", "d_model"], sort=True):
         fits = [(ALL_ARMS, rows)]
@@ -509,7 +497,5 @@ def cox_heads(runs: pd.DataFrame) -> pd.DataFrame:
                     "n_emerged": int(group["emerged"].sum()),
                 }
                 | _cox_fit(group)
-                | {"also_varies": also_varies(group, arm_order(group), "n_heads")}
-                | model_checks(group)
             )
     return pd.DataFrame(out, columns=COX_COLUMNS)

@@ -233,8 +233,8 @@ class PopulationResult:
         tests: log-rank tests (:data:`interp.population.survival.TEST_COLUMNS`): global, and each
             arm against ``reference``.
         cox: hazard ratio of emergence per doubling of heads, per (n_layers, d_model) group
-            (:data:`interp.population.survival.COX_COLUMNS`), with what else varies with the
-            head count and the model checks (proportional hazards, log-linearity).
+            (:data:`interp.population.checks.CHECKED_COX_COLUMNS`), with what else varies with
+            the head count and the model checks (proportional hazards, log-linearity).
         contrasts: each head count against the next fewer (hazard ratio with its interval,
             log-rank p, what else varies; :data:`interp.population.checks.CONTRAST_COLUMNS`).
         grid: the findings recomputed over the grid of rules (threshold x hold;
@@ -391,7 +391,7 @@ def population_from_curves(
     if grid:
         from interp.population.robust import grid_table
 
-        grid_rows = grid_table(table, reference)
+        grid_rows = grid_table(table, reference, statistics)
     else:
         from interp.population.robust import GRID_COLUMNS
 
@@ -416,13 +416,13 @@ def statistics(table: pd.DataFrame, threshold: float, hold: int, reference: str 
     Raises:
         ValueError: a bad threshold, hold or reference arm.
     """
-    from interp.population.checks import head_contrasts
+    from interp.population.checks import checked_cox, head_contrasts
 
     runs = runs_from_curves(table, threshold=threshold, hold=hold)
     return {
         "runs": runs,
         "arms": survival.arm_table(runs, reference=reference),
         "tests": survival.logrank_tests(runs, reference=reference),
-        "cox": survival.cox_heads(runs),
+        "cox": checked_cox(runs),
         "contrasts": head_contrasts(runs),
     }
