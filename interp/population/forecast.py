@@ -70,6 +70,8 @@ FEATURES = (
 ALPHA = 0.1
 #: Bootstrap resamples of the per-arm ratio's interval (:func:`ratio_interval`).
 N_BOOT = 2000
+#: The log2 error an emerged run predicted never counts as in the ratio's bootstrap (larger than any real one).
+NEVER_ERROR = 1000.0
 #: Slope window (steps).
 SLOPE_WINDOW = 500
 _BASE = ("prev_max", "ind_max", "entropy_min", "dist_min", "loss")
@@ -281,6 +283,8 @@ class ForecastResult:
                 if r.n_censored
                 else ""
             )
+            if r.emerged_predicted_never:
+                never += f"; {r.emerged_predicted_never} emerged run(s) predicted never (error counted as infinite)"
             c = (
                 f"; concordance C {r.concordance:.2f} over {r.pairs} pairs (baseline {r.baseline_concordance:.2f})"
                 if r.pairs
@@ -386,12 +390,10 @@ def forecast(population, heads: pd.DataFrame, horizon: str | int = "half", alpha
         scored = rows[rows["emerged"] & rows["error"].notna()]
         m, b = float(scored["error"].median()), float(scored["baseline_error"].median())
         ratio = m / b if b > 0 else (0.0 if m == 0 else math.inf) if len(scored) else math.nan
-        finite = np.isfinite(scored[["error", "baseline_error"]].to_numpy(float)).all()
-        lo, hi = (
-            ratio_interval(scored["error"].to_numpy(float), scored["baseline_error"].to_numpy(float))
-            if finite
-            else (math.nan, math.nan)
-        )
+        # an emerged run predicted never has an infinite error: in the resamples it counts as an
+        # error larger than any other (NEVER_ERROR log2 units), so the interval stays defined
+        capped = np.minimum(scored[["error", "baseline_error"]].to_numpy(float), NEVER_ERROR)
+        lo, hi = ratio_interval(capped[:, 0], capped[:, 1])
         median_e = median_interval(scored.assign(duration=scored["E"]))[0] if len(scored) else math.nan
         rows_known = rows[rows["predicted_time"].notna()]
         c, pairs = concordance(rows_known["duration"], rows_known["emerged"], rows_known["predicted_time"])
