@@ -160,14 +160,6 @@ def findings(result) -> list[str]:
     lines += [test_line(row) for _, row in result.tests.iterrows()]
     lines += [cox_line(row) for _, row in result.cox.iterrows()]
     lines += [contrast_line(row) for _, row in result.contrasts.iterrows()]
-    robust = result.robustness
-    if len(robust):
-        grid = result.grid
-        rules = (
-            f"threshold {'/'.join(f'{t:g}' for t in sorted(grid['threshold'].unique()))} × hold "
-            f"{'/'.join(str(h) for h in sorted(grid['hold'].unique()))}"
-        )
-        lines += [f"Over the grid of rules ({rules}): {r.finding}: {r.verdict}" for r in robust.itertuples()]
     return lines
 
 

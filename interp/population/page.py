@@ -235,6 +235,16 @@ def heatmap_figure(result, arm: str) -> go.Figure:
     return fig
 
 
+def population_rule(hold: int) -> str:
+    """The point-of-emergence rule of a population in words: the project's rule
+    (:func:`interp.core.terms.rule_text`) without its end-of-run clause, since a population
+    censors a crossing with no room left to hold (:func:`interp.population.tables.held_post`)."""
+    text = rule_text(hold)
+    end = " (at every remaining one near the end of the run)"
+    room = " (which must exist: a crossing with no room left to hold is none)" if hold else ""
+    return text.replace(end, room) if end in text else text
+
+
 def _p_cell(p: float) -> str:
     """A p-value for a table cell: ``0.0037``, ``< 0.001``, ``—``."""
     return "—" if math.isnan(p) else fmt_p(p).removeprefix("p = ").removeprefix("p ")
@@ -305,7 +315,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "plotly": trusted(plotly_script()) if include_plotlyjs else "",  # plotly.js, script-safe
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),
-        "rule": rule_text(result.hold),
+        "rule": population_rule(result.hold),
         "threshold": f"{result.threshold:g}",
         "reference": result.reference,
         "km_figure": _figure(km_figure(result)),

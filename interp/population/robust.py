@@ -28,7 +28,7 @@ ALPHA = 0.05
 #: A spread of E over seeds (max / min) at least this large reads as "very different steps" (claim 1).
 SPREAD = 1.5
 #: Columns of the grid (one row per finding and cell).
-GRID_COLUMNS = ["key", "finding", "kind", "threshold", "hold", "estimate", "direction", "p", "holds"]
+GRID_COLUMNS = ["key", "finding", "label", "kind", "threshold", "hold", "estimate", "direction", "p", "holds"]
 
 
 def _fmt_p(p: float) -> str:
@@ -60,7 +60,7 @@ def key_findings(
     if len(glob) and glob.iloc[0]["df"] >= 1:
         p = float(glob.iloc[0]["p"])
         out.append(
-            {"key": "global", "finding": "the arms differ (log-rank, all arms)", "kind": "effect",
+            {"key": "global", "finding": "the arms differ (log-rank, all arms)", "label": "arms differ (log-rank)", "kind": "effect",
              "estimate": _fmt_p(p), "direction": "", "p": p, "holds": bool(p < ALPHA)}
         )  # fmt: skip
     short = short_names(list(arms["arm"]))
@@ -73,6 +73,7 @@ def key_findings(
             {
                 "key": "seed",
                 "finding": f"claim 1, seed: E spreads by ×{SPREAD:g} or more over the seeds of every arm",
+                "label": f"claim 1 seed: spread ≥ ×{SPREAD:g} in every arm (min–max)",
                 "kind": "fact",
                 "estimate": f"×{min(folds.values()):.2f}–×{max(folds.values()):.2f}",
                 "direction": "",
@@ -85,6 +86,7 @@ def key_findings(
         {
             "key": "never",
             "finding": "claim 1, never: some arm mixes seeds that emerged with seeds that never did",
+            "label": "claim 1 never: an arm mixes emerged and never",
             "kind": "fact",
             "estimate": "; ".join(f"{short[r.arm]} {r.n_never}/{r.n_runs} never" for r in mixed.itertuples())
             or "no arm",
@@ -112,6 +114,7 @@ def key_findings(
                     "key": f"size:{small.arm}:{large.arm}",
                     "finding": f"claim 1, size: d_model {large.d_model} against {small.d_model} "
                     f"({n_layers} layers, {n_heads} heads): hazard ratio, log-rank p",
+                    "label": f"claim 1 size: d_model {large.d_model} vs {small.d_model}",
                     "kind": "effect",
                     "estimate": _ratio_text(fit["hr"], direction, f"log-rank {_fmt_p(p)}"),
                     "direction": direction,
@@ -124,11 +127,14 @@ def key_findings(
             continue
         key = f"cox:{row.n_layers}:{row.d_model}:{'all' if row.fit == ALL_ARMS else 'without'}"
         label = "all arms" if row.fit == ALL_ARMS else row.fit
+        short_fit = str(row.fit).split(" (")[0]
         determined = not (isinstance(row.note, str) and row.note)
         out.append(
             {
                 "key": key,
                 "finding": f"claim 4, heads: hazard ratio per doubling of heads, d_model {row.d_model} ({label})",
+                "label": f"claim 4: per doubling, d_model {row.d_model}"
+                + ("" if row.fit == ALL_ARMS else f" ({short_fit})"),
                 "kind": "effect",
                 "estimate": f"×{row.hr_per_doubling:.2f}, {_fmt_p(row.p)}" if determined else "undetermined",
                 "direction": _direction(row.hr_per_doubling) if determined else "",
@@ -143,6 +149,8 @@ def key_findings(
             if math.isfinite(p):
                 out.append(
                     {"key": f"{check}:{key}", "finding": f"model check, d_model {row.d_model} ({label}): {what}",
+                     "label": f"check: {'proportional hazards' if check == 'ph' else 'log-linearity'}, d_model {row.d_model}"
+                     + ("" if row.fit == ALL_ARMS else f" ({short_fit})"),
                      "kind": "check", "estimate": _fmt_p(p), "direction": "", "p": float(p), "holds": bool(p >= ALPHA)}
                 )  # fmt: skip
     for row in contrasts.itertuples():
@@ -154,6 +162,7 @@ def key_findings(
                 "key": f"contrast:{row.versus}:{row.arm}",
                 "finding": f"claim 4, heads {row.heads} at d_model {row.d_model}: hazard ratio (log-rank p where "
                 "the ratio is undetermined)",
+                "label": f"claim 4: heads {row.heads}, d_model {row.d_model}",
                 "kind": "effect",
                 "estimate": _ratio_text(row.hr, direction, _fmt_p(p) if finite else f"log-rank {_fmt_p(p)}"),
                 "direction": direction,
@@ -267,7 +276,7 @@ def robustness(grid: pd.DataFrame) -> pd.DataFrame:
 
 
 def wide(grid: pd.DataFrame) -> pd.DataFrame:
-    """The grid as a compact table: one row per finding, one column per cell
+    """The grid as a compact table: one row per finding (its short label), one column per cell
     (``"0.4/1"``: threshold / hold) holding its estimate, then the verdict."""
     verdicts = robustness(grid).set_index("key")
     cells = grid[["threshold", "hold"]].drop_duplicates().sort_values(["threshold", "hold"])
@@ -276,7 +285,7 @@ def wide(grid: pd.DataFrame) -> pd.DataFrame:
     for key, rows_ in grid.groupby("key", sort=False):
         by_cell = {f"{r.threshold:g}/{r.hold}": r.estimate for r in rows_.itertuples()}
         rows.append(
-            {"finding": rows_.iloc[0]["finding"], **{n: by_cell.get(n, "—") for n in names},
+            {"finding": rows_.iloc[0]["label"], **{n: by_cell.get(n, "—") for n in names},
              "verdict": verdicts.loc[key, "verdict"]}
         )  # fmt: skip
     return pd.DataFrame(rows, columns=["finding", *names, "verdict"])
