@@ -282,7 +282,7 @@ def test_the_papers_claims_in_words_from_the_tables(hand):
     # two head counts: log-linearity is not testable, proportional hazards holds: a ratio per doubling
     assert (
         heads.startswith(
-            f"Claim 4, heads: at d_model 16 (1 layers, heads 2, 4): not decidable at threshold 0.5, hold 1, "
+            "Claim 4, heads: at d_model 16 (1 layers, heads 2, 4): not decidable at threshold 0.5, hold 1, "
         )
         and (
             f"the hazard of emergence per doubling of heads is ×{cox['hr_per_doubling']:.2f} (95 % CI "
