@@ -249,11 +249,12 @@ def decoupled_status() -> tuple[int, int]:
     return (curves["run"].nunique() if len(curves) else 0), len(load_suite_spec("population-decoupled").run_names())
 
 
-def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = None) -> str:
+def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = None, decoupled_result=None) -> str:
     """docs/results.md's headline: the paper's claims 1 and 4 answered by the population
     (``result.claims``: :func:`interp.population.findings.claim_lines`), computed from ``result``'s
     tables; then, while the decoupled arms (``decoupled`` = runs kept, planned) are not complete,
-    the plain statement that claim 4's contrast is confounded."""
+    the plain statement that claim 4's contrast is confounded; once they are, their own claim 4
+    lines (``decoupled_result``: their :class:`~interp.population.tables.PopulationResult`)."""
     head = (
         f"**The population of seeds** (section 4; {len(result.runs)} of {n_planned} runs evaluated, "
         f"{result.arms['n_emerged'].sum()} emerged). The paper's claims 1 and 4 as statistics over seeds, each "
@@ -275,6 +276,13 @@ def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = N
             f"{decoupled[1]} runs kept; until they are complete, nothing here separates the head count from the "
             "positional code, and the contradiction of claim 4 is not a finding about heads."
         )
+    if decoupled_result is not None:
+        lines += [
+            f"- Decoupled arms (rotary dims per head fixed at 8, `population-decoupled`, {len(decoupled_result.runs)} "
+            f"runs): {line}"
+            for line in decoupled_result.claims
+            if line.startswith("Claim 4")
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -346,7 +354,14 @@ def main(argv=None) -> None:
                 result, len(cfg.run_names()), "the rest not trained yet" if n_runs < len(cfg.run_names()) else "all"
             )
         )
-        update_docs(headline_block(result, len(cfg.run_names()), decoupled_status()), HEADLINE)
+        kept_runs, planned = decoupled_status()
+        decoupled = None
+        if kept_runs and kept_runs == planned:  # complete: its own claim 4 joins the headline
+            curves_d = read_kept_curves(SPECS["population-decoupled"][0])
+            decoupled = population_from_curves(
+                curves_d, threshold=THRESHOLD, hold=HOLD, reference=default_reference(curves_d["arm"].unique())
+            )
+        update_docs(headline_block(result, len(cfg.run_names()), (kept_runs, planned), decoupled), HEADLINE)
 
 
 if __name__ == "__main__":

@@ -117,3 +117,28 @@ def test_unpinned_arm_config_keeps_one_arm_and_refuses_an_unknown_one():
     assert [size.name for size in cfg.sizes] == ["neox-2l-64d-4h"] and len(cfg.run_names()) == 24
     with pytest.raises(SystemExit, match="'nope' is not an arm of the population; arms: neox-2l-64d-1h"):
         unpinned.arm_config(load_suite_spec("population"), "nope")
+
+
+def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
+    curves = pd.concat(
+        [_curve("neox-2l-64d-1h", 1, s, c) for s, c in enumerate([100, 200, 300])]
+        + [_curve("neox-2l-64d-4h", 4, s, c) for s, c in enumerate([200, 300, 400])],
+        ignore_index=True,
+    )
+    result = population_from_curves(curves, threshold=0.5, hold=2, reference="neox-2l-64d-4h", grid=False)
+    block = entry.headline_block(result, 120, (10, 96))
+    assert (
+        "- **Claim 4's contrast is confounded.** At d_model 64 the head count moves with d_head 64–16, rotary dims"
+        in block
+    )
+    assert "the 4-head arm has 2 rotary frequencies per head" in block and "have 10 of 96 runs kept" in block
+    assert "Claim 4's contrast is confounded" not in entry.headline_block(result, 120, (96, 96))
+    fixed = pd.concat(
+        [_curve("neox-2l-64d-1h-r8", 1, s, c) for s, c in enumerate([100, 200, 300])]
+        + [_curve("neox-2l-64d-4h-r8", 4, s, c) for s, c in enumerate([200, 300, 400])],
+        ignore_index=True,
+    )
+    decoupled = population_from_curves(fixed, hold=2, reference="neox-2l-64d-4h-r8", grid=False)
+    block = entry.headline_block(result, 120, (96, 96), decoupled)
+    (line,) = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
+    assert "Claim 4, heads: at d_model 64" in line and "Confounded: d_head 64–16 change with n_heads" in line
