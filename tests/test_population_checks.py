@@ -152,6 +152,9 @@ def test_loglinearity_lr_test_and_an_arm_with_no_events():
     assert full["lr_chi2"] == pytest.approx(2 * (sup - lin.llf), rel=1e-9) and full["lr_df"] == 2
     assert full["lr_p"] == pytest.approx(chi2.sf(full["lr_chi2"], 2)) and full["lr_p"] < 0.05
     assert full["lr_note"].startswith("n_heads=8: no run emerged")
+    assert full["silent_heads"] == "8"
+    line = next(x for x in result.findings if x.startswith("1 layers, d_model 16 (heads 1, 2, 4, 8)"))
+    assert "; this ratio leans on n_heads=8, where no run emerged (its runs enter censored at the budget)" in line
     # the headline gives the per-arm contrasts instead of a ratio per doubling, and names the silent arm
     (claim,) = [c for c in result.claims if c.startswith("Claim 4")]
     assert "no single ratio per doubling is quoted (log-linearity in log2(heads) rejected" in claim

@@ -29,7 +29,9 @@ __all__ = ["CHECKED_COX_COLUMNS", "CONTRAST_COLUMNS", "checked_cox", "head_contr
 
 #: Columns of the checked Cox table (:func:`checked_cox`): the Cox table's, then what else varies
 #: with the head count and the two model checks.
-CHECKED_COX_COLUMNS = [*COX_COLUMNS, "also_varies", "ph_chi2", "ph_p", "lr_chi2", "lr_df", "lr_p", "lr_note"]
+CHECKED_COX_COLUMNS = [
+    *COX_COLUMNS, "also_varies", "silent_heads", "ph_chi2", "ph_p", "lr_chi2", "lr_df", "lr_p", "lr_note",
+]  # fmt: skip
 
 #: Columns of the per-arm contrast table (:func:`head_contrasts`), in order.
 CONTRAST_COLUMNS = [
@@ -158,7 +160,9 @@ def model_checks(rows: pd.DataFrame) -> dict:
 
 def checked_cox(runs: pd.DataFrame) -> pd.DataFrame:
     """:func:`interp.population.survival.cox_heads` with, per row, what else varies with the head
-    count over its arms (``also_varies``: d_head, rotary dimensions per head) and the checks of its
+    count over its arms (``also_varies``: d_head, rotary dimensions per head), the head counts in
+    which no run emerged (``silent_heads``: the fit's ratio leans on runs that only enter censored)
+    and the checks of its
     log-linear model (:func:`model_checks`: the proportional-hazards test ``ph_chi2``, ``ph_p``;
     the likelihood-ratio test of log-linearity ``lr_chi2``, ``lr_df``, ``lr_p``, ``lr_note``).
 
@@ -169,7 +173,11 @@ def checked_cox(runs: pd.DataFrame) -> pd.DataFrame:
     extra = []
     for row in cox.itertuples():
         group = runs[runs["arm"].isin(str(row.arms).split(", "))]
-        extra.append({"also_varies": also_varies(group, arm_order(group), "n_heads")} | model_checks(group))
+        silent = [str(h) for h, g in group.groupby("n_heads") if not g["emerged"].any()]
+        extra.append(
+            {"also_varies": also_varies(group, arm_order(group), "n_heads"), "silent_heads": ", ".join(silent)}
+            | model_checks(group)
+        )
     out = pd.concat([cox.reset_index(drop=True), pd.DataFrame(extra, index=range(len(cox)))], axis=1)
     return out.reindex(columns=CHECKED_COX_COLUMNS)
 

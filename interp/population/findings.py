@@ -100,6 +100,11 @@ def cox_line(row: pd.Series) -> str:
     else:
         reading = "the interval includes 1: no effect of the head count detected"
     caveat = f" ({row['caveat']})" if isinstance(row.get("caveat"), str) and row.get("caveat") else ""
+    silent = row.get("silent_heads", "")
+    if isinstance(silent, str) and silent:
+        caveat += (
+            f"; this ratio leans on n_heads={silent}, where no run emerged (its runs enter censored at the budget)"
+        )
     return (
         f"{what}: per doubling of heads the hazard of emergence is ×{hr:.2f} "
         f"(95 % CI {lo:.2f}–{hi:.2f}, {fmt_p(row['p'])}): {reading}{caveat}{confounded}{_checks(row)}"
@@ -294,7 +299,13 @@ def _heads_line(result, row, found: dict, at: str) -> str:
             f"{head}: {_verdict(f['direction'], f['p'], 'earlier')} {at}, {_robust(result, key)}: the hazard of "
             f"emergence per doubling of heads is ×{row.hr_per_doubling:.2f} (95 % CI {row.hr_lo:.2f}–{row.hr_hi:.2f}, "
             f"{fmt_p(row.p)}): {reading}; model checks hold (proportional hazards {fmt_p(row.ph_p)}, log-linearity "
-            f"{fmt_p(row.lr_p)}).{confounded}"
+            f"{fmt_p(row.lr_p)})"
+            + (
+                f"; the ratio leans on n_heads={row.silent_heads}, where no run emerged"
+                if isinstance(row.silent_heads, str) and row.silent_heads
+                else ""
+            )
+            + f".{confounded}"
         )
     contrasts = result.contrasts[
         (result.contrasts["n_layers"] == row.n_layers) & (result.contrasts["d_model"] == row.d_model)
