@@ -407,7 +407,11 @@ def main(argv=None) -> None:
     selected = select_runs(cfg, args.runs)
     started = time.time()
     curves = read_kept_curves(args.curves)
-    plain = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD).runs if len(curves) else pd.DataFrame()
+    plain = (
+        population_from_curves(curves, threshold=THRESHOLD, hold=HOLD, grid=False).runs
+        if len(curves)
+        else pd.DataFrame()
+    )
     plain_e = {r.run: (r.E if r.emerged else None) for r in plain.itertuples()}
     tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
     units = plan(selected, read_kept_heads(), cells, args.anneal_steps, args.sweep_dir / tag)

@@ -57,7 +57,7 @@ def comparison(pinned: pd.DataFrame, unpinned: pd.DataFrame, arm: str, level: st
     label = f"{arm}-unpinned-{level}"
     unpinned = unpinned.assign(arm=label, run=unpinned["run"] + "-unpinned")
     both = pd.concat([pinned[pinned["arm"] == arm], unpinned], ignore_index=True)
-    result = population_from_curves(both, threshold=pop.THRESHOLD, hold=pop.HOLD, reference=arm)
+    result = population_from_curves(both, threshold=pop.THRESHOLD, hold=pop.HOLD, reference=arm, grid=False)
     runs = result.runs
     left = runs[runs["arm"] == arm].set_index("seed")
     right = runs[runs["arm"] == label].set_index("seed")

@@ -213,7 +213,11 @@ def _first_holding(acc: dict[int, float], n: int, threshold: float, hold: int) -
 
 
 def held_crossing(
-    steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5, hold: int = DEFAULT_HOLD
+    steps: Sequence[int],
+    accuracy: Sequence[float],
+    threshold: float = 0.5,
+    hold: int = DEFAULT_HOLD,
+    room: bool = False,
 ) -> tuple[int | None, int | None]:
     """The point of emergence of a fully evaluated curve: the rule of the module docstring.
 
@@ -228,6 +232,10 @@ def held_crossing(
         threshold: accuracy threshold (fraction, in (0, 1]).
         hold: checkpoints after ``post`` that must stay at or above the threshold (>= 0; 0 = the
             first step at or above the threshold).
+        room: when True, a step with fewer than ``hold`` checkpoints after it cannot be ``post``
+            (a crossing with no room left to hold is not a crossing: the population's survival
+            statistics censor such a run at its budget, issue 52); when False (the default of a
+            single curve), the hold window is cut at the last step.
 
     Returns:
         ``(pre, post)``; ``(None, first step)`` when the first step already qualifies;
@@ -246,6 +254,9 @@ def held_crossing(
     s = [int(steps[i]) for i in order]
     _validate(s, threshold, hold)
     post = _first_holding({k: float(accuracy[i]) for k, i in enumerate(order)}, len(s), threshold, hold)
+    if post is not None and room and post + hold > len(s) - 1:
+        # the first holding step has no room to hold: no later step has more room, so none qualifies
+        post = None
     if post is None:
         return None, None
     return (s[post - 1] if post > 0 else None), s[post]

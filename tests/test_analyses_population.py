@@ -25,7 +25,7 @@ def test_blocks_give_every_arm_its_seeds_in_turn():
     assert sorted(seed for _, seed in blocks[-1]) == [22] * 5 + [23] * 5
 
 
-def _curve(arm: str, n_heads: int, seed: int, crossing: int | None, budget: int = 400) -> pd.DataFrame:
+def _curve(arm: str, n_heads: int, seed: int, crossing: int | None, budget: int = 600) -> pd.DataFrame:
     steps = np.arange(0, budget + 1, 100)
     accuracy = np.where(steps >= crossing, 0.9, 0.1) if crossing is not None else np.full(len(steps), 0.1)
     return pd.DataFrame(
@@ -71,9 +71,13 @@ def test_docs_block_states_the_tables():
     result = population_from_curves(curves, threshold=0.5, hold=2, reference="a")
     block = entry.docs_block(result, 120, "the rest not trained yet")
     assert block.startswith("Runs evaluated: 6 of the spec's 120 (the rest not trained yet).")
-    # E = the post step held for 2 checkpoints; a run that never crosses is censored at 400
+    # E = the post step held for 2 checkpoints; a run that never crosses is censored at 600
     assert list(result.runs.sort_values(["arm", "seed"])["E"].fillna(-1)) == [200, 300, -1, 100, 100, 200]
-    assert "| a | 1 | 64 | 3 | 2 | " in block and "| b | 2 | 32 | 3 | 3 | 100 (" in block
+    # rotary dims per head (Pythia's 25 % of d_head) and what else varies against the reference
+    assert "| a | 1 | 64 | 16 | (reference) | 3 | 2 | " in block
+    assert "| b | 2 | 32 | 8 | n_heads; d_head 32 vs 64, rotary dims per head 8 vs 16 | 3 | 3 | 100 (" in block
+    # the grid of rules: one row per finding, nine cells and a verdict
+    assert "| finding | 0.4/1 | 0.4/2 | 0.4/3 | 0.5/1 | 0.5/2 | 0.5/3 | 0.6/1 | 0.6/2 | 0.6/3 | verdict |" in block
     for line in result.findings:
         assert f"- {line}" in block
 
@@ -113,3 +117,28 @@ def test_unpinned_arm_config_keeps_one_arm_and_refuses_an_unknown_one():
     assert [size.name for size in cfg.sizes] == ["neox-2l-64d-4h"] and len(cfg.run_names()) == 24
     with pytest.raises(SystemExit, match="'nope' is not an arm of the population; arms: neox-2l-64d-1h"):
         unpinned.arm_config(load_suite_spec("population"), "nope")
+
+
+def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
+    curves = pd.concat(
+        [_curve("neox-2l-64d-1h", 1, s, c) for s, c in enumerate([100, 200, 300])]
+        + [_curve("neox-2l-64d-4h", 4, s, c) for s, c in enumerate([200, 300, 400])],
+        ignore_index=True,
+    )
+    result = population_from_curves(curves, threshold=0.5, hold=2, reference="neox-2l-64d-4h", grid=False)
+    block = entry.headline_block(result, 120, (10, 96))
+    assert (
+        "- **Claim 4's contrast is confounded.** At d_model 64 the head count moves with d_head 64–16, rotary dims"
+        in block
+    )
+    assert "the 4-head arm has 2 rotary frequencies per head" in block and "have 10 of 96 runs kept" in block
+    assert "Claim 4's contrast is confounded" not in entry.headline_block(result, 120, (96, 96))
+    fixed = pd.concat(
+        [_curve("neox-2l-64d-1h-r8", 1, s, c) for s, c in enumerate([100, 200, 300])]
+        + [_curve("neox-2l-64d-4h-r8", 4, s, c) for s, c in enumerate([200, 300, 400])],
+        ignore_index=True,
+    )
+    decoupled = population_from_curves(fixed, hold=2, reference="neox-2l-64d-4h-r8", grid=False)
+    block = entry.headline_block(result, 120, (96, 96), decoupled)
+    (line,) = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
+    assert "Claim 4, heads: at d_model 64" in line and "Confounded: d_head 64–16 change with n_heads" in line

@@ -128,9 +128,9 @@ def _population(rng_seed: int = 0):
     for arm, n_heads, centre in (("a", 2, 800), ("b", 4, 1500)):
         for seed in range(6):
             e = float(centre * 2 ** rng.uniform(-1, 1)) // 100 * 100
-            runs.append(_run_row(arm, n_heads, seed, e))
+            runs.append(_run_row(arm, n_heads, seed, e, budget=3200))
             heads.append(_heads(f"{arm}-seed{seed}", n_heads, 100, 200, level=math.log2(e) / 40))
-    runs.append(_run_row("b", 4, 6, None))
+    runs.append(_run_row("b", 4, 6, None, budget=3200))
     heads.append(_heads("b-seed6", 4, 100, 200, level=0.3))
     return pd.DataFrame(runs), pd.concat(heads, ignore_index=True)
 
@@ -144,16 +144,22 @@ def test_forecast_beats_the_arm_median_when_a_feature_carries_e():
     assert (result.arms["goal_met"]).all() and (result.arms["ratio"] < 0.5).all()
     assert result.arms.set_index("arm").loc["b", "n_runs"] == 7  # the censored run is listed, not scored
     assert math.isnan(result.predictions.set_index("run").loc["b-seed6", "error"])
-    # the baseline is the arm's median E over the other seeds still to emerge at the horizon
+    # the baseline is the arm's Kaplan-Meier median E over the other seeds still to emerge at the
+    # horizon (the population's one median convention: the first step where fewer than half remain)
     row = result.predictions.set_index("run").loc["a-seed0"]
-    others = runs[(runs["arm"] == "a") & (runs["seed"] != 0) & ~(runs["E"] <= 500)]["E"].median()
-    assert row["baseline_E"] == others
+    others = runs[(runs["arm"] == "a") & (runs["seed"] != 0) & ~(runs["E"] <= 500)]["E"].sort_values()
+    assert row["baseline_E"] == others.iloc[len(others) // 2]
+    # the censored run is predicted never to emerge by its budget, and the concordance counts it
+    censored = result.predictions.set_index("run").loc["b-seed6"]
+    assert not censored["predicted_emerged"] and censored["predicted_time"] == np.inf
+    assert result.arms.set_index("arm").loc["b", "censored_predicted_never"] == 1
+    assert result.concordance > 0.9 and result.concordance > result.baseline_concordance
     arms = result.arms.set_index("arm")
     assert (arms["goal_met_interval"] == (arms["ratio_hi"] <= 0.5)).all()
     assert (arms["ratio_lo"] <= arms["ratio"]).all() and (arms["ratio"] <= arms["ratio_hi"]).all()
     # the goal in steps: half the baseline's log2 error at the arm's median E, by hand for arm a
     a = scored[scored["arm"] == "a"]
-    median_e, half_error = a["E"].median(), a["baseline_error"].median() / 2
+    median_e, half_error = a["E"].sort_values().iloc[len(a) // 2], a["baseline_error"].median() / 2
     assert arms.loc["a", "goal_error_steps"] == pytest.approx(median_e * (2**half_error - 1), rel=1e-12)
     assert (
         f"about {arms.loc['a', 'goal_error_steps']:.0f} steps at the arm's median E of {median_e:.0f}"

@@ -6,6 +6,11 @@ emergence over seeds, and the page that shows them.
   (save / load) and :func:`~interp.population.tables.population_from_curves`;
 - :mod:`interp.population.survival`: Kaplan-Meier, median with interval, share never emerged,
   log-rank and Cox (statsmodels);
+- :mod:`interp.population.shapes`: what an arm is made of (rotary dims per head) and what else
+  varies with a compared factor;
+- :mod:`interp.population.checks`: the Cox fit's model checks (proportional hazards,
+  log-linearity) and each head count against the next fewer;
+- :mod:`interp.population.robust`: the findings over the grid of rules (threshold x hold);
 - :mod:`interp.population.findings`: the findings in words, computed from the tables;
 - :mod:`interp.population.page`: ``population.html`` (Jinja2, autoescaped; plotly inlined once);
 - :mod:`interp.population.collect`: :func:`~interp.population.collect.population`, the capability

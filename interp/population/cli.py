@@ -55,7 +55,11 @@ def population_command(
     budget: int | None = typer.Option(
         None, help="Step budget of every run (steps): not emerged by then = censored. Default: the last step."
     ),
-    reference: str | None = typer.Option(None, help="Arm the pairwise log-rank tests compare with."),
+    reference: str | None = typer.Option(
+        None,
+        help="Arm the pairwise log-rank tests compare with. Default: the shipped spec's reference arm when the arms "
+        "are a shipped population's (neox-2l-64d-4h for `population`), else the first arm by shape.",
+    ),
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     device: str = DeviceOpt,
@@ -74,9 +78,11 @@ def population_command(
     if bool(source) == (from_curves is not None):
         raise ValueError("give either sources or --from-curves FILE (one of the two)")
     if from_curves is not None:
-        from interp.population.tables import population_from_curves
+        from interp.population.tables import default_reference, population_from_curves
 
         curves = _read_curves(from_curves, budget)
+        if reference is None:
+            reference = default_reference(curves["arm"].unique())
         result = population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)
     else:
         from interp.cli.options import _check_common, _check_sources, _check_tasks_on_sources, _one_task

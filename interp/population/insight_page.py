@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -39,15 +40,16 @@ def forecast_figure(predictions: dict[str, pd.DataFrame]) -> go.Figure:
     palette, colours, values = px.colors.qualitative.Plotly, {}, []
     for col, horizon in enumerate(horizons, start=1):
         table = predictions[horizon]
-        rows = table[table["emerged"] & table["predicted_E"].notna()]
+        y = "predicted_time" if "predicted_time" in table else "predicted_E"
+        rows = table[table["emerged"] & np.isfinite(table[y].to_numpy(float))]
         for arm, sub in rows.groupby("arm", sort=False):
             first = arm not in colours
             colour = colours.setdefault(arm, palette[len(colours) % len(palette)])
-            values += list(sub["E"]) + list(sub["predicted_E"])
+            values += list(sub["E"]) + list(sub[y])
             fig.add_trace(
                 go.Scatter(
                     x=sub["E"],
-                    y=sub["predicted_E"],
+                    y=sub[y],
                     mode="markers",
                     name=plot_text(arm),
                     legendgroup=plot_text(arm),
@@ -84,19 +86,42 @@ def forecast_figure(predictions: dict[str, pd.DataFrame]) -> go.Figure:
     return fig
 
 
+#: The three formation events: column, legend name, marker, and the vertical offset of its marker
+#: within the run's row (so that events at one step sit side by side instead of hiding each other).
+EVENT_MARKERS = (
+    ("t_prev", "previous-token head forms", "circle", -0.3),
+    ("t_ind", "induction head forms", "diamond", 0.0),
+    ("E", "capability (E)", "star", 0.3),
+)
+
+
 def formation_figure(order: pd.DataFrame) -> go.Figure:
-    """The three events (steps) per seed: one row per run; never = not drawn."""
+    """The three events (steps) per seed: one row per run, each event's marker at its own offset
+    within the row (:data:`EVENT_MARKERS`), so events at the same step never hide each other; an
+    event that did not happen within the run (``inf``) has no marker."""
     fig = go.Figure()
     labels = [plot_text(r) for r in order["run"]]
-    for column, name, symbol in (
-        ("t_prev", "previous-token head forms", "circle"),
-        ("t_ind", "induction head forms", "diamond"),
-        ("E", "capability (E)", "star"),
-    ):
-        x = [v if math.isfinite(v) else None for v in order[column]]
-        fig.add_trace(go.Scatter(x=x, y=labels, mode="markers", name=name, marker={"symbol": symbol, "size": 10}))
+    rows = np.arange(len(order), dtype=float)
+    for column, name, symbol, offset in EVENT_MARKERS:
+        values = order[column].to_numpy(float)
+        shown = np.isfinite(values)
+        fig.add_trace(
+            go.Scatter(
+                x=values[shown],
+                y=rows[shown] + offset,
+                mode="markers",
+                name=name,
+                marker={"symbol": symbol, "size": 8},
+                text=[labels[i] for i in np.flatnonzero(shown)],
+                hovertemplate="%{text}<br>" + plot_text(name) + " at step %{x}<extra></extra>",
+            )
+        )
     fig.update_xaxes(title_text="training step")
-    fig.update_layout(height=max(320, 22 * len(order) + 120), title="When each event happens, per seed")
+    fig.update_yaxes(
+        tickmode="array", tickvals=rows.tolist(), ticktext=labels, range=[len(order) - 0.5, -0.5], showgrid=False
+    )
+    # 30 px a row: the three offsets (9 px apart) keep markers of one step apart
+    fig.update_layout(height=max(320, 30 * len(order) + 120), title="When each event happens, per seed")
     return fig
 
 
@@ -149,7 +174,21 @@ def insight_findings(forecasts: dict, summary: pd.DataFrame) -> list[str]:
             )
         silent = arms[arms["n_scored"] == 0]["arm"].tolist()
         if silent:
-            text += f"; {', '.join(silent)}: no run emerged, nothing to score"
+            text += f"; {', '.join(silent)}: no run emerged, no error to score"
+        if math.isfinite(getattr(fc, "concordance", math.nan)):
+            never = int(arms["censored_predicted_never"].sum()) if "censored_predicted_never" in arms else 0
+            censored = int(arms["n_censored"].sum()) if "n_censored" in arms else 0
+            within = arms[arms["pairs"] > 0] if "pairs" in arms else arms.iloc[0:0]
+            text += (
+                f"; concordance (Harrell's C, censored runs included) {fc.concordance:.2f} against the baseline's "
+                f"{fc.baseline_concordance:.2f}"
+                + (
+                    f", within arms {within['concordance'].min():.2f}–{within['concordance'].max():.2f}"
+                    if len(within)
+                    else ""
+                )
+                + (f"; {never} of {censored} censored runs predicted never to emerge by the budget" if censored else "")
+            )
         lines.append(text + ".")
     fixed = {h: fc for h, fc in forecasts.items() if str(h) != "half"}
     cells = [(h, r) for h, fc in fixed.items() for r in fc.arms.itertuples() if r.n_scored > 0]

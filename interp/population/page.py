@@ -235,6 +235,16 @@ def heatmap_figure(result, arm: str) -> go.Figure:
     return fig
 
 
+def population_rule(hold: int) -> str:
+    """The point-of-emergence rule of a population in words: the project's rule
+    (:func:`interp.core.terms.rule_text`) without its end-of-run clause, since a population
+    censors a crossing with no room left to hold (:func:`interp.population.tables.held_post`)."""
+    text = rule_text(hold)
+    end = " (at every remaining one near the end of the run)"
+    room = " (which must exist: a crossing with no room left to hold is none)" if hold else ""
+    return text.replace(end, room) if end in text else text
+
+
 def _p_cell(p: float) -> str:
     """A p-value for a table cell: ``0.0037``, ``< 0.001``, ``—``."""
     return "—" if math.isnan(p) else fmt_p(p).removeprefix("p = ").removeprefix("p ")
@@ -270,9 +280,25 @@ def _context(result, include_plotlyjs: bool) -> dict:
             if math.isnan(c["hr_per_doubling"])
             else f"×{c['hr_per_doubling']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})",
             "p": _p_cell(c["p"]),
+            "ph": _p_cell(c["ph_p"]),
+            "lr": "—" if math.isnan(c["lr_p"]) else f"{_p_cell(c['lr_p'])} ({c['lr_df']} df)",
+            "note": "; ".join(x for x in (c["note"], c["caveat"], c["lr_note"]) if isinstance(x, str) and x),
         }
         for c in result.cox.to_dict("records")
     ]
+    contrasts = [
+        c
+        | {
+            "hr": "—" if math.isnan(c["hr"]) else f"×{c['hr']:.2f} ({c['hr_lo']:.2f}–{c['hr_hi']:.2f})",
+            "p": _p_cell(c["p"]),
+            "logrank_p": _p_cell(c["logrank_p"]),
+            "note": "; ".join(x for x in (c["note"], c["caveat"]) if isinstance(x, str) and x),
+        }
+        for c in result.contrasts.to_dict("records")
+    ]
+    from interp.population.robust import wide
+
+    grid = wide(result.grid) if len(result.grid) else None
     runs = [
         r
         | {
@@ -289,7 +315,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "plotly": trusted(plotly_script()) if include_plotlyjs else "",  # plotly.js, script-safe
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),
-        "rule": rule_text(result.hold),
+        "rule": population_rule(result.hold),
         "threshold": f"{result.threshold:g}",
         "reference": result.reference,
         "km_figure": _figure(km_figure(result)),
@@ -298,6 +324,9 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "arms": arms,
         "tests": tests,
         "cox": cox,
+        "contrasts": contrasts,
+        "grid_columns": list(grid.columns) if grid is not None else [],
+        "grid_rows": grid.values.tolist() if grid is not None else [],
         "runs": runs,
     }
 

@@ -52,6 +52,9 @@ ARM_COLUMNS = [
     "d_model",
     "n_heads",
     "d_head",
+    "rotary_dims",
+    "compared",
+    "also_varies",
     "budget",
     "n_runs",
     "n_emerged",
@@ -64,7 +67,9 @@ ARM_COLUMNS = [
     "median_E_hi",
 ]
 #: Columns of the log-rank table (:func:`logrank_tests`), in order.
-TEST_COLUMNS = ["test", "arm", "reference", "arms", "n_runs", "n_emerged", "chi2", "df", "p", "note"]
+TEST_COLUMNS = [
+    "test", "arm", "reference", "arms", "compared", "also_varies", "n_runs", "n_emerged", "chi2", "df", "p", "note",
+]  # fmt: skip
 #: The ``fit`` of a Cox row fitted over every arm of its group.
 ALL_ARMS = "all arms"
 #: Columns of the Cox table (:func:`cox_heads`), in order.
@@ -83,6 +88,7 @@ COX_COLUMNS = [
     "hr_hi",
     "p",
     "note",
+    "caveat",
 ]
 
 
@@ -189,13 +195,18 @@ def median_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
     return median, float(lo), float(hi)
 
 
-def arm_table(runs: pd.DataFrame) -> pd.DataFrame:
+def arm_table(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
     """One row per arm: its shape, budget, runs, runs emerged, the share never emerged by the
     budget with its 95 % Wilson interval, and the median point of emergence with its 95 %
     interval (:func:`median_interval`).
 
     ``budget`` is the arm's largest run budget (steps). The share never emerged is the share of
     runs censored (every run is followed to its budget, so no run is lost before it).
+    ``rotary_dims`` is the arm's rotary dimensions per head
+    (:func:`interp.population.shapes.rotary_dims`); ``compared`` the first shape factor in which
+    the arm differs from ``reference`` (default: the first arm; ``"reference"`` on its own row)
+    and ``also_varies`` what else differs (``"d_head 64 vs 16, rotary dims per head 16 vs 4"``;
+    empty: the contrast with the reference varies one thing, else it is confounded).
 
     Returns:
         :data:`ARM_COLUMNS`, arms in :func:`arm_order`.
@@ -203,10 +214,15 @@ def arm_table(runs: pd.DataFrame) -> pd.DataFrame:
     Source: Wilson 1927 (share interval); Kaplan & Meier 1958 and Brookmeyer & Crowley 1982
     (median and its interval), through statsmodels.
     """
+    from interp.population.shapes import differences, pair_varies, rotary_dims
+
     rows = []
-    for arm in arm_order(runs):
+    order = arm_order(runs)
+    reference = reference if reference in order else (order[0] if order else None)
+    for arm in order:
         group = runs[runs["arm"] == arm]
         n, k = len(group), int(group["emerged"].sum())
+        diff = differences(runs, arm, reference) if arm != reference else []
         share, lo, hi = share_interval(n - k, n)
         median, m_lo, m_hi = median_interval(group)
         first = group.iloc[0]
@@ -217,6 +233,9 @@ def arm_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "d_model": int(first["d_model"]),
                 "n_heads": int(first["n_heads"]),
                 "d_head": int(first["d_head"]),
+                "rotary_dims": rotary_dims(arm, int(first["d_head"])),
+                "compared": "reference" if arm == reference else (diff[0][0] if diff else "nothing"),
+                "also_varies": pair_varies(runs, arm, reference, diff[0][0]) if diff else "",
                 "budget": int(group["budget"].max()),
                 "n_runs": n,
                 "n_emerged": k,
@@ -259,7 +278,8 @@ def logrank_tests(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFr
 
     Returns:
         :data:`TEST_COLUMNS`: ``test`` is ``"global"`` (``arm`` empty, ``arms`` every arm) or
-        ``"vs reference"``; ``chi2`` with ``df`` = arms - 1 degrees of freedom and its p-value;
+        ``"vs reference"`` (``compared``: the first shape factor in which the pair differs,
+        ``also_varies``: what else differs, :mod:`interp.population.shapes`; empty for global); ``chi2`` with ``df`` = arms - 1 degrees of freedom and its p-value;
         NaN with a ``note`` when undetermined (one arm, no run emerged).
 
     Raises:
@@ -275,14 +295,19 @@ def logrank_tests(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFr
         raise ValueError(f"reference arm {reference!r} is not in the table; arms: {', '.join(order)}")
     out = []
 
+    from interp.population.shapes import differences, pair_varies
+
     def row(test: str, arm: str, rows: pd.DataFrame) -> None:
         chi2, df, p, note = _logrank(rows)
+        diff = differences(runs, arm, reference) if test != "global" else []
         out.append(
             {
                 "test": test,
                 "arm": arm,
                 "reference": reference if test != "global" else "",
                 "arms": ", ".join(a for a in order if a in set(rows["arm"])),
+                "compared": diff[0][0] if diff else "",
+                "also_varies": pair_varies(runs, arm, reference, diff[0][0]) if diff else "",
                 "n_runs": len(rows),
                 "n_emerged": int(rows["emerged"].sum()),
                 "chi2": chi2,
@@ -321,43 +346,114 @@ def monotone_direction(duration: np.ndarray, emerged: np.ndarray, x: np.ndarray)
     return 1 if top else -1 if bottom else 0
 
 
-def _cox_fit(rows: pd.DataFrame) -> dict:
-    """Cox fit of ``log2(n_heads)`` on one group of arms: coefficient, se, HR with 95 % interval, p, note."""
-    from statsmodels.duration.hazard_regression import PHReg
+def tied_events(duration: np.ndarray, emerged: np.ndarray) -> tuple[str, str]:
+    """Whether the events of a Cox fit all fall on one step: ``(note, caveat)``.
 
-    nan = {"coef_log2_heads": math.nan, "se": math.nan, "hr_per_doubling": math.nan}
-    nan |= {"hr_lo": math.nan, "hr_hi": math.nan, "p": math.nan}
-    heads = sorted(rows["n_heads"].unique())
-    if len(heads) < 2:
-        return nan | {"note": f"one head count ({heads[0]}): no variation to fit"}
-    if not rows["emerged"].any():
-        return nan | {"note": "no run emerged: the hazard ratio is undetermined"}
-    x = np.log2(rows["n_heads"].to_numpy(float))
-    duration, emerged = rows["duration"].to_numpy(float), rows["emerged"].to_numpy(bool)
-    direction = monotone_direction(duration, emerged, x)
-    if direction:
-        silent = [h for h in heads if not rows.loc[rows["n_heads"] == h, "emerged"].any()]
-        why = f"; no run with n_heads={', '.join(str(h) for h in silent)} emerged" if silent else ""
-        return nan | {
-            "note": f"every run that emerged had the {'most' if direction > 0 else 'fewest'} heads of those still "
-            f"at risk{why}: the partial likelihood has no maximum, the hazard ratio is not estimable"
-        }
+    ``note`` (the ratio is undetermined) when every run at risk at that step emerged at it: the
+    partial likelihood then compares nothing (every ordering of the tied events is one risk set
+    emptied at once), and Efron's approximation alone makes an interval (HR 1.00, 0.20–4.95 on
+    two arms of 2), as the log-rank test's singular variance says. ``caveat`` (the ratio is
+    quoted, with this warning) when the events fall on one step but some runs at risk did not
+    emerge there: the fit's information rests on that single tied event time. Both empty
+    otherwise.
+
+    Args:
+        duration: shape ``(n_runs,)``, steps to E or to censoring.
+        emerged: shape ``(n_runs,)``, booleans.
+
+    Source: Efron 1977 (ties in the partial likelihood); issue 56, item 4.
+    """
+    times = np.unique(duration[emerged])
+    if len(times) != 1:
+        return "", ""
+    t = float(times[0])
+    at_risk = duration >= t
+    if emerged[at_risk].all():
+        note = (
+            f"every run at risk emerged at the same step ({t:.0f}): a single tied event time holds all the "
+            "information, the hazard ratio is undetermined (as the log-rank test)"
+        )
+        return note, ""
+    return "", f"every event fell on step {t:.0f}: the fit's information rests on a single tied event time"
+
+
+def cox_fit(duration: np.ndarray, emerged: np.ndarray, x: np.ndarray, what: str = "x"):
+    """Cox fit of one covariate: ``(row, fit)`` where ``row`` has ``coef``, ``se``, ``hr``,
+    ``hr_lo``, ``hr_hi`` (95 % Wald), ``p`` (Wald), ``note`` (why undetermined; the numbers are
+    NaN) and ``caveat`` (a warning on a quoted ratio), and ``fit`` is statsmodels' result (None
+    when undetermined).
+
+    Args:
+        duration: shape ``(n_runs,)``, steps; emerged: shape ``(n_runs,)``, booleans;
+        x: shape ``(n_runs,)``, the covariate; what: its name in notes (``"heads"``).
+
+    Undetermined (never an exception): no run emerged, no variation in ``x``, every event tied at
+    one step with every run at risk (:func:`tied_events`), a partial likelihood without a maximum
+    (:func:`monotone_direction`), a fit that did not converge.
+
+    Source: Cox 1972 with Efron 1977 ties, through ``statsmodels.duration.hazard_regression.PHReg``.
+    """
+    from statsmodels.duration.hazard_regression import PHReg
     from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
+    nan = dict.fromkeys(("coef", "se", "hr", "hr_lo", "hr_hi", "p"), math.nan) | {"caveat": ""}
+    if len(np.unique(x)) < 2:
+        return nan | {"note": f"one value of {what}: no variation to fit"}, None
+    if not emerged.any():
+        return nan | {"note": "no run emerged: the hazard ratio is undetermined"}, None
+    note, caveat = tied_events(duration, emerged)
+    if note:
+        return nan | {"note": note}, None
+    direction = monotone_direction(duration, emerged, x)
+    if direction:
+        return nan | {
+            "note": f"every run that emerged had the {'most' if direction > 0 else 'fewest'} {what} of those still "
+            "at risk: the partial likelihood has no maximum, the hazard ratio is not estimable"
+        }, None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = PHReg(duration, x[:, None], status=emerged.astype(float), ties="efron").fit()
     coef, se = float(fit.params[0]), float(fit.bse[0])
     if any(issubclass(w.category, ConvergenceWarning) for w in caught) or not math.isfinite(se):
-        return nan | {"note": "the Cox fit did not converge: the hazard ratio is undetermined"}
-    return {
-        "coef_log2_heads": coef,
+        return nan | {"note": "the Cox fit did not converge: the hazard ratio is undetermined"}, None
+    row = {
+        "coef": coef,
         "se": se,
-        "hr_per_doubling": math.exp(coef),
+        "hr": math.exp(coef),
         "hr_lo": math.exp(coef - Z95 * se),
         "hr_hi": math.exp(coef + Z95 * se),
         "p": float(fit.pvalues[0]),
         "note": "",
+        "caveat": caveat,
+    }
+    return row, fit
+
+
+def _cox_fit(rows: pd.DataFrame) -> dict:
+    """Cox fit of ``log2(n_heads)`` on one group of arms: coefficient, se, HR with 95 % interval, p, note, caveat."""
+    heads = sorted(rows["n_heads"].unique())
+    x = np.log2(rows["n_heads"].to_numpy(float))
+    duration, emerged = rows["duration"].to_numpy(float), rows["emerged"].to_numpy(bool)
+    row, _ = cox_fit(duration, emerged, x, "heads")
+    note = row["note"]
+    if len(heads) < 2:
+        note = f"one head count ({heads[0]}): no variation to fit"
+    elif note.startswith("every run that emerged had the"):
+        silent = [h for h in heads if not rows.loc[rows["n_heads"] == h, "emerged"].any()]
+        if silent:
+            note = note.replace(
+                " of those still at risk:",
+                f" of those still at risk; no run with n_heads={', '.join(str(h) for h in silent)} emerged:",
+            )
+    return {
+        "coef_log2_heads": row["coef"],
+        "se": row["se"],
+        "hr_per_doubling": row["hr"],
+        "hr_lo": row["hr_lo"],
+        "hr_hi": row["hr_hi"],
+        "p": row["p"],
+        "note": note,
+        "caveat": row["caveat"],
     }
 
 
@@ -374,7 +470,9 @@ def cox_heads(runs: pd.DataFrame) -> pd.DataFrame:
         undetermined (one head count, no run emerged, or a partial likelihood without a maximum:
         :func:`monotone_direction`). An arm in which no run emerged is fitted (its censored runs
         stay at risk, which is information), and when one exists a second row refits the group
-        without it, so a reader sees how much the log-linear trend leans on that arm.
+        without it, so a reader sees how much the log-linear trend leans on that arm. ``caveat``
+        warns of a fit resting on one tied event time (:func:`tied_events`). What else varies and
+        the model checks: :func:`interp.population.checks.checked_cox`.
 
     Source: Cox 1972 (proportional hazards, partial likelihood) with Efron's 1977 handling of tied
     steps (every run emerges on a checkpoint step, so ties are the rule), through

@@ -49,8 +49,30 @@ _SHAPE = ["arm", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget"]
 #: Columns of the run table (:func:`runs_from_curves`), in order.
 RUN_COLUMNS = [*RUN_KEYS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration"]
 
+#: The reference arm of each shipped population spec (the arm its pairwise tests compare with):
+#: the d_model-64 4-head arm, the middle of the head-count axis (docs/results.md, section 4).
+SPEC_REFERENCES = {
+    "population": "neox-2l-64d-4h",
+    "population-decoupled": "neox-2l-64d-4h-r8",
+}
+
+
+def default_reference(arms) -> str | None:
+    """The reference arm of the shipped population spec whose sizes hold every arm in ``arms``
+    (:data:`SPEC_REFERENCES`), when that reference is one of ``arms``; else None (then the first
+    arm by shape is the reference). So ``emergence population --from-curves`` on the kept curves
+    of a shipped population compares with the arm its docs do."""
+    from interp.sources.catalogue import load_suite_spec
+
+    arms = set(map(str, arms))
+    for spec, reference in SPEC_REFERENCES.items():
+        if reference in arms and arms <= {size.name for size in load_suite_spec(spec).sizes}:
+            return reference
+    return None
+
+
 #: The tables of a :class:`PopulationResult`, in the order they are saved.
-TABLES = ("runs", "arms", "tests", "cox", "km", "curves")
+TABLES = ("runs", "arms", "tests", "cox", "contrasts", "grid", "km", "curves")
 
 
 def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFrame:
@@ -129,6 +151,24 @@ def _first_bad(table: pd.DataFrame, bad: pd.Series, column: str) -> str:
     return f"run {str(row.get('run'))!r} step {row.get('step')}: {column}={value!r}"
 
 
+def held_post(steps, values, threshold: float, hold: int) -> tuple[int | None, int | None]:
+    """The population's one rule for dating an event on a run's checkpoints: ``(pre, post)`` of
+    :func:`interp.emergence.held_crossing` with ``room=True`` (a crossing with fewer than ``hold``
+    checkpoints after it is not a crossing: the run is censored at its budget). The point of
+    emergence (:func:`runs_from_curves`) and the formation events
+    (:func:`interp.population.formation.formation_order`) both use it.
+
+    Args:
+        steps: shape ``(n_checkpoints,)``, steps.
+        values: shape ``(n_checkpoints,)``, the quantity (greedy accuracy, or a score; fraction).
+        threshold: in (0, 1]; hold: >= 0 checkpoints.
+
+    Raises:
+        ValueError: as :func:`interp.emergence.held_crossing`.
+    """
+    return held_crossing(list(steps), list(values), threshold=threshold, hold=hold, room=True)
+
+
 def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = DEFAULT_HOLD) -> pd.DataFrame:
     """The point of emergence of every run of a checked capability table (:func:`check_curves`).
 
@@ -139,8 +179,8 @@ def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = D
 
     Returns:
         :data:`RUN_COLUMNS`, one row per run: ``pre_step`` / ``post_step`` (steps; ``<NA>`` when
-        the rule finds none) from :func:`interp.emergence.held_crossing` on the run's whole
-        curve; ``emerged`` when a post exists at or before the budget; ``E`` = post (steps, NaN
+        the rule finds none) from :func:`held_post` on the run's whole curve (a crossing with
+        no room left to hold is none: the run is censored); ``emerged`` when a post exists at or before the budget; ``E`` = post (steps, NaN
         if censored); ``censored_at`` = the budget for a censored run (NaN otherwise);
         ``duration`` = ``E`` or the budget (what the survival statistics read).
 
@@ -158,7 +198,7 @@ def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = D
     for run, curve in curves.groupby("run", sort=False):
         if len(curve) < 2:
             raise ValueError(f"run {run!r} has {len(curve)} checkpoint(s); the point of emergence needs at least 2")
-        pre, post = held_crossing(curve["step"].tolist(), curve["accuracy"].tolist(), threshold=threshold, hold=hold)
+        pre, post = held_post(curve["step"].tolist(), curve["accuracy"].tolist(), threshold, hold)
         first = curve.iloc[0]
         budget = int(first["budget"])
         emerged = post is not None and post <= budget
@@ -193,7 +233,12 @@ class PopulationResult:
         tests: log-rank tests (:data:`interp.population.survival.TEST_COLUMNS`): global, and each
             arm against ``reference``.
         cox: hazard ratio of emergence per doubling of heads, per (n_layers, d_model) group
-            (:data:`interp.population.survival.COX_COLUMNS`).
+            (:data:`interp.population.checks.CHECKED_COX_COLUMNS`), with what else varies with
+            the head count and the model checks (proportional hazards, log-linearity).
+        contrasts: each head count against the next fewer (hazard ratio with its interval,
+            log-rank p, what else varies; :data:`interp.population.checks.CONTRAST_COLUMNS`).
+        grid: the findings recomputed over the grid of rules (threshold x hold;
+            :data:`interp.population.robust.GRID_COLUMNS`; empty when not computed).
         km: Kaplan-Meier curves per arm with pointwise 95 % intervals
             (:data:`interp.population.survival.KM_COLUMNS`; survival = probability of not yet
             having emerged).
@@ -208,6 +253,8 @@ class PopulationResult:
     arms: pd.DataFrame
     tests: pd.DataFrame
     cox: pd.DataFrame
+    contrasts: pd.DataFrame
+    grid: pd.DataFrame
     km: pd.DataFrame
     curves: pd.DataFrame
     threshold: float = 0.5
@@ -223,6 +270,14 @@ class PopulationResult:
         from interp.population.findings import findings
 
         return findings(self)
+
+    @property
+    def robustness(self) -> pd.DataFrame:
+        """One row per finding: robust over the grid of rules or not, with a verdict
+        (:func:`interp.population.robust.robustness`; empty when the grid was not computed)."""
+        from interp.population.robust import robustness
+
+        return robustness(self.grid)
 
     @property
     def claims(self) -> list[str]:
@@ -304,6 +359,7 @@ def population_from_curves(
     budget: int | None = None,
     reference: str | None = None,
     title: str = "emergence over seeds",
+    grid: bool = True,
 ) -> PopulationResult:
     """Survival statistics of the point of emergence from a capability table.
 
@@ -317,6 +373,8 @@ def population_from_curves(
         reference: the arm the pairwise log-rank tests compare with (default: the first arm by
             shape: fewest layers, narrowest, fewest heads).
         title: the page's title.
+        grid: recompute the findings over the grid of rules (thresholds 0.4/0.5/0.6 x hold
+            1/2/3, :mod:`interp.population.robust`; nine times the work); False: an empty grid.
 
     Returns:
         The :class:`PopulationResult`.
@@ -329,18 +387,42 @@ def population_from_curves(
     with Efron 1977 ties (all through statsmodels, :mod:`interp.population.survival`).
     """
     table = check_curves(curves, budget=budget)
-    runs = runs_from_curves(table, threshold=threshold, hold=hold)
-    order = survival.arm_order(runs)
-    tests = survival.logrank_tests(runs, reference=reference)
+    cell = statistics(table, threshold, hold, reference)
+    if grid:
+        from interp.population.robust import grid_table
+
+        grid_rows = grid_table(table, reference, statistics)
+    else:
+        from interp.population.robust import GRID_COLUMNS
+
+        grid_rows = pd.DataFrame(columns=GRID_COLUMNS)
     return PopulationResult(
-        runs=runs,
-        arms=survival.arm_table(runs),
-        tests=tests,
-        cox=survival.cox_heads(runs),
-        km=survival.kaplan_meier(runs),
+        **cell,
+        grid=grid_rows,
+        km=survival.kaplan_meier(cell["runs"]),
         curves=table,
         threshold=float(threshold),
         hold=hold,
-        reference=reference if reference is not None else order[0],
+        reference=reference if reference is not None else survival.arm_order(cell["runs"])[0],
         title=title,
     )
+
+
+def statistics(table: pd.DataFrame, threshold: float, hold: int, reference: str | None) -> dict[str, pd.DataFrame]:
+    """The run, arm, log-rank, Cox and contrast tables of a checked capability table at one rule
+    (``threshold``, ``hold``): what :func:`population_from_curves` and each cell of the
+    robustness grid (:func:`interp.population.robust.grid_table`) compute.
+
+    Raises:
+        ValueError: a bad threshold, hold or reference arm.
+    """
+    from interp.population.checks import checked_cox, head_contrasts
+
+    runs = runs_from_curves(table, threshold=threshold, hold=hold)
+    return {
+        "runs": runs,
+        "arms": survival.arm_table(runs, reference=reference),
+        "tests": survival.logrank_tests(runs, reference=reference),
+        "cox": checked_cox(runs),
+        "contrasts": head_contrasts(runs),
+    }

@@ -1,0 +1,58 @@
+"""What an arm of a population is made of, and what else varies with a compared factor (issue
+52, item 1): at a fixed ``d_model`` more heads also means a smaller ``d_head`` and, under Pythia's
+``rotary_pct = 0.25``, fewer rotary dimensions per head (:func:`rotary_dims`); a contrast between
+arms that differ in more than one factor is *confounded*. A leaf module: it reads the run table's
+shape columns (``arm``, ``n_layers``, ``d_model``, ``n_heads``, ``d_head``) and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+__all__ = ["FACTORS", "also_varies", "differences", "pair_varies", "rotary_dims"]
+
+#: The shape factors an arm is made of, in the order a contrast names them.
+FACTORS = ("n_layers", "d_model", "n_heads", "d_head", "rotary_dims")
+_WORDS = {"rotary_dims": "rotary dims per head"}
+
+
+def rotary_dims(arm: str, d_head: int) -> int:
+    """Rotary dimensions per head of an arm as the suite specs build it: the ``-r<N>`` suffix of
+    its name when present (a size with ``rotary_dim: N``, :class:`interp.sources.catalogue.ModelSize`),
+    else Pythia's 25 % of ``d_head`` (``int(d_head * 0.25)``; GPT-NeoX ``rotary_pct = 0.25``)."""
+    match = re.search(r"-r(\d+)$", str(arm))
+    return int(match.group(1)) if match else int(int(d_head) * 0.25)
+
+
+def _shapes(runs: pd.DataFrame) -> pd.DataFrame:
+    shapes = runs.groupby("arm", sort=False)[["n_layers", "d_model", "n_heads", "d_head"]].first()
+    shapes["rotary_dims"] = [rotary_dims(a, d) for a, d in zip(shapes.index, shapes["d_head"])]
+    return shapes
+
+
+def differences(runs: pd.DataFrame, a: str, b: str) -> list[tuple[str, int, int]]:
+    """The shape factors (:data:`FACTORS`) in which arm ``a`` differs from arm ``b``:
+    ``[(factor, value in a, value in b), ...]``; more than one: the contrast is confounded."""
+    shapes = _shapes(runs)
+    return [(f, int(shapes.loc[a, f]), int(shapes.loc[b, f])) for f in FACTORS if shapes.loc[a, f] != shapes.loc[b, f]]
+
+
+def _span(values) -> str:
+    values = sorted({int(v) for v in values}, reverse=True)
+    return f"{values[0]}–{values[-1]}" if len(values) > 1 else f"{values[0]}"
+
+
+def also_varies(runs: pd.DataFrame, arms, factor: str) -> str:
+    """What else varies with ``factor`` over ``arms``: ``"d_head 64–8, rotary dims per head 16–2"``,
+    or ``""`` when nothing does (the contrast varies one thing)."""
+    shapes = _shapes(runs).loc[list(arms)]
+    return ", ".join(
+        f"{_WORDS.get(f, f)} {_span(shapes[f])}" for f in FACTORS if f != factor and shapes[f].nunique() > 1
+    )
+
+
+def pair_varies(runs: pd.DataFrame, a: str, b: str, factor: str) -> str:
+    """What else differs between arms ``a`` and ``b`` besides ``factor``: ``"d_head 16 vs 32"``."""
+    return ", ".join(f"{_WORDS.get(f, f)} {va} vs {vb}" for f, va, vb in differences(runs, a, b) if f != factor)
