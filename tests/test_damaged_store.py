@@ -89,13 +89,13 @@ def two_sources(tmp_path_factory, byte_tokenizer_dir):
 def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tmp_path):
     from emergence_lens.cli import app
     from interp.main_job.config import StudyConfig
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.main_job.units import damaged_units, plan_units, study_status
     from interp.tasks import RepetitionTask
 
     task = RepetitionTask(n_prompts=8, length=6, seed=0)
     out = tmp_path / "study"
-    run(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
+    run_study(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
     reference = {name: pd.read_parquet(out / f"{name}.parquet") for name in ("emergence", "heads", "points")}
     units = plan_units(two_sources, [task])
     store = ResultsStore(out / "units")
@@ -113,7 +113,7 @@ def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tm
     dry = CliRunner().invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "0 of 2 units done" in dry.output and dry.output.count("damaged: ") == 2
-    run(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
+    run_study(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
     assert damaged_units(units, out) == {} and study_status(units, out)["done"].all()
     for name, table in reference.items():
         pd.testing.assert_frame_equal(pd.read_parquet(out / f"{name}.parquet"), table, check_exact=True, obj=name)

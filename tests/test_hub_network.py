@@ -89,10 +89,13 @@ def test_a_download_or_metadata_failure_says_what_to_do(tmp_path, monkeypatch, o
 
 def test_offline_with_an_empty_cache_says_what_to_do(tmp_path, hub_offline):
     source = HubSource(REPO, cache_dir=tmp_path)
-    assert source.available_steps() == []
+    # the first call that needs the hub says it (issue 58, item 4): the list of steps, not an empty list
+    with pytest.raises(HubUnavailableError) as listing:
+        source.available_steps()
     with pytest.raises(HubUnavailableError) as error:
         source.tokenizer()
     message = str(error.value)
+    assert str(listing.value) == message
     assert "\n" not in message and message.startswith(
         f"{REPO} has no checkpoint branches (step{{N}}, ...) in the local hub cache "
         f"{tmp_path / 'models--EleutherAI--pythia-70m-seed3'} (HF_HUB_OFFLINE=1): fetch them with "

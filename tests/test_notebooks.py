@@ -91,7 +91,7 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
             digests = report.provenance["checkpoints"][source.model_id]
             assert digests[f"step{point.post_step}"] == source.digest(point.post_step)
     provenance = report.provenance
-    assert provenance["call"] == "interp.main_job.runner.run"
+    assert provenance["call"] == "interp.main_job.runner.run_study"
     assert provenance["packages"]["torch"] == metadata.version("torch")
     assert provenance["source"]["combined"] == source_digests()["combined"]
     assert provenance["settings"]["config"]["scan"] is False  # CI scale: bisection only

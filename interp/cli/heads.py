@@ -381,6 +381,7 @@ def scrub(
             threshold=threshold,
             rank=rank,
             metric=metric,
+            progress=False,
         )
     page.save_html(out)
     data = page.data

@@ -1,7 +1,7 @@
 """The main job's settings as one frozen value: :class:`StudyConfig`.
 
 Built once (from the flags of ``emergence run`` / ``emergence demo``, or by the user in Python),
-it travels as one argument from :func:`interp.main_job.runner.run` to
+it travels as one argument from :func:`interp.main_job.runner.run_study` to
 :func:`interp.main_job.runner.analyse_run` and :func:`interp.ranking.rank_heads_between`, and the
 report's provenance records it whole (:meth:`StudyConfig.as_dict`). A bad value is refused when
 the object is made, in one line naming the value and the valid ones, before anything is loaded.

@@ -264,10 +264,18 @@ class HubSource(CheckpointSource):
 
     def available_steps(self) -> list[int]:
         """Steps of the followed series that the hub has (online) or the cache holds (offline),
-        within the schedule when one is set (Pythia's 154 steps)."""
+        within the schedule when one is set (Pythia's 154 steps).
+
+        Raises:
+            HubUnavailableError: offline (``HF_HUB_OFFLINE=1``) and the cache holds no checkpoint
+                branch of the repository: the message says what to fetch and how
+                (``emergence download``), instead of an empty list that fails later.
+        """
         if self._available is None:
             listed = set(self.schedule.revisions)
             self._available = sorted(listed & set(self.steps) if self.steps is not None else listed)
+        if not self._available and self._offline():
+            raise self._no_branches_error()
         return list(self._available)
 
     def expected_steps(self) -> list[int]:
