@@ -107,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     started = time.perf_counter()
     task = RepetitionTask()
-    report = run_study([args.suite], task, StudyConfig(scan=True), out_dir=args.out, title=f"emergence-lens: {args.suite}")
+    report = run_study(
+        [args.suite], task, StudyConfig(scan=True), out_dir=args.out, title=f"emergence-lens: {args.suite}"
+    )
     points = report.points.assign(run=lambda d: d.model + "-seed" + d.seed.astype(str)).set_index("run")
 
     (src,) = open_sources([f"{args.suite}/{args.check_run}"])

@@ -346,7 +346,9 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     config = StudyConfig(
         device="cpu", decompose=False, scores=False, hold=0, scrub=False, scan=True
     )  # the scrubber records with its own evaluator; this test fixes the curve
-    scanned = runner.run_study([LocalSuiteSource(tiny_local_suite)], task, config, out_dir=tmp_path / "scan", progress=False)
+    scanned = runner.run_study(
+        [LocalSuiteSource(tiny_local_suite)], task, config, out_dir=tmp_path / "scan", progress=False
+    )
     point = scanned.runs[0].point
     assert (point.pre_step, point.post_step, point.emerged, point.monotone) == (0, 100, True, False)
     assert (point.search, point.n_evaluations, point.hold) == ("scan", 3, 0)

@@ -107,7 +107,9 @@ def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeyp
     monkeypatch.setattr(door, "ReadySources", StillTraining)
     monkeypatch.setattr(runner, "analyse_run", interrupted)
     with pytest.raises(KeyboardInterrupt) as caught:
-        runner.run_study(["test/suite-seed0", "test/suite-seed1"], RepetitionTask(n_prompts=4, length=4), progress=False)
+        runner.run_study(
+            ["test/suite-seed0", "test/suite-seed1"], RepetitionTask(n_prompts=4, length=4), progress=False
+        )
     assert closed == [True] and caught.traceback  # closed although the traceback (and its frames) live on
 
 

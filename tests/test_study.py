@@ -102,7 +102,9 @@ def test_joblib_gives_the_local_report_by_value(four_sources, reference, tmp_pat
     (two worker processes): the reports' runs are equal field by field (tensors, tables, points),
     and so are the saved tables."""
     folder, local = reference
-    report = run_study(four_sources, [TASK], CONFIG, executor="joblib", jobs=2, out_dir=tmp_path / "joblib", progress=False)
+    report = run_study(
+        four_sources, [TASK], CONFIG, executor="joblib", jobs=2, out_dir=tmp_path / "joblib", progress=False
+    )
     assert [r.model_id for r in report.runs] == [r.model_id for r in local.runs]
     assert report.runs == local.runs and len(report.emergence) == 4 * 3  # every step of every run
     assert report.points.equals(local.points) and report.heads.equals(local.heads)
@@ -124,7 +126,9 @@ def test_ray_gives_the_local_tables(four_sources, reference, tmp_path):
     folder, local = reference
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        report = run_study(four_sources, [TASK], CONFIG, executor="ray", jobs=2, out_dir=tmp_path / "ray", progress=False)
+        report = run_study(
+            four_sources, [TASK], CONFIG, executor="ray", jobs=2, out_dir=tmp_path / "ray", progress=False
+        )
     finally:
         ray.shutdown()
     assert report.runs == local.runs

@@ -109,9 +109,7 @@ def analyse_run(
     )
     evaluator.progress = progress
     search = scan_emergence if config.scan else find_emergence
-    point = search(
-        source, batch, threshold=config.threshold, evaluator=evaluator, hold=config.hold, progress=False
-    )
+    point = search(source, batch, threshold=config.threshold, evaluator=evaluator, hold=config.hold, progress=False)
     curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
     analysis = RunAnalysis(
         model=model,

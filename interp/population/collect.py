@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from interp.core.terms import DEFAULT_HOLD
 from interp.core.kept import KEPT
+from interp.core.terms import DEFAULT_HOLD
 from interp.emergence import check_hold
 from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.population.tables import CURVE_COLUMNS, PopulationResult, population_from_curves

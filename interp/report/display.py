@@ -148,6 +148,7 @@ def figure_fragment(fig, assets: Assets, caption: str | Markup | None = None) ->
     """
     import plotly.io as pio
 
+    fig, title = _title_apart(fig)
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
     )
@@ -155,9 +156,28 @@ def figure_fragment(fig, assets: Assets, caption: str | Markup | None = None) ->
     return render(
         "report/templates/figure.html.j2",
         library=trusted(assets.require("plotly")),
+        title=title,
         plot=trusted(body),
         caption=caption,
     )
+
+
+def _title_apart(fig):
+    """(the figure without its title, the title as plain text or None). The title goes above the
+    plot as HTML, where it wraps at any width; inside the plot a long title runs under plotly's
+    toolbar (top right) on a narrow screen (800 px). plotly's markup in it (``<br>``, ``<b>``,
+    entities from :func:`interp.report.figures.plot_text`) becomes text; the template escapes it."""
+    import html as html_module
+
+    import plotly.graph_objects as go
+
+    fig = go.Figure(fig)  # a copy: the caller's figure keeps its title
+    text = fig.layout.title.text
+    if not text:
+        return fig, None
+    fig.update_layout(title_text="", margin_t=min(fig.layout.margin.t or 40, 40))
+    plain = re.sub(r"<[^>]*>", "", re.sub(r"<br\s*/?>", " ", text, flags=re.I))
+    return fig, html_module.unescape(plain)
 
 
 _MOUNT = re.compile(r'<div id="(circuits-vis-[^"]*)"[^>]*?/?>')
