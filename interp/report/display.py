@@ -386,6 +386,25 @@ def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
     return table_fragment(df)
 
 
+def jump_note_html(jump, se, too_small: bool, delta_label: str = "Δ") -> str:
+    """One sentence on whether a run's jump stands above its noise (``jump_too_small``: below 3
+    standard errors of the paired per-prompt difference, :func:`interp.emergence.jump_noise`), in
+    words: a noisy run is flagged, never left as a bare ``True`` in a column."""
+    from markupsafe import Markup
+
+    measured = f"{jump:.3f} ± {se:.3f}" if se is not None and se == se else f"{jump:.3f}"
+    if too_small:
+        return Markup(
+            "<p class='el-warning' style='background:#fff4e0;color:#6b3d00;padding:6px 8px;border-left:4px solid #d98200'><b>⚠ Noisy run:</b> the jump ({}) is below 3 standard errors of the paired "
+            "per-prompt difference, so each head's {} and the share recovered compare against noise; rank "
+            "between checkpoints further apart or on more prompts before reading the heads.</p>"
+        ).format(measured, delta_label)
+    ratio = f", {jump / se:.0f} standard errors" if se and se == se and se > 0 else ""
+    return Markup(
+        "<p class='el-note' style='color:#1d5e2c'>The jump ({}{}) stands above its noise: the heads' {} can be read.</p>"
+    ).format(measured, ratio, delta_label)
+
+
 def head_ranking_html(ranking, assets: Assets) -> str:
     """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
     the top heads (ten at most), the Δp heatmap, top-K recovery, the example attention patterns and the
@@ -404,14 +423,14 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         "value_post": ranking.value_post,
         "jump (post − pre)": ranking.value_post - ranking.value_pre,
         "jump standard error": ranking.jump_se,
-        "jump_too_small (below 3 standard errors)": ranking.jump_too_small,
         "pre-screen Spearman ρ": ranking.rank_correlation_prescreen,
         "pre-screen found the top 2": ranking.prescreen_top2_found,
     }
     parts = [
+        jump_note_html(ranking.value_post - ranking.value_pre, ranking.jump_se, ranking.jump_too_small, delta_label),
         key_values_fragment(values, caption=f"Metric units: {unit}."),
         table_fragment(
-            ranking.heads.head(10),
+            ranking.heads.head(10).drop(columns=["jump_too_small"], errors="ignore"),  # said above, in words
             digits=4,
             caption=f"The {min(10, len(ranking.heads))} top heads by delta ({unit}; "
             "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts).",
