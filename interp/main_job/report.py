@@ -117,7 +117,6 @@ class RunAnalysis(RankingFields, _RunKey):
     def _html(self, assets) -> str:
         """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
         from interp.report.display import style_tag
-
         from interp.report.findings import findings_html
 
         ctx = vis.page_context([self], assets, self.point.threshold)
