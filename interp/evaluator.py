@@ -116,10 +116,10 @@ def watching(evaluator: StepEvaluator, total: int | None, progress: bool = True,
     previous = evaluator.progress
 
     def listen(step: int, reused: bool) -> None:
-        bar.update(1)
         note = kept_note(evaluator)
         if note:
             bar.set_postfix_str(note, refresh=False)
+        bar.update(1)  # redraws (the note with it) at most twice a second in a notebook
         if previous is not None:
             previous(step, reused)
 

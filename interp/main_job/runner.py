@@ -338,12 +338,16 @@ def run_study(
             store.root.mkdir(parents=True, exist_ok=True)
             bar = progress_bar(len(units), "units", unit="unit", enabled=progress, initial=len(units) - len(todo))
             scored = {"checkpoints": 0, "kept": 0}
+            shown = [0.0]  # when the line was last redrawn (perf_counter seconds)
 
             def note(step: int, kept: bool) -> None:
                 scored["checkpoints"] += 1
                 scored["kept"] += kept
                 kept_text = f", {scored['kept']} kept" if scored["kept"] else ""
-                bar.set_postfix_str(f"step {step} ({scored['checkpoints']} checkpoints{kept_text})")
+                bar.set_postfix_str(f"step {step} ({scored['checkpoints']} checkpoints{kept_text})", refresh=False)
+                if time.perf_counter() - shown[0] >= 0.5:  # redrawn twice a second at most
+                    bar.refresh()
+                    shown[0] = time.perf_counter()
 
             records = (
                 _local_records(todo, objects, task_by_name, config, progress, note if progress else None)
