@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from interp.core.templating import render, trusted
@@ -72,9 +72,9 @@ class NotebookLibraries:
 PACKED = ("plotly", "circuitsvis")
 
 
-@lru_cache(maxsize=None)
+@cache
 def packed_library(name: str) -> str:
-    """Library ``name``'s HTML (:data:`interp.report.display.LIBRARIES`) deflated (zlib, level 6: a second at most)
+    """Library ``name``'s HTML (:data:`interp.report.display.LIBRARIES`) deflated (zlib, level 6)
     and base64-encoded, as the notebook's library output carries it (plotly.js: 4.8 MB -> 1.9 MB;
     the circuitsvis bundle: 1.3 MB -> 0.5 MB); the page unpacks it with ``DecompressionStream``."""
     import base64
