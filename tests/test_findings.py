@@ -92,7 +92,7 @@ def test_findings_state_what_the_tables_imply():
     # each run's top heads by Δ (issue 58, item 6); no head scores in these runs: "not scored"
     heads = (
         "Heads (each run's top 2 by Δ, patched alone from post into pre, and what its attention does at the post "
-        "step: induction = prefix-matching, previous-token = previous-token score ≥ 0.3): toy seed 1: L0H0 "
+        "step: induction = prefix-matching, previous-token = previous-token score ≥ 0.2): toy seed 1: L0H0 "
         "(Δ +0.040; not scored), L1H0 (Δ +0.020; not scored); toy seed 2 ⚠ noisy: L0H0 (Δ +0.040; not scored), "
         "L1H0 (Δ +0.020; not scored)."
     )
@@ -278,6 +278,8 @@ def test_a_bisection_curve_draws_evaluated_points_only_and_says_so():
         "seed 2: 200→300",
         "seed 3: 200→300",
     ]
+    labels = sorted(a.text for a in overview.layout.annotations if a.text.startswith("seed"))
+    assert labels == ["seed 1: 1300→1400", "seed 2: 200→300", "seed 3: 200→300"]  # on the plot, by each star
     assert overview.layout.xaxis.type == "linear"
 
 

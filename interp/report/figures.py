@@ -88,14 +88,28 @@ def capability_figure(
                 y = curve.loc[curve["step"] == post, metric]
                 pre = point["pre_step"].iloc[0]
                 span = f"{int(pre)}→{post}" if pd.notna(pre) else f"→{post}"
+                x_post = max(post, 0.5) if x_scale == "log" else post
+                if len(y) and pd.notna(y.iloc[0]):  # which run each star is, written beside it
+                    fig.add_annotation(
+                        x=np.log10(x_post) if x_scale == "log" else x_post,
+                        y=float(y.iloc[0]),
+                        text=f"seed {seed}: {span}",
+                        showarrow=True,
+                        arrowcolor=color,
+                        ax=-60 if k % 2 == 0 else 60,
+                        ay=-28 - 16 * (k // 2),
+                        font=dict(color=color, size=11),
+                        bgcolor="rgba(255,255,255,0.85)",
+                        bordercolor=color,
+                        row=1,
+                        col=col,
+                    )
                 fig.add_trace(
                     go.Scatter(
-                        x=[max(post, 0.5) if x_scale == "log" else post],
+                        x=[x_post],
                         y=[y.iloc[0] if len(y) else None],
-                        mode="markers+text",
-                        text=[f"seed {seed}: {span}"],  # which run each star is, on the plot
-                        textposition="middle left" if k % 2 == 0 else "middle right",
-                        textfont=dict(color=color, size=11),
+                        mode="markers",
+                        text=[f"seed {seed}: {span}"],
                         showlegend=not starred,
                         marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
                         hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {pre} → post {post}<extra></extra>",

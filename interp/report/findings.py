@@ -220,10 +220,12 @@ def _claim_two(summary: pd.DataFrame) -> str:
 
 
 #: A head's previous-token or prefix-matching score at the post step at or above this names its
-#: mechanism (Olsson et al. 2022's scores: the mean attention on the previous token, and on the
-#: token after the current token's earlier occurrence; a head spread evenly over 20 positions scores
-#: 0.05). Below it on both, the head is "neither previous-token nor induction".
-MECHANISM_SCORE = 0.3
+#: mechanism (Olsson et al. 2022's scores, :mod:`interp.scores`: the mean attention on the
+#: previous token, and on the token after the current token's earlier occurrence, over sequences
+#: that repeat with period 20; a head spread evenly over the 20 to 40 positions it sees scores
+#: 0.025-0.05, four to eight times less). Below it on both, the head is "neither previous-token
+#: nor induction".
+MECHANISM_SCORE = 0.2
 
 #: Score name -> the mechanism it names (:mod:`interp.scores`).
 MECHANISMS = {"prefix_matching": "induction", "previous_token": "previous-token"}
