@@ -34,7 +34,7 @@ from interp.core.templating import render, trusted
 from interp.report import display
 from interp.report.display import LIBRARIES, Assets, figure_fragment
 
-__all__ = ["NotebookLibraries", "export_notebook_html", "init_notebook"]
+__all__ = ["NotebookLibraries", "export_notebook_html", "init_notebook", "library_copies", "packed_library"]
 
 
 class NotebookLibraries:
@@ -70,6 +70,18 @@ class NotebookLibraries:
 
 #: The libraries the notebook's library output carries packed (deflated, base64): the large ones.
 PACKED = ("plotly", "circuitsvis")
+
+
+def library_copies(text: str, name: str) -> int:
+    """How many copies of library ``name`` ``text`` holds (an HTML page, a notebook's HTML outputs
+    or its ``.ipynb`` text): inlined (its own first line, e.g. plotly's ``* plotly.js v``) or
+    packed in a notebook's library output (``/* emergence-lens library: plotly */``)."""
+    inlined = {
+        "plotly": "* plotly.js v",
+        "circuitsvis": "window.CircuitsVis = CircuitsVis",
+        "scrubber": "window.ELScrub)",
+    }
+    return text.count(inlined[name]) + text.count(f"/* emergence-lens library: {name} */")
 
 
 @cache
