@@ -137,8 +137,11 @@ def capability_figure(
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
     fig.update_layout(
         title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
-        height=420,
+        height=460,
         showlegend=True,
+        # below the plot: on an 800 px screen a legend at the side leaves the curves a third of the width
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+        margin=dict(b=40),
     )
     return fig
 
@@ -451,7 +454,13 @@ def run_capability_figure(
         )
     step_axis(fig, x_scale, point=(pre_step, post_step), steps=curve["step"])
     fig.update_yaxes(title_text="accuracy / p(answer)", range=[-0.02, 1.02])
-    fig.update_layout(title=title, height=360, showlegend=True, margin=dict(t=50, b=40))
+    fig.update_layout(
+        title=title,
+        height=400,
+        showlegend=True,
+        margin=dict(t=50, b=40),
+        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),  # below: the curves keep the width
+    )
     return fig
 
 
