@@ -420,7 +420,7 @@ def readiness_figure(result: ReadinessResult):
     threshold dashed, E and R marked by vertical lines."""
     import plotly.graph_objects as go
 
-    from interp.report.figures import step_axis
+    from interp.report.step_axis import step_axis
 
     curve = result.curve.sort_values("step")
     x = curve["step"]

@@ -16,6 +16,7 @@ from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp.report.step_axis import check_step_scale, step_axis, x_steps
 from interp.sources.catalogue import run_label
 
 
@@ -45,7 +46,7 @@ def capability_figure(
         metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
         threshold: drawn as a dashed line when ``metric == "accuracy"``.
         totals: ``{(model, seed): searchable checkpoints}`` (the N of "n of N"; optional).
-        x_scale: the step axis (:data:`STEP_SCALES`; default linear, so that late jumps are not
+        x_scale: the step axis (:data:`interp.report.step_axis.STEP_SCALES`; default linear, so that late jumps are not
             squeezed into the right edge; ``"zoom"`` is the linear axis here).
 
     Raises:
@@ -71,7 +72,7 @@ def capability_figure(
             of = f"bisection: {len(curve)}" + (f" of {total}" if total else "") + " checkpoints"
             fig.add_trace(
                 go.Scatter(
-                    x=_x_steps(curve["step"], x_scale),
+                    x=x_steps(curve["step"], x_scale),
                     y=curve[metric],
                     mode="markers" if bisected else "lines+markers",
                     name=f"{plot_text(model)} seed {seed}" + (f" ({of})" if bisected else ""),
@@ -305,61 +306,6 @@ def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovere
     return fig
 
 
-#: Step axes: ``"linear"`` (the default: a jump late in training gets its share of the width),
-#: ``"log"`` (early training spread out; step 0 drawn at 0.5), ``"zoom"`` (linear, opened on a
-#: window around the point of emergence; double-click the plot for the whole run).
-STEP_SCALES = ("linear", "log", "zoom")
-
-
-def check_step_scale(scale: str) -> str:
-    """``scale`` if it is one of :data:`STEP_SCALES`.
-
-    Raises:
-        ValueError: any other value (the valid ones named).
-    """
-    if scale not in STEP_SCALES:
-        raise ValueError(f"x_scale={scale!r}; valid: {', '.join(STEP_SCALES)}")
-    return scale
-
-
-def step_axis(fig: go.Figure, scale: str = "linear", point: tuple | None = None, steps=None, **where) -> None:
-    """Training steps on ``fig``'s x axis (``where``: ``row``/``col`` of a subplot).
-
-    Args:
-        scale: one of :data:`STEP_SCALES`.
-        point: ``(pre_step, post_step)`` for ``"zoom"`` (without one, zoom is the linear axis).
-        steps: the steps drawn (the zoom window is clipped to them).
-    """
-    check_step_scale(scale)
-    if scale == "log":
-        fig.update_xaxes(
-            type="log",
-            title_text="training step (log; step 0 drawn at 0.5)",
-            tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000],
-            ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-            minor=dict(showgrid=False, ticks=""),
-            **where,
-        )
-        return
-    fig.update_xaxes(type="linear", title_text="training step", **where)
-    if scale == "zoom" and point is not None and None not in point:
-        pre, post = point
-        width = max(post - pre, 1)
-        lo, hi = pre - 4 * width, post + 4 * width
-        if steps is not None and len(steps):
-            lo, hi = max(lo, float(min(steps))), min(hi, float(max(steps)))
-        fig.update_xaxes(
-            range=[lo, hi],
-            title_text="training step (zoomed on the point of emergence; double-click: whole run)",
-            **where,
-        )
-
-
-def _x_steps(steps: pd.Series, scale: str) -> pd.Series:
-    """The x values of ``steps`` on a ``scale`` axis (step 0 at 0.5 on a log axis)."""
-    return steps.clip(lower=0.5) if scale == "log" else steps
-
-
 def run_capability_figure(
     curve: pd.DataFrame,
     pre_step: int | None,
@@ -381,15 +327,15 @@ def run_capability_figure(
             points only, no line through unmeasured steps, and "bisection: n of N checkpoints"
             written on the figure).
         n_checkpoints: the run's searchable checkpoints (the N; optional).
-        x_scale: the step axis, one of :data:`STEP_SCALES` (default linear: a jump late in
+        x_scale: the step axis, one of :data:`interp.report.step_axis.STEP_SCALES` (default linear: a jump late in
             training is not squeezed into the right edge as on a log axis).
 
     Raises:
-        ValueError: an ``x_scale`` not in :data:`STEP_SCALES`.
+        ValueError: an ``x_scale`` not in :data:`interp.report.step_axis.STEP_SCALES`.
     """
     check_step_scale(x_scale)
     curve = curve.sort_values("step")
-    x = _x_steps(curve["step"], x_scale)
+    x = x_steps(curve["step"], x_scale)
     bisected = search == "bisection"
     mode = "markers" if bisected else "lines+markers"
     size = 8 if bisected else 5
@@ -431,7 +377,7 @@ def run_capability_figure(
         ends = curve[curve["step"].isin([pre_step, post_step])]
         fig.add_trace(
             go.Scatter(
-                x=_x_steps(ends["step"], x_scale),
+                x=x_steps(ends["step"], x_scale),
                 y=ends["accuracy"],
                 mode="markers",
                 marker=dict(symbol="star", size=15, color="gold", line=dict(width=1, color="black")),

@@ -256,7 +256,7 @@ def _head_scores_panel(data: ScrubData, scores: pd.DataFrame):
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from interp.report.figures import step_axis
+    from interp.report.step_axis import step_axis
 
     palette = pio.templates["plotly"].layout.colorway
     fig = go.Figure()
