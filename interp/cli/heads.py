@@ -404,6 +404,7 @@ def scrub(
             threshold=threshold,
             rank=rank,
             metric=metric,
+            progress=False,
         )
     page.save_html(out)
     data = page.data
