@@ -188,7 +188,7 @@ def test_the_demo_runs_the_documented_config(monkeypatch, tmp_path):
         seen.update(sources=sources, tasks=tasks, config=config)
         raise KeyboardInterrupt  # stop before anything trains
 
-    monkeypatch.setattr(runner, "run", record)
+    monkeypatch.setattr(runner, "run_study", record)
     CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "demo")])
     assert seen["sources"] == ["embedded"] and seen["tasks"] == [el.RepetitionTask()]
     assert seen["config"] == el.DEMO_CONFIG.replace(device=seen["config"].device)
