@@ -180,3 +180,22 @@ def test_one_run_measured_end_to_end_on_the_quick_suite(quick_suite, tmp_path):
         assert part["jump"].iloc[0] == pytest.approx(part["p_post"].iloc[0] - part["p_pre"].iloc[0])
     claims = claim_table(rows)
     assert claims["seeds"].tolist() == [1, 1, 1] and claims["width"].tolist() == ["20", "5", "wide"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_figure_page_in_headless_chromium(tmp_path, width):
+    from browser import chromium_path, visit
+    from interp.report import page as vis
+
+    if chromium_path() is None:
+        pytest.skip("headless Chromium not found (Debian package 'chromium')")
+    page = tmp_path / "mechanism.html"
+    page.write_text(vis.figures_page("Claim 2 over the population", [("Share recovered", figure(_rows()))]))
+    shot = tmp_path / f"mechanism-{width}.png"
+    result = visit(page, shot, width=width, probe_js="() => document.documentElement.scrollWidth")
+    assert result.page_errors == [] and result.console_errors == [] and result.blocked == []
+    (fig,) = result.state["figs"]
+    assert result.ready and fig["svg"] and fig["traces"] > 0 and fig["legend"] == len(COMPONENTS)
+    assert result.state["width"] == width and result.probe <= width  # nothing cut or scrolled sideways
+    assert shot.stat().st_size > 10_000

@@ -281,6 +281,10 @@ def figure(rows: pd.DataFrame):
             )
         fig.add_hline(y=HALF, line_dash="dot", line_color="gray", row=i + 1, col=1)
         fig.update_yaxes(title_text="share of the jump recovered", row=i + 1, col=1)
+    order = _widths(rows) if len(rows) else []
+    fig.update_xaxes(
+        categoryorder="array", categoryarray=[f"{w} steps" if w.isdigit() else "±500 (wide)" for w in order]
+    )
     fig.update_layout(
         boxmode="group",
         title="Claim 2 over seeds: share of the jump recovered, per width and component (one point per seed)",
