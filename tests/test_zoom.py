@@ -97,6 +97,17 @@ def test_zoom_retrains_a_last_only_run_from_step_0_bit_for_bit(last_only_run, tr
     shutil.copytree(last_only_run, bare)
     assert zoom(bare, 2, 4, steps=[3], keep_states=False).resumed_from == 0
     assert not has_training_state(bare / "step2")
+    # the command line says the plan before it trains; the nearest resumable step before 8 is the
+    # zoomed step 3 (a zoomed step keeps its optimizer state)
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    done = CliRunner().invoke(app, ["zoom", str(bare), "--pre", "8", "--post", "16", "--every", "4"])
+    assert done.exit_code == 0, done.output
+    first, last = done.output.strip().splitlines()
+    assert first.startswith("bare: re-training 13 steps from step 3 (step 8 keeps no optimizer state")
+    assert "re-trained 13 steps (3 -> 16)" in last and "max |diff| at step 16: 0 " in last
 
 
 def test_zoom_refuses_steps_when_the_end_point_differs(tiny_run):
