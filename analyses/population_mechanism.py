@@ -438,7 +438,14 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
             f"{w if not w.isdigit() else w + ' steps'}: {k} of {n}"
             for w, k, n in zip(sub["width"], sub["top2_firm"], sub["measurable"])
         )
-        said.append(f"Claim 2 on {arm}: **{word}** (top two heads' patterns firmly ≥ 0.5: {per}).")
+        ind = "; ".join(
+            f"{w if not w.isdigit() else w + ' steps'}: {k} of {n}"
+            for w, k, n in zip(sub["width"], sub["induction_firm"], sub["measurable"])
+        )
+        said.append(
+            f"Claim 2 on {arm}: **{word}** (seeds whose top two heads' patterns carry ≥ half the jump, firmly: "
+            f"{per}; whose induction head's pattern alone does: {ind})."
+        )
     lines += [f"- {s}" for s in said]
     headline = partial + " " + " ".join(said)
     return "\n".join(lines) + "\n", headline
