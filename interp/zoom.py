@@ -386,7 +386,7 @@ def zoom(
                 os.replace(tmp / f"step{step}", target)
         if keep_states:
             _keep_states(run, tmp, checked)
-        _record(overlay, pre, post, every, wanted, diff, n_threads, losses)
+        _record(overlay, pre, post, every, wanted, diff, n_threads, losses, start)
     finally:
         torch.set_num_threads(previous_threads)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -432,7 +432,15 @@ def store_steps(source, steps: Sequence[int], tolerance: float = 0.0) -> list[Zo
 
 
 def _record(
-    overlay: Path, pre: int, post: int, every: int, steps: list[int], diff: float, threads: int, losses: pd.DataFrame
+    overlay: Path,
+    pre: int,
+    post: int,
+    every: int,
+    steps: list[int],
+    diff: float,
+    threads: int,
+    losses: pd.DataFrame,
+    start: int,
 ) -> None:
     """Append one zoom to ``zoom.json`` (rewritten atomically)."""
     index = overlay / ZOOM_INDEX
@@ -441,6 +449,7 @@ def _record(
         {
             "pre": pre,
             "post": post,
+            "resumed_from": start,
             "every": every,
             "steps": steps,
             "max_abs_diff": diff,
