@@ -515,6 +515,9 @@ def main(argv=None) -> None:
             todo, args.kept, widths=widths, n_prompts=args.prompts, dense_prompts=args.dense_prompts, n_boot=args.n_boot
         )
     rows, records = read_kept(args.kept)
+    rank = {a: i for i, a in enumerate(arms)}  # the tables and the figure in the order of --arms
+    rows = rows[rows["arm"].isin(arms)].sort_values("arm", key=lambda c: c.map(rank), kind="stable")
+    records = [r for r in records if r.get("arm") in rank]
     settings = (
         f"Command: `python -m analyses.{NAME} --widths {args.widths} --prompts {args.prompts} --dense-prompts "
         f"{args.dense_prompts} --n-boot {args.n_boot}`; arms {', '.join(arms)} (every emerged seed); E located to "
