@@ -447,7 +447,7 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
             f"{per}; whose induction head's pattern alone does: {ind})."
         )
     lines += [f"- {s}" for s in said]
-    headline = partial + " " + " ".join(said)
+    headline = partial + "\n\n" + "\n".join(f"- {line}" for line in said)
     return "\n".join(lines) + "\n", headline
 
 
