@@ -53,13 +53,13 @@ SHOWN = [
 
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
+    from interp.dense import dense_point
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
     from interp.ranking import decompose_jump
     from interp.sources import LocalSuiteSource
     from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask
-    from interp.dense import dense_point
     from interp.zoom import store_steps
 
     point = dense_point(run, resolution=resolution, n_prompts=dense_prompts)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
+from interp.dense import DenseEvaluator, dense_point
 from interp.emergence import held_crossing
 from interp.sources import embedded
-from interp.dense import DenseEvaluator, dense_point
 from interp.zoom import run_settings
 
 
