@@ -147,6 +147,17 @@ REGISTRY: list[Analysis] = [
         ("--update-docs", "--train-missing"),
         runs_sweeps=False,
     ),
+    # Issue 53: claim 2 (is it a few heads?) on every emerged seed of the d_model-64 and -128 4-head
+    # arms (48 runs): each run trained again pinned to E + 800, E located to one step, the jump
+    # decomposed at 100/20/5 steps and E ± 500; each finished run kept in
+    # docs/data/population-mechanism (resumes on any clone). Cost per run: docs/results.md's block.
+    Analysis(
+        "population_mechanism",
+        "analyses.population_mechanism",
+        "docs/results.md, claim 2 over the population",
+        ("--update-docs",),
+        takes_device=False,
+    ),
     # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell,
     # three cells by default (forcing_control.DEFAULT_CELLS, the cells docs/results.md §5 reports).
     Analysis(

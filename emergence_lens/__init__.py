@@ -72,7 +72,8 @@ EXPORTS: dict[str, str] = {
     "point_from_curve": "interp.emergence",
     "held_crossing": "interp.emergence",
     "zoom": "interp.zoom",
-    "dense_point": "interp.zoom",
+    "dense_point": "interp.dense",
+    "zoom_plan": "interp.zoom",
     # patching and ranking
     "patching": "interp",
     "patch_values": "interp.patching",

@@ -551,7 +551,7 @@ def jump_noise(values_pre, values_post, min_se: float = MIN_JUMP_SE) -> tuple[fl
         ``(jump, se, too_small)``: the mean paired difference post - pre, its standard error
         ``std(ddof=1) / sqrt(n)`` (NaN for one prompt), and ``not jump >= min_se * se`` (so a
         single prompt, a NaN or a negative jump is flagged). This is the rule of the interval
-        study (``analyses/interval_study.py``) and of :func:`interp.zoom.dense_point`.
+        study (``analyses/interval_study.py``) and of :func:`interp.dense.dense_point`.
 
     Raises:
         ValueError: different numbers of prompts, or none.

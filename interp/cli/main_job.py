@@ -365,11 +365,11 @@ def bisect(
 def _bisect_dense(
     specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int, length: int, out: Path | None
 ) -> None:
-    """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
+    """``bisect --resolution``: :func:`interp.dense.dense_point` per run; points_dense.csv in OUT."""
     import pandas as pd
 
     from interp.core.io import atomic_to_csv
-    from interp.zoom import dense_point
+    from interp.dense import dense_point
 
     rows, curves = [], []
     for src in _open(specs):
