@@ -123,14 +123,15 @@ def parse_seeds(text: str, valid: tuple[int, ...]) -> list[int]:
 
 
 def _emerged_at(curve: pd.DataFrame, budget: int) -> float:
-    """E (steps) of a curve cut at ``budget`` under the population's rule (accuracy 0.5 held 2),
-    NaN when it did not emerge by then (a crossing with no room left to hold is not emerged)."""
-    from analyses.forcing import crossing_of
+    """E (steps) of a curve cut at ``budget`` under the population's one rule
+    (:func:`interp.population.tables.held_post`: accuracy 0.5 held 2 checkpoints, a crossing with no
+    room left to hold is not emerged), NaN when it did not emerge by then."""
     from analyses.population import HOLD, THRESHOLD
+    from interp.population.tables import held_post
 
-    cut = curve[curve["step"] <= budget].sort_values("step")
-    post = crossing_of(cut, THRESHOLD, HOLD)[1] if len(cut) else None
-    return np.nan if post is None or post > budget else float(post)
+    cut = curve[curve["step"] <= budget]
+    post = held_post(cut["step"].tolist(), cut["accuracy"].tolist(), THRESHOLD, HOLD)[1] if len(cut) >= 2 else None
+    return np.nan if post is None else float(post)
 
 
 def forced_table(units: list[dict], curves: dict[str, pd.DataFrame], budget: int) -> pd.DataFrame:
