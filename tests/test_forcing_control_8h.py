@@ -220,3 +220,43 @@ def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation
     entry.update_docs(block, docs)
     assert docs.read_text() == f"a\n{entry.BEGIN}\n{block}{entry.END}\nb\n"
     assert entry.BEGIN in entry.DOCS.read_text() and entry.END in entry.DOCS.read_text()
+
+
+@pytest.mark.slow
+def test_a_toy_forced_pair_is_trained_evaluated_on_the_asked_prompts_and_read(tmp_path, monkeypatch):
+    """CI-sized: the entry's training path (forcing_control.train_missing with the entry's prompt
+    count) on a 2-layer model of 24 steps, then its readout."""
+    from analyses import population
+    from interp.sources import embedded
+
+    cfg = dataclasses.replace(
+        embedded.QUICK, steps=24, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
+    )
+    size = embedded.SMALL
+    run = f"{size.name}-seed1"
+    heads = pd.DataFrame(  # the kept features' shape: layer-0 head 1 and layer-1 head 0 score highest at the end
+        [
+            {"run": run, "step": 24, "layer": layer, "head": head}
+            | {"previous_token": 0.9 if (layer, head) == (0, 1) else 0.1, "prefix_matching": 0.8 if head == 0 else 0.2}
+            for layer in (0, 1)
+            for head in range(size.n_heads)
+        ]
+    )
+    units = control.plan([(size, 1)], heads, [(0.25, 8)], 4, tmp_path / "sweep")
+    asked = []
+    real = population.evaluate_run
+    monkeypatch.setattr(population, "evaluate_run", lambda *a: asked.append(a[-1]) or real(*a))
+    kept = tmp_path / "kept"
+    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None, n_prompts=8) == 2
+    assert asked == [8, 8]
+    curves = {f"{u['run']}/{u['folder'].name}": control.read_kept(u, kept) for u in units}
+    forced = entry.forced_table(units, curves, 24)
+    assert forced["heads"].tolist() == [
+        "L0H1=previous_token+L1H0=induction",
+        "L0H1=offset_3+L1H0=induction_offset_3",
+    ]
+    assert (forced["train_seconds"] > 0).all() and forced["budget"].tolist() == [24, 24]
+    for u, row in zip(units, forced.itertuples(), strict=True):  # E as the population's rule reads the curve
+        assert (row.E_forced == row.E_forced) == row.emerged
+        curve = curves[f"{u['run']}/{u['folder'].name}"]
+        assert curve["step"].max() == 24 and ((curve["accuracy"] * 8).round(6) % 1 == 0).all()
