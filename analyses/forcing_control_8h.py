@@ -39,9 +39,10 @@ what is missing. Writes to ``--out``: ``forcing_control_8h.csv`` (per forced run
 ``forcing_control_8h.md`` (the docs block); ``--update-docs`` replaces the block between
 ``forcing-control-8h:begin`` / ``:end`` in docs/results.md.
 
-Runtime, estimated from §5's measured ≈ 220 s per 4000-step forced run with its evaluation on an
-idle core (64 prompts): ≈ 8 min per 8000-step forced run, 24 runs ≈ 1.6 h of 2 idle cores (more
-with the 256-prompt evaluation; not measured here).
+Runtime, estimated (not measured at this scale): §5's 4000-step forced runs train in ≈ 200 s on an
+idle core, so ≈ 7 min per 8000-step run, plus its evaluation (87 checkpoints on 256 prompts; the
+population's 41 on 64 took ≈ 20 s): ≈ 3 min; ≈ 10 min per forced run, 24 runs ≈ 2 h of 2 idle
+cores. A 24-step toy pair (tests/test_forcing_control_8h.py, slow) took 42 s under a load of 9.
 
 Usage: ``python -m analyses.forcing_control_8h [--seeds 0-11] [--cells 0.25:500] [--budget 8000]
 [--anneal-steps 250] [--jobs 2] [--finished-only] [--update-docs]``.

@@ -128,10 +128,11 @@ REGISTRY: list[Analysis] = [
         ("--spec", "population-8h-long"),
         takes_device=False,
     ),
-    # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the offset
-    # control, beta 0.25, N 500) for 8000 steps, 24 runs (~8 min each on an idle core, estimated from
-    # forcing_control's 4000-step runs), curves kept in docs/data/forcing_control_8h; read against
-    # population_8h_long's kept curves (search, capacity or long plateau).
+    # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the
+    # offset control, beta 0.25, N 500) for 8000 steps: 24 runs, ~10 min each on an idle core with
+    # the 256-prompt evaluation, ~2 h of 2 idle cores (estimated from forcing_control's 4000-step
+    # runs); curves kept in docs/data/forcing_control_8h, read against population_8h_long's kept
+    # curves (search, capacity or long plateau).
     Analysis(
         "forcing_control_8h",
         "analyses.forcing_control_8h",
