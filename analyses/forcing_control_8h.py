@@ -114,10 +114,10 @@ def parse_seeds(text: str, valid: tuple[int, ...]) -> list[int]:
             seeds = []
             break
         lo, hi = int(match[1]), int(match[2] or match[1])
-        seeds += [s for s in range(lo, hi + 1) if s not in seeds]
         if hi < lo or any(s not in valid for s in range(lo, hi + 1)):
             seeds = []
             break
+        seeds += [s for s in range(lo, hi + 1) if s not in seeds]
     if not seeds:
         raise ValueError(f"--seeds {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. 0-11")
     return seeds
@@ -137,8 +137,8 @@ def _emerged_at(curve: pd.DataFrame, budget: int) -> float:
 
 def forced_table(units: list[dict], curves: dict[str, pd.DataFrame], budget: int) -> pd.DataFrame:
     """One row per forced run (:data:`FORCED_COLUMNS`): E (steps; NaN when not emerged by
-    ``budget``) from its kept curve; ``curves`` maps each unit's ``folder.name``-qualified key
-    ``<run>/<folder name>`` to its curve (a unit without one is left out)."""
+    ``budget``) from its kept curve; ``curves`` maps ``"<run>/<folder name>"`` of each unit to its
+    curve (a unit without one is left out)."""
     rows = []
     for u in units:
         curve = curves.get(f"{u['run']}/{u['folder'].name}")
@@ -167,7 +167,7 @@ def plain_table(long_curves: pd.DataFrame, runs: list[str], budget: int) -> pd.D
     emerged)."""
     rows = []
     for run in runs:
-        curve = long_curves[long_curves["run"] == run] if len(long_curves) else long_curves
+        curve = long_curves[long_curves["run"] == run]
         if curve.empty:
             continue
         end = int(curve["budget"].iloc[0])
