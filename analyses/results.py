@@ -128,6 +128,18 @@ REGISTRY: list[Analysis] = [
         ("--spec", "population-8h-long"),
         takes_device=False,
     ),
+    # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the
+    # offset control, beta 0.25, N 500) for 8000 steps: 24 runs, ~10 min each on an idle core with
+    # the 256-prompt evaluation, ~2 h of 2 idle cores (estimated from forcing_control's 4000-step
+    # runs); curves kept in docs/data/forcing_control_8h, read against population_8h_long's kept
+    # curves (search, capacity or long plateau).
+    Analysis(
+        "forcing_control_8h",
+        "analyses.forcing_control_8h",
+        'docs/results.md §4 (is "never" the budget? forcing the 8-head seeds)',
+        ("--update-docs",),
+        takes_device=False,
+    ),
     # The reference arm's 24 seeds again, unpinned under torch's portable kernels (issue 44 item 4).
     Analysis(
         "population_unpinned",
