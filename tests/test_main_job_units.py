@@ -186,8 +186,8 @@ def test_dtype_and_weight_swap_reach_every_road(four_sources, monkeypatch):
     seen = []
     analyse = runner.analyse_run
 
-    def spy(source, task, config, **kwargs):
-        out = analyse(source, task, config, **kwargs)
+    def spy(source, task, config, progress=None):
+        out = analyse(source, task, config, progress=progress)
         seen.append((str(source.dtype), source.swap_weights))
         return out
 

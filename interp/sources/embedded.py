@@ -549,9 +549,8 @@ def _train_and_hand_out(
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    from tqdm.auto import tqdm
-
     from interp.core import kernel_pins
+    from interp.core.progress import progress_bar
 
     threads, cores = torch.get_num_threads(), os.cpu_count() or 1
     with mp.get_context("spawn").Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
@@ -560,11 +559,11 @@ def _train_and_hand_out(
             pool.submit(_train_to_folder, size, seed, cfg, final, queue): run_name(size, seed)
             for size, seed, final in missing
         }
-        bar = tqdm(
-            total=sum(cfg.steps_for(size) for size, _, _ in missing),
-            desc=f"training suite {suite_label(cfg)} ({len(missing)} runs)",
+        bar = progress_bar(  # standard output in a notebook, standard error in a terminal
+            sum(cfg.steps_for(size) for size, _, _ in missing),
+            f"training suite {suite_label(cfg)} ({len(missing)} runs)",
             unit="step",
-            disable=not progress,
+            enabled=progress,
         )
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)

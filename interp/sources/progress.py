@@ -6,10 +6,13 @@ from __future__ import annotations
 
 class RunBars:
     """A tqdm bar per run while it trains (``totals``: run -> its steps), below the suite's bar;
-    none for a suite of one run or without ``progress``."""
+    none for a suite of one run, without ``progress``, or in a Jupyter kernel (its one-line text
+    bars cannot stack: the suite's bar names the run and its loss there)."""
 
     def __init__(self, totals: dict[str, int], progress: bool) -> None:
-        self.totals, self.enabled, self.bars = totals, progress and len(totals) > 1, {}
+        from interp.core.progress import in_kernel
+
+        self.totals, self.enabled, self.bars = totals, progress and len(totals) > 1 and not in_kernel(), {}
 
     def update(self, name: str, steps: int, loss: float) -> None:
         if not self.enabled or name not in self.totals:
