@@ -128,6 +128,16 @@ REGISTRY: list[Analysis] = [
         ("--spec", "population-8h-long"),
         takes_device=False,
     ),
+    # Issue 52 item 1b: {4, 8 heads} x {d_head 8, 16} at d_model 64, 8 rotary dims per head (96 runs,
+    # Phi models: GPT-NeoX ties d_head to d_model / n_heads); curves on 256 prompts kept in
+    # docs/data/population-heads-dhead.
+    Analysis(
+        "population_heads_dhead",
+        "analyses.population",
+        "docs/results.md §4 (head count against head size)",
+        ("--spec", "population-heads-dhead"),
+        takes_device=False,
+    ),
     # The reference arm's 24 seeds again, unpinned under torch's portable kernels (issue 44 item 4).
     Analysis(
         "population_unpinned",
