@@ -22,6 +22,7 @@ SPEC = "population-heads-dhead"
 
 def test_the_shipped_spec_crosses_heads_with_head_size_and_d_head_reaches_the_model():
     from interp.sources import embedded
+    from interp.sources.suites import n_parameters
 
     cfg = load_suite_spec(SPEC)
     assert [(s.name, s.n_heads, s.d_head, s.rotary_dims, cfg.steps_for(s)) for s in cfg.sizes] == [
@@ -41,6 +42,7 @@ def test_the_shipped_spec_crosses_heads_with_head_size_and_d_head_reaches_the_mo
         assert tuple(attn.dense.weight.shape) == (64, width)
         assert attn.head_dim == size.d_head and attn.rotary_ndims == 8
         assert model.model.rotary_emb.inv_freq.numel() == 4  # 8 rotary dims = 4 frequencies per head
+        assert n_parameters(size) == sum(p.numel() for p in model.parameters())  # the dry run's disk estimate
     # registered: kept curves on 256 prompts, a `make results` entry, the 4-head d_head-16 reference arm
     assert pop.SPECS[SPEC] == (pop.ROOT / "docs" / "data" / SPEC, 256)
     entry = {a.name: a for a in REGISTRY}["population_heads_dhead"]

@@ -98,19 +98,23 @@ def phi_config(
     """A ``transformers.PhiConfig`` as close to :func:`neox_config` as an architecture with its own
     ``head_dim`` allows: a suite size whose ``d_head`` is set apart from ``d_model / n_heads``.
 
-    Why Phi (Li et al. 2023, "Textbooks Are All You Need II", the ``phi-1.5`` model card): GPT-NeoX in
-    transformers ties the head size to ``hidden_size // num_attention_heads``, and a checkpoint
-    with other attention shapes does not load back through ``AutoModelForCausalLM`` (a size
-    mismatch: the project's loading road, :class:`interp.sources.LocalSuiteSource`, rebuilds the
-    stock attention from ``config.json``; TransformerLens's GPT-NeoX adapter also splits heads by
-    ``d_model // n_heads``). Phi reads ``head_dim`` from its config, splits heads by ``n_heads`` in
-    the bridge (which computes attention itself: an edited ``hook_pattern`` changes the output), and
-    keeps Pythia's other choices: rotary embeddings on a leading part of each head
-    (``partial_rotary_factor = rotary_dim / d_head``, NeoX's rotate-half), parallel attention and
-    MLP, LayerNorm, GELU MLP of width 4·d_model, biases, untied embeddings. What differs from
-    :func:`neox_config`: one LayerNorm feeds both attention and MLP of a block (GPT-NeoX has one
-    each) and q, k, v are separate matrices (the same function). So a suite whose sizes set
-    ``d_head`` compares those sizes with each other, not with GPT-NeoX arms.
+    Why Phi (Li et al. 2023, "Textbooks Are All You Need II: phi-1.5 technical report"): GPT-NeoX
+    in transformers ties the head size to ``hidden_size // num_attention_heads``. A GPT-NeoX
+    attention subclass with other shapes trains, but its checkpoints do not load back through the
+    project's loading road (:class:`interp.sources.LocalSuiteSource` rebuilds the stock attention
+    from ``config.json`` with ``AutoModelForCausalLM``: a size mismatch, checked here; and
+    TransformerLens's GPT-NeoX adapter splits heads by ``d_model // n_heads``). Llama and OLMo-2
+    take ``head_dim`` but rotate every dimension of a head, so the rotary dimensions per head would
+    follow d_head again. Phi takes ``head_dim`` and a partial rotary factor, its bridge adapter
+    splits heads by ``n_heads`` and computes attention itself (an edited ``hook_pattern`` changes
+    the output; logits equal the HF model's), and it keeps Pythia's other choices: rotary
+    embeddings on a leading part of each head (``partial_rotary_factor = rotary_dim / d_head``,
+    NeoX's rotate-half), parallel attention and MLP, LayerNorm, GELU MLP of width 4·d_model,
+    biases, untied embeddings. What differs from :func:`neox_config`: one LayerNorm feeds both the
+    attention and the MLP of a block (GPT-NeoX has one each), the unembedding has a bias, and q, k,
+    v are separate matrices (the same function). So a suite whose sizes set ``d_head`` compares
+    those sizes with each other, not with GPT-NeoX arms. (The layer-skip patching engine does not
+    know the shared LayerNorm: patching these models takes full forwards, with a RuntimeWarning.)
 
     Args:
         d_model, n_layers, n_heads: the shape; d_head: dimensions per head (any, independent of
