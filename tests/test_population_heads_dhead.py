@@ -160,3 +160,19 @@ def test_a_trained_d_head_checkpoint_loads_through_the_bridge_and_patches(tmp_pa
         assert (patched - plain).abs().max() > 1e-3  # the edited pattern moves the metric
     finally:
         source.close()
+
+
+def test_why_not_a_neox_subclass_its_checkpoint_does_not_load_back(tmp_path):
+    """The road not taken: GPT-NeoX weights with attention width n_heads x d_head != d_model (a
+    subclass's query_key_value of 3 x 8 x 16 rows at d_model 64) are refused by the loading road's
+    ``AutoModelForCausalLM``, which rebuilds the stock attention (3 x 64 rows) from config.json."""
+    from transformers import AutoModelForCausalLM, GPTNeoXForCausalLM
+
+    from interp.sources.catalogue import neox_config
+
+    model = GPTNeoXForCausalLM(neox_config(64, 1, 8, 256, 32))
+    model.gpt_neox.layers[0].attention.query_key_value = torch.nn.Linear(64, 3 * 8 * 16)
+    model.gpt_neox.layers[0].attention.dense = torch.nn.Linear(8 * 16, 64)
+    model.save_pretrained(tmp_path)
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+        AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
