@@ -6,7 +6,7 @@ repetition, pattern completion, IOI). The embedded suite has a byte tokenizer, s
 measured here (its names are not single tokens: it needs a word-piece vocabulary; the task is
 tested on a word-level tokenizer in tests/test_task_library.py). For every other registered task
 (:data:`interp.tasks.REGISTRY`, ``byte_tokenizer=True``) this runs the main job
-(:func:`interp.main_job.runner.run`, one analysis per (run, task), full scans) and writes:
+(:func:`interp.main_job.runner.run_study`, one analysis per (run, task), full scans) and writes:
 
 * ``report/``: the main job's tables and report.html (a section per task);
 * ``capability.csv``: accuracy and p(answer) per (run, task, step);
@@ -226,12 +226,12 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from interp.core.io import atomic_to_csv, atomic_write_text
     from interp.core.settings import StudyConfig
     from interp.main_job.report import EMERGENCE_COLUMNS
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.tasks import make_task
 
     started = time.perf_counter()
     tasks = [make_task(name, n_prompts=args.n_prompts, seed=0) for name in args.tasks]
-    report = run(
+    report = run_study(
         [args.suite],
         tasks,
         StudyConfig(scan=True),

@@ -174,11 +174,12 @@ def read_kept(unit: dict, kept: Path, echo=print) -> pd.DataFrame | None:
     )
 
 
-def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print) -> int:
+def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print, n_prompts: int | None = None) -> int:
     """Train every unit whose curve is not kept and evaluate it as soon as it finishes (its curve
     kept at once, with the run's ``train_seconds``), in a pool of pinned workers; returns how many
     were trained. A unit whose curve is kept is never trained again, so the entry resumes on any
-    clone; one whose run folder is complete here is only evaluated."""
+    clone; one whose run folder is complete here is only evaluated. ``n_prompts``: prompts per
+    checkpoint of the evaluation (default: the population's, :func:`keep_curve`)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from analyses.forcing import train_forced
@@ -191,17 +192,18 @@ def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print) -> 
     with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
         futures = {pool.submit(train_forced, u["size"], u["seed"], cfg, u["forcing"], u["folder"]): u for u in missing}
         for future in as_completed(futures):
-            keep_curve(futures[future], cfg, kept)
+            keep_curve(futures[future], cfg, kept, n_prompts)
             echo(f"trained and evaluated {future.result()} ({time.time() - started:.0f} s)")
     return len(missing)
 
 
-def keep_curve(unit: dict, cfg, kept: Path) -> pd.DataFrame:
+def keep_curve(unit: dict, cfg, kept: Path, n_prompts: int | None = None) -> pd.DataFrame:
     """Evaluate one trained forced run exactly as the population's runs
-    (:func:`analyses.population.evaluate_run`) and keep its curve (``train_seconds`` added)."""
-    from analyses.population import evaluate_run
+    (:func:`analyses.population.evaluate_run`; ``n_prompts`` prompts per checkpoint, default the
+    population's 64) and keep its curve (``train_seconds`` added)."""
+    from analyses.population import N_PROMPTS, evaluate_run
 
-    curve = evaluate_run(unit["folder"], cfg, unit["size"], unit["seed"])
+    curve = evaluate_run(unit["folder"], cfg, unit["size"], unit["seed"], n_prompts or N_PROMPTS)
     meta = json.loads((unit["folder"] / "suite.json").read_text())
     curve["train_seconds"] = meta.get("train_seconds")
     atomic_to_csv(curve, kept_curve(unit, kept))

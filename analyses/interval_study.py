@@ -2,7 +2,7 @@
 
 For each run of a suite trained here (default: the embedded default suite, all six runs):
 
-1. the dense point of emergence (``interp.zoom.dense_point``: recursive zoom to ``--resolution``
+1. the dense point of emergence (``interp.dense.dense_point``: recursive zoom to ``--resolution``
    steps, 512 prompts, the crossing must hold for the next 2 checkpoints);
 2. checkpoints at ``post - w`` for each width ``w`` in ``--widths`` (100, 50, 20, 10, 5 steps),
    re-trained exactly from the stored optimizer state (``interp.zoom.store_steps``);
@@ -54,12 +54,13 @@ SHOWN = [
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
     from interp.decomposition import decompose_jump
+    from interp.dense import dense_point
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
     from interp.sources import LocalSuiteSource
     from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask
-    from interp.zoom import dense_point, store_steps
+    from interp.zoom import store_steps
 
     point = dense_point(run, resolution=resolution, n_prompts=dense_prompts)
     model, seed = model_and_seed(point.model_id)

@@ -1,6 +1,6 @@
 """The main job on the embedded suite, plus the checks docs/results.md quotes beside it.
 
-1. ``emergence demo``'s job (:func:`interp.main_job.runner.run`): points of emergence, head
+1. ``emergence demo``'s job (:func:`interp.main_job.runner.run_study`): points of emergence, head
    ranking by delta_p, joint top-K, report.html, into ``OUT/``.
 2. ``attention.csv``: on one run (``--check-run``), at its pre and post steps, each head's mean
    attention from the answer query to the induction key (the position after the previous
@@ -100,14 +100,16 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from interp.core.io import atomic_to_csv
     from interp.core.settings import StudyConfig
     from interp.emergence import StepEvaluator
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.sources import open_sources
     from interp.sources.catalogue import SUITES
     from interp.tasks import RepetitionTask
 
     started = time.perf_counter()
     task = RepetitionTask()
-    report = run([args.suite], task, StudyConfig(scan=True), out_dir=args.out, title=f"emergence-lens: {args.suite}")
+    report = run_study(
+        [args.suite], task, StudyConfig(scan=True), out_dir=args.out, title=f"emergence-lens: {args.suite}"
+    )
     points = report.points.assign(run=lambda d: d.model + "-seed" + d.seed.astype(str)).set_index("run")
 
     (src,) = open_sources([f"{args.suite}/{args.check_run}"])

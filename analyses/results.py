@@ -138,6 +138,18 @@ REGISTRY: list[Analysis] = [
         ("--spec", "population-heads-dhead"),
         takes_device=False,
     ),
+    # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the
+    # offset control, beta 0.25, N 500) for 8000 steps: 24 runs, ~10 min each on an idle core with
+    # the 256-prompt evaluation, ~2 h of 2 idle cores (estimated from forcing_control's 4000-step
+    # runs); curves kept in docs/data/forcing_control_8h, read against population_8h_long's kept
+    # curves (search, capacity or long plateau).
+    Analysis(
+        "forcing_control_8h",
+        "analyses.forcing_control_8h",
+        'docs/results.md §4 (is "never" the budget? forcing the 8-head seeds)',
+        ("--update-docs",),
+        takes_device=False,
+    ),
     # The reference arm's 24 seeds again, unpinned under torch's portable kernels (issue 44 item 4).
     Analysis(
         "population_unpinned",
@@ -156,6 +168,17 @@ REGISTRY: list[Analysis] = [
         "docs/results.md §5 (forecast and formation order)",
         ("--update-docs", "--train-missing"),
         runs_sweeps=False,
+    ),
+    # Issue 53: claim 2 (is it a few heads?) on every emerged seed of the d_model-64 and -128 4-head
+    # arms (48 runs): each run trained again pinned to E + 800, E located to one step, the jump
+    # decomposed at 100/20/5 steps and E ± 500; each finished run kept in
+    # docs/data/population-mechanism (resumes on any clone). Cost per run: docs/results.md's block.
+    Analysis(
+        "population_mechanism",
+        "analyses.population_mechanism",
+        "docs/results.md, claim 2 over the population",
+        ("--update-docs",),
+        takes_device=False,
     ),
     # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell,
     # three cells by default (forcing_control.DEFAULT_CELLS, the cells docs/results.md §5 reports).

@@ -3,7 +3,7 @@ item 6; goal >= 1.8x).
 
 Builds ``--sources`` (default 12) local suites of random GPT-NeoX checkpoints (``--steps`` steps
 each, pythia-14m's layer count and heads at ``--d-model``, byte vocabulary) in a temporary
-folder, then runs :func:`interp.main_job.runner.run` on all of them into a fresh folder with
+folder, then runs :func:`interp.main_job.runner.run_study` on all of them into a fresh folder with
 ``--executor`` (default joblib) and 1 worker, then 2 workers, and prints units per minute of each
 and their ratio (joblib's 2 workers are started and have imported the package before the
 clock starts, as on a running cluster; 1 worker runs in the process). Each unit runs with one torch thread (as in every sweep), so the ratio measures
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--executor", default="joblib", choices=["joblib", "ray"])
     args = parser.parse_args()
     from interp.core.settings import StudyConfig
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.tasks import RepetitionTask
 
     print(f"cpu_count={os.cpu_count()} load_avg_before={os.getloadavg()}")
@@ -77,7 +77,7 @@ def main() -> None:
 
                 Parallel(n_jobs=workers, backend="loky")(delayed(_warm)() for _ in range(2 * workers))
             start = time.perf_counter()
-            run(
+            run_study(
                 names,
                 [task],
                 StudyConfig(scan=True),

@@ -2,7 +2,7 @@
 
 On one embedded run (default: the quick suite's first run, trained on first use), in one run:
 
-- zoom: :func:`interp.zoom.dense_point` at ``--resolution`` steps on a copy of the run (re-trains
+- zoom: :func:`interp.dense.dense_point` at ``--resolution`` steps on a copy of the run (re-trains
   only inside the bracketing interval, from the stored optimizer state);
 - reference: re-train the run from step 0 to the coarse post step, saving every ``--resolution``
   steps inside the bracketing interval, then evaluate those checkpoints the same way (what
@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
+from interp.dense import DenseEvaluator, dense_point
 from interp.emergence import held_crossing
 from interp.sources import embedded
-from interp.zoom import DenseEvaluator, dense_point, run_settings
+from interp.zoom import run_settings
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ In Python and Jupyter::
     point = el.find_emergence(source, batch)
     config = el.StudyConfig(metric="logit-diff")
     ranking = el.rank_heads_between(source, point.pre_step, point.post_step, batch, config)
-    report = el.run([source], el.RepetitionTask(), config)
+    report = el.run_study([source], el.RepetitionTask(), config)
 
 Every name below is imported on first use (PEP 562 ``__getattr__``): ``import emergence_lens``
 loads neither torch nor pandas, so ``emergence --help`` stays fast. ``dir(el)`` and
@@ -72,7 +72,8 @@ EXPORTS: dict[str, str] = {
     "point_from_curve": "interp.emergence",
     "held_crossing": "interp.emergence",
     "zoom": "interp.zoom",
-    "dense_point": "interp.zoom",
+    "dense_point": "interp.dense",
+    "zoom_plan": "interp.zoom",
     # patching and ranking
     "patching": "interp",
     "patch_values": "interp.patching",
@@ -92,7 +93,7 @@ EXPORTS: dict[str, str] = {
     # the main job and its report
     "StudyConfig": "interp.core.settings",
     "DEMO_CONFIG": "interp.core.settings",
-    "run": "interp.main_job.runner",
+    "run_study": "interp.main_job.runner",
     "analyse_run": "interp.main_job.runner",
     "MainJobReport": "interp.main_job.report",
     "RunAnalysis": "interp.main_job.report",

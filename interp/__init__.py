@@ -1,7 +1,7 @@
 """emergence-lens ``interp``: checkpoint sources, capability tasks, the point of emergence,
 attention-pattern patching, head ranking and the report (Baherwani et al. 2026, Pythia part).
 
-Start with :func:`interp.main_job.runner.run` (settings: :class:`interp.core.settings.StudyConfig`) or the ``emergence`` command; docs/guide.md.
+Start with :func:`interp.main_job.runner.run_study` (settings: :class:`interp.core.settings.StudyConfig`) or the ``emergence`` command; docs/guide.md.
 
 Rooms, lowest floor first (a module imports only from its own floor or the floors below;
 ``tests/test_import_graph.py`` checks it): ``interp.core`` (io, provenance, devices, kernel pins,

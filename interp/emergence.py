@@ -44,7 +44,8 @@ import pandas as pd
 
 from interp.core.objects import check_argument, results_equal, short_repr
 from interp.core.terms import DEFAULT_HOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
-from interp.tasks import CapabilityScore, TaskBatch, evaluate
+from interp.evaluator import StepEvaluator, evaluate_steps, watching
+from interp.tasks import CapabilityScore, TaskBatch
 
 
 @dataclass
@@ -118,44 +119,6 @@ class EmergencePoint:
         from interp.report.display import save_html
 
         return save_html(self, path, title=f"point of emergence: {self.model_id}")
-
-
-class StepEvaluator:
-    """Evaluate a task on checkpoints of one source, each step at most once.
-
-    The task is tokenised once; a step is loaded (through the source's reused bridge) only the
-    first time it is asked for, and its score is memoised.
-    """
-
-    def __init__(self, source, batch: TaskBatch, device: str | None = None):
-        self.source = source
-        self.batch = batch
-        self.device = device
-        self.scores: dict[int, CapabilityScore] = {}
-        self.order: list[int] = []
-
-    def __call__(self, step: int, then: int | None = None) -> CapabilityScore:
-        """The score of ``step``; ``then``: the step asked for next, read ahead while this one is
-        evaluated (:meth:`interp.sources.CheckpointSource.prefetch`, when the source swaps weights)."""
-        if step not in self.scores:
-            checkpoint = self.source.load(step, device=self.device)
-            if then is not None and then not in self.scores and hasattr(self.source, "prefetch"):
-                self.source.prefetch(then)
-            self.scores[step] = evaluate(checkpoint.model, self.batch)
-            self.order.append(step)
-        return self.scores[step]
-
-    def table(self) -> pd.DataFrame:
-        """Evaluated steps as a DataFrame (step, accuracy, p_answer, order), sorted by step."""
-        rows = [
-            {"step": s, "accuracy": self.scores[s].accuracy, "p_answer": self.scores[s].p_answer, "order": i + 1}
-            for i, s in enumerate(self.order)
-        ]
-        return (
-            pd.DataFrame(rows, columns=["step", "accuracy", "p_answer", "order"])
-            .sort_values("step")
-            .reset_index(drop=True)
-        )
 
 
 def max_bisection_evaluations(n_steps: int, hold: int = DEFAULT_HOLD) -> int:
@@ -449,6 +412,7 @@ def find_emergence(
     device: str | None = None,
     evaluator: StepEvaluator | None = None,
     hold: int = DEFAULT_HOLD,
+    progress: bool = True,
 ) -> EmergencePoint:
     """Search a checkpoint source for its point of emergence on a task (bisection,
     :func:`search_emergence`).
@@ -465,6 +429,7 @@ def find_emergence(
         device: where checkpoints are loaded.
         evaluator: reuse an evaluator (and its memoised scores) across calls.
         hold: checkpoints after post that must stay at or above the threshold (the rule).
+        progress: a progress line over the evaluated checkpoints (:func:`interp.evaluator.watching`).
 
     Returns:
         The :class:`EmergencePoint`, with ``excluded_steps`` = {excluded step: a step with the same weights}.
@@ -483,23 +448,28 @@ def find_emergence(
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
     steps = source.searchable_steps()  # also without shared shards and corrupt files
-    point = search_emergence(steps, evaluator, threshold=threshold, model_id=source.model_id, hold=hold)
+    with watching(evaluator, None, progress):
+        point = search_emergence(steps, evaluator, threshold=threshold, model_id=source.model_id, hold=hold)
     point.excluded_steps = dict(excluded)
     return point
 
 
 def full_scan(
-    source, batch: TaskBatch, device: str | None = None, evaluator: StepEvaluator | None = None
+    source,
+    batch: TaskBatch,
+    device: str | None = None,
+    evaluator: StepEvaluator | None = None,
+    progress: bool = True,
 ) -> pd.DataFrame:
-    """Evaluate every searchable step (the reference the bisection must agree with).
+    """Evaluate every searchable step (the reference the bisection must agree with), the next
+    read ahead while one is evaluated; ``progress``: one progress line (answers kept from earlier
+    calls are counted there and not computed again: :mod:`interp.core.kept`).
 
     Returns:
         DataFrame with columns ``step``, ``accuracy``, ``p_answer``, ``order``, sorted by step.
     """
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
-    steps = source.searchable_steps()  # also without shared shards and corrupt files
-    for step, then in zip(steps, steps[1:] + [None]):
-        evaluator(step, then=then)  # the next step read ahead while this one is evaluated
+    evaluate_steps(evaluator, source.searchable_steps(), progress)  # without shared shards and corrupt files
     return evaluator.table()
 
 
@@ -511,12 +481,14 @@ def scan_emergence(
     evaluator: StepEvaluator | None = None,
     hold: int = DEFAULT_HOLD,
     drop_tolerance: float | None = None,
+    progress: bool = True,
 ) -> EmergencePoint:
     """The point of emergence from a full scan: every searchable step evaluated, the rule applied
     to the whole curve (what the main job reports when it scans). ``monotone`` is that of the
     whole curve; ``n_evaluations`` counts the scanned steps; ``search == "scan"``.
 
-    Args: as :func:`find_emergence`; ``drop_tolerance`` as :func:`search_emergence`.
+    Args: as :func:`find_emergence` (``progress``: one line over the scanned checkpoints);
+        ``drop_tolerance`` as :func:`search_emergence`.
 
     Raises:
         ValueError: a threshold outside (0, 1], ``hold < 0``, fewer than 2 searchable steps.
@@ -530,8 +502,7 @@ def scan_emergence(
     evaluator = evaluator or StepEvaluator(source, batch, device=device)
     excluded = source.duplicate_steps()
     steps = _validate(source.searchable_steps(), threshold, hold)  # also without shared shards and corrupt files
-    for step in steps:
-        evaluator(step)
+    evaluate_steps(evaluator, steps, progress)
     scores = {s: evaluator.scores[s] for s in steps}
     order = [s for s in evaluator.order if s in scores]
     point = _point(source.model_id, steps, scores, order, threshold, hold, drop_tolerance, "scan")
@@ -580,7 +551,7 @@ def jump_noise(values_pre, values_post, min_se: float = MIN_JUMP_SE) -> tuple[fl
         ``(jump, se, too_small)``: the mean paired difference post - pre, its standard error
         ``std(ddof=1) / sqrt(n)`` (NaN for one prompt), and ``not jump >= min_se * se`` (so a
         single prompt, a NaN or a negative jump is flagged). This is the rule of the interval
-        study (``analyses/interval_study.py``) and of :func:`interp.zoom.dense_point`.
+        study (``analyses/interval_study.py``) and of :func:`interp.dense.dense_point`.
 
     Raises:
         ValueError: different numbers of prompts, or none.

@@ -416,14 +416,14 @@ def readiness(
 
 
 def readiness_figure(result: ReadinessResult):
-    """Plotly figure: greedy accuracy as trained and with ideal patterns vs step (log axis), the
+    """Plotly figure: greedy accuracy as trained and with ideal patterns vs step (linear axis), the
     threshold dashed, E and R marked by vertical lines."""
     import plotly.graph_objects as go
 
-    from interp.report.figures import _log_step_axis
+    from interp.report.step_axis import step_axis
 
     curve = result.curve.sort_values("step")
-    x = curve["step"].clip(lower=0.5)
+    x = curve["step"]
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
@@ -454,18 +454,15 @@ def readiness_figure(result: ReadinessResult):
         )
     )
     fig.add_hline(y=result.threshold, line_dash="dash", line_color="gray")
-    import math
-
-    # E solid black, R dashed green (visible on top of E when they coincide); labels at two
-    # heights, x in log10 units (annotations on a log axis take the exponent)
+    # E solid black, R dashed green (visible on top of E when they coincide); labels at two heights
     for step, name, color, dash, y in (
         (result.emergence[1], "E", "black", "solid", 1.0),
         (result.ready[1], "R", "green", "dash", 0.9),
     ):
         if step is not None:
-            fig.add_vline(x=max(step, 0.5), line_color=color, line_width=2, line_dash=dash)
+            fig.add_vline(x=step, line_color=color, line_width=2, line_dash=dash)
             fig.add_annotation(
-                x=math.log10(max(step, 0.5)),
+                x=step,
                 y=y,
                 yref="paper",
                 text=f"{name} = step {step}",
@@ -474,7 +471,7 @@ def readiness_figure(result: ReadinessResult):
                 font=dict(color=color),
                 bgcolor="white",
             )
-    _log_step_axis(fig)
+    step_axis(fig, "linear")
     fig.update_yaxes(title_text="greedy accuracy", range=[-0.02, 1.05])
     fig.update_layout(
         title=f"{result.model} seed {result.seed}: capability vs ideal-pattern capability",

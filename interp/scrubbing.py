@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.emergence import StepEvaluator
+from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.report.scrubber import (
     DEFAULT_PROMPTS,
     LEVELS,
@@ -70,19 +70,40 @@ class PatternRecorder(StepEvaluator):
 
     def __call__(self, step: int, then: int | None = None):  # then: read-ahead hint, not used here
         if step not in self.scores:
-            from interp.patching import cache_patterns
-
-            checkpoint = self.source.load(step, device=self.device)
-            self.scores[step] = evaluate(checkpoint.model, self.batch)
-            self.order.append(step)
-            with torch.inference_mode():
-                patterns = cache_patterns(checkpoint.model, self.batch.tokens[: self.n_prompts])
-            self.patterns[step] = quantise_patterns(patterns.permute(1, 0, 2, 3, 4))  # prompt first
+            wanted = ["capability", self._patterns_name, *(["head-scores"] if self.want_scores else [])]
+            keys = {what: self.kept_key(step, what) for what in wanted}
+            values = {what: self.kept.get(key) for what, key in keys.items()}
+            reused = all(value is not None for value in values.values())
+            if not reused:  # one load fills in whatever the process has not kept
+                self._measure(step, values)
+                for what, value in values.items():
+                    self.kept.put(keys[what], value)
+            self.scores[step] = values["capability"]
+            self.patterns[step] = values[self._patterns_name]
             if self.want_scores:
-                self._record_scores(step, checkpoint.model)
+                self.score_rows.extend(values["head-scores"])
+            self._done(step, reused)
         return self.scores[step]
 
-    def _record_scores(self, step: int, model) -> None:
+    @property
+    def _patterns_name(self) -> str:
+        return f"patterns:{self.n_prompts}"
+
+    def _measure(self, step: int, kept: dict) -> None:
+        """Load ``step`` once and fill in what ``kept`` lacks (None values)."""
+        from interp.patching import cache_patterns
+
+        checkpoint = self.source.load(step, device=self.device)
+        if kept["capability"] is None:
+            kept["capability"] = evaluate(checkpoint.model, self.batch)
+        if kept[self._patterns_name] is None:
+            with torch.inference_mode():
+                patterns = cache_patterns(checkpoint.model, self.batch.tokens[: self.n_prompts])
+            kept[self._patterns_name] = quantise_patterns(patterns.permute(1, 0, 2, 3, 4))  # prompt first
+        if kept.get("head-scores", ()) is None:
+            kept["head-scores"] = self._score_rows(step, checkpoint.model)
+
+    def _score_rows(self, step: int, model) -> list[tuple]:
         from interp.scores import head_scores, repeated_random_tokens
         from interp.tasks import alnum_token_pool
 
@@ -93,9 +114,11 @@ class PatternRecorder(StepEvaluator):
         tokens, period = self._score_tokens
         with torch.inference_mode():
             values = head_scores(model, tokens, period)
-        for name, table in values.items():
-            for (layer, head), value in np.ndenumerate(table.numpy()):
-                self.score_rows.append((int(step), int(layer), int(head), name, float(value)))
+        return [
+            (int(step), int(layer), int(head), name, float(value))
+            for name, table in values.items()
+            for (layer, head), value in np.ndenumerate(table.numpy())
+        ]
 
     def recorded(self, steps: Sequence[int] | None = None) -> tuple[list[int], np.ndarray]:
         """(steps, ``UInt8[ndarray, "prompt step layer head query_pos key_pos"]``) of the recorded
@@ -115,6 +138,7 @@ def scrub_data(
     threshold: float = 0.5,
     rank: bool = False,
     metric: str | None = None,
+    progress: bool = True,
 ) -> ScrubData:
     """Load every checkpoint of ``steps`` once and record what the scrubber shows.
 
@@ -135,6 +159,8 @@ def scrub_data(
             head's post pattern patched into pre, the change of ``metric`` per head), so the page
             orders the heads by it; a curve that does not emerge is left unranked (a warning).
         metric: the ranking's metric (:mod:`interp.core.metrics`; default: the task's).
+        progress: one progress line over the checkpoints (:func:`interp.evaluator.watching`;
+            steps the process already measured are counted as kept and not loaded).
 
     Raises:
         ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns, an
@@ -150,7 +176,7 @@ def scrub_data(
             raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())}")
     zoomed, zoom_steps = _with_zoom(source)
     try:
-        data = _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold)
+        data = _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold, progress)
         if rank and ranking is None:
             _rank_into(data, zoomed, task, device, metric)
         return data
@@ -183,7 +209,7 @@ def _rank_into(data: ScrubData, source, task, device: str | None, metric: str | 
     data.delta_p, _, _, data.metric = ranking_values(ranking)
 
 
-def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold) -> ScrubData:
+def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold, progress) -> ScrubData:
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.tasks import RepetitionTask
 
@@ -195,8 +221,7 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking,
     task = task or RepetitionTask()
     batch = task.build(source.tokenizer())
     recorder = PatternRecorder(source, batch, device=device, n_prompts=n_prompts, scores=scores)
-    for step in wanted:
-        recorder(step)
+    evaluate_steps(recorder, wanted, progress)
     ordered, patterns = recorder.recorded(wanted)
     tokenizer = source.tokenizer()
     tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: recorder.n_prompts]]
@@ -248,6 +273,7 @@ def scrubber(
     threshold: float = 0.5,
     rank: bool = False,
     metric: str | None = None,
+    progress: bool = True,
 ) -> Scrubber:
     """The attention-pattern scrubber of one run (the page: :mod:`interp.report.scrubber`).
 
@@ -281,6 +307,7 @@ def scrubber(
                 threshold=threshold,
                 rank=rank,
                 metric=metric,
+                progress=progress,
             )
         )
     finally:

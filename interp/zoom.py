@@ -10,10 +10,14 @@ renamed into place, then ``RUN/zoom/zoom.json`` rewritten), so the run's base sc
 ``make demo`` and the analyses read, never changes. ``LocalSuiteSource(run, include_zoom=True)``
 opts in to the overlay.
 
-:func:`dense_point` locates the point of emergence to a given resolution: it zooms recursively into
-the bracketing interval, evaluates every checkpoint with more prompts (512 by default) and applies
-the noise rule of :func:`interp.emergence.held_crossing` (the crossing must hold for the next
-``hold`` checkpoints).
+A run that keeps the optimizer state of its last checkpoint only (``keep_optimizer: last``, the
+population of seeds) is re-trained from the nearest stored step before ``pre`` that can be
+resumed, else from step 0 (the initial weights and optimizer are a function of the seed):
+:func:`zoom_plan` says what that costs before it starts. Every stored step the re-training passes
+is checked against the kept one (bit for bit by default), and gets the optimizer state it lacked
+(``keep_states``, ~2x its weights on disk), so the next zoom nearby starts there.
+
+The dense search built on it (the point of emergence to one step) is :mod:`interp.dense`.
 """
 
 from __future__ import annotations
@@ -23,19 +27,17 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
 from interp.core.io import atomic_write_text
-from interp.core.objects import fields_html, results_equal, short_repr
+from interp.core.objects import fields_html
 from interp.core.training_state import NotResumableError, has_training_state
-from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
 from interp.sources.local import ZOOM_DIR, overlay_steps
 
 ZOOM_INDEX = "zoom.json"
@@ -68,6 +70,10 @@ class ZoomResult:
             grid was already stored).
         threads: torch threads used (the run's recorded count).
         seconds: wall time of the call.
+        resumed_from: the step re-training started from (``pre``, or an earlier resumable step:
+            :func:`zoom_plan`); ``trained_steps`` counts from it.
+        checked_steps: the stored steps whose re-trained weights were compared (``post`` and
+            every stored step passed on the way); ``max_abs_diff`` is over all of them.
     """
 
     run: Path
@@ -80,15 +86,85 @@ class ZoomResult:
     trained_steps: int
     threads: int
     seconds: float
+    resumed_from: int | None = None
+    checked_steps: list[int] = field(default_factory=list)
 
     _repr_html_ = fields_html
 
     def as_row(self) -> dict[str, Any]:
-        """The fields as one table row (``run`` as text, ``new_steps`` comma-joined): ``zooms.csv``."""
+        """The fields as one table row (``run`` as text, step lists comma-joined): ``zooms.csv``."""
         row = asdict(self)
         row["run"] = str(self.run)
         row["new_steps"] = ",".join(map(str, self.new_steps))
+        row["checked_steps"] = ",".join(map(str, self.checked_steps))
         return row
+
+
+@dataclass
+class ZoomPlan:
+    """What :func:`zoom` will re-train, known before it starts.
+
+    Attributes:
+        run: the run folder.
+        pre, post: the interval asked for (steps).
+        start: the step re-training starts from: ``pre`` when its optimizer state is kept, else the
+            nearest earlier stored step whose state is, else 0 (from the seed's initial state).
+        steps: optimizer steps to re-train (``post - start``).
+        seconds_per_step: the run's own training time per step (``train_seconds`` of its
+            ``suite.json`` over its last step; None when not recorded).
+        seconds: estimate of the re-training time (``steps * seconds_per_step``; None when not
+            known); a loaded machine takes longer.
+    """
+
+    run: Path
+    pre: int
+    post: int
+    start: int
+    steps: int
+    seconds_per_step: float | None
+    seconds: float | None
+
+    _repr_html_ = fields_html
+
+    def line(self) -> str:
+        """The plan in one line, as ``emergence zoom`` prints it before it starts."""
+        where = (
+            f"from step {self.start} (step {self.pre} keeps no optimizer state; nearest resumable step before it)"
+            if self.start != self.pre
+            else f"from step {self.pre}"
+        )
+        cost = "" if self.seconds is None else f", about {self.seconds:.0f} s at the run's own training speed"
+        return f"{self.run.name}: re-training {self.steps} steps {where} to step {self.post}{cost}"
+
+
+def resume_step(run: str | Path, pre: int) -> int:
+    """The latest stored step at or before ``pre`` whose optimizer state is kept, else 0 (step 0
+    is always resumable: the initial weights and optimizer state are a function of the seed)."""
+    run = Path(run)
+    for step in sorted((s for s in stored_steps(run) if s <= pre), reverse=True):
+        if has_training_state(step_folder(run, step)):
+            return step
+    return 0
+
+
+def zoom_plan(source, pre: int, post: int) -> ZoomPlan:
+    """What re-training ``pre -> post`` of a run costs, before it starts (:class:`ZoomPlan`).
+
+    Raises:
+        NotResumableError, ValueError: as :func:`zoom` (before anything trains).
+    """
+    run = run_folder(source)
+    pre, post = int(pre), int(post)
+    if pre >= post:
+        raise ValueError(f"--pre {pre} must be before --post {post}")
+    step_folder(run, pre), step_folder(run, post)
+    meta = _metadata(run)
+    start = resume_step(run, pre)
+    last = max(int(s) for s in meta.get("steps", [0]) or [0])
+    per_step = float(meta["train_seconds"]) / last if meta.get("train_seconds") and last else None
+    return ZoomPlan(
+        run, pre, post, start, post - start, per_step, None if per_step is None else per_step * (post - start)
+    )
 
 
 def run_folder(source) -> Path:
@@ -201,8 +277,14 @@ def zoom(
     tolerance: float = 0.0,
     threads: int | None = None,
     steps: Sequence[int] | None = None,
+    keep_states: bool = True,
+    echo: Callable[[str], Any] | None = None,
 ) -> ZoomResult:
     """Re-train ``pre -> post`` of a resumable run and store checkpoints every ``every`` steps.
+
+    When ``pre`` keeps no optimizer state (``keep_optimizer: last``), re-training starts from the
+    nearest earlier step that does, else from step 0 (:func:`zoom_plan`; ``echo`` gets its line
+    before training starts), and every stored step passed is compared too.
 
     Args:
         source: a run folder or a :class:`interp.sources.LocalSuiteSource` over one.
@@ -217,6 +299,9 @@ def zoom(
             count may change the weights).
         steps: store exactly these steps (strictly between ``pre`` and ``post``) instead of a
             regular grid; ``every`` is then ignored.
+        keep_states: write the re-trained optimizer state beside each stored step passed that
+            lacked it (once its weights matched), so that later zooms start there.
+        echo: called with :meth:`ZoomPlan.line` before re-training starts (e.g. ``print``).
 
     Returns:
         :class:`ZoomResult` (the overlay holds the new steps when this returns).
@@ -238,9 +323,7 @@ def zoom(
         raise ValueError(f"every={every}: the spacing of new checkpoints must be >= 1 step")
     if tolerance < 0:
         raise ValueError(f"tolerance={tolerance}: must be >= 0")
-    start_folder, end_folder = step_folder(run, pre), step_folder(run, post)
-    if not has_training_state(start_folder):
-        raise NotResumableError(f"{start_folder} holds no optimizer state: it cannot be resumed")
+    step_folder(run, pre), step_folder(run, post)  # both stored: else the nearest stored steps are named
     cfg, size, seed, recorded_threads = run_settings(run)
     if steps is not None:
         grid = sorted({int(s) for s in steps})
@@ -256,6 +339,12 @@ def zoom(
     overlay = run / ZOOM_DIR
     if not wanted:
         return ZoomResult(run, pre, post, every, [], 0.0, tolerance, 0, recorded_threads, time.perf_counter() - started)
+    plan = zoom_plan(run, pre, post)
+    start = plan.start
+    start_folder = step_folder(run, start) if has_training_state(step_folder(run, start)) else None
+    passed = sorted(s for s in have if start < s < post)  # stored steps re-trained on the way: checked too
+    if echo is not None:
+        echo(plan.line())
     overlay.mkdir(exist_ok=True)
     tmp = overlay / f".tmp-{os.getpid()}-{pre}-{post}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -273,32 +362,51 @@ def zoom(
                 cfg,
                 tmp,
                 threads=n_threads,
-                what=f"zoom re-training of {run.name} {pre}..{post}",
+                what=f"zoom re-training of {run.name} {start}..{post}",
                 resume_from=start_folder,
                 stop_step=post,
-                save_steps=wanted + [post],
+                save_steps=wanted + passed + [post],
             )
         else:  # a run trained before the pins (or unpinned): this process's kernels, as it was
             losses = embedded.train_run(
-                size, seed, cfg, tmp, resume_from=start_folder, stop_step=post, save_steps=wanted + [post]
+                size, seed, cfg, tmp, resume_from=start_folder, stop_step=post, save_steps=wanted + passed + [post]
             )
-        diff = _max_abs_diff(tmp / f"step{post}", end_folder)
+        checked = passed + [post]
+        diffs = {s: _max_abs_diff(tmp / f"step{s}", step_folder(run, s)) for s in checked}
+        diff = max(diffs.values())
         if not diff <= tolerance:
+            worst = max(diffs, key=lambda s: diffs[s])
             raise ZoomMismatchError(
-                f"re-trained step {post} differs from the stored one by max |diff| {diff:.3g} > tolerance "
+                f"re-trained step {worst} differs from the stored one by max |diff| {diff:.3g} > tolerance "
                 f"{tolerance:g} (threads {n_threads}, recorded {recorded_threads}); the new steps were not stored"
             )
         for step in wanted:  # each rename is atomic; a step another process stored first is kept
             target = overlay / f"step{step}"
             if not target.exists():
                 os.replace(tmp / f"step{step}", target)
-        _record(overlay, pre, post, every, wanted, diff, n_threads, losses)
+        if keep_states:
+            _keep_states(run, tmp, checked)
+        _record(overlay, pre, post, every, wanted, diff, n_threads, losses, start)
     finally:
         torch.set_num_threads(previous_threads)
         shutil.rmtree(tmp, ignore_errors=True)
     return ZoomResult(
-        run, pre, post, every, wanted, diff, tolerance, post - pre, n_threads, time.perf_counter() - started
-    )
+        run, pre, post, every, wanted, diff, tolerance, post - start, n_threads, time.perf_counter() - started,
+        start, checked,
+    )  # fmt: skip
+
+
+def _keep_states(run: Path, tmp: Path, steps: Sequence[int]) -> None:
+    """Move the re-trained optimizer state of each stored step of ``steps`` that lacks one beside
+    its weights (each file renamed into place: atomic; the weights were checked equal first)."""
+    from interp.core.training_state import OPTIMIZER_FILE, STATE_FILE
+
+    for step in steps:
+        folder = step_folder(run, step)
+        if has_training_state(folder):
+            continue
+        for name in (STATE_FILE, OPTIMIZER_FILE):  # the optimizer file last: it makes the step resumable
+            os.replace(tmp / f"step{step}" / name, folder / name)
 
 
 def store_steps(source, steps: Sequence[int], tolerance: float = 0.0) -> list[ZoomResult]:
@@ -324,7 +432,15 @@ def store_steps(source, steps: Sequence[int], tolerance: float = 0.0) -> list[Zo
 
 
 def _record(
-    overlay: Path, pre: int, post: int, every: int, steps: list[int], diff: float, threads: int, losses: pd.DataFrame
+    overlay: Path,
+    pre: int,
+    post: int,
+    every: int,
+    steps: list[int],
+    diff: float,
+    threads: int,
+    losses: pd.DataFrame,
+    start: int,
 ) -> None:
     """Append one zoom to ``zoom.json`` (rewritten atomically)."""
     index = overlay / ZOOM_INDEX
@@ -333,6 +449,7 @@ def _record(
         {
             "pre": pre,
             "post": post,
+            "resumed_from": start,
             "every": every,
             "steps": steps,
             "max_abs_diff": diff,
@@ -341,223 +458,3 @@ def _record(
         }
     )
     atomic_write_text(index, json.dumps(entries, indent=1))
-
-
-# --- dense search ------------------------------------------------------------------------------
-
-
-@dataclass
-class DensePoint:
-    """The point of emergence of one run located to ``resolution`` steps by :func:`dense_point`.
-
-    Attributes:
-        model_id: the run.
-        pre_step, post_step: consecutive checkpoints ``resolution`` steps apart (or fewer, at the
-            end of the search) around the crossing; ``None`` when no crossing holds.
-        resolution: the spacing asked for (steps).
-        threshold, hold, n_prompts: the noise rule (see :func:`interp.emergence.held_crossing`).
-        accuracy_pre, accuracy_post: greedy accuracy (fraction) at pre and post.
-        p_pre, p_post: mean p(answer) (probability) at pre and post.
-        jump: ``p_post - p_pre`` (probability).
-        jump_se: standard error of ``jump`` over prompts (paired per-prompt differences).
-        jump_too_small: ``jump < min_jump_se * jump_se``: a share of this jump would divide by noise.
-        retrained_steps: optimizer steps re-trained by the zooms of this search.
-        zooms: the zoom calls made.
-        evaluations: ``step``, ``accuracy``, ``p_answer``, ``overlay`` (True for zoomed steps).
-    """
-
-    model_id: str
-    pre_step: int | None
-    post_step: int | None
-    resolution: int
-    threshold: float
-    hold: int
-    n_prompts: int
-    accuracy_pre: float | None = None
-    accuracy_post: float | None = None
-    p_pre: float | None = None
-    p_post: float | None = None
-    jump: float | None = None
-    jump_se: float | None = None
-    jump_too_small: bool = True
-    retrained_steps: int = 0
-    zooms: list[ZoomResult] = field(default_factory=list)
-    evaluations: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-
-    __eq__ = results_equal
-    __repr__ = short_repr
-    _repr_html_ = fields_html
-
-    def as_row(self) -> dict[str, Any]:
-        """One row for a table (without the zooms and evaluations)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("zooms", "evaluations")}
-
-
-class DenseEvaluator:
-    """Per-prompt scores of a run's stored checkpoints (base and overlay), each step once.
-
-    Loads each step's ``save_pretrained`` weights into one Hugging Face model (no bridge: plain
-    logits are all the capability needs; bridge logits equal them: tests/test_checkpoints.py checks it).
-    """
-
-    def __init__(self, run: Path, batch, device: str = "cpu"):
-        from transformers import AutoModelForCausalLM  # GPT-NeoX, or Phi for a size with its own d_head
-
-        from interp.sources.loading import quiet_hf_progress
-
-        self.run, self.batch, self.device = run, batch, device
-        with quiet_hf_progress():
-            model = AutoModelForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]), dtype=torch.float32)
-        self.model = model.to(device).eval()
-        self.correct: dict[int, np.ndarray] = {}
-        self.p_answer: dict[int, np.ndarray] = {}
-
-    @torch.inference_mode()
-    def __call__(self, step: int) -> tuple[float, float]:
-        """``(accuracy, mean p(answer))`` of ``step`` (fraction, probability), evaluated once and kept.
-
-        Raises:
-            ValueError: the step's saved weights lack some of the model's tensors.
-        """
-        from safetensors.torch import load_file
-
-        from interp.core.metrics import METRICS, answer_logits
-
-        if step not in self.correct:
-            weights = load_file(str(step_folder(self.run, step) / "model.safetensors"), device=str(self.device))
-            # saved names may differ from the module's (transformers renames lm_head on save)
-            missing, _ = self.model.load_state_dict(_rename_for(self.model, weights), strict=False)
-            if missing:
-                raise ValueError(f"step {step} of {self.run}: weights missing for {missing[:3]}")
-            correct, p_answer = [], []
-            for start in range(0, len(self.batch), 128):
-                chunk = self.batch.tokens[start : start + 128].to(self.device)
-                sub = type(self.batch)(
-                    chunk, self.batch.answers[start : start + 128], self.batch.answer_pos[start : start + 128]
-                )
-                final = answer_logits(self.model(chunk).logits, sub)
-                correct.append(METRICS["accuracy"](final, sub).bool().cpu().numpy())
-                p_answer.append(METRICS["p"](final, sub).cpu().numpy())
-            self.correct[step] = np.concatenate(correct)
-            self.p_answer[step] = np.concatenate(p_answer)
-        return float(self.correct[step].mean()), float(self.p_answer[step].mean())
-
-    def table(self) -> pd.DataFrame:
-        """One row per evaluated step: ``step``, ``accuracy`` (fraction), ``p_answer`` (mean
-        probability), ``overlay`` (the step is a zoom's, not the base schedule's)."""
-        overlay = set(overlay_steps(self.run))
-        rows = [
-            {
-                "step": s,
-                "accuracy": float(self.correct[s].mean()),
-                "p_answer": float(self.p_answer[s].mean()),
-                "overlay": s in overlay,
-            }
-            for s in sorted(self.correct)
-        ]
-        return pd.DataFrame(rows, columns=["step", "accuracy", "p_answer", "overlay"])
-
-
-def _rename_for(model: torch.nn.Module, weights: dict) -> dict:
-    """Map saved tensor names onto ``model``'s (``embed_out`` <-> ``lm_head``)."""
-    own = set(model.state_dict())
-    out = {}
-    for name, value in weights.items():
-        if name not in own:
-            for a, b in (("embed_out", "lm_head"), ("lm_head", "embed_out")):
-                if name.startswith(a) and name.replace(a, b, 1) in own:
-                    name = name.replace(a, b, 1)
-        out[name] = value
-    return out
-
-
-def dense_point(
-    source,
-    resolution: int = 1,
-    threshold: float = 0.5,
-    n_prompts: int = 512,
-    hold: int = DEFAULT_HOLD,
-    min_jump_se: float = 3.0,
-    tolerance: float = 0.0,
-    task_seed: int = 0,
-    length: int = 10,
-    device: str = "cpu",
-    max_rounds: int = 12,
-) -> DensePoint:
-    """Locate a run's point of emergence to ``resolution`` steps by recursive zooming.
-
-    1. Evaluate the base schedule's checkpoints on ``n_prompts`` repetition prompts and find the
-       crossing by :func:`interp.emergence.held_crossing` (the toolkit's one rule: the first
-       checkpoint at or above ``threshold`` whose next ``hold`` checkpoints stay there).
-    2. While the bracketing checkpoints are more than ``resolution`` steps apart, :func:`zoom`
-       into them with spacing ``max(resolution, ceil(gap / 10))``, add the new grid to the curve
-       and apply the rule again. Overlay steps stored by other calls are not on the curve, so
-       the result depends on the base schedule and ``resolution`` only.
-
-    Args:
-        source: a resumable run (folder or LocalSuiteSource).
-        resolution: wanted spacing of pre and post (steps, >= 1).
-        threshold: greedy-accuracy threshold (fraction; 0.5 as in the base search).
-        n_prompts: repetition prompts (more than the base search's 64: at 10-step spacing
-            accuracy on 64 prompts moves by ~0.06 between neighbouring checkpoints).
-        hold: checkpoints after the crossing that must stay at or above the threshold.
-        min_jump_se: the jump is flagged as too small when below this many standard errors.
-        tolerance: passed to :func:`zoom`.
-        task_seed, length: the repetition prompts' seed and digit-string length (tokens;
-            :class:`interp.tasks.RepetitionTask`).
-        device: where the checkpoints are evaluated (re-training uses the run's own settings).
-        max_rounds: most zoom rounds (each narrows the bracket about tenfold).
-
-    Returns:
-        :class:`DensePoint`.
-
-    Raises:
-        NotResumableError: the source cannot be resumed.
-        ValueError: ``resolution < 1``, ``hold < 0`` or ``n_prompts < 1``.
-        ZoomMismatchError: a zoom did not reproduce its stored end point.
-    """
-    from interp.sources.local import LocalSuiteSource
-    from interp.tasks import RepetitionTask
-
-    if resolution < 1:
-        raise ValueError(f"resolution={resolution}: must be >= 1 step")
-    check_hold(hold)
-    run = run_folder(source)
-    model_id = _metadata(run).get("model_id", run.name)
-    batch = RepetitionTask(n_prompts=n_prompts, length=length, seed=task_seed).build(LocalSuiteSource(run).tokenizer())
-    evaluator = DenseEvaluator(run, batch, device=device)
-    zooms: list[ZoomResult] = []
-    result = DensePoint(model_id, None, None, resolution, threshold, hold, n_prompts)
-
-    def crossing(steps: list[int]) -> tuple[int | None, int | None]:
-        accuracy = [evaluator(s)[0] for s in steps]
-        return held_crossing(steps, accuracy, threshold=threshold, hold=hold)
-
-    # The curve of each round is the previous round's outside the bracket plus the new grid inside
-    # it: the result depends on the base schedule and the resolution only, not on overlay steps
-    # that other calls stored.
-    curve = sorted(int(s) for s in _metadata(run)["steps"])
-    pre, post = crossing(curve)
-    for _ in range(max_rounds):
-        if pre is None or post is None or post - pre <= resolution:
-            break
-        every = max(resolution, math.ceil((post - pre) / 10))
-        zooms.append(zoom(run, pre, post, every=every, tolerance=tolerance))
-        curve = sorted(set(curve) | set(range(pre, post, every)))
-        new_pre, new_post = crossing(curve)
-        if (new_pre, new_post) == (pre, post):  # nothing finer to store (e.g. gap not divisible)
-            break
-        pre, post = new_pre, new_post
-    result.pre_step, result.post_step = pre, post
-    result.zooms = zooms
-    result.retrained_steps = sum(z.trained_steps for z in zooms)
-    result.evaluations = evaluator.table()
-    if pre is not None and post is not None:
-        result.accuracy_pre, result.p_pre = evaluator(pre)
-        result.accuracy_post, result.p_post = evaluator(post)
-        from interp.emergence import jump_noise
-
-        result.jump, result.jump_se, result.jump_too_small = jump_noise(
-            evaluator.p_answer[pre], evaluator.p_answer[post], min_se=min_jump_se
-        )
-    return result

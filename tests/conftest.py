@@ -267,6 +267,16 @@ def _browser_closed_after_each_test():
             sys.modules[name].shut_down()
 
 
+@pytest.fixture(autouse=True)
+def _kept_evaluations_forgotten():
+    """Each test starts with an empty store of kept evaluations (interp.core.kept): a test that
+    counts checkpoint loads sees its own, not another test's answers on the same weights."""
+    from interp.core.kept import KEPT
+
+    KEPT.clear()
+    yield
+
+
 @pytest.fixture
 def one_torch_thread():
     """One torch thread for the test (the value training runs use; restored afterwards)."""

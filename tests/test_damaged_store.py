@@ -89,13 +89,13 @@ def two_sources(tmp_path_factory, byte_tokenizer_dir):
 def test_a_study_unit_row_or_state_cut_short_is_named_and_redone(two_sources, tmp_path, caplog):
     from emergence_lens.cli import app
     from interp.core.settings import StudyConfig
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.main_job.units import damaged_units, plan_units, study_status
     from interp.tasks import RepetitionTask
 
     task = RepetitionTask(n_prompts=8, length=6, seed=0)
     out = tmp_path / "study"
-    run(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
+    run_study(two_sources, [task], StudyConfig(scan=True, threshold=0.5), out_dir=out, progress=False)
     reference = {name: pd.read_parquet(out / f"{name}.parquet") for name in ("emergence", "heads", "points")}
     units = plan_units(two_sources, [task])
     # a unit's id: the run folder's own name, not a slug of its absolute path (issue 56, item 7)

@@ -309,8 +309,10 @@ def test_load_refuses_a_folder_without_a_report(tmp_path):
 def test_provenance_records_call_settings_versions_and_sources():
     from importlib import metadata
 
-    record = make_provenance("interp.main_job.runner.run", {"threshold": 0.5, "sources": ["a"]}, {"a": {"step1": "ff"}})
-    assert record["call"] == "interp.main_job.runner.run" and record["settings"]["threshold"] == 0.5
+    record = make_provenance(
+        "interp.main_job.runner.run_study", {"threshold": 0.5, "sources": ["a"]}, {"a": {"step1": "ff"}}
+    )
+    assert record["call"] == "interp.main_job.runner.run_study" and record["settings"]["threshold"] == 0.5
     assert record["packages"]["torch"] == metadata.version("torch") == package_versions()["torch"]
     digests = source_digests()
     assert "interp/main_job/runner.py" in digests["files"] and record["source"]["combined"] == digests["combined"]

@@ -346,7 +346,9 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     config = StudyConfig(
         device="cpu", decompose=False, scores=False, hold=0, scrub=False, scan=True
     )  # the scrubber records with its own evaluator; this test fixes the curve
-    scanned = runner.run([LocalSuiteSource(tiny_local_suite)], task, config, out_dir=tmp_path / "scan", progress=False)
+    scanned = runner.run_study(
+        [LocalSuiteSource(tiny_local_suite)], task, config, out_dir=tmp_path / "scan", progress=False
+    )
     point = scanned.runs[0].point
     assert (point.pre_step, point.post_step, point.emerged, point.monotone) == (0, 100, True, False)
     assert (point.search, point.n_evaluations, point.hold) == ("scan", 3, 0)
@@ -356,8 +358,8 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     assert points[["pre_step", "post_step", "hold", "search"]].values.tolist() == [[0, 100, 0, "scan"]]
     assert scanned.provenance["settings"]["config"]["hold"] == 0
     assert "stays there at the next 0 checkpoint(s)" in scanned.legend()
-    bisected = runner.run([LocalSuiteSource(tiny_local_suite)], task, config.replace(scan=False), progress=False)
+    bisected = runner.run_study([LocalSuiteSource(tiny_local_suite)], task, config.replace(scan=False), progress=False)
     point = bisected.runs[0].point
     assert (point.emerged, point.search, point.n_evaluations) == (False, "bisection", 2)
     with pytest.raises(ValueError, match="hold=-1"):
-        runner.run([FakeSource([0, 1], untouchable=True)], task, StudyConfig(hold=-1), progress=False)
+        runner.run_study([FakeSource([0, 1], untouchable=True)], task, StudyConfig(hold=-1), progress=False)

@@ -89,9 +89,43 @@ def test_findings_state_what_the_tables_imply():
         "intervals: toy seed 1 0.10 [0.05, 0.15]); too noisy to say (jump below 3 standard errors): toy seed 2 "
         "(0.65 [0.30, 1.70]); not patched (no point of emergence between two checkpoints): toy seed 3."
     )
-    assert lines == [claim_one, claim_two]
+    # each run's top heads by Δ (issue 58, item 6); no head scores in these runs: "not scored"
+    heads = (
+        "Heads (each run's top 2 by Δ, patched alone from post into pre, and what its attention does at the post "
+        "step: induction = prefix-matching, previous-token = previous-token score ≥ 0.2): toy seed 1: L0H0 "
+        "(Δ +0.040; not scored), L1H0 (Δ +0.020; not scored); toy seed 2 ⚠ noisy: L0H0 (Δ +0.040; not scored), "
+        "L1H0 (Δ +0.020; not scored)."
+    )
+    assert lines == [claim_one, claim_two, heads]
     # the same sentences from the tables alone (what a saved report's CSVs hold)
-    assert findings(report.points, report.summary(), threshold=0.5, hold=2) == lines
+    assert findings(report.points, report.summary(), threshold=0.5, hold=2, heads=report.heads) == lines
+    assert findings(report.points, report.summary(), threshold=0.5, hold=2) == lines[:2]
+
+
+def test_the_heads_line_names_each_heads_mechanism_at_the_post_step():
+    from interp.report.findings import head_mechanism
+
+    rows = [
+        # step, layer, head, score, value: L0H0 becomes a previous-token head, L1H0 an induction head
+        (200, 0, 0, "previous_token", 0.10), (300, 0, 0, "previous_token", 0.85), (300, 0, 0, "prefix_matching", 0.02),
+        (300, 1, 0, "previous_token", 0.05), (300, 1, 0, "prefix_matching", 0.71), (400, 1, 0, "prefix_matching", 0.9),
+        (300, 0, 1, "previous_token", 0.12), (300, 0, 1, "prefix_matching", 0.05),
+    ]  # fmt: skip
+    scores = pd.DataFrame(rows, columns=["step", "layer", "head", "score", "value"])
+    assert head_mechanism(scores, 0, 0, 300) == "previous-token, previous-token 0.85"
+    assert head_mechanism(scores, 1, 0, 300) == "induction, prefix-matching 0.71"  # the post step's, not step 400's
+    assert (
+        head_mechanism(scores, 0, 1, 300)
+        == "neither previous-token nor induction (prefix-matching 0.05, previous-token 0.12)"
+    )
+    assert head_mechanism(scores, 1, 1, 300) == "not scored"
+    run = make_run(1, 0.8, (0.6, 0.95))
+    run.head_scores = scores.assign(model="toy", seed=1)
+    line = MainJobReport(runs=[run]).findings()[2]
+    assert line.endswith(
+        "toy seed 1: L0H0 (Δ +0.040; previous-token, previous-token 0.85), L1H0 (Δ +0.020; induction, "
+        "prefix-matching 0.71)."
+    )
 
 
 def test_claim_two_holds_and_undecided_by_the_interval():
@@ -195,7 +229,7 @@ def test_heatmap_as_a_fraction_of_each_runs_jump():
     # one range in fractions of the jump: the larger run's top head, 0.04 / 0.1
     assert relative[0].data[0].zmax == relative[1].data[0].zmax == pytest.approx(0.4)
     np.testing.assert_allclose(np.asarray(relative[1].data[0].customdata), absolute[1].data[0].z)
-    assert "as a fraction of the run's jump" in report.html()
+    assert "as a fraction of the run's jump" in html.unescape(report.html())  # a figure's title is HTML text
 
 
 def bisected_run() -> RunAnalysis:
@@ -234,12 +268,21 @@ def test_a_bisection_curve_draws_evaluated_points_only_and_says_so():
     scan, unknown = make_run(2, 0.2, (0.1, 0.3)), make_run(3, 0.2, (0.1, 0.3))
     scan.point.search = "scan"  # unknown: a bisection whose run has no checkpoint table
     overview = MainJobReport(runs=[run, scan, unknown]).capability_figure()
-    modes = {t.name: t.mode for t in overview.data if t.name and "seed" in t.name}
+    modes = {t.name: t.mode for t in overview.data if t.name and "seed" in t.name and not t.name.startswith("★")}
     assert modes == {
         "toy seed 1 (bisection: 9 of 28 checkpoints)": "markers",
         "toy seed 2": "lines+markers",
         "toy seed 3 (bisection: 5 checkpoints)": "markers",
     }
+    # each star says which run it is (issue 55, item 3): "seed N: pre→post" beside it
+    assert sorted(t.text[0] for t in overview.data if t.name and t.name.startswith("★")) == [
+        "seed 1: 1300→1400",
+        "seed 2: 200→300",
+        "seed 3: 200→300",
+    ]
+    labels = sorted(a.text for a in overview.layout.annotations if a.text.startswith("seed"))
+    assert labels == ["seed 1: 1300→1400", "seed 2: 200→300", "seed 3: 200→300"]  # on the plot, by each star
+    assert overview.layout.xaxis.type == "linear"
 
 
 def test_the_page_a_reader_opens_answers_first(tmp_path):

@@ -70,11 +70,11 @@ def test_the_runner_records_the_folder_and_threads_of_each_run(tiny_local_suite,
     """provenance.json names, per source name, the folder its weights were read from and the
     torch threads of its analysis (the suite folder's digest for a run of a trained suite)."""
     from interp.core.settings import StudyConfig
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.tasks import RepetitionTask
 
     config = StudyConfig(scan=True, decompose=False, scores=False, scrub=False, n_boot=0)
-    report = run(
+    report = run_study(
         [str(tiny_local_suite)], RepetitionTask(n_prompts=20, length=4), config, out_dir=tmp_path, progress=False
     )
     read = report.provenance["runs"][str(tiny_local_suite)]
@@ -104,7 +104,7 @@ def test_a_trained_runs_suite_folder_is_named(tmp_path):
 
 def test_wrong_arguments_are_refused_in_one_line(tiny_local_suite):
     from interp.core.settings import StudyConfig
-    from interp.main_job.runner import analyse_run, run
+    from interp.main_job.runner import analyse_run, run_study
     from interp.sources import LocalSuiteSource
     from interp.tasks import IOITask, RepetitionTask
 
@@ -137,12 +137,12 @@ def test_wrong_arguments_are_refused_in_one_line(tiny_local_suite):
             "analyse_run: config is dict {'scan': True}; expected an el.StudyConfig",
         ),
         (
-            lambda: run("embedded-quick", RepetitionTask(), StudyConfig()),
-            "run: sources is str 'embedded-quick'; expected a list of source names or opened sources",
+            lambda: run_study("embedded-quick", RepetitionTask(), StudyConfig()),
+            "run_study: sources is str 'embedded-quick'; expected a list of source names or opened sources",
         ),
         (
-            lambda: run(["embedded-quick"], ["repetition"]),
-            "run: a task is str 'repetition'; expected CapabilityTask objects such as el.RepetitionTask()",
+            lambda: run_study(["embedded-quick"], ["repetition"]),
+            "run_study: a task is str 'repetition'; expected CapabilityTask objects such as el.RepetitionTask()",
         ),
     ]
     from interp.emergence import find_emergence, scan_emergence
@@ -188,13 +188,13 @@ def test_the_demo_runs_the_documented_config(monkeypatch, tmp_path):
         seen.update(sources=sources, tasks=tasks, config=config)
         raise KeyboardInterrupt  # stop before anything trains
 
-    monkeypatch.setattr(runner, "run", record)
+    monkeypatch.setattr(runner, "run_study", record)
     CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "demo")])
     assert seen["sources"] == ["embedded"] and seen["tasks"] == [el.RepetitionTask()]
     assert seen["config"] == el.DEMO_CONFIG.replace(device=seen["config"].device)
     assert el.StudyConfig(scan=True) == el.DEMO_CONFIG and el.StudyConfig().scan is False
     readme = (ROOT / "README.md").read_text()
-    assert 'el.run(["embedded"], el.RepetitionTask(), el.DEMO_CONFIG, out_dir="results/demo")' in readme
+    assert 'el.run_study(["embedded"], el.RepetitionTask(), el.DEMO_CONFIG, out_dir="results/demo")' in readme
 
 
 def test_heatmap_cells_carry_their_values_while_few():

@@ -27,7 +27,7 @@ def test_one_import_exposes_the_notebook_names():
         "find_emergence",
         "rank_heads_between",
         "decompose_between",
-        "run",
+        "run_study",
         "StudyConfig",
         "MainJobReport",
         "show_attention",
@@ -48,6 +48,16 @@ def test_one_import_exposes_the_notebook_names():
         assert getattr(el, name) is not None
     with pytest.raises(AttributeError, match=r"names it exports: .*rank_heads_between"):
         _ = el.rank_heads
+
+
+def test_no_public_name_is_taken_by_ipython_automagic():
+    """A bare name in a notebook cell must reach the toolkit, not an IPython line magic (issue 58,
+    item 4: ``run`` was taken as ``%run``; the main job is ``el.run_study``)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    magics = set(InteractiveShell.instance().magics_manager.magics["line"])
+    assert "run" in magics  # the list is the real one
+    assert not magics & set(el.__all__), sorted(magics & set(el.__all__))
 
 
 def test_import_and_help_do_not_load_torch():

@@ -135,7 +135,7 @@ def test_gqa_run_goes_through_the_main_job_and_its_report(gqa_run, own_answers, 
     task = el.TaskFile(own_answers)
     config = el.StudyConfig(scan=True, n_boot=20, scores=False, scrub=False)
     with pytest.warns(RuntimeWarning, match="no component decomposition .* 4 query heads share 2 key/value heads"):
-        report = el.run([str(gqa_run)], task, config, out_dir=tmp_path / "report", progress=False)
+        report = el.run_study([str(gqa_run)], task, config, out_dir=tmp_path / "report", progress=False)
     (point,) = report.points.itertuples()
     assert (bool(point.emerged), int(point.pre_step), int(point.post_step)) == (True, 10, 20)
     assert len(report.heads) == 2 * N_HEADS and (tmp_path / "report" / "report.html").is_file()

@@ -89,15 +89,32 @@ def test_a_download_or_metadata_failure_says_what_to_do(tmp_path, monkeypatch, o
 
 def test_offline_with_an_empty_cache_says_what_to_do(tmp_path, hub_offline):
     source = HubSource(REPO, cache_dir=tmp_path)
-    assert source.available_steps() == []
+    # the first call that needs the hub says it (issue 58, item 4): the list of steps, not an empty list
+    with pytest.raises(HubUnavailableError) as listing:
+        source.available_steps()
     with pytest.raises(HubUnavailableError) as error:
         source.tokenizer()
     message = str(error.value)
+    assert str(listing.value) == message
     assert "\n" not in message and message.startswith(
         f"{REPO} has no checkpoint branches (step{{N}}, ...) in the local hub cache "
         f"{tmp_path / 'models--EleutherAI--pythia-70m-seed3'} (HF_HUB_OFFLINE=1): fetch them with "
         f"`emergence download {REPO} --grid 30` (with HF_HUB_OFFLINE unset, or on a machine with a network"
     )
+
+
+def test_the_study_passes_the_hub_error_on_as_it_is(tmp_path, hub_offline):
+    """Issue 58, item 4: the main job on a hub run whose checkpoints are not cached raises the
+    error that says what to fetch, not a RuntimeError telling the user to run again."""
+    from interp.main_job.runner import run_study
+    from interp.tasks import RepetitionTask
+
+    source = HubSource(REPO, cache_dir=tmp_path)
+    with pytest.raises(HubUnavailableError) as error:
+        run_study([source], RepetitionTask(n_prompts=4, length=4), progress=False)
+    message = str(error.value)
+    assert message.startswith(f"{REPO} has no checkpoint branches") and "run again" not in message
+    assert f"`emergence download {REPO} --grid 30`" in message
 
 
 def test_offline_a_step_not_cached_says_which_download_fetches_it(tiny_hub_cache, hub_offline):

@@ -110,6 +110,7 @@ def test_not_yet_list_is_current():
 REPORT_ORDER = (
     "interp.report.findings",
     "interp.report.scrub_script",
+    "interp.report.step_axis",
     "interp.report.figures",
     "interp.report.loss_axes",
     "interp.report.report_state",

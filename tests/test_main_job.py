@@ -35,7 +35,7 @@ PINNED_REFERENCE = {
 def quick_report(quick_suite, tmp_path_factory):
     runs, _ = quick_suite
     out = tmp_path_factory.mktemp("demo")
-    report = runner.run(
+    report = runner.run_study(
         [LocalSuiteSource(p) for p in runs], RepetitionTask(), StudyConfig(scan=True), out_dir=out, progress=False
     )
     return report, out

@@ -1,4 +1,4 @@
-"""The main job as resumable (source, task) units (interp.main_job.runner.run): a study killed with
+"""The main job as resumable (source, task) units (interp.main_job.runner.run_study): a study killed with
 SIGKILL after its first unit and started again writes the tables of an uninterrupted one; joblib
 and Ray give the report of the local executor, equal by value; --dry-run lists the units and which
 are done."""
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from interp.core.settings import StudyConfig
-from interp.main_job.runner import run
+from interp.main_job.runner import run_study
 from interp.main_job.units import plan_units, study_status
 from interp.tasks import RepetitionTask
 from tests.conftest import save_tiny_neox
@@ -53,7 +53,7 @@ def assert_same_tables(a: Path, b: Path) -> None:
 @pytest.fixture(scope="module")
 def reference(four_sources, tmp_path_factory):
     out = tmp_path_factory.mktemp("reference")
-    report = run(four_sources, [TASK], CONFIG, out_dir=out, progress=False)
+    report = run_study(four_sources, [TASK], CONFIG, out_dir=out, progress=False)
     assert len(report.runs) == 4 and len(tables(out)["emergence"]) == 4 * 3  # every step of every run
     assert report.provenance["settings"]["config"] == CONFIG.as_dict()  # the settings recorded whole
     return out, report
@@ -112,7 +112,9 @@ def test_joblib_gives_the_local_report_by_value(four_sources, reference, tmp_pat
     (two worker processes): the reports' runs are equal field by field (tensors, tables, points),
     and so are the saved tables."""
     folder, local = reference
-    report = run(four_sources, [TASK], CONFIG, executor="joblib", jobs=2, out_dir=tmp_path / "joblib", progress=False)
+    report = run_study(
+        four_sources, [TASK], CONFIG, executor="joblib", jobs=2, out_dir=tmp_path / "joblib", progress=False
+    )
     assert [r.model_id for r in report.runs] == [r.model_id for r in local.runs]
     assert report.runs == local.runs and len(report.emergence) == 4 * 3  # every step of every run
     assert report.points.equals(local.points) and report.heads.equals(local.heads)
@@ -124,7 +126,7 @@ def test_joblib_gives_the_local_report_by_value(four_sources, reference, tmp_pat
 def test_a_study_in_memory_equals_the_saved_one(four_sources, reference):
     """Without ``out_dir`` the units go through a temporary store: the same runs, nothing saved."""
     _, local = reference
-    report = run(four_sources[:2], [TASK], CONFIG, progress=False)
+    report = run_study(four_sources[:2], [TASK], CONFIG, progress=False)
     assert report.runs == local.runs[:2]
 
 
@@ -134,7 +136,9 @@ def test_ray_gives_the_local_tables(four_sources, reference, tmp_path):
     folder, local = reference
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        report = run(four_sources, [TASK], CONFIG, executor="ray", jobs=2, out_dir=tmp_path / "ray", progress=False)
+        report = run_study(
+            four_sources, [TASK], CONFIG, executor="ray", jobs=2, out_dir=tmp_path / "ray", progress=False
+        )
     finally:
         ray.shutdown()
     assert report.runs == local.runs
@@ -148,7 +152,7 @@ def test_bad_study_options_are_refused_before_anything_runs(four_sources, tmp_pa
         ({"address": "auto"}, "needs executor 'ray'"),
     ):
         with pytest.raises(ValueError, match=needle):
-            run(four_sources, [TASK], CONFIG, out_dir=tmp_path / "bad", progress=False, **kwargs)
+            run_study(four_sources, [TASK], CONFIG, out_dir=tmp_path / "bad", progress=False, **kwargs)
     assert not (tmp_path / "bad").exists()
 
 
@@ -171,7 +175,7 @@ def test_bad_settings_are_refused_in_one_line_naming_the_valid_ones():
     with pytest.raises(ValueError, match="fields \\['metrc'\\] are unknown"):
         StudyConfig.from_dict({"metrc": "p"})
     with pytest.raises(ValueError, match=r"config=.*valid: a StudyConfig"):
-        run(["x/y"], [TASK], {"scan": True})
+        run_study(["x/y"], [TASK], {"scan": True})
 
 
 def test_dtype_and_weight_swap_reach_every_road(four_sources, monkeypatch):
@@ -182,14 +186,14 @@ def test_dtype_and_weight_swap_reach_every_road(four_sources, monkeypatch):
     seen = []
     analyse = runner.analyse_run
 
-    def spy(source, task, config):
-        out = analyse(source, task, config)
+    def spy(source, task, config, **kwargs):
+        out = analyse(source, task, config, **kwargs)
         seen.append((str(source.dtype), source.swap_weights))
         return out
 
     monkeypatch.setattr(runner, "analyse_run", spy)
     config = StudyConfig(dtype="bfloat16", swap_weights=False, decompose=False, scores=False, scrub=False)
     for executor in ("local", "joblib"):
-        report = run(four_sources[:1], [TASK], config, executor=executor, progress=False)
+        report = run_study(four_sources[:1], [TASK], config, executor=executor, progress=False)
         assert report.provenance["settings"]["config"]["dtype"] == "bfloat16"
     assert seen == [("torch.bfloat16", False)] * 2

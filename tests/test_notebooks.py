@@ -18,10 +18,11 @@ from conftest import NOTEBOOKS, STAND_IN_HUB_ID
 from interp.core.provenance import source_digests
 from interp.emergence import find_emergence, point_from_curve, scan_emergence
 from interp.main_job.report import MainJobReport
+from interp.report.notebook import library_copies
 from interp.sources import LocalSuiteSource
 from interp.tasks import RepetitionTask
 
-EXPECTED = {"main_job", "hub_pythia", "synthetic"}
+EXPECTED = {"main_job", "hub_pythia", "synthetic", "first_hour"}
 
 
 def _outputs(nb, kind: str) -> list[str]:
@@ -64,10 +65,10 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
     # displays plotly.js and, on the first attention view, the circuitsvis bundle in one output;
     # no other output carries them (the export in test_report_browser draws every one)
     outputs = _outputs(nb, "text/html")
-    assert html.count("Copyright 2012-20") == 1 and html.count("window.CircuitsVis = CircuitsVis") == 1
+    assert library_copies(html, "plotly") == 1 and library_copies(html, "circuitsvis") == 1
     setup = next(c for c in nb.cells if c.cell_type == "code")  # the cell that calls el.init_notebook()
     first = [o.data["text/html"] for o in setup.outputs if "text/html" in o.get("data", {})]
-    assert len(first) == 1 and "Copyright 2012-20" in first[0] and "window.CircuitsVis = CircuitsVis" in first[0]
+    assert len(first) == 1 and library_copies(first[0], "plotly") == library_copies(first[0], "circuitsvis") == 1
     assert sum("plotly-graph-div" in one for one in outputs) >= 2
     assert "plotly-graph-div" in html and '<div id="circuits-vis-' in html
     report = MainJobReport.load(out / "results")
@@ -91,7 +92,7 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
             digests = report.provenance["checkpoints"][source.model_id]
             assert digests[f"step{point.post_step}"] == source.digest(point.post_step)
     provenance = report.provenance
-    assert provenance["call"] == "interp.main_job.runner.run"
+    assert provenance["call"] == "interp.main_job.runner.run_study"
     assert provenance["packages"]["torch"] == metadata.version("torch")
     assert provenance["source"]["combined"] == source_digests()["combined"]
     assert provenance["settings"]["config"]["scan"] is False  # CI scale: bisection only
@@ -137,3 +138,55 @@ def test_synthetic_notebook_shows_the_bias_shortening_the_plateau(notebook_runs)
     assert plain["steps_to_threshold"] is None or biased["steps_to_threshold"] < plain["steps_to_threshold"]
     # alignment measured with the bias off: the biased model learned the true pattern itself
     assert biased["bare_alignment_max"] > plain["bare_alignment_max"]
+
+
+def _stream(cell) -> str:
+    """A cell's standard output as Jupyter shows it (consecutive streams merged, "\\r" applied)."""
+    text = "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def test_first_hour_notebook_is_small_shows_progress_and_reuses_its_answers(notebook_runs, quick_suite):
+    """Issue 58: the ten-cell notebook of the public API saves under 6 MB with one copy of each
+    library, draws progress on standard output in every slow cell, answers its repeated questions
+    from kept evaluations, and works on the run whose jump is measurable."""
+    nb, out, _ = notebook_runs("first_hour")
+    html = _check_offline_html(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == 10
+    size = (out / "first_hour.ipynb").stat().st_size
+    print(f"first_hour.ipynb saved: {size} bytes")
+    assert size < 6_000_000, f"{size / 1e6:.2f} MB"
+    # every library once, in the first cell's output (report, run, point, ranking, head view,
+    # scrubber and population displays carry none)
+    first = "".join(o.get("data", {}).get("text/html", "") for o in code[0].outputs)
+    for name in ("plotly", "circuitsvis", "scrubber"):
+        assert library_copies(html, name) == library_copies(first, name) == 1, name
+    shown = ["".join(o.get("data", {}).get("text/html", "") for o in c.outputs) for c in code]
+    assert "Findings" in shown[2] and "el-run-analysis" in shown[3] and "point of emergence" in shown[4]
+    assert "el-head-ranking" in shown[5] and 'id="circuits-vis-' in shown[6] and "class='el-scrub'" in shown[7]
+    assert "emergence over seeds" in shown[8] and sum("plotly-graph-div" in h for h in shown) >= 6
+    # progress on standard output, never standard error, in every slow cell
+    assert not [o for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stderr"]
+    runs, _ = quick_suite
+    n = len(LocalSuiteSource(runs[0]).searchable_steps())
+    assert "units: 100%" in _stream(code[2]) and f"{2 * n} checkpoints" in _stream(code[2])
+    # the repeated questions: the scan and the population loaded nothing, and said so
+    assert f"{n}/{n}" in _stream(code[4]) and f"{n} kept" in _stream(code[4])
+    assert _stream(code[8]).count(f"{n} kept") == 2
+    assert "100%" in _stream(code[7])  # the scrubber (patterns were not kept: it loads each step)
+    # the worked run is one whose jump stands above its noise, and the findings name its heads
+    report = MainJobReport.load(out / "results")
+    summary = report.summary()
+    measurable = summary[summary["emerged"] & (summary["jump_too_small"] == False)]  # noqa: E712
+    assert len(measurable), "the quick suite has a run whose jump is measurable"
+    seed = int(measurable["seed"].iloc[0])
+    assert f"seed {seed} · " in shown[3] and f"seed {seed}:" in shown[3]
+    heads = next(line for line in report.findings() if line.startswith("Heads"))
+    top = report.heads[report.heads["seed"] == seed].sort_values("rank").iloc[0]
+    assert f"L{int(top['layer'])}H{int(top['head'])} (Δ" in heads
+    # the scrubber opens at the post step of its point of emergence
+    spec = json.loads(
+        re.search(r"<script type='application/json' class='el-scrub-data'>(.*?)</script>", shown[7]).group(1)
+    )
+    assert spec["steps"][spec["start"]] == spec["post"] == int(measurable["post_step"].iloc[0])

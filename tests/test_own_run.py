@@ -64,7 +64,9 @@ def test_own_training_run_script_finds_a_real_point_of_emergence(tmp_path):
 
     # the report draws that loss beside the capability (a second y axis, the point marked on it)
     config = el.StudyConfig(scan=True, n_boot=50)  # the whole main job: decomposition, head scores, scrubber
-    report = el.run([str(run)], el.RepetitionTask(n_prompts=64), config, out_dir=tmp_path / "report", progress=False)
+    report = el.run_study(
+        [str(run)], el.RepetitionTask(n_prompts=64), config, out_dir=tmp_path / "report", progress=False
+    )
     assert report.runs[0].training_loss["loss"].tolist() == loss["loss"].tolist()
     on_loss = [t for t in report.capability_figure().data if t.yaxis == "y2"]
     assert [list(t.x) for t in on_loss][1] == [post] and list(on_loss[0].y) == loss["loss"].tolist()

@@ -265,8 +265,7 @@ def test_report_section_of_a_run_with_readiness(tiny_local_suite):
     assert readiness_section(SimpleNamespace(model="m", seed=0), ctx) is None  # a run without it: no section
 
 
-def test_figure_marks_e_and_r_on_the_log_axis():
-    import math
+def test_figure_marks_e_and_r_on_the_step_axis():
 
     from interp.readiness import ReadinessResult, readiness_figure
 
@@ -282,6 +281,7 @@ def test_figure_marks_e_and_r_on_the_log_axis():
     result = ReadinessResult("m", 0, {(1, 0): "induction"}, curve, (8, 16), (1, 2), 14, (14.0, 14.0), 1.0, 10, 0.5, 2)
     fig = readiness_figure(result)
     marks = {a.text: a.x for a in fig.layout.annotations}
-    assert marks == {"E = step 16": pytest.approx(math.log10(16)), "R = step 2": pytest.approx(math.log10(2))}
+    assert marks == {"E = step 16": 16, "R = step 2": 2}  # a linear step axis (issue 58, item 5)
+    assert fig.layout.xaxis.type == "linear"
     assert sorted(s.x0 for s in fig.layout.shapes if s.x0 == s.x1 and s.type == "line") == [2, 16]
     assert len(fig.data) == 3

@@ -100,14 +100,16 @@ def test_report_in_headless_chromium(notebook_runs, tmp_path):
     assert html.index("<table") < html.index("plotly-graph-div")
 
 
-@pytest.mark.parametrize("name", ["main_job", "hub_pythia", "synthetic"])
+@pytest.mark.parametrize("name", ["main_job", "hub_pythia", "synthetic", "first_hour"])
 def test_notebook_export_in_headless_chromium(notebook_runs, tmp_path, name):
+    from interp.report.notebook import library_copies
+
     _require_browser()
     nb, _, _ = notebook_runs(name)
     page = tmp_path / f"{name}.html"
     export_notebook_html(nb, page)
     html = page.read_text(encoding="utf-8")  # each library once, however many outputs carry it
-    assert html.count("* plotly.js v") == 1 and html.count("window.CircuitsVis = CircuitsVis") <= 1
+    assert library_copies(html, "plotly") == 1 and library_copies(html, "circuitsvis") <= 1
     result = _check_page(page, tmp_path / f"{name}.png")
     if name != "synthetic":
         assert result.state["views"], "the notebook shows no attention pattern"

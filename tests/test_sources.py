@@ -82,7 +82,7 @@ def test_ready_sources_hand_out_local_first_and_open_sources_keeps_the_names_ord
 
 def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeypatch):
     """Ctrl-C (or an error) while a run is analysed closes the sources' generator before the
-    exception leaves :func:`interp.main_job.runner.run`: an embedded suite's training workers stop
+    exception leaves :func:`interp.main_job.runner.run_study`: an embedded suite's training workers stop
     then, not when the traceback is dropped (Jupyter keeps the last one)."""
     from interp.main_job import runner
     from interp.sources import LocalSuiteSource, door
@@ -107,7 +107,9 @@ def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeyp
     monkeypatch.setattr(door, "ReadySources", StillTraining)
     monkeypatch.setattr(runner, "analyse_run", interrupted)
     with pytest.raises(KeyboardInterrupt) as caught:
-        runner.run(["test/suite-seed0", "test/suite-seed1"], RepetitionTask(n_prompts=4, length=4), progress=False)
+        runner.run_study(
+            ["test/suite-seed0", "test/suite-seed1"], RepetitionTask(n_prompts=4, length=4), progress=False
+        )
     assert closed == [True] and caught.traceback  # closed although the traceback (and its frames) live on
 
 
@@ -115,7 +117,7 @@ def test_a_stopped_main_job_closes_its_sources_at_once(tiny_local_suite, monkeyp
 def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(tiny_local_suite, monkeypatch):
     """Sources that arrive late-first (as trained runs do) are reported in their named positions."""
     from interp.core.settings import StudyConfig
-    from interp.main_job.runner import run
+    from interp.main_job.runner import run_study
     from interp.sources import LocalSuiteSource, door
     from interp.tasks import RepetitionTask
 
@@ -129,7 +131,7 @@ def test_main_job_reports_runs_in_the_order_of_the_names_whatever_their_arrival(
     monkeypatch.setattr(door, "ReadySources", LateFirst)
     names = [f"test/suite-seed{i}" for i in range(3)]
     config = StudyConfig(device="cpu", decompose=False, scores=False)
-    report = run(names, RepetitionTask(n_prompts=4, length=4), config, progress=False)
+    report = run_study(names, RepetitionTask(n_prompts=4, length=4), config, progress=False)
     assert [(run.model_id, run.seed) for run in report.runs] == [
         ("suite-seed0", 0),
         ("suite-seed1", 1),

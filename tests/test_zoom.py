@@ -1,15 +1,16 @@
 """Zoom: exact re-training between stored checkpoints into an overlay; dense crossing rule."""
 
+import dataclasses
 import json
 import shutil
 
 import pytest
 from safetensors.torch import load_file, save_file
 
-from interp.core.training_state import NotResumableError
+from interp.core.training_state import NotResumableError, has_training_state
 from interp.emergence import held_crossing
 from interp.sources import HubSource, LocalSuiteSource, embedded
-from interp.zoom import ZoomMismatchError, default_every, overlay_steps, stored_steps, zoom
+from interp.zoom import ZoomMismatchError, _max_abs_diff, default_every, overlay_steps, stored_steps, zoom, zoom_plan
 
 TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
 CFG = embedded.SuiteConfig(
@@ -34,6 +35,17 @@ def trained_run(tmp_path_factory):
     return base
 
 
+@pytest.fixture(scope="module")
+def last_only_run(tmp_path_factory):
+    """The same tiny run trained keeping the last checkpoint's optimizer state only (the
+    population's ``keep_optimizer: last``)."""
+    from interp.core.kernel_pins import run_pinned
+
+    base = tmp_path_factory.mktemp("zoom_last_only") / "run"
+    run_pinned(embedded._train_to_folder, TINY, 5, dataclasses.replace(CFG, keep_optimizer="last"), base)
+    return base
+
+
 @pytest.fixture()
 def tiny_run(trained_run, tmp_path):
     """A copy of the module's trained run (each test writes its own overlay)."""
@@ -49,12 +61,54 @@ def test_zoom_reproduces_the_stored_end_point_and_writes_an_overlay(tiny_run):
     # the base schedule is untouched; the overlay is opt-in
     assert LocalSuiteSource(tiny_run).available_steps() == list(CFG.checkpoint_steps)
     assert LocalSuiteSource(tiny_run, include_zoom=True).available_steps() == [0, 1, 2, 4, 8, 10, 12, 14, 16]
-    assert json.loads((tiny_run / "zoom" / "zoom.json").read_text())[0]["max_abs_diff"] == 0.0
+    index = json.loads((tiny_run / "zoom" / "zoom.json").read_text())[0]
+    assert (index["max_abs_diff"], index["resumed_from"]) == (0.0, 8)
     assert not [p for p in (tiny_run / "zoom").iterdir() if p.name.startswith(".tmp")]
     # a zoomed step is itself resumable: zooming inside the overlay re-trains 12 -> 14 exactly
     inner = zoom(tiny_run, 12, 14, every=1)
     assert inner.new_steps == [13] and inner.max_abs_diff == 0.0
     assert stored_steps(tiny_run) == [0, 1, 2, 4, 8, 10, 12, 13, 14, 16]
+
+
+def test_zoom_retrains_a_last_only_run_from_step_0_bit_for_bit(last_only_run, trained_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(last_only_run, run)
+    assert [s for s in stored_steps(run) if has_training_state(run / f"step{s}")] == [16]
+    plan = zoom_plan(run, 8, 16)
+    recorded = json.loads((run / "suite.json").read_text())["train_seconds"]
+    assert (plan.start, plan.steps) == (0, 16)
+    assert plan.seconds == (pytest.approx(recorded) if recorded else None)  # 16 of the run's 16 steps
+    said = []
+    result = zoom(run, 8, 16, every=2, echo=said.append)
+    assert said == [plan.line()] and "16 steps from step 0" in said[0]
+    # re-trained from the seed: every stored step passed equals the kept one bit for bit
+    assert (result.resumed_from, result.trained_steps, result.max_abs_diff) == (0, 16, 0.0)
+    assert result.checked_steps == [1, 2, 4, 8, 16] and result.new_steps == [10, 12, 14]
+    # the zoomed steps equal those of the run that kept every state (keep_optimizer changes no weight)
+    every_state = tmp_path / "every"
+    shutil.copytree(trained_run, every_state)
+    zoom(every_state, 8, 16, every=2)
+    for step in (10, 12, 14):
+        assert _max_abs_diff(run / "zoom" / f"step{step}", every_state / "zoom" / f"step{step}") == 0.0
+    # the checked steps now keep their optimizer state: the next zoom starts at pre
+    assert has_training_state(run / "step8") and has_training_state(run / "step4")
+    assert zoom_plan(run, 4, 8).start == 4 and zoom(run, 4, 8, every=2).trained_steps == 4
+    # without keep_states nothing is added beside the stored steps
+    bare = tmp_path / "bare"
+    shutil.copytree(last_only_run, bare)
+    assert zoom(bare, 2, 4, steps=[3], keep_states=False).resumed_from == 0
+    assert not has_training_state(bare / "step2")
+    # the command line says the plan before it trains; the nearest resumable step before 8 is the
+    # zoomed step 3 (a zoomed step keeps its optimizer state)
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    done = CliRunner().invoke(app, ["zoom", str(bare), "--pre", "8", "--post", "16", "--every", "4"])
+    assert done.exit_code == 0, done.output
+    first, last = done.output.strip().splitlines()
+    assert first.startswith("bare: re-training 13 steps from step 3 (step 8 keeps no optimizer state")
+    assert "re-trained 13 steps (3 -> 16)" in last and "max |diff| at step 16: 0 " in last
 
 
 def test_zoom_refuses_steps_when_the_end_point_differs(tiny_run):
@@ -106,7 +160,7 @@ def test_held_crossing_needs_the_crossing_to_hold():
 
 
 def test_dense_point_on_the_quick_suite(quick_suite, tmp_path):
-    from interp.zoom import dense_point
+    from interp.dense import dense_point
 
     runs, _ = quick_suite
     run = tmp_path / runs[-1].name

@@ -181,7 +181,9 @@ def zoom(
     tolerance: float = typer.Option(0.0, min=0.0, help="Largest accepted max |diff| at POST (0: bit for bit)."),
 ):
     """Re-train PRE -> POST from PRE's saved state and store checkpoints every K steps in the run's
-    zoom overlay (RUN/zoom/); the base schedule is left as it is."""
+    zoom overlay (RUN/zoom/); the base schedule is left as it is. A run that keeps the optimizer
+    state of its last checkpoint only is re-trained from the nearest earlier resumable step (else
+    step 0); the steps and an estimate of the time are printed before it starts."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
     if every is not None and every >= post - pre:
@@ -197,9 +199,9 @@ def zoom(
     from interp.zoom import zoom as zoom_run
 
     (src,) = _open([source])
-    result = zoom_run(src, pre, post, every=every, tolerance=tolerance)
+    result = zoom_run(src, pre, post, every=every, tolerance=tolerance, echo=typer.echo)
     typer.echo(
-        f"{result.run}: re-trained {result.trained_steps} steps ({result.pre} -> {result.post}) in "
+        f"{result.run}: re-trained {result.trained_steps} steps ({result.resumed_from} -> {result.post}) in "
         f"{result.seconds:.1f} s with {result.threads} thread(s); max |diff| at step {result.post}: "
         f"{result.max_abs_diff:.3g} (tolerance {result.tolerance:g}); stored {len(result.new_steps)} new "
         f"steps every {result.every}: {result.new_steps}"
@@ -404,6 +406,7 @@ def scrub(
             threshold=threshold,
             rank=rank,
             metric=metric,
+            progress=False,
         )
     page.save_html(out)
     data = page.data

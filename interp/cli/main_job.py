@@ -60,7 +60,7 @@ def demo(
     from interp.main_job import runner
 
     with _warnings_as_lines():
-        report = runner.run(
+        report = runner.run_study(
             ["embedded-quick" if quick else "embedded"],
             tasks,
             config,
@@ -137,7 +137,7 @@ def run(
         typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
         return
     with _warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
-        report = runner.run(source, tasks, config, executor=executor, jobs=jobs, address=address, out_dir=out)
+        report = runner.run_study(source, tasks, config, executor=executor, jobs=jobs, address=address, out_dir=out)
     _print_summary(report, out)
 
 
@@ -328,7 +328,7 @@ def bisect(
         for task_obj in tasks:  # one point of emergence per (run, task)
             batch = task_obj.build(src.tokenizer())
             with _warnings_as_lines():
-                point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold)
+                point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold, progress=False)
             points.append(
                 {
                     "model": model,
@@ -365,11 +365,11 @@ def bisect(
 def _bisect_dense(
     specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int, length: int, out: Path | None
 ) -> None:
-    """``bisect --resolution``: :func:`interp.zoom.dense_point` per run; points_dense.csv in OUT."""
+    """``bisect --resolution``: :func:`interp.dense.dense_point` per run; points_dense.csv in OUT."""
     import pandas as pd
 
     from interp.core.io import atomic_to_csv
-    from interp.zoom import dense_point
+    from interp.dense import dense_point
 
     rows, curves = [], []
     for src in _open(specs):

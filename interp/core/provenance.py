@@ -115,7 +115,7 @@ def make_provenance(call: str, settings: dict[str, Any], checkpoints: dict[str, 
     """A provenance record.
 
     Args:
-        call: the public function that made the folder, e.g. ``"interp.main_job.runner.run"``.
+        call: the public function that made the folder, e.g. ``"interp.main_job.runner.run_study"``.
         settings: its arguments (anything that decides the numbers); made JSON-safe.
         checkpoints: per source, the weight digest of every checkpoint step used.
     """

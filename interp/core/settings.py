@@ -2,7 +2,7 @@
 every analysis that reads it (ranking, scrubber, population, readiness) stands above it.
 
 Built once (from the flags of ``emergence run`` / ``emergence demo``, or by the user in Python),
-it travels as one argument from :func:`interp.main_job.runner.run` to
+it travels as one argument from :func:`interp.main_job.runner.run_study` to
 :func:`interp.main_job.runner.analyse_run` and :func:`interp.ranking.rank_heads_between`, and the
 report's provenance records it whole (:meth:`StudyConfig.as_dict`). A bad value is refused when
 the object is made, in one line naming the value and the valid ones, before anything is loaded.
@@ -163,6 +163,6 @@ class StudyConfig:
 
 #: The settings of ``emergence demo`` / ``make demo`` before its flags: a scan of every checkpoint
 #: (the embedded suite's checkpoints are local and few; the page draws whole curves), the rest
-#: :class:`StudyConfig`'s defaults. ``el.run(["embedded"], el.RepetitionTask(), el.DEMO_CONFIG,
+#: :class:`StudyConfig`'s defaults. ``el.run_study(["embedded"], el.RepetitionTask(), el.DEMO_CONFIG,
 #: out_dir="results/demo")`` is the demo from Python; ``StudyConfig()`` bisects instead.
 DEMO_CONFIG = StudyConfig(scan=True)

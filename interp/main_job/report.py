@@ -117,10 +117,15 @@ class RunAnalysis(RankingFields, _RunKey):
     def _html(self, assets) -> str:
         """The run's summary row, then the report's sections for this run (libraries from ``assets``)."""
         from interp.report.display import style_tag
+        from interp.report.findings import findings_html
 
         ctx = vis.page_context([self], assets, self.point.threshold)
-        summary = vis.summary_fragment(MainJobReport(runs=[self], threshold=self.point.threshold).summary())
-        return f"<div class='el-run-analysis'>{style_tag()}{summary}{vis.run_html(self, ctx, level=3)}</div>"
+        alone = MainJobReport(runs=[self], threshold=self.point.threshold, hold=self.point.hold)
+        summary = vis.summary_fragment(alone.summary())
+        heads = findings_html(
+            [line for line in alone.findings() if line.startswith("Heads")]
+        )  # which heads, what they do
+        return f"<div class='el-run-analysis'>{style_tag()}{heads}{summary}{vis.run_html(self, ctx, level=3)}</div>"
 
     def _repr_html_(self) -> str:
         """Jupyter display (self-contained: carries the libraries it draws with)."""
@@ -419,11 +424,19 @@ class MainJobReport:
         """What the report found, one sentence per claim of the paper (per task), computed from
         ``points`` and ``summary()`` (:func:`interp.report.findings.findings`): how many runs
         emerged and where; whether the top 2 heads recover most of the jump, with 95 % intervals,
-        and which runs are too noisy to say. The report page opens with them; ``emergence run``
+        and which runs are too noisy to say; then each run's top 2 heads and their mechanism
+        (induction, previous-token) at the post step. The report page opens with them; ``emergence run``
         and ``emergence demo`` print them under the summary table."""
         from interp.report.findings import findings
 
-        return findings(self.points, self.summary(), threshold=self.threshold, hold=self.hold)
+        return findings(
+            self.points,
+            self.summary(),
+            threshold=self.threshold,
+            hold=self.hold,
+            heads=self.heads,
+            head_scores=self.head_scores,
+        )
 
     def capability_figure(self, metric: str = "accuracy", task: str | None = None):
         """Plotly figure: capability vs step per seed, point of emergence marked, for ``task``

@@ -1,7 +1,7 @@
-"""The main job's one runner: :func:`run` over (source, task) units, whichever executor runs
+"""The main job's one runner: :func:`run_study` over (source, task) units, whichever executor runs
 them, and :func:`analyse_run` for one unit.
 
-One prompt's way: :func:`run` opens the sources (embedded runs as each is trained) and calls
+One prompt's way: :func:`run_study` opens the sources (embedded runs as each is trained) and calls
 :func:`analyse_run` on each (source, task) with the one :class:`~interp.core.settings.StudyConfig`;
 that builds the task's ``TaskBatch`` (:mod:`interp.tasks`), finds the point of emergence
 (:mod:`interp.emergence`) and hands the pair of checkpoints to
@@ -50,7 +50,7 @@ from interp.main_job.units import (
 from interp.sources.catalogue import model_and_seed
 from interp.tasks import CapabilityTask, RepetitionTask
 
-__all__ = ["EXECUTORS", "analyse_run", "analyse_unit", "check_executor", "run", "step_digests"]
+__all__ = ["EXECUTORS", "analyse_run", "analyse_unit", "check_executor", "run_study", "step_digests"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,9 @@ def _training_loss(source) -> pd.DataFrame | None:
     return loss_curve() if loss_curve is not None else None
 
 
-def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig | None = None) -> RunAnalysis:
+def analyse_run(
+    source, task: CapabilityTask | None = None, config: StudyConfig | None = None, progress=None
+) -> RunAnalysis:
     """The main job on one (run, task): capability curve, point of emergence and, if it emerged
     between two checkpoints, the head ranking and joint top-K recovery.
 
@@ -80,6 +82,9 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
             scored around the point (:mod:`interp.scores`), with ``scrub`` every head's pattern
             on the first prompts is kept at each evaluated step (the report's scrubber);
             ``dtype`` and ``swap_weights`` are set on the source before its first load.
+        progress: called as ``progress(step, kept)`` after each checkpoint the search scores
+            (``kept``: taken from the process's kept evaluations, :mod:`interp.core.kept`);
+            :func:`run_study`'s progress line hangs here.
 
     Returns:
         :class:`interp.main_job.report.RunAnalysis`.
@@ -111,8 +116,9 @@ def analyse_run(source, task: CapabilityTask | None = None, config: StudyConfig 
         if config.scrub
         else StepEvaluator(source, batch, device=device)
     )
+    evaluator.progress = progress
     search = scan_emergence if config.scan else find_emergence
-    point = search(source, batch, threshold=config.threshold, evaluator=evaluator, hold=config.hold)
+    point = search(source, batch, threshold=config.threshold, evaluator=evaluator, hold=config.hold, progress=False)
     curve = evaluator.table()  # every searchable step with a scan; the bisection's steps without
     analysis = RunAnalysis(
         model=model,
@@ -230,12 +236,13 @@ def _outcome(source, analysis: RunAnalysis) -> dict[str, Any]:
 
 
 def _local_records(
-    todo: list[Unit], objects: dict[str, Any], tasks: dict[str, Any], config: StudyConfig, progress: bool
+    todo: list[Unit], objects: dict[str, Any], tasks: dict[str, Any], config: StudyConfig, progress: bool, note=None
 ):
     """The local executor: every unit by a plain call of :func:`analyse_run`, each source opened
     once for all its tasks (embedded runs handed out as each is trained:
     :class:`interp.sources.door.ReadySources`) and closed after its last task. Yields
-    ``(unit, outcome, log text)``: outcome the summary of :func:`analyse_unit`, or the exception."""
+    ``(unit, outcome, log text)``: outcome the summary of :func:`analyse_unit`, or the exception;
+    ``note(step, kept)`` is told of every checkpoint a search scores (the progress line)."""
     from interp.sources.door import ReadySources
 
     names = list(dict.fromkeys(u.source for u in todo))
@@ -262,7 +269,7 @@ def _local_records(
                     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S"), time.perf_counter()
                     log = f"unit {unit.unit_id} ({unit.source}, {unit.task}) started {started} on {platform.node()}\n"
                     try:
-                        outcome: Any = _outcome(source, analyse_run(source, tasks[unit.task], config))
+                        outcome: Any = _outcome(source, analyse_run(source, tasks[unit.task], config, progress=note))
                         log += f"ok after {time.perf_counter() - t0:.3f} s\n"
                     except Exception as error:  # a failing unit is named at the end; the others go on
                         outcome = error
@@ -298,7 +305,7 @@ def _remote_records(todo: list[Unit], tasks: dict[str, Any], config: StudyConfig
         yield by_id[record.run_id], outcome, record.log or ""
 
 
-def run(
+def run_study(
     sources: Iterable[Any],
     tasks: CapabilityTask | Sequence[CapabilityTask] | None = None,
     config: StudyConfig | None = None,
@@ -327,7 +334,10 @@ def run(
         out_dir: the output folder: the report's tables there, the units' store in ``units/``
             (a unit already stored there is not run again). None: a temporary store, nothing saved.
         title: the page's title (default: named after the runs).
-        progress: show progress bars.
+        progress: one progress line over the units (standard output in a notebook,
+            :mod:`interp.core.progress`), naming the run and step being scored and how many
+            scores were kept from earlier calls in this process (:mod:`interp.core.kept`);
+            ``False`` silences it.
 
     Returns:
         :class:`~interp.main_job.report.MainJobReport`: one :class:`RunAnalysis` per (run, task),
@@ -342,10 +352,12 @@ def run(
             with another executor than ``local`` (before anything runs).
         RuntimeError: some units failed (their logs named); the others are stored, and running
             again with the same ``out_dir`` retries only the failed and missing units.
+        interp.sources.HubUnavailableError, interp.sources.CheckpointError: every failed unit
+            failed so (checkpoints missing from the hub cache, ...): the first, as it is (its
+            message says what to fetch and how; running again would not help).
     """
-    from tqdm.auto import tqdm
-
     from interp.core.io import check_out_dir
+    from interp.core.progress import progress_bar
     from interp.core.provenance import make_provenance
     from interp.report.report_state import load_report_state
     from sweeps.store import ResultsStore
@@ -360,10 +372,13 @@ def run(
     )
     for task in task_list:
         check_argument(
-            isinstance(task, CapabilityTask), task, "run: a task", "CapabilityTask objects such as el.RepetitionTask()"
+            isinstance(task, CapabilityTask),
+            task,
+            "run_study: a task",
+            "CapabilityTask objects such as el.RepetitionTask()",
         )
     check_argument(
-        not isinstance(sources, (str, Path)), sources, "run: sources", "a list of source names or opened sources"
+        not isinstance(sources, (str, Path)), sources, "run_study: sources", "a list of source names or opened sources"
     )
     sources = list(sources)  # any iterable: a generator is read once
     objects = {s.model_id: s for s in sources if not isinstance(s, (str, Path))}
@@ -379,20 +394,32 @@ def run(
         done = done_units(units, store.root.parent)
         todo = [u for u in units if u.unit_id not in done]
         failures: list[str] = []
+        errors: list[Exception] = []
         if todo:
             store.root.mkdir(parents=True, exist_ok=True)
+            bar = progress_bar(len(units), "units", unit="unit", enabled=progress, initial=len(units) - len(todo))
+            scored = {"checkpoints": 0, "kept": 0}
+            shown = [0.0]  # when the line was last redrawn (perf_counter seconds)
+
+            def note(step: int, kept: bool) -> None:
+                scored["checkpoints"] += 1
+                scored["kept"] += kept
+                kept_text = f", {scored['kept']} kept" if scored["kept"] else ""
+                bar.set_postfix_str(f"step {step} ({scored['checkpoints']} checkpoints{kept_text})", refresh=False)
+                if time.perf_counter() - shown[0] >= 0.5:  # redrawn twice a second at most
+                    bar.refresh()
+                    shown[0] = time.perf_counter()
+
             records = (
-                _local_records(todo, objects, task_by_name, config, progress)
+                _local_records(todo, objects, task_by_name, config, progress, note if progress else None)
                 if executor == "local"
                 else _remote_records(todo, task_by_name, config, executor, jobs, address)
-            )
-            bar = tqdm(
-                total=len(units), initial=len(units) - len(todo), unit="unit", desc="units", disable=not progress
             )
             try:
                 for unit, outcome, log in records:
                     store.write_log(unit.unit_id, log)
                     if isinstance(outcome, Exception):
+                        errors.append(outcome)
                         failures.append(f"{unit_label(unit)}: {type(outcome).__name__}: {outcome}")
                         logger.warning("unit %s failed: %s", unit_label(unit), outcome)
                         continue
@@ -413,6 +440,8 @@ def run(
                     bar.update(1)
             finally:
                 bar.close()
+        if errors and len(errors) == len(failures) and all(_not_worth_a_retry(e) for e in errors):
+            raise errors[0]
         if failures:
             raise RuntimeError(
                 f"{len(failures)} of {len(units)} units failed (logs in {store.logs_dir}); "
@@ -435,7 +464,7 @@ def run(
         "executor": executor,
         "jobs": jobs,
     }
-    provenance = make_provenance("interp.main_job.runner.run", settings, digests)
+    provenance = make_provenance("interp.main_job.runner.run_study", settings, digests)
     provenance["runs"] = read
     report = MainJobReport(runs=runs, threshold=config.threshold, hold=config.hold, title=title, provenance=provenance)
     if out_dir is not None:
@@ -457,6 +486,14 @@ def _run_read(row: pd.Series) -> dict[str, Any]:
         "suite": Path(folder).parent.name if folder and (Path(folder) / "suite.json").is_file() else None,
         "torch_threads": None if threads is None or pd.isna(threads) else int(threads),
     }
+
+
+def _not_worth_a_retry(error: Exception) -> bool:
+    """Whether running again cannot mend ``error``: checkpoints the hub cache lacks, a step or
+    source that does not exist (its message says what to do instead)."""
+    from interp.sources import CheckpointError, HubUnavailableError
+
+    return isinstance(error, (CheckpointError, HubUnavailableError))
 
 
 def _plan_units(names: list[str], objects: dict[str, Any], tasks: list[CapabilityTask]) -> list[Unit]:

@@ -1,5 +1,5 @@
 """The main job's units of work and their resumable store: one unit is one run analysed for one
-task (:func:`interp.main_job.runner.analyse_run`); :func:`interp.main_job.runner.run` stores each
+task (:func:`interp.main_job.runner.analyse_run`); :func:`interp.main_job.runner.run_study` stores each
 finished unit's report state (:mod:`interp.report.report_state`) in the sweeps' store
 (:class:`sweeps.store.ResultsStore`) under ``OUT/units/``, whichever executor computed it::
 

@@ -102,6 +102,7 @@ def population_command(
             reference=reference,
             device=device,
             title=title,
+            progress=False,
         )
     written = result.save(out)
     for line in result.claims + result.findings:

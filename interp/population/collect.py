@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from interp.core.kept import KEPT
 from interp.core.terms import DEFAULT_HOLD
-from interp.emergence import StepEvaluator, check_hold
+from interp.emergence import check_hold
+from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.population.tables import CURVE_COLUMNS, PopulationResult, population_from_curves
 
 
@@ -38,13 +40,24 @@ class _ShapeRecorder:
         if self.shape is None:
             cfg = checkpoint.model.cfg
             self.shape = {k: int(getattr(cfg, k)) for k in ("n_layers", "d_model", "n_heads", "d_head")}
+            KEPT.put(KEPT.key(self._source, step, "", "shape"), self.shape)
         return checkpoint
+
+    def kept_shape(self, steps: Sequence[int]) -> dict[str, int] | None:
+        """The shape kept for one of ``steps`` (a run scored from kept evaluations loads nothing)."""
+        for step in steps:
+            shape = KEPT.get(KEPT.key(self._source, step, "", "shape"))
+            if shape is not None:
+                return shape
+        return None
 
     def __getattr__(self, name: str):
         return getattr(self._source, name)
 
 
-def source_curve(source, batch, budget: int | None = None, arm: str | None = None, device: str | None = None):
+def source_curve(
+    source, batch, budget: int | None = None, arm: str | None = None, device: str | None = None, progress: bool = True
+):
     """One source's rows of the capability table (:data:`interp.population.tables.CURVE_COLUMNS`):
     every searchable step evaluated (greedy accuracy and p(answer) on ``batch``).
 
@@ -54,6 +67,7 @@ def source_curve(source, batch, budget: int | None = None, arm: str | None = Non
         budget: the run's step budget (steps; default: its last searchable step).
         arm: the run's arm (default: :func:`arm_name` of its shape).
         device: where checkpoints are loaded.
+        progress: one progress line over the checkpoints (kept scores are counted, not recomputed).
 
     Returns:
         A DataFrame with :data:`CURVE_COLUMNS`, one row per searchable step.
@@ -63,10 +77,12 @@ def source_curve(source, batch, budget: int | None = None, arm: str | None = Non
     recorder = _ShapeRecorder(source)
     evaluator = StepEvaluator(recorder, batch, device=device)
     steps = source.searchable_steps()  # without duplicate weights, shared shards and corrupt files
-    for step, then in zip(steps, [*steps[1:], None]):
-        evaluator(step, then=then)
+    evaluate_steps(evaluator, steps, progress)
     table = evaluator.table()
-    shape = recorder.shape or {"n_layers": 0, "d_model": 0, "n_heads": 0, "d_head": 0}
+    shape = recorder.shape or recorder.kept_shape(steps)
+    if shape is None:  # kept scores but no kept shape (a scan, not a population, scored them): one load
+        recorder.load(steps[-1], device=device)
+        shape = recorder.shape or {"n_layers": 0, "d_model": 0, "n_heads": 0, "d_head": 0}
     _, seed = model_and_seed(source.model_id)
     table = table.assign(
         arm=arm or arm_name(shape["n_layers"], shape["d_model"], shape["n_heads"]),
@@ -90,6 +106,7 @@ def population(
     length: int = 10,
     device: str | None = None,
     title: str = "emergence over seeds",
+    progress: bool = True,
 ) -> PopulationResult:
     """Evaluate a task on every checkpoint of every source and return the population's survival
     statistics (:func:`interp.population.tables.population_from_curves`).
@@ -107,6 +124,9 @@ def population(
         n_prompts, length: the task's size when ``task`` is a name.
         device: where checkpoints are loaded (default: cuda if usable, else cpu).
         title: the page's title.
+        progress: one progress line per run over its checkpoints (standard output in a
+            notebook); checkpoints this process already scored on the same prompts are taken
+            from its kept evaluations (:mod:`interp.core.kept`) and counted as kept.
 
     Returns:
         The :class:`PopulationResult`; its ``curves`` is the evaluated capability table.
@@ -144,7 +164,7 @@ def population(
         for source in [*objects, *opened]:
             batch = task.build(source.tokenizer())
             arm = (arms or {}).get(str(source.model_id))
-            frames.append(source_curve(source, batch, budget=budget, arm=arm, device=device))
+            frames.append(source_curve(source, batch, budget=budget, arm=arm, device=device, progress=progress))
     finally:
         for source in opened:
             source.close()

@@ -28,7 +28,7 @@ from markupsafe import Markup
 from interp.core.templating import package_text, render, trusted
 from interp.core.terms import rule_text
 from interp.population.findings import fmt_p, fmt_steps
-from interp.report.display import PLOTLY_CONFIG, plotly_script
+from interp.report.display import PLOTLY_CONFIG, Assets, plotly_script
 from interp.report.figures import plot_text
 
 _PALETTE = pio.templates["plotly"].layout.colorway
@@ -312,7 +312,8 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "title": result.title,
         "findings": result.findings,
         "claims": result.claims,
-        "plotly": trusted(plotly_script()) if include_plotlyjs else "",  # plotly.js, script-safe
+        # plotly.js, script-safe; in a notebook set up by el.init_notebook() its one copy serves (Assets)
+        "plotly": trusted(Assets().require("plotly")) if include_plotlyjs else "",
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),
         "rule": population_rule(result.hold),
@@ -332,7 +333,9 @@ def _context(result, include_plotlyjs: bool) -> dict:
 
 
 def population_fragment(result, include_plotlyjs: bool = True) -> str:
-    """The page's content as one HTML fragment (a notebook output; plotly.js inlined when asked)."""
+    """The page's content as one HTML fragment (a notebook output). ``include_plotlyjs``: the
+    fragment draws on its own (plotly.js inlined), unless the notebook already holds plotly.js
+    (:func:`interp.report.notebook.init_notebook`: then no copy, as every other display)."""
     return render("population/templates/body.html.j2", **_context(result, include_plotlyjs))
 
 

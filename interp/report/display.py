@@ -148,6 +148,7 @@ def figure_fragment(fig, assets: Assets, caption: str | Markup | None = None) ->
     """
     import plotly.io as pio
 
+    fig, title = _title_apart(fig)
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, include_mathjax=False, config=PLOTLY_CONFIG, default_width="100%"
     )
@@ -155,9 +156,28 @@ def figure_fragment(fig, assets: Assets, caption: str | Markup | None = None) ->
     return render(
         "report/templates/figure.html.j2",
         library=trusted(assets.require("plotly")),
+        title=title,
         plot=trusted(body),
         caption=caption,
     )
+
+
+def _title_apart(fig):
+    """(the figure without its title, the title as plain text or None). The title goes above the
+    plot as HTML, where it wraps at any width; inside the plot a long title runs under plotly's
+    toolbar (top right) on a narrow screen (800 px). plotly's markup in it (``<br>``, ``<b>``,
+    entities from :func:`interp.report.figures.plot_text`) becomes text; the template escapes it."""
+    import html as html_module
+
+    import plotly.graph_objects as go
+
+    fig = go.Figure(fig)  # a copy: the caller's figure keeps its title
+    text = fig.layout.title.text
+    if not text:
+        return fig, None
+    fig.update_layout(title_text="", margin_t=min(fig.layout.margin.t or 40, 40))
+    plain = re.sub(r"<[^>]*>", "", re.sub(r"<br\s*/?>", " ", text, flags=re.I))
+    return fig, html_module.unescape(plain)
 
 
 _MOUNT = re.compile(r'<div id="(circuits-vis-[^"]*)"[^>]*?/?>')
@@ -379,6 +399,25 @@ def dataframe_html(df: pd.DataFrame, assets: Assets) -> str:
     return table_fragment(df)
 
 
+def jump_note_html(jump, se, too_small: bool, delta_label: str = "Δ") -> str:
+    """One sentence on whether a run's jump stands above its noise (``jump_too_small``: below 3
+    standard errors of the paired per-prompt difference, :func:`interp.emergence.jump_noise`), in
+    words: a noisy run is flagged, never left as a bare ``True`` in a column."""
+    from markupsafe import Markup
+
+    measured = f"{jump:.3f} ± {se:.3f}" if se is not None and se == se else f"{jump:.3f}"
+    if too_small:
+        return Markup(
+            "<p class='el-warning' style='background:#fff4e0;color:#6b3d00;padding:6px 8px;border-left:4px solid #d98200'><b>⚠ Noisy run:</b> the jump ({}) is below 3 standard errors of the paired "
+            "per-prompt difference, so each head's {} and the share recovered compare against noise; rank "
+            "between checkpoints further apart or on more prompts before reading the heads.</p>"
+        ).format(measured, delta_label)
+    ratio = f", {jump / se:.0f} standard errors" if se and se == se and se > 0 else ""
+    return Markup(
+        "<p class='el-note' style='color:#1d5e2c'>The jump ({}{}) stands above its noise: the heads' {} can be read.</p>"
+    ).format(measured, ratio, delta_label)
+
+
 def head_ranking_html(ranking, assets: Assets) -> str:
     """A :class:`interp.ranking.HeadRanking` as HTML: the jump and the pre-screen's agreement,
     the top heads (ten at most), the Δp heatmap, top-K recovery, the example attention patterns and the
@@ -397,14 +436,14 @@ def head_ranking_html(ranking, assets: Assets) -> str:
         "value_post": ranking.value_post,
         "jump (post − pre)": ranking.value_post - ranking.value_pre,
         "jump standard error": ranking.jump_se,
-        "jump_too_small (below 3 standard errors)": ranking.jump_too_small,
         "pre-screen Spearman ρ": ranking.rank_correlation_prescreen,
         "pre-screen found the top 2": ranking.prescreen_top2_found,
     }
     parts = [
+        jump_note_html(ranking.value_post - ranking.value_pre, ranking.jump_se, ranking.jump_too_small, delta_label),
         key_values_fragment(values, caption=f"Metric units: {unit}."),
         table_fragment(
-            ranking.heads.head(10),
+            ranking.heads.head(10).drop(columns=["jump_too_small"], errors="ignore"),  # said above, in words
             digits=4,
             caption=f"The {min(10, len(ranking.heads))} top heads by delta ({unit}; "
             "95 % bootstrap interval over prompts in delta_lo, delta_hi; NaN below 5 prompts).",

@@ -16,6 +16,7 @@ from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp.report.step_axis import check_step_scale, step_axis, x_steps
 from interp.sources.catalogue import run_label
 
 
@@ -31,8 +32,10 @@ def capability_figure(
     metric: str = "accuracy",
     threshold: float | None = 0.5,
     totals: dict | None = None,
+    x_scale: str = "linear",
 ) -> go.Figure:
-    """Capability vs training step, one line per seed, one panel per model; points marked. A run
+    """Capability vs training step, one line per seed, one panel per model; each run's point of
+    emergence starred and labelled with its seed ("seed 1: 1900→2000"). A run
     whose point came from a bisection (``points.search == "bisection"``) is drawn as its
     evaluated points only, named "bisection: n of N checkpoints" (no line through steps nobody
     measured).
@@ -43,12 +46,15 @@ def capability_figure(
         metric: ``"accuracy"`` (greedy, fraction) or ``"p_answer"`` (probability).
         threshold: drawn as a dashed line when ``metric == "accuracy"``.
         totals: ``{(model, seed): searchable checkpoints}`` (the N of "n of N"; optional).
+        x_scale: the step axis (:data:`interp.report.step_axis.STEP_SCALES`; default linear, so that late jumps are not
+            squeezed into the right edge; ``"zoom"`` is the linear axis here).
 
     Raises:
-        ValueError: if ``metric`` is not a column of ``emergence``.
+        ValueError: if ``metric`` is not a column of ``emergence``, or a bad ``x_scale``.
     """
     if metric not in ("accuracy", "p_answer"):
         raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
+    check_step_scale(x_scale)
     models = list(dict.fromkeys(emergence["model"]))
     fig = make_subplots(
         rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True
@@ -66,7 +72,7 @@ def capability_figure(
             of = f"bisection: {len(curve)}" + (f" of {total}" if total else "") + " checkpoints"
             fig.add_trace(
                 go.Scatter(
-                    x=curve["step"].clip(lower=0.5),
+                    x=x_steps(curve["step"], x_scale),
                     y=curve[metric],
                     mode="markers" if bisected else "lines+markers",
                     name=f"{plot_text(model)} seed {seed}" + (f" ({of})" if bisected else ""),
@@ -81,30 +87,41 @@ def capability_figure(
             if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
                 post = int(point["post_step"].iloc[0])
                 y = curve.loc[curve["step"] == post, metric]
+                pre = point["pre_step"].iloc[0]
+                span = f"{int(pre)}→{post}" if pd.notna(pre) else f"→{post}"
+                x_post = max(post, 0.5) if x_scale == "log" else post
+                if len(y) and pd.notna(y.iloc[0]):  # which run each star is, written beside it
+                    fig.add_annotation(
+                        x=np.log10(x_post) if x_scale == "log" else x_post,
+                        y=float(y.iloc[0]),
+                        text=f"seed {seed}: {span}",
+                        showarrow=True,
+                        arrowcolor=color,
+                        ax=-60 if k % 2 == 0 else 60,
+                        ay=-28 - 16 * (k // 2),
+                        font=dict(color=color, size=11),
+                        bgcolor="rgba(255,255,255,0.85)",
+                        bordercolor=color,
+                        row=1,
+                        col=col,
+                    )
                 fig.add_trace(
                     go.Scatter(
-                        x=[post],
+                        x=[x_post],
                         y=[y.iloc[0] if len(y) else None],
                         mode="markers",
+                        text=[f"seed {seed}: {span}"],
                         showlegend=not starred,
                         marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
-                        hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {point['pre_step'].iloc[0]} → post {post}<extra></extra>",
+                        hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {pre} → post {post}<extra></extra>",
                         legendgroup=f"{model}-{seed}",
-                        name="★ post step of the point of emergence",
+                        name="★ post step of the point of emergence (labelled by seed)",
                     ),
                     row=1,
                     col=col,
                 )
                 starred = True  # one legend entry explains every star
-        fig.update_xaxes(
-            type="log",
-            title_text="training step (log; step 0 drawn at 0.5)",
-            row=1,
-            col=col,
-            tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000],
-            ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-            minor=dict(showgrid=False, ticks=""),
-        )
+        step_axis(fig, "log" if x_scale == "log" else "linear", row=1, col=col)
     if metric == "accuracy" and threshold is not None:
         # one line per panel, one legend entry for all of them (clicking it toggles every panel's)
         fig.add_hline(
@@ -121,8 +138,11 @@ def capability_figure(
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
     fig.update_layout(
         title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
-        height=420,
+        height=460,
         showlegend=True,
+        # below the plot: on an 800 px screen a legend at the side leaves the curves a third of the width
+        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+        margin=dict(b=40),
     )
     return fig
 
@@ -297,18 +317,6 @@ def recovery_figure(topk: pd.DataFrame, title: str = "Share of the jump recovere
     return fig
 
 
-def _log_step_axis(fig: go.Figure, **where) -> None:
-    """Training steps on a log axis with step 0 drawn at 0.5 (Pythia-like schedules start at 0)."""
-    fig.update_xaxes(
-        type="log",
-        title_text="training step (log; step 0 drawn at 0.5)",
-        tickvals=[0.5, 1, 10, 100, 1000, 10000, 100000],
-        ticktext=["0", "1", "10", "100", "1k", "10k", "100k"],
-        minor=dict(showgrid=False, ticks=""),
-        **where,
-    )
-
-
 def run_capability_figure(
     curve: pd.DataFrame,
     pre_step: int | None,
@@ -317,6 +325,7 @@ def run_capability_figure(
     title: str = "Capability per checkpoint",
     search: str = "scan",
     n_checkpoints: int | None = None,
+    x_scale: str = "linear",
 ) -> go.Figure:
     """One run's greedy accuracy and p(answer) vs training step, the point of emergence marked.
 
@@ -329,9 +338,15 @@ def run_capability_figure(
             points only, no line through unmeasured steps, and "bisection: n of N checkpoints"
             written on the figure).
         n_checkpoints: the run's searchable checkpoints (the N; optional).
+        x_scale: the step axis, one of :data:`interp.report.step_axis.STEP_SCALES` (default linear: a jump late in
+            training is not squeezed into the right edge as on a log axis).
+
+    Raises:
+        ValueError: an ``x_scale`` not in :data:`interp.report.step_axis.STEP_SCALES`.
     """
+    check_step_scale(x_scale)
     curve = curve.sort_values("step")
-    x = curve["step"].clip(lower=0.5)
+    x = x_steps(curve["step"], x_scale)
     bisected = search == "bisection"
     mode = "markers" if bisected else "lines+markers"
     size = 8 if bisected else 5
@@ -373,7 +388,7 @@ def run_capability_figure(
         ends = curve[curve["step"].isin([pre_step, post_step])]
         fig.add_trace(
             go.Scatter(
-                x=ends["step"].clip(lower=0.5),
+                x=x_steps(ends["step"], x_scale),
                 y=ends["accuracy"],
                 mode="markers",
                 marker=dict(symbol="star", size=15, color="gold", line=dict(width=1, color="black")),
@@ -382,8 +397,8 @@ def run_capability_figure(
             )
         )
         fig.add_vrect(
-            x0=max(pre_step, 0.5),
-            x1=max(post_step, 0.5),
+            x0=max(pre_step, 0.5) if x_scale == "log" else pre_step,
+            x1=max(post_step, 0.5) if x_scale == "log" else post_step,
             fillcolor="gold",
             opacity=0.2,
             line_width=0,
@@ -394,9 +409,15 @@ def run_capability_figure(
         fig.add_hline(
             y=threshold, line_dash="dash", line_color="gray", name=f"threshold ({threshold:g})", showlegend=True
         )
-    _log_step_axis(fig)
+    step_axis(fig, x_scale, point=(pre_step, post_step), steps=curve["step"])
     fig.update_yaxes(title_text="accuracy / p(answer)", range=[-0.02, 1.02])
-    fig.update_layout(title=title, height=360, showlegend=True, margin=dict(t=50, b=40))
+    fig.update_layout(
+        title=title,
+        height=400,
+        showlegend=True,
+        margin=dict(t=50, b=40),
+        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),  # below: the curves keep the width
+    )
     return fig
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "SUMMARY_ROW_COLUMNS",
     "findings",
     "findings_html",
+    "head_mechanism",
     "interval_text",
     "summary_display",
     "summary_fragment",
@@ -218,8 +219,84 @@ def _claim_two(summary: pd.DataFrame) -> str:
     return head + verdict + "."
 
 
-def findings(points: pd.DataFrame, summary: pd.DataFrame, threshold: float = 0.5, hold: int = 2) -> list[str]:
-    """One sentence per claim of the paper (and per task when there are several), from the tables.
+#: A head's previous-token or prefix-matching score at the post step at or above this names its
+#: mechanism (Olsson et al. 2022's scores, :mod:`interp.scores`: the mean attention on the
+#: previous token, and on the token after the current token's earlier occurrence, over sequences
+#: that repeat with period 20; a head spread evenly over the 20 to 40 positions it sees scores
+#: 0.025-0.05, four to eight times less). Below it on both, the head is "neither previous-token
+#: nor induction".
+MECHANISM_SCORE = 0.2
+
+#: Score name -> the mechanism it names (:mod:`interp.scores`).
+MECHANISMS = {"prefix_matching": "induction", "previous_token": "previous-token"}
+
+
+def head_mechanism(scores: pd.DataFrame, layer: int, head: int, step) -> str:
+    """What head ``L{layer}H{head}`` does at ``step`` (its last scored step at or before it, else
+    its first), from one run's ``head_scores`` rows (step, layer, head, score, value):
+    ``"induction, prefix-matching 0.83"``, ``"previous-token, previous-token 0.91"``,
+    ``"neither previous-token nor induction (prefix-matching 0.05, previous-token 0.12)"`` by
+    :data:`MECHANISM_SCORE`; ``"not scored"`` without rows for the head."""
+    mine = scores[(scores["layer"] == layer) & (scores["head"] == head) & scores["score"].isin(list(MECHANISMS))]
+    if not len(mine):
+        return "not scored"
+    steps = sorted(int(s) for s in mine["step"].unique())
+    at = max((s for s in steps if step is None or pd.isna(step) or s <= int(step)), default=steps[0])
+    values = {r.score: float(r.value) for r in mine[mine["step"] == at].itertuples()}
+    best = max(values, key=values.get)
+    label = best.replace("_", "-")
+    if values[best] >= MECHANISM_SCORE:
+        return f"{MECHANISMS[best]}, {label} {values[best]:.2f}"
+    both = ", ".join(f"{name.replace('_', '-')} {v:.2f}" for name, v in sorted(values.items()))
+    return f"neither previous-token nor induction ({both})"
+
+
+def _heads_line(summary: pd.DataFrame, heads: pd.DataFrame, scores: pd.DataFrame | None, n: int = 2) -> str | None:
+    """Which heads carry each run's jump: its top ``n`` heads by Δ (the ranking) and their
+    mechanism at the post step (:func:`head_mechanism`); a noisy run is marked as such."""
+    parts = []
+    for _, row in summary.iterrows():
+        mine = heads[(heads["model"] == row["model"]) & (heads["seed"] == row["seed"])]
+        if "task" in heads and "task" in row and pd.notna(row.get("task")):
+            mine = mine[mine["task"] == row["task"]]
+        if not len(mine):
+            continue
+        run_scores = None
+        if scores is not None and len(scores):
+            labelled = {"model", "seed"} <= set(scores.columns)  # a one-run table may not name its run
+            run_scores = (
+                scores[(scores["model"] == row["model"]) & (scores["seed"] == row["seed"])] if labelled else scores
+            )
+        named = []
+        for h in mine.sort_values("rank").head(n).itertuples():
+            what = (
+                head_mechanism(run_scores, int(h.layer), int(h.head), row.get("post_step"))
+                if run_scores is not None
+                else "not scored"
+            )
+            named.append(f"L{int(h.layer)}H{int(h.head)} (Δ {float(h.delta):+.3f}; {what})")
+        noisy = bool(row.get("jump_too_small")) if pd.notna(row.get("jump_too_small")) else False
+        parts.append(f"{run_label(row['model'], row['seed'])}{' ' + NOISY if noisy else ''}: {', '.join(named)}")
+    if not parts:
+        return None
+    return (
+        f"Heads (each run's top {n} by Δ, patched alone from post into pre, and what its attention does at the post "
+        f"step: induction = prefix-matching, previous-token = previous-token score ≥ {MECHANISM_SCORE:g}): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def findings(
+    points: pd.DataFrame,
+    summary: pd.DataFrame,
+    threshold: float = 0.5,
+    hold: int = 2,
+    heads: pd.DataFrame | None = None,
+    head_scores: pd.DataFrame | None = None,
+) -> list[str]:
+    """One sentence per claim of the paper (and per task when there are several), from the tables,
+    then, when ``heads`` is given, one naming each run's top heads and their mechanism.
 
     Args:
         points: ``points.csv`` rows (``POINTS_COLUMNS``: model, seed, task, pre_step, post_step,
@@ -227,9 +304,13 @@ def findings(points: pd.DataFrame, summary: pd.DataFrame, threshold: float = 0.5
         summary: ``MainJobReport.summary()`` rows (model, seed, task, recovered_top2 with
             recovered_top2_lo / _hi, jump_too_small, ...).
         threshold, hold: the point-of-emergence rule the runs used (fraction; checkpoints).
+        heads: ``heads.csv`` rows (model, seed, task, layer, head, delta, rank); None: no heads line.
+        head_scores: ``head_scores.csv`` rows (model, seed, step, layer, head, score, value):
+            the mechanism of each named head (:func:`head_mechanism`); None: "not scored".
 
     Returns:
-        Plain-text sentences (claim 1, then claim 2, for each task); empty for an empty report.
+        Plain-text sentences (claim 1, claim 2, then the heads, for each task); empty for an
+        empty report.
     """
     if not len(points):
         return []
@@ -240,6 +321,8 @@ def findings(points: pd.DataFrame, summary: pd.DataFrame, threshold: float = 0.5
         s = summary if task is None or "task" not in summary else summary[summary["task"] == task]
         prefix = f"Task {task}: " if len(tasks) > 1 else ""
         lines += [prefix + _claim_one(p, threshold, hold), prefix + _claim_two(s.reset_index(drop=True))]
+        named = None if heads is None or not len(heads) else _heads_line(s.reset_index(drop=True), heads, head_scores)
+        lines += [prefix + named] if named else []
     return lines
 
 

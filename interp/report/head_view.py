@@ -25,7 +25,13 @@ from interp.core.templating import render, trusted
 from interp.report.display import Assets, figure_fragment
 from interp.report.figures import plot_text
 
-__all__ = ["head_comparison_figure", "head_comparisons_html", "head_scores_figure", "token_axis_labels"]
+__all__ = [
+    "head_comparison_figure",
+    "head_comparisons_html",
+    "head_scores_figure",
+    "token_axis_labels",
+    "top_score_heads",
+]
 
 
 def token_axis_labels(tokens: Sequence[str], n: int) -> list[str]:
@@ -120,13 +126,28 @@ def head_comparison_figure(
     return fig
 
 
+def top_score_heads(scores: pd.DataFrame, per_score: int = 2) -> dict[tuple[int, int], tuple[int, str]]:
+    """The heads worth a line: for each score, the ``per_score`` heads with the highest value at
+    the last step of ``scores`` (rows step, layer, head, score, value of one run); a head that
+    leads several scores keeps the first. Returns {(layer, head): (colour index, score)}."""
+    last = scores[scores["step"] == scores["step"].max()]
+    top: dict[tuple[int, int], tuple[int, str]] = {}
+    for score in dict.fromkeys(last["score"]):
+        best = last[last["score"] == score].sort_values("value", ascending=False).head(per_score)
+        for r in best.itertuples():
+            top.setdefault((int(r.layer), int(r.head)), (len(top), str(score)))
+    return top
+
+
 def head_scores_figure(
     scores: pd.DataFrame,
     emergence: pd.DataFrame | None = None,
     title: str = "Head scores per checkpoint, over the capability curve",
 ) -> go.Figure:
-    """Per run: each head's score (one line per head and score) against training step, with greedy
-    accuracy (grey, right axis) from ``emergence.csv`` when given.
+    """Per run: the top heads' scores against training step (:func:`top_score_heads`: the two
+    heads with the highest value of each score at the last step, each drawn with the score it
+    leads in), with greedy accuracy (grey, right axis) from ``emergence.csv`` when given; every
+    other head and score is one legend entry, "other heads and scores", off until clicked.
 
     Args:
         scores: rows of ``head_scores.csv`` (model, seed, step, layer, head, score, value).
@@ -144,26 +165,35 @@ def head_scores_figure(
     )
     dashes = {"previous_token": "dot", "prefix_matching": "solid", "copying": "dash"}
     palette = pio.templates["plotly"].layout.colorway
+    rest_named = False
     for row, (model, seed) in enumerate(runs, start=1):
         sub = scores[(scores["model"] == model) & (scores["seed"] == seed)]
-        for i, ((layer, head), by_head) in enumerate(sub.groupby(["layer", "head"])):
+        top = top_score_heads(sub)
+        for (layer, head), by_head in sub.groupby(["layer", "head"]):
+            rank = top.get((int(layer), int(head)))
             for score, line in by_head.groupby("score"):
                 line = line.sort_values("step")
+                lead = rank is not None and rank[1] == score  # the score this head leads in
                 fig.add_trace(
                     go.Scatter(
                         x=line["step"],
                         y=line["value"],
-                        mode="lines+markers",
-                        name=f"L{layer}H{head} {score}",
-                        legendgroup=f"L{layer}H{head}",
-                        showlegend=row == 1,
+                        mode="lines+markers" if lead else "lines",
+                        name=f"L{layer}H{head} {score}" if lead else "other heads and scores",
+                        legendgroup=f"L{layer}H{head}" if lead else "rest",
+                        showlegend=lead or not rest_named,
+                        visible=True if lead else "legendonly",
                         marker=dict(size=4),
-                        line=dict(color=palette[i % len(palette)], dash=dashes.get(score, "solid")),
+                        hovertemplate=f"L{layer}H{head} {score}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                        line=dict(color=palette[rank[0] % len(palette)], dash=dashes.get(score, "solid"), width=2.5)
+                        if lead
+                        else dict(color="rgba(120,120,120,0.3)", width=1, dash=dashes.get(score, "solid")),
                     ),
                     row=row,
                     col=1,
                     secondary_y=False,
                 )
+                rest_named = rest_named or not lead
         if emergence is not None:
             curve = emergence[(emergence["model"] == model) & (emergence["seed"] == seed)].sort_values("step")
             curve = curve[(curve["step"] >= sub["step"].min()) & (curve["step"] <= sub["step"].max())]

@@ -4,7 +4,8 @@
 show results the way plotly's own ``notebook`` renderer does (``plotly.io.renderers``: its
 ``activate`` displays plotly.js once, and each figure is drawn with ``include_plotlyjs=False``):
 
-* The cell that calls it gets one output, the **library output**, holding plotly.js (4.8 MB);
+* The cell that calls it gets one output, the **library output**, holding plotly.js (4.8 MB,
+  carried deflated and base64-encoded: 1.9 MB, unpacked in the window: :func:`packed_library`);
   every later plotly figure, result display (``report``, ``run``, a ranking, a point) and
   attention view carries only its own ``<div>`` and data. The circuitsvis bundle (1.3 MB) and
   the scrubber's script join the library output the first time an output of this kernel needs
@@ -26,13 +27,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 from interp.core.templating import render, trusted
 from interp.report import display
 from interp.report.display import LIBRARIES, Assets, figure_fragment
 
-__all__ = ["NotebookLibraries", "export_notebook_html", "init_notebook"]
+__all__ = ["NotebookLibraries", "export_notebook_html", "init_notebook", "library_copies", "packed_library"]
 
 
 class NotebookLibraries:
@@ -53,8 +55,9 @@ class NotebookLibraries:
         self.handle = display_fn(HTML(self._libraries()), display_id=True)
 
     def _libraries(self) -> str:
-        scripts = [trusted(LIBRARIES[name]()) for name in self.held]
-        return render("report/templates/notebook_libraries.html.j2", names=self.held, scripts=scripts)
+        packed = [(name, packed_library(name)) for name in self.held if name in PACKED]
+        scripts = [trusted(LIBRARIES[name]()) for name in self.held if name not in PACKED]
+        return render("report/templates/notebook_libraries.html.j2", names=self.held, packed=packed, scripts=scripts)
 
     def provide(self, name: str) -> bool:
         """Make sure the library output holds ``name`` (the output is updated in place when it
@@ -63,6 +66,33 @@ class NotebookLibraries:
             self.held.append(name)
             self.handle.update(self._html(self._libraries()))
         return True
+
+
+#: The libraries the notebook's library output carries packed (deflated, base64): the large ones.
+PACKED = ("plotly", "circuitsvis")
+
+
+def library_copies(text: str, name: str) -> int:
+    """How many copies of library ``name`` ``text`` holds (an HTML page, a notebook's HTML outputs
+    or its ``.ipynb`` text): inlined (its own first line, e.g. plotly's ``* plotly.js v``) or
+    packed in a notebook's library output (``/* emergence-lens library: plotly */``)."""
+    inlined = {
+        "plotly": "* plotly.js v",
+        "circuitsvis": "window.CircuitsVis = CircuitsVis",
+        "scrubber": "window.ELScrub)",
+    }
+    return text.count(inlined[name]) + text.count(f"/* emergence-lens library: {name} */")
+
+
+@cache
+def packed_library(name: str) -> str:
+    """Library ``name``'s HTML (:data:`interp.report.display.LIBRARIES`) deflated (zlib, level 6)
+    and base64-encoded, as the notebook's library output carries it (plotly.js: 4.8 MB -> 1.9 MB;
+    the circuitsvis bundle: 1.3 MB -> 0.5 MB); the page unpacks it with ``DecompressionStream``."""
+    import base64
+    import zlib
+
+    return base64.b64encode(zlib.compress(LIBRARIES[name]().encode("utf-8"), 6)).decode("ascii")
 
 
 def _kernel():
@@ -130,6 +160,8 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
     output carries the libraries it draws with, and on the exported page, where every output
     shares one window, each library is kept once, where it first appears (before any output that
     uses it), and its later copies are dropped (the main_job notebook's export: 38.4 MB -> 6.9 MB).
+    Consecutive stream outputs are merged and a progress bar's carriage returns applied
+    (nbconvert's ``CoalesceStreamsPreprocessor``): a bar reads as its last state, one line.
 
     Args:
         notebook: an ``nbformat.NotebookNode`` or a path to a ``.ipynb`` file.
@@ -151,6 +183,10 @@ def export_notebook_html(notebook, out_path: str | Path | None = None) -> str:
         extra_loaders=[jinja2.FileSystemLoader(str(PACKAGE_ROOT / "report" / "templates"))],
         template_file="notebook_export.html.j2",
     )
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+    # a progress bar's redraws ("\r") arrive as many stream outputs: one line each, as Jupyter shows it
+    exporter.register_preprocessor(CoalesceStreamsPreprocessor(enabled=True), enabled=True)
     body, _ = exporter.from_notebook_node(notebook)
     body = _keep_first_copy(body, [LIBRARIES[name]() for name in LIBRARIES])
     if out_path is not None:

@@ -201,7 +201,7 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from interp.report.figures import _log_step_axis, delta_p_heatmap, run_capability_figure
+    from interp.report.figures import delta_p_heatmap, run_capability_figure
 
     out = []
     if len(data.curve):
@@ -215,54 +215,11 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
         fig.update_layout(
             height=300, margin=dict(t=40, b=40, l=50, r=10), legend=dict(orientation="h", y=-0.3), title_font_size=14
         )
-        fig.update_xaxes(title_text="training step (log)")
         out.append((fig, True, "greedy accuracy and p(answer)"))
     scores = data.head_scores
     if scores is not None and len(scores):
-        fig = go.Figure()
-        names = list(dict.fromkeys(scores["score"]))
-        for i, name in enumerate(names):
-            for (layer, head), line in scores[scores["score"] == name].groupby(["layer", "head"]):
-                line = line.sort_values("step")
-                fig.add_trace(
-                    go.Scatter(
-                        x=line["step"].clip(lower=0.5),
-                        y=line["value"].round(3),
-                        mode="lines+markers",
-                        marker=dict(size=3),
-                        name=f"L{layer}H{head}",
-                        visible=i == 0,
-                        hovertemplate=f"L{layer}H{head} {name}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>",
-                    )
-                )
-        per = len(fig.data) // max(1, len(names))
-        buttons = [
-            dict(
-                label=name.replace("_", "-"),
-                method="update",
-                args=[
-                    {"visible": [j // per == i for j in range(len(fig.data))]},
-                    {"yaxis.title.text": name.replace("_", "-") + " score"},
-                ],
-            )
-            for i, name in enumerate(names)
-        ]
-        low, high = float(scores["step"].min()), float(scores["step"].max())
-        if low > 0 and high / low < 20:  # a few steps around the point: a linear axis has ticks there
-            fig.update_xaxes(title_text="training step")
-        else:
-            _log_step_axis(fig)
-            fig.update_xaxes(title_text="training step (log)")
-        fig.update_layout(
-            title="Head scores",
-            title_font_size=14,
-            height=300,
-            showlegend=True,
-            yaxis_title=names[0].replace("_", "-") + " score",
-            margin=dict(t=40, b=40, l=50, r=10),
-            updatemenus=[dict(type="dropdown", buttons=buttons, x=1, xanchor="right", y=1.18, yanchor="top")],
-        )
-        out.append((fig, True, "one line per head; the menu picks the score"))
+        fig, caption = _head_scores_panel(data, scores)
+        out.append((fig, True, caption))
     if data.delta_p is not None and delta_p_figure:
         pair = (
             f"step {data.post_step} patched into step {data.pre_step}" if data.pre_step is not None else "the ranking"
@@ -288,6 +245,76 @@ def _figures(data: ScrubData, delta_p_figure: bool = True) -> list[tuple[Any, bo
     return out
 
 
+#: Heads drawn in colour in the scrubber's head-score panel (the others faint grey, named on hover).
+TOP_SCORE_HEADS = 3
+
+
+def _head_scores_panel(data: ScrubData, scores: pd.DataFrame):
+    """The head-score panel: per score (the menu picks it), the :data:`TOP_SCORE_HEADS` heads with
+    the highest score at the last step in colour and named in the legend, every other head a faint
+    grey line (named on hover; legend entry "other heads" shows or hides them). Returns (figure, caption)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from interp.report.step_axis import step_axis
+
+    palette = pio.templates["plotly"].layout.colorway
+    fig = go.Figure()
+    names = list(dict.fromkeys(scores["score"]))
+    groups: list[int] = []  # the score each trace belongs to
+    last = scores["step"].max()
+    for i, name in enumerate(names):
+        mine = scores[scores["score"] == name]
+        final = mine[mine["step"] == last].sort_values("value", ascending=False)
+        top = [(int(r.layer), int(r.head)) for r in final.head(TOP_SCORE_HEADS).itertuples()]
+        rest_named = False
+        for (layer, head), line in mine.groupby(["layer", "head"]):
+            line = line.sort_values("step")
+            rank = top.index((layer, head)) if (layer, head) in top else None
+            fig.add_trace(
+                go.Scatter(
+                    x=line["step"],
+                    y=line["value"].round(3),
+                    mode="lines+markers" if rank is not None else "lines",
+                    marker=dict(size=3),
+                    line=dict(color=palette[rank % len(palette)], width=2.5)
+                    if rank is not None
+                    else dict(color="rgba(120,120,120,0.25)", width=1),
+                    name=f"L{layer}H{head}" if rank is not None else "other heads",
+                    legendgroup=None if rank is not None else f"rest-{name}",
+                    showlegend=rank is not None or not rest_named,
+                    legendrank=rank + 1 if rank is not None else 1000,
+                    visible=i == 0,
+                    hovertemplate=f"L{layer}H{head} {name}<br>step %{{x}}<br>%{{y:.3f}}<extra></extra>",
+                )
+            )
+            groups.append(i)
+            rest_named = rest_named or rank is None
+    buttons = [
+        dict(
+            label=name.replace("_", "-"),
+            method="update",
+            args=[{"visible": [g == i for g in groups]}, {"yaxis.title.text": name.replace("_", "-") + " score"}],
+        )
+        for i, name in enumerate(names)
+    ]
+    step_axis(fig, "linear")
+    fig.update_layout(
+        title="Head scores",
+        title_font_size=14,
+        height=300,
+        showlegend=True,
+        yaxis_title=names[0].replace("_", "-") + " score",
+        margin=dict(t=40, b=40, l=50, r=10),
+        updatemenus=[dict(type="dropdown", buttons=buttons, x=1, xanchor="right", y=1.18, yanchor="top")],
+    )
+    caption = (
+        f"the {TOP_SCORE_HEADS} heads with the highest score at the last step in colour, the others grey "
+        "(hover names them); the menu picks the score"
+    )
+    return fig, caption
+
+
 def _track_position(steps: Sequence[int], step: int) -> float:
     """Where ``step`` sits on the slider (the fraction of its track; the index of the first
     checkpoint at or after ``step``, as the slider moves by checkpoint)."""
@@ -298,6 +325,13 @@ def _track_position(steps: Sequence[int], step: int) -> float:
 def _on_track(fraction: float) -> str:
     """A CSS ``left`` on the slider's track: the thumb's centre (16 px wide) at ``fraction``."""
     return f"calc(8px + (100% - 16px) * {fraction:.5f})"
+
+
+def _start_index(data: ScrubData) -> int:
+    """The checkpoint the scrubber opens at: the post step of the point of emergence, where the
+    pattern has formed (step 0's patterns are flat); the first checkpoint when there is none."""
+    steps = [int(s) for s in data.steps]
+    return steps.index(int(data.post_step)) if data.post_step is not None and int(data.post_step) in steps else 0
 
 
 def _emergence_band(data: ScrubData) -> dict[str, str] | None:
@@ -346,7 +380,8 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         )
         parts.append({"html": Markup(figure), "caption": caption})  # plotly's own HTML (its JSON escapes "</")
         figs.append({"id": div_id, "marker": marker})
-    spec = {**data.payload(max_chars), "figs": figs}
+    start = _start_index(data)
+    spec = {**data.payload(max_chars), "figs": figs, "start": start}
     precision = (
         f"Attention is shown to 1/{spec['levels']} of a probability (±{0.5 / spec['levels']:.3f})"
         + ("" if spec["levels"] == LEVELS else " to keep the page light (emergence scrub keeps more)")
@@ -359,6 +394,7 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         uid=uid,
         spec=spec,
         n_steps=len(data.steps),
+        start=start,
         steps=[int(s) for s in data.steps],
         zoom_marks=zoom_marks,
         band=_emergence_band(data),

@@ -124,7 +124,7 @@ class ReadySources:
 
     Constructing it checks every name and opens the hub and local sources (the same early
     failures as :func:`open_sources`); iterating it trains what is missing.
-    :func:`interp.main_job.runner.run` reads :meth:`with_positions` and reports the runs in the
+    :func:`interp.main_job.runner.run_study` reads :meth:`with_positions` and reports the runs in the
     order of ``names`` (suite names expanded to their runs), whatever order they arrived in.
 
     Raises:

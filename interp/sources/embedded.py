@@ -415,7 +415,7 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
 
 def drop_optimizer_states(run_folder: Path, keep: int) -> None:
     """Remove the optimizer state of every checkpoint of ``run_folder`` but step ``keep``'s
-    (``keep_optimizer="last"``: weights and trainer scalars stay; zoom cannot re-train from them)."""
+    (``keep_optimizer="last"``: weights and trainer scalars stay; zoom re-trains from step 0 instead)."""
     from interp.core.training_state import OPTIMIZER_FILE
 
     for folder in run_folder.glob("step*"):

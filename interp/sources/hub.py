@@ -269,7 +269,13 @@ class HubSource(CheckpointSource):
         """Steps of the followed series that the hub has (online) or the cache holds (offline),
         within the schedule when one is set (Pythia's 154 steps). Listed from the cache (offline,
         or the hub unreachable), a step is held only when its weights are: a step whose download
-        was cut short (:meth:`cache_gap`) is missing, with :meth:`missing_detail` saying why."""
+        was cut short (:meth:`cache_gap`) is missing, with :meth:`missing_detail` saying why.
+
+        Raises:
+            HubUnavailableError: offline (``HF_HUB_OFFLINE=1``) and the cache holds no checkpoint
+                branch of the repository: the message says what to fetch and how
+                (``emergence download``), instead of an empty list that fails later.
+        """
         if self._available is None:
             listed = set(self.schedule.revisions)
             steps = sorted(listed & set(self.steps) if self.steps is not None else listed)
@@ -277,6 +283,8 @@ class HubSource(CheckpointSource):
                 self._gaps = {step: gap for step in steps if (gap := self.cache_gap(step)) is not None}
                 steps = [step for step in steps if step not in self._gaps]
             self._available = steps
+        if not self._available and self._offline():
+            raise self._no_branches_error()
         return list(self._available)
 
     def cache_gap(self, step: int) -> str | None:

@@ -24,7 +24,7 @@ async function mount(id){
   for(let p=0;p<spec.prompts;p++)for(let s=1;s<S;s++){const off=(p*S+s)*block;for(let i=0;i<block;i++)bytes[off+i]=(bytes[off+i]+bytes[off-block+i])&255;}
   // diff: show cur - reference; ref: -1 for the previous step, else a step index; fixed: the
   // difference scale is +-range (attention) at every step instead of the step's largest change
-  const st={prompt:0,index:0,diff:false,ref:-1,fixed:false,range:0.5,order:spec.delta_p?'delta':'layer',
+  const st={prompt:0,index:Math.max(0,Math.min(S-1,spec.start||0)),diff:false,ref:-1,fixed:false,range:0.5,order:spec.delta_p?'delta':'layer',
     big:null,timer:null,cell:10,scale:1};
   const at=(q,k)=>spec.causal?(k>q?-1:q*(q+1)/2+k):q*n+k;
   const base=(p,s,l,h)=>(((p*S+s)*L+l)*H+h)*cells;

@@ -1,0 +1,382 @@
+""" "Never" tested by forcing (issue 52, item 2): the 8-head seeds forced toward the true pattern
+against the offset control, with a longer budget; is it search, capacity or a long plateau?
+
+The population's d_model-64 8-head arm (``neox-2l-64d-8h``: d_head 8, 2 rotary dimensions per
+head) never emerged by its 4000-step budget on any of 24 seeds, so the §5 readout (``shift =
+E_forced − E_plain``, :mod:`analyses.forcing_control`) is undefined for it. Here, per seed of
+``--seeds`` (default 0-11) and for the one cell ``β:N`` (default ``0.25:500``, the §5 cell: β in
+nats per unit of ``log(pattern + ε)``, N steps at full β, then a linear anneal over
+``--anneal-steps``), two forced runs of ``--budget`` steps (default 8000), exactly as §5 forces
+them (:func:`analyses.forcing_control.plan`): ``true`` (the run's strongest previous-token head in
+layer 0 and prefix-matching head in layer 1 at its last checkpoint, from the kept head features
+``docs/data/population/heads/<run>.csv``, biased toward ``previous_token`` / ``induction``) and
+``control`` (the same heads toward ``offset_3`` / ``induction_offset_3``). In this arm the
+previous-token scores sit at chance (issue 52), so the chosen layer-0 head is the argmax of
+near-ties: still a fixed, stated head per run.
+
+Config of the forced runs (:func:`forced_config`): the suite spec ``population-8h-long`` (the same
+arm continued plain to 12000 steps, entry ``population_8h_long``) with its budget cut to
+``--budget``. Only the fields that choose which runs exist and when they stop differ from the
+population's (``sizes``, ``seeds``, ``steps``, ``size_steps``:
+:data:`interp.sources.embedded._RUN_SELECTION`); every field that sets the weights is the
+population's, so a forced run starts from the plain run's initialisation and sees its data order
+(the batch of a step depends on (data_seed, seed, step) only; the learning rate is constant after
+warm-up). Evaluated on 256 prompts per checkpoint, as the long continuation (issue 52, item 3).
+
+Readout (:func:`shares`), per group over the same seeds: ``true`` and ``control`` (forced runs
+emerged by the budget), ``plain`` (the long continuation's kept curves,
+``docs/data/population-8h-long/curves``, cut at the budget: the same rule with the same room to
+hold) and ``plain_long`` (those curves to their own budget, 12000): runs, emerged, the share with
+its 95 % Wilson interval (:func:`interp.population.survival.share_interval`) and E (min, median,
+max, steps). :func:`verdict` names search, capacity, long plateau or not decidable by the rules in
+its docstring; while the long continuation is not in, it says so.
+
+Resumable as :mod:`analyses.forcing_control`: each forced run trained into
+``--sweep-dir/<tag>/<run>/<condition>-b<β>-n<N>/`` and its curve kept at once in
+``--kept/runs/`` (``docs/data/forcing_control_8h/runs/``, committed); a second call trains only
+what is missing. Writes to ``--out``: ``forcing_control_8h.csv`` (per forced run),
+``forcing_control_8h_plain.csv`` (per plain run), ``forcing_control_8h_shares.csv`` (per group),
+``forcing_control_8h.md`` (the docs block); ``--update-docs`` replaces the block between
+``forcing-control-8h:begin`` / ``:end`` in docs/results.md.
+
+Runtime, estimated (not measured at this scale): §5's 4000-step forced runs train in ≈ 200 s on an
+idle core, so ≈ 7 min per 8000-step run, plus its evaluation (87 checkpoints on 256 prompts; the
+population's 41 on 64 took ≈ 20 s): ≈ 3 min; ≈ 10 min per forced run, 24 runs ≈ 2 h of 2 idle
+cores. A 24-step toy pair (tests/test_forcing_control_8h.py, slow) took 42 s under a load of 9.
+
+Usage: ``python -m analyses.forcing_control_8h [--seeds 0-11] [--cells 0.25:500] [--budget 8000]
+[--anneal-steps 250] [--jobs 2] [--finished-only] [--update-docs]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from interp.core.io import atomic_to_csv, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "forcing_control_8h"
+DOCS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- forcing-control-8h:begin -->", "<!-- forcing-control-8h:end -->"
+#: Where the forced runs' curves are kept (committed, so the entry resumes on any clone).
+KEPT = ROOT / "docs" / "data" / NAME
+#: The plain continuation's spec (its kept curves: analyses.population.SPECS).
+LONG_SPEC = "population-8h-long"
+DEFAULT_SEEDS, DEFAULT_CELL, DEFAULT_BUDGET, DEFAULT_ANNEAL = "0-11", "0.25:500", 8000, 250
+#: Prompts per checkpoint (the long continuation's).
+N_PROMPTS = 256
+#: Runs a group needs before a verdict is given (the issue's 12 forced seeds).
+MIN_RUNS = 12
+#: The groups of the readout, in order.
+GROUPS = ("true", "control", "plain", "plain_long")
+SHARE_COLUMNS = ["group", "by_step", "runs", "emerged", "share", "share_lo", "share_hi", "E_min", "E_median", "E_max"]
+FORCED_COLUMNS = ["run", "condition", "beta", "force_steps", "heads", "budget", "E_forced", "emerged", "train_seconds"]
+PLAIN_COLUMNS = ["run", "budget", "E_by_budget", "emerged_by_budget", "long_budget", "E_long", "emerged_long"]
+
+
+def forced_config(budget: int):
+    """The forced runs' :class:`interp.sources.catalogue.SuiteConfig`: ``population-8h-long`` with
+    ``steps`` cut to ``budget`` (steps), so its weights-setting fields are the population's.
+
+    Raises:
+        ValueError: ``budget`` not a multiple of the spec's checkpoint spacing (100 steps) in
+            [checkpoint spacing, the long continuation's 12000], one line.
+    """
+    from interp.sources.catalogue import load_suite_spec
+
+    long = load_suite_spec(LONG_SPEC)
+    every = long.checkpoint_every
+    if not (every <= budget <= long.steps and budget % every == 0):
+        raise ValueError(
+            f"--budget {budget} must be a multiple of {every} steps from {every} to {long.steps} "
+            f"(the plain continuation's budget, against which it is read)"
+        )
+    return dataclasses.replace(long, steps=int(budget), size_steps=())
+
+
+def parse_seeds(text: str, valid: tuple[int, ...]) -> list[int]:
+    """``"0-11"`` or ``"0,3,5-7"`` -> the seeds, in order, each once.
+
+    Raises:
+        ValueError: an item that is not a seed or ``a-b`` range of ``valid``, one line.
+    """
+    seeds: list[int] = []
+    for item in filter(None, (v.strip() for v in text.split(","))):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        if not match:
+            seeds = []
+            break
+        lo, hi = int(match[1]), int(match[2] or match[1])
+        if hi < lo or any(s not in valid for s in range(lo, hi + 1)):
+            seeds = []
+            break
+        seeds += [s for s in range(lo, hi + 1) if s not in seeds]
+    if not seeds:
+        raise ValueError(f"--seeds {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. 0-11")
+    return seeds
+
+
+def _emerged_at(curve: pd.DataFrame, budget: int) -> float:
+    """E (steps) of a curve cut at ``budget`` under the population's one rule
+    (:func:`interp.population.tables.held_post`: accuracy 0.5 held 2 checkpoints, a crossing with no
+    room left to hold is not emerged), NaN when it did not emerge by then."""
+    from analyses.population import HOLD, THRESHOLD
+    from interp.population.tables import held_post
+
+    cut = curve[curve["step"] <= budget]
+    post = held_post(cut["step"].tolist(), cut["accuracy"].tolist(), THRESHOLD, HOLD)[1] if len(cut) >= 2 else None
+    return np.nan if post is None else float(post)
+
+
+def forced_table(units: list[dict], curves: dict[str, pd.DataFrame], budget: int) -> pd.DataFrame:
+    """One row per forced run (:data:`FORCED_COLUMNS`): E (steps; NaN when not emerged by
+    ``budget``) from its kept curve; ``curves`` maps ``"<run>/<folder name>"`` of each unit to its
+    curve (a unit without one is left out)."""
+    rows = []
+    for u in units:
+        curve = curves.get(f"{u['run']}/{u['folder'].name}")
+        if curve is None:
+            continue
+        e = _emerged_at(curve, budget)
+        rows.append(
+            {
+                "run": u["run"],
+                "condition": u["condition"],
+                "beta": u["beta"],
+                "force_steps": u["force_steps"],
+                "heads": "+".join(f"L{l}H{h}={p}" for l, h, p in u["forcing"].heads),
+                "budget": budget,
+                "E_forced": e,
+                "emerged": e == e,
+                "train_seconds": curve["train_seconds"].iloc[0] if "train_seconds" in curve else np.nan,
+            }
+        )
+    return pd.DataFrame(rows, columns=FORCED_COLUMNS)
+
+
+def plain_table(long_curves: pd.DataFrame, runs: list[str], budget: int) -> pd.DataFrame:
+    """One row per run of ``runs`` whose long continuation is kept (:data:`PLAIN_COLUMNS`): E by
+    ``budget`` (the curve cut there) and E by the continuation's own budget (steps; NaN: not
+    emerged)."""
+    rows = []
+    for run in runs:
+        curve = long_curves[long_curves["run"] == run]
+        if curve.empty:
+            continue
+        end = int(curve["budget"].iloc[0])
+        by_budget, by_end = _emerged_at(curve, budget), _emerged_at(curve, end)
+        rows.append(
+            {
+                "run": run,
+                "budget": budget,
+                "E_by_budget": by_budget,
+                "emerged_by_budget": by_budget == by_budget,
+                "long_budget": end,
+                "E_long": by_end,
+                "emerged_long": by_end == by_end,
+            }
+        )
+    return pd.DataFrame(rows, columns=PLAIN_COLUMNS)
+
+
+def _share_row(group: str, by_step: float, e: pd.Series) -> dict:
+    from interp.population.survival import share_interval
+
+    k, n = int(e.notna().sum()), len(e)
+    share, lo, hi = share_interval(k, n)
+    got = e.dropna()
+    return {
+        "group": group,
+        "by_step": by_step,
+        "runs": n,
+        "emerged": k,
+        "share": share,
+        "share_lo": lo,
+        "share_hi": hi,
+        "E_min": float(got.min()) if k else np.nan,
+        "E_median": float(got.median()) if k else np.nan,
+        "E_max": float(got.max()) if k else np.nan,
+    }
+
+
+def shares(forced: pd.DataFrame, plain: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """Per group of :data:`GROUPS` (:data:`SHARE_COLUMNS`): runs, runs emerged by ``by_step``, the
+    share (probability) with its 95 % Wilson interval, and E min/median/max (steps; NaN when none
+    emerged). A group with no run has ``runs`` 0 and NaN share (the long continuation not in yet)."""
+    rows = [
+        _share_row(c, budget, forced.loc[forced["condition"] == c, "E_forced"].astype(float))
+        for c in ("true", "control")
+    ]
+    rows.append(_share_row("plain", budget, plain["E_by_budget"].astype(float)))
+    long_end = float(plain["long_budget"].max()) if len(plain) else np.nan
+    rows.append(_share_row("plain_long", long_end, plain["E_long"].astype(float)))
+    return pd.DataFrame(rows, columns=SHARE_COLUMNS)
+
+
+def _share_text(r) -> str:
+    if not r.runs:
+        return "no run"
+    es = (
+        ""
+        if not r.emerged
+        else f"; E {r.E_min:.0f}" + ("" if r.E_min == r.E_max else f"–{r.E_max:.0f}, median {r.E_median:.0f}")
+    )
+    return f"{r.emerged}/{r.runs} by step {r.by_step:.0f} ({r.share:.2f}, 95 % {r.share_lo:.2f}–{r.share_hi:.2f}{es})"
+
+
+def verdict(table: pd.DataFrame, min_runs: int = MIN_RUNS) -> tuple[str, str]:
+    """``(word, reason)``: which "never" the 8-head arm's is, from the readout of :func:`shares`.
+
+    Notation: F, C, P and L are the shares of the groups ``true``, ``control`` (forced runs
+    emerged by the budget B), ``plain`` (plain runs emerged by B) and ``plain_long`` (plain runs
+    emerged by the continuation's budget, 12000 = 3 × the population's), each with its 95 % Wilson
+    interval [lo, hi]; a share is *low* when hi < 0.5 (with 12 runs: at most 2 emerged). The
+    rules, in order:
+
+    1. ``not decidable``: the long continuation not in (L or P with fewer than ``min_runs``
+       runs), or fewer than ``min_runs`` true-forced runs.
+    2. ``long plateau``: L not low: plain seeds emerge past the population's 4000-step budget by
+       3 × it, at a share that is not small (the paper's "some seeds never by budget B" in its
+       seed-level form); their E range says how scattered.
+    3. ``search``: L low and F.lo > P.hi: forcing brings the capability by B to more runs than the
+       plain runs reach by the same B, and the plain runs stay flat to 12000. The reason says
+       whether the control rescues them too (C.lo > P.hi: any sparse bias does, not the pattern)
+       or not.
+    4. ``capacity``: L low and F low: even the forced runs do not hold it once the bias is
+       annealed, and the plain runs do not get it by 3 × the budget.
+    5. ``not decidable`` otherwise (L low and F neither above P nor low: too few runs to tell).
+
+    Raises:
+        ValueError: a group of :data:`GROUPS` missing from ``table``.
+    """
+    by = {r.group: r for r in table.itertuples()}
+    missing = [g for g in GROUPS if g not in by]
+    if missing:
+        raise ValueError(f"the readout lacks group(s) {', '.join(missing)}; valid groups: {', '.join(GROUPS)}")
+    f, c, p, long = (by[g] for g in GROUPS)
+    said = f"forced true {_share_text(f)}; control {_share_text(c)}; plain {_share_text(p)}, {_share_text(long)}"
+    if long.runs < min_runs or p.runs < min_runs:
+        return "not decidable", (
+            f"the plain continuation to 12000 steps is not in yet ({long.runs} of the {min_runs} runs needed kept); "
+            f"forced true {_share_text(f)}; control {_share_text(c)}"
+        )
+    if f.runs < min_runs:
+        return "not decidable", f"{f.runs} of the {min_runs} true-forced runs needed are kept; {said}"
+    low = lambda r: r.share_hi < 0.5  # noqa: E731
+    if not low(long):
+        return "long plateau", f"plain seeds emerge past 4000 steps by {long.by_step:.0f}; {said}"
+    if f.share_lo > p.share_hi:
+        specific = (
+            "the offset control rescues them too, so any sparse bias does, not the true pattern"
+            if c.share_lo > p.share_hi
+            else "the offset control does not rescue them beyond the plain runs"
+        )
+        return (
+            "search",
+            f"forcing rescues them while the plain runs stay flat to {long.by_step:.0f}; {specific}; {said}",
+        )
+    if low(f):
+        return "capacity", f"even the forced runs do not hold it, nor the plain runs by {long.by_step:.0f}; {said}"
+    return "not decidable", f"the forced share is neither above the plain one nor low; {said}"
+
+
+def docs_block(command: str, table: pd.DataFrame, word: str, reason: str, trained: int, seconds: float) -> str:
+    """The docs block: the command, the readout table and the verdict line."""
+    names = {
+        "true": "forced, true pattern",
+        "control": "forced, offset control",
+        "plain": "plain",
+        "plain_long": "plain",
+    }
+    lines = [
+        f"Command: `{command}`; {trained} forced runs trained by this call; runtime {seconds / 60:.1f} min.",
+        "",
+        "| group | by step | runs | emerged | share (95 % Wilson) | E min–max (median), steps |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table.itertuples():
+        by_step = "—" if r.by_step != r.by_step else f"{r.by_step:.0f}"
+        share = "—" if not r.runs else f"{r.share:.2f} ({r.share_lo:.2f}–{r.share_hi:.2f})"
+        e = "—" if not r.emerged else f"{r.E_min:.0f}–{r.E_max:.0f} ({r.E_median:.0f})"
+        lines.append(f"| {names[r.group]} | {by_step} | {r.runs} | {r.emerged} | {share} | {e} |")
+    return "\n".join([*lines, "", f"- Verdict: **{word}**: {reason}.", ""])
+
+
+def update_docs(block: str, docs: Path = DOCS) -> None:
+    """Replace docs/results.md's forcing-control-8h block (the markers must be there)."""
+    text = docs.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{docs} has no {BEGIN} … {END} markers")
+    text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{block}{END}", text, flags=re.S)
+    atomic_write_text(docs, text)
+
+
+def main(argv=None) -> None:
+    from analyses import forcing_control as control
+
+    parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control_8h", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="seeds of the 8-head arm: 0-11 or 0,3,5-7")
+    parser.add_argument("--cells", default=DEFAULT_CELL, help="one β:N (β: nats per unit of log(pattern + eps))")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="steps of each forced run")
+    parser.add_argument("--anneal-steps", type=int, default=DEFAULT_ANNEAL)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sweep-dir", type=Path, default=ROOT / "results" / "sweeps" / NAME)
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--kept", type=Path, default=KEPT, help="folder of the forced runs' kept curves (runs/)")
+    parser.add_argument("--finished-only", action="store_true", help="the forced runs already kept; train nothing")
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    try:  # bad input: one line naming it, before anything loads
+        cells = control.parse_cells(args.cells)
+        if len(cells) != 1:
+            raise ValueError(
+                f"--cells {args.cells!r} must be one β:N cell here (the verdict is per cell), e.g. 0.25:500"
+            )
+        if args.jobs < 1 or args.anneal_steps < 0:
+            raise ValueError(f"--jobs {args.jobs} must be >= 1 and --anneal-steps {args.anneal_steps} >= 0")
+        cfg = forced_config(args.budget)
+        seeds = parse_seeds(args.seeds, cfg.seeds)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    from analyses.population import SPECS, read_kept_curves
+    from analyses.population_insight import read_kept_heads
+    from interp.sources import environment
+
+    started = time.time()
+    size = cfg.sizes[0]
+    tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
+    units = control.plan([(size, s) for s in seeds], read_kept_heads(), cells, args.anneal_steps, args.sweep_dir / tag)
+    if args.finished_only:
+        units = [u for u in units if control.read_kept(u, args.kept) is not None]
+        if not units:
+            raise SystemExit(f"error: no forced run of this command is kept in {args.kept / 'runs'} yet")
+    trained = 0 if args.finished_only else control.train_missing(units, cfg, args.jobs, args.kept, n_prompts=N_PROMPTS)
+    curves = {f"{u['run']}/{u['folder'].name}": control.read_kept(u, args.kept) for u in units}
+    forced = forced_table(units, {k: v for k, v in curves.items() if v is not None}, args.budget)
+    runs = sorted({u["run"] for u in units}, key=lambda r: int(r.rsplit("seed", 1)[1]))
+    plain = plain_table(read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget)
+    table = shares(forced, plain, args.budget)
+    word, reason = verdict(table)
+    command = (
+        f"python -m analyses.forcing_control_8h --seeds {args.seeds} --cells {args.cells} --budget {args.budget} "
+        f"--anneal-steps {args.anneal_steps}" + (" --finished-only" if args.finished_only else "")
+    )
+    block = docs_block(command, table, word, reason, trained, time.time() - started)
+    atomic_to_csv(forced, args.out / f"{NAME}.csv")
+    atomic_to_csv(plain, args.out / f"{NAME}_plain.csv")
+    atomic_to_csv(table, args.out / f"{NAME}_shares.csv")
+    atomic_write_text(args.out / f"{NAME}.md", block)
+    print(block)
+    if args.update_docs:
+        update_docs(block)
+
+
+if __name__ == "__main__":
+    main()

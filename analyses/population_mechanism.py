@@ -1,0 +1,547 @@
+"""Is it a few heads? The paper's mechanism (claim 2) measured on every emerged seed of an arm (issue 53).
+
+For every emerged seed of the arms :data:`ARMS` of the population (``interp/data/suites/
+population.yaml``; the point of emergence E read from its kept curve, docs/data/population):
+
+1. the run is trained again, kernel-pinned as the population was, to ``E + 800`` steps (at most
+   its budget), keeping every checkpoint's optimizer state (a run's weights at a step do not
+   depend on when training stops or on what is kept on disk), and its capability curve is
+   compared with the kept one at every checkpoint it shares (:func:`train_and_check`);
+2. E is located to one step (:func:`interp.dense.dense_point`: zoom 100 -> 10 -> 1 steps,
+   greedy accuracy 0.5 on 512 prompts, held for 2 checkpoints), and the pre steps ``E - w`` for
+   each width ``w`` of :data:`WIDTHS` and the wide contrast ``E - 500 -> E + 500`` are re-trained
+   exactly (:func:`interp.zoom.store_steps`, each checked against the stored end point bit for bit);
+3. at each width the jump in p(answer) is decomposed on 256 prompts (seed 1; the dense search
+   used seed 0) with 95 % bootstrap intervals (:func:`interp.decomposition.decompose_jump`):
+   top-1, top-2 and all heads' patterns, all head outputs, QK and OV weights, and the seed's
+   induction head's and previous-token head's patterns (the heads with the highest
+   prefix-matching and previous-token scores at E; every head classed by
+   :func:`interp.population.mechanism.classify_heads`).
+
+Each finished run is kept in ``docs/data/population-mechanism/<run>.csv`` (rows) and
+``<run>.json`` (dense point, head classes, the curve check, the seconds of each stage; written
+last, atomically: a run with both files is done and is never measured again, so the entry resumes
+on any clone; a damaged pair is named and redone). The run's training folder is removed after.
+Then the per-arm statistics (:mod:`interp.population.mechanism`) are written to ``--out``
+(``rows.csv``, ``widths.csv``, ``claims.csv``, ``mechanism.md``, ``mechanism.html``);
+``--update-docs`` replaces docs/results.md's blocks between ``population-mechanism:begin`` /
+``:end`` and ``population-mechanism-headline:begin`` / ``:end`` and writes
+docs/figures/population_mechanism.html.
+
+Runtime: measured per run in the kept ``.json`` (``seconds``) and stated in the docs block.
+
+Usage: ``python -m analyses.population_mechanism [--limit N] [--runs RUN ...] [--update-docs]``
+(``--no-compute``: the kept runs only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "population_mechanism"
+KEPT = ROOT / "docs" / "data" / "population-mechanism"
+DOCS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- population-mechanism:begin -->", "<!-- population-mechanism:end -->"
+HEADLINE = "<!-- population-mechanism-headline:begin -->", "<!-- population-mechanism-headline:end -->"
+#: The arms measured (issue 53): d_model 64 and 128, 2 layers, 4 heads each.
+ARMS = ("neox-2l-64d-4h", "neox-2l-128d-4h")
+#: Interval widths (steps): pre = post - width, post = E located to one step.
+WIDTHS = (100, 20, 5)
+#: The wide contrast: pre = E - WIDE, post = E + WIDE (steps).
+WIDE = 500
+#: Steps trained past the kept E (100-step resolution): the dense post may lie a checkpoint or two
+#: later on 512 prompts, and the wide contrast needs post + WIDE.
+MARGIN = 800
+
+
+def kept_paths(run: str, kept: Path = KEPT) -> tuple[Path, Path]:
+    """The kept rows (``.csv``) and record (``.json``) of one run."""
+    return kept / f"{run}.csv", kept / f"{run}.json"
+
+
+def read_kept(kept: Path = KEPT, echo=print) -> tuple[pd.DataFrame, list[dict]]:
+    """Every kept run: its rows (:data:`interp.population.mechanism.ROW_COLUMNS`) and records.
+    A run whose record is unreadable or whose rows are missing or damaged is named and both files
+    removed (the next call measures it again)."""
+    from interp.core.io import read_kept_csv
+    from interp.population.mechanism import ROW_COLUMNS
+
+    frames, records = [], []
+    for record_path in sorted(kept.glob("*.json")):
+        rows_path = record_path.with_suffix(".csv")
+        try:
+            record = json.loads(record_path.read_text())
+            bad = None if record.get("run") == record_path.stem else "names another run"
+        except (OSError, ValueError) as error:
+            record, bad = None, f"cannot be read ({error})"
+        rows = None
+        if bad is None:
+            if record.get("crossing") is False:  # no held crossing on 512 prompts: no rows, by design
+                rows = pd.DataFrame(columns=ROW_COLUMNS)
+            else:
+                rows = read_kept_csv(rows_path, ROW_COLUMNS, lambda f: len(f) > 0, then="its run is measured again")
+                bad = None if rows is not None else "has no whole rows file beside it"
+        if bad is not None:
+            echo(f"warning: {record_path} {bad}; its run is measured again")
+            record_path.unlink(missing_ok=True)
+            rows_path.unlink(missing_ok=True)
+            continue
+        frames.append(rows)
+        records.append(record)
+    frames = [f for f in frames if len(f)]
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROW_COLUMNS)), records
+
+
+def planned_runs(arms=ARMS) -> pd.DataFrame:
+    """The emerged runs of ``arms`` with their kept E (steps), seed by seed across the arms."""
+    from analyses.population import HOLD, THRESHOLD, read_kept_curves
+    from interp.population.tables import population_from_curves
+
+    curves = read_kept_curves()
+    runs = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD).runs
+    runs = runs[runs["arm"].isin(arms) & runs["emerged"]].copy()
+    runs["arm_order"] = runs["arm"].map({a: i for i, a in enumerate(arms)})
+    return runs.sort_values(["seed", "arm_order"])[["arm", "run", "seed", "E", "budget"]].reset_index(drop=True)
+
+
+def train_and_check(cfg, size, seed: int, stop: int, work: Path, kept_curve: pd.DataFrame) -> tuple[Path, dict]:
+    """Train one population run to ``stop`` (kernel-pinned, every checkpoint resumable) under
+    ``work`` and compare its capability curve with the kept one at every shared checkpoint.
+
+    Returns:
+        ``(run folder, check)``: ``check`` holds ``checkpoints`` compared, ``identical`` (bit for
+        bit), ``max_abs_diff_accuracy`` and ``max_abs_diff_p_answer`` (probability).
+    """
+    from analyses.population import evaluate_run
+    from interp.sources.catalogue import run_name
+    from interp.sources.embedded import iter_suite
+
+    short = replace(
+        cfg, sizes=(size,), seeds=(seed,), steps=stop, size_steps=((size.name, stop),), keep_optimizer="every"
+    )
+    ((_, folder),) = list(iter_suite(short, root=work, n_jobs=1, progress=False, runs=[run_name(size, seed)]))
+    curve = evaluate_run(folder, short, size, seed)
+    both = curve.merge(kept_curve, on="step", suffixes=("", "_kept"))
+    return folder, {
+        "checkpoints": len(both),
+        "identical": bool(
+            len(both)
+            and (both["accuracy"] == both["accuracy_kept"]).all()
+            and (both["p_answer"] == both["p_answer_kept"]).all()
+        ),
+        "max_abs_diff_accuracy": float((both["accuracy"] - both["accuracy_kept"]).abs().max()),
+        "max_abs_diff_p_answer": float((both["p_answer"] - both["p_answer_kept"]).abs().max()),
+    }
+
+
+def head_classes(model, tokenizer) -> pd.DataFrame:
+    """Scores and mechanism of every head of ``model`` (:func:`interp.scores.head_scores` on 16
+    random sequences of 20 tokens repeated once; :func:`interp.population.mechanism.classify_heads`)."""
+    import torch
+
+    from interp.population.mechanism import classify_heads
+    from interp.scores import head_scores, repeated_random_tokens
+    from interp.tasks import alnum_token_pool
+
+    tokens = repeated_random_tokens(alnum_token_pool(tokenizer), n_prompts=16, period=20)
+    with torch.inference_mode():
+        scores = head_scores(model, tokens, period=20)
+    n_layers, n_heads = scores["previous_token"].shape
+    table = pd.DataFrame(
+        [
+            {"layer": l, "head": h, **{name: float(v[l, h]) for name, v in scores.items()}}
+            for l in range(n_layers)
+            for h in range(n_heads)
+        ]
+    )
+    return classify_heads(table)
+
+
+def measure_run(
+    folder: Path,
+    labels: dict,
+    widths=WIDTHS,
+    wide: int = WIDE,
+    n_prompts: int = 256,
+    dense_prompts: int = 512,
+    n_boot: int = 1000,
+) -> tuple[pd.DataFrame, dict]:
+    """Locate E to one step and decompose the jump at each width and the wide contrast.
+
+    Args:
+        folder: a resumable run folder (every checkpoint's optimizer state, or the last one's:
+            :func:`interp.zoom.zoom` re-trains from the nearest resumable step).
+        labels: ``arm``, ``run``, ``seed`` for the rows.
+        widths: pre = post - width (steps); wide: pre = post - wide, post + wide (steps).
+        n_prompts, dense_prompts, n_boot: patching prompts (seed 1), dense-search prompts (seed 0),
+            bootstrap resamples.
+
+    Returns:
+        ``(rows, record)``: rows with :data:`interp.population.mechanism.ROW_COLUMNS` (empty when
+        no crossing holds); the record: the dense point, head classes, re-trained steps, seconds.
+    """
+    import torch
+
+    from interp.decomposition import COMPONENTS as TARGETS
+    from interp.decomposition import decompose_jump
+    from interp.dense import dense_point
+    from interp.patching import Target, capture_post
+    from interp.population.mechanism import COMPONENTS, ROW_COLUMNS
+    from interp.sources import LocalSuiteSource
+    from interp.tasks import RepetitionTask
+    from interp.zoom import store_steps, stored_steps
+
+    seconds = {}
+    started = time.perf_counter()
+    point = dense_point(folder, resolution=1, n_prompts=dense_prompts)
+    seconds["dense"] = time.perf_counter() - started
+    record = {
+        **labels,
+        "dense_point": dict(point.as_row()),
+        "crossing": point.post_step is not None,
+    }
+    if point.post_step is None or point.pre_step is None:
+        return pd.DataFrame(columns=ROW_COLUMNS), {**record, "seconds": seconds}
+    post = int(point.post_step)
+    last = max(stored_steps(folder))
+    contrasts = [(str(w), post - w, post) for w in widths if post - w >= 0]
+    contrasts.append(("wide", max(0, post - wide), min(post + wide, last)))
+    started = time.perf_counter()
+    zooms = store_steps(folder, sorted({s for _, a, b in contrasts for s in (a, b)}))
+    seconds["store"] = time.perf_counter() - started
+    started = time.perf_counter()
+    source = LocalSuiteSource(folder, include_zoom=True)
+    rows = []
+    try:
+        batch = RepetitionTask(n_prompts=n_prompts, seed=1).build(source.tokenizer())
+        at_post = source.load(post)
+        classes = head_classes(at_post.model, source.tokenizer())
+        mechanism = {f"L{r.layer}H{r.head}": r.mechanism for r in classes.itertuples()}
+        induction = classes.sort_values("prefix_matching", ascending=False).iloc[0]
+        previous = classes.sort_values("previous_token", ascending=False).iloc[0]
+        own = {
+            "induction_pattern": (int(induction["layer"]), int(induction["head"])),
+            "previous_token_pattern": (int(previous["layer"]), int(previous["head"])),
+        }
+        targets = {name: TARGETS[name] for name in ("pattern", "z", "qk", "ov")}
+        targets.update({name: Target("pattern", (head,)) for name, head in own.items()})
+        captured = {}
+        for width, pre_step, post_step in contrasts:
+            if post_step not in captured:
+                loaded = source.load(post_step)
+                captured[post_step] = capture_post(loaded.model, batch.to("cpu"), weights=True)
+            pre = source.load(pre_step)
+            with torch.inference_mode():
+                table = decompose_jump(
+                    pre.model, captured[post_step], batch, metric="p", targets=targets, ks=[1, 2],
+                    topk_kinds=("pattern",), n_boot=n_boot,
+                )  # fmt: skip
+            for label, target, scope in COMPONENTS:
+                match = table[(table["target"] == target) & (table["scope"].astype(str) == scope)]
+                if not len(match):
+                    continue
+                row = match.iloc[0]
+                heads = row["heads"] or ("L{}H{}".format(*own[target]) if target in own else f"all {len(classes)}")
+                named = [h for h in str(heads).split() if h in mechanism]
+                rows.append(
+                    {
+                        **{k: labels[k] for k in ("arm", "run", "seed")},
+                        "width": width,
+                        "pre_step": pre_step,
+                        "post_step": post_step,
+                        "component": label,
+                        "heads": heads,
+                        "mechanisms": "+".join(mechanism[h] for h in named) if named else "",
+                        "recovered": row["recovered"],
+                        "recovered_lo": row["recovered_lo"],
+                        "recovered_hi": row["recovered_hi"],
+                        "p_pre": row["value_pre"],
+                        "p_post": row["value_post"],
+                        "jump": row["value_post"] - row["value_pre"],
+                        "jump_se": row["jump_se"],
+                        "jump_too_small": bool(row["jump_too_small"]),
+                    }
+                )
+    finally:
+        source.close()
+    seconds["patch"] = time.perf_counter() - started
+    record.update(
+        {
+            "heads": classes.round(6).to_dict("records"),
+            "contrasts": [{"width": w, "pre_step": a, "post_step": b} for w, a, b in contrasts],
+            "induction_head": "L{}H{}".format(*own["induction_pattern"]),
+            "previous_token_head": "L{}H{}".format(*own["previous_token_pattern"]),
+            "retrained_steps": {
+                "dense": int(point.retrained_steps),
+                "store": int(sum(z.trained_steps for z in zooms)),
+            },
+            "max_abs_diff": max([0.0] + [z.max_abs_diff for z in point.zooms + zooms]),
+            "seconds": seconds,
+        }
+    )
+    return pd.DataFrame(rows, columns=ROW_COLUMNS), record
+
+
+def measure_population(
+    todo: pd.DataFrame, kept: Path = KEPT, work: Path | None = None, echo=print, **settings
+) -> list[str]:
+    """Train, check and measure each run of ``todo`` (:func:`planned_runs` rows) and keep it
+    (:func:`kept_paths`; rows first, the record last, each written atomically); returns the runs
+    measured now. The run's training folder is removed after it is kept."""
+    from analyses.population import read_kept_curves
+    from interp.core.io import atomic_to_csv, atomic_write_text, remove_folder
+    from interp.sources.catalogue import load_suite_spec
+    from interp.sources.environment import environment
+
+    cfg = load_suite_spec("population")
+    sizes = {size.name: size for size in cfg.sizes}
+    curves = read_kept_curves()
+    work = Path(work) if work is not None else ROOT / "results" / "analyses" / NAME / "work"
+    done = []
+    for item in todo.itertuples():
+        size = sizes[item.arm]
+        stop = int(min(item.budget, int(item.E) + MARGIN))
+        load = os.getloadavg()[0]
+        started = time.perf_counter()
+        folder, check = train_and_check(cfg, size, int(item.seed), stop, work, curves[curves["run"] == item.run])
+        train_seconds = time.perf_counter() - started
+        labels = {"arm": item.arm, "run": item.run, "seed": int(item.seed)}
+        rows, record = measure_run(folder, labels, **settings)
+        meta = json.loads((folder / "suite.json").read_text())
+        env = environment(cfg)
+        record.update(
+            {
+                "E_kept": int(item.E),
+                "trained_to": stop,
+                "curve_check": check,
+                "seconds": {"train_and_check": train_seconds, **record["seconds"]},
+                "seconds_total": time.perf_counter() - started,
+                "train_seconds_recorded": meta.get("train_seconds"),
+                "load_average_at_start": load,
+                "nice": os.nice(0),
+                "cpu_model": env.get("cpu_model"),
+                "python": env.get("python"),
+                "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()},
+            }
+        )
+        rows_path, record_path = kept_paths(item.run, kept)
+        if len(rows):
+            atomic_to_csv(rows, rows_path)
+        atomic_write_text(record_path, json.dumps(record, indent=1, default=float))
+        remove_folder(folder)
+        done.append(item.run)
+        echo(
+            f"{item.run}: E {record['dense_point']['post_step']} (kept {int(item.E)}), curve check "
+            f"{'identical' if check['identical'] else 'max |Δp| ' + format(check['max_abs_diff_p_answer'], '.2g')}, "
+            f"{record['seconds_total']:.0f} s"
+        )
+    return done
+
+
+def cost_line(records: list[dict], n_planned: int) -> str:
+    """The measured cost per run (median over the kept records) and the estimate for the rest."""
+    done = [r for r in records if "seconds_total" in r]
+    if not done:
+        return "No run measured yet."
+    total = pd.Series([r["seconds_total"] for r in done])
+    stages = pd.DataFrame([r["seconds"] for r in done]).median()
+    loads = pd.Series([r.get("load_average_at_start", float("nan")) for r in done])
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.0f} s" for k, v in stages.items())
+    left = n_planned - len(done)
+    return (
+        f"Cost per run (median of {len(done)}, on {done[0].get('cpu_model')}, Python {done[0].get('python')}, "
+        f"load average {loads.min():.1f}–{loads.max():.1f} at the start): {total.median():.0f} s ({parts}); "
+        f"the {left} runs left: about {left * total.median() / 3600:.1f} h at that load."
+    )
+
+
+def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings: str) -> tuple[str, str]:
+    """(docs/results.md's block, the headline lines) from the kept runs."""
+    from interp.population.mechanism import claim_table, verdicts, width_table
+
+    measured = len(records)
+    partial = (
+        f"**Measured so far: {measured} of the {n_planned} planned runs** (regenerate with "
+        f"`python -m analyses.population_mechanism --update-docs` when the entry completes); "
+        "until then nothing below is a population statistic."
+        if measured < n_planned
+        else f"All {n_planned} planned runs measured."
+    )
+    lines = [partial, "", settings, "", cost_line(records, n_planned), ""]
+    checks = [r["curve_check"] for r in records if "curve_check" in r]
+    if checks:
+        lines += [
+            (
+                f"Each run trained again matches its kept curve: accuracy exactly on "
+                f"{sum(c['max_abs_diff_accuracy'] == 0 for c in checks)} of {len(checks)}, largest |Δ p(answer)| "
+                f"{max(c['max_abs_diff_p_answer'] for c in checks):.2g}; every zoom reproduced its stored end point "
+                f"(largest max |diff| {max(r.get('max_abs_diff', 0.0) for r in records):.3g})."
+            ),
+            "",
+        ]
+    if rows.empty:
+        return "\n".join(lines) + "\n", partial
+    claims = claim_table(rows)
+    words = verdicts(claims)
+    lines += [
+        (
+            "Per arm and width: seeds where the top two heads' patterns recover ≥ 0.5 of the jump with the 95 % "
+            "bootstrap interval above 0.5 (share of the measurable seeds, Wilson 95 % interval); the same for the "
+            "seed's induction head's pattern; the mechanism of each measurable seed's top-1 head; runs whose jump "
+            "is below 3 standard errors, named (not averaged in):"
+        ),
+        "",
+        "| arm | width | seeds (measurable) | top-2 firm | share [95 % CI] | induction head firm | top-1 head is | jump within noise |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in claims.itertuples():
+        width = f"{c.width} steps" if c.width.isdigit() else f"±{WIDE} (wide)"
+        share = "—" if not c.measurable else f"{c.top2_share:.2f} [{c.top2_lo:.2f}, {c.top2_hi:.2f}]"
+        lines.append(
+            f"| {c.arm} | {width} | {c.seeds} ({c.measurable}) | {c.top2_firm} | {share} | "
+            f"{c.induction_firm} of {c.measurable} | {c.top1_mechanisms or '—'} | {c.noise_runs or '—'} |"
+        )
+    widths = width_table(rows)
+    lines += [
+        "",
+        "Share of the jump recovered over the measurable seeds, median [quartiles]:",
+        "",
+    ]
+    for arm, sub in widths.groupby("arm", sort=False):
+        order = list(dict.fromkeys(sub["width"]))
+        head = [f"{w} steps" if w.isdigit() else f"±{WIDE}" for w in order]
+        lines += [f"**{arm}**", "", "| component | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(order)]
+        for component, part in sub.groupby("component", sort=False):
+            cells = []
+            for w in order:
+                r = part[part["width"] == w]
+                cells.append(
+                    "—"
+                    if not len(r) or not r.iloc[0]["measurable"]
+                    else f"{r.iloc[0]['median']:.2f} [{r.iloc[0]['q1']:.2f}, {r.iloc[0]['q3']:.2f}] (n={r.iloc[0]['measurable']})"
+                )
+            lines.append(f"| {component} | " + " | ".join(cells) + " |")
+        lines.append("")
+    said = []
+    for arm, word in words.items():
+        sub = claims[claims["arm"] == arm]
+        per = "; ".join(
+            f"{w if not w.isdigit() else w + ' steps'}: {k} of {n}"
+            for w, k, n in zip(sub["width"], sub["top2_firm"], sub["measurable"])
+        )
+        ind = "; ".join(
+            f"{w if not w.isdigit() else w + ' steps'}: {k} of {n}"
+            for w, k, n in zip(sub["width"], sub["induction_firm"], sub["measurable"])
+        )
+        said.append(
+            f"Claim 2 on {arm}: **{word}** (seeds whose top two heads' patterns carry ≥ half the jump, firmly: "
+            f"{per}; whose induction head's pattern alone does: {ind})."
+        )
+    lines += [f"- {s}" for s in said]
+    headline = partial + "\n\n" + "\n".join(f"- {line}" for line in said)
+    return "\n".join(lines) + "\n", headline
+
+
+def update_docs(block: str, headline: str, figure_page: str, docs: Path = DOCS) -> None:
+    """Replace docs/results.md's population-mechanism block and headline, write the figure page."""
+    from interp.core.io import atomic_write_text
+
+    atomic_write_text(ROOT / "docs" / "figures" / f"{NAME}.html", figure_page)
+    text = docs.read_text()
+    for (begin, end), body, heading in (
+        ((BEGIN, END), block, "\n## Claim 2 over the population: is it a few heads? (issue 53)\n\n"),
+        (HEADLINE, headline + "\n", "\n"),
+    ):
+        if begin not in text:
+            text += f"{heading}{begin}\n{end}\n"
+        text = re.sub(
+            re.escape(begin) + r".*?" + re.escape(end), f"{begin}\n{body}{end}".replace("\\", "\\\\"), text, flags=re.S
+        )
+    atomic_write_text(docs, text)
+
+
+def main(argv=None) -> None:
+    from interp.core.io import atomic_to_csv, atomic_write_text
+    from interp.population.mechanism import claim_table, figure, width_table
+    from interp.report import page as vis
+
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--kept", type=Path, default=KEPT, help="where finished runs are kept (default: docs')")
+    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms of the population spec")
+    parser.add_argument("--runs", nargs="*", default=None, help="only these runs (names as the population spells them)")
+    parser.add_argument("--limit", type=int, default=None, help="measure at most N runs now")
+    parser.add_argument("--no-compute", action="store_true", help="use the kept runs only")
+    parser.add_argument("--widths", default=",".join(map(str, WIDTHS)), help="pre -> post widths in steps")
+    parser.add_argument("--prompts", type=int, default=256, help="patching prompts (seed 1)")
+    parser.add_argument("--dense-prompts", type=int, default=512, help="dense search prompts (seed 0)")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--update-docs", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1, help="(ignored: one run at a time, one thread)")
+    parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored)")
+    args = parser.parse_args(argv)
+    try:
+        widths = tuple(int(w) for w in args.widths.split(","))
+    except ValueError:
+        raise SystemExit(f"error: --widths {args.widths!r} must be comma-separated steps, e.g. 100,20,5") from None
+    if any(w < 1 for w in widths) or (args.limit is not None and args.limit < 0) or args.prompts < 2:
+        raise SystemExit(f"error: --widths {args.widths} must be >= 1, --limit >= 0, --prompts >= 2")
+    arms = tuple(a for a in args.arms.split(",") if a)
+    plan = planned_runs(arms)
+    unknown = sorted(set(args.runs or ()) - set(plan["run"]))
+    if unknown:
+        raise SystemExit(
+            f"error: --runs {unknown}: not emerged runs of {', '.join(arms)} (valid: {', '.join(plan['run'])})"
+        )
+    started = time.time()
+    _, records = read_kept(args.kept)
+    have = {r["run"] for r in records}
+    todo = plan[~plan["run"].isin(have)]
+    if args.runs:
+        todo = todo[todo["run"].isin(args.runs)]
+    if args.limit is not None:
+        todo = todo.head(args.limit)
+    if not args.no_compute and len(todo):
+        measure_population(
+            todo, args.kept, widths=widths, n_prompts=args.prompts, dense_prompts=args.dense_prompts, n_boot=args.n_boot
+        )
+    rows, records = read_kept(args.kept)
+    rank = {a: i for i, a in enumerate(arms)}  # the tables and the figure in the order of --arms
+    rows = rows[rows["arm"].isin(arms)].sort_values("arm", key=lambda c: c.map(rank), kind="stable")
+    records = [r for r in records if r.get("arm") in rank]
+    settings = (
+        f"Command: `python -m analyses.{NAME} --widths {args.widths} --prompts {args.prompts} --dense-prompts "
+        f"{args.dense_prompts} --n-boot {args.n_boot}`; arms {', '.join(arms)} (every emerged seed); E located to "
+        f"one step (greedy accuracy 0.5 on {args.dense_prompts} repetition prompts, seed 0, held for 2 checkpoints); "
+        f"post = E, pre = E − width, and the wide contrast E − {WIDE} → E + {WIDE}; patching {args.prompts} prompts "
+        f"(seed 1), metric p(answer), 95 % bootstrap intervals ({args.n_boot} resamples) over prompts; head "
+        "classes at E (induction: prefix-matching ≥ 0.2; previous-token: previous-token score ≥ 0.3; copying: "
+        "OV copying score ≥ 0.5)."
+    )
+    block, headline = docs_block(rows, records, len(plan), settings)
+    atomic_write_text(args.out / "mechanism.md", block)
+    atomic_to_csv(rows, args.out / "rows.csv")
+    if len(rows):
+        atomic_to_csv(width_table(rows), args.out / "widths.csv")
+        atomic_to_csv(claim_table(rows), args.out / "claims.csv")
+    title = "Claim 2 over the population: share of the jump recovered per width"
+    figures = [("Share recovered per width and component (one point per seed)", figure(rows))]
+    atomic_write_text(args.out / "mechanism.html", vis.figures_page(title, figures))
+    if args.update_docs:  # plotly.js from its CDN: the docs page stays small
+        update_docs(block, headline, vis.figures_page(title, figures, inline_plotly=False))
+    print(block)
+    print(f"wrote {args.out} in {time.time() - started:.0f} s")
+    print(f"population_mechanism_runs: {len(records)} of {len(plan)}")
+
+
+if __name__ == "__main__":
+    main()

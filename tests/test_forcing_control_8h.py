@@ -1,0 +1,262 @@
+"""analyses.forcing_control_8h: the 8-head seeds forced for 8000 steps and read against the plain
+continuation (issue 52, item 2). Fast tier: hand-made curves and tables, no training."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyses import forcing_control as control
+from analyses import forcing_control_8h as entry
+
+ARM = "neox-2l-64d-8h"
+Z = 1.959963984540054
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval written out (Wilson 1927), to check the library's."""
+    centre = (k + Z**2 / 2) / (n + Z**2)
+    half = Z / (n + Z**2) * math.sqrt(k * (n - k) / n + Z**2 / 4)
+    return centre - half, centre + half
+
+
+def _curve(run: str, budget: int, e: int | None, seconds: float | None = None) -> pd.DataFrame:
+    """A kept curve of ``run`` to ``budget`` (checkpoints every 100): accuracy 0.1, then 0.9 from
+    step ``e`` on (never when None)."""
+    from analyses.population import curve_columns
+
+    steps = list(range(0, budget + 1, 100))
+    acc = [0.9 if e is not None and s >= e else 0.1 for s in steps]
+    seed = int(run.rsplit("seed", 1)[1])
+    frame = pd.DataFrame(
+        {"arm": ARM, "run": run, "seed": seed, "n_layers": 2, "d_model": 64, "n_heads": 8, "d_head": 8}
+        | {"budget": budget, "step": steps, "accuracy": acc, "p_answer": acc}
+    )[curve_columns()]
+    if seconds is not None:
+        frame["train_seconds"] = seconds
+    return frame
+
+
+def _readout(f: int, c: int, p: int, long: int, n: int = 12, n_long: int | None = None) -> pd.DataFrame:
+    """The shares table from hand-made forced and plain tables: ``f``/``c`` of ``n`` forced runs
+    emerged (true/control, E 3000 + 100 i), ``p`` plain runs by 8000 and ``long`` by 12000."""
+    n_long = n if n_long is None else n_long
+    forced = pd.DataFrame(
+        [
+            {"run": f"r{i}", "condition": cond, "E_forced": 3000.0 + 100 * i if i < k else np.nan}
+            for cond, k in (("true", f), ("control", c))
+            for i in range(n)
+        ]
+    )
+    plain = pd.DataFrame(
+        {
+            "run": [f"r{i}" for i in range(n_long)],
+            "E_by_budget": [5000.0 + 100 * i if i < p else np.nan for i in range(n_long)],
+            "long_budget": 12000,
+            "E_long": [5000.0 + 500 * i if i < long else np.nan for i in range(n_long)],
+        }
+    )
+    return entry.shares(forced, plain, 8000)
+
+
+def test_shares_give_the_wilson_interval_and_e_of_each_group():
+    table = _readout(f=10, c=3, p=0, long=2).set_index("group")
+    assert table.index.tolist() == list(entry.GROUPS)
+    assert table["by_step"].tolist() == [8000, 8000, 8000, 12000]
+    assert table["runs"].tolist() == [12, 12, 12, 12] and table["emerged"].tolist() == [10, 3, 0, 2]
+    for group, k in (("true", 10), ("control", 3), ("plain_long", 2)):
+        lo, hi = _wilson(k, 12)
+        assert table.loc[group, "share"] == pytest.approx(k / 12, abs=1e-12)
+        assert table.loc[group, "share_lo"] == pytest.approx(lo, abs=1e-9)
+        assert table.loc[group, "share_hi"] == pytest.approx(hi, abs=1e-9)
+    assert table.loc["true", "share_lo"] == pytest.approx(0.5519, abs=1e-4)  # 10/12: 0.552-0.953
+    assert table.loc["plain", "share_lo"] == 0.0 and table.loc["plain", "share_hi"] == pytest.approx(0.2425, abs=1e-4)
+    assert table.loc["true", ["E_min", "E_median", "E_max"]].tolist() == [3000.0, 3450.0, 3900.0]
+    assert table.loc["plain_long", ["E_min", "E_max"]].tolist() == [5000.0, 5500.0]
+    assert np.isnan(table.loc["plain", "E_median"])
+
+
+@pytest.mark.parametrize(
+    ("counts", "word", "says"),
+    [
+        ((11, 0, 0, 0), "search", "the offset control does not rescue them beyond the plain runs"),
+        ((11, 12, 0, 0), "search", "the offset control rescues them too, so any sparse bias does"),
+        ((1, 0, 0, 1), "capacity", "even the forced runs do not hold it, nor the plain runs by 12000"),
+        ((0, 0, 1, 3), "long plateau", "plain seeds emerge past 4000 steps by 12000"),
+        ((12, 0, 0, 8), "long plateau", ", 8/12 by step 12000 (0.67, 95 % 0.39–0.86; E 5000–8500, median 6750)"),
+        ((5, 0, 0, 0), "not decidable", "the forced share is neither above the plain one nor low"),
+    ],
+)
+def test_verdict_names_each_outcome_by_its_rule(counts, word, says):
+    got, reason = entry.verdict(_readout(*counts))
+    assert got == word
+    assert says in reason
+
+
+def test_verdict_waits_for_the_plain_continuation_and_for_enough_forced_runs():
+    word, reason = entry.verdict(_readout(11, 0, 0, 0, n=12, n_long=0))
+    assert word == "not decidable"
+    assert reason.startswith("the plain continuation to 12000 steps is not in yet (0 of the 12 runs needed kept)")
+    assert "forced true 11/12 by step 8000 (0.92, 95 % 0.65–0.99; E 3000–4000, median 3500)" in reason
+    assert entry.verdict(_readout(6, 0, 0, 0, n=6))[0] == "not decidable"
+    assert entry.verdict(_readout(6, 0, 0, 0, n=6), min_runs=6)[0] == "search"  # 6/6 against 0/6: lo 0.61 > hi 0.39
+    with pytest.raises(ValueError, match=r"lacks group\(s\) plain_long; valid groups: true, control, plain"):
+        entry.verdict(_readout(1, 1, 1, 1).iloc[:3])
+
+
+def test_plain_and_forced_emergence_are_cut_at_the_budget_with_room_to_hold():
+    long = pd.concat(
+        [
+            _curve(f"{ARM}-seed0", 12000, 7900),  # crosses at 7900: no room to hold by 8000, emerged by 12000
+            _curve(f"{ARM}-seed1", 12000, 7700),  # 7700 held at 7800 and 7900: emerged by 8000
+            _curve(f"{ARM}-seed2", 12000, None),
+        ]
+    )
+    plain = entry.plain_table(long, [f"{ARM}-seed{s}" for s in (0, 1, 2, 3)], 8000)
+    assert plain["run"].tolist() == [f"{ARM}-seed{s}" for s in (0, 1, 2)]  # seed 3 not kept: left out
+    assert plain["E_by_budget"].fillna(-1).tolist() == [-1, 7700, -1]
+    assert plain["E_long"].fillna(-1).tolist() == [7900, 7700, -1]
+    assert plain["emerged_long"].tolist() == [True, True, False] and plain["long_budget"].tolist() == [12000] * 3
+    unit = {"run": f"{ARM}-seed0", "folder": Path("x/true-b0.25-n500"), "condition": "true", "beta": 0.25}
+    unit |= {"force_steps": 500, "forcing": control.forcing_of("true", (0, 2), (1, 4), 0.25, 500, 250)}
+    forced = entry.forced_table([unit], {f"{ARM}-seed0/true-b0.25-n500": _curve(unit["run"], 8000, 1200, 4.5)}, 8000)
+    assert forced.iloc[0][["E_forced", "emerged", "train_seconds"]].tolist() == [1200.0, True, 4.5]
+    assert forced.iloc[0]["heads"] == "L0H2=previous_token+L1H4=induction"
+
+
+def test_forced_config_is_the_long_spec_cut_to_the_budget_with_the_populations_weights():
+    from interp.sources.catalogue import load_suite_spec
+    from interp.sources.embedded import _RUN_SELECTION
+
+    cfg = entry.forced_config(8000)
+    population = load_suite_spec("population")
+    assert [s.name for s in cfg.sizes] == [ARM] and cfg.steps == 8000 and cfg.steps_for(cfg.sizes[0]) == 8000
+    assert cfg.checkpoint_steps_for(cfg.sizes[0])[-2:] == (7900, 8000) and cfg.seeds == tuple(range(24))
+    assert cfg.sizes[0] in population.sizes  # the same shape, rotary dims included
+    weights = lambda c: {k: v for k, v in dataclasses.asdict(c).items() if k not in _RUN_SELECTION}  # noqa: E731
+    assert weights(cfg) == weights(population)
+    for bad in (8050, 0, 12100):
+        with pytest.raises(ValueError, match=rf"^--budget {bad} must be a multiple of 100 steps from 100 to 12000"):
+            entry.forced_config(bad)
+
+
+def test_plan_forces_each_8_head_seed_on_its_own_kept_heads():
+    from analyses.population_insight import read_kept_heads
+
+    cfg = entry.forced_config(8000)
+    seeds = entry.parse_seeds("0-11", cfg.seeds)
+    assert seeds == list(range(12)) and entry.parse_seeds("3, 1-2,3", cfg.seeds) == [3, 1, 2]
+    units = control.plan([(cfg.sizes[0], s) for s in seeds], read_kept_heads(), [(0.25, 500)], 250, Path("sweep"))
+    assert len(units) == 24 and [u["condition"] for u in units[:2]] == ["true", "control"]
+    raw = pd.read_csv(entry.ROOT / "docs" / "data" / "population" / "heads" / f"{ARM}-seed0.csv")
+    last = raw[raw["step"] == raw["step"].max()]
+    h0 = int(last[last["layer"] == 0].set_index("head")["previous_token"].idxmax())
+    h1 = int(last[last["layer"] == 1].set_index("head")["prefix_matching"].idxmax())
+    assert units[0]["run"] == f"{ARM}-seed0" and units[0]["folder"] == Path(f"sweep/{ARM}-seed0/true-b0.25-n500")
+    assert units[0]["forcing"].heads == ((0, h0, "previous_token"), (1, h1, "induction"))
+    assert units[1]["forcing"].heads == ((0, h0, "offset_3"), (1, h1, "induction_offset_3"))
+    f = units[1]["forcing"]
+    assert (f.beta, f.steps, f.anneal_steps) == (0.25, 500, 250)
+    assert {u["forcing"].heads[0][1] for u in units} <= set(range(8))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--cells", "1:500,0.25:500"], "--cells '1:500,0.25:500' must be one β:N cell here"),
+        (["--cells", "x"], "--cells 'x' must be comma-separated β:N pairs"),
+        (["--budget", "8050"], "--budget 8050 must be a multiple of 100 steps from 100 to 12000"),
+        (["--budget", "16000"], "--budget 16000 must be a multiple of 100 steps from 100 to 12000"),
+        (["--seeds", "0-30"], "--seeds '0-30' must be seeds or a-b ranges of 0-23, e.g. 0-11"),
+        (["--seeds", "5-2"], "--seeds '5-2' must be seeds or a-b ranges of 0-23"),
+        (["--seeds", "a"], "--seeds 'a' must be seeds or a-b ranges of 0-23"),
+        (["--jobs", "0"], "--jobs 0 must be >= 1 and --anneal-steps 250 >= 0"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line_before_anything_loads(argv, message, tmp_path):
+    with pytest.raises(SystemExit, match="^error: " + re.escape(message)) as stop:
+        entry.main([*argv, "--out", str(tmp_path / "out"), "--kept", str(tmp_path / "kept")])
+    assert "\n" not in str(stop.value.code)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "kept").exists()
+
+
+def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation(tmp_path, monkeypatch):
+    from analyses import population
+    from analyses.population_insight import read_kept_heads
+
+    with pytest.raises(SystemExit, match=r"^error: no forced run of this command is kept in .*runs yet"):
+        entry.main(["--finished-only", "--kept", str(tmp_path / "kept"), "--out", str(tmp_path / "out")])
+    cfg = entry.forced_config(8000)
+    sweep = tmp_path / "sweep"
+    units = control.plan([(cfg.sizes[0], s) for s in (0, 1)], read_kept_heads(), [(0.25, 500)], 250, sweep)
+    for u in units:  # true runs emerge (1200, 1300), controls never; written as the entry keeps them
+        e = 1200 + 100 * u["seed"] if u["condition"] == "true" else None
+        path = control.kept_curve(u, tmp_path / "kept")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _curve(u["run"], 8000, e, 300.0).to_csv(path, index=False)
+    long = tmp_path / "long"
+    (long / "curves").mkdir(parents=True)
+    _curve(f"{ARM}-seed0", 12000, 9000).to_csv(long / "curves" / f"{ARM}-seed0.csv", index=False)
+    _curve(f"{ARM}-seed1", 12000, None).to_csv(long / "curves" / f"{ARM}-seed1.csv", index=False)
+    monkeypatch.setitem(population.SPECS, entry.LONG_SPEC, (long, 256))
+    out = tmp_path / "out"
+    argv = ["--seeds", "0-1", "--finished-only", "--kept", str(tmp_path / "kept"), "--out", str(out)]
+    entry.main([*argv, "--sweep-dir", str(sweep)])
+    shares = pd.read_csv(out / "forcing_control_8h_shares.csv").set_index("group")
+    assert shares["emerged"].tolist() == [2, 0, 0, 1] and shares["runs"].tolist() == [2, 2, 2, 2]
+    assert shares.loc["true", ["E_min", "E_max"]].tolist() == [1200.0, 1300.0]
+    assert shares.loc["plain_long", "E_min"] == 9000.0 and shares.loc["plain_long", "by_step"] == 12000
+    block = (out / "forcing_control_8h.md").read_text()
+    assert "| forced, true pattern | 8000 | 2 | 2 | 1.00 (0.34–1.00) | 1200–1300 (1250) |" in block
+    assert "- Verdict: **not decidable**: the plain continuation to 12000 steps is not in yet (2 of the 12" in block
+    docs = tmp_path / "results.md"
+    docs.write_text(f"a\n{entry.BEGIN}\nold\n{entry.END}\nb\n")
+    entry.update_docs(block, docs)
+    assert docs.read_text() == f"a\n{entry.BEGIN}\n{block}{entry.END}\nb\n"
+    assert entry.BEGIN in entry.DOCS.read_text() and entry.END in entry.DOCS.read_text()
+
+
+@pytest.mark.slow
+def test_a_toy_forced_pair_is_trained_evaluated_on_the_asked_prompts_and_read(tmp_path, monkeypatch):
+    """CI-sized: the entry's training path (forcing_control.train_missing with the entry's prompt
+    count) on a 2-layer model of 24 steps, then its readout."""
+    from analyses import population
+    from interp.sources import embedded
+
+    cfg = dataclasses.replace(
+        embedded.QUICK, steps=24, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
+    )
+    size = embedded.SMALL
+    run = f"{size.name}-seed1"
+    heads = pd.DataFrame(  # the kept features' shape: layer-0 head 1 and layer-1 head 0 score highest at the end
+        [
+            {"run": run, "step": 24, "layer": layer, "head": head}
+            | {"previous_token": 0.9 if (layer, head) == (0, 1) else 0.1, "prefix_matching": 0.8 if head == 0 else 0.2}
+            for layer in (0, 1)
+            for head in range(size.n_heads)
+        ]
+    )
+    units = control.plan([(size, 1)], heads, [(0.25, 8)], 4, tmp_path / "sweep")
+    asked = []
+    real = population.evaluate_run
+    monkeypatch.setattr(population, "evaluate_run", lambda *a: asked.append(a[-1]) or real(*a))
+    kept = tmp_path / "kept"
+    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None, n_prompts=8) == 2
+    assert asked == [8, 8]
+    curves = {f"{u['run']}/{u['folder'].name}": control.read_kept(u, kept) for u in units}
+    forced = entry.forced_table(units, curves, 24)
+    assert forced["heads"].tolist() == [
+        "L0H1=previous_token+L1H0=induction",
+        "L0H1=offset_3+L1H0=induction_offset_3",
+    ]
+    assert (forced["train_seconds"] > 0).all() and forced["budget"].tolist() == [24, 24]
+    for u, row in zip(units, forced.itertuples(), strict=True):  # E as the population's rule reads the curve
+        assert (row.E_forced == row.E_forced) == row.emerged
+        curve = curves[f"{u['run']}/{u['folder'].name}"]
+        assert curve["step"].max() == 24 and ((curve["accuracy"] * 8).round(6) % 1 == 0).all()
