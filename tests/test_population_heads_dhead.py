@@ -126,6 +126,8 @@ def test_a_trained_d_head_checkpoint_loads_through_the_bridge_and_patches(tmp_pa
     source = LocalSuiteSource(folder)
     try:
         assert source.available_steps() == [0, 4]
+        source.swap_weights = True  # as `emergence run` loads: step 4 switched into step 0's bridge, or booted
+        source.load(0)
         model = source.load(4).model
         assert (
             (model.cfg.n_heads, model.cfg.d_head, model.cfg.d_model) == (size.n_heads, size.d_head, 32) == (2, 24, 32)
