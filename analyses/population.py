@@ -45,11 +45,13 @@ TASK_SEED = 0
 THRESHOLD, HOLD, REFERENCE = 0.5, 2, "neox-2l-64d-4h"  # = interp.population.tables.SPEC_REFERENCES["population"]
 DOCS = ROOT / "docs" / "results.md"
 #: The populations this entry trains: shipped suite spec -> (folder of its kept curves, prompts
-#: per checkpoint). ``population-decoupled`` (issue 52) holds the rotary dimensions per head fixed.
+#: per checkpoint). ``population-decoupled`` (issue 52) holds the rotary dimensions per head fixed;
+#: ``population-heads-dhead`` (issue 52, item 1b) crosses {4, 8 heads} with {d_head 8, 16} (Phi models).
 SPECS = {
     "population": (KEPT, N_PROMPTS),
     "population-decoupled": (ROOT / "docs" / "data" / "population-decoupled", 256),
     "population-8h-long": (ROOT / "docs" / "data" / "population-8h-long", 256),
+    "population-heads-dhead": (ROOT / "docs" / "data" / "population-heads-dhead", 256),
 }
 BEGIN, END = "<!-- population:begin -->", "<!-- population:end -->"
 #: The headline at the top of docs/results.md: the paper's claims 1 and 4 as population statistics.

@@ -77,13 +77,13 @@ class DenseEvaluator:
     """
 
     def __init__(self, run: Path, batch, device: str = "cpu"):
-        from transformers import GPTNeoXForCausalLM
+        from transformers import AutoModelForCausalLM  # GPT-NeoX, or Phi for a size with its own d_head
 
         from interp.sources.loading import quiet_hf_progress
 
         self.run, self.batch, self.device = run, batch, device
         with quiet_hf_progress():
-            model = GPTNeoXForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]), dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(step_folder(run, stored_steps(run)[0]), dtype=torch.float32)
         self.model = model.to(device).eval()
         self.correct: dict[int, np.ndarray] = {}
         self.p_answer: dict[int, np.ndarray] = {}

@@ -54,6 +54,7 @@ RUN_COLUMNS = [*RUN_KEYS, "E", "emerged", "censored_at", "budget", "pre_step", "
 SPEC_REFERENCES = {
     "population": "neox-2l-64d-4h",
     "population-decoupled": "neox-2l-64d-4h-r8",
+    "population-heads-dhead": "phi-2l-64d-4h-dh16-r8",
 }
 
 

@@ -92,15 +92,74 @@ def neox_config(d_model: int, n_layers: int, n_heads: int, vocab_size: int, n_ct
     return GPTNeoXConfig(**{**fields, **overrides})
 
 
+def phi_config(
+    d_model: int, n_layers: int, n_heads: int, d_head: int, rotary_dim: int, vocab_size: int, n_ctx: int, **overrides
+):
+    """A ``transformers.PhiConfig`` as close to :func:`neox_config` as an architecture with its own
+    ``head_dim`` allows: a suite size whose ``d_head`` is set apart from ``d_model / n_heads``.
+
+    Why Phi (Li et al. 2023, "Textbooks Are All You Need II: phi-1.5 technical report"): GPT-NeoX
+    in transformers ties the head size to ``hidden_size // num_attention_heads``. A GPT-NeoX
+    attention subclass with other shapes trains, but its checkpoints do not load back through the
+    project's loading road (:class:`interp.sources.LocalSuiteSource` rebuilds the stock attention
+    from ``config.json`` with ``AutoModelForCausalLM``: a size mismatch, checked here; and
+    TransformerLens's GPT-NeoX adapter splits heads by ``d_model // n_heads``). Llama and OLMo-2
+    take ``head_dim`` but rotate every dimension of a head, so the rotary dimensions per head would
+    follow d_head again. Phi takes ``head_dim`` and a partial rotary factor, its bridge adapter
+    splits heads by ``n_heads`` and computes attention itself (an edited ``hook_pattern`` changes
+    the output; logits equal the HF model's), and it keeps Pythia's other choices: rotary
+    embeddings on a leading part of each head (``partial_rotary_factor = rotary_dim / d_head``,
+    NeoX's rotate-half), parallel attention and MLP, LayerNorm, GELU MLP of width 4·d_model,
+    biases, untied embeddings. What differs from :func:`neox_config`: one LayerNorm feeds both the
+    attention and the MLP of a block (GPT-NeoX has one each), the unembedding has a bias, and q, k,
+    v are separate matrices (the same function). So a suite whose sizes set ``d_head`` compares
+    those sizes with each other, not with GPT-NeoX arms. (The layer-skip patching engine does not
+    know the shared LayerNorm: patching these models takes full forwards, with a RuntimeWarning.)
+
+    Args:
+        d_model, n_layers, n_heads: the shape; d_head: dimensions per head (any, independent of
+            d_model); rotary_dim: rotary dimensions per head (even, <= d_head).
+        vocab_size: tokens; n_ctx: context length in tokens.
+        **overrides: any other ``PhiConfig`` field.
+    """
+    from transformers import PhiConfig
+
+    fields = dict(
+        vocab_size=vocab_size,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        head_dim=d_head,
+        intermediate_size=4 * d_model,
+        max_position_embeddings=n_ctx,
+        partial_rotary_factor=rotary_dim / d_head,
+        hidden_act="gelu",  # GPT-NeoX's (Phi's default is the tanh approximation)
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attention_dropout=0.0,
+        qk_layernorm=False,
+        tie_word_embeddings=False,
+    )
+    return PhiConfig(**{**fields, **overrides})
+
+
 @dataclass(frozen=True)
 class ModelSize:
-    """One GPT-NeoX shape of the suite (Pythia's architecture at toy scale).
+    """One model shape of a suite: GPT-NeoX (Pythia's architecture at toy scale), or Phi when
+    ``head_dim`` is given.
 
     ``rotary_dim`` is the number of rotary dimensions per head (even, at most ``d_head``; each
     pair is one rotation frequency). ``None`` keeps Pythia's 25 % of ``d_head``, which halves
     with every doubling of ``n_heads`` at one ``d_model``: give it to hold the positional code
     per head fixed while the head count varies (issue 52: with 2 rotary dimensions, one
     frequency, a content-independent previous-token score aliases).
+
+    ``head_dim`` (a spec's ``d_head``) sets the dimensions per head apart from ``d_model`` (issue 52,
+    item 1b: head count against head size at one residual width). GPT-NeoX cannot hold it (see
+    :func:`phi_config` for why), so such a size is built as a Phi model (:attr:`architecture`);
+    ``None`` keeps GPT-NeoX with ``d_head = d_model // n_heads``. Hashed into the suite's digest
+    only when given, like ``rotary_dim``.
     """
 
     name: str
@@ -108,11 +167,25 @@ class ModelSize:
     d_model: int
     n_heads: int
     rotary_dim: int | None = None
+    head_dim: int | None = None
 
     @property
     def d_head(self) -> int:
-        """Dimensions per head: ``d_model // n_heads`` (GPT-NeoX ties them)."""
-        return self.d_model // self.n_heads
+        """Dimensions per head: ``head_dim`` when given, else ``d_model // n_heads`` (GPT-NeoX ties them)."""
+        return self.head_dim if self.head_dim is not None else self.d_model // self.n_heads
+
+    @property
+    def architecture(self) -> str:
+        """The transformers ``model_type`` this size is built as: ``"phi"`` when ``head_dim`` is
+        given (:func:`phi_config`), else ``"gpt_neox"`` (:func:`neox_config`)."""
+        return "gpt_neox" if self.head_dim is None else "phi"
+
+    def model_class(self):
+        """The transformers class of this size: ``GPTNeoXForCausalLM``, or ``PhiForCausalLM`` when
+        ``head_dim`` is given (imports transformers)."""
+        from transformers import GPTNeoXForCausalLM, PhiForCausalLM
+
+        return GPTNeoXForCausalLM if self.architecture == "gpt_neox" else PhiForCausalLM
 
     @property
     def rotary_dims(self) -> int:
@@ -120,11 +193,15 @@ class ModelSize:
         return self.rotary_dim if self.rotary_dim is not None else int(self.d_head * 0.25)
 
     def hf_config(self, vocab_size: int, n_ctx: int):
-        """The ``GPTNeoXConfig`` of this size (:func:`neox_config`; byte 0 as BOS/EOS)."""
+        """The ``GPTNeoXConfig`` of this size (:func:`neox_config`), or its ``PhiConfig`` when
+        ``head_dim`` is given (:func:`phi_config`); byte 0 as BOS/EOS."""
+        ids = {"bos_token_id": 0, "eos_token_id": 0}
+        if self.head_dim is not None:
+            return phi_config(
+                self.d_model, self.n_layers, self.n_heads, self.d_head, self.rotary_dims, vocab_size, n_ctx, **ids
+            )
         extra = {} if self.rotary_dim is None else {"rotary_pct": self.rotary_dim / self.d_head}
-        return neox_config(
-            self.d_model, self.n_layers, self.n_heads, vocab_size, n_ctx, bos_token_id=0, eos_token_id=0, **extra
-        )
+        return neox_config(self.d_model, self.n_layers, self.n_heads, vocab_size, n_ctx, **ids, **extra)
 
 
 @dataclass(frozen=True)
@@ -185,15 +262,16 @@ class SuiteConfig:
 
         ``keep_optimizer`` is hashed only when it is not ``"every"``, and a size's ``rotary_dim``
         only when given: the behaviours before those fields existed, so the suites trained then
-        keep their folders."""
+        keep their folders. Likewise a size's ``head_dim``."""
         from interp.core.io import config_json
 
         fields = asdict(self)
         if fields["keep_optimizer"] == "every":
             del fields["keep_optimizer"]
         for size in fields["sizes"]:  # likewise a size's rotary_dim: hashed only when given
-            if size["rotary_dim"] is None:
-                del size["rotary_dim"]
+            for key in ("rotary_dim", "head_dim"):
+                if size[key] is None:
+                    del size[key]
         return hashlib.sha256(config_json(fields).encode()).hexdigest()[:12]
 
     def run_names(self) -> list[str]:
@@ -211,7 +289,7 @@ _SPEC_LABELS = ("name", "description")
 #: SuiteConfig fields a spec gives in its own forms (``sizes`` as mappings, ``seeds`` as a list,
 #: a count or ``a..b``; per-size ``steps`` instead of ``size_steps``) or not at all.
 _SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version")
-_SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "rotary_dim", "steps")
+_SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "d_head", "rotary_dim", "steps")
 
 
 def _spec_int(where: str, value, minimum: int = 1) -> int:
@@ -250,29 +328,47 @@ def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
     if missing:
         raise ValueError(f"suite spec: sizes[{i}] lacks {missing[0]!r}; give n_layers, d_model and n_heads")
     n_layers, d_model, n_heads = (_spec_int(f"sizes[{i}].{k}", entry[k]) for k in ("n_layers", "d_model", "n_heads"))
-    if d_model % n_heads:
-        raise ValueError(f"suite spec: sizes[{i}] d_model={d_model} does not divide into n_heads={n_heads} heads")
+    head_dim = _spec_int(f"sizes[{i}].d_head", entry["d_head"], minimum=2) if "d_head" in entry else None
+    if head_dim is None and d_model % n_heads:
+        raise ValueError(
+            f"suite spec: sizes[{i}] d_model={d_model} does not divide into n_heads={n_heads} heads"
+            " (or give d_head: dimensions per head apart from d_model)"
+        )
+    d_head = head_dim if head_dim is not None else d_model // n_heads
     rotary_dim = None
     if "rotary_dim" in entry:
         rotary_dim = _spec_int(f"sizes[{i}].rotary_dim", entry["rotary_dim"], minimum=2)
-        if rotary_dim % 2 or rotary_dim > d_model // n_heads:
+        if rotary_dim % 2 or rotary_dim > d_head:
             raise ValueError(
-                f"suite spec: sizes[{i}].rotary_dim={rotary_dim} must be even and at most d_head={d_model // n_heads}"
+                f"suite spec: sizes[{i}].rotary_dim={rotary_dim} must be even and at most d_head={d_head}"
                 " (rotary dimensions per head come in pairs, one frequency each)"
             )
-    default = f"neox-{n_layers}l-{d_model}d-{n_heads}h" + (f"-r{rotary_dim}" if rotary_dim is not None else "")
+    elif head_dim is not None and (int(d_head * 0.25) < 2 or int(d_head * 0.25) % 2):
+        raise ValueError(
+            f"suite spec: sizes[{i}].d_head={d_head} leaves Pythia's 25 % = {int(d_head * 0.25)} rotary dimensions"
+            " per head (not an even number >= 2); give rotary_dim, even and at most d_head"
+        )
+    arch = "neox" if head_dim is None else "phi"
+    default = f"{arch}-{n_layers}l-{d_model}d-{n_heads}h" + (f"-dh{head_dim}" if head_dim is not None else "")
+    default += f"-r{rotary_dim}" if rotary_dim is not None else ""
     name = check_name(f"suite spec: sizes[{i}].name", entry.get("name", default))
     steps = _spec_int(f"sizes[{i}].steps", entry["steps"]) if "steps" in entry else None
-    return ModelSize(name, n_layers=n_layers, d_model=d_model, n_heads=n_heads, rotary_dim=rotary_dim), steps
+    size = ModelSize(
+        name, n_layers=n_layers, d_model=d_model, n_heads=n_heads, rotary_dim=rotary_dim, head_dim=head_dim
+    )
+    return size, steps
 
 
 def suite_config_from_spec(spec: dict) -> SuiteConfig:
     """A :class:`SuiteConfig` from a suite spec's mapping (the YAML file's content).
 
     A spec has ``sizes`` (a list of ``{n_layers, d_model, n_heads}``, each with an optional
+    ``d_head`` (dimensions per head apart from d_model; such a size is a Phi model, see
+    :func:`phi_config`; default GPT-NeoX with d_model / n_heads), an optional
     ``rotary_dim`` (rotary dimensions per head, even, <= d_head; default Pythia's 25 % of d_head),
-    an optional ``name``, default ``neox-{L}l-{d}d-{H}h`` (``-r{rotary_dim}`` appended when it is
-    given), and an optional ``steps``: its step budget),
+    an optional ``name``, default ``neox-{L}l-{d}d-{H}h`` (``phi-{L}l-{d}d-{H}h-dh{d_head}`` when
+    d_head is given; ``-r{rotary_dim}`` appended when it is given), and an optional ``steps``: its
+    step budget),
     ``seeds`` (a list, a count, or ``"0..23"``), ``steps`` (default: the largest per-size budget),
     ``checkpoint_every`` and any other field of :class:`SuiteConfig` (data settings such as
     ``repeat_fraction``, ``n_ctx``, ``lr``; ``keep_optimizer``), plus the labels ``name`` and

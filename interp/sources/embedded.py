@@ -116,13 +116,11 @@ def lr_at(cfg: SuiteConfig, step: int) -> float:
 
 
 def build_model(size: ModelSize, cfg: SuiteConfig, seed: int):
-    """A freshly initialised ``GPTNeoXForCausalLM`` of ``size`` (float32), seeded by ``seed``."""
-    from transformers import GPTNeoXForCausalLM
-
+    """A freshly initialised model of ``size`` (float32; :meth:`ModelSize.model_class`), seeded by ``seed``."""
     torch.manual_seed(seed)
     config = size.hf_config(vocab_size=256, n_ctx=cfg.n_ctx)
     config._attn_implementation = cfg.attn_implementation
-    return GPTNeoXForCausalLM(config).float()
+    return size.model_class()(config).float()
 
 
 def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.AdamW:
@@ -163,14 +161,12 @@ def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed:
     Raises:
         interp.core.training_state.NotResumableError: ``folder`` has no optimizer / trainer state.
     """
-    from transformers import GPTNeoXForCausalLM
-
     from interp.core.train_loop import load_state
 
     read_training_state(folder)  # NotResumableError before loading any weights
     # from_pretrained maps the saved names back (transformers saves lm_head as embed_out)
     with quiet_hf_progress():
-        model = GPTNeoXForCausalLM.from_pretrained(
+        model = size.model_class().from_pretrained(
             folder, attn_implementation=cfg.attn_implementation, dtype=torch.float32
         )
     optimizer = make_optimizer(model, cfg)
@@ -304,7 +300,11 @@ def _cached_prefix(size: ModelSize, seed: int, cfg: SuiteConfig, suite_folder: P
         except (OSError, ValueError):
             continue
         other = meta.get("config", {})
-        if meta.get("size") != asdict(size) or not meta.get("resumable"):
+        try:  # a size field added later is absent from older runs' suite.json: its default applies
+            same_size = ModelSize(**meta.get("size", {})) == size
+        except TypeError:
+            same_size = False
+        if not same_size or not meta.get("resumable"):
             continue
         if any(other.get(k) != v for k, v in same.items()):
             continue

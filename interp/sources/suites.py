@@ -36,8 +36,14 @@ _VOCAB = 256
 def n_parameters(size: ModelSize) -> int:
     """Parameters of a suite model of ``size`` (GPT-NeoX, byte vocabulary of 256, untied
     embeddings, MLP 4·d_model, biases and two layer norms per block): embedding + unembedding
-    ``2·256·d``, per layer ``12·d² + 17·d``, final layer norm ``2·d``."""
+    ``2·256·d``, per layer ``12·d² + 17·d``, final layer norm ``2·d``. A size with its own
+    ``d_head`` (Phi, :func:`interp.sources.catalogue.phi_config`): attention width
+    ``w = n_heads·d_head``, per layer ``4·d·w + 3·w + d`` (q, k, v, dense) ``+ 8·d² + 5·d`` (MLP)
+    ``+ 2·d`` (one layer norm), plus the unembedding's bias of 256."""
     d = size.d_model
+    if size.architecture == "phi":
+        w = size.n_heads * size.d_head
+        return 2 * _VOCAB * d + _VOCAB + size.n_layers * (4 * d * w + 3 * w + 8 * d * d + 8 * d) + 2 * d
     return 2 * _VOCAB * d + size.n_layers * (12 * d * d + 17 * d) + 2 * d
 
 

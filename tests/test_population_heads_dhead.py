@@ -1,0 +1,180 @@
+"""Head count against head size (issue 52, item 1b): a suite size takes ``d_head`` apart from
+``d_model`` (built as Phi: GPT-NeoX ties the head size to d_model / n_heads), its checkpoints load
+back through LocalSuiteSource -> TransformerBridge with patterns of the right shape, logits equal to
+the HF model's, and a patched pattern that moves the metric; the older suites keep their folders."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from analyses import population as pop
+from analyses.results import REGISTRY
+from interp.population.tables import SPEC_REFERENCES
+from interp.sources.catalogue import load_suite_spec, suite_config_from_spec
+
+SPEC = "population-heads-dhead"
+
+
+def test_the_shipped_spec_crosses_heads_with_head_size_and_d_head_reaches_the_model():
+    from interp.sources import embedded
+    from interp.sources.suites import n_parameters
+
+    cfg = load_suite_spec(SPEC)
+    assert [(s.name, s.n_heads, s.d_head, s.rotary_dims, cfg.steps_for(s)) for s in cfg.sizes] == [
+        ("phi-2l-64d-8h-dh16-r8", 8, 16, 8, 8000),
+        ("phi-2l-64d-8h-dh8-r8", 8, 8, 8, 8000),
+        ("phi-2l-64d-4h-dh8-r8", 4, 8, 8, 8000),
+        ("phi-2l-64d-4h-dh16-r8", 4, 16, 8, 4000),
+    ]
+    assert cfg.seeds == tuple(range(24)) and cfg.checkpoint_every == 100 and cfg.keep_optimizer == "last"
+    assert len(cfg.run_names()) == 96
+    for size in cfg.sizes:  # read from the built model, not from the size
+        model = embedded.build_model(size, cfg, seed=0)
+        attn = model.model.layers[0].self_attn
+        width = size.n_heads * size.d_head
+        assert model.config.model_type == "phi" and model.config.hidden_size == 64
+        assert tuple(attn.q_proj.weight.shape) == tuple(attn.k_proj.weight.shape) == (width, 64)
+        assert tuple(attn.dense.weight.shape) == (64, width)
+        assert attn.head_dim == size.d_head and attn.rotary_ndims == 8
+        assert model.model.rotary_emb.inv_freq.numel() == 4  # 8 rotary dims = 4 frequencies per head
+        assert n_parameters(size) == sum(p.numel() for p in model.parameters())  # the dry run's disk estimate
+    # registered: kept curves on 256 prompts, a `make results` entry, the 4-head d_head-16 reference arm
+    assert pop.SPECS[SPEC] == (pop.ROOT / "docs" / "data" / SPEC, 256)
+    entry = {a.name: a for a in REGISTRY}["population_heads_dhead"]
+    assert (entry.module, entry.args) == ("analyses.population", ("--spec", SPEC))
+    assert SPEC_REFERENCES[SPEC] in {s.name for s in cfg.sizes}
+
+
+def test_older_suites_keep_their_digests_and_d_head_is_hashed_when_given():
+    digests = {
+        name: load_suite_spec(name).digest()
+        for name in ("embedded", "embedded-quick", "population", "population-decoupled")
+    }
+    assert digests == {
+        "embedded": "7cdb30f57c9a",
+        "embedded-quick": "ad5aea722ce5",
+        "population": "4eb73a59c175",
+        "population-decoupled": "788016c980e0",
+    }
+    assert all(s.head_dim is None and s.architecture == "gpt_neox" for s in load_suite_spec("population").sizes)
+    base = {"seeds": 2, "checkpoint_every": 100, "steps": 100}
+    neox = suite_config_from_spec({**base, "sizes": [{"n_layers": 2, "d_model": 64, "n_heads": 4, "name": "a"}]})
+    phi = suite_config_from_spec(
+        {**base, "sizes": [{"n_layers": 2, "d_model": 64, "n_heads": 4, "d_head": 16, "name": "a"}]}
+    )
+    assert neox.sizes[0].d_head == phi.sizes[0].d_head == 16
+    assert neox.digest() != phi.digest()  # same numbers, another architecture: another cache folder
+    # d_head apart from d_model: 64 does not divide into 6 heads, yet 6 heads of 8 dims are a size
+    odd = suite_config_from_spec({**base, "sizes": [{"n_layers": 1, "d_model": 64, "n_heads": 6, "d_head": 8}]})
+    assert (odd.sizes[0].name, odd.sizes[0].d_head, odd.sizes[0].rotary_dims) == ("phi-1l-64d-6h-dh8", 8, 2)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"d_head": 0}, r"^suite spec: sizes\[0\]\.d_head=0 must be an integer >= 2$"),
+        ({"d_head": "16"}, r"^suite spec: sizes\[0\]\.d_head='16' must be an integer >= 2$"),
+        ({"d_head": 4}, r"^suite spec: sizes\[0\]\.d_head=4 leaves Pythia's 25 % = 1 rotary dimensions per head"),
+        ({"d_head": 8, "rotary_dim": 10}, r"^suite spec: sizes\[0\]\.rotary_dim=10 must be even and at most d_head=8 "),
+    ],
+)
+def test_a_d_head_that_cannot_be_is_refused_in_one_line(extra, message):
+    spec = {"sizes": [{"n_layers": 2, "d_model": 64, "n_heads": 8, **extra}], "seeds": 2}
+    spec.update(checkpoint_every=100, steps=100)
+    with pytest.raises(ValueError, match=message) as info:
+        suite_config_from_spec(spec)
+    assert "\n" not in str(info.value)
+
+
+def _tiny_phi_run(out):
+    """One tiny run (2 layers, d_model 32, 2 heads of d_head 24: attention width 48 != d_model),
+    trained 4 steps by the suite trainer, laid out as a suite run (step folders + tokenizer/)."""
+    from interp.sources import embedded
+    from interp.sources.loading import make_byte_tokenizer
+
+    torch.set_num_threads(1)
+    spec = {
+        "sizes": [{"n_layers": 2, "d_model": 32, "n_heads": 2, "d_head": 24, "rotary_dim": 8, "steps": 4}],
+        "seeds": [0],
+        "checkpoint_every": 4,
+        "n_ctx": 32,
+        "batch_size": 4,
+        "warmup_steps": 2,
+        "lr": 1e-2,
+        "corpus_bytes": 200_000,
+    }
+    cfg = suite_config_from_spec(spec)
+    embedded.train_run(cfg.sizes[0], 0, cfg, out, save_steps=[0, 4])
+    make_byte_tokenizer().save_pretrained(out / "tokenizer")
+    return out, cfg.sizes[0]
+
+
+def test_a_trained_d_head_checkpoint_loads_through_the_bridge_and_patches(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from interp.core.metrics import answer_logits, answer_logprob
+    from interp.patching import IdealPatterns, ideal_pattern, metric_values, patch_values, pattern
+    from interp.sources import LocalSuiteSource
+    from interp.tasks import RepetitionTask
+
+    folder, size = _tiny_phi_run(tmp_path)
+    source = LocalSuiteSource(folder)
+    try:
+        assert source.available_steps() == [0, 4]
+        source.swap_weights = True  # as `emergence run` loads: step 4 switched into step 0's bridge, or booted
+        source.load(0)
+        model = source.load(4).model
+        assert (
+            (model.cfg.n_heads, model.cfg.d_head, model.cfg.d_model) == (size.n_heads, size.d_head, 32) == (2, 24, 32)
+        )
+        tokens = torch.randint(1, 256, (3, 20), generator=torch.Generator().manual_seed(0))
+        hf = AutoModelForCausalLM.from_pretrained(folder / "step4", dtype=torch.float32, attn_implementation="eager")
+        assert tuple(hf.model.layers[0].self_attn.q_proj.weight.shape) == (48, 32)
+        with torch.inference_mode():
+            logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("attn.hook_pattern"))
+            expected = hf.eval()(tokens).logits
+        assert sorted(cache.keys()) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
+        assert all(tuple(p.shape) == (3, 2, 20, 20) for p in cache.values())
+        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
+
+        # patching: layer 1's heads set to the previous-token pattern, through the engine and by hand
+        batch = RepetitionTask(n_prompts=4, seed=0).build(source.tokenizer())
+        heads = [(1, 0), (1, 1)]
+        ideal = IdealPatterns.of("previous_token", heads)
+        patched = patch_values(model, ideal, batch, [pattern(heads)], metric="logprob", method="reference")[0]
+        plain = metric_values(model, batch, "logprob")
+
+        def set_previous_token(value, hook):
+            value[:] = ideal_pattern("previous_token", batch.tokens)[:, None].to(value.dtype)
+            return value
+
+        with torch.inference_mode():
+            by_hand_logits = model.run_with_hooks(
+                batch.tokens, fwd_hooks=[("blocks.1.attn.hook_pattern", set_previous_token)]
+            )
+        by_hand = answer_logprob(answer_logits(by_hand_logits, batch), batch)
+        torch.testing.assert_close(patched, by_hand.float().cpu(), atol=1e-5, rtol=0)
+        assert (patched - plain).abs().max() > 1e-3  # the edited pattern moves the metric
+    finally:
+        source.close()
+
+
+def test_why_not_a_neox_subclass_its_checkpoint_does_not_load_back(tmp_path):
+    """The road not taken: GPT-NeoX weights with attention width n_heads x d_head != d_model (a
+    subclass's query_key_value of 3 x 8 x 16 rows at d_model 64) are refused by the loading road's
+    ``AutoModelForCausalLM``, which rebuilds the stock attention (3 x 64 rows) from config.json."""
+    from transformers import AutoModelForCausalLM, GPTNeoXForCausalLM
+
+    from interp.sources.catalogue import neox_config
+
+    model = GPTNeoXForCausalLM(neox_config(64, 1, 8, 256, 32))
+    model.gpt_neox.layers[0].attention.query_key_value = torch.nn.Linear(64, 3 * 8 * 16)
+    model.gpt_neox.layers[0].attention.dense = torch.nn.Linear(8 * 16, 64)
+    model.save_pretrained(tmp_path)
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+        AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
