@@ -111,8 +111,10 @@ def test_bootstrap_interval_contains_the_mean_and_is_exact_for_a_shift():
     mean = float(patched[1].mean())
     assert ci["value_lo"][1] < mean < ci["value_hi"][1]
     assert 0 < ci["value_hi"][1] - ci["value_lo"][1] < 0.3  # about 4 standard errors of 50 uniforms (0.16)
-    with pytest.raises(ValueError, match="n_boot"):
-        bootstrap_interval(patched, pre, post, n_boot=0)
+    with pytest.raises(ValueError, match=r"n_boot=-1: must be an integer >= 0 \(0: no intervals\)"):
+        bootstrap_interval(patched, pre, post, n_boot=-1)
+    none = bootstrap_interval(patched, pre, post, n_boot=0)  # StudyConfig(n_boot=0): no intervals asked for
+    assert sorted(none) == sorted(ci) and all(np.isnan(v).all() and v.shape == (2,) for v in none.values())
 
 
 def test_head_ranking_intervals_and_metric_names(setup):
