@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.emergence import DEFAULT_HOLD
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ BEGIN, END = "<!-- decomposition:begin -->", "<!-- decomposition:end -->"
 SHOWN = ["pattern", "q", "k", "v", "z", "qk", "ov", "mlp", "mlp_weights", "embed", "unembed"]
 
 
-def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: float = 0.5):
+def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: float = DEFAULT_THRESHOLD):
     """(components, prescreen rows, point) of one run; components None if it did not emerge."""
     from interp.core.settings import StudyConfig
     from interp.emergence import find_emergence

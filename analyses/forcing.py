@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.terms import DEFAULT_THRESHOLD
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,7 +166,9 @@ def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
     return final
 
 
-def evaluate_run(folder: Path, n_prompts: int, threshold: float = 0.5, hold: int = 2) -> tuple[pd.DataFrame, tuple]:
+def evaluate_run(
+    folder: Path, n_prompts: int, threshold: float = DEFAULT_THRESHOLD, hold: int = 2
+) -> tuple[pd.DataFrame, tuple]:
     """``(curve [step, accuracy, p_answer], (pre, post))`` of a run folder, every checkpoint, no bias."""
     from interp.emergence import full_scan
     from interp.readiness import crossing
@@ -574,7 +577,7 @@ def select_runs(cfg, runs: str | None) -> list[tuple]:
     return [(size, seed) for size, seed in every if size.name in wanted or run_name(size, seed) in wanted]
 
 
-def crossing_of(curve: pd.DataFrame, threshold: float = 0.5, hold: int = 2) -> tuple:
+def crossing_of(curve: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, hold: int = 2) -> tuple:
     """The point of emergence of a saved curve (the rule of :func:`interp.readiness.crossing`)."""
     from interp.readiness import crossing
 

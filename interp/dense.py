@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from interp.core.objects import fields_html, results_equal, short_repr
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
 from interp.sources.local import overlay_steps
 from interp.zoom import ZoomResult, _metadata, run_folder, step_folder, stored_steps, zoom
@@ -150,7 +151,7 @@ def _rename_for(model: torch.nn.Module, weights: dict) -> dict:
 def dense_point(
     source,
     resolution: int = 1,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     n_prompts: int = 512,
     hold: int = DEFAULT_HOLD,
     min_jump_se: float = 3.0,

@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from interp.core.objects import check_argument, results_equal, short_repr
-from interp.core.terms import DEFAULT_HOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
 from interp.evaluator import StepEvaluator, evaluate_steps, watching
 from interp.tasks import CapabilityScore, TaskBatch
 
@@ -178,7 +178,7 @@ def _first_holding(acc: dict[int, float], n: int, threshold: float, hold: int) -
 def held_crossing(
     steps: Sequence[int],
     accuracy: Sequence[float],
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     hold: int = DEFAULT_HOLD,
     room: bool = False,
 ) -> tuple[int | None, int | None]:
@@ -226,7 +226,7 @@ def held_crossing(
 
 
 def point_from_curve(
-    steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5, hold: int = DEFAULT_HOLD
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
 ) -> tuple[int | None, int | None, bool]:
     """Reference answer from a fully evaluated curve: ``(pre_step, post_step, emerged)`` by the
     rule (:func:`held_crossing`); ``emerged`` is whether some step qualifies as post.
@@ -241,7 +241,7 @@ def point_from_curve(
 def curve_is_monotone(
     steps: Sequence[int],
     accuracy: Sequence[float],
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     n_prompts: int = 64,
     drop_tolerance: float | None = None,
 ) -> bool:
@@ -345,7 +345,7 @@ def _point(
 def search_emergence(
     steps: Sequence[int],
     evaluate_step: Callable[[int], CapabilityScore],
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     drop_tolerance: float | None = None,
     model_id: str = "",
     hold: int = DEFAULT_HOLD,
@@ -408,7 +408,7 @@ def search_emergence(
 def find_emergence(
     source,
     batch: TaskBatch,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     device: str | None = None,
     evaluator: StepEvaluator | None = None,
     hold: int = DEFAULT_HOLD,
@@ -476,7 +476,7 @@ def full_scan(
 def scan_emergence(
     source,
     batch: TaskBatch,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     device: str | None = None,
     evaluator: StepEvaluator | None = None,
     hold: int = DEFAULT_HOLD,

@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.core.terms import DEFAULT_THRESHOLD
+
 __all__ = [
     "POINTS_COLUMNS",
     "READINESS_COLUMNS",
@@ -65,7 +67,7 @@ AUTO_PATTERNS = {"prefix_matching": "induction", "previous_token": "previous_tok
 
 
 def crossing(
-    steps: Sequence[int], accuracy: Sequence[float], threshold: float = 0.5, hold: int = 2
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = 2
 ) -> tuple[int | None, int | None]:
     """``(pre, post)`` of a fully evaluated curve under the point of emergence's rule: ``post`` is
     the first step at or above ``threshold`` that stays there for the next ``hold`` checkpoints.
@@ -284,7 +286,7 @@ def readiness(
     batch: Any,
     heads: Any = "auto",
     patterns: Any = "auto",
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     hold: int = 2,
     steps: Sequence[int] | None = None,
     device: str | None = None,

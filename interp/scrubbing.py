@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.report.scrubber import (
     DEFAULT_PROMPTS,
@@ -135,7 +136,7 @@ def scrub_data(
     device: str | None = None,
     scores: bool = True,
     ranking=None,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     rank: bool = False,
     metric: str | None = None,
     progress: bool = True,
@@ -270,7 +271,7 @@ def scrubber(
     device: str | None = None,
     scores: bool = True,
     ranking=None,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     rank: bool = False,
     metric: str | None = None,
     progress: bool = True,

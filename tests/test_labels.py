@@ -37,12 +37,12 @@ def test_help_is_wide_and_says_only_what_exists(monkeypatch):
 
 
 def test_a_bare_embedded_run_name_suggests_the_name_that_works():
-    from interp.cli.options import _check_sources
+    from interp.cli.options import check_sources
 
     with pytest.raises(ValueError, match=r"did you mean 'embedded/neox-2l-128d-seed2'\?"):
-        _check_sources(["neox-2l-128d-seed2"])
+        check_sources(["neox-2l-128d-seed2"])
     with pytest.raises(ValueError, match="expected a Pythia"):
-        _check_sources(["no-such-thing"])
+        check_sources(["no-such-thing"])
     import emergence_lens as el  # the Python door answers the same, before anything loads
 
     with pytest.raises(ValueError, match=r"did you mean 'embedded-quick/neox-2l-64d-seed1'|did you mean 'embedded/"):

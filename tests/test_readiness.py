@@ -155,7 +155,7 @@ def test_auto_heads_pick_the_top_scores(tiny_local_suite):
 def test_cli_refuses_bad_arguments_before_loading(args, message, monkeypatch):
     import interp.cli.heads as cli  # the module of the readiness command
 
-    monkeypatch.setattr(cli, "_open", lambda names: pytest.fail("opened a source before checking arguments"))
+    monkeypatch.setattr(cli, "open_named", lambda names: pytest.fail("opened a source before checking arguments"))
     result = runner.invoke(app, ["readiness", "embedded-quick/neox-2l-64d-seed1", *args])
     assert result.exit_code == 2, result.output
     assert message in result.output and result.output.count("\n") <= 1

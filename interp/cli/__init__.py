@@ -7,7 +7,7 @@ One app (:data:`app`) holds them in that order: the main job's commands
 (:mod:`interp.cli.main_job`), the head-level ones (:mod:`interp.cli.heads`), then the suite and
 listing commands below. What they share (options, argument checks, openers of sources) is
 :mod:`interp.cli.options`, whose names this package re-exports; a test that stands in for a helper
-patches it in the module of the command that calls it (``interp.cli.heads._open``).
+patches it in the module of the command that calls it (``interp.cli.heads.open_named``).
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
@@ -15,7 +15,7 @@ Commands raise ``ValueError`` for bad input; the root app turns any escaping err
 line (``error: ...``, exit status 2). Heavy libraries are imported inside the commands.
 
 Adding a command: write a function with ``@app.command()`` in the module of its group; check its
-arguments first (the ``_check_*`` helpers of :mod:`interp.cli.options`), then make the one call.
+arguments first (the ``check_*`` helpers of :mod:`interp.cli.options`), then make the one call.
 Nothing else needs registering.
 """
 
@@ -28,66 +28,9 @@ import typer
 from interp.cli import heads, main_job
 from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
 from interp.cli.main_job import bisect, curve, demo, run
-from interp.cli.options import (
-    METHODS,
-    DeviceOpt,
-    HoldOpt,
-    LengthOpt,
-    MethodOpt,
-    MetricOpt,
-    PromptsOpt,
-    TaskFileOpt,
-    TaskOpt,
-    ThresholdOpt,
-    _check_common,
-    _check_embedded_heads,
-    _check_embedded_steps,
-    _check_resumable,
-    _check_sources,
-    _check_steps_available,
-    _check_tasks_on_sources,
-    _check_threshold,
-    _echo_duplicate_hazards,
-    _jump_flag,
-    _metric,
-    _metric_for,
-    _metric_option,
-    _one_task,
-    _open,
-    _open_step_pair,
-    _parse_steps,
-    _warnings_as_lines,
-)
+from interp.cli.options import parse_steps
 
 __all__ = [
-    "METHODS",
-    "DeviceOpt",
-    "HoldOpt",
-    "LengthOpt",
-    "MethodOpt",
-    "MetricOpt",
-    "PromptsOpt",
-    "TaskFileOpt",
-    "TaskOpt",
-    "ThresholdOpt",
-    "_check_common",
-    "_check_embedded_heads",
-    "_check_embedded_steps",
-    "_check_resumable",
-    "_check_sources",
-    "_check_steps_available",
-    "_check_tasks_on_sources",
-    "_check_threshold",
-    "_echo_duplicate_hazards",
-    "_jump_flag",
-    "_metric",
-    "_metric_for",
-    "_metric_option",
-    "_one_task",
-    "_open",
-    "_open_step_pair",
-    "_parse_steps",
-    "_warnings_as_lines",
     "app",
     "bisect",
     "curve",
@@ -185,7 +128,7 @@ def download_command(
         )
     download(
         source,
-        steps=_parse_steps(steps) if steps is not None else None,
+        steps=parse_steps(steps) if steps is not None else None,
         grid=grid,
         cache_dir=cache,
         allow_pickle=allow_pickle,

@@ -23,22 +23,21 @@ from interp.cli.options import (
     TaskFileOpt,
     TaskOpt,
     ThresholdOpt,
-    _check_common,
-    _check_embedded_heads,
-    _check_embedded_steps,
-    _check_resumable,
-    _check_sources,
-    _check_steps_available,
-    _check_tasks_on_sources,
-    _jump_flag,
-    _metric,
-    _metric_for,
-    _one_task,
-    _open,
-    _open_step_pair,
-    _parse_steps,
-    _source_options,
-    _warnings_as_lines,
+    check_common,
+    check_embedded_heads,
+    check_embedded_steps,
+    check_metric,
+    check_resumable,
+    check_sources,
+    check_steps_available,
+    check_tasks_on_sources,
+    jump_flag,
+    one_task,
+    open_named,
+    open_step_pair,
+    parse_steps,
+    source_options,
+    warnings_as_lines,
 )
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
@@ -72,12 +71,14 @@ def rank_heads(
             f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
             "(patterns are patched from post into pre)"
         )
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
-    task_obj = _one_task(tasks, "rank-heads")
-    metric = _metric_for(_metric(metric), task_obj)
-    _check_tasks_on_sources([source], tasks, **options)
-    src = _open_step_pair(source, pre, post, "rank-heads", **options)
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, out, method, task_file)
+    task_obj = one_task(tasks, "rank-heads")
+    from interp.tasks import metric_for
+
+    metric = metric_for(task_obj, check_metric(metric))
+    check_tasks_on_sources([source], tasks, **options)
+    src = open_step_pair(source, pre, post, "rank-heads", **options)
     from interp.core.io import atomic_to_csv
     from interp.core.settings import StudyConfig
     from interp.main_job.report import HEADS_COLUMNS, TOPK_COLUMNS, labelled
@@ -86,7 +87,7 @@ def rank_heads(
 
     config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
     batch = task_obj.build(src.tokenizer())
-    with _warnings_as_lines():
+    with warnings_as_lines():
         result = rank_heads_between(src, pre, post, batch, config)
     model, seed = model_and_seed(src.model_id)
     columns = list(HEADS_COLUMNS)
@@ -101,7 +102,7 @@ def rank_heads(
     topk = labelled(result.topk, model, seed, TOPK_COLUMNS, task=task_obj.name, prepend_bos=batch.prepend_bos)
     typer.echo(
         f"metric={result.metric} ({result.unit}) pre={result.value_pre:.4f} post={result.value_post:.4f} "
-        f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{_jump_flag(result.jump_too_small)}"
+        f"jump={result.value_post - result.value_pre:.4f} ± {result.jump_se:.4f}{jump_flag(result.jump_too_small)}"
     )
     typer.echo(heads.head(10).to_string(index=False))
     from interp.report.findings import interval_text
@@ -135,17 +136,19 @@ def decompose(
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
-    task_obj = _one_task(tasks, "decompose")
-    metric = _metric_for(_metric(metric), task_obj)
-    _check_tasks_on_sources([source], tasks, **options)
-    src = _open_step_pair(source, pre, post, "decompose", **options)
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
+    task_obj = one_task(tasks, "decompose")
+    from interp.tasks import metric_for
+
+    metric = metric_for(task_obj, check_metric(metric))
+    check_tasks_on_sources([source], tasks, **options)
+    src = open_step_pair(source, pre, post, "decompose", **options)
     from interp.core.io import atomic_to_csv
     from interp.decomposition import decompose_between
 
     batch = task_obj.build(src.tokenizer())
-    with _warnings_as_lines():
+    with warnings_as_lines():
         table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
             task=task_obj.name, prepend_bos=batch.prepend_bos
         )
@@ -154,7 +157,7 @@ def decompose(
     typer.echo(
         f"metric={metric} ({first['unit']}) pre={first['value_pre']:.4f} post={first['value_post']:.4f} "
         f"jump={first['value_post'] - first['value_pre']:.4f} ± {first['jump_se']:.4f}"
-        f"{_jump_flag(bool(first['jump_too_small']))}"
+        f"{jump_flag(bool(first['jump_too_small']))}"
     )
     typer.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     whole = table[(table["scope"] == "all") & table["target"].isin(["block", "interaction"])].set_index("target")
@@ -194,11 +197,11 @@ def zoom(
     from interp.sources.door import check_one_run
 
     check_one_run(source, "zoom")
-    _check_resumable(source, "zoom")
-    _check_embedded_steps(source, [pre, post])
+    check_resumable(source, "zoom")
+    check_embedded_steps(source, [pre, post])
     from interp.zoom import zoom as zoom_run
 
-    (src,) = _open([source])
+    (src,) = open_named([source])
     result = zoom_run(src, pre, post, every=every, tolerance=tolerance, echo=typer.echo)
     typer.echo(
         f"{result.run}: re-trained {result.trained_steps} steps ({result.resumed_from} -> {result.post}) in "
@@ -246,24 +249,24 @@ def readiness_command(
         raise ValueError(f"--method {method!r} is unknown; valid: fast, reference")
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"--threshold {threshold} must be in (0, 1]")
-    wanted = _parse_steps(steps) if steps else None
-    _check_sources(source)
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
-    task_obj = _one_task(tasks, "readiness")
-    _check_tasks_on_sources(source, tasks, **options)
+    wanted = parse_steps(steps) if steps else None
+    check_sources(source)
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, out, method, task_file)
+    task_obj = one_task(tasks, "readiness")
+    check_tasks_on_sources(source, tasks, **options)
     for name in source:
-        _check_embedded_steps(name, wanted or [])
-        _check_embedded_heads(name, chosen)
+        check_embedded_steps(name, wanted or [])
+        check_embedded_heads(name, chosen)
     import pandas as pd
 
     from interp.core.io import atomic_to_csv, atomic_write_text
     from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
 
     results = []
-    for src in _open(source, **options):
+    for src in open_named(source, **options):
         if wanted is not None:
-            _check_steps_available(src, wanted)
+            check_steps_available(src, wanted)
         result = readiness(
             src,
             task_obj.build(src.tokenizer()),
@@ -369,21 +372,23 @@ def scrub(
 
     check_one_run(source, "scrub")
     out = _check_page_path(out)
-    wanted = _parse_steps(steps) if steps else None
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, None)
-    task_obj = _one_task(tasks, "scrub")
-    metric = _metric_for(_metric(metric), task_obj)
-    _check_tasks_on_sources([source], tasks, **options)
+    wanted = parse_steps(steps) if steps else None
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, None)
+    task_obj = one_task(tasks, "scrub")
+    from interp.tasks import metric_for
+
+    metric = metric_for(task_obj, check_metric(metric))
+    check_tasks_on_sources([source], tasks, **options)
     ranking = _read_ranking(heads) if heads is not None else None
     if ranking is not None and "task" in ranking.columns and ranking["task"].nunique() > 1:
         ranking = ranking[ranking["task"] == task_obj.name]
         if len(ranking) == 0:
             raise ValueError(f"--heads {str(heads)!r} has no rows for the task {task_obj.name!r}")
-    _check_embedded_steps(source, wanted or [])
-    (src,) = _open([source], **options)
+    check_embedded_steps(source, wanted or [])
+    (src,) = open_named([source], **options)
     if wanted is not None:
-        _check_steps_available(src, wanted)
+        check_steps_available(src, wanted)
     if ranking is not None and {"model", "seed"} <= set(ranking.columns):
         from interp.sources.catalogue import model_and_seed
 
@@ -394,7 +399,7 @@ def scrub(
         ranking = mine if len(mine) else ranking
     from interp.scrubbing import scrubber
 
-    with _warnings_as_lines():  # no point of emergence to rank between, too few prompts, ...
+    with warnings_as_lines():  # no point of emergence to rank between, too few prompts, ...
         page = scrubber(
             src,
             task=task_obj,

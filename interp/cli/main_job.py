@@ -22,18 +22,18 @@ from interp.cli.options import (
     TaskFileOpt,
     TaskOpt,
     ThresholdOpt,
-    _check_common,
-    _check_embedded_steps,
-    _check_resumable,
-    _check_sources,
-    _check_steps_available,
-    _check_tasks_on_sources,
-    _check_threshold,
-    _metric,
-    _open,
-    _parse_steps,
-    _source_options,
-    _warnings_as_lines,
+    check_common,
+    check_embedded_steps,
+    check_metric,
+    check_resumable,
+    check_sources,
+    check_steps_available,
+    check_tasks_on_sources,
+    check_threshold,
+    open_named,
+    parse_steps,
+    source_options,
+    warnings_as_lines,
 )
 from interp.core.devices import DTYPES
 from interp.core.settings import DEMO_CONFIG, StudyConfig
@@ -55,11 +55,11 @@ def demo(
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
-    device, tasks = _check_common(device, "repetition", 64, 10, out, method)
-    config = DEMO_CONFIG.replace(method=method, device=device, metric=_metric(metric), hold=hold)
+    device, tasks = check_common(device, "repetition", 64, 10, out, method)
+    config = DEMO_CONFIG.replace(method=method, device=device, metric=check_metric(metric), hold=hold)
     from interp.main_job import runner
 
-    with _warnings_as_lines():
+    with warnings_as_lines():
         report = runner.run_study(
             ["embedded-quick" if quick else "embedded"],
             tasks,
@@ -108,22 +108,22 @@ def run(
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
     each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
     OUT/units: a killed run started again does only the missing units."""
-    _check_sources(source)  # names first: a typo is refused before torch is imported
-    _check_threshold(threshold)
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, out, method, task_file)
+    check_sources(source)  # names first: a typo is refused before torch is imported
+    check_threshold(threshold)
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, out, method, task_file)
     config = StudyConfig(
         threshold=threshold,
         hold=hold,
         scan=scan,
         method=method,
-        metric=_metric(metric),
+        metric=check_metric(metric),
         prescreen_top_n=prescreen_top_n,
         dtype=dtype,
         device=device,
         **options,
     )
-    _check_tasks_on_sources(source, tasks, **options)
+    check_tasks_on_sources(source, tasks, **options)
     from interp.main_job import runner
     from interp.main_job.units import damaged_units, plan_units, study_status
 
@@ -136,7 +136,7 @@ def run(
             typer.echo(f"{'done' if row.done else 'todo'}  {row.source}  {row.task}  {row.unit_id}")
         typer.echo(f"{int(status['done'].sum())} of {len(status)} units done in {out}/units")
         return
-    with _warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
+    with warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
         report = runner.run_study(source, tasks, config, executor=executor, jobs=jobs, address=address, out_dir=out)
     _print_summary(report, out)
 
@@ -238,12 +238,12 @@ def curve(
     step_pattern: str | None = StepPatternOpt,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
-    wanted = _parse_steps(steps) if steps else None
-    _check_sources([source])
-    _check_embedded_steps(source, wanted or [])
-    _check_tasks_on_sources([source], tasks, **options)
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
+    wanted = parse_steps(steps) if steps else None
+    check_sources([source])
+    check_embedded_steps(source, wanted or [])
+    check_tasks_on_sources([source], tasks, **options)
     import pandas as pd
 
     from interp.core.io import atomic_to_csv
@@ -252,9 +252,9 @@ def curve(
     from interp.sources.catalogue import model_and_seed, run_label
 
     frames = []
-    for src in _open([source], include_zoom=wanted is not None, **options):
+    for src in open_named([source], include_zoom=wanted is not None, **options):
         if wanted is not None:
-            _check_steps_available(src, wanted)
+            check_steps_available(src, wanted)
         model, seed = model_and_seed(src.model_id)
         for task_obj in tasks:
             batch = task_obj.build(src.tokenizer())
@@ -301,17 +301,17 @@ def bisect(
     """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
-    _check_sources(source)  # names first: a typo is refused before torch is imported
-    _check_threshold(threshold)
-    options = _source_options(allow_pickle, step_pattern)
-    device, tasks = _check_common(device, task, n_prompts, length, out, task_files=task_file)
+    check_sources(source)  # names first: a typo is refused before torch is imported
+    check_threshold(threshold)
+    options = source_options(allow_pickle, step_pattern)
+    device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:
         if [t.name for t in tasks] != ["repetition"]:
             raise ValueError(
                 "--resolution re-trains and searches with the repetition task only; drop --task/--task-file"
             )
         for name in source:
-            _check_resumable(name, "bisect --resolution")
+            check_resumable(name, "bisect --resolution")
         return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
     import pandas as pd
 
@@ -321,13 +321,13 @@ def bisect(
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.sources.checkpoint_integrity import checkpoint_table, hazard_lines
 
-    _check_tasks_on_sources(source, tasks, **options)
+    check_tasks_on_sources(source, tasks, **options)
     points, curves, tables = [], [], []
-    for src in _open(source, **options):
+    for src in open_named(source, **options):
         model, seed = model_and_seed(src.model_id)
         for task_obj in tasks:  # one point of emergence per (run, task)
             batch = task_obj.build(src.tokenizer())
-            with _warnings_as_lines():
+            with warnings_as_lines():
                 point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold, progress=False)
             points.append(
                 {
@@ -372,7 +372,7 @@ def _bisect_dense(
     from interp.dense import dense_point
 
     rows, curves = [], []
-    for src in _open(specs):
+    for src in open_named(specs):
         point = dense_point(
             src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold, length=length
         )

@@ -1,6 +1,6 @@
 """What every checkpoint-suite command of ``emergence`` shares: the options (``TaskOpt``,
 ``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``_check_*``, cheap: run before anything
-is loaded) and the openers of sources (``_open``, ``_open_step_pair``).
+is loaded) and the openers of sources (``open_named``, ``open_step_pair``).
 
 The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bisect``) and
 :mod:`interp.cli.heads` (``rank-heads``, ``decompose``, ``zoom``, ``readiness``, ``scrub``);
@@ -59,7 +59,7 @@ StepPatternOpt = typer.Option(
 )
 
 
-def _source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
+def source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
     """The options every loading command hands to the sources it opens (``--allow-pickle``,
     ``--step-pattern``), the pattern checked first (one line, before anything loads)."""
     if step_pattern is not None:
@@ -72,7 +72,7 @@ def _source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
     return {"allow_pickle": allow_pickle, "step_pattern": step_pattern}
 
 
-def _metric_option():
+def metric_option():
     """``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch import);
     default None: the task's own metric."""
     from interp.core.metrics import metric_help
@@ -80,11 +80,11 @@ def _metric_option():
     return typer.Option(None, "--metric", help=metric_help() + " Default: the task's own (`emergence list-tasks`).")
 
 
-MetricOpt = _metric_option()
+MetricOpt = metric_option()
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
-def _check_common(
+def check_common(
     device: str,
     task: str | None,
     n_prompts: int,
@@ -108,7 +108,7 @@ def _check_common(
     return choose_device(device), parse_tasks(task, task_files or (), n_prompts=n_prompts, length=length, seed=0)
 
 
-def _one_task(tasks: list, command: str):
+def one_task(tasks: list, command: str):
     """The single task of a command that works on one (rank-heads, decompose)."""
     if len(tasks) != 1:
         raise ValueError(
@@ -117,18 +117,18 @@ def _one_task(tasks: list, command: str):
     return tasks[0]
 
 
-def _check_threshold(threshold: float) -> None:
+def check_threshold(threshold: float) -> None:
     """The greedy-accuracy threshold lies in (0, 1] (0 would call every checkpoint emerged)."""
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
 
 
-def _check_tasks_on_sources(names: list[str], tasks: list, **options) -> None:
+def check_tasks_on_sources(names: list[str], tasks: list, **options) -> None:
     """Build every task with each source's tokenizer before any checkpoint loads (a task file's
     answers must be one token; IOI needs single-token names; no prompt longer than the model's
     context). Embedded names use the byte tokenizer and the suite's ``n_ctx`` (nothing is trained
     here); other sources load their tokenizer files and ``config.json`` only. ``options``:
-    :func:`_source_options` (``allow_pickle``, ``step_pattern``)."""
+    :func:`source_options` (``allow_pickle``, ``step_pattern``)."""
     from interp.sources.catalogue import is_embedded_name
 
     seen = set()
@@ -160,14 +160,7 @@ def _check_tasks_on_sources(names: list[str], tasks: list, **options) -> None:
             task.build(tokenizer)
 
 
-def _metric_for(metric: str | None, task) -> str:
-    """``metric``, or the task's default metric when none is given."""
-    from interp.tasks import metric_for
-
-    return metric_for(task, metric)
-
-
-def _metric(metric: str | None) -> str | None:
+def check_metric(metric: str | None) -> str | None:
     """The metric name (None: each task's default), checked before any work (one-line error
     naming the valid ones, from the registry)."""
     from interp.core.metrics import patching_metric_names
@@ -177,7 +170,7 @@ def _metric(metric: str | None) -> str | None:
     return metric
 
 
-def _check_sources(names: list[str]) -> None:
+def check_sources(names: list[str]) -> None:
     """Every name is a source (:func:`interp.sources.door.check_source_name`, which answers a bare
     embedded run name such as ``neox-2l-128d-seed2`` with the name that works)."""
     from interp.sources.door import check_source_name
@@ -186,7 +179,7 @@ def _check_sources(names: list[str]) -> None:
         check_source_name(name)
 
 
-def _parse_steps(text: str) -> list[int]:
+def parse_steps(text: str) -> list[int]:
     """``"0,1000,2000"`` -> [0, 1000, 2000]; a bad item raises a one-line error naming it."""
     steps = []
     for item in text.split(","):
@@ -199,7 +192,7 @@ def _parse_steps(text: str) -> list[int]:
     return steps
 
 
-def _check_steps_available(src, steps: list[int]) -> None:
+def check_steps_available(src, steps: list[int]) -> None:
     """Every step of ``steps`` is one the source holds (the error names the nearest ones, or, for a
     hub step listed from the cache without whole weights, the file and the repair) and its weight
     files are whole (the error names the corrupt file)."""
@@ -218,7 +211,7 @@ def _check_steps_available(src, steps: list[int]) -> None:
             raise CheckpointError(f"{src.model_id} step {step}: {reason}; pick another step (the search leaves it out)")
 
 
-def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
+def echo_duplicate_hazards(src, pre: int, post: int) -> None:
     """``hazard:`` lines when ``pre`` or ``post`` shares its weights with another step (at most one
     label of such a group is right, see ``CheckpointSource.duplicate_steps``); an error when
     ``pre`` and ``post`` themselves are identical (nothing to patch)."""
@@ -243,7 +236,7 @@ def _echo_duplicate_hazards(src, pre: int, post: int) -> None:
                 )
 
 
-def _check_embedded_steps(name: str, steps: list[int]) -> None:
+def check_embedded_steps(name: str, steps: list[int]) -> None:
     """For an embedded name, the steps its suite will hold are known before it is trained: the
     schedule, plus the steps ``emergence zoom`` stored for the run if it is trained already."""
     from interp.sources.catalogue import is_embedded_name, resolve_embedded, suite_label
@@ -262,7 +255,7 @@ def _check_embedded_steps(name: str, steps: list[int]) -> None:
                 raise CheckpointError(f"{suite_label(cfg)}/{run} has no checkpoint at step {step}; nearest: {near}")
 
 
-def _check_embedded_heads(name: str, heads) -> None:
+def check_embedded_heads(name: str, heads) -> None:
     """For an embedded name, heads (``[(layer, head), ...]``) are checked against the suite's sizes
     before it is trained."""
     from interp.sources.catalogue import is_embedded_name, resolve_embedded
@@ -279,7 +272,7 @@ def _check_embedded_heads(name: str, heads) -> None:
                 )
 
 
-def _check_resumable(name: str, what: str) -> None:
+def check_resumable(name: str, what: str) -> None:
     """``name`` is a run trained here (embedded or a folder): a hub id carries no optimizer state."""
     from interp.sources.catalogue import is_embedded_name
 
@@ -290,34 +283,34 @@ def _check_resumable(name: str, what: str) -> None:
         )
 
 
-def _open(names: list[str], include_zoom: bool = False, **options) -> list:
+def open_named(names: list[str], include_zoom: bool = False, **options) -> list:
     """Open the sources; ``include_zoom``: a run's zoomed steps are offered too (commands that
-    take explicit steps; searches read the base schedule); ``options``: :func:`_source_options`."""
+    take explicit steps; searches read the base schedule); ``options``: :func:`source_options`."""
     from interp.sources.door import open_sources
 
     return open_sources(names, include_zoom=include_zoom, **options)
 
 
-def _open_step_pair(source: str, pre: int, post: int, command: str, **options):
+def open_step_pair(source: str, pre: int, post: int, command: str, **options):
     """Open the one run ``command`` works on and check ``pre`` / ``post`` there: the embedded
     suite's steps before training it, the source's own steps after opening it, and steps with
-    identical weights (:func:`_echo_duplicate_hazards`)."""
+    identical weights (:func:`echo_duplicate_hazards`)."""
     from interp.sources.door import check_one_run
 
     check_one_run(source, command)
-    _check_embedded_steps(source, [pre, post])
-    (src,) = _open([source], include_zoom=True, **options)
-    _check_steps_available(src, [pre, post])
-    _echo_duplicate_hazards(src, pre, post)
+    check_embedded_steps(source, [pre, post])
+    (src,) = open_named([source], include_zoom=True, **options)
+    check_steps_available(src, [pre, post])
+    echo_duplicate_hazards(src, pre, post)
     return src
 
 
-def _jump_flag(too_small: bool) -> str:
+def jump_flag(too_small: bool) -> str:
     """The CLI's flag of a jump below 3 standard errors (``interp.emergence.jump_noise``)."""
     return "  JUMP TOO SMALL: below 3 standard errors; the shares below divide by noise" if too_small else ""
 
 
-class _warnings_as_lines:
+class warnings_as_lines:
     """Show the warnings a computation raises as ``warning: <message>`` lines on stderr (one each,
     once per message) instead of Python's two-line ``file:line: RuntimeWarning`` form."""
 

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from interp.core.io import atomic_to_csv, atomic_to_parquet, atomic_write_text
 from interp.core.objects import results_equal, short_repr
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.emergence import DEFAULT_HOLD, EmergencePoint
 from interp.ranking import RankingFields
 from interp.report import page as vis
@@ -236,7 +237,7 @@ class MainJobReport:
     """Tables (``emergence``, ``points``, ``heads``, ``topk``) and figures of a main-job run."""
 
     runs: list[RunAnalysis]
-    threshold: float = 0.5
+    threshold: float = DEFAULT_THRESHOLD
     title: str | None = None  # None (or the generic GENERIC_TITLE): named after its runs, default_title()
     provenance: dict | None = None
     hold: int = DEFAULT_HOLD

@@ -68,12 +68,12 @@ def population_command(
     """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
     with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
     prints the paper's claims answered (``PopulationResult.claims``) and the findings, and writes the tables and population.html to OUT."""
-    from interp.cli.options import _check_threshold
+    from interp.cli.options import check_threshold
     from interp.core.io import check_out_dir
 
     if budget is not None and budget < 0:
         raise ValueError(f"--budget {budget}: must be an integer >= 0 (optimizer steps)")
-    _check_threshold(threshold)
+    check_threshold(threshold)
     check_out_dir(out)
     if bool(source) == (from_curves is not None):
         raise ValueError("give either sources or --from-curves FILE (one of the two)")
@@ -85,12 +85,12 @@ def population_command(
             reference = default_reference(curves["arm"].unique())
         result = population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)
     else:
-        from interp.cli.options import _check_common, _check_sources, _check_tasks_on_sources, _one_task
+        from interp.cli.options import check_common, check_sources, check_tasks_on_sources, one_task
 
-        _check_sources(list(source or []))
-        device, tasks = _check_common(device, task, n_prompts, length, out)
-        task_obj = _one_task(tasks, "population")
-        _check_tasks_on_sources(list(source or []), tasks)
+        check_sources(list(source or []))
+        device, tasks = check_common(device, task, n_prompts, length, out)
+        task_obj = one_task(tasks, "population")
+        check_tasks_on_sources(list(source or []), tasks)
         from interp.population.collect import population
 
         result = population(

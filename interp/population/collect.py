@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from interp.core.kept import KEPT
-from interp.core.terms import DEFAULT_HOLD
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 from interp.emergence import check_hold
 from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.population.tables import CURVE_COLUMNS, PopulationResult, population_from_curves
@@ -97,7 +97,7 @@ def source_curve(
 def population(
     sources: Sequence | str | Path,
     task="repetition",
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     hold: int = DEFAULT_HOLD,
     budget: int | None = None,
     arms: Mapping[str, str] | None = None,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from interp.core.objects import results_equal
-from interp.core.terms import DEFAULT_HOLD
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 from interp.emergence import check_hold, held_crossing
 from interp.population import survival
 
@@ -170,7 +170,9 @@ def held_post(steps, values, threshold: float, hold: int) -> tuple[int | None, i
     return held_crossing(list(steps), list(values), threshold=threshold, hold=hold, room=True)
 
 
-def runs_from_curves(curves: pd.DataFrame, threshold: float = 0.5, hold: int = DEFAULT_HOLD) -> pd.DataFrame:
+def runs_from_curves(
+    curves: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
+) -> pd.DataFrame:
     """The point of emergence of every run of a checked capability table (:func:`check_curves`).
 
     Args:
@@ -258,7 +260,7 @@ class PopulationResult:
     grid: pd.DataFrame
     km: pd.DataFrame
     curves: pd.DataFrame
-    threshold: float = 0.5
+    threshold: float = DEFAULT_THRESHOLD
     hold: int = DEFAULT_HOLD
     reference: str = ""
     title: str = "emergence over seeds"
@@ -355,7 +357,7 @@ class PopulationResult:
 
 def population_from_curves(
     curves: pd.DataFrame,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     hold: int = DEFAULT_HOLD,
     budget: int | None = None,
     reference: str | None = None,

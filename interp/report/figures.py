@@ -16,6 +16,7 @@ from jaxtyping import Float
 from plotly.subplots import make_subplots
 from torch import Tensor
 
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.report.step_axis import check_step_scale, step_axis, x_steps
 from interp.sources.catalogue import run_label
 
@@ -30,7 +31,7 @@ def capability_figure(
     emergence: pd.DataFrame,
     points: pd.DataFrame,
     metric: str = "accuracy",
-    threshold: float | None = 0.5,
+    threshold: float | None = DEFAULT_THRESHOLD,
     totals: dict | None = None,
     x_scale: str = "linear",
 ) -> go.Figure:
@@ -321,7 +322,7 @@ def run_capability_figure(
     curve: pd.DataFrame,
     pre_step: int | None,
     post_step: int | None,
-    threshold: float | None = 0.5,
+    threshold: float | None = DEFAULT_THRESHOLD,
     title: str = "Capability per checkpoint",
     search: str = "scan",
     n_checkpoints: int | None = None,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from interp.core.templating import render
-from interp.core.terms import DEFAULT_HOLD, rule_text
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD, rule_text
 from interp.sources.catalogue import run_label
 
 __all__ = [
@@ -290,7 +290,7 @@ def _heads_line(summary: pd.DataFrame, heads: pd.DataFrame, scores: pd.DataFrame
 def findings(
     points: pd.DataFrame,
     summary: pd.DataFrame,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_THRESHOLD,
     hold: int = 2,
     heads: pd.DataFrame | None = None,
     head_scores: pd.DataFrame | None = None,

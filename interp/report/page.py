@@ -28,6 +28,7 @@ from markupsafe import Markup
 from torch import Tensor
 
 from interp.core.templating import render, trusted
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.report.display import (  # noqa: F401  (PAGE_STYLE, page_html: interp.report.page's names too)
     PAGE_STYLE,
     STYLE,
@@ -87,7 +88,7 @@ class ReportContext:
     """
 
     assets: Assets
-    threshold: float = 0.5
+    threshold: float = DEFAULT_THRESHOLD
     delta_p_bound: float | None = None
     fraction_bound: float | None = None
 

@@ -52,6 +52,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float, UInt8
 
+from interp.core.terms import DEFAULT_THRESHOLD
 from interp.report.scrub_script import scrub_script
 
 __all__ = [
@@ -129,7 +130,7 @@ class ScrubData:
     metric: str = "p"
     pre_step: int | None = None
     post_step: int | None = None
-    threshold: float = 0.5
+    threshold: float = DEFAULT_THRESHOLD
 
     def __post_init__(self) -> None:
         shape = self.patterns.shape
@@ -475,7 +476,7 @@ def ranking_values(ranking) -> tuple[np.ndarray | None, int | None, int | None, 
     )
 
 
-def run_scrub_data(run, threshold: float = 0.5, n_prompts: int | None = None) -> ScrubData | None:
+def run_scrub_data(run, threshold: float = DEFAULT_THRESHOLD, n_prompts: int | None = None) -> ScrubData | None:
     """The scrubber data a main-job run recorded (``scrub_patterns`` etc.; its first ``n_prompts``
     prompts when given), or None without them."""
     patterns = getattr(run, "scrub_patterns", None)
