@@ -25,8 +25,10 @@ from interp.report.notebook import export_notebook_html
 #: 6.12 MB of it; the six scrubber sections (issue 26) about 0.35 MB. Raised from 7.0 MB when the
 #: tables gained task, hold, unit and jump-noise columns (six-run demo page measured at 7.09 MB);
 #: to 7.55 MB when each run's top heads gained their pre / post / post − pre comparison (issue 43:
-#: twelve three-panel heatmaps, 7.46 MB measured).
-MAX_SIX_RUN_PAGE = 7_550_000
+#: twelve three-panel heatmaps, 7.46 MB measured); to 7.65 MB when the capability figures gained the
+#: training loss on a second axis (issue 57), per-seed labels and heatmap cell values (issues 55, 58):
+#: 7.59 MB measured (2026-12-03).
+MAX_SIX_RUN_PAGE = 7_650_000
 
 
 def _require_browser() -> None:

@@ -277,6 +277,8 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
         table: a :func:`checkpoint_table` (``model``/``seed`` columns, if present, are ignored).
         name: prefix of each line (the run's name).
     """
+    import pandas as pd
+
     prefix = f"{name}: " if name else ""
     lines = []
     excluded = table[table["status"] == "duplicate-excluded"]
@@ -302,7 +304,8 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
             detail = getattr(row, "detail", "") or ""
             lines.append(f"{prefix}step {int(row.step)} {kind}: {detail}; left out of the search")
     listing = str(table["listing"].iloc[0]) if len(table) else ""
-    explained = table[(table["status"] == "missing") & (table["detail"].fillna("") != "")]
+    details = table["detail"].fillna("") if "detail" in table else pd.Series("", index=table.index)  # older tables lack it
+    explained = table[(table["status"] == "missing") & (details != "")]
     for row in explained.itertuples():  # listed, but its files are not whole (an interrupted download)
         lines.append(f"{prefix}step {int(row.step)} missing: {row.detail}; left out of the search")
     missing = table[(table["status"] == "missing") & ~table.index.isin(explained.index)]["step"].tolist()
