@@ -304,7 +304,9 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
             detail = getattr(row, "detail", "") or ""
             lines.append(f"{prefix}step {int(row.step)} {kind}: {detail}; left out of the search")
     listing = str(table["listing"].iloc[0]) if len(table) else ""
-    details = table["detail"].fillna("") if "detail" in table else pd.Series("", index=table.index)  # older tables lack it
+    details = (
+        table["detail"].fillna("") if "detail" in table else pd.Series("", index=table.index)
+    )  # older tables lack it
     explained = table[(table["status"] == "missing") & (details != "")]
     for row in explained.itertuples():  # listed, but its files are not whole (an interrupted download)
         lines.append(f"{prefix}step {int(row.step)} missing: {row.detail}; left out of the search")
