@@ -34,21 +34,16 @@ from pathlib import Path
 import pandas as pd
 
 from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.population.mechanism import COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "interval_study"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- interval-study:begin -->", "<!-- interval-study:end -->"
 WIDTHS = (100, 50, 20, 10, 5)
-#: (label, component name of decompose_jump, scope)
-SHOWN = [
-    ("top-1 patterns", "pattern", "top-1"),
-    ("top-2 patterns", "pattern", "top-2"),
-    ("all patterns", "pattern", "all"),
-    ("all head outputs", "z", "all"),
-    ("QK weights", "qk", "all"),
-    ("OV weights", "ov", "all"),
-]
+#: (label, component name of decompose_jump, scope): the population's components
+#: (:data:`interp.population.mechanism.COMPONENTS`) less the two chosen by head scores.
+SHOWN = [c for c in COMPONENTS if c[1] not in ("induction_pattern", "previous_token_pattern")]
 
 
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
