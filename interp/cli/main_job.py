@@ -2,6 +2,11 @@
 ``run`` (the main job on any sources), ``curve`` (capability per checkpoint) and ``bisect``
 (the point of emergence, optionally refined densely). Options and argument checks:
 :mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
+
+``run`` and ``demo`` take the settings as :class:`~interp.core.settings.StudyConfig`'s fields: one
+option per field, derived from the dataclass (:func:`interp.core.field_options.with_field_options`),
+so a field added there is an option here; the command builds ``StudyConfig(**settings)``, which
+checks every value (one line, before anything loads), and hands it to the runner.
 """
 
 from __future__ import annotations
