@@ -86,13 +86,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from interp.core.task_batch import CONTEXT_ATTRIBUTE
-from interp.sources.catalogue import (  # noqa: F401
-    POLYPYTHIA_SIZES,
-    is_embedded_name,
-    is_hub_id,
-    is_pythia_id,
-    pythia_model_ids,
-)
 from interp.sources.checkpoint_integrity import WeightFileChecks
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)

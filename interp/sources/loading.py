@@ -21,13 +21,6 @@ import torch
 
 from interp.core.devices import choose_device
 from interp.core.training_state import OPTIMIZER_FILE
-from interp.sources.catalogue import (  # noqa: F401
-    POLYPYTHIA_SIZES,
-    is_embedded_name,
-    is_hub_id,
-    is_pythia_id,
-    pythia_model_ids,
-)
 from interp.sources.families import PYTHIA_IDS_TEXT
 
 if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
