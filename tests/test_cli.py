@@ -246,3 +246,22 @@ def test_rank_heads_and_decompose_over_one_prompt_say_why_bounds_are_nan(tiny_lo
         assert "JUMP TOO SMALL: below 3 standard errors" in result.output
         frame = pd.read_csv(out / table)
         assert frame[bounds].isna().all().all() and frame["jump_too_small"].all()
+
+
+def test_the_command_line_package_exports_and_imports_only_public_names():
+    """``interp.cli`` lists no private name in ``__all__``, and no module imports a private name
+    (``_x``) from :mod:`interp.cli.options`: the helpers the commands share are public there."""
+    import ast
+    from pathlib import Path
+
+    import interp.cli
+
+    assert interp.cli.__all__ and not [name for name in interp.cli.__all__ if name.startswith("_")]
+    root = Path(interp.cli.__file__).parents[2]
+    private, importers = [], set()
+    for path in [*(root / "interp").rglob("*.py"), *(root / "emergence_lens").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "interp.cli.options":
+                importers.add(path.name)
+                private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert {"main_job.py", "heads.py"} <= importers and private == []
