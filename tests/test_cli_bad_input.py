@@ -205,7 +205,7 @@ BAD = [
     (
         "run-threshold-zero",
         ["run", "embedded/neox-2l-128d-seed0", "--out", "OUT", "--threshold", "0"],
-        "threshold=0 must be in (0, 1]",
+        "threshold=0.0 must be in (0, 1]",
     ),
     (
         "run-threshold-above-one",

@@ -112,7 +112,7 @@ class StudyConfig:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
             raise ValueError(f"threshold={self.threshold!r} must be a number in (0, 1] (a greedy-accuracy fraction)")
         if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"threshold={self.threshold:g} must be in (0, 1] (a greedy-accuracy fraction)")
+            raise ValueError(f"threshold={self.threshold} must be in (0, 1] (a greedy-accuracy fraction)")
         _positive_int("hold", self.hold, minimum=0)
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}; valid: {', '.join(METHODS)}")
