@@ -265,3 +265,46 @@ def test_the_command_line_package_exports_and_imports_only_public_names():
                 importers.add(path.name)
                 private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert {"main_job.py", "heads.py"} <= importers and private == []
+
+
+def test_field_options_follow_the_dataclass():
+    """The generic helper on a toy dataclass: one option per field (a switch for a bool, text read
+    through ``parse``), defaults from the instance given, an excluded field absent; an unknown
+    excluded name and an own parameter named like a field are refused."""
+    import dataclasses
+
+    import typer
+
+    from interp.core.field_options import field_help, setting, with_field_options
+
+    @dataclasses.dataclass(frozen=True)
+    class Toy:
+        n_items: int = setting(3, "How many items.")
+        loud: bool = setting(False, "Shout.")
+        sizes: tuple[int, ...] = setting(
+            (1, 2), "Sizes, e.g. 1,2.", parse=lambda text: tuple(map(int, text.split(",")))
+        )
+        label: str = setting("x", "A label.")
+
+    seen = []
+
+    def command(name: str = typer.Option("a", "--name"), **fields):
+        seen.append((name, Toy(**fields)))
+
+    toy = typer.Typer()
+    toy.command()(with_field_options(command, Toy, defaults=Toy(n_items=7), exclude=["label"]))
+    toy.command("other")(lambda: None)  # two commands: the first is invoked by name
+    ok = runner.invoke(toy, ["command", "--loud", "--sizes", "4,5,6", "--name", "b"])
+    assert ok.exit_code == 0, ok.output
+    assert seen == [("b", Toy(n_items=7, loud=True, sizes=(4, 5, 6)))]  # n_items: the instance's default
+    excluded = runner.invoke(toy, ["command", "--label", "y"])
+    assert excluded.exit_code == 2 and "No such option: --label" in excluded.output
+    assert field_help(Toy, "loud") == "Shout."
+    with pytest.raises(ValueError, match=r"exclude=\['lable'\]: not fields of Toy"):
+        with_field_options(command, Toy, exclude=["lable"])
+
+    def clashing(label: str = "z", **fields):
+        pass
+
+    with pytest.raises(ValueError, match=r"own parameters named like fields of Toy: \['label'\]"):
+        with_field_options(clashing, Toy)

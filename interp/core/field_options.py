@@ -69,7 +69,8 @@ def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) 
 
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(exclude) - set(names))
+    exclude = set(exclude)
+    unknown = sorted(exclude - set(names))
     if unknown:
         raise ValueError(f"exclude={unknown}: not fields of {cls.__name__}; fields: {', '.join(names)}")
     params = []
@@ -105,7 +106,7 @@ def with_field_options(command: Callable, cls: type, defaults: Any = None, exclu
             :func:`field_options`.
     """
     own = [p for p in inspect.signature(command).parameters.values() if p.kind is not p.VAR_KEYWORD]
-    fields = field_options(cls, defaults, exclude)
+    fields = field_options(cls, defaults, set(exclude))
     clash = sorted({p.name for p in own} & {p.name for p in fields})
     if clash:
         raise ValueError(f"{command.__name__} has its own parameters named like fields of {cls.__name__}: {clash}")

@@ -61,11 +61,16 @@ class StudyConfig:
     (``dataclasses.fields(StudyConfig)``, :func:`interp.core.field_options.field_help`);
     ``emergence run`` offers every field as an option ``--name-with-dashes`` with that help
     (``--n-boot``, ``--scan/--no-scan``; ``--ks 1,2,5``), ``emergence demo`` every field but the
-    two that only hub and local runs read (:mod:`interp.cli.main_job`). The patching engines are
-    :data:`METHODS` (:mod:`interp.patching`); the metrics the registry's (:mod:`interp.core.metrics`;
-    None: :func:`interp.tasks.metric_for`); ``scan=False`` bisects
-    (:func:`interp.emergence.find_emergence`), ``scan=True`` scans
-    (:func:`interp.emergence.scan_emergence`).
+    two that only hub and local runs read (:mod:`interp.cli.main_job`).
+
+    Where the fields lead: the patching engines are :data:`METHODS` (:mod:`interp.patching`); the
+    metrics the registry's (:mod:`interp.core.metrics`; None: :func:`interp.tasks.metric_for`, ``p``
+    where no task is known); the dtypes :data:`interp.core.devices.DTYPES`; the weight swap
+    :mod:`interp.sources.weight_swap`; the folder patterns :mod:`interp.sources.layouts`.
+    ``scan=False`` bisects (:func:`interp.emergence.find_emergence`): a few checkpoints of a hub
+    run's 154 are loaded, the curve holds those, and ``monotone`` judges only them, so a scan
+    (:func:`interp.emergence.scan_emergence`) of the same run can say False where bisection says
+    True; ``emergence demo`` scans (:data:`DEMO_CONFIG`).
 
     Raises:
         ValueError: any value out of its range or not among the valid ones (one line naming both).
@@ -87,7 +92,9 @@ class StudyConfig:
         "fast", f"Patching engine: {' | '.join(METHODS)} (layer skip; TransformerLens forwards; gradient pre-screen)."
     )
     metric: str | None = setting(None, metric_help() + " Default: the task's own (`emergence list-tasks`).")
-    prescreen_top_n: int | None = setting(None, "Attribution: exact delta only for the pre-screen's top N heads.")
+    prescreen_top_n: int | None = setting(
+        None, "Attribution: exact delta only for the pre-screen's top N heads (default: every head)."
+    )
     prescreen_steps: int = setting(2, "Integration steps of the attribution pre-screen.")
     decompose: bool = setting(True, "Decompose the jump by component (components.csv).")
     scores: bool = setting(True, "Score every head around the point (head_scores.csv).")
