@@ -59,7 +59,7 @@ def demo(
     """Main job on the embedded default: train (once), find each seed's point of emergence,
     rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT.
     The settings' options are StudyConfig's fields, their defaults el.DEMO_CONFIG's (a scan)."""
-    config = StudyConfig(**settings)  # every setting checked here, once, before anything loads
+    config = DEMO_CONFIG.replace(**settings)  # every setting checked here, once, before anything loads
     device, tasks = check_common(config.device, "repetition", 64, 10, out)
     config = config.replace(device=device)
     from interp.main_job import runner
