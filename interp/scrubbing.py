@@ -150,8 +150,8 @@ def scrub_data(
         steps: training steps (default: every step the source holds).
         n_prompts: prompts of the task the chooser offers (the first ones).
         scores: also record head scores at every step (:mod:`interp.scores`).
-        ranking: a ``RunAnalysis`` or ``HeadRanking`` (its ``delta`` and point of emergence), a
-            heads table (``heads.csv``: columns layer, head, delta), or None. Without a point from the ranking, the
+        ranking: a ``RunAnalysis`` (its ``delta_p`` and point of emergence), a heads table
+            (columns layer, head, delta_p), or None. Without a point from the ranking, the
             point of emergence of the scrubbed curve is marked
             (:func:`interp.emergence.point_from_curve`: the last crossing that stays above).
         threshold: greedy-accuracy threshold drawn on the capability curve (fraction).
@@ -164,7 +164,7 @@ def scrub_data(
             steps the process already measured are counted as kept and not loaded).
 
     Raises:
-        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta columns, an
+        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns, an
             unknown ``metric``.
         interp.sources.CheckpointError: a step the source does not hold (nearest named).
     """
