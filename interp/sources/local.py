@@ -7,9 +7,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
-    import pandas as pd
-    from transformers import PreTrainedTokenizerBase
 from interp.sources.base import CheckpointSource
 from interp.sources.layouts import OTHER_SHAPE, find_step_folders, folder_problems
 from interp.sources.loading import (
@@ -21,6 +18,10 @@ from interp.sources.loading import (
     combine_digests,
     weight_candidates,
 )
+
+if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
+    from transformers import PreTrainedTokenizerBase
 
 
 class LocalSuiteSource(CheckpointSource):
