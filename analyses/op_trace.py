@@ -120,12 +120,12 @@ def trace_training(steps: int = 1) -> dict:
     if steps < 1:
         raise ValueError(f"steps={steps}: the trace needs at least 1 optimizer step")
     from interp.core import kernel_pins
-    from interp.sources import embedded
+    from interp.sources import catalogue, embedded
     from interp.sources.environment import cpu_model
 
     recorder = OpRecorder()
     with recorder:
-        embedded.train_run(embedded.SMALL, 1, embedded.QUICK, None, stop_step=steps)
+        embedded.train_run(catalogue.SMALL, 1, catalogue.QUICK, None, stop_step=steps)
     return {
         "kernels": {
             "cpu": cpu_model(),

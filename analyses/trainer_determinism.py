@@ -69,10 +69,10 @@ def train_and_report(out: Path, steps: int) -> dict:
     import torch
 
     from interp.core import kernel_pins
-    from interp.sources import embedded
+    from interp.sources import catalogue, embedded
 
     started = time.perf_counter()
-    embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=steps, save_steps=[steps])
+    embedded.train_run(catalogue.SMALL, 1, catalogue.QUICK, out, stop_step=steps, save_steps=[steps])
     return {
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),

@@ -28,14 +28,13 @@ from pathlib import Path
 import psutil
 import torch
 
-from interp import sources as checkpoints
-from interp.sources import LocalSuiteSource, make_byte_tokenizer
+from interp.sources import LocalSuiteSource, base, loading, make_byte_tokenizer
 
 
 def write_suite(
     root: Path, n_checkpoints: int, distinct: int, d_vocab: int, d_model: int, n_layers: int, n_heads: int
 ) -> None:
-    """A local suite (layout in interp/sources/__init__.py): ``distinct`` random checkpoints, the other
+    """A local suite (``step{N}/`` folders, interp/sources/layouts.py): ``distinct`` random checkpoints, the other
     step folders hard-linking their files (step k links step k % distinct)."""
     from transformers import GPTNeoXForCausalLM
 
@@ -60,8 +59,8 @@ def write_suite(
 
 def measure(root: Path, release: bool) -> tuple[list[float], list[float]]:
     """RSS (MiB) after each load + forward, and seconds per load."""
-    if not release:
-        checkpoints._release_memory = lambda: None
+    if not release:  # where it is called: the source's loads (base) and the release between them (loading)
+        base._release_memory = loading._release_memory = lambda: None
     source = LocalSuiteSource(root)
     process = psutil.Process()
     tokens = torch.randint(0, 256, (4, 64))

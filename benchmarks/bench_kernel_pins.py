@@ -39,12 +39,12 @@ def steps_per_second(size_name: str, steps: int) -> dict:
 
     import torch
 
-    from interp.sources import embedded
+    from interp.sources import catalogue, embedded
 
-    size = {s.name: s for s in (embedded.SMALL, embedded.BASE)}[size_name]
-    embedded.train_run(size, 1, embedded.QUICK, None, stop_step=5)
+    size = {s.name: s for s in (catalogue.SMALL, catalogue.BASE)}[size_name]
+    embedded.train_run(size, 1, catalogue.QUICK, None, stop_step=5)
     started = time.perf_counter()
-    embedded.train_run(size, 1, embedded.QUICK, None, stop_step=steps)
+    embedded.train_run(size, 1, catalogue.QUICK, None, stop_step=steps)
     return {
         "steps_per_s": steps / (time.perf_counter() - started),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -53,7 +53,7 @@ def steps_per_second(size_name: str, steps: int) -> dict:
 
 def main() -> None:
     from interp.core import kernel_pins
-    from interp.sources import embedded, environment
+    from interp.sources import catalogue, environment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
@@ -64,7 +64,7 @@ def main() -> None:
     env["PYTHONPATH"] = root
     env["OMP_NUM_THREADS"] = "1"
     print(f"CPU: {environment.cpu_model()}; pins apply: {kernel_pins.why_not() or 'yes'}")
-    for size in (embedded.SMALL, embedded.BASE):
+    for size in (catalogue.SMALL, catalogue.BASE):
         best = {True: (0.0, ""), False: (0.0, "")}
         for _ in range(args.rounds):
             for pinned in (True, False):

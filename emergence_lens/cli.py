@@ -121,7 +121,7 @@ def _command_path(words: list[str]) -> str:
 
 def _help_width() -> None:
     """Help read through a pipe or a file (``emergence run --help | less``, a notebook cell) keeps
-    120 columns instead of rich's 80 (``run --help``: 127 lines at 80); a terminal keeps its own
+    120 columns instead of rich's 80 (``run --help``: 87 lines, 198 at 80); a terminal keeps its own
     width, and ``TERMINAL_WIDTH`` or ``COLUMNS`` still decide when set. Decided at each call
     (:meth:`RootGroup.main`), from the environment and the standard output of that call."""
     import os

@@ -7,9 +7,11 @@ Rooms, lowest floor first (a module imports only from its own floor or the floor
 ``tests/test_import_graph.py`` checks it): ``interp.core`` (io, provenance, devices, kernel pins,
 training state, the metric registry, result objects), ``interp.sources`` (checkpoint sources
 behind one door), ``interp.patching`` (the patching engine), ``interp.report`` (figures, page,
-display, scrubber, report state), and the top floor ``interp.*`` (tasks, emergence, zoom,
-ranking, scores, readiness, forcing, pipeline, study, cli). Modules that moved into the rooms
-are imported from where they live now (CHANGELOG.md lists the old paths).
+display, scrubber, report state), the top floor ``interp.*`` (tasks, emergence, evaluator, zoom,
+dense, ranking, ranking_stats, decomposition, scores, readiness, forcing, scrubbing, the main job's
+room ``interp.main_job`` and the command line ``interp.cli``), and ``interp.population`` above it.
+Modules that moved into the rooms are imported from where they live now (CHANGELOG.md lists the
+old paths).
 """
 
 __version__ = "0.1.0"

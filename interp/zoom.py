@@ -209,20 +209,20 @@ def run_settings(run: Path):
     Raises:
         NotResumableError: the run was written by another trainer version.
     """
-    from interp.sources import embedded
+    from interp.sources import catalogue
 
     meta = _metadata(run)
     values = dict(meta["config"])
-    if values.get("trainer_version") != embedded.TRAINER_VERSION:
+    if values.get("trainer_version") != catalogue.TRAINER_VERSION:
         raise NotResumableError(
             f"{run}: trained by trainer version {values.get('trainer_version')}; "
-            f"this code re-trains version {embedded.TRAINER_VERSION} only"
+            f"this code re-trains version {catalogue.TRAINER_VERSION} only"
         )
-    values["sizes"] = tuple(embedded.ModelSize(**s) for s in values["sizes"])
+    values["sizes"] = tuple(catalogue.ModelSize(**s) for s in values["sizes"])
     values["seeds"] = tuple(values["seeds"])
     values["size_steps"] = tuple(tuple(x) for x in values.get("size_steps", ()))
-    cfg = embedded.SuiteConfig(**values)
-    return cfg, embedded.ModelSize(**meta["size"]), int(meta["seed"]), int(meta.get("threads", cfg.threads))
+    cfg = catalogue.SuiteConfig(**values)
+    return cfg, catalogue.ModelSize(**meta["size"]), int(meta["seed"]), int(meta.get("threads", cfg.threads))
 
 
 def _trained_pinned(run: Path) -> bool:

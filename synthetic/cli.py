@@ -11,23 +11,26 @@ writes ``DIR/metrics.parquet`` and ``DIR/summary.json`` (see :func:`synthetic.tr
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import importlib.util
-import inspect
 import json
-import typing
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from interp.core.field_options import with_field_options
 from synthetic.training import TrainConfig
 
 app = typer.Typer(help="Synthetic tasks with a known attention pattern.", no_args_is_help=True, add_completion=False)
 
 
-def train(out: Path, progress: bool, wandb: bool, **fields: Any) -> None:
+def train(
+    out: Path = typer.Option(..., "--out", help="Output folder (metrics.parquet, summary.json)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar."),
+    wandb: bool = typer.Option(False, "--wandb/--no-wandb", help="Log to wandb (offline unless WANDB_MODE=online)."),
+    **fields: Any,
+) -> None:
     """Train one model on one synthetic task; write DIR/metrics.parquet and DIR/summary.json."""
     config = TrainConfig(**fields)
     # Every check before any work: the output folder, the config, the task and model shapes,
@@ -50,47 +53,9 @@ def train(out: Path, progress: bool, wandb: bool, **fields: Any) -> None:
     typer.echo(f"wrote {out / 'metrics.parquet'} and {out / 'summary.json'}")
 
 
-def config_options() -> list[inspect.Parameter]:
-    """One ``--option`` per :class:`TrainConfig` field, derived from the dataclass: the flag is the
-    field's name with dashes (``--n-layers``, ``--S``), the type and default the field's, the help
-    its ``help`` metadata; a ``bool`` field is a ``--name/--no-name`` switch."""
-    hints = typing.get_type_hints(TrainConfig)
-    params = []
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if hints[f.name] is bool:
-            flag = f"{flag}/--no-{f.name.replace('_', '-')}"
-        option = typer.Option(f.default, flag, help=f.metadata.get("help"))
-        params.append(
-            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=hints[f.name])
-        )
-    return params
-
-
-_OWN = [  # the command's options that are not config fields
-    inspect.Parameter(
-        "out",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=typer.Option(..., "--out", help="Output folder (metrics.parquet, summary.json)."),
-        annotation=Path,
-    ),
-    inspect.Parameter(
-        "progress",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=typer.Option(True, "--progress/--no-progress", help="Progress bar."),
-        annotation=bool,
-    ),
-    inspect.Parameter(
-        "wandb",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=typer.Option(False, "--wandb/--no-wandb", help="Log to wandb (offline unless WANDB_MODE=online)."),
-        annotation=bool,
-    ),
-]
-_PARAMS = [_OWN[0], *config_options(), *_OWN[1:]]
-train.__signature__ = inspect.Signature(_PARAMS)  # type: ignore[attr-defined]
-train.__annotations__ = {p.name: p.annotation for p in _PARAMS}
-app.command("train")(train)
+# one --option per TrainConfig field (--n-layers, --S, --row-entropy/--no-row-entropy), derived from
+# the dataclass: the field's type and default, its help metadata (interp.core.field_options)
+app.command("train")(with_field_options(train, TrainConfig))
 
 
 @app.callback()

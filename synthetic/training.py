@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from interp.core.devices import choose_device
+from interp.core.field_options import setting
 from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder
 from interp.core.objects import short_repr, values_equal
 from interp.core.provenance import make_provenance, write_provenance
@@ -50,12 +51,6 @@ from synthetic.state import STATE_ROWS, find_state, keep_state, resume_checkpoin
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def _field(default: Any, help: str) -> Any:
-    """A :class:`TrainConfig` field with its help: the one description of the field, which
-    ``emergence synth train --help`` shows for its option (:mod:`synthetic.cli`)."""
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass
 class TrainConfig:
     """Everything that defines one run; every field is a scalar so sweeps can vary any of them.
@@ -65,51 +60,51 @@ class TrainConfig:
     (``eval_every`` … ``plateau_margin``, see :func:`synthetic.metrics.plateau_length`), the
     attention bias (``bias`` … ``bias_anneal_steps``, :mod:`synthetic.interventions`) and output
     (``checkpoint_every`` … ``rwkv_version``). What each field means is its ``help`` metadata
-    (``dataclasses.fields(TrainConfig)``), written once beside it; ``emergence synth train``
-    offers every field as ``--name-with-dashes`` with that help.
+    (``dataclasses.fields(TrainConfig)``), written once beside it (:func:`interp.core.field_options.setting`);
+    ``emergence synth train`` offers every field as ``--name-with-dashes`` with that help.
     """
 
-    task: str = _field("linear-map", f"Task: {' | '.join(TASKS)}.")
-    S: int = _field(16, "State size S (bits / cells per state).")
-    s: int = _field(3, "Sparsity s: ones per row of A (linear map).")
-    T: int | None = _field(None, "Transitions per sequence (default: 1 for linear-map, 3 for cellular-automata).")
-    k: int = _field(4, "Cell states (cellular automata).")
-    n_rules: int = _field(16, "Rule-pool size (cellular automata).")
-    data_seed: int = _field(0, "Seed of A / the rule pool and the evaluation set.")
+    task: str = setting("linear-map", f"Task: {' | '.join(TASKS)}.")
+    S: int = setting(16, "State size S (bits / cells per state).")
+    s: int = setting(3, "Sparsity s: ones per row of A (linear map).")
+    T: int | None = setting(None, "Transitions per sequence (default: 1 for linear-map, 3 for cellular-automata).")
+    k: int = setting(4, "Cell states (cellular automata).")
+    n_rules: int = setting(16, "Rule-pool size (cellular automata).")
+    data_seed: int = setting(0, "Seed of A / the rule pool and the evaluation set.")
 
-    arch: str = _field("transformer", "Architecture (see synthetic.models.ARCHITECTURES).")
-    n_layers: int = _field(1, "Layers.")
-    n_heads: int = _field(16, "Attention heads per layer.")
-    d_head: int = _field(8, "Width of each head.")
-    d_model: int | None = _field(None, "Residual width (default: n_heads * d_head).")
-    d_mlp: int | None = _field(None, "MLP width (default: none, attention-only).")
-    positional_embedding: str = _field("learned", " | ".join(POSITIONAL_EMBEDDINGS))
-    n_ctx: int | None = _field(None, "Model context (default: the sequence length).")
+    arch: str = setting("transformer", "Architecture (see synthetic.models.ARCHITECTURES).")
+    n_layers: int = setting(1, "Layers.")
+    n_heads: int = setting(16, "Attention heads per layer.")
+    d_head: int = setting(8, "Width of each head.")
+    d_model: int | None = setting(None, "Residual width (default: n_heads * d_head).")
+    d_mlp: int | None = setting(None, "MLP width (default: none, attention-only).")
+    positional_embedding: str = setting("learned", " | ".join(POSITIONAL_EMBEDDINGS))
+    n_ctx: int | None = setting(None, "Model context (default: the sequence length).")
 
-    steps: int = _field(10_000, "Optimizer updates.")
-    lr: float = _field(1e-3, "AdamW learning rate after the warm-up.")
-    warmup_steps: int = _field(100, "Linear warm-up from lr/warmup_steps, then constant.")
-    weight_decay: float = _field(0.01, "AdamW weight decay.")
-    tokens_per_step: int = _field(2048, "Batch = tokens_per_step // sequence length.")
-    seed: int = _field(0, "Weights and training batches.")
+    steps: int = setting(10_000, "Optimizer updates.")
+    lr: float = setting(1e-3, "AdamW learning rate after the warm-up.")
+    warmup_steps: int = setting(100, "Linear warm-up from lr/warmup_steps, then constant.")
+    weight_decay: float = setting(0.01, "AdamW weight decay.")
+    tokens_per_step: int = setting(2048, "Batch = tokens_per_step // sequence length.")
+    seed: int = setting(0, "Weights and training batches.")
 
-    eval_every: int = _field(50, "Steps between evaluations.")
-    eval_tokens: int = _field(8192, "Tokens of the fixed evaluation set.")
-    loss_threshold: float | None = _field(None, "Nats (default: floor + margin·(plateau − floor)).")
-    plateau_margin: float = _field(0.05, "Fraction of the plateau-to-floor gap that ends the plateau.")
+    eval_every: int = setting(50, "Steps between evaluations.")
+    eval_tokens: int = setting(8192, "Tokens of the fixed evaluation set.")
+    loss_threshold: float | None = setting(None, "Nats (default: floor + margin·(plateau − floor)).")
+    plateau_margin: float = setting(0.05, "Fraction of the plateau-to-floor gap that ends the plateau.")
 
-    bias: float = _field(0.0, "Attention bias β added to the true keys' logits (0: off).")
-    bias_layers: str | None = _field(None, "e.g. '0,1' (default: all).")
-    bias_heads: str | None = _field(None, "e.g. '0,3' (default: all).")
-    bias_schedule: str = _field("constant", " | ".join(BIAS_SCHEDULES))
-    bias_anneal_steps: int | None = _field(None, "(default: steps)")
+    bias: float = setting(0.0, "Attention bias β added to the true keys' logits (0: off).")
+    bias_layers: str | None = setting(None, "e.g. '0,1' (default: all).")
+    bias_heads: str | None = setting(None, "e.g. '0,3' (default: all).")
+    bias_schedule: str = setting("constant", " | ".join(BIAS_SCHEDULES))
+    bias_anneal_steps: int | None = setting(None, "(default: steps)")
 
-    checkpoint_every: int = _field(0, "Save the folder DIR/checkpoints/step{N}/ every N steps (0: never).")
-    row_entropy: bool = _field(
+    checkpoint_every: int = setting(0, "Save the folder DIR/checkpoints/step{N}/ every N steps (0: never).")
+    row_entropy: bool = setting(
         False, "Also record entropy_L{l}H{h}_out{i}: each head's entropy over the queries predicting output i."
     )
-    device: str = _field("auto", "auto | cpu | cuda | cuda:N (auto: cuda when available, else cpu).")
-    rwkv_version: int | None = _field(None, "RWKV only: 4 or 7 (default: chosen by the run's device).")
+    device: str = setting("auto", "auto | cpu | cuda | cuda:N (auto: cuda when available, else cpu).")
+    rwkv_version: int | None = setting(None, "RWKV only: 4 or 7 (default: chosen by the run's device).")
 
     def validate(self) -> None:
         """Raise a one-line ValueError naming the first bad field (task/model fields are

@@ -161,8 +161,15 @@ BAD = [
     ("demo-metric", ["demo", "--metric", "kl", "--out", "OUT"], "metric='kl'; valid"),
     ("bisect-resolution", ["bisect", "SUITE", "--resolution", "0", "--out", "OUT"], "Invalid value"),
     ("bisect-hold", ["bisect", "SUITE", "--hold", "-1", "--out", "OUT"], "Invalid value for '--hold'"),
-    ("run-hold", ["run", "SUITE", "--hold", "-2", "--out", "OUT"], "Invalid value for '--hold'"),
-    ("demo-hold", ["demo", "--hold", "-1", "--out", "OUT"], "Invalid value for '--hold'"),
+    ("run-hold", ["run", "SUITE", "--hold", "-2", "--out", "OUT"], "hold=-2: must be an integer >= 0"),  # StudyConfig's
+    ("demo-hold", ["demo", "--hold", "-1", "--out", "OUT"], "hold=-1: must be an integer >= 0"),
+    ("run-ks", ["run", "SUITE", "--ks", "1,0", "--out", "OUT"], "ks item=0: must be an integer >= 1"),
+    (
+        "run-ks-text",
+        ["run", "SUITE", "--ks", "1,two", "--out", "OUT"],
+        "Invalid value for '--ks': Value error, ks: 'two'",
+    ),
+    ("demo-n-boot", ["demo", "--n-boot", "-5", "--out", "OUT"], "n_boot=-5: must be an integer >= 0"),
     ("zoom-reversed", ["zoom", "SUITE", "--pre", "200", "--post", "100"], "--pre 200 must be earlier than --post 100"),
     (
         "zoom-suite-of-runs",
@@ -198,12 +205,12 @@ BAD = [
     (
         "run-threshold-zero",
         ["run", "embedded/neox-2l-128d-seed0", "--out", "OUT", "--threshold", "0"],
-        "--threshold 0 must be in (0, 1]",
+        "threshold=0.0 must be in (0, 1]",
     ),
     (
         "run-threshold-above-one",
         ["run", "SUITE", "--out", "OUT", "--threshold", "1.5"],
-        "--threshold 1.5 must be in (0, 1]",
+        "threshold=1.5 must be in (0, 1]",
     ),
     (
         "bisect-threshold-zero",

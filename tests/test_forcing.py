@@ -15,10 +15,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from interp.forcing import Forcing, forced_attention
 from interp.patching.ideal import ideal_pattern
-from interp.sources import embedded
+from interp.sources import catalogue, embedded
 
 TINY = dataclasses.replace(
-    embedded.QUICK, steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4, n_ctx=48
+    catalogue.QUICK, steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4, n_ctx=48
 )
 
 
@@ -45,7 +45,7 @@ def test_bad_forcing_is_one_line_error(kw, message):
 
 
 def _model(impl: str):
-    model = embedded.build_model(embedded.SMALL, TINY, seed=3)
+    model = embedded.build_model(catalogue.SMALL, TINY, seed=3)
     model.config._attn_implementation = impl
     return model.eval()
 
@@ -90,10 +90,10 @@ FORCING = Forcing(((0, 0, "previous_token"), (1, 0, "induction")), beta=1.0, ste
 
 
 def test_resume_equals_uninterrupted_bit_for_bit(tmp_path, one_torch_thread):
-    full = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "a", forcing=FORCING, save_steps=[8, 24])
-    first = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[8], stop_step=8)
+    full = embedded.train_run(catalogue.SMALL, 1, TINY, tmp_path / "a", forcing=FORCING, save_steps=[8, 24])
+    first = embedded.train_run(catalogue.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[8], stop_step=8)
     rest = embedded.train_run(
-        embedded.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[24], resume_from=tmp_path / "b" / "step8"
+        catalogue.SMALL, 1, TINY, tmp_path / "b", forcing=FORCING, save_steps=[24], resume_from=tmp_path / "b" / "step8"
     )
     assert _weights(tmp_path / "a" / "step24") == _weights(tmp_path / "b" / "step24")
     assert _weights(tmp_path / "a" / "step8") == _weights(tmp_path / "b" / "step8")
@@ -106,9 +106,9 @@ def test_plain_bytes_and_bias_moves_weights(tmp_path, one_torch_thread):
     def eval_fn(model, step):  # capability is measured without the bias
         seen.append(all(not layer.attention._forward_pre_hooks for layer in model.gpt_neox.layers))
 
-    plain = embedded.train_run(embedded.SMALL, 1, TINY, tmp_path / "plain", save_steps=[24])
+    plain = embedded.train_run(catalogue.SMALL, 1, TINY, tmp_path / "plain", save_steps=[24])
     off = embedded.train_run(
-        embedded.SMALL,
+        catalogue.SMALL,
         1,
         TINY,
         tmp_path / "off",
@@ -116,7 +116,7 @@ def test_plain_bytes_and_bias_moves_weights(tmp_path, one_torch_thread):
         forcing=dataclasses.replace(FORCING, steps=0, anneal_steps=0),
     )
     embedded.train_run(
-        embedded.SMALL, 1, TINY, tmp_path / "forced", save_steps=[8, 24], forcing=FORCING, eval_fn=eval_fn
+        catalogue.SMALL, 1, TINY, tmp_path / "forced", save_steps=[8, 24], forcing=FORCING, eval_fn=eval_fn
     )
     assert _weights(tmp_path / "plain" / "step24") == _weights(tmp_path / "off" / "step24")
     assert plain["loss"].tolist() == off["loss"].tolist()
@@ -131,7 +131,7 @@ def test_forcing_none_matches_the_cached_suite(one_torch_thread):
     so a cache found here was trained with this code path's settings)."""
     from interp.sources.catalogue import run_name, suite_dir
 
-    folder = suite_dir(embedded.QUICK) / run_name(embedded.SMALL, 1)
+    folder = suite_dir(catalogue.QUICK) / run_name(catalogue.SMALL, 1)
     if not (folder / "suite.json").exists():
         pytest.skip("no cached quick suite in this environment")
     import tempfile
@@ -143,9 +143,9 @@ def test_forcing_none_matches_the_cached_suite(one_torch_thread):
         # in a process with the suite's kernel pins, as ensure_suite trains (a test process may run others)
         kernel_pins.run_pinned(
             embedded.train_run,
-            embedded.SMALL,
+            catalogue.SMALL,
             1,
-            embedded.QUICK,
+            catalogue.QUICK,
             Path(tmp),
             stop_step=100,
             save_steps=[100],

@@ -227,12 +227,12 @@ def test_a_toy_forced_pair_is_trained_evaluated_on_the_asked_prompts_and_read(tm
     """CI-sized: the entry's training path (forcing_control.train_missing with the entry's prompt
     count) on a 2-layer model of 24 steps, then its readout."""
     from analyses import population
-    from interp.sources import embedded
+    from interp.sources import catalogue
 
     cfg = dataclasses.replace(
-        embedded.QUICK, steps=24, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
+        catalogue.QUICK, steps=24, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
     )
-    size = embedded.SMALL
+    size = catalogue.SMALL
     run = f"{size.name}-seed1"
     heads = pd.DataFrame(  # the kept features' shape: layer-0 head 1 and layer-1 head 0 score highest at the end
         [

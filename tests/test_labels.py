@@ -30,7 +30,8 @@ def test_help_is_wide_and_says_only_what_exists(monkeypatch):
     assert metric_help().count("probability") == 2  # p's description once, nothing else repeats it
     run_help = _help("run")
     assert max(len(line) for line in run_help.splitlines()) > 100, run_help[:300]  # 120 columns through a pipe, not 80
-    assert len(run_help.splitlines()) <= 80
+    # 87 lines at 120 columns (27 options, 17 of them StudyConfig's fields), 198 at 80
+    assert len(run_help.splitlines()) <= 100
     scrub_help = _help("scrub")
     assert "--task-file" not in scrub_help and "default: repetition." in scrub_help
     assert "interp/readiness.py" not in _help()

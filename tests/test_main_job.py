@@ -19,7 +19,7 @@ from interp.core import kernel_pins
 from interp.core.settings import StudyConfig
 from interp.emergence import find_emergence, full_scan, max_bisection_evaluations, point_from_curve
 from interp.main_job import runner
-from interp.sources import LocalSuiteSource, embedded, environment
+from interp.sources import LocalSuiteSource, catalogue, embedded, environment
 from interp.tasks import RepetitionTask
 
 #: sha256 of model.safetensors of the pinned quick suite, trained on the machine of docs/embedded.md
@@ -43,7 +43,7 @@ def quick_report(quick_suite, tmp_path_factory):
 
 def test_suite_layout_and_pythia_architecture(quick_suite):
     runs, _ = quick_suite
-    cfg = embedded.QUICK
+    cfg = catalogue.QUICK
     assert len(runs) == len(cfg.sizes) * len(cfg.seeds)
     for run in runs:
         source = LocalSuiteSource(run)
@@ -80,7 +80,7 @@ def test_repetition_emerges_abruptly_at_seed_dependent_steps(quick_suite):
     exact step depends on the kernels, and a slowly rising seed may cross after step 2400."""
     runs, _ = quick_suite
     batch = RepetitionTask().build(LocalSuiteSource(runs[0]).tokenizer())
-    last = embedded.QUICK.steps
+    last = catalogue.QUICK.steps
     posts, rises = [], []
     for run in runs:
         source = LocalSuiteSource(run)
@@ -132,9 +132,10 @@ def test_pinned_quick_suite_has_the_reference_weights(quick_suite):
         "`python -m analyses.op_trace` names the op (docs/embedded.md, Kernel pins)"
     )
     for run in runs:
-        final = run / f"step{embedded.QUICK.steps}" / "model.safetensors"
+        final = run / f"step{catalogue.QUICK.steps}" / "model.safetensors"
         assert (
-            hashlib.sha256(final.read_bytes()).hexdigest() == PINNED_REFERENCE[f"{run.name}/step{embedded.QUICK.steps}"]
+            hashlib.sha256(final.read_bytes()).hexdigest()
+            == PINNED_REFERENCE[f"{run.name}/step{catalogue.QUICK.steps}"]
         )
 
 
@@ -159,7 +160,7 @@ def test_main_job_tables_and_report(quick_report):
         )
     emerged = points[points["emerged"] & points["pre_step"].notna()]
     assert len(emerged) >= 1
-    n_layers, n_heads = embedded.SMALL.n_layers, embedded.SMALL.n_heads
+    n_layers, n_heads = catalogue.SMALL.n_layers, catalogue.SMALL.n_heads
     for _, row in emerged.iterrows():
         h = heads[(heads["model"] == row["model"]) & (heads["seed"] == row["seed"])]
         assert len(h) == n_layers * n_heads
@@ -220,8 +221,8 @@ def test_cli_demo_quick_writes_every_file(quick_suite, tmp_path):
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     # the runs it read are the quick suite's, named with their suite folder (issue 55)
     runs = json.loads((out / "provenance.json").read_text())["runs"]
-    folder = embedded.suite_dir(embedded.QUICK, root)
-    assert sorted(runs) == [f"embedded-quick/{name}" for name in embedded.QUICK.run_names()]
+    folder = embedded.suite_dir(catalogue.QUICK, root)
+    assert sorted(runs) == [f"embedded-quick/{name}" for name in catalogue.QUICK.run_names()]
     for name, read in runs.items():
         assert read["suite"] == folder.name and read["folder"] == str((folder / name.split("/")[1]).resolve())
     topk = pd.read_csv(out / "topk.csv")

@@ -287,13 +287,13 @@ def tiny_run(tmp_path_factory):
 
     from analyses.forcing import train_forced
     from interp.forcing import Forcing
-    from interp.sources import embedded
+    from interp.sources import catalogue
 
     cfg = dataclasses.replace(
-        embedded.QUICK, steps=TINY_STEPS, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
+        catalogue.QUICK, steps=TINY_STEPS, size_steps=(), checkpoint_every=8, seeds=(1,), warmup_steps=4, batch_size=4
     )
     off = Forcing(((0, 0, "previous_token"),), beta=0.0, steps=0, anneal_steps=0)  # beta 0: the plain trainer
-    folder = train_forced(embedded.SMALL, 1, cfg, off, tmp_path_factory.mktemp("suite") / "neox-tiny-seed1")
+    folder = train_forced(catalogue.SMALL, 1, cfg, off, tmp_path_factory.mktemp("suite") / "neox-tiny-seed1")
     return cfg, folder
 
 
@@ -514,13 +514,13 @@ def test_train_for_heads_retrains_pinned_runs_checks_them_against_the_kept_curve
     import dataclasses
 
     from analyses.population import evaluate_run
-    from interp.sources import embedded
+    from interp.sources import catalogue, embedded
     from interp.sources.catalogue import suite_dir
 
     monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
     cfg = dataclasses.replace(
-        embedded.QUICK,
-        sizes=(embedded.SMALL,),
+        catalogue.QUICK,
+        sizes=(catalogue.SMALL,),
         steps=16,
         size_steps=(),
         checkpoint_every=8,
@@ -531,27 +531,29 @@ def test_train_for_heads_retrains_pinned_runs_checks_them_against_the_kept_curve
     # the population's way: train, keep the curves; then the checkpoints are gone (a fresh clone)
     runs = dict(embedded.iter_suite(cfg, n_jobs=1, progress=False))
     curves = pd.concat(
-        [evaluate_run(runs[f"{embedded.SMALL.name}-seed{s}"], cfg, embedded.SMALL, s) for s in (0, 1)],
+        [evaluate_run(runs[f"{catalogue.SMALL.name}-seed{s}"], cfg, catalogue.SMALL, s) for s in (0, 1)],
         ignore_index=True,
     )
     shutil.rmtree(suite_dir(cfg))
-    other = f"{embedded.SMALL.name}-seed1"
+    other = f"{catalogue.SMALL.name}-seed1"
     curves.loc[(curves["run"] == other) & (curves["step"] == 8), "p_answer"] += 0.01  # a kept curve that differs
     kept = tmp_path / "kept"
     said: list[str] = []
     table = entry.train_for_heads(cfg, curves, jobs=1, kept=kept, echo=said.append).set_index("run")
-    assert table.loc[f"{embedded.SMALL.name}-seed0", "identical"]  # pinned: the same bits again
+    assert table.loc[f"{catalogue.SMALL.name}-seed0", "identical"]  # pinned: the same bits again
     assert not table.loc[other, "identical"]
     assert table.loc[other, "max_abs_diff_p_answer"] == pytest.approx(0.01, abs=1e-9)
-    assert table["pins_applied"].all() and (table["checkpoints"] == len(cfg.checkpoint_steps_for(embedded.SMALL))).all()
+    assert (
+        table["pins_applied"].all() and (table["checkpoints"] == len(cfg.checkpoint_steps_for(catalogue.SMALL))).all()
+    )
     assert sorted(p.name for p in (kept / "heads").glob("*.csv")) == [f"{r}.csv" for r in sorted(table.index)]
-    assert not any(suite_dir(cfg).glob(f"{embedded.SMALL.name}-seed*"))  # run folders removed
+    assert not any(suite_dir(cfg).glob(f"{catalogue.SMALL.name}-seed*"))  # run folders removed
     assert any(line.startswith(f"{other}: trained again, curve not bit-identical to the kept one") for line in said)
     line = entry.retrained_line(table.reset_index())
     assert line.startswith("2 of these runs were trained again for their head features")
     assert "(accuracy exactly, p(answer) to 1e-05) on 1 of 2, bit for bit on 1" in line
     assert f"; differing: {other}; training time per run median" in line
-    assert table.loc[f"{embedded.SMALL.name}-seed0", "max_abs_diff_accuracy"] == 0
+    assert table.loc[f"{catalogue.SMALL.name}-seed0", "max_abs_diff_accuracy"] == 0
     said.clear()  # resumed: every run has its head features, nothing is trained
     again = entry.train_for_heads(cfg, curves, jobs=1, kept=kept, echo=said.append)
     assert said == [] and len(again) == 2

@@ -140,10 +140,12 @@ def test_ranking_table_and_sizes_are_checked():
         ScrubData(
             label="x", steps=data.steps, patterns=data.patterns.astype(np.float32), tokens=data.tokens, curve=data.curve
         )
-    with pytest.raises(ValueError, match="expected layer, head, delta_p"):
-        scrub_module.ranking_values(pd.DataFrame({"layer": [0], "delta_p": [0.1]}))
+    with pytest.raises(ValueError, match="expected layer, head, delta"):
+        scrub_module.ranking_values(pd.DataFrame({"layer": [0], "delta": [0.1]}))
+    with pytest.raises(ValueError, match="expected layer, head, delta"):  # the column before it followed the metric
+        scrub_module.ranking_values(pd.DataFrame({"layer": [0], "head": [1], "delta_p": [0.1]}))
     table, _, _, metric = scrub_module.ranking_values(
-        pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5]})
+        pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta": [0.25, -0.5]})
     )
     assert table[0, 1] == 0.25 and table[1, 0] == -0.5 and np.isnan(table[0, 0]) and metric == "p"
 
@@ -158,7 +160,7 @@ def test_head_labels_follow_the_rankings_metric(metric, label):
     from interp.core.metrics import metric_spec
 
     assert metric_spec(metric).delta_label == label
-    table = pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta_p": [0.25, -0.5], "metric": [metric, metric]})
+    table = pd.DataFrame({"layer": [0, 1], "head": [1, 0], "delta": [0.25, -0.5], "metric": [metric, metric]})
     values, _, _, found = scrub_module.ranking_values(table)
     assert found == metric
     data = toy_data()

@@ -167,3 +167,30 @@ def test_a_run_folder_cut_short_is_named_and_removed_never_trusted(tmp_path, cap
     training = run("training", [0])
     assert not finished_run(training) and training.is_dir() and capsys.readouterr().err == ""
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".drop-")]  # removed, not renamed only
+
+
+def test_the_package_offers_each_name_from_the_room_that_defines_it():
+    """``interp.sources`` reads each name of its table from one room (no search across modules), the
+    room that defines it (no re-export in between), and ``import interp.sources.catalogue`` (the
+    command line's source names) imports no torch."""
+    import inspect
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import interp.sources as sources
+
+    for name, room in sources.WHERE.items():
+        value = getattr(sources, name)
+        module = f"interp.sources.{room}"
+        assert value is getattr(sys.modules[module], name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__ == module, name
+        else:  # a constant: assigned in its room's own text
+            assert re.search(rf"^{name}\b[^\n]*=", Path(sys.modules[module].__file__).read_text(), re.M), name
+    with pytest.raises(AttributeError, match="has no attribute 'SUITE_PREFIX'"):  # a catalogue name not offered
+        sources.SUITE_PREFIX  # noqa: B018
+    code = "import sys, interp.sources.catalogue, interp.sources; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -290,7 +290,7 @@ def test_cli_train_options_are_the_config_fields():
     command = typer.main.get_command(app).commands["train"]
     options = {p.name: p for p in command.params}
     fields = dataclasses.fields(TrainConfig)
-    assert list(options) == ["out", *(f.name for f in fields), "progress", "wandb"]
+    assert list(options) == ["out", "progress", "wandb", *(f.name for f in fields)]  # own options, then the fields
     for f in fields:
         assert options[f.name].default == f.default and options[f.name].help == f.metadata["help"], f.name
     flags = {flag for p in command.params for flag in (*p.opts, *p.secondary_opts)}

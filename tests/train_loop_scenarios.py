@@ -47,18 +47,18 @@ def _folder(folder: Path) -> dict[str, str]:
 
 def embedded_plain(resume: bool = False) -> dict[str, str]:
     """``neox-2l-64d-seed1`` of the quick suite to step 32 (resume: stop at 16, resume)."""
-    from interp.sources import embedded
+    from interp.sources import catalogue, embedded
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         if resume:
-            a = embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=16, save_steps=[16])
+            a = embedded.train_run(catalogue.SMALL, 1, catalogue.QUICK, out, stop_step=16, save_steps=[16])
             b = embedded.train_run(
-                embedded.SMALL, 1, embedded.QUICK, out, stop_step=32, save_steps=[32], resume_from=out / "step16"
+                catalogue.SMALL, 1, catalogue.QUICK, out, stop_step=32, save_steps=[32], resume_from=out / "step16"
             )
             losses = a["loss"].tolist() + b["loss"].tolist()
         else:
-            losses = embedded.train_run(embedded.SMALL, 1, embedded.QUICK, out, stop_step=32, save_steps=[16, 32])[
+            losses = embedded.train_run(catalogue.SMALL, 1, catalogue.QUICK, out, stop_step=32, save_steps=[16, 32])[
                 "loss"
             ].tolist()
         return {**{f"step32/{k}": v for k, v in _folder(out / "step32").items()}, "losses": _floats(losses)}
@@ -71,20 +71,20 @@ def embedded_forced(resume: bool = False) -> dict[str, str]:
     """tests/test_forcing.py's tiny forced run (β 1 on L0H0 previous-token and L1H0 induction for
     10 steps, annealed over 6) to step 24 (resume: stop at 8, inside the forced phase)."""
     from interp.forcing import Forcing
-    from interp.sources import embedded
+    from interp.sources import catalogue, embedded
 
-    cfg = dataclasses.replace(embedded.QUICK, **FORCED_CFG)
+    cfg = dataclasses.replace(catalogue.QUICK, **FORCED_CFG)
     forcing = Forcing(((0, 0, "previous_token"), (1, 0, "induction")), beta=1.0, steps=10, anneal_steps=6)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         if resume:
-            a = embedded.train_run(embedded.SMALL, 1, cfg, out, forcing=forcing, stop_step=8, save_steps=[8])
+            a = embedded.train_run(catalogue.SMALL, 1, cfg, out, forcing=forcing, stop_step=8, save_steps=[8])
             b = embedded.train_run(
-                embedded.SMALL, 1, cfg, out, forcing=forcing, save_steps=[24], resume_from=out / "step8"
+                catalogue.SMALL, 1, cfg, out, forcing=forcing, save_steps=[24], resume_from=out / "step8"
             )
             losses = a["loss"].tolist() + b["loss"].tolist()
         else:
-            losses = embedded.train_run(embedded.SMALL, 1, cfg, out, forcing=forcing, save_steps=[8, 24])[
+            losses = embedded.train_run(catalogue.SMALL, 1, cfg, out, forcing=forcing, save_steps=[8, 24])[
                 "loss"
             ].tolist()
         return {**{f"step24/{k}": v for k, v in _folder(out / "step24").items()}, "losses": _floats(losses)}

@@ -6,8 +6,10 @@
 One app (:data:`app`) holds them in that order: the main job's commands
 (:mod:`interp.cli.main_job`), the head-level ones (:mod:`interp.cli.heads`), then the suite and
 listing commands below. What they share (options, argument checks, openers of sources) is
-:mod:`interp.cli.options`, whose names this package re-exports; a test that stands in for a helper
-patches it in the module of the command that calls it (``interp.cli.heads.open_named``).
+:mod:`interp.cli.options` (public names, imported from there; this package re-exports none), and
+the settings' options of ``run`` and ``demo`` are derived from ``StudyConfig``'s fields
+(:mod:`interp.core.field_options`); a test that stands in for a helper patches it in the module of
+the command that calls it (``interp.cli.heads.open_named``).
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.

@@ -303,9 +303,8 @@ def _check_page_path(out: Path) -> Path:
 
 
 def _read_ranking(path: Path):
-    """A heads table (``rank-heads --out``'s heads.csv: layer, head, delta; ``delta_p`` in tables written
-    before the columns followed the metric), or the heads.csv of a run folder (``emergence run --out``,
-    ``rank-heads --out``), read before any loading."""
+    """A heads table (``rank-heads --out``'s heads.csv: layer, head, delta), or the heads.csv of a run
+    folder (``emergence run --out``, ``rank-heads --out``), read before any loading."""
     import pandas as pd
 
     path = Path(path).expanduser()
@@ -320,9 +319,7 @@ def _read_ranking(path: Path):
         table = pd.read_csv(path)
     except Exception as err:  # a file pandas cannot parse: one line naming it
         raise ValueError(f"--heads {str(path)!r} is not a CSV table ({type(err).__name__})") from None
-    if "delta" in table.columns:  # today's heads.csv: the per-head change in the metric's unit
-        table = table.rename(columns={"delta": "delta_p"})
-    if not {"layer", "head", "delta_p"} <= set(table.columns):
+    if not {"layer", "head", "delta"} <= set(table.columns):
         raise ValueError(f"--heads {str(path)!r} has columns {list(table.columns)}; expected layer, head, delta")
     return table
 

@@ -2,6 +2,11 @@
 ``run`` (the main job on any sources), ``curve`` (capability per checkpoint) and ``bisect``
 (the point of emergence, optionally refined densely). Options and argument checks:
 :mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
+
+``run`` and ``demo`` take the settings as :class:`~interp.core.settings.StudyConfig`'s fields: one
+option per field, derived from the dataclass (:func:`interp.core.field_options.with_field_options`),
+so a field added there is an option here; the command builds ``StudyConfig(**settings)``, which
+checks every value (one line, before anything loads), and hands it to the runner.
 """
 
 from __future__ import annotations
@@ -15,8 +20,6 @@ from interp.cli.options import (
     DeviceOpt,
     HoldOpt,
     LengthOpt,
-    MethodOpt,
-    MetricOpt,
     PromptsOpt,
     StepPatternOpt,
     TaskFileOpt,
@@ -24,7 +27,6 @@ from interp.cli.options import (
     ThresholdOpt,
     check_common,
     check_embedded_steps,
-    check_metric,
     check_resumable,
     check_sources,
     check_steps_available,
@@ -35,28 +37,31 @@ from interp.cli.options import (
     source_options,
     warnings_as_lines,
 )
-from interp.core.devices import DTYPES
+from interp.core.field_options import with_field_options
 from interp.core.settings import DEMO_CONFIG, StudyConfig
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()
 
 
-@app.command()
+#: ``emergence demo``'s settings that are not options: the embedded suite writes safetensors in
+#: ``step{N}`` folders, so the loading options of hub and local runs have nothing to do there.
+DEMO_EXCLUDES = ("allow_pickle", "step_pattern")
+
+
 def demo(
     quick: bool = typer.Option(
         False, "--quick", help="Small suite for CI: one model size, two seeds (about 2 min on 2 idle cores)."
     ),
     out: Path = typer.Option(Path("results/demo"), help="Output folder."),
-    method: str = MethodOpt,
-    device: str = DeviceOpt,
-    metric: str = MetricOpt,
-    hold: int = HoldOpt,
+    **settings,
 ):
     """Main job on the embedded default: train (once), find each seed's point of emergence,
-    rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT."""
-    device, tasks = check_common(device, "repetition", 64, 10, out, method)
-    config = DEMO_CONFIG.replace(method=method, device=device, metric=check_metric(metric), hold=hold)
+    rank heads by delta (delta_p for --metric p), patch the top K jointly, write tables and report.html to OUT.
+    The settings' options are StudyConfig's fields, their defaults el.DEMO_CONFIG's (a scan)."""
+    config = DEMO_CONFIG.replace(**settings)  # every setting checked here, once, before anything loads
+    device, tasks = check_common(config.device, "repetition", 64, 10, out)
+    config = config.replace(device=device)
     from interp.main_job import runner
 
     with warnings_as_lines():
@@ -70,25 +75,15 @@ def demo(
     _print_summary(report, out)
 
 
-@app.command()
 def run(
     source: list[str] = typer.Argument(
         ..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."
     ),
     out: Path = typer.Option(..., help="Output folder."),
-    threshold: float = ThresholdOpt,
     task: str | None = TaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
-    scan: bool = typer.Option(False, help="Evaluate every checkpoint (full curves) and take the point from the scan."),
-    method: str = MethodOpt,
-    prescreen_top_n: int | None = typer.Option(
-        None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."
-    ),
-    device: str = DeviceOpt,
-    metric: str = MetricOpt,
-    hold: int = HoldOpt,
     executor: str = typer.Option(
         "local",
         help="Where units run: local (this process), joblib (JOBS processes), "
@@ -99,30 +94,17 @@ def run(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="List the (source, task) units and which are done; run nothing."
     ),
-    dtype: str = typer.Option(
-        "float32", help=f"Model precision: {' | '.join(DTYPES)} (softmax and metric in float32)."
-    ),
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
+    **settings,
 ):
     """The main job (curve, point of emergence, head ranking, top-K, report) on any sources, for
     each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
-    OUT/units: a killed run started again does only the missing units."""
+    OUT/units: a killed run started again does only the missing units. The settings' options are
+    StudyConfig's fields (every one of them)."""
     check_sources(source)  # names first: a typo is refused before torch is imported
-    check_threshold(threshold)
-    options = source_options(allow_pickle, step_pattern)
-    device, tasks = check_common(device, task, n_prompts, length, out, method, task_file)
-    config = StudyConfig(
-        threshold=threshold,
-        hold=hold,
-        scan=scan,
-        method=method,
-        metric=check_metric(metric),
-        prescreen_top_n=prescreen_top_n,
-        dtype=dtype,
-        device=device,
-        **options,
-    )
+    config = StudyConfig(**settings)  # every setting checked here, once
+    options = source_options(config.allow_pickle, config.step_pattern)
+    device, tasks = check_common(config.device, task, n_prompts, length, out, task_files=task_file)
+    config = config.replace(device=device)
     check_tasks_on_sources(source, tasks, **options)
     from interp.main_job import runner
     from interp.main_job.units import damaged_units, plan_units, study_status
@@ -139,6 +121,11 @@ def run(
     with warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
         report = runner.run_study(source, tasks, config, executor=executor, jobs=jobs, address=address, out_dir=out)
     _print_summary(report, out)
+
+
+# the settings' options, derived from StudyConfig's fields (interp.core.field_options), then registered
+app.command()(with_field_options(demo, StudyConfig, defaults=DEMO_CONFIG, exclude=DEMO_EXCLUDES))
+app.command()(with_field_options(run, StudyConfig))
 
 
 def _print_summary(report, out: Path) -> None:

@@ -1,5 +1,5 @@
 """What every checkpoint-suite command of ``emergence`` shares: the options (``TaskOpt``,
-``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``_check_*``, cheap: run before anything
+``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``check_*``, cheap: run before anything
 is loaded) and the openers of sources (``open_named``, ``open_step_pair``).
 
 The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bisect``) and
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import typer
 
-from interp.core.settings import METHODS
+from interp.core.field_options import field_help
+from interp.core.settings import METHODS, StudyConfig
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
 TaskOpt = typer.Option(
     None,
@@ -34,29 +36,18 @@ TaskFileOpt = typer.Option(
 )
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
-ThresholdOpt = typer.Option(0.5, help="Greedy-accuracy threshold of the point of emergence, in (0, 1].")
-HoldOpt = typer.Option(
-    2,
-    min=0,
-    help="Point of emergence: post is the first checkpoint at or above the threshold "
-    "that stays there at the next HOLD checkpoints (every remaining one near the end); "
-    "0 = the first crossing.",
-)
-DeviceOpt = typer.Option("auto", help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
-MethodOpt = typer.Option("fast", help="Patching engine: fast | reference | attribution.")
-AllowPickleOpt = typer.Option(
-    False,
-    "--allow-pickle",
-    help="Also load .bin (pickle) weights of steps without safetensors; unpickling can run code, so only for "
-    "runs you trust (allow_pickle=True in Python).",
-)
-StepPatternOpt = typer.Option(
-    None,
-    "--step-pattern",
-    help="How a local run names its checkpoint folders, e.g. 'epoch{E}-step{N}' ({N}: the step; step_pattern= in "
-    "Python). Default: recognised: step{N}, checkpoint-{N} (transformers Trainer), global_step{N}, iter_{N:07d}, "
-    "step-{N}, step_{N}, ckpt-{N}.",
-)
+# The options below that are also StudyConfig's fields (interp.core.settings) take their help from
+# the field (field_help): one text, whether a command builds a StudyConfig (run, demo: all of its
+# fields, derived by interp.core.field_options) or declares the option by hand (bisect, rank-heads, ...).
+ThresholdOpt = typer.Option(DEFAULT_THRESHOLD, help=field_help(StudyConfig, "threshold"))
+HoldOpt = typer.Option(DEFAULT_HOLD, min=0, help=field_help(StudyConfig, "hold"))
+DeviceOpt = typer.Option("auto", help=field_help(StudyConfig, "device"))
+MethodOpt = typer.Option("fast", help=field_help(StudyConfig, "method"))
+AllowPickleOpt = typer.Option(False, "--allow-pickle", help=field_help(StudyConfig, "allow_pickle"))
+StepPatternOpt = typer.Option(None, "--step-pattern", help=field_help(StudyConfig, "step_pattern"))
+#: ``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch
+#: import, through the field's help); default None: the task's own metric.
+MetricOpt = typer.Option(None, "--metric", help=field_help(StudyConfig, "metric"))
 
 
 def source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
@@ -72,20 +63,9 @@ def source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
     return {"allow_pickle": allow_pickle, "step_pattern": step_pattern}
 
 
-def metric_option():
-    """``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch import);
-    default None: the task's own metric."""
-    from interp.core.metrics import metric_help
-
-    return typer.Option(None, "--metric", help=metric_help() + " Default: the task's own (`emergence list-tasks`).")
-
-
-MetricOpt = metric_option()
-
-
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------
 def check_common(
-    device: str,
+    device: str | None,
     task: str | None,
     n_prompts: int,
     length: int,
@@ -93,8 +73,8 @@ def check_common(
     method: str = "fast",
     task_files: list[Path] | None = None,
 ):
-    """Device, method, tasks (names and files; files read and checked for form) and output
-    folder; returns (device, list of task objects)."""
+    """Device (None: auto), method, tasks (names and files; files read and checked for form) and
+    output folder; returns (the device chosen, list of task objects)."""
     from interp.core.devices import check_device, choose_device
     from interp.core.io import check_out_dir
 

@@ -10,7 +10,7 @@ from typing import Any
 VALID_DEVICES = "auto, cpu, cuda or cuda:N"
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 #: Model precisions a checkpoint can be loaded in (the one list; the attention softmax and the
-#: metric stay float32 under the low ones: :func:`interp.sources.upcast_softmax`).
+#: metric stay float32 under the low ones: :func:`interp.sources.loading.upcast_softmax`).
 DTYPES = ("float32", "bfloat16", "float16")
 
 

@@ -16,10 +16,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from interp.core.devices import check_device, check_dtype
+from interp.core.devices import DTYPES, check_device, check_dtype
+from interp.core.field_options import setting
+from interp.core.metrics import metric_help, patching_metric_names
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
-__all__ = ["DEMO_CONFIG", "METHODS", "N_BOOT", "StudyConfig"]
+__all__ = ["DEMO_CONFIG", "METHODS", "N_BOOT", "StudyConfig", "parse_ks"]
 
 #: The patching engines (:mod:`interp.patching`): fast (layer skip), reference (full forwards,
 #: TransformerLens), attribution (a gradient pre-screen, then exact deltas).
@@ -33,43 +35,42 @@ def _positive_int(name: str, value: Any, minimum: int = 1) -> None:
         raise ValueError(f"{name}={value!r}: must be an integer >= {minimum}")
 
 
+def parse_ks(text: str | tuple[int, ...]) -> tuple[int, ...]:
+    """``--ks``'s text, ``"1,2,5"``, as ``(1, 2, 5)`` (a tuple given is returned as it is; the
+    sizes are checked by :class:`StudyConfig`).
+
+    Raises:
+        ValueError: an item that is not an integer (one line naming it).
+    """
+    if not isinstance(text, str):
+        return tuple(text)
+    sizes = []
+    for item in text.split(","):
+        try:
+            sizes.append(int(item.strip()))
+        except ValueError:
+            raise ValueError(f"ks: {item.strip()!r} is not an integer; expected sizes such as 1,2,5") from None
+    return tuple(sizes)
+
+
 @dataclass(frozen=True)
 class StudyConfig:
     """Every setting of the main job, checked when made.
 
-    Attributes:
-        threshold: greedy-accuracy threshold of the point of emergence (a fraction in (0, 1]).
-        hold: checkpoints after post that must stay at or above the threshold (integer >= 0;
-            :mod:`interp.emergence`).
-        scan: evaluate every searchable step (the full curve) and take the point from it
-            (:func:`interp.emergence.scan_emergence`); False (the default): bisection
-            (:func:`interp.emergence.find_emergence`), the curve holding its steps: a few
-            checkpoints of a hub run's 154 loaded, not all; ``monotone`` then judges only the
-            evaluated ones, so a scan of the same run can say False where bisection says True.
-            ``emergence demo`` scans (:data:`DEMO_CONFIG`).
-        method: patching engine, one of :data:`METHODS`.
-        metric: a registered patching metric (:mod:`interp.core.metrics`: ``p``, ``logprob``,
-            ``logit-diff``, ...); None: each task's own (:func:`interp.tasks.metric_for`;
-            ``p`` where no task is known).
-        prescreen_top_n: with ``method="attribution"``, exact deltas only for the pre-screen's top
-            N heads (None: every head).
-        prescreen_steps: integration steps of the attribution pre-screen (integer >= 1).
-        decompose: also decompose the jump by component (``components.csv``).
-        scores: also score every head at the checkpoints around the point (``head_scores.csv``).
-        scrub: also keep every head's pattern on the task's first prompts at each evaluated step
-            (the report's scrubber; no extra checkpoint load).
-        dtype: model precision, one of :data:`interp.core.devices.DTYPES`; with the low
-            precisions the softmax and the metric are computed in float32.
-        swap_weights: switch checkpoints inside one resident bridge
-            (:mod:`interp.sources.weight_swap`); every value equals a fresh boot's.
-        device: torch device (``cpu``, ``cuda``, ``cuda:N``, ``auto``); None: ``auto``.
-        ks: the top-K sizes patched jointly (None: the ranking's default, 1 to 5 and all heads).
-        n_boot: bootstrap resamples of the 95 % intervals (integer >= 0; 0: no intervals).
-        allow_pickle: sources opened by name also load ``.bin`` (pickle) weights of steps without
-            safetensors (``--allow-pickle``; unpickling can run code).
-        step_pattern: how local runs opened by name name their checkpoint folders
-            (``"epoch{E}-step{N}"``, ``--step-pattern``; :mod:`interp.sources.layouts`); None:
-            recognised (``step{N}``, ``checkpoint-{N}``, ...).
+    What each field means is its ``help`` metadata, written once beside it
+    (``dataclasses.fields(StudyConfig)``, :func:`interp.core.field_options.field_help`);
+    ``emergence run`` offers every field as an option ``--name-with-dashes`` with that help
+    (``--n-boot``, ``--scan/--no-scan``; ``--ks 1,2,5``), ``emergence demo`` every field but the
+    two that only hub and local runs read (:mod:`interp.cli.main_job`).
+
+    Where the fields lead: the patching engines are :data:`METHODS` (:mod:`interp.patching`); the
+    metrics the registry's (:mod:`interp.core.metrics`; None: :func:`interp.tasks.metric_for`, ``p``
+    where no task is known); the dtypes :data:`interp.core.devices.DTYPES`; the weight swap
+    :mod:`interp.sources.weight_swap`; the folder patterns :mod:`interp.sources.layouts`.
+    ``scan=False`` bisects (:func:`interp.emergence.find_emergence`): a few checkpoints of a hub
+    run's 154 are loaded, the curve holds those, and ``monotone`` judges only them, so a scan
+    (:func:`interp.emergence.scan_emergence`) of the same run can say False where bisection says
+    True; ``emergence demo`` scans (:data:`DEMO_CONFIG`).
 
     Raises:
         ValueError: any value out of its range or not among the valid ones (one line naming both).
@@ -79,27 +80,42 @@ class StudyConfig:
         'logprob'
     """
 
-    threshold: float = DEFAULT_THRESHOLD
-    hold: int = DEFAULT_HOLD
-    scan: bool = False
-    method: Literal["fast", "reference", "attribution"] = "fast"
-    metric: str | None = None
-    prescreen_top_n: int | None = None
-    prescreen_steps: int = 2
-    decompose: bool = True
-    scores: bool = True
-    scrub: bool = True
-    dtype: str = "float32"
-    swap_weights: bool = True
-    device: str | None = None
-    ks: tuple[int, ...] | None = None
-    n_boot: int = N_BOOT
-    allow_pickle: bool = False
-    step_pattern: str | None = None
+    threshold: float = setting(DEFAULT_THRESHOLD, "Greedy-accuracy threshold of the point of emergence, in (0, 1].")
+    hold: int = setting(
+        DEFAULT_HOLD,
+        "Checkpoints after post that must stay at or above the threshold (fewer near the end; 0: the first crossing).",
+    )
+    scan: bool = setting(
+        False, "Evaluate every checkpoint (full curve); else bisect (fewer loads; the curve holds the steps probed)."
+    )
+    method: Literal["fast", "reference", "attribution"] = setting(
+        "fast", f"Patching engine: {' | '.join(METHODS)} (layer skip; TransformerLens forwards; gradient pre-screen)."
+    )
+    metric: str | None = setting(None, metric_help() + " Default: the task's own (`emergence list-tasks`).")
+    prescreen_top_n: int | None = setting(
+        None, "Attribution: exact delta only for the pre-screen's top N heads (default: every head)."
+    )
+    prescreen_steps: int = setting(2, "Integration steps of the attribution pre-screen.")
+    decompose: bool = setting(True, "Decompose the jump by component (components.csv).")
+    scores: bool = setting(True, "Score every head around the point (head_scores.csv).")
+    scrub: bool = setting(True, "Keep every head's pattern at each evaluated step (the scrubber).")
+    dtype: str = setting("float32", f"Model precision: {' | '.join(DTYPES)} (softmax, metric in float32).")
+    swap_weights: bool = setting(True, "Switch checkpoints inside one resident model (values as a fresh load's).")
+    device: str | None = setting(None, "torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:N.")
+    ks: tuple[int, ...] | None = setting(
+        None, "Top-K sizes patched jointly, e.g. 1,2,5 (default: 1 to 5 and all heads).", parse=parse_ks
+    )
+    n_boot: int = setting(N_BOOT, "Bootstrap resamples of the 95 % intervals (0: none).")
+    allow_pickle: bool = setting(
+        False, "Also load .bin (pickle) weights of steps without safetensors (unpickling can run code)."
+    )
+    step_pattern: str | None = setting(
+        None,
+        "How a local run names its checkpoint folders, e.g. 'epoch{E}-step{N}'; default: step{N}, checkpoint-{N}, "
+        "global_step{N}, iter_{N:07d}, step-{N}, step_{N}, ckpt-{N}.",
+    )
 
     def __post_init__(self) -> None:
-        from interp.core.metrics import patching_metric_names
-
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
             raise ValueError(f"threshold={self.threshold!r} must be a number in (0, 1] (a greedy-accuracy fraction)")
         if not 0.0 < self.threshold <= 1.0:

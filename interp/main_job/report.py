@@ -359,7 +359,7 @@ class MainJobReport:
 
     @property
     def components(self) -> pd.DataFrame:
-        """The jump decomposed by component per emerged run (``interp.ranking.COMPONENT_COLUMNS``)."""
+        """The jump decomposed by component per emerged run (``interp.core.terms.COMPONENT_COLUMNS``)."""
         from interp.core.terms import COMPONENT_COLUMNS
 
         frames = [r.components for r in self.runs if r.components is not None]

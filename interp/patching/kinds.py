@@ -24,7 +24,7 @@ field               read by
                     forwards only
 ``through_qk_norm`` the fast engine: the kind's change passes through the query / key norm,
                     so it reaches every head where that norm spans all heads (OLMo-2)
-``component``       the decomposition (``interp.ranking.COMPONENTS``): patched over every
+``component``       the decomposition (``interp.decomposition.COMPONENTS``): patched over every
                     head / layer as one row, with this label; None: not a row
 ==================  ========================================================================
 

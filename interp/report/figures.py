@@ -470,7 +470,7 @@ def thin_curve(rows: pd.DataFrame, max_points: int | None = None) -> pd.DataFram
     return pd.concat([rows.iloc[::stride], rows.iloc[[-1]]]).drop_duplicates("step") if stride > 1 else rows
 
 
-#: order and labels of the decomposition's components (``interp.ranking.COMPONENTS``)
+#: order and labels of the decomposition's components (``interp.decomposition.COMPONENTS``)
 COMPONENT_LABELS = {
     "pattern": "all patterns",
     "q": "all queries",

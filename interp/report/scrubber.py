@@ -436,38 +436,30 @@ class Scrubber:
 def ranking_values(ranking) -> tuple[np.ndarray | None, int | None, int | None, str]:
     """(per-head values, pre step, post step, metric name) of a ranking given to the scrubber.
 
-    ``ranking``: None, a ranking table (columns ``layer``, ``head``, ``delta_p`` or ``delta``,
-    optionally ``metric``) or an object with ``delta_p`` or ``delta`` (a ``RunAnalysis``, a
+    ``ranking``: None, a ranking table (``heads.csv``: columns ``layer``, ``head``, ``delta``,
+    optionally ``metric``) or an object with ``delta`` (a ``RunAnalysis``, a
     :class:`interp.ranking.HeadRanking`; optionally ``point``, ``metric``).
 
     Returns:
-        The values as ``Float[ndarray, "layer head"]`` (from a table: ``max layer + 1`` x
-        ``max head + 1``, NaN for heads not in it) or None; the pre and post steps (None from a
-        table); the metric name (``"p"`` when not given).
+        The values as ``Float[ndarray, "layer head"]`` in the metric's unit (from a table:
+        ``max layer + 1`` x ``max head + 1``, NaN for heads not in it) or None; the pre and post
+        steps (None from a table); the metric name (``"p"`` when not given).
 
     Raises:
-        ValueError: a table without the columns ``layer``, ``head`` and ``delta_p`` (or ``delta``).
+        ValueError: a table without the columns ``layer``, ``head`` and ``delta``.
     """
     if ranking is None:
         return None, None, None, "p"
     if isinstance(ranking, pd.DataFrame):
         metric = str(ranking["metric"].iloc[0]) if "metric" in ranking.columns and len(ranking) else "p"
-        if "delta" in ranking.columns and "delta_p" not in ranking.columns:  # today's heads.csv column
-            ranking = ranking.rename(columns={"delta": "delta_p"})
-        if not {"layer", "head", "delta_p"} <= set(ranking.columns):
-            raise ValueError(f"ranking table has columns {list(ranking.columns)}; expected layer, head, delta_p")
+        if not {"layer", "head", "delta"} <= set(ranking.columns):
+            raise ValueError(f"ranking table has columns {list(ranking.columns)}; expected layer, head, delta")
         table = np.full((int(ranking["layer"].max()) + 1, int(ranking["head"].max()) + 1), np.nan)
-        table[ranking["layer"].astype(int), ranking["head"].astype(int)] = ranking["delta_p"].astype(float)
+        table[ranking["layer"].astype(int), ranking["head"].astype(int)] = ranking["delta"].astype(float)
         return table, None, None, metric
     point = getattr(ranking, "point", None)
-    delta_p = getattr(ranking, "delta_p", None)
-    if delta_p is None:  # a HeadRanking (interp.ranking): its per-head change is ``delta``
-        delta_p = getattr(ranking, "delta", None)
-    values = (
-        None
-        if delta_p is None
-        else np.asarray(delta_p.detach().cpu() if hasattr(delta_p, "detach") else delta_p, float)
-    )
+    delta = getattr(ranking, "delta", None)
+    values = None if delta is None else np.asarray(delta.detach().cpu() if hasattr(delta, "detach") else delta, float)
     return (
         values,
         getattr(point, "pre_step", None),

@@ -86,21 +86,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from interp.core.task_batch import CONTEXT_ATTRIBUTE
-from interp.sources.catalogue import (  # noqa: F401
-    POLYPYTHIA_SIZES,
-    is_embedded_name,
-    is_hub_id,
-    is_pythia_id,
-    pythia_model_ids,
-)
 from interp.sources.checkpoint_integrity import WeightFileChecks
-
-if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
-    import pandas as pd
-    from transformer_lens.model_bridge import TransformerBridge
-    from transformers import PreTrainedTokenizerBase
-
-    from interp.sources.weight_swap import WeightSwap
 from interp.sources.loading import (
     _TOKENIZER_PATTERNS,
     CheckpointError,
@@ -120,6 +106,13 @@ from interp.sources.loading import (
     weight_files,
     weights_digest,
 )
+
+if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import PreTrainedTokenizerBase
+
+    from interp.sources.weight_swap import WeightSwap
 
 #: config.json keys that give a model's context (positions), the first present wins.
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx", "max_sequence_length", "seq_length")

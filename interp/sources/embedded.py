@@ -35,19 +35,7 @@ from torch import Tensor
 
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.training_state import read_training_state
-from interp.sources.catalogue import (  # noqa: F401  (the suite configs live with the source names)
-    BASE,
-    FULL,
-    QUICK,
-    SMALL,
-    TRAINER_VERSION,
-    ModelSize,
-    SuiteConfig,
-    cache_root,
-    run_name,
-    suite_dir,
-    suite_label,
-)
+from interp.sources.catalogue import FULL, QUICK, ModelSize, SuiteConfig, run_name, suite_dir, suite_label
 from interp.sources.environment import environment, training_text
 from interp.sources.interrupted import (
     PARTIAL_LOSS_FILE,

@@ -10,13 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp.core.training_state import OPTIMIZER_FILE
-from interp.sources.catalogue import (  # noqa: F401
-    POLYPYTHIA_SIZES,
-    is_embedded_name,
-    is_hub_id,
-    is_pythia_id,
-    pythia_model_ids,
-)
+from interp.sources.catalogue import is_hub_id, is_pythia_id
 from interp.sources.families import (
     RevisionParser,
     Schedule,

@@ -15,23 +15,14 @@ import sys
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 
 from interp.core.devices import choose_device
 from interp.core.training_state import OPTIMIZER_FILE
-from interp.sources.catalogue import (  # noqa: F401
-    POLYPYTHIA_SIZES,
-    is_embedded_name,
-    is_hub_id,
-    is_pythia_id,
-    pythia_model_ids,
-)
 from interp.sources.families import PYTHIA_IDS_TEXT
 
-if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
-    pass
 logger = logging.getLogger(__name__)
 
 #: Pythia's 154 checkpoint steps: 0, the powers of two 1..512, then every 1000 steps to 143000

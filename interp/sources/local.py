@@ -7,17 +7,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from interp.sources.catalogue import (  # noqa: F401
-    POLYPYTHIA_SIZES,
-    is_embedded_name,
-    is_hub_id,
-    is_pythia_id,
-    pythia_model_ids,
-)
-
-if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
-    import pandas as pd
-    from transformers import PreTrainedTokenizerBase
 from interp.sources.base import CheckpointSource
 from interp.sources.layouts import OTHER_SHAPE, find_step_folders, folder_problems
 from interp.sources.loading import (
@@ -29,6 +18,10 @@ from interp.sources.loading import (
     combine_digests,
     weight_candidates,
 )
+
+if TYPE_CHECKING:  # the bridge and transformers are imported when first needed (slow imports)
+    import pandas as pd
+    from transformers import PreTrainedTokenizerBase
 
 
 class LocalSuiteSource(CheckpointSource):
