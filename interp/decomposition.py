@@ -15,7 +15,7 @@ import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import torch
@@ -206,7 +206,7 @@ def decompose_jump(
     check_argument(isinstance(options, DecomposeOptions), options, "decompose_jump: options", "a DecomposeOptions")
     targets, topk_kinds, memory_budget_mb = options.targets, options.topk_kinds, options.memory_budget_mb
     metric = metric_for(batch, config.metric)
-    method = "reference" if config.method == "reference" else "fast"
+    method: Literal["fast", "reference"] = "reference" if config.method == "reference" else "fast"
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
     n_kv = getattr(pre_model.cfg, "n_key_value_heads", None) or n_heads
@@ -219,14 +219,10 @@ def decompose_jump(
     batch = batch.to(model_device(pre_model))
     chosen = check_components(targets, topk_kinds, config.ks)
     n_total = n_layers * n_heads
-    ks = config.ks
-    if ks is None:
-        ks = (
-            list(range(1, n_total + 1))
-            if n_total <= 32
-            else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
-        )
-    ks = [int(k) for k in ks]
+    default_ks = (
+        range(1, n_total + 1) if n_total <= 32 else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
+    )
+    ks = [int(k) for k in (config.ks if config.ks is not None else default_ks)]
     bad = [k for k in ks if not 1 <= k <= n_total]
     if bad:
         raise ValueError(f"ks must lie in [1, {n_total}] (the number of heads), got {bad}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -335,7 +335,7 @@ def readiness(
 
     check_argument(isinstance(config, StudyConfig), config, "readiness: config", "a StudyConfig")
     threshold, hold, device, n_boot = config.threshold, config.hold, config.device, config.n_boot
-    method = "reference" if config.method == "reference" else "fast"
+    method: Literal["fast", "reference"] = "reference" if config.method == "reference" else "fast"
     batch = check_batch(batch)
     if isinstance(heads, str) and heads != "auto":
         heads = parse_heads(heads)
