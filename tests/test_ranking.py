@@ -197,3 +197,40 @@ def test_the_analyses_take_the_settings_as_one_object_and_at_most_six_parameters
     assert parameters["config"].default == StudyConfig() and parameters["config"].annotation == "StudyConfig"
     loose = set(parameters) & {field.name for field in dataclasses.fields(StudyConfig)}
     assert not loose, f"{name} takes the settings {sorted(loose)} one by one"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "interp.readiness:readiness",
+        "interp.dense:dense_point",
+        "interp.report.scrubber:run_scrub_data",
+        "interp.scrubbing:scrub_data",
+        "interp.scrubbing:scrubber",
+        "interp.population.collect:population",
+        "interp.population.collect:source_curve",
+        "interp.population.tables:population_from_curves",
+        "interp.decomposition:decompose_between",
+    ],
+)
+def test_every_side_road_carries_the_settings_as_one_object(where):
+    """The scrubber, the population, zoom's dense point and readiness read threshold, hold,
+    device, method, n_boot, ... from one StudyConfig whose defaults are the one place's
+    (DEFAULT_THRESHOLD, DEFAULT_HOLD, N_BOOT): none takes a setting one by one."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from interp.core.settings import N_BOOT
+    from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
+
+    module, name = where.split(":")
+    parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+    loose = set(parameters) & {field.name for field in dataclasses.fields(StudyConfig)}
+    assert not loose, f"{where} takes the settings {sorted(loose)} one by one"
+    default = parameters["config"].default
+    assert default == StudyConfig() and (default.threshold, default.hold, default.n_boot) == (
+        DEFAULT_THRESHOLD,
+        DEFAULT_HOLD,
+        N_BOOT,
+    )
