@@ -380,6 +380,7 @@ def main(argv=None) -> None:
     from analyses.population import HOLD, THRESHOLD, read_kept_curves
     from analyses.population import KEPT as POPULATION
     from analyses.population_insight import read_kept_heads
+    from interp.core.settings import StudyConfig
     from interp.population.control_page import control_page
     from interp.population.tables import population_from_curves
     from interp.sources import environment
@@ -410,7 +411,7 @@ def main(argv=None) -> None:
     started = time.time()
     curves = read_kept_curves(args.curves)
     plain = (
-        population_from_curves(curves, threshold=THRESHOLD, hold=HOLD, grid=False).runs
+        population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False).runs
         if len(curves)
         else pd.DataFrame()
     )

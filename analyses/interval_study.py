@@ -48,7 +48,8 @@ SHOWN = [c for c in COMPONENTS if c[1] not in ("induction_pattern", "previous_to
 
 def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts: int, n_boot: int):
     """(rows, dense point) of one run."""
-    from interp.decomposition import decompose_jump
+    from interp.core.settings import StudyConfig
+    from interp.decomposition import DecomposeOptions, decompose_jump
     from interp.dense import dense_point
     from interp.emergence import jump_noise
     from interp.patching import capture_post, metric_values
@@ -79,12 +80,12 @@ def study_run(run: Path, widths, resolution: int, n_prompts: int, dense_prompts:
             pre.model,
             post,
             batch,
-            metric="p",
-            targets=["pattern", "z", "qk", "ov"],
-            ks=[1, 2],
-            topk_kinds=("pattern",),
-            n_boot=n_boot,
-            labels={"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step},
+            StudyConfig(metric="p", ks=[1, 2], n_boot=n_boot),
+            DecomposeOptions(
+                targets=["pattern", "z", "qk", "ov"],
+                topk_kinds=("pattern",),
+                labels={"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step},
+            ),
         )
         for label, target, scope in SHOWN:
             match = table[(table["target"] == target) & (table["scope"].astype(str) == scope)]

@@ -300,6 +300,7 @@ def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
 
 
 def main(argv=None) -> None:
+    from interp.core.settings import StudyConfig
     from interp.population.tables import default_reference, population_from_curves
     from interp.sources.catalogue import load_suite_spec
 
@@ -344,7 +345,7 @@ def main(argv=None) -> None:
     if n_runs == 0 or args.train_only:
         return
     reference = default_reference(curves["arm"].unique())
-    result = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD, reference=reference)
+    result = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), reference=reference)
     result.save(args.out)
     for line in result.findings:
         print(line)
@@ -361,7 +362,9 @@ def main(argv=None) -> None:
         if kept_runs and kept_runs == planned:  # complete: its own claim 4 joins the headline
             curves_d = read_kept_curves(SPECS["population-decoupled"][0])
             decoupled = population_from_curves(
-                curves_d, threshold=THRESHOLD, hold=HOLD, reference=default_reference(curves_d["arm"].unique())
+                curves_d,
+                StudyConfig(threshold=THRESHOLD, hold=HOLD),
+                reference=default_reference(curves_d["arm"].unique()),
             )
         update_docs(headline_block(result, len(cfg.run_names()), (kept_runs, planned), decoupled), HEADLINE)
 

@@ -71,9 +71,11 @@ def at_budget(curves: pd.DataFrame, budget: int) -> pd.DataFrame:
 def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) -> dict:
     """Emergence of arm ``b`` against arm ``a``: runs, emerged, median E of each and the log-rank
     p of equal hazards (NaN with a note when undetermined)."""
+    from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
-    result = population_from_curves(curves[curves["arm"].isin([a, b])], threshold, hold, reference=a)
+    config = StudyConfig(threshold=threshold, hold=hold)
+    result = population_from_curves(curves[curves["arm"].isin([a, b])], config, reference=a)
     arms = result.arms.set_index("arm")
     test = result.tests[result.tests["test"] == "vs reference"].iloc[0]
     return {
@@ -125,6 +127,7 @@ def _fmt_p(p: float) -> str:
 
 def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
     """docs/results.md's block of the decoupled population, computed from the kept curves."""
+    from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
     n_runs = dec["run"].nunique() if len(dec) else 0
@@ -137,7 +140,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
         "",
     ]
     if n_runs:
-        result = population_from_curves(dec, threshold=pop.THRESHOLD, hold=pop.HOLD)
+        result = population_from_curves(dec, StudyConfig(threshold=pop.THRESHOLD, hold=pop.HOLD))
         lines += [
             (
                 "| arm | n_heads | d_head | rotary dims per head | budget | runs | emerged | median E (95 % CI), steps "

@@ -325,6 +325,7 @@ def write(result: dict, out: Path) -> None:
 def main(argv=None) -> None:
     from analyses.population import HOLD, THRESHOLD, read_kept_curves
     from interp.core.io import atomic_write_text
+    from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
     from interp.sources.catalogue import load_suite_spec, suite_dir
 
@@ -359,7 +360,7 @@ def main(argv=None) -> None:
     heads = read_kept_heads()
     if curves.empty or heads.empty:
         raise SystemExit("error: no kept curves or head features yet (train the population first)")
-    population = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD, grid=False)
+    population = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False)
     result = analyse(population, heads)
     write(result, args.out)
     retrained = read_retrained(KEPT / "retrained.csv")

@@ -104,10 +104,11 @@ def read_kept(kept: Path = KEPT, echo=print) -> tuple[pd.DataFrame, list[dict]]:
 def planned_runs(arms=ARMS) -> pd.DataFrame:
     """The emerged runs of ``arms`` with their kept E (steps), seed by seed across the arms."""
     from analyses.population import HOLD, THRESHOLD, read_kept_curves
+    from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
     curves = read_kept_curves()
-    runs = population_from_curves(curves, threshold=THRESHOLD, hold=HOLD).runs
+    runs = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD)).runs
     runs = runs[runs["arm"].isin(arms) & runs["emerged"]].copy()
     runs["arm_order"] = runs["arm"].map({a: i for i, a in enumerate(arms)})
     return runs.sort_values(["seed", "arm_order"])[["arm", "run", "seed", "E", "budget"]].reset_index(drop=True)
@@ -191,8 +192,9 @@ def measure_run(
     """
     import torch
 
+    from interp.core.settings import StudyConfig
     from interp.decomposition import COMPONENTS as TARGETS
-    from interp.decomposition import decompose_jump
+    from interp.decomposition import DecomposeOptions, decompose_jump
     from interp.dense import dense_point
     from interp.patching import Target, capture_post
     from interp.population.mechanism import COMPONENTS, ROW_COLUMNS
@@ -242,8 +244,8 @@ def measure_run(
             pre = source.load(pre_step)
             with torch.inference_mode():
                 table = decompose_jump(
-                    pre.model, captured[post_step], batch, metric="p", targets=targets, ks=[1, 2],
-                    topk_kinds=("pattern",), n_boot=n_boot,
+                    pre.model, captured[post_step], batch, StudyConfig(metric="p", ks=[1, 2], n_boot=n_boot),
+                    DecomposeOptions(targets=targets, topk_kinds=("pattern",)),
                 )  # fmt: skip
             for label, target, scope in COMPONENTS:
                 match = table[(table["target"] == target) & (table["scope"].astype(str) == scope)]

@@ -52,12 +52,15 @@ def comparison(pinned: pd.DataFrame, unpinned: pd.DataFrame, arm: str, level: st
     and a table of the seeds both have: E pinned, E unpinned (steps), whether they differ, and
     ``checkpoints`` / ``checkpoints_differ``: the checkpoints both curves have and those where
     p(answer) is not equal (whether the bits differ at all)."""
+    from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
     label = f"{arm}-unpinned-{level}"
     unpinned = unpinned.assign(arm=label, run=unpinned["run"] + "-unpinned")
     both = pd.concat([pinned[pinned["arm"] == arm], unpinned], ignore_index=True)
-    result = population_from_curves(both, threshold=pop.THRESHOLD, hold=pop.HOLD, reference=arm, grid=False)
+    result = population_from_curves(
+        both, StudyConfig(threshold=pop.THRESHOLD, hold=pop.HOLD), reference=arm, grid=False
+    )
     runs = result.runs
     left = runs[runs["arm"] == arm].set_index("seed")
     right = runs[runs["arm"] == label].set_index("seed")

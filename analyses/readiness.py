@@ -104,6 +104,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.prompts < 1 or args.n_boot < 1:
         raise ValueError(f"--prompts {args.prompts} and --n-boot {args.n_boot} must be >= 1")
+    from interp.core.settings import StudyConfig
     from interp.readiness import POINTS_COLUMNS, ReadinessResult, readiness, readiness_page
     from interp.sources import open_sources
     from interp.tasks import RepetitionTask
@@ -120,8 +121,7 @@ def main(argv=None) -> None:
                 source,
                 RepetitionTask(n_prompts=args.prompts).build(source.tokenizer()),
                 heads="auto",
-                n_boot=args.n_boot,
-                method=args.method,
+                config=StudyConfig(n_boot=args.n_boot, method=args.method),
             )
             table, point = result.table(), result.point_row()
             atomic_to_csv(table, table_file)

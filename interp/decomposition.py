@@ -1,22 +1,27 @@
 """The jump decomposed by component: which part of the model (patterns, queries, keys, values,
 head outputs, QK and OV weights, MLPs, (un)embedding) carries the pre -> post change of the metric?
 
-``decompose_jump(pre_model, post, batch, ...) -> DataFrame`` (``COMPONENT_COLUMNS``) patches each
-component of :data:`COMPONENTS` (all heads or all layers at once) and, for the per-head kinds of
-``topk_kinds``, the top-K heads of that kind, with the bootstrap of :mod:`interp.ranking_stats`;
+``decompose_jump(pre_model, post, batch, config, options) -> DataFrame`` (``COMPONENT_COLUMNS``;
+the study settings as one :class:`interp.core.settings.StudyConfig`) patches each component of
+:data:`COMPONENTS` (all heads or all layers at once) and, for the per-head kinds of
+``options.topk_kinds``, the top-K heads of that kind, with the bootstrap of :mod:`interp.ranking_stats`;
 ``decompose_between`` loads the two checkpoints of a source first. :mod:`interp.ranking`
 re-exports every public name here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pandas as pd
 import torch
 
+from interp.core.objects import check_argument
+from interp.core.settings import StudyConfig
 from interp.core.terms import COMPONENT_COLUMNS  # the table's columns (the report reads them too)
 from interp.emergence import jump_noise
 from interp.patching import (
@@ -32,13 +37,12 @@ from interp.patching import (
 from interp.patching._forward import check_batch, heads_shape, model_device
 from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
 from interp.ranking_stats import (
-    N_BOOT,
     _ranked_heads,
     _recovered,
     bootstrap_interval,
     rank_heads,
 )
-from interp.tasks import TaskBatch
+from interp.tasks import TaskBatch, metric_for
 
 __all__ = [
     "COMPONENTS",
@@ -46,6 +50,7 @@ __all__ = [
     "INTERACTION",
     "WHOLE",
     "WHOLE_PARTS",
+    "DecomposeOptions",
     "check_components",
     "decompose_between",
     "decompose_jump",
@@ -110,45 +115,73 @@ def _topk_sets(
     return [(f"top-{k}", k, Target(kind, tuple(heads[:k]))) for k in ks if 1 <= k <= len(heads)]
 
 
-def decompose_jump(
-    pre_model: Any,
-    post: Any,
-    batch: TaskBatch,
-    metric: Any = "p",
-    targets: Sequence[str] | Mapping[str, Target] | None = None,
-    ks: Sequence[int] | None = None,
-    topk_kinds: Sequence[str] = ("pattern", "z"),
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-    method: Literal["fast", "reference"] = "fast",
-    labels: Mapping[str, Any] | None = None,
-    memory_budget_mb: float = 1024,
-    whole: bool = True,
-) -> pd.DataFrame:
-    """How much of the pre -> post jump each component recovers when patched from post into pre.
+@dataclass(frozen=True)
+class DecomposeOptions:
+    """What a decomposition patches and how its table is labelled, besides the study settings.
 
-    For every component (default ``COMPONENTS``: patterns, queries, keys, values, head outputs
-    ``hook_z``, QK weights, OV weights, MLP outputs, MLP weights, embedding, unembedding; each
-    over every head / layer) one patched run; for each kind in ``topk_kinds`` its heads ranked by
-    their single-head effect and the top K patched jointly for each K in ``ks``.
+    Checked when made (:func:`check_components`), so a bad component is refused before any
+    checkpoint is loaded.
 
-    Args:
-        pre_model: the pre checkpoint (``TransformerBridge``, eval mode).
-        post: the post model or its ``PostCheckpoint`` (with weights, for the weight components).
-        batch: prompts (``TaskBatch``).
-        metric: see ``interp.core.metrics``.
-        targets: component names (keys of ``COMPONENTS``) or a mapping name -> ``Target``.
-        ks: K values of the top-K rows (default 1 ... all heads, or powers of two above 32 heads).
-        topk_kinds: per-head kinds that get top-K rows.
-        n_boot, seed: bootstrap resamples over prompts and their seed.
-        method: ``"fast"`` or ``"reference"`` (see ``interp.patching.patch_values``).
-        labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if absent).
-        memory_budget_mb: activation memory per stacked call of the fast path (MiB).
+    Attributes:
+        targets: component names (keys of :data:`COMPONENTS`) or a mapping name -> ``Target``;
+            None: every component of :data:`COMPONENTS`.
+        topk_kinds: per-head kinds that get top-K rows (their heads ranked by their single-head
+            effect, the top K patched jointly).
+        labels: values of ``model``, ``seed``, ``pre_step``, ``post_step`` for the table (NaN if
+            absent; :func:`decompose_between` fills them from the source).
         whole: with the default components, two more rows: ``block`` (every parameter of every
             block patched at once: everything but the (un)embedding) and ``interaction`` (whole
             − sum of its parts: ``block`` − (``qk`` + ``ov`` + ``mlp_weights``), per prompt, so
             its interval is bootstrapped too; the norms' share is in it). A jump that lives in
             how the parts combine shows as a whole far above every part.
+        seed: the bootstrap's generator seed.
+        memory_budget_mb: activation memory per stacked call of the fast path (MiB, > 0).
+
+    Raises:
+        ValueError: an unknown component name (the valid ones listed) or a ``topk_kinds`` entry
+            that is not a per-head kind.
+    """
+
+    targets: Sequence[str] | Mapping[str, Target] | None = None
+    topk_kinds: Sequence[str] = ("pattern", "z")
+    labels: Mapping[str, Any] | None = None
+    whole: bool = True
+    seed: int = 0
+    memory_budget_mb: float = 1024
+
+    def __post_init__(self) -> None:
+        if self.targets is not None and not isinstance(self.targets, Mapping):
+            object.__setattr__(self, "targets", tuple(self.targets))  # frozen: a list given is kept as a tuple
+        object.__setattr__(self, "topk_kinds", tuple(self.topk_kinds))
+        check_components(self.targets, self.topk_kinds)
+
+
+def decompose_jump(
+    pre_model: Any,
+    post: Any,
+    batch: TaskBatch,
+    config: StudyConfig = StudyConfig(),
+    options: DecomposeOptions = DecomposeOptions(),
+) -> pd.DataFrame:
+    """How much of the pre -> post jump each component recovers when patched from post into pre.
+
+    For every component (default ``COMPONENTS``: patterns, queries, keys, values, head outputs
+    ``hook_z``, QK weights, OV weights, MLP outputs, MLP weights, embedding, unembedding; each
+    over every head / layer) one patched run; for each kind in ``options.topk_kinds`` its heads
+    ranked by their single-head effect and the top K patched jointly for each K in ``config.ks``.
+
+    Args:
+        pre_model: the pre checkpoint (``TransformerBridge``, eval mode).
+        post: the post model or its ``PostCheckpoint`` (with weights, for the weight components).
+        batch: prompts (``TaskBatch``: tokens ``Int[Tensor, "batch pos"]``, answers ``[batch]``).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``metric`` (None:
+            the task's own, :func:`interp.tasks.metric_for` on ``batch``), ``method``
+            (``reference``: full forwards; else the fast path, see
+            ``interp.patching.patch_values``), ``ks`` (K values of the top-K rows; None: 1 ... all
+            heads, or powers of two above 32 heads) and ``n_boot`` (bootstrap resamples over
+            prompts; 0: no intervals).
+        options: the components, top-K kinds, labels, the whole row, the bootstrap seed and the
+            memory budget (:class:`DecomposeOptions`).
 
     Returns:
         DataFrame with ``COMPONENT_COLUMNS``: ``target`` (component name), ``scope`` (``all`` or
@@ -159,15 +192,21 @@ def decompose_jump(
         and ``jump_too_small`` (the jump is below 3 standard errors: the shares divide by noise).
 
     Raises:
-        ValueError: an unknown component, bad K, or the engine's input errors; a model with
-            grouped-query attention (keys and values are shared by several query heads, so the
-            per-head q/k/v targets do not exist: one line naming the head counts).
+        TypeError: ``config`` is not a ``StudyConfig`` or ``options`` not a ``DecomposeOptions``.
+        ValueError: a K out of range, or the engine's input errors; a model with grouped-query
+            attention (keys and values are shared by several query heads, so the per-head q/k/v
+            targets do not exist: one line naming the head counts).
 
     Source: activation patching across checkpoints (post into pre) as in Baherwani et al. 2026,
     "Emergent Capabilities Arise Randomly from Learning Sparse Attention Patterns", extended from
     patterns to every component; intervals: percentile bootstrap (Efron & Tibshirani 1993, "An
     Introduction to the Bootstrap"), :mod:`interp.ranking_stats`.
     """
+    check_argument(isinstance(config, StudyConfig), config, "decompose_jump: config", "a StudyConfig")
+    check_argument(isinstance(options, DecomposeOptions), options, "decompose_jump: options", "a DecomposeOptions")
+    targets, topk_kinds, memory_budget_mb = options.targets, options.topk_kinds, options.memory_budget_mb
+    metric = metric_for(batch, config.metric)
+    method: Literal["fast", "reference"] = "reference" if config.method == "reference" else "fast"
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(pre_model)
     n_kv = getattr(pre_model.cfg, "n_key_value_heads", None) or n_heads
@@ -178,15 +217,12 @@ def decompose_jump(
             "rank the query heads' patterns instead (rank-heads)"
         )
     batch = batch.to(model_device(pre_model))
-    chosen = check_components(targets, topk_kinds, ks)
+    chosen = check_components(targets, topk_kinds, config.ks)
     n_total = n_layers * n_heads
-    if ks is None:
-        ks = (
-            list(range(1, n_total + 1))
-            if n_total <= 32
-            else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
-        )
-    ks = [int(k) for k in ks]
+    default_ks = (
+        range(1, n_total + 1) if n_total <= 32 else sorted({2**i for i in range(6) if 2**i < n_total} | {n_total})
+    )
+    ks = [int(k) for k in (config.ks if config.ks is not None else default_ks)]
     bad = [k for k in ks if not 1 <= k <= n_total]
     if bad:
         raise ValueError(f"ks must lie in [1, {n_total}] (the number of heads), got {bad}")
@@ -205,7 +241,7 @@ def decompose_jump(
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):
             rows.append((kind, scope, k, " ".join(f"L{l}H{h}" for l, h in target.heads or ()), target))
-    whole = whole and targets is None  # the default components: the parts of the whole are all there
+    whole = options.whole and targets is None  # the default components: the parts of the whole are all there
     if whole:
         rows.append((WHOLE, "all", n_layers, "", Target(WHOLE)))
     values = patch_values(
@@ -217,14 +253,14 @@ def decompose_jump(
         interaction = values[at[(WHOLE, "all")]] - torch.stack(parts).sum(0) + len(parts) * values_pre.to(values)
         values = torch.cat([values, interaction[None]])
         rows.append((INTERACTION, "all", n_layers, " ".join(WHOLE_PARTS), Target(WHOLE)))
-    ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot, seed=seed)
+    ci = bootstrap_interval(values, values_pre, values_post, n_boot=config.n_boot, seed=options.seed)
     m_pre, m_post = float(values_pre.mean()), float(values_post.mean())
     _, jump_se, jump_too_small = jump_noise(values_pre, values_post)
     if m_post == m_pre:
         warnings.warn(
             f"value_post == value_pre ({m_pre:.6g}): recovered is undefined; NaN", RuntimeWarning, stacklevel=2
         )
-    labels = {k: v for k, v in dict(labels or {}).items() if v is not None}
+    labels = {k: v for k, v in dict(options.labels or {}).items() if v is not None}
     nan = float("nan")
     frame = pd.DataFrame(
         {
@@ -261,30 +297,38 @@ def decompose_between(
     pre_step: int,
     post_step: int,
     batch: TaskBatch,
-    metric: Any = "p",
-    device: str | None = None,
-    **kwargs: Any,
+    config: StudyConfig = StudyConfig(),
+    options: DecomposeOptions = DecomposeOptions(),
 ) -> pd.DataFrame:
     """Load ``post_step`` (captured) then ``pre_step`` from a checkpoint source and run ``decompose_jump``.
 
-    ``kwargs`` go to ``decompose_jump`` (``targets``, ``ks``, ``n_boot``, ...); ``model`` and
-    ``seed`` labels come from the source's id.
+    Args:
+        source: a checkpoint source (``interp.sources``).
+        pre_step, post_step: training steps; ``post_step`` must be later.
+        batch: task prompts tokenised for ``source``'s tokenizer (``TaskBatch``).
+        config: the study settings as :func:`decompose_jump` reads them, and ``device`` (where
+            the checkpoints are loaded; None: cuda if usable, else cpu).
+        options: as :func:`decompose_jump`; the ``model``, ``seed``, ``pre_step`` and
+            ``post_step`` labels come from the source's id and the steps.
 
     Raises:
-        ValueError: ``pre_step >= post_step``, or as ``decompose_jump`` (components, top-K kinds
-            and K checked before either checkpoint is loaded: :func:`check_components`).
+        TypeError: ``config`` is not a ``StudyConfig`` or ``options`` not a ``DecomposeOptions``.
+        ValueError: ``pre_step >= post_step``, a K below 1 (checked before either checkpoint is
+            loaded: :func:`check_components`), or as ``decompose_jump``.
 
     Source: as :func:`decompose_jump` (Baherwani et al. 2026; Efron & Tibshirani 1993).
     """
     from interp.sources.catalogue import model_and_seed
 
+    check_argument(isinstance(config, StudyConfig), config, "decompose_between: config", "a StudyConfig")
+    check_argument(isinstance(options, DecomposeOptions), options, "decompose_between: options", "a DecomposeOptions")
     if pre_step >= post_step:
         raise ValueError(f"pre_step={pre_step} must be earlier than post_step={post_step}")
-    check_components(kwargs.get("targets"), kwargs.get("topk_kinds", ("pattern", "z")), kwargs.get("ks"))
-    post_loaded = source.load(post_step, device=device)
+    check_components(options.targets, options.topk_kinds, config.ks)
+    post_loaded = source.load(post_step, device=config.device)
     batch = batch.to(next(post_loaded.model.parameters()).device)
     post = capture_post(post_loaded.model, batch, weights=True)
-    pre = source.load(pre_step, device=device)
+    pre = source.load(pre_step, device=config.device)
     model, seed = model_and_seed(source.model_id)
     labels = {"model": model, "seed": seed, "pre_step": pre_step, "post_step": post_step}
-    return decompose_jump(pre.model, post, batch, metric=metric, labels=labels, **kwargs)
+    return decompose_jump(pre.model, post, batch, config, dataclasses.replace(options, labels=labels))

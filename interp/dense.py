@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.core.objects import fields_html, results_equal, short_repr
-from interp.core.terms import DEFAULT_THRESHOLD
-from interp.emergence import DEFAULT_HOLD, check_hold, held_crossing
+from interp.core.devices import choose_device
+from interp.core.objects import check_argument, fields_html, results_equal, short_repr
+from interp.core.settings import StudyConfig
+from interp.emergence import held_crossing
 from interp.sources.local import overlay_steps
 from interp.zoom import ZoomResult, _metadata, run_folder, step_folder, stored_steps, zoom
 
@@ -151,14 +152,12 @@ def _rename_for(model: torch.nn.Module, weights: dict) -> dict:
 def dense_point(
     source,
     resolution: int = 1,
-    threshold: float = DEFAULT_THRESHOLD,
+    config: StudyConfig = StudyConfig(),
     n_prompts: int = 512,
-    hold: int = DEFAULT_HOLD,
     min_jump_se: float = 3.0,
     tolerance: float = 0.0,
     task_seed: int = 0,
     length: int = 10,
-    device: str = "cpu",
     max_rounds: int = 12,
 ) -> DensePoint:
     """Locate a run's point of emergence to ``resolution`` steps by recursive zooming.
@@ -174,15 +173,16 @@ def dense_point(
     Args:
         source: a resumable run (folder or LocalSuiteSource).
         resolution: wanted spacing of pre and post (steps, >= 1).
-        threshold: greedy-accuracy threshold (fraction; 0.5 as in the base search).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``threshold``
+            (greedy-accuracy fraction, as in the base search), ``hold`` (checkpoints after the
+            crossing that must stay at or above it) and ``device`` (where the checkpoints are
+            evaluated; None: cuda if usable, else cpu; re-training uses the run's own settings).
         n_prompts: repetition prompts (more than the base search's 64: at 10-step spacing
             accuracy on 64 prompts moves by ~0.06 between neighbouring checkpoints).
-        hold: checkpoints after the crossing that must stay at or above the threshold.
         min_jump_se: the jump is flagged as too small when below this many standard errors.
         tolerance: passed to :func:`zoom`.
         task_seed, length: the repetition prompts' seed and digit-string length (tokens;
             :class:`interp.tasks.RepetitionTask`).
-        device: where the checkpoints are evaluated (re-training uses the run's own settings).
         max_rounds: most zoom rounds (each narrows the bracket about tenfold).
 
     Returns:
@@ -190,15 +190,17 @@ def dense_point(
 
     Raises:
         NotResumableError: the source cannot be resumed.
-        ValueError: ``resolution < 1``, ``hold < 0`` or ``n_prompts < 1``.
+        TypeError: ``config`` is not a ``StudyConfig``.
+        ValueError: ``resolution < 1`` or ``n_prompts < 1``.
         ZoomMismatchError: a zoom did not reproduce its stored end point.
     """
     from interp.sources.local import LocalSuiteSource
     from interp.tasks import RepetitionTask
 
+    check_argument(isinstance(config, StudyConfig), config, "dense_point: config", "a StudyConfig")
     if resolution < 1:
         raise ValueError(f"resolution={resolution}: must be >= 1 step")
-    check_hold(hold)
+    threshold, hold, device = config.threshold, config.hold, choose_device(config.device or "auto")
     run = run_folder(source)
     model_id = _metadata(run).get("model_id", run.name)
     batch = RepetitionTask(n_prompts=n_prompts, length=length, seed=task_seed).build(LocalSuiteSource(run).tokenizer())

@@ -10,7 +10,8 @@ keys, values, head outputs, QK and OV weights, MLPs, (un)embedding): which one c
 
 Entry points (the main job's runner, the CLI and notebooks all call these):
 
-* ``head_ranking(pre_model, post, batch, ...) -> HeadRanking`` on two loaded checkpoints;
+* ``head_ranking(pre_model, post, batch, config, kind, options) -> HeadRanking`` on two loaded
+  checkpoints (the study settings as one :class:`interp.core.settings.StudyConfig`);
 * ``rank_heads_between(source, pre_step, post_step, batch, ...) -> HeadRanking`` loads them
   (and, with ``decompose``, calls :func:`interp.decomposition.decompose_jump`).
 
@@ -25,10 +26,9 @@ difference (``interp.emergence.jump_noise``, the interval study's rule) is flagg
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 import torch
@@ -37,7 +37,7 @@ from torch import Tensor
 
 from interp.core.objects import check_argument, results_equal, short_repr
 from interp.core.settings import StudyConfig
-from interp.decomposition import decompose_jump
+from interp.decomposition import DecomposeOptions, decompose_jump
 from interp.emergence import check_source, jump_noise
 from interp.patching import (
     PostCheckpoint,
@@ -52,6 +52,7 @@ from interp.patching.kinds import kind_names
 from interp.ranking_stats import (
     MIN_BOOTSTRAP_PROMPTS,
     N_BOOT,
+    TopkOptions,
     _top_found,
     bootstrap_interval,
     prescreen_rank_correlation,
@@ -65,6 +66,7 @@ __all__ = [
     "N_BOOT",
     "HeadRanking",
     "RankingFields",
+    "RankingOptions",
     "bootstrap_interval",
     "head_ranking",
     "prescreen_rank_correlation",
@@ -242,56 +244,70 @@ class HeadRanking(RankingFields):
         )
 
 
+@dataclass(frozen=True)
+class RankingOptions:
+    """What a call of :func:`head_ranking` does besides the study settings.
+
+    Attributes:
+        memory_budget_mb: activation memory per stacked call of the fast path (MiB, > 0).
+        attribution: run the attribution pre-screen even when it selects no heads (its estimates
+            and their agreement with the exact values are reported); False skips it unless
+            ``method="attribution"`` or ``prescreen_top_n`` selects heads by it.
+    """
+
+    memory_budget_mb: float = 1024
+    attribution: bool = True
+
+
 def head_ranking(
     pre_model: Any,
     post: Any,
     batch: TaskBatch,
-    metric: Any = "p",
-    method: Literal["fast", "reference", "attribution"] = "fast",
-    prescreen_top_n: int | None = None,
-    ks: Sequence[int] | None = None,
-    prescreen_steps: int = 2,
+    config: StudyConfig = StudyConfig(),
     kind: str = "pattern",
-    memory_budget_mb: float = 1024,
-    n_boot: int = N_BOOT,
-    attribution: bool = True,
+    options: RankingOptions = RankingOptions(),
 ) -> HeadRanking:
     """Rank the pre checkpoint's heads by patching ``kind`` (default the pattern) from the post checkpoint.
 
     Steps: post activations and metric (``capture_post``); the pre metric; the attribution
-    pre-screen (integrated gradients over ``prescreen_steps`` points per layer, see
-    ``interp.patching.attribution``; ``attribution=False`` skips it unless it selects heads);
-    exact per-head effects (every head, or with ``prescreen_top_n`` / ``method="attribution"``
-    only the pre-screen's top N, default a quarter of the heads, the rest NaN); ranking with
-    95 % bootstrap intervals; joint top-K recovery over the ranked heads.
+    pre-screen (integrated gradients over ``config.prescreen_steps`` points per layer, see
+    ``interp.patching.attribution``; ``options.attribution=False`` skips it unless it selects
+    heads); exact per-head effects (every head, or with ``config.prescreen_top_n`` /
+    ``config.method="attribution"`` only the pre-screen's top N, default a quarter of the heads,
+    the rest NaN); ranking with 95 % bootstrap intervals; joint top-K recovery over the ranked
+    heads (:func:`interp.ranking_stats.topk_recovery`).
 
     Args:
         pre_model: the pre checkpoint (``TransformerBridge``, eval mode, float32).
         post: the post model or its ``PostCheckpoint``.
-        batch: prompts (``TaskBatch``).
-        metric: ``"p"``, ``"logprob"``, ``"logit-diff"`` or a callable (``interp.core.metrics``).
-        method: ``"fast"``, ``"reference"`` (full forwards; TransformerLens) or ``"attribution"``.
-        prescreen_top_n: patch exactly only the pre-screen's top N heads.
-        ks: K values of the joint top-K patch (default 1 ... all ranked heads).
-        prescreen_steps: integration points of the pre-screen per layer (1 = attribution patching:
-            one forward and one backward over the prompts; 2, the default, costs ``n_layers``
-            passes over 2 copies of them, each from its layer on: on the Pythia-70m shape about
-            60 % of the exact fast path, so use 1 on large models; see ``benchmarks/bench_patching.py``).
+        batch: prompts (``TaskBatch``: tokens ``Int[Tensor, "batch pos"]``, answers ``[batch]``).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`; the ``device``,
+            ``decompose`` and the rest are :func:`rank_heads_between`'s): ``metric`` (None: the
+            task's own, :func:`interp.tasks.metric_for` on ``batch``: ``logit-diff`` for IOI, ``p``
+            for repetition and batches without a known task), ``method`` (``fast``, ``reference``:
+            full forwards, TransformerLens; ``attribution``: exact deltas for the pre-screen's top
+            N only), ``prescreen_top_n`` (patch exactly only the pre-screen's top N heads),
+            ``prescreen_steps`` (integration points of the pre-screen per layer: 1 = attribution
+            patching, one forward and one backward over the prompts; 2, the default, costs
+            ``n_layers`` passes over 2 copies of them, each from its layer on: on the Pythia-70m
+            shape about 60 % of the exact fast path, so use 1 on large models; see
+            ``benchmarks/bench_patching.py``), ``ks`` (K values of the joint top-K patch; None:
+            1 ... all ranked heads) and ``n_boot`` (bootstrap resamples over prompts; 0: no intervals).
         kind: per-head target kind ranked (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``, ``ov``).
-        memory_budget_mb: activation memory per stacked call of the fast path (MiB).
-        n_boot: bootstrap resamples over prompts for the intervals.
-        attribution: run the pre-screen even when it selects no heads (its estimates and their
-            agreement with the exact values are reported).
+        options: the memory budget and whether the pre-screen runs (:class:`RankingOptions`).
 
     Returns:
-        ``HeadRanking``. With grouped-query attention (``n_key_value_heads < n_heads``: Llama-style
-        models; Ainslie et al. 2023, "GQA") a head is a query head, its own pattern patched alone;
-        ``heads`` then has a ``kv_head`` column naming the key/value head it shares
-        (``head // (n_heads // n_key_value_heads)``, transformers' ``repeat_kv`` order).
+        ``HeadRanking`` (values in the metric's unit: probability for ``p``, nats for
+        ``logprob``, logits for ``logit-diff``). With grouped-query attention
+        (``n_key_value_heads < n_heads``: Llama-style models; Ainslie et al. 2023, "GQA") a head
+        is a query head, its own pattern patched alone; ``heads`` then has a ``kv_head`` column
+        naming the key/value head it shares (``head // (n_heads // n_key_value_heads)``,
+        transformers' ``repeat_kv`` order).
 
     Raises:
-        ValueError: different model shapes, bad ``method``, ``prescreen_top_n``, ``kind``, or
-            the engine's input errors.
+        TypeError: ``config`` is not a ``StudyConfig`` or ``options`` not a ``RankingOptions``.
+        ValueError: different model shapes, a ``prescreen_top_n`` above the model's head count,
+            a bad ``kind``, or the engine's input errors.
 
     Sources: head patching from the post checkpoint into the pre one and ``delta_p``: Baherwani
     et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse Attention Patterns";
@@ -300,13 +316,11 @@ def head_ranking(
     gradients (Sundararajan et al. 2017, "Axiomatic Attribution for Deep Networks"); intervals:
     percentile bootstrap (Efron & Tibshirani 1993); the patching hooks: TransformerLens.
     """
+    check_argument(isinstance(config, StudyConfig), config, "head_ranking: config", "a StudyConfig")
+    check_argument(isinstance(options, RankingOptions), options, "head_ranking: options", "a RankingOptions")
     batch = check_batch(batch)
-    if method not in ("fast", "reference", "attribution"):
-        raise ValueError(f"method={method!r}; valid: 'fast', 'reference', 'attribution'")
-    if prescreen_top_n is not None and (
-        isinstance(prescreen_top_n, bool) or not isinstance(prescreen_top_n, int) or prescreen_top_n < 1
-    ):
-        raise ValueError(f"prescreen_top_n must be a positive int or None, got {prescreen_top_n!r}")
+    metric, method, prescreen_top_n = metric_for(batch, config.metric), config.method, config.prescreen_top_n
+    config = config.replace(metric=metric)  # the task's own metric, decided once (interp.tasks.metric_for)
     if kind not in kind_names("head"):
         raise ValueError(f"kind={kind!r}; per-head kinds: {', '.join(kind_names('head'))}")
     n_layers, n_heads = heads_shape(pre_model)
@@ -328,8 +342,8 @@ def head_ranking(
     post_patterns = torch.stack([post.activation("pattern", l) for l in range(n_layers)])
     estimate, heads = None, None
     selecting = method == "attribution" or prescreen_top_n is not None
-    if (attribution or selecting) and kind == "pattern":
-        estimate = attribution_delta_p(pre_model, batch, post_patterns, metric=metric, steps=prescreen_steps)
+    if (options.attribution or selecting) and kind == "pattern":
+        estimate = attribution_delta_p(pre_model, batch, post_patterns, metric=metric, steps=config.prescreen_steps)
     if selecting:
         if estimate is None:
             raise ValueError(f"the attribution pre-screen ranks patterns only, not kind={kind!r}")
@@ -344,7 +358,7 @@ def head_ranking(
         metric=metric,
         method="reference" if method == "reference" else "fast",
         heads=heads,
-        memory_budget_mb=memory_budget_mb,
+        memory_budget_mb=options.memory_budget_mb,
         per_prompt=True,
     )
     delta = per_prompt.mean(dim=-1)
@@ -354,7 +368,7 @@ def head_ranking(
     hi = dict(lo)
     if computed:
         rows = torch.stack([per_prompt[l, h] + values_pre for l, h in computed])
-        ci = bootstrap_interval(rows, values_pre, values_post, n_boot=n_boot)
+        ci = bootstrap_interval(rows, values_pre, values_post, n_boot=config.n_boot)
         for i, pair in enumerate(computed):
             lo[pair], hi[pair] = float(ci["delta_lo"][i]), float(ci["delta_hi"][i])
     pairs = list(zip(ranking["layer"], ranking["head"]))
@@ -372,15 +386,8 @@ def head_ranking(
         batch,
         post,
         ranking,
-        value_pre,
-        value_post,
-        ks=ks,
-        memory_budget_mb=memory_budget_mb,
-        metric=metric,
-        kind=kind,
-        values_pre=values_pre,
-        values_post=values_post,
-        n_boot=n_boot,
+        config,
+        TopkOptions(kind=kind, memory_budget_mb=options.memory_budget_mb, values=(values_pre, values_post)),
     )
     topk["metric"], topk["unit"] = spec.name, spec.unit
     finite = torch.isfinite(delta)
@@ -430,7 +437,8 @@ def rank_heads_between(
             task's own, :func:`interp.tasks.metric_for`),
             ``prescreen_top_n``, ``prescreen_steps``, ``ks`` and ``n_boot`` as in
             :func:`head_ranking`; ``decompose`` also runs ``decompose_jump``
-            (``HeadRanking.components``).
+            (``HeadRanking.components``; with its own K values, and ``method`` and ``n_boot`` from
+            ``config``).
         n_example_heads: top heads whose pre/post patterns on prompt 0 are kept for display.
 
     Returns:
@@ -463,17 +471,7 @@ def rank_heads_between(
     pre = source.load(pre_step, device=device)
     with torch.inference_mode():
         pre_patterns = torch.stack(list(_patterns(pre.model, batch)))
-    ranking = head_ranking(
-        pre.model,
-        post,
-        batch,
-        metric=metric,
-        method=config.method,
-        prescreen_top_n=config.prescreen_top_n,
-        ks=config.ks,
-        n_boot=config.n_boot,
-        prescreen_steps=config.prescreen_steps,
-    )
+    ranking = head_ranking(pre.model, post, batch, config.replace(metric=metric))
     n_kv = getattr(pre.model.cfg, "n_key_value_heads", None) or pre.model.cfg.n_heads
     if decompose and n_kv < pre.model.cfg.n_heads:
         import warnings
@@ -490,9 +488,8 @@ def rank_heads_between(
             pre.model,
             post,
             batch,
-            metric=metric,
-            n_boot=config.n_boot,
-            labels={"pre_step": pre_step, "post_step": post_step},
+            config.replace(metric=metric, ks=None),  # the decomposition's own K values (ks is the ranking's)
+            DecomposeOptions(labels={"pre_step": pre_step, "post_step": post_step}),
         )
     assert ranking.heads is not None and ranking.delta is not None  # HeadRanking requires both
     top = ranking.heads.dropna(subset=["delta"]).head(n_example_heads)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,13 +25,15 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from interp.core.settings import N_BOOT
+from interp.core.objects import check_argument
+from interp.core.settings import N_BOOT, StudyConfig
 from interp.patching import Target, patch_values
-from interp.tasks import TaskBatch
+from interp.tasks import TaskBatch, metric_for
 
 __all__ = [
     "MIN_BOOTSTRAP_PROMPTS",
     "N_BOOT",
+    "TopkOptions",
     "bootstrap_interval",
     "prescreen_rank_correlation",
     "rank_heads",
@@ -164,64 +166,119 @@ def bootstrap_interval(
     }
 
 
+@dataclass(frozen=True, eq=False)
+class TopkOptions:
+    """What a call of :func:`topk_recovery` patches and measures besides the study settings.
+
+    Attributes:
+        kind: the per-head target kind patched (``pattern``, ``q``, ``k``, ``v``, ``z``, ``qk``,
+            ``ov``; :mod:`interp.patching.kinds`).
+        memory_budget_mb: activation memory per stacked call of the fast path (MiB, > 0).
+        values: the metric of the pre and post checkpoints, ``(pre, post)``: per-prompt values
+            ``Float[Tensor, " batch"]`` (metric units; then ``recovered_lo`` / ``recovered_hi``
+            hold the 95 % bootstrap interval of ``recovered``) or their means (floats: no
+            interval). None: measured on ``inputs`` (the pre model's forward pass and ``post``'s
+            captured answer logits), with intervals.
+
+    Raises:
+        ValueError: ``kind`` not a per-head kind, or ``values`` not a pair (one line each).
+    """
+
+    kind: str = "pattern"
+    memory_budget_mb: float = 1024
+    values: tuple[Any, Any] | None = None
+
+    def __post_init__(self) -> None:
+        from interp.patching.kinds import kind_names
+
+        if self.kind not in kind_names("head"):
+            raise ValueError(f"kind={self.kind!r}; per-head kinds: {', '.join(kind_names('head'))}")
+        if self.values is not None and (isinstance(self.values, (str, bytes)) or len(self.values) != 2):
+            raise ValueError(f"values={self.values!r}: must be a pair (pre, post) of per-prompt tensors or means")
+
+
+def _end_values(model: Any, inputs: TaskBatch, post: Any, metric: str, values: tuple[Any, Any] | None):
+    """(mean pre, mean post, per-prompt pre or None, per-prompt post or None) in metric units."""
+    from interp.patching import PostCheckpoint, metric_values
+
+    if values is None:
+        if isinstance(post, PostCheckpoint) and post.answer_logits is None:
+            raise ValueError(
+                "post holds patterns only (no answer logits), so its metric cannot be measured: "
+                "give TopkOptions(values=(pre, post))"
+            )
+        post_values = (
+            post.values(inputs, metric) if isinstance(post, PostCheckpoint) else metric_values(post, inputs, metric)
+        )
+        values = (metric_values(model, inputs, metric), post_values)
+    pre, post_v = values
+    per_prompt = isinstance(pre, Tensor) and isinstance(post_v, Tensor) and pre.ndim == 1 and post_v.ndim == 1
+    mean_pre = float(pre.float().mean()) if isinstance(pre, Tensor) else float(pre)
+    mean_post = float(post_v.float().mean()) if isinstance(post_v, Tensor) else float(post_v)
+    return mean_pre, mean_post, (pre if per_prompt else None), (post_v if per_prompt else None)
+
+
 def topk_recovery(
     model: Any,
     inputs: TaskBatch,
     post: Any,
     ranking: pd.DataFrame,
-    value_pre: float,
-    value_post: float,
-    ks: Sequence[int] | None = None,
-    memory_budget_mb: float = 1024,
-    metric: Any = "p",
-    kind: str = "pattern",
-    values_pre: Float[Tensor, " batch"] | None = None,
-    values_post: Float[Tensor, " batch"] | None = None,
-    n_boot: int = N_BOOT,
+    config: StudyConfig = StudyConfig(),
+    options: TopkOptions = TopkOptions(),
 ) -> pd.DataFrame:
     """Joint patch of the top K ranked heads, for each K.
 
     Args:
         model: pre-checkpoint ``TransformerBridge`` (eval mode).
-        inputs: prompts (``TaskBatch``).
-        post: the post checkpoint: its patterns ``[layer, batch, head, q, k]``
-            (``cache_patterns``), a ``PostCheckpoint``, or the model.
+        inputs: prompts (``TaskBatch``: tokens ``Int[Tensor, "batch pos"]``).
+        post: the post checkpoint: its patterns ``Float[Tensor, "layer batch head query_pos key_pos"]``
+            (``cache_patterns``; then give ``options.values``), a ``PostCheckpoint``, or the model.
         ranking: output of ``rank_heads`` (only rows with a rank are used).
-        value_pre, value_post: mean metric of the pre and post checkpoints (metric units).
-        ks: the K values, each in [1, number of ranked heads]; default 1 ... all ranked heads.
-        memory_budget_mb: activation memory per stacked chunk, MiB.
-        metric, kind: the metric and the per-head target kind patched.
-        values_pre, values_post: the per-prompt metric of the pre and post checkpoints
-            (``[batch]``, metric units); when given, ``recovered_lo`` / ``recovered_hi`` hold the
-            95 % bootstrap interval of ``recovered`` (:func:`bootstrap_interval`, ``n_boot``
-            resamples; NaN below :data:`MIN_BOOTSTRAP_PROMPTS` prompts).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``metric`` (None:
+            the task's own, :func:`interp.tasks.metric_for` on ``inputs``), ``method`` (``reference``:
+            full forwards, else the fast path), ``ks`` (the K values, each in [1, number of ranked
+            heads]; None: 1 ... all ranked heads) and ``n_boot`` (bootstrap resamples over prompts;
+            0: no intervals).
+        options: the kind patched, the memory budget and the pre / post values (:class:`TopkOptions`).
 
     Returns:
         DataFrame ``k``, ``value`` (mean metric with the top k heads patched, metric units),
         ``recovered = (value - value_pre) / (value_post - value_pre)`` (NaN, with a
-        RuntimeWarning, when ``value_post == value_pre``) and, with ``values_pre`` /
-        ``values_post``, ``recovered_lo`` and ``recovered_hi``.
+        RuntimeWarning, when ``value_post == value_pre``) and, with per-prompt pre / post values
+        (measured, or given as tensors), ``recovered_lo`` and ``recovered_hi`` (95 % percentile
+        bootstrap over prompts, :func:`bootstrap_interval`; NaN below :data:`MIN_BOOTSTRAP_PROMPTS`
+        prompts or with ``n_boot=0``).
 
     Raises:
-        ValueError: bad ranking columns, a K out of range, or the engine's input errors.
+        TypeError: ``config`` is not a ``StudyConfig`` or ``options`` not a ``TopkOptions``.
+        ValueError: bad ranking columns, a K out of range, patterns as ``post`` without
+            ``options.values``, or the engine's input errors.
+
+    Source: joint top-K pattern patching across checkpoints, Baherwani et al. 2026; the
+    calibration ``recovered`` (pre = 0, post = 1) as in ARENA's activation-patching exercises.
     """
     from interp.patching import post_from_patterns
 
+    check_argument(isinstance(config, StudyConfig), config, "topk_recovery: config", "a StudyConfig")
+    check_argument(isinstance(options, TopkOptions), options, "topk_recovery: options", "a TopkOptions")
     heads = _ranked_heads(ranking)
     if not heads:
         raise ValueError("ranking has no ranked heads (every delta is NaN)")
-    ks = list(range(1, len(heads) + 1)) if ks is None else [int(k) for k in ks]
+    ks = list(range(1, len(heads) + 1)) if config.ks is None else [int(k) for k in config.ks]
     bad = [k for k in ks if not 1 <= k <= len(heads)]
     if bad:
         raise ValueError(f"ks must lie in [1, {len(heads)}] (the number of ranked heads), got {bad}")
+    metric = metric_for(inputs, config.metric)
     post = post_from_patterns(model, inputs, post) if isinstance(post, Tensor) else post
+    value_pre, value_post, values_pre, values_post = _end_values(model, inputs, post, metric, options.values)
     values = patch_values(
         model,
         post,
         inputs,
-        [Target(kind, tuple(heads[:k])) for k in ks],
+        [Target(options.kind, tuple(heads[:k])) for k in ks],
         metric=metric,
-        memory_budget_mb=memory_budget_mb,
+        method="reference" if config.method == "reference" else "fast",
+        memory_budget_mb=options.memory_budget_mb,
     )
     frame = pd.DataFrame({"k": ks, "value": values.mean(dim=1).double().numpy()})
     span = float(value_post) - float(value_pre)
@@ -236,7 +293,7 @@ def topk_recovery(
     else:
         frame["recovered"] = (frame["value"] - float(value_pre)) / span
     if values_pre is not None and values_post is not None:
-        ci = bootstrap_interval(values, values_pre, values_post, n_boot=n_boot)
+        ci = bootstrap_interval(values, values_pre, values_post, n_boot=config.n_boot)
         frame["recovered_lo"], frame["recovered_hi"] = ci["recovered_lo"], ci["recovered_hi"]
     return frame
 

@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.core.terms import DEFAULT_THRESHOLD
+from interp.core.objects import check_argument
+from interp.core.settings import StudyConfig
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
 __all__ = [
     "POINTS_COLUMNS",
@@ -67,7 +69,7 @@ AUTO_PATTERNS = {"prefix_matching": "induction", "previous_token": "previous_tok
 
 
 def crossing(
-    steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = 2
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
 ) -> tuple[int | None, int | None]:
     """``(pre, post)`` of a fully evaluated curve under the point of emergence's rule: ``post`` is
     the first step at or above ``threshold`` that stays there for the next ``hold`` checkpoints.
@@ -176,8 +178,8 @@ class ReadinessResult:
         ready: ``(pre, post)`` of the ideal-pattern curve (R = post), steps.
         e_minus_r: ``E - R`` in training steps (None when either is undefined).
         interval: 95 % percentile-bootstrap interval of ``E - R`` over prompts (steps).
-        boot_defined: fraction of resamples in which both E and R exist.
-        n_boot: bootstrap resamples behind ``interval``.
+        boot_defined: fraction of resamples in which both E and R exist (NaN with ``n_boot=0``).
+        n_boot: bootstrap resamples behind ``interval`` (0: no interval, ``(None, None)``).
         threshold: greedy-accuracy threshold (fraction) of E and R; hold: the crossing rule's hold.
         correct, ideal_correct: ``Float[ndarray, "step prompt"]`` greedy correctness (1.0 / 0.0) as
             trained / with the ideal patterns (for more resampling).
@@ -266,6 +268,8 @@ class ReadinessResult:
 def _bootstrap(
     steps: list[int], correct: np.ndarray, ideal: np.ndarray, threshold: float, hold: int, n_boot: int, seed: int
 ) -> tuple[tuple[float | None, float | None], float]:
+    if n_boot == 0:  # no interval asked for (StudyConfig(n_boot=0))
+        return (None, None), float("nan")
     rng = np.random.default_rng(seed)
     n = correct.shape[1]
     diffs = []
@@ -286,12 +290,8 @@ def readiness(
     batch: Any,
     heads: Any = "auto",
     patterns: Any = "auto",
-    threshold: float = DEFAULT_THRESHOLD,
-    hold: int = 2,
     steps: Sequence[int] | None = None,
-    device: str | None = None,
-    method: Literal["fast", "reference"] = "fast",
-    n_boot: int = 1000,
+    config: StudyConfig = StudyConfig(),
     boot_seed: int = 0,
     on_step: Callable[[int], None] | None = None,
 ) -> ReadinessResult:
@@ -305,18 +305,24 @@ def readiness(
             ``{(layer, head): pattern name or callable}`` (then ``patterns`` is ignored).
         patterns: ``"auto"`` (by each head's scores at E's post step), one name for every head,
             or a list of names, one per head.
-        threshold: greedy-accuracy threshold (fraction) of E and R.
-        hold: checkpoints after the crossing that must stay at or above the threshold.
-        steps: checkpoints to evaluate (default: every searchable step).
-        method: patching engine, ``"fast"`` or ``"reference"`` (equal to 1e-5).
-        n_boot: bootstrap resamples over prompts for the interval of ``E - R``.
+        steps: checkpoints to evaluate (training steps; default: every searchable step).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``threshold``
+            (greedy-accuracy fraction of E and R), ``hold`` (checkpoints after the crossing that
+            must stay at or above it; default :data:`interp.core.terms.DEFAULT_HOLD`), ``device``
+            (where checkpoints load; None: cuda if usable, else cpu), ``method`` (patching engine:
+            ``reference``, or the fast path for ``fast`` and ``attribution``; equal to 1e-5) and
+            ``n_boot`` (bootstrap resamples over prompts for the interval of ``E - R``; default
+            :data:`interp.core.settings.N_BOOT`; 0: no interval).
+        boot_seed: the bootstrap's generator seed.
+        on_step: called with each step once its ideal-pattern values are measured (progress).
 
     Returns:
         :class:`ReadinessResult` (steps in training steps; accuracies fractions).
 
     Raises:
-        ValueError: bad heads / patterns / threshold / hold / n_boot, fewer than 2 steps, or a
-            head outside the model.
+        TypeError: ``config`` is not a ``StudyConfig``.
+        ValueError: bad heads / patterns, fewer than 2 steps, or a head outside the model (bad
+            settings are refused when the ``StudyConfig`` is made).
 
     Sources: Baherwani et al. 2026, "Emergent Capabilities Arise Randomly from Learning Sparse
     Attention Patterns" (the claim tested: the sparse pattern is the bottleneck); Olsson et al.
@@ -327,10 +333,9 @@ def readiness(
     from interp.patching._forward import answer_logits_forward, check_batch
     from interp.sources.catalogue import model_and_seed
 
-    if not 0 < threshold <= 1:
-        raise ValueError(f"threshold={threshold} must be in (0, 1]")
-    if hold < 0 or n_boot < 1:
-        raise ValueError(f"hold={hold} must be >= 0 and n_boot={n_boot} >= 1")
+    check_argument(isinstance(config, StudyConfig), config, "readiness: config", "a StudyConfig")
+    threshold, hold, device, n_boot = config.threshold, config.hold, config.device, config.n_boot
+    method: Literal["fast", "reference"] = "reference" if config.method == "reference" else "fast"
     batch = check_batch(batch)
     if isinstance(heads, str) and heads != "auto":
         heads = parse_heads(heads)

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.core.terms import DEFAULT_THRESHOLD
+from interp.core.objects import check_argument
+from interp.core.settings import StudyConfig
 from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.report.scrubber import (
     DEFAULT_PROMPTS,
@@ -133,12 +134,9 @@ def scrub_data(
     task=None,
     steps: Sequence[int] | None = None,
     n_prompts: int = DEFAULT_PROMPTS,
-    device: str | None = None,
-    scores: bool = True,
+    config: StudyConfig = StudyConfig(),
     ranking=None,
-    threshold: float = DEFAULT_THRESHOLD,
     rank: bool = False,
-    metric: str | None = None,
     progress: bool = True,
 ) -> ScrubData:
     """Load every checkpoint of ``steps`` once and record what the scrubber shows.
@@ -149,49 +147,47 @@ def scrub_data(
         task: capability task (default :class:`interp.tasks.RepetitionTask`).
         steps: training steps (default: every step the source holds).
         n_prompts: prompts of the task the chooser offers (the first ones).
-        scores: also record head scores at every step (:mod:`interp.scores`).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``device`` (where
+            checkpoints load; None: cuda if usable, else cpu), ``scores`` (also record head scores
+            at every step, :mod:`interp.scores`), ``threshold`` (greedy-accuracy fraction drawn on
+            the capability curve, and the point's on the scrubbed curve) and, with ``rank``, the
+            ranking's settings (``metric``: None, the task's own, :func:`interp.tasks.metric_for`;
+            ``method``, ``n_boot``, ...).
         ranking: a ``RunAnalysis`` (its ``delta_p`` and point of emergence), a heads table
             (columns layer, head, delta_p), or None. Without a point from the ranking, the
             point of emergence of the scrubbed curve is marked
             (:func:`interp.emergence.point_from_curve`: the last crossing that stays above).
-        threshold: greedy-accuracy threshold drawn on the capability curve (fraction).
         rank: without a ``ranking``, rank the heads between the point of emergence found on the
             scrubbed curve (:func:`interp.ranking.rank_heads_between` on the task's prompts: each
             head's post pattern patched into pre, the change of ``metric`` per head), so the page
             orders the heads by it; a curve that does not emerge is left unranked (a warning).
-        metric: the ranking's metric (:mod:`interp.core.metrics`; default: the task's).
         progress: one progress line over the checkpoints (:func:`interp.evaluator.watching`;
             steps the process already measured are counted as kept and not loaded).
 
     Raises:
-        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns, an
-            unknown ``metric``.
+        TypeError: ``config`` is not a ``StudyConfig``.
+        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns.
         interp.sources.CheckpointError: a step the source does not hold (nearest named).
     """
+    check_argument(isinstance(config, StudyConfig), config, "scrub_data: config", "a StudyConfig")
     if n_prompts < 1:
         raise ValueError(f"n_prompts={n_prompts}; expected at least 1 prompt")
-    if metric is not None:
-        from interp.core.metrics import patching_metric_names
-
-        if metric not in patching_metric_names():
-            raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())}")
     zoomed, zoom_steps = _with_zoom(source)
     try:
-        data = _record(zoomed, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold, progress)
+        data = _record(zoomed, zoom_steps, task, steps, n_prompts, config, ranking, progress)
         if rank and ranking is None:
-            _rank_into(data, zoomed, task, device, metric)
+            _rank_into(data, zoomed, task, config)
         return data
     finally:
         if zoomed is not source:
             zoomed.close()
 
 
-def _rank_into(data: ScrubData, source, task, device: str | None, metric: str | None) -> None:
+def _rank_into(data: ScrubData, source, task, config: StudyConfig) -> None:
     """Rank the heads between ``data``'s point of emergence and put the per-head change into
     ``data`` (``delta_p``, ``metric``); a warning and no ranking without a point."""
     import warnings
 
-    from interp.core.settings import StudyConfig
     from interp.ranking import rank_heads_between
     from interp.tasks import RepetitionTask, metric_for
 
@@ -204,13 +200,12 @@ def _rank_into(data: ScrubData, source, task, device: str | None, metric: str | 
         )
         return
     task = task or RepetitionTask()
-    metric = metric_for(task, metric)
-    config = StudyConfig(device=device, metric=metric, decompose=False)
+    config = config.replace(metric=metric_for(task, config.metric), decompose=False)
     ranking = rank_heads_between(source, data.pre_step, data.post_step, task.build(source.tokenizer()), config)
     data.delta_p, _, _, data.metric = ranking_values(ranking)
 
 
-def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking, threshold, progress) -> ScrubData:
+def _record(source, zoom_steps, task, steps, n_prompts, config: StudyConfig, ranking, progress) -> ScrubData:
     from interp.sources.catalogue import model_and_seed, run_label
     from interp.tasks import RepetitionTask
 
@@ -221,20 +216,22 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking,
         source._check_step(step)
     task = task or RepetitionTask()
     batch = task.build(source.tokenizer())
-    recorder = PatternRecorder(source, batch, device=device, n_prompts=n_prompts, scores=scores)
+    recorder = PatternRecorder(source, batch, device=config.device, n_prompts=n_prompts, scores=config.scores)
     evaluate_steps(recorder, wanted, progress)
     ordered, patterns = recorder.recorded(wanted)
     tokenizer = source.tokenizer()
     tokens = [token_labels(tokenizer, row.tolist()) for row in batch.tokens[: recorder.n_prompts]]
     model, seed = model_and_seed(source.model_id)
     head_scores = (
-        pd.DataFrame(recorder.score_rows, columns=["step", "layer", "head", "score", "value"]) if scores else None
+        pd.DataFrame(recorder.score_rows, columns=["step", "layer", "head", "score", "value"])
+        if config.scores
+        else None
     )
     curve = recorder.table()[["step", "accuracy", "p_answer"]]
     if pre is None and post is None and len(curve) >= 2:  # no ranking: the point on the scrubbed curve
         from interp.emergence import point_from_curve
 
-        found_pre, found_post, emerged = point_from_curve(curve["step"], curve["accuracy"], threshold)
+        found_pre, found_post, emerged = point_from_curve(curve["step"], curve["accuracy"], config.threshold)
         pre, post = (found_pre, found_post) if emerged and found_pre is not None else (None, None)
     return ScrubData(
         label=run_label(model, seed),
@@ -248,7 +245,7 @@ def _record(source, zoom_steps, task, steps, n_prompts, device, scores, ranking,
         metric=metric,
         pre_step=pre,
         post_step=post,
-        threshold=threshold,
+        threshold=config.threshold,
     )
 
 
@@ -268,12 +265,9 @@ def scrubber(
     task=None,
     steps: Sequence[int] | None = None,
     n_prompts: int = DEFAULT_PROMPTS,
-    device: str | None = None,
-    scores: bool = True,
+    config: StudyConfig = StudyConfig(),
     ranking=None,
-    threshold: float = DEFAULT_THRESHOLD,
     rank: bool = False,
-    metric: str | None = None,
     progress: bool = True,
 ) -> Scrubber:
     """The attention-pattern scrubber of one run (the page: :mod:`interp.report.scrubber`).
@@ -302,12 +296,9 @@ def scrubber(
                 task=task,
                 steps=steps,
                 n_prompts=n_prompts,
-                device=device,
-                scores=scores,
+                config=config,
                 ranking=ranking,
-                threshold=threshold,
                 rank=rank,
-                metric=metric,
                 progress=progress,
             )
         )

@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def test_readiness_entry_matches_the_library_and_resumes(quick_suite, tmp_path, capsys, monkeypatch):
     from analyses import readiness as entry
+    from interp.core.settings import StudyConfig
     from interp.readiness import readiness
     from interp.sources import LocalSuiteSource
     from interp.tasks import RepetitionTask
@@ -38,7 +39,7 @@ def test_readiness_entry_matches_the_library_and_resumes(quick_suite, tmp_path, 
     points = pd.read_csv(tmp_path / "out" / "readiness_points.csv")
     assert len(points) == len(runs)
     source = LocalSuiteSource(runs[0])
-    ref = readiness(source, RepetitionTask(n_prompts=32).build(source.tokenizer()), n_boot=50)
+    ref = readiness(source, RepetitionTask(n_prompts=32).build(source.tokenizer()), config=StudyConfig(n_boot=50))
     row = points.iloc[0]
     assert row["heads"] == ref.heads_label
     assert (None if pd.isna(row["readiness_step"]) else int(row["readiness_step"])) == ref.ready[1]

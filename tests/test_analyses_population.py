@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from analyses import population as entry
+from interp.core.settings import StudyConfig
 from interp.population.tables import population_from_curves
 from interp.sources.catalogue import load_suite_spec
 
@@ -68,7 +69,7 @@ def test_docs_block_states_the_tables():
         + [_curve("b", 2, s, c) for s, c in enumerate([100, 100, 200])],
         ignore_index=True,
     )
-    result = population_from_curves(curves, threshold=0.5, hold=2, reference="a")
+    result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference="a")
     block = entry.docs_block(result, 120, "the rest not trained yet")
     assert block.startswith("Runs evaluated: 6 of the spec's 120 (the rest not trained yet).")
     # E = the post step held for 2 checkpoints; a run that never crosses is censored at 600
@@ -125,7 +126,7 @@ def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
         + [_curve("neox-2l-64d-4h", 4, s, c) for s, c in enumerate([200, 300, 400])],
         ignore_index=True,
     )
-    result = population_from_curves(curves, threshold=0.5, hold=2, reference="neox-2l-64d-4h", grid=False)
+    result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference="neox-2l-64d-4h", grid=False)
     block = entry.headline_block(result, 120, (10, 96))
     assert (
         "- **Claim 4's contrast is confounded.** At d_model 64 the head count moves with d_head 64–16, rotary dims"
@@ -138,7 +139,7 @@ def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
         + [_curve("neox-2l-64d-4h-r8", 4, s, c) for s, c in enumerate([200, 300, 400])],
         ignore_index=True,
     )
-    decoupled = population_from_curves(fixed, hold=2, reference="neox-2l-64d-4h-r8", grid=False)
+    decoupled = population_from_curves(fixed, StudyConfig(hold=2), reference="neox-2l-64d-4h-r8", grid=False)
     block = entry.headline_block(result, 120, (96, 96), decoupled)
     (line,) = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
     assert "Claim 4, heads: at d_model 64" in line and "Confounded: d_head 64–16 change with n_heads" in line

@@ -12,12 +12,15 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.decomposition import COMPONENT_COLUMNS, decompose_jump
+from interp.core.settings import StudyConfig
+from interp.decomposition import COMPONENT_COLUMNS, DecomposeOptions, decompose_jump
 from interp.patching import TaskBatch
-from interp.ranking import bootstrap_interval, head_ranking
+from interp.ranking import RankingOptions, bootstrap_interval, head_ranking
 from tests.test_patching import native_bridge
 
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 8, 9
+NO_PRESCREEN = RankingOptions(attribution=False)
+PATTERNS = DecomposeOptions(targets=["pattern"])
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +42,8 @@ def test_decomposition_of_a_query_weight_jump(setup, metric):
         pre,
         post,
         batch,
-        metric=metric,
-        ks=[1, 2, N_LAYERS * N_HEADS],
-        n_boot=200,
-        labels={"model": "toy", "seed": 3, "pre_step": 10, "post_step": 20},
+        StudyConfig(metric=metric, ks=[1, 2, N_LAYERS * N_HEADS], n_boot=200),
+        DecomposeOptions(labels={"model": "toy", "seed": 3, "pre_step": 10, "post_step": 20}),
     )
     assert list(table.columns) == COMPONENT_COLUMNS
     assert set(table["metric"]) == {metric} and set(table["seed"]) == {3}
@@ -78,7 +79,7 @@ def test_interaction_is_whole_minus_the_sum_of_parts(setup):
         for block in post.blocks:
             for p in block.mlp.parameters():
                 p.mul_(1.5)
-    table = decompose_jump(pre, post, batch, ks=[1], n_boot=50).query("scope == 'all'").set_index("target")
+    table = decompose_jump(pre, post, batch, StudyConfig(ks=[1], n_boot=50)).query("scope == 'all'").set_index("target")
     parts = table.loc[["qk", "ov", "mlp_weights"], "recovered"].sum()
     assert table.loc["interaction", "recovered"] == pytest.approx(table.loc["block", "recovered"] - parts, abs=1e-5)
     assert abs(table.loc["mlp_weights", "recovered"]) > 1e-3  # the MLP change is seen
@@ -94,11 +95,13 @@ def test_components_are_checked_before_any_checkpoint_is_loaded():
             raise AssertionError("loaded a checkpoint before checking the components")
 
     with pytest.raises(ValueError, match=r"unknown components \['bogus'\]"):
-        decompose_between(Source(), 0, 100, None, targets=["bogus"])
+        decompose_between(Source(), 0, 100, None, options=DecomposeOptions(targets=["bogus"]))
     with pytest.raises(ValueError, match="not per-head kinds"):
-        decompose_between(Source(), 0, 100, None, topk_kinds=["mlp"])
-    with pytest.raises(ValueError, match=r"ks must lie in \[1, the number of heads\], got \[0\]"):
-        decompose_between(Source(), 0, 100, None, ks=[0])
+        decompose_between(Source(), 0, 100, None, options=DecomposeOptions(topk_kinds=["mlp"]))
+    with pytest.raises(ValueError, match=r"ks item=0: must be an integer >= 1"):  # refused when the config is made
+        decompose_between(Source(), 0, 100, None, StudyConfig(ks=[0]))
+    with pytest.raises(TypeError, match=r"decompose_between: config is .*; expected a StudyConfig"):
+        decompose_between(Source(), 0, 100, None, {"metric": "p"})
 
 
 def test_bootstrap_interval_contains_the_mean_and_is_exact_for_a_shift():
@@ -119,7 +122,7 @@ def test_bootstrap_interval_contains_the_mean_and_is_exact_for_a_shift():
 
 def test_head_ranking_intervals_and_metric_names(setup):
     pre, post, batch = setup
-    ranking = head_ranking(pre, post, batch, metric="logprob", n_boot=200)
+    ranking = head_ranking(pre, post, batch, StudyConfig(metric="logprob", n_boot=200))
     heads = ranking.heads
     assert set(heads["metric"]) == {"logprob"} and set(ranking.topk["metric"]) == {"logprob"}
     assert ((heads["delta_lo"] <= heads["delta"] + 1e-9) & (heads["delta"] <= heads["delta_hi"] + 1e-9)).all()
@@ -130,10 +133,11 @@ def test_head_ranking_intervals_and_metric_names(setup):
 def test_bad_components_raise(setup):
     pre, post, batch = setup
     with pytest.raises(ValueError, match="unknown components"):
-        decompose_jump(pre, post, batch, targets=["attention"])
+        decompose_jump(pre, post, batch, options=DecomposeOptions(targets=["attention"]))
     with pytest.raises(ValueError, match="ks must lie"):
-        decompose_jump(pre, post, batch, ks=[0])
-    assert isinstance(decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=10), pd.DataFrame)
+        decompose_jump(pre, post, batch, StudyConfig(ks=[N_LAYERS * N_HEADS + 1]))
+    table = decompose_jump(pre, post, batch, StudyConfig(ks=[1], n_boot=10), DecomposeOptions(targets=["pattern"]))
+    assert list(table["target"]) == ["pattern", "pattern", "z"] and list(table["scope"]) == ["all", "top-1", "top-1"]
 
 
 def test_cli_decompose_writes_components(tmp_path, tiny_local_suite):
@@ -161,7 +165,11 @@ def test_analysis_tables_render(setup):
     module = load_analysis("decomposition")
     pre, post, batch = setup
     table = decompose_jump(
-        pre, post, batch, ks=[1, 2], n_boot=50, labels={"model": "toy", "seed": 0, "pre_step": 1, "post_step": 2}
+        pre,
+        post,
+        batch,
+        StudyConfig(ks=[1, 2], n_boot=50),
+        DecomposeOptions(labels={"model": "toy", "seed": 0, "pre_step": 1, "post_step": 2}),
     )
     prescreen = pd.DataFrame(
         [{"model": "toy", "seed": 0, "method": "attribution patching", "spearman": 0.5, "top2_found": True}]
@@ -188,8 +196,8 @@ def test_bootstrap_over_too_few_prompts_gives_nan_bounds_and_says_why(setup):
     model_pre, model_post, batch = setup
     one = TaskBatch(batch.tokens[:1], batch.answers[:1], batch.answer_pos[:1], distractors=batch.distractors[:1])
     with pytest.warns(RuntimeWarning, match="bootstrap over 1 prompt"):
-        ranking = head_ranking(model_pre, model_post, one, n_boot=50, attribution=False)
-        table = decompose_jump(model_pre, model_post, one, targets=["pattern"], ks=[1], n_boot=50)
+        ranking = head_ranking(model_pre, model_post, one, StudyConfig(n_boot=50), options=NO_PRESCREEN)
+        table = decompose_jump(model_pre, model_post, one, StudyConfig(ks=[1], n_boot=50), PATTERNS)
     assert ranking.heads["delta"].notna().all() and ranking.heads[["delta_lo", "delta_hi"]].isna().all().all()
     assert table["recovered"].notna().all() and table[["recovered_lo", "recovered_hi"]].isna().all().all()
     # One prompt has no standard error: the jump is flagged.
@@ -212,8 +220,8 @@ def test_jump_below_three_standard_errors_is_flagged(setup):
     from interp.patching import metric_values
 
     model_pre, model_post, batch = setup
-    ranking = head_ranking(model_pre, model_post, batch, n_boot=50, attribution=False)
-    table = decompose_jump(model_pre, model_post, batch, targets=["pattern"], ks=[1], n_boot=50)
+    ranking = head_ranking(model_pre, model_post, batch, StudyConfig(n_boot=50), options=NO_PRESCREEN)
+    table = decompose_jump(model_pre, model_post, batch, StudyConfig(ks=[1], n_boot=50), PATTERNS)
     expected = jump_noise(metric_values(model_pre, batch, "p"), metric_values(model_post, batch, "p"))
     assert ranking.jump_se == pytest.approx(expected[1], rel=1e-9) and ranking.jump_too_small == expected[2]
     assert set(ranking.heads["jump_too_small"]) == {expected[2]} and set(table["jump_too_small"]) == {expected[2]}
@@ -222,12 +230,13 @@ def test_jump_below_three_standard_errors_is_flagged(setup):
 
 def test_whole_and_interaction_rows_sit_with_the_components(setup):
     pre, post, batch = setup
-    table = decompose_jump(pre, post, batch, ks=[1], n_boot=20)
+    table = decompose_jump(pre, post, batch, StudyConfig(ks=[1], n_boot=20))
     scopes = list(table["scope"])
     assert scopes[: scopes.index("top-1")] == ["all"] * (len(scopes) - scopes.count("top-1"))
     interaction = table[table["target"] == "interaction"].iloc[0]
     assert np.isnan(interaction["value"]) and not np.isnan(interaction["recovered"])
-    assert list(decompose_jump(pre, post, batch, targets=["qk"], ks=[1], n_boot=20)["target"].unique()) == [
+    chosen = decompose_jump(pre, post, batch, StudyConfig(ks=[1], n_boot=20), DecomposeOptions(targets=["qk"]))
+    assert list(chosen["target"].unique()) == [
         "qk",
         "pattern",
         "z",

@@ -228,7 +228,7 @@ def test_loading_pre_leaves_post_weights_untouched(seeded_suite):
 
 
 def test_tables_carry_the_sources_model_and_seed(seeded_suite):
-    from interp.decomposition import decompose_jump
+    from interp.decomposition import DecomposeOptions, decompose_jump
     from interp.ranking import rank_heads_between
     from interp.scores import head_scores_over_checkpoints
     from interp.tasks import RepetitionTask
@@ -242,7 +242,7 @@ def test_tables_carry_the_sources_model_and_seed(seeded_suite):
         assert set(table["model"]) == {"toy-2l"} and set(table["seed"]) == {2}
     post = seeded_suite.load(200).model
     pre = seeded_suite.load(0).model
-    table = decompose_jump(pre, post, batch, targets=["pattern"], ks=[1], n_boot=20)
+    table = decompose_jump(pre, post, batch, StudyConfig(ks=[1], n_boot=20), DecomposeOptions(targets=["pattern"]))
     for column in ("model", "seed", "pre_step", "post_step"):  # the docstring: NaN when not given
         assert table[column].isna().all() and table[column].dtype == float, column
 

@@ -97,9 +97,10 @@ def test_main_job_notebook_runs_and_matches_the_library(notebook_runs, quick_sui
     assert provenance["source"]["combined"] == source_digests()["combined"]
     assert provenance["settings"]["config"]["scan"] is False  # CI scale: bisection only
     # the readiness cell: the library's E and R on the first run, and its figure
+    from interp.core.settings import StudyConfig
     from interp.readiness import readiness
 
-    ready = readiness(LocalSuiteSource(runs[0]), batch, heads="auto", n_boot=200)
+    ready = readiness(LocalSuiteSource(runs[0]), batch, heads="auto", config=StudyConfig(n_boot=200))
     text = next(
         o["data"]["text/plain"]
         for c in nb.cells

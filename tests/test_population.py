@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from interp.core.settings import StudyConfig
 from interp.emergence import held_crossing
 from interp.population.tables import CURVE_COLUMNS, PopulationResult, check_curves, population_from_curves
 
@@ -64,7 +65,7 @@ def hand_table() -> pd.DataFrame:
 
 @pytest.fixture
 def hand():
-    return population_from_curves(hand_table(), threshold=0.5, hold=1)
+    return population_from_curves(hand_table(), StudyConfig(threshold=0.5, hold=1))
 
 
 # ------------------------------------------------------------------ point of emergence per run
@@ -74,7 +75,7 @@ def test_point_of_emergence_is_the_hold_rule_on_each_curve():
     touch = [0.0, 0.6, 0.2, 0.7, 0.8, 0.9]  # touches 0.5 at 100 and falls back; holds from 300
     curves = pd.DataFrame(curve_rows("A", "touch", 0, 2, touch, 500) + curve_rows("A", "flat", 1, 2, [0.1] * 6, 500))
     for hold, post in [(0, 100), (1, 300), (2, 300)]:
-        runs = population_from_curves(curves, hold=hold).runs.set_index("run")
+        runs = population_from_curves(curves, StudyConfig(hold=hold)).runs.set_index("run")
         assert (runs.loc["touch", "pre_step"], runs.loc["touch", "post_step"]) == (post - 100, post)
         assert (runs.loc["touch", "pre_step"], runs.loc["touch", "post_step"]) == held_crossing(
             [100 * i for i in range(6)], touch, threshold=0.5, hold=hold
@@ -90,7 +91,7 @@ def test_runs_not_emerged_by_the_budget_are_censored_there_never_dropped():
         + curve_rows("A", "never", 1, 2, step_curve(None, 500), 500)
         + curve_rows("A", "early", 2, 2, step_curve(100, 500), 500)
     )
-    runs = population_from_curves(curves, hold=0).runs.set_index("run")
+    runs = population_from_curves(curves, StudyConfig(hold=0)).runs.set_index("run")
     assert len(runs) == 3
     assert runs.loc["late", "post_step"] == 400 and not runs.loc["late", "emerged"]
     assert math.isnan(runs.loc["late", "E"]) and runs.loc["late", "censored_at"] == 300
@@ -98,7 +99,7 @@ def test_runs_not_emerged_by_the_budget_are_censored_there_never_dropped():
     assert runs.loc["never", "censored_at"] == 500 and runs.loc["never", "duration"] == 500
     assert runs.loc["early", "E"] == 100 and math.isnan(runs.loc["early", "censored_at"])
     # the same run with --budget 500 for every run emerges at 400
-    again = population_from_curves(curves, hold=0, budget=500).runs.set_index("run")
+    again = population_from_curves(curves, StudyConfig(hold=0), budget=500).runs.set_index("run")
     assert again.loc["late", "E"] == 400 and again.loc["late", "emerged"]
 
 
@@ -232,7 +233,7 @@ def test_an_arm_that_never_emerged_stays_in_the_cox_fit_and_is_refitted_without(
         for i, E in enumerate(Es):
             rows += curve_rows(f"h{heads}", f"h{heads}-seed{i}", i, heads, step_curve(E, 600), 600)
     rows += [r for i in range(3) for r in curve_rows("h8", f"h8-seed{i}", i, 8, step_curve(None, 600), 600)]
-    result = population_from_curves(pd.DataFrame(rows), hold=0)
+    result = population_from_curves(pd.DataFrame(rows), StudyConfig(hold=0))
     full, refit = result.cox.to_dict("records")
     assert (full["fit"], full["heads"], full["n_runs"], full["note"]) == ("all arms", "1, 2, 4, 8", 15, "")
     assert efron_score(full["coef_log2_heads"], result.runs) == pytest.approx(0.0, abs=1e-6)
@@ -302,7 +303,7 @@ def test_the_papers_claims_in_words_from_the_tables(hand):
             for r in curve_rows("C", f"C{i}", i, 4, step_curve(E, 500), 500, d_model=32)
         ]
     )
-    both = population_from_curves(pd.concat([hand_table(), bigger]), hold=0)
+    both = population_from_curves(pd.concat([hand_table(), bigger]), StudyConfig(hold=0))
     (size,) = [line for line in claim_lines(both) if line.startswith("Claim 1, size")]
     test = both.grid[(both.grid["key"] == "size:B:C") & (both.grid["threshold"] == 0.5) & (both.grid["hold"] == 1)]
     assert size.startswith("Claim 1, size: not decidable at threshold 0.5, hold 0, ")  # log-rank p = 0.24: no verdict
@@ -320,7 +321,7 @@ def test_degenerate_populations_say_why_instead_of_failing():
         + curve_rows("B", "b0", 0, 4, [0.0, 1, 1, 1], 300)
         + curve_rows("B", "b1", 1, 4, [0.0, 0, 0, 0], 300)
     )
-    result = population_from_curves(never, hold=0)
+    result = population_from_curves(never, StudyConfig(hold=0))
     cox = result.cox.iloc[0]
     # B0 (4 heads) is the only run that emerged and had the most heads at risk: no maximum
     assert math.isnan(cox["hr_per_doubling"]) and cox["note"].startswith("every run that emerged had the most heads")
@@ -332,12 +333,12 @@ def test_degenerate_populations_say_why_instead_of_failing():
     )
     # B: S = 1/2 exactly after step 100, never below: the median is not reached
     assert math.isnan(b["median_E"]) and "median not reached: no more than half emerged" in result.findings[1]
-    one_arm = population_from_curves(never[never["arm"] == "A"], hold=0)
+    one_arm = population_from_curves(never[never["arm"] == "A"], StudyConfig(hold=0))
     assert one_arm.tests["note"].tolist() == ["one arm: nothing to compare"]
     assert "one head count (2): no variation to fit" in one_arm.cox.loc[0, "note"]
     assert "undetermined (one arm: nothing to compare)" in one_arm.findings[1]
     assert one_arm.km["step"].tolist() == [0] and one_arm.km["survival"].tolist() == [1.0]
-    all_censored = population_from_curves(never[never["run"] != "b0"], hold=0)
+    all_censored = population_from_curves(never[never["run"] != "b0"], StudyConfig(hold=0))
     assert all_censored.tests.loc[0, "note"] == "no run emerged in these arms: the test is undetermined"
     assert any("hazard ratio per doubling of heads undetermined (no run emerged" in x for x in all_censored.findings)
 
@@ -361,15 +362,20 @@ def test_bad_tables_are_refused_in_one_line(change, message):
 
 
 def test_bad_settings_are_refused_in_one_line():
-    for kwargs, message in [
-        ({"budget": -1}, "budget=-1: must be an integer >= 0"),
-        ({"threshold": 0.0}, "threshold=0.0 must be in (0, 1]"),
-        ({"hold": -1}, "hold=-1: must be an integer >= 0"),
-        ({"reference": "C"}, "reference arm 'C' is not in the table; arms: A, B"),
+    for call, message in [
+        (lambda: population_from_curves(hand_table(), budget=-1), "budget=-1: must be an integer >= 0"),
+        (lambda: population_from_curves(hand_table(), StudyConfig(threshold=0.0)), "threshold=0.0 must be in (0, 1]"),
+        (lambda: population_from_curves(hand_table(), StudyConfig(hold=-1)), "hold=-1: must be an integer >= 0"),
+        (
+            lambda: population_from_curves(hand_table(), reference="C"),
+            "reference arm 'C' is not in the table; arms: A, B",
+        ),
     ]:
         with pytest.raises(ValueError, match=None) as error:
-            population_from_curves(hand_table(), **kwargs)
-        assert message in str(error.value), kwargs
+            call()
+        assert message in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(TypeError, match=r"population_from_curves: config is float 0.5; expected a StudyConfig"):
+        population_from_curves(hand_table(), 0.5)  # the old second parameter, threshold, by position
 
 
 def test_save_and_load_round_trip(hand, tmp_path):
@@ -399,7 +405,7 @@ def test_page_in_headless_chromium(tmp_path):
     table = hand_table()
     table.loc[table["run"] == "B-seed1", "run"] = HOSTILE
     table.loc[table["arm"] == "B", "arm"] = "B <b>bold</b>"
-    result = population_from_curves(table, hold=1, title="population <i>test</i>")
+    result = population_from_curves(table, StudyConfig(hold=1), title="population <i>test</i>")
     page = result.save(tmp_path / "pop")["population.html"]
     html = page.read_text(encoding="utf-8")
     assert html.count("* plotly.js v") == 1 and HOSTILE not in html and "<b>bold</b>" not in html
@@ -461,7 +467,9 @@ def test_population_from_checkpoint_sources(tmp_path):
         save_byte_tokenizer(folder / "tokenizer")
         folders.append(folder)
     task = RepetitionTask(n_prompts=8)
-    result = el.population([str(f) for f in folders], task=task, threshold=0.125, hold=0, device="cpu")
+    result = el.population(
+        [str(f) for f in folders], task=task, config=el.StudyConfig(threshold=0.125, hold=0, device="cpu")
+    )
     assert el.population_from_curves is population_from_curves and isinstance(result, el.PopulationResult)
     assert result.runs["arm"].tolist() == ["L2-d32-h4"] * 2 and result.runs["seed"].tolist() == [1, 2]
     assert result.runs["budget"].tolist() == [200, 200] and result.curves["d_head"].unique().tolist() == [8]

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from interp.core.settings import StudyConfig
 from interp.population.tables import population_from_curves
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +49,9 @@ def test_every_run_at_risk_emerging_at_one_step_leaves_the_cox_ratio_undetermine
     """Two arms whose every run emerges at step 100: before the fix the Cox row read HR 1.00
     (0.20–4.95) and "no effect of the head count detected", an interval made by Efron's tie
     approximation alone; the log-rank row already said undetermined."""
-    result = population_from_curves(table({("A", 2): [100, 100], ("B", 4): [100, 100]}), hold=0, grid=False)
+    result = population_from_curves(
+        table({("A", 2): [100, 100], ("B", 4): [100, 100]}), StudyConfig(hold=0), grid=False
+    )
     cox = result.cox.iloc[0]
     assert math.isnan(cox["hr_per_doubling"]) and math.isnan(cox["hr_lo"])
     assert cox["note"].startswith("every run at risk emerged at the same step (100): a single tied event time")
@@ -61,7 +64,7 @@ def test_every_run_at_risk_emerging_at_one_step_leaves_the_cox_ratio_undetermine
 def test_a_fit_resting_on_one_tied_event_time_says_so():
     # every event at step 200, some runs at risk censored at 500: a ratio, with the warning
     result = population_from_curves(
-        table({("A", 2): [200, None, None], ("B", 4): [200, 200, None]}), hold=0, grid=False
+        table({("A", 2): [200, None, None], ("B", 4): [200, 200, None]}), StudyConfig(hold=0), grid=False
     )
     cox = result.cox.iloc[0]
     assert math.isfinite(cox["hr_per_doubling"]) and cox["note"] == ""
@@ -77,7 +80,7 @@ def test_what_else_varies_with_the_head_count_is_named_and_the_contrast_called_c
 
     assert rotary_dims("neox-2l-64d-8h", 8) == 2 and rotary_dims("neox-2l-64d-8h-r8", 8) == 8
     spec = {("neox-1l-64d-1h", 1): [200, 300], ("neox-1l-64d-4h", 4): [300, 400]}
-    result = population_from_curves(table(spec, d_model=64), hold=0, grid=False)
+    result = population_from_curves(table(spec, d_model=64), StudyConfig(hold=0), grid=False)
     assert also_varies(result.runs, ["neox-1l-64d-1h", "neox-1l-64d-4h"], "n_heads") == (
         "d_head 64–16, rotary dims per head 16–4"
     )
@@ -88,7 +91,7 @@ def test_what_else_varies_with_the_head_count_is_named_and_the_contrast_called_c
     assert result.findings[3].endswith("; confounded: d_head 16 vs 64, rotary dims per head 4 vs 16 vary with n_heads")
     # rotary dims fixed (the decoupled arms, "-r8"): d_head alone still varies
     fixed = {("neox-1l-64d-2h-r8", 2): [200, 300], ("neox-1l-64d-4h-r8", 4): [300, 400]}
-    result = population_from_curves(table(fixed, d_model=64), hold=0, grid=False)
+    result = population_from_curves(table(fixed, d_model=64), StudyConfig(hold=0), grid=False)
     assert result.cox.loc[0, "also_varies"] == "d_head 32–16"
     assert "Confounded: d_head 32–16 change with n_heads" in result.claims[-1]
 
@@ -137,7 +140,7 @@ def test_loglinearity_lr_test_and_an_arm_with_no_events():
     # 1 and 2 heads alike, 4 heads later, 8 never: not log-linear in log2(heads)
     spec = {("h1", 1): [100, 200, 200, 300, 300] * 2, ("h2", 2): [100, 200, 200, 300, 400] * 2,
             ("h4", 4): [400, 600, 700, 800, None] * 2, ("h8", 8): [None] * 10}  # fmt: skip
-    result = population_from_curves(table(spec, budget=900), hold=0, grid=False)
+    result = population_from_curves(table(spec, budget=900), StudyConfig(hold=0), grid=False)
     full = result.cox.iloc[0]
     runs = result.runs
     d, e = runs["duration"].to_numpy(float), runs["emerged"].to_numpy(float)
@@ -182,7 +185,7 @@ def test_a_crossing_with_no_room_to_hold_is_censored_and_the_grid_says_what_hold
         out += rows("A", i, 2, acc, 1200)
     for i, E in enumerate([300, 300, 400, 400, 500, 500, 600, 600]):
         out += rows("B", i, 4, step_curve(E, 1200), 1200)
-    result = population_from_curves(pd.DataFrame(out), threshold=0.5, hold=1)
+    result = population_from_curves(pd.DataFrame(out), StudyConfig(threshold=0.5, hold=1))
     grid = result.grid
     assert sorted(set(zip(grid["threshold"], grid["hold"]))) == [(t, h) for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)]
     size = grid[grid["key"] == "cox:1:16:all"].set_index(["threshold", "hold"])

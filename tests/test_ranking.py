@@ -13,14 +13,18 @@ import pandas as pd
 import pytest
 import torch
 
+from interp.core.settings import StudyConfig
+from interp.decomposition import decompose_jump
 from interp.patching import TaskBatch, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
 from interp.ranking import (
     HeadRanking,
+    RankingOptions,
     head_ranking,
     prescreen_rank_correlation,
     rank_heads,
     topk_recovery,
 )
+from interp.ranking_stats import TopkOptions
 
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 6, 9
 
@@ -58,7 +62,7 @@ def test_topk_recovery_reaches_one_and_matches_joint_patches(setup):
         p_pre = float(answer_prob(pre(inputs.tokens), inputs).mean())
         p_post = float(answer_prob(post(inputs.tokens), inputs).mean())
     ranking = rank_heads(delta_p_all_heads(pre, inputs, patterns))
-    topk = topk_recovery(pre, inputs, patterns, ranking, p_pre, p_post)
+    topk = topk_recovery(pre, inputs, patterns, ranking, options=TopkOptions(values=(p_pre, p_post)))
     assert list(topk.columns) == ["k", "value", "recovered"]
     assert topk["k"].tolist() == list(range(1, N_LAYERS * N_HEADS + 1))
     assert abs(p_post - p_pre) > 1e-2
@@ -68,8 +72,19 @@ def test_topk_recovery_reaches_one_and_matches_joint_patches(setup):
         assert abs(topk["value"].iloc[k - 1] - patch_heads(pre, inputs, patterns, top[:k])) < 1e-6
     # K = 1 is the top head alone: its recovered value is its delta_p over the pre -> post change.
     assert abs(topk["recovered"].iloc[0] - ranking["delta"].iloc[0] / (p_post - p_pre)) < 1e-4
-    with pytest.raises(ValueError, match="ks must lie"):
-        topk_recovery(pre, inputs, patterns, ranking, p_pre, p_post, ks=[0])
+    with pytest.raises(ValueError, match=r"ks must lie in \[1, 12\]"):
+        topk_recovery(pre, inputs, patterns, ranking, StudyConfig(ks=[13]), TopkOptions(values=(p_pre, p_post)))
+    with pytest.raises(ValueError, match="post holds patterns only"):  # no answer logits to measure post by
+        topk_recovery(pre, inputs, patterns, ranking)
+    # Measured from the models (per-prompt values): the same values, and the 95 % interval around them.
+    measured = topk_recovery(pre, inputs, post, ranking, StudyConfig(n_boot=200))
+    assert list(measured.columns) == ["k", "value", "recovered", "recovered_lo", "recovered_hi"]
+    assert (measured["value"] - topk["value"]).abs().max() < 1e-6
+    assert (measured["recovered"] - topk["recovered"]).abs().max() < 1e-4
+    assert (
+        (measured["recovered_lo"] <= measured["recovered"] + 1e-9)
+        & (measured["recovered"] <= measured["recovered_hi"] + 1e-9)
+    ).all()
 
 
 def test_recovered_is_nan_with_a_warning_when_p_post_equals_p_pre(setup):
@@ -77,7 +92,7 @@ def test_recovered_is_nan_with_a_warning_when_p_post_equals_p_pre(setup):
     patterns = cache_patterns(post, inputs.tokens)
     ranking = rank_heads(torch.arange(N_LAYERS * N_HEADS, dtype=torch.float32).reshape(N_LAYERS, N_HEADS))
     with pytest.warns(RuntimeWarning, match="value_post == value_pre"):
-        topk = topk_recovery(pre, inputs, patterns, ranking, 0.25, 0.25, ks=[1, 2])
+        topk = topk_recovery(pre, inputs, patterns, ranking, StudyConfig(ks=[1, 2]), TopkOptions(values=(0.25, 0.25)))
     assert topk["recovered"].isna().all() and topk["value"].notna().all()
 
 
@@ -85,7 +100,7 @@ def test_head_ranking_end_to_end_and_prescreen(setup):
     pre, post, inputs = setup
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        report = head_ranking(pre, post, inputs, attribution=False)
+        report = head_ranking(pre, post, inputs, options=RankingOptions(attribution=False))
     assert isinstance(report, HeadRanking)
     exact = delta_p_all_heads(pre, inputs, report.post_patterns)
     assert torch.allclose(report.delta, exact, atol=1e-6, rtol=0)
@@ -93,7 +108,7 @@ def test_head_ranking_end_to_end_and_prescreen(setup):
     assert abs(report.topk["recovered"].iloc[-1] - 1.0) < 1e-4
     assert report.delta_attribution is None
 
-    screened = head_ranking(pre, post, inputs, prescreen_top_n=3)
+    screened = head_ranking(pre, post, inputs, StudyConfig(prescreen_top_n=3))
     attribution = screened.delta_attribution
     top3 = torch.topk(attribution.flatten(), 3).indices
     computed = torch.nonzero(~torch.isnan(screened.delta.flatten())).flatten()
@@ -102,12 +117,14 @@ def test_head_ranking_end_to_end_and_prescreen(setup):
     assert len(screened.topk) == 3 and screened.heads["rank"].notna().sum() == 3
     assert "delta_attribution" in screened.heads.columns
     with pytest.raises(ValueError, match="prescreen_top_n"):
-        head_ranking(pre, post, inputs, prescreen_top_n=0)
+        head_ranking(pre, post, inputs, StudyConfig(prescreen_top_n=0))
     n_heads_total = pre.cfg.n_layers * pre.cfg.n_heads
     with pytest.raises(
         ValueError, match=f"prescreen_top_n={n_heads_total + 1} is more than the model's {n_heads_total} heads"
     ):
-        head_ranking(pre, post, inputs, prescreen_top_n=n_heads_total + 1)
+        head_ranking(pre, post, inputs, StudyConfig(prescreen_top_n=n_heads_total + 1))
+    with pytest.raises(TypeError, match=r"head_ranking: config is .*; expected a StudyConfig"):
+        head_ranking(pre, post, inputs, "logprob")  # the old third keyword, metric, given by position
 
 
 def test_prescreen_rank_correlation_is_spearman():
@@ -165,3 +182,55 @@ def test_cli_metric_option_names_the_metric_in_the_tables(tmp_path, tiny_local_s
         app, ["rank-heads", str(tiny_local_suite), "--pre", "0", "--post", "200", "--metric", "accuracy"]
     )
     assert bad.exit_code == 2 and "metric='accuracy'" in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize("function", [head_ranking, topk_recovery, decompose_jump], ids=lambda f: f.__name__)
+def test_the_analyses_take_the_settings_as_one_object_and_at_most_six_parameters(function):
+    """The study settings arrive as one StudyConfig (issue 54): no function of the ranking road
+    grows past 6 parameters, and none takes a setting of StudyConfig as a loose keyword."""
+    import dataclasses
+    import inspect
+
+    name = function.__name__
+    parameters = inspect.signature(function).parameters
+    assert len(parameters) <= 6, f"{name} takes {len(parameters)} parameters: {list(parameters)}"
+    assert parameters["config"].default == StudyConfig() and parameters["config"].annotation == "StudyConfig"
+    loose = set(parameters) & {field.name for field in dataclasses.fields(StudyConfig)}
+    assert not loose, f"{name} takes the settings {sorted(loose)} one by one"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "interp.readiness:readiness",
+        "interp.dense:dense_point",
+        "interp.report.scrubber:run_scrub_data",
+        "interp.scrubbing:scrub_data",
+        "interp.scrubbing:scrubber",
+        "interp.population.collect:population",
+        "interp.population.collect:source_curve",
+        "interp.population.tables:population_from_curves",
+        "interp.decomposition:decompose_between",
+    ],
+)
+def test_every_side_road_carries_the_settings_as_one_object(where):
+    """The scrubber, the population, zoom's dense point and readiness read threshold, hold,
+    device, method, n_boot, ... from one StudyConfig whose defaults are the one place's
+    (DEFAULT_THRESHOLD, DEFAULT_HOLD, N_BOOT): none takes a setting one by one."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from interp.core.settings import N_BOOT
+    from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
+
+    module, name = where.split(":")
+    parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters
+    loose = set(parameters) & {field.name for field in dataclasses.fields(StudyConfig)}
+    assert not loose, f"{where} takes the settings {sorted(loose)} one by one"
+    default = parameters["config"].default
+    assert default == StudyConfig() and (default.threshold, default.hold, default.n_boot) == (
+        DEFAULT_THRESHOLD,
+        DEFAULT_HOLD,
+        N_BOOT,
+    )

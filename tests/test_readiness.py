@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from emergence_lens.cli import app
+from interp.core.settings import StudyConfig
 from interp.readiness import _bootstrap, crossing, parse_heads, parse_patterns, readiness
 
 runner = CliRunner()
@@ -114,7 +115,11 @@ def test_readiness_equals_hooked_forward(tiny_local_suite, method):
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=12, length=6, seed=0).build(src.tokenizer())
     result = readiness(
-        src, batch, heads=[(0, 1), (1, 2)], patterns="previous_token,induction", method=method, n_boot=50
+        src,
+        batch,
+        heads=[(0, 1), (1, 2)],
+        patterns="previous_token,induction",
+        config=StudyConfig(method=method, n_boot=50),
     )
     ref = _hooked_curve(src, batch, {(0, 1): "previous_token", (1, 2): "induction"})
     assert result.heads == {(0, 1): "previous_token", (1, 2): "induction"}
@@ -132,7 +137,7 @@ def test_auto_heads_pick_the_top_scores(tiny_local_suite):
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())
-    result = readiness(src, batch, n_boot=10)
+    result = readiness(src, batch, config=StudyConfig(n_boot=10))
     # never emerges (random weights): the heads are picked at the last step
     model = src.load(200).model
     scores = head_scores(model, repeated_random_tokens(alnum_token_pool(src.tokenizer()), 16, 20), 20)
@@ -256,7 +261,7 @@ def test_report_section_of_a_run_with_readiness(tiny_local_suite):
 
     src = _source(tiny_local_suite)
     batch = make_task("repetition", n_prompts=8, length=6, seed=0).build(src.tokenizer())
-    result = readiness(src, batch, heads={(1, 2): "induction"}, n_boot=10)
+    result = readiness(src, batch, heads={(1, 2): "induction"}, config=StudyConfig(n_boot=10))
     run = SimpleNamespace(model="suite0", seed=0, readiness=result)
     ctx = ReportContext(assets=Assets())
     assert readiness_section in RUN_SECTIONS

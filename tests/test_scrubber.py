@@ -288,10 +288,10 @@ def test_scrub_ranks_between_the_point_or_reads_a_run_folder(scrub_suite, tmp_pa
 
     source = open_source(str(scrub_suite))
     try:
-        data = scrub_data(source, steps=[0, 2], n_prompts=1, scores=False)
+        data = scrub_data(source, steps=[0, 2], n_prompts=1, config=StudyConfig(scores=False))
         assert data.delta_p is None and data.pre_step is None  # the tiny suite does not emerge
         data.pre_step, data.post_step = 0, 2
-        _rank_into(data, source, None, "cpu", None)
+        _rank_into(data, source, None, StudyConfig(device="cpu"))
         want = rank_heads_between(
             source, 0, 2, RepetitionTask().build(source.tokenizer()), StudyConfig(device="cpu", decompose=False)
         ).delta

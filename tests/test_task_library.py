@@ -460,8 +460,9 @@ def test_main_job_on_several_tasks(tmp_path):
 
 def test_every_road_ranks_ioi_heads_by_the_tasks_own_metric(word_tok, tmp_path):
     """No metric given means the task's own, decided once (interp.tasks.metric_for): Python's
-    rank_heads_between with StudyConfig() and the command line's rank-heads both rank IOI heads by
-    logit difference (issue 54: rank_heads_between used to fall back to p)."""
+    rank_heads_between with StudyConfig(), head_ranking and decompose_jump called directly with the
+    default config, and the command line's rank-heads all rank IOI heads by logit difference
+    (issue 54: rank_heads_between and head_ranking used to fall back to p)."""
     import pandas as pd
     from typer.testing import CliRunner
 
@@ -478,10 +479,21 @@ def test_every_road_ranks_ioi_heads_by_the_tasks_own_metric(word_tok, tmp_path):
     try:
         batch = IOITask(n_prompts=6, seed=0).build(source.tokenizer())
         ranking = el.rank_heads_between(source, 0, 100, batch, el.StudyConfig(decompose=False, n_boot=0))
+        post = el.capture_post(source.load(100).model, batch, weights=True)
+        pre = source.load(0).model
+        direct = el.head_ranking(pre, post, batch)  # the default StudyConfig(): metric None
+        parts = el.decompose_jump(pre, post, batch, options=el.DecomposeOptions(targets=["pattern"]))
     finally:
         source.close()
     assert metric_for(batch) == metric_for("ioi") == metric_for(IOITask()) == "logit-diff"
     assert ranking.metric == "logit-diff" and set(ranking.heads["metric"]) == {"logit-diff"}
+    assert direct.metric == "logit-diff" and direct.unit == "logits" and set(direct.topk["metric"]) == {"logit-diff"}
+    torch.testing.assert_close(
+        direct.delta.cpu(), ranking.delta, atol=1e-5, rtol=0
+    )  # the same values, not only the name
+    assert direct.value_post - direct.value_pre == pytest.approx(ranking.value_post - ranking.value_pre, abs=1e-5)
+    assert set(parts["metric"]) == {"logit-diff"} and set(parts["unit"]) == {"logits"}
+    assert parts["value_pre"].iloc[0] == pytest.approx(direct.value_pre, abs=1e-5)
     out = tmp_path / "cli"
     args = ["rank-heads", str(suite), "--task", "ioi", "--n-prompts", "6", "--pre", "0", "--post", "100"]
     result = CliRunner().invoke(app, [*args, "--device", "cpu", "--out", str(out)])

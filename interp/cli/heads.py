@@ -39,6 +39,8 @@ from interp.cli.options import (
     source_options,
     warnings_as_lines,
 )
+from interp.core.settings import N_BOOT, StudyConfig
+from interp.core.terms import DEFAULT_HOLD
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()
@@ -80,7 +82,6 @@ def rank_heads(
     check_tasks_on_sources([source], tasks, **options)
     src = open_step_pair(source, pre, post, "rank-heads", **options)
     from interp.core.io import atomic_to_csv
-    from interp.core.settings import StudyConfig
     from interp.main_job.report import HEADS_COLUMNS, TOPK_COLUMNS, labelled
     from interp.ranking import rank_heads_between
     from interp.sources.catalogue import model_and_seed
@@ -149,7 +150,7 @@ def decompose(
 
     batch = task_obj.build(src.tokenizer())
     with warnings_as_lines():
-        table = decompose_between(src, pre, post, batch, metric=metric, device=device).assign(
+        table = decompose_between(src, pre, post, batch, StudyConfig(metric=metric, device=device)).assign(
             task=task_obj.name, prepend_bos=batch.prepend_bos
         )
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
@@ -225,10 +226,10 @@ def readiness_command(
     ),
     threshold: float = ThresholdOpt,
     hold: int = typer.Option(
-        2, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."
+        DEFAULT_HOLD, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."
     ),
     steps: str | None = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
-    n_boot: int = typer.Option(1000, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
+    n_boot: int = typer.Option(N_BOOT, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
     method: str = typer.Option("fast", help="Patching engine: fast | reference."),
     task: str | None = TaskOpt,
     n_prompts: int = PromptsOpt,
@@ -263,21 +264,13 @@ def readiness_command(
     from interp.core.io import atomic_to_csv, atomic_write_text
     from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
 
+    config = StudyConfig(threshold=threshold, hold=hold, device=device, method=method, n_boot=n_boot)
     results = []
     for src in open_named(source, **options):
         if wanted is not None:
             check_steps_available(src, wanted)
         result = readiness(
-            src,
-            task_obj.build(src.tokenizer()),
-            heads=chosen,
-            patterns=names,
-            threshold=threshold,
-            hold=hold,
-            steps=wanted,
-            device=device,
-            method=method,
-            n_boot=n_boot,
+            src, task_obj.build(src.tokenizer()), heads=chosen, patterns=names, steps=wanted, config=config
         )
         results.append(result)
         src.close()
@@ -402,12 +395,9 @@ def scrub(
             task=task_obj,
             steps=wanted,
             n_prompts=prompts,
-            device=device,
-            scores=scores,
+            config=StudyConfig(threshold=threshold, device=device, metric=metric, scores=scores),
             ranking=ranking,
-            threshold=threshold,
             rank=rank,
-            metric=metric,
             progress=False,
         )
     page.save_html(out)

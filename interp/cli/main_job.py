@@ -361,7 +361,7 @@ def _bisect_dense(
     rows, curves = [], []
     for src in open_named(specs):
         point = dense_point(
-            src, resolution=resolution, threshold=threshold, n_prompts=n_prompts, hold=hold, length=length
+            src, resolution, StudyConfig(threshold=threshold, hold=hold), n_prompts=n_prompts, length=length
         )
         rows.append(point.as_row())
         curves.append(point.evaluations.assign(model_id=point.model_id))

@@ -75,6 +75,9 @@ def population_command(
         raise ValueError(f"--budget {budget}: must be an integer >= 0 (optimizer steps)")
     check_threshold(threshold)
     check_out_dir(out)
+    from interp.core.settings import StudyConfig
+
+    config = StudyConfig(threshold=threshold, hold=hold, device=device)
     if bool(source) == (from_curves is not None):
         raise ValueError("give either sources or --from-curves FILE (one of the two)")
     if from_curves is not None:
@@ -83,7 +86,7 @@ def population_command(
         curves = _read_curves(from_curves, budget)
         if reference is None:
             reference = default_reference(curves["arm"].unique())
-        result = population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)
+        result = population_from_curves(curves, config, reference=reference, title=title)
     else:
         from interp.cli.options import check_common, check_sources, check_tasks_on_sources, one_task
 
@@ -96,11 +99,9 @@ def population_command(
         result = population(
             list(source or []),
             task=task_obj,
-            threshold=threshold,
-            hold=hold,
+            config=config,
             budget=budget,
             reference=reference,
-            device=device,
             title=title,
             progress=False,
         )

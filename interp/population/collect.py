@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from interp.core.kept import KEPT
-from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
-from interp.emergence import check_hold
+from interp.core.objects import check_argument
+from interp.core.settings import StudyConfig
 from interp.evaluator import StepEvaluator, evaluate_steps
 from interp.population.tables import CURVE_COLUMNS, PopulationResult, population_from_curves
 
@@ -56,7 +56,12 @@ class _ShapeRecorder:
 
 
 def source_curve(
-    source, batch, budget: int | None = None, arm: str | None = None, device: str | None = None, progress: bool = True
+    source,
+    batch,
+    budget: int | None = None,
+    arm: str | None = None,
+    config: StudyConfig = StudyConfig(),
+    progress: bool = True,
 ):
     """One source's rows of the capability table (:data:`interp.population.tables.CURVE_COLUMNS`):
     every searchable step evaluated (greedy accuracy and p(answer) on ``batch``).
@@ -66,13 +71,20 @@ def source_curve(
         batch: the task's prompts tokenised for this source (``TaskBatch``).
         budget: the run's step budget (steps; default: its last searchable step).
         arm: the run's arm (default: :func:`arm_name` of its shape).
-        device: where checkpoints are loaded.
+        config: the study settings (:class:`interp.core.settings.StudyConfig`); its ``device``
+            is where checkpoints are loaded (None: cuda if usable, else cpu).
         progress: one progress line over the checkpoints (kept scores are counted, not recomputed).
 
     Returns:
         A DataFrame with :data:`CURVE_COLUMNS`, one row per searchable step.
+
+    Raises:
+        TypeError: ``config`` is not a ``StudyConfig``.
     """
     from interp.sources.catalogue import model_and_seed
+
+    check_argument(isinstance(config, StudyConfig), config, "source_curve: config", "a StudyConfig")
+    device = config.device
 
     recorder = _ShapeRecorder(source)
     evaluator = StepEvaluator(recorder, batch, device=device)
@@ -97,14 +109,12 @@ def source_curve(
 def population(
     sources: Sequence | str | Path,
     task="repetition",
-    threshold: float = DEFAULT_THRESHOLD,
-    hold: int = DEFAULT_HOLD,
+    config: StudyConfig = StudyConfig(),
     budget: int | None = None,
     arms: Mapping[str, str] | None = None,
     reference: str | None = None,
     n_prompts: int = 64,
     length: int = 10,
-    device: str | None = None,
     title: str = "emergence over seeds",
     progress: bool = True,
 ) -> PopulationResult:
@@ -116,13 +126,14 @@ def population(
             and folders as :func:`interp.sources.open_sources` takes them: a local suite, an
             embedded suite name, a hub id), or one of them.
         task: a task name (``emergence list-tasks``) or a task object (``el.RepetitionTask(...)``).
-        threshold: greedy-accuracy threshold of the point of emergence (fraction, in (0, 1]).
-        hold: checkpoints after post that must stay at or above it (>= 0).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``threshold``
+            (greedy-accuracy fraction of the point of emergence), ``hold`` (checkpoints after post
+            that must stay at or above it) and ``device`` (where checkpoints are loaded; None: cuda
+            if usable, else cpu). Every checkpoint is evaluated (a full scan, whatever ``scan``).
         budget: the step budget of every run (steps, >= 0); default: each run's last searchable step.
         arms: {run id: arm} for runs whose arm is not their shape (default: ``L<layers>-d<width>-h<heads>``).
         reference: the arm of the pairwise log-rank tests (default: the first by shape).
         n_prompts, length: the task's size when ``task`` is a name.
-        device: where checkpoints are loaded (default: cuda if usable, else cpu).
         title: the page's title.
         progress: one progress line per run over its checkpoints (standard output in a
             notebook); checkpoints this process already scored on the same prompts are taken
@@ -132,15 +143,14 @@ def population(
         The :class:`PopulationResult`; its ``curves`` is the evaluated capability table.
 
     Raises:
-        ValueError: a threshold outside (0, 1], a bad hold or budget, an unknown task or source
-            name, no source; all before any checkpoint is loaded.
+        TypeError: ``config`` is not a ``StudyConfig``.
+        ValueError: a bad budget, an unknown task or source name, no source; all before any
+            checkpoint is loaded (bad settings are refused when the ``StudyConfig`` is made).
 
     Source: the point of emergence of Baherwani et al. 2026 evaluated at every checkpoint (a full
     scan) with the hold rule; the statistics of :mod:`interp.population.survival`.
     """
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold={threshold!r} must be in (0, 1] (a greedy-accuracy fraction)")
-    check_hold(hold)
+    check_argument(isinstance(config, StudyConfig), config, "population: config", "a StudyConfig")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
         raise ValueError(f"budget={budget!r}: must be an integer >= 0 (optimizer steps)")
     if isinstance(task, str):
@@ -164,9 +174,9 @@ def population(
         for source in [*objects, *opened]:
             batch = task.build(source.tokenizer())
             arm = (arms or {}).get(str(source.model_id))
-            frames.append(source_curve(source, batch, budget=budget, arm=arm, device=device, progress=progress))
+            frames.append(source_curve(source, batch, budget=budget, arm=arm, config=config, progress=progress))
     finally:
         for source in opened:
             source.close()
     curves = pd.concat(frames, ignore_index=True)
-    return population_from_curves(curves, threshold=threshold, hold=hold, reference=reference, title=title)
+    return population_from_curves(curves, config, reference=reference, title=title)

@@ -37,6 +37,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from interp.core.terms import DEFAULT_HOLD
+
 __all__ = ["IND_THRESHOLD", "PREV_THRESHOLD", "formation_order", "formation_summary", "kendalls_w"]
 
 #: Threshold of the previous-token score (fraction of attention) at which the previous-token head counts as formed.
@@ -62,7 +64,7 @@ def formation_order(
     heads: pd.DataFrame,
     prev_threshold: float = PREV_THRESHOLD,
     ind_threshold: float = IND_THRESHOLD,
-    hold: int = 2,
+    hold: int = DEFAULT_HOLD,
 ) -> pd.DataFrame:
     """Per run: the steps the previous-token head and the induction head form, and E.
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from interp.core.objects import results_equal
+from interp.core.objects import check_argument, results_equal
+from interp.core.settings import StudyConfig
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 from interp.emergence import check_hold, held_crossing
 from interp.population import survival
@@ -357,8 +358,7 @@ class PopulationResult:
 
 def population_from_curves(
     curves: pd.DataFrame,
-    threshold: float = DEFAULT_THRESHOLD,
-    hold: int = DEFAULT_HOLD,
+    config: StudyConfig = StudyConfig(),
     budget: int | None = None,
     reference: str | None = None,
     title: str = "emergence over seeds",
@@ -370,8 +370,9 @@ def population_from_curves(
         curves: one row per (run, checkpoint step), columns :data:`CURVE_COLUMNS` (steps in
             optimizer steps, ``p_answer`` a probability, ``accuracy`` a fraction, ``budget`` the
             run's step budget).
-        threshold: greedy-accuracy threshold of the point of emergence (fraction, in (0, 1]).
-        hold: checkpoints after post that must stay at or above it (the rule of :mod:`interp.emergence`).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``threshold``
+            (greedy-accuracy fraction of the point of emergence) and ``hold`` (checkpoints after
+            post that must stay at or above it; the rule of :mod:`interp.emergence`).
         budget: one step budget (>= 0) for every run, replacing the ``budget`` column.
         reference: the arm the pairwise log-rank tests compare with (default: the first arm by
             shape: fewest layers, narrowest, fewest heads).
@@ -383,12 +384,16 @@ def population_from_curves(
         The :class:`PopulationResult`.
 
     Raises:
-        ValueError: a bad table (:func:`check_curves`), threshold, hold or reference arm.
+        TypeError: ``config`` is not a ``StudyConfig``.
+        ValueError: a bad table (:func:`check_curves`) or reference arm (bad settings are
+            refused when the ``StudyConfig`` is made).
 
     Source: point of emergence: Baherwani et al. 2026 with the hold rule; Kaplan & Meier 1958;
     Brookmeyer & Crowley 1982; Wilson 1927; Mantel 1966 / Peto & Peto 1972 (log-rank); Cox 1972
     with Efron 1977 ties (all through statsmodels, :mod:`interp.population.survival`).
     """
+    check_argument(isinstance(config, StudyConfig), config, "population_from_curves: config", "a StudyConfig")
+    threshold, hold = config.threshold, config.hold
     table = check_curves(curves, budget=budget)
     cell = statistics(table, threshold, hold, reference)
     if grid:

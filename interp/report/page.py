@@ -27,6 +27,7 @@ import plotly.io as pio
 from markupsafe import Markup
 from torch import Tensor
 
+from interp.core.settings import StudyConfig
 from interp.core.templating import render, trusted
 from interp.core.terms import DEFAULT_THRESHOLD
 from interp.report.display import (  # noqa: F401  (PAGE_STYLE, page_html: interp.report.page's names too)
@@ -266,7 +267,7 @@ def scrubber_section(run, ctx: ReportContext) -> Section | None:
     (:mod:`interp.report.scrubber`), when the run recorded them."""
     from interp.report.scrubber import run_scrub_data, scrubber_fragment
 
-    data = run_scrub_data(run, threshold=ctx.threshold, n_prompts=REPORT_SCRUB_PROMPTS)
+    data = run_scrub_data(run, StudyConfig(threshold=ctx.threshold), n_prompts=REPORT_SCRUB_PROMPTS)
     if data is None:
         return None
     caption = Markup(

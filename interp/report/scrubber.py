@@ -52,6 +52,7 @@ import pandas as pd
 import torch
 from jaxtyping import Float, UInt8
 
+from interp.core.settings import StudyConfig
 from interp.core.terms import DEFAULT_THRESHOLD
 from interp.report.scrub_script import scrub_script
 
@@ -468,9 +469,23 @@ def ranking_values(ranking) -> tuple[np.ndarray | None, int | None, int | None, 
     )
 
 
-def run_scrub_data(run, threshold: float = DEFAULT_THRESHOLD, n_prompts: int | None = None) -> ScrubData | None:
-    """The scrubber data a main-job run recorded (``scrub_patterns`` etc.; its first ``n_prompts``
-    prompts when given), or None without them."""
+def run_scrub_data(run, config: StudyConfig = StudyConfig(), n_prompts: int | None = None) -> ScrubData | None:
+    """The scrubber data a main-job run recorded, or None without them.
+
+    Args:
+        run: a main-job run (:class:`interp.main_job.report.RunAnalysis`: ``scrub_patterns``
+            ``UInt8[ndarray, "prompt step layer head query_pos key_pos"]``, ``scrub_steps``,
+            ``scrub_tokens``, ``curve``, ``head_scores``, its ranking's ``delta`` and point).
+        config: the study settings (:class:`interp.core.settings.StudyConfig`): ``threshold``
+            (greedy-accuracy fraction) is drawn on the capability curve.
+        n_prompts: keep the first ``n_prompts`` prompts (None: every recorded one).
+
+    Raises:
+        TypeError: ``config`` is not a ``StudyConfig``.
+    """
+    from interp.core.objects import check_argument
+
+    check_argument(isinstance(config, StudyConfig), config, "run_scrub_data: config", "a StudyConfig")
     patterns = getattr(run, "scrub_patterns", None)
     if patterns is None or not getattr(run, "scrub_steps", None):
         return None
@@ -496,5 +511,5 @@ def run_scrub_data(run, threshold: float = DEFAULT_THRESHOLD, n_prompts: int | N
         metric=metric,
         pre_step=pre,
         post_step=post,
-        threshold=threshold,
+        threshold=config.threshold,
     )
