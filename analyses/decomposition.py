@@ -49,7 +49,8 @@ def analyse_source(source, metric: str, n_boot: int, ig_steps: int, threshold: f
     from interp.core.settings import StudyConfig
     from interp.emergence import find_emergence
     from interp.patching import attribution_delta_p
-    from interp.ranking import prescreen_rank_correlation, rank_heads_between
+    from interp.ranking import rank_heads_between
+    from interp.ranking_stats import prescreen_rank_correlation
     from interp.sources.catalogue import model_and_seed
     from interp.tasks import RepetitionTask
 

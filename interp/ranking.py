@@ -17,10 +17,9 @@ Entry points (the main job's runner, the CLI and notebooks all call these):
 
 The statistics (``rank_heads``, ``bootstrap_interval``, ``topk_recovery``, the pre-screen's
 agreement; bootstrap intervals over prompts, ``MIN_BOOTSTRAP_PROMPTS``) are
-:mod:`interp.ranking_stats`, the decomposition :mod:`interp.decomposition`; this module
-re-exports the statistics' public names. A jump below 3 standard errors of the paired per-prompt
-difference (``interp.emergence.jump_noise``, the interval study's rule) is flagged
-``jump_too_small``.
+:mod:`interp.ranking_stats`, the decomposition :mod:`interp.decomposition`: import them from there.
+A jump below 3 standard errors of the paired per-prompt difference
+(``interp.emergence.jump_noise``, the interval study's rule) is flagged ``jump_too_small``.
 """
 
 from __future__ import annotations
@@ -50,8 +49,6 @@ from interp.patching import (
 from interp.patching._forward import check_batch, heads_shape, model_device
 from interp.patching.kinds import kind_names
 from interp.ranking_stats import (
-    MIN_BOOTSTRAP_PROMPTS,
-    N_BOOT,
     TopkOptions,
     _top_found,
     bootstrap_interval,
@@ -61,19 +58,7 @@ from interp.ranking_stats import (
 )
 from interp.tasks import TaskBatch, metric_for
 
-__all__ = [
-    "MIN_BOOTSTRAP_PROMPTS",
-    "N_BOOT",
-    "HeadRanking",
-    "RankingFields",
-    "RankingOptions",
-    "bootstrap_interval",
-    "head_ranking",
-    "prescreen_rank_correlation",
-    "rank_heads",
-    "rank_heads_between",
-    "topk_recovery",
-]
+__all__ = ["HeadRanking", "RankingFields", "RankingOptions", "head_ranking", "rank_heads_between"]
 
 
 # --------------------------------------------------------------------------- the ranking

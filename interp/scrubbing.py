@@ -153,8 +153,8 @@ def scrub_data(
             the capability curve, and the point's on the scrubbed curve) and, with ``rank``, the
             ranking's settings (``metric``: None, the task's own, :func:`interp.tasks.metric_for`;
             ``method``, ``n_boot``, ...).
-        ranking: a ``RunAnalysis`` (its ``delta_p`` and point of emergence), a heads table
-            (columns layer, head, delta_p), or None. Without a point from the ranking, the
+        ranking: a ``RunAnalysis`` (its per-head ``delta`` and point of emergence), a heads table
+            (columns layer, head, delta, as ``heads.csv`` has them), or None. Without a point from the ranking, the
             point of emergence of the scrubbed curve is marked
             (:func:`interp.emergence.point_from_curve`: the last crossing that stays above).
         rank: without a ``ranking``, rank the heads between the point of emergence found on the
@@ -166,7 +166,7 @@ def scrub_data(
 
     Raises:
         TypeError: ``config`` is not a ``StudyConfig``.
-        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta_p columns.
+        ValueError: ``n_prompts < 1``, a ranking table without layer/head/delta columns.
         interp.sources.CheckpointError: a step the source does not hold (nearest named).
     """
     check_argument(isinstance(config, StudyConfig), config, "scrub_data: config", "a StudyConfig")
@@ -185,7 +185,7 @@ def scrub_data(
 
 def _rank_into(data: ScrubData, source, task, config: StudyConfig) -> None:
     """Rank the heads between ``data``'s point of emergence and put the per-head change into
-    ``data`` (``delta_p``, ``metric``); a warning and no ranking without a point."""
+    ``data`` (``ScrubData.delta_p``: the change of ``metric`` per head, ``metric``); a warning and no ranking without a point."""
     import warnings
 
     from interp.ranking import rank_heads_between

@@ -42,7 +42,7 @@ BAD = [
         ["rank-heads", "SUITE", "--pre", "0", "--post", "100", "--task", "repetition,token-repetition"],
         "rank-heads works on one task; got 2",
     ),
-    ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "--threshold 2 must be in (0, 1]"),
+    ("bisect-threshold", ["bisect", "SUITE", "--threshold", "2", "--out", "OUT"], "threshold=2.0 must be in (0, 1]"),
     ("bisect-out-is-file", ["bisect", "SUITE", "--out", "FILE"], "is an existing file"),
     (
         "bisect-unknown-id",
@@ -100,7 +100,7 @@ BAD = [
     (
         "rank-heads-method",
         ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--method", "exact", "--out", "OUT"],
-        "--method 'exact' is unknown",
+        "method='exact'; valid: fast, reference, attribution",
     ),
     ("run-device", ["run", "embedded", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid"),
     (
@@ -215,7 +215,7 @@ BAD = [
     (
         "bisect-threshold-zero",
         ["bisect", "embedded-quick", "--threshold", "0", "--out", "OUT"],
-        "--threshold 0 must be in (0, 1]",
+        "threshold=0.0 must be in (0, 1]",
     ),
     (
         "zoom-every-too-wide",
@@ -231,7 +231,7 @@ BAD = [
     ("population-no-input", ["population", "--out", "OUT"], "give either sources or --from-curves FILE"),
     ("population-both-inputs", ["population", "SUITE", "--from-curves", "FILE", "--out", "OUT"], "give either"),
     ("population-budget", ["population", "SUITE", "--budget", "-1", "--out", "OUT"], "--budget -1: must be an integer"),
-    ("population-threshold", ["population", "SUITE", "--threshold", "0", "--out", "OUT"], "--threshold 0 must be in"),
+    ("population-threshold", ["population", "SUITE", "--threshold", "0", "--out", "OUT"], "threshold=0.0 must be in"),
     ("population-task", ["population", "SUITE", "--task", "nope", "--out", "OUT"], "unknown task 'nope'"),
     ("population-source", ["population", "EleutherAI/pythia-71m", "--out", "OUT"], "unknown checkpoint source"),
     ("population-out-is-file", ["population", "SUITE", "--out", "FILE"], "is an existing file"),

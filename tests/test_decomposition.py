@@ -15,7 +15,8 @@ import torch
 from interp.core.settings import StudyConfig
 from interp.decomposition import COMPONENT_COLUMNS, DecomposeOptions, decompose_jump
 from interp.patching import TaskBatch
-from interp.ranking import RankingOptions, bootstrap_interval, head_ranking
+from interp.ranking import RankingOptions, head_ranking
+from interp.ranking_stats import bootstrap_interval
 from tests.test_patching import native_bridge
 
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 8, 9
@@ -180,7 +181,7 @@ def test_analysis_tables_render(setup):
 
 
 def test_bootstrap_over_too_few_prompts_gives_nan_bounds_and_says_why(setup):
-    from interp.ranking import MIN_BOOTSTRAP_PROMPTS
+    from interp.ranking_stats import MIN_BOOTSTRAP_PROMPTS
 
     gen = torch.Generator().manual_seed(1)
     pre, post = torch.rand(MIN_BOOTSTRAP_PROMPTS, generator=gen), torch.rand(MIN_BOOTSTRAP_PROMPTS, generator=gen) + 1

@@ -83,7 +83,8 @@ def test_import_and_help_do_not_load_torch():
 
 
 def _ranking(delta=None):
-    from interp.ranking import HeadRanking, rank_heads
+    from interp.ranking import HeadRanking
+    from interp.ranking_stats import rank_heads
 
     delta = torch.tensor([[0.3, float("nan")], [0.1, -0.2]]) if delta is None else delta
     heads = rank_heads(delta).assign(metric="logit-diff", unit="logits")

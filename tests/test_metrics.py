@@ -92,8 +92,8 @@ def test_a_metric_added_once_shows_in_the_cli_choices_and_help():
         "from emergence_lens.cli import app\n"
         "out = CliRunner().invoke(app, ['rank-heads', '--help']).output\n"
         "assert 'margin2 (toy margin; logits)' in ' '.join(out.split()), out\n"
-        "from interp.cli.options import check_metric\n"
-        "assert check_metric('margin2') == 'margin2'\n"
+        "from interp.core.settings import StudyConfig\n"
+        "assert StudyConfig(metric='margin2').metric == 'margin2'\n"
         "assert 'torch' not in sys.modules, 'the registry imported torch'\n"
         "print('ok')\n"
     )

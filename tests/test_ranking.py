@@ -16,15 +16,8 @@ import torch
 from interp.core.settings import StudyConfig
 from interp.decomposition import decompose_jump
 from interp.patching import TaskBatch, answer_prob, cache_patterns, delta_p_all_heads, patch_heads
-from interp.ranking import (
-    HeadRanking,
-    RankingOptions,
-    head_ranking,
-    prescreen_rank_correlation,
-    rank_heads,
-    topk_recovery,
-)
-from interp.ranking_stats import TopkOptions
+from interp.ranking import HeadRanking, RankingOptions, head_ranking
+from interp.ranking_stats import TopkOptions, prescreen_rank_correlation, rank_heads, topk_recovery
 
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 6, 9
 

@@ -26,7 +26,6 @@ from interp.cli.options import (
     check_common,
     check_embedded_heads,
     check_embedded_steps,
-    check_metric,
     check_resumable,
     check_sources,
     check_steps_available,
@@ -74,11 +73,12 @@ def rank_heads(
             "(patterns are patched from post into pre)"
         )
     options = source_options(allow_pickle, step_pattern)
-    device, tasks = check_common(device, task, n_prompts, length, out, method, task_file)
+    config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
+    device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "rank-heads")
     from interp.tasks import metric_for
 
-    metric = metric_for(task_obj, check_metric(metric))
+    metric = metric_for(task_obj, config.metric)
     check_tasks_on_sources([source], tasks, **options)
     src = open_step_pair(source, pre, post, "rank-heads", **options)
     from interp.core.io import atomic_to_csv
@@ -86,7 +86,7 @@ def rank_heads(
     from interp.ranking import rank_heads_between
     from interp.sources.catalogue import model_and_seed
 
-    config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
+    config = config.replace(device=device, metric=metric)
     batch = task_obj.build(src.tokenizer())
     with warnings_as_lines():
         result = rank_heads_between(src, pre, post, batch, config)
@@ -138,11 +138,12 @@ def decompose(
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
     options = source_options(allow_pickle, step_pattern)
-    device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
+    config = StudyConfig(metric=metric, device=device)
+    device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "decompose")
     from interp.tasks import metric_for
 
-    metric = metric_for(task_obj, check_metric(metric))
+    metric = metric_for(task_obj, config.metric)
     check_tasks_on_sources([source], tasks, **options)
     src = open_step_pair(source, pre, post, "decompose", **options)
     from interp.core.io import atomic_to_csv
@@ -150,7 +151,7 @@ def decompose(
 
     batch = task_obj.build(src.tokenizer())
     with warnings_as_lines():
-        table = decompose_between(src, pre, post, batch, StudyConfig(metric=metric, device=device)).assign(
+        table = decompose_between(src, pre, post, batch, config.replace(metric=metric, device=device)).assign(
             task=task_obj.name, prepend_bos=batch.prepend_bos
         )
     columns = ["target", "scope", "k", "heads", "value", "recovered", "recovered_lo", "recovered_hi"]
@@ -248,12 +249,11 @@ def readiness_command(
     names = parse_patterns(patterns, None if chosen == "auto" else len(chosen))
     if method not in ("fast", "reference"):
         raise ValueError(f"--method {method!r} is unknown; valid: fast, reference")
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"--threshold {threshold} must be in (0, 1]")
+    config = StudyConfig(threshold=threshold, hold=hold, device=device, method=method, n_boot=n_boot)
     wanted = parse_steps(steps) if steps else None
     check_sources(source)
     options = source_options(allow_pickle, step_pattern)
-    device, tasks = check_common(device, task, n_prompts, length, out, method, task_file)
+    device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "readiness")
     check_tasks_on_sources(source, tasks, **options)
     for name in source:
@@ -264,7 +264,7 @@ def readiness_command(
     from interp.core.io import atomic_to_csv, atomic_write_text
     from interp.readiness import POINTS_COLUMNS, readiness, readiness_page
 
-    config = StudyConfig(threshold=threshold, hold=hold, device=device, method=method, n_boot=n_boot)
+    config = config.replace(device=device)
     results = []
     for src in open_named(source, **options):
         if wanted is not None:
@@ -364,11 +364,12 @@ def scrub(
     out = _check_page_path(out)
     wanted = parse_steps(steps) if steps else None
     options = source_options(allow_pickle, step_pattern)
-    device, tasks = check_common(device, task, n_prompts, length, None)
+    config = StudyConfig(threshold=threshold, device=device, metric=metric, scores=scores)
+    device, tasks = check_common(config.device, task, n_prompts, length, None)
     task_obj = one_task(tasks, "scrub")
     from interp.tasks import metric_for
 
-    metric = metric_for(task_obj, check_metric(metric))
+    metric = metric_for(task_obj, config.metric)
     check_tasks_on_sources([source], tasks, **options)
     ranking = _read_ranking(heads) if heads is not None else None
     if ranking is not None and "task" in ranking.columns and ranking["task"].nunique() > 1:
@@ -395,7 +396,7 @@ def scrub(
             task=task_obj,
             steps=wanted,
             n_prompts=prompts,
-            config=StudyConfig(threshold=threshold, device=device, metric=metric, scores=scores),
+            config=config.replace(device=device, metric=metric),
             ranking=ranking,
             rank=rank,
             progress=False,

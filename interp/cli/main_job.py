@@ -31,7 +31,6 @@ from interp.cli.options import (
     check_sources,
     check_steps_available,
     check_tasks_on_sources,
-    check_threshold,
     open_named,
     parse_steps,
     source_options,
@@ -289,7 +288,7 @@ def bisect(
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     check_sources(source)  # names first: a typo is refused before torch is imported
-    check_threshold(threshold)
+    StudyConfig(threshold=threshold, hold=hold)  # the rule's settings, checked in one line before anything loads
     options = source_options(allow_pickle, step_pattern)
     device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from interp.core.field_options import field_help
-from interp.core.settings import METHODS, StudyConfig
+from interp.core.settings import StudyConfig
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
 TaskOpt = typer.Option(
@@ -70,17 +70,16 @@ def check_common(
     n_prompts: int,
     length: int,
     out: Path | None,
-    method: str = "fast",
     task_files: list[Path] | None = None,
 ):
-    """Device (None: auto), method, tasks (names and files; files read and checked for form) and
-    output folder; returns (the device chosen, list of task objects)."""
+    """Device (None: auto), tasks (names and files; files read and checked for form) and output
+    folder; returns (the device chosen, list of task objects). The study settings (method, metric,
+    threshold, ...) are checked by :class:`interp.core.settings.StudyConfig`, which each command
+    builds from its flags first."""
     from interp.core.devices import check_device, choose_device
     from interp.core.io import check_out_dir
 
     check_device(device)  # form first: no torch import for a typo
-    if method not in METHODS:
-        raise ValueError(f"--method {method!r} is unknown; valid: {', '.join(METHODS)}")
     check_out_dir(out)
     from interp.tasks import parse_tasks
 
@@ -95,12 +94,6 @@ def one_task(tasks: list, command: str):
             f"{command} works on one task; got {len(tasks)} ({', '.join(t.name for t in tasks)}): give one --task"
         )
     return tasks[0]
-
-
-def check_threshold(threshold: float) -> None:
-    """The greedy-accuracy threshold lies in (0, 1] (0 would call every checkpoint emerged)."""
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"--threshold {threshold:g} must be in (0, 1] (a greedy-accuracy fraction, e.g. 0.5)")
 
 
 def check_tasks_on_sources(names: list[str], tasks: list, **options) -> None:
@@ -138,16 +131,6 @@ def check_tasks_on_sources(names: list[str], tasks: list, **options) -> None:
         seen.add(key)
         for task in tasks:
             task.build(tokenizer)
-
-
-def check_metric(metric: str | None) -> str | None:
-    """The metric name (None: each task's default), checked before any work (one-line error
-    naming the valid ones, from the registry)."""
-    from interp.core.metrics import patching_metric_names
-
-    if metric is not None and metric not in patching_metric_names():
-        raise ValueError(f"metric={metric!r}; valid: {', '.join(patching_metric_names())} (--metric)")
-    return metric
 
 
 def check_sources(names: list[str]) -> None:

@@ -68,16 +68,14 @@ def population_command(
     """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
     with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
     prints the paper's claims answered (``PopulationResult.claims``) and the findings, and writes the tables and population.html to OUT."""
-    from interp.cli.options import check_threshold
     from interp.core.io import check_out_dir
 
     if budget is not None and budget < 0:
         raise ValueError(f"--budget {budget}: must be an integer >= 0 (optimizer steps)")
-    check_threshold(threshold)
-    check_out_dir(out)
     from interp.core.settings import StudyConfig
 
-    config = StudyConfig(threshold=threshold, hold=hold, device=device)
+    config = StudyConfig(threshold=threshold, hold=hold, device=device)  # checked here, before anything loads
+    check_out_dir(out)
     if bool(source) == (from_curves is not None):
         raise ValueError("give either sources or --from-curves FILE (one of the two)")
     if from_curves is not None:
