@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 # CUDA one (2.13.0+cu130, 3.7 GB more in .venv: README, Set-up). On a GPU machine: make setup TORCH_SPEC=torch
 TORCH_SPEC ?= torch==2.13.0
 OUT ?= results/demo
+# The interpreter .venv is made with (3.11 to 3.13): make setup PYTHON=/usr/bin/python3.12
+PYTHON ?= python3
 # The package versions the results were made with (issue 19): every install below is constrained
 # by it, so that a fresh clone trains the same bits; `make lock` rewrites it from the venv (a
 # deliberate change: re-train the suite and regenerate the results after it).
@@ -42,9 +44,9 @@ DEV_SPEC := -e ".[dev,ray]"
 # The Pythons pyproject.toml's requires-python admits (checked first: one line, not a resolver's
 # error), and a python3 that can make a venv (Debian and Ubuntu ship venv apart: python3-venv).
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
-	@python3 -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' || { echo "error: python3 on PATH ($$(command -v python3)) is Python $$(python3 -c 'import platform; print(platform.python_version())'); emergence-lens needs 3.11 to 3.13: put one first on PATH"; exit 1; }
-	@python3 -c 'import ensurepip' 2>/dev/null || { echo "error: $$(command -v python3) cannot create a virtual environment (no ensurepip): on Debian/Ubuntu, sudo apt-get install python3-venv"; exit 1; }
-	python3 -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' || { echo "error: PYTHON=$(PYTHON) ($$(command -v $(PYTHON))) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'); emergence-lens needs 3.11 to 3.13: put one first on PATH or give make PYTHON=/path/to/python3.12"; exit 1; }
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "error: $$(command -v $(PYTHON)) cannot create a virtual environment (no ensurepip): on Debian/Ubuntu, sudo apt-get install python3-venv"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) uv || { echo "note: uv cannot be installed; pip installs everything"; $(PY) -m pip install -q --upgrade pip; }
 	$(if $(FIND_LINKS),$(UV) --no-deps --no-index $(addprefix --find-links ,$(FIND_LINKS)) "$(TORCH_SPEC)" 2>/dev/null ||) $(PIP_INSTALL) "$(TORCH_SPEC)"
 	$(UV) -e . || $(PIP_INSTALL) -e .

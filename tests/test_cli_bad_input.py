@@ -104,6 +104,11 @@ BAD = [
     ),
     ("run-device", ["run", "embedded", "--device", "gpu", "--out", "OUT"], "device 'gpu' is not valid"),
     (
+        "run-method",
+        ["run", "embedded", "--method", "exact", "--out", "OUT"],
+        "method='exact'; valid: fast, reference, attribution",
+    ),
+    (
         "run-missing-folder",
         ["run", "./no/such/suite", "--out", "OUT"],
         "local suite folder './no/such/suite' does not exist",

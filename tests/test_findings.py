@@ -119,6 +119,14 @@ def test_the_heads_line_names_each_heads_mechanism_at_the_post_step():
         == "neither previous-token nor induction (prefix-matching 0.05, previous-token 0.12)"
     )
     assert head_mechanism(scores, 1, 1, 300) == "not scored"
+    # just under the rule's 0.2: three decimals, so the number shown does not seem to meet it
+    near = pd.DataFrame(
+        [(300, 0, 0, "prefix_matching", 0.19798), (300, 0, 0, "previous_token", 0.12)], columns=scores.columns
+    )
+    assert (
+        head_mechanism(near, 0, 0, 300)
+        == "neither previous-token nor induction (prefix-matching 0.198, previous-token 0.12)"
+    )
     run = make_run(1, 0.8, (0.6, 0.95))
     run.head_scores = scores.assign(model="toy", seed=1)
     line = MainJobReport(runs=[run]).findings()[2]

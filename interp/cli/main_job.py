@@ -99,8 +99,8 @@ def run(
     each task (--task a,b,FILE and --task-file), as resumable (source, task) units stored in
     OUT/units: a killed run started again does only the missing units. The settings' options are
     StudyConfig's fields (every one of them)."""
-    check_sources(source)  # names first: a typo is refused before torch is imported
-    config = StudyConfig(**settings)  # every setting checked here, once
+    config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
+    check_sources(source)  # names next: a typo is refused before torch is imported
     options = source_options(config.allow_pickle, config.step_pattern)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_files=task_file)
     config = config.replace(device=device)
@@ -287,8 +287,8 @@ def bisect(
     """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
-    check_sources(source)  # names first: a typo is refused before torch is imported
     StudyConfig(threshold=threshold, hold=hold)  # the rule's settings, checked in one line before anything loads
+    check_sources(source)  # names next: a typo is refused before torch is imported
     options = source_options(allow_pickle, step_pattern)
     device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:

@@ -87,7 +87,8 @@ def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) 
             annotation = str | None if default is None else str
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else True
             option = typer.Option(default, flag, help=f.metadata.get("help"), parser=parse, show_default=shown)
-        elif typing.get_origin(annotation) is typing.Literal:  # its help names the choices; a short column
+        elif typing.get_origin(annotation) is typing.Literal:  # text, checked by the dataclass in one line
+            annotation = str
             option = typer.Option(default, flag, help=f.metadata.get("help"), metavar="<choice>")
         else:
             option = typer.Option(default, flag, help=f.metadata.get("help"))

@@ -231,6 +231,13 @@ MECHANISM_SCORE = 0.2
 MECHANISMS = {"prefix_matching": "induction", "previous_token": "previous-token"}
 
 
+def _score_text(value: float) -> str:
+    """A score to 2 decimals, or 3 where 2 would put it on the other side of
+    :data:`MECHANISM_SCORE` (0.198 is "0.198", not "0.20", beside a rule of >= 0.2)."""
+    text = f"{value:.2f}"
+    return f"{value:.3f}" if (float(text) >= MECHANISM_SCORE) != (value >= MECHANISM_SCORE) else text
+
+
 def head_mechanism(scores: pd.DataFrame, layer: int, head: int, step) -> str:
     """What head ``L{layer}H{head}`` does at ``step`` (its last scored step at or before it, else
     its first), from one run's ``head_scores`` rows (step, layer, head, score, value):
@@ -246,8 +253,8 @@ def head_mechanism(scores: pd.DataFrame, layer: int, head: int, step) -> str:
     best = max(values, key=values.get)
     label = best.replace("_", "-")
     if values[best] >= MECHANISM_SCORE:
-        return f"{MECHANISMS[best]}, {label} {values[best]:.2f}"
-    both = ", ".join(f"{name.replace('_', '-')} {v:.2f}" for name, v in sorted(values.items()))
+        return f"{MECHANISMS[best]}, {label} {_score_text(values[best])}"
+    both = ", ".join(f"{name.replace('_', '-')} {_score_text(v)}" for name, v in sorted(values.items()))
     return f"neither previous-token nor induction ({both})"
 
 
