@@ -61,6 +61,20 @@ def test_every_run_at_risk_emerging_at_one_step_leaves_the_cox_ratio_undetermine
     assert not any(c.startswith("Claim 4") and "×1.00" in c for c in result.claims)
 
 
+def test_a_singular_cox_fit_is_undetermined_not_a_crash():
+    """The decoupled arms with 6 of 24 four-head runs kept (threshold 0.6 of the rule grid): five
+    4-head runs emerge by 1800 and one 8-head run at 3800; statsmodels' Newton step met a singular
+    information matrix and the whole docs block raised LinAlgError."""
+    from interp.population.survival import cox_fit
+
+    duration = np.array([1800, 4000, 1200, 1200, 1300, 1300] + [8000] * 13 + [3800] + [8000] * 10, float)
+    emerged = np.array([1, 0, 1, 1, 1, 1] + [0] * 13 + [1] + [0] * 10, bool)
+    x = np.array([2.0] * 6 + [3.0] * 24)
+    row, fit = cox_fit(duration, emerged, x, "heads")
+    assert fit is None and math.isnan(row["hr"]) and math.isnan(row["hr_lo"])
+    assert row["note"].startswith("the Cox fit's information matrix is singular")
+
+
 def test_a_fit_resting_on_one_tied_event_time_says_so():
     # every event at step 200, some runs at risk censored at 500: a ratio, with the warning
     result = population_from_curves(

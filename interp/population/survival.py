@@ -412,7 +412,13 @@ def cox_fit(duration: np.ndarray, emerged: np.ndarray, x: np.ndarray, what: str 
         }, None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = PHReg(duration, x[:, None], status=emerged.astype(float), ties="efron").fit()
+        try:
+            fit = PHReg(duration, x[:, None], status=emerged.astype(float), ties="efron").fit()
+        except np.linalg.LinAlgError:  # a singular information matrix: near-separation, no finite maximum
+            return nan | {
+                "note": "the Cox fit's information matrix is singular (the arms are nearly separated): "
+                "the hazard ratio is undetermined"
+            }, None
     coef, se = float(fit.params[0]), float(fit.bse[0])
     if any(issubclass(w.category, ConvergenceWarning) for w in caught) or not math.isfinite(se):
         return nan | {"note": "the Cox fit did not converge: the hazard ratio is undetermined"}, None
