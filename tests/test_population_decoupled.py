@@ -67,3 +67,23 @@ def test_the_block_contrasts_one_factor_at_a_common_budget_over_the_rule_grid():
         pd.concat([dec.at_budget(popc, 4000), dec.at_budget(eight, 4000)]), [("neox-2l-64d-8h", "neox-2l-64d-8h-r8")]
     )
     assert len(grid) == 9 and (grid["p"] < 1e-6).all() and (grid["emerged_a"] == 0).all()
+
+
+def test_best_accuracy_compares_the_arms_without_the_rule():
+    """Best accuracy per run (over its checkpoints), its range per arm, the runs of b above every
+    run of a, and the exact two-sided Mann–Whitney p: with 2 runs against 2 and complete
+    separation, 2 of the 4!/(2!2!) = 6 orderings are as extreme, p = 1/3."""
+    rows = [
+        ("A", "a0", [0.1, 0.2, 0.15]),
+        ("A", "a1", [0.3, 0.1, 0.0]),
+        ("B", "b0", [0.5, 0.4, 0.45]),
+        ("B", "b1", [0.2, 0.6, 0.6]),
+    ]
+    curves = pd.DataFrame(
+        [{"arm": arm, "run": run, "step": 100 * i, "accuracy": v} for arm, run, vs in rows for i, v in enumerate(vs)]
+    )
+    best = dec.best_accuracy(curves, "A", "B")
+    assert (best["lo_a"], best["hi_a"], best["lo_b"], best["hi_b"]) == (0.2, 0.3, 0.5, 0.6)
+    assert best["med_a"] == pytest.approx(0.25) and best["med_b"] == pytest.approx(0.55)
+    assert best["above"] == 2 and best["n_a"] == 2 and best["n_b"] == 2
+    assert best["p"] == pytest.approx(1 / 3, abs=1e-9)
