@@ -156,7 +156,9 @@ def test_every_study_config_field_is_an_option_of_run_and_demo():
             assert option.help == f.metadata["help"] and len(option.help) > 20
             assert option.default == getattr(defaults, f.name), (command, f.name)
         assert params["scan"].default is (command == "demo")  # the demo scans; run bisects
-    help_text = " ".join(runner.invoke(app, ["run", "--help"], terminal_width=200).output.split())
+    help_text = " ".join(
+        runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}, terminal_width=200).output.split()
+    )
     for flag in ("--threshold", "--scan", "--no-scan", "--prescreen-top-n", "--ks", "--n-boot", "--no-scrub"):
         assert flag in help_text
 
