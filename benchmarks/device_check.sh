@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check of issue 24, ready to run when a CUDA machine is lent (about 6-8 minutes there):
+# The GPU check of issue 24 (run 2026-12-04 on an NVIDIA H200: steps 1-2 took about 1 minute, step 3
+# about 2.5, most of it training the quick suite on the CPU; the numbers are in docs/results.md, "On a GPU"):
 #   1. ranking times, fast engine vs TransformerLens, at the pythia-70m and pythia-410m shapes (--device cuda);
 #   2. checkpoint switch time, new boot vs weight swap (+ read-ahead), at the 70m shape;
 #   3. the main job on the quick suite (embedded-quick) with --device cuda and with --device cpu,
