@@ -251,12 +251,16 @@ def decoupled_status() -> tuple[int, int]:
     return (curves["run"].nunique() if len(curves) else 0), len(load_suite_spec("population-decoupled").run_names())
 
 
-def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = None, decoupled_result=None) -> str:
+def headline_block(
+    result, n_planned: int, decoupled: tuple[int, int] | None = None, decoupled_result=None, rotary: str | None = None
+) -> str:
     """docs/results.md's headline: the paper's claims 1 and 4 answered by the population
     (``result.claims``: :func:`interp.population.findings.claim_lines`), computed from ``result``'s
     tables; then, while the decoupled arms (``decoupled`` = runs kept, planned) are not complete,
     the plain statement that claim 4's contrast is confounded; once they are, their own claim 4
-    lines (``decoupled_result``: their :class:`~interp.population.tables.PopulationResult`)."""
+    lines (``decoupled_result``: their :class:`~interp.population.tables.PopulationResult`).
+    ``rotary``: the one-factor line of the rotary dimensions per head
+    (:func:`analyses.population_decoupled.headline_line`), placed after the confounded statement."""
     head = (
         f"**The population of seeds** (section 4; {len(result.runs)} of {n_planned} runs evaluated, "
         f"{result.arms['n_emerged'].sum()} emerged). The paper's claims 1 and 4 as statistics over seeds, each "
@@ -278,6 +282,8 @@ def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = N
             f"{decoupled[1]} runs kept; until they are complete, nothing here separates the head count from the "
             "positional code, and the contradiction of claim 4 is not a finding about heads."
         )
+    if rotary:
+        lines.append(rotary)
     if decoupled_result is not None:
         lines += [
             f"- Decoupled arms (rotary dims per head fixed at 8, `population-decoupled`, {len(decoupled_result.runs)} "
@@ -366,7 +372,14 @@ def main(argv=None) -> None:
                 StudyConfig(threshold=THRESHOLD, hold=HOLD),
                 reference=default_reference(curves_d["arm"].unique()),
             )
-        update_docs(headline_block(result, len(cfg.run_names()), (kept_runs, planned), decoupled), HEADLINE)
+        rotary = None
+        if kept_runs:
+            from analyses import population_decoupled
+
+            rotary = population_decoupled.headline_line(
+                read_kept_curves(SPECS["population-decoupled"][0]), curves, len(cfg.seeds)
+            )
+        update_docs(headline_block(result, len(cfg.run_names()), (kept_runs, planned), decoupled, rotary), HEADLINE)
 
 
 if __name__ == "__main__":

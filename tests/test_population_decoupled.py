@@ -69,6 +69,33 @@ def test_the_block_contrasts_one_factor_at_a_common_budget_over_the_rule_grid():
     assert len(grid) == 9 and (grid["p"] < 1e-6).all() and (grid["emerged_a"] == 0).all()
 
 
+def test_the_headline_line_reads_the_one_factor_contrast_once_an_arm_is_complete():
+    """The population's 2-head runs relabelled as an 8-head arm with 8 rotary dims: every one of
+    them emerged by 4000 steps (the population's 8-head arm: none) and each run's best accuracy is
+    above every 8-head run's, so the line counts 24/24 against 0/24 and reads the cliff as partly
+    the positional code's; with one seed more than the arm holds, no pair is complete: no line."""
+    from interp.core.settings import StudyConfig
+    from interp.population.tables import population_from_curves
+
+    popc = pop.read_kept_curves(pop.KEPT)
+    eight = popc[popc["arm"] == "neox-2l-64d-2h"].assign(arm="neox-2l-64d-8h-r8", n_heads=8, d_head=8)
+    eight = eight.assign(run=eight["run"].str.replace("2h-seed", "8h-r8-seed"), budget=8000)
+    line = dec.headline_line(eight, popc, 24)
+    assert line.startswith("- **Rotary dimensions per head, one factor**")
+    assert "8 heads (d_head 8), 8 rotary dims against 2: emerged by 4000 in 24/24 against 0/24" in line
+    assert "24 of 24 runs above every run with 2" in line and "8 rotary dims reach higher accuracy" in line
+    assert "Reading: part of the population's 8-head cliff is its positional code (2 rotary dims per head" in line
+    best = dec.best_accuracy(
+        pd.concat([dec.at_budget(popc, 4000), dec.at_budget(eight, 4000)]), "neox-2l-64d-8h", "neox-2l-64d-8h-r8"
+    )
+    assert f"best accuracy median {best['med_b']:.2f} against {best['med_a']:.2f}" in line
+    assert dec.headline_line(eight, popc, 25) is None
+    result = population_from_curves(popc, StudyConfig(), reference="neox-2l-64d-4h", grid=False)
+    block = pop.headline_block(result, 120, (24, 96), rotary=line).splitlines()
+    confounded = next(i for i, x in enumerate(block) if x.startswith("- **Claim 4's contrast is confounded.**"))
+    assert block[confounded + 1] == line
+
+
 def test_best_accuracy_compares_the_arms_without_the_rule():
     """Best accuracy per run (over its checkpoints), its range per arm, the runs of b above every
     run of a, and the exact two-sided Mann–Whitney p: with 2 runs against 2 and complete
