@@ -239,7 +239,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
         grid = grid_table(both, pairs)
         lines.append(
             f"One factor, the rotary dimensions per head (same n_heads, d_head, seeds and data; both censored at "
-            f"{COMMON_BUDGET} steps; evaluation prompts {pop.N_PROMPTS} against {N_PROMPTS}):"
+            f"{COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against {pop.N_PROMPTS}, in the order of each line):"
         )
         lines.append("")
         for a, b in pairs:
