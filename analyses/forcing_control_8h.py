@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analyses.population import parse_seeds
 from interp.core.io import atomic_to_csv, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,28 +100,6 @@ def forced_config(budget: int):
             f"(the plain continuation's budget, against which it is read)"
         )
     return dataclasses.replace(long, steps=int(budget), size_steps=())
-
-
-def parse_seeds(text: str, valid: tuple[int, ...]) -> list[int]:
-    """``"0-11"`` or ``"0,3,5-7"`` -> the seeds, in order, each once.
-
-    Raises:
-        ValueError: an item that is not a seed or ``a-b`` range of ``valid``, one line.
-    """
-    seeds: list[int] = []
-    for item in filter(None, (v.strip() for v in text.split(","))):
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
-        if not match:
-            seeds = []
-            break
-        lo, hi = int(match[1]), int(match[2] or match[1])
-        if hi < lo or any(s not in valid for s in range(lo, hi + 1)):
-            seeds = []
-            break
-        seeds += [s for s in range(lo, hi + 1) if s not in seeds]
-    if not seeds:
-        raise ValueError(f"--seeds {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. 0-11")
-    return seeds
 
 
 def _emerged_at(curve: pd.DataFrame, budget: int) -> float:

@@ -30,6 +30,7 @@ import argparse
 import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -129,6 +130,28 @@ def blocks(cfg, seeds_per_block: int) -> list[list[tuple]]:
         [(size, seed) for seed in seeds[i : i + seeds_per_block] for size in cfg.sizes]
         for i in range(0, len(seeds), seeds_per_block)
     ]
+
+
+def parse_seeds(text: str, valid: tuple[int, ...]) -> list[int]:
+    """``"0-11"`` or ``"0,3,5-7"`` -> the seeds, in order, each once.
+
+    Raises:
+        ValueError: an item that is not a seed or ``a-b`` range of ``valid``, one line.
+    """
+    seeds: list[int] = []
+    for item in filter(None, (v.strip() for v in text.split(","))):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        if not match:
+            seeds = []
+            break
+        lo, hi = int(match[1]), int(match[2] or match[1])
+        if hi < lo or any(s not in valid for s in range(lo, hi + 1)):
+            seeds = []
+            break
+        seeds += [s for s in range(lo, hi + 1) if s not in seeds]
+    if not seeds:
+        raise ValueError(f"--seeds {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. 0-11")
+    return seeds
 
 
 def train_and_keep(
@@ -320,6 +343,12 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--seeds-per-block", type=int, default=2)
     parser.add_argument(
+        "--seeds",
+        default="",
+        help="train only these seeds of each arm: a-b ranges or a list, e.g. 0-11 (default: all; two processes "
+        "with disjoint seeds can share an arm)",
+    )
+    parser.add_argument(
         "--spec",
         choices=sorted(SPECS),
         default="population",
@@ -341,10 +370,16 @@ def main(argv=None) -> None:
     bad = [a for a in arms if a not in valid]
     if bad:
         raise SystemExit(f"error: --arms {bad[0]!r} is not a size of {args.spec}; valid: {', '.join(valid)}")
+    try:
+        seeds = tuple(parse_seeds(args.seeds, cfg.seeds)) if args.seeds else cfg.seeds
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     kept, n_prompts = SPECS[args.spec]
     started = time.time()
     if not args.finished_only:
-        train_and_keep(cfg, args.jobs, args.seeds_per_block, kept, args.train_only, n_prompts, arms)
+        train_and_keep(
+            replace(cfg, seeds=seeds), args.jobs, args.seeds_per_block, kept, args.train_only, n_prompts, arms
+        )
     curves = read_kept_curves(kept)
     n_runs = curves["run"].nunique() if len(curves) else 0
     print(f"{n_runs} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s", flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analyses import population as entry
 from interp.core.settings import StudyConfig
@@ -143,3 +144,8 @@ def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
     block = entry.headline_block(result, 120, (96, 96), decoupled)
     (line,) = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
     assert "Claim 4, heads: at d_model 64" in line and "Confounded: d_head 64–16 change with n_heads" in line
+
+
+def test_seeds_outside_the_spec_are_refused_in_one_line_before_anything_trains():
+    with pytest.raises(SystemExit, match=r"^error: --seeds '30-40' must be seeds or a-b ranges of 0-23, e.g. 0-11$"):
+        entry.main(["--spec", "population-8h-long", "--seeds", "30-40"])

@@ -14,6 +14,7 @@ import pytest
 
 from analyses import forcing_control as control
 from analyses import forcing_control_8h as entry
+from analyses import population as pop
 
 ARM = "neox-2l-64d-8h"
 Z = 1.959963984540054
@@ -150,8 +151,8 @@ def test_plan_forces_each_8_head_seed_on_its_own_kept_heads():
     from analyses.population_insight import read_kept_heads
 
     cfg = entry.forced_config(8000)
-    seeds = entry.parse_seeds("0-11", cfg.seeds)
-    assert seeds == list(range(12)) and entry.parse_seeds("3, 1-2,3", cfg.seeds) == [3, 1, 2]
+    seeds = pop.parse_seeds("0-11", cfg.seeds)
+    assert seeds == list(range(12)) and pop.parse_seeds("3, 1-2,3", cfg.seeds) == [3, 1, 2]
     units = control.plan([(cfg.sizes[0], s) for s in seeds], read_kept_heads(), [(0.25, 500)], 250, Path("sweep"))
     assert len(units) == 24 and [u["condition"] for u in units[:2]] == ["true", "control"]
     raw = pd.read_csv(entry.ROOT / "docs" / "data" / "population" / "heads" / f"{ARM}-seed0.csv")
