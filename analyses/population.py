@@ -20,8 +20,10 @@ median E with its interval, the share never emerged, log-rank against the 4-head
 the hazard ratio per doubling of heads) are computed over the kept curves and written to
 ``OUT`` (tables, ``population.html``); ``--update-docs`` rewrites docs/results.md's population block.
 
-Usage: ``python -m analyses.population [--out DIR] [--jobs N] [--seeds-per-block K]
-[--finished-only] [--train-only] [--update-docs]``; ``emergence results --only population`` runs it.
+Usage: ``python -m analyses.population [--spec SPEC] [--arms A,B] [--seeds 0-11] [--out DIR] [--jobs N]
+[--seeds-per-block K] [--finished-only] [--train-only] [--update-docs]``; ``emergence results --only
+population`` runs it. ``--seeds`` trains a part of each arm, so that two processes (or machines)
+with disjoint seeds share an arm; the curves land in the same folder either way.
 """
 
 from __future__ import annotations
