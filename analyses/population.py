@@ -319,6 +319,75 @@ def headline_block(
     return "\n".join(lines) + "\n"
 
 
+#: docs/results.md's block of the 8-head continuation (issue 52, item 2: is "never" the budget?).
+LONG_MARKERS = ("<!-- population-8h-long:begin -->", "<!-- population-8h-long:end -->")
+#: The steps at which the continuation is read: the population's budget, twice and three times it.
+LONG_CUTS = (4000, 8000, 12000)
+
+
+def long_block(curves: pd.DataFrame, n_planned: int) -> str:
+    """docs/results.md's block of the 8-head continuation (``population-8h-long``: the population's
+    8-head arm trained on to 12000 steps), from its kept curves: per cut of :data:`LONG_CUTS`, the
+    runs emerged by then (threshold :data:`THRESHOLD`, hold :data:`HOLD`; a crossing with no room
+    left to hold is censored) with the share's 95 % Wilson interval, their E (steps) and each run's
+    best greedy accuracy by then (a fraction, no rule); the runs emerged by 12000 over the rule grid;
+    and a reading: a long plateau where the share by 12000 is not small (its interval's upper end
+    ≥ 0.5), else the plain runs stay flat to 3 × the budget."""
+    from analyses.population_decoupled import GRID, at_budget
+    from interp.core.settings import StudyConfig
+    from interp.population.survival import share_interval
+    from interp.population.tables import population_from_curves
+
+    n_runs = curves["run"].nunique() if len(curves) else 0
+    done = "all" if n_runs == n_planned else "the rest not trained yet" if n_runs else "none trained yet"
+    lines = [
+        (
+            f"Runs evaluated: {n_runs} of the spec's {n_planned} ({done}; "
+            f"{SPECS['population-8h-long'][1]} prompts per checkpoint; budget {LONG_CUTS[-1]} steps, 3 × the population's; "
+            f"point of emergence at accuracy {THRESHOLD} held {HOLD})."
+        ),
+        "",
+    ]
+    if not n_runs:
+        return "\n".join(lines) + "\n"
+    lines += [
+        "| by step | runs | emerged | share (95 % Wilson) | E min–max (median), steps | best accuracy min–max (median) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    last = None
+    for cut in LONG_CUTS:
+        part = at_budget(curves, cut)
+        runs = population_from_curves(part, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False).runs
+        e = runs.loc[runs["emerged"], "E"]
+        share, lo, hi = share_interval(int(runs["emerged"].sum()), len(runs))
+        best = part.groupby("run")["accuracy"].max()
+        e_text = "—" if not len(e) else f"{e.min():.0f}–{e.max():.0f} ({e.median():.0f})"
+        lines.append(
+            f"| {cut} | {len(runs)} | {len(e)} | {share:.2f} ({lo:.2f}–{hi:.2f}) | {e_text} | "
+            f"{best.min():.2f}–{best.max():.2f} ({best.median():.2f}) |"
+        )
+        last = (len(runs), len(e), lo, hi, e)
+    grid = []
+    for threshold, hold in GRID:
+        runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
+        grid.append(f"{threshold}/{hold}: {int(runs['emerged'].sum())}")
+    n, k, lo, hi, e = last
+    lines += ["", f"Emerged by {LONG_CUTS[-1]} over the rule grid (threshold/hold: runs): {', '.join(grid)}.", ""]
+    if hi >= 0.5:
+        reading = (
+            f"a long plateau: {k} of {n} plain runs emerge past the population's {LONG_CUTS[0]}-step budget by "
+            f"{LONG_CUTS[-1]} (share {k / n:.2f}, 95 % Wilson {lo:.2f}–{hi:.2f}), at E {e.min():.0f}–{e.max():.0f}: "
+            'the arm\'s "never" was the budget'
+        )
+    else:
+        reading = (
+            f"flat: {k} of {n} plain runs emerge by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}), so the arm's "
+            '"never" is not a budget 3 × longer would end'
+        )
+    lines.append(f"- Reading at threshold {THRESHOLD}, hold {HOLD}: {reading}.")
+    return "\n".join(lines) + "\n"
+
+
 def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
     """Replace docs/results.md's block between ``markers`` (default: the population block)."""
     begin, end = markers
@@ -385,6 +454,8 @@ def main(argv=None) -> None:
     curves = read_kept_curves(kept)
     n_runs = curves["run"].nunique() if len(curves) else 0
     print(f"{n_runs} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s", flush=True)
+    if args.update_docs and args.spec == "population-8h-long" and not args.train_only:
+        update_docs(long_block(curves, len(cfg.run_names())), LONG_MARKERS)
     if n_runs == 0 or args.train_only:
         return
     reference = default_reference(curves["arm"].unique())
@@ -392,7 +463,7 @@ def main(argv=None) -> None:
     result.save(args.out)
     for line in result.findings:
         print(line)
-    if args.update_docs and args.spec != "population":
+    if args.update_docs and args.spec not in ("population", "population-8h-long"):
         print(f"note: --update-docs rewrites the population's blocks only; {args.spec}'s are written by its own entry")
     elif args.update_docs:
         update_docs(

@@ -149,3 +149,26 @@ def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
 def test_seeds_outside_the_spec_are_refused_in_one_line_before_anything_trains():
     with pytest.raises(SystemExit, match=r"^error: --seeds '30-40' must be seeds or a-b ranges of 0-23, e.g. 0-11$"):
         entry.main(["--spec", "population-8h-long", "--seeds", "30-40"])
+
+
+def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the_budget():
+    """Four 8-head runs to 12000 steps: one crosses at 5000, one at 9000, two stay at 0.1. By 4000
+    none emerged, by 8000 one (E 5000), by 12000 two (E 5000 and 9000): 2 of 4 has the 95 % Wilson
+    interval 0.15–0.85, whose upper end ≥ 0.5 reads as a long plateau; eight flat runs read as flat
+    (0 of 8: the interval's upper end is 0.32)."""
+    from interp.population.survival import share_interval
+
+    arm = "neox-2l-64d-8h"
+    curves = pd.concat(
+        [_curve(arm, 8, s, c, budget=12000) for s, c in enumerate([5000, 9000, None, None])], ignore_index=True
+    )
+    block = entry.long_block(curves, 24)
+    assert block.startswith("Runs evaluated: 4 of the spec's 24 (the rest not trained yet; 256 prompts per checkpoint;")
+    assert "| 4000 | 4 | 0 | 0.00 (0.00–0.49) | — | 0.10–0.10 (0.10) |" in block
+    assert "| 8000 | 4 | 1 | 0.25 (0.05–0.70) | 5000–5000 (5000) | 0.10–0.90 (0.10) |" in block
+    share, lo, hi = share_interval(2, 4)
+    assert f"| 12000 | 4 | 2 | {share:.2f} ({lo:.2f}–{hi:.2f}) | 5000–9000 (7000) | 0.10–0.90 (0.50) |" in block
+    assert "Emerged by 12000 over the rule grid (threshold/hold: runs): 0.4/1: 2, 0.4/2: 2," in block
+    assert "Reading at threshold 0.5, hold 2: a long plateau: 2 of 4 plain runs emerge past" in block
+    flat = pd.concat([_curve(arm, 8, s, None, budget=12000) for s in range(8)], ignore_index=True)
+    assert "Reading at threshold 0.5, hold 2: flat: 0 of 8 plain runs emerge by 12000" in entry.long_block(flat, 24)
