@@ -276,16 +276,12 @@ def decoupled_status() -> tuple[int, int]:
     return (curves["run"].nunique() if len(curves) else 0), len(load_suite_spec("population-decoupled").run_names())
 
 
-def headline_block(
-    result, n_planned: int, decoupled: tuple[int, int] | None = None, decoupled_result=None, rotary: str | None = None
-) -> str:
+def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = None, decoupled_result=None) -> str:
     """docs/results.md's headline: the paper's claims 1 and 4 answered by the population
     (``result.claims``: :func:`interp.population.findings.claim_lines`), computed from ``result``'s
     tables; then, while the decoupled arms (``decoupled`` = runs kept, planned) are not complete,
     the plain statement that claim 4's contrast is confounded; once they are, their own claim 4
-    lines (``decoupled_result``: their :class:`~interp.population.tables.PopulationResult`).
-    ``rotary``: the one-factor line of the rotary dimensions per head
-    (:func:`analyses.population_decoupled.headline_line`), placed after the confounded statement."""
+    lines (``decoupled_result``: their :class:`~interp.population.tables.PopulationResult`)."""
     head = (
         f"**The population of seeds** (section 4; {len(result.runs)} of {n_planned} runs evaluated, "
         f"{result.arms['n_emerged'].sum()} emerged). The paper's claims 1 and 4 as statistics over seeds, each "
@@ -307,8 +303,6 @@ def headline_block(
             f"{decoupled[1]} runs kept; until they are complete, nothing here separates the head count from the "
             "positional code, and the contradiction of claim 4 is not a finding about heads."
         )
-    if rotary:
-        lines.append(rotary)
     if decoupled_result is not None:
         lines += [
             f"- Decoupled arms (rotary dims per head fixed at 8, `population-decoupled`, {len(decoupled_result.runs)} "
@@ -317,6 +311,14 @@ def headline_block(
             if line.startswith("Claim 4")
         ]
     return "\n".join(lines) + "\n"
+
+
+def at_budget(curves: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """The curves cut at ``budget`` steps, every run's budget set to it (a run not emerged by then
+    is censored there: a common budget for arms trained to different ones)."""
+    cut = curves[curves["step"] <= budget].copy()
+    cut["budget"] = budget
+    return cut
 
 
 #: docs/results.md's block of the 8-head continuation (issue 52, item 2: is "never" the budget?).
@@ -333,8 +335,8 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
     best greedy accuracy by then (a fraction, no rule); the runs emerged by 12000 over the rule grid;
     and a reading: a long plateau where the share by 12000 is not small (its interval's upper end
     ≥ 0.5), else the plain runs stay flat to 3 × the budget."""
-    from analyses.population_decoupled import GRID, at_budget
     from interp.core.settings import StudyConfig
+    from interp.population.robust import HOLDS, THRESHOLDS
     from interp.population.survival import share_interval
     from interp.population.tables import population_from_curves
 
@@ -368,7 +370,7 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
         )
         last = (len(runs), len(e), lo, hi, e)
     grid = []
-    for threshold, hold in GRID:
+    for threshold, hold in ((t, h) for t in THRESHOLDS for h in HOLDS):
         runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
         grid.append(f"{threshold}/{hold}: {int(runs['emerged'].sum())}")
     n, k, lo, hi, e = last
@@ -480,14 +482,7 @@ def main(argv=None) -> None:
                 StudyConfig(threshold=THRESHOLD, hold=HOLD),
                 reference=default_reference(curves_d["arm"].unique()),
             )
-        rotary = None
-        if kept_runs:
-            from analyses import population_decoupled
-
-            rotary = population_decoupled.headline_line(
-                read_kept_curves(SPECS["population-decoupled"][0]), curves, len(cfg.seeds)
-            )
-        update_docs(headline_block(result, len(cfg.run_names()), (kept_runs, planned), decoupled, rotary), HEADLINE)
+        update_docs(headline_block(result, len(cfg.run_names()), (kept_runs, planned), decoupled), HEADLINE)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from analyses import population as pop
+from interp.population.robust import HOLDS, THRESHOLDS
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_decoupled"
@@ -51,22 +52,18 @@ PAIRS = (
     ("neox-2l-64d-1h", "neox-2l-64d-1h-r8"),
 )
 COMMON_BUDGET = 4000
-GRID = [(t, h) for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)]
+
+#: The rule grid (threshold x hold) every contrast is recomputed over: the population's own.
+GRID = [(t, h) for t in THRESHOLDS for h in HOLDS]
 BEGIN, END = "<!-- population-decoupled:begin -->", "<!-- population-decoupled:end -->"
+#: docs/results.md's headline line of the one-factor contrasts, right after the population's headline.
+HEADLINE = "<!-- population-decoupled-headline:begin -->", "<!-- population-decoupled-headline:end -->"
 
 
 def rotary_dims(arm: str, d_head: int) -> int:
     """Rotary dimensions per head of an arm: ``-r{R}`` in its name, else Pythia's 25 % of d_head."""
     match = re.search(r"-r(\d+)$", arm)
     return int(match.group(1)) if match else int(d_head * 0.25)
-
-
-def at_budget(curves: pd.DataFrame, budget: int) -> pd.DataFrame:
-    """The curves cut at ``budget`` steps, every run's budget set to it (a run not emerged by then
-    is censored there: a common budget for arms trained to different ones)."""
-    cut = curves[curves["step"] <= budget].copy()
-    cut["budget"] = budget
-    return cut
 
 
 def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) -> dict:
@@ -160,7 +157,7 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     cliff is the positional code's; otherwise it says the one-factor contrast does not decide it."""
     if not len(dec) or not len(popc):
         return None
-    both = pd.concat([at_budget(popc, COMMON_BUDGET), at_budget(dec, COMMON_BUDGET)], ignore_index=True)
+    both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
     complete = {arm for arm, runs in dec.groupby("arm")["run"].nunique().items() if runs >= n_seeds}
     pairs = [(a, b) for a, b in PAIRS if b in complete and a in set(popc["arm"])]
     if not pairs:
@@ -233,7 +230,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
                 f"{row.n_runs} | {row.n_emerged} | {pop._median_text(row)} | d_head |"
             )
         lines.append("")
-    both = pd.concat([at_budget(popc, COMMON_BUDGET), at_budget(dec, COMMON_BUDGET)], ignore_index=True)
+    both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
     pairs = [(a, b) for a, b in PAIRS if a in set(both["arm"]) and b in set(both["arm"])]
     if pairs:
         grid = grid_table(both, pairs)
@@ -295,6 +292,16 @@ def main(argv=None) -> None:
     print(block)
     if args.update_docs:
         pop.update_docs(block, (BEGIN, END))
+        line = headline_line(dec, popc, len(load_suite_spec(SPEC).seeds))
+        pop.update_docs(
+            (
+                line
+                or f"- The one-factor contrast of the rotary dimensions per head joins here once a decoupled arm is "
+                f"complete ({NAME})."
+            )
+            + "\n",
+            HEADLINE,
+        )
 
 
 if __name__ == "__main__":
