@@ -141,6 +141,10 @@ def grid_word(rows: pd.DataFrame) -> str:
     return f"no difference at any of the {len(rows)} points of the rule grid"
 
 
+def _median(e: float) -> str:
+    return "not reached" if math.isnan(e) else f"{e:.0f} steps"
+
+
 def _fmt_p(p: float) -> str:
     return "undetermined" if math.isnan(p) else (f"{p:.1e}" if p < 1e-3 else f"{p:.3f}")
 
@@ -172,14 +176,18 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
         n_heads, d_head = int(first["n_heads"]), int(first["d_head"])
         ra, rb = rotary_dims(a, d_head), rotary_dims(b, d_head)
         if best["p"] < 0.05:
-            effect = "higher" if best["med_b"] > best["med_a"] else "lower"
-            effect = f"{rb} rotary dims reach {effect} accuracy"
+            effect = f"{rb} rotary dims reach " + (
+                "higher accuracy"
+                if best["med_b"] > best["med_a"]
+                else f"lower accuracy (though the {pop.N_PROMPTS}-prompt arm's maximum is the one biased upward)"
+            )
         else:
             effect = "no difference in best accuracy"
         over = "robust over the grid of rules" if robust(rows) else "not robust over the grid of rules"
         parts.append(
             f"{n_heads} head{'s' if n_heads > 1 else ''} (d_head {d_head}), {rb} rotary dims against {ra}: emerged by "
-            f"{COMMON_BUDGET} in {main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']} (log-rank p "
+            f"{COMMON_BUDGET} in {main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']}, median E "
+            f"{_median(main['median_b'])} against {_median(main['median_a'])} (log-rank p "
             f"{_fmt_p(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {over}); best accuracy median "
             f"{best['med_b']:.2f} against {best['med_a']:.2f}, {best['above']} of {best['n_b']} runs above every run "
             f"with {ra} (Mann–Whitney p {_fmt_p(best['p'])}): {effect}"

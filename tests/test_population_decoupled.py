@@ -79,7 +79,8 @@ def test_the_headline_line_reads_the_one_factor_contrast_once_an_arm_is_complete
     eight = eight.assign(run=eight["run"].str.replace("2h-seed", "8h-r8-seed"), budget=8000)
     line = dec.headline_line(eight, popc, 24)
     assert line.startswith("- **Rotary dimensions per head, one factor**")
-    assert "8 heads (d_head 8), 8 rotary dims against 2: emerged by 4000 in 24/24 against 0/24" in line
+    assert "8 heads (d_head 8), 8 rotary dims against 2: emerged by 4000 in 24/24 against 0/24, median E" in line
+    assert "against not reached (log-rank p" in line
     assert "24 of 24 runs above every run with 2" in line and "8 rotary dims reach higher accuracy" in line
     assert "Reading: part of the population's 8-head cliff is its positional code (2 rotary dims per head" in line
     best = dec.best_accuracy(
