@@ -167,7 +167,7 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     if not pairs:
         return None
     most = max(int(popc.loc[popc["arm"] == a, "n_heads"].iloc[0]) for a, _ in PAIRS if a in set(popc["arm"]))
-    parts, cliff = [], None
+    parts, cliff, faster, firm = [], None, 0, 0
     for a, b in pairs:
         rows = grid_table(both, [(a, b)])
         main = rows[(rows["threshold"] == pop.THRESHOLD) & (rows["hold"] == pop.HOLD)].iloc[0]
@@ -184,6 +184,13 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
         else:
             effect = "no difference in best accuracy"
         over = "robust over the grid of rules" if robust(rows) else "not robust over the grid of rules"
+        # the arm with more rotary dims per head emerged first: the earlier median E (not reached
+        # counts as later than any step), else, at equal medians, more runs emerged
+        e_more, e_less = (main["median_b"], main["median_a"]) if rb > ra else (main["median_a"], main["median_b"])
+        n_more, n_less = (main["emerged_b"], main["emerged_a"]) if rb > ra else (main["emerged_a"], main["emerged_b"])
+        e_more, e_less = (math.inf if math.isnan(e) else e for e in (e_more, e_less))
+        faster += e_more < e_less or (e_more == e_less and n_more > n_less)
+        firm += robust(rows) and bool((rows["p"] < 0.05).all())
         parts.append(
             f"{n_heads} head{'s' if n_heads > 1 else ''} (d_head {d_head}), {rb} rotary dims against {ra}: emerged by "
             f"{COMMON_BUDGET} in {main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']}, median E "
@@ -206,7 +213,12 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
         f"d_head, seeds and data, both cut at {COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against "
         f"{pop.N_PROMPTS}): "
     )
-    return head + "; ".join(parts) + (f". Reading: {cliff}." if cliff else ".")
+    overall = (
+        f"More rotary dimensions per head emerged first (earlier median E, or more runs emerged) in {faster} of "
+        f"{len(pairs)} pair{'s' if len(pairs) > 1 else ''} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
+        f"{firm} of {len(pairs)} robust over the grid of rules"
+    )
+    return head + "; ".join(parts) + f". {overall}" + (f". Reading: {cliff}." if cliff else ".")
 
 
 def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:

@@ -83,6 +83,10 @@ def test_the_headline_line_reads_the_one_factor_contrast_once_an_arm_is_complete
     assert "against not reached (log-rank p" in line
     assert "24 of 24 runs above every run with 2" in line and "8 rotary dims reach higher accuracy" in line
     assert "Reading: part of the population's 8-head cliff is its positional code (2 rotary dims per head" in line
+    assert (
+        "More rotary dimensions per head emerged first (earlier median E, or more runs emerged) in 1 of 1 pair" in line
+    )
+    assert "1 of 1 robust over the grid of rules" in line
     best = dec.best_accuracy(
         pd.concat([pop.at_budget(popc, 4000), pop.at_budget(eight, 4000)]), "neox-2l-64d-8h", "neox-2l-64d-8h-r8"
     )
