@@ -142,7 +142,9 @@ def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
     )
     decoupled = population_from_curves(fixed, StudyConfig(hold=2), reference="neox-2l-64d-4h-r8", grid=False)
     block = entry.headline_block(result, 120, (96, 96), decoupled)
-    (line,) = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
+    lines = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
+    assert [x.split("runs): ", 1)[1] for x in lines] == decoupled.claims
+    (line,) = [x for x in lines if "Claim 4, heads" in x]
     assert "Claim 4, heads: at d_model 64" in line and "Confounded: d_head 64–16 change with n_heads" in line
 
 
