@@ -156,9 +156,12 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     p at the operating point and whether that holds over the rule grid, then each run's best
     accuracy (no rule: Mann–Whitney U). ``None`` while no decoupled arm of a pair is complete.
 
-    The closing sentence reads the pair of the population's largest head count (8: one rotary
-    frequency per head), once that pair is in: where every run with 8 rotary dimensions beats every run with 2 (p < 0.05), the 8-head
-    cliff is the positional code's; otherwise it says the one-factor contrast does not decide it."""
+    Then how many pairs have the arm with more rotary dimensions emerge first (the earlier median
+    E, a median not reached counting as later than any step; at equal medians, more runs emerged)
+    and how many are robust over the grid. The closing reading is the pair of the population's
+    largest head count (8: one rotary frequency per head), once that pair is in: where every run
+    with 8 rotary dimensions has a higher best accuracy than every run with 2 (and p < 0.05), part
+    of the 8-head cliff is the positional code's; otherwise the one-factor contrast does not show it."""
     if not len(dec) or not len(popc):
         return None
     both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
