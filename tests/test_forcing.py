@@ -125,15 +125,15 @@ def test_plain_bytes_and_bias_moves_weights(tmp_path, one_torch_thread):
 
 
 @pytest.mark.slow
-def test_forcing_none_matches_the_cached_suite(one_torch_thread):
-    """The plain trainer's bytes: a run trained with forcing=None reproduces the cached quick suite's
-    step 100 (trained by ensure_suite in this environment; the cache key holds the kernel level,
-    so a cache found here was trained with this code path's settings)."""
+def test_forcing_none_matches_the_cached_suite(quick_suite, one_torch_thread):
+    """The plain trainer's bytes: a run trained with forcing=None reproduces the quick suite's step
+    100 (trained by ensure_suite in this session, by the code under test; the cache key holds the
+    kernel level, so the suite was trained with this code path's settings)."""
     from interp.sources.catalogue import run_name, suite_dir
 
-    folder = suite_dir(catalogue.QUICK) / run_name(catalogue.SMALL, 1)
-    if not (folder / "suite.json").exists():
-        pytest.skip("no cached quick suite in this environment")
+    _, root = quick_suite
+    folder = suite_dir(catalogue.QUICK, root=root) / run_name(catalogue.SMALL, 1)
+    assert (folder / "suite.json").is_file(), folder
     import tempfile
     from pathlib import Path
 
