@@ -332,8 +332,9 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
     runs emerged by then (threshold :data:`THRESHOLD`, hold :data:`HOLD`; a crossing with no room
     left to hold is censored) with the share's 95 % Wilson interval, their E (steps) and each run's
     best greedy accuracy by then (a fraction, no rule); the runs emerged by 12000 over the rule grid;
-    and a reading: a long plateau where the share by 12000 is not small (its interval's upper end
-    ≥ 0.5), else the plain runs stay flat to 3 × the budget."""
+    and a reading: a long plateau where some runs emerged by 12000 and the share is not small (its
+    interval's upper end ≥ 0.5); flat where the share is small (upper end < 0.5); not decidable yet
+    where none emerged but the runs are too few to call the share small."""
     from interp.core.settings import StudyConfig
     from interp.population.robust import HOLDS, THRESHOLDS
     from interp.population.survival import share_interval
@@ -374,7 +375,12 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
         grid.append(f"{threshold}/{hold}: {int(runs['emerged'].sum())}")
     n, k, lo, hi, e = last
     lines += ["", f"Emerged by {LONG_CUTS[-1]} over the rule grid (threshold/hold: runs): {', '.join(grid)}.", ""]
-    if hi >= 0.5:
+    if k == 0 and hi >= 0.5:
+        reading = (
+            f"not decidable yet: 0 of {n} plain runs emerge by {LONG_CUTS[-1]}, too few runs to call the share small "
+            f"(95 % Wilson {lo:.2f}–{hi:.2f})"
+        )
+    elif hi >= 0.5:
         reading = (
             f"a long plateau: {k} of {n} plain runs emerge past the population's {LONG_CUTS[0]}-step budget by "
             f"{LONG_CUTS[-1]} (share {k / n:.2f}, 95 % Wilson {lo:.2f}–{hi:.2f}), at E {e.min():.0f}–{e.max():.0f}: "
