@@ -121,6 +121,9 @@ REGISTRY: list[Analysis] = [
         takes_device=False,
     ),
     # Issue 52 item 2: the population's 24 8-head seeds trained on to 12000 steps (3x the budget).
+    # Measured 2026-12-04, one process per core (`--seeds 0-11` and `--seeds 12-23`): 1115 s for a run
+    # (training and the 256-prompt evaluation of 128 checkpoints) on a core mostly to itself, 1500-1970 s
+    # beside the test suite; 24 runs are about 4 h of 2 idle cores.
     Analysis(
         "population_8h_long",
         "analyses.population",
