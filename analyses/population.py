@@ -333,7 +333,8 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
     left to hold is censored) with the share's 95 % Wilson interval, their E (steps) and each run's
     best greedy accuracy by then (a fraction, no rule); the runs emerged by 12000 over the rule grid;
     and a reading: a long plateau where some runs emerged by 12000 and the share is not small (its
-    interval's upper end ≥ 0.5); flat where the share is small (upper end < 0.5); not decidable yet
+    interval's upper end ≥ 0.5); few emerge where the share is small (upper end < 0.5), with the runs' median best accuracy by
+    the first and the last cut; not decidable yet
     where none emerged but the runs are too few to call the share small."""
     from interp.core.settings import StudyConfig
     from interp.population.robust import HOLDS, THRESHOLDS
@@ -356,7 +357,7 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
         "| by step | runs | emerged | share (95 % Wilson) | E min–max (median), steps | best accuracy min–max (median) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    last = None
+    last, medians = None, []
     for cut in LONG_CUTS:
         part = at_budget(curves, cut)
         runs = population_from_curves(part, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False).runs
@@ -369,6 +370,7 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
             f"{best.min():.2f}–{best.max():.2f} ({best.median():.2f}) |"
         )
         last = (len(runs), len(e), lo, hi, e)
+        medians.append(best.median())
     grid = []
     for threshold, hold in ((t, h) for t in THRESHOLDS for h in HOLDS):
         runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
@@ -388,8 +390,9 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
         )
     else:
         reading = (
-            f"flat: {k} of {n} plain runs emerge by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}), so the arm's "
-            '"never" is not a budget 3 × longer would end'
+            f"few emerge: {k} of {n} plain runs by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}), so 3 × the budget "
+            f'does not end most seeds\' "never"; their best accuracy, median {medians[0]:.2f} by {LONG_CUTS[0]}, is '
+            f"{medians[-1]:.2f} by {LONG_CUTS[-1]}"
         )
     lines.append(f"- Reading at threshold {THRESHOLD}, hold {HOLD}: {reading}.")
     return "\n".join(lines) + "\n"

@@ -156,8 +156,8 @@ def test_seeds_outside_the_spec_are_refused_in_one_line_before_anything_trains()
 def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the_budget():
     """Four 8-head runs to 12000 steps: one crosses at 5000, one at 9000, two stay at 0.1. By 4000
     none emerged, by 8000 one (E 5000), by 12000 two (E 5000 and 9000): 2 of 4 has the 95 % Wilson
-    interval 0.15–0.85, whose upper end ≥ 0.5 reads as a long plateau; eight flat runs read as flat
-    (0 of 8: the interval's upper end is 0.32), three as not decidable yet (0 of 3: 0.56)."""
+    interval 0.15–0.85, whose upper end ≥ 0.5 reads as a long plateau; eight flat runs read as few
+    emerging (0 of 8: the interval's upper end is 0.32), three as not decidable yet (0 of 3: 0.56)."""
     from interp.population.survival import share_interval
 
     arm = "neox-2l-64d-8h"
@@ -173,6 +173,9 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     assert "Emerged by 12000 over the rule grid (threshold/hold: runs): 0.4/1: 2, 0.4/2: 2," in block
     assert "Reading at threshold 0.5, hold 2: a long plateau: 2 of 4 plain runs emerge past" in block
     flat = pd.concat([_curve(arm, 8, s, None, budget=12000) for s in range(8)], ignore_index=True)
-    assert "Reading at threshold 0.5, hold 2: flat: 0 of 8 plain runs emerge by 12000" in entry.long_block(flat, 24)
+    assert (
+        "Reading at threshold 0.5, hold 2: few emerge: 0 of 8 plain runs by 12000 (95 % Wilson 0.00–0.32), so 3 × the "
+        'budget does not end most seeds\' "never"; their best accuracy, median 0.10 by 4000, is 0.10 by 12000'
+    ) in entry.long_block(flat, 24)
     few = entry.long_block(flat[flat["seed"] < 3], 24)
     assert "Reading at threshold 0.5, hold 2: not decidable yet: 0 of 3 plain runs emerge by 12000" in few
