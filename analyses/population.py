@@ -475,7 +475,7 @@ def main(argv=None) -> None:
         print(line)
     if args.update_docs and args.spec not in ("population", "population-8h-long"):
         print(f"note: --update-docs rewrites the population's blocks only; {args.spec}'s are written by its own entry")
-    elif args.update_docs:
+    elif args.update_docs and args.spec == "population":  # the continuation wrote its own block above
         update_docs(
             docs_block(
                 result, len(cfg.run_names()), "the rest not trained yet" if n_runs < len(cfg.run_names()) else "all"

@@ -179,3 +179,25 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     ) in entry.long_block(flat, 24)
     few = entry.long_block(flat[flat["seed"] < 3], 24)
     assert "Reading at threshold 0.5, hold 2: not decidable yet: 0 of 3 plain runs emerge by 12000" in few
+
+
+def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alone(tmp_path, monkeypatch):
+    """``--spec population-8h-long --update-docs`` once overwrote the population's headline and
+    section-4 blocks with the 8-head continuation's statistics; it now writes only its own block."""
+    arm = "neox-2l-64d-8h"
+    kept = tmp_path / "kept"
+    for seed, crossing in enumerate([5000, None, None]):
+        curve = _curve(arm, 8, seed, crossing, budget=12000)
+        path = entry.kept_curve(curve["run"].iloc[0], kept)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        curve.to_csv(path, index=False)
+    docs = tmp_path / "results.md"
+    others = "".join(f"{begin}\nuntouched {begin}\n{end}\n" for begin, end in [(entry.BEGIN, entry.END), entry.HEADLINE])
+    docs.write_text(others + f"{entry.LONG_MARKERS[0]}\nold\n{entry.LONG_MARKERS[1]}\n")
+    monkeypatch.setattr(entry, "DOCS", docs)
+    monkeypatch.setitem(entry.SPECS, "population-8h-long", (kept, 256))
+    entry.main(["--spec", "population-8h-long", "--finished-only", "--update-docs", "--out", str(tmp_path / "out")])
+    text = docs.read_text()
+    assert text.startswith(others)  # both population blocks as they were
+    assert "Runs evaluated: 3 of the spec's 24 (the rest not trained yet; 256 prompts per checkpoint;" in text
+    assert "| 12000 | 3 | 1 |" in text and "\nold\n" not in text
