@@ -192,7 +192,9 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
         path.parent.mkdir(parents=True, exist_ok=True)
         curve.to_csv(path, index=False)
     docs = tmp_path / "results.md"
-    others = "".join(f"{begin}\nuntouched {begin}\n{end}\n" for begin, end in [(entry.BEGIN, entry.END), entry.HEADLINE])
+    others = "".join(
+        f"{begin}\nuntouched {begin}\n{end}\n" for begin, end in [(entry.BEGIN, entry.END), entry.HEADLINE]
+    )
     docs.write_text(others + f"{entry.LONG_MARKERS[0]}\nold\n{entry.LONG_MARKERS[1]}\n")
     monkeypatch.setattr(entry, "DOCS", docs)
     monkeypatch.setitem(entry.SPECS, "population-8h-long", (kept, 256))
