@@ -333,9 +333,11 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
     left to hold is censored) with the share's 95 % Wilson interval, their E (steps) and each run's
     best greedy accuracy by then (a fraction, no rule); the runs emerged by 12000 over the rule grid;
     and a reading: a long plateau where some runs emerged by 12000 and the share is not small (its
-    interval's upper end ≥ 0.5); few emerge where the share is small (upper end < 0.5), with the runs' median best accuracy by
-    the first and the last cut; not decidable yet
-    where none emerged but the runs are too few to call the share small."""
+    interval's upper end ≥ 0.5); few emerge where the share is small (upper end < 0.5), with the
+    runs' median best accuracy by the first and the last cut; not decidable yet where none emerged
+    but the runs are too few to call the share small. The reading is then made in every cell of
+    the rule grid (:data:`interp.population.robust.THRESHOLDS` × ``HOLDS``), and the line says
+    whether it is the same in all of them or which cells read otherwise."""
     from interp.core.settings import StudyConfig
     from interp.population.robust import HOLDS, THRESHOLDS
     from interp.population.survival import share_interval
@@ -371,12 +373,20 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
         )
         last = (len(runs), len(e), lo, hi, e)
         medians.append(best.median())
-    grid = []
+    grid, kinds = [], {}
     for threshold, hold in ((t, h) for t in THRESHOLDS for h in HOLDS):
         runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
-        grid.append(f"{threshold}/{hold}: {int(runs['emerged'].sum())}")
+        emerged = int(runs["emerged"].sum())
+        grid.append(f"{threshold}/{hold}: {emerged}")
+        kinds.setdefault(_long_kind(emerged, len(runs)), []).append(f"{threshold}/{hold}")
     n, k, lo, hi, e = last
     lines += ["", f"Emerged by {LONG_CUTS[-1]} over the rule grid (threshold/hold: runs): {', '.join(grid)}.", ""]
+    if len(kinds) == 1:
+        robust = "the same reading in every cell of the rule grid"
+    else:
+        robust = "not robust over the rule grid: " + "; ".join(
+            f"{kind} at {', '.join(cells)}" for kind, cells in kinds.items()
+        )
     if k == 0 and hi >= 0.5:
         reading = (
             f"not decidable yet: 0 of {n} plain runs emerge by {LONG_CUTS[-1]}, too few runs to call the share small "
@@ -394,8 +404,17 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
             f'does not end most seeds\' "never"; their best accuracy, median {medians[0]:.2f} by {LONG_CUTS[0]}, is '
             f"{medians[-1]:.2f} by {LONG_CUTS[-1]}"
         )
-    lines.append(f"- Reading at threshold {THRESHOLD}, hold {HOLD}: {reading}.")
+    lines.append(f"- Reading at threshold {THRESHOLD}, hold {HOLD}: {reading}; {robust}.")
     return "\n".join(lines) + "\n"
+
+
+def _long_kind(emerged: int, runs: int) -> str:
+    """The reading of ``emerged`` of ``runs`` plain runs by the continuation's budget, by the rules
+    of :func:`long_block` (the 95 % Wilson interval's upper end against 0.5)."""
+    from interp.population.survival import share_interval
+
+    _, _, hi = share_interval(emerged, runs)
+    return "not decidable yet" if hi >= 0.5 and not emerged else "a long plateau" if hi >= 0.5 else "few emerge"
 
 
 def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:

@@ -172,12 +172,37 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     assert f"| 12000 | 4 | 2 | {share:.2f} ({lo:.2f}–{hi:.2f}) | 5000–9000 (7000) | 0.10–0.90 (0.50) |" in block
     assert "Emerged by 12000 over the rule grid (threshold/hold: runs): 0.4/1: 2, 0.4/2: 2," in block
     assert "Reading at threshold 0.5, hold 2: a long plateau: 2 of 4 plain runs emerge past" in block
+    assert block.rstrip().endswith("; the same reading in every cell of the rule grid.")
+    # a third run that reaches 0.45 only: it emerges at threshold 0.4 and in no other cell, where 3 of 4
+    # is still a long plateau; an eight-run arm with one such run: 1 of 8 at 0.4 (few), 0 of 8 elsewhere
+    near = _curve(arm, 8, 2, 7000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45))
+    assert (
+        entry.long_block(pd.concat([curves[curves["seed"] != 2], near]), 24)
+        .rstrip()
+        .endswith("; the same reading in every cell of the rule grid.")
+    )
     flat = pd.concat([_curve(arm, 8, s, None, budget=12000) for s in range(8)], ignore_index=True)
     assert (
         "Reading at threshold 0.5, hold 2: few emerge: 0 of 8 plain runs by 12000 (95 % Wilson 0.00–0.32), so 3 × the "
         'budget does not end most seeds\' "never"; their best accuracy, median 0.10 by 4000, is 0.10 by 12000'
     ) in entry.long_block(flat, 24)
     few = entry.long_block(flat[flat["seed"] < 3], 24)
+    mixed = pd.concat(
+        [
+            flat[flat["seed"] < 6],
+            _curve(arm, 8, 6, 3000, budget=12000),
+            _curve(arm, 8, 7, 3000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45)),
+        ]
+    )
+    # 2 of 8 at threshold 0.4 (Wilson upper end 0.59: a long plateau), 1 of 8 at 0.5 and 0.6 (0.47: few)
+    assert (
+        entry.long_block(mixed, 24)
+        .rstrip()
+        .endswith(
+            "; not robust over the rule grid: a long plateau at 0.4/1, 0.4/2, 0.4/3; few emerge at 0.5/1, 0.5/2, 0.5/3, "
+            "0.6/1, 0.6/2, 0.6/3."
+        )
+    )
     assert "Reading at threshold 0.5, hold 2: not decidable yet: 0 of 3 plain runs emerge by 12000" in few
 
 
