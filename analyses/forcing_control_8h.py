@@ -102,28 +102,32 @@ def forced_config(budget: int):
     return dataclasses.replace(long, steps=int(budget), size_steps=())
 
 
-def _emerged_at(curve: pd.DataFrame, budget: int) -> float:
+def _emerged_at(curve: pd.DataFrame, budget: int, rule: tuple[float, int] | None = None) -> float:
     """E (steps) of a curve cut at ``budget`` under the population's one rule
-    (:func:`interp.population.tables.held_post`: accuracy 0.5 held 2 checkpoints, a crossing with no
-    room left to hold is not emerged), NaN when it did not emerge by then."""
+    (:func:`interp.population.tables.held_post`: accuracy 0.5 held 2 checkpoints, or ``rule`` =
+    (threshold, hold); a crossing with no room left to hold is not emerged), NaN when it did not
+    emerge by then."""
     from analyses.population import HOLD, THRESHOLD
     from interp.population.tables import held_post
 
+    threshold, hold = rule or (THRESHOLD, HOLD)
     cut = curve[curve["step"] <= budget]
-    post = held_post(cut["step"].tolist(), cut["accuracy"].tolist(), THRESHOLD, HOLD)[1] if len(cut) >= 2 else None
+    post = held_post(cut["step"].tolist(), cut["accuracy"].tolist(), threshold, hold)[1] if len(cut) >= 2 else None
     return np.nan if post is None else float(post)
 
 
-def forced_table(units: list[dict], curves: dict[str, pd.DataFrame], budget: int) -> pd.DataFrame:
+def forced_table(
+    units: list[dict], curves: dict[str, pd.DataFrame], budget: int, rule: tuple[float, int] | None = None
+) -> pd.DataFrame:
     """One row per forced run (:data:`FORCED_COLUMNS`): E (steps; NaN when not emerged by
-    ``budget``) from its kept curve; ``curves`` maps ``"<run>/<folder name>"`` of each unit to its
-    curve (a unit without one is left out)."""
+    ``budget``; the rule of :func:`_emerged_at`) from its kept curve; ``curves`` maps
+    ``"<run>/<folder name>"`` of each unit to its curve (a unit without one is left out)."""
     rows = []
     for u in units:
         curve = curves.get(f"{u['run']}/{u['folder'].name}")
         if curve is None:
             continue
-        e = _emerged_at(curve, budget)
+        e = _emerged_at(curve, budget, rule)
         rows.append(
             {
                 "run": u["run"],
@@ -140,17 +144,19 @@ def forced_table(units: list[dict], curves: dict[str, pd.DataFrame], budget: int
     return pd.DataFrame(rows, columns=FORCED_COLUMNS)
 
 
-def plain_table(long_curves: pd.DataFrame, runs: list[str], budget: int) -> pd.DataFrame:
+def plain_table(
+    long_curves: pd.DataFrame, runs: list[str], budget: int, rule: tuple[float, int] | None = None
+) -> pd.DataFrame:
     """One row per run of ``runs`` whose long continuation is kept (:data:`PLAIN_COLUMNS`): E by
     ``budget`` (the curve cut there) and E by the continuation's own budget (steps; NaN: not
-    emerged)."""
+    emerged; the rule of :func:`_emerged_at`)."""
     rows = []
     for run in runs:
         curve = long_curves[long_curves["run"] == run]
         if curve.empty:
             continue
         end = int(curve["budget"].iloc[0])
-        by_budget, by_end = _emerged_at(curve, budget), _emerged_at(curve, end)
+        by_budget, by_end = _emerged_at(curve, budget, rule), _emerged_at(curve, end, rule)
         rows.append(
             {
                 "run": run,
@@ -266,8 +272,37 @@ def verdict(table: pd.DataFrame, min_runs: int = MIN_RUNS) -> tuple[str, str]:
     return "not decidable", f"the forced share is neither above the plain one nor low; {said}"
 
 
-def docs_block(command: str, table: pd.DataFrame, word: str, reason: str, trained: int, seconds: float) -> str:
-    """The docs block: the command, the readout table and the verdict line."""
+def grid_verdicts(
+    units: list[dict], curves: dict[str, pd.DataFrame], long_curves: pd.DataFrame, runs: list[str], budget: int
+) -> dict[str, str]:
+    """The verdict (:func:`verdict`) in every cell of the rule grid
+    (:data:`interp.population.robust.THRESHOLDS` × ``HOLDS``): ``"threshold/hold"`` -> word."""
+    from interp.population.robust import HOLDS, THRESHOLDS
+
+    out = {}
+    for rule in ((t, h) for t in THRESHOLDS for h in HOLDS):
+        forced = forced_table(units, curves, budget, rule)
+        out[f"{rule[0]}/{rule[1]}"] = verdict(shares(forced, plain_table(long_curves, runs, budget, rule), budget))[0]
+    return out
+
+
+def grid_line(words: dict[str, str]) -> str:
+    """One line: the same verdict in every cell of the grid, or which cells give which."""
+    by: dict[str, list[str]] = {}
+    for cell, word in words.items():
+        by.setdefault(word, []).append(cell)
+    if len(words) == 1:
+        return "the same verdict in the one cell of the rule grid"
+    if len(by) == 1:
+        return f"the same verdict in every cell of the rule grid ({len(words)} cells)"
+    return "not robust over the rule grid: " + "; ".join(f"{w} at {', '.join(cells)}" for w, cells in by.items())
+
+
+def docs_block(
+    command: str, table: pd.DataFrame, word: str, reason: str, trained: int, seconds: float, grid: str | None = None
+) -> str:
+    """The docs block: the command, the readout table, the verdict line and (``grid``, from
+    :func:`grid_line`) whether the verdict holds over the rule grid."""
     names = {
         "true": "forced, true pattern",
         "control": "forced, offset control",
@@ -285,7 +320,12 @@ def docs_block(command: str, table: pd.DataFrame, word: str, reason: str, traine
         share = "—" if not r.runs else f"{r.share:.2f} ({r.share_lo:.2f}–{r.share_hi:.2f})"
         e = "—" if not r.emerged else f"{r.E_min:.0f}–{r.E_max:.0f} ({r.E_median:.0f})"
         lines.append(f"| {names[r.group]} | {by_step} | {r.runs} | {r.emerged} | {share} | {e} |")
-    return "\n".join([*lines, "", f"- Verdict: **{word}**: {reason}.", ""])
+    from analyses.population import HOLD, THRESHOLD
+
+    lines += ["", f"- Verdict at threshold {THRESHOLD}, hold {HOLD}: **{word}**: {reason}."]
+    if grid:
+        lines.append(f"- Over the rule grid (threshold 0.4, 0.5, 0.6 × hold 1, 2, 3): {grid}.")
+    return "\n".join([*lines, ""])
 
 
 def update_docs(block: str, docs: Path = DOCS) -> None:
@@ -343,11 +383,13 @@ def main(argv=None) -> None:
     plain = plain_table(read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget)
     table = shares(forced, plain, args.budget)
     word, reason = verdict(table)
+    kept = {k: v for k, v in curves.items() if v is not None}
+    grid = grid_line(grid_verdicts(units, kept, read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget))
     command = (
         f"python -m analyses.forcing_control_8h --seeds {args.seeds} --cells {args.cells} --budget {args.budget} "
         f"--anneal-steps {args.anneal_steps}" + (" --finished-only" if args.finished_only else "")
     )
-    block = docs_block(command, table, word, reason, trained, time.time() - started)
+    block = docs_block(command, table, word, reason, trained, time.time() - started, grid)
     atomic_to_csv(forced, args.out / f"{NAME}.csv")
     atomic_to_csv(plain, args.out / f"{NAME}_plain.csv")
     atomic_to_csv(table, args.out / f"{NAME}_shares.csv")

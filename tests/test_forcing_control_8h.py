@@ -111,6 +111,32 @@ def test_verdict_waits_for_the_plain_continuation_and_for_enough_forced_runs():
         entry.verdict(_readout(1, 1, 1, 1).iloc[:3])
 
 
+def test_the_verdict_is_read_in_every_cell_of_the_rule_grid():
+    """12 seeds: every true-forced run emerges at 3000, no control does; the plain runs of seeds
+    0-5 creep to accuracy 0.45 from step 9000 (never 0.5). At threshold 0.4, 6 of 12 plain runs emerge by
+    12000 (Wilson 0.25-0.75, not low): a long plateau; at 0.5 and 0.6 none do: search."""
+    from analyses.population_insight import read_kept_heads
+
+    cfg = entry.forced_config(8000)
+    units = control.plan([(cfg.sizes[0], s) for s in range(12)], read_kept_heads(), [(0.25, 500)], 250, Path("s"))
+    curves = {
+        f"{u['run']}/{u['folder'].name}": _curve(u["run"], 8000, 3000 if u["condition"] == "true" else None)
+        for u in units
+    }
+    creep = lambda s: _curve(f"{ARM}-seed{s}", 12000, 9000 if s < 6 else None).assign(  # noqa: E731
+        accuracy=lambda c: c["accuracy"].clip(upper=0.45)
+    )
+    long = pd.concat([creep(s) for s in range(12)])
+    runs = [f"{ARM}-seed{s}" for s in range(12)]
+    words = entry.grid_verdicts(units, curves, long, runs, 8000)
+    assert words == {f"{t}/{h}": "long plateau" if t == 0.4 else "search" for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)}
+    assert entry.grid_line(words) == (
+        "not robust over the rule grid: long plateau at 0.4/1, 0.4/2, 0.4/3; search at 0.5/1, 0.5/2, 0.5/3, 0.6/1, "
+        "0.6/2, 0.6/3"
+    )
+    assert entry.grid_line({"0.5/2": "search"}) == "the same verdict in the one cell of the rule grid"
+
+
 def test_plain_and_forced_emergence_are_cut_at_the_budget_with_room_to_hold():
     long = pd.concat(
         [
@@ -215,7 +241,11 @@ def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation
     assert shares.loc["plain_long", "E_min"] == 9000.0 and shares.loc["plain_long", "by_step"] == 12000
     block = (out / "forcing_control_8h.md").read_text()
     assert "| forced, true pattern | 8000 | 2 | 2 | 1.00 (0.34–1.00) | 1200–1300 (1250) |" in block
-    assert "- Verdict: **not decidable**: the plain continuation to 12000 steps is not in yet (2 of the 12" in block
+    assert (
+        "- Verdict at threshold 0.5, hold 2: **not decidable**: the plain continuation to 12000 steps is not in yet "
+        "(2 of the 12"
+    ) in block
+    assert "- Over the rule grid (threshold 0.4, 0.5, 0.6 × hold 1, 2, 3): the same verdict in every cell" in block
     docs = tmp_path / "results.md"
     docs.write_text(f"a\n{entry.BEGIN}\nold\n{entry.END}\nb\n")
     entry.update_docs(block, docs)
