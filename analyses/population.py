@@ -326,61 +326,51 @@ LONG_MARKERS = ("<!-- population-8h-long:begin -->", "<!-- population-8h-long:en
 LONG_CUTS = (4000, 8000, 12000)
 
 
-def long_block(curves: pd.DataFrame, n_planned: int) -> str:
-    """docs/results.md's block of the 8-head continuation (``population-8h-long``: the population's
-    8-head arm trained on to 12000 steps), from its kept curves: per cut of :data:`LONG_CUTS`, the
-    runs emerged by then (threshold :data:`THRESHOLD`, hold :data:`HOLD`; a crossing with no room
-    left to hold is censored) with the share's 95 % Wilson interval, their E (steps) and each run's
-    best greedy accuracy by then (a fraction, no rule); the runs emerged by 12000 over the rule grid;
-    and a reading: a long plateau where some runs emerged by 12000 and the share is not small (its
-    interval's upper end ≥ 0.5); few emerge where the share is small (upper end < 0.5), with the
-    runs' median best accuracy by the first and the last cut; not decidable yet where none emerged
-    but the runs are too few to call the share small. The reading is then made in every cell of
-    the rule grid (:data:`interp.population.robust.THRESHOLDS` × ``HOLDS``), and the line says
-    whether it is the same in all of them or which cells read otherwise."""
+def long_summary(curves: pd.DataFrame) -> dict:
+    """The 8-head continuation read from its kept curves (one or more runs): per cut of
+    :data:`LONG_CUTS` a row (``cut``, ``runs``, ``emerged``, ``share``, ``lo``, ``hi``: the 95 %
+    Wilson interval, ``E``: the emerged runs' E in steps, ``best``: each run's best greedy accuracy
+    by then) at threshold :data:`THRESHOLD`, hold :data:`HOLD` (a crossing with no room left to
+    hold is censored); ``grid``: runs emerged by the last cut per cell ``"threshold/hold"`` of the
+    rule grid; ``kinds``: reading -> the cells where it is made (:func:`_long_kind`)."""
     from interp.core.settings import StudyConfig
     from interp.population.robust import HOLDS, THRESHOLDS
     from interp.population.survival import share_interval
     from interp.population.tables import population_from_curves
 
-    n_runs = curves["run"].nunique() if len(curves) else 0
-    done = "all" if n_runs == n_planned else "the rest not trained yet" if n_runs else "none trained yet"
-    lines = [
-        (
-            f"Runs evaluated: {n_runs} of the spec's {n_planned} ({done}; "
-            f"{SPECS['population-8h-long'][1]} prompts per checkpoint; budget {LONG_CUTS[-1]} steps, 3 × the population's; "
-            f"point of emergence at accuracy {THRESHOLD} held {HOLD})."
-        ),
-        "",
-    ]
-    if not n_runs:
-        return "\n".join(lines) + "\n"
-    lines += [
-        "| by step | runs | emerged | share (95 % Wilson) | E min–max (median), steps | best accuracy min–max (median) |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    last, medians = None, []
+    rows = []
     for cut in LONG_CUTS:
         part = at_budget(curves, cut)
         runs = population_from_curves(part, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False).runs
-        e = runs.loc[runs["emerged"], "E"]
-        share, lo, hi = share_interval(int(runs["emerged"].sum()), len(runs))
-        best = part.groupby("run")["accuracy"].max()
-        e_text = "—" if not len(e) else f"{e.min():.0f}–{e.max():.0f} ({e.median():.0f})"
-        lines.append(
-            f"| {cut} | {len(runs)} | {len(e)} | {share:.2f} ({lo:.2f}–{hi:.2f}) | {e_text} | "
-            f"{best.min():.2f}–{best.max():.2f} ({best.median():.2f}) |"
+        k = int(runs["emerged"].sum())
+        share, lo, hi = share_interval(k, len(runs))
+        rows.append(
+            dict(
+                cut=cut,
+                runs=len(runs),
+                emerged=k,
+                share=share,
+                lo=lo,
+                hi=hi,
+                E=runs.loc[runs["emerged"], "E"],
+                best=part.groupby("run")["accuracy"].max(),
+            )
         )
-        last = (len(runs), len(e), lo, hi, e)
-        medians.append(best.median())
-    grid, kinds = [], {}
+    grid, kinds = {}, {}
     for threshold, hold in ((t, h) for t in THRESHOLDS for h in HOLDS):
         runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
-        emerged = int(runs["emerged"].sum())
-        grid.append(f"{threshold}/{hold}: {emerged}")
-        kinds.setdefault(_long_kind(emerged, len(runs)), []).append(f"{threshold}/{hold}")
-    n, k, lo, hi, e = last
-    lines += ["", f"Emerged by {LONG_CUTS[-1]} over the rule grid (threshold/hold: runs): {', '.join(grid)}.", ""]
+        cell = f"{threshold}/{hold}"
+        grid[cell] = int(runs["emerged"].sum())
+        kinds.setdefault(_long_kind(grid[cell], len(runs)), []).append(cell)
+    return dict(rows=rows, grid=grid, kinds=kinds)
+
+
+def _long_reading(summary: dict) -> tuple[str, str]:
+    """``(reading, robust)``: the continuation's reading at the operating point, and whether it is
+    the same in every cell of the rule grid (the rules: :func:`long_block`)."""
+    last, first = summary["rows"][-1], summary["rows"][0]
+    n, k, lo, hi, e = last["runs"], last["emerged"], last["lo"], last["hi"], last["E"]
+    kinds = summary["kinds"]
     if len(kinds) == 1:
         robust = "the same reading in every cell of the rule grid"
     else:
@@ -401,11 +391,89 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
     else:
         reading = (
             f"few emerge: {k} of {n} plain runs by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}), so 3 × the budget "
-            f'does not end most seeds\' "never"; their best accuracy, median {medians[0]:.2f} by {LONG_CUTS[0]}, is '
-            f"{medians[-1]:.2f} by {LONG_CUTS[-1]}"
+            f'does not end most seeds\' "never"; their best accuracy, median {first["best"].median():.2f} by '
+            f"{LONG_CUTS[0]}, is {last['best'].median():.2f} by {LONG_CUTS[-1]}"
         )
+    return reading, robust
+
+
+def long_block(curves: pd.DataFrame, n_planned: int) -> str:
+    """docs/results.md's block of the 8-head continuation (``population-8h-long``: the population's
+    8-head arm trained on to 12000 steps), from its kept curves (:func:`long_summary`): per cut of
+    :data:`LONG_CUTS`, the runs emerged by then with the share's 95 % Wilson interval, their E
+    (steps) and each run's best greedy accuracy by then (a fraction, no rule); the runs emerged by
+    12000 over the rule grid; and a reading: a long plateau where some runs emerged by 12000 and
+    the share is not small (its interval's upper end ≥ 0.5); few emerge where the share is small
+    (upper end < 0.5), with the runs' median best accuracy by the first and the last cut; not
+    decidable yet where none emerged but the runs are too few to call the share small. The
+    reading is then made in every cell of the rule grid
+    (:data:`interp.population.robust.THRESHOLDS` × ``HOLDS``), and the line says whether it is
+    the same in all of them or which cells read otherwise."""
+    n_runs = curves["run"].nunique() if len(curves) else 0
+    done = "all" if n_runs == n_planned else "the rest not trained yet" if n_runs else "none trained yet"
+    lines = [
+        (
+            f"Runs evaluated: {n_runs} of the spec's {n_planned} ({done}; "
+            f"{SPECS['population-8h-long'][1]} prompts per checkpoint; budget {LONG_CUTS[-1]} steps, 3 × the population's; "
+            f"point of emergence at accuracy {THRESHOLD} held {HOLD})."
+        ),
+        "",
+    ]
+    if not n_runs:
+        return "\n".join(lines) + "\n"
+    summary = long_summary(curves)
+    lines += [
+        "| by step | runs | emerged | share (95 % Wilson) | E min–max (median), steps | best accuracy min–max (median) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in summary["rows"]:
+        e, best = row["E"], row["best"]
+        e_text = "—" if not len(e) else f"{e.min():.0f}–{e.max():.0f} ({e.median():.0f})"
+        lines.append(
+            f"| {row['cut']} | {row['runs']} | {row['emerged']} | {row['share']:.2f} ({row['lo']:.2f}–{row['hi']:.2f}) | "
+            f"{e_text} | {best.min():.2f}–{best.max():.2f} ({best.median():.2f}) |"
+        )
+    grid = ", ".join(f"{cell}: {k}" for cell, k in summary["grid"].items())
+    lines += ["", f"Emerged by {LONG_CUTS[-1]} over the rule grid (threshold/hold: runs): {grid}.", ""]
+    reading, robust = _long_reading(summary)
     lines.append(f"- Reading at threshold {THRESHOLD}, hold {HOLD}: {reading}; {robust}.")
     return "\n".join(lines) + "\n"
+
+
+#: docs/results.md's headline line of the continuation (under the population's headline).
+LONG_HEADLINE = ("<!-- population-8h-long-headline:begin -->", "<!-- population-8h-long-headline:end -->")
+
+
+def long_headline(curves: pd.DataFrame, n_planned: int) -> str:
+    """The continuation's line in docs/results.md's headline: claim 1's "never" tested past the
+    budget, set beside the paper's statement (shared/PAPER.md, claim 1: a capability appears at
+    very different steps, "or never, depending only on the seed"), from :func:`long_summary`;
+    empty while no run is kept. The paper's seed-level "never" is reproduced in a cell of the rule
+    grid where the arm mixes seeds emerged by 12000 with seeds that never did."""
+    n_runs = curves["run"].nunique() if len(curves) else 0
+    if not n_runs:
+        return ""
+    summary = long_summary(curves)
+    reading, robust = _long_reading(summary)
+    mixed = [cell for cell, k in summary["grid"].items() if 0 < k < n_runs]
+    so_far = "" if n_runs == n_planned else f"; {n_planned - n_runs} runs not trained yet, so not a finding"
+    if mixed:
+        beside = (
+            f'beside the paper (a capability appears at very different steps "or never, depending only on the '
+            f'seed"): past the budget the arm that never emerged by {LONG_CUTS[0]} mixes seeds that emerged with '
+            f"seeds that never did, the paper's seed-level never, in {len(mixed)} of the {len(summary['grid'])} cells "
+            f"of the rule grid ({', '.join(mixed)})"
+        )
+    else:
+        beside = (
+            'beside the paper (a capability appears "or never, depending only on the seed"): no cell of the rule '
+            "grid mixes emerged and never-emerged seeds in this arm, so its never is set by the arm, not the seed"
+        )
+    return (
+        f'- **Claim 1, "never", past the budget** (`population-8h-long`: the population\'s 8-head seeds, same '
+        f"initialisation and data order, trained on to {LONG_CUTS[-1]} steps = 3 × its budget; {n_runs} of "
+        f"{n_planned} runs{so_far}): at threshold {THRESHOLD}, hold {HOLD}, {reading}; {robust}; {beside}.\n"
+    )
 
 
 def _long_kind(emerged: int, runs: int) -> str:
@@ -485,6 +553,7 @@ def main(argv=None) -> None:
     print(f"{n_runs} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s", flush=True)
     if args.update_docs and args.spec == "population-8h-long" and not args.train_only:
         update_docs(long_block(curves, len(cfg.run_names())), LONG_MARKERS)
+        update_docs(long_headline(curves, len(cfg.run_names())), LONG_HEADLINE)
     if n_runs == 0 or args.train_only:
         return
     reference = default_reference(curves["arm"].unique())

@@ -220,7 +220,11 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
     others = "".join(
         f"{begin}\nuntouched {begin}\n{end}\n" for begin, end in [(entry.BEGIN, entry.END), entry.HEADLINE]
     )
-    docs.write_text(others + f"{entry.LONG_MARKERS[0]}\nold\n{entry.LONG_MARKERS[1]}\n")
+    docs.write_text(
+        others
+        + f"{entry.LONG_MARKERS[0]}\nold\n{entry.LONG_MARKERS[1]}\n"
+        + f"{entry.LONG_HEADLINE[0]}\nold\n{entry.LONG_HEADLINE[1]}\n"
+    )
     monkeypatch.setattr(entry, "DOCS", docs)
     monkeypatch.setitem(entry.SPECS, "population-8h-long", (kept, 256))
     entry.main(["--spec", "population-8h-long", "--finished-only", "--update-docs", "--out", str(tmp_path / "out")])
@@ -228,3 +232,29 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
     assert text.startswith(others)  # both population blocks as they were
     assert "Runs evaluated: 3 of the spec's 24 (the rest not trained yet; 256 prompts per checkpoint;" in text
     assert "| 12000 | 3 | 1 |" in text and "\nold\n" not in text
+    headline = text.split(entry.LONG_HEADLINE[0] + "\n", 1)[1].split(entry.LONG_HEADLINE[1])[0]
+    assert headline == entry.long_headline(entry.read_kept_curves(kept), 24)
+
+
+def test_the_continuations_headline_sets_the_reading_beside_the_paper():
+    """Eight flat runs and one that crosses at 5000: 1 of 9 by 12000 (few emerge; Wilson upper end
+    0.43) in every cell, and the arm mixes emerged and never-emerged seeds in all 9 cells; eight
+    flat runs alone mix in none, so their never is the arm's."""
+    arm = "neox-2l-64d-8h"
+    flat = [_curve(arm, 8, s, None, budget=12000) for s in range(8)]
+    line = entry.long_headline(pd.concat([*flat, _curve(arm, 8, 8, 5000, budget=12000)]), 9)
+    assert line.startswith('- **Claim 1, "never", past the budget** (`population-8h-long`:')
+    assert "trained on to 12000 steps = 3 × its budget; 9 of 9 runs):" in line
+    assert "at threshold 0.5, hold 2, few emerge: 1 of 9 plain runs by 12000 (95 % Wilson 0.02–0.43)" in line
+    assert "; the same reading in every cell of the rule grid;" in line
+    assert line.rstrip().endswith(
+        "the paper's seed-level never, in 9 of the 9 cells of the rule grid (0.4/1, "
+        "0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3, 0.6/1, 0.6/2, 0.6/3)."
+    )
+    alone = entry.long_headline(pd.concat(flat), 24)
+    assert "8 of 24 runs; 16 runs not trained yet, so not a finding)" in alone
+    assert alone.rstrip().endswith(
+        "no cell of the rule grid mixes emerged and never-emerged seeds in this arm, so "
+        "its never is set by the arm, not the seed."
+    )
+    assert entry.long_headline(pd.DataFrame(columns=entry.curve_columns()), 24) == ""
