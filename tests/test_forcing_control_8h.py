@@ -137,6 +137,24 @@ def test_the_verdict_is_read_in_every_cell_of_the_rule_grid():
     assert entry.grid_line({"0.5/2": "search"}) == "the same verdict in the one cell of the rule grid"
 
 
+def test_the_headline_line_gives_the_verdict_over_the_grid_beside_the_paper():
+    table = _readout(12, 0, 0, 0)
+    word, reason = entry.verdict(table)
+    grid = "the same verdict in every cell of the rule grid (9 cells)"
+    line = entry.headline_line(table, word, reason, grid, "0.25:500")
+    assert line.startswith(
+        "- **The 8-head arm's never: search, capacity or a long plateau?** (`forcing_control_8h`: 12 seeds forced "
+        "toward the true pattern and 12 toward the offset control, β:N 0.25:500, 8000 steps): at threshold 0.5, "
+        f"hold 2, **search**: {reason}; {grid}; forcing the true pattern ends the never"
+    )
+    assert line.endswith("the paper's sparse-attention search (claims 1 and 3).\n")
+    plateau = _readout(12, 0, 0, 8)
+    assert "**long plateau**" in entry.headline_line(plateau, *entry.verdict(plateau), grid, "0.25:500")
+    none = table.copy()
+    none.loc[none["group"].isin(["true", "control"]), ["runs", "emerged"]] = 0  # no forced run kept yet
+    assert entry.headline_line(none, *entry.verdict(none), grid, "0.25:500") == ""
+
+
 def test_plain_and_forced_emergence_are_cut_at_the_budget_with_room_to_hold():
     long = pd.concat(
         [
