@@ -346,8 +346,8 @@ def headline_line(table: pd.DataFrame, word: str, reason: str, grid: str, cell: 
     beside = {
         "search": "forcing the true pattern ends the never that 3 × the budget does not: the paper's sparse-attention "
         "search (claims 1 and 3)",
-        "capacity": "not the paper's search: even forced runs do not keep the capability, so this arm lacks the "
-        "capacity at d_head 8",
+        "capacity": "not the paper's search: even forced runs do not keep the capability, so this arm (d_head 8, 2 "
+        "rotary dims per head) lacks the capacity to hold it",
         "long plateau": "the paper's seed-level never (claim 1): plain seeds emerge scattered past the budget",
     }.get(word, "no reading beside the paper yet")
     return (
