@@ -389,10 +389,12 @@ def _long_reading(summary: dict) -> tuple[str, str]:
             'the arm\'s "never" was the budget'
         )
     else:
+        touched = int((last["best"] >= THRESHOLD).sum()) - k
         reading = (
             f"few emerge: {k} of {n} plain runs by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}), so 3 × the budget "
             f'does not end most seeds\' "never"; their best accuracy, median {first["best"].median():.2f} by '
-            f"{LONG_CUTS[0]}, is {last['best'].median():.2f} by {LONG_CUTS[-1]}"
+            f"{LONG_CUTS[0]}, is {last['best'].median():.2f} by {LONG_CUTS[-1]}, and {touched} more reach accuracy "
+            f"{THRESHOLD} at some checkpoint without holding it for {HOLD}"
         )
     return reading, robust
 

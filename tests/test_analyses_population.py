@@ -184,7 +184,8 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     flat = pd.concat([_curve(arm, 8, s, None, budget=12000) for s in range(8)], ignore_index=True)
     assert (
         "Reading at threshold 0.5, hold 2: few emerge: 0 of 8 plain runs by 12000 (95 % Wilson 0.00–0.32), so 3 × the "
-        'budget does not end most seeds\' "never"; their best accuracy, median 0.10 by 4000, is 0.10 by 12000'
+        'budget does not end most seeds\' "never"; their best accuracy, median 0.10 by 4000, is 0.10 by 12000, and 0 '
+        "more reach accuracy 0.5 at some checkpoint without holding it for 2"
     ) in entry.long_block(flat, 24)
     few = entry.long_block(flat[flat["seed"] < 3], 24)
     mixed = pd.concat(
@@ -194,7 +195,13 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
             _curve(arm, 8, 7, 3000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45)),
         ]
     )
-    # 2 of 8 at threshold 0.4 (Wilson upper end 0.59: a long plateau), 1 of 8 at 0.5 and 0.6 (0.47: few)
+    # 2 of 8 at threshold 0.4 (Wilson upper end 0.59: a long plateau), 1 of 8 at 0.5 and 0.6 (0.47: few);
+    # a ninth run touches 0.9 on one checkpoint only: it reaches 0.5 without holding it
+    blip = _curve(arm, 8, 8, None, budget=12000)
+    blip.loc[blip["step"] == 9000, "accuracy"] = 0.9
+    assert "and 1 more reach accuracy 0.5 at some checkpoint without holding it for 2" in entry.long_block(
+        pd.concat([mixed, blip]), 24
+    )
     assert (
         entry.long_block(mixed, 24)
         .rstrip()
