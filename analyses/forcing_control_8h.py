@@ -225,8 +225,9 @@ def verdict(table: pd.DataFrame, min_runs: int = MIN_RUNS) -> tuple[str, str]:
     interval [lo, hi]; a share is *low* when hi < 0.5 (with 12 runs: at most 2 emerged). The
     rules, in order:
 
-    1. ``not decidable``: the long continuation not in (L or P with fewer than ``min_runs``
-       runs), or fewer than ``min_runs`` true-forced runs.
+    1. ``not decidable``: fewer than ``min_runs`` true-forced runs, or the long continuation not
+       in (L or P with fewer than ``min_runs`` runs), said in that order (the plain runs are read
+       on the forced runs' seeds).
     2. ``long plateau``: L not low: plain seeds emerge past the population's 4000-step budget by
        3 × it, at a share that is not small (the paper's "some seeds never by budget B" in its
        seed-level form); their E range says how scattered.
@@ -247,13 +248,13 @@ def verdict(table: pd.DataFrame, min_runs: int = MIN_RUNS) -> tuple[str, str]:
         raise ValueError(f"the readout lacks group(s) {', '.join(missing)}; valid groups: {', '.join(GROUPS)}")
     f, c, p, long = (by[g] for g in GROUPS)
     said = f"forced true {_share_text(f)}; control {_share_text(c)}; plain {_share_text(p)}, {_share_text(long)}"
+    if f.runs < min_runs:  # the plain runs are read on the forced runs' seeds, so they wait for them too
+        return "not decidable", f"{f.runs} of the {min_runs} true-forced runs needed are kept; {said}"
     if long.runs < min_runs or p.runs < min_runs:
         return "not decidable", (
             f"the plain continuation to 12000 steps is not in yet ({long.runs} of the {min_runs} runs needed kept); "
             f"forced true {_share_text(f)}; control {_share_text(c)}"
         )
-    if f.runs < min_runs:
-        return "not decidable", f"{f.runs} of the {min_runs} true-forced runs needed are kept; {said}"
     low = lambda r: r.share_hi < 0.5  # noqa: E731
     if not low(long):
         return "long plateau", f"plain seeds emerge past 4000 steps by {long.by_step:.0f}; {said}"

@@ -260,8 +260,8 @@ def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation
     block = (out / "forcing_control_8h.md").read_text()
     assert "| forced, true pattern | 8000 | 2 | 2 | 1.00 (0.34–1.00) | 1200–1300 (1250) |" in block
     assert (
-        "- Verdict at threshold 0.5, hold 2: **not decidable**: the plain continuation to 12000 steps is not in yet "
-        "(2 of the 12"
+        "- Verdict at threshold 0.5, hold 2: **not decidable**: 2 of the 12 true-forced runs needed are kept; "
+        "forced true 2/2 by step 8000"
     ) in block
     assert "- Over the rule grid (threshold 0.4, 0.5, 0.6 × hold 1, 2, 3): the same verdict in every cell" in block
     docs = tmp_path / "results.md"
