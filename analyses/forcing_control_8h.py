@@ -39,10 +39,10 @@ what is missing. Writes to ``--out``: ``forcing_control_8h.csv`` (per forced run
 ``forcing_control_8h.md`` (the docs block); ``--update-docs`` replaces the block between
 ``forcing-control-8h:begin`` / ``:end`` in docs/results.md.
 
-Runtime, estimated (not measured at this scale): §5's 4000-step forced runs train in ≈ 200 s on an
-idle core, so ≈ 7 min per 8000-step run, plus its evaluation (87 checkpoints on 256 prompts; the
-population's 41 on 64 took ≈ 20 s): ≈ 3 min; ≈ 10 min per forced run, 24 runs ≈ 2 h of 2 idle
-cores. A 24-step toy pair (tests/test_forcing_control_8h.py, slow) took 42 s under a load of 9.
+Runtime, measured (AMD EPYC, Python 3.11.7, 2026-12-04, one process per core): 298–383 s of
+training per 8000-step forced run (median 342 s), plus ≈ 14 s for the evaluation of its 88
+checkpoints on 256 prompts; the 24 runs took ≈ 1.3 h of 2 cores. A 24-step toy pair
+(tests/test_forcing_control_8h.py, slow) took 42 s under a load of 9.
 
 Usage: ``python -m analyses.forcing_control_8h [--seeds 0-11] [--cells 0.25:500] [--budget 8000]
 [--anneal-steps 250] [--jobs 2] [--finished-only] [--update-docs]``.
@@ -273,6 +273,44 @@ def verdict(table: pd.DataFrame, min_runs: int = MIN_RUNS) -> tuple[str, str]:
     return "not decidable", f"the forced share is neither above the plain one nor low; {said}"
 
 
+def paired_tests(forced: pd.DataFrame, plain: pd.DataFrame) -> list[dict]:
+    """Exact McNemar tests over the seeds both groups share, beside the stated rule of
+    :func:`verdict` (a supplement: the verdict stays the rule's). Per pair (true against plain
+    by the budget, true against control): ``a`` seeds emerged only in the first group, ``b`` only in
+    the second, and the two-sided exact binomial p of ``a`` in ``a + b`` at 1/2 (McNemar 1947; 1.0
+    when no seed is discordant); ``seeds``: how many seeds both have.
+
+    Source: Q. McNemar, Psychometrika 12 (1947); the exact form is the sign test on the
+    discordant pairs (``scipy.stats.binomtest``)."""
+    from scipy.stats import binomtest
+
+    by_condition = {
+        c: forced[forced["condition"] == c].set_index("run")["emerged"].astype(bool) for c in ("true", "control")
+    }
+    plain_by = plain.set_index("run")["emerged_by_budget"].astype(bool)
+    out = []
+    for first, second, other in (("true", "plain", plain_by), ("true", "control", by_condition["control"])):
+        mine = by_condition[first]
+        seeds = mine.index.intersection(other.index)
+        a = int((mine[seeds] & ~other[seeds]).sum())
+        b = int((~mine[seeds] & other[seeds]).sum())
+        p = 1.0 if a + b == 0 else float(binomtest(a, a + b, 0.5).pvalue)
+        out.append(dict(first=first, second=second, seeds=len(seeds), a=a, b=b, p=p))
+    return out
+
+
+def paired_line(tests: list[dict]) -> str:
+    """One docs line from :func:`paired_tests`."""
+    parts = [
+        f"true against {t['second']}: {t['a']} of {t['seeds']} seeds emerged forced only, {t['b']} {t['second']} only, "
+        f"p = {t['p']:.3g}"
+        for t in tests
+    ]
+    return "Paired by seed (exact McNemar test on the discordant seeds; a supplement to the stated rule): " + "; ".join(
+        parts
+    )
+
+
 def grid_verdicts(
     units: list[dict], curves: dict[str, pd.DataFrame], long_curves: pd.DataFrame, runs: list[str], budget: int
 ) -> dict[str, str]:
@@ -300,10 +338,18 @@ def grid_line(words: dict[str, str]) -> str:
 
 
 def docs_block(
-    command: str, table: pd.DataFrame, word: str, reason: str, trained: int, seconds: float, grid: str | None = None
+    command: str,
+    table: pd.DataFrame,
+    word: str,
+    reason: str,
+    trained: int,
+    seconds: float,
+    grid: str | None = None,
+    paired: str | None = None,
 ) -> str:
-    """The docs block: the command, the readout table, the verdict line and (``grid``, from
-    :func:`grid_line`) whether the verdict holds over the rule grid."""
+    """The docs block: the command, the readout table, the verdict line, (``grid``, from
+    :func:`grid_line`) whether the verdict holds over the rule grid and (``paired``, from
+    :func:`paired_line`) the paired tests."""
     names = {
         "true": "forced, true pattern",
         "control": "forced, offset control",
@@ -326,6 +372,8 @@ def docs_block(
     lines += ["", f"- Verdict at threshold {THRESHOLD}, hold {HOLD}: **{word}**: {reason}."]
     if grid:
         lines.append(f"- Over the rule grid (threshold 0.4, 0.5, 0.6 × hold 1, 2, 3): {grid}.")
+    if paired:
+        lines.append(f"- {paired}.")
     return "\n".join([*lines, ""])
 
 
@@ -333,12 +381,13 @@ def docs_block(
 HEADLINE = "<!-- forcing-control-8h-headline:begin -->", "<!-- forcing-control-8h-headline:end -->"
 
 
-def headline_line(table: pd.DataFrame, word: str, reason: str, grid: str, cell: str) -> str:
+def headline_line(table: pd.DataFrame, word: str, reason: str, grid: str, cell: str, paired: str = "") -> str:
     """The entry's line in docs/results.md's headline: the verdict (:func:`verdict`) at the
     operating point and over the rule grid (:func:`grid_line`), beside the paper's claim 1
     (shared/PAPER.md: a capability appears at very different steps "or never, depending only on
     the seed") and its claim 3 (biasing attention toward the true pattern removes the plateau);
-    empty while no forced run is kept. ``cell``: the forcing cell ``"β:N"``."""
+    empty while no forced run is kept. ``cell``: the forcing cell ``"β:N"``; ``paired``: the
+    paired tests' line (:func:`paired_line`), appended when given."""
     from analyses.population import HOLD, THRESHOLD
 
     forced = table.set_index("group").loc[["true", "control"], "runs"]
@@ -350,12 +399,16 @@ def headline_line(table: pd.DataFrame, word: str, reason: str, grid: str, cell: 
         "capacity": "not the paper's search: even forced runs do not keep the capability, so this arm (d_head 8, 2 "
         "rotary dims per head) lacks the capacity to hold it",
         "long plateau": "the paper's seed-level never (claim 1): plain seeds emerge scattered past the budget",
-    }.get(word, "no reading beside the paper yet")
+    }.get(
+        word,
+        "beside the paper's claim 3 (a bias toward the true pattern removes the plateau), this many seeds do not yet "
+        "tell the forced runs from the plain ones by the stated rule",
+    )
     return (
         f"- **The 8-head arm's never: search, capacity or a long plateau?** (`forcing_control_8h`: "
         f"{int(forced['true'])} seeds forced toward the true pattern and {int(forced['control'])} toward the offset "
         f"control, β:N {cell}, {int(table['by_step'].iloc[0])} steps): at threshold {THRESHOLD}, hold {HOLD}, "
-        f"**{word}**: {reason}; {grid}; {beside}.\n"
+        f"**{word}**: {reason}; {grid}; {beside}" + (f". {paired}" if paired else "") + ".\n"
     )
 
 
@@ -422,7 +475,8 @@ def main(argv=None) -> None:
         f"python -m analyses.forcing_control_8h --seeds {args.seeds} --cells {args.cells} --budget {args.budget} "
         f"--anneal-steps {args.anneal_steps}" + (" --finished-only" if args.finished_only else "")
     )
-    block = docs_block(command, table, word, reason, trained, time.time() - started, grid)
+    paired = paired_line(paired_tests(forced, plain))
+    block = docs_block(command, table, word, reason, trained, time.time() - started, grid, paired)
     atomic_to_csv(forced, args.out / f"{NAME}.csv")
     atomic_to_csv(plain, args.out / f"{NAME}_plain.csv")
     atomic_to_csv(table, args.out / f"{NAME}_shares.csv")
@@ -430,7 +484,7 @@ def main(argv=None) -> None:
     print(block)
     if args.update_docs:
         update_docs(block)
-        update_docs(headline_line(table, word, reason, grid, args.cells), markers=HEADLINE)
+        update_docs(headline_line(table, word, reason, grid, args.cells, paired), markers=HEADLINE)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,29 @@ def test_the_headline_line_gives_the_verdict_over_the_grid_beside_the_paper():
     assert entry.headline_line(none, *entry.verdict(none), grid, "0.25:500") == ""
 
 
+def test_paired_tests_count_the_discordant_seeds_and_give_the_exact_p():
+    """Seeds 0-5 emerge forced toward the true pattern, seed 0 also plain, no control run emerges:
+    true against plain has 5 discordant seeds all one way (p = 2 / 2**5 = 0.0625), against the
+    control 6 (p = 2 / 2**6 = 0.03125); a seed only one group has is left out."""
+    forced = pd.DataFrame(
+        [
+            {"run": f"r{i}", "condition": c, "emerged": c == "true" and i < 6}
+            for c in ("true", "control")
+            for i in range(8)
+        ]
+    )
+    plain = pd.DataFrame({"run": [f"r{i}" for i in range(9)], "emerged_by_budget": [i == 0 for i in range(9)]})
+    tests = entry.paired_tests(forced, plain)
+    assert [(t["second"], t["seeds"], t["a"], t["b"]) for t in tests] == [("plain", 8, 5, 0), ("control", 8, 6, 0)]
+    assert tests[0]["p"] == pytest.approx(0.0625, abs=1e-12) and tests[1]["p"] == pytest.approx(0.03125, abs=1e-12)
+    assert entry.paired_line(tests).endswith(
+        "true against plain: 5 of 8 seeds emerged forced only, 0 plain only, p = 0.0625; true against control: 6 of 8 "
+        "seeds emerged forced only, 0 control only, p = 0.0312"
+    )
+    none = entry.paired_tests(forced.assign(emerged=False), plain.assign(emerged_by_budget=False))
+    assert [t["p"] for t in none] == [1.0, 1.0]
+
+
 def test_plain_and_forced_emergence_are_cut_at_the_budget_with_room_to_hold():
     long = pd.concat(
         [
