@@ -302,7 +302,7 @@ def paired_tests(forced: pd.DataFrame, plain: pd.DataFrame) -> list[dict]:
 def paired_line(tests: list[dict]) -> str:
     """One docs line from :func:`paired_tests`."""
     parts = [
-        f"true against {t['second']}: {t['a']} of {t['seeds']} seeds emerged forced only, {t['b']} {t['second']} only, "
+        f"true against {t['second']}: {t['a']} of {t['seeds']} seeds emerged true-forced only, {t['b']} {t['second']} only, "
         f"p = {t['p']:.3g}"
         for t in tests
     ]

@@ -171,8 +171,8 @@ def test_paired_tests_count_the_discordant_seeds_and_give_the_exact_p():
     assert [(t["second"], t["seeds"], t["a"], t["b"]) for t in tests] == [("plain", 8, 5, 0), ("control", 8, 6, 0)]
     assert tests[0]["p"] == pytest.approx(0.0625, abs=1e-12) and tests[1]["p"] == pytest.approx(0.03125, abs=1e-12)
     assert entry.paired_line(tests).endswith(
-        "true against plain: 5 of 8 seeds emerged forced only, 0 plain only, p = 0.0625; true against control: 6 of 8 "
-        "seeds emerged forced only, 0 control only, p = 0.0312"
+        "true against plain: 5 of 8 seeds emerged true-forced only, 0 plain only, p = 0.0625; true against control: 6 of 8 "
+        "seeds emerged true-forced only, 0 control only, p = 0.0312"
     )
     none = entry.paired_tests(forced.assign(emerged=False), plain.assign(emerged_by_budget=False))
     assert [t["p"] for t in none] == [1.0, 1.0]
