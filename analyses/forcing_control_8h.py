@@ -326,15 +326,11 @@ def grid_verdicts(
 
 
 def grid_line(words: dict[str, str]) -> str:
-    """One line: the same verdict in every cell of the grid, or which cells give which."""
-    by: dict[str, list[str]] = {}
-    for cell, word in words.items():
-        by.setdefault(word, []).append(cell)
-    if len(words) == 1:
-        return "the same verdict in the one cell of the rule grid"
-    if len(by) == 1:
-        return f"the same verdict in every cell of the rule grid ({len(words)} cells)"
-    return "not robust over the rule grid: " + "; ".join(f"{w} at {', '.join(cells)}" for w, cells in by.items())
+    """One line: the same verdict in every cell of the grid, or which cells give which
+    (:func:`interp.population.robust.grid_reading`)."""
+    from interp.population.robust import grid_reading
+
+    return grid_reading(words, "verdict")
 
 
 def docs_block(

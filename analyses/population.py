@@ -332,7 +332,7 @@ def long_summary(curves: pd.DataFrame) -> dict:
     Wilson interval, ``E``: the emerged runs' E in steps, ``best``: each run's best greedy accuracy
     by then) at threshold :data:`THRESHOLD`, hold :data:`HOLD` (a crossing with no room left to
     hold is censored); ``grid``: runs emerged by the last cut per cell ``"threshold/hold"`` of the
-    rule grid; ``kinds``: reading -> the cells where it is made (:func:`_long_kind`)."""
+    rule grid; ``kinds``: cell -> the reading made there (:func:`_long_kind`)."""
     from interp.core.settings import StudyConfig
     from interp.population.robust import HOLDS, THRESHOLDS
     from interp.population.survival import share_interval
@@ -361,28 +361,25 @@ def long_summary(curves: pd.DataFrame) -> dict:
         runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
         cell = f"{threshold}/{hold}"
         grid[cell] = int(runs["emerged"].sum())
-        kinds.setdefault(_long_kind(grid[cell], len(runs)), []).append(cell)
+        kinds[cell] = _long_kind(grid[cell], len(runs))
     return dict(rows=rows, grid=grid, kinds=kinds)
 
 
 def _long_reading(summary: dict) -> tuple[str, str]:
     """``(reading, robust)``: the continuation's reading at the operating point, and whether it is
     the same in every cell of the rule grid (the rules: :func:`long_block`)."""
+    from interp.population.robust import grid_reading
+
     last, first = summary["rows"][-1], summary["rows"][0]
     n, k, lo, hi, e = last["runs"], last["emerged"], last["lo"], last["hi"], last["E"]
-    kinds = summary["kinds"]
-    if len(kinds) == 1:
-        robust = "the same reading in every cell of the rule grid"
-    else:
-        robust = "not robust over the rule grid: " + "; ".join(
-            f"{kind} at {', '.join(cells)}" for kind, cells in kinds.items()
-        )
-    if k == 0 and hi >= 0.5:
+    robust = grid_reading(summary["kinds"], "reading")
+    kind = _long_kind(k, n)
+    if kind == "not decidable yet":
         reading = (
             f"not decidable yet: 0 of {n} plain runs emerge by {LONG_CUTS[-1]}, too few runs to call the share small "
             f"(95 % Wilson {lo:.2f}–{hi:.2f})"
         )
-    elif hi >= 0.5:
+    elif kind == "a long plateau":
         reading = (
             f"a long plateau: {k} of {n} plain runs emerge past the population's {LONG_CUTS[0]}-step budget by "
             f"{LONG_CUTS[-1]} (share {k / n:.2f}, 95 % Wilson {lo:.2f}–{hi:.2f}), at E {e.min():.0f}–{e.max():.0f}: "

@@ -172,14 +172,14 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     assert f"| 12000 | 4 | 2 | {share:.2f} ({lo:.2f}–{hi:.2f}) | 5000–9000 (7000) | 0.10–0.90 (0.50) |" in block
     assert "Emerged by 12000 over the rule grid (threshold/hold: runs): 0.4/1: 2, 0.4/2: 2," in block
     assert "Reading at threshold 0.5, hold 2: a long plateau: 2 of 4 plain runs emerge past" in block
-    assert block.rstrip().endswith("; the same reading in every cell of the rule grid.")
+    assert block.rstrip().endswith("; the same reading in every cell of the rule grid (9 cells).")
     # a third run that reaches 0.45 only: it emerges at threshold 0.4 and in no other cell, where 3 of 4
     # is still a long plateau; an eight-run arm with one such run: 1 of 8 at 0.4 (few), 0 of 8 elsewhere
     near = _curve(arm, 8, 2, 7000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45))
     assert (
         entry.long_block(pd.concat([curves[curves["seed"] != 2], near]), 24)
         .rstrip()
-        .endswith("; the same reading in every cell of the rule grid.")
+        .endswith("; the same reading in every cell of the rule grid (9 cells).")
     )
     flat = pd.concat([_curve(arm, 8, s, None, budget=12000) for s in range(8)], ignore_index=True)
     assert (
@@ -253,7 +253,7 @@ def test_the_continuations_headline_sets_the_reading_beside_the_paper():
     assert line.startswith('- **Claim 1, "never", past the budget** (`population-8h-long`:')
     assert "trained on to 12000 steps = 3 × its budget; 9 of 9 runs):" in line
     assert "at threshold 0.5, hold 2, few emerge: 1 of 9 plain runs by 12000 (95 % Wilson 0.02–0.43)" in line
-    assert "; the same reading in every cell of the rule grid;" in line
+    assert "; the same reading in every cell of the rule grid (9 cells);" in line
     assert line.rstrip().endswith(
         "the paper's seed-level never, in 9 of the 9 cells of the rule grid (0.4/1, "
         "0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3, 0.6/1, 0.6/2, 0.6/3)."

@@ -211,6 +211,23 @@ def test_a_crossing_with_no_room_to_hold_is_censored_and_the_grid_says_what_hold
     assert any("not robust over the grid of rules" in c for c in result.claims if c.startswith("Claim 4"))
 
 
+def test_one_grid_reading_line_for_every_entry():
+    from interp.population.robust import grid_reading
+
+    cells = [f"{t}/{h}" for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)]
+    assert grid_reading(dict.fromkeys(cells, "few emerge"), "reading") == (
+        "the same reading in every cell of the rule grid (9 cells)"
+    )
+    assert grid_reading({"0.5/2": "search"}) == "the same verdict in the one cell of the rule grid"
+    flip = {c: "long plateau" if c.startswith("0.4") else "search" for c in cells}
+    assert grid_reading(flip) == (
+        "not robust over the rule grid: long plateau at 0.4/1, 0.4/2, 0.4/3; search at 0.5/1, 0.5/2, 0.5/3, 0.6/1, "
+        "0.6/2, 0.6/3"
+    )
+    with pytest.raises(ValueError, match=r"^grid_reading: no cell of the rule grid given"):
+        grid_reading({})
+
+
 # ------------------------------------------------------------------ item 6: one rule
 
 
