@@ -557,6 +557,12 @@ def main(argv=None) -> None:
         return
     reference = default_reference(curves["arm"].unique())
     result = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), reference=reference)
+    if args.spec == "population":  # claim 2 over these seeds (issue 53), as far as it is measured
+        from analyses.population_mechanism import read_kept as read_mechanism
+
+        rows, _ = read_mechanism()
+        if len(rows):
+            result = result.with_mechanism(rows)
     result.save(args.out)
     for line in result.findings:
         print(line)

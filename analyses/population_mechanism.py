@@ -368,7 +368,7 @@ def cost_line(records: list[dict], n_planned: int) -> str:
 
 def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings: str) -> tuple[str, str]:
     """(docs/results.md's block, the headline lines) from the kept runs."""
-    from interp.population.mechanism import claim_table, verdicts, width_table
+    from interp.population.mechanism import claim_lines, claim_table, width_table
 
     measured = len(records)
     partial = (
@@ -393,7 +393,6 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
     if rows.empty:
         return "\n".join(lines) + "\n", partial
     claims = claim_table(rows)
-    words = verdicts(claims)
     lines += [
         (
             "Per arm and width: seeds where the top two heads' patterns recover ≥ 0.5 of the jump with the 95 % "
@@ -402,7 +401,7 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
             "is below 3 standard errors, named (not averaged in):"
         ),
         "",
-        "| arm | width | seeds (measurable) | top-2 firm | share [95 % CI] | induction head firm | top-1 head is | jump within noise |",
+        "| arm | width | seeds (measurable) | top-2 firm | share [95 % CI] | induction head firm | top-1 head is | jump within noise (seeds) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in claims.itertuples():
@@ -410,7 +409,7 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
         share = "—" if not c.measurable else f"{c.top2_share:.2f} [{c.top2_lo:.2f}, {c.top2_hi:.2f}]"
         lines.append(
             f"| {c.arm} | {width} | {c.seeds} ({c.measurable}) | {c.top2_firm} | {share} | "
-            f"{c.induction_firm} of {c.measurable} | {c.top1_mechanisms or '—'} | {c.noise_runs or '—'} |"
+            f"{c.induction_firm} of {c.measurable} | {c.top1_mechanisms or '—'} | {c.noise_seeds or '—'} |"
         )
     widths = width_table(rows)
     lines += [
@@ -433,21 +432,7 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
                 )
             lines.append(f"| {component} | " + " | ".join(cells) + " |")
         lines.append("")
-    said = []
-    for arm, word in words.items():
-        sub = claims[claims["arm"] == arm]
-        per = "; ".join(
-            f"{w if not w.isdigit() else w + ' steps'}: {k} of {n}"
-            for w, k, n in zip(sub["width"], sub["top2_firm"], sub["measurable"])
-        )
-        ind = "; ".join(
-            f"{w if not w.isdigit() else w + ' steps'}: {k} of {n}"
-            for w, k, n in zip(sub["width"], sub["induction_firm"], sub["measurable"])
-        )
-        said.append(
-            f"Claim 2 on {arm}: **{word}** (seeds whose top two heads' patterns carry ≥ half the jump, firmly: "
-            f"{per}; whose induction head's pattern alone does: {ind})."
-        )
+    said = claim_lines(rows, verdict_format="**{}**")
     lines += [f"- {s}" for s in said]
     headline = partial + "\n\n" + "\n".join(f"- {line}" for line in said)
     return "\n".join(lines) + "\n", headline

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from interp.core.settings import StudyConfig
 from interp.emergence import held_crossing
@@ -430,6 +431,41 @@ def test_page_in_headless_chromium(tmp_path):
         tab.click("summary")
         assert HOSTILE in tab.inner_text("#runs")
         assert seen.console_errors == [] and seen.page_errors == []
+
+
+def test_the_page_carries_claim_2_over_the_seeds_when_its_rows_are_attached(hand, tmp_path):
+    """``with_mechanism``: claim 2's per-run rows (issue 53) join the result; the page opens on
+    their lines beside claims 1 and 4 and shows the per-width figure and table; save/load keeps them."""
+    from interp.population.mechanism import claim_lines
+    from tests.test_population_mechanism import _rows
+    from tests.test_report_browser import _check_page, _require_browser
+
+    rows = _rows()
+    rows.loc[rows["run"] == "B-seed1", "run"] = HOSTILE
+    with pytest.raises(
+        ValueError, match=r"^mechanism rows name arms \['C'\] that are not in this result; valid: \['A', 'B'\]$"
+    ):
+        hand.with_mechanism(rows.assign(arm="C"))
+    with pytest.raises(ValueError, match=r"^per-run rows lack columns \['recovered'\]$"):
+        hand.with_mechanism(rows.drop(columns="recovered"))
+    result = hand.with_mechanism(rows.iloc[::-1])  # listed in the result's arm order, whatever the rows' order
+    assert list(dict.fromkeys(result.mechanism["arm"])) == ["A", "B"]
+    assert result.mechanism_claims == claim_lines(rows) and hand.mechanism_claims == []
+    written = result.save(tmp_path / "pop")
+    assert {"mechanism.csv", "mechanism.parquet"} <= set(written)
+    assert PopulationResult.load(tmp_path / "pop") == result and PopulationResult.load(tmp_path / "pop") != hand
+    _require_browser()
+    probe = "() => ({text: document.body.innerText, pwned: window.__pwned === 1})"
+    visit = _check_page(written["population.html"], tmp_path / "population.png", probe_js=probe)
+    text = visit.probe["text"]
+    assert not visit.probe["pwned"] and HOSTILE not in written["population.html"].read_text(encoding="utf-8")
+    for line in result.mechanism_claims:
+        assert line in text, line
+    assert text.index("Claim 1, seed:") < text.index("Claim 2 on A") < text.index("Is it a few heads?")
+    assert len(visit.state["figs"]) == 2 + 2 + 1  # Kaplan-Meier, strip, claim 2, one heatmap per arm
+    # the table: arm A at 5 steps, 4 seeds of which 3 measurable, 2 firm; seed 3 within noise
+    lo, hi = proportion_confint(2, 3, method="wilson")
+    assert f"A\t5 steps\t4 (3)\t2\t0.67 ({lo:.2f}–{hi:.2f})\t0 of 3\tinduction 2, previous-token 1\t3" in text
 
 
 # ------------------------------------------------------------------ command line and sources

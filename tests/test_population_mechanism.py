@@ -12,6 +12,7 @@ from statsmodels.stats.proportion import proportion_confint
 from interp.population.mechanism import (
     COMPONENTS,
     ROW_COLUMNS,
+    claim_lines,
     claim_table,
     classify_heads,
     figure,
@@ -119,6 +120,46 @@ def test_claim_table_counts_firm_seeds_with_wilson_intervals():
     assert verdicts(decided.assign(top2_lo=0.6, top2_hi=0.9)) == dict.fromkeys("xyz", "reproduced")
 
 
+def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
+    rows = _rows()
+    a, b = claim_lines(rows)
+    lo, hi = proportion_confint(2, 4, method="wilson")
+    lo3, hi3 = proportion_confint(2, 3, method="wilson")
+    assert a.startswith("Claim 2 on A (4 emerged seeds measured): undecided: seeds whose top two heads' patterns")
+    assert f"100 steps: 2 of 4 (95 % {lo:.2f}–{hi:.2f}, undecided); 5 steps: 2 of 3 (95 % {lo3:.2f}–{hi3:.2f}, " in a
+    assert "whose induction head's pattern alone does: 100 steps: 0 of 4; 5 steps: 0 of 3;" in a
+    # largest median share per width: top-2 patterns (0.75 at 100 steps over seeds 0-3; 0.6 at 5 over 0-2)
+    assert "the largest median share recovered: 100 steps: top-2 patterns 0.75; 5 steps: top-2 patterns 0.60;" in a
+    assert a.endswith("not decidable with these seeds: the share's interval straddles one half at 100 steps, 5 steps.")
+    assert b.startswith("Claim 2 on B (4 emerged seeds measured): undecided:")
+    # 20 seeds: every share 0.9 (lower end 0.6) at 100 steps, 0.05 at 5 steps: above half, below half
+    many = []
+    for seed in range(20):
+        for width, share in (("100", 0.9), ("5", 0.05)):
+            base = rows[(rows["run"] == "A-seed0") & (rows["width"] == "100")]
+            many.append(
+                base.assign(
+                    run=f"A-seed{seed}",
+                    seed=seed,
+                    width=width,
+                    jump_too_small=False,
+                    recovered=share,
+                    recovered_lo=share - 0.3,
+                    recovered_hi=share + 0.1,
+                )
+            )
+    many = pd.concat(many, ignore_index=True)
+    (line,) = claim_lines(many)
+    assert line.startswith("Claim 2 on A (20 emerged seeds measured): width-dependent:")
+    assert "100 steps: 20 of 20 (95 % 0.84–1.00, above half); 5 steps: 0 of 20 (95 % 0.00–0.16, below half)" in line
+    assert line.endswith("two heads' patterns at 100 steps, a minority at 5 steps.")
+    assert "5 steps: none above 0.1 (top-1 patterns 0.05)" in line  # every component recovers 0.05 there
+    (line,) = claim_lines(many[many["width"] == "5"])
+    assert ": contradicted:" in line and line.endswith("do not firmly recover half the jump.")
+    (line,) = claim_lines(many[many["width"] == "100"])
+    assert ": reproduced:" in line and "as the paper states" in line
+
+
 def test_figure_has_a_box_per_component_and_arm():
     fig = figure(_rows())
     assert len(fig.data) == 2 * len(COMPONENTS)
@@ -143,9 +184,12 @@ def test_kept_runs_resume_and_a_damaged_one_is_redone(tmp_path):
     assert not kept_paths("A-seed0", tmp_path)[1].exists()
     assert len(back) == 3 * 2 * len(COMPONENTS)
     block, headline = docs_block(back, records, 48, "Settings.")
-    assert "Measured so far: 3 of the 48 planned runs" in headline and "Claim 2 on A: **undecided**" in block
+    assert (
+        "Measured so far: 3 of the 48 planned runs" in headline
+        and "Claim 2 on A (3 emerged seeds measured): **undecided**:" in block
+    )
     assert "| A | 5 steps | 3 (2) | 1 |" in block  # seed 3 within noise at 5 steps: named, not counted
-    assert "A-seed3" in block.split("| A | 5 steps |")[1].splitlines()[0]
+    assert block.split("| A | 5 steps |")[1].splitlines()[0].endswith("| 3 |")  # named by its seed
 
 
 @pytest.mark.slow

@@ -25,6 +25,8 @@ __all__ = [
     "COPYING_THRESHOLD",
     "MECHANISMS",
     "ROW_COLUMNS",
+    "check_rows",
+    "claim_lines",
     "claim_table",
     "classify_heads",
     "figure",
@@ -106,7 +108,13 @@ def _wilson(k: int, n: int) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _check_rows(rows: pd.DataFrame) -> pd.DataFrame:
+def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-run rows, checked: every column of :data:`ROW_COLUMNS` present, ``width`` as text,
+    ``jump_too_small`` as bool (a CSV read gives text).
+
+    Raises:
+        ValueError: a missing column (named).
+    """
     missing = [c for c in ROW_COLUMNS if c not in rows]
     if missing:
         raise ValueError(f"per-run rows lack columns {missing}")
@@ -136,7 +144,7 @@ def width_table(rows: pd.DataFrame) -> pd.DataFrame:
     Raises:
         ValueError: a missing column (named).
     """
-    rows = _check_rows(rows)
+    rows = check_rows(rows)
     out = []
     for arm, by_arm in rows.groupby("arm", sort=False):
         for width in _widths(by_arm):
@@ -180,14 +188,15 @@ def claim_table(rows: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per (arm, width): ``seeds``, ``measurable``, ``top2_firm``, ``top2_share``,
         ``top2_lo``, ``top2_hi``, ``induction_firm``, ``induction_lo``, ``induction_hi``,
-        ``previous_token_firm``, ``top1_mechanisms``, ``noise_runs``.
+        ``previous_token_firm``, ``top1_mechanisms``, ``noise_runs`` (names) and ``noise_seeds``
+        (their seeds, ascending).
 
     Raises:
         ValueError: a missing column (named).
 
     Source: Wilson 1927 (through statsmodels' ``proportion_confint``).
     """
-    rows = _check_rows(rows)
+    rows = check_rows(rows)
     out = []
     for arm, by_arm in rows.groupby("arm", sort=False):
         for width in _widths(by_arm):
@@ -218,6 +227,9 @@ def claim_table(rows: pd.DataFrame) -> pd.DataFrame:
                     "previous_token_firm": int(_firm(prev).sum()),
                     "top1_mechanisms": ", ".join(f"{c} {v}" for c, v in classes.items()),
                     "noise_runs": ", ".join(top2.loc[top2["jump_too_small"], "run"]),
+                    "noise_seeds": ", ".join(
+                        str(s) for s in sorted(top2.loc[top2["jump_too_small"], "seed"].astype(int).tolist())
+                    ),
                 }
             )
     return pd.DataFrame(out)
@@ -243,6 +255,90 @@ def verdicts(claims: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _width_name(width: str) -> str:
+    return f"{width} steps" if width.isdigit() else "wide (±500)"
+
+
+def _side(lo: float, hi: float) -> str:
+    return "above half" if lo > HALF else "below half" if hi < HALF else "undecided"
+
+
+def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
+    """Claim 2 per arm in words, beside the paper's statement: one line per arm.
+
+    Each line gives the arm's verdict (:func:`verdicts`), then per width the seeds whose top two
+    heads' patterns carry at least half the jump firmly, ``k of n`` measurable seeds with the
+    share's 95 % Wilson interval and whether it lies above half, below half or neither; the same
+    count for the seed's induction head's pattern; the component with the largest median share at
+    each width (what carries the jump where the patterns do not); and the reading set beside the
+    paper (shared/PAPER.md, claim 2: patching those heads' patterns from after the jump into a
+    checkpoint before it "recovers most of the jump").
+
+    Args:
+        rows: per-run rows (:data:`ROW_COLUMNS`).
+        verdict_format: how the verdict word is written (``"**{}**"`` in Markdown).
+
+    Returns:
+        One string per arm, in the rows' order (no markup beyond ``verdict_format``).
+
+    Raises:
+        ValueError: a missing column (named).
+    """
+    claims = claim_table(rows)
+    words = verdicts(claims)
+    widths = width_table(rows)
+    out = []
+    for arm, word in words.items():
+        sub = claims[claims["arm"] == arm]
+        per, ind, sides = [], [], {}
+        for c in sub.itertuples():
+            name = _width_name(c.width)
+            if not c.measurable:
+                per.append(f"{name}: no measurable seed")
+                sides.setdefault("undecided", []).append(name)
+                continue
+            side = _side(c.top2_lo, c.top2_hi)
+            sides.setdefault(side, []).append(name)
+            per.append(f"{name}: {c.top2_firm} of {c.measurable} (95 % {c.top2_lo:.2f}–{c.top2_hi:.2f}, {side})")
+            ind.append(f"{name}: {c.induction_firm} of {c.measurable}")
+        carriers = []
+        for width in dict.fromkeys(sub["width"]):
+            at = widths[(widths["arm"] == arm) & (widths["width"] == width) & (widths["measurable"] > 0)]
+            if len(at):
+                best = at.loc[at["median"].astype(float).idxmax()]
+                top = f"{best['component']} {best['median']:.2f}"
+                carriers.append(
+                    f"{_width_name(width)}: " + (top if best["median"] >= 0.1 else f"none above 0.1 ({top})")
+                )
+        seeds = int(sub["seeds"].max()) if len(sub) else 0
+        if word == "reproduced":
+            beside = "as the paper states, in most seeds two heads' patterns recover most of the jump, at every width"
+        elif word == "contradicted":
+            beside = (
+                "against the paper: at every width most seeds' top two heads' patterns do not firmly recover half "
+                "the jump"
+            )
+        elif word == "width-dependent":
+            beside = (
+                f"it hangs on how close the checkpoint before lies to E: most seeds recover half the jump from two "
+                f"heads' patterns at {', '.join(sides.get('above half', []))}, a minority at "
+                f"{', '.join(sides.get('below half', []))}"
+            )
+        else:
+            beside = (
+                f"not decidable with these seeds: the share's interval straddles one half at "
+                f"{', '.join(sides.get('undecided', []))}"
+            )
+        out.append(
+            f"Claim 2 on {arm} ({seeds} emerged seeds measured): {verdict_format.format(word)}: seeds whose top two heads' patterns carry ≥ half "
+            f"the jump with the interval above half: {'; '.join(per)}; whose induction head's pattern alone does: "
+            f"{'; '.join(ind) or 'none measurable'}; the largest median share recovered: {'; '.join(carriers)}; "
+            f"beside the paper's claim 2 (patching a few heads' patterns from after the jump recovers most of it): "
+            f"{beside}."
+        )
+    return out
+
+
 def figure(rows: pd.DataFrame):
     """The share recovered per width and component, one box and one point per seed, a panel per
     arm (plotly); runs whose jump is within noise are left out (the tables name them)."""
@@ -250,10 +346,14 @@ def figure(rows: pd.DataFrame):
     import plotly.io as pio
     from plotly.subplots import make_subplots
 
-    rows = _check_rows(rows)
+    from interp.report.figures import plot_text
+
+    rows = check_rows(rows)
     rows = rows[~rows["jump_too_small"]]
     arms = list(dict.fromkeys(rows["arm"])) or ["(no measurable run)"]
-    fig = make_subplots(rows=len(arms), cols=1, subplot_titles=arms, shared_xaxes=True, vertical_spacing=0.12)
+    fig = make_subplots(
+        rows=len(arms), cols=1, subplot_titles=[plot_text(a) for a in arms], shared_xaxes=True, vertical_spacing=0.12
+    )
     palette = pio.templates["plotly"].layout.colorway
     for i, arm in enumerate(arms):
         sub = rows[rows["arm"] == arm]
@@ -273,7 +373,7 @@ def figure(rows: pd.DataFrame):
                     pointpos=0,
                     marker=dict(color=palette[j % len(palette)], size=6),
                     line=dict(color=palette[j % len(palette)]),
-                    text=[f"{r} ({m})" for r, m in zip(line["run"], line["mechanisms"].fillna(""))],
+                    text=[plot_text(f"{r} ({m})") for r, m in zip(line["run"], line["mechanisms"].fillna(""))],
                     hovertemplate="%{text}<br>recovered %{y:.2f}<extra>" + label + "</extra>",
                 ),
                 row=i + 1,

@@ -4,8 +4,10 @@ Sections, in order: the findings (:func:`interp.population.findings.findings`); 
 curves per arm (step functions with pointwise 95 % bands, a tick where a run was censored); the
 point of emergence per seed as a strip plot per arm (censored runs marked at their budget; the
 median with its 95 % interval beside each arm); the arm, log-rank and Cox tables, every estimate
-with its interval; each arm's seed x step heatmap of p(answer) with each run's ``E`` marked; the
-run table.
+with its interval; the findings over the grid of rules; where claim 2's per-run rows are attached
+(:meth:`~interp.population.tables.PopulationResult.with_mechanism`), the share of the jump each
+component recovers per width, a point per seed, with the per-width table; each arm's seed x step
+heatmap of p(answer) with each run's ``E`` marked; the run table.
 
 The page is a Jinja2 template with autoescape on (``interp/population/templates/``, rendered by the
 toolkit's one environment, :mod:`interp.core.templating`): run names, arm names and titles are data,
@@ -254,6 +256,19 @@ def _interval(value: float, lo: float, hi: float, fmt) -> str:
     return f"{fmt(value)} ({fmt(lo)}–{fmt(hi)})"
 
 
+def _mechanism_context(rows: pd.DataFrame) -> dict:
+    """Claim 2's figure and per-width table (:mod:`interp.population.mechanism`) for the page."""
+    from interp.population.mechanism import claim_table
+    from interp.population.mechanism import figure as mechanism_figure
+
+    table = []
+    for c in claim_table(rows).to_dict("records"):
+        share = "—" if not c["measurable"] else _interval(c["top2_share"], c["top2_lo"], c["top2_hi"], "{:.2f}".format)
+        width = f"{c['width']} steps" if c["width"].isdigit() else "±500 (wide)"
+        table.append(c | {"width": width, "share": share, "noise_seeds": c["noise_seeds"] or "—"})
+    return {"mechanism_figure": _figure(mechanism_figure(rows)), "mechanism_rows": table}
+
+
 def _context(result, include_plotlyjs: bool) -> dict:
     pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
     arms = []
@@ -308,10 +323,12 @@ def _context(result, include_plotlyjs: bool) -> dict:
         }
         for r in result.runs.to_dict("records")
     ]
-    return {
+    mechanism = _mechanism_context(result.mechanism) if result.mechanism is not None else {"mechanism_rows": []}
+    return mechanism | {
         "title": result.title,
         "findings": result.findings,
         "claims": result.claims,
+        "mechanism_lines": result.mechanism_claims,
         # plotly.js, script-safe; in a notebook set up by el.init_notebook() its one copy serves (Assets)
         "plotly": trusted(Assets().require("plotly")) if include_plotlyjs else "",
         "n_runs": len(result.runs),

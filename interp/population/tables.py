@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -251,6 +251,9 @@ class PopulationResult:
         hold: checkpoints after post that had to stay at or above the threshold.
         reference: the arm of the pairwise log-rank tests.
         title: the page's title.
+        mechanism: the paper's claim 2 measured on the emerged seeds, one row per (run, width,
+            component) (:data:`interp.population.mechanism.ROW_COLUMNS`; ``recovered`` a fraction
+            of the jump in p(answer)), or None; attached by :meth:`with_mechanism`.
     """
 
     runs: pd.DataFrame
@@ -265,6 +268,7 @@ class PopulationResult:
     hold: int = DEFAULT_HOLD
     reference: str = ""
     title: str = "emergence over seeds"
+    mechanism: pd.DataFrame | None = None
 
     __eq__ = results_equal
 
@@ -290,6 +294,37 @@ class PopulationResult:
         from interp.population.findings import claim_lines
 
         return claim_lines(self)
+
+    @property
+    def mechanism_claims(self) -> list[str]:
+        """The paper's claim 2 over the seeds in words, one line per arm
+        (:func:`interp.population.mechanism.claim_lines`); empty without :attr:`mechanism`."""
+        from interp.population.mechanism import claim_lines
+
+        return [] if self.mechanism is None else claim_lines(self.mechanism)
+
+    def with_mechanism(self, rows: pd.DataFrame) -> PopulationResult:
+        """This result with claim 2's per-run rows attached (its page and ``save`` then carry them).
+
+        Args:
+            rows: one row per (run, width, component) (:data:`interp.population.mechanism.ROW_COLUMNS`),
+                as ``python -m analyses.population_mechanism`` keeps them (``rows.csv``).
+
+        Raises:
+            ValueError: a missing column (named), or an arm that is not one of this result's (named,
+                with the valid arms).
+        """
+        from interp.population.mechanism import check_rows
+
+        rows = check_rows(rows)
+        unknown = sorted(set(rows["arm"]) - set(self.arms["arm"]))
+        if unknown:
+            raise ValueError(
+                f"mechanism rows name arms {unknown} that are not in this result; valid: {list(self.arms['arm'])}"
+            )
+        order = {arm: i for i, arm in enumerate(self.arms["arm"])}  # the page lists arms as the tables do
+        rows = rows.sort_values("arm", key=lambda a: a.map(order), kind="stable").reset_index(drop=True)
+        return replace(self, mechanism=rows)
 
     def __repr__(self) -> str:
         n, k = len(self.runs), int(self.runs["emerged"].sum()) if len(self.runs) else 0
@@ -328,6 +363,9 @@ class PopulationResult:
             table = getattr(self, name)
             written[f"{name}.csv"] = atomic_to_csv(table, folder / f"{name}.csv")
             written[f"{name}.parquet"] = atomic_to_parquet(table, folder / f"{name}.parquet")
+        if self.mechanism is not None:
+            written["mechanism.csv"] = atomic_to_csv(self.mechanism, folder / "mechanism.csv")
+            written["mechanism.parquet"] = atomic_to_parquet(self.mechanism, folder / "mechanism.parquet")
         meta = {"threshold": self.threshold, "hold": self.hold, "reference": self.reference, "title": self.title}
         meta["findings"] = self.findings
         written["population.json"] = atomic_write_text(folder / "population.json", json.dumps(meta, indent=2) + "\n")
@@ -347,8 +385,10 @@ class PopulationResult:
                 raise FileNotFoundError(f"{folder}: no {name} (a folder written by PopulationResult.save)")
         meta = json.loads((folder / "population.json").read_text(encoding="utf-8"))
         tables = {name: pd.read_parquet(folder / f"{name}.parquet") for name in TABLES}
+        mechanism = folder / "mechanism.parquet"
         return cls(
             **tables,
+            mechanism=pd.read_parquet(mechanism) if mechanism.is_file() else None,
             threshold=float(meta["threshold"]),
             hold=int(meta["hold"]),
             reference=str(meta["reference"]),
