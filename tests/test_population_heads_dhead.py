@@ -178,3 +178,60 @@ def test_why_not_a_neox_subclass_its_checkpoint_does_not_load_back(tmp_path):
     model.save_pretrained(tmp_path)
     with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
         AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
+
+
+def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_block_says_how_far():
+    """Head count crossed with d_head: each 8-head arm is set against the 4-head arm of its own
+    d_head (one factor), not against whichever comes next; the docs block opens on how many runs
+    are measured."""
+    import numpy as np
+    import pandas as pd
+
+    from interp.core.settings import StudyConfig
+    from interp.population.tables import population_from_curves
+
+    cfg = load_suite_spec(SPEC)
+    frames = []
+    for size in cfg.sizes:
+        budget = cfg.steps_for(size)
+        steps = np.arange(0, budget + 1, 100)
+        for seed in range(3):
+            # 4 heads emerge at 1000/1500/2000; 8 heads of 16 dims 1000 steps later, of 8 dims 3000 later
+            crossing = 1000 + 500 * seed + (0 if size.n_heads == 4 else 1000 if size.d_head == 16 else 3000)
+            accuracy = np.where(steps >= crossing, 0.9, 0.1)
+            frames.append(
+                pd.DataFrame(
+                    dict(
+                        arm=size.name,
+                        run=f"{size.name}-seed{seed}",
+                        seed=seed,
+                        n_layers=size.n_layers,
+                        d_model=size.d_model,
+                        n_heads=size.n_heads,
+                        d_head=size.d_head,
+                        budget=budget,
+                        step=steps,
+                        accuracy=accuracy,
+                        p_answer=accuracy / 2,
+                    )
+                )
+            )
+    curves = pd.concat(frames, ignore_index=True)[pop.curve_columns()]
+    result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference=SPEC_REFERENCES[SPEC])
+    pairs = result.contrasts.set_index("arm")
+    assert pairs.loc["phi-2l-64d-8h-dh16-r8", "versus"] == "phi-2l-64d-4h-dh16-r8"
+    assert pairs.loc["phi-2l-64d-8h-dh8-r8", "versus"] == "phi-2l-64d-4h-dh8-r8"
+    assert (pairs["also_varies"] == "").all()  # each pair varies the head count alone
+    labels = result.grid.loc[result.grid["key"].str.startswith("contrast:"), "label"].unique().tolist()
+    assert labels == [
+        "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh16-r8 vs phi-2l-64d-4h-dh16-r8",
+        "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh8-r8 vs phi-2l-64d-4h-dh8-r8",
+    ]
+    block = pop.dhead_block(result, 96)
+    assert block.startswith(
+        "**Measured so far: 12 of the 96 planned runs** (phi-2l-64d-4h-dh16-r8 3, phi-2l-64d-4h-dh8-r8 3, "
+        "phi-2l-64d-8h-dh16-r8 3, phi-2l-64d-8h-dh8-r8 3); until every arm has its 24 seeds nothing below is a "
+        "population statistic"
+    )
+    assert "| phi-2l-64d-8h-dh16-r8 | 8 | 16 | 8 | n_heads; nothing else | 3 | 3 | 2500 (2000–3000) |" in block
+    assert "| phi-2l-64d-8h-dh8-r8 | 8 | 8 | 8 | n_heads; d_head 8 vs 16 | 3 | 3 | 4500 (4000–5000) |" in block

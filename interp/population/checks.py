@@ -182,11 +182,31 @@ def checked_cox(runs: pd.DataFrame) -> pd.DataFrame:
     return out.reindex(columns=CHECKED_COX_COLUMNS)
 
 
+def _head_pairs(runs: pd.DataFrame, arms: list[str]) -> list[tuple[str, str]]:
+    """``(fewer, more)`` arm pairs of consecutive head counts: each arm with more heads against the
+    arm with the next fewer heads that differs from it in the head count alone
+    (:func:`interp.population.shapes.differences`), else against the first such arm in ``arms``'
+    order (the pair is then confounded, and :func:`head_contrasts` says so)."""
+    from interp.population.shapes import differences
+
+    heads = {a: int(runs.loc[runs["arm"] == a, "n_heads"].iloc[0]) for a in arms}
+    counts = sorted(set(heads.values()))
+    pairs = []
+    for h_fewer, h_more in itertools.pairwise(counts):
+        fewer = [a for a in arms if heads[a] == h_fewer]
+        for more in (a for a in arms if heads[a] == h_more):
+            alone = [a for a in fewer if [f for f, _, _ in differences(runs, more, a)] == ["n_heads"]]
+            pairs.append(((alone or fewer)[0], more))
+    return pairs
+
+
 def head_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
     """Each head count against the next fewer, within each (``n_layers``, ``d_model``) group: the
     hazard ratio of emergence of the arm with more heads against the other (a Cox fit on the pair,
     the covariate 1 for the arm with more heads; above 1: more heads emerge earlier), with its
-    95 % Wald interval and p, the pair's log-rank p, and what else varies between the two.
+    95 % Wald interval and p, the pair's log-rank p, and what else varies between the two. Where
+    several arms share a head count (head count crossed with d_head), each arm is set against the
+    arm with the next fewer heads that differs from it in the head count alone (:func:`_head_pairs`).
 
     A pair whose arm with more heads never emerged has no finite ratio (its estimate is 0): the
     row says so in ``note`` and keeps the log-rank p, the evidence that remains.
@@ -201,9 +221,7 @@ def head_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
     for (n_layers, d_model), rows in runs.groupby(["n_layers", "d_model"], sort=True):
         arms = arm_order(rows)
         heads = {a: int(rows.loc[rows["arm"] == a, "n_heads"].iloc[0]) for a in arms}
-        for fewer, more in itertools.pairwise(arms):
-            if heads[fewer] == heads[more]:
-                continue
+        for fewer, more in _head_pairs(rows, arms):
             pair = rows[rows["arm"].isin([fewer, more])]
             duration, emerged = pair["duration"].to_numpy(float), pair["emerged"].to_numpy(bool)
             x = (pair["arm"] == more).to_numpy(float)

@@ -192,7 +192,8 @@ def key_findings(
                      + ("" if row.fit == ALL_ARMS else f" ({short_fit})"),
                      "kind": "check", "estimate": _fmt_p(p), "direction": "", "p": float(p), "holds": bool(p >= ALPHA)}
                 )  # fmt: skip
-    for row in contrasts.itertuples():
+    shared = contrasts.groupby(["heads", "d_model"])["arm"].transform("count").gt(1) if len(contrasts) else []
+    for row, twin in zip(contrasts.itertuples(), shared):
         finite = math.isfinite(row.hr)
         p = float(row.p) if finite else float(row.logrank_p)
         direction = _direction(row.hr) if finite else _separated(runs, row.arm, row.versus)
@@ -201,7 +202,8 @@ def key_findings(
                 "key": f"contrast:{row.versus}:{row.arm}",
                 "finding": f"claim 4, heads {row.heads} at d_model {row.d_model}: hazard ratio (log-rank p where "
                 "the ratio is undetermined)",
-                "label": f"claim 4: heads {row.heads}, d_model {row.d_model}",
+                "label": f"claim 4: heads {row.heads}, d_model {row.d_model}"
+                + (f", {row.arm} vs {row.versus}" if twin else ""),  # head count crossed with d_head
                 "kind": "effect",
                 "estimate": _ratio_text(row.hr, direction, _fmt_p(p) if finite else f"log-rank {_fmt_p(p)}"),
                 "direction": direction,
