@@ -458,7 +458,7 @@ def update_docs(block: str, headline: str, figure_page: str, docs: Path = DOCS) 
 
 def main(argv=None) -> None:
     from interp.core.io import atomic_to_csv, atomic_write_text
-    from interp.population.mechanism import claim_table, figure, width_table
+    from interp.population.mechanism import claim_lines, claim_table, figure, width_table
     from interp.report import page as vis
 
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
@@ -522,9 +522,14 @@ def main(argv=None) -> None:
         atomic_to_csv(claim_table(rows), args.out / "claims.csv")
     title = "Claim 2 over the population: share of the jump recovered per width"
     figures = [("Share recovered per width and component (one point per seed)", figure(rows))]
-    atomic_write_text(args.out / "mechanism.html", vis.figures_page(title, figures))
+    lead = claim_lines(rows) if len(rows) else ["No run measured yet."]
+    if len(records) < len(plan):
+        lead = [
+            f"Measured so far: {len(records)} of the {len(plan)} planned runs; not yet a population statistic."
+        ] + lead
+    atomic_write_text(args.out / "mechanism.html", vis.figures_page(title, figures, lead=lead))
     if args.update_docs:  # plotly.js from its CDN: the docs page stays small
-        update_docs(block, headline, vis.figures_page(title, figures, inline_plotly=False))
+        update_docs(block, headline, vis.figures_page(title, figures, inline_plotly=False, lead=lead))
     print(block)
     print(f"wrote {args.out} in {time.time() - started:.0f} s")
     print(f"population_mechanism_runs: {len(records)} of {len(plan)}")

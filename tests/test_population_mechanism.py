@@ -168,6 +168,15 @@ def test_figure_has_a_box_per_component_and_arm():
     assert len(top2.y) == 7 and "A-seed3 (induction)" in top2.text
 
 
+def test_the_figure_page_opens_on_its_words_as_text():
+    from interp.report import page as vis
+
+    lines = claim_lines(_rows()) + ["<script>window.__pwned = 1</script>"]
+    html = vis.figures_page("Claim 2", [("Share recovered", figure(_rows()))], lead=lines)
+    assert html.index(claim_lines(_rows())[0].replace("'", "&#39;")) < html.index("Share recovered</h2>")
+    assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html
+
+
 def test_kept_runs_resume_and_a_damaged_one_is_redone(tmp_path):
     from analyses.population_mechanism import docs_block, kept_paths, read_kept
 
