@@ -454,6 +454,13 @@ def test_the_page_carries_claim_2_over_the_seeds_when_its_rows_are_attached(hand
     written = result.save(tmp_path / "pop")
     assert {"mechanism.csv", "mechanism.parquet"} <= set(written)
     assert PopulationResult.load(tmp_path / "pop") == result and PopulationResult.load(tmp_path / "pop") != hand
+    hand.save(tmp_path / "plain")
+    result.save(tmp_path / "plain")
+    hand.save(tmp_path / "plain")  # saved again without claim 2: the earlier rows do not load back
+    assert (
+        PopulationResult.load(tmp_path / "plain") == hand
+        and PopulationResult.load(tmp_path / "plain").mechanism is None
+    )
     _require_browser()
     probe = "() => ({text: document.body.innerText, pwned: window.__pwned === 1})"
     visit = _check_page(written["population.html"], tmp_path / "population.png", probe_js=probe)

@@ -366,6 +366,9 @@ class PopulationResult:
         if self.mechanism is not None:
             written["mechanism.csv"] = atomic_to_csv(self.mechanism, folder / "mechanism.csv")
             written["mechanism.parquet"] = atomic_to_parquet(self.mechanism, folder / "mechanism.parquet")
+        else:  # an earlier save's claim 2 rows would otherwise load back with this result
+            for name in ("mechanism.csv", "mechanism.parquet"):
+                (folder / name).unlink(missing_ok=True)
         meta = {"threshold": self.threshold, "hold": self.hold, "reference": self.reference, "title": self.title}
         meta["findings"] = self.findings
         written["population.json"] = atomic_write_text(folder / "population.json", json.dumps(meta, indent=2) + "\n")
