@@ -495,6 +495,32 @@ def test_cli_from_curves(hand, tmp_path):
     assert bad.exit_code == 2 and "no such file" in bad.output
 
 
+def test_cli_attaches_claim_2_rows_and_refuses_bad_ones_in_one_line(hand, tmp_path):
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+    from tests.test_population_mechanism import _rows
+
+    hand_table().to_csv(tmp_path / "curves.csv", index=False)
+    _rows().to_csv(tmp_path / "rows.csv", index=False)
+    _rows().drop(columns="jump").to_csv(tmp_path / "short.csv", index=False)
+    base = ["population", "--from-curves", str(tmp_path / "curves.csv"), "--hold", "1"]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [*base, "--out", str(out), "--mechanism", str(tmp_path / "rows.csv")])
+    assert result.exit_code == 0, result.output
+    expected = hand.with_mechanism(_rows())
+    lines = result.output.strip().splitlines()
+    assert lines[:-1] == expected.claims + expected.mechanism_claims + expected.findings
+    assert lines[-1].startswith(f"wrote 20 files to {out}") and PopulationResult.load(out) == expected
+    for path, message in (
+        ("short.csv", "per-run rows lack columns ['jump']"),
+        ("nope.csv", "no such file (claim 2's per-run rows, CSV or parquet)"),
+    ):
+        bad = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "bad"), "--mechanism", str(tmp_path / path)])
+        assert bad.exit_code == 2 and f"--mechanism {str(tmp_path / path)!r}: {message}" in bad.output, bad.output
+        assert not (tmp_path / "bad" / "population.html").exists()  # refused before anything is written
+
+
 def test_population_from_checkpoint_sources(tmp_path):
     import emergence_lens as el
     from interp.emergence import StepEvaluator, scan_emergence

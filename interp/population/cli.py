@@ -33,6 +33,23 @@ def _read_curves(path: Path, budget: int | None):
     return check_curves(table, budget=budget)
 
 
+def _read_mechanism(path: Path):
+    """Claim 2's per-run rows in ``path`` (CSV or parquet, as ``python -m analyses.population_mechanism``
+    writes ``rows.csv``), checked (one-line errors)."""
+    import pandas as pd
+
+    from interp.population.mechanism import check_rows
+
+    if not path.is_file():
+        raise ValueError(f"--mechanism {str(path)!r}: no such file (claim 2's per-run rows, CSV or parquet)")
+    try:
+        table = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+        return check_rows(table)
+    except (ValueError, OSError, pd.errors.ParserError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"--mechanism {str(path)!r}: {first}") from None
+
+
 @app.command("population")
 def population_command(
     source: list[str] | None = typer.Argument(
@@ -64,6 +81,12 @@ def population_command(
     length: int = LengthOpt,
     device: str = DeviceOpt,
     title: str = typer.Option("emergence over seeds", help="The page's title."),
+    mechanism: Path | None = typer.Option(
+        None,
+        "--mechanism",
+        help="Claim 2's per-run rows (CSV or parquet, as `python -m analyses.population_mechanism` writes rows.csv): "
+        "the page then shows the share of the jump each component recovers per width, beside claims 1 and 4.",
+    ),
 ):
     """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
     with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
@@ -78,6 +101,7 @@ def population_command(
     check_out_dir(out)
     if bool(source) == (from_curves is not None):
         raise ValueError("give either sources or --from-curves FILE (one of the two)")
+    rows = _read_mechanism(mechanism) if mechanism is not None else None
     if from_curves is not None:
         from interp.population.tables import default_reference, population_from_curves
 
@@ -103,7 +127,9 @@ def population_command(
             title=title,
             progress=False,
         )
+    if rows is not None:
+        result = result.with_mechanism(rows)
     written = result.save(out)
-    for line in result.claims + result.findings:
+    for line in result.claims + result.mechanism_claims + result.findings:
         typer.echo(line)
     typer.echo(f"wrote {len(written)} files to {out} (page: {written['population.html']})")
