@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from synthetic.datasets import LinearMapTask
-from synthetic.ensemble import _native_state, ensemble_forward
+from synthetic.ensemble import ensemble_forward, native_state
 from synthetic.models import ModelConfig, build_model
 
 N_HEADS, D_HEAD = 16, 8
@@ -43,7 +43,7 @@ def stacked_params(E: int, cfg: ModelConfig) -> dict[str, torch.Tensor]:
     states = []
     for seed in range(E):
         torch.manual_seed(seed)
-        states.append(_native_state(build_model(cfg)))
+        states.append(native_state(build_model(cfg)))
     return {name: torch.stack([s[name].detach() for s in states]).requires_grad_(True) for name in states[0]}
 
 

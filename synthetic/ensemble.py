@@ -82,9 +82,19 @@ def batched_supported(config) -> bool:
     )
 
 
-def _native_state(model: nn.Module) -> dict[str, Tensor]:
+def native_state(model: nn.Module) -> dict[str, Tensor]:
     """The bridge's native weights by native name (``tok_embed.weight``, ``layers.0.attn.q.weight``…),
-    parameters and the unembedding's bias buffer, as live tensors of ``model``."""
+    parameters and the unembedding's bias buffer, as live tensors of ``model`` (no copy: the
+    ensemble's forward and the compile benchmark read them as they are).
+
+    Args:
+        model: a synthetic model (:func:`synthetic.models.build_model`: a ``TransformerBridge``
+            around its native module).
+
+    Returns:
+        native name -> tensor of the native module's shape (e.g. ``tok_embed.weight``:
+        ``Float[Tensor, "d_vocab d_model"]``); the causal-mask buffers are left out.
+    """
     state = {}
     for name, tensor in list(model.original_model.named_parameters()) + list(model.original_model.named_buffers()):
         key = name.replace("._original_component", "")
@@ -234,7 +244,7 @@ def _train_batched(
             f"({seq_len} tokens): raise it to at least {seq_len}"
         )
     models = [to_device(build_model(c.model_config(t)), device) for c, t in zip(configs, tasks)]
-    states = [_native_state(m) for m in models]
+    states = [native_state(m) for m in models]
     trainable = {name for name, _ in models[0].original_model.named_parameters()}
     trainable = {n.replace("._original_component", "") for n in trainable}
     params = {
