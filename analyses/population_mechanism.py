@@ -376,7 +376,7 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
         f"`python -m analyses.population_mechanism --update-docs` when the entry completes); "
         "until then nothing below is a population statistic."
         if measured < n_planned
-        else f"All {n_planned} planned runs measured."
+        else f"All {n_planned} planned runs measured (every emerged seed of {', '.join(dict.fromkeys(rows['arm']))})."
     )
     lines = [partial, "", settings, "", cost_line(records, n_planned), ""]
     checks = [r["curve_check"] for r in records if "curve_check" in r]

@@ -128,6 +128,11 @@ def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
     assert a.startswith("Claim 2 on A (4 emerged seeds measured): undecided: seeds whose top two heads' patterns")
     assert f"100 steps: 2 of 4 (95 % {lo:.2f}–{hi:.2f}, undecided); 5 steps: 2 of 3 (95 % {lo3:.2f}–{hi3:.2f}, " in a
     assert "whose induction head's pattern alone does: 100 steps: 0 of 4; 5 steps: 0 of 3;" in a
+    # the looser criterion (point estimate >= 0.5): seeds 0, 1, 3 at 100 steps, 0 and 1 at 5 (3 is noise)
+    assert (
+        "by the point estimate alone (share ≥ 0.5, interval ignored): 100 steps: 3 of 4; 5 steps: 2 of 3, the same verdict;"
+        in a
+    )
     # largest median share per width: top-2 patterns (0.75 at 100 steps over seeds 0-3; 0.6 at 5 over 0-2)
     assert "the largest median share recovered: 100 steps: top-2 patterns 0.75; 5 steps: top-2 patterns 0.60;" in a
     assert a.endswith("not decidable with these seeds: the share's interval straddles one half at 100 steps, 5 steps.")
@@ -158,6 +163,10 @@ def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
     assert ": contradicted:" in line and line.endswith("do not firmly recover half the jump.")
     (line,) = claim_lines(many[many["width"] == "100"])
     assert ": reproduced:" in line and "as the paper states" in line
+    # shares of 0.6 whose intervals reach down to 0.4: firm in no seed, at least half in every one
+    (line,) = claim_lines(many[many["width"] == "100"].assign(recovered=0.6, recovered_lo=0.4))
+    assert ": contradicted:" in line
+    assert "100 steps: 20 of 20, verdict reproduced: the reading hangs on the criterion;" in line
 
 
 def test_figure_has_a_box_per_component_and_arm():
