@@ -266,27 +266,6 @@ def _median_text(row) -> str:
     return f"{row.median_E:.0f} ({lo}–{hi})"
 
 
-#: docs/results.md's block of the head count against head size (``population-heads-dhead``, issue 52 item 1b).
-DHEAD_MARKERS = ("<!-- population-heads-dhead:begin -->", "<!-- population-heads-dhead:end -->")
-
-
-def dhead_block(result, n_planned: int) -> str:
-    """docs/results.md's block of ``population-heads-dhead`` ({4, 8 heads} x {d_head 8, 16} at
-    d_model 64, 8 rotary dimensions per head): while runs are missing it opens by saying how many
-    are measured and that nothing below is a population statistic; then the findings, the arm
-    table with what else varies against the reference arm, and the rule grid (:func:`docs_block`)."""
-    n = len(result.runs)
-    per_arm = ", ".join(f"{a.arm} {a.n_runs}" for a in result.arms.itertuples())
-    head = (
-        f"**Measured so far: {n} of the {n_planned} planned runs** ({per_arm}); until every arm has its 24 seeds "
-        "nothing below is a population statistic, and claim 4's head-count contrast stays confounded with d_head "
-        "in the headline."
-        if n < n_planned
-        else f"All {n_planned} planned runs measured."
-    )
-    return head + "\n\n" + docs_block(result, n_planned, "the rest not trained yet" if n < n_planned else "all")
-
-
 def decoupled_status() -> tuple[int, int]:
     """``(kept, planned)`` runs of the decoupled arms (``population-decoupled``: rotary dimensions
     per head fixed at 8), read from their kept curves."""
@@ -587,9 +566,7 @@ def main(argv=None) -> None:
     result.save(args.out)
     for line in result.findings:
         print(line)
-    if args.update_docs and args.spec == "population-heads-dhead":
-        update_docs(dhead_block(result, len(cfg.run_names())), DHEAD_MARKERS)
-    elif args.update_docs and args.spec not in ("population", "population-8h-long"):
+    if args.update_docs and args.spec not in ("population", "population-8h-long"):
         print(f"note: --update-docs rewrites the population's blocks only; {args.spec}'s are written by its own entry")
     elif args.update_docs and args.spec == "population":  # the continuation wrote its own block above
         update_docs(

@@ -73,7 +73,7 @@ def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) 
     from interp.population.tables import population_from_curves
 
     config = StudyConfig(threshold=threshold, hold=hold)
-    result = population_from_curves(curves[curves["arm"].isin([a, b])], config, reference=a)
+    result = population_from_curves(curves[curves["arm"].isin([a, b])], config, reference=a, grid=False)
     arms = result.arms.set_index("arm")
     test = result.tests[result.tests["test"] == "vs reference"].iloc[0]
     return {

@@ -133,15 +133,14 @@ REGISTRY: list[Analysis] = [
     ),
     # Issue 52 item 1b: {4, 8 heads} x {d_head 8, 16} at d_model 64, 8 rotary dims per head (96 runs,
     # Phi models: GPT-NeoX ties d_head to d_model / n_heads); curves on 256 prompts kept in
-    # docs/data/population-heads-dhead. 672,000 training steps in all (3 arms x 24 x 8000, 1 x 24 x
-    # 4000): ~9-20 core-hours at the population's measured 190-420 s per 4000 steps (the Phi arms
-    # trained at 6.2-11.3 steps/s, one thread, unpinned, on the loaded 2-core machine; d64-4h NeoX
-    # 6.4 then), plus the 256-prompt evaluation of 88 or 48 checkpoints per run. Not yet run.
+    # docs/data/population-heads-dhead, read one factor at a time. Measured 2026-12-04 on an AMD EPYC,
+    # one process per core (`--seeds` splits the arms): 23-29 steps/s, 139-467 s of training a run, one
+    # seed of the four arms ~20 min of one core with its evaluation: the 96 runs ~8 core-hours.
     Analysis(
         "population_heads_dhead",
-        "analyses.population",
+        "analyses.population_heads_dhead",
         "docs/results.md §4 (head count against head size)",
-        ("--spec", "population-heads-dhead"),
+        ("--update-docs",),
         takes_device=False,
     ),
     # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the

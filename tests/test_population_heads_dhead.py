@@ -46,7 +46,7 @@ def test_the_shipped_spec_crosses_heads_with_head_size_and_d_head_reaches_the_mo
     # registered: kept curves on 256 prompts, a `make results` entry, the 4-head d_head-16 reference arm
     assert pop.SPECS[SPEC] == (pop.ROOT / "docs" / "data" / SPEC, 256)
     entry = {a.name: a for a in REGISTRY}["population_heads_dhead"]
-    assert (entry.module, entry.args) == ("analyses.population", ("--spec", SPEC))
+    assert (entry.module, entry.args) == ("analyses.population_heads_dhead", ("--update-docs",))
     assert SPEC_REFERENCES[SPEC] in {s.name for s in cfg.sizes}
 
 
@@ -180,24 +180,19 @@ def test_why_not_a_neox_subclass_its_checkpoint_does_not_load_back(tmp_path):
         AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager")
 
 
-def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_block_says_how_far():
-    """Head count crossed with d_head: each 8-head arm is set against the 4-head arm of its own
-    d_head (one factor), not against whichever comes next; the docs block opens on how many runs
-    are measured."""
+def _crossed_curves(n_seeds: int, shift: dict):
+    """Kept curves of the four arms: 4 heads emerge at 1000 + 100 * seed; the 8-head arms
+    ``shift[d_head]`` steps later."""
     import numpy as np
     import pandas as pd
-
-    from interp.core.settings import StudyConfig
-    from interp.population.tables import population_from_curves
 
     cfg = load_suite_spec(SPEC)
     frames = []
     for size in cfg.sizes:
         budget = cfg.steps_for(size)
         steps = np.arange(0, budget + 1, 100)
-        for seed in range(3):
-            # 4 heads emerge at 1000/1500/2000; 8 heads of 16 dims 1000 steps later, of 8 dims 3000 later
-            crossing = 1000 + 500 * seed + (0 if size.n_heads == 4 else 1000 if size.d_head == 16 else 3000)
+        for seed in range(n_seeds):
+            crossing = 1000 + 100 * seed + (0 if size.n_heads == 4 else shift[size.d_head])
             accuracy = np.where(steps >= crossing, 0.9, 0.1)
             frames.append(
                 pd.DataFrame(
@@ -216,7 +211,18 @@ def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_bloc
                     )
                 )
             )
-    curves = pd.concat(frames, ignore_index=True)[pop.curve_columns()]
+    return pd.concat(frames, ignore_index=True)[pop.curve_columns()]
+
+
+def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_block_says_how_far():
+    """Head count crossed with d_head: each 8-head arm is set against the 4-head arm of its own
+    d_head (one factor), not against whichever comes next; the docs block opens on how many runs
+    are measured, and the headline keeps claim 4 confounded until the arms are complete."""
+    from analyses import population_heads_dhead as entry
+    from interp.core.settings import StudyConfig
+    from interp.population.tables import population_from_curves
+
+    curves = _crossed_curves(3, {16: 1000, 8: 3000})
     result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference=SPEC_REFERENCES[SPEC])
     pairs = result.contrasts.set_index("arm")
     assert pairs.loc["phi-2l-64d-8h-dh16-r8", "versus"] == "phi-2l-64d-4h-dh16-r8"
@@ -227,11 +233,44 @@ def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_bloc
         "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh16-r8 vs phi-2l-64d-4h-dh16-r8",
         "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh8-r8 vs phi-2l-64d-4h-dh8-r8",
     ]
-    block = pop.dhead_block(result, 96)
+    block = entry.docs_block(curves, 96)
     assert block.startswith(
         "**Measured so far: 12 of the 96 planned runs** (phi-2l-64d-4h-dh16-r8 3, phi-2l-64d-4h-dh8-r8 3, "
         "phi-2l-64d-8h-dh16-r8 3, phi-2l-64d-8h-dh8-r8 3); until every arm has its 24 seeds nothing below is a "
         "population statistic"
     )
-    assert "| phi-2l-64d-8h-dh16-r8 | 8 | 16 | 8 | n_heads; nothing else | 3 | 3 | 2500 (2000–3000) |" in block
-    assert "| phi-2l-64d-8h-dh8-r8 | 8 | 8 | 8 | n_heads; d_head 8 vs 16 | 3 | 3 | 4500 (4000–5000) |" in block
+    # 8 heads of 16 dims (E 2000-2200) against 4 of 16 (1000-1200), both cut at the 4-head arm's 4000
+    assert "- 8 heads against 4, d_head 16 (cut at 4000 steps): emerged 3/3 against 3/3, median E 2100 steps " in block
+    assert (
+        "- d_head 16 against 8, 4 heads (cut at 4000 steps): emerged 3/3 against 3/3, median E 1100 steps against 1100 steps, at the same time"
+        in block
+    )
+    assert "- 8 heads of 8 dims against 4 of 16 (confounded) (cut at 4000 steps):" in block
+    assert "| phi-2l-64d-8h-dh16-r8 | 8 | 16 | 8 | n_heads; nothing else | 3 | 3 | 2100 (2000–2200) |" in block
+    assert "| phi-2l-64d-8h-dh8-r8 | 8 | 8 | 8 | n_heads; d_head 8 vs 16 | 3 | 3 | 4100 (4000–4200) |" in block
+    assert entry.headline_line(curves, 96).endswith(
+        "12 of 96 runs trained so far, so claim 4's head-count contrast above stays confounded with d_head."
+    )
+
+
+def test_the_complete_cross_reads_claim_4_one_factor_at_a_time_beside_the_paper():
+    from analyses import population_heads_dhead as entry
+
+    # 8 seeds: 8 heads emerge 2000 (d_head 16) or 4000 (d_head 8) steps after 4 heads; d_head 8 and 16
+    # do not differ at 4 heads
+    curves = _crossed_curves(8, {16: 2000, 8: 4000})
+    line = entry.headline_line(curves, 32)
+    assert line.startswith("- **Claim 4, one factor at a time** (`population-heads-dhead`:")
+    assert (
+        "the head count alone: contradicted at threshold 0.5, hold 2 (the paper: more heads help): more heads "
+        "emerge later at both;" in line
+    )
+    found = {c["label"]: c for c in entry.contrasts(curves)}
+    assert (
+        found["d_head 16 against 8, 8 heads"]["earlier"] and found["d_head 16 against 8, 8 heads"]["main"]["p"] < 0.05
+    )
+    assert found["d_head 16 against 8, 4 heads"]["main"]["p"] == 1.0
+    assert (
+        "the head size alone (the paper: a larger head helps only up to a minimum capacity): no direction "
+        "holds at both;" in line
+    )
