@@ -561,6 +561,7 @@ def main(argv=None) -> None:
         from analyses.population_mechanism import read_kept as read_mechanism
 
         rows, _ = read_mechanism()
+        rows = rows[rows["arm"].isin(result.arms["arm"])]  # the decoupling work's arms are kept beside them
         if len(rows):
             result = result.with_mechanism(rows)
     result.save(args.out)

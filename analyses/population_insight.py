@@ -240,7 +240,7 @@ def retrained_line(retrained: pd.DataFrame) -> str:
 def docs_block(result: dict, n_planned: int, seconds: float, retrained: pd.DataFrame | None = None) -> str:
     """docs/results.md's block: runs used, the forecast per horizon and arm, the formation order,
     and the check of the runs trained again for their head features (``retrained``)."""
-    from interp.population.formation import IND_THRESHOLD, PREV_THRESHOLD
+    from interp.core.terms import IND_THRESHOLD, PREV_THRESHOLD
     from interp.population.insight_page import formation_table, insight_findings
 
     runs = result["runs"]

@@ -31,7 +31,9 @@ docs/figures/population_mechanism.html.
 Runtime: measured per run in the kept ``.json`` (``seconds``) and stated in the docs block.
 
 Usage: ``python -m analyses.population_mechanism [--limit N] [--runs RUN ...] [--update-docs]``
-(``--no-compute``: the kept runs only).
+(``--no-compute``: the kept runs only). ``--spec population-decoupled --arms ARM`` measures the
+emerged seeds of an arm of the decoupling work the same way (kept beside the population's runs;
+its tables go to ``--out``, docs/results.md's block stays the population's arms').
 """
 
 from __future__ import annotations
@@ -101,22 +103,27 @@ def read_kept(kept: Path = KEPT, echo=print) -> tuple[pd.DataFrame, list[dict]]:
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROW_COLUMNS)), records
 
 
-def planned_runs(arms=ARMS) -> pd.DataFrame:
-    """The emerged runs of ``arms`` with their kept E (steps), seed by seed across the arms."""
-    from analyses.population import HOLD, THRESHOLD, read_kept_curves
+def planned_runs(arms=ARMS, spec: str = "population") -> pd.DataFrame:
+    """The emerged runs of ``arms`` with their kept E (steps), seed by seed across the arms, read
+    from the kept curves of the population spec ``spec`` (:data:`analyses.population.SPECS`:
+    ``population``, or an arm of the decoupling work such as ``population-decoupled``)."""
+    from analyses.population import HOLD, SPECS, THRESHOLD, read_kept_curves
     from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
-    curves = read_kept_curves()
-    runs = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD)).runs
+    curves = read_kept_curves(SPECS[spec][0])
+    runs = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False).runs
     runs = runs[runs["arm"].isin(arms) & runs["emerged"]].copy()
     runs["arm_order"] = runs["arm"].map({a: i for i, a in enumerate(arms)})
     return runs.sort_values(["seed", "arm_order"])[["arm", "run", "seed", "E", "budget"]].reset_index(drop=True)
 
 
-def train_and_check(cfg, size, seed: int, stop: int, work: Path, kept_curve: pd.DataFrame) -> tuple[Path, dict]:
+def train_and_check(
+    cfg, size, seed: int, stop: int, work: Path, kept_curve: pd.DataFrame, n_prompts: int = 64
+) -> tuple[Path, dict]:
     """Train one population run to ``stop`` (kernel-pinned, every checkpoint resumable) under
-    ``work`` and compare its capability curve with the kept one at every shared checkpoint.
+    ``work`` and compare its capability curve, evaluated on the ``n_prompts`` prompts its spec's
+    curves were kept on, with the kept one at every shared checkpoint.
 
     Returns:
         ``(run folder, check)``: ``check`` holds ``checkpoints`` compared, ``identical`` (bit for
@@ -130,7 +137,7 @@ def train_and_check(cfg, size, seed: int, stop: int, work: Path, kept_curve: pd.
         cfg, sizes=(size,), seeds=(seed,), steps=stop, size_steps=((size.name, stop),), keep_optimizer="every"
     )
     ((_, folder),) = list(iter_suite(short, root=work, n_jobs=1, progress=False, runs=[run_name(size, seed)]))
-    curve = evaluate_run(folder, short, size, seed)
+    curve = evaluate_run(folder, short, size, seed, n_prompts)
     both = curve.merge(kept_curve, on="step", suffixes=("", "_kept"))
     return folder, {
         "checkpoints": len(both),
@@ -294,19 +301,25 @@ def measure_run(
 
 
 def measure_population(
-    todo: pd.DataFrame, kept: Path = KEPT, work: Path | None = None, echo=print, **settings
+    todo: pd.DataFrame,
+    kept: Path = KEPT,
+    work: Path | None = None,
+    echo=print,
+    spec: str = "population",
+    **settings,
 ) -> list[str]:
-    """Train, check and measure each run of ``todo`` (:func:`planned_runs` rows) and keep it
-    (:func:`kept_paths`; rows first, the record last, each written atomically); returns the runs
-    measured now. The run's training folder is removed after it is kept."""
-    from analyses.population import read_kept_curves
+    """Train, check and measure each run of ``todo`` (:func:`planned_runs` rows of the population
+    spec ``spec``) and keep it (:func:`kept_paths`; rows first, the record last, each written
+    atomically); returns the runs measured now. The run's training folder is removed after it is kept."""
+    from analyses.population import SPECS, read_kept_curves
     from interp.core.io import atomic_to_csv, atomic_write_text, remove_folder
     from interp.sources.catalogue import load_suite_spec
     from interp.sources.environment import environment
 
-    cfg = load_suite_spec("population")
+    cfg = load_suite_spec(spec)
     sizes = {size.name: size for size in cfg.sizes}
-    curves = read_kept_curves()
+    folder_kept, n_kept_prompts = SPECS[spec]
+    curves = read_kept_curves(folder_kept)
     work = Path(work) if work is not None else ROOT / "results" / "analyses" / NAME / "work"
     done = []
     for item in todo.itertuples():
@@ -314,7 +327,9 @@ def measure_population(
         stop = int(min(item.budget, int(item.E) + MARGIN))
         load = os.getloadavg()[0]
         started = time.perf_counter()
-        folder, check = train_and_check(cfg, size, int(item.seed), stop, work, curves[curves["run"] == item.run])
+        folder, check = train_and_check(
+            cfg, size, int(item.seed), stop, work, curves[curves["run"] == item.run], n_kept_prompts
+        )
         train_seconds = time.perf_counter() - started
         labels = {"arm": item.arm, "run": item.run, "seed": int(item.seed)}
         rows, record = measure_run(folder, labels, **settings)
@@ -464,7 +479,13 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--kept", type=Path, default=KEPT, help="where finished runs are kept (default: docs')")
-    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms of the population spec")
+    parser.add_argument(
+        "--spec",
+        default="population",
+        help="the population spec whose emerged seeds are measured (population, or the decoupling work's: "
+        "population-decoupled, population-heads-dhead); docs are written for the population's arms only",
+    )
+    parser.add_argument("--arms", default=None, help="comma-separated arms of the spec (default: the population's two)")
     parser.add_argument("--runs", nargs="*", default=None, help="only these runs (names as the population spells them)")
     parser.add_argument("--limit", type=int, default=None, help="measure at most N runs now")
     parser.add_argument("--no-compute", action="store_true", help="use the kept runs only")
@@ -482,8 +503,22 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: --widths {args.widths!r} must be comma-separated steps, e.g. 100,20,5") from None
     if any(w < 1 for w in widths) or (args.limit is not None and args.limit < 0) or args.prompts < 2:
         raise SystemExit(f"error: --widths {args.widths} must be >= 1, --limit >= 0, --prompts >= 2")
-    arms = tuple(a for a in args.arms.split(",") if a)
-    plan = planned_runs(arms)
+    from analyses.population import SPECS
+    from interp.sources.catalogue import load_suite_spec
+
+    if args.spec not in SPECS:
+        raise SystemExit(f"error: --spec {args.spec!r} is not a population spec; valid: {', '.join(sorted(SPECS))}")
+    valid = [size.name for size in load_suite_spec(args.spec).sizes]
+    arms = tuple(a for a in (args.arms or ",".join(ARMS if args.spec == "population" else valid)).split(",") if a)
+    bad = [a for a in arms if a not in valid]
+    if bad:
+        raise SystemExit(f"error: --arms {bad[0]!r} is not an arm of {args.spec}; valid: {', '.join(valid)}")
+    if args.update_docs and (args.spec != "population" or set(arms) != set(ARMS)):
+        raise SystemExit(
+            f"error: --update-docs writes docs/results.md's block of the population's arms ({', '.join(ARMS)}); "
+            f"measure {args.spec}'s arms without it (their tables go to --out)"
+        )
+    plan = planned_runs(arms, args.spec)
     unknown = sorted(set(args.runs or ()) - set(plan["run"]))
     if unknown:
         raise SystemExit(
@@ -499,7 +534,13 @@ def main(argv=None) -> None:
         todo = todo.head(args.limit)
     if not args.no_compute and len(todo):
         measure_population(
-            todo, args.kept, widths=widths, n_prompts=args.prompts, dense_prompts=args.dense_prompts, n_boot=args.n_boot
+            todo,
+            args.kept,
+            spec=args.spec,
+            widths=widths,
+            n_prompts=args.prompts,
+            dense_prompts=args.dense_prompts,
+            n_boot=args.n_boot,
         )
     rows, records = read_kept(args.kept)
     rank = {a: i for i, a in enumerate(arms)}  # the tables and the figure in the order of --arms

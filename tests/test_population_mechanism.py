@@ -186,6 +186,24 @@ def test_the_figure_page_opens_on_its_words_as_text():
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html
 
 
+def test_the_decoupling_works_arms_are_planned_from_their_own_kept_curves():
+    from analyses.population import SPECS, read_kept_curves
+    from analyses.population_mechanism import ARMS, main, planned_runs
+
+    plan = planned_runs(("neox-2l-64d-8h-r8",), "population-decoupled")
+    curves = read_kept_curves(SPECS["population-decoupled"][0])
+    arm = curves[curves["arm"] == "neox-2l-64d-8h-r8"]
+    assert len(plan) and set(plan["arm"]) == {"neox-2l-64d-8h-r8"} and set(plan["run"]) <= set(arm["run"])
+    assert (plan["budget"] == 8000).all()  # the decoupled 8-head arm's budget, not the population's 4000
+    assert set(planned_runs()["arm"]) == set(ARMS) and len(planned_runs()) == 48
+    with pytest.raises(SystemExit, match=r"--update-docs writes docs/results.md's block of the population's arms"):
+        main(["--spec", "population-decoupled", "--no-compute", "--update-docs"])
+    with pytest.raises(
+        SystemExit, match=r"^error: --arms 'neox-2l-64d-4h' is not an arm of population-decoupled; valid: "
+    ):
+        main(["--spec", "population-decoupled", "--arms", "neox-2l-64d-4h", "--no-compute"])
+
+
 def test_kept_runs_resume_and_a_damaged_one_is_redone(tmp_path):
     from analyses.population_mechanism import docs_block, kept_paths, read_kept
 

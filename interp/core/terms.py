@@ -16,6 +16,12 @@ __all__ = ["COMPONENT_COLUMNS", "DEFAULT_HOLD", "DEFAULT_THRESHOLD", "RULE", "ru
 DEFAULT_THRESHOLD = 0.5
 #: Checkpoints after post that must stay at or above the threshold (the rule's default).
 DEFAULT_HOLD = 2
+#: Previous-token score (fraction of attention on the previous token) at which a head counts as a
+#: previous-token head (formation order, head classes; interp.population.formation, .mechanism).
+PREV_THRESHOLD = 0.3
+#: Prefix-matching score (fraction of attention on the token after an earlier copy) at which a head
+#: counts as an induction head (Olsson et al. 2022's score; formation order, head classes).
+IND_THRESHOLD = 0.2
 
 #: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
 RULE = (

@@ -37,14 +37,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from interp.core.terms import DEFAULT_HOLD
+from interp.core.terms import DEFAULT_HOLD, IND_THRESHOLD, PREV_THRESHOLD
 
-__all__ = ["IND_THRESHOLD", "PREV_THRESHOLD", "formation_order", "formation_summary", "kendalls_w"]
-
-#: Threshold of the previous-token score (fraction of attention) at which the previous-token head counts as formed.
-PREV_THRESHOLD = 0.3
-#: Threshold of the prefix-matching score (fraction of attention) at which the induction head counts as formed.
-IND_THRESHOLD = 0.2
+__all__ = ["formation_order", "formation_summary", "kendalls_w"]
 EVENTS = ("t_prev", "t_ind", "E")
 
 

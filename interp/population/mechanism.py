@@ -64,8 +64,8 @@ def classify_heads(scores: pd.DataFrame, copying_threshold: float = COPYING_THRE
     """Each head's mechanism from its scores at one checkpoint.
 
     A head is an induction head when its prefix-matching score reaches
-    :data:`interp.population.formation.IND_THRESHOLD` (0.2), a previous-token head when its
-    previous-token score reaches :data:`~interp.population.formation.PREV_THRESHOLD` (0.3); when
+    :data:`interp.core.terms.IND_THRESHOLD` (0.2), a previous-token head when its
+    previous-token score reaches :data:`~interp.core.terms.PREV_THRESHOLD` (0.3); when
     both do, the one it exceeds by the larger factor; else a copying head when its OV copying score
     reaches ``copying_threshold``; else ``other``.
 
@@ -84,7 +84,7 @@ def classify_heads(scores: pd.DataFrame, copying_threshold: float = COPYING_THRE
     Source: the scores of Olsson et al. 2022 ("In-context Learning and Induction Heads") and
     Elhage et al. 2021 ("A Mathematical Framework for Transformer Circuits").
     """
-    from interp.population.formation import IND_THRESHOLD, PREV_THRESHOLD
+    from interp.core.terms import IND_THRESHOLD, PREV_THRESHOLD
 
     missing = [c for c in ("layer", "head", "previous_token", "prefix_matching", "copying") if c not in scores]
     if missing:

@@ -552,19 +552,16 @@ def report_page(report) -> str:
 def figures_page(
     title: str, figures: Sequence[tuple[str, go.Figure]], inline_plotly: bool = True, lead: Sequence[str] = ()
 ) -> str:
-    """A self-contained page of plotly figures, one heading each: what an analysis writes beside
-    its tables. ``lead``: what the figures show, in words (one paragraph each, text, escaped),
-    above them, so that the page opens on its finding. ``inline_plotly=False`` loads plotly.js
-    from its CDN instead (a page committed to docs/ stays small; it then needs the network to draw)."""
-    if not inline_plotly:
-        parts = [
-            (heading, trusted(pio.to_html(fig, full_html=False, include_plotlyjs="cdn" if i == 0 else False)))
-            for i, (heading, fig) in enumerate(figures)
-        ]
-        return page_html(title, lambda assets: render("report/templates/figures.html.j2", figures=parts, lead=lead))
+    """A self-contained page of plotly figures, one heading each, below ``lead`` (its finding in words,
+    escaped); ``inline_plotly=False``: plotly.js from its CDN (a small page that needs the network)."""
 
     def body(assets: Assets) -> str:
-        parts = [(heading, trusted(figure_fragment(fig, assets))) for heading, fig in figures]
+        parts = [
+            (h, trusted(pio.to_html(f, full_html=False, include_plotlyjs="cdn" if i == 0 else False)))
+            if not inline_plotly
+            else (h, trusted(figure_fragment(f, assets)))
+            for i, (h, f) in enumerate(figures)
+        ]
         return render("report/templates/figures.html.j2", figures=parts, lead=lead)
 
     return page_html(title, body)
