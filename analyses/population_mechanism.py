@@ -374,10 +374,13 @@ def cost_line(records: list[dict], n_planned: int) -> str:
     loads = pd.Series([r.get("load_average_at_start", float("nan")) for r in done])
     parts = ", ".join(f"{k.replace('_', ' ')} {v:.0f} s" for k, v in stages.items())
     left = n_planned - len(done)
+    by_arm = pd.DataFrame([{"arm": r.get("arm"), "s": r["seconds_total"]} for r in done]).groupby("arm", sort=False)
+    per_arm = ", ".join(f"{arm} {part['s'].median():.0f} s" for arm, part in by_arm)
+    rest = f"; the {left} runs left: about {left * total.median() / 3600:.1f} h at that load" if left > 0 else ""
     return (
         f"Cost per run (median of {len(done)}, on {done[0].get('cpu_model')}, Python {done[0].get('python')}, "
         f"load average {loads.min():.1f}–{loads.max():.1f} at the start): {total.median():.0f} s ({parts}); "
-        f"the {left} runs left: about {left * total.median() / 3600:.1f} h at that load."
+        f"per arm {per_arm}{rest}."
     )
 
 
