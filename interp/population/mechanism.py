@@ -318,7 +318,11 @@ def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
                     f"{_width_name(width)}: " + (top if best["median"] >= 0.1 else f"none above 0.1 ({top})")
                 )
         seeds = int(sub["seeds"].max()) if len(sub) else 0
-        points = "; ".join(f"{_width_name(c.width)}: {c.top2_point} of {c.measurable}" for c in sub.itertuples())
+        points = "; ".join(
+            f"{_width_name(c.width)}: "
+            + (f"{c.top2_point} of {c.measurable}" if c.measurable else "no measurable seed")
+            for c in sub.itertuples()
+        )
         criterion = f"by the point estimate alone (share ≥ 0.5, interval ignored): {points}, " + (
             "the same verdict" if loose[arm] == word else f"verdict {loose[arm]}: the reading hangs on the criterion"
         )
@@ -341,7 +345,7 @@ def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
                 f"{', '.join(sides.get('undecided', []))}"
             )
         out.append(
-            f"Claim 2 on {arm} ({seeds} emerged seeds measured): {verdict_format.format(word)}: seeds whose top two heads' patterns carry ≥ half "
+            f"Claim 2 on {arm} ({seeds} emerged seed{'s' if seeds != 1 else ''} measured): {verdict_format.format(word)}: seeds whose top two heads' patterns carry ≥ half "
             f"the jump with the interval above half: {'; '.join(per)}; whose induction head's pattern alone does: "
             f"{'; '.join(ind) or 'none measurable'}; {criterion}; the largest median share recovered: "
             f"{'; '.join(carriers)}; "

@@ -557,7 +557,7 @@ def figures_page(
 
     def body(assets: Assets) -> str:
         parts = [
-            (h, trusted(pio.to_html(f, full_html=False, include_plotlyjs="cdn" if i == 0 else False)))
+            (h, trusted(pio.to_html(f, full_html=False, include_plotlyjs="cdn" if i == 0 else False, div_id=f"f{i}")))
             if not inline_plotly
             else (h, trusted(figure_fragment(f, assets)))
             for i, (h, f) in enumerate(figures)
