@@ -107,7 +107,7 @@ def test_claim_table_counts_firm_seeds_with_wilson_intervals():
     assert at5["top1_mechanisms"] == "induction 2, previous-token 1"  # seed 3 (noise) not counted
     assert at5["top2_share"] == pytest.approx(2 / 3)
     words = verdicts(claims.reset_index())
-    assert words == {"A": "undecided", "B": "undecided"}
+    assert words == {"A": "not decidable", "B": "not decidable"}
     decided = pd.DataFrame(
         {
             "arm": ["x", "x", "y", "y", "z"],
@@ -125,7 +125,7 @@ def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
     a, b = claim_lines(rows)
     lo, hi = proportion_confint(2, 4, method="wilson")
     lo3, hi3 = proportion_confint(2, 3, method="wilson")
-    assert a.startswith("Claim 2 on A (4 emerged seeds measured): undecided: seeds whose top two heads' patterns")
+    assert a.startswith("Claim 2 on A (4 emerged seeds measured): not decidable: seeds whose top two heads' patterns")
     assert f"100 steps: 2 of 4 (95 % {lo:.2f}–{hi:.2f}, undecided); 5 steps: 2 of 3 (95 % {lo3:.2f}–{hi3:.2f}, " in a
     assert "whose induction head's pattern alone does: 100 steps: 0 of 4; 5 steps: 0 of 3;" in a
     # the looser criterion (point estimate >= 0.5): seeds 0, 1, 3 at 100 steps, 0 and 1 at 5 (3 is noise)
@@ -136,7 +136,7 @@ def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
     # largest median share per width: top-2 patterns (0.75 at 100 steps over seeds 0-3; 0.6 at 5 over 0-2)
     assert "the largest median share recovered: 100 steps: top-2 patterns 0.75; 5 steps: top-2 patterns 0.60;" in a
     assert a.endswith("not decidable with these seeds: the share's interval straddles one half at 100 steps, 5 steps.")
-    assert b.startswith("Claim 2 on B (4 emerged seeds measured): undecided:")
+    assert b.startswith("Claim 2 on B (4 emerged seeds measured): not decidable:")
     # 20 seeds: every share 0.9 (lower end 0.6) at 100 steps, 0.05 at 5 steps: above half, below half
     many = []
     for seed in range(20):
@@ -222,7 +222,7 @@ def test_kept_runs_resume_and_a_damaged_one_is_redone(tmp_path):
     block, headline = docs_block(back, records, 48, "Settings.")
     assert (
         "Measured so far: 3 of the 48 planned runs" in headline
-        and "Claim 2 on A (3 emerged seeds measured): **undecided**:" in block
+        and "Claim 2 on A (3 emerged seeds measured): **not decidable**:" in block
     )
     assert "| A | 5 steps | 3 (2) | 1 |" in block  # seed 3 within noise at 5 steps: named, not counted
     assert block.split("| A | 5 steps |")[1].splitlines()[0].endswith("| 3 |")  # named by its seed

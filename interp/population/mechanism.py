@@ -244,7 +244,8 @@ def verdicts(claims: pd.DataFrame) -> dict[str, str]:
     """Claim 2 per arm in one word, from :func:`claim_table`: at each width the share of seeds
     with a firm top-2 recovery is above half (Wilson interval above 0.5), below half (interval
     below 0.5) or undecided; ``reproduced`` / ``contradicted`` when every width says so,
-    ``width-dependent`` when some widths are above and others below, else ``undecided``."""
+    ``width-dependent`` when some widths are above and others below, else ``not decidable`` (the
+    words of the other claims' lines, :func:`interp.population.findings.claim_lines`)."""
     out = {}
     for arm, sub in claims.groupby("arm", sort=False):
         above = sub["top2_lo"] > HALF
@@ -256,7 +257,7 @@ def verdicts(claims: pd.DataFrame) -> dict[str, str]:
         elif above.any() and below.any():
             out[arm] = "width-dependent"
         else:
-            out[arm] = "undecided"
+            out[arm] = "not decidable"
     return out
 
 
