@@ -237,7 +237,7 @@ def docs_block(result, n_planned: int, elapsed_note: str) -> str:
         also = "(reference)" if row.compared == "reference" else f"{row.compared}; {row.also_varies or 'nothing else'}"
         lines.append(
             f"| {row.arm} | {row.n_heads} | {row.d_head} | {row.rotary_dims} | {also} | {row.n_runs} | {row.n_emerged} | "
-            f"{_median_text(row)} | {row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
+            f"{median_text(row)} | {row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
         )
     if len(result.grid):
         from interp.population.robust import wide
@@ -258,7 +258,12 @@ def docs_block(result, n_planned: int, elapsed_note: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _median_text(row) -> str:
+def median_text(row) -> str:
+    """An arm's Kaplan–Meier median E with its interval as text, ``"1450 (1300–1650)"`` (steps);
+    an unbounded end is ``…``; a median the curve never reaches is "not reached".
+
+    ``row``: a row of :attr:`interp.population.PopulationResult.arms` (``median_E``,
+    ``median_E_lo``, ``median_E_hi``)."""
     if row.median_E != row.median_E:
         return "not reached"
     lo = f"{row.median_E_lo:.0f}" if math.isfinite(row.median_E_lo) else "…"

@@ -141,11 +141,13 @@ def grid_word(rows: pd.DataFrame) -> str:
     return f"no difference at any of the {len(rows)} points of the rule grid"
 
 
-def _median(e: float) -> str:
+def steps_text(e: float) -> str:
+    """A median E in steps as text, ``"1300 steps"``; NaN (the median is never reached) -> "not reached"."""
     return "not reached" if math.isnan(e) else f"{e:.0f} steps"
 
 
-def _fmt_p(p: float) -> str:
+def p_text(p: float) -> str:
+    """A p-value as text with its size kept: ``"1.0e-05"`` below 0.001, else ``"0.011"``; NaN -> "undetermined"."""
     return "undetermined" if math.isnan(p) else (f"{p:.1e}" if p < 1e-3 else f"{p:.3f}")
 
 
@@ -197,10 +199,10 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
         parts.append(
             f"{n_heads} head{'s' if n_heads > 1 else ''} (d_head {d_head}), {rb} rotary dims against {ra}: emerged by "
             f"{COMMON_BUDGET} in {main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']}, median E "
-            f"{_median(main['median_b'])} against {_median(main['median_a'])} (log-rank p "
-            f"{_fmt_p(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {over}); best accuracy median "
+            f"{steps_text(main['median_b'])} against {steps_text(main['median_a'])} (log-rank p "
+            f"{p_text(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {over}); best accuracy median "
             f"{best['med_b']:.2f} against {best['med_a']:.2f}, {best['above']} of {best['n_b']} runs above every run "
-            f"with {ra} (Mann–Whitney p {_fmt_p(best['p'])}): {effect}"
+            f"with {ra} (Mann–Whitney p {p_text(best['p'])}): {effect}"
         )
         if n_heads == most:
             separated = best["p"] < 0.05 and best["above"] == best["n_b"]
@@ -250,7 +252,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
         for row in result.arms.itertuples():
             lines.append(
                 f"| {row.arm} | {row.n_heads} | {row.d_head} | {rotary_dims(row.arm, row.d_head)} | {row.budget} | "
-                f"{row.n_runs} | {row.n_emerged} | {pop._median_text(row)} | d_head |"
+                f"{row.n_runs} | {row.n_emerged} | {pop.median_text(row)} | d_head |"
             )
         lines.append("")
     both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
@@ -266,12 +268,12 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
             rows = grid[(grid["arm_a"] == a) & (grid["arm_b"] == b)]
             main = rows[(rows["threshold"] == pop.THRESHOLD) & (rows["hold"] == pop.HOLD)].iloc[0]
             ps = rows["p"].dropna()
-            span = f"p {_fmt_p(ps.min())}–{_fmt_p(ps.max())} over the grid" if len(ps) else "p undetermined"
+            span = f"p {p_text(ps.min())}–{p_text(ps.max())} over the grid" if len(ps) else "p undetermined"
             lines.append(
                 f"- {b} ({rotary_dims(b, 0)} rotary dims) against {a} "
                 f"({rotary_dims(a, int(popc.loc[popc['arm'] == a, 'd_head'].iloc[0]))}): emerged by {COMMON_BUDGET} in "
                 f"{main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']} runs, log-rank p "
-                f"{_fmt_p(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {span}; "
+                f"{p_text(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {span}; "
                 f"{grid_word(rows)}."
             )
         lines.append("")
@@ -287,7 +289,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
                 f"- {b} against {a}: best accuracy {best['lo_b']:.2f}–{best['hi_b']:.2f} (median {best['med_b']:.2f}, "
                 f"{best['n_b']} runs) against {best['lo_a']:.2f}–{best['hi_a']:.2f} (median {best['med_a']:.2f}, "
                 f"{best['n_a']} runs); {best['above']} of {best['n_b']} runs above every run of {a}; Mann–Whitney "
-                f"p {_fmt_p(best['p'])}."
+                f"p {p_text(best['p'])}."
             )
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import population as pop
-from analyses.population_decoupled import _fmt_p, _median, best_accuracy, grid_table, grid_word, robust
+from analyses.population_decoupled import best_accuracy, grid_table, grid_word, p_text, robust, steps_text
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_heads_dhead"
@@ -104,10 +104,10 @@ def contrast_line(c: dict) -> str:
     sig = "p < 0.05" if m["p"] < 0.05 else "not significant"
     return (
         f"{c['label']} (cut at {c['budget']} steps): emerged {m['emerged_b']}/{m['n_b']} against "
-        f"{m['emerged_a']}/{m['n_a']}, median E {_median(m['median_b'])} against {_median(m['median_a'])}, "
-        f"{side} (log-rank p {_fmt_p(m['p'])}, {sig}, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
+        f"{m['emerged_a']}/{m['n_a']}, median E {steps_text(m['median_b'])} against {steps_text(m['median_a'])}, "
+        f"{side} (log-rank p {p_text(m['p'])}, {sig}, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
         f"{grid_word(c['rows'])}); best accuracy median {best['med_b']:.2f} against {best['med_a']:.2f} "
-        f"(Mann–Whitney p {_fmt_p(best['p'])})"
+        f"(Mann–Whitney p {p_text(best['p'])})"
     )
 
 

@@ -118,7 +118,7 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
             else "- The capability curves are equal at every checkpoint: these runs did not differ in their bits "
             "(were the kernels really unpinned?)."
         ),
-        f"- Median E unpinned {pop._median_text(b)} against pinned {pop._median_text(a)}: "
+        f"- Median E unpinned {pop.median_text(b)} against pinned {pop.median_text(a)}: "
         + ("inside the pinned arm's 95 % interval." if inside else "**outside** the pinned arm's 95 % interval."),
         f"- Log-rank test, unpinned against pinned: p = {p:.2f}"
         + (
@@ -135,7 +135,7 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
     for name, kernels in ((arm, "pinned AVX2"), (label, label.rsplit("-", 1)[-1] + ", unpinned")):
         row = arms.loc[name]
         lines.append(
-            f"| {name} | {kernels} | {int(row.n_runs)} | {int(row.n_emerged)} | {pop._median_text(row)} | "
+            f"| {name} | {kernels} | {int(row.n_runs)} | {int(row.n_emerged)} | {pop.median_text(row)} | "
             f"{row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
         )
     return "\n".join(lines) + "\n"
