@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
+
 NAME = "capabilities"
 ROOT = Path(__file__).resolve().parents[1]
 OUT = Path("results/analyses") / NAME
@@ -51,7 +53,7 @@ def byte_tasks() -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
     parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--tasks", default=",".join(byte_tasks()), help="comma-separated registered tasks")

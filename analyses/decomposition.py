@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from analyses import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.terms import DEFAULT_THRESHOLD
 from interp.emergence import DEFAULT_HOLD
@@ -205,7 +206,7 @@ def update_docs(block: str, figure_page: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m analyses.decomposition", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.decomposition", description=description(__doc__))
     parser.add_argument(
         "--suite",
         nargs="+",

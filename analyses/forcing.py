@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analyses import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.terms import DEFAULT_THRESHOLD
 
@@ -415,7 +416,7 @@ def suite_config(name: str, steps: int | None, checkpoint_every: int | None):
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="analyses/forcing.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="analyses/forcing.py", description=description(__doc__))
     parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick")
     parser.add_argument("--steps", type=int, default=None, help="override the suite's training steps (CI scale)")
     parser.add_argument("--checkpoint-every", type=int, default=None, help="override the checkpoint spacing (CI scale)")

@@ -60,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analyses import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,7 +387,7 @@ def main(argv=None) -> None:
     from interp.sources import environment
     from interp.sources.catalogue import load_suite_spec
 
-    parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control", description=description(__doc__))
     parser.add_argument("--runs", default=DEFAULT_RUNS, help="comma-separated run or arm names of the population")
     parser.add_argument(
         "--cells", default=DEFAULT_CELLS, help="comma-separated β:N (β: nats per unit of log(pattern + eps); N: steps)"

@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analyses import description
 from analyses.population import parse_seeds
 from interp.core.io import atomic_to_csv, atomic_write_text
 
@@ -422,7 +423,7 @@ def update_docs(block: str, docs: Path = DOCS, markers: tuple[str, str] = (BEGIN
 def main(argv=None) -> None:
     from analyses import forcing_control as control
 
-    parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control_8h", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control_8h", description=description(__doc__))
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="seeds of the 8-head arm: 0-11 or 0,3,5-7")
     parser.add_argument("--cells", default=DEFAULT_CELL, help="one β:N (β: nats per unit of log(pattern + eps))")
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="steps of each forced run")

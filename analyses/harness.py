@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from analyses import description
 from interp.core.io import atomic_to_csv, write_figure_html
 from synthetic.sweeps import DEFAULT_RUNNER
 
@@ -328,7 +329,7 @@ def reproduce(
     Returns:
         ``(settings, outputs)`` for the caller's headline lines.
     """
-    args, execution = parse_args(name, doc.splitlines()[0], argv)
+    args, execution = parse_args(name, description(doc), argv)
     try:
         cfg = apply_overrides(settings(args.paper_scale), args.set)
     except ValueError as err:

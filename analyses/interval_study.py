@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.population.mechanism import COMPONENTS
 
@@ -258,7 +259,7 @@ def update_docs(block: str, figure_page: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m analyses.interval_study", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.interval_study", description=description(__doc__))
     parser.add_argument(
         "--suite",
         default=["embedded"],

@@ -23,12 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
+
 NAME = "main_job"
 OUT = Path("results/analyses") / NAME
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
     parser.add_argument("--suite", default="embedded", help="embedded | embedded-quick")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check-run", default="neox-2l-128d-seed0", help="run of the attention and patch checks")

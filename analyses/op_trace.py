@@ -39,6 +39,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from analyses import description
+
 __all__ = ["UNINITIALISED", "OpRecorder", "compare_traces", "first_difference", "main", "read_trace", "trace_training"]
 
 
@@ -217,7 +219,7 @@ def compare_traces(a: dict, b: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> str | None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--out", type=Path, help="write the trace here (JSON lines)")
     parser.add_argument("--steps", type=int, default=1, help="optimizer steps traced (default 1)")
     parser.add_argument("--unpinned", action="store_true", help="trace in this process, the caller's kernels")

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population"
 #: Where the evaluated curves are kept (committed): one CSV per run.
@@ -505,7 +507,7 @@ def main(argv=None) -> None:
     from interp.population.tables import default_reference, population_from_curves
     from interp.sources.catalogue import load_suite_spec
 
-    parser = argparse.ArgumentParser(prog="python -m analyses.population", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.population", description=description(__doc__))
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument(
         "--jobs",

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from analyses import description
 from analyses import population as pop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,9 +122,7 @@ def docs_block(rows: list[dict]) -> str:
 def main(argv=None) -> None:
     from interp.sources.catalogue import load_suite_spec
 
-    parser = argparse.ArgumentParser(
-        prog="python -m analyses.population_crosscheck", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m analyses.population_crosscheck", description=description(__doc__))
     parser.add_argument("--python", action="append", required=True, help="another interpreter (repeatable)")
     parser.add_argument("--run", action="append", default=None, help=f"a population run (default: {', '.join(RUNS)})")
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's cross-check block")

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analyses import description
 from analyses import population as pop
 from interp.population.robust import HOLDS, THRESHOLDS
 
@@ -298,9 +299,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
 def main(argv=None) -> None:
     from interp.sources.catalogue import load_suite_spec
 
-    parser = argparse.ArgumentParser(
-        prog="python -m analyses.population_decoupled", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m analyses.population_decoupled", description=description(__doc__))
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--jobs", type=int, default=None, help="training worker processes (default: the CPU count)")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored: the runs live in the suite's cache)")

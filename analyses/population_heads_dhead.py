@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
 from analyses import population as pop
 from analyses.population_decoupled import best_accuracy, grid_table, grid_word, p_text, robust, steps_text
 
@@ -189,7 +190,7 @@ def headline_line(curves: pd.DataFrame, n_planned: int) -> str:
 def main(argv=None) -> None:
     from interp.sources.catalogue import load_suite_spec
 
-    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--jobs", type=int, default=None, help="training worker processes (default: the CPU count)")
     parser.add_argument("--seeds", default="", help="train only these seeds of each arm (a-b ranges or a list)")

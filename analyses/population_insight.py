@@ -42,6 +42,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_insight"
 KEPT = ROOT / "docs" / "data" / "population"
@@ -329,7 +331,7 @@ def main(argv=None) -> None:
     from interp.population.tables import population_from_curves
     from interp.sources.catalogue import load_suite_spec, suite_dir
 
-    parser = argparse.ArgumentParser(prog="python -m analyses.population_insight", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.population_insight", description=description(__doc__))
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--curves", type=Path, default=KEPT, help="folder holding the kept curves/ (default: docs')")
     parser.add_argument("--no-compute", action="store_true", help="use the kept head features only")

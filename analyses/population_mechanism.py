@@ -48,6 +48,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_mechanism"
 KEPT = ROOT / "docs" / "data" / "population-mechanism"
@@ -479,7 +481,7 @@ def main(argv=None) -> None:
     from interp.population.mechanism import claim_lines, claim_table, figure, width_table
     from interp.report import page as vis
 
-    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--kept", type=Path, default=KEPT, help="where finished runs are kept (default: docs')")
     parser.add_argument(

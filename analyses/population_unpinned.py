@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
 from analyses import population as pop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +143,7 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m analyses.population_unpinned", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m analyses.population_unpinned", description=description(__doc__))
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
     parser.add_argument("--arm", default=ARM, help=f"the arm re-trained (default {ARM})")
     parser.add_argument(

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +90,7 @@ def update_docs(block: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="analyses/readiness.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="analyses/readiness.py", description=description(__doc__))
     parser.add_argument(
         "--suite",
         default=["embedded"],

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyses import description
+
 #: (label, pinned, torch threads, caller's environment changes)
 SETTINGS = [
     ("pinned (the suite's trainer)", True, 1, {}),
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
 
     from interp.core import kernel_pins
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--out", type=Path, default=Path("results/analyses/trainer_determinism"))
     parser.add_argument("--quick", action="store_true", help="the pinned rows and the unpinned default only")

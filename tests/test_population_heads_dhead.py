@@ -274,3 +274,13 @@ def test_the_complete_cross_reads_claim_4_one_factor_at_a_time_beside_the_paper(
         "the head size alone (the paper: a larger head helps only up to a minimum capacity): no direction "
         "holds at both;" in line
     )
+
+
+def test_an_entrys_help_shows_its_whole_first_sentence(capsys):
+    from analyses import population_heads_dhead
+
+    with pytest.raises(SystemExit) as stop:
+        population_heads_dhead.main(["--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "do more heads help, and does a larger head help, when the other is held fixed?" in text
