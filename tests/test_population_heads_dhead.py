@@ -261,18 +261,16 @@ def test_the_complete_cross_reads_claim_4_one_factor_at_a_time_beside_the_paper(
     curves = _crossed_curves(8, {16: 2000, 8: 4000})
     line = entry.headline_line(curves, 32)
     assert line.startswith("- **Claim 4, one factor at a time** (`population-heads-dhead`:")
-    assert (
-        "the head count alone: contradicted at threshold 0.5, hold 2 (the paper: more heads help): more heads "
-        "emerge later at both;" in line
-    )
+    assert "8 rotary dims per head, 32 runs, at threshold 0.5, hold 2): the head count alone (the paper: more " in line
+    assert "heads help): contradicted at both; 2 of 2 significant in every cell of the rule grid (" in line
     found = {c["label"]: c for c in entry.contrasts(curves)}
     assert (
         found["d_head 16 against 8, 8 heads"]["earlier"] and found["d_head 16 against 8, 8 heads"]["main"]["p"] < 0.05
     )
     assert found["d_head 16 against 8, 4 heads"]["main"]["p"] == 1.0
     assert (
-        "the head size alone (the paper: a larger head helps only up to a minimum capacity): no direction "
-        "holds at both;" in line
+        "The head size alone (the paper: a larger head helps only up to a minimum capacity): not decidable at "
+        "4 heads; reproduced in part at 8 heads; " in line
     )
 
 
