@@ -439,7 +439,7 @@ def main(argv=None) -> None:
                 + (" --finished-only" if args.finished_only else "")
                 + f"`; {table['run'].nunique()} runs, {len(units)} forced runs ({trained} trained by this call"
                 + ("; the kept ones only" if args.finished_only else "")
-                + f"); runtime {seconds / 60:.1f} min."
+                + (f"); runtime {seconds / 60:.1f} min." if trained else ").")
             ),
             f"Training time of one forced run (as the runs were trained): median {np.median(trained_s):.0f} s."
             if trained_s

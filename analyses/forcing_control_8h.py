@@ -52,8 +52,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -343,8 +345,10 @@ def docs_block(
     seconds: float,
     grid: str | None = None,
     paired: str | None = None,
+    train_seconds: Sequence[float] = (),
 ) -> str:
-    """The docs block: the command, the readout table, the verdict line, (``grid``, from
+    """The docs block: the command (with the call's runtime where it trained; else the kept runs'
+    median training time from ``train_seconds``), the readout table, the verdict line, (``grid``, from
     :func:`grid_line`) whether the verdict holds over the rule grid and (``paired``, from
     :func:`paired_line`) the paired tests."""
     names = {
@@ -353,8 +357,15 @@ def docs_block(
         "plain": "plain",
         "plain_long": "plain",
     }
-    lines = [
-        f"Command: `{command}`; {trained} forced runs trained by this call; runtime {seconds / 60:.1f} min.",
+    train_s = [float(x) for x in train_seconds if math.isfinite(float(x))]
+    ran = f"{trained} forced runs trained by this call; runtime {seconds / 60:.1f} min." if trained else ""
+    lines = [f"Command: `{command}`; {ran or 'no run trained by this call (the kept ones only).'}"]
+    if train_s:
+        lines.append(
+            f"Training time of one forced run (as the runs were trained): median {np.median(train_s):.0f} s "
+            f"over {len(train_s)} runs."
+        )
+    lines += [
         "",
         "| group | by step | runs | emerged | share (95 % Wilson) | E min–max (median), steps |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -473,7 +484,9 @@ def main(argv=None) -> None:
         f"--anneal-steps {args.anneal_steps}" + (" --finished-only" if args.finished_only else "")
     )
     paired = paired_line(paired_tests(forced, plain))
-    block = docs_block(command, table, word, reason, trained, time.time() - started, grid, paired)
+    block = docs_block(
+        command, table, word, reason, trained, time.time() - started, grid, paired, forced["train_seconds"].tolist()
+    )
     atomic_to_csv(forced, args.out / f"{NAME}.csv")
     atomic_to_csv(plain, args.out / f"{NAME}_plain.csv")
     atomic_to_csv(table, args.out / f"{NAME}_shares.csv")

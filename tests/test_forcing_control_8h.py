@@ -155,6 +155,20 @@ def test_the_headline_line_gives_the_verdict_over_the_grid_beside_the_paper():
     assert entry.headline_line(none, *entry.verdict(none), grid, "0.25:500") == ""
 
 
+def test_the_docs_block_gives_the_calls_runtime_only_where_it_trained_and_the_runs_training_time():
+    table = _readout(12, 0, 0, 0)
+    word, reason = entry.verdict(table)
+    kept = entry.docs_block(
+        "cmd --finished-only", table, word, reason, 0, 1.0, train_seconds=[300.0, np.nan, 400.0, 342.0]
+    )
+    assert kept.splitlines()[:2] == [
+        "Command: `cmd --finished-only`; no run trained by this call (the kept ones only).",
+        "Training time of one forced run (as the runs were trained): median 342 s over 3 runs.",
+    ]
+    ran = entry.docs_block("cmd", table, word, reason, 4, 1500.0)
+    assert ran.splitlines()[:2] == ["Command: `cmd`; 4 forced runs trained by this call; runtime 25.0 min.", ""]
+
+
 def test_paired_tests_count_the_discordant_seeds_and_give_the_exact_p():
     """Seeds 0-5 emerge forced toward the true pattern, seed 0 also plain, no control run emerges:
     true against plain has 5 discordant seeds all one way (p = 2 / 2**5 = 0.0625), against the
