@@ -233,6 +233,11 @@ def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_bloc
         "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh16-r8 vs phi-2l-64d-4h-dh16-r8",
         "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh8-r8 vs phi-2l-64d-4h-dh8-r8",
     ]
+    from interp.population.findings import claim_lines
+
+    (heads,) = [line for line in claim_lines(result) if line.startswith("Claim 4, heads:")]
+    assert "4 → 8 heads at d_head 16: hazard ratio undetermined" in heads and "; 4 → 8 heads at d_head 8: " in heads
+    assert heads.endswith("Each contrast varies the head count alone.")  # each pair is one factor
     block = entry.docs_block(curves, 96)
     assert block.startswith(
         "**Measured so far: 12 of the 96 planned runs** (phi-2l-64d-4h-dh16-r8 3, phi-2l-64d-4h-dh8-r8 3, "

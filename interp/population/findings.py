@@ -137,10 +137,11 @@ def checks_failed(row) -> bool:
     return any(isinstance(v, float) and v < 0.05 for v in (row.get("ph_p", math.nan), row.get("lr_p", math.nan)))
 
 
-def contrast_text(row) -> str:
+def contrast_text(row, held: str = "") -> str:
     """A per-arm contrast: ``"1 → 2 heads ×1.36 (95 % CI 0.73–2.56, p = 0.34; log-rank p = 0.44)"``;
-    a pair with no finite ratio says why and keeps its log-rank p."""
-    head = f"{row['heads']} heads"
+    a pair with no finite ratio says why and keeps its log-rank p. ``held``: what the pair holds
+    fixed where several pairs share a head count (``" at d_head 16"``), else empty."""
+    head = f"{row['heads']} heads{held}"
     if isinstance(row["note"], str) and row["note"]:
         return f"{head}: hazard ratio undetermined ({row['note']}; log-rank {fmt_p(row['logrank_p'])})"
     caveat = f"; {row['caveat']}" if isinstance(row["caveat"], str) and row["caveat"] else ""
@@ -311,6 +312,18 @@ def _heads_line(result, row, found: dict, at: str) -> str:
         (result.contrasts["n_layers"] == row.n_layers) & (result.contrasts["d_model"] == row.d_model)
     ]
     keys = [f"contrast:{c.versus}:{c.arm}" for c in contrasts.itertuples()]
+    held = _held(result, contrasts)
+    pair_also = [c.also_varies if isinstance(c.also_varies, str) else "" for c in contrasts.itertuples()]
+    if len(contrasts) and not any(pair_also):
+        confounded = " Each contrast varies the head count alone."
+    elif any(pair_also) and not all(pair_also):
+        confounded = (
+            " Confounded: "
+            + "; ".join(
+                f"{c.heads} heads{h} also varies {a}" for c, h, a in zip(contrasts.itertuples(), held, pair_also) if a
+            )
+            + "."
+        )
     sig = [found[k]["direction"] for k in keys if k in found and found[k]["holds"]]
     verdict = (
         "reproduced"
@@ -326,7 +339,9 @@ def _heads_line(result, row, found: dict, at: str) -> str:
         why.append(f"log-linearity in log2(heads) rejected against per-arm ratios, {fmt_p(row.lr_p)}")
     if not determined:
         why.append(f"the ratio per doubling is undetermined: {row.note}")
-    parts = [f"{contrast_text(c._asdict())}, {_robust(result, k)}" for c, k in zip(contrasts.itertuples(), keys)]
+    parts = [
+        f"{contrast_text(c._asdict(), h)}, {_robust(result, k)}" for c, k, h in zip(contrasts.itertuples(), keys, held)
+    ]
     return (
         f"{head}: {verdict} {at} (the paper: more heads help); no single ratio per doubling is quoted "
         f"({'; '.join(why)}), each head count against the next fewer instead, above 1 = more heads emerge earlier: "
@@ -334,3 +349,16 @@ def _heads_line(result, row, found: dict, at: str) -> str:
         + "."
         + confounded
     )
+
+
+def _held(result, contrasts: pd.DataFrame) -> list[str]:
+    """Per contrast, what it holds fixed where several contrasts share a head count (a design that
+    crosses the head count with d_head): ``" at d_head 16"``, or the arms by name where d_head does
+    not tell them apart; empty strings otherwise."""
+    if not contrasts["heads"].duplicated().any():
+        return [""] * len(contrasts)
+    d_head = result.arms.set_index("arm")["d_head"]
+    sizes = [int(d_head[c.arm]) for c in contrasts.itertuples()]
+    if len(set(sizes)) == len(sizes):
+        return [f" at d_head {d}" for d in sizes]
+    return [f" ({c.arm} against {c.versus})" for c in contrasts.itertuples()]
