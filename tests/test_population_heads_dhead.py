@@ -238,6 +238,12 @@ def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_bloc
     (heads,) = [line for line in claim_lines(result) if line.startswith("Claim 4, heads:")]
     assert "4 → 8 heads at d_head 16: hazard ratio undetermined" in heads and "; 4 → 8 heads at d_head 8: " in heads
     assert heads.endswith("Each contrast varies the head count alone.")  # each pair is one factor
+    # d_head 8 and 16 at both head counts: crossed, so the pooled fit is not confounded by d_head
+    assert result.cox["also_varies"].tolist() == [""]
+    from interp.population.shapes import also_varies
+
+    chain = curves[curves["arm"].isin(["phi-2l-64d-4h-dh16-r8", "phi-2l-64d-8h-dh8-r8"])]
+    assert also_varies(chain, sorted(set(chain["arm"])), "n_heads") == "d_head 16–8"  # not crossed: confounded
     block = entry.docs_block(curves, 96)
     assert block.startswith(
         "**Measured so far: 12 of the 96 planned runs** (phi-2l-64d-4h-dh16-r8 3, phi-2l-64d-4h-dh8-r8 3, "

@@ -46,11 +46,16 @@ def _span(values) -> str:
 
 def also_varies(runs: pd.DataFrame, arms, factor: str) -> str:
     """What else varies with ``factor`` over ``arms``: ``"d_head 64–8, rotary dims per head 16–2"``,
-    or ``""`` when nothing does (the contrast varies one thing)."""
+    or ``""`` when nothing does (the contrast varies one thing). A factor crossed with ``factor``
+    (the same values at every level of it, as d_head 8 and 16 at both 4 and 8 heads) does not vary
+    with it: a fit over such arms is not confounded by it."""
     shapes = _shapes(runs).loc[list(arms)]
-    return ", ".join(
-        f"{_WORDS.get(f, f)} {_span(shapes[f])}" for f in FACTORS if f != factor and shapes[f].nunique() > 1
-    )
+
+    def with_factor(f: str) -> bool:
+        levels = shapes.groupby(factor)[f].agg(frozenset)
+        return shapes[f].nunique() > 1 and levels.nunique() > 1
+
+    return ", ".join(f"{_WORDS.get(f, f)} {_span(shapes[f])}" for f in FACTORS if f != factor and with_factor(f))
 
 
 def pair_varies(runs: pd.DataFrame, a: str, b: str, factor: str) -> str:
