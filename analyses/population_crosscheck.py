@@ -11,9 +11,15 @@ if the cache lacks it). Equal bytes mean the population's points of emergence do
 the interpreter at this kernel level; the unpinned entry (``analyses.population_unpinned``)
 asks the same of another kernel level.
 
-Usage: ``python -m analyses.population_crosscheck --python PATH [--python PATH ...]
+Each run is trained under its spec with its seed alone (as ``python -m analyses.population --seeds
+N`` trains it), so a run trained one seed at a time is found in the cache. The rows are kept in
+``docs/data/population-crosscheck/rows.csv``, one per (run, interpreter, torch): a later call adds
+its rows or replaces its own, and the docs block lists them all.
+
+Usage: ``python -m analyses.population_crosscheck --python PATH [--python PATH ...] [--spec NAME]
 [--run NAME ...] [--update-docs]``. Default runs: seed 0 of the d_model-64 1-head arm and of the
-d_model-128 arm. Runtime: about 3-6 min of one core per run and interpreter.
+d_model-128 arm (``--spec population``), else seed 0 of the spec's first arm. Runtime: about 3-6
+min of one core per run and interpreter.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
+
+import pandas as pd
 
 from analyses import description
 from analyses import population as pop
@@ -33,6 +41,9 @@ from analyses import population as pop
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- population-crosscheck:begin -->", "<!-- population-crosscheck:end -->"
 RUNS = ("neox-2l-64d-1h-seed0", "neox-2l-128d-4h-seed0")
+#: Every (run, interpreter) compared so far: one row each (:data:`COLUMNS`).
+KEPT = ROOT / "docs" / "data" / "population-crosscheck" / "rows.csv"
+COLUMNS = ["spec", "run", "python", "torch", "reference_python", "files", "differ", "first_differing"]
 #: What runs in the other interpreter: train one unit, print its folder and the interpreter's facts.
 CHILD = """\
 import json, sys, platform, torch
@@ -70,16 +81,16 @@ def compare_folders(reference: Path, other: Path) -> tuple[int, list[str]]:
     return len(files), differ
 
 
-def crosscheck(python: str, run: str, cfg) -> dict:
-    """Train ``run`` of ``cfg`` under ``python`` in a scratch cache and compare it with this
-    machine's cached run (trained here first if missing). Returns one row of the table."""
+def crosscheck(python: str, run: str, cfg, spec: str = "population") -> dict:
+    """Train ``run`` of ``cfg`` (the shipped spec ``spec``) under ``python`` in a scratch cache, its
+    seed alone, and compare it with this machine's cached run (trained here first if missing).
+    Returns one row of the table (:data:`COLUMNS`)."""
     from interp.sources.catalogue import suite_dir
     from interp.sources.suites import train_unit
 
     if run not in cfg.run_names():
-        raise SystemExit(
-            f"error: --run {run!r} is not a run of the population; e.g. {', '.join(cfg.run_names()[:3])}, …"
-        )
+        raise SystemExit(f"error: --run {run!r} is not a run of {spec}; e.g. {', '.join(cfg.run_names()[:3])}, …")
+    cfg = replace(cfg, seeds=(int(run.rsplit("seed", 1)[1]),))
     reference = Path(train_unit({"suite": asdict(cfg), "root": None, "run": run})[0]["folder"])
     facts = interpreter_facts(python)
     with tempfile.TemporaryDirectory(prefix="crosscheck-") as scratch:
@@ -93,6 +104,7 @@ def crosscheck(python: str, run: str, cfg) -> dict:
         assert other == suite_dir(cfg, scratch) / run
         n, differ = compare_folders(reference, other)
     return {
+        "spec": spec,
         "run": run,
         "python": facts["python"],
         "torch": facts["torch"],
@@ -119,17 +131,44 @@ def docs_block(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge(kept: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
+    """The kept rows with ``rows`` added; a row for the same (run, interpreter, torch) replaces the
+    kept one."""
+    new = pd.DataFrame(rows, columns=COLUMNS)
+    key = ["run", "python", "torch"]
+    old = kept.merge(new[key], on=key, how="left", indicator=True)
+    kept = kept[(old["_merge"] == "left_only").to_numpy()]
+    return pd.concat([kept, new], ignore_index=True)[COLUMNS]
+
+
+def read_kept() -> pd.DataFrame:
+    """The kept rows (:data:`KEPT`); a file without the columns is named in one line."""
+    if not KEPT.is_file():
+        return pd.DataFrame(columns=COLUMNS)
+    kept = pd.read_csv(KEPT, keep_default_na=False, dtype={"python": str, "reference_python": str})
+    if missing := [c for c in COLUMNS if c not in kept.columns]:
+        raise SystemExit(f"error: {KEPT} lacks the columns {missing}: remove it and run the cross-check again")
+    return kept
+
+
 def main(argv=None) -> None:
+    from interp.core.io import atomic_to_csv
     from interp.sources.catalogue import load_suite_spec
 
     parser = argparse.ArgumentParser(prog="python -m analyses.population_crosscheck", description=description(__doc__))
     parser.add_argument("--python", action="append", required=True, help="another interpreter (repeatable)")
-    parser.add_argument("--run", action="append", default=None, help=f"a population run (default: {', '.join(RUNS)})")
+    parser.add_argument("--spec", choices=sorted(pop.SPECS), default="population", help="which shipped population")
+    parser.add_argument(
+        "--run", action="append", default=None, help=f"a run of the spec (default: {', '.join(RUNS)} for population)"
+    )
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's cross-check block")
     args = parser.parse_args(argv)
-    cfg = load_suite_spec("population")
-    rows = [crosscheck(python, run, cfg) for python in args.python for run in (args.run or RUNS)]
-    block = docs_block(rows)
+    cfg = load_suite_spec(args.spec)
+    runs = args.run or (RUNS if args.spec == "population" else [cfg.run_names()[0]])
+    rows = [crosscheck(python, run, cfg, args.spec) for python in args.python for run in runs]
+    kept = merge(read_kept(), rows)
+    atomic_to_csv(kept, KEPT)
+    block = docs_block(kept.to_dict("records"))
     print(block)
     if args.update_docs:
         pop.update_docs(block, (BEGIN, END))

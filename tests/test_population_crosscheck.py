@@ -43,3 +43,32 @@ def test_an_interpreter_without_the_requirements_is_refused_in_one_line(tmp_path
     message = str(stop.value)
     assert message.startswith(f"error: --python {bare} cannot import torch and transformers: ") and "\n" not in message
     assert "ModuleNotFoundError" in message
+
+
+def test_kept_rows_gain_new_runs_and_a_rerun_replaces_its_own_row():
+    import pandas as pd
+
+    def row(run, python, differ=0):
+        return {"spec": "s", "run": run, "python": python, "torch": "2.13.0+cpu", "reference_python": "3.11.7",
+                "files": 40, "differ": differ, "first_differing": "loss.csv" if differ else ""}  # fmt: skip
+
+    kept = pd.DataFrame([row("a-seed0", "3.11.2"), row("a-seed0", "3.13.0")], columns=entry.COLUMNS)
+    merged = entry.merge(kept, [row("a-seed0", "3.11.2", differ=3), row("b-seed0", "3.11.2")])
+    assert merged[["run", "python", "differ"]].values.tolist() == [
+        ["a-seed0", "3.13.0", 0],
+        ["a-seed0", "3.11.2", 3],
+        ["b-seed0", "3.11.2", 0],
+    ]
+    lines = entry.docs_block(merged.to_dict("records")).splitlines()
+    assert len(lines) == 3 and "**3 differ** (first: loss.csv)" in lines[1]
+
+
+def test_a_run_of_another_spec_is_refused_in_one_line_naming_the_spec():
+    from interp.sources.catalogue import load_suite_spec
+
+    cfg = load_suite_spec("population-heads-dhead")
+    with pytest.raises(SystemExit) as stop:
+        entry.crosscheck(sys.executable, "neox-2l-64d-1h-seed0", cfg, "population-heads-dhead")
+    assert str(stop.value).startswith(
+        "error: --run 'neox-2l-64d-1h-seed0' is not a run of population-heads-dhead; e.g. phi-2l-64d-8h-dh16-r8-seed0"
+    )
