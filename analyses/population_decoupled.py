@@ -68,15 +68,25 @@ def rotary_dims(arm: str, d_head: int) -> int:
 
 
 def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) -> dict:
-    """Emergence of arm ``b`` against arm ``a``: runs, emerged, median E of each and the log-rank
-    p of equal hazards (NaN with a note when undetermined)."""
+    """Emergence of arm ``b`` against arm ``a``: runs, emerged, median E of each (steps), the
+    log-rank p of equal hazards (NaN with a note when undetermined) and the hazard ratio of ``b``
+    against ``a`` (``hr``, ``hr_lo``, ``hr_hi``: a Cox fit on the pair, above 1 = ``b`` emerges
+    earlier; NaN with ``hr_note`` when undetermined, as when one arm has no event).
+
+    Source: Cox 1972 with Efron ties (:func:`interp.population.survival.cox_fit`), the log-rank test
+    (:func:`interp.population.survival.logrank_tests`)."""
     from interp.core.settings import StudyConfig
+    from interp.population.survival import cox_fit
     from interp.population.tables import population_from_curves
 
     config = StudyConfig(threshold=threshold, hold=hold)
     result = population_from_curves(curves[curves["arm"].isin([a, b])], config, reference=a, grid=False)
     arms = result.arms.set_index("arm")
     test = result.tests[result.tests["test"] == "vs reference"].iloc[0]
+    runs = result.runs
+    fit, _ = cox_fit(
+        runs["duration"].to_numpy(float), runs["emerged"].to_numpy(bool), (runs["arm"] == b).to_numpy(float), "arm"
+    )
     return {
         "arm_a": a,
         "arm_b": b,
@@ -90,7 +100,23 @@ def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) 
         "median_b": float(arms.loc[b, "median_E"]),
         "p": float(test["p"]),
         "note": str(test["note"]),
+        "hr": float(fit["hr"]),
+        "hr_lo": float(fit["hr_lo"]),
+        "hr_hi": float(fit["hr_hi"]),
+        "hr_note": _pair_note(str(fit["note"]), a, b),
     }
+
+
+def _pair_note(note: str, a: str, b: str) -> str:
+    """Cox's note on a pair in the pair's words: a partial likelihood without a maximum names the
+    arm every event came from while both were at risk."""
+    if note.startswith("every run that emerged had the"):
+        first = b if " most " in note else a
+        return (
+            f"while both arms had runs at risk every run that emerged was of {first}: the partial likelihood has "
+            "no maximum, the hazard ratio is not estimable"
+        )
+    return note
 
 
 def best_accuracy(curves: pd.DataFrame, a: str, b: str) -> dict:

@@ -97,16 +97,24 @@ def contrasts(curves: pd.DataFrame) -> list[dict]:
     return out
 
 
+def hazard_text(m: dict) -> str:
+    """The pair's hazard ratio in words, ``"hazard ratio ×0.75 (95 % CI 0.38–1.48)"`` (above 1: arm b
+    emerges earlier), or why it is undetermined."""
+    if math.isnan(m["hr"]):
+        return f"hazard ratio undetermined ({m['hr_note']})"
+    return f"hazard ratio ×{m['hr']:.2f} (95 % CI {m['hr_lo']:.2f}–{m['hr_hi']:.2f})"
+
+
 def contrast_line(c: dict) -> str:
-    """One contrast in words: emerged counts, median E, log-rank p and the grid's verdict, then the
-    best accuracies (no rule)."""
+    """One contrast in words: emerged counts, median E, log-rank p, the hazard ratio with its
+    interval and the grid's verdict, then the best accuracies (no rule)."""
     m, best = c["main"], c["best"]
     side = "earlier" if c["earlier"] else "later" if c["later"] else "at the same time"
     sig = "p < 0.05" if m["p"] < 0.05 else "not significant"
     return (
         f"{c['label']} (cut at {c['budget']} steps): emerged {m['emerged_b']}/{m['n_b']} against "
         f"{m['emerged_a']}/{m['n_a']}, median E {steps_text(m['median_b'])} against {steps_text(m['median_a'])}, "
-        f"{side} (log-rank p {p_text(m['p'])}, {sig}, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
+        f"{side} (log-rank p {p_text(m['p'])}, {sig}; {hazard_text(m)}; at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
         f"{grid_word(c['rows'])}); best accuracy median {best['med_b']:.2f} against {best['med_a']:.2f} "
         f"(Mann–Whitney p {p_text(best['p'])})"
     )

@@ -279,6 +279,12 @@ def test_the_complete_cross_reads_claim_4_one_factor_at_a_time_beside_the_paper(
         found["d_head 16 against 8, 8 heads"]["earlier"] and found["d_head 16 against 8, 8 heads"]["main"]["p"] < 0.05
     )
     assert found["d_head 16 against 8, 4 heads"]["main"]["p"] == 1.0
+    same = found["d_head 16 against 8, 4 heads"]["main"]  # the same event times in both arms: HR 1 exactly
+    assert same["hr"] == pytest.approx(1.0, abs=1e-9) and same["hr_lo"] < 1 < same["hr_hi"]
+    assert "not significant; hazard ratio ×1.00 (95 % CI " in entry.contrast_line(found["d_head 16 against 8, 4 heads"])
+    apart = entry.contrast_line(found["8 heads against 4, d_head 8"])  # every 4-head run emerged first
+    assert "hazard ratio undetermined (while both arms had runs at risk every run that emerged was of " in apart
+    assert "phi-2l-64d-4h-dh8-r8: the partial likelihood has no maximum" in apart
     assert (
         "The head size alone (the paper: a larger head helps only up to a minimum capacity): not decidable at "
         "4 heads; reproduced in part at 8 heads; " in line
