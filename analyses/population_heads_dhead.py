@@ -198,13 +198,47 @@ def headline_line(curves: pd.DataFrame, n_planned: int) -> str:
         k = sum(c["robust"] and bool((c["rows"]["p"] < 0.05).all()) for c in group)
         return f"{k} of {len(group)} significant in every cell of the rule grid"
 
+    size_word = claim_word(sizes, SIZE_WORDS)
+    in_part = (
+        " (a larger head helps; two head sizes cannot show where the help stops)" if "in part" in size_word else ""
+    )
     return (
         f"- **Claim 4, one factor at a time** (`{SPEC}`: {{4, 8 heads}} × {{d_head 8, 16}}, 8 rotary dims per head, "
         f"{n} runs, at threshold {pop.THRESHOLD}, hold {pop.HOLD}): the head count alone (the paper: more heads "
         f"help): {claim_word(heads, HEAD_WORDS)}; {firm(heads)} ({'; '.join(contrast_line(c) for c in heads)}). "
         f"The head size alone (the paper: a larger head helps only up to a minimum capacity): "
-        f"{claim_word(sizes, SIZE_WORDS)}; {firm(sizes)} ({'; '.join(contrast_line(c) for c in sizes)})."
+        f"{size_word}{in_part}; {firm(sizes)} ({'; '.join(contrast_line(c) for c in sizes)}). "
+        f"{both_reading(found)}"
     )
+
+
+def both_reading(found: list[dict]) -> str:
+    """Which factor carries the population's confounded contrast (8 heads of 8 dims against 4 of
+    16), from the one-factor contrasts' sides (:func:`_side`) at the operating point: the head size
+    where d_head 16 is earlier at both head counts and the head count differs at neither; the head
+    count where 8 heads are later at both d_heads and the head size differs at neither; else both,
+    or neither alone."""
+    both = [c for c in found if c["factor"] == "both"]
+    if not both:
+        return ""
+    heads = {_side(c) for c in found if c["factor"] == "n_heads"}
+    sizes = {_side(c) for c in found if c["factor"] == "d_head"}
+    side = _side(both[0])
+    what = f"The population's contrast, 8 heads of 8 dims against 4 of 16 ({side} at this operating point)"
+    if side == "no difference":
+        return f"{what}, shows no difference to explain."
+    if sizes == {"earlier"} and heads == {"no difference"}:
+        return (
+            f"{what}, goes with the head size: the head count alone makes no significant difference at either d_head."
+        )
+    if heads == {"later"} and sizes == {"no difference"}:
+        return (
+            f"{what}, goes with the head count: the head size alone makes no significant difference at either head "
+            "count."
+        )
+    if sizes == {"earlier"} and heads == {"later"}:
+        return f"{what}, goes with both: the head size alone and the head count alone each differ at both levels."
+    return f"{what}, is not carried by one factor alone: the one-factor contrasts disagree between levels."
 
 
 def main(argv=None) -> None:

@@ -182,7 +182,7 @@ def test_why_not_a_neox_subclass_its_checkpoint_does_not_load_back(tmp_path):
 
 def _crossed_curves(n_seeds: int, shift: dict):
     """Kept curves of the four arms: 4 heads emerge at 1000 + 100 * seed; the 8-head arms
-    ``shift[d_head]`` steps later."""
+    ``shift[d_head]`` steps later; a key ``(n_heads, d_head)`` sets that arm's delay instead."""
     import numpy as np
     import pandas as pd
 
@@ -192,7 +192,8 @@ def _crossed_curves(n_seeds: int, shift: dict):
         budget = cfg.steps_for(size)
         steps = np.arange(0, budget + 1, 100)
         for seed in range(n_seeds):
-            crossing = 1000 + 100 * seed + (0 if size.n_heads == 4 else shift[size.d_head])
+            default = 0 if size.n_heads == 4 else shift.get(size.d_head, 0)
+            crossing = 1000 + 100 * seed + shift.get((size.n_heads, size.d_head), default)
             accuracy = np.where(steps >= crossing, 0.9, 0.1)
             frames.append(
                 pd.DataFrame(
@@ -287,8 +288,33 @@ def test_the_complete_cross_reads_claim_4_one_factor_at_a_time_beside_the_paper(
     assert "phi-2l-64d-4h-dh8-r8: the partial likelihood has no maximum" in apart
     assert (
         "The head size alone (the paper: a larger head helps only up to a minimum capacity): not decidable at "
-        "4 heads; reproduced in part at 8 heads; " in line
+        "4 heads; reproduced in part at 8 heads (a larger head helps; two head sizes cannot show where the help "
+        "stops); 1 of 2 " in line
     )
+
+
+def test_the_headline_says_which_factor_carries_the_populations_contrast():
+    from analyses import population_heads_dhead as entry
+
+    # d_head 8 emerges 2000 steps later at both head counts; the head count changes nothing
+    size_only = entry.headline_line(_crossed_curves(8, {(4, 8): 2000, (8, 8): 2000}), 32)
+    assert "the head count alone (the paper: more heads help): not decidable at both; 0 of 2 " in size_only
+    assert (
+        "The head size alone (the paper: a larger head helps only up to a minimum capacity): reproduced in part at both (a larger head helps; two head sizes cannot show where the help stops); 2 of 2 "
+        in size_only
+    )
+    assert size_only.endswith(
+        "The population's contrast, 8 heads of 8 dims against 4 of 16 (later at this operating point), goes with the "
+        "head size: the head count alone makes no significant difference at either d_head."
+    )
+    # 8 heads 2000 steps later at both head sizes: the head count carries it
+    count_only = entry.headline_line(_crossed_curves(8, {16: 2000, 8: 2000}), 32)
+    assert count_only.endswith(
+        "goes with the head count: the head size alone makes no significant difference at either head count."
+    )
+    # the complete-cross case above: 8 heads later at both, d_head matters at 8 heads only
+    mixed = entry.headline_line(_crossed_curves(8, {16: 2000, 8: 4000}), 32)
+    assert mixed.endswith("is not carried by one factor alone: the one-factor contrasts disagree between levels.")
 
 
 def test_an_entrys_help_shows_its_whole_first_sentence(capsys):
