@@ -76,16 +76,22 @@ def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) 
     Source: Cox 1972 with Efron ties (:func:`interp.population.survival.cox_fit`), the log-rank test
     (:func:`interp.population.survival.logrank_tests`)."""
     from interp.core.settings import StudyConfig
-    from interp.population.survival import cox_fit
+    from interp.population.survival import cox_fit, monotone_direction
     from interp.population.tables import population_from_curves
 
     config = StudyConfig(threshold=threshold, hold=hold)
     result = population_from_curves(curves[curves["arm"].isin([a, b])], config, reference=a, grid=False)
     arms = result.arms.set_index("arm")
     test = result.tests[result.tests["test"] == "vs reference"].iloc[0]
-    runs = result.runs
-    fit, _ = cox_fit(
-        runs["duration"].to_numpy(float), runs["emerged"].to_numpy(bool), (runs["arm"] == b).to_numpy(float), "arm"
+    duration, emerged = result.runs["duration"].to_numpy(float), result.runs["emerged"].to_numpy(bool)
+    x = (result.runs["arm"] == b).to_numpy(float)
+    fit, _ = cox_fit(duration, emerged, x, "arm")
+    apart = monotone_direction(duration, emerged, x) if fit["note"] else 0
+    hr_note = (
+        f"while both arms had runs at risk every run that emerged was of {b if apart > 0 else a}: the partial "
+        "likelihood has no maximum, the hazard ratio is not estimable"
+        if apart
+        else str(fit["note"])
     )
     return {
         "arm_a": a,
@@ -103,20 +109,8 @@ def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) 
         "hr": float(fit["hr"]),
         "hr_lo": float(fit["hr_lo"]),
         "hr_hi": float(fit["hr_hi"]),
-        "hr_note": _pair_note(str(fit["note"]), a, b),
+        "hr_note": hr_note,
     }
-
-
-def _pair_note(note: str, a: str, b: str) -> str:
-    """Cox's note on a pair in the pair's words: a partial likelihood without a maximum names the
-    arm every event came from while both were at risk."""
-    if note.startswith("every run that emerged had the"):
-        first = b if " most " in note else a
-        return (
-            f"while both arms had runs at risk every run that emerged was of {first}: the partial likelihood has "
-            "no maximum, the hazard ratio is not estimable"
-        )
-    return note
 
 
 def best_accuracy(curves: pd.DataFrame, a: str, b: str) -> dict:
