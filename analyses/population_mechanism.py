@@ -30,6 +30,15 @@ docs/figures/population_mechanism.html.
 
 Runtime: measured per run in the kept ``.json`` (``seconds``) and stated in the docs block.
 
+``--pair largest-jump`` (issue 65, item 3) measures claim 2 at the paper's kind of pair instead:
+for every seed of the two arms (emerged or not), the consecutive checkpoints at the suite's native
+spacing with the largest p(answer) jump on its kept curve (:func:`interp.population.claim2_pair.
+largest_jump_pairs`); the run is trained again to the pair's post step, its kept curve checked, and
+the share of the p jump and of the accuracy jump recovered by the top-2 heads' patterns, all
+patterns and all head outputs measured on 256 independent prompts
+(:func:`interp.population.claim2_pair.measure_pair`). Kept in
+``docs/data/population-mechanism-pair/<run>.csv`` and ``.json`` (resumable the same way).
+
 Usage: ``python -m analyses.population_mechanism [--limit N] [--runs RUN ...] [--update-docs]``
 (``--no-compute``: the kept runs only). ``--spec population-decoupled --arms ARM`` measures the
 emerged seeds of an arm of the decoupling work the same way (kept beside the population's runs;
@@ -65,6 +74,98 @@ WIDE = 500
 #: Steps trained past the kept E (100-step resolution): the dense post may lie a checkpoint or two
 #: later on 512 prompts, and the wide contrast needs post + WIDE.
 MARGIN = 800
+#: Where the largest-jump pair's runs are kept (``--pair largest-jump``).
+PAIR_KEPT = ROOT / "docs" / "data" / "population-mechanism-pair"
+
+
+def planned_pairs(arms=ARMS, spec: str = "population") -> pd.DataFrame:
+    """Every run of ``arms`` (emerged or not) with its largest-jump pair at the suite's native
+    spacing (:func:`interp.population.claim2_pair.largest_jump_pairs`) and its budget, seed by seed."""
+    from analyses.population import SPECS, read_kept_curves
+    from interp.population.claim2_pair import largest_jump_pairs
+    from interp.sources.catalogue import load_suite_spec
+
+    cfg = load_suite_spec(spec)
+    curves = read_kept_curves(SPECS[spec][0])
+    curves = curves[curves["arm"].isin(arms)]
+    pairs = largest_jump_pairs(curves, cfg.checkpoint_every)
+    pairs["budget"] = pairs["run"].map(curves.groupby("run")["budget"].first())
+    pairs["arm_order"] = pairs["arm"].map({a: i for i, a in enumerate(arms)})
+    return pairs.sort_values(["seed", "arm_order"]).drop(columns="arm_order").reset_index(drop=True)
+
+
+def read_kept_pairs(kept: Path = PAIR_KEPT, echo=print) -> tuple[pd.DataFrame, list[dict]]:
+    """Every kept largest-jump-pair run: its rows and records (a damaged pair of files is named,
+    removed and measured again)."""
+    from interp.core.io import read_kept_csv
+    from interp.population.claim2_pair import PAIR_COLUMNS
+
+    frames, records = [], []
+    for record_path in sorted(kept.glob("*.json")):
+        try:
+            record = json.loads(record_path.read_text())
+            rows = read_kept_csv(
+                record_path.with_suffix(".csv"), PAIR_COLUMNS, lambda f: len(f) > 0, then="its run is measured again"
+            )
+            bad = None if rows is not None and record.get("run") == record_path.stem else "has no whole rows beside it"
+        except (OSError, ValueError) as error:
+            rows, bad = None, f"cannot be read ({error})"
+        if bad is not None:
+            echo(f"warning: {record_path} {bad}; its run is measured again")
+            record_path.unlink(missing_ok=True)
+            record_path.with_suffix(".csv").unlink(missing_ok=True)
+            continue
+        frames.append(rows)
+        records.append(record)
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIR_COLUMNS)), records
+
+
+def measure_pairs(todo: pd.DataFrame, kept: Path = PAIR_KEPT, n_prompts: int = 256, n_boot: int = 1000, echo=print):
+    """Train each run of ``todo`` (:func:`planned_pairs` rows) to its pair's post step, check its
+    curve, measure claim 2 at the pair and keep it (rows first, the record last, atomically)."""
+    from analyses.population import SPECS, read_kept_curves
+    from interp.core.io import atomic_to_csv, atomic_write_text, remove_folder
+    from interp.population.claim2_pair import PAIR_COLUMNS, measure_pair
+    from interp.sources import LocalSuiteSource
+    from interp.sources.catalogue import load_suite_spec
+    from interp.sources.environment import environment
+
+    cfg = load_suite_spec("population")
+    sizes = {size.name: size for size in cfg.sizes}
+    curves = read_kept_curves(SPECS["population"][0])
+    work = ROOT / "results" / "analyses" / NAME / "work-pair"
+    for item in todo.itertuples():
+        load, started = os.getloadavg()[0], time.perf_counter()
+        folder, check = train_and_check(
+            cfg, sizes[item.arm], int(item.seed), int(item.post_step), work, curves[curves["run"] == item.run],
+            SPECS["population"][1],
+        )  # fmt: skip
+        trained = time.perf_counter() - started
+        source = LocalSuiteSource(folder)
+        try:
+            rows = measure_pair(source, int(item.pre_step), int(item.post_step), n_prompts=n_prompts, n_boot=n_boot)
+        finally:
+            source.close()
+        for key in ("kept_jump", "seed", "run", "arm"):
+            rows.insert(0, key, getattr(item, key))
+        env = environment(cfg)
+        record = {
+            "arm": item.arm, "run": item.run, "seed": int(item.seed), "pre_step": int(item.pre_step),
+            "post_step": int(item.post_step), "kept_jump": float(item.kept_jump), "curve_check": check,
+            "seconds": {"train_and_check": trained, "patch": time.perf_counter() - started - trained},
+            "seconds_total": time.perf_counter() - started, "load_average_at_start": load, "nice": os.nice(0),
+            "cpu_model": env.get("cpu_model"), "python": env.get("python"),
+            "settings": {"n_prompts": n_prompts, "n_boot": n_boot, "task_seed": 1},
+        }  # fmt: skip
+        atomic_to_csv(rows[PAIR_COLUMNS], kept / f"{item.run}.csv")
+        atomic_write_text(kept / f"{item.run}.json", json.dumps(record, indent=1, default=float))
+        remove_folder(folder)
+        top = rows[(rows["metric"] == "p") & (rows["component"] == "top-2 patterns")].iloc[0]
+        echo(
+            f"{item.run}: pair {item.pre_step}->{item.post_step}, top-2 patterns recover {top['recovered']:.2f} "
+            f"[{top['recovered_lo']:.2f}, {top['recovered_hi']:.2f}] of the p jump, curve check "
+            f"{'identical' if check['identical'] else 'differs'}, {record['seconds_total']:.0f} s"
+        )
 
 
 def kept_paths(run: str, kept: Path = KEPT) -> tuple[Path, Path]:
@@ -499,6 +600,14 @@ def main(argv=None) -> None:
     parser.add_argument("--dense-prompts", type=int, default=512, help="dense search prompts (seed 0)")
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--update-docs", action="store_true")
+    parser.add_argument(
+        "--pair",
+        choices=["widths", "largest-jump"],
+        default="widths",
+        help="widths: pre = E - width around the dense E (issue 53); largest-jump: the consecutive checkpoints "
+        "with the largest p jump, every seed of the two arms (issue 65, kept in docs/data/population-mechanism-pair)",
+    )
+    parser.add_argument("--seeds", default=None, help="largest-jump only: a seed range a-b (two processes split it)")
     parser.add_argument("--jobs", type=int, default=1, help="(ignored: one run at a time, one thread)")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored)")
     args = parser.parse_args(argv)
@@ -523,6 +632,8 @@ def main(argv=None) -> None:
             f"error: --update-docs writes docs/results.md's block of the population's arms ({', '.join(ARMS)}); "
             f"measure {args.spec}'s arms without it (their tables go to --out)"
         )
+    if args.pair == "largest-jump":
+        return main_pairs(args, arms)
     plan = planned_runs(arms, args.spec)
     unknown = sorted(set(args.runs or ()) - set(plan["run"]))
     if unknown:
@@ -579,6 +690,38 @@ def main(argv=None) -> None:
     print(block)
     print(f"wrote {args.out} in {time.time() - started:.0f} s")
     print(f"population_mechanism_runs: {len(records)} of {len(plan)}")
+
+
+def main_pairs(args, arms) -> None:
+    """``--pair largest-jump``: measure the missing runs (within ``--seeds``), then the tables."""
+    from interp.core.io import atomic_to_csv
+    from interp.population.claim2_pair import pair_table
+
+    if args.spec != "population" or set(arms) != set(ARMS):
+        raise SystemExit(f"error: --pair largest-jump measures the population's arms ({', '.join(ARMS)}) only")
+    plan = planned_pairs(arms)
+    if args.seeds:
+        try:
+            a, b = (int(x) for x in args.seeds.split("-"))
+        except ValueError:
+            raise SystemExit(f"error: --seeds {args.seeds!r} must be a range a-b, e.g. 0-11") from None
+        plan = plan[plan["seed"].between(a, b)]
+    started = time.time()
+    kept = args.kept if args.kept != KEPT else PAIR_KEPT
+    _, records = read_kept_pairs(kept)
+    todo = plan[~plan["run"].isin({r["run"] for r in records})]
+    if args.limit is not None:
+        todo = todo.head(args.limit)
+    if not args.no_compute and len(todo):
+        measure_pairs(todo, kept, n_prompts=args.prompts, n_boot=args.n_boot)
+    rows, records = read_kept_pairs(kept)
+    atomic_to_csv(rows, args.out / "pair_rows.csv")
+    if len(rows):
+        table = pair_table(rows)
+        atomic_to_csv(table, args.out / "pair_table.csv")
+        print(table.to_string())
+    print(f"wrote {args.out} in {time.time() - started:.0f} s")
+    print(f"population_mechanism_pair_runs: {len(records)} of {len(planned_pairs(arms))}")
 
 
 if __name__ == "__main__":

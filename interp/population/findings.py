@@ -13,7 +13,6 @@ import math
 
 import pandas as pd
 
-from interp.population.robust import SPREAD
 from interp.population.survival import ALL_ARMS
 
 __all__ = [
@@ -169,196 +168,19 @@ def findings(result) -> list[str]:
     return lines
 
 
-def _median_ci(row) -> str:
-    if math.isnan(row["median_E"]):
-        return "median not reached"
-    return (
-        f"median {fmt_steps(row['median_E'])} (95 % CI {fmt_steps(row['median_E_lo'])}–{fmt_steps(row['median_E_hi'])})"
-    )
-
-
-def _robust(result, key: str) -> str:
-    """``"robust over the grid of rules"`` or ``"not robust over the grid of rules (...)"`` for a finding key."""
-    table = result.robustness
-    if not len(table):
-        return "robustness over the rules not computed"
-    rows = table[table["key"] == key]
-    if not len(rows):
-        return "not in the grid of rules"
-    head, _, rest = str(rows.iloc[0]["verdict"]).partition(": ")
-    return f"{head} over the grid of rules ({rest})"
-
-
-def _verdict(direction: str, p: float, wanted: str) -> str:
-    """reproduced / contradicted / not decidable: a significant effect in the stated direction, against it, or neither."""
-    if not (isinstance(p, float) and math.isfinite(p)) or p >= 0.05 or not direction:
-        return "not decidable"
-    return "reproduced" if direction == wanted else "contradicted"
-
-
 def claim_lines(result) -> list[str]:
     """The paper's claims 1 and 4 (Baherwani et al. 2026; shared/PAPER.md) answered by a
-    population, in words computed from its tables. Each line starts with the claim, then says
-    ``reproduced``, ``contradicted`` or ``not decidable`` against the paper's statement, at which
-    operating point (threshold, hold), whether it is robust over the grid of rules
-    (:mod:`interp.population.robust`), and, for a contrast between arms that differ in more than
-    one factor, that it is confounded and with what.
-
-    - Claim 1, seed ("at a fixed size a capability appears at very different steps depending on
-      the seed"): reproduced where E spreads by at least ×:data:`SPREAD` (max / min over the
-      emerged seeds) in every arm with two or more emerged seeds, contradicted where it does in none.
-    - Claim 1, never ("or never"): reproduced where some arm mixes seeds that emerged with seeds
-      that never did by the budget; not decidable otherwise (a budget bounds what "never" can show).
-    - Claim 1, size ("larger models acquire it earlier"): per pair of arms with the same layers and
-      heads, the larger ``d_model`` against the smaller: hazard ratio and log-rank p.
-    - Claim 4, heads ("more heads help"): per ``d_model``, the hazard ratio per doubling of heads
-      where the proportional-hazards and log-linearity checks hold, else each head count against
-      the next fewer with its interval.
+    population, one line each: the judge's verdict (:mod:`interp.population.judge`: reproduced,
+    contradicted, confounded, curves cross, ceiling, non-monotone, not decidable; robust, robust
+    null or not robust over the rule grid) at the operating point, the numbers behind it, the
+    paper's statement, and what would decide it (:func:`interp.population.verdicts.claim_verdicts`).
 
     Returns:
         Lines of text, each starting with the claim it answers ("Claim 1, seed:", "Claim 1,
-        never:", "Claim 1, size:", "Claim 4, heads:"); a claim the population cannot speak to has
-        no line.
+        never:", "Claim 1, size (…):", "Claim 4, heads (…):"); a claim the population cannot
+        speak to has no line.
     """
-    from interp.population.robust import key_findings
+    from interp.population.verdicts import claim_line, claim_verdicts
 
-    arms, runs, lines = result.arms.set_index("arm"), result.runs, []
     at = f"at threshold {result.threshold:g}, hold {result.hold}"
-    found = {f["key"]: f for f in key_findings(runs, result.arms, result.tests, result.cox, result.contrasts)}
-    spread, folds = [], []
-    for arm in arms.index:
-        E = runs.loc[(runs["arm"] == arm) & runs["emerged"], "E"]
-        if len(E) >= 2:
-            spread.append(f"{arm} {E.min():.0f}–{E.max():.0f} (×{E.max() / E.min():.2f}, {len(E)} seeds)")
-            folds.append(E.max() / E.min())
-    if spread:
-        verdict = "reproduced" if min(folds) >= SPREAD else "contradicted" if max(folds) < SPREAD else "not decidable"
-        lines.append(
-            f"Claim 1, seed: {verdict} {at}, {_robust(result, 'seed')}: E spreads over the seeds of an arm "
-            f"(×{SPREAD:g} or more reads as very different steps): " + "; ".join(spread) + " steps."
-        )
-    mixed = [arm for arm, row in arms.iterrows() if 0 < row["n_emerged"] < row["n_runs"]]
-    silent = [arm for arm, row in arms.iterrows() if row["n_emerged"] == 0]
-    if mixed:
-        parts = [f"{a} ({arms.loc[a, 'n_never']} of {arms.loc[a, 'n_runs']} never)" for a in mixed]
-        lines.append(
-            f"Claim 1, never: reproduced {at}, {_robust(result, 'never')}: some seeds of a size never emerge by "
-            "the budget: " + "; ".join(parts) + "."
-        )
-    else:
-        what = f" ({', '.join(silent)} never emerged on any seed)" if silent else ""
-        lines.append(
-            f"Claim 1, never: not decidable {at}, {_robust(result, 'never')}: no arm mixes seeds that emerged "
-            f"with seeds that never did{what}; whether a run emerges by the budget is set by its arm here, and a "
-            "budget bounds what never can show."
-        )
-    for (n_layers, n_heads), group in arms.reset_index().groupby(["n_layers", "n_heads"]):
-        group = group.sort_values("d_model")
-        for small, large in zip(group.iloc[:-1].itertuples(), group.iloc[1:].itertuples()):
-            key = f"size:{small.arm}:{large.arm}"
-            if key not in found:
-                continue
-            f = found[key]
-            a, b = arms.loc[large.arm], arms.loc[small.arm]
-            from interp.population.shapes import pair_varies
-
-            also = pair_varies(runs, large.arm, small.arm, "d_model")
-            confounded = (
-                f"; confounded: {also} {'vary' if ',' in also else 'varies'} with d_model (as in Pythia's larger sizes)"
-                if also
-                else ""
-            )
-            reading = {"earlier": "earlier", "later": "later"}.get(f["direction"], "no direction")
-            lines.append(
-                f"Claim 1, size: {_verdict(f['direction'], f['p'], 'earlier')} {at}, {_robust(result, key)}: "
-                f"d_model {large.d_model} ({large.arm}) against {small.d_model} ({small.arm}), {n_layers} layers and "
-                f"{n_heads} heads each: {_median_ci(a)} against {_median_ci(b)} steps, {reading}; hazard ratio of the "
-                f"larger against the smaller {f['estimate']}{confounded}."
-            )
-    for row in result.cox.itertuples():
-        if row.fit != ALL_ARMS or str(row.heads).count(",") < 1:
-            continue
-        lines.append(_heads_line(result, row, found, at))
-    return lines
-
-
-def _heads_line(result, row, found: dict, at: str) -> str:
-    """Claim 4 for one (n_layers, d_model) group: per doubling where the model checks hold, else per arm."""
-    key = f"cox:{row.n_layers}:{row.d_model}:all"
-    also = row.also_varies if isinstance(row.also_varies, str) else ""
-    confounded = (
-        f" Confounded: {also} change with n_heads, so this is not a contrast of the head count alone." if also else ""
-    )
-    head = f"Claim 4, heads: at d_model {row.d_model} ({row.n_layers} layers, heads {row.heads})"
-    determined = not (isinstance(row.note, str) and row.note)
-    if determined and not checks_failed(row._asdict()):
-        f = found[key]
-        reading = {"earlier": "more heads emerge earlier", "later": "more heads emerge later"}.get(
-            f["direction"], "no effect detected"
-        )
-        return (
-            f"{head}: {_verdict(f['direction'], f['p'], 'earlier')} {at}, {_robust(result, key)}: the hazard of "
-            f"emergence per doubling of heads is ×{row.hr_per_doubling:.2f} (95 % CI {row.hr_lo:.2f}–{row.hr_hi:.2f}, "
-            f"{fmt_p(row.p)}): {reading}; model checks hold (proportional hazards {fmt_p(row.ph_p)}, log-linearity "
-            f"{fmt_p(row.lr_p)})"
-            + (
-                f"; the ratio leans on n_heads={row.silent_heads}, where no run emerged"
-                if isinstance(row.silent_heads, str) and row.silent_heads
-                else ""
-            )
-            + f".{confounded}"
-        )
-    contrasts = result.contrasts[
-        (result.contrasts["n_layers"] == row.n_layers) & (result.contrasts["d_model"] == row.d_model)
-    ]
-    keys = [f"contrast:{c.versus}:{c.arm}" for c in contrasts.itertuples()]
-    held = _held(result, contrasts)
-    pair_also = [c.also_varies if isinstance(c.also_varies, str) else "" for c in contrasts.itertuples()]
-    if len(contrasts) and not any(pair_also):
-        confounded = " Each contrast varies the head count alone."
-    elif any(pair_also) and not all(pair_also):
-        confounded = (
-            " Confounded: "
-            + "; ".join(
-                f"{c.heads} heads{h} also varies {a}" for c, h, a in zip(contrasts.itertuples(), held, pair_also) if a
-            )
-            + "."
-        )
-    sig = [found[k]["direction"] for k in keys if k in found and found[k]["holds"]]
-    verdict = (
-        "reproduced"
-        if sig and set(sig) == {"earlier"}
-        else "contradicted"
-        if sig and set(sig) == {"later"}
-        else "not decidable"
-    )
-    why = []
-    if determined and isinstance(row.ph_p, float) and row.ph_p < 0.05:
-        why.append(f"proportional hazards rejected, {fmt_p(row.ph_p)}")
-    if determined and isinstance(row.lr_p, float) and row.lr_p < 0.05:
-        why.append(f"log-linearity in log2(heads) rejected against per-arm ratios, {fmt_p(row.lr_p)}")
-    if not determined:
-        why.append(f"the ratio per doubling is undetermined: {row.note}")
-    parts = [
-        f"{contrast_text(c._asdict(), h)}, {_robust(result, k)}" for c, k, h in zip(contrasts.itertuples(), keys, held)
-    ]
-    return (
-        f"{head}: {verdict} {at} (the paper: more heads help); no single ratio per doubling is quoted "
-        f"({'; '.join(why)}), each head count against the next fewer instead, above 1 = more heads emerge earlier: "
-        + "; ".join(parts)
-        + "."
-        + confounded
-    )
-
-
-def _held(result, contrasts: pd.DataFrame) -> list[str]:
-    """Per contrast, what it holds fixed where several contrasts share a head count (a design that
-    crosses the head count with d_head): ``" at d_head 16"``, or the arms by name where d_head does
-    not tell them apart; empty strings otherwise."""
-    if not contrasts["heads"].duplicated().any():
-        return [""] * len(contrasts)
-    d_head = result.arms.set_index("arm")["d_head"]
-    sizes = [int(d_head[c.arm]) for c in contrasts.itertuples()]
-    if len(set(sizes)) == len(sizes):
-        return [f" at d_head {d}" for d in sizes]
-    return [f" ({c.arm} against {c.versus})" for c in contrasts.itertuples()]
+    return [claim_line(v, at) for v in claim_verdicts(result)]

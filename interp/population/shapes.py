@@ -11,11 +11,35 @@ import re
 
 import pandas as pd
 
-__all__ = ["FACTORS", "also_varies", "differences", "pair_varies", "rotary_dims"]
+__all__ = [
+    "DERIVED",
+    "FACTORS",
+    "also_varies",
+    "architecture",
+    "derived_varies",
+    "differences",
+    "pair_varies",
+    "rotary_dims",
+]
 
-#: The shape factors an arm is made of, in the order a contrast names them.
-FACTORS = ("n_layers", "d_model", "n_heads", "d_head", "rotary_dims")
-_WORDS = {"rotary_dims": "rotary dims per head"}
+#: The design factors an arm is made of, in the order a contrast names them: a contrast whose arms
+#: differ in more than one of them is confounded (:mod:`interp.population.judge`).
+FACTORS = ("architecture", "n_layers", "d_model", "n_heads", "d_head", "rotary_dims")
+#: Quantities fixed by the design factors, named beside a contrast but never a confounder: no
+#: design varies the head count alone holding both d_head and the attention width
+#: (``n_heads * d_head``), nor d_head alone holding the rotary and the position-free dimensions
+#: per head (``d_head - rotary_dims``).
+DERIVED = ("attention_width", "position_free_dims")
+_WORDS = {
+    "rotary_dims": "rotary dims per head",
+    "attention_width": "attention width",
+    "position_free_dims": "position-free dims per head",
+}
+
+
+def architecture(arm: str) -> str:
+    """The model family of an arm, the first part of its name (``neox``, ``phi``, ``llama``...)."""
+    return str(arm).split("-", 1)[0]
 
 
 def rotary_dims(arm: str, d_head: int) -> int:
@@ -29,18 +53,27 @@ def rotary_dims(arm: str, d_head: int) -> int:
 def _shapes(runs: pd.DataFrame) -> pd.DataFrame:
     shapes = runs.groupby("arm", sort=False)[["n_layers", "d_model", "n_heads", "d_head"]].first()
     shapes["rotary_dims"] = [rotary_dims(a, d) for a, d in zip(shapes.index, shapes["d_head"])]
+    shapes["architecture"] = [architecture(a) for a in shapes.index]
+    shapes["attention_width"] = shapes["n_heads"] * shapes["d_head"]
+    shapes["position_free_dims"] = shapes["d_head"] - shapes["rotary_dims"]
     return shapes
+
+
+def _value(v):
+    return v if isinstance(v, str) else int(v)
 
 
 def differences(runs: pd.DataFrame, a: str, b: str) -> list[tuple[str, int, int]]:
     """The shape factors (:data:`FACTORS`) in which arm ``a`` differs from arm ``b``:
     ``[(factor, value in a, value in b), ...]``; more than one: the contrast is confounded."""
     shapes = _shapes(runs)
-    return [(f, int(shapes.loc[a, f]), int(shapes.loc[b, f])) for f in FACTORS if shapes.loc[a, f] != shapes.loc[b, f]]
+    return [
+        (f, _value(shapes.loc[a, f]), _value(shapes.loc[b, f])) for f in FACTORS if shapes.loc[a, f] != shapes.loc[b, f]
+    ]
 
 
 def _span(values) -> str:
-    values = sorted({int(v) for v in values}, reverse=True)
+    values = sorted({_value(v) for v in values}, reverse=True)
     return f"{values[0]}–{values[-1]}" if len(values) > 1 else f"{values[0]}"
 
 
@@ -61,3 +94,14 @@ def also_varies(runs: pd.DataFrame, arms, factor: str) -> str:
 def pair_varies(runs: pd.DataFrame, a: str, b: str, factor: str) -> str:
     """What else differs between arms ``a`` and ``b`` besides ``factor``: ``"d_head 16 vs 32"``."""
     return ", ".join(f"{_WORDS.get(f, f)} {va} vs {vb}" for f, va, vb in differences(runs, a, b) if f != factor)
+
+
+def derived_varies(runs: pd.DataFrame, a: str, b: str) -> str:
+    """The derived quantities (:data:`DERIVED`) that differ between arms ``a`` and ``b``, named
+    beside a contrast (``"attention width 128 vs 64"``), ``""`` where none does; never a confounder."""
+    shapes = _shapes(runs)
+    return ", ".join(
+        f"{_WORDS[f]} {int(shapes.loc[a, f])} vs {int(shapes.loc[b, f])}"
+        for f in DERIVED
+        if shapes.loc[a, f] != shapes.loc[b, f]
+    )
