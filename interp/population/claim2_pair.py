@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["PAIR_COLUMNS", "PAIR_COMPONENTS", "largest_jump_pairs", "measure_pair", "pair_table"]
+__all__ = ["PAIR_COLUMNS", "PAIR_COMPONENTS", "largest_jump_pairs", "measure_pair", "pair_table", "pair_verdicts"]
 
 #: (label, decompose_jump target, scope) of the components measured at the pair.
 PAIR_COMPONENTS = (
@@ -231,3 +231,47 @@ def pair_table(rows: pd.DataFrame, half: float = 0.5) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+def pair_verdicts(rows: pd.DataFrame, half: float = 0.5) -> list:
+    """Claim 2 per arm at the largest-jump pair, judged (:func:`interp.population.judge.judge_share`):
+    most seeds' top-2 heads' patterns firmly recover at least ``half`` of the p(answer) jump
+    (reproduced), most firmly recover less (contradicted), or neither (not decidable); robust where
+    the point estimate alone gives the same word. The reason adds the median shares of the p jump
+    and of the accuracy jump by the top-2 patterns, all patterns and all head outputs, with their
+    quartiles.
+
+    Args:
+        rows: :data:`PAIR_COLUMNS` rows.
+        half: the share that counts as "most of the jump" (the paper's reading: half).
+
+    Returns:
+        One :class:`interp.population.judge.Verdict` per arm, labelled ``"Claim 2 (<arm>, largest-jump pair)"``.
+    """
+    from interp.population.judge import ShareEvidence, Verdict, judge_share
+
+    table = pair_table(rows, half)
+    out = []
+    for arm, sub in table.groupby("arm", sort=False):
+        top = sub[(sub["metric"] == "p") & (sub["component"] == "top-2 patterns")].iloc[0]
+        ok = rows[(rows["arm"] == arm) & (rows["metric"] == "p") & (rows["component"] == "top-2 patterns")]
+        ok = ok[~ok["jump_too_small"]]
+        v = judge_share(
+            ShareEvidence(
+                f"Claim 2 ({arm}, largest-jump pair)",
+                above=int(top["above"]),
+                below=int(top["below"]),
+                n=int(top["measurable"]),
+                above_point=int((ok["recovered"] >= half).sum()),
+                below_point=int((ok["recovered"] < half).sum()),
+                noise=str(top["noise_seeds"]),
+            ),
+            half,
+        )
+        medians = "; ".join(
+            f"{r.component} {r.median:.2f} [{r.q1:.2f}, {r.q3:.2f}] of the {'p' if r.metric == 'p' else 'accuracy'} jump"
+            for r in sub.itertuples()
+            if r.measurable
+        )
+        out.append(Verdict(v.word, v.robust, v.label, f"{v.reason}; median shares: {medians}", v.decide))
+    return out

@@ -30,7 +30,6 @@ __all__ = [
     "claim_table",
     "classify_heads",
     "figure",
-    "verdicts",
     "width_table",
 ]
 
@@ -240,27 +239,6 @@ def claim_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def verdicts(claims: pd.DataFrame) -> dict[str, str]:
-    """Claim 2 per arm in one word, from :func:`claim_table`: at each width the share of seeds
-    with a firm top-2 recovery is above half (Wilson interval above 0.5), below half (interval
-    below 0.5) or undecided; ``reproduced`` / ``contradicted`` when every width says so,
-    ``width-dependent`` when some widths are above and others below, else ``not decidable`` (the
-    words of the other claims' lines, :func:`interp.population.findings.claim_lines`)."""
-    out = {}
-    for arm, sub in claims.groupby("arm", sort=False):
-        above = sub["top2_lo"] > HALF
-        below = sub["top2_hi"] < HALF
-        if len(sub) and above.all():
-            out[arm] = "reproduced"
-        elif len(sub) and below.all():
-            out[arm] = "contradicted"
-        elif above.any() and below.any():
-            out[arm] = "width-dependent"
-        else:
-            out[arm] = "not decidable"
-    return out
-
-
 def _width_name(width: str) -> str:
     return f"{width} steps" if width.isdigit() else "wide (±500)"
 
@@ -270,20 +248,19 @@ def _side(lo: float, hi: float) -> str:
 
 
 def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
-    """Claim 2 per arm in words, beside the paper's statement: one line per arm.
+    """Claim 2's profile over interval widths per arm, in words: one line per arm, numbers only.
 
-    Each line gives the arm's verdict (:func:`verdicts`), then per width the seeds whose top two
-    heads' patterns carry at least half the jump firmly, ``k of n`` measurable seeds with the
-    share's 95 % Wilson interval and whether it lies above half, below half or neither; the same
-    count for the seed's induction head's pattern; the count and verdict by the looser criterion
-    (the point estimate alone), and whether the verdict holds under it; the component with the largest median share at
-    each width (what carries the jump where the patterns do not); and the reading set beside the
-    paper (shared/PAPER.md, claim 2: patching those heads' patterns from after the jump into a
-    checkpoint before it "recovers most of the jump").
+    The verdict on claim 2 is taken at the paper's kind of pair, the consecutive checkpoints with
+    the largest jump (:func:`interp.population.claim2_pair.pair_verdicts`, worded by the judge);
+    these lines show how the share recovered moves as the checkpoint before lies nearer to E. Per
+    width: the seeds whose top two heads' patterns carry at least half the jump firmly, ``k of n``
+    measurable seeds with the share's 95 % Wilson interval and where it lies (above half, below
+    half or undecided); the same count by the point estimate alone; the seed's induction head's
+    pattern; the component with the largest median share.
 
     Args:
         rows: per-run rows (:data:`ROW_COLUMNS`).
-        verdict_format: how the verdict word is written (``"**{}**"`` in Markdown).
+        verdict_format: how the arm's name is written (``"**{}**"`` in Markdown).
 
     Returns:
         One string per arm, in the rows' order (no markup beyond ``verdict_format``).
@@ -292,22 +269,20 @@ def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
         ValueError: a missing column (named).
     """
     claims = claim_table(rows)
-    words = verdicts(claims)
-    loose = verdicts(claims.assign(top2_lo=claims["top2_point_lo"], top2_hi=claims["top2_point_hi"]))
     widths = width_table(rows)
     out = []
-    for arm, word in words.items():
-        sub = claims[claims["arm"] == arm]
-        per, ind, sides = [], [], {}
+    for arm, sub in claims.groupby("arm", sort=False):
+        per, ind = [], []
         for c in sub.itertuples():
             name = _width_name(c.width)
             if not c.measurable:
                 per.append(f"{name}: no measurable seed")
-                sides.setdefault("undecided", []).append(name)
                 continue
             side = _side(c.top2_lo, c.top2_hi)
-            sides.setdefault(side, []).append(name)
-            per.append(f"{name}: {c.top2_firm} of {c.measurable} (95 % {c.top2_lo:.2f}–{c.top2_hi:.2f}, {side})")
+            per.append(
+                f"{name}: {c.top2_firm} of {c.measurable} (95 % {c.top2_lo:.2f}–{c.top2_hi:.2f}, {side}; "
+                f"{c.top2_point} by the point estimate alone)"
+            )
             ind.append(f"{name}: {c.induction_firm} of {c.measurable}")
         carriers = []
         for width in dict.fromkeys(sub["width"]):
@@ -319,39 +294,12 @@ def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
                     f"{_width_name(width)}: " + (top if best["median"] >= 0.1 else f"none above 0.1 ({top})")
                 )
         seeds = int(sub["seeds"].max()) if len(sub) else 0
-        points = "; ".join(
-            f"{_width_name(c.width)}: "
-            + (f"{c.top2_point} of {c.measurable}" if c.measurable else "no measurable seed")
-            for c in sub.itertuples()
-        )
-        criterion = f"by the point estimate alone (share ≥ 0.5, interval ignored): {points}, " + (
-            "the same verdict" if loose[arm] == word else f"verdict {loose[arm]}: the reading hangs on the criterion"
-        )
-        if word == "reproduced":
-            beside = "as the paper states, in most seeds two heads' patterns recover most of the jump, at every width"
-        elif word == "contradicted":
-            beside = (
-                "against the paper: at every width most seeds' top two heads' patterns do not firmly recover half "
-                "the jump"
-            )
-        elif word == "width-dependent":
-            beside = (
-                f"it hangs on how close the checkpoint before lies to E: most seeds recover half the jump from two "
-                f"heads' patterns at {', '.join(sides.get('above half', []))}, a minority at "
-                f"{', '.join(sides.get('below half', []))}"
-            )
-        else:
-            beside = (
-                f"not decidable with these seeds: the share's interval straddles one half at "
-                f"{', '.join(sides.get('undecided', []))}"
-            )
         out.append(
-            f"Claim 2 on {arm} ({seeds} emerged seed{'s' if seeds != 1 else ''} measured): {verdict_format.format(word)}: seeds whose top two heads' patterns carry ≥ half "
-            f"the jump with the interval above half: {'; '.join(per)}; whose induction head's pattern alone does: "
-            f"{'; '.join(ind) or 'none measurable'}; {criterion}; the largest median share recovered: "
-            f"{'; '.join(carriers)}; "
-            f"beside the paper's claim 2 (patching a few heads' patterns from after the jump recovers most of it): "
-            f"{beside}."
+            f"Claim 2 over interval widths on {verdict_format.format(arm)} ({seeds} emerged seed"
+            f"{'s' if seeds != 1 else ''}; pre = E − width, E located to one step): seeds whose top two heads' "
+            f"patterns carry ≥ half the jump with the interval above half: {'; '.join(per)}; whose induction head's "
+            f"pattern alone does: {'; '.join(ind) or 'none measurable'}; the largest median share recovered: "
+            f"{'; '.join(carriers)}."
         )
     return out
 
