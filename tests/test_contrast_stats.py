@@ -206,7 +206,11 @@ def test_ph_undetermined_says_why():
     a = runs("A", [100, 200], [True, True])
     b = runs("B", [1000, 1000], [False, False])  # separated: no finite ratio
     ph = cs.ph_test_pair(a, b)
-    assert math.isnan(ph.p) and "no maximum" in ph.note
+    assert math.isnan(ph.p) and ph.note.startswith("every run that emerged was of A among the runs still at risk")
+    assert "infinite on its estimate" in ph.note
+    assert cs.pair_contrast(b, a, paired_on=None).hr_note.endswith("not estimable (zero on its estimate)")
+    none = cs.pair_contrast(b, b.assign(arm="C"), paired_on=None)  # nothing emerged: every number says so
+    assert math.isnan(none.hr) and math.isnan(none.logrank_p) and none.crossings == () and none.rmst.diff == 0
 
 
 def test_crossings_of_crossing_curves():

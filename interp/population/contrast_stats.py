@@ -110,6 +110,26 @@ def _surv_at(times: np.ndarray, surv: np.ndarray, steps: np.ndarray) -> np.ndarr
     return np.concatenate([[1.0], surv])[idx]
 
 
+def _pair_cox(runs_a: pd.DataFrame, runs_b: pd.DataFrame):
+    """``(row, fit, duration, emerged)`` of the pair's Cox fit (covariate 1 for arm a), with a note
+    that names the arm where the ratio has no finite estimate (every event of one arm at risk)."""
+    from interp.population.survival import monotone_direction
+
+    da, ea = _check_runs(runs_a, "runs_a")
+    db, eb = _check_runs(runs_b, "runs_b")
+    duration, emerged = np.concatenate([da, db]), np.concatenate([ea, eb])
+    x = np.concatenate([np.ones(len(da)), np.zeros(len(db))])
+    row, fit = cox_fit(duration, emerged, x, "arm")
+    direction = monotone_direction(duration, emerged, x) if fit is None and emerged.any() else 0
+    if direction and row["note"].startswith("every run that emerged"):
+        first = _arm_name(runs_a, "a") if direction > 0 else _arm_name(runs_b, "b")
+        row = row | {
+            "note": f"every run that emerged was of {first} among the runs still at risk: the partial likelihood "
+            f"has no maximum, the hazard ratio is not estimable ({'infinite' if direction > 0 else 'zero'} on its estimate)"
+        }
+    return row, fit, duration, emerged
+
+
 # --- proportional hazards and crossings -------------------------------------------------------
 
 
@@ -157,11 +177,7 @@ def ph_test_pair(runs_a: pd.DataFrame, runs_b: pd.DataFrame, transform: str = "r
 
     if transform not in PH_TRANSFORMS:
         raise ValueError(f"transform={transform!r}: must be one of {', '.join(PH_TRANSFORMS)}")
-    da, ea = _check_runs(runs_a, "runs_a")
-    db, eb = _check_runs(runs_b, "runs_b")
-    duration, emerged = np.concatenate([da, db]), np.concatenate([ea, eb])
-    x = np.concatenate([np.ones(len(da)), np.zeros(len(db))])
-    row, fit = cox_fit(duration, emerged, x, "arm")
+    row, fit, duration, emerged = _pair_cox(runs_a, runs_b)
     n_events = int(emerged.sum())
     if fit is None:
         return PHTest(math.nan, math.nan, n_events, transform, row["note"])
@@ -761,7 +777,7 @@ def pair_contrast(
     if emerged.any():
         with contextlib.suppress(np.linalg.LinAlgError):
             chi2, p = (float(v) for v in survdiff(duration, emerged.astype(float), group))
-    cox, _ = cox_fit(duration, emerged, group, "arm")
+    cox = _pair_cox(runs_a, runs_b)[0]
     stratified = wil = None
     if paired_on is not None:
         stratified = stratified_logrank(runs_a, runs_b, on=paired_on)
