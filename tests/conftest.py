@@ -99,6 +99,7 @@ WORKER_GROUPS = {
         f"{module}.py": module
         for module in (
             "test_checkpoints",
+            "test_contrast_stats",
             "test_damaged_store",
             "test_local_layouts",
             "test_decomposition",

@@ -25,7 +25,15 @@ import pandas as pd
 from interp.population.shapes import also_varies, pair_varies
 from interp.population.survival import COX_COLUMNS, arm_order, cox_fit, cox_heads, logrank_tests
 
-__all__ = ["CHECKED_COX_COLUMNS", "CONTRAST_COLUMNS", "checked_cox", "head_contrasts", "loglinear_lr_test", "ph_test"]
+__all__ = [
+    "CHECKED_COX_COLUMNS",
+    "CONTRAST_COLUMNS",
+    "PH_TRANSFORMS",
+    "checked_cox",
+    "head_contrasts",
+    "loglinear_lr_test",
+    "ph_test",
+]
 
 #: Columns of the checked Cox table (:func:`checked_cox`): the Cox table's, then what else varies
 #: with the head count and the two model checks.
@@ -53,31 +61,54 @@ CONTRAST_COLUMNS = [
 ]
 
 
-def ph_test(fit, duration: np.ndarray, emerged: np.ndarray) -> tuple[float, float]:
+#: The time transforms of :func:`ph_test`.
+PH_TRANSFORMS = ("rank", "km", "identity")
+
+
+def ph_test(fit, duration: np.ndarray, emerged: np.ndarray, transform: str = "rank") -> tuple[float, float]:
     """Grambsch & Therneau's test of proportional hazards for a one-covariate Cox fit.
 
     The scaled Schoenfeld residuals ``r*_k = beta + d V r_k`` (``r_k`` statsmodels' Schoenfeld
     residual at event ``k``, ``d`` events, ``V`` the variance of ``beta``) would drift with time
-    if the hazard ratio changed over training; the test regresses them on ``g(t_k)``, the rank of
-    the event time (ties averaged; lifelines' default ``time_transform="rank"``):
-    ``T = d V (sum_k (g_k - mean g) r_k)^2 / sum_k (g_k - mean g)^2``, chi2 with 1 df.
+    if the hazard ratio changed over training; the test regresses them on ``g(t_k)``, a transform
+    of the event time: ``T = d V (sum_k (g_k - mean g) r_k)^2 / sum_k (g_k - mean g)^2``, chi2
+    with 1 df.
 
     Args:
         fit: statsmodels ``PHRegResults`` of one covariate.
         duration: shape ``(n_runs,)``, steps; emerged: shape ``(n_runs,)``, booleans (the fit's data).
+        transform: ``g``: ``"rank"`` (the rank of the event time, ties averaged; lifelines'
+            default ``time_transform="rank"``), ``"km"`` (``1 - S(t-)``, the left-continuous
+            Kaplan-Meier of the pooled runs; R ``cox.zph``'s default) or ``"identity"`` (steps).
 
     Returns:
         ``(chi2, p)``; NaN when there are fewer than 3 events or the event times do not vary.
+
+    Raises:
+        ValueError: an unknown ``transform``.
 
     Source: Grambsch & Therneau 1994, "Proportional hazards tests and diagnostics based on
     weighted residuals", Biometrika 81(3) (the approximation of R's ``cox.zph`` before survival 3.0).
     """
     from scipy.stats import chi2, rankdata
 
+    if transform not in PH_TRANSFORMS:
+        raise ValueError(f"transform={transform!r}: must be one of {', '.join(PH_TRANSFORMS)}")
     residuals = np.asarray(fit.schoenfeld_residuals, float)[:, 0]
     events = emerged.astype(bool) & np.isfinite(residuals)
     d = int(events.sum())
-    g = rankdata(duration[events])
+    times = duration[events].astype(float)
+    if transform == "rank":
+        g = rankdata(times)
+    elif transform == "km":
+        from statsmodels.duration.survfunc import SurvfuncRight
+
+        sf = SurvfuncRight(duration.astype(float), emerged.astype(float))
+        steps, surv = np.asarray(sf.surv_times, float), np.asarray(sf.surv_prob, float)
+        left = np.searchsorted(steps, times, side="left")  # S just before t: the product over steps < t
+        g = 1.0 - np.concatenate([[1.0], surv])[left]
+    else:
+        g = times
     g = g - g.mean()
     if d < 3 or not (g**2).sum() > 0:
         return math.nan, math.nan

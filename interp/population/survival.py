@@ -172,27 +172,103 @@ def kaplan_meier(runs: pd.DataFrame) -> pd.DataFrame:
     return out[KM_COLUMNS].astype({"step": "int64", "n_at_risk": "int64", "n_events": "int64"})
 
 
+#: Tolerance (probability) within which a Kaplan-Meier survival counts as exactly 0.5
+#: (:func:`km_median`): statsmodels' product gives 0.49999999999999994 or 0.5000000000000001 where
+#: the exact value is 1/2 (12 of 24 runs emerged), which no other rounding comes close to.
+MEDIAN_TOL = 1e-9
+#: The conventions of :func:`km_median`.
+MEDIAN_CONVENTIONS = ("midpoint", "strict")
+
+
+def km_median(
+    duration: np.ndarray, emerged: np.ndarray, tol: float = MEDIAN_TOL, convention: str = "midpoint"
+) -> float:
+    """The median of a Kaplan-Meier curve (steps), with a tolerance on the comparison with 0.5.
+
+    Convention ``"midpoint"`` (the default; R ``survival::quantile.survfit``'s, the textbook
+    "usual midpoint rule used for medians"): the first event step at which the survival ``S`` is
+    below ``0.5 - tol``; but where ``S`` sits at 0.5 (within ``tol``) from an event step ``t1``
+    until the next event step ``t2``, the median is the midpoint ``(t1 + t2) / 2``. When no event
+    follows ``t1`` (the curve ends on the flat: half the runs never emerged by their budget) the
+    median is not reached (NaN), as the project has always said: where the flat ends is unknown.
+    Here R departs: it takes ``t2`` = the last step followed (``xmax``), a number set by the
+    budget, not by the runs. Convention ``"strict"``: the first event step at which
+    ``S < 0.5 - tol`` (the flat's end; statsmodels' ``SurvfuncRight.quantile`` and SAS PROC
+    LIFETEST compare without a tolerance, so their answer on a flat depends on the last bit of a
+    float product). R compares with ``tolerance = sqrt(.Machine$double.eps)`` (1.5e-8); the
+    rounding of a product of tens of risk-set fractions is about 1e-16, far inside 1e-9.
+
+    Args:
+        duration: shape ``(n_runs,)``, steps to E (emerged) or to censoring.
+        emerged: shape ``(n_runs,)``, booleans (True: emerged at ``duration``).
+        tol: in [0, 0.01), probability.
+        convention: ``"midpoint"`` or ``"strict"``.
+
+    Returns:
+        The median in steps (a float; a midpoint may fall between checkpoints); NaN when ``S``
+        never goes below 0.5 after reaching it (no more than half emerged by the last step followed).
+
+    Raises:
+        ValueError: a bad ``convention`` or ``tol``; ``duration`` and ``emerged`` of different
+            lengths; no run.
+
+    Source: Kaplan & Meier 1958 (product-limit estimator, through
+    ``statsmodels.duration.survfunc.SurvfuncRight``); the midpoint rule of R ``survival``
+    (Therneau, ``quantile.survfit``, ``findq``).
+    """
+    if convention not in MEDIAN_CONVENTIONS:
+        raise ValueError(f"convention={convention!r}: must be one of {', '.join(MEDIAN_CONVENTIONS)}")
+    if not 0.0 <= tol < 0.01:
+        raise ValueError(f"tol={tol!r}: must be in [0, 0.01) (a probability tolerance)")
+    duration, emerged = np.asarray(duration, float), np.asarray(emerged, bool)
+    if duration.shape != emerged.shape or duration.ndim != 1 or len(duration) == 0:
+        raise ValueError(
+            f"duration {duration.shape} and emerged {emerged.shape} must be one-dimensional, of one length >= 1"
+        )
+    if not emerged.any():
+        return math.nan
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    sf = SurvfuncRight(duration, emerged.astype(float))
+    times, surv = np.asarray(sf.surv_times, float), np.asarray(sf.surv_prob, float)
+    below = np.flatnonzero(surv < 0.5 - tol)
+    if convention == "midpoint":
+        flat = np.flatnonzero(np.abs(surv - 0.5) <= tol)
+        if len(flat):
+            j = int(flat[0])
+            return float((times[j] + times[j + 1]) / 2) if j + 1 < len(times) else math.nan
+    return float(times[below[0]]) if len(below) else math.nan
+
+
 def median_interval(rows: pd.DataFrame) -> tuple[float, float, float]:
     """The median point of emergence of one arm with its 95 % interval (steps).
 
     Returns:
-        ``(median, lo, hi)``: the smallest step at which the Kaplan-Meier survival is below 0.5
-        (strictly, statsmodels's convention after SAS PROC LIFETEST; NaN when it never is: no
-        more than half emerged by the budget); the interval by
-        inverting a test of ``S(t) = 0.5`` on the complementary log-log scale, whose ``hi`` is
-        ``inf`` when the upper bound is not reached by the budget (NaN when no run emerged).
+        ``(median, lo, hi)``: the median by :func:`km_median` (midpoint convention: where the
+        Kaplan-Meier survival sits at exactly 0.5, within :data:`MEDIAN_TOL`, over ``[t1, t2)``,
+        the median is ``(t1 + t2) / 2``; else the first step where it is below 0.5; NaN when it
+        never goes below 0.5: no more than half emerged by the budget); the interval by inverting a
+        test of ``S(t) = 0.5`` on the complementary log-log scale, whose limits are event steps
+        and whose ``hi`` is ``inf`` when the upper bound is not reached by the budget (NaN when no
+        run emerged). The interval compares ``|g(S) - g(0.5)| / se_g`` with 1.96, so a rounding of
+        ``S`` by 1e-16 moves it by about 1e-15 and cannot move a limit: no tolerance is needed
+        there. The median lies in ``[lo, hi]`` (asserted).
 
-    Source: Brookmeyer & Crowley 1982 ("A confidence interval for the median survival time"),
-    through ``SurvfuncRight.quantile`` / ``quantile_ci(0.5)`` (``transform="cloglog"``).
+    Source: Kaplan & Meier 1958; R ``survival``'s midpoint rule (:func:`km_median`);
+    Brookmeyer & Crowley 1982 ("A confidence interval for the median survival time"), through
+    ``SurvfuncRight.quantile_ci(0.5)`` (``transform="cloglog"``).
     """
     if not rows["emerged"].any():
         return math.nan, math.nan, math.nan
+    duration, emerged = rows["duration"].to_numpy(float), rows["emerged"].to_numpy(bool)
+    median = km_median(duration, emerged)
     sf = _survfunc(rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        median = float(sf.quantile(0.5))
         lo, hi = sf.quantile_ci(0.5)
-    return median, float(lo), float(hi)
+    lo, hi = float(lo), float(hi)
+    assert not math.isfinite(median) or not math.isfinite(lo) or lo <= median <= hi, (median, lo, hi)
+    return median, lo, hi
 
 
 def arm_table(runs: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
