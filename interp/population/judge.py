@@ -313,15 +313,14 @@ def judge(e: Evidence) -> Verdict:
     if e.also_varies:
         return Verdict(
             "confounded", robust, e.label, f"{test}; also varies: {e.also_varies}{grid}",
-            f"arms that differ in the compared factor alone (here {e.also_varies} vary too)", side=sided,
+            f"arms differing in the compared factor alone ({e.also_varies} vary too)", side=sided,
         )  # fmt: skip
     if math.isfinite(e.ph_p) and e.ph_p < ALPHA and e.crossing:
         detail = f"; {e.detail}" if e.detail else ""
         return Verdict(
             "curves cross", robust, e.label,
             f"proportional hazards rejected ({fmt_p(e.ph_p)}): {e.crossing}; {test}{detail}",
-            "a contrast at a stated step (share emerged) or over a stated window (restricted mean time to E); "
-            "no hazard ratio summarises it", side=sided,
+            "shares at stated steps or the restricted mean time to E, not one hazard ratio", side=sided,
         )  # fmt: skip
     named = f"with it {e.named}" if e.named else ""
     reason = "; ".join(x for x in (test, hr, e.ceiling, named) if x) + grid
@@ -332,24 +331,22 @@ def judge(e: Evidence) -> Verdict:
     if e.ceiling:
         return Verdict(
             "ceiling", robust, e.label, reason,
-            "a budget long enough to see the level move, or a measure without a threshold (level, area under the "
-            "accuracy curve)", side=sided,
+            "a threshold-free measure (level, area under the accuracy curve)", side=sided,
         )  # fmt: skip
     decide = (
-        f"more seeds: the interval {e.hr_lo:.2f}–{e.hr_hi:.2f} leaves open effects either way"
-        if hr and e.hr_lo < 1 < e.hr_hi
-        else "more seeds"
+        f"more seeds (HR ×{e.hr_lo:.2f}–{e.hr_hi:.2f} still open)" if hr and e.hr_lo < 1 < e.hr_hi else "more seeds"
     )
     return Verdict("not decidable", robust, e.label, reason, decide, side=sided)
 
 
-def judge_claim(label: str, parts: list[Verdict]) -> Verdict:
+def judge_claim(label: str, parts: list[Verdict], noun: str = "one-factor contrast") -> Verdict:
     """The verdict on a claim made of several contrasts (e.g. each head count against the next
     fewer), by the combination rules of this module.
 
     Args:
         label: the claim, e.g. ``"Claim 4, heads"``.
-        parts: the contrasts' verdicts (:func:`judge`).
+        parts: the contrasts' verdicts (:func:`judge`), or one verdict per population or arm.
+        noun: what a part is, for the reason (``"one-factor contrast"``, ``"population"``, ``"arm"``).
 
     Returns:
         A :class:`Verdict` whose ``parts`` are ``parts``; its robustness is ``robust`` where every
@@ -399,7 +396,7 @@ def judge_claim(label: str, parts: list[Verdict]) -> Verdict:
         robust = "robust null" if all(p.robust == "robust null" for p in one) else "not robust"
     counts = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words))
     skipped = len(parts) - len(one)
-    reason = f"{len(one)} one-factor contrast{'s' if len(one) != 1 else ''}: {counts}" + (
+    reason = f"{len(one)} {noun}{'s' if len(one) != 1 else ''}: {counts}" + (
         f"; {skipped} confounded left out" if skipped else ""
     )
     decide = "; ".join(dict.fromkeys(p.decide for p in one if p.decide))
@@ -442,11 +439,7 @@ def judge_share(e: ShareEvidence, half: float = 0.5) -> Verdict:
     loose, _ = _share_word(e.above_point, e.below_point, e.n, half)
     robust = "robust" if loose == word else "not robust"
     noise = f"; jump within noise, not counted: seeds {e.noise}" if e.noise else ""
-    decide = (
-        ""
-        if word != "not decidable"
-        else "more seeds, or seeds whose interval does not straddle one half (more prompts)"
-    )
+    decide = "" if word != "not decidable" else "more seeds, or more prompts per seed"
     loose_text = "" if loose == word else f"; by the point estimate alone: {loose}"
     return Verdict(word, robust, e.label, f"{text}{loose_text}{noise}", decide)
 
@@ -464,6 +457,7 @@ def judge_fact(e: FactEvidence) -> Verdict:
         raise ValueError(f"{e.label}: no cell {e.operating!r}; cells: {', '.join(e.holds)}")
     yes = [c for c, v in e.holds.items() if v]
     word = "reproduced" if e.holds[e.operating] else "not decidable"
+    no = [c for c, v in e.holds.items() if not v]
     if len(yes) == len(e.holds):
         robust, broken = "robust", ""
     elif not yes:
@@ -471,5 +465,5 @@ def judge_fact(e: FactEvidence) -> Verdict:
     else:
         robust, broken = "not robust", f"holds at {', '.join(yes)} only"
     reason = "; ".join(x for x in (e.detail, broken) if x)
-    decide = "" if robust == "robust" else "the rule-grid cells where it fails"
+    decide = "" if robust != "not robust" else f"fails at {', '.join(no)}"
     return Verdict(word, robust, e.label, reason, decide)

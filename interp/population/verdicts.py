@@ -28,11 +28,12 @@ __all__ = ["PAPER", "SPREAD", "claim_line", "claim_verdicts", "one_factor_pairs"
 SPREAD = 1.5
 #: The paper's statement of each claim the population answers (shared/PAPER.md).
 PAPER = {
-    "Claim 1, seed": "a capability appears at very different steps depending on the seed",
-    "Claim 1, never": "or never, depending only on the seed",
-    "Claim 1, size": "larger models acquire it earlier",
+    "Claim 1, seed": "E depends on the seed",
+    "Claim 1, never": "or never",
+    "Claim 1, size": "larger models emerge earlier",
+    "Claim 2": "a few heads' patterns recover most of the jump",
     "Claim 4, heads": "more heads help",
-    "Claim 4, head size": "a larger head helps only up to a minimum capacity",
+    "Claim 4, head size": "larger heads help, up to a minimum",
 }
 
 
@@ -103,32 +104,30 @@ def claim_verdicts(result) -> list[Verdict]:
     if never.word == "reproduced" and ceiling:  # the seeds that never emerged sit just under the threshold
         never = Verdict(
             "ceiling", never.robust, never.label, f"{never.reason}; {ceiling}",
-            "a measure without a threshold (level, area under the accuracy curve): the rule cannot tell a seed that "
-            "never learns from one whose level sits just under the threshold",
+            "a threshold-free measure (level, area under the accuracy curve)",
         )  # fmt: skip
     elif never.word != "reproduced":
         if ceiling:
             never = Verdict(
                 "ceiling", never.robust, never.label, f"no arm mixes emerged and never; {ceiling}",
-                "a measure without a threshold (level, area under the accuracy curve), or a budget that shows the level "
-                "move",
+                "a threshold-free measure (level, area under the accuracy curve)",
             )  # fmt: skip
         else:
             never = Verdict(
                 never.word, never.robust, never.label,
                 "no arm mixes seeds that emerged with seeds that never did by the budget",
-                "a budget long enough that an arm's late seeds either emerge or level off",
+                "a longer budget",
             )  # fmt: skip
     out.append(never)
     arms = result.arms
-    for (n_layers, n_heads), group in arms.groupby(["n_layers", "n_heads"]):
+    for (_, n_heads), group in arms.groupby(["n_layers", "n_heads"]):
         group = group.sort_values("d_model")
         for small, large in zip(group.iloc[:-1].itertuples(), group.iloc[1:].itertuples()):
             if small.d_model == large.d_model:
                 continue
             evidence, _ = contrast_evidence(
                 result.curves, large.arm, small.arm,
-                f"Claim 1, size (d_model {large.d_model} against {small.d_model}, {n_layers} layers, {n_heads} heads)",
+                f"Claim 1, size (d_model {large.d_model} vs {small.d_model}, {n_heads} heads)",
                 wanted=+1, also_varies=pair_varies(result.runs, large.arm, small.arm, "d_model"), config=config,
             )  # fmt: skip
             out.append(judge(evidence))
@@ -164,7 +163,7 @@ def claim_verdicts(result) -> list[Verdict]:
                 claim.robust,
                 claim.label,
                 claim.reason,
-                "; ".join(x for x in (claim.decide, "where the help stops: more than two head sizes") if x),
+                "; ".join(x for x in (claim.decide, "more than two head sizes (where the help stops)") if x),
                 claim.parts,
             )
         )

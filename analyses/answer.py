@@ -1,0 +1,155 @@
+"""The answer on one screen: docs/results.md opens on one table of the paper's claims, each row's
+verdict from the judge over every kept population (issue 65, item 4).
+
+Reads the kept curves of every population (docs/data/population*, no training) and the kept
+claim-2 runs at the largest-jump pair (docs/data/population-mechanism-pair); judges each claim
+(:mod:`interp.population.judge` through :func:`interp.population.verdicts.claim_verdicts` and
+:func:`interp.population.claim2_pair.pair_verdicts`); writes the table
+(:mod:`interp.population.answer`) to ``--out`` (``answer.md``, ``answer.csv``) and, with
+``--update-docs``, between ``answer:begin`` / ``answer:end`` at the top of docs/results.md.
+
+Usage: ``python -m analyses.answer [--update-docs]`` (about a minute: the rule grid of every
+contrast is read again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from analyses import description
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "answer"
+DOCS = ROOT / "docs" / "results.md"
+BEGIN, END = "<!-- answer:begin -->", "<!-- answer:end -->"
+#: The populations read, with the short name a table cell gives each.
+POPULATIONS = {
+    "population": "NeoX",
+    "population-decoupled": "NeoX-r8",
+    "population-heads-dhead": "Phi cross",
+    "population-8h-long": "NeoX-8h long",
+}
+#: The most words the block may hold (issue 65: the answer fits one screen).
+MAX_WORDS = 300
+
+
+def verdicts_by_population(threshold: float = 0.5, hold: int = 2) -> dict[str, list]:
+    """Each kept population's claim verdicts (:func:`interp.population.verdicts.claim_verdicts`)."""
+    from analyses.population import SPECS, read_kept_curves
+    from interp.core.settings import StudyConfig
+    from interp.population.tables import population_from_curves
+
+    out = {}
+    for spec in POPULATIONS:
+        curves = read_kept_curves(SPECS[spec][0])
+        if len(curves):
+            result = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False)
+            out[spec] = claim_verdicts_of(result)
+    return out
+
+
+def claim_verdicts_of(result) -> list:
+    from interp.population.verdicts import claim_verdicts
+
+    return claim_verdicts(result)
+
+
+def _named(found: dict[str, list], claim: str) -> list:
+    """The verdict on ``claim`` (its label's start) from each population, labelled by the population."""
+    return [
+        replace(v, label=POPULATIONS[spec]) for spec, vs in found.items() for v in vs if v.label.split(" (")[0] == claim
+    ]
+
+
+def _parts(found: dict[str, list], claim: str) -> list:
+    """The contrasts behind ``claim`` in every population, each labelled with its population."""
+    out = []
+    for spec, vs in found.items():
+        for v in vs:
+            if v.label.split(" (")[0] == claim:
+                for p in v.parts or (v,):
+                    inner = p.label.split(" (", 1)[1].rstrip(")") if p.label.startswith(claim + " (") else p.label
+                    out.append(replace(p, label=f"{POPULATIONS[spec]} {inner}"))
+    return out
+
+
+def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
+    """(the Markdown block, the table, every verdict) from the populations' verdicts and the
+    claim-2 rows at the largest-jump pair."""
+    from interp.population.answer import answer_markdown, answer_row, answer_table, superseded
+    from interp.population.verdicts import PAPER
+
+    rows, verdicts = [], []
+    for claim, parts, noun in (
+        ("Claim 1, seed", _named(found, "Claim 1, seed"), "population"),
+        ("Claim 1, never", _named(found, "Claim 1, never"), "population"),
+        ("Claim 1, size", _parts(found, "Claim 1, size"), "contrast"),
+        ("Claim 4, heads", _parts(found, "Claim 4, heads"), "contrast"),
+        ("Claim 4, head size", _parts(found, "Claim 4, head size"), "contrast"),
+    ):
+        if parts:
+            row, v = answer_row(claim, PAPER[claim], parts, noun)
+            rows.append(row)
+            verdicts.append(v)
+    if pair_rows is not None and len(pair_rows):
+        from interp.population.claim2_pair import pair_verdicts
+
+        parts = [replace(v, label=v.label.split("(")[1].split(",")[0]) for v in pair_verdicts(pair_rows)]
+        row, v = answer_row("Claim 2", PAPER["Claim 2"], parts, "arm")  # at the largest-jump pair
+        row["evidence"] = "largest-jump pair, top-2 patterns: " + row["evidence"]
+        rows.append(row)
+        verdicts.append(v)
+    table = answer_table(rows)
+    lead = (
+        "**The answer** (threshold 0.5, hold 2; verdicts by [the judge](population.md#the-judge); populations "
+        "NeoX, NeoX-r8 (8 rotary dims), Phi cross, NeoX-8h long: section 4):"
+    )
+    notes = [f"Superseded, no verdict: {s}." for s in superseded(verdicts)]
+    notes.append("Claims 3, 5: [synthetic](results-synthetic.md), [architectures](results-architectures.md).")
+    return answer_markdown(table, lead, notes), table, verdicts
+
+
+def update_docs(block: str, docs: Path = DOCS) -> None:
+    """Replace docs/results.md's answer block (added after the title where missing)."""
+    from interp.core.io import atomic_write_text
+
+    text = docs.read_text()
+    if BEGIN not in text:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{BEGIN}\n{END}\n{rest}"
+    text = re.sub(
+        re.escape(BEGIN) + r".*?" + re.escape(END), f"{BEGIN}\n{block}{END}".replace("\\", "\\\\"), text, flags=re.S
+    )
+    atomic_write_text(docs, text)
+
+
+def main(argv=None) -> None:
+    from interp.core.io import atomic_to_csv, atomic_write_text
+    from interp.population.answer import word_count
+
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--update-docs", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.time()
+    from analyses.population_mechanism import PAIR_KEPT, read_kept_pairs
+
+    pair_rows, _ = read_kept_pairs(PAIR_KEPT)
+    block, table, _ = build(verdicts_by_population(), pair_rows)
+    words = word_count(block)
+    if words > MAX_WORDS:
+        print(f"warning: the answer holds {words} words, more than {MAX_WORDS}")
+    atomic_write_text(args.out / "answer.md", block)
+    atomic_to_csv(table, args.out / "answer.csv")
+    if args.update_docs:
+        update_docs(block)
+    print(block)
+    print(f"{words} words; wrote {args.out} in {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
