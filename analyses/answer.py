@@ -77,6 +77,16 @@ def _parts(found: dict[str, list], claim: str) -> list:
     return out
 
 
+def _claim_decide(found: dict[str, list], claim: str) -> str:
+    """What the claim-level verdicts of ``claim`` add to their contrasts' (one-factor claims only)."""
+    return "; ".join(
+        v.decide
+        for vs in found.values()
+        for v in vs
+        if v.label.split(" (")[0] == claim and v.parts and v.word != "confounded"
+    )
+
+
 def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
     """(the Markdown block, the table, every verdict) from the populations' verdicts and the
     claim-2 rows at the largest-jump pair."""
@@ -92,7 +102,7 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
         ("Claim 4, head size", _parts(found, "Claim 4, head size"), "contrast"),
     ):
         if parts:
-            row, v = answer_row(claim, PAPER[claim], parts, noun)
+            row, v = answer_row(claim, PAPER[claim], parts, noun, _claim_decide(found, claim))
             rows.append(row)
             verdicts.append(v)
     if pair_rows is not None and len(pair_rows):

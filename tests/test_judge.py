@@ -59,7 +59,10 @@ def test_a_null_in_every_cell_is_not_decidable_and_a_robust_null_with_its_open_i
 def test_a_confounded_contrast_is_never_reproduced_or_contradicted_whatever_its_p():
     for sign in (+1, -1):
         v = judge(Evidence("8 heads of 8 against 4 of 16", cells(1e-9, sign), also_varies="d_head 16 vs 8"))
-        assert v.word == "confounded" and v.decide == "arms differing in the compared factor alone (d_head 16 vs 8 vary too)"
+        assert (
+            v.word == "confounded"
+            and v.decide == "arms differing in the compared factor alone (d_head 16 vs 8 vary too)"
+        )
 
 
 def test_crossing_curves_with_proportional_hazards_rejected_give_no_hazard_ratio():
@@ -162,3 +165,13 @@ def test_only_the_tables_words_exist():
     with pytest.raises(ValueError, match="no cell at the operating point"):
         judge(Evidence("x", cells(0.1, 1), operating=(0.7, 2)))
     assert math.isnan(Evidence("x", ()).hr)
+
+
+def test_docs_population_md_prints_the_decision_table_as_it_is():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "population.md").read_text()
+    block = text.split("<!-- judge-table:begin -->")[1].split("<!-- judge-table:end -->")[0]
+    rows = [line.split(" | ") for line in block.strip().splitlines()[2:]]
+    assert {r[0].strip("| "): r[1].strip("| ") for r in rows} == DECISION_TABLE
+    assert [r[0].strip("| ") for r in rows] == list(DECISION_TABLE)

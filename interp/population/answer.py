@@ -49,7 +49,9 @@ def _evidence(v: Verdict) -> str:
     )
 
 
-def answer_row(claim: str, paper: str, parts: list[Verdict], noun: str = "population") -> tuple[dict, Verdict]:
+def answer_row(
+    claim: str, paper: str, parts: list[Verdict], noun: str = "population", also_decide: str = ""
+) -> tuple[dict, Verdict]:
     """One claim's row: the verdicts that speak to it judged together.
 
     Args:
@@ -58,6 +60,8 @@ def answer_row(claim: str, paper: str, parts: list[Verdict], noun: str = "popula
         parts: one verdict per population or arm that speaks to the claim (a part's label names
             where it comes from).
         noun: what a part is, for the combined verdict's reason.
+        also_decide: what else would decide the claim beyond its parts (e.g. the head-size claim's
+            "more than two head sizes").
 
     Returns:
         ``(row, verdict)``: the row (:data:`ANSWER_COLUMNS`) and the combined :class:`Verdict`.
@@ -69,6 +73,8 @@ def answer_row(claim: str, paper: str, parts: list[Verdict], noun: str = "popula
     decide = "; ".join(dict.fromkeys(x for p in parts if p.word != "confounded" for x in [p.decide] if x)) or (
         v.decide if v.word == "confounded" else ""
     )
+    if also_decide:
+        decide = "; ".join(dict.fromkeys(x for x in (*decide.split("; "), *also_decide.split("; ")) if x))
     row = {
         "claim": claim,
         "paper": paper,
@@ -144,12 +150,14 @@ def population_answer(result) -> pd.DataFrame:
     from interp.population.verdicts import PAPER, claim_verdicts
 
     rows = []
-    for v in claim_verdicts(result):
+    verdicts = getattr(result, "verdicts", None)
+    for v in verdicts if verdicts is not None else claim_verdicts(result):
         base = v.label.split(" (")[0]
         parts = list(v.parts) if v.parts else [v]
-        row, _ = answer_row(base, PAPER.get(base, ""), parts, noun="contrast" if v.parts else "population")
+        extra = v.decide if v.parts and v.word != "confounded" else ""
+        row, _ = answer_row(base, PAPER.get(base, ""), parts, "contrast" if v.parts else "population", extra)
         if not v.parts:
-            row["evidence"] = v.reason.split(";")[0]
+            row["evidence"] = v.reason
         rows.append(row)
     pair_rows = getattr(result, "pair_rows", None)
     if pair_rows is not None and len(pair_rows):

@@ -183,4 +183,5 @@ def claim_lines(result) -> list[str]:
     from interp.population.verdicts import claim_line, claim_verdicts
 
     at = f"at threshold {result.threshold:g}, hold {result.hold}"
-    return [claim_line(v, at) for v in claim_verdicts(result)]
+    verdicts = getattr(result, "verdicts", None)
+    return [claim_line(v, at) for v in (verdicts if verdicts is not None else claim_verdicts(result))]

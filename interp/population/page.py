@@ -311,6 +311,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
         }
         for c in result.contrasts.to_dict("records")
     ]
+    from interp.population.answer import answer_html
     from interp.population.robust import wide
 
     grid = wide(result.grid) if len(result.grid) else None
@@ -328,6 +329,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "title": result.title,
         "findings": result.findings,
         "claims": result.claims,
+        "answer": trusted(answer_html(result.answer)),
         "mechanism_lines": result.mechanism_claims,
         # plotly.js, script-safe; in a notebook set up by el.init_notebook() its one copy serves (Assets)
         "plotly": trusted(Assets().require("plotly")) if include_plotlyjs else "",
@@ -335,6 +337,7 @@ def _context(result, include_plotlyjs: bool) -> dict:
         "n_arms": len(result.arms),
         "rule": population_rule(result.hold),
         "threshold": f"{result.threshold:g}",
+        "hold": result.hold,
         "reference": result.reference,
         "km_figure": _figure(km_figure(result)),
         "strip_figure": _figure(strip_figure(result)),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -287,6 +288,15 @@ class PopulationResult:
 
         return robustness(self.grid)
 
+    @cached_property
+    def verdicts(self) -> list:
+        """The judge's verdict on each of the paper's claims 1 and 4 that the population speaks to
+        (:func:`interp.population.verdicts.claim_verdicts`; computed once per result: every contrast
+        is read over the rule grid)."""
+        from interp.population.verdicts import claim_verdicts
+
+        return claim_verdicts(self)
+
     @property
     def claims(self) -> list[str]:
         """The paper's claims 1 and 4 answered in words from the tables
@@ -294,6 +304,15 @@ class PopulationResult:
         from interp.population.findings import claim_lines
 
         return claim_lines(self)
+
+    @property
+    def answer(self) -> pd.DataFrame:
+        """The answer table (claim | the paper | evidence | verdict | robust? | what would decide it;
+        :func:`interp.population.answer.population_answer`), which the page and the notebook display
+        open on."""
+        from interp.population.answer import population_answer
+
+        return population_answer(self)
 
     @property
     def mechanism_claims(self) -> list[str]:
