@@ -215,6 +215,15 @@ class SuiteConfig:
     emergence. ``threads`` is the torch CPU thread count each run trains with (recorded because
     the weights may depend on it, see docs/embedded.md); ``attn_implementation`` the transformers
     attention kernel.
+
+    A run's seed sets two things: its initial weights (``torch.manual_seed``,
+    :func:`interp.sources.embedded.build_model`) and the order of its training data (each step's
+    batch from ``default_rng([data_seed, data-order seed, step])``, :func:`interp.sources.embedded.batch_at`).
+    With ``data_order_seeds`` empty (the default) both are the run's seed, one run per seed. Given,
+    the runs are ``seeds`` (initialisation seeds) × ``data_order_seeds``, crossed
+    (:meth:`run_seeds`), and a run whose two seeds differ is named ``{size}-init{i}-data{d}``
+    (:func:`run_name`). ``data_seed`` is not a run's seed: a suite-wide constant mixed into every
+    batch's generator.
     """
 
     sizes: tuple[ModelSize, ...]
@@ -238,6 +247,7 @@ class SuiteConfig:
     attn_implementation: str = "sdpa"
     trainer_version: int = TRAINER_VERSION
     keep_optimizer: str = "every"
+    data_order_seeds: tuple[int, ...] = ()
 
     def steps_for(self, size: ModelSize) -> int:
         """Training steps of one size (``size_steps`` entry, else ``steps``)."""
@@ -262,21 +272,47 @@ class SuiteConfig:
 
         ``keep_optimizer`` is hashed only when it is not ``"every"``, and a size's ``rotary_dim``
         only when given: the behaviours before those fields existed, so the suites trained then
-        keep their folders. Likewise a size's ``head_dim``."""
+        keep their folders. Likewise a size's ``head_dim``, and ``data_order_seeds`` (hashed only
+        when given: empty means each run's data order is its seed, as before the field existed)."""
         from interp.core.io import config_json
 
         fields = asdict(self)
         if fields["keep_optimizer"] == "every":
             del fields["keep_optimizer"]
+        if not fields["data_order_seeds"]:
+            del fields["data_order_seeds"]
         for size in fields["sizes"]:  # likewise a size's rotary_dim: hashed only when given
             for key in ("rotary_dim", "head_dim"):
                 if size[key] is None:
                     del size[key]
         return hashlib.sha256(config_json(fields).encode()).hexdigest()[:12]
 
+    def run_seeds(self) -> list[tuple[int, int]]:
+        """Each run's ``(initialisation seed, data-order seed)`` within one size, in order: ``(s, s)``
+        for each of ``seeds`` when ``data_order_seeds`` is empty, else every initialisation seed
+        crossed with every data-order seed (initialisation seed outer)."""
+        if not self.data_order_seeds:
+            return [(seed, seed) for seed in self.seeds]
+        return [(seed, data) for seed in self.seeds for data in self.data_order_seeds]
+
+    def runs(self) -> list[tuple[ModelSize, int, int]]:
+        """Every run as ``(size, initialisation seed, data-order seed)``, in (size, seeds) order."""
+        return [(size, seed, data) for size in self.sizes for seed, data in self.run_seeds()]
+
     def run_names(self) -> list[str]:
-        """Run names in (size, seed) order, as :func:`run_name` spells them."""
-        return [run_name(size, seed) for size in self.sizes for seed in self.seeds]
+        """Run names in (size, seeds) order, as :func:`run_name` spells them."""
+        return [run_name(size, seed, data) for size, seed, data in self.runs()]
+
+    def find_run(self, name: str) -> tuple[ModelSize, int, int]:
+        """The ``(size, initialisation seed, data-order seed)`` of the run named ``name``.
+
+        Raises:
+            ValueError: no run of this suite has that name (the valid names listed).
+        """
+        for size, seed, data in self.runs():
+            if run_name(size, seed, data) == name:
+                return size, seed, data
+        raise ValueError(f"unknown run {name!r} of the suite; valid: {', '.join(self.run_names())}")
 
 
 #: The suite specs shipped with the package (``interp/data/suites/<name>.yaml``): the embedded
@@ -288,7 +324,7 @@ SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 _SPEC_LABELS = ("name", "description")
 #: SuiteConfig fields a spec gives in its own forms (``sizes`` as mappings, ``seeds`` as a list,
 #: a count or ``a..b``; per-size ``steps`` instead of ``size_steps``) or not at all.
-_SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version")
+_SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version", "data_order_seeds")
 _SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "d_head", "rotary_dim", "steps")
 
 
@@ -298,24 +334,25 @@ def _spec_int(where: str, value, minimum: int = 1) -> int:
     return value
 
 
-def _spec_seeds(value) -> tuple[int, ...]:
-    """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included)."""
+def _spec_seeds(value, key: str = "seeds") -> tuple[int, ...]:
+    """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included); ``key``
+    names the spec's key in messages."""
     if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip(), flags=re.ASCII):
         first, last = (int(v) for v in value.strip().split(".."))
         if last < first:
-            raise ValueError(f"suite spec: seeds={value!a} is an empty range; write first..last with first <= last")
+            raise ValueError(f"suite spec: {key}={value!a} is an empty range; write first..last with first <= last")
         return tuple(range(first, last + 1))
     if isinstance(value, int) and not isinstance(value, bool):
-        return tuple(range(_spec_int("seeds", value)))
+        return tuple(range(_spec_int(key, value)))
     if (
         isinstance(value, list)
         and value
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
         if len(set(value)) != len(value):
-            raise ValueError(f"suite spec: seeds={value!a} repeats a seed")
+            raise ValueError(f"suite spec: {key}={value!a} repeats a seed")
         return tuple(value)
-    raise ValueError(f"suite spec: seeds={value!a}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
+    raise ValueError(f"suite spec: {key}={value!a}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
 
 
 def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
@@ -369,7 +406,9 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
     an optional ``name``, default ``neox-{L}l-{d}d-{H}h`` (``phi-{L}l-{d}d-{H}h-dh{d_head}`` when
     d_head is given; ``-r{rotary_dim}`` appended when it is given), and an optional ``steps``: its
     step budget),
-    ``seeds`` (a list, a count, or ``"0..23"``), ``steps`` (default: the largest per-size budget),
+    ``seeds`` (a list, a count, or ``"0..23"``; each run's initialisation seed, and its data-order
+    seed unless ``data_order_seeds`` is given), ``data_order_seeds`` (optional, the same forms: the
+    runs are then ``seeds`` × ``data_order_seeds``, crossed; :class:`SuiteConfig`), ``steps`` (default: the largest per-size budget),
     ``checkpoint_every`` and any other field of :class:`SuiteConfig` (data settings such as
     ``repeat_fraction``, ``n_ctx``, ``lr``; ``keep_optimizer``), plus the labels ``name`` and
     ``description``. Units: steps are optimizer steps.
@@ -381,7 +420,7 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
     if not isinstance(spec, dict):
         raise ValueError(f"a suite spec is a mapping of settings, got {type(spec).__name__}")
     settable = [f.name for f in fields(SuiteConfig) if f.name not in _SPEC_SPECIAL]
-    valid = ["sizes", "seeds", *settable, *_SPEC_LABELS]
+    valid = ["sizes", "seeds", *settable, "data_order_seeds", *_SPEC_LABELS]
     unknown = sorted(set(spec) - set(valid), key=str)
     if unknown:
         raise SpecError(unknown_key_message("suite spec", unknown[0], valid))
@@ -420,6 +459,9 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
     return SuiteConfig(
         sizes=tuple(size for size, _ in sized),
         seeds=_spec_seeds(spec["seeds"]),
+        data_order_seeds=_spec_seeds(spec["data_order_seeds"], "data_order_seeds")
+        if "data_order_seeds" in spec
+        else (),
         steps=steps,
         size_steps=size_steps,
         **settings,
@@ -487,9 +529,13 @@ SUITES: dict[str, SuiteConfig] = {"embedded-quick": QUICK, "embedded": FULL}
 SUITE_PREFIX = "suite:"
 
 
-def run_name(size: ModelSize, seed: int) -> str:
-    """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix)."""
-    return f"{size.name}-seed{seed}"
+def run_name(size: ModelSize, seed: int, data_order_seed: int | None = None) -> str:
+    """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix) when its
+    data order is its seed (``data_order_seed`` None or equal to ``seed``), else
+    ``{size.name}-init{seed}-data{data_order_seed}`` (``seed`` the initialisation seed)."""
+    if data_order_seed is None or data_order_seed == seed:
+        return f"{size.name}-seed{seed}"
+    return f"{size.name}-init{seed}-data{data_order_seed}"
 
 
 def model_and_seed(model_id: str) -> tuple[str, int]:
