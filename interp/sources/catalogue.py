@@ -30,21 +30,36 @@ TRAINER_VERSION = 2
 
 #: PolyPythia sizes with ten runs each: the default seed plus ``-seed1`` .. ``-seed9``
 #: (written once, in :mod:`interp.sources.families`).
-from interp.sources.families import POLYPYTHIA_ID_PATTERN, POLYPYTHIA_SIZES, PYTHIA_ID_PATTERN  # noqa: E402
+from interp.sources.families import (  # noqa: E402
+    POLYPYTHIA_ID_PATTERN,
+    POLYPYTHIA_SIZES,
+    POLYPYTHIA_SPLIT_SEEDS,
+    POLYPYTHIA_SPLIT_SIZES,
+    PYTHIA_ID_PATTERN,
+)
 
 _POLYPYTHIA_ID = re.compile(POLYPYTHIA_ID_PATTERN)
 _PYTHIA_ID = re.compile(PYTHIA_ID_PATTERN)
 
 
 def pythia_model_ids() -> list[str]:
-    """The 50 PolyPythia hub ids: five sizes x (default seed + ``-seed1`` .. ``-seed9``).
+    """The 56 PolyPythia hub ids: five sizes x (default seed + ``-seed1`` .. ``-seed9``), then the
+    160m runs with one part of the seed varied: ``-data-seed1`` .. ``-data-seed3`` (data order
+    varied, initial weights fixed) and ``-weight-seed1`` .. ``-weight-seed3`` (the reverse).
+    Every one has the 154 ``step{N}`` branches of Pythia's schedule.
 
-    Source: van der Wal et al. 2025, "PolyPythias" (model cards of ``EleutherAI/pythia-*``).
+    Source: van der Wal et al. 2025, "PolyPythias" (model cards of ``EleutherAI/pythia-*``,
+    "Naming Convention" and "Available Checkpoints").
     """
     return [
         f"EleutherAI/pythia-{size}{suffix}"
         for size in POLYPYTHIA_SIZES
         for suffix in [""] + [f"-seed{i}" for i in range(1, 10)]
+    ] + [
+        f"EleutherAI/pythia-{size}-{part}-seed{i}"
+        for size in POLYPYTHIA_SPLIT_SIZES
+        for part in ("data", "weight")
+        for i in POLYPYTHIA_SPLIT_SEEDS
     ]
 
 
@@ -547,6 +562,40 @@ def model_and_seed(model_id: str) -> tuple[str, int]:
     name = str(model_id).rstrip("/").split("/")[-1]
     match = re.fullmatch(r"(.+)-seed(\d+)", name)
     return (match.group(1), int(match.group(2))) if match else (name, 0)
+
+
+#: Which part of a run's seed differs from its model's default run (:func:`seed_parts`).
+SEED_VARIES = ("both", "data order", "initialisation")
+_SPLIT_HUB = re.compile(r"(.+)-(data|weight)-seed(\d+)")
+_SPLIT_RUN = re.compile(r"(.+)-init(\d+)-data(\d+)")
+
+
+def seed_parts(model_id: str) -> tuple[str, int, int, str]:
+    """A run id's model and the two parts of its seed: ``(model, init_seed, data_order_seed,
+    varies)``; ``varies`` is one of :data:`SEED_VARIES`.
+
+    - PolyPythia ``EleutherAI/pythia-160m-data-seed2`` -> (``pythia-160m``, 0, 2, ``"data order"``):
+      the initial weights of the default run (labelled seed 0, as :func:`model_and_seed` labels
+      it), the data order varied; ``-weight-seed{N}`` -> (model, N, 0, ``"initialisation"``).
+      The model cards do not say whether ``-data-seed{N}``'s order is ``-seed{N}``'s, so the
+      labels say which runs share a part with the default run, nothing more.
+    - ``...-seed{N}`` and ids without a seed suffix: (model, N, N, ``"both"``), as
+      :func:`model_and_seed`.
+    - An embedded run whose seeds were set apart, ``neox-2l-64d-4h-r8-init3-data5``:
+      (``neox-2l-64d-4h-r8``, 3, 5, ``"both"``) (a crossed design: no default run to vary from).
+    """
+    name = str(model_id).rstrip("/").split("/")[-1]
+    match = _SPLIT_HUB.fullmatch(name)
+    if match:
+        seed = int(match.group(3))
+        if match.group(2) == "data":
+            return match.group(1), 0, seed, "data order"
+        return match.group(1), seed, 0, "initialisation"
+    match = _SPLIT_RUN.fullmatch(name)
+    if match:
+        return match.group(1), int(match.group(2)), int(match.group(3)), "both"
+    model, seed = model_and_seed(model_id)
+    return model, seed, seed, "both"
 
 
 def run_label(model: str, seed: int) -> str:
