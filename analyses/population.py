@@ -114,17 +114,19 @@ def whole_curve(curve: pd.DataFrame) -> bool:
     )
 
 
-def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
-    """Every kept curve as one table (:func:`curve_columns`); an unreadable file is named and
-    left out (it is redone by the next run of the entry, which removes it)."""
+def read_kept_curves(kept: Path = KEPT, columns: list[str] | None = None) -> pd.DataFrame:
+    """Every kept curve as one table (``columns``, default :func:`curve_columns`); an unreadable
+    file, or one with other columns, is named and left out (it is redone by the next run of the
+    entry, which removes it)."""
     from interp.core.io import read_kept_csv
 
+    columns = curve_columns() if columns is None else columns
     frames = [
-        read_kept_csv(path, curve_columns(), whole_curve, "is not a whole curve", "its run is evaluated again")
+        read_kept_csv(path, columns, whole_curve, "is not a whole curve", "its run is evaluated again")
         for path in sorted((kept / "curves").glob("*.csv"))
     ]
     frames = [f for f in frames if f is not None]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=curve_columns())
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def blocks(cfg, seeds_per_block: int) -> list[list[tuple]]:

@@ -143,6 +143,18 @@ REGISTRY: list[Analysis] = [
         ("--update-docs",),
         takes_device=False,
     ),
+    # Issue 72: which part of the seed decides when. The decoupled population's 4-head arm as 8
+    # initialisation seeds x 8 data-order seeds (64 runs, 4000 steps; the 8 with equal seeds taken
+    # from population_decoupled's kept curves); curves on 256 prompts kept in
+    # docs/data/population-seed-split; two processes share it with `--runs a-b` (runtime per run:
+    # that folder's README).
+    Analysis(
+        "population_seed_split",
+        "analyses.population_seed_split",
+        "docs/results.md §4 (which part of the seed decides when)",
+        ("--update-docs",),
+        takes_device=False,
+    ),
     # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the
     # offset control, beta 0.25, N 500) for 8000 steps: 24 runs, ~10 min each on an idle core with
     # the 256-prompt evaluation, ~2 h of 2 idle cores (estimated from forcing_control's 4000-step

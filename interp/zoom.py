@@ -220,6 +220,7 @@ def run_settings(run: Path):
         )
     values["sizes"] = tuple(catalogue.ModelSize(**s) for s in values["sizes"])
     values["seeds"] = tuple(values["seeds"])
+    values["data_order_seeds"] = tuple(values.get("data_order_seeds", ()))
     values["size_steps"] = tuple(tuple(x) for x in values.get("size_steps", ()))
     cfg = catalogue.SuiteConfig(**values)
     return cfg, catalogue.ModelSize(**meta["size"]), int(meta["seed"]), int(meta.get("threads", cfg.threads))
@@ -325,6 +326,7 @@ def zoom(
         raise ValueError(f"tolerance={tolerance}: must be >= 0")
     step_folder(run, pre), step_folder(run, post)  # both stored: else the nearest stored steps are named
     cfg, size, seed, recorded_threads = run_settings(run)
+    data_order_seed = _metadata(run).get("data_order_seed")  # absent before the two seeds were set apart: the seed
     if steps is not None:
         grid = sorted({int(s) for s in steps})
         outside = [s for s in grid if not pre < s < post]
@@ -366,10 +368,18 @@ def zoom(
                 resume_from=start_folder,
                 stop_step=post,
                 save_steps=wanted + passed + [post],
+                data_order_seed=data_order_seed,
             )
         else:  # a run trained before the pins (or unpinned): this process's kernels, as it was
             losses = embedded.train_run(
-                size, seed, cfg, tmp, resume_from=start_folder, stop_step=post, save_steps=wanted + passed + [post]
+                size,
+                seed,
+                cfg,
+                tmp,
+                resume_from=start_folder,
+                stop_step=post,
+                save_steps=wanted + passed + [post],
+                data_order_seed=data_order_seed,
             )
         checked = passed + [post]
         diffs = {s: _max_abs_diff(tmp / f"step{s}", step_folder(run, s)) for s in checked}

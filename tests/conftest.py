@@ -107,6 +107,7 @@ WORKER_GROUPS = {
             "test_embedded_training",
             "test_gqa_run",
             "test_errors_catalogue",
+            "test_families",
             "test_main_job",
             "test_patching",
             "test_patching_families",

@@ -65,8 +65,11 @@ def test_schedule_and_ids():
     assert PYTHIA_STEPS[:12] == (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
     assert PYTHIA_STEPS[-1] == 143000 and all(b - a == 1000 for a, b in itertools.pairwise(PYTHIA_STEPS[11:]))
     ids = pythia_model_ids()
-    assert len(ids) == len(set(ids)) == 50
+    assert len(ids) == len(set(ids)) == 56  # 5 sizes x 10 seeds + 160m's 3 data-seed and 3 weight-seed runs
     assert "EleutherAI/pythia-14m" in ids and "EleutherAI/pythia-410m-seed9" in ids
+    assert "EleutherAI/pythia-160m-data-seed3" in ids and "EleutherAI/pythia-160m-weight-seed1" in ids
+    assert not checkpoints.is_pythia_id("EleutherAI/pythia-160m-data-seed4")  # the model cards list 1..3
+    assert not checkpoints.is_pythia_id("EleutherAI/pythia-70m-weight-seed1")  # and 160m only
     assert all(checkpoints.is_pythia_id(i) for i in ids)
     assert checkpoints.is_pythia_id("EleutherAI/pythia-2.8b-deduped")
     assert not checkpoints.is_pythia_id("EleutherAI/pythia-1b-seed3")  # seeds exist for 14m..410m only

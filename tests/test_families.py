@@ -271,3 +271,93 @@ def test_olmo1_branch_names_and_load(tmp_path, byte_tokenizer_dir, hub_cache_env
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "m", attn_implementation="eager").eval()
     with torch.inference_mode():
         torch.testing.assert_close(source.load(20000, device="cpu").model(tokens), hf(tokens).logits, atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------- PolyPythia's split seeds (issue 72)
+SPLIT_REPOS = {  # repo -> the seeds of its three tiny checkpoints (steps 0, 1000, 2000)
+    "EleutherAI/pythia-160m-seed3": (30, 31, 32),
+    "EleutherAI/pythia-160m-data-seed2": (20, 21, 22),
+    "EleutherAI/pythia-160m-weight-seed1": (10, 11, 12),
+}
+
+
+@pytest.fixture(scope="module")
+def split_hub_cache(tmp_path_factory, byte_tokenizer_dir):
+    """A hub cache holding tiny GPT-NeoX stand-ins of three PolyPythia 160m repos, one with both
+    seed parts varied, one with the data order varied, one with the initial weights varied, each
+    at branches step0, step1000, step2000 of Pythia's schedule. Returns (cache folder, {repo:
+    {branch: folder}})."""
+    from conftest import build_hub_cache, save_tiny_neox
+
+    root = tmp_path_factory.mktemp("split_hub")
+    models = {}
+    for repo, seeds in SPLIT_REPOS.items():
+        name = repo.split("/")[-1]
+        models[repo] = {
+            f"step{step}": save_tiny_neox(root / f"{name}-{step}", seed=seed)
+            for step, seed in zip((0, 1000, 2000), seeds, strict=True)
+        }
+        build_hub_cache(root / "cache", repo, models[repo], byte_tokenizer_dir)
+    return root / "cache", models
+
+
+def test_polypythia_split_seed_ids_offline(split_hub_cache, hub_cache_env):
+    """``-data-seed{N}`` and ``-weight-seed{N}`` open as Pythia repos (the 154-step schedule, the
+    step{N} branches), load the weights of their branch, and are listed by list-models; an id the
+    model cards do not list is refused in one line naming the valid ones."""
+    from interp.sources.loading import PYTHIA_STEPS
+
+    cache, models = split_hub_cache
+    hub_cache_env(cache)
+    for repo in ("EleutherAI/pythia-160m-data-seed2", "EleutherAI/pythia-160m-weight-seed1"):
+        source = open_source(repo)
+        assert isinstance(source, HubSource) and source.steps == tuple(PYTHIA_STEPS) and len(PYTHIA_STEPS) == 154
+        assert source.available_steps() == [0, 1000, 2000]
+        checkpoint = source.load(1000, device="cpu")
+        assert checkpoint.revision == "step1000"
+        assert checkpoint.digest == sha256(models[repo]["step1000"] / "model.safetensors")
+        source.close()
+    listed = invoke("list-models").output.split()
+    for part in ("data", "weight"):
+        assert all(f"EleutherAI/pythia-160m-{part}-seed{n}" in listed for n in (1, 2, 3))
+    assert "EleutherAI/pythia-160m-data-seed4" not in listed and "EleutherAI/pythia-70m-data-seed1" not in listed
+    with pytest.raises(
+        ValueError, match=r"unknown model id 'EleutherAI/pythia-70m-data-seed1'.*pythia-160m-\{data,weight\}"
+    ):
+        HubSource("EleutherAI/pythia-70m-data-seed1")
+
+
+def test_population_over_hub_runs_groups_them_by_which_seed_varies(split_hub_cache, hub_cache_env):
+    import emergence_lens as el
+    from interp.tasks import RepetitionTask
+
+    cache, _ = split_hub_cache
+    hub_cache_env(cache)
+    result = el.population(
+        list(SPLIT_REPOS),
+        task=RepetitionTask(n_prompts=8, length=6),
+        config=el.StudyConfig(threshold=0.125, hold=0, device="cpu"),
+        progress=False,
+    )
+    runs = result.runs.set_index("run")
+    assert runs.loc["EleutherAI/pythia-160m-seed3", ["arm", "init_seed", "data_order_seed"]].tolist() == [
+        "L2-d32-h4",
+        3,
+        3,
+    ]
+    assert runs.loc["EleutherAI/pythia-160m-data-seed2", ["arm", "init_seed", "data_order_seed"]].tolist() == [
+        "L2-d32-h4 (data order varied)",
+        0,
+        2,
+    ]
+    assert runs.loc["EleutherAI/pythia-160m-weight-seed1", ["arm", "init_seed", "data_order_seed"]].tolist() == [
+        "L2-d32-h4 (initialisation varied)",
+        1,
+        0,
+    ]
+    assert set(result.arms["arm"]) == {
+        "L2-d32-h4",
+        "L2-d32-h4 (data order varied)",
+        "L2-d32-h4 (initialisation varied)",
+    }
+    assert result.curves.groupby("run")["step"].apply(list).tolist() == [[0, 1000, 2000]] * 3

@@ -4,8 +4,12 @@ Each source (one run) is evaluated on the task at every searchable checkpoint by
 command takes (:class:`interp.emergence.StepEvaluator`, as ``emergence curve`` and
 :func:`interp.emergence.full_scan` do: the task tokenised once per source, each step loaded once,
 the next read ahead); the run's arm is its model shape (layers, width, heads) unless given, its
-seed the ``-seed{N}`` of its id (:func:`interp.sources.catalogue.model_and_seed`). The table then
-goes to :func:`interp.population.tables.population_from_curves`.
+seed the ``-seed{N}`` of its id (:func:`interp.sources.catalogue.model_and_seed`), and its two seed
+parts (``init_seed``, ``data_order_seed``) those :func:`interp.sources.catalogue.seed_parts` reads
+from the id. Runs that vary one part of the seed alone (PolyPythia's ``-data-seed{N}`` and
+``-weight-seed{N}``) form their own arm, ``"<shape> (data order varied)"`` or ``"<shape>
+(initialisation varied)"``, so a population over hub runs groups them by which seed varies. The
+table then goes to :func:`interp.population.tables.population_from_curves`.
 """
 
 from __future__ import annotations
@@ -19,12 +23,19 @@ from interp.core.kept import KEPT
 from interp.core.objects import check_argument
 from interp.core.settings import StudyConfig
 from interp.evaluator import StepEvaluator, evaluate_steps
-from interp.population.tables import CURVE_COLUMNS, PopulationResult, population_from_curves
+from interp.population.tables import CURVE_COLUMNS, SEED_COLUMNS, PopulationResult, population_from_curves
 
 
 def arm_name(n_layers: int, d_model: int, n_heads: int) -> str:
     """The arm of a model shape: ``"L2-d64-h4"`` (layers, d_model, heads)."""
     return f"L{n_layers}-d{d_model}-h{n_heads}"
+
+
+def seed_arm(shape_arm: str, varies: str) -> str:
+    """The arm of a run by which part of its seed varies (:data:`interp.sources.catalogue.SEED_VARIES`):
+    ``shape_arm`` where both do, else ``"L12-d768-h12 (data order varied)"`` /
+    ``"... (initialisation varied)"``."""
+    return shape_arm if varies == "both" else f"{shape_arm} ({varies} varied)"
 
 
 class _ShapeRecorder:
@@ -63,14 +74,16 @@ def source_curve(
     config: StudyConfig = StudyConfig(),
     progress: bool = True,
 ):
-    """One source's rows of the capability table (:data:`interp.population.tables.CURVE_COLUMNS`):
-    every searchable step evaluated (greedy accuracy and p(answer) on ``batch``).
+    """One source's rows of the capability table (:data:`interp.population.tables.CURVE_COLUMNS`
+    and :data:`~interp.population.tables.SEED_COLUMNS`): every searchable step evaluated (greedy
+    accuracy and p(answer) on ``batch``).
 
     Args:
         source: a :class:`interp.sources.CheckpointSource`.
         batch: the task's prompts tokenised for this source (``TaskBatch``).
         budget: the run's step budget (steps; default: its last searchable step).
-        arm: the run's arm (default: :func:`arm_name` of its shape).
+        arm: the run's arm (default: :func:`arm_name` of its shape, :func:`seed_arm` where its id
+            varies one part of the seed alone).
         config: the study settings (:class:`interp.core.settings.StudyConfig`); its ``device``
             is where checkpoints are loaded (None: cuda if usable, else cpu).
         progress: one progress line over the checkpoints (kept scores are counted, not recomputed).
@@ -81,7 +94,7 @@ def source_curve(
     Raises:
         TypeError: ``config`` is not a ``StudyConfig``.
     """
-    from interp.sources.catalogue import model_and_seed
+    from interp.sources.catalogue import model_and_seed, seed_parts
 
     check_argument(isinstance(config, StudyConfig), config, "source_curve: config", "a StudyConfig")
     device = config.device
@@ -96,14 +109,17 @@ def source_curve(
         recorder.load(steps[-1], device=device)
         shape = recorder.shape or {"n_layers": 0, "d_model": 0, "n_heads": 0, "d_head": 0}
     _, seed = model_and_seed(source.model_id)
+    _, init_seed, data_order_seed, varies = seed_parts(source.model_id)
     table = table.assign(
-        arm=arm or arm_name(shape["n_layers"], shape["d_model"], shape["n_heads"]),
+        arm=arm or seed_arm(arm_name(shape["n_layers"], shape["d_model"], shape["n_heads"]), varies),
         run=str(source.model_id),
         seed=seed,
         **shape,
         budget=int(budget if budget is not None else max(steps)),
+        init_seed=init_seed,
+        data_order_seed=data_order_seed,
     )
-    return table[CURVE_COLUMNS]
+    return table[CURVE_COLUMNS + SEED_COLUMNS]
 
 
 def population(

@@ -43,13 +43,18 @@ class CapabilityTableError(ValueError):
 RUN_KEYS = ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head"]
 #: Columns of the capability table, in order (one row per run and checkpoint step).
 CURVE_COLUMNS = [*RUN_KEYS, "step", "p_answer", "accuracy", "budget"]
-#: Extra columns a capability table may carry (kept, not read): what ``emergence curve`` adds.
-OPTIONAL_CURVE_COLUMNS = ["task", "order", "model"]
+#: A run's two seeds set apart (issue 72): ``init_seed`` (its initial weights) and
+#: ``data_order_seed`` (the order of its training data). A capability table may carry them; where
+#: it does not, both are the run's ``seed`` (the runs trained before they were set apart).
+SEED_COLUMNS = ["init_seed", "data_order_seed"]
+#: Extra columns a capability table may carry: what ``emergence curve`` adds (kept, not read) and
+#: :data:`SEED_COLUMNS` (carried into the run table).
+OPTIONAL_CURVE_COLUMNS = ["task", "order", "model", *SEED_COLUMNS]
 _INT_COLUMNS = ["seed", "n_layers", "d_model", "n_heads", "d_head", "step", "budget"]
 _SHAPE = ["arm", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget"]
 
 #: Columns of the run table (:func:`runs_from_curves`), in order.
-RUN_COLUMNS = [*RUN_KEYS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration"]
+RUN_COLUMNS = [*RUN_KEYS, *SEED_COLUMNS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration"]
 
 #: The reference arm of each shipped population spec (the arm its pairwise tests compare with):
 #: the d_model-64 4-head arm, the middle of the head-count axis (docs/results.md, section 4).
@@ -118,7 +123,10 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
             raise CapabilityTableError(
                 f"capability table: column {column!r} has a missing value (row {row} of the table)"
             )
-    for column in _INT_COLUMNS:
+    for column in SEED_COLUMNS:  # absent: both are the run's seed
+        if column not in table.columns:
+            table[column] = table["seed"]
+    for column in [*_INT_COLUMNS, *SEED_COLUMNS]:
         values = pd.to_numeric(table[column], errors="coerce")
         bad = values.isna() | (values != values.round()) | (values < 0)
         if bad.any():
@@ -131,7 +139,7 @@ def check_curves(curves: pd.DataFrame, budget: int | None = None) -> pd.DataFram
             raise CapabilityTableError(f"capability table: {_first_bad(table, bad, column)} is not in [0, 1]")
         table[column] = values.astype("float64")
     table["arm"], table["run"] = table["arm"].astype(str), table["run"].astype(str)
-    changing = table.groupby("run", sort=False)[_SHAPE].nunique().gt(1)
+    changing = table.groupby("run", sort=False)[[*_SHAPE, *SEED_COLUMNS]].nunique().gt(1)
     if changing.any().any():
         run = changing.index[changing.any(axis=1)][0]
         column = changing.columns[changing.loc[run]][0]
@@ -211,6 +219,7 @@ def runs_from_curves(
         rows.append(
             {
                 **{c: first[c] for c in RUN_KEYS},
+                **{c: first[c] if c in curve.columns else first["seed"] for c in SEED_COLUMNS},
                 "E": duration if emerged else math.nan,
                 "emerged": emerged,
                 "censored_at": math.nan if emerged else float(budget),

@@ -30,21 +30,36 @@ TRAINER_VERSION = 2
 
 #: PolyPythia sizes with ten runs each: the default seed plus ``-seed1`` .. ``-seed9``
 #: (written once, in :mod:`interp.sources.families`).
-from interp.sources.families import POLYPYTHIA_ID_PATTERN, POLYPYTHIA_SIZES, PYTHIA_ID_PATTERN  # noqa: E402
+from interp.sources.families import (  # noqa: E402
+    POLYPYTHIA_ID_PATTERN,
+    POLYPYTHIA_SIZES,
+    POLYPYTHIA_SPLIT_SEEDS,
+    POLYPYTHIA_SPLIT_SIZES,
+    PYTHIA_ID_PATTERN,
+)
 
 _POLYPYTHIA_ID = re.compile(POLYPYTHIA_ID_PATTERN)
 _PYTHIA_ID = re.compile(PYTHIA_ID_PATTERN)
 
 
 def pythia_model_ids() -> list[str]:
-    """The 50 PolyPythia hub ids: five sizes x (default seed + ``-seed1`` .. ``-seed9``).
+    """The 56 PolyPythia hub ids: five sizes x (default seed + ``-seed1`` .. ``-seed9``), then the
+    160m runs with one part of the seed varied: ``-data-seed1`` .. ``-data-seed3`` (data order
+    varied, initial weights fixed) and ``-weight-seed1`` .. ``-weight-seed3`` (the reverse).
+    Every one has the 154 ``step{N}`` branches of Pythia's schedule.
 
-    Source: van der Wal et al. 2025, "PolyPythias" (model cards of ``EleutherAI/pythia-*``).
+    Source: van der Wal et al. 2025, "PolyPythias" (model cards of ``EleutherAI/pythia-*``,
+    "Naming Convention" and "Available Checkpoints").
     """
     return [
         f"EleutherAI/pythia-{size}{suffix}"
         for size in POLYPYTHIA_SIZES
         for suffix in [""] + [f"-seed{i}" for i in range(1, 10)]
+    ] + [
+        f"EleutherAI/pythia-{size}-{part}-seed{i}"
+        for size in POLYPYTHIA_SPLIT_SIZES
+        for part in ("data", "weight")
+        for i in POLYPYTHIA_SPLIT_SEEDS
     ]
 
 
@@ -215,6 +230,15 @@ class SuiteConfig:
     emergence. ``threads`` is the torch CPU thread count each run trains with (recorded because
     the weights may depend on it, see docs/embedded.md); ``attn_implementation`` the transformers
     attention kernel.
+
+    A run's seed sets two things: its initial weights (``torch.manual_seed``,
+    :func:`interp.sources.embedded.build_model`) and the order of its training data (each step's
+    batch from ``default_rng([data_seed, data-order seed, step])``, :func:`interp.sources.embedded.batch_at`).
+    With ``data_order_seeds`` empty (the default) both are the run's seed, one run per seed. Given,
+    the runs are ``seeds`` (initialisation seeds) × ``data_order_seeds``, crossed
+    (:meth:`run_seeds`), and a run whose two seeds differ is named ``{size}-init{i}-data{d}``
+    (:func:`run_name`). ``data_seed`` is not a run's seed: a suite-wide constant mixed into every
+    batch's generator.
     """
 
     sizes: tuple[ModelSize, ...]
@@ -238,6 +262,7 @@ class SuiteConfig:
     attn_implementation: str = "sdpa"
     trainer_version: int = TRAINER_VERSION
     keep_optimizer: str = "every"
+    data_order_seeds: tuple[int, ...] = ()
 
     def steps_for(self, size: ModelSize) -> int:
         """Training steps of one size (``size_steps`` entry, else ``steps``)."""
@@ -262,21 +287,47 @@ class SuiteConfig:
 
         ``keep_optimizer`` is hashed only when it is not ``"every"``, and a size's ``rotary_dim``
         only when given: the behaviours before those fields existed, so the suites trained then
-        keep their folders. Likewise a size's ``head_dim``."""
+        keep their folders. Likewise a size's ``head_dim``, and ``data_order_seeds`` (hashed only
+        when given: empty means each run's data order is its seed, as before the field existed)."""
         from interp.core.io import config_json
 
         fields = asdict(self)
         if fields["keep_optimizer"] == "every":
             del fields["keep_optimizer"]
+        if not fields["data_order_seeds"]:
+            del fields["data_order_seeds"]
         for size in fields["sizes"]:  # likewise a size's rotary_dim: hashed only when given
             for key in ("rotary_dim", "head_dim"):
                 if size[key] is None:
                     del size[key]
         return hashlib.sha256(config_json(fields).encode()).hexdigest()[:12]
 
+    def run_seeds(self) -> list[tuple[int, int]]:
+        """Each run's ``(initialisation seed, data-order seed)`` within one size, in order: ``(s, s)``
+        for each of ``seeds`` when ``data_order_seeds`` is empty, else every initialisation seed
+        crossed with every data-order seed (initialisation seed outer)."""
+        if not self.data_order_seeds:
+            return [(seed, seed) for seed in self.seeds]
+        return [(seed, data) for seed in self.seeds for data in self.data_order_seeds]
+
+    def runs(self) -> list[tuple[ModelSize, int, int]]:
+        """Every run as ``(size, initialisation seed, data-order seed)``, in (size, seeds) order."""
+        return [(size, seed, data) for size in self.sizes for seed, data in self.run_seeds()]
+
     def run_names(self) -> list[str]:
-        """Run names in (size, seed) order, as :func:`run_name` spells them."""
-        return [run_name(size, seed) for size in self.sizes for seed in self.seeds]
+        """Run names in (size, seeds) order, as :func:`run_name` spells them."""
+        return [run_name(size, seed, data) for size, seed, data in self.runs()]
+
+    def find_run(self, name: str) -> tuple[ModelSize, int, int]:
+        """The ``(size, initialisation seed, data-order seed)`` of the run named ``name``.
+
+        Raises:
+            ValueError: no run of this suite has that name (the valid names listed).
+        """
+        for size, seed, data in self.runs():
+            if run_name(size, seed, data) == name:
+                return size, seed, data
+        raise ValueError(f"unknown run {name!r} of the suite; valid: {', '.join(self.run_names())}")
 
 
 #: The suite specs shipped with the package (``interp/data/suites/<name>.yaml``): the embedded
@@ -288,7 +339,7 @@ SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 _SPEC_LABELS = ("name", "description")
 #: SuiteConfig fields a spec gives in its own forms (``sizes`` as mappings, ``seeds`` as a list,
 #: a count or ``a..b``; per-size ``steps`` instead of ``size_steps``) or not at all.
-_SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version")
+_SPEC_SPECIAL = ("sizes", "seeds", "size_steps", "trainer_version", "data_order_seeds")
 _SIZE_KEYS = ("name", "n_layers", "d_model", "n_heads", "d_head", "rotary_dim", "steps")
 
 
@@ -298,24 +349,25 @@ def _spec_int(where: str, value, minimum: int = 1) -> int:
     return value
 
 
-def _spec_seeds(value) -> tuple[int, ...]:
-    """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included)."""
+def _spec_seeds(value, key: str = "seeds") -> tuple[int, ...]:
+    """``[0, 3, 7]``, a count ``24`` (0..23) or a range ``"0..23"`` (both ends included); ``key``
+    names the spec's key in messages."""
     if isinstance(value, str) and re.fullmatch(r"\d+\.\.\d+", value.strip(), flags=re.ASCII):
         first, last = (int(v) for v in value.strip().split(".."))
         if last < first:
-            raise ValueError(f"suite spec: seeds={value!a} is an empty range; write first..last with first <= last")
+            raise ValueError(f"suite spec: {key}={value!a} is an empty range; write first..last with first <= last")
         return tuple(range(first, last + 1))
     if isinstance(value, int) and not isinstance(value, bool):
-        return tuple(range(_spec_int("seeds", value)))
+        return tuple(range(_spec_int(key, value)))
     if (
         isinstance(value, list)
         and value
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
     ):
         if len(set(value)) != len(value):
-            raise ValueError(f"suite spec: seeds={value!a} repeats a seed")
+            raise ValueError(f"suite spec: {key}={value!a} repeats a seed")
         return tuple(value)
-    raise ValueError(f"suite spec: seeds={value!a}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
+    raise ValueError(f"suite spec: {key}={value!a}; give a list of seeds >= 0, a count (24) or a range ('0..23')")
 
 
 def _spec_size(i: int, entry) -> tuple[ModelSize, int | None]:
@@ -369,7 +421,9 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
     an optional ``name``, default ``neox-{L}l-{d}d-{H}h`` (``phi-{L}l-{d}d-{H}h-dh{d_head}`` when
     d_head is given; ``-r{rotary_dim}`` appended when it is given), and an optional ``steps``: its
     step budget),
-    ``seeds`` (a list, a count, or ``"0..23"``), ``steps`` (default: the largest per-size budget),
+    ``seeds`` (a list, a count, or ``"0..23"``; each run's initialisation seed, and its data-order
+    seed unless ``data_order_seeds`` is given), ``data_order_seeds`` (optional, the same forms: the
+    runs are then ``seeds`` × ``data_order_seeds``, crossed; :class:`SuiteConfig`), ``steps`` (default: the largest per-size budget),
     ``checkpoint_every`` and any other field of :class:`SuiteConfig` (data settings such as
     ``repeat_fraction``, ``n_ctx``, ``lr``; ``keep_optimizer``), plus the labels ``name`` and
     ``description``. Units: steps are optimizer steps.
@@ -381,7 +435,7 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
     if not isinstance(spec, dict):
         raise ValueError(f"a suite spec is a mapping of settings, got {type(spec).__name__}")
     settable = [f.name for f in fields(SuiteConfig) if f.name not in _SPEC_SPECIAL]
-    valid = ["sizes", "seeds", *settable, *_SPEC_LABELS]
+    valid = ["sizes", "seeds", *settable, "data_order_seeds", *_SPEC_LABELS]
     unknown = sorted(set(spec) - set(valid), key=str)
     if unknown:
         raise SpecError(unknown_key_message("suite spec", unknown[0], valid))
@@ -420,6 +474,9 @@ def suite_config_from_spec(spec: dict) -> SuiteConfig:
     return SuiteConfig(
         sizes=tuple(size for size, _ in sized),
         seeds=_spec_seeds(spec["seeds"]),
+        data_order_seeds=_spec_seeds(spec["data_order_seeds"], "data_order_seeds")
+        if "data_order_seeds" in spec
+        else (),
         steps=steps,
         size_steps=size_steps,
         **settings,
@@ -487,9 +544,13 @@ SUITES: dict[str, SuiteConfig] = {"embedded-quick": QUICK, "embedded": FULL}
 SUITE_PREFIX = "suite:"
 
 
-def run_name(size: ModelSize, seed: int) -> str:
-    """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix)."""
-    return f"{size.name}-seed{seed}"
+def run_name(size: ModelSize, seed: int, data_order_seed: int | None = None) -> str:
+    """Folder and model id of one run: ``{size.name}-seed{seed}`` (PolyPythia-style suffix) when its
+    data order is its seed (``data_order_seed`` None or equal to ``seed``), else
+    ``{size.name}-init{seed}-data{data_order_seed}`` (``seed`` the initialisation seed)."""
+    if data_order_seed is None or data_order_seed == seed:
+        return f"{size.name}-seed{seed}"
+    return f"{size.name}-init{seed}-data{data_order_seed}"
 
 
 def model_and_seed(model_id: str) -> tuple[str, int]:
@@ -501,6 +562,40 @@ def model_and_seed(model_id: str) -> tuple[str, int]:
     name = str(model_id).rstrip("/").split("/")[-1]
     match = re.fullmatch(r"(.+)-seed(\d+)", name)
     return (match.group(1), int(match.group(2))) if match else (name, 0)
+
+
+#: Which part of a run's seed differs from its model's default run (:func:`seed_parts`).
+SEED_VARIES = ("both", "data order", "initialisation")
+_SPLIT_HUB = re.compile(r"(.+)-(data|weight)-seed(\d+)")
+_SPLIT_RUN = re.compile(r"(.+)-init(\d+)-data(\d+)")
+
+
+def seed_parts(model_id: str) -> tuple[str, int, int, str]:
+    """A run id's model and the two parts of its seed: ``(model, init_seed, data_order_seed,
+    varies)``; ``varies`` is one of :data:`SEED_VARIES`.
+
+    - PolyPythia ``EleutherAI/pythia-160m-data-seed2`` -> (``pythia-160m``, 0, 2, ``"data order"``):
+      the initial weights of the default run (labelled seed 0, as :func:`model_and_seed` labels
+      it), the data order varied; ``-weight-seed{N}`` -> (model, N, 0, ``"initialisation"``).
+      The model cards do not say whether ``-data-seed{N}``'s order is ``-seed{N}``'s, so the
+      labels say which runs share a part with the default run, nothing more.
+    - ``...-seed{N}`` and ids without a seed suffix: (model, N, N, ``"both"``), as
+      :func:`model_and_seed`.
+    - An embedded run whose seeds were set apart, ``neox-2l-64d-4h-r8-init3-data5``:
+      (``neox-2l-64d-4h-r8``, 3, 5, ``"both"``) (a crossed design: no default run to vary from).
+    """
+    name = str(model_id).rstrip("/").split("/")[-1]
+    match = _SPLIT_HUB.fullmatch(name)
+    if match:
+        seed = int(match.group(3))
+        if match.group(2) == "data":
+            return match.group(1), 0, seed, "data order"
+        return match.group(1), seed, 0, "initialisation"
+    match = _SPLIT_RUN.fullmatch(name)
+    if match:
+        return match.group(1), int(match.group(2)), int(match.group(3)), "both"
+    model, seed = model_and_seed(model_id)
+    return model, seed, seed, "both"
 
 
 def run_label(model: str, seed: int) -> str:

@@ -82,11 +82,12 @@ def sample_batch(corpus: np.ndarray, cfg: SuiteConfig, rng: np.random.Generator)
 
 
 def batch_at(corpus: np.ndarray, cfg: SuiteConfig, seed: int, step: int) -> Int[Tensor, "batch n_ctx"]:
-    """The training batch of optimizer step ``step`` (0-based) of the run with ``seed``.
+    """The training batch of optimizer step ``step`` (0-based) of a run whose data-order seed is ``seed``.
 
     Drawn from ``np.random.default_rng([cfg.data_seed, seed, step])``: a function of the step
     alone, so training resumed at step ``A`` sees exactly the batches it would have seen without
-    stopping, with no replay of the steps before ``A``.
+    stopping, with no replay of the steps before ``A``. ``seed`` is the run's data-order seed,
+    which is its seed unless the suite sets them apart (:attr:`SuiteConfig.data_order_seeds`).
 
     ``corpus``: ``UInt8[ndarray, " n_bytes"]``, the training text's bytes, as for
     :func:`sample_batch`.
@@ -104,7 +105,8 @@ def lr_at(cfg: SuiteConfig, step: int) -> float:
 
 
 def build_model(size: ModelSize, cfg: SuiteConfig, seed: int):
-    """A freshly initialised model of ``size`` (float32; :meth:`ModelSize.model_class`), seeded by ``seed``."""
+    """A freshly initialised model of ``size`` (float32; :meth:`ModelSize.model_class`), seeded by
+    ``seed``: the run's initialisation seed (``torch.manual_seed(seed)``)."""
     torch.manual_seed(seed)
     config = size.hf_config(vocab_size=256, n_ctx=cfg.n_ctx)
     config._attn_implementation = cfg.attn_implementation
@@ -118,26 +120,32 @@ def make_optimizer(model: torch.nn.Module, cfg: SuiteConfig) -> torch.optim.Adam
 
 
 def save_checkpoint(
-    folder: Path, model: PreTrainedModel, optimizer: torch.optim.Optimizer, cfg: SuiteConfig, seed: int, step: int
+    folder: Path,
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    cfg: SuiteConfig,
+    seed: int,
+    step: int,
+    data_order_seed: int | None = None,
 ) -> None:
     """Write one resumable checkpoint: ``save_pretrained`` weights (safetensors) plus the
     optimizer state and trainer scalars (the training loop's state format,
-    :func:`interp.core.train_loop.save_state`)."""
+    :func:`interp.core.train_loop.save_state`). ``seed``: the run's initialisation seed;
+    ``data_order_seed``: its data-order seed (None: ``seed``; then recorded as before the two
+    were set apart)."""
     from interp.core.train_loop import save_state
 
     with quiet_hf_progress():
         model.save_pretrained(folder)
-    save_state(
-        folder,
-        optimizer,
-        step,
-        lr_next=lr_at(cfg, step),
-        extra={
-            "data_order": f"numpy default_rng([data_seed={cfg.data_seed}, seed={seed}, step])",
-            "seed": seed,
-            "trainer_version": cfg.trainer_version,
-        },
-    )
+    data = seed if data_order_seed is None else data_order_seed
+    extra = {
+        "data_order": f"numpy default_rng([data_seed={cfg.data_seed}, seed={data}, step])",
+        "seed": seed,
+        "trainer_version": cfg.trainer_version,
+    }
+    if data != seed:
+        extra["data_order_seed"] = data
+    save_state(folder, optimizer, step, lr_next=lr_at(cfg, step), extra=extra)
 
 
 def load_checkpoint_state(folder: Path, size: ModelSize, cfg: SuiteConfig, seed: int):
@@ -177,6 +185,7 @@ def train_run(
     stop_step: int | None = None,
     save_steps: Sequence[int] | None = None,
     forcing=None,
+    data_order_seed: int | None = None,
 ) -> pd.DataFrame:
     """Train one (size, seed) model and save its checkpoints (resumable, see :func:`save_checkpoint`).
 
@@ -185,7 +194,8 @@ def train_run(
     (:func:`interp.core.kernel_pins.run_pinned` ``(train_run, ...)``; :func:`ensure_suite` and
     :func:`interp.zoom.zoom` do so). Writes ``out_dir/step{N}/`` for each step of ``save_steps`` (default: the config's schedule);
     ``out_dir=None`` trains without saving (for tuning with ``eval_fn``). The data order depends
-    on ``seed`` as well as the initialisation, as across PolyPythia seeds; each step's batch is
+    on ``seed`` as well as the initialisation, as across PolyPythia seeds, unless ``data_order_seed``
+    sets it apart (then ``seed`` is the initialisation seed alone); each step's batch is
     :func:`batch_at`, so training resumed from a saved step continues exactly (at the same torch
     thread count: the weights may depend on it, see docs/embedded.md).
 
@@ -198,6 +208,7 @@ def train_run(
             ``attention_context(model, tokens, step)`` is the context manager the training forward
             of ``step`` runs in; None (default) trains plainly. (The trainer calls the method and
             does not import :mod:`interp.forcing`: the ideal patterns live upstairs, in patching.)
+        data_order_seed: the seed of the data order (:func:`batch_at`); None (default): ``seed``.
 
     Returns:
         The training-loss curve: one row per optimizer step, columns ``step`` (the weights' step,
@@ -220,13 +231,14 @@ def train_run(
     if stop < start:
         raise ValueError(f"stop_step={stop} is before the start step {start}")
     corpus = training_text(cfg.corpus_bytes)
+    data_seed = seed if data_order_seed is None else int(data_order_seed)
     save_at = set(cfg.checkpoint_steps_for(size) if save_steps is None else save_steps)
     rows: list[tuple[int, float, float]] = []
 
     def at_step(step: int) -> None:  # checkpoints and eval_fn see the weights after `step` updates
         if step in save_at and (step > start or resume_from is None):
             if out_dir is not None:
-                save_checkpoint(out_dir / f"step{step}", model, optimizer, cfg, seed, step)
+                save_checkpoint(out_dir / f"step{step}", model, optimizer, cfg, seed, step, data_seed)
             if eval_fn is not None:
                 eval_fn(model, step)
                 model.train()
@@ -244,7 +256,7 @@ def train_run(
         optimizer,
         start=start,
         stop=stop,
-        batch_at=lambda step: batch_at(corpus, cfg, seed, step),
+        batch_at=lambda step: batch_at(corpus, cfg, data_seed, step),
         loss_fn=lambda m, tokens, step: m(tokens, labels=tokens).loss,
         lr_at=lambda step: lr_at(cfg, step),
         clip=1.0,
@@ -271,18 +283,22 @@ def loss_curve(run_dir: str | Path) -> pd.DataFrame:
 
 #: SuiteConfig fields that only choose which runs exist and when they stop; every other field
 #: (and the size, the seed and the environment hash) determines the weights of each step.
-_RUN_SELECTION = ("sizes", "seeds", "steps", "size_steps")
+_RUN_SELECTION = ("sizes", "seeds", "steps", "size_steps", "data_order_seeds")
 
 
-def _cached_prefix(size: ModelSize, seed: int, cfg: SuiteConfig, suite_folder: Path) -> Path | None:
+def _cached_prefix(
+    size: ModelSize, seed: int, cfg: SuiteConfig, suite_folder: Path, data_order_seed: int | None = None
+) -> Path | None:
     """A finished run of the same size, seed and training settings in a sibling suite of the cache
     (same environment hash), shorter than ``cfg`` asks: the longest such run, else None. Its
     steps are exactly the first steps of the run ``cfg`` wants (the batch, learning rate and
-    optimizer state of a step do not depend on when training stops)."""
+    optimizer state of a step do not depend on when training stops). The run name carries both
+    seeds (:func:`run_name`), and a candidate must record the same data-order seed."""
     suffix = suite_folder.name.rsplit("-", 1)[-1]
     same = {k: v for k, v in asdict(cfg).items() if k not in _RUN_SELECTION}
     best, best_steps = None, 0
-    for candidate in suite_folder.parent.glob(f"*-{suffix}/{run_name(size, seed)}/suite.json"):
+    data = seed if data_order_seed is None else data_order_seed
+    for candidate in suite_folder.parent.glob(f"*-{suffix}/{run_name(size, seed, data)}/suite.json"):
         try:
             meta = json.loads(candidate.read_text())
         except (OSError, ValueError):
@@ -292,7 +308,7 @@ def _cached_prefix(size: ModelSize, seed: int, cfg: SuiteConfig, suite_folder: P
             same_size = ModelSize(**meta.get("size", {})) == size
         except TypeError:
             same_size = False
-        if not same_size or not meta.get("resumable"):
+        if not same_size or not meta.get("resumable") or meta.get("data_order_seed", meta.get("seed")) != data:
             continue
         if any(other.get(k) != v for k, v in same.items()):
             continue
@@ -319,8 +335,12 @@ def _copy_prefix(prefix: Path, tmp: Path, schedule: Sequence[int]) -> tuple[int,
 _TEST_KILL_VAR = "EMERGENCE_LENS_TEST_KILL_AT"
 
 
-def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None) -> Path:
+def _train_to_folder(
+    size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, queue=None, data_order_seed: int | None = None
+) -> Path:
     """Train one run into a temporary sibling folder, then rename it onto ``final`` (atomic).
+
+    ``seed``: the run's initialisation seed; ``data_order_seed``: its data-order seed (None: ``seed``).
 
     Runs in a training worker started with the kernel pins (:func:`iter_suite`,
     :func:`interp.core.kernel_pins.run_pinned`).
@@ -331,6 +351,8 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
     from interp.core import kernel_pins
 
     kernel_pins.check_process()
+    data = seed if data_order_seed is None else int(data_order_seed)
+    name = run_name(size, seed, data)
     torch.set_num_threads(cfg.threads)  # one run per core: two processes beat one two-threaded run here
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -354,18 +376,18 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         rows.append((step - 1, loss, lr_at(cfg, step - 1)))  # the weights' step, as train_run's rows
         dying = kill_step is not None and step >= int(kill_step)
         if queue is not None and (step % 25 == 0 or step == steps or dying):
-            queue.put((run_name(size, seed), step - last[0], loss, os.getpid()))
+            queue.put((name, step - last[0], loss, os.getpid()))
             last[0] = step
         if dying:
             os.kill(os.getpid(), int(getattr(signal, str(kill_signal), str(kill_signal))))
 
     if queue is not None:  # the parent learns which process trains this run
-        queue.put((run_name(size, seed), 0, float("nan"), os.getpid()))
+        queue.put((name, 0, float("nan"), os.getpid()))
 
     started = time.time()
-    prefix = None if interrupted is not None else _cached_prefix(size, seed, cfg, final.parent)
+    prefix = None if interrupted is not None else _cached_prefix(size, seed, cfg, final.parent, data)
     if interrupted is None and prefix is None:
-        losses = train_run(size, seed, cfg, tmp, on_step=report, eval_fn=keep_losses)
+        losses = train_run(size, seed, cfg, tmp, on_step=report, eval_fn=keep_losses, data_order_seed=data)
     else:  # continue an interrupted run, or a shorter cached run of the same training (exact: see train_run)
         if interrupted is not None:
             start, earlier = interrupted
@@ -373,16 +395,26 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
             assert prefix is not None
             start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
         if queue is not None:
-            queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1]), os.getpid()))
+            queue.put((name, start, float(earlier["loss"].iloc[-1]), os.getpid()))
         last[0] = start
-        resumed = train_run(size, seed, cfg, tmp, on_step=report, eval_fn=keep_losses, resume_from=tmp / f"step{start}")
+        resumed = train_run(
+            size,
+            seed,
+            cfg,
+            tmp,
+            on_step=report,
+            eval_fn=keep_losses,
+            resume_from=tmp / f"step{start}",
+            data_order_seed=data,
+        )
         losses = pd.concat([earlier, resumed], ignore_index=True)
     atomic_to_csv(losses, tmp / LOSS_FILE)
     (tmp / PARTIAL_LOSS_FILE).unlink(missing_ok=True)
     meta = {
-        "model_id": f"embedded/{run_name(size, seed)}",
+        "model_id": f"embedded/{name}",
         "size": asdict(size),
         "seed": seed,
+        "data_order_seed": data,
         "steps": list(cfg.checkpoint_steps_for(size)),
         "config": asdict(cfg),
         "train_seconds": round(time.time() - started, 1),
@@ -507,11 +539,11 @@ def iter_suite(
     if unknown:
         raise ValueError(f"unknown run {unknown[0]!r} of the suite; valid: {', '.join(cfg.run_names())}")
     wanted = set(cfg.run_names() if runs is None else runs)
-    all_runs = [(size, seed, base / run_name(size, seed)) for size in cfg.sizes for seed in cfg.seeds]
-    chosen = [(size, seed, final) for size, seed, final in all_runs if run_name(size, seed) in wanted]
-    whole = {final: finished_run(final) for _, _, final in chosen}  # a damaged run folder: named, removed
-    finished = [(run_name(size, seed), final) for size, seed, final in chosen if whole[final]]
-    missing = [(size, seed, final) for size, seed, final in chosen if not whole[final]]
+    all_runs = [(size, seed, data, base / run_name(size, seed, data)) for size, seed, data in cfg.runs()]
+    chosen = [run for run in all_runs if run[-1].name in wanted]
+    whole = {final: finished_run(final) for *_, final in chosen}  # a damaged run folder: named, removed
+    finished = [(final.name, final) for *_, final in chosen if whole[final]]
+    missing = [run for run in chosen if not whole[run[-1]]]
     if not missing:
         yield from finished
         return
@@ -544,11 +576,11 @@ def _train_and_hand_out(
     with mp.get_context("spawn").Manager() as manager, ProcessPoolExecutor(n_jobs, mp_context=ctx) as pool:
         queue = manager.Queue()
         futures = {
-            pool.submit(_train_to_folder, size, seed, cfg, final, queue): run_name(size, seed)
-            for size, seed, final in missing
+            pool.submit(_train_to_folder, size, seed, cfg, final, queue, data): final.name
+            for size, seed, data, final in missing
         }
         bar = progress_bar(  # standard output in a notebook, standard error in a terminal
-            sum(cfg.steps_for(size) for size, _, _ in missing),
+            sum(cfg.steps_for(run[0]) for run in missing),
             f"training suite {suite_label(cfg)} ({len(missing)} runs)",
             unit="step",
             enabled=progress,
@@ -556,7 +588,7 @@ def _train_and_hand_out(
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
         # one bar per run while it trains, beside the overall one (none when the suite is one run)
-        run_bars = RunBars({run_name(size, seed): cfg.steps_for(size) for size, seed, _ in missing}, progress)
+        run_bars = RunBars({final.name: cfg.steps_for(size) for size, _, _, final in missing}, progress)
         try:
             while pending or finished:
                 done: set = set()

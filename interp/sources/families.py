@@ -244,11 +244,20 @@ class ModelFamily:
 #: (:func:`interp.sources.catalogue.is_pythia_id`, the family table and the error messages read it).
 POLYPYTHIA_SIZES = ("14m", "31m", "70m", "160m", "410m")
 PYTHIA_SIZES = ("70m", "160m", "410m", "1b", "1.4b", "2.8b", "6.9b", "12b")
-POLYPYTHIA_ID_PATTERN = rf"EleutherAI/pythia-({'|'.join(POLYPYTHIA_SIZES)})(-seed[1-9])?"
+#: PolyPythia's runs with one part of the seed varied (the model cards' naming convention, van der
+#: Wal et al. 2025): ``-data-seed{N}`` varies the data order with the initial weights fixed,
+#: ``-weight-seed{N}`` the initial weights with the data order fixed; 160m only, N in 1..3.
+POLYPYTHIA_SPLIT_SIZES = ("160m",)
+POLYPYTHIA_SPLIT_SEEDS = (1, 2, 3)
+POLYPYTHIA_ID_PATTERN = (
+    rf"EleutherAI/pythia-({'|'.join(POLYPYTHIA_SIZES)})(-seed[1-9])?"
+    rf"|EleutherAI/pythia-({'|'.join(POLYPYTHIA_SPLIT_SIZES)})-(data|weight)-seed[{''.join(map(str, POLYPYTHIA_SPLIT_SEEDS))}]"
+)
 PYTHIA_ID_PATTERN = rf"EleutherAI/pythia-({'|'.join(s.replace('.', chr(92) + '.') for s in PYTHIA_SIZES)})(-deduped)?"
 #: The same ids as one line of text, for error messages.
 PYTHIA_IDS_TEXT = (
-    f"a Pythia/PolyPythia hub id (EleutherAI/pythia-{{{','.join(POLYPYTHIA_SIZES)}}}[-seed{{1..9}}] "
+    f"a Pythia/PolyPythia hub id (EleutherAI/pythia-{{{','.join(POLYPYTHIA_SIZES)}}}[-seed{{1..9}}], "
+    f"EleutherAI/pythia-{','.join(POLYPYTHIA_SPLIT_SIZES)}-{{data,weight}}-seed{{1..3}} "
     f"or EleutherAI/pythia-{{{','.join(PYTHIA_SIZES)}}}[-deduped])"
 )
 
@@ -261,7 +270,13 @@ FAMILIES: tuple[ModelFamily, ...] = (
     ModelFamily(
         name="Pythia / PolyPythia",
         id_pattern=f"{POLYPYTHIA_ID_PATTERN}|{PYTHIA_ID_PATTERN}",
-        example_ids=("EleutherAI/pythia-70m-seed3", "EleutherAI/pythia-160m", "EleutherAI/pythia-410m-deduped"),
+        example_ids=(
+            "EleutherAI/pythia-70m-seed3",
+            "EleutherAI/pythia-160m",
+            "EleutherAI/pythia-410m-deduped",
+            "EleutherAI/pythia-160m-data-seed1",
+            "EleutherAI/pythia-160m-weight-seed2",
+        ),
         revision_format="step{N}",
         architecture="gpt_neox (parallel residual)",
         schedule="154 steps: 0, 1, 2, 4, ..., 512, then every 1000 to 143000",

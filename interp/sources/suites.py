@@ -50,7 +50,8 @@ def n_parameters(size: ModelSize) -> int:
 def plan_suite(cfg: SuiteConfig, root: str | Path | None = None) -> pd.DataFrame:
     """One row per run of the suite: what training it means, without training anything.
 
-    Columns: ``run``, ``size``, ``seed``, ``n_layers``, ``d_model``, ``n_heads``, ``d_head``,
+    Columns: ``run``, ``size``, ``seed`` (the initialisation seed), ``data_order_seed`` (the seed of
+    the data order: ``seed`` unless the suite sets them apart, :attr:`SuiteConfig.data_order_seeds`), ``n_layers``, ``d_model``, ``n_heads``, ``d_head``,
     ``steps`` (optimizer steps), ``checkpoints`` (how many), ``disk_mb`` (the run folder once
     trained, estimated: float32 weights at every checkpoint, the AdamW state, two tensors per
     parameter, at every checkpoint or only the last, ``cfg.keep_optimizer``), ``status``
@@ -65,8 +66,8 @@ def plan_suite(cfg: SuiteConfig, root: str | Path | None = None) -> pd.DataFrame
         n_ckpt = len(cfg.checkpoint_steps_for(size))
         weights = 4 * n_parameters(size)
         states = n_ckpt if cfg.keep_optimizer == "every" else 1
-        for seed in cfg.seeds:
-            name = run_name(size, seed)
+        for seed, data in cfg.run_seeds():
+            name = run_name(size, seed, data)
             folder = base / name
             if (folder / "suite.json").is_file():
                 status = "trained"
@@ -79,6 +80,7 @@ def plan_suite(cfg: SuiteConfig, root: str | Path | None = None) -> pd.DataFrame
                     run=name,
                     size=size.name,
                     seed=seed,
+                    data_order_seed=data,
                     n_layers=size.n_layers,
                     d_model=size.d_model,
                     n_heads=size.n_heads,
@@ -191,6 +193,7 @@ def suite_config_from_dict(data: dict) -> SuiteConfig:
             **data,
             "sizes": tuple(ModelSize(**size) for size in data["sizes"]),
             "seeds": tuple(data["seeds"]),
+            "data_order_seeds": tuple(data.get("data_order_seeds", ())),
             "size_steps": tuple((name, steps) for name, steps in data["size_steps"]),
         }
     )
@@ -208,7 +211,7 @@ def train_unit(config: dict) -> tuple[dict, pd.DataFrame]:
 
     cfg = suite_config_from_dict(config["suite"])
     final = suite_dir(cfg, config["root"]) / config["run"]
-    size, seed = next((s, seed) for s in cfg.sizes for seed in cfg.seeds if run_name(s, seed) == config["run"])
+    size, seed, data = cfg.find_run(config["run"])
     if not (final / "suite.json").is_file():
         final.parent.mkdir(parents=True, exist_ok=True)
         import multiprocessing
@@ -217,7 +220,7 @@ def train_unit(config: dict) -> tuple[dict, pd.DataFrame]:
             # a joblib (loky) worker names its own start method, which the pinned child, a plain
             # spawned process, cannot look up when it starts
             multiprocessing.set_start_method("spawn", force=True)
-        kernel_pins.run_pinned(_train_to_folder, size, seed, cfg, final, threads=cfg.threads)
+        kernel_pins.run_pinned(_train_to_folder, size, seed, cfg, final, threads=cfg.threads, data_order_seed=data)
     meta = json.loads((final / "suite.json").read_text())
     summary = {
         "run": config["run"],

@@ -1,0 +1,273 @@
+"""Which part of the seed decides when (issue 72): one arm trained as 8 initialisation seeds × 8
+data-order seeds, crossed, so that the spread of the point of emergence can be split between the
+initial weights, the order of the data and their interaction.
+
+A run's seed sets its initial weights (``torch.manual_seed``) and the order of its training data
+(each step's batch from ``default_rng([data_seed, data-order seed, step])``) at once;
+``population-seed-split`` (``interp/data/suites/population-seed-split.yaml``) sets them apart
+(:attr:`interp.sources.catalogue.SuiteConfig.data_order_seeds`) on the decoupled population's
+4-head arm (d_model 64, 4 heads of 16 dims, 8 rotary dimensions per head; 4000 steps, as there).
+The 64 runs: ``neox-2l-64d-4h-r8-init{i}-data{d}``, and ``neox-2l-64d-4h-r8-seed{s}`` where the
+two seeds are equal: that run is the same training as ``population-decoupled``'s run of that name
+(same weights at every step), so its curve is taken from docs/data/population-decoupled when kept
+there (one of them retrained and compared bit for bit: docs/data/population-seed-split/README.md).
+
+Each run is a unit, as in :mod:`analyses.population`: trained in the kernel-pinned pool
+(:func:`interp.sources.embedded.iter_suite`, resumable), evaluated at every checkpoint (the
+repetition task, 256 prompts, seed 0) and its curve kept atomically in
+``docs/data/population-seed-split/curves/<run>.csv`` (:data:`KEPT`; the population's columns
+plus ``init_seed`` and ``data_order_seed``). A kept curve is never recomputed: the entry resumes
+where it stopped, on any clone. The runs go in the order of :func:`run_order`: eight blocks of
+eight, each block holding every initialisation seed and every data-order seed once (a Latin
+square's diagonals), so that a stopped entry leaves a balanced part of the grid.
+
+Usage: ``python -m analyses.population_seed_split [--runs a-b] [--init-seeds a-b]
+[--data-seeds a-b] [--jobs N] [--finished-only] [--update-docs]``. ``--runs`` picks runs by their
+index in :func:`run_order` (0-63); two processes over disjoint ranges (``--runs 8-35`` and
+``--runs 36-63``) share the grid, one core each. ``--jobs N`` trains N runs of the selection at a
+time in one process (default 1). Measured on this project's AMD EPYC (one process per core,
+Python 3.11.7): see docs/data/population-seed-split/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from analyses import description
+from analyses import population as pop
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "population_seed_split"
+SPEC = "population-seed-split"
+#: Where the evaluated curves are kept (committed): one CSV per run.
+KEPT = ROOT / "docs" / "data" / "population-seed-split"
+#: Prompts per checkpoint: those of the decoupled population, whose 4-head arm this is.
+N_PROMPTS = 256
+#: The population whose runs with equal seeds are these runs with equal seeds (same training).
+SAME_RUNS = ROOT / "docs" / "data" / "population-decoupled"
+BEGIN, END = "<!-- population-seed-split:begin -->", "<!-- population-seed-split:end -->"
+
+
+def curve_columns() -> list[str]:
+    """Columns of a kept curve here: the population's (:func:`analyses.population.curve_columns`;
+    ``seed`` is the initialisation seed) plus ``init_seed`` and ``data_order_seed``."""
+    return [*pop.curve_columns(), "init_seed", "data_order_seed"]
+
+
+def run_order(cfg) -> list[tuple]:
+    """The runs ``(size, initialisation seed, data-order seed)`` in training order: for each
+    offset ``b`` (0 first), every initialisation seed ``i`` with data-order seed ``(i + b) mod n``
+    (the seeds as indices into ``cfg.seeds`` / ``cfg.data_order_seeds``, both of length n). Block
+    0 is the diagonal, the runs whose two seeds are equal.
+
+    Raises:
+        ValueError: the suite does not cross equally many initialisation and data-order seeds.
+    """
+    inits, datas = list(cfg.seeds), list(cfg.data_order_seeds)
+    if len(inits) != len(datas):
+        raise ValueError(
+            f"{SPEC}: {len(inits)} initialisation seeds against {len(datas)} data-order seeds; "
+            "the run order needs a square grid"
+        )
+    n = len(inits)
+    return [(size, inits[i], datas[(i + b) % n]) for b in range(n) for size in cfg.sizes for i in range(n)]
+
+
+def evaluate(folder: Path, cfg, size, seed: int, data_order_seed: int) -> pd.DataFrame:
+    """One run's curve (:func:`analyses.population.evaluate_run`, :data:`N_PROMPTS` prompts) with
+    its two seeds (:func:`curve_columns`)."""
+    curve = pop.evaluate_run(folder, cfg, size, seed, N_PROMPTS)
+    curve["init_seed"], curve["data_order_seed"] = seed, data_order_seed
+    return curve[curve_columns()]
+
+
+def take_same_runs(cfg, kept: Path = KEPT, same: Path = SAME_RUNS) -> int:
+    """Keep, for each run whose two seeds are equal and that has no curve here, the curve
+    ``same`` holds under its name (the same training and evaluation; :data:`SAME_RUNS`), with
+    the two seed columns added. Returns how many were taken; a damaged file there is not taken."""
+    from interp.core.io import atomic_to_csv, read_kept_csv
+    from interp.sources.catalogue import run_name
+
+    taken = 0
+    for size, seed, data in cfg.runs():
+        name = run_name(size, seed, data)
+        if seed != data or pop.kept_curve(name, kept).is_file():
+            continue
+        path = pop.kept_curve(name, same)
+        curve = read_kept_csv(path, pop.curve_columns(), pop.whole_curve, "is not a whole curve", "not taken")
+        if curve is None or int(curve["budget"].iloc[0]) != cfg.steps_for(size):
+            continue
+        curve["init_seed"], curve["data_order_seed"] = seed, data
+        pop.kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
+        atomic_to_csv(curve[curve_columns()], pop.kept_curve(name, kept))
+        taken += 1
+        print(f"{name}: curve taken from {same.relative_to(ROOT) if same.is_relative_to(ROOT) else same}", flush=True)
+    return taken
+
+
+def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT) -> int:
+    """Train and evaluate every run of ``runs`` (``(size, init seed, data-order seed)``) whose
+    curve is not kept, ``jobs`` at a time in the pinned pool, keeping each curve as it is
+    evaluated; returns how many curves were added."""
+    from interp.core.io import atomic_to_csv
+    from interp.sources.catalogue import run_name
+    from interp.sources.embedded import iter_suite
+
+    read_kept_curves(kept)  # removes damaged files first, so that their runs are redone
+    todo = [(size, s, d) for size, s, d in runs if not pop.kept_curve(run_name(size, s, d), kept).is_file()]
+    added = 0
+    for i in range(0, len(todo), jobs):
+        chunk = {run_name(size, s, d): (size, s, d) for size, s, d in todo[i : i + jobs]}
+        started = time.time()
+        for name, folder in iter_suite(cfg, n_jobs=jobs, runs=list(chunk)):
+            size, seed, data = chunk[name]
+            curve = evaluate(folder, cfg, size, seed, data)
+            pop.kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
+            atomic_to_csv(curve, pop.kept_curve(name, kept))
+            added += 1
+            print(f"{name}: kept its curve ({len(curve)} checkpoints)", flush=True)
+        print(f"{len(chunk)} run(s) done in {time.time() - started:.0f} s", flush=True)
+    return added
+
+
+def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
+    """Every kept curve (:func:`curve_columns`); a damaged file is named and removed."""
+    if not (kept / "curves").is_dir():
+        return pd.DataFrame(columns=curve_columns())
+    return pop.read_kept_curves(kept, curve_columns())
+
+
+def parse_indices(text: str, n: int, what: str) -> list[int]:
+    """``"0-31"`` or ``"0,3,5-7"`` -> indices in ``0..n-1``, each once.
+
+    Raises:
+        ValueError: anything else, one line naming ``what`` and the valid range.
+    """
+    try:
+        return pop.parse_seeds(text, tuple(range(n)))
+    except ValueError:
+        raise ValueError(f"{what} {text!r} must be numbers or a-b ranges of 0-{n - 1}, e.g. 0-{n // 2 - 1}") from None
+
+
+def select(cfg, runs: str = "", init_seeds: str = "", data_seeds: str = "") -> list[tuple]:
+    """The runs of :func:`run_order` picked by ``--runs`` (indices into it), ``--init-seeds`` and
+    ``--data-seeds`` (seeds of the suite), each a-b ranges or a list; all three must hold.
+
+    Raises:
+        ValueError: a selection outside the suite (one line, the valid range named).
+    """
+    order = run_order(cfg)
+    chosen = parse_indices(runs, len(order), "--runs") if runs else list(range(len(order)))
+    picked = [order[i] for i in chosen]
+    if init_seeds:
+        keep = set(_seeds(init_seeds, cfg.seeds, "--init-seeds"))
+        picked = [r for r in picked if r[1] in keep]
+    if data_seeds:
+        keep = set(_seeds(data_seeds, cfg.data_order_seeds, "--data-seeds"))
+        picked = [r for r in picked if r[2] in keep]
+    return picked
+
+
+def _seeds(text: str, valid: tuple[int, ...], what: str) -> list[int]:
+    try:
+        return pop.parse_seeds(text, valid)
+    except ValueError:
+        raise ValueError(
+            f"{what} {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. {min(valid)}-{max(valid)}"
+        ) from None
+
+
+def e_grid(curves: pd.DataFrame) -> pd.DataFrame:
+    """The point of emergence E (steps) of every kept run on the grid: rows the initialisation
+    seed, columns the data-order seed, at the population's operating point (threshold
+    :data:`analyses.population.THRESHOLD`, hold :data:`analyses.population.HOLD`); ``inf`` where
+    the run is censored (not emerged by its budget), NaN where no curve is kept."""
+    import math
+
+    from interp.population.tables import check_curves, runs_from_curves
+
+    runs = runs_from_curves(check_curves(curves), threshold=pop.THRESHOLD, hold=pop.HOLD)
+    runs["E"] = runs["E"].where(runs["emerged"], math.inf)
+    return runs.pivot(index="init_seed", columns="data_order_seed", values="E")
+
+
+def docs_block(curves: pd.DataFrame, n_planned: int) -> str:
+    """docs/results.md's block: how many runs are kept and E on the init × data-order grid."""
+    n = curves["run"].nunique() if len(curves) else 0
+    head = (
+        f"**Measured so far: {n} of the {n_planned} planned runs**; until all are in, nothing below is a "
+        "population statistic."
+        if n < n_planned
+        else f"All {n_planned} planned runs measured."
+    )
+    lines = [head, ""]
+    if not n:
+        return "\n".join(lines) + "\n"
+    grid = e_grid(curves)
+    lines += [
+        (
+            f"E in steps (threshold {pop.THRESHOLD}, hold {pop.HOLD}; never: not emerged by the budget, censored "
+            "there; —: not trained yet), rows the initialisation seed, columns the data-order seed:"
+        ),
+        "",
+        "| init \\ data | " + " | ".join(str(c) for c in grid.columns) + " |",
+        "|" + " --- |" * (len(grid.columns) + 1),
+    ]
+    for seed, row in grid.iterrows():
+        cells = ["—" if pd.isna(v) else "never" if v == float("inf") else f"{v:.0f}" for v in row]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def update_docs(block: str) -> None:
+    """Rewrite docs/results.md's block (:data:`BEGIN` … :data:`END`); where the page has no such
+    block yet, say so and leave the page alone."""
+    text = pop.DOCS.read_text() if pop.DOCS.is_file() else ""
+    if BEGIN not in text or END not in text:
+        print(f"note: {pop.DOCS} has no {BEGIN} ... {END} block; the block is in the entry's output folder only")
+        return
+    pop.update_docs(block, (BEGIN, END))
+
+
+def main(argv=None) -> None:
+    from interp.sources.catalogue import load_suite_spec
+
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time in this process (default 1)")
+    parser.add_argument("--runs", default="", help="only these runs, by index into the run order: a-b ranges (0-63)")
+    parser.add_argument("--init-seeds", default="", help="only runs with these initialisation seeds (a-b ranges)")
+    parser.add_argument("--data-seeds", default="", help="only runs with these data-order seeds (a-b ranges)")
+    parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored: the runs live in the suite's cache)")
+    parser.add_argument("--finished-only", action="store_true", help="the kept curves only; train nothing")
+    parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's block")
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"error: --jobs={args.jobs} must be >= 1")
+    cfg = load_suite_spec(SPEC)
+    try:
+        chosen = select(cfg, args.runs, args.init_seeds, args.data_seeds)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    started = time.time()
+    if not args.finished_only:
+        take_same_runs(cfg)
+        train_and_keep(cfg, chosen, args.jobs)
+    curves = read_kept_curves()
+    n_planned = len(cfg.run_names())
+    n = curves["run"].nunique() if len(curves) else 0
+    print(f"{n} of {n_planned} runs kept; {time.time() - started:.0f} s", flush=True)
+    block = docs_block(curves, n_planned)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{NAME}.md").write_text(block)
+    print(block)
+    if args.update_docs:
+        update_docs(block)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The crossed population's entry (issue 72, item 3): run order, selection, the runs taken from
+the decoupled population, the E grid. Constructed curves, nothing trained."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from analyses import population as pop
+from analyses import population_seed_split as split
+from interp.sources.catalogue import load_suite_spec, run_name
+
+CFG = load_suite_spec(split.SPEC)
+
+
+def test_run_order_is_balanced_blocks_of_the_whole_grid():
+    order = split.run_order(CFG)
+    assert len(order) == len(set(order)) == 64
+    for b in range(8):
+        block = order[8 * b : 8 * b + 8]
+        assert sorted(s for _, s, _ in block) == list(range(8))  # every initialisation seed once
+        assert sorted(d for _, _, d in block) == list(range(8))  # every data-order seed once
+    assert [(s, d) for _, s, d in order[:8]] == [(i, i) for i in range(8)]  # the diagonal first
+    # the two halves of the READY split are disjoint and cover the off-diagonal runs
+    a, b = split.select(CFG, "8-35"), split.select(CFG, "36-63")
+    assert not set(a) & set(b) and len(a) == len(b) == 28
+    assert set(a) | set(b) == {r for r in order if r[1] != r[2]}
+
+
+def test_select_by_seeds_and_bad_ranges():
+    picked = split.select(CFG, "", "0-1", "6-7")
+    assert sorted((s, d) for _, s, d in picked) == [(0, 6), (0, 7), (1, 6), (1, 7)]
+    with pytest.raises(ValueError, match=r"--runs '60-70' must be numbers or a-b ranges of 0-63"):
+        split.select(CFG, "60-70")
+    with pytest.raises(ValueError, match=r"--init-seeds '9' must be seeds or a-b ranges of 0-7"):
+        split.select(CFG, "", "9")
+
+
+def _curve(run: str, seed: int, e: int | None, budget: int = 4000) -> pd.DataFrame:
+    steps = list(range(0, budget + 1, 100))
+    acc = [0.9 if e is not None and s >= e else 0.0 for s in steps]
+    return pd.DataFrame(
+        dict(arm="neox-2l-64d-4h-r8", run=run, seed=seed, n_layers=2, d_model=64, n_heads=4, d_head=16,
+             budget=budget, step=steps, accuracy=acc, p_answer=[a / 2 for a in acc])
+    )[pop.curve_columns()]  # fmt: skip
+
+
+def test_equal_seed_runs_are_taken_from_the_same_runs_curves(tmp_path):
+    same, kept = tmp_path / "decoupled", tmp_path / "split"
+    (same / "curves").mkdir(parents=True)
+    for seed in (0, 1):
+        _curve(f"neox-2l-64d-4h-r8-seed{seed}", seed, 1000 + 100 * seed).to_csv(
+            pop.kept_curve(f"neox-2l-64d-4h-r8-seed{seed}", same), index=False
+        )
+    _curve("neox-2l-64d-4h-r8-seed2", 2, 1000, budget=3000).to_csv(
+        pop.kept_curve("neox-2l-64d-4h-r8-seed2", same), index=False
+    )  # another budget: not the same run, not taken
+    assert split.take_same_runs(CFG, kept, same) == 2
+    curves = split.read_kept_curves(kept)
+    assert sorted(curves["run"].unique()) == ["neox-2l-64d-4h-r8-seed0", "neox-2l-64d-4h-r8-seed1"]
+    one = curves[curves["run"] == "neox-2l-64d-4h-r8-seed1"]
+    assert (one["init_seed"] == 1).all() and (one["data_order_seed"] == 1).all()
+    original = pd.read_csv(pop.kept_curve("neox-2l-64d-4h-r8-seed1", same))
+    pd.testing.assert_frame_equal(one[pop.curve_columns()].reset_index(drop=True), original)
+    assert split.take_same_runs(CFG, kept, same) == 0  # kept already: not taken again
+
+
+def test_e_grid_and_docs_block():
+    frames = []
+    for size, s, d in split.run_order(CFG)[:10]:
+        e = None if (s, d) == (1, 2) else 1000 + 100 * s + 10 * d
+        c = _curve(run_name(size, s, d), s, e)
+        c["init_seed"], c["data_order_seed"] = s, d
+        frames.append(c)
+    curves = pd.concat(frames, ignore_index=True)
+    grid = split.e_grid(curves)
+    # the rule's E: first checkpoint >= 0.5 held 2 more, here the first step at or past e
+    assert grid.loc[0, 0] == 1000 and grid.loc[3, 3] == 1400 and grid.loc[0, 1] == 1100
+    assert grid.loc[1, 2] == math.inf and math.isnan(grid.loc[2, 0])
+    block = split.docs_block(curves, 64)
+    assert "Measured so far: 10 of the 64 planned runs" in block
+    assert "| 1 | — | 1200 | never | — |" in block
