@@ -77,13 +77,14 @@ def judged(
 
 
 def median_text(median: float) -> str:
-    """A Kaplan-Meier median E (steps, midpoint convention) as text; NaN -> ``"not reached"``."""
-    return "not reached" if not math.isfinite(median) else f"{median:.0f}"
+    """A Kaplan-Meier median E (steps, midpoint convention) as text, ``"1400 steps"``; NaN (the
+    median is never reached) -> ``"not reached"``."""
+    return "not reached" if not math.isfinite(median) else f"{median:.0f} steps"
 
 
 def contrast_line(j: Judged) -> str:
     """One contrast in words: ``"8 heads against 4, d_head 16 (cut at 4000 steps): emerged 20/24
-    against 22/24, Kaplan-Meier median E 2100 against 1100 steps: not decidable, robust null
+    against 22/24, Kaplan-Meier median E 2100 steps against 1100 steps: not decidable, robust null
     (log-rank stratified by seed p = 0.34; HR ×0.80 (95 % CI ...))"``; the word, robustness and
     reason are the judge's (:class:`interp.population.judge.Verdict`), the medians are read at the
     midpoint where S sits at exactly 0.5 (:func:`interp.population.survival.km_median`)."""
@@ -91,6 +92,6 @@ def contrast_line(j: Judged) -> str:
     robust = f", {v.robust}" if v.robust else ""
     return (
         f"{j.label} (cut at {j.budget} steps): emerged {pc.emerged_a}/{pc.n_a} against {pc.emerged_b}/{pc.n_b}, "
-        f"Kaplan-Meier median E {median_text(pc.median_a)} against {median_text(pc.median_b)} steps: "
+        f"Kaplan-Meier median E {median_text(pc.median_a)} against {median_text(pc.median_b)}: "
         f"**{v.word}**{robust} ({v.reason})"
     )

@@ -258,7 +258,7 @@ def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_bloc
     # the Kaplan-Meier medians, the judge's word and robustness
     assert (
         "- 8 heads against 4, d_head 16 (cut at 4000 steps): emerged 3/3 against 3/3, Kaplan-Meier median E 2100 "
-        "against 1100 steps: **not decidable**, robust null (log-rank stratified by seed p = 0.083; with it "
+        "steps against 1100 steps: **not decidable**, robust null (log-rank stratified by seed p = 0.083; with it "
         "attention width 128 vs 64); best accuracy median 0.90 against 0.90" in block
     )
     # the population's contrast, 8 heads of 8 dims (E 4000-4200, none held by 4000) against 4 of 16
@@ -291,7 +291,7 @@ def test_the_complete_cross_reads_claim_4_one_factor_at_a_time_beside_the_paper(
     assert (
         "Claim 4, heads (Phi, 8 heads against 4 at d_head 8 and 16) (the paper: more heads help): **contradicted**, "
         "robust (2 one-factor contrasts: 2 contradicted): 8 heads against 4, d_head 16 (cut at 4000 steps): emerged "
-        "8/8 against 8/8, Kaplan-Meier median E 3350 against 1350 steps: **contradicted**, robust (log-rank "
+        "8/8 against 8/8, Kaplan-Meier median E 3350 steps against 1350 steps: **contradicted**, robust (log-rank "
         "stratified by seed p = 0.0047, later;" in line
     )
     found = {c["label"]: c for c in entry.contrasts(curves)}
