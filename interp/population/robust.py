@@ -25,7 +25,6 @@ __all__ = [
     "HOLDS",
     "SPREAD",
     "THRESHOLDS",
-    "grid_reading",
     "grid_table",
     "key_findings",
     "robustness",
@@ -41,34 +40,6 @@ ALPHA = 0.05
 SPREAD = 1.5
 #: Columns of the grid (one row per finding and cell).
 GRID_COLUMNS = ["key", "finding", "label", "kind", "threshold", "hold", "estimate", "direction", "p", "holds"]
-
-
-def grid_reading(words: dict[str, str], noun: str = "verdict") -> str:
-    """One line: whether a reading made in each cell of the rule grid is the same everywhere.
-
-    Args:
-        words: cell (``"threshold/hold"``, e.g. ``"0.5/2"``) -> the reading made there, in the
-            grid's order.
-        noun: what the readings are called in the line (``"verdict"``, ``"reading"``).
-
-    Returns:
-        ``"the same <noun> in every cell of the rule grid (9 cells)"`` (or ``"... in the one cell
-        ..."``), else ``"not robust over the rule grid: <reading> at <cells>; ..."``, the readings
-        in the order they first appear.
-
-    Raises:
-        ValueError: ``words`` is empty.
-    """
-    if not words:
-        raise ValueError("grid_reading: no cell of the rule grid given (words={}); give one reading per cell")
-    by: dict[str, list[str]] = {}
-    for cell, word in words.items():
-        by.setdefault(word, []).append(cell)
-    if len(words) == 1:
-        return f"the same {noun} in the one cell of the rule grid"
-    if len(by) == 1:
-        return f"the same {noun} in every cell of the rule grid ({len(words)} cells)"
-    return "not robust over the rule grid: " + "; ".join(f"{w} at {', '.join(cells)}" for w, cells in by.items())
 
 
 def _fmt_p(p: float) -> str:
