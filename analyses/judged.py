@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from interp.population.contrast_stats import PairContrast
+from interp.population.judge import Evidence, Verdict
+
 __all__ = ["Judged", "contrast_line", "judged", "median_text"]
 
 
@@ -33,9 +36,9 @@ class Judged:
     b: str
     label: str
     budget: int
-    verdict: object
-    evidence: object
-    pc: object
+    verdict: Verdict
+    evidence: Evidence
+    pc: PairContrast
 
 
 def judged(
