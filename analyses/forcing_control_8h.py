@@ -1,5 +1,6 @@
 """ "Never" tested by forcing (issue 52, item 2): the 8-head seeds forced toward the true pattern
-against the offset control, with a longer budget; is it search, capacity or a long plateau?
+against plain runs and the offset control, with a longer budget: does the bias toward the true
+pattern bring the capability earlier (the paper's claim 3)?
 
 The population's d_model-64 8-head arm (``neox-2l-64d-8h``: d_head 8, 2 rotary dimensions per
 head) never emerged by its 4000-step budget on any of 24 seeds, so the §5 readout (``shift =
@@ -28,8 +29,12 @@ emerged by the budget), ``plain`` (the long continuation's kept curves,
 ``docs/data/population-8h-long/curves``, cut at the budget: the same rule with the same room to
 hold) and ``plain_long`` (those curves to their own budget, 12000): runs, emerged, the share with
 its 95 % Wilson interval (:func:`interp.population.survival.share_interval`) and E (min, median,
-max, steps). :func:`verdict` names search, capacity, long plateau or not decidable by the rules in
-its docstring; while the long continuation is not in, it says so.
+max, steps): a description. The verdicts are the judge's (:mod:`interp.population.judge`), on the
+arms as paired-by-seed contrasts (:func:`arm_curves`, :func:`judged_contrasts`): forced toward
+the true pattern against plain and against the offset control, each cut at the budget, the
+log-rank test stratified by seed with the paper's direction (forced earlier), read over the rule
+grid; a plain arm whose runs level off just under the threshold makes a null a ``ceiling``. The
+exact McNemar tests on the discordant seeds (:func:`paired_tests`) stay beside them as numbers.
 
 Resumable as :mod:`analyses.forcing_control`: each forced run trained into
 ``--sweep-dir/<tag>/<run>/<condition>-b<β>-n<N>/`` and its curve kept at once in
@@ -76,7 +81,7 @@ LONG_SPEC = "population-8h-long"
 DEFAULT_SEEDS, DEFAULT_CELL, DEFAULT_BUDGET, DEFAULT_ANNEAL = "0-11", "0.25:500", 8000, 250
 #: Prompts per checkpoint (the long continuation's).
 N_PROMPTS = 256
-#: Runs a group needs before a verdict is given (the issue's 12 forced seeds).
+#: Runs a group needs before its verdicts are a finding (the issue's 12 forced seeds).
 MIN_RUNS = 12
 #: The groups of the readout, in order.
 GROUPS = ("true", "control", "plain", "plain_long")
@@ -219,66 +224,60 @@ def _share_text(r) -> str:
     return f"{r.emerged}/{r.runs} by step {r.by_step:.0f} ({r.share:.2f}, 95 % {r.share_lo:.2f}–{r.share_hi:.2f}{es})"
 
 
-def verdict(table: pd.DataFrame, min_runs: int = MIN_RUNS) -> tuple[str, str]:
-    """``(word, reason)``: which "never" the 8-head arm's is, from the readout of :func:`shares`.
+def arm_curves(
+    units: list[dict], curves: dict[str, pd.DataFrame], long_curves: pd.DataFrame, runs: list[str], budget: int
+) -> pd.DataFrame:
+    """One capability table (:func:`analyses.population.curve_columns`) of three arms over the same
+    seeds, each cut at ``budget`` steps: ``true`` and ``control`` (the forced runs of ``units``
+    whose curves are in ``curves``, keyed ``"<run>/<folder name>"``) and ``plain`` (the long
+    continuation's curves of ``runs``); runs are named ``"<arm>-seed<seed>"``."""
+    from analyses.population import curve_columns
 
-    Notation: F, C, P and L are the shares of the groups ``true``, ``control`` (forced runs
-    emerged by the budget B), ``plain`` (plain runs emerged by B) and ``plain_long`` (plain runs
-    emerged by the continuation's budget, 12000 = 3 × the population's), each with its 95 % Wilson
-    interval [lo, hi]; a share is *low* when hi < 0.5 (with 12 runs: at most 2 emerged). The
-    rules, in order:
+    frames = []
+    for u in units:
+        curve = curves.get(f"{u['run']}/{u['folder'].name}")
+        if curve is None:
+            continue
+        seed = int(u["run"].rsplit("seed", 1)[1])
+        cut = curve[curve["step"] <= budget][curve_columns()]
+        frames.append(cut.assign(arm=u["condition"], run=f"{u['condition']}-seed{seed}", seed=seed, budget=budget))
+    for run in runs:
+        curve = long_curves[long_curves["run"] == run]
+        if curve.empty:
+            continue
+        seed = int(run.rsplit("seed", 1)[1])
+        cut = curve[curve["step"] <= budget][curve_columns()]
+        frames.append(cut.assign(arm="plain", run=f"plain-seed{seed}", seed=seed, budget=budget))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=curve_columns())
 
-    1. ``not decidable``: fewer than ``min_runs`` true-forced runs, or the long continuation not
-       in (L or P with fewer than ``min_runs`` runs), said in that order (the plain runs are read
-       on the forced runs' seeds).
-    2. ``long plateau``: L not low: plain seeds emerge past the population's 4000-step budget by
-       3 × it, at a share that is not small (the paper's "some seeds never by budget B" in its
-       seed-level form); their E range says how scattered.
-    3. ``search``: L low and F.lo > P.hi: forcing brings the capability by B to more runs than the
-       plain runs reach by the same B, and the plain runs stay flat to 12000. The reason says
-       whether the control rescues them too (C.lo > P.hi: any sparse bias does, not the pattern)
-       or not.
-    4. ``capacity``: L low and F low: even the forced runs do not hold it once the bias is
-       annealed, and the plain runs do not get it by 3 × the budget.
-    5. ``not decidable`` otherwise (L low and F neither above P nor low: too few runs to tell).
 
-    Raises:
-        ValueError: a group of :data:`GROUPS` missing from ``table``.
-    """
-    by = {r.group: r for r in table.itertuples()}
-    missing = [g for g in GROUPS if g not in by]
-    if missing:
-        raise ValueError(f"the readout lacks group(s) {', '.join(missing)}; valid groups: {', '.join(GROUPS)}")
-    f, c, p, long = (by[g] for g in GROUPS)
-    said = f"forced true {_share_text(f)}; control {_share_text(c)}; plain {_share_text(p)}, {_share_text(long)}"
-    if f.runs < min_runs:  # the plain runs are read on the forced runs' seeds, so they wait for them too
-        return "not decidable", f"{f.runs} of the {min_runs} true-forced runs needed are kept; {said}"
-    if long.runs < min_runs or p.runs < min_runs:
-        return "not decidable", (
-            f"the plain continuation to 12000 steps is not in yet ({long.runs} of the {min_runs} runs needed kept); "
-            f"forced true {_share_text(f)}; control {_share_text(c)}"
-        )
-    low = lambda r: r.share_hi < 0.5  # noqa: E731
-    if not low(long):
-        return "long plateau", f"plain seeds emerge past 4000 steps by {long.by_step:.0f}; {said}"
-    if f.share_lo > p.share_hi:
-        specific = (
-            "the offset control rescues them too, so any sparse bias does, not the true pattern"
-            if c.share_lo > p.share_hi
-            else "the offset control does not rescue them beyond the plain runs"
-        )
-        return (
-            "search",
-            f"forcing rescues them while the plain runs stay flat to {long.by_step:.0f}; {specific}; {said}",
-        )
-    if low(f):
-        return "capacity", f"even the forced runs do not hold it, nor the plain runs by {long.by_step:.0f}; {said}"
-    return "not decidable", f"the forced share is neither above the plain one nor low; {said}"
+#: The contrasts judged (arm b, arm a, label): each forced toward the true pattern against the runs
+#: it should beat; the paper (claim 3) wants the true-forced runs earlier in both.
+CONTRASTS = (
+    ("true", "plain", "forced toward the true pattern against plain"),
+    ("true", "control", "forced toward the true pattern against the offset control"),
+)
+
+
+def judged_contrasts(table: pd.DataFrame, budget: int) -> list:
+    """The contrasts of :data:`CONTRASTS` whose arms are in ``table`` (:func:`arm_curves`), each
+    judged (:func:`analyses.judged.judged`: arms sharing their seeds, so the log-rank test is
+    stratified by seed; read over the rule grid; ``ceiling`` where no test is significant and an
+    arm's runs level off just under the threshold) with the paper's direction: forced earlier."""
+    from analyses.judged import judged
+    from analyses.population import HOLD, THRESHOLD
+
+    arms = set(table["arm"]) if len(table) else set()
+    return [
+        judged(table, b, a, label, wanted=+1, budget=budget, threshold=THRESHOLD, hold=HOLD)
+        for b, a, label in CONTRASTS
+        if {a, b} <= arms
+    ]
 
 
 def paired_tests(forced: pd.DataFrame, plain: pd.DataFrame) -> list[dict]:
-    """Exact McNemar tests over the seeds both groups share, beside the stated rule of
-    :func:`verdict` (a supplement: the verdict stays the rule's). Per pair (true against plain
+    """Exact McNemar tests over the seeds both groups share, beside the judge's verdicts
+    (:func:`judged_contrasts`; a supplement: the words stay the judge's). Per pair (true against plain
     by the budget, true against control): ``a`` seeds emerged only in the first group, ``b`` only in
     the second, and the two-sided exact binomial p of ``a`` in ``a + b`` at 1/2 (McNemar 1947; 1.0
     when no seed is discordant); ``seeds``: how many seeds both have.
@@ -309,48 +308,41 @@ def paired_line(tests: list[dict]) -> str:
         f"p = {t['p']:.3g}"
         for t in tests
     ]
-    return "Paired by seed (exact McNemar test on the discordant seeds; a supplement to the stated rule): " + "; ".join(
-        parts
+    return (
+        "Paired by seed (exact McNemar test on the discordant seeds; a supplement to the judge's words): "
+        + "; ".join(parts)
     )
 
 
-def grid_verdicts(
-    units: list[dict], curves: dict[str, pd.DataFrame], long_curves: pd.DataFrame, runs: list[str], budget: int
-) -> dict[str, str]:
-    """The verdict (:func:`verdict`) in every cell of the rule grid
-    (:data:`interp.population.robust.THRESHOLDS` × ``HOLDS``): ``"threshold/hold"`` -> word."""
-    from interp.population.robust import HOLDS, THRESHOLDS
-
-    out = {}
-    for rule in ((t, h) for t in THRESHOLDS for h in HOLDS):
-        forced = forced_table(units, curves, budget, rule)
-        out[f"{rule[0]}/{rule[1]}"] = verdict(shares(forced, plain_table(long_curves, runs, budget, rule), budget))[0]
-    return out
-
-
-def grid_line(words: dict[str, str]) -> str:
-    """One line: the same verdict in every cell of the grid, or which cells give which
-    (:func:`interp.population.robust.grid_reading`)."""
-    from interp.population.robust import grid_reading
-
-    return grid_reading(words, "verdict")
+def _kept_note(table: pd.DataFrame, min_runs: int) -> str:
+    """While fewer than ``min_runs`` true-forced runs or plain continuations are kept: how many, and
+    that the words below are not yet a finding (``""`` once both are)."""
+    by = table.set_index("group")["runs"]
+    if by["true"] >= min_runs and by["plain_long"] >= min_runs:
+        return ""
+    return (
+        f"{int(by['true'])} of the {min_runs} true-forced runs and {int(by['plain_long'])} of the {min_runs} plain "
+        "continuations kept, so not a finding yet"
+    )
 
 
 def docs_block(
     command: str,
     table: pd.DataFrame,
-    word: str,
-    reason: str,
+    judged: Sequence,
     trained: int,
     seconds: float,
-    grid: str | None = None,
     paired: str | None = None,
     train_seconds: Sequence[float] = (),
+    min_runs: int = MIN_RUNS,
 ) -> str:
     """The docs block: the command (with the call's runtime where it trained; else the kept runs'
-    median training time from ``train_seconds``), the readout table, the verdict line, (``grid``, from
-    :func:`grid_line`) whether the verdict holds over the rule grid and (``paired``, from
-    :func:`paired_line`) the paired tests."""
+    median training time from ``train_seconds``), the readout table (:func:`shares`), one line per
+    judged contrast (``judged``, from :func:`judged_contrasts`: the judge's word, robustness over
+    the rule grid and reason, :func:`analyses.judged.contrast_line`) and (``paired``, from
+    :func:`paired_line`) the paired McNemar tests."""
+    from analyses.judged import contrast_line
+
     names = {
         "true": "forced, true pattern",
         "control": "forced, offset control",
@@ -377,9 +369,16 @@ def docs_block(
         lines.append(f"| {names[r.group]} | {by_step} | {r.runs} | {r.emerged} | {share} | {e} |")
     from analyses.population import HOLD, THRESHOLD
 
-    lines += ["", f"- Verdict at threshold {THRESHOLD}, hold {HOLD}: **{word}**: {reason}."]
-    if grid:
-        lines.append(f"- Over the rule grid (threshold 0.4, 0.5, 0.6 × hold 1, 2, 3): {grid}.")
+    note = _kept_note(table, min_runs)
+    lines += [
+        "",
+        f"Judged at threshold {THRESHOLD}, hold {HOLD} (interp.population.judge: the words, and robustness over the "
+        "rule grid threshold 0.4, 0.5, 0.6 × hold 1, 2, 3; the paper's claim 3 wants the true-forced runs earlier)"
+        + (f"; {note}" if note else "")
+        + ":",
+        "",
+    ]
+    lines += [f"- {contrast_line(j)}." for j in judged] or ["- No contrast has both its arms kept yet."]
     if paired:
         lines.append(f"- {paired}.")
     return "\n".join([*lines, ""])
@@ -389,34 +388,36 @@ def docs_block(
 HEADLINE = "<!-- forcing-control-8h-headline:begin -->", "<!-- forcing-control-8h-headline:end -->"
 
 
-def headline_line(table: pd.DataFrame, word: str, reason: str, grid: str, cell: str, paired: str = "") -> str:
-    """The entry's line in docs/results.md's headline: the verdict (:func:`verdict`) at the
-    operating point and over the rule grid (:func:`grid_line`), beside the paper's claim 1
-    (shared/PAPER.md: a capability appears at very different steps "or never, depending only on
-    the seed") and its claim 3 (biasing attention toward the true pattern removes the plateau);
-    empty while no forced run is kept. ``cell``: the forcing cell ``"β:N"``; ``paired``: the
-    paired tests' line (:func:`paired_line`), appended when given."""
+def headline_line(table: pd.DataFrame, judged: Sequence, cell: str, paired: str = "", min_runs: int = MIN_RUNS) -> str:
+    """The entry's line in docs/results.md's headline: the judge's verdict on each contrast of
+    :func:`judged_contrasts` (forced toward the true pattern against plain, and against the offset
+    control) beside the paper's claim 3 (shared/PAPER.md: biasing attention toward the true pattern
+    removes the plateau), then how many plain seeds emerge by 3 × the budget (a description);
+    empty while no forced run is kept. ``cell``: the forcing cell ``"β:N"``; ``paired``: the paired
+    tests' line (:func:`paired_line`), appended when given."""
+    from analyses.judged import contrast_line
     from analyses.population import HOLD, THRESHOLD
 
     forced = table.set_index("group").loc[["true", "control"], "runs"]
     if not int(forced.sum()):
         return ""
-    beside = {
-        "search": "forcing the true pattern ends the never that 3 × the budget does not: the paper's sparse-attention "
-        "search (claims 1 and 3)",
-        "capacity": "not the paper's search: even forced runs do not keep the capability, so this arm (d_head 8, 2 "
-        "rotary dims per head) lacks the capacity to hold it",
-        "long plateau": "the paper's seed-level never (claim 1): plain seeds emerge scattered past the budget",
-    }.get(
-        word,
-        "beside the paper's claim 3 (a bias toward the true pattern removes the plateau), this many seeds do not yet "
-        "tell the forced runs from the plain ones by the stated rule",
+    long = table.set_index("group").loc["plain_long"]
+    note = _kept_note(table, min_runs)
+    plain = (
+        f"; plain seeds emerged by {long['by_step']:.0f} steps: {int(long['emerged'])} of {int(long['runs'])}"
+        if long["runs"]
+        else ""
     )
     return (
-        f"- **The 8-head arm's never: search, capacity or a long plateau?** (`forcing_control_8h`: "
-        f"{int(forced['true'])} seeds forced toward the true pattern and {int(forced['control'])} toward the offset "
-        f"control, β:N {cell}, {int(table['by_step'].iloc[0])} steps): at threshold {THRESHOLD}, hold {HOLD}, "
-        f"**{word}**: {reason}; {grid}; {beside}" + (f". {paired}" if paired else "") + ".\n"
+        f"- **The 8-head arm, forced** (`forcing_control_8h`: {int(forced['true'])} seeds forced toward the true "
+        f"pattern and {int(forced['control'])} toward the offset control, β:N {cell}, {int(table['by_step'].iloc[0])} "
+        f"steps; the paper's claim 3: a bias toward the true pattern removes the plateau"
+        + (f"; {note}" if note else "")
+        + f"): at threshold {THRESHOLD}, hold {HOLD}, "
+        + "; ".join(contrast_line(j) for j in judged)
+        + plain
+        + (f". {paired}" if paired else "")
+        + ".\n"
     )
 
 
@@ -476,17 +477,16 @@ def main(argv=None) -> None:
     runs = sorted({u["run"] for u in units}, key=lambda r: int(r.rsplit("seed", 1)[1]))
     plain = plain_table(read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget)
     table = shares(forced, plain, args.budget)
-    word, reason = verdict(table)
     kept = {k: v for k, v in curves.items() if v is not None}
-    grid = grid_line(grid_verdicts(units, kept, read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget))
+    judged = judged_contrasts(
+        arm_curves(units, kept, read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget), args.budget
+    )
     command = (
         f"python -m analyses.forcing_control_8h --seeds {args.seeds} --cells {args.cells} --budget {args.budget} "
         f"--anneal-steps {args.anneal_steps}" + (" --finished-only" if args.finished_only else "")
     )
     paired = paired_line(paired_tests(forced, plain))
-    block = docs_block(
-        command, table, word, reason, trained, time.time() - started, grid, paired, forced["train_seconds"].tolist()
-    )
+    block = docs_block(command, table, judged, trained, time.time() - started, paired, forced["train_seconds"].tolist())
     atomic_to_csv(forced, args.out / f"{NAME}.csv")
     atomic_to_csv(plain, args.out / f"{NAME}_plain.csv")
     atomic_to_csv(table, args.out / f"{NAME}_shares.csv")
@@ -494,7 +494,7 @@ def main(argv=None) -> None:
     print(block)
     if args.update_docs:
         update_docs(block)
-        update_docs(headline_line(table, word, reason, grid, args.cells, paired), markers=HEADLINE)
+        update_docs(headline_line(table, judged, args.cells, paired), markers=HEADLINE)
 
 
 if __name__ == "__main__":

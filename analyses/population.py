@@ -341,11 +341,14 @@ def long_summary(curves: pd.DataFrame) -> dict:
     Wilson interval, ``E``: the emerged runs' E in steps, ``best``: each run's best greedy accuracy
     by then) at threshold :data:`THRESHOLD`, hold :data:`HOLD` (a crossing with no room left to
     hold is censored); ``grid``: runs emerged by the last cut per cell ``"threshold/hold"`` of the
-    rule grid; ``kinds``: cell -> the reading made there (:func:`_long_kind`)."""
+    rule grid; ``verdict``: the judge's verdict on claim 1's "never" over the continuation
+    (:func:`interp.population.verdicts.claim_verdicts`, label ``"Claim 1, never"``: ``ceiling``
+    where the runs that never emerged level off just under the threshold)."""
     from interp.core.settings import StudyConfig
     from interp.population.robust import HOLDS, THRESHOLDS
     from interp.population.survival import share_interval
     from interp.population.tables import population_from_curves
+    from interp.population.verdicts import claim_verdicts
 
     rows = []
     for cut in LONG_CUTS:
@@ -365,44 +368,28 @@ def long_summary(curves: pd.DataFrame) -> dict:
                 best=part.groupby("run")["accuracy"].max(),
             )
         )
-    grid, kinds = {}, {}
+    grid = {}
     for threshold, hold in ((t, h) for t in THRESHOLDS for h in HOLDS):
         runs = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False).runs
-        cell = f"{threshold}/{hold}"
-        grid[cell] = int(runs["emerged"].sum())
-        kinds[cell] = _long_kind(grid[cell], len(runs))
-    return dict(rows=rows, grid=grid, kinds=kinds)
+        grid[f"{threshold}/{hold}"] = int(runs["emerged"].sum())
+    result = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), grid=False)
+    (verdict,) = [v for v in claim_verdicts(result) if v.label == "Claim 1, never"]
+    return dict(rows=rows, grid=grid, verdict=verdict)
 
 
-def _long_reading(summary: dict) -> tuple[str, str]:
-    """``(reading, robust)``: the continuation's reading at the operating point, and whether it is
-    the same in every cell of the rule grid (the rules: :func:`long_block`)."""
-    from interp.population.robust import grid_reading
-
+def _long_numbers(summary: dict) -> str:
+    """The continuation's numbers at the operating point in words (no verdict word): runs emerged
+    by the last cut with the share's Wilson interval and their E, and the runs' best accuracy by
+    the first and the last cut."""
     last, first = summary["rows"][-1], summary["rows"][0]
     n, k, lo, hi, e = last["runs"], last["emerged"], last["lo"], last["hi"], last["E"]
-    robust = grid_reading(summary["kinds"], "reading")
-    kind = _long_kind(k, n)
-    if kind == "not decidable yet":
-        reading = (
-            f"not decidable yet: 0 of {n} plain runs emerge by {LONG_CUTS[-1]}, too few runs to call the share small "
-            f"(95 % Wilson {lo:.2f}–{hi:.2f})"
-        )
-    elif kind == "a long plateau":
-        reading = (
-            f"a long plateau: {k} of {n} plain runs emerge past the population's {LONG_CUTS[0]}-step budget by "
-            f"{LONG_CUTS[-1]} (share {k / n:.2f}, 95 % Wilson {lo:.2f}–{hi:.2f}), at E {e.min():.0f}–{e.max():.0f}: "
-            'the arm\'s "never" was the budget'
-        )
-    else:
-        touched = int((last["best"] >= THRESHOLD).sum()) - k
-        reading = (
-            f"few emerge: {k} of {n} plain runs by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}), so 3 × the budget "
-            f'does not end most seeds\' "never"; their best accuracy, median {first["best"].median():.2f} by '
-            f"{LONG_CUTS[0]}, is {last['best'].median():.2f} by {LONG_CUTS[-1]}, and {touched} more reach accuracy "
-            f"{THRESHOLD} at some checkpoint without holding it for {HOLD}"
-        )
-    return reading, robust
+    at = f" at E {e.min():.0f}–{e.max():.0f}" if k > 1 else f" at E {e.min():.0f}" if k else ""
+    touched = int((last["best"] >= THRESHOLD).sum()) - k
+    return (
+        f"{k} of {n} plain runs emerged by {LONG_CUTS[-1]} (95 % Wilson {lo:.2f}–{hi:.2f}){at}; their best accuracy, "
+        f"median {first['best'].median():.2f} by {LONG_CUTS[0]}, is {last['best'].median():.2f} by {LONG_CUTS[-1]}, "
+        f"and {touched} more reach accuracy {THRESHOLD} at some checkpoint without holding it for {HOLD}"
+    )
 
 
 def long_block(curves: pd.DataFrame, n_planned: int) -> str:
@@ -410,13 +397,11 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
     8-head arm trained on to 12000 steps), from its kept curves (:func:`long_summary`): per cut of
     :data:`LONG_CUTS`, the runs emerged by then with the share's 95 % Wilson interval, their E
     (steps) and each run's best greedy accuracy by then (a fraction, no rule); the runs emerged by
-    12000 over the rule grid; and a reading: a long plateau where some runs emerged by 12000 and
-    the share is not small (its interval's upper end ≥ 0.5); few emerge where the share is small
-    (upper end < 0.5), with the runs' median best accuracy by the first and the last cut; not
-    decidable yet where none emerged but the runs are too few to call the share small. The
-    reading is then made in every cell of the rule grid
-    (:data:`interp.population.robust.THRESHOLDS` × ``HOLDS``), and the line says whether it is
-    the same in all of them or which cells read otherwise."""
+    12000 over the rule grid; then the judge's verdict on claim 1's "never" over the continuation
+    (:func:`interp.population.verdicts.claim_line`: its word, robustness over the rule grid and
+    what would decide it) and the numbers behind it."""
+    from interp.population.verdicts import claim_line
+
     n_runs = curves["run"].nunique() if len(curves) else 0
     done = "all" if n_runs == n_planned else "the rest not trained yet" if n_runs else "none trained yet"
     lines = [
@@ -443,8 +428,8 @@ def long_block(curves: pd.DataFrame, n_planned: int) -> str:
         )
     grid = ", ".join(f"{cell}: {k}" for cell, k in summary["grid"].items())
     lines += ["", f"Emerged by {LONG_CUTS[-1]} over the rule grid (threshold/hold: runs): {grid}.", ""]
-    reading, robust = _long_reading(summary)
-    lines.append(f"- Reading at threshold {THRESHOLD}, hold {HOLD}: {reading}; {robust}.")
+    lines.append(f"- {claim_line(summary['verdict'], f'at threshold {THRESHOLD}, hold {HOLD}')}")
+    lines.append(f"- The numbers at threshold {THRESHOLD}, hold {HOLD}: {_long_numbers(summary)}.")
     return "\n".join(lines) + "\n"
 
 
@@ -454,43 +439,22 @@ LONG_HEADLINE = ("<!-- population-8h-long-headline:begin -->", "<!-- population-
 
 def long_headline(curves: pd.DataFrame, n_planned: int) -> str:
     """The continuation's line in docs/results.md's headline: claim 1's "never" tested past the
-    budget, set beside the paper's statement (shared/PAPER.md, claim 1: a capability appears at
-    very different steps, "or never, depending only on the seed"), from :func:`long_summary`;
-    empty while no run is kept. The paper's seed-level "never" is reproduced in a cell of the rule
-    grid where the arm mixes seeds emerged by 12000 with seeds that never did."""
+    budget, the judge's verdict (:func:`long_summary`'s ``verdict``, worded by
+    :func:`interp.population.verdicts.claim_line` beside the paper's statement) and the numbers
+    behind it; empty while no run is kept."""
+    from interp.population.verdicts import claim_line
+
     n_runs = curves["run"].nunique() if len(curves) else 0
     if not n_runs:
         return ""
     summary = long_summary(curves)
-    reading, robust = _long_reading(summary)
-    mixed = [cell for cell, k in summary["grid"].items() if 0 < k < n_runs]
     so_far = "" if n_runs == n_planned else f"; {n_planned - n_runs} runs not trained yet, so not a finding"
-    if mixed:
-        beside = (
-            f'beside the paper (a capability appears at very different steps "or never, depending only on the '
-            f'seed"): past the budget the arm that never emerged by {LONG_CUTS[0]} mixes seeds that emerged with '
-            f"seeds that never did, the paper's seed-level never, in {len(mixed)} of the {len(summary['grid'])} cells "
-            f"of the rule grid ({', '.join(mixed)})"
-        )
-    else:
-        beside = (
-            'beside the paper (a capability appears "or never, depending only on the seed"): no cell of the rule '
-            "grid mixes emerged and never-emerged seeds in this arm, so its never is set by the arm, not the seed"
-        )
     return (
         f'- **Claim 1, "never", past the budget** (`population-8h-long`: the population\'s 8-head seeds, same '
         f"initialisation and data order, trained on to {LONG_CUTS[-1]} steps = 3 × its budget; {n_runs} of "
-        f"{n_planned} runs{so_far}): at threshold {THRESHOLD}, hold {HOLD}, {reading}; {robust}; {beside}.\n"
+        f"{n_planned} runs{so_far}): {claim_line(summary['verdict'], f'at threshold {THRESHOLD}, hold {HOLD}')} "
+        f"The numbers: {_long_numbers(summary)}.\n"
     )
-
-
-def _long_kind(emerged: int, runs: int) -> str:
-    """The reading of ``emerged`` of ``runs`` plain runs by the continuation's budget, by the rules
-    of :func:`long_block` (the 95 % Wilson interval's upper end against 0.5)."""
-    from interp.population.survival import share_interval
-
-    _, _, hi = share_interval(emerged, runs)
-    return "not decidable yet" if hi >= 0.5 and not emerged else "a long plateau" if hi >= 0.5 else "few emerge"
 
 
 def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:

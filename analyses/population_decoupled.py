@@ -14,12 +14,11 @@ population's ``docs/data/population/curves``):
 - **One factor: rotary dimensions per head.** At 1, 4 and 8 heads the decoupled arm and the
   population's arm differ only in the rotary dimensions per head (same n_heads, d_head, data,
   seeds and trainer; the prompts of the evaluation differ, 256 against 64). Both are censored at
-  the population's budget (4000 steps) for the contrast: emerged counts, log-rank test.
+  the population's budget (4000 steps) for the contrast (:func:`rotary_contrasts`), judged by
+  :mod:`interp.population.judge` (the log-rank test stratified by seed, its direction the test's;
+  robust, robust null or not robust over the rule grid, threshold 0.4/0.5/0.6 x hold 1/2/3).
 - **Head count at fixed rotary dimensions.** The decoupled arms against each other: head count
-  and d_head still vary together, so that contrast is called confounded (with d_head).
-
-Each contrast is recomputed over the rule's grid (threshold 0.4/0.5/0.6 x hold 1/2/3) and
-called robust only where its direction and significance (log-rank p < 0.05) hold at every point.
+  and d_head still vary together, so the judge calls that contrast confounded (with d_head).
 
 Usage: ``python -m analyses.population_decoupled [--train] [--jobs N] [--update-docs]``
 (``emergence results --only population_decoupled`` trains the missing runs first, arm by arm:
@@ -38,7 +37,6 @@ import pandas as pd
 
 from analyses import description
 from analyses import population as pop
-from interp.population.robust import HOLDS, THRESHOLDS
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_decoupled"
@@ -54,8 +52,6 @@ PAIRS = (
 )
 COMMON_BUDGET = 4000
 
-#: The rule grid (threshold x hold) every contrast is recomputed over: the population's own.
-GRID = [(t, h) for t in THRESHOLDS for h in HOLDS]
 BEGIN, END = "<!-- population-decoupled:begin -->", "<!-- population-decoupled:end -->"
 #: docs/results.md's headline line of the one-factor contrasts, right after the population's headline.
 HEADLINE = "<!-- population-decoupled-headline:begin -->", "<!-- population-decoupled-headline:end -->"
@@ -67,50 +63,38 @@ def rotary_dims(arm: str, d_head: int) -> int:
     return int(match.group(1)) if match else int(d_head * 0.25)
 
 
-def contrast(curves: pd.DataFrame, a: str, b: str, threshold: float, hold: int) -> dict:
-    """Emergence of arm ``b`` against arm ``a``: runs, emerged, median E of each (steps), the
-    log-rank p of equal hazards (NaN with a note when undetermined) and the hazard ratio of ``b``
-    against ``a`` (``hr``, ``hr_lo``, ``hr_hi``: a Cox fit on the pair, above 1 = ``b`` emerges
-    earlier; NaN with ``hr_note`` when undetermined, as when one arm has no event).
+def rotary_contrasts(both: pd.DataFrame, pairs) -> list:
+    """Each pair ``(population arm, decoupled arm)`` of ``pairs`` judged, the decoupled arm (8
+    rotary dims per head) against the population's (:func:`analyses.judged.judged`, both cut at
+    :data:`COMMON_BUDGET` steps; the arms share their seeds, so the test is stratified by seed). The
+    rotary dims per head are the one factor that differs; the hypothesis tested (``wanted``) is
+    that more rotary dims per head emerge earlier (the population's head-count effect partly its
+    positional code), so ``reproduced`` means the test finds them earlier.
 
-    Source: Cox 1972 with Efron ties (:func:`interp.population.survival.cox_fit`), the log-rank test
-    (:func:`interp.population.survival.logrank_tests`)."""
-    from interp.core.settings import StudyConfig
-    from interp.population.survival import cox_fit, monotone_direction
-    from interp.population.tables import population_from_curves
+    Returns:
+        One :class:`analyses.judged.Judged` per pair, labelled ``"neox-2l-64d-8h-r8 (8 rotary dims)
+        against neox-2l-64d-8h (2)"``.
+    """
+    from analyses.judged import judged
 
-    config = StudyConfig(threshold=threshold, hold=hold)
-    result = population_from_curves(curves[curves["arm"].isin([a, b])], config, reference=a, grid=False)
-    arms = result.arms.set_index("arm")
-    test = result.tests[result.tests["test"] == "vs reference"].iloc[0]
-    duration, emerged = result.runs["duration"].to_numpy(float), result.runs["emerged"].to_numpy(bool)
-    x = (result.runs["arm"] == b).to_numpy(float)
-    fit, _ = cox_fit(duration, emerged, x, "arm")
-    apart = monotone_direction(duration, emerged, x) if fit["note"] else 0
-    hr_note = (
-        f"while both arms had runs at risk every run that emerged was of {b if apart > 0 else a}: the partial "
-        "likelihood has no maximum, the hazard ratio is not estimable"
-        if apart
-        else str(fit["note"])
-    )
-    return {
-        "arm_a": a,
-        "arm_b": b,
-        "threshold": threshold,
-        "hold": hold,
-        "n_a": int(arms.loc[a, "n_runs"]),
-        "emerged_a": int(arms.loc[a, "n_emerged"]),
-        "n_b": int(arms.loc[b, "n_runs"]),
-        "emerged_b": int(arms.loc[b, "n_emerged"]),
-        "median_a": float(arms.loc[a, "median_E"]),
-        "median_b": float(arms.loc[b, "median_E"]),
-        "p": float(test["p"]),
-        "note": str(test["note"]),
-        "hr": float(fit["hr"]),
-        "hr_lo": float(fit["hr_lo"]),
-        "hr_hi": float(fit["hr_hi"]),
-        "hr_note": hr_note,
-    }
+    out = []
+    for a, b in pairs:
+        d_head = int(both.loc[both["arm"] == a, "d_head"].iloc[0])
+        ra, rb = rotary_dims(a, d_head), rotary_dims(b, d_head)
+        label = f"{b} ({rb} rotary dims) against {a} ({ra})"
+        out.append(
+            judged(
+                both,
+                b,
+                a,
+                label,
+                wanted=+1 if rb > ra else -1,
+                budget=COMMON_BUDGET,
+                threshold=pop.THRESHOLD,
+                hold=pop.HOLD,
+            )
+        )
+    return out
 
 
 def best_accuracy(curves: pd.DataFrame, a: str, b: str) -> dict:
@@ -135,38 +119,6 @@ def best_accuracy(curves: pd.DataFrame, a: str, b: str) -> dict:
     }
 
 
-def direction(row: dict) -> int:
-    """+1: arm b emerges more (share emerged higher), -1: less, 0: the same share."""
-    share_a, share_b = row["emerged_a"] / row["n_a"], row["emerged_b"] / row["n_b"]
-    return (share_b > share_a) - (share_b < share_a)
-
-
-def grid_table(curves: pd.DataFrame, pairs) -> pd.DataFrame:
-    """Every contrast of ``pairs`` at every (threshold, hold) of :data:`GRID`."""
-    return pd.DataFrame([contrast(curves, a, b, t, h) for a, b in pairs for t, h in GRID])
-
-
-def robust(rows: pd.DataFrame) -> bool:
-    """Direction and significance (p < 0.05) the same at every grid point."""
-    dirs = {direction(r) for r in rows.to_dict("records")}
-    sig = {bool(r["p"] < 0.05) for r in rows.to_dict("records") if not math.isnan(r["p"])}
-    return len(dirs) == 1 and len(sig) == 1 and not rows["p"].isna().any()
-
-
-def grid_word(rows: pd.DataFrame) -> str:
-    """How a contrast fares over the rule grid, in words."""
-    if not robust(rows):
-        return f"NOT robust: direction or significance changes over the {len(rows)} points of the rule grid"
-    if bool((rows["p"] < 0.05).all()):
-        return f"robust: the same direction with p < 0.05 at all {len(rows)} points of the rule grid"
-    return f"no difference at any of the {len(rows)} points of the rule grid"
-
-
-def steps_text(e: float) -> str:
-    """A median E in steps as text, ``"1300 steps"``; NaN (the median is never reached) -> "not reached"."""
-    return "not reached" if math.isnan(e) else f"{e:.0f} steps"
-
-
 def p_text(p: float) -> str:
     """A p-value as text with its size kept: ``"1.0e-05"`` below 0.001, else ``"0.011"``; NaN -> "undetermined"."""
     return "undetermined" if math.isnan(p) else (f"{p:.1e}" if p < 1e-3 else f"{p:.3f}")
@@ -175,16 +127,17 @@ def p_text(p: float) -> str:
 def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | None:
     """docs/results.md's headline line for the one-factor contrasts (rotary dimensions per head),
     computed from the kept curves: for each pair of :data:`PAIRS` whose decoupled arm holds all
-    ``n_seeds`` seeds, both arms cut at :data:`COMMON_BUDGET` steps: emerged counts with the log-rank
-    p at the operating point and whether that holds over the rule grid, then each run's best
-    accuracy (no rule: Mann–Whitney U). ``None`` while no decoupled arm of a pair is complete.
+    ``n_seeds`` seeds, both arms cut at :data:`COMMON_BUDGET` steps, the judge's line
+    (:func:`rotary_contrasts`, :func:`analyses.judged.contrast_line`: emerged counts, Kaplan–Meier
+    medians, the judge's word and robustness over the rule grid), then each run's best accuracy (no
+    rule: Mann–Whitney U). ``None`` while no decoupled arm of a pair is complete.
 
-    Then how many pairs have the arm with more rotary dimensions emerge first (the earlier median
-    E, a median not reached counting as later than any step; at equal medians, more runs emerged)
-    and how many are robust over the grid. The closing reading is the pair of the population's
-    largest head count (8: one rotary frequency per head), once that pair is in: where every run
-    with 8 rotary dimensions has a higher best accuracy than every run with 2 (and p < 0.05), part
-    of the 8-head cliff is the positional code's; otherwise the one-factor contrast does not show it."""
+    Then in how many pairs the test finds more rotary dimensions per head earlier (the judge's
+    side, never a median) and how many of those are robust. The closing reading is the pair of the
+    population's largest head count (8: one rotary frequency per head), once that pair is in:
+    where the judge says ``reproduced`` (more rotary dims earlier), part of the 8-head cliff is the
+    positional code's; otherwise the line gives the judge's word and says the contrast does not
+    show it."""
     if not len(dec) or not len(popc):
         return None
     both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
@@ -192,57 +145,43 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     pairs = [(a, b) for a, b in PAIRS if b in complete and a in set(popc["arm"])]
     if not pairs:
         return None
+    from analyses.judged import contrast_line
+
     most = max(int(popc.loc[popc["arm"] == a, "n_heads"].iloc[0]) for a, _ in PAIRS if a in set(popc["arm"]))
     parts, cliff, faster, firm = [], None, 0, 0
-    for a, b in pairs:
-        rows = grid_table(both, [(a, b)])
-        main = rows[(rows["threshold"] == pop.THRESHOLD) & (rows["hold"] == pop.HOLD)].iloc[0]
+    for (a, b), j in zip(pairs, rotary_contrasts(both, pairs)):
         best = best_accuracy(both, a, b)
         first = both[both["arm"] == a].iloc[0]
         n_heads, d_head = int(first["n_heads"]), int(first["d_head"])
         ra, rb = rotary_dims(a, d_head), rotary_dims(b, d_head)
-        if best["p"] < 0.05:
-            effect = f"{rb} rotary dims reach " + (
-                "higher accuracy"
-                if best["med_b"] > best["med_a"]
-                else f"lower accuracy (though the {pop.N_PROMPTS}-prompt arm's maximum is the one biased upward)"
-            )
-        else:
-            effect = "no difference in best accuracy"
-        over = "robust over the grid of rules" if robust(rows) else "not robust over the grid of rules"
-        # the arm with more rotary dims per head emerged first: the earlier median E (not reached
-        # counts as later than any step), else, at equal medians, more runs emerged
-        e_more, e_less = (main["median_b"], main["median_a"]) if rb > ra else (main["median_a"], main["median_b"])
-        n_more, n_less = (main["emerged_b"], main["emerged_a"]) if rb > ra else (main["emerged_a"], main["emerged_b"])
-        e_more, e_less = (math.inf if math.isnan(e) else e for e in (e_more, e_less))
-        faster += e_more < e_less or (e_more == e_less and n_more > n_less)
-        firm += robust(rows) and bool((rows["p"] < 0.05).all())
+        v = j.verdict
+        more_first = v.side == ("earlier" if rb > ra else "later")
+        faster += more_first
+        firm += more_first and v.robust == "robust"
         parts.append(
-            f"{n_heads} head{'s' if n_heads > 1 else ''} (d_head {d_head}), {rb} rotary dims against {ra}: emerged by "
-            f"{COMMON_BUDGET} in {main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']}, median E "
-            f"{steps_text(main['median_b'])} against {steps_text(main['median_a'])} (log-rank p "
-            f"{p_text(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {over}); best accuracy median "
+            f"{n_heads} head{'s' if n_heads > 1 else ''} (d_head {d_head}): {contrast_line(j)}; best accuracy median "
             f"{best['med_b']:.2f} against {best['med_a']:.2f}, {best['above']} of {best['n_b']} runs above every run "
-            f"with {ra} (Mann–Whitney p {p_text(best['p'])}): {effect}"
+            f"with {ra} (Mann–Whitney p {p_text(best['p'])}, no rule)"
         )
         if n_heads == most:
-            separated = best["p"] < 0.05 and best["above"] == best["n_b"]
             cliff = (
                 f"part of the population's {n_heads}-head cliff is its positional code ({ra} rotary dims per head: "
                 f'{ra // 2} rotation frequenc{"y" if ra // 2 == 1 else "ies"}), so that arm\'s "never" does not '
                 "measure the head count alone"
-                if separated
-                else f"this contrast does not show the population's {n_heads}-head arm held back by its positional code"
+                if v.word == "reproduced"
+                else f"the judge's word on this pair is {v.word}, so it does not show the population's {n_heads}-head "
+                "arm held back by its positional code"
             )
     head = (
         "- **Rotary dimensions per head, one factor** (the decoupled arms against the population's: same n_heads, "
         f"d_head, seeds and data, both cut at {COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against "
-        f"{pop.N_PROMPTS}): "
+        f"{pop.N_PROMPTS}; the hypothesis tested: more rotary dims per head emerge earlier; words and robustness "
+        "over the rule grid the judge's): "
     )
     overall = (
-        f"More rotary dimensions per head emerged first (earlier median E, or more runs emerged) in {faster} of "
-        f"{len(pairs)} pair{'s' if len(pairs) > 1 else ''} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
-        f"{firm} of {len(pairs)} robust over the grid of rules"
+        f"The test finds more rotary dimensions per head earlier in {faster} of {len(pairs)} "
+        f"pair{'s' if len(pairs) > 1 else ''} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {firm} of them robust "
+        "over the rule grid"
     )
     return head + "; ".join(parts) + f". {overall}" + (f". Reading: {cliff}." if cliff else ".")
 
@@ -279,24 +218,16 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
     both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
     pairs = [(a, b) for a, b in PAIRS if a in set(both["arm"]) and b in set(both["arm"])]
     if pairs:
-        grid = grid_table(both, pairs)
+        from analyses.judged import contrast_line
+
         lines.append(
             f"One factor, the rotary dimensions per head (same n_heads, d_head, seeds and data; both censored at "
-            f"{COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against {pop.N_PROMPTS}, in the order of each line):"
+            f"{COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against {pop.N_PROMPTS}, in the order of each "
+            f"line; at threshold {pop.THRESHOLD}, hold {pop.HOLD}; the word and robustness over the rule grid are the "
+            "judge's, interp.population.judge, for the hypothesis that more rotary dims per head emerge earlier):"
         )
         lines.append("")
-        for a, b in pairs:
-            rows = grid[(grid["arm_a"] == a) & (grid["arm_b"] == b)]
-            main = rows[(rows["threshold"] == pop.THRESHOLD) & (rows["hold"] == pop.HOLD)].iloc[0]
-            ps = rows["p"].dropna()
-            span = f"p {p_text(ps.min())}–{p_text(ps.max())} over the grid" if len(ps) else "p undetermined"
-            lines.append(
-                f"- {b} ({rotary_dims(b, 0)} rotary dims) against {a} "
-                f"({rotary_dims(a, int(popc.loc[popc['arm'] == a, 'd_head'].iloc[0]))}): emerged by {COMMON_BUDGET} in "
-                f"{main['emerged_b']}/{main['n_b']} against {main['emerged_a']}/{main['n_a']} runs, log-rank p "
-                f"{p_text(main['p'])} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {span}; "
-                f"{grid_word(rows)}."
-            )
+        lines += [f"- {contrast_line(j)}." for j in rotary_contrasts(both, pairs)]
         lines.append("")
         lines.append(
             f"Without the rule (no threshold, no hold): each run's best greedy accuracy over its checkpoints up to "

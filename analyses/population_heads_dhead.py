@@ -15,12 +15,15 @@ The contrasts (:data:`PAIRS`), each between two arms cut at the smaller of their
 - **the head size alone**: d_head 16 against 8 at 4 heads and at 8 heads;
 - **both at once** (the population's contrast, called confounded): 8 heads of 8 dims against 4 of 16.
 
-Each: emerged counts and median E with the log-rank p at the operating point (threshold 0.5,
-hold 2), recomputed over the rule grid (threshold 0.4/0.5/0.6 x hold 1/2/3; robust only where the
-direction and significance hold in every cell), and each run's best accuracy with a Mann–Whitney
-U test (no rule). The headline line sets them beside the paper's claim 4 ("more heads help;
-larger head dimension helps only up to a minimum capacity") once every arm holds its 24 seeds;
-until then it says how many runs are in and that claim 4's head-count contrast stays confounded.
+Each contrast is read by :func:`analyses.judged.judged` (the log-rank test stratified by seed, the
+arms sharing their seeds, at the operating point threshold 0.5, hold 2 and in every cell of the rule
+grid threshold 0.4/0.5/0.6 x hold 1/2/3; the pair's proportional-hazards test and Kaplan–Meier
+crossings) and worded by the judge (:mod:`interp.population.judge`): every verdict and robustness
+word here is its, every direction the test's; beside it, each run's best accuracy with a
+Mann–Whitney U test (no rule). The headline line gives the judge's verdict on claim 4's head count
+and head size ("more heads help; larger head dimension helps only up to a minimum capacity") once
+every arm holds its 24 seeds, for Phi (the architecture the cross is built as); until then it says
+how many runs are in and that claim 4's head-count contrast stays confounded.
 
 Usage: ``python -m analyses.population_heads_dhead [--finished-only] [--seeds a-b] [--jobs N]
 [--update-docs]`` (trains the missing runs first through ``python -m analyses.population --spec
@@ -34,14 +37,13 @@ population-heads-dhead``; ``--seeds`` splits them between processes). Measured o
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import pandas as pd
 
 from analyses import description
 from analyses import population as pop
-from analyses.population_decoupled import best_accuracy, grid_table, grid_word, p_text, robust, steps_text
+from analyses.population_decoupled import best_accuracy, p_text
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_heads_dhead"
@@ -53,77 +55,65 @@ PAIRS = (
     ("phi-2l-64d-4h-dh8-r8", "phi-2l-64d-8h-dh8-r8", "n_heads", "8 heads against 4, d_head 8"),
     ("phi-2l-64d-4h-dh8-r8", "phi-2l-64d-4h-dh16-r8", "d_head", "d_head 16 against 8, 4 heads"),
     ("phi-2l-64d-8h-dh8-r8", "phi-2l-64d-8h-dh16-r8", "d_head", "d_head 16 against 8, 8 heads"),
-    ("phi-2l-64d-4h-dh16-r8", "phi-2l-64d-8h-dh8-r8", "both", "8 heads of 8 dims against 4 of 16 (confounded)"),
+    ("phi-2l-64d-4h-dh16-r8", "phi-2l-64d-8h-dh8-r8", "both", "8 heads of 8 dims against 4 of 16"),
 )
+#: The model family the cross is built as (its findings hold for it).
+ARCHITECTURE = "Phi"
 BEGIN, END = "<!-- population-heads-dhead:begin -->", "<!-- population-heads-dhead:end -->"
 #: docs/results.md's headline line, after the decoupled arms' line.
 HEADLINE = "<!-- population-heads-dhead-headline:begin -->", "<!-- population-heads-dhead-headline:end -->"
 
 
 def contrasts(curves: pd.DataFrame) -> list[dict]:
-    """Every pair of :data:`PAIRS` whose two arms have kept curves: both arms cut at the smaller
-    budget (steps); ``rows``: the contrast at every cell of the rule grid
-    (:func:`analyses.population_decoupled.grid_table`); ``main``: the one at threshold 0.5, hold 2;
-    ``best``: each run's best accuracy with the Mann–Whitney U p; ``earlier``: whether arm b
-    emerged first (earlier median E, a median not reached counting as later than any step; at
-    equal medians, more runs emerged)."""
+    """Every pair of :data:`PAIRS` whose two arms have kept curves, judged
+    (:func:`analyses.judged.judged`: both arms cut at the smaller budget, the test stratified by
+    seed, read over the rule grid): ``judged`` (:class:`analyses.judged.Judged`), ``verdict`` (its
+    :class:`interp.population.judge.Verdict`), ``budget`` (steps), and ``best``: each run's best
+    accuracy with the Mann–Whitney U p (no rule). The pair that varies both factors is given to
+    the judge with what else varies (d_head), so its word is ``confounded``."""
+    from analyses.judged import judged
+    from interp.population.shapes import pair_varies
+
     out = []
     arms = set(curves["arm"]) if len(curves) else set()
     for a, b, factor, label in PAIRS:
         if a not in arms or b not in arms:
             continue
-        budget = min(int(curves.loc[curves["arm"] == arm, "budget"].iloc[0]) for arm in (a, b))
-        both = pop.at_budget(curves[curves["arm"].isin([a, b])], budget)
-        rows = grid_table(both, [(a, b)])
-        main = rows[(rows["threshold"] == pop.THRESHOLD) & (rows["hold"] == pop.HOLD)].iloc[0].to_dict()
-        e_b, e_a = (math.inf if math.isnan(e) else e for e in (main["median_b"], main["median_a"]))
-        earlier = e_b < e_a or (e_b == e_a and main["emerged_b"] > main["emerged_a"])
-        later = e_b > e_a or (e_b == e_a and main["emerged_b"] < main["emerged_a"])
+        also = pair_varies(curves, b, a, "n_heads") if factor == "both" else ""
+        j = judged(curves, b, a, label, wanted=+1, also_varies=also, threshold=pop.THRESHOLD, hold=pop.HOLD)
+        both = pop.at_budget(curves[curves["arm"].isin([a, b])], j.budget)
         out.append(
             dict(
                 a=a,
                 b=b,
                 factor=factor,
                 label=label,
-                budget=budget,
-                rows=rows,
-                main=main,
+                budget=j.budget,
+                judged=j,
+                verdict=j.verdict,
                 best=best_accuracy(both, a, b),
-                earlier=earlier,
-                later=later,
-                robust=robust(rows),
             )
         )
     return out
 
 
-def hazard_text(m: dict) -> str:
-    """The pair's hazard ratio in words, ``"hazard ratio ×0.75 (95 % CI 0.38–1.48)"`` (above 1: arm b
-    emerges earlier), or why it is undetermined."""
-    if math.isnan(m["hr"]):
-        return f"hazard ratio undetermined ({m['hr_note']})"
-    return f"hazard ratio ×{m['hr']:.2f} (95 % CI {m['hr_lo']:.2f}–{m['hr_hi']:.2f})"
-
-
 def contrast_line(c: dict) -> str:
-    """One contrast in words: emerged counts, median E, log-rank p, the hazard ratio with its
-    interval and the grid's verdict, then the best accuracies (no rule)."""
-    m, best = c["main"], c["best"]
-    side = "earlier" if c["earlier"] else "later" if c["later"] else "at the same time"
-    sig = "p < 0.05" if m["p"] < 0.05 else "not significant"
+    """One contrast in words (:func:`analyses.judged.contrast_line`: emerged counts, Kaplan–Meier
+    medians, the judge's word, robustness and reason), then each run's best accuracy (no rule)."""
+    from analyses.judged import contrast_line as judged_line
+
+    best = c["best"]
     return (
-        f"{c['label']} (cut at {c['budget']} steps): emerged {m['emerged_b']}/{m['n_b']} against "
-        f"{m['emerged_a']}/{m['n_a']}, median E {steps_text(m['median_b'])} against {steps_text(m['median_a'])}, "
-        f"{side} (log-rank p {p_text(m['p'])}, {sig}; {hazard_text(m)}; at threshold {pop.THRESHOLD}, hold {pop.HOLD}; "
-        f"{grid_word(c['rows'])}); best accuracy median {best['med_b']:.2f} against {best['med_a']:.2f} "
-        f"(Mann–Whitney p {p_text(best['p'])})"
+        f"{judged_line(c['judged'])}; best accuracy median {best['med_b']:.2f} against {best['med_a']:.2f} "
+        f"(Mann–Whitney p {p_text(best['p'])}, no rule)"
     )
 
 
 def docs_block(curves: pd.DataFrame, n_planned: int) -> str:
     """docs/results.md's block: how many runs are measured (and, while some are missing, that
-    nothing below is a population statistic), the one-factor contrasts (:func:`contrasts`), then
-    the arm table and findings of the whole spec (:func:`analyses.population.docs_block`)."""
+    nothing below is a population statistic), the contrasts judged one at a time
+    (:func:`contrasts`), then the arm table and findings of the whole spec
+    (:func:`analyses.population.docs_block`)."""
     from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
@@ -142,7 +132,14 @@ def docs_block(curves: pd.DataFrame, n_planned: int) -> str:
         return "\n".join(lines) + "\n"
     found = contrasts(curves)
     if found:
-        lines += ["One factor at a time (each line: arm b against arm a, both cut at the smaller budget):", ""]
+        lines += [
+            (
+                f"One factor at a time ({ARCHITECTURE} models; each line: arm b against arm a, both cut at the smaller "
+                f"budget, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; the word and robustness over the rule grid "
+                "are the judge's, interp.population.judge):"
+            ),
+            "",
+        ]
         lines += [f"- {contrast_line(c)}." for c in found]
         lines.append("")
     result = population_from_curves(curves, StudyConfig(threshold=pop.THRESHOLD, hold=pop.HOLD), reference=PAIRS[0][0])
@@ -151,38 +148,39 @@ def docs_block(curves: pd.DataFrame, n_planned: int) -> str:
 
 
 def _side(c: dict) -> str:
-    """``"earlier"`` or ``"later"`` where arm b differs from arm a with log-rank p < 0.05 at the
-    operating point, else ``"no difference"``."""
-    if c["main"]["p"] < 0.05:
-        return "earlier" if c["earlier"] else "later" if c["later"] else "no difference"
-    return "no difference"
+    """A contrast's direction from its test (the judge's :attr:`~interp.population.judge.Verdict.side`,
+    arm b against arm a): ``"earlier"`` or ``"later"`` where significant at the operating point,
+    ``"curves cross"`` where the judge says the curves cross, else ``"no difference"``."""
+    v = c["verdict"]
+    if v.word == "curves cross":
+        return "curves cross"
+    return v.side or "no difference"
 
 
-def claim_word(group: list[dict], words: dict[str, str]) -> str:
-    """One claim over the contrasts of one factor (each at one level of the other factor), beside
-    the paper: ``words[side]`` per contrast (:func:`_side`), the same word for all (``"contradicted
-    at both"``) or each level named (``"contradicted at d_head 8; not decidable at d_head 16"``).
-    ``group``: contrasts from :func:`contrasts` whose labels end in the level held fixed."""
-    per = [(words[_side(c)], c["label"].rsplit(", ", 1)[-1]) for c in group]
-    if len({w for w, _ in per}) == 1:
-        return f"{per[0][0]} at both" if len(per) == 2 else per[0][0]
-    return "; ".join(f"{w} at {level}" for w, level in per)
+def claim_verdict(group: list[dict], claim: str):
+    """The judge's verdict on one claim over the contrasts of one factor
+    (:func:`interp.population.judge.judge_claim`); ``claim``: its label."""
+    from interp.population.judge import judge_claim
+
+    return judge_claim(claim, [c["verdict"] for c in group])
 
 
-#: claim 4's head count (the paper: more heads help) read from a contrast's side.
-HEAD_WORDS = {"earlier": "reproduced", "later": "contradicted", "no difference": "not decidable"}
-#: claim 4's head size (the paper: a larger head dimension helps only up to a minimum capacity);
-#: two sizes can show that the larger helps, not where the help stops.
-SIZE_WORDS = {"earlier": "reproduced in part", "later": "contradicted", "no difference": "not decidable"}
+def _claim_text(v, paper: str, group: list[dict]) -> str:
+    robust = f", {v.robust}" if v.robust else ""
+    decide = f" What would decide it: {v.decide}." if v.decide else ""
+    return (
+        f"{v.label} (the paper: {paper}): **{v.word}**{robust} ({v.reason}): "
+        f"{'; '.join(contrast_line(c) for c in group)}.{decide}"
+    )
 
 
 def headline_line(curves: pd.DataFrame, n_planned: int) -> str:
     """docs/results.md's headline line: while runs are missing, how many are in and that claim 4's
-    head-count contrast stays confounded with d_head; once all are, claim 4 one factor at a time
-    beside the paper (:func:`claim_word`): the head count at each d_head (reproduced where 8 heads
-    emerge earlier with log-rank p < 0.05, contradicted where later, else not decidable) and the head
-    size at each head count (reproduced in part where d_head 16 emerges earlier: two sizes cannot
-    show where the help stops), each contrast with whether it holds over the rule grid."""
+    head-count contrast stays confounded with d_head; once all are, claim 4 one factor at a time,
+    each claim's word the judge's (:func:`claim_verdict`) over its contrasts (:func:`contrast_line`):
+    the head count at each d_head, the head size at each head count (two head sizes cannot show
+    where the help stops), then which factor the population's confounded contrast goes with
+    (:func:`both_reading`). The cross is built as Phi: the line says its findings hold for Phi."""
     n = curves["run"].nunique() if len(curves) else 0
     if n < n_planned:
         return (
@@ -193,52 +191,49 @@ def headline_line(curves: pd.DataFrame, n_planned: int) -> str:
     found = contrasts(curves)
     heads = [c for c in found if c["factor"] == "n_heads"]
     sizes = [c for c in found if c["factor"] == "d_head"]
-
-    def firm(group: list[dict]) -> str:
-        k = sum(c["robust"] and bool((c["rows"]["p"] < 0.05).all()) for c in group)
-        return f"{k} of {len(group)} significant in every cell of the rule grid"
-
-    size_word = claim_word(sizes, SIZE_WORDS)
-    in_part = (
-        " (a larger head helps; two head sizes cannot show where the help stops)" if "in part" in size_word else ""
-    )
+    head_v = claim_verdict(heads, f"Claim 4, heads ({ARCHITECTURE}, 8 heads against 4 at d_head 8 and 16)")
+    size_v = claim_verdict(sizes, f"Claim 4, head size ({ARCHITECTURE}, d_head 16 against 8 at 4 and 8 heads)")
     return (
-        f"- **Claim 4, one factor at a time** (`{SPEC}`: {{4, 8 heads}} × {{d_head 8, 16}}, 8 rotary dims per head, "
-        f"{n} runs, at threshold {pop.THRESHOLD}, hold {pop.HOLD}): the head count alone (the paper: more heads "
-        f"help): {claim_word(heads, HEAD_WORDS)}; {firm(heads)} ({'; '.join(contrast_line(c) for c in heads)}). "
-        f"The head size alone (the paper: a larger head helps only up to a minimum capacity): "
-        f"{size_word}{in_part}; {firm(sizes)} ({'; '.join(contrast_line(c) for c in sizes)}). "
-        f"{both_reading(found)}"
-    )
+        f"- **Claim 4, one factor at a time, {ARCHITECTURE}** (`{SPEC}`: {{4, 8 heads}} × {{d_head 8, 16}}, 8 rotary "
+        f"dims per head, {n} runs, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; built as {ARCHITECTURE}, so these "
+        f"findings hold for {ARCHITECTURE}, not yet for the population's GPT-NeoX arms; two head sizes cannot show "
+        f"where a larger head's help stops). {_claim_text(head_v, 'more heads help', heads)} "
+        f"{_claim_text(size_v, 'a larger head helps only up to a minimum capacity', sizes)} {both_reading(found)}"
+    ).rstrip()
 
 
 def both_reading(found: list[dict]) -> str:
-    """Which factor carries the population's confounded contrast (8 heads of 8 dims against 4 of
-    16), from the one-factor contrasts' sides (:func:`_side`) at the operating point: the head size
-    where d_head 16 is earlier at both head counts and the head count differs at neither; the head
-    count where 8 heads are later at both d_heads and the head size differs at neither; else both,
-    or neither alone."""
+    """The population's confounded contrast (8 heads of 8 dims against 4 of 16) with the judge's
+    word (``confounded``), and which factor its direction goes with, from the one-factor contrasts'
+    test directions (:func:`_side`) at the operating point: the head size where d_head 16 is earlier
+    at both head counts and the head count differs at neither; the head count where 8 heads are
+    later at both d_heads and the head size differs at neither (a head-count contrast whose curves
+    cross counts as no overall difference); else both, or neither alone."""
     both = [c for c in found if c["factor"] == "both"]
     if not both:
         return ""
     heads = {_side(c) for c in found if c["factor"] == "n_heads"}
     sizes = {_side(c) for c in found if c["factor"] == "d_head"}
-    side = _side(both[0])
-    what = f"The population's contrast, 8 heads of 8 dims against 4 of 16 ({side} at this operating point)"
+    v, side = both[0]["verdict"], _side(both[0])
+    what = f"The population's contrast, {v.text()}"
     if side == "no difference":
-        return f"{what}, shows no difference to explain."
-    if sizes == {"earlier"} and heads == {"no difference"}:
+        return f"{what}: no difference to explain."
+    if sizes == {"earlier"} and heads <= {"no difference", "curves cross"}:
+        cross = " (where the curves cross, opposite early and late effects)" if "curves cross" in heads else ""
         return (
-            f"{what}, goes with the head size: the head count alone makes no significant difference at either d_head."
+            f"{what}: its direction goes with the head size; the head count alone makes no significant difference at "
+            f"either d_head{cross}."
         )
     if heads == {"later"} and sizes == {"no difference"}:
         return (
-            f"{what}, goes with the head count: the head size alone makes no significant difference at either head "
-            "count."
+            f"{what}: its direction goes with the head count; the head size alone makes no significant difference at "
+            "either head count."
         )
     if sizes == {"earlier"} and heads == {"later"}:
-        return f"{what}, goes with both: the head size alone and the head count alone each differ at both levels."
-    return f"{what}, is not carried by one factor alone: the one-factor contrasts disagree between levels."
+        return f"{what}: its direction goes with both; the head size alone and the head count alone each differ at both levels."
+    return (
+        f"{what}: its direction is not carried by one factor alone; the one-factor contrasts disagree between levels."
+    )
 
 
 def main(argv=None) -> None:

@@ -159,7 +159,7 @@ REGISTRY: list[Analysis] = [
     # offset control, beta 0.25, N 500) for 8000 steps: 24 runs, ~10 min each on an idle core with
     # the 256-prompt evaluation, ~2 h of 2 idle cores (estimated from forcing_control's 4000-step
     # runs); curves kept in docs/data/forcing_control_8h, read against population_8h_long's kept
-    # curves (search, capacity or long plateau).
+    # curves (the judge's words on forced against plain and against the control).
     Analysis(
         "forcing_control_8h",
         "analyses.forcing_control_8h",

@@ -66,20 +66,22 @@ def test_kept_curves_round_trip_and_a_damaged_one_is_redone(tmp_path, capsys):
 
 def test_docs_block_states_the_tables():
     curves = pd.concat(
-        [_curve("a", 1, s, c) for s, c in enumerate([200, 300, None])]
-        + [_curve("b", 2, s, c) for s, c in enumerate([100, 100, 200])],
+        [_curve("neox-a", 1, s, c) for s, c in enumerate([200, 300, None])]
+        + [_curve("neox-b", 2, s, c) for s, c in enumerate([100, 100, 200])],
         ignore_index=True,
     )
-    result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference="a")
+    result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference="neox-a")
     block = entry.docs_block(result, 120, "the rest not trained yet")
     assert block.startswith("Runs evaluated: 6 of the spec's 120 (the rest not trained yet).")
     # E = the post step held for 2 checkpoints; a run that never crosses is censored at 600
     assert list(result.runs.sort_values(["arm", "seed"])["E"].fillna(-1)) == [200, 300, -1, 100, 100, 200]
     # rotary dims per head (Pythia's 25 % of d_head) and what else varies against the reference
-    assert "| a | 1 | 64 | 16 | (reference) | 3 | 2 | " in block
-    assert "| b | 2 | 32 | 8 | n_heads; d_head 32 vs 64, rotary dims per head 8 vs 16 | 3 | 3 | 100 (" in block
-    # the grid of rules: one row per finding, nine cells and a verdict
+    assert "| neox-a | 1 | 64 | 16 | (reference) | 3 | 2 | " in block
+    assert "| neox-b | 2 | 32 | 8 | n_heads; d_head 32 vs 64, rotary dims per head 8 vs 16 | 3 | 3 | 100 (" in block
+    # the grid of rules: one row per finding, nine cells and the judge's robustness word
     assert "| finding | 0.4/1 | 0.4/2 | 0.4/3 | 0.5/1 | 0.5/2 | 0.5/3 | 0.6/1 | 0.6/2 | 0.6/3 | verdict |" in block
+    assert "| p=0.063 | robust null: not significant in any cell (p ≥ 0.05) |" in block  # log-rank, all arms
+    assert "| a 1/3 never | robust: holds in every cell |" in block
     for line in result.findings:
         assert f"- {line}" in block
 
@@ -144,8 +146,13 @@ def test_headline_says_claim_4_is_confounded_until_the_decoupled_arms_are_in():
     block = entry.headline_block(result, 120, (96, 96), decoupled)
     lines = [x for x in block.splitlines() if x.startswith("- Decoupled arms")]
     assert [x.split("runs): ", 1)[1] for x in lines] == decoupled.claims
-    (line,) = [x for x in lines if "Claim 4, heads" in x]
-    assert "Claim 4, heads: at d_model 64" in line and "Confounded: d_head 64–16 change with n_heads" in line
+    (line,) = [x for x in lines if "Claim 4, heads" in x]  # the judge's: d_head varies with the head count
+    assert "Claim 4, heads (neox, d_model 64, 2 layers, heads 1, 4): confounded at threshold 0.5, hold 2" in line
+    assert (
+        "1 → 4 heads: confounded, robust null (log-rank stratified by seed p = 0.083; also varies: d_head 16 vs 64)"
+        in (line)
+    )
+    assert "reproduced" not in line and "contradicted" not in line
 
 
 def test_seeds_outside_the_spec_are_refused_in_one_line_before_anything_trains():
@@ -155,9 +162,11 @@ def test_seeds_outside_the_spec_are_refused_in_one_line_before_anything_trains()
 
 def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the_budget():
     """Four 8-head runs to 12000 steps: one crosses at 5000, one at 9000, two stay at 0.1. By 4000
-    none emerged, by 8000 one (E 5000), by 12000 two (E 5000 and 9000): 2 of 4 has the 95 % Wilson
-    interval 0.15–0.85, whose upper end ≥ 0.5 reads as a long plateau; eight flat runs read as few
-    emerging (0 of 8: the interval's upper end is 0.32), three as not decidable yet (0 of 3: 0.56)."""
+    none emerged, by 8000 one (E 5000), by 12000 two (E 5000 and 9000, share 2 of 4 with its Wilson
+    interval). The word on claim 1's "never" is the judge's: the arm mixes emerged and
+    never-emerged seeds in every cell of the rule grid, and its flat runs sit far below the
+    threshold (0.1: no ceiling), so reproduced, robust; eight flat runs mix nothing in any cell, a
+    robust null (not decidable)."""
     from interp.population.survival import share_interval
 
     arm = "neox-2l-64d-8h"
@@ -171,46 +180,58 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     share, lo, hi = share_interval(2, 4)
     assert f"| 12000 | 4 | 2 | {share:.2f} ({lo:.2f}–{hi:.2f}) | 5000–9000 (7000) | 0.10–0.90 (0.50) |" in block
     assert "Emerged by 12000 over the rule grid (threshold/hold: runs): 0.4/1: 2, 0.4/2: 2," in block
-    assert "Reading at threshold 0.5, hold 2: a long plateau: 2 of 4 plain runs emerge past" in block
-    assert block.rstrip().endswith("; the same reading in every cell of the rule grid (9 cells).")
-    # a third run that reaches 0.45 only: it emerges at threshold 0.4 and in no other cell, where 3 of 4
-    # is still a long plateau; an eight-run arm with one such run: 1 of 8 at 0.4 (few), 0 of 8 elsewhere
-    near = _curve(arm, 8, 2, 7000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45))
     assert (
-        entry.long_block(pd.concat([curves[curves["seed"] != 2], near]), 24)
-        .rstrip()
-        .endswith("; the same reading in every cell of the rule grid (9 cells).")
+        "- Claim 1, never: reproduced, robust at threshold 0.5, hold 2 (mixed arms: neox-2l-64d-8h 2 of 4 never); "
+        "the paper: or never, depending only on the seed.\n"
+    ) in block
+    assert block.rstrip().endswith(
+        f"- The numbers at threshold 0.5, hold 2: 2 of 4 plain runs emerged by 12000 (95 % Wilson {lo:.2f}–{hi:.2f}) "
+        "at E 5000–9000; their best accuracy, median 0.10 by 4000, is 0.50 by 12000, and 0 more reach accuracy 0.5 "
+        "at some checkpoint without holding it for 2."
     )
+    for old in ("few emerge", "long plateau", "not decidable yet", "Reading"):
+        assert old not in block  # no verdict word of the entry's own
     flat = pd.concat([_curve(arm, 8, s, None, budget=12000) for s in range(8)], ignore_index=True)
     assert (
-        "Reading at threshold 0.5, hold 2: few emerge: 0 of 8 plain runs by 12000 (95 % Wilson 0.00–0.32), so 3 × the "
-        'budget does not end most seeds\' "never"; their best accuracy, median 0.10 by 4000, is 0.10 by 12000, and 0 '
-        "more reach accuracy 0.5 at some checkpoint without holding it for 2"
+        "- Claim 1, never: not decidable, robust null at threshold 0.5, hold 2 (no arm mixes seeds that emerged with "
+        "seeds that never did by the budget);"
     ) in entry.long_block(flat, 24)
-    few = entry.long_block(flat[flat["seed"] < 3], 24)
-    mixed = pd.concat(
-        [
-            flat[flat["seed"] < 6],
-            _curve(arm, 8, 6, 3000, budget=12000),
-            _curve(arm, 8, 7, 3000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45)),
-        ]
-    )
-    # 2 of 8 at threshold 0.4 (Wilson upper end 0.59: a long plateau), 1 of 8 at 0.5 and 0.6 (0.47: few);
     # a ninth run touches 0.9 on one checkpoint only: it reaches 0.5 without holding it
     blip = _curve(arm, 8, 8, None, budget=12000)
     blip.loc[blip["step"] == 9000, "accuracy"] = 0.9
     assert "and 1 more reach accuracy 0.5 at some checkpoint without holding it for 2" in entry.long_block(
-        pd.concat([mixed, blip]), 24
+        pd.concat([flat, blip]), 24
     )
+    # one run that reaches 0.45 only: it emerges at threshold 0.4 and in no other cell, so the arm
+    # mixes emerged and never at 0.4 only: not decidable at the operating point, not robust
+    near = _curve(arm, 8, 8, 7000, budget=12000).assign(accuracy=lambda c: c["accuracy"].clip(upper=0.45))
     assert (
-        entry.long_block(mixed, 24)
-        .rstrip()
-        .endswith(
-            "; not robust over the rule grid: a long plateau at 0.4/1, 0.4/2, 0.4/3; few emerge at 0.5/1, 0.5/2, 0.5/3, "
-            "0.6/1, 0.6/2, 0.6/3."
-        )
+        "- Claim 1, never: not decidable, not robust at threshold 0.5, hold 2 (no arm mixes seeds that emerged with "
+        "seeds that never did by the budget)" in entry.long_block(pd.concat([flat, near]), 24)
     )
-    assert "Reading at threshold 0.5, hold 2: not decidable yet: 0 of 3 plain runs emerge by 12000" in few
+
+
+def test_a_continuation_on_a_ceiling_near_the_threshold_is_called_ceiling():
+    """Eight runs that level off at accuracy 0.35 (below the threshold 0.5 by less than
+    interp.population.contrast.NEAR, flat over the last tenth of the budget) and one that crosses
+    at 5000: the arm mixes emerged and never-emerged seeds, yet the judge calls claim 1's "never"
+    a ceiling (the rule cannot tell a seed that never learns from one just under the threshold),
+    never reproduced."""
+    arm = "neox-2l-64d-8h"
+    flat = [_curve(arm, 8, s, None, budget=12000).assign(accuracy=0.35) for s in range(8)]
+    line = entry.long_headline(pd.concat([*flat, _curve(arm, 8, 8, 5000, budget=12000)]), 9)
+    assert line.startswith('- **Claim 1, "never", past the budget** (`population-8h-long`:')
+    assert "trained on to 12000 steps = 3 × its budget; 9 of 9 runs): Claim 1, never: ceiling, robust at " in line
+    assert (
+        "neox-2l-64d-8h: 8 of 9 runs never emerged, their level 0.35–0.35 (median 0.35, below the threshold 0.5)"
+        in (line)
+    )
+    assert "reproduced" not in line
+    assert line.rstrip().endswith(
+        "The numbers: 1 of 9 plain runs emerged by 12000 (95 % Wilson 0.02–0.43) at E 5000; their best accuracy, "
+        "median 0.35 by 4000, is 0.35 by 12000, and 0 more reach accuracy 0.5 at some checkpoint without holding it "
+        "for 2."
+    )
 
 
 def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alone(tmp_path, monkeypatch):
@@ -243,25 +264,21 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
     assert headline == entry.long_headline(entry.read_kept_curves(kept), 24)
 
 
-def test_the_continuations_headline_sets_the_reading_beside_the_paper():
-    """Eight flat runs and one that crosses at 5000: 1 of 9 by 12000 (few emerge; Wilson upper end
-    0.43) in every cell, and the arm mixes emerged and never-emerged seeds in all 9 cells; eight
-    flat runs alone mix in none, so their never is the arm's."""
+def test_the_continuations_headline_gives_the_judges_word_beside_the_paper():
+    """Eight flat runs at 0.1 and one that crosses at 5000: the arm mixes emerged and never-emerged
+    seeds in every cell (reproduced, robust, from the judge); eight flat runs alone mix in none (a
+    robust null, not decidable), and while runs are missing the line says it is not a finding."""
     arm = "neox-2l-64d-8h"
     flat = [_curve(arm, 8, s, None, budget=12000) for s in range(8)]
     line = entry.long_headline(pd.concat([*flat, _curve(arm, 8, 8, 5000, budget=12000)]), 9)
     assert line.startswith('- **Claim 1, "never", past the budget** (`population-8h-long`:')
-    assert "trained on to 12000 steps = 3 × its budget; 9 of 9 runs):" in line
-    assert "at threshold 0.5, hold 2, few emerge: 1 of 9 plain runs by 12000 (95 % Wilson 0.02–0.43)" in line
-    assert "; the same reading in every cell of the rule grid (9 cells);" in line
-    assert line.rstrip().endswith(
-        "the paper's seed-level never, in 9 of the 9 cells of the rule grid (0.4/1, "
-        "0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3, 0.6/1, 0.6/2, 0.6/3)."
+    assert (
+        "trained on to 12000 steps = 3 × its budget; 9 of 9 runs): Claim 1, never: reproduced, robust at threshold "
+        "0.5, hold 2 (mixed arms: neox-2l-64d-8h 8 of 9 never); the paper: or never, depending only on the seed. The "
+        "numbers: 1 of 9 plain runs emerged by 12000 (95 % Wilson 0.02–0.43) at E 5000;" in line
     )
     alone = entry.long_headline(pd.concat(flat), 24)
-    assert "8 of 24 runs; 16 runs not trained yet, so not a finding)" in alone
-    assert alone.rstrip().endswith(
-        "no cell of the rule grid mixes emerged and never-emerged seeds in this arm, so "
-        "its never is set by the arm, not the seed."
+    assert "8 of 24 runs; 16 runs not trained yet, so not a finding): Claim 1, never: not decidable, robust null" in (
+        alone
     )
     assert entry.long_headline(pd.DataFrame(columns=entry.curve_columns()), 24) == ""

@@ -206,26 +206,63 @@ def test_a_crossing_with_no_room_to_hold_is_censored_and_the_grid_says_what_hold
     assert size.loc[(0.5, 1), "direction"] == "later" and size.loc[(0.6, 1), "direction"] == "earlier"
     verdict = robustness(grid).set_index("key").loc["cox:1:16:all"]
     assert not verdict["robust"] and verdict["verdict"].startswith("not robust: ")
+    assert verdict["verdict"] == (  # the judge's word, the cells named
+        "not robust: later at 0.4/1, 0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3; earlier at 0.6/1, 0.6/2, 0.6/3"
+    )
     shown = wide(grid)
     assert list(shown.columns) == ["finding", *[f"{t}/{h}" for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)], "verdict"]
-    assert any("not robust over the grid of rules" in c for c in result.claims if c.startswith("Claim 4"))
+    (claim,) = [c for c in result.claims if c.startswith("Claim 4")]  # d_head varies too: confounded, whatever the test
+    assert "2 → 4 heads: confounded, not robust (log-rank stratified by seed p = 0.0047, later;" in claim
+    assert "; earlier at 0.6/1, 0.6/2, 0.6/3)" in claim and "contradicted" not in claim
 
 
-def test_one_grid_reading_line_for_every_entry():
-    from interp.population.robust import grid_reading
+def test_the_grids_robustness_words_are_the_judges():
+    """robust.robustness words each finding with interp.population.judge.robustness: an effect
+    significant one way in every cell is robust, significant in none a robust null, otherwise not
+    robust with the judge's naming of the cells; a fact false in every cell is a robust null (as
+    judge_fact says), one that holds in some cells only is not robust."""
+    from interp.population.judge import Cell
+    from interp.population.judge import robustness as judged
+    from interp.population.robust import robustness
 
-    cells = [f"{t}/{h}" for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)]
-    assert grid_reading(dict.fromkeys(cells, "few emerge"), "reading") == (
-        "the same reading in every cell of the rule grid (9 cells)"
+    cells = [(t, h) for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)]
+
+    def finding(key, kind, p, direction, holds):
+        return [
+            {"key": key, "finding": key, "label": key, "kind": kind, "threshold": t, "hold": h, "estimate": "",
+             "direction": direction(t), "p": p(t), "holds": holds(t)}
+            for t, h in cells
+        ]  # fmt: skip
+
+    grid = pd.DataFrame(
+        finding("all", "effect", lambda t: 0.001, lambda t: "later", lambda t: True)
+        + finding("none", "effect", lambda t: 0.4, lambda t: "earlier", lambda t: False)
+        + finding("part", "effect", lambda t: 0.01 if t < 0.6 else 0.2, lambda t: "earlier", lambda t: t < 0.6)
+        + finding("global", "effect", lambda t: 0.01 if t < 0.6 else 0.2, lambda t: "", lambda t: t < 0.6)
+        + finding("false", "fact", lambda t: math.nan, lambda t: "", lambda t: False)
+        + finding("some", "fact", lambda t: math.nan, lambda t: "", lambda t: t == 0.4)
     )
-    assert grid_reading({"0.5/2": "search"}) == "the same verdict in the one cell of the rule grid"
-    flip = {c: "long plateau" if c.startswith("0.4") else "search" for c in cells}
-    assert grid_reading(flip) == (
-        "not robust over the rule grid: long plateau at 0.4/1, 0.4/2, 0.4/3; search at 0.5/1, 0.5/2, 0.5/3, 0.6/1, "
-        "0.6/2, 0.6/3"
+    out = robustness(grid).set_index("key")
+    assert out.loc["all", "verdict"] == "robust: later in every cell (p < 0.05)" and out.loc["all", "robust"]
+    assert out.loc["none", "verdict"] == "robust null: not significant in any cell (p ≥ 0.05)"
+    assert bool(out.loc["none", "robust"])
+    word, broken = judged(tuple(Cell(t, h, 0.01 if t < 0.6 else 0.2, 1) for t, h in cells))
+    assert out.loc["part", "verdict"] == f"{word}: {broken}" and not out.loc["part", "robust"]
+    assert out.loc["part", "verdict"] == (
+        "not robust: earlier at 0.4/1, 0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3; not significant at 0.6/1, 0.6/2, 0.6/3"
     )
-    with pytest.raises(ValueError, match=r"^grid_reading: no cell of the rule grid given"):
-        grid_reading({})
+    assert out.loc["global", "verdict"].startswith("not robust: significant at 0.4/1, ")  # no direction to name
+    assert out.loc["false", "verdict"] == "robust null: false in every cell"
+    assert (
+        out.loc["some", "verdict"]
+        == "not robust: holds at 0.4/1, 0.4/2, 0.4/3; false at 0.5/1, 0.5/2, 0.5/3, 0.6/1, 0.6/2, 0.6/3"
+    )
+    short = robustness(pd.DataFrame(finding("all", "effect", lambda t: 0.001, lambda t: "later", lambda t: True)[:8]
+                                    + finding("x", "effect", lambda t: 0.4, lambda t: "", lambda t: False)))  # fmt: skip
+    assert (
+        short.set_index("key").loc["all", "verdict"]
+        == "not robust: later at 0.4/1, 0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3, 0.6/1, 0.6/2; undetermined at 0.6/3"
+    )
 
 
 # ------------------------------------------------------------------ item 6: one rule

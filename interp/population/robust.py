@@ -4,10 +4,11 @@ Each finding (:func:`key_findings`: the arms differ; an arm mixes seeds that eme
 that never did; the larger model emerges earlier; the hazard per doubling of heads; each head
 count against the next fewer; the model checks) is recomputed over a grid of rules, accuracy
 threshold x hold (:data:`THRESHOLDS` x :data:`HOLDS`), with a crossing that has no room left to
-hold censored at the budget (:func:`interp.population.tables.held_post`). A finding is *robust*
-(:func:`robustness`) only where its direction and its significance (p < :data:`ALPHA`) are the
-same in every cell of the grid; a finding significant nowhere is a robust null; anything else is
-not robust, and the verdict names the cells that break it.
+hold censored at the budget (:func:`interp.population.tables.held_post`). Whether a finding is
+robust over the grid (:func:`robustness`) is the judge's word
+(:func:`interp.population.judge.robustness`): robust only where its direction and its significance
+(p < :data:`ALPHA`) are the same in every cell of the grid; a finding significant nowhere is a
+robust null; anything else is not robust, and the verdict names the cells that break it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ __all__ = [
     "HOLDS",
     "SPREAD",
     "THRESHOLDS",
-    "grid_reading",
     "grid_table",
     "key_findings",
     "robustness",
@@ -40,34 +40,6 @@ ALPHA = 0.05
 SPREAD = 1.5
 #: Columns of the grid (one row per finding and cell).
 GRID_COLUMNS = ["key", "finding", "label", "kind", "threshold", "hold", "estimate", "direction", "p", "holds"]
-
-
-def grid_reading(words: dict[str, str], noun: str = "verdict") -> str:
-    """One line: whether a reading made in each cell of the rule grid is the same everywhere.
-
-    Args:
-        words: cell (``"threshold/hold"``, e.g. ``"0.5/2"``) -> the reading made there, in the
-            grid's order.
-        noun: what the readings are called in the line (``"verdict"``, ``"reading"``).
-
-    Returns:
-        ``"the same <noun> in every cell of the rule grid (9 cells)"`` (or ``"... in the one cell
-        ..."``), else ``"not robust over the rule grid: <reading> at <cells>; ..."``, the readings
-        in the order they first appear.
-
-    Raises:
-        ValueError: ``words`` is empty.
-    """
-    if not words:
-        raise ValueError("grid_reading: no cell of the rule grid given (words={}); give one reading per cell")
-    by: dict[str, list[str]] = {}
-    for cell, word in words.items():
-        by.setdefault(word, []).append(cell)
-    if len(words) == 1:
-        return f"the same {noun} in the one cell of the rule grid"
-    if len(by) == 1:
-        return f"the same {noun} in every cell of the rule grid ({len(words)} cells)"
-    return "not robust over the rule grid: " + "; ".join(f"{w} at {', '.join(cells)}" for w, cells in by.items())
 
 
 def _fmt_p(p: float) -> str:
@@ -268,50 +240,63 @@ def grid_table(
     return pd.DataFrame(rows, columns=GRID_COLUMNS)
 
 
+def _cells(rows: pd.DataFrame, all_cells: list[tuple[float, int]]):
+    """The judge's cells (:class:`interp.population.judge.Cell`) of one finding over the grid: an
+    effect's p and direction (+1 earlier, -1 later; a significant effect without a direction, as
+    the global test, counts as +1); a fact or a check as p 0 where it holds, 1 where not; a cell
+    the finding is missing from as undetermined (p NaN)."""
+    from interp.population.judge import Cell
+
+    by = {(float(r.threshold), int(r.hold)): r for r in rows.itertuples()}
+    out = []
+    for t, h in all_cells:
+        r = by.get((t, h))
+        if r is None:
+            out.append(Cell(t, h, math.nan, 0))
+        elif r.kind == "effect":
+            p = float(r.p) if r.p is not None and math.isfinite(float(r.p)) else math.nan
+            out.append(Cell(t, h, p, -1 if r.direction == "later" else 1))
+        else:
+            out.append(Cell(t, h, 0.0 if r.holds else 1.0, 1))
+    return tuple(out)
+
+
 def robustness(grid: pd.DataFrame) -> pd.DataFrame:
     """One row per finding of the grid: ``key``, ``finding``, ``kind``, ``cells`` (how many cells
-    determine it), ``robust`` (bool) and ``verdict`` (words).
+    determine it), ``robust`` (bool: ``robust`` or ``robust null``) and ``verdict`` (words).
 
-    An effect is robust when every cell has the same direction and is significant (p < ALPHA),
-    or when no cell is significant (a robust null); a fact or a check when it has one value in
-    every cell. A finding some cell cannot determine is not robust.
+    The word is the judge's (:func:`interp.population.judge.robustness`, from the finding's p and
+    direction in each cell): an effect is ``robust`` where every cell is significant (p <
+    :data:`ALPHA`) in the same direction, a ``robust null`` where no cell is, else ``not robust``
+    (the cells that break it named); a fact or a check is ``robust`` where it holds (a check: its
+    assumption is not rejected) in every cell, a ``robust null`` where in none. A cell that cannot
+    determine the finding makes it not robust.
     """
+    from interp.population.judge import robustness as judged
+
     out = []
-    n_cells = grid[["threshold", "hold"]].drop_duplicates().shape[0] if len(grid) else 0
+    all_cells = sorted({(float(t), int(h)) for t, h in grid[["threshold", "hold"]].itertuples(index=False)})
     for key, rows in grid.groupby("key", sort=False):
         first = rows.iloc[0]
-        cells = len(rows)
-        label = lambda r: f"{r.threshold:g}/{r.hold}"  # noqa: E731
+        word, broken = judged(_cells(rows, all_cells))
         if first["kind"] == "effect":
             sig = rows[rows["holds"]]
-            directions = set(sig["direction"])
-            if cells < n_cells:
-                robust, verdict = False, f"not robust: determined in {cells} of {n_cells} cells"
-            elif len(sig) == cells and len(directions) == 1:
-                robust, verdict = True, f"robust: {directions.pop() or 'significant'} in every cell (p < {ALPHA:g})"
-            elif len(sig) == 0:
-                robust, verdict = True, f"robust null: not significant in any cell (p ≥ {ALPHA:g})"
-            else:
-                broke = [label(r) for r in rows.itertuples() if not r.holds]
-                flips = sorted(directions) if len(directions) > 1 else []
-                parts = [f"not significant at {', '.join(broke)}"] if broke else []
-                parts += [f"directions {' and '.join(flips)}"] if flips else []
-                robust, verdict = False, "not robust: " + "; ".join(parts)
+            direction = next(iter(set(sig["direction"])), "") or "significant"
+            broken = broken.replace("earlier at", "significant at") if set(rows["direction"]) == {""} else broken
+            explain = {
+                "robust": f"{direction} in every cell (p < {ALPHA:g})",
+                "robust null": f"not significant in any cell (p ≥ {ALPHA:g})",
+            }.get(word, broken)
         else:
-            values = set(rows["holds"])
-            if cells < n_cells:
-                robust, verdict = False, f"not robust: determined in {cells} of {n_cells} cells"
-            elif len(values) == 1:
-                word = ("holds" if first["kind"] == "fact" else "not rejected") if values.pop() else (
-                    "false" if first["kind"] == "fact" else "rejected")  # fmt: skip
-                robust, verdict = True, f"robust: {word} in every cell"
-            else:
-                yes = [label(r) for r in rows.itertuples() if r.holds]
-                word = "holds" if first["kind"] == "fact" else "not rejected"
-                robust, verdict = False, f"not robust: {word} only at {', '.join(yes)}"
+            yes = "holds" if first["kind"] == "fact" else "not rejected"
+            no = "false" if first["kind"] == "fact" else "rejected"
+            explain = {"robust": f"{yes} in every cell", "robust null": f"{no} in every cell"}.get(
+                word,
+                broken.replace("earlier at", f"{yes} at").replace("not significant at", f"{no} at"),
+            )
         out.append(
-            {"key": key, "finding": first["finding"], "kind": first["kind"], "cells": cells, "robust": robust,
-             "verdict": verdict}
+            {"key": key, "finding": first["finding"], "kind": first["kind"], "cells": len(rows),
+             "robust": word in ("robust", "robust null"), "verdict": f"{word}: {explain}"}
         )  # fmt: skip
     return pd.DataFrame(out, columns=["key", "finding", "kind", "cells", "robust", "verdict"])
 
