@@ -27,7 +27,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli import heads, main_job
+from interp.cli import heads, main_job, timeline
 from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
 from interp.cli.main_job import bisect, curve, demo, run
 from interp.cli.options import parse_steps
@@ -55,7 +55,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.registered_commands += main_job.app.registered_commands + heads.app.registered_commands
+app.registered_commands += (
+    main_job.app.registered_commands + heads.app.registered_commands + timeline.app.registered_commands
+)
 
 
 @app.command("train-suite")
