@@ -41,6 +41,7 @@ al. 2017); intervals: percentile bootstrap (Efron & Tibshirani 1993).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -102,11 +103,11 @@ def timeline_pairs(steps: list[int], pairs: str, post_step: int | None = None) -
             among ``steps``.
     """
     check_pairs(pairs)
-    steps = sorted(set(int(s) for s in steps))
+    steps = sorted({int(s) for s in steps})
     if len(steps) < 2:
         raise ValueError(f"a timeline needs at least 2 checkpoints, got {steps}")
     if pairs == "consecutive":
-        return list(zip(steps[:-1], steps[1:]))
+        return list(itertools.pairwise(steps))
     if pairs == "to-final":
         return [(s, steps[-1]) for s in steps[:-1]]
     if post_step is None or post_step not in steps:
@@ -219,8 +220,10 @@ def _verified_heads(
     order = torch.argsort(estimate.flatten().abs(), descending=True, stable=True).tolist()
     top = [every[i] for i in order[:top_n]]
     rest = [every[i] for i in sorted(order[top_n:])]
-    chosen = rng.choice(len(rest), size=min(sample, len(rest)), replace=False) if rest and sample else []
-    return top, [rest[int(i)] for i in sorted(chosen)]
+    chosen: list[int] = (
+        rng.choice(len(rest), size=min(sample, len(rest)), replace=False).tolist() if rest and sample else []
+    )
+    return top, [rest[i] for i in sorted(chosen)]
 
 
 def pair_effects(
@@ -272,7 +275,7 @@ def pair_effects(
     ci = bootstrap_interval(rows_exact, values_pre, values_post, n_boot=config.n_boot)
     exact = {pair: (float(per_prompt[pair].mean()), float(ci["delta_lo"][i]), float(ci["delta_hi"][i]))
              for i, pair in enumerate(exact_heads)}  # fmt: skip
-    role = {**{p: "top" for p in top}, **{p: "sample" for p in sampled}}
+    role = {**dict.fromkeys(top, "top"), **dict.fromkeys(sampled, "sample")}
     rows = []
     n_layers, n_heads = estimate.shape
     for l in range(n_layers):
@@ -335,7 +338,11 @@ def _check_settings(out_dir: Path, settings: dict[str, Any]) -> None:
         logger.warning("%s is unreadable; it is written again and the stored pairs are kept", path)
         return
     if stored != json.loads(json.dumps(settings, default=str)):
-        differ = sorted(k for k in set(stored) | set(settings) if stored.get(k) != json.loads(json.dumps(settings.get(k), default=str)))
+        differ = sorted(
+            k
+            for k in set(stored) | set(settings)
+            if stored.get(k) != json.loads(json.dumps(settings.get(k), default=str))
+        )
         raise ValueError(
             f"{out_dir} holds a timeline of other settings (they differ in {', '.join(differ)}); "
             "use another --out, or the same settings to resume it"
@@ -357,7 +364,9 @@ def _check_arguments(source: Any, task: Any, config: Any, pairs: Any, sample: An
         "head_timeline: task",
         "a CapabilityTask such as el.RepetitionTask()",
     )
-    check_argument(config is None or isinstance(config, StudyConfig), config, "head_timeline: config", "an el.StudyConfig")
+    check_argument(
+        config is None or isinstance(config, StudyConfig), config, "head_timeline: config", "an el.StudyConfig"
+    )
     check_pairs(pairs)
     for name, value in (("sample", sample), ("seed", seed)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -423,7 +432,9 @@ def head_timeline(
 
         opened = source = open_source(source, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern)
     try:
-        result = _timeline(source, task, config.replace(metric=metric_for(task, config.metric)), settings, out, progress)
+        result = _timeline(
+            source, task, config.replace(metric=metric_for(task, config.metric)), settings, out, progress
+        )
     finally:
         if opened is not None:
             opened.close()
@@ -511,7 +522,9 @@ def _with_context(
     heads["value_pre"], heads["value_post"] = summary["value_pre"], summary["value_post"]
     for name in _SCORES:
         values = scores.get(name)
-        heads[name] = [float(values[l, h]) for l, h in zip(heads["layer"], heads["head"])] if values is not None else math.nan
+        heads[name] = (
+            [float(values[l, h]) for l, h in zip(heads["layer"], heads["head"])] if values is not None else math.nan
+        )
     return heads[TABLE_COLUMNS]
 
 
@@ -556,6 +569,11 @@ def _assemble(source, task, config, settings, curve, point, wanted, computed, st
         summaries.append(summary)
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=TABLE_COLUMNS)
     pairs = pd.DataFrame(summaries).drop(columns=["run_id", "status"], errors="ignore")
+    for column in ("step", "post_step", "n_exact", "n_sampled", "bound_layer", "bound_head"):
+        if column in pairs:  # a stored row reads back through arrow; the same types either way
+            pairs[column] = pairs[column].astype(int)
+    for column in ("step", "post_step", "layer", "head"):
+        table[column] = table[column].astype(int)
     spec = metric_spec(config.metric or "p")
     result = HeadTimeline(
         table=table.reset_index(drop=True),

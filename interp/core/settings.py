@@ -21,7 +21,16 @@ from interp.core.field_options import setting
 from interp.core.metrics import metric_help, patching_metric_names
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
-__all__ = ["DEMO_CONFIG", "METHODS", "N_BOOT", "TIMELINE_CONFIG", "TIMELINE_PAIRS", "StudyConfig", "check_pairs", "parse_ks"]
+__all__ = [
+    "DEMO_CONFIG",
+    "METHODS",
+    "N_BOOT",
+    "TIMELINE_CONFIG",
+    "TIMELINE_PAIRS",
+    "StudyConfig",
+    "check_pairs",
+    "parse_ks",
+]
 
 #: The patching engines (:mod:`interp.patching`): fast (layer skip), reference (full forwards,
 #: TransformerLens), attribution (a gradient pre-screen, then exact deltas).
@@ -93,8 +102,9 @@ class StudyConfig:
     )
     metric: str | None = setting(None, metric_help() + " Default: the task's own (`emergence list-tasks`).")
     prescreen_top_n: int | None = setting(
-        None, "Exact delta only for the attribution pre-screen's top N heads (default: every head; with method "
-        "attribution a quarter of them)."
+        None,
+        "Exact delta only for the attribution pre-screen's top N heads (default: every head; with method "
+        "attribution a quarter of them).",
     )
     prescreen_steps: int = setting(2, "Integration steps of the attribution pre-screen.")
     decompose: bool = setting(True, "Decompose the jump by component (components.csv).")

@@ -127,7 +127,9 @@ def timeline_findings(
         name = _label(r.layer, r.head)
         peak = f"peak Δ {_interval(r.peak, r.peak_lo, r.peak_hi)} at step {r.peak_step}"
         if not math.isfinite(r.onset_step):
-            lines.append(f"{name}: no pair where its effect reaches half its peak with an interval excluding 0; {peak}.")
+            lines.append(
+                f"{name}: no pair where its effect reaches half its peak with an interval excluding 0; {peak}."
+            )
             continue
         onset = int(r.onset_step)
         if e is None:
@@ -181,7 +183,8 @@ def timeline_figure(
     from interp.report.figures import plot_text
 
     steps = [int(s) for s in curve["step"]]
-    x_all = [str(s) for s in steps]
+    position = {s: i for i, s in enumerate(steps)}  # checkpoints evenly spaced, labelled by their step
+    x_all = list(range(len(steps)))
     heads = sorted({(int(l), int(h)) for l, h in zip(table["layer"], table["head"])})
     labels = [_label(l, h) for l, h in heads]
     columns = sorted({int(s) for s in table["step"]})
@@ -197,7 +200,7 @@ def timeline_figure(
         z[i, j] = r.delta
         if r.how == "exact" and math.isfinite(r.lo) and math.isfinite(r.hi):
             interval = f"[{r.lo:+.4f}, {r.hi:+.4f}] (exact, 95 % CI)"
-            dots[not (r.lo <= 0 <= r.hi)][0].append(str(int(r.step)))
+            dots[not (r.lo <= 0 <= r.hi)][0].append(position[int(r.step)])
             dots[not (r.lo <= 0 <= r.hi)][1].append(labels[i])
         elif r.how == "exact":
             interval = "(exact, no interval)"
@@ -207,18 +210,20 @@ def timeline_figure(
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.24, 0.62, 0.14], vertical_spacing=0.035)
     fig.add_trace(
         go.Scatter(x=x_all, y=curve["accuracy"], mode="lines+markers", name="greedy accuracy",
-                   line={"color": "#1f77b4"}, marker={"size": 4}),
+                   line={"color": "#1f77b4"}, marker={"size": 4}, customdata=steps,
+                   hovertemplate="step %{customdata}: accuracy %{y:.3f}<extra></extra>"),
         row=1, col=1,
     )  # fmt: skip
     fig.add_trace(
         go.Scatter(x=x_all, y=curve["p_answer"], mode="lines", name="mean p(answer)",
-                   line={"color": "#ff7f0e", "dash": "dot"}),
+                   line={"color": "#ff7f0e", "dash": "dot"}, customdata=steps,
+                   hovertemplate="step %{customdata}: mean p(answer) %{y:.3f}<extra></extra>"),
         row=1, col=1,
     )  # fmt: skip
     peak = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     fig.add_trace(
         go.Heatmap(
-            x=[str(s) for s in columns], y=labels, z=z, customdata=custom, zmid=0, zmin=-peak, zmax=peak,
+            x=[position[s] for s in columns], y=labels, z=z, customdata=custom, zmid=0, zmin=-peak, zmax=peak,
             colorscale="RdBu_r", hovertemplate="%{y}: %{customdata[0]}<extra></extra>", name="Δ per head",
             colorbar={"title": {"text": plot_text(f"Δ ({unit})")}, "len": 0.55, "y": 0.45, "thickness": 14},
             showlegend=False,
@@ -238,18 +243,21 @@ def timeline_figure(
     bounds = pairs["bound"].astype(float) if "bound" in pairs else pd.Series(dtype=float)
     if np.isfinite(bounds).any():
         fig.add_trace(
-            go.Bar(x=[str(int(s)) for s in pairs["step"]], y=bounds, name="miss bound (largest sampled |Δ|)",
-                   marker={"color": "#7f7f7f"},
-                   hovertemplate="step %{x}: screen may have missed |Δ| up to %{y:.4f}<extra></extra>"),
+            go.Bar(x=[position[int(s)] for s in pairs["step"]], y=bounds, name="miss bound (largest sampled |Δ|)",
+                   marker={"color": "#7f7f7f"}, customdata=[int(s) for s in pairs["step"]],
+                   hovertemplate="step %{customdata}: the screen may have missed |Δ| up to %{y:.4g}<extra></extra>"),
             row=3, col=1,
         )  # fmt: skip
     e = point.get("post_step") if point.get("emerged") else None
-    if e is not None and str(e) in x_all:
+    if e is not None and e in position:
         for row in (1, 2, 3):
-            fig.add_vline(x=x_all.index(str(e)), line={"color": "black", "dash": "dash", "width": 1}, row=row, col=1)
-        fig.add_annotation(x=str(e), y=1.08, yref="y domain", text=f"E = step {e}", showarrow=False, row=1, col=1)
+            fig.add_vline(x=position[e], line={"color": "black", "dash": "dash", "width": 1}, row=row, col=1)
+        fig.add_annotation(x=position[e], y=1.0, yref="y domain", yanchor="bottom", text=f"E = step {e}",
+                           showarrow=False, row=1, col=1)  # fmt: skip
+    every = max(1, math.ceil(len(steps) / 16))  # at most ~16 labels
     for row in (1, 2, 3):
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=x_all, row=row, col=1)
+        fig.update_xaxes(tickvals=x_all[::every], ticktext=[str(s) for s in steps[::every]],
+                         range=[-0.5, len(steps) - 0.5], row=row, col=1)  # fmt: skip
     fig.update_xaxes(title_text="training step (checkpoints evenly spaced; a pair at its earlier step)", row=3, col=1)
     fig.update_yaxes(title_text="capability", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="head", autorange="reversed", row=2, col=1)
@@ -263,12 +271,13 @@ def timeline_figure(
     return fig
 
 
-def timeline_fragment(timeline: Any, assets: Any) -> str:
+def timeline_fragment(timeline: Any, assets: Any, heading: bool = True) -> str:
     """The timeline as a page fragment: findings, figure, pairs' table (``report/templates/timeline.html.j2``).
 
     Args:
         timeline: an :class:`interp.timeline.HeadTimeline`.
         assets: the page's :class:`interp.report.display.Assets` (plotly.js inlined once).
+        heading: the title as a heading (Jupyter; the page has its own).
     """
     from interp.report.display import figure_fragment
 
@@ -285,9 +294,12 @@ def timeline_fragment(timeline: Any, assets: Any) -> str:
     for column in ("bound_layer", "bound_head"):
         if column in shown:
             shown[column] = shown[column].astype("Int64")
+    for column in ("value_pre", "value_post", "bound", "spearman", "seconds"):
+        if column in shown:  # significant digits: a bound of 2e-4 is not 0.0000
+            shown[column] = [f"{v:.3g}" if math.isfinite(v) else "—" for v in shown[column].astype(float)]
     return render(
         "report/templates/timeline.html.j2",
-        title=timeline.title,
+        title=timeline.title if heading else "",
         findings=timeline.findings(),
         figure=trusted(figure),
         table=trusted(table_fragment(shown, digits=4)),
@@ -299,4 +311,4 @@ def timeline_page(timeline: Any) -> str:
     """The timeline's own page: self-contained (plotly.js inlined once in ``<head>``), offline."""
     from interp.report.display import page_html
 
-    return page_html(timeline.title, lambda assets: style_tag() + timeline_fragment(timeline, assets))
+    return page_html(timeline.title, lambda assets: style_tag() + timeline_fragment(timeline, assets, heading=False))
