@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -227,3 +228,29 @@ def test_findings_are_computed_from_the_table():
     assert any("is 0.004 probability (L0H1 at step 200)" in line for line in lines)
     html = t._repr_html_()
     assert "rises at step 200" in html and "plotly" in html
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_page_in_a_browser(tmp_path, width):
+    """The page in headless Chromium with the network cut, at 1280 and 800 px: the figure draws
+    (curve, heatmap, dots, bound), no request leaves the page, no error; a run name that looks like
+    markup is shown as text; the findings open the page."""
+    from browser import chromium_path, visit
+
+    if chromium_path() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("headless Chromium not found (Debian package 'chromium')")
+        pytest.skip("headless Chromium not found (Debian package 'chromium')")
+    page = _synthetic(model_id='<img src=x onerror="document.title=1">run').save_html(tmp_path / "timeline.html")
+    probe = """() => ({imgs: document.querySelectorAll('img').length,
+        first: document.querySelector('.el-findings li').textContent,
+        heatmap: document.querySelectorAll('.plotly-graph-div .hm, .plotly-graph-div .heatmaplayer image').length,
+        scroll: document.documentElement.scrollWidth, title: document.title})"""
+    visit_ = visit(page, tmp_path / f"timeline-{width}.png", width=width, probe_js=probe)
+    assert visit_.ready and visit_.page_errors == [] and visit_.console_errors == [] and visit_.blocked == []
+    (fig,) = visit_.state["figs"]
+    assert fig["svg"] and fig["legend"] == 5 and fig["traces"] >= 4  # two curves, dots of both kinds, bound
+    assert visit_.probe["heatmap"] >= 1 and visit_.probe["imgs"] == 0
+    assert visit_.probe["title"].startswith("Head timeline: <img")  # text, not an element
+    assert visit_.probe["first"].startswith("5 checkpoint pairs")
+    assert visit_.probe["scroll"] <= width  # nothing wider than the window
