@@ -254,3 +254,29 @@ def test_page_in_a_browser(tmp_path, width):
     assert visit_.probe["title"].startswith("Head timeline: <img")  # text, not an element
     assert visit_.probe["first"].startswith("5 checkpoint pairs")
     assert visit_.probe["scroll"] <= width  # nothing wider than the window
+
+
+def test_a_trainer_layout_gives_the_same_timeline(tiny_local_suite, exact_timeline, tmp_path):
+    """The door reads a Trainer's ``checkpoint-{N}`` folders (tokenizer inside each): same table."""
+    import shutil
+
+    for step in (0, 100, 200):
+        shutil.copytree(tiny_local_suite / f"step{step}", tmp_path / f"checkpoint-{step}")
+        shutil.copytree(tiny_local_suite / "tokenizer", tmp_path / f"checkpoint-{step}", dirs_exist_ok=True)
+    result = head_timeline(str(tmp_path), TASK, EXACT, progress=False)
+    pd.testing.assert_frame_equal(result.table, exact_timeline.table)
+
+
+def test_hub_cache_source_skips_duplicate_steps(tiny_hub_cache, hub_offline):
+    """A hub source (opened, left open): steps 1 and 2 serve the same weights, so at most one label
+    is right and both are left out (the hazards rule, ``CheckpointSource.duplicate_steps``)."""
+    from interp.sources import HubSource
+
+    source = HubSource(tiny_hub_cache["repo_id"], cache_dir=tiny_hub_cache["cache_dir"], allow_pickle=True)
+    try:
+        result = head_timeline(source, TASK, EXACT.replace(allow_pickle=True), pairs="to-final", progress=False)
+    finally:
+        source.close()
+    assert [(r.step, r.post_step) for r in result.pairs.itertuples()] == [(0, 4)]
+    assert list(result.curve["step"]) == [0, 4]
+    assert len(result.table) == 8 and (result.table["how"] == "exact").all()
