@@ -479,8 +479,11 @@ def _timeline(source: Any, task: Any, config: StudyConfig, settings: dict, out: 
         captured: dict[int, Any] = {}
         bar = progress_bar(len(wanted), "pairs", unit="pair", enabled=progress, initial=len(wanted) - len(todo))
         try:
-            for step in sorted(posts_needed | pres_needed, reverse=True):  # each checkpoint loaded once
+            order = sorted(posts_needed | pres_needed, reverse=True)  # each checkpoint loaded once
+            for i, step in enumerate(order):
                 loaded = source.load(step, device=device)
+                if i + 1 < len(order) and hasattr(source, "prefetch"):
+                    source.prefetch(order[i + 1])  # read while this one is patched (swapping sources only)
                 model = loaded.model
                 batch_here = batch.to(next(model.parameters()).device)
                 for pre, post in [p for p in todo if p[0] == step]:
