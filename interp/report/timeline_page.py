@@ -207,7 +207,10 @@ def timeline_figure(
         else:
             interval = "(estimated by the screen)"
         custom[i, j, 0] = f"pair {int(r.step)} → {int(r.post_step)}, Δ {r.delta:+.4f} {interval}"
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.24, 0.62, 0.14], vertical_spacing=0.035)
+    panels = [170, 18 * len(heads) + 20, 90]  # pixels: the curve, the heatmap (a row per head), the bound
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, row_heights=[p / sum(panels) for p in panels], vertical_spacing=0.03
+    )
     fig.add_trace(
         go.Scatter(x=x_all, y=curve["accuracy"], mode="lines+markers", name="greedy accuracy",
                    line={"color": "#1f77b4"}, marker={"size": 4}, customdata=steps,
@@ -225,7 +228,8 @@ def timeline_figure(
         go.Heatmap(
             x=[position[s] for s in columns], y=labels, z=z, customdata=custom, zmid=0, zmin=-peak, zmax=peak,
             colorscale="RdBu_r", hovertemplate="%{y}: %{customdata[0]}<extra></extra>", name="Δ per head",
-            colorbar={"title": {"text": plot_text(f"Δ ({unit})")}, "len": 0.55, "y": 0.45, "thickness": 14},
+            colorbar={"title": {"text": plot_text(f"Δ ({unit})")}, "len": panels[1] / sum(panels),
+                      "y": (panels[2] + panels[1] / 2) / sum(panels), "thickness": 14},
             showlegend=False,
         ),
         row=2, col=1,
@@ -260,10 +264,10 @@ def timeline_figure(
                          range=[-0.5, len(steps) - 0.5], row=row, col=1)  # fmt: skip
     fig.update_xaxes(title_text="training step (checkpoints evenly spaced; a pair at its earlier step)", row=3, col=1)
     fig.update_yaxes(title_text="capability", range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(title_text="head", autorange="reversed", row=2, col=1)
+    fig.update_yaxes(title_text="head", autorange="reversed", dtick=1, tickfont={"size": 10}, row=2, col=1)
     fig.update_yaxes(title_text=plot_text(f"bound ({unit})"), row=3, col=1)
     fig.update_layout(
-        height=380 + 16 * len(heads),
+        height=sum(panels) + 140,
         margin={"l": 70, "r": 20, "t": 40, "b": 60},
         legend={"orientation": "h", "y": 1.04, "x": 0, "yanchor": "bottom"},
         plot_bgcolor="white",
