@@ -74,6 +74,7 @@ def _arm(name: str, source_name: str, cache: str | None, settings: dict, out: di
     """One arm in this (fresh) process: fills ``out`` with seconds, cpu, peak_mib and results."""
     if cache:
         os.environ["EMERGENCE_LENS_CACHE"] = cache
+    os.environ["TQDM_DISABLE"] = "1"  # TransformerLens's per-head progress bars
     import torch
 
     torch.set_num_threads(1)
