@@ -1,6 +1,6 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``download``, ``list-models``,
+``decompose``, ``zoom``, ``readiness``, ``scrub``, ``timeline``, ``train-suite``, ``download``, ``list-models``,
 ``list-tasks``.
 
 One app (:data:`app`) holds them in that order: the main job's commands
@@ -31,6 +31,7 @@ from interp.cli import heads, main_job, timeline
 from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
 from interp.cli.main_job import bisect, curve, demo, run
 from interp.cli.options import parse_steps
+from interp.cli.timeline import timeline as timeline_command
 
 __all__ = [
     "app",
@@ -45,6 +46,7 @@ __all__ = [
     "readiness_command",
     "run",
     "scrub",
+    "timeline_command",
     "train_suite",
     "zoom",
 ]
