@@ -26,6 +26,24 @@ range 0.2) plus a random walk of N(0, 0.01^2) steps per weight: random, not trai
 effects are not those of a real run's emergence). Both on the repetition task, 64 prompts.
 Goal (issue 69): >= 100x with Spearman >= 0.95 at every pair; the output says what was measured.
 
+Measured 2026-12-06 on the shared 2-vCPU machine (load average ~22; CPU seconds, one thread):
+
+=====================  ========  ==========  ==========  ==========================  ========
+arm                    quick     ratio       6x8         ratio; Spearman med / min   peak MiB
+=====================  ========  ==========  ==========  ==========================  ========
+tl-loop (reference)    10.7 s    1           102.0 s     1                           648/701
+timeline, screen 1 pt  7.2 s     1.49x       31.0 s      3.29x; 0.989 / 0.969        696/814
+timeline, screen 2 pt  8.3 s     1.29x       47.5 s      2.15x; 0.987 / 0.954        697/983
+exact, every head      7.4 s     1.45x       45.5 s      2.24x                       685/927
+=====================  ========  ==========  ==========  ==========================  ========
+
+On the quick run the screen's Spearman is 1.000 median, lowest 0.762 (1 point; 84 % of pairs >= 0.95)
+and 0.905 (2 points; 97 %): 8 heads rank coarsely. The fast exact deltas equal TransformerLens's
+to 7e-8 (quick) and 2e-8 (6x8). The goal of 100x is not met and cannot be by this design: the
+whole call (scan, one load per checkpoint, the screen's forward and backward, exact verification
+of a quarter of the heads plus the sample, head scores) costs ~15 forward-equivalents per pair
+against the loop's one forward per head (48), so the ratio is bounded by heads / 15.
+
     .venv/bin/python benchmarks/bench_timeline.py --quick-cache /work/cache/quick
     .venv/bin/python benchmarks/bench_timeline.py --suites 6x8
 """
