@@ -95,6 +95,10 @@ EXPORTS: dict[str, str] = {
     # the main job and its report
     "StudyConfig": "interp.core.settings",
     "DEMO_CONFIG": "interp.core.settings",
+    "TIMELINE_CONFIG": "interp.core.settings",
+    # the time axis: every head's effect at every checkpoint pair (emergence timeline)
+    "head_timeline": "interp.timeline",
+    "HeadTimeline": "interp.timeline",
     "run_study": "interp.main_job.runner",
     "analyse_run": "interp.main_job.runner",
     "MainJobReport": "interp.main_job.report",

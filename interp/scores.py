@@ -43,6 +43,7 @@ __all__ = [
     "prefix_matching_score",
     "previous_token_score",
     "repeated_random_tokens",
+    "score_tokens",
     "steps_around",
 ]
 
@@ -176,6 +177,25 @@ def head_scores(model: Any, tokens: Int[Tensor, "batch pos"], period: int) -> di
     }
 
 
+def score_tokens(
+    tokenizer: Any, token_pool: Sequence[int] | None = None, n_prompts: int = 16, period: int = 20
+) -> tuple[Int[Tensor, "batch two_period"], int]:
+    """The sequences every head is scored on, and their period (tokens): ``n_prompts`` rows of
+    ``period`` random tokens repeated once (:func:`repeated_random_tokens`, seed 0), drawn from
+    ``token_pool`` (default: the tokenizer's single letters and digits,
+    ``interp.tasks.alnum_token_pool``; a smaller vocabulary than ``period``: every item once).
+
+    Raises:
+        ValueError: as :func:`repeated_random_tokens`.
+    """
+    from interp.tasks import alnum_token_pool
+
+    pool = token_pool if token_pool is not None else alnum_token_pool(tokenizer)
+    if token_pool is None and 2 <= len(pool) < period:  # a small vocabulary (a word-level toy): every item once
+        period = len(pool)
+    return repeated_random_tokens(pool, n_prompts=n_prompts, period=period), period
+
+
 def steps_around(steps: Sequence[int], pre_step: int, post_step: int, n_before: int = 3, n_after: int = 3) -> list[int]:
     """``pre_step`` and the ``n_before`` checkpoints before it, ``post_step`` and the ``n_after`` after it.
 
@@ -222,16 +242,12 @@ def head_scores_over_checkpoints(
     Sources: as :func:`head_scores` (Olsson et al. 2022; Elhage et al. 2021).
     """
     from interp.sources.catalogue import model_and_seed
-    from interp.tasks import alnum_token_pool
 
     known_model, known_seed = model_and_seed(getattr(source, "model_id", ""))
     model = known_model if model is None else model
     seed = known_seed if seed is None else seed
 
-    pool = token_pool if token_pool is not None else alnum_token_pool(source.tokenizer())
-    if token_pool is None and 2 <= len(pool) < period:  # a small vocabulary (a word-level toy): every item once
-        period = len(pool)
-    tokens = repeated_random_tokens(pool, n_prompts=n_prompts, period=period)
+    tokens, period = score_tokens(source.tokenizer(), token_pool, n_prompts, period)
     rows = []
     steps = list(steps)
     for i, step in enumerate(steps):

@@ -121,6 +121,7 @@ WORKER_GROUPS = {
             "test_synth_interventions",
             "test_synth_training",
             "test_task_library",
+            "test_timeline",
             "test_tasks",
             "test_train_loop",
             "test_weight_swap",

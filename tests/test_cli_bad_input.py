@@ -258,6 +258,19 @@ BAD = [
         "--heads: L0H9 is outside neox-2l-64d-seed0",
     ),
     ("readiness-out-is-file", ["readiness", "SUITE", "--out", "FILE"], "is an existing file"),
+    ("timeline-pairs", ["timeline", "SUITE", "--pairs", "next", "--out", "OUT"], "pairs='next'; valid: consecutive"),
+    (
+        "timeline-sample",
+        ["timeline", "SUITE", "--sample", "-2", "--out", "OUT"],
+        "--sample=-2: must be an integer >= 0",
+    ),
+    ("timeline-method", ["timeline", "SUITE", "--method", "exact", "--out", "OUT"], "method='exact'; valid"),
+    (
+        "timeline-suite-of-runs",
+        ["timeline", "embedded", "--out", "OUT"],
+        "timeline takes one run, and 'embedded' names 6",
+    ),
+    ("timeline-task", ["timeline", "SUITE", "--task", "nope", "--out", "OUT"], "unknown task 'nope'"),
     ("scrub-suite-of-runs", ["scrub", "embedded", "--out", "PAGE"], "scrub takes one run, and 'embedded' names 6"),
     ("scrub-out-not-html", ["scrub", "SUITE", "--out", "OUT"], "expected a page path ending with .html"),
     (

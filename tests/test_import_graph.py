@@ -119,6 +119,7 @@ REPORT_ORDER = (
     "interp.report.scrubber",
     "interp.report.page",
     "interp.report.notebook",
+    "interp.report.timeline_page",
 )
 
 

@@ -1,6 +1,6 @@
 """The checkpoint-suite commands of ``emergence`` (mounted at the top level by
 :mod:`emergence_lens.cli`): ``demo``, ``run``, ``curve``, ``bisect``, ``rank-heads``,
-``decompose``, ``zoom``, ``readiness``, ``scrub``, ``train-suite``, ``download``, ``list-models``,
+``decompose``, ``zoom``, ``readiness``, ``scrub``, ``timeline``, ``train-suite``, ``download``, ``list-models``,
 ``list-tasks``.
 
 One app (:data:`app`) holds them in that order: the main job's commands
@@ -27,10 +27,11 @@ from pathlib import Path
 
 import typer
 
-from interp.cli import heads, main_job
+from interp.cli import heads, main_job, timeline
 from interp.cli.heads import decompose, rank_heads, readiness_command, scrub, zoom
 from interp.cli.main_job import bisect, curve, demo, run
 from interp.cli.options import parse_steps
+from interp.cli.timeline import timeline as timeline_command
 
 __all__ = [
     "app",
@@ -45,6 +46,7 @@ __all__ = [
     "readiness_command",
     "run",
     "scrub",
+    "timeline_command",
     "train_suite",
     "zoom",
 ]
@@ -55,7 +57,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.registered_commands += main_job.app.registered_commands + heads.app.registered_commands
+app.registered_commands += (
+    main_job.app.registered_commands + heads.app.registered_commands + timeline.app.registered_commands
+)
 
 
 @app.command("train-suite")

@@ -21,7 +21,16 @@ from interp.core.field_options import setting
 from interp.core.metrics import metric_help, patching_metric_names
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
-__all__ = ["DEMO_CONFIG", "METHODS", "N_BOOT", "StudyConfig", "parse_ks"]
+__all__ = [
+    "DEMO_CONFIG",
+    "METHODS",
+    "N_BOOT",
+    "TIMELINE_CONFIG",
+    "TIMELINE_PAIRS",
+    "StudyConfig",
+    "check_pairs",
+    "parse_ks",
+]
 
 #: The patching engines (:mod:`interp.patching`): fast (layer skip), reference (full forwards,
 #: TransformerLens), attribution (a gradient pre-screen, then exact deltas).
@@ -93,7 +102,9 @@ class StudyConfig:
     )
     metric: str | None = setting(None, metric_help() + " Default: the task's own (`emergence list-tasks`).")
     prescreen_top_n: int | None = setting(
-        None, "Attribution: exact delta only for the pre-screen's top N heads (default: every head)."
+        None,
+        "Exact delta only for the attribution pre-screen's top N heads (default: every head; with method "
+        "attribution a quarter of them).",
     )
     prescreen_steps: int = setting(2, "Integration steps of the attribution pre-screen.")
     decompose: bool = setting(True, "Decompose the jump by component (components.csv).")
@@ -182,3 +193,24 @@ class StudyConfig:
 #: :class:`StudyConfig`'s defaults. ``el.run_study(["embedded"], el.RepetitionTask(), el.DEMO_CONFIG,
 #: out_dir="results/demo")`` is the demo from Python; ``StudyConfig()`` bisects instead.
 DEMO_CONFIG = StudyConfig(scan=True)
+
+#: The settings ``emergence timeline`` / :func:`interp.timeline.head_timeline` start from: the
+#: attribution screen on every head, then the exact engine on its top N and a random sample of the
+#: rest (the rest :class:`StudyConfig`'s defaults; the timeline always scans and reads neither
+#: ``decompose``, ``scrub`` nor ``ks``).
+TIMELINE_CONFIG = StudyConfig(method="attribution")
+
+#: How the timeline pairs checkpoints (:mod:`interp.timeline`): each with the next, each with the
+#: point of emergence's post step, each with the run's last checkpoint.
+TIMELINE_PAIRS = ("consecutive", "to-post", "to-final")
+
+
+def check_pairs(pairs: Any) -> str:
+    """``pairs`` if it is one of :data:`TIMELINE_PAIRS`.
+
+    Raises:
+        ValueError: one line naming the value and the valid ones.
+    """
+    if pairs not in TIMELINE_PAIRS:
+        raise ValueError(f"pairs={pairs!r}; valid: {', '.join(TIMELINE_PAIRS)}")
+    return str(pairs)
