@@ -88,6 +88,8 @@ def _cell(runs: pd.DataFrame, a: str, b: str, threshold: float, hold: int, paire
     if paired:
         p = stratified_logrank(rb, ra, on="seed").p
         oe = o_minus_e(duration, emerged, in_b, both["seed"].to_numpy())
+        if not math.isfinite(p) and abs(oe) < 1e-12:  # every pair tied: no variance and no difference
+            p = 1.0
     else:
         _, p = survdiff(duration, emerged.astype(float), in_b.astype(int))
         oe = o_minus_e(duration, emerged, in_b)

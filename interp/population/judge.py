@@ -273,12 +273,16 @@ def robustness(cells: tuple[Cell, ...]) -> tuple[str, str]:
         word = (
             "undetermined"
             if not math.isfinite(c.p)
-            else ("earlier" if c.sign > 0 else "later")
-            if _significant(c)
             else "not significant"
+            if c.p >= ALPHA
+            else "earlier"
+            if c.sign > 0
+            else "later"
+            if c.sign < 0
+            else "significant"  # a test with no direction (e.g. across several arms)
         )
         readings.setdefault(word, []).append(c.name)
-    if set(readings) in ({"earlier"}, {"later"}):
+    if set(readings) in ({"earlier"}, {"later"}, {"significant"}):
         return "robust", ""
     if set(readings) == {"not significant"}:
         return "robust null", ""

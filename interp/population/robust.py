@@ -242,8 +242,8 @@ def grid_table(
 
 def _cells(rows: pd.DataFrame, all_cells: list[tuple[float, int]]):
     """The judge's cells (:class:`interp.population.judge.Cell`) of one finding over the grid: an
-    effect's p and direction (+1 earlier, -1 later; a significant effect without a direction, as
-    the global test, counts as +1); a fact or a check as p 0 where it holds, 1 where not; a cell
+    effect's p and direction (+1 earlier, -1 later, 0 for a test without a direction, as the
+    global test); a fact or a check as p 0 where it holds, 1 where not; a cell
     the finding is missing from as undetermined (p NaN)."""
     from interp.population.judge import Cell
 
@@ -255,7 +255,7 @@ def _cells(rows: pd.DataFrame, all_cells: list[tuple[float, int]]):
             out.append(Cell(t, h, math.nan, 0))
         elif r.kind == "effect":
             p = float(r.p) if r.p is not None and math.isfinite(float(r.p)) else math.nan
-            out.append(Cell(t, h, p, -1 if r.direction == "later" else 1))
+            out.append(Cell(t, h, p, -1 if r.direction == "later" else 1 if r.direction == "earlier" else 0))
         else:
             out.append(Cell(t, h, 0.0 if r.holds else 1.0, 1))
     return tuple(out)
@@ -282,7 +282,6 @@ def robustness(grid: pd.DataFrame) -> pd.DataFrame:
         if first["kind"] == "effect":
             sig = rows[rows["holds"]]
             direction = next(iter(set(sig["direction"])), "") or "significant"
-            broken = broken.replace("earlier at", "significant at") if set(rows["direction"]) == {""} else broken
             explain = {
                 "robust": f"{direction} in every cell (p < {ALPHA:g})",
                 "robust null": f"not significant in any cell (p ≥ {ALPHA:g})",

@@ -38,8 +38,11 @@ _WORDS = {
 
 
 def architecture(arm: str) -> str:
-    """The model family of an arm, the first part of its name (``neox``, ``phi``, ``llama``...)."""
-    return str(arm).split("-", 1)[0]
+    """The model family of an arm, the first part of its name where the name has parts
+    (``neox-2l-64d-4h`` -> ``neox``, ``phi-...`` -> ``phi``); ``""`` for a name without one (``"A"``),
+    which says nothing about the family."""
+    head, sep, _ = str(arm).partition("-")
+    return head if sep else ""
 
 
 def rotary_dims(arm: str, d_head: int) -> int:

@@ -240,7 +240,10 @@ class PopulationResult:
     """Survival statistics of the point of emergence over a population of seeds.
 
     Attributes:
-        runs: one row per run (:data:`RUN_COLUMNS`; ``E`` and budgets in steps).
+        runs: one row per run (:data:`RUN_COLUMNS`; ``E`` and budgets in steps), with ``level``
+            (mean greedy accuracy over the run's last 10 % of steps) and ``auc`` (area under its
+            accuracy curve over its steps; both fractions,
+            :func:`interp.population.contrast_stats.add_run_measures`).
         arms: one row per arm (:data:`interp.population.survival.ARM_COLUMNS`): runs, runs
             emerged, share never emerged by the budget with its 95 % Wilson interval, median
             ``E`` with its 95 % Brookmeyer-Crowley interval (steps).
@@ -475,6 +478,10 @@ def population_from_curves(
         from interp.population.robust import GRID_COLUMNS
 
         grid_rows = pd.DataFrame(columns=GRID_COLUMNS)
+    from interp.population.contrast_stats import add_run_measures
+
+    # each run's level and area beside its E, so that a "never" says ceiling or delay
+    cell["runs"] = add_run_measures(cell["runs"], table)
     return PopulationResult(
         **cell,
         grid=grid_rows,

@@ -54,7 +54,10 @@ def _fact_cells(result, what) -> tuple[dict[str, bool], str]:
 
     table = check_curves(result.curves)
     holds, detail = {}, ""
-    for t, h in GRID:
+    cells = list(GRID)
+    if (result.threshold, result.hold) not in cells:  # an operating point off the grid is read too
+        cells.append((result.threshold, result.hold))
+    for t, h in cells:
         yes, text = what(runs_from_curves(table, t, h))
         holds[f"{t:g}/{h}"] = yes
         if (t, h) == (result.threshold, result.hold):
