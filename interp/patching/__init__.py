@@ -16,8 +16,9 @@ Kinds (``kinds``): ``KIND_TABLE``, one ``Kind`` entry per kind of target (scope,
 
 Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``values``,
     ``head_output`` (``hook_z``), ``qk_weights``, ``ov_weights``, ``path(sender, receiver, "q"|"k"|"v")``,
-    ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
-    ``heads=None`` / ``layers=None`` = all.  ``Target`` is the dataclass behind them.
+    ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``,
+    ``neurons(pairs)`` (MLP neurons, ``mlp.hook_post``); ``heads=None`` / ``layers=None`` /
+    ``neurons=None`` = all.  ``Target`` is the dataclass behind them.
 
 Metrics (the registry :mod:`interp.core.metrics`): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
     ``(logits [batch, d_vocab] at the answer positions, batch) -> [batch]``.
@@ -80,6 +81,7 @@ from interp.patching.targets import (
     keys,
     mlp_output,
     mlp_weights,
+    neurons,
     ov_weights,
     path,
     pattern,
@@ -116,6 +118,7 @@ __all__ = [
     "metric_values",
     "mlp_output",
     "mlp_weights",
+    "neurons",
     "ov_weights",
     "patch",
     "patch_head_sets",

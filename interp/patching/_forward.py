@@ -37,6 +37,18 @@ def heads_shape(model: Any) -> tuple[int, int]:
     return n_layers, n_heads
 
 
+def mlp_width(model: Any) -> int:
+    """``d_mlp``, the number of MLP neurons per layer (``model.cfg.d_mlp``).
+
+    Raises:
+        ValueError: a model whose config names no MLP width.
+    """
+    d_mlp = int(getattr(getattr(model, "cfg", None), "d_mlp", 0) or 0)
+    if d_mlp <= 0:
+        raise ValueError(f"model {type(model).__name__} has no cfg.d_mlp: neuron targets need an MLP")
+    return d_mlp
+
+
 def check_batch(batch: Any) -> TaskBatch:
     """The batch as a :class:`TaskBatch`, validated for patching (integer ids, answer_pos in range).
 

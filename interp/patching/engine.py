@@ -38,6 +38,7 @@ from interp.patching._forward import (
     answer_rows,
     check_batch,
     heads_shape,
+    mlp_width,
     model_device,
     query_mask,
 )
@@ -50,7 +51,7 @@ from interp.patching.fast import (
     heads_mixing_kinds,
     target_units,
 )
-from interp.patching.kinds import KIND_TABLE, kind_names
+from interp.patching.kinds import KIND_TABLE, SCOPE_INDEX, get_kind, kind_names
 from interp.patching.post import PostCheckpoint
 from interp.patching.reference import reference_values
 from interp.patching.targets import Target, hook_name
@@ -159,6 +160,26 @@ def _check_shapes(pre_model: Any, post: PostCheckpoint, batch: TaskBatch) -> Non
         raise ValueError("post checkpoint was captured on other prompts than this batch")
 
 
+def _check_index_sizes(pre_model: Any, post: PostCheckpoint, targets: Sequence[Target]) -> None:
+    """Each per-unit activation target's captured activation has as many units on its unit axis as
+    the scope's bound (``n_heads`` for heads, ``d_mlp`` for neurons): a kind declared with the wrong
+    scope or axis is refused here, whichever engine would run it."""
+    for name in {t.kind for t in targets}:
+        kind = get_kind(name)
+        if kind.scope not in SCOPE_INDEX or kind.hook is None or kind.head_axis is None:
+            continue
+        bound = SCOPE_INDEX[kind.scope][1]
+        expected = post.n_heads if bound == "n_heads" else mlp_width(pre_model)
+        act = post.activation(name, 0)
+        size = act.shape[kind.head_axis] if act.ndim > kind.head_axis else None
+        if size != expected:
+            raise ValueError(
+                f"kind {name!r} (scope {kind.scope!r}) indexes axis {kind.head_axis} of {kind.hook_name(0)}, "
+                f"shape {tuple(act.shape)}, but its units range over {bound}={expected}: "
+                "declare the kind with the scope and head_axis of the unit its hook holds"
+            )
+
+
 def patch_values(
     pre_model: Any,
     post: Any,
@@ -214,11 +235,17 @@ def _patch_values(
         raise ValueError(f"targets must be interp.patching.Target objects, got {type(bad[0]).__name__}")
     n_layers, n_heads = heads_shape(pre_model)
     units = [target_units(t, n_layers, n_heads) for t in targets]  # validates heads / layers
+    if any(get_kind(t.kind).scope == "neuron" for t in targets):
+        d_mlp = mlp_width(pre_model)
+        for t in targets:
+            if get_kind(t.kind).scope == "neuron":
+                t.resolved_neurons(n_layers, d_mlp)  # range-checked before anything runs
     for t in targets:
         query_mask(t.query_pos, batch.tokens.shape[1], torch.device("cpu"))
     chunk = chunk_size(pre_model, batch, memory_budget_mb)
     post = _as_post(post, batch, targets, pre_model)
     _check_shapes(pre_model, post, batch)
+    _check_index_sizes(pre_model, post, targets)
     device = model_device(pre_model)
     batch = batch.to(device)
     out = torch.empty(len(targets), batch.tokens.shape[0])

@@ -1,6 +1,6 @@
 """What can be patched from the post checkpoint into the pre checkpoint: ``Target``.
 
-A target names a component and a scope.  Activation targets replace the pre checkpoint's
+A target names a component and an index set (a *location*, in pyvene's sense).  Activation targets replace the pre checkpoint's
 activation at a hook by the post checkpoint's activation on the same prompts (all positions,
 unless stated); weight targets swap the post checkpoint's parameters into the pre checkpoint for
 one forward.  Per-head kinds (scope: one head, a set of heads, or ``heads=None`` = all):
@@ -18,6 +18,10 @@ kind              what is swapped (hook or parameters of block ``l``)
 ``path``          one head's output (``(z_post - z_pre) @ W_O``) added only to a later head's
                   query, key or value input (direct path patching, Wang et al. 2022)
 ================  ======================================================================
+
+Per-neuron kind (``neurons=``: ``(layer, neuron)`` pairs; ``neurons=None`` = every neuron of
+every layer): ``neuron`` (``mlp.hook_post``, the MLP's hidden activation after the nonlinearity,
+``[batch, pos, d_mlp]``; full forwards, both methods).
 
 Per-layer kinds (``layers=None`` = all): ``mlp`` (``hook_mlp_out``, activation), ``mlp_weights``
 (the MLP's parameters), ``block`` (every parameter of the block: norms, attention, MLP).
@@ -44,6 +48,7 @@ __all__ = [
     "KINDS",
     "LAYER_KINDS",
     "MODEL_KINDS",
+    "NEURON_KINDS",
     "WEIGHT_KINDS",
     "Target",
     "block_weights",
@@ -52,6 +57,7 @@ __all__ = [
     "keys",
     "mlp_output",
     "mlp_weights",
+    "neurons",
     "ov_weights",
     "path",
     "pattern",
@@ -64,6 +70,7 @@ __all__ = [
 #: the built-in kinds of each scope, in table order (:data:`interp.patching.kinds.KIND_TABLE`; a kind
 #: added by :func:`interp.patching.kinds.register` is in the table, not in these tuples)
 HEAD_KINDS = kind_names("head")
+NEURON_KINDS = kind_names("neuron")
 LAYER_KINDS = kind_names("layer")
 MODEL_KINDS = kind_names("model")
 KINDS = kind_names()
@@ -85,13 +92,15 @@ def hook_name(kind: str, layer: int) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """One patch: a component kind and its scope (see the module docstring for the kinds).
+    """One patch: a component kind and its index set (see the module docstring for the kinds).
 
     Attributes:
         kind: one of ``KINDS``.
         heads: per-head kinds: the ``(layer, head)`` pairs patched jointly; None = every head.
             ``path``: ``((sender_layer, sender_head),)``.
         layers: per-layer kinds: the layers patched jointly; None = every layer.
+        neurons: per-neuron kinds: the ``(layer, neuron)`` pairs patched jointly; None = every
+            neuron of every layer.
         query_pos: ``pattern`` only: patch only this destination (query) position (negative
             counts from the end, ``-1`` = the last position); None = every position.
         receiver: ``path`` only: the later head ``(layer, head)`` whose input gets the sender's output.
@@ -107,6 +116,7 @@ class Target:
     query_pos: int | None = None
     receiver: tuple[int, int] | None = None
     receiver_input: str = "q"
+    neurons: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         scope = get_kind(self.kind).scope  # an unknown kind: ValueError naming the valid ones
@@ -114,6 +124,12 @@ class Target:
             object.__setattr__(self, "heads", tuple(_pair(h) for h in self.heads))
         if self.layers is not None:
             object.__setattr__(self, "layers", tuple(int(l) for l in self.layers))
+        if self.neurons is not None:
+            object.__setattr__(self, "neurons", tuple(_pair(n, "neuron") for n in self.neurons))
+        if self.neurons is not None and scope != "neuron":
+            raise ValueError(f"target {self.kind!r} takes no neurons= (valid for {', '.join(kind_names('neuron'))})")
+        if self.heads is not None and scope == "neuron":
+            raise ValueError(f"target {self.kind!r} is per neuron: give neurons=((layer, neuron), ...), not heads=")
         if self.heads is not None and scope not in ("head", "path"):
             raise ValueError(f"target {self.kind!r} is per layer or per model: give layers=, not heads=")
         if self.layers is not None and scope != "layer":
@@ -151,6 +167,23 @@ class Target:
                 )
         return heads
 
+    def resolved_neurons(self, n_layers: int, d_mlp: int) -> tuple[tuple[int, int], ...]:
+        """The patched ``(layer, neuron)`` pairs (every neuron of every layer when ``neurons`` is
+        None), range-checked.
+
+        Raises:
+            ValueError: a neuron out of range.
+        """
+        neurons = (
+            self.neurons if self.neurons is not None else tuple((l, n) for l in range(n_layers) for n in range(d_mlp))
+        )
+        for layer, neuron in neurons:
+            if not (0 <= layer < n_layers and 0 <= neuron < d_mlp):
+                raise ValueError(
+                    f"neuron {(layer, neuron)} out of range: layer in [0, {n_layers - 1}], neuron in [0, {d_mlp - 1}]"
+                )
+        return neurons
+
     def resolved_layers(self, n_layers: int) -> tuple[int, ...]:
         """The patched layers (every layer when ``layers`` is None), range-checked.
 
@@ -164,7 +197,8 @@ class Target:
         return layers
 
     def label(self) -> str:
-        """Short text for tables: ``pattern L1H0+L0H2``, ``mlp all``, ``path L0H2->L1H0.k``."""
+        """Short text for tables: ``pattern L1H0+L0H2``, ``mlp all``, ``path L0H2->L1H0.k``,
+        ``neuron L1N7+L1N30``."""
         scope = get_kind(self.kind).scope
         if scope == "path":
             (sl, sh), (rl, rh) = self.heads[0], self.receiver
@@ -172,19 +206,21 @@ class Target:
         if scope == "model":
             return self.kind
         if scope == "layer":
-            scope = "all" if self.layers is None else "+".join(f"L{l}" for l in self.layers)
+            where = "all" if self.layers is None else "+".join(f"L{l}" for l in self.layers)
+        elif scope == "neuron":
+            where = "all" if self.neurons is None else "+".join(f"L{l}N{n}" for l, n in self.neurons)
         else:
-            scope = "all" if self.heads is None else "+".join(f"L{l}H{h}" for l, h in self.heads)
+            where = "all" if self.heads is None else "+".join(f"L{l}H{h}" for l, h in self.heads)
         pos = "" if self.query_pos is None else f"@q{self.query_pos}"
-        return f"{self.kind}{pos} {scope}"
+        return f"{self.kind}{pos} {where}"
 
 
-def _pair(item) -> tuple[int, int]:
+def _pair(item, unit: str = "head") -> tuple[int, int]:
     try:
-        layer, head = (int(x) for x in item)
+        layer, index = (int(x) for x in item)
     except (TypeError, ValueError):
-        raise ValueError(f"each head must be a (layer, head) pair, got {item!r}") from None
-    return layer, head
+        raise ValueError(f"each {unit} must be a (layer, {unit}) pair, got {item!r}") from None
+    return layer, index
 
 
 def _heads(heads: Iterable | None) -> tuple | None:
@@ -237,6 +273,12 @@ def path(sender: tuple[int, int], receiver: tuple[int, int], receiver_input: str
 def mlp_output(layers: Sequence[int] | None = None) -> Target:
     """MLP output (``hook_mlp_out``) of ``layers``."""
     return Target("mlp", layers=None if layers is None else tuple(layers))
+
+
+def neurons(pairs: Sequence[tuple[int, int]] | None = None) -> Target:
+    """MLP neurons (``mlp.hook_post``, the hidden activation after the nonlinearity) at the
+    ``(layer, neuron)`` pairs, patched jointly; None: every neuron of every layer."""
+    return Target("neuron", neurons=None if pairs is None else tuple(pairs))
 
 
 def mlp_weights(layers: Sequence[int] | None = None) -> Target:
