@@ -140,3 +140,30 @@ def test_rank_neurons_equals_a_hand_written_hook_loop(models):  # noqa: F811
     with pytest.raises(ValueError, match="top_n=0"):
         rank_neurons(pre, post, batch, LAYER, top_n=0)
     assert d_mlp > N_HEADS  # ranked over d_mlp units, not n_heads
+
+
+def test_another_neuron_location_is_one_entry(models):  # noqa: F811
+    """The MLP's pre-activation neurons (``mlp.hook_pre``) registered as one ``Kind`` of scope
+    ``neuron``: patched by the engine like the built-in kind, equal to a hand-written hook to 1e-5."""
+    _, pre, post_model, batch, _, _, _ = models
+    added = register(
+        Kind("neuron_pre", "neuron", "MLP pre-activations, [batch, pos, d_mlp]", hook="mlp.hook_pre", head_axis=2)
+    )
+    try:
+        post = capture_post(post_model, batch, kinds=("neuron_pre",), weights=False)
+        got = patch_values(pre, post, batch, [Target("neuron_pre", neurons=((LAYER, 40),))], method="reference")[0]
+    finally:
+        unregister(added.name)
+    name = f"blocks.{LAYER}.mlp.hook_pre"
+    with torch.inference_mode():
+        _, cache = post_model.run_with_cache(batch.tokens, names_filter=lambda n: n == name)
+
+        def replace(act, hook):
+            act = act.clone()
+            act[:, :, 40] = cache[name][:, :, 40]
+            return act
+
+        logits = pre.run_with_hooks(batch.tokens, fwd_hooks=[(name, replace)])
+    expected = answer_probability(logits[torch.arange(batch.tokens.shape[0]), batch.answer_pos], batch)
+    assert (expected - metric_values(pre, batch)).abs().max() > 1e-6
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
