@@ -85,7 +85,14 @@ def test_neurons_out_of_range_are_refused_before_the_post_checkpoint_is_read(mod
 
 
 def test_neuron_patch_equals_a_hand_written_hook_loop(models):  # noqa: F811
-    name, pre, post_model, batch, post, _, _ = models
+    name, pre, post_model, batch, default, _, _ = models
+    # capture_post leaves the neurons out unless named ([batch, pos, d_mlp] per layer): a clear error
+    assert "blocks.0.mlp.hook_post" not in default.activations
+    with pytest.raises(
+        ValueError, match=r"no blocks.0.mlp.hook_post captured; capture_post\(..., kinds=\) must include 'neuron'"
+    ):
+        patch_values(pre, default, batch, [neurons([(LAYER, 0)])])
+    post = capture_post(post_model, batch, kinds=("neuron", "pattern"), weights=False)
     units = [0, 17, 255]
     expected = _hand_loop(pre, post_model, batch, LAYER, units)
     base = metric_values(pre, batch)
@@ -97,6 +104,8 @@ def test_neuron_patch_equals_a_hand_written_hook_loop(models):  # noqa: F811
     reference = patch_values(pre, post, batch, targets, method="reference")
     assert torch.allclose(reference, expected, atol=1e-5, rtol=0), (reference - expected).abs().max()
     assert torch.equal(fast, reference)
+    # the post model in place of a checkpoint: patch_values captures the neurons its targets need
+    assert torch.allclose(patch_values(pre, post_model, batch, targets), reference, atol=1e-6, rtol=0)
     # a joint set of two layers equals one hook per layer; a head target beside it is unchanged
     joint = patch_values(pre, post, batch, [neurons([(0, 3), (2, 5)]), pattern([(1, 0)])], method="reference")
     name0, name2 = "blocks.0.mlp.hook_post", "blocks.2.mlp.hook_post"
@@ -119,7 +128,8 @@ def test_neuron_patch_equals_a_hand_written_hook_loop(models):  # noqa: F811
 
 def test_rank_neurons_equals_a_hand_written_hook_loop(models):  # noqa: F811
     """Every neuron of a layer: delta = mean patched - mean pre, sorted, equal to the hand loop to 1e-5."""
-    name, pre, post_model, batch, post, _, _ = models
+    name, pre, post_model, batch, _, _, _ = models
+    post = capture_post(post_model, batch, kinds=("neuron",), weights=False)
     table = rank_neurons(pre, post, batch, LAYER, StudyConfig(n_boot=200))
     d_mlp = pre.cfg.d_mlp
     expected = (_hand_loop(pre, post_model, batch, LAYER, list(range(d_mlp))) - metric_values(pre, batch)).mean(1)

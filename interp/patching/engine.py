@@ -83,7 +83,10 @@ def capture_post(
         post_model: the post checkpoint (``TransformerBridge``, eval mode).
         batch: prompts (``TaskBatch``).
         kinds: activation kinds to keep (kinds with a hook in ``interp.patching.kinds``: ``pattern, q,
-            k, v, z, mlp`` and any registered one); None: every one of them.
+            k, v, z, mlp``, ``neuron`` and any registered one); None: every one of them except the
+            per-neuron kinds (``[batch, pos, d_mlp]`` per layer, 4x the residual stream: name them,
+            e.g. ``kinds=("neuron",)``, or pass the post model to ``patch_values``, which captures
+            what its targets need).
         weights: also copy the parameters (needed by weight targets; memory: one model).
 
     Returns:
@@ -95,7 +98,7 @@ def capture_post(
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(post_model)
     hooked = [name for name, k in KIND_TABLE.items() if k.hook is not None]
-    kinds = hooked if kinds is None else kinds
+    kinds = [name for name in hooked if KIND_TABLE[name].scope != "neuron"] if kinds is None else kinds
     bad = [k for k in kinds if k not in hooked]
     if bad:
         raise ValueError(f"kinds {bad} cannot be captured; valid: {', '.join(hooked)}")
@@ -142,7 +145,11 @@ def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target], pre_model: 
     if not isinstance(post, torch.nn.Module):
         raise ValueError(f"post must be a model or a PostCheckpoint (capture_post), got {type(post).__name__}")
     needs_weights = any(t.is_weights for t in targets)
-    return capture_post(post, batch, weights=needs_weights)
+    neuron_kinds = {t.kind for t in targets if get_kind(t.kind).scope == "neuron"}
+    kinds = [
+        name for name, k in KIND_TABLE.items() if k.hook is not None and (k.scope != "neuron" or name in neuron_kinds)
+    ]
+    return capture_post(post, batch, kinds=kinds, weights=needs_weights)
 
 
 # --------------------------------------------------------------------------- the generic call
