@@ -29,7 +29,7 @@ from test_patching_targets import N_HEADS, N_LAYERS, models  # noqa: F401  (the 
 def _target_of(name: str) -> Target:
     """A target of kind ``name`` whose scope fits it: two heads of the middle layer (head
     activations: plus one later head, which the fast path patches inside its tail), one layer, three
-    neurons of two layers, a path into a later head, or the whole model."""
+    neurons or key/value heads of two layers, a path into a later head, or the whole model."""
     scope = get_kind(name).scope
     if scope == "head":
         return Target(name, ((1, 0), (1, 2)) + (((2, 3),) if get_kind(name).fast == "hook" else ()))
@@ -37,6 +37,8 @@ def _target_of(name: str) -> Target:
         return Target(name, layers=(1,))
     if scope == "neuron":
         return Target(name, neurons=((1, 0), (1, 5), (2, 9)))
+    if scope == "kv_head":
+        return Target(name, kv_heads=((1, 0), (1, 2), (2, 3)))
     if scope == "path":
         return Target(name, ((0, 1),), receiver=(2, 3), receiver_input="k")
     return Target(name)

@@ -51,9 +51,9 @@ def test_neuron_kind_is_one_entry_of_the_table():
     assert (kind.scope, kind.hook, kind.head_axis, kind.fast) == ("neuron", "mlp.hook_post", 2, None)
     target = neurons([(1, 7), (1, 30)])
     assert target.label() == "neuron L1N7+L1N30" and neurons().label() == "neuron all"
-    assert target.resolved_neurons(N_LAYERS, 256) == ((1, 7), (1, 30))
+    assert target.resolved_units(N_LAYERS, 256) == ((1, 7), (1, 30))
     with pytest.raises(ValueError, match=r"neuron \(1, 256\) out of range: layer in \[0, 2\], neuron in \[0, 255\]"):
-        neurons([(1, 256)]).resolved_neurons(N_LAYERS, 256)
+        neurons([(1, 256)]).resolved_units(N_LAYERS, 256)
     with pytest.raises(ValueError, match="is per neuron: give neurons="):
         Target("neuron", heads=((1, 2),))
     with pytest.raises(ValueError, match="takes no neurons="):

@@ -38,9 +38,9 @@ from interp.patching._forward import (
     answer_rows,
     check_batch,
     heads_shape,
-    mlp_width,
     model_device,
     query_mask,
+    unit_count,
 )
 from interp.patching.fast import (
     FastPathUnsupported,
@@ -51,7 +51,7 @@ from interp.patching.fast import (
     heads_mixing_kinds,
     target_units,
 )
-from interp.patching.kinds import KIND_TABLE, SCOPE_INDEX, get_kind, kind_names
+from interp.patching.kinds import FULL_FORWARD_SCOPES, KIND_TABLE, SCOPE_INDEX, get_kind, kind_names
 from interp.patching.post import PostCheckpoint
 from interp.patching.reference import reference_values
 from interp.patching.targets import Target, hook_name
@@ -169,14 +169,15 @@ def _check_shapes(pre_model: Any, post: PostCheckpoint, batch: TaskBatch) -> Non
 
 def _check_index_sizes(pre_model: Any, post: PostCheckpoint, targets: Sequence[Target]) -> None:
     """Each per-unit activation target's captured activation has as many units on its unit axis as
-    the scope's bound (``n_heads`` for heads, ``d_mlp`` for neurons): a kind declared with the wrong
-    scope or axis is refused here, whichever engine would run it."""
+    the scope's bound (``n_heads`` for heads, ``n_key_value_heads`` for key/value heads, ``d_mlp``
+    for neurons): a kind declared with the wrong scope or axis (a per-head ``k`` on a grouped-query
+    model, whose ``hook_k`` holds the key/value heads) is refused here, whichever engine would run it."""
     for name in {t.kind for t in targets}:
         kind = get_kind(name)
         if kind.scope not in SCOPE_INDEX or kind.hook is None or kind.head_axis is None:
             continue
         bound = SCOPE_INDEX[kind.scope][1]
-        expected = post.n_heads if bound == "n_heads" else mlp_width(pre_model)
+        expected = unit_count(pre_model, kind.scope)
         act = post.activation(name, 0)
         size = act.shape[kind.head_axis] if act.ndim > kind.head_axis else None
         if size != expected:
@@ -184,6 +185,7 @@ def _check_index_sizes(pre_model: Any, post: PostCheckpoint, targets: Sequence[T
                 f"kind {name!r} (scope {kind.scope!r}) indexes axis {kind.head_axis} of {kind.hook_name(0)}, "
                 f"shape {tuple(act.shape)}, but its units range over {bound}={expected}: "
                 "declare the kind with the scope and head_axis of the unit its hook holds"
+                + (" (key/value heads: kinds k_kv, v_kv)" if kind.hook in ("attn.hook_k", "attn.hook_v") else "")
             )
 
 
@@ -242,11 +244,10 @@ def _patch_values(
         raise ValueError(f"targets must be interp.patching.Target objects, got {type(bad[0]).__name__}")
     n_layers, n_heads = heads_shape(pre_model)
     units = [target_units(t, n_layers, n_heads) for t in targets]  # validates heads / layers
-    if any(get_kind(t.kind).scope == "neuron" for t in targets):
-        d_mlp = mlp_width(pre_model)
-        for t in targets:
-            if get_kind(t.kind).scope == "neuron":
-                t.resolved_neurons(n_layers, d_mlp)  # range-checked before anything runs
+    for t in targets:
+        scope = get_kind(t.kind).scope
+        if scope in FULL_FORWARD_SCOPES:  # key/value heads, neurons: range-checked before anything runs
+            t.resolved_units(n_layers, unit_count(pre_model, scope))
     for t in targets:
         query_mask(t.query_pos, batch.tokens.shape[1], torch.device("cpu"))
     chunk = chunk_size(pre_model, batch, memory_budget_mb)

@@ -21,10 +21,10 @@ from interp.patching import _weights
 from interp.patching._forward import (
     answer_logits_forward,
     answer_rows,
-    mlp_width,
     model_device,
     query_mask,
     replace_hook,
+    unit_count,
 )
 from interp.patching.kinds import get_kind
 from interp.patching.targets import Target, hook_name
@@ -54,11 +54,11 @@ def _hooks_for(model: Any, post: Any, target: Target, pos: int) -> list:
             )
             for l in target.resolved_layers(n_layers)
         ]
-    if kind.scope == "neuron":
-        n_units = mlp_width(model)
-        units = target.resolved_neurons(n_layers, n_units)
-    else:
+    if kind.scope == "head":
         n_units, units = n_heads, target.resolved_heads(n_layers, n_heads)
+    else:  # key/value heads, neurons
+        n_units = unit_count(model, kind.scope)
+        units = target.resolved_units(n_layers, n_units)
     by_layer: dict[int, list[int]] = {}
     for layer, unit in units:
         by_layer.setdefault(layer, []).append(unit)
