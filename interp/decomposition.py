@@ -34,8 +34,8 @@ from interp.patching import (
     patch_values,
     per_head_delta,
 )
-from interp.patching._forward import check_batch, heads_shape, model_device
-from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
+from interp.patching._forward import check_batch, heads_shape, model_device, unit_count
+from interp.patching.kinds import FULL_FORWARD_SCOPES, KIND_TABLE, get_kind, kind_names
 from interp.ranking_stats import (
     _ranked_heads,
     _recovered,
@@ -232,11 +232,12 @@ def decompose_jump(
     rows: list[tuple[str, str, int, str, Target]] = []
     for name, target in chosen.items():
         kind_scope = get_kind(target.kind).scope
-        count = (
-            len(target.resolved_layers(n_layers))
-            if kind_scope == "layer"
-            else (1 if kind_scope == "model" else len(target.resolved_heads(n_layers, n_heads)))
-        )
+        if kind_scope in FULL_FORWARD_SCOPES:
+            count = len(target.resolved_units(n_layers, unit_count(pre_model, kind_scope)))
+        elif kind_scope == "layer":
+            count = len(target.resolved_layers(n_layers))
+        else:
+            count = 1 if kind_scope == "model" else len(target.resolved_heads(n_layers, n_heads))
         rows.append((name, "all", count, "", target))
     for kind in topk_kinds:
         for scope, k, target in _topk_sets(pre_model, post, batch, kind, metric, ks, memory_budget_mb):

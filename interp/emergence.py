@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from interp.core.objects import check_argument, results_equal, short_repr
-from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD, RULE, rule_text  # noqa: F401  (the rule in words: defined on the ground floor, read here)
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 from interp.evaluator import StepEvaluator, evaluate_steps, watching
 from interp.tasks import CapabilityScore, TaskBatch
 

@@ -16,8 +16,6 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from interp.core.io import write_figure_html as write_figure  # noqa: F401  (one figure -> HTML writer)
-
 COLORS = px.colors.qualitative.Plotly
 
 

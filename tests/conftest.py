@@ -113,6 +113,7 @@ WORKER_GROUPS = {
             "test_patching_families",
             "test_patching_ideal",
             "test_patching_targets",
+            "test_patching_kv_heads",
             "test_population_insight",
             "test_ranking",
             "test_scrubber",

@@ -257,7 +257,7 @@ def test_point_and_score_display_their_values():
 
 
 def test_the_rule_is_stated_in_legend_and_captions_and_kept_by_save_load(tmp_path):
-    from interp.emergence import rule_text
+    from interp.core.terms import rule_text
 
     report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], hold=3)
     page = report.html()

@@ -19,7 +19,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from interp.decomposition import COMPONENTS
-from interp.patching import Target, answer_probability, metric_values, patch_values
+from interp.patching import Target, answer_probability, capture_post, metric_values, patch_values
 from interp.patching import kinds as kind_table
 from interp.patching.fast import fast_path_applies, heads_mixing_kinds, target_units
 from interp.patching.kinds import KIND_TABLE, Kind, get_kind, register, unregister
@@ -28,13 +28,17 @@ from test_patching_targets import N_HEADS, N_LAYERS, models  # noqa: F401  (the 
 
 def _target_of(name: str) -> Target:
     """A target of kind ``name`` whose scope fits it: two heads of the middle layer (head
-    activations: plus one later head, which the fast path patches inside its tail), one layer, a
-    path into a later head, or the whole model."""
+    activations: plus one later head, which the fast path patches inside its tail), one layer, three
+    neurons or key/value heads of two layers, a path into a later head, or the whole model."""
     scope = get_kind(name).scope
     if scope == "head":
         return Target(name, ((1, 0), (1, 2)) + (((2, 3),) if get_kind(name).fast == "hook" else ()))
     if scope == "layer":
         return Target(name, layers=(1,))
+    if scope == "neuron":
+        return Target(name, neurons=((1, 0), (1, 5), (2, 9)))
+    if scope == "kv_head":
+        return Target(name, kv_heads=((1, 0), (1, 2), (2, 3)))
     if scope == "path":
         return Target(name, ((0, 1),), receiver=(2, 3), receiver_input="k")
     return Target(name)
@@ -47,8 +51,10 @@ def _fast_computes(pre, target: Target) -> bool:
 
 @pytest.mark.parametrize("name", list(KIND_TABLE))
 def test_every_kind_in_the_table_is_patched_alike_by_both_engines(models, name):  # noqa: F811
-    _, pre, _, batch, post, _, _ = models
+    _, pre, post_model, batch, post, _, _ = models
     target = _target_of(name)
+    if get_kind(name).scope == "neuron":  # not in the fixture's capture (capture_post leaves neurons out unless named)
+        post = capture_post(post_model, batch, kinds=(name,), weights=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback to full forwards fails the test
         fast = patch_values(pre, post, batch, [target])

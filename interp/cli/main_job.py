@@ -184,7 +184,7 @@ def _print_summary(report, out: Path) -> None:
     typer.echo("findings (computed from the tables; report.html opens with them):")
     for line in report.findings():
         typer.echo(f"- {line}")
-    from interp.emergence import rule_text
+    from interp.core.terms import rule_text
 
     typer.echo(f"point of emergence: {rule_text(report.hold)}")
     for line in report.hazards():  # duplicates excluded, missing steps, a listing from the cache

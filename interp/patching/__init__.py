@@ -16,8 +16,10 @@ Kinds (``kinds``): ``KIND_TABLE``, one ``Kind`` entry per kind of target (scope,
 
 Targets (``targets``): ``pattern(heads, query_pos)``, ``queries``, ``keys``, ``values``,
     ``head_output`` (``hook_z``), ``qk_weights``, ``ov_weights``, ``path(sender, receiver, "q"|"k"|"v")``,
-    ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``;
-    ``heads=None`` / ``layers=None`` = all.  ``Target`` is the dataclass behind them.
+    ``mlp_output(layers)``, ``mlp_weights``, ``block_weights``, ``embedding()``, ``unembedding()``,
+    ``neurons(pairs)`` (MLP neurons, ``mlp.hook_post``), ``kv_keys(pairs)`` / ``kv_values(pairs)``
+    (key/value heads of grouped-query attention); ``heads=None`` / ``layers=None`` /
+    ``neurons=None`` / ``kv_heads=None`` = all.  ``Target`` is the dataclass behind them.
 
 Metrics (the registry :mod:`interp.core.metrics`): ``"p"`` (default), ``"logprob"``, ``"logit-diff"`` or a callable
     ``(logits [batch, d_vocab] at the answer positions, batch) -> [batch]``.
@@ -78,8 +80,11 @@ from interp.patching.targets import (
     embedding,
     head_output,
     keys,
+    kv_keys,
+    kv_values,
     mlp_output,
     mlp_weights,
+    neurons,
     ov_weights,
     path,
     pattern,
@@ -109,6 +114,8 @@ __all__ = [
     "head_output",
     "ideal_pattern",
     "keys",
+    "kv_keys",
+    "kv_values",
     "logit_diff",
     "mean_answer_prob",
     "metric_name",
@@ -116,6 +123,7 @@ __all__ = [
     "metric_values",
     "mlp_output",
     "mlp_weights",
+    "neurons",
     "ov_weights",
     "patch",
     "patch_head_sets",

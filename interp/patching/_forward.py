@@ -37,6 +37,34 @@ def heads_shape(model: Any) -> tuple[int, int]:
     return n_layers, n_heads
 
 
+def mlp_width(model: Any) -> int:
+    """``d_mlp``, the number of MLP neurons per layer (``model.cfg.d_mlp``).
+
+    Raises:
+        ValueError: a model whose config names no MLP width.
+    """
+    d_mlp = int(getattr(getattr(model, "cfg", None), "d_mlp", 0) or 0)
+    if d_mlp <= 0:
+        raise ValueError(f"model {type(model).__name__} has no cfg.d_mlp: neuron targets need an MLP")
+    return d_mlp
+
+
+def unit_count(model: Any, scope: str) -> int:
+    """How many units a per-unit scope has per layer: ``n_heads`` (``head``), ``n_key_value_heads``
+    (``kv_head``; ``n_heads`` without grouped-query attention), ``d_mlp`` (``neuron``).
+
+    Raises:
+        ValueError: a scope that is not per unit, or a model without that dimension.
+    """
+    if scope == "head":
+        return heads_shape(model)[1]
+    if scope == "kv_head":
+        return int(getattr(model.cfg, "n_key_value_heads", None) or heads_shape(model)[1])
+    if scope == "neuron":
+        return mlp_width(model)
+    raise ValueError(f"scope {scope!r} has no units; per-unit scopes: head, kv_head, neuron")
+
+
 def check_batch(batch: Any) -> TaskBatch:
     """The batch as a :class:`TaskBatch`, validated for patching (integer ids, answer_pos in range).
 

@@ -40,6 +40,7 @@ from interp.patching._forward import (
     heads_shape,
     model_device,
     query_mask,
+    unit_count,
 )
 from interp.patching.fast import (
     FastPathUnsupported,
@@ -50,7 +51,7 @@ from interp.patching.fast import (
     heads_mixing_kinds,
     target_units,
 )
-from interp.patching.kinds import KIND_TABLE, kind_names
+from interp.patching.kinds import FULL_FORWARD_SCOPES, KIND_TABLE, SCOPE_INDEX, get_kind, kind_names
 from interp.patching.post import PostCheckpoint
 from interp.patching.reference import reference_values
 from interp.patching.targets import Target, hook_name
@@ -82,7 +83,10 @@ def capture_post(
         post_model: the post checkpoint (``TransformerBridge``, eval mode).
         batch: prompts (``TaskBatch``).
         kinds: activation kinds to keep (kinds with a hook in ``interp.patching.kinds``: ``pattern, q,
-            k, v, z, mlp`` and any registered one); None: every one of them.
+            k, v, z, mlp``, ``neuron`` and any registered one); None: every one of them except the
+            per-neuron kinds (``[batch, pos, d_mlp]`` per layer, 4x the residual stream: name them,
+            e.g. ``kinds=("neuron",)``, or pass the post model to ``patch_values``, which captures
+            what its targets need).
         weights: also copy the parameters (needed by weight targets; memory: one model).
 
     Returns:
@@ -94,7 +98,7 @@ def capture_post(
     batch = check_batch(batch)
     n_layers, n_heads = heads_shape(post_model)
     hooked = [name for name, k in KIND_TABLE.items() if k.hook is not None]
-    kinds = hooked if kinds is None else kinds
+    kinds = [name for name in hooked if KIND_TABLE[name].scope != "neuron"] if kinds is None else kinds
     bad = [k for k in kinds if k not in hooked]
     if bad:
         raise ValueError(f"kinds {bad} cannot be captured; valid: {', '.join(hooked)}")
@@ -141,7 +145,11 @@ def _as_post(post: Any, batch: TaskBatch, targets: Sequence[Target], pre_model: 
     if not isinstance(post, torch.nn.Module):
         raise ValueError(f"post must be a model or a PostCheckpoint (capture_post), got {type(post).__name__}")
     needs_weights = any(t.is_weights for t in targets)
-    return capture_post(post, batch, weights=needs_weights)
+    neuron_kinds = {t.kind for t in targets if get_kind(t.kind).scope == "neuron"}
+    kinds = [
+        name for name, k in KIND_TABLE.items() if k.hook is not None and (k.scope != "neuron" or name in neuron_kinds)
+    ]
+    return capture_post(post, batch, kinds=kinds, weights=needs_weights)
 
 
 # --------------------------------------------------------------------------- the generic call
@@ -157,6 +165,28 @@ def _check_shapes(pre_model: Any, post: PostCheckpoint, batch: TaskBatch) -> Non
         tuple(post.tokens.shape) != tuple(batch.tokens.shape) or not torch.equal(post.tokens.cpu(), batch.tokens.cpu())
     ):
         raise ValueError("post checkpoint was captured on other prompts than this batch")
+
+
+def _check_index_sizes(pre_model: Any, post: PostCheckpoint, targets: Sequence[Target]) -> None:
+    """Each per-unit activation target's captured activation has as many units on its unit axis as
+    the scope's bound (``n_heads`` for heads, ``n_key_value_heads`` for key/value heads, ``d_mlp``
+    for neurons): a kind declared with the wrong scope or axis (a per-head ``k`` on a grouped-query
+    model, whose ``hook_k`` holds the key/value heads) is refused here, whichever engine would run it."""
+    for name in {t.kind for t in targets}:
+        kind = get_kind(name)
+        if kind.scope not in SCOPE_INDEX or kind.hook is None or kind.head_axis is None:
+            continue
+        bound = SCOPE_INDEX[kind.scope][1]
+        expected = unit_count(pre_model, kind.scope)
+        act = post.activation(name, 0)
+        size = act.shape[kind.head_axis] if act.ndim > kind.head_axis else None
+        if size != expected:
+            raise ValueError(
+                f"kind {name!r} (scope {kind.scope!r}) indexes axis {kind.head_axis} of {kind.hook_name(0)}, "
+                f"shape {tuple(act.shape)}, but its units range over {bound}={expected}: "
+                "declare the kind with the scope and head_axis of the unit its hook holds"
+                + (" (key/value heads: kinds k_kv, v_kv)" if kind.hook in ("attn.hook_k", "attn.hook_v") else "")
+            )
 
 
 def patch_values(
@@ -215,10 +245,15 @@ def _patch_values(
     n_layers, n_heads = heads_shape(pre_model)
     units = [target_units(t, n_layers, n_heads) for t in targets]  # validates heads / layers
     for t in targets:
+        scope = get_kind(t.kind).scope
+        if scope in FULL_FORWARD_SCOPES:  # key/value heads, neurons: range-checked before anything runs
+            t.resolved_units(n_layers, unit_count(pre_model, scope))
+    for t in targets:
         query_mask(t.query_pos, batch.tokens.shape[1], torch.device("cpu"))
     chunk = chunk_size(pre_model, batch, memory_budget_mb)
     post = _as_post(post, batch, targets, pre_model)
     _check_shapes(pre_model, post, batch)
+    _check_index_sizes(pre_model, post, targets)
     device = model_device(pre_model)
     batch = batch.to(device)
     out = torch.empty(len(targets), batch.tokens.shape[0])

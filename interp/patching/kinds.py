@@ -1,8 +1,26 @@
 """The table of patch kinds: every fact about a kind of patch target, in one entry.
 
 A *patch kind* says what a :class:`interp.patching.targets.Target` takes from the post
-checkpoint into the pre checkpoint.  Each :class:`Kind` entry of :data:`KIND_TABLE` holds
-everything the code needs to know about it:
+checkpoint into the pre checkpoint: a *location*, a component with an index set in pyvene's
+sense (Wu et al. 2024, "pyvene"), whose index set the scope names:
+
+=========  ==================================  =============================================
+scope      index set (``Target`` field)         what bounds it
+=========  ==================================  =============================================
+``head``   ``(layer, head)`` (``heads=``)       ``n_layers``, ``n_heads``; the hook is an
+                                                attention hook (``attn.*``)
+``kv_head`` ``(layer, kv_head)``                ``n_layers``, ``n_key_value_heads`` (grouped-
+           (``kv_heads=``)                      query attention: fewer than ``n_heads``); an
+                                                attention hook (``attn.hook_k`` / ``hook_v``)
+``neuron`` ``(layer, neuron)`` (``neurons=``)   ``n_layers``, ``d_mlp``; the hook is the
+                                                MLP's hidden activation (``mlp.*``)
+``path``   a sender and a receiver head         ``n_layers``, ``n_heads``
+``layer``  layers (``layers=``)                 ``n_layers``
+``model``  none                                 (the whole model)
+=========  ==================================  =============================================
+
+Positions are a further index of the head kinds with a query axis (``query_pos=``). Each
+:class:`Kind` entry of :data:`KIND_TABLE` holds everything the code needs to know about it:
 
 ==================  ========================================================================
 field               read by
@@ -11,7 +29,8 @@ field               read by
                     decomposition's counts (``interp.ranking``)
 ``hook``,           the reference engine (``run_with_hooks``), ``capture_post``, the fast
 ``head_axis``       engine's hooks (``interp.patching.fast``); TransformerLens hook name
-                    ``blocks.{layer}.<hook>`` and the axis of the head in its activation
+                    ``blocks.{layer}.<hook>`` and the axis of the index set's unit in its
+                    activation (the head; the key/value head; the neuron)
 ``query_pos``       ``Target`` (whether ``query_pos=`` is allowed)
 ``weights``,        weight swapping (``interp.patching._weights``): the attention projections
 ``shared_bias``     of a head (``q``, ``k``, ``v``, ``o``), the block submodules of a layer
@@ -46,9 +65,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["FAST_WAYS", "KIND_TABLE", "SCOPES", "Kind", "get_kind", "kind_names", "register", "unregister"]
+__all__ = [
+    "FAST_WAYS",
+    "FULL_FORWARD_SCOPES",
+    "KIND_TABLE",
+    "SCOPES",
+    "SCOPE_INDEX",
+    "Kind",
+    "get_kind",
+    "kind_names",
+    "register",
+    "unregister",
+]
 
-SCOPES = ("head", "path", "layer", "model")
+SCOPES = ("head", "kv_head", "neuron", "path", "layer", "model")
+#: each per-unit scope: the component whose hooks it indexes (hook prefix inside block ``l``), the
+#: model dimension its unit ranges over, the ``Target`` field of its index set and the unit's
+#: letter in labels (``L1H0``, ``L1KV0``, ``L1N7``): a neuron declared as a head kind is refused here
+SCOPE_INDEX = {
+    "head": ("attn.", "n_heads", "heads", "H"),
+    "kv_head": ("attn.", "n_key_value_heads", "kv_heads", "KV"),
+    "neuron": ("mlp.", "d_mlp", "neurons", "N"),
+}
+#: per-unit scopes patched by full forwards only (the fast engine's units are heads and layers)
+FULL_FORWARD_SCOPES = ("kv_head", "neuron")
 #: the fast engine's ways of computing a kind, by the scope they apply to
 FAST_WAYS = {"hook": "head", "weights": "head", "path": "path", "mlp_out": "layer"}
 #: the TransformerLens setters the reference engine knows (``transformer_lens.patching``; "whole_layer":
@@ -62,12 +102,15 @@ class Kind:
 
     Attributes:
         name: the kind's name (``Target.kind``).
-        scope: ``"head"`` (``heads=``), ``"path"`` (a sender head and a receiver head),
-            ``"layer"`` (``layers=``) or ``"model"`` (no scope).
+        scope: ``"head"`` (``heads=``), ``"kv_head"`` (``kv_heads=``: key/value heads of
+            grouped-query attention), ``"neuron"`` (``neurons=``: MLP neurons), ``"path"``
+            (a sender head and a receiver head), ``"layer"`` (``layers=``) or ``"model"`` (no scope).
         description: what is swapped, one line.
         hook: TransformerLens hook inside block ``l`` (``"attn.hook_pattern"``), None for weights.
-        head_axis: axis of the head in the hook's activation (``[batch, head, q, k]``: 1;
-            ``[batch, pos, head, d_head]``: 2); None: no head axis (a layer activation).
+        head_axis: axis of the unit in the hook's activation: the head (``[batch, head, q, k]``:
+            1; ``[batch, pos, head, d_head]``: 2), the key/value head (``[batch, pos, kv_head,
+            d_head]``: 2), the neuron (``[batch, pos, d_mlp]``: 2); None: no unit axis (a layer
+            activation).
         query_pos: the activation has a query axis right after the head axis (``query_pos=``).
         weights: swapped parameters (see the module docstring); empty for activations.
         shared_bias: head weight kinds: also ``b_O`` when the target holds every head of a layer.
@@ -82,7 +125,7 @@ class Kind:
     """
 
     name: str
-    scope: Literal["head", "path", "layer", "model"]
+    scope: Literal["head", "kv_head", "neuron", "path", "layer", "model"]
     description: str
     hook: str | None = None
     head_axis: int | None = None
@@ -104,8 +147,26 @@ class Kind:
             raise ValueError(
                 f"kind {self.name!r} has both a hook and weights: an activation or a weight kind, not both"
             )
-        if self.scope == "head" and self.hook is not None and self.head_axis is None:
-            raise ValueError(f"kind {self.name!r} is per head with a hook: give head_axis")
+        if self.scope in SCOPE_INDEX and self.hook is not None:
+            prefix, bound, _, _ = SCOPE_INDEX[self.scope]
+            if not self.hook.startswith(prefix):
+                fits = [s for s, index in SCOPE_INDEX.items() if self.hook.startswith(index[0])]
+                raise ValueError(
+                    f"kind {self.name!r} has scope {self.scope!r} (units up to {bound}) but hook {self.hook!r} "
+                    f"is not a {prefix}* hook; "
+                    + (f"declare it with scope {fits[0]!r}" if fits else "a per-layer kind takes scope 'layer'")
+                )
+            if self.head_axis is None:
+                raise ValueError(
+                    f"kind {self.name!r} is per {self.scope} with a hook: give head_axis (the unit's axis)"
+                )
+        if self.scope in FULL_FORWARD_SCOPES and (
+            self.weights or self.hook is None or self.query_pos or self.fast is not None
+        ):
+            raise ValueError(
+                f"kind {self.name!r}: scope {self.scope!r} takes a hook with head_axis, no weights, "
+                "query_pos or fast way (it is patched by full forwards)"
+            )
         if self.fast is not None and FAST_WAYS.get(self.fast) != self.scope:
             raise ValueError(
                 f"kind {self.name!r}: fast={self.fast!r} does not fit scope {self.scope!r}; valid: "
@@ -227,6 +288,27 @@ _BUILT_IN = (
         tl_activation="mlp_out",
         fast="mlp_out",
         component="all MLP outputs",
+    ),
+    Kind(
+        "k_kv",
+        "kv_head",
+        "keys of a key/value head (grouped-query attention), [batch, pos, kv_head, d_head]",
+        hook="attn.hook_k",
+        head_axis=2,
+    ),
+    Kind(
+        "v_kv",
+        "kv_head",
+        "values of a key/value head (grouped-query attention), [batch, pos, kv_head, d_head]",
+        hook="attn.hook_v",
+        head_axis=2,
+    ),
+    Kind(
+        "neuron",
+        "neuron",
+        "MLP neurons: the MLP's hidden activation after the nonlinearity, [batch, pos, d_mlp]",
+        hook="mlp.hook_post",
+        head_axis=2,
     ),
     Kind("mlp_weights", "layer", "every MLP parameter of the layer", weights=("mlp",), component="all MLP weights"),
     Kind("block", "layer", "every parameter of the block (norms, attention, MLP)", weights=("",)),

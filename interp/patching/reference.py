@@ -18,7 +18,14 @@ from torch import Tensor
 
 from interp.core.task_batch import TaskBatch
 from interp.patching import _weights
-from interp.patching._forward import answer_logits_forward, answer_rows, model_device, query_mask, replace_hook
+from interp.patching._forward import (
+    answer_logits_forward,
+    answer_rows,
+    model_device,
+    query_mask,
+    replace_hook,
+    unit_count,
+)
 from interp.patching.kinds import get_kind
 from interp.patching.targets import Target, hook_name
 
@@ -47,12 +54,17 @@ def _hooks_for(model: Any, post: Any, target: Target, pos: int) -> list:
             )
             for l in target.resolved_layers(n_layers)
         ]
+    if kind.scope == "head":
+        n_units, units = n_heads, target.resolved_heads(n_layers, n_heads)
+    else:  # key/value heads, neurons
+        n_units = unit_count(model, kind.scope)
+        units = target.resolved_units(n_layers, n_units)
     by_layer: dict[int, list[int]] = {}
-    for layer, head in target.resolved_heads(n_layers, n_heads):
-        by_layer.setdefault(layer, []).append(head)
+    for layer, unit in units:
+        by_layer.setdefault(layer, []).append(unit)
     hooks = []
     for layer, heads in by_layer.items():
-        mask = torch.zeros(1, n_heads, dtype=torch.bool, device=device)
+        mask = torch.zeros(1, n_units, dtype=torch.bool, device=device)
         mask[0, heads] = True
         hooks.append(
             (

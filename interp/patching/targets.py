@@ -1,6 +1,6 @@
 """What can be patched from the post checkpoint into the pre checkpoint: ``Target``.
 
-A target names a component and a scope.  Activation targets replace the pre checkpoint's
+A target names a component and an index set (a *location*, in pyvene's sense).  Activation targets replace the pre checkpoint's
 activation at a hook by the post checkpoint's activation on the same prompts (all positions,
 unless stated); weight targets swap the post checkpoint's parameters into the pre checkpoint for
 one forward.  Per-head kinds (scope: one head, a set of heads, or ``heads=None`` = all):
@@ -19,6 +19,13 @@ kind              what is swapped (hook or parameters of block ``l``)
                   query, key or value input (direct path patching, Wang et al. 2022)
 ================  ======================================================================
 
+Per-key/value-head kinds (``kv_heads=``: ``(layer, kv_head)`` pairs, ``kv_head`` in
+``[0, n_key_value_heads)``; None = all): ``k_kv``, ``v_kv`` (``attn.hook_k`` / ``hook_v``, which
+hold ``n_key_value_heads`` heads under grouped-query attention, where the per-head ``k`` / ``v``
+are refused). Per-neuron kind (``neurons=``: ``(layer, neuron)`` pairs; ``neurons=None`` = every
+neuron of every layer): ``neuron`` (``mlp.hook_post``, the MLP's hidden activation after the
+nonlinearity, ``[batch, pos, d_mlp]``). Both by full forwards, with either method.
+
 Per-layer kinds (``layers=None`` = all): ``mlp`` (``hook_mlp_out``, activation), ``mlp_weights``
 (the MLP's parameters), ``block`` (every parameter of the block: norms, attention, MLP).
 Whole-model kinds: ``embed`` (token embedding ``W_E``), ``unembed`` (``W_U``, ``b_U``).
@@ -36,22 +43,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from interp.patching.kinds import KIND_TABLE, get_kind, kind_names
+from interp.patching.kinds import KIND_TABLE, SCOPE_INDEX, get_kind, kind_names
 
 __all__ = [
     "ACTIVATION_KINDS",
     "HEAD_KINDS",
     "KINDS",
+    "KV_HEAD_KINDS",
     "LAYER_KINDS",
     "MODEL_KINDS",
+    "NEURON_KINDS",
     "WEIGHT_KINDS",
     "Target",
     "block_weights",
     "embedding",
     "head_output",
     "keys",
+    "kv_keys",
+    "kv_values",
     "mlp_output",
     "mlp_weights",
+    "neurons",
     "ov_weights",
     "path",
     "pattern",
@@ -64,6 +76,8 @@ __all__ = [
 #: the built-in kinds of each scope, in table order (:data:`interp.patching.kinds.KIND_TABLE`; a kind
 #: added by :func:`interp.patching.kinds.register` is in the table, not in these tuples)
 HEAD_KINDS = kind_names("head")
+NEURON_KINDS = kind_names("neuron")
+KV_HEAD_KINDS = kind_names("kv_head")
 LAYER_KINDS = kind_names("layer")
 MODEL_KINDS = kind_names("model")
 KINDS = kind_names()
@@ -85,13 +99,17 @@ def hook_name(kind: str, layer: int) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """One patch: a component kind and its scope (see the module docstring for the kinds).
+    """One patch: a component kind and its index set (see the module docstring for the kinds).
 
     Attributes:
         kind: one of ``KINDS``.
         heads: per-head kinds: the ``(layer, head)`` pairs patched jointly; None = every head.
             ``path``: ``((sender_layer, sender_head),)``.
         layers: per-layer kinds: the layers patched jointly; None = every layer.
+        neurons: per-neuron kinds: the ``(layer, neuron)`` pairs patched jointly; None = every
+            neuron of every layer.
+        kv_heads: per-key/value-head kinds: the ``(layer, kv_head)`` pairs patched jointly; None =
+            every key/value head of every layer.
         query_pos: ``pattern`` only: patch only this destination (query) position (negative
             counts from the end, ``-1`` = the last position); None = every position.
         receiver: ``path`` only: the later head ``(layer, head)`` whose input gets the sender's output.
@@ -107,6 +125,8 @@ class Target:
     query_pos: int | None = None
     receiver: tuple[int, int] | None = None
     receiver_input: str = "q"
+    neurons: tuple[tuple[int, int], ...] | None = None
+    kv_heads: tuple[tuple[int, int], ...] | None = None
 
     def __post_init__(self) -> None:
         scope = get_kind(self.kind).scope  # an unknown kind: ValueError naming the valid ones
@@ -114,6 +134,17 @@ class Target:
             object.__setattr__(self, "heads", tuple(_pair(h) for h in self.heads))
         if self.layers is not None:
             object.__setattr__(self, "layers", tuple(int(l) for l in self.layers))
+        for unit_scope, (_, _, field, _) in SCOPE_INDEX.items():  # kv_heads=, neurons=: their scope only
+            if unit_scope == "head" or getattr(self, field) is None:
+                continue
+            object.__setattr__(self, field, tuple(_pair(u, unit_scope) for u in getattr(self, field)))
+            if scope != unit_scope:
+                raise ValueError(
+                    f"target {self.kind!r} takes no {field}= (valid for {', '.join(kind_names(unit_scope))})"
+                )
+        if self.heads is not None and scope in SCOPE_INDEX and scope != "head":
+            field = SCOPE_INDEX[scope][2]
+            raise ValueError(f"target {self.kind!r} is per {scope}: give {field}=((layer, {scope}), ...), not heads=")
         if self.heads is not None and scope not in ("head", "path"):
             raise ValueError(f"target {self.kind!r} is per layer or per model: give layers=, not heads=")
         if self.layers is not None and scope != "layer":
@@ -151,6 +182,26 @@ class Target:
                 )
         return heads
 
+    def resolved_units(self, n_layers: int, n_units: int) -> tuple[tuple[int, int], ...]:
+        """The patched ``(layer, unit)`` pairs of a per-unit target (heads, key/value heads or
+        neurons: the kind's scope; every unit of every layer when its field is None), range-checked
+        against ``n_units`` (``n_heads``, ``n_key_value_heads``, ``d_mlp``).
+
+        Raises:
+            ValueError: a target that is not per unit, or a unit out of range.
+        """
+        scope = get_kind(self.kind).scope
+        if scope not in SCOPE_INDEX:
+            raise ValueError(f"target {self.kind!r} has scope {scope!r}, not a per-unit one ({', '.join(SCOPE_INDEX)})")
+        given = getattr(self, SCOPE_INDEX[scope][2])
+        units = given if given is not None else tuple((l, u) for l in range(n_layers) for u in range(n_units))
+        for layer, unit in units:
+            if not (0 <= layer < n_layers and 0 <= unit < n_units):
+                raise ValueError(
+                    f"{scope} {(layer, unit)} out of range: layer in [0, {n_layers - 1}], {scope} in [0, {n_units - 1}]"
+                )
+        return units
+
     def resolved_layers(self, n_layers: int) -> tuple[int, ...]:
         """The patched layers (every layer when ``layers`` is None), range-checked.
 
@@ -164,7 +215,8 @@ class Target:
         return layers
 
     def label(self) -> str:
-        """Short text for tables: ``pattern L1H0+L0H2``, ``mlp all``, ``path L0H2->L1H0.k``."""
+        """Short text for tables: ``pattern L1H0+L0H2``, ``mlp all``, ``path L0H2->L1H0.k``,
+        ``neuron L1N7+L1N30``."""
         scope = get_kind(self.kind).scope
         if scope == "path":
             (sl, sh), (rl, rh) = self.heads[0], self.receiver
@@ -172,19 +224,23 @@ class Target:
         if scope == "model":
             return self.kind
         if scope == "layer":
-            scope = "all" if self.layers is None else "+".join(f"L{l}" for l in self.layers)
+            where = "all" if self.layers is None else "+".join(f"L{l}" for l in self.layers)
+        elif scope in SCOPE_INDEX and scope != "head":
+            _, _, field, letter = SCOPE_INDEX[scope]
+            units = getattr(self, field)
+            where = "all" if units is None else "+".join(f"L{l}{letter}{u}" for l, u in units)
         else:
-            scope = "all" if self.heads is None else "+".join(f"L{l}H{h}" for l, h in self.heads)
+            where = "all" if self.heads is None else "+".join(f"L{l}H{h}" for l, h in self.heads)
         pos = "" if self.query_pos is None else f"@q{self.query_pos}"
-        return f"{self.kind}{pos} {scope}"
+        return f"{self.kind}{pos} {where}"
 
 
-def _pair(item) -> tuple[int, int]:
+def _pair(item, unit: str = "head") -> tuple[int, int]:
     try:
-        layer, head = (int(x) for x in item)
+        layer, index = (int(x) for x in item)
     except (TypeError, ValueError):
-        raise ValueError(f"each head must be a (layer, head) pair, got {item!r}") from None
-    return layer, head
+        raise ValueError(f"each {unit} must be a (layer, {unit}) pair, got {item!r}") from None
+    return layer, index
 
 
 def _heads(heads: Iterable | None) -> tuple | None:
@@ -237,6 +293,22 @@ def path(sender: tuple[int, int], receiver: tuple[int, int], receiver_input: str
 def mlp_output(layers: Sequence[int] | None = None) -> Target:
     """MLP output (``hook_mlp_out``) of ``layers``."""
     return Target("mlp", layers=None if layers is None else tuple(layers))
+
+
+def neurons(pairs: Sequence[tuple[int, int]] | None = None) -> Target:
+    """MLP neurons (``mlp.hook_post``, the hidden activation after the nonlinearity) at the
+    ``(layer, neuron)`` pairs, patched jointly; None: every neuron of every layer."""
+    return Target("neuron", neurons=None if pairs is None else tuple(pairs))
+
+
+def kv_keys(pairs: Sequence[tuple[int, int]] | None = None) -> Target:
+    """Keys (``hook_k``) of the key/value heads ``(layer, kv_head)`` (grouped-query attention)."""
+    return Target("k_kv", kv_heads=None if pairs is None else tuple(pairs))
+
+
+def kv_values(pairs: Sequence[tuple[int, int]] | None = None) -> Target:
+    """Values (``hook_v``) of the key/value heads ``(layer, kv_head)`` (grouped-query attention)."""
+    return Target("v_kv", kv_heads=None if pairs is None else tuple(pairs))
 
 
 def mlp_weights(layers: Sequence[int] | None = None) -> Target:

@@ -11,8 +11,21 @@ emergence over seeds, and the page that shows them.
 - :mod:`interp.population.checks`: the Cox fit's model checks (proportional hazards,
   log-linearity) and each head count against the next fewer;
 - :mod:`interp.population.robust`: the findings over the grid of rules (threshold x hold);
+- :mod:`interp.population.judge`: the one judge, every verdict word (``Evidence`` -> ``Verdict``);
+- :mod:`interp.population.contrast`: one two-arm contrast read for the judge (the rule grid's cells);
+- :mod:`interp.population.contrast_stats`: that contrast's statistics (proportional-hazards test,
+  Kaplan-Meier crossings, shares at fixed steps, RMST, paired tests over seeds);
+- :mod:`interp.population.verdicts`: the paper's claims 1 and 4 judged on one population, in words;
+- :mod:`interp.population.claim2_pair`: claim 2 at the consecutive checkpoints with the largest jump;
+- :mod:`interp.population.mechanism`: claim 2 (the mechanism) as a statistic over an arm's seeds;
+- :mod:`interp.population.heads`: per-checkpoint head features of one run (what forecast and
+  formation read);
+- :mod:`interp.population.forecast`: a seed's point of emergence forecast from its earlier checkpoints;
+- :mod:`interp.population.formation`: the order circuits form in, per seed;
 - :mod:`interp.population.findings`: the findings in words, computed from the tables;
 - :mod:`interp.population.page`: ``population.html`` (Jinja2, autoescaped; plotly inlined once);
+- :mod:`interp.population.insight_page`: ``insight.html`` (the forecast and the formation order);
+- :mod:`interp.population.control_page`: ``forcing_control.html`` (the forcing control);
 - :mod:`interp.population.collect`: :func:`~interp.population.collect.population`, the capability
   table evaluated on checkpoint sources;
 - :mod:`interp.population.cli`: ``emergence population``.
