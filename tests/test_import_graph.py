@@ -45,6 +45,9 @@ NOT_YET: set[tuple[str, str]] = {
     # the population's tables read its findings and its page back (function-level imports)
     ("interp.population.tables", "interp.population.findings"),
     ("interp.population.tables", "interp.population.page"),
+    # ... and its verdicts and answer table, which read contrasts through the tables' run table
+    ("interp.population.tables", "interp.population.verdicts"),
+    ("interp.population.tables", "interp.population.answer"),
     # an analyses entry importing another (issue 70, item 1: no entry imports another)
     ("analyses.population_mechanism", "analyses.population"),
     # the models package's __init__ and the transformer module read each other

@@ -1,5 +1,9 @@
 """The checkpoint sources this toolkit knows by name, without importing torch.
 
+Over 600 lines because it is the one table of names and suite specs the toolkit reads before
+anything heavy loads (a refusal names the valid values without importing torch); the spec schema,
+its checks and the run names read each other.
+
 - Pythia / PolyPythia hub ids (:func:`pythia_model_ids`, :func:`is_pythia_id`).
 - The embedded suites: their configs (:data:`FULL`, :data:`QUICK`), run names
   (``neox-2l-64d-seed1``), source names (``embedded``, ``embedded-quick``,

@@ -1,5 +1,9 @@
 """The embedded default: a local checkpoint suite that our own code trains, offline, on CPU.
 
+Over 600 lines because it is one concept, the embedded suite's trainer: the run's weights and
+data order (two seeds that a spec may set apart), its resumable checkpoints, the cache and the
+parallel training that fills it.
+
 Small GPT-NeoX models (the Pythia architecture: rotary on 25 % of each head's dims, parallel
 residual, untied embeddings) in two sizes x three seeds, trained on a text of Python source code shipped with the package
 (:data:`interp.sources.environment.TRAINING_TEXT`) mixed with repeated random segments, with checkpoints on a
