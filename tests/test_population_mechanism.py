@@ -16,7 +16,6 @@ from interp.population.mechanism import (
     claim_table,
     classify_heads,
     figure,
-    verdicts,
     width_table,
 )
 
@@ -106,37 +105,27 @@ def test_claim_table_counts_firm_seeds_with_wilson_intervals():
     assert (at5["measurable"], at5["top2_firm"], at5["noise_runs"]) == (3, 2, "A-seed3")
     assert at5["top1_mechanisms"] == "induction 2, previous-token 1"  # seed 3 (noise) not counted
     assert at5["top2_share"] == pytest.approx(2 / 3)
-    words = verdicts(claims.reset_index())
-    assert words == {"A": "not decidable", "B": "not decidable"}
-    decided = pd.DataFrame(
-        {
-            "arm": ["x", "x", "y", "y", "z"],
-            "width": ["100", "5", "100", "5", "5"],
-            "top2_lo": [0.6, 0.1, 0.1, 0.6, 0.1],
-            "top2_hi": [0.9, 0.4, 0.3, 0.9, 0.3],
-        }
-    )
-    assert verdicts(decided) == {"x": "width-dependent", "y": "width-dependent", "z": "contradicted"}
-    assert verdicts(decided.assign(top2_lo=0.6, top2_hi=0.9)) == dict.fromkeys("xyz", "reproduced")
 
 
-def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
+def test_claim_lines_give_the_profile_over_widths_without_a_verdict_word():
+    """The verdict on claim 2 is taken at the largest-jump pair (tests/test_claim2_pair.py); the
+    widths are a profile: numbers per width, never a verdict word."""
     rows = _rows()
     a, b = claim_lines(rows)
     lo, hi = proportion_confint(2, 4, method="wilson")
     lo3, hi3 = proportion_confint(2, 3, method="wilson")
-    assert a.startswith("Claim 2 on A (4 emerged seeds measured): not decidable: seeds whose top two heads' patterns")
-    assert f"100 steps: 2 of 4 (95 % {lo:.2f}–{hi:.2f}, undecided); 5 steps: 2 of 3 (95 % {lo3:.2f}–{hi3:.2f}, " in a
-    assert "whose induction head's pattern alone does: 100 steps: 0 of 4; 5 steps: 0 of 3;" in a
+    assert a.startswith("Claim 2 over interval widths on A (4 emerged seeds; pre = E − width, E located to one step):")
     # the looser criterion (point estimate >= 0.5): seeds 0, 1, 3 at 100 steps, 0 and 1 at 5 (3 is noise)
-    assert (
-        "by the point estimate alone (share ≥ 0.5, interval ignored): 100 steps: 3 of 4; 5 steps: 2 of 3, the same verdict;"
-        in a
-    )
+    assert f"100 steps: 2 of 4 (95 % {lo:.2f}–{hi:.2f}, undecided; 3 by the point estimate alone)" in a
+    assert f"5 steps: 2 of 3 (95 % {lo3:.2f}–{hi3:.2f}, undecided; 2 by the point estimate alone)" in a
+    assert "whose induction head's pattern alone does: 100 steps: 0 of 4; 5 steps: 0 of 3;" in a
     # largest median share per width: top-2 patterns (0.75 at 100 steps over seeds 0-3; 0.6 at 5 over 0-2)
-    assert "the largest median share recovered: 100 steps: top-2 patterns 0.75; 5 steps: top-2 patterns 0.60;" in a
-    assert a.endswith("not decidable with these seeds: the share's interval straddles one half at 100 steps, 5 steps.")
-    assert b.startswith("Claim 2 on B (4 emerged seeds measured): not decidable:")
+    assert a.endswith(
+        "the largest median share recovered: 100 steps: top-2 patterns 0.75; 5 steps: top-2 patterns 0.60."
+    )
+    assert b.startswith("Claim 2 over interval widths on B (4 emerged seeds;")
+    for line in (a, b):
+        assert not any(w in line for w in ("reproduced", "contradicted", "not decidable", "width-dependent"))
     # 20 seeds: every share 0.9 (lower end 0.6) at 100 steps, 0.05 at 5 steps: above half, below half
     many = []
     for seed in range(20):
@@ -155,18 +144,9 @@ def test_claim_lines_give_the_verdict_per_width_beside_the_paper():
             )
     many = pd.concat(many, ignore_index=True)
     (line,) = claim_lines(many)
-    assert line.startswith("Claim 2 on A (20 emerged seeds measured): width-dependent:")
-    assert "100 steps: 20 of 20 (95 % 0.84–1.00, above half); 5 steps: 0 of 20 (95 % 0.00–0.16, below half)" in line
-    assert line.endswith("two heads' patterns at 100 steps, a minority at 5 steps.")
+    assert "100 steps: 20 of 20 (95 % 0.84–1.00, above half; 20 by the point estimate alone)" in line
+    assert "5 steps: 0 of 20 (95 % 0.00–0.16, below half; 0 by the point estimate alone)" in line
     assert "5 steps: none above 0.1 (top-1 patterns 0.05)" in line  # every component recovers 0.05 there
-    (line,) = claim_lines(many[many["width"] == "5"])
-    assert ": contradicted:" in line and line.endswith("do not firmly recover half the jump.")
-    (line,) = claim_lines(many[many["width"] == "100"])
-    assert ": reproduced:" in line and "as the paper states" in line
-    # shares of 0.6 whose intervals reach down to 0.4: firm in no seed, at least half in every one
-    (line,) = claim_lines(many[many["width"] == "100"].assign(recovered=0.6, recovered_lo=0.4))
-    assert ": contradicted:" in line
-    assert "100 steps: 20 of 20, verdict reproduced: the reading hangs on the criterion;" in line
 
 
 def test_figure_has_a_box_per_component_and_arm():

@@ -368,7 +368,8 @@ def judge_claim(label: str, parts: list[Verdict], noun: str = "one-factor contra
         shape = ", ".join(f"{signs.count(s)} {s}" for s in dict.fromkeys(signs))
         pattern = (
             "non-monotone" if "earlier" in signs and "later" in signs
-            else "monotone" if len(set(signs)) == 1 and signs[0] != "no difference" else "mixed"
+            else "none significant" if set(signs) == {"no difference"}
+            else "monotone" if len(set(signs)) == 1 else "mixed"
         )  # fmt: skip
         return Verdict(
             "confounded", "", label,

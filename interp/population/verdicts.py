@@ -145,8 +145,11 @@ def claim_verdicts(result) -> list[Verdict]:
             )  # fmt: skip
             parts.append(judge(evidence))
         heads = ", ".join(str(int(x)) for x in sorted(arms[arms["d_model"] == d_model]["n_heads"].unique()))
-        arch = "/".join(sorted({architecture(a) for a in rows["arm"]} | {architecture(a) for a in rows["versus"]}))
-        out.append(judge_claim(f"Claim 4, heads ({arch}, d_model {d_model}, {n_layers} layers, heads {heads})", parts))
+        arch = "/".join(
+            sorted(({architecture(a) for a in rows["arm"]} | {architecture(a) for a in rows["versus"]}) - {""})
+        )
+        where = f"{arch}, " if arch else ""
+        out.append(judge_claim(f"Claim 4, heads ({where}d_model {d_model}, {n_layers} layers, heads {heads})", parts))
     sizes = one_factor_pairs(result.runs, "d_head")
     if sizes:
         parts = []
@@ -158,8 +161,8 @@ def claim_verdicts(result) -> list[Verdict]:
                 wanted=+1, config=config,
             )  # fmt: skip
             parts.append(judge(evidence))
-        arch = "/".join(sorted({architecture(a) for pair in sizes for a in pair}))
-        claim = judge_claim(f"Claim 4, head size ({arch}: does a larger head help?)", parts)
+        arch = "/".join(sorted({architecture(a) for pair in sizes for a in pair} - {""}))
+        claim = judge_claim(f"Claim 4, head size ({arch + ': ' if arch else ''}does a larger head help?)", parts)
         out.append(
             Verdict(
                 claim.word,
