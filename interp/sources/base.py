@@ -90,6 +90,7 @@ from interp.sources.checkpoint_integrity import WeightFileChecks
 from interp.sources.loading import (
     _TOKENIZER_PATTERNS,
     CheckpointError,
+    CorruptCheckpointError,
     TokenizerMismatchError,
     _default_device,
     _model_bytes,
@@ -403,6 +404,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         else:
             folder, revision, commit = self._resolve(step)
             files = self._require_weights(folder, step)
+        self.refuse_remote_code(step)
         self._refuse_corrupt(step, files)
         self._require_attention(folder, step)
         config_text = (folder / "config.json").read_text()
@@ -423,6 +425,7 @@ class CheckpointSource(WeightFileChecks, ABC):
             read_ahead = ahead is not None and "tensors" in ahead
             tensors = ahead["tensors"] if read_ahead and ahead is not None else weight_swap.read_weights(files)
             self.read_seconds += time.perf_counter() - started
+            self.refuse_non_finite(step, files, tensors)  # in memory: no second read
             if self._swap.fits(list(tensors), config_text):
                 # a read-ahead's tensors are ours and already in the bridge's dtype: adopted, not copied
                 self._swap.apply(tensors, adopt=read_ahead and device.type == "cpu")
@@ -444,6 +447,12 @@ class CheckpointSource(WeightFileChecks, ABC):
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
             ).to(device)
+        try:
+            self.refuse_non_finite(step, files, hf_model.named_parameters())  # in memory: no second read
+        except CorruptCheckpointError:
+            del hf_model
+            _release_memory()
+            raise
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         with refuse_unhookable(self.model_id, step, config):
             bridge = TransformerBridge.boot_transformers(
@@ -556,9 +565,10 @@ class CheckpointSource(WeightFileChecks, ABC):
         return dict(sorted(excluded.items()))
 
     def searchable_steps(self) -> list[int]:
-        """Available steps minus :meth:`duplicate_steps`, :meth:`partial_duplicates` and
-        :meth:`corrupt_steps`, sorted ascending."""
+        """Available steps minus :meth:`duplicate_steps`, :meth:`partial_duplicates`,
+        :meth:`corrupt_steps` and :meth:`remote_code_steps`, sorted ascending."""
         left_out = set(self.duplicate_steps()) | set(self.partial_duplicates()) | set(self.corrupt_steps())
+        left_out |= set(self.remote_code_steps())
         return [s for s in self.available_steps() if s not in left_out]
 
     def close(self) -> None:
