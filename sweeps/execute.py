@@ -61,6 +61,7 @@ class RunRecord:
     finished_at: str
     host: str
     versions: dict[str, str]
+    killed: bool = False  # the run's worker process died under it (a signal; out of memory?)
 
 
 def execute_run(task: RunTask) -> RunRecord:
