@@ -344,6 +344,19 @@ class WeightFileChecks:
     ``_check_step``, ``_resolve``, ``digest``, ``available_steps``, ``kept_duplicate``,
     ``_file_digests``, ``_problems``, ``allow_pickle``, ``trust_remote_code`` and ``model_id``."""
 
+    if TYPE_CHECKING:  # what the source provides (declared for the type checker only)
+        model_id: str
+        allow_pickle: bool
+        trust_remote_code: bool
+        _problems: dict[int, str | None]
+        _file_digests: dict[int, dict[str, str]]
+
+        def _check_step(self, step: int) -> int: ...
+        def _resolve(self, step: int) -> tuple[Path, str, str | None]: ...
+        def digest(self, step: int) -> str: ...
+        def available_steps(self) -> list[int]: ...
+        def kept_duplicate(self, group: Sequence[int]) -> int | None: ...
+
     def file_digests(self, step: int) -> dict[str, str] | None:
         """``{weight file name: sha256 hex}`` of ``step`` (one entry per shard), or None when only
         the whole digest is known.
