@@ -47,6 +47,7 @@ from interp.sources.loading import (
     pickle_weight_files,
     weight_files,
 )
+from interp.sources.remote_code import remote_code_request
 from interp.sources.tensor_check import tensor_problem
 from interp.sources.weight_scan import describe_non_finite, non_finite_names, scan_file
 
@@ -549,20 +550,9 @@ class WeightFileChecks:
             return None
         try:
             folder = self._weights_folder(step)
-            raw = json.loads((folder / "config.json").read_text()) if folder is not None else None
-        except Exception:  # not at hand, or not JSON (corrupt_reason names that)
+        except Exception:  # not at hand (a hub step not cached)
             return None
-        auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
-        if not auto_map or not isinstance(auto_map, dict):
-            return None
-
-        def named(value) -> str:
-            values = value if isinstance(value, list) else [value]
-            return " / ".join(str(v) for v in values if v)
-
-        keys = sorted(auto_map, key=lambda k: (not str(k).startswith("AutoModel"), str(k)))
-        asked = ", ".join(f"{k} -> {named(auto_map[k])}" for k in keys)
-        return f"config.json asks for custom code (auto_map: {asked}); this tool does not run checkpoint code"
+        return None if folder is None else remote_code_request(folder / "config.json")
 
     def remote_code_steps(self) -> dict[int, str]:
         """``{step: what it asks for}`` for every available step that needs custom code
