@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from interp.core.io import atomic_write_text, config_json, remove_folder
 from interp.core.spec_file import dump_spec_text
 from sweeps.execute import RunRecord, git_commit, group_state_dir, group_units
-from sweeps.executors import RUN_EXECUTORS, check_executor
+from sweeps.executors import RUN_EXECUTORS, check_executor, failed_record, started_marker, starts_of
 from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
 from sweeps.spec import SweepSpec, load_spec
 from sweeps.store import ResultsStore
@@ -174,6 +174,23 @@ def run_sweep(
 
     commit = git_commit()
     sweep_name = spec.name
+    if executor == "joblib" and jobs == 1:  # in this process: a run that killed it twice is not run a third time
+        for t in [t for t in todo if starts_of(t) >= KILLS_BEFORE_SKIP]:
+            todo.remove(t)
+            why = (
+                f"the sweep's process died {starts_of(t)} times while this run ran (killed by a signal: out of memory?)"
+            )
+            row = build_row(t, failed_record(t, why, f"{why}\n", killed=True), commit, sweep_name)
+            row["worker_kills"] = starts_of(t)
+            store.write_run(row)
+            marker = started_marker(t)
+            if marker is not None:
+                marker.unlink()
+            warnings.warn(
+                f"run {t.run_id} skipped: {why}; recorded failed (log: {store.log_path(t.run_id)})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     n_ran = n_failed_now = 0
     last_consolidated = time.monotonic()
     bar = tqdm(
@@ -205,6 +222,9 @@ def run_sweep(
                 if record.killed:  # counted across resumes: a run that kills its worker twice is skipped
                     row["worker_kills"] = kills.get(record.run_id, 0) + 1
                 store.write_run(row, record.metrics)
+                marker = started_marker(task)
+                if marker is not None and marker.exists():
+                    marker.unlink()
                 for folder in state_of.get(record.run_id, []):
                     members = waiting.get(folder)
                     if members is not None:  # a group's folder: when the last of its rows is written

@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from interp.core.io import atomic_write_text
 from sweeps.execute import RunRecord, _now, execute_unit
 from sweeps.runners import RunTask
 
@@ -53,8 +54,31 @@ def check_executor(executor: str) -> None:
 
 
 def _execute_serial(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    """Units one after another in this process. Each run's start is counted in its marker
+    (:func:`started_marker`): a run that kills this process (the out-of-memory killer) leaves it,
+    and the driver skips a run whose marker says the sweep died under it twice."""
     for unit in units:
+        for task in unit:
+            marker = started_marker(task)
+            if marker is not None:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(marker, str(starts_of(task) + 1))
         yield from execute_unit(unit)
+
+
+def started_marker(task: RunTask) -> Path | None:
+    """``STORE/partial/<run_id>.started`` beside the run's state folder: how many times the run
+    was started in the sweep's own process without its row being written (None: no store)."""
+    return None if task.state_dir is None else Path(f"{task.state_dir}.started")
+
+
+def starts_of(task: RunTask) -> int:
+    """The count in the run's :func:`started_marker` (0: none, or unreadable)."""
+    marker = started_marker(task)
+    try:
+        return int(marker.read_text()) if marker is not None and marker.is_file() else 0
+    except (OSError, ValueError):
+        return 0
 
 
 def _execute_joblib(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
@@ -247,7 +271,7 @@ def _crashed_record(task: RunTask, err: BaseException) -> RunRecord:
     what = f"{name}: {_first_sentence(str(err))}"
     killed = name in RAY_DEATHS
     message = f"worker killed ({what}): out of memory?" if killed else f"worker failed ({what})"
-    return _failed_record(task, message, f"{message}\n{name}: {err}\n", killed)
+    return failed_record(task, message, f"{message}\n{name}: {err}\n", killed)
 
 
 def killed_record(task: RunTask, err: BaseException) -> RunRecord:
@@ -265,10 +289,12 @@ def killed_record(task: RunTask, err: BaseException) -> RunRecord:
         message = f"worker killed by signal {number} ({signal.Signals(number).name})"
     else:
         message = f"worker died ({_first_sentence(str(err))})"
-    return _failed_record(task, message, f"{message}\n", killed=True)
+    return failed_record(task, message, f"{message}\n", killed=True)
 
 
-def _failed_record(task: RunTask, message: str, log: str, killed: bool) -> RunRecord:
+def failed_record(task: RunTask, message: str, log: str, killed: bool) -> RunRecord:
+    """A failed run's record with ``message`` as its error; ``log`` is appended to the run's log
+    file (local executors) or carried in the record (Ray); ``killed``: its process died under it."""
     now = _now()
     if task.log_path is not None:  # the run's own log, after what it wrote before it died
         Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)

@@ -112,6 +112,35 @@ def test_a_killed_worker_is_one_failed_run(tmp_path):
     assert (third.n_ran, third.n_failed) == (0, 1)
 
 
+#: One sweep of :func:`killing_runner` in this process (``jobs=1``), as a command of its own: the
+#: run s = 2 kills the whole process.
+IN_PROCESS = (
+    "import sys; sys.path.insert(0, {tests!r}); "
+    "from test_sweeps_robust import killing_runner; from sweeps import run_sweep; "
+    "run_sweep({{'grid': {{'s': [1, 2, 3]}}}}, {out!r}, runner=killing_runner, jobs=1, progress=False)"
+)
+
+
+def test_a_run_that_kills_the_sweeps_own_process_twice_is_skipped(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    command = [sys.executable, "-c", IN_PROCESS.format(tests=str(Path(__file__).parent), out=str(tmp_path))]
+    for _ in (1, 2):  # the process dies each time, at s = 2
+        ended = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert ended.returncode == -signal.SIGKILL, ended.stderr
+    ended = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert ended.returncode == 0, ended.stderr
+    assert "skipped: the sweep's process died 2 times while this run ran" in ended.stderr
+    rows = pd.read_parquet(tmp_path / "results.parquet").set_index("s")
+    assert rows["status"].to_dict() == {1: "ok", 2: "failed", 3: "ok"}
+    assert (
+        rows["error"][2] == "the sweep's process died 2 times while this run ran (killed by a signal: out of memory?)"
+    )
+    assert rows["worker_kills"][2] == 2 and rows["value"][3] == 30
+
+
 def test_a_ray_worker_crash_points_to_the_sweeps_logs():
     from sweeps.executors import _crashed_record
     from sweeps.runners import RunTask
