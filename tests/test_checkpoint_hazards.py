@@ -110,6 +110,32 @@ def test_non_finite_weights_make_a_step_corrupt(diverged_suite, monkeypatch):
     assert set(point.evaluations["step"]) <= {0, 3000}
 
 
+def test_a_hub_step_not_finite_is_refused_when_it_loads(tmp_path, byte_tokenizer_dir, hub_offline):
+    """A hub step's digest is its blob's name (its file is never read before it loads): its
+    values are checked in memory when it loads, and it is corrupt from then on."""
+    from conftest import TINY_REPO, add_hub_revision
+    from interp.sources import HubSource
+
+    cache = tmp_path / "cache"
+    tokenizer = {p.name: p for p in byte_tokenizer_dir.iterdir()}
+    for i, step in enumerate((0, 1000)):
+        folder = save_tiny_neox(tmp_path / f"m{step}", seed=50 + i)
+        if step == 1000:
+            rewrite(folder / "model.safetensors", lambda n, t: torch.full_like(t, float("nan")))
+        add_hub_revision(cache, TINY_REPO, f"step{step}", {**{p.name: p for p in folder.iterdir()}, **tokenizer})
+    source = HubSource(TINY_REPO, cache_dir=cache, steps=[0, 1000])
+    assert source.corrupt_reason(1000) is None  # not read yet: not known
+    for swap in (False, True):  # a fresh boot, and a weight swap into the resident bridge
+        source = HubSource(TINY_REPO, cache_dir=cache, steps=[0, 1000])
+        source.swap_weights = swap
+        source.load(0, device="cpu")
+        with pytest.raises(CorruptCheckpointError) as error:
+            source.load(1000, device="cpu")
+        assert "step 1000: model.safetensors weights not finite: " in one_line(error)
+        assert source.corrupt_reason(1000).startswith("model.safetensors: weights not finite: ")
+        assert source.searchable_steps() == [0]
+
+
 def test_scan_counts_non_finite_tensors_of_every_float_dtype(tmp_path):
     from interp.sources import weight_scan
 
