@@ -160,6 +160,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         self._digests: dict[int, str] = {}
         self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
         self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
+        self._non_finite: dict[int, dict[str, list[str]]] = {}  # step -> {file: tensors with NaN/inf}, once read
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
         self._swap: WeightSwap | None = (
             None  # interp.sources.weight_swap.WeightSwap of the resident bridge, when swapping
@@ -383,8 +384,10 @@ class CheckpointSource(WeightFileChecks, ABC):
             CheckpointError: ``step`` is not available (names the nearest available steps).
             TokenizerMismatchError: ``step``'s tokenizer differs from the first one this source
                 handed out (names both steps).
-            CorruptCheckpointError: a weight file is truncated or its header overwritten (one
-                line naming the step and the file).
+            CorruptCheckpointError: a weight file is truncated or its header overwritten, a shard
+                its index names is absent, the folder holds two weight sets, or the weights hold a
+                NaN or an inf (one line naming the step and the file).
+            CheckpointError: the step's ``config.json`` asks for custom code (``auto_map``).
             ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off (one
                 line naming the files), the model has no attention heads (nothing to patch), or the
                 bridge cannot hook its architecture (one line naming it and the tested ones).

@@ -351,6 +351,7 @@ class WeightFileChecks:
         trust_remote_code: bool
         _problems: dict[int, str | None]
         _file_digests: dict[int, dict[str, str]]
+        _non_finite: dict[int, dict[str, list[str]]]
 
         def _check_step(self, step: int) -> int: ...
         def _resolve(self, step: int) -> tuple[Path, str, str | None]: ...
@@ -458,27 +459,21 @@ class WeightFileChecks:
                 digests[path.name], bad[path.name] = scan_file(path)
             else:
                 digests[path.name] = _sha256_of_file(path)
-        self._non_finite_files()[step] = {name: names for name, names in bad.items() if names}
+        self._non_finite[step] = {name: names for name, names in bad.items() if names}
         return digests
-
-    def _non_finite_files(self) -> dict[int, dict[str, list[str]]]:
-        """``{step: {file name: tensors not finite}}`` of the steps whose files were read."""
-        if not hasattr(self, "_non_finite"):
-            self._non_finite: dict[int, dict[str, list[str]]] = {}
-        return self._non_finite
 
     def _non_finite_known(self, step: int) -> bool:
         """Whether ``step``'s files were read (hashing them reads them: a local run's digest);
         reading them for that here is the one read their digest needs anyway."""
-        if step not in self._non_finite_files():
+        if step not in self._non_finite:
             try:
                 self.digest(step)
             except Exception:  # not at hand (a hub step not cached): known when it loads
                 return False
-        return step in self._non_finite_files()
+        return step in self._non_finite
 
     def _non_finite_text(self, step: int) -> str | None:
-        bad = self._non_finite_files().get(step) or {}
+        bad = self._non_finite.get(step) or {}
         names = sorted(n for names in bad.values() for n in names)
         if not names:
             return None
@@ -494,7 +489,7 @@ class WeightFileChecks:
         Raises:
             CorruptCheckpointError: one line naming the step, the files and the tensors.
         """
-        if step in self._non_finite_files():
+        if step in self._non_finite:
             return
         names = non_finite_names(tensors)
         if names:
