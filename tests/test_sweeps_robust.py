@@ -121,6 +121,7 @@ IN_PROCESS = (
 )
 
 
+@pytest.mark.slow  # three fresh interpreters, two of them killed
 def test_a_run_that_kills_the_sweeps_own_process_twice_is_skipped(tmp_path):
     import subprocess
     import sys
