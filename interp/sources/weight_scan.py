@@ -10,9 +10,9 @@ of float16 (``0x7C00``), bfloat16 (``0x7F80``), float32 and float64 finds them w
 a value. Integer, bool and 8-bit float tensors are not checked (8-bit floats have no inf).
 
 Cost, measured on a 410m-sized step (an 810 MB float16 safetensors file, warm page cache, a
-2-vCPU AMD EPYC shared with other work; ``benchmarks/bench_weight_scan.py``): sha256 alone 12.3 s,
-sha256 and the check in the same read 12.9 s (1.04x); per 4 MB chunk the check is 2.5 ms beside
-sha256's 20.9 ms. No byte is read twice.
+2-vCPU AMD EPYC shared with other work; ``benchmarks/bench_weight_scan.py``, best of 5): sha256
+alone 1.00 s, sha256 and the check in the same read 1.02 s (1.02x; 0.98x to 1.04x over three runs,
+12.3 s against 12.9 s under a load of 24). No byte is read twice.
 
 A file whose digest is known without reading it (a hub cache's blob is named by its sha256) is
 not read before it loads; its values are checked when they are in memory
