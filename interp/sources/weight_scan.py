@@ -7,7 +7,7 @@ search would take for a real one. A local step's weight files are read once anyw
 read, tensor by tensor, from the bit patterns: a float is NaN or ±inf exactly when its exponent
 bits are all ones (IEEE 754-2019, section 3.4), so ``(bits & mask) == mask`` with the exponent mask
 of float16 (``0x7C00``), bfloat16 (``0x7F80``), float32 and float64 finds them without converting
-a value. Integer, bool and 8-bit float tensors are not checked (8-bit floats have no inf).
+a value. Integer, bool and 8-bit float tensors are not checked.
 
 Cost, measured on a 410m-sized step (an 810 MB float16 safetensors file, warm page cache, a
 2-vCPU AMD EPYC shared with other work; ``benchmarks/bench_weight_scan.py``, best of 5): sha256
