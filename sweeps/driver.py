@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from tqdm.auto import tqdm
 from interp.core.io import atomic_write_text, config_json, remove_folder
 from interp.core.spec_file import dump_spec_text
 from sweeps.execute import RunRecord, git_commit, group_state_dir, group_units
-from sweeps.executors import RUN_EXECUTORS, check_executor
+from sweeps.executors import RUN_EXECUTORS, check_executor, failed_record, started_marker, starts_of
 from sweeps.runners import RunnerLike, RunTask, plan_runs, runner_name
 from sweeps.spec import SweepSpec, load_spec
 from sweeps.store import ResultsStore
@@ -37,7 +38,11 @@ META_COLUMNS = (
     "host",
     "started_at",
     "finished_at",
+    "worker_kills",
 )
+#: A failed run whose worker was killed this many times (``worker_kills``) is not retried by
+#: ``retry_failed``: it is skipped with its reason (it would kill its worker again).
+KILLS_BEFORE_SKIP = 2
 CONSOLIDATE_EVERY_S = 2.0
 
 logger = logging.getLogger(__name__)
@@ -146,10 +151,20 @@ def run_sweep(
     for line in store.damaged_lines():  # cut short: not done, run again (the file is replaced)
         logger.warning(line)
     done = store.done_ids()
-    if retry_failed and done:
-        prior = store.results([t.run_id for t in tasks if t.run_id in done])
-        if not prior.empty:
-            done -= set(prior.loc[prior["status"] != "ok", "run_id"])
+    prior = store.results([t.run_id for t in tasks if t.run_id in done]) if done else pd.DataFrame()
+    kills = worker_kills(prior)
+    if retry_failed and not prior.empty:
+        failed = prior.loc[prior["status"] != "ok"]
+        for row in failed.itertuples():
+            if kills.get(row.run_id, 0) >= KILLS_BEFORE_SKIP:  # it would kill its worker again
+                warnings.warn(
+                    f"run {row.run_id} skipped: it killed its worker twice ({row.error}); its row stays failed "
+                    f"(log: {store.log_path(row.run_id)})",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            else:
+                done.discard(row.run_id)
     todo = [t for t in tasks if t.run_id not in done]
     # joblib workers share this filesystem and write their log live; Ray workers may be on
     # other hosts, so they send the log back with the result and the driver writes it.
@@ -159,6 +174,23 @@ def run_sweep(
 
     commit = git_commit()
     sweep_name = spec.name
+    if executor == "joblib" and jobs == 1:  # in this process: a run that killed it twice is not run a third time
+        for t in [t for t in todo if starts_of(t) >= KILLS_BEFORE_SKIP]:
+            todo.remove(t)
+            why = (
+                f"the sweep's process died {starts_of(t)} times while this run ran (killed by a signal: out of memory?)"
+            )
+            row = build_row(t, failed_record(t, why, f"{why}\n", killed=True), commit, sweep_name)
+            row["worker_kills"] = starts_of(t)
+            store.write_run(row)
+            marker = started_marker(t)
+            if marker is not None:
+                marker.unlink()
+            warnings.warn(
+                f"run {t.run_id} skipped: {why}; recorded failed (log: {store.log_path(t.run_id)})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     n_ran = n_failed_now = 0
     last_consolidated = time.monotonic()
     bar = tqdm(
@@ -187,7 +219,12 @@ def run_sweep(
                 if record.log is not None:
                     store.write_log(record.run_id, record.log)
                 row = build_row(task, record, commit, sweep_name)
+                if record.killed:  # counted across resumes: a run that kills its worker twice is skipped
+                    row["worker_kills"] = kills.get(record.run_id, 0) + 1
                 store.write_run(row, record.metrics)
+                marker = started_marker(task)
+                if marker is not None and marker.exists():
+                    marker.unlink()
                 for folder in state_of.get(record.run_id, []):
                     members = waiting.get(folder)
                     if members is not None:  # a group's folder: when the last of its rows is written
@@ -219,6 +256,14 @@ def run_sweep(
         n_ran=n_ran,
         n_failed=n_failed,
     )
+
+
+def worker_kills(results: pd.DataFrame) -> dict[str, int]:
+    """``{run_id: times its worker was killed under it}`` of a results table (``worker_kills``)."""
+    if results.empty or "worker_kills" not in results.columns:
+        return {}
+    killed = results.dropna(subset=["worker_kills"])
+    return {str(r): int(n) for r, n in zip(killed["run_id"], killed["worker_kills"])}
 
 
 def spec_digest(spec: SweepSpec) -> str:

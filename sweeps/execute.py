@@ -61,6 +61,7 @@ class RunRecord:
     finished_at: str
     host: str
     versions: dict[str, str]
+    killed: bool = False  # the run's worker process died under it (a signal; out of memory?)
 
 
 def execute_run(task: RunTask) -> RunRecord:
@@ -88,7 +89,7 @@ def execute_run(task: RunTask) -> RunRecord:
             out = fn(dict(task.config))
             if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Mapping)):
                 raise TypeError(f"runner returned {type(out).__name__}; expected (summary dict, metrics DataFrame)")
-            summary = {str(k): _to_builtin(v) for k, v in out[0].items()}
+            summary = summary_row(out[0])
             metrics = out[1] if isinstance(out[1], pd.DataFrame) else None
         except Exception as err:  # a failing run is data, not a crash of the sweep
             status, error = "failed", f"{type(err).__name__}: {err}".splitlines()[0][:2000]
@@ -146,12 +147,13 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
             outs = group([dict(t.config) for t in tasks])
         if len(outs) != len(tasks):
             raise TypeError(f"run_group returned {len(outs)} results for {len(tasks)} runs")
+        summaries = [summary_row(summary) for summary, _ in outs]
     except Exception:  # the group as a whole failed: each run alone records its own outcome
         return [execute_run(t) for t in tasks]
     wall = (time.perf_counter() - t0) / len(tasks)
     finished = _now()
     records = []
-    for task, (summary, metrics) in zip(tasks, outs):
+    for task, summary, (_, metrics) in zip(tasks, summaries, outs):
         tail = f"run {task.run_id}\nok after {wall:.3f} s (its share of the group)\n"
         log = buffer.getvalue() + tail
         if task.log_path is not None:  # the group's output is in the log already
@@ -162,7 +164,7 @@ def execute_unit(tasks: Sequence[RunTask]) -> list[RunRecord]:
                 run_id=task.run_id,
                 status="ok",
                 error=None,
-                summary={str(k): _to_builtin(v) for k, v in summary.items()},
+                summary=summary,
                 metrics=metrics if isinstance(metrics, pd.DataFrame) else None,
                 log=None if task.log_path is not None else log,
                 wall_time_s=wall,
@@ -273,13 +275,34 @@ class _Tee(io.TextIOBase):
             stream.flush()
 
 
-def _to_builtin(value: Any) -> Any:
-    """numpy/torch scalars → Python scalars so rows are plain parquet columns."""
-    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+def _to_builtin(value: Any, key: str = "") -> Any:
+    """numpy/torch scalars, and tensors or arrays of one element, → Python numbers so rows are
+    plain parquet columns (a tensor's text, ``"tensor([1.])"``, is never stored).
+
+    Raises:
+        ValueError: a tensor or array of more than one element (one line naming ``key``): a
+            results row holds one number per key; per-step values belong in the metrics table.
+    """
+    if hasattr(value, "item") and hasattr(value, "ndim") and hasattr(value, "shape"):  # a tensor or an array
+        size = int(value.numel()) if hasattr(value, "numel") else int(getattr(value, "size", 0))
+        if size == 1:
+            return value.item()
+        kind = "tensor" if hasattr(value, "numel") else "array"
+        raise ValueError(f"summary key {key!r} is a {kind} of {size} elements; a results row takes one number per key")
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:  # a numpy scalar
         return value.item()
     if isinstance(value, (tuple, set)):
         return list(value)
     return value
+
+
+def summary_row(summary: Mapping[Any, Any]) -> dict[str, Any]:
+    """A runner's summary as a results row's values (:func:`_to_builtin` per key).
+
+    Raises:
+        ValueError: as :func:`_to_builtin`.
+    """
+    return {str(k): _to_builtin(v, str(k)) for k, v in summary.items()}
 
 
 def _now() -> str:

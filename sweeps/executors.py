@@ -7,10 +7,14 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Generator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+from interp.core.io import atomic_write_text
 from sweeps.execute import RunRecord, _now, execute_unit
 from sweeps.runners import RunTask
 
@@ -50,19 +54,103 @@ def check_executor(executor: str) -> None:
 
 
 def _execute_serial(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    """Units one after another in this process. Each run's start is counted in its marker
+    (:func:`started_marker`): a run that kills this process (the out-of-memory killer) leaves it,
+    and the driver skips a run whose marker says the sweep died under it twice."""
     for unit in units:
+        for task in unit:
+            marker = started_marker(task)
+            if marker is not None:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(marker, str(starts_of(task) + 1))
         yield from execute_unit(unit)
 
 
+def started_marker(task: RunTask) -> Path | None:
+    """``STORE/partial/<run_id>.started`` beside the run's state folder: how many times the run
+    was started in the sweep's own process without its row being written (None: no store)."""
+    return None if task.state_dir is None else Path(f"{task.state_dir}.started")
+
+
+def starts_of(task: RunTask) -> int:
+    """The count in the run's :func:`started_marker` (0: none, or unreadable)."""
+    marker = started_marker(task)
+    try:
+        return int(marker.read_text()) if marker is not None and marker.is_file() else 0
+    except (OSError, ValueError):
+        return 0
+
+
 def _execute_joblib(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
+    """Units on ``jobs`` loky worker processes (``jobs == 1``: in this process).
+
+    A worker killed mid-run (the kernel's out-of-memory killer: SIGKILL) breaks loky's whole pool
+    (``TerminatedWorkerError``, which names no run). The units that were started and had not
+    returned are then known from the markers each writes when it starts: one alone is the killer,
+    recorded as failed (:func:`killed_record`, "worker killed by signal 9: out of memory?"); of
+    several, each is run again alone in a worker of its own, so that only the one that kills its
+    worker again is recorded so. The units not started yet are queued again on a fresh pool.
+    """
     if jobs == 1:  # in-process: no worker start-up, same single-thread arithmetic
         yield from _execute_serial(units, jobs, address)
         return
+    queue = list(units)
+    while queue:
+        broken = yield from _joblib_round(queue, jobs)
+        if broken is None:
+            return
+        in_flight, queue, error = broken
+        if len(in_flight) == 1:
+            yield from (killed_record(task, error) for task in in_flight[0])
+            continue
+        for unit in in_flight:  # which of them killed its worker: each alone
+            alone = yield from _joblib_round([unit], 2)
+            if alone is not None:
+                yield from (killed_record(task, alone[2]) for task in unit)
+
+
+def _execute_marked(index: int, unit: list[RunTask], markers: str) -> tuple[int, list[RunRecord]]:
+    """:func:`execute_unit` in a worker, after leaving ``markers/<index>.started`` (the driver's
+    way to know which units were in flight when a worker died)."""
+    Path(markers, f"{index}.started").write_text(str(os.getpid()))
+    return index, execute_unit(unit)
+
+
+def _joblib_round(
+    units: Sequence[list[RunTask]], jobs: int
+) -> Generator[RunRecord, None, tuple[list[list[RunTask]], list[list[RunTask]], BaseException] | None]:
+    """Yield the records of ``units`` on one loky pool; returns None when every unit returned, or,
+    when a worker died, ``(units started and not returned, units not started, loky's error)``.
+
+    Raises:
+        BrokenProcessPool: a worker died before any unit started (nothing to blame).
+    """
+    from concurrent.futures.process import BrokenProcessPool
+
     from joblib import Parallel, delayed
 
-    parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    for records in parallel(delayed(execute_unit)(unit) for unit in units):
-        yield from records
+    markers = tempfile.mkdtemp(prefix="emergence-sweep-")
+    returned: set[int] = set()
+    try:
+        parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
+        try:
+            for index, records in parallel(delayed(_execute_marked)(i, u, markers) for i, u in enumerate(units)):
+                returned.add(index)
+                yield from records
+        except BrokenProcessPool as error:
+            started = {int(p.name.split(".")[0]) for p in Path(markers).glob("*.started")}
+            in_flight = [units[i] for i in sorted(started - returned)]
+            if not in_flight:
+                raise
+            logger.warning(
+                "a worker died (%s); runs in flight: %s",
+                _first_sentence(str(error)),
+                ", ".join(t.run_id for u in in_flight for t in u),
+            )
+            return in_flight, [units[i] for i in range(len(units)) if i not in started], error
+        return None
+    finally:
+        shutil.rmtree(markers, ignore_errors=True)
 
 
 def _execute_ray(units: Sequence[list[RunTask]], jobs: int, address: str | None) -> Iterator[RunRecord]:
@@ -164,21 +252,67 @@ def _start_local_ray(ray: Any, num_cpus: int, attempts: int = 3) -> None:
             ray.shutdown()
 
 
+#: Ray's errors for a worker or node that died under a task (the out-of-memory killer's among them).
+RAY_DEATHS = ("WorkerCrashedError", "OutOfMemoryError", "NodeDiedError", "ActorDiedError")
+
+
+def _first_sentence(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line.split(". ")[0].rstrip(".")
+
+
 def _crashed_record(task: RunTask, err: BaseException) -> RunRecord:
+    """The failed record of a run whose Ray worker died (or whose result never came back).
+
+    The error says what happened in one line, without Ray's pointer to its own temp folder's
+    logs; Ray's whole message goes into the run's log (``STORE/logs/<run_id>.log``, which the
+    driver's warning names)."""
+    name = type(err).__name__
+    what = f"{name}: {_first_sentence(str(err))}"
+    killed = name in RAY_DEATHS
+    message = f"worker killed ({what}): out of memory?" if killed else f"worker failed ({what})"
+    return failed_record(task, message, f"{message}\n{name}: {err}\n", killed)
+
+
+def killed_record(task: RunTask, err: BaseException) -> RunRecord:
+    """The failed record of a run whose worker process was killed (loky's ``TerminatedWorkerError``
+    names the signal in its exit codes: ``{SIGKILL(-9)}``): ``"worker killed by signal 9: out
+    of memory?"``, appended to the run's log as well."""
+    import re
+    import signal
+
+    found = re.search(r"SIG\w+\((-?\d+)\)", str(err))
+    number = abs(int(found.group(1))) if found else None
+    if number == signal.SIGKILL:
+        message = f"worker killed by signal {number}: out of memory?"
+    elif number is not None:
+        message = f"worker killed by signal {number} ({signal.Signals(number).name})"
+    else:
+        message = f"worker died ({_first_sentence(str(err))})"
+    return failed_record(task, message, f"{message}\n", killed=True)
+
+
+def failed_record(task: RunTask, message: str, log: str, killed: bool) -> RunRecord:
+    """A failed run's record with ``message`` as its error; ``log`` is appended to the run's log
+    file (local executors) or carried in the record (Ray); ``killed``: its process died under it."""
     now = _now()
-    message = f"{type(err).__name__}: {err}".splitlines()[0][:2000]
+    if task.log_path is not None:  # the run's own log, after what it wrote before it died
+        Path(task.log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(task.log_path, "a", encoding="utf-8") as stream:
+            stream.write(log)
     return RunRecord(
         run_id=task.run_id,
         status="failed",
-        error=message,
+        error=message[:2000],
         summary={},
         metrics=None,
-        log=f"worker crashed: {message}\n",
+        log=None if task.log_path is not None else log,
         wall_time_s=float("nan"),
         started_at=now,
         finished_at=now,
         host="",
         versions={},
+        killed=killed,
     )
 
 

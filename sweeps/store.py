@@ -26,6 +26,7 @@ and replaces the file; reads skip it meanwhile, and nothing else in the store is
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,25 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _numeric(type_name: str) -> bool:
+    """Whether an arrow type name is a number type that arrow's permissive merge unifies."""
+    return type_name.startswith(("int", "uint", "float", "double", "halffloat"))
+
+
+def _as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A column's values as text (``1200`` -> ``"1200"``; nulls stay null)."""
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(column, pa.string())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # nested values: their JSON text
+        import json
+
+        return pa.chunked_array(
+            [pa.array([None if v is None else json.dumps(v, default=str) for v in column.to_pylist()], pa.string())]
+        )
+
+
 def _damaged_line(root: Path, run_id: str, what: str) -> str:
     return f"{root}/{what}; run {run_id} is counted as not done and will be run again"
 
@@ -74,6 +94,7 @@ class ResultsStore:
         self.metrics_dir = self.root / "metrics"
         self.logs_dir = self.root / "logs"
         self.results_path = self.root / RESULTS_FILE
+        self._warned: set[str] = set()  # columns whose two types were named once already
 
     # -- paths -------------------------------------------------------------------------------
     def row_path(self, run_id: str) -> Path:
@@ -204,10 +225,53 @@ class ResultsStore:
         if run_ids is not None:
             wanted = set(run_ids)
             files = [p for p in files if p.stem in wanted]
-        tables = list(self._read_rows(files)[0].values())
+        tables = self._read_rows(files)[0]
         if not tables:
             return None
-        return pa.concat_tables(tables, promote_options="permissive")
+        return self._merge(tables)
+
+    def _merge(self, tables: dict[str, pa.Table]) -> pa.Table:
+        """One table from ``{run_id: table}`` (schemas unified, ``promote_options="permissive"``).
+
+        A column whose runs hold values of types that do not unify (a runner that reports
+        ``"never"`` for one run and ``1200`` for another: arrow's "Unable to merge: Field E has
+        incompatible types: string vs int64") is kept as text in every run, with one
+        ``RuntimeWarning`` per column and store naming the runs of each type; numbers of two
+        widths (int64 and double) unify as arrow does.
+        """
+        try:
+            return pa.concat_tables(list(tables.values()), promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            pass
+        kinds: dict[str, dict[str, list[str]]] = {}
+        for run_id, table in tables.items():
+            for field in table.schema:
+                if not pa.types.is_null(field.type):
+                    kinds.setdefault(field.name, {}).setdefault(str(field.type), []).append(run_id)
+        as_text = {
+            name: by_type
+            for name, by_type in kinds.items()
+            if len(by_type) > 1 and not all(_numeric(t) for t in by_type)
+        }
+        for name, by_type in sorted(as_text.items()):
+            if name in self._warned:
+                continue
+            self._warned.add(name)
+            parts = "; ".join(f"{t}: runs {', '.join(sorted(ids))}" for t, ids in sorted(by_type.items()))
+            count = {2: "two", 3: "three"}.get(len(by_type), str(len(by_type)))
+            warnings.warn(
+                f"results column {name!r} holds values of {count} types ({parts}); kept as text",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        fixed = []
+        for table in tables.values():
+            for name in as_text:
+                if name in table.column_names:
+                    i = table.column_names.index(name)
+                    table = table.set_column(i, name, _as_text(table.column(name)))
+            fixed.append(table)
+        return pa.concat_tables(fixed, promote_options="permissive")
 
     def results(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
         """All rows (or those of ``run_ids``) as a DataFrame, one row per run, sorted by run_id.
@@ -232,8 +296,7 @@ class ResultsStore:
             files = [p for p in files if p.stem in wanted]
         if not files:
             return pd.DataFrame()
-        tables = [pq.read_table(p) for p in files]
-        return pa.concat_tables(tables, promote_options="permissive").to_pandas()
+        return self._merge({p.stem: pq.read_table(p) for p in files}).to_pandas()
 
     def consolidate(self) -> Path | None:
         """Rebuild ``results.parquet`` from ``runs/`` atomically; returns its path (None if no runs)."""

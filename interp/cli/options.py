@@ -168,8 +168,8 @@ def check_steps_available(src, steps: list[int]) -> None:
         if step not in available:
             near = ", ".join(map(str, nearest_steps(step, available)))
             raise CheckpointError(f"{src.model_id} has no checkpoint at step {step}; nearest: {near}")
-    for step in steps:  # a corrupt file: one line naming the step and the file, before any load
-        reason = src.corrupt_reason(step)
+    for step in steps:  # custom code or a corrupt file: one line naming the step and why, before any load
+        reason = src.remote_code_reason(step) or src.corrupt_reason(step)
         if reason is not None:
             raise CheckpointError(f"{src.model_id} step {step}: {reason}; pick another step (the search leaves it out)")
 

@@ -317,7 +317,8 @@ class MainJobReport:
     @property
     def checkpoints(self) -> pd.DataFrame:
         """One row per step of each run: step, revision, tokens, digest, status (searchable,
-        duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, missing),
+        duplicate-excluded, duplicate-kept-final, partial-duplicate, corrupt, needs-remote-code,
+        missing),
         same_weights_as, detail, listing."""
         frames = [
             labelled(

@@ -423,7 +423,7 @@ def run_study(
                         failures.append(f"{unit_label(unit)}: {type(outcome).__name__}: {outcome}")
                         logger.warning("unit %s failed: %s", unit_label(unit), outcome)
                         continue
-                    store_unit(store.root, unit.unit_id, outcome["run"], config.threshold)
+                    store_unit(store.root, unit.unit_id, outcome["run"], config)
                     store.write_run(
                         {
                             "run_id": unit.unit_id,

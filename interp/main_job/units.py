@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from interp.core.io import remove_folder
+from interp.core.settings import StudyConfig
 
 logger = logging.getLogger(__name__)
 
@@ -94,12 +95,20 @@ def plan_units(names: Sequence[str], tasks: Sequence[Any]) -> list[Unit]:
     return [Unit(unit_id(source, task.name), source, task.name) for source in expand_sources(names) for task in tasks]
 
 
-def store_unit(root: Path, uid: str, run, threshold: float) -> Path:
+def store_unit(root: Path, uid: str, run, config: StudyConfig) -> Path:
     """Save one unit's analysis as its report state in ``root/state/<uid>`` atomically (written
     into a temporary folder beside it, then renamed); returns the folder.
 
-    ``run``: the unit's :class:`interp.main_job.report.RunAnalysis` (the same object whichever
-    executor computed it: joblib and Ray send it back pickled).
+    The state's ``report.json`` carries the whole settings object the unit was computed with
+    (``settings``: :meth:`StudyConfig.as_dict`; :func:`unit_settings` reads it back), and the
+    report's threshold and hold are that object's.
+
+    Args:
+        root: the units' store (``OUT/units``).
+        uid: the unit's id (:func:`unit_id`).
+        run: the unit's :class:`interp.main_job.report.RunAnalysis` (the same object whichever
+            executor computed it: joblib and Ray send it back pickled).
+        config: the settings the unit was computed with.
     """
     from interp.main_job.report import MainJobReport
     from interp.report.report_state import save_report_state
@@ -107,11 +116,33 @@ def store_unit(root: Path, uid: str, run, threshold: float) -> Path:
     final = root / "state" / uid
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{uid}.", dir=final.parent))
-    save_report_state(MainJobReport(runs=[run], threshold=threshold), tmp / "state")
+    report = MainJobReport(runs=[run], threshold=config.threshold, hold=config.hold)
+    save_report_state(report, tmp / "state", settings=config.as_dict())
     remove_folder(final)  # renamed first: a kill mid-removal never leaves half a state under its name
     (tmp / "state").rename(final)
     shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def unit_settings(root: str | Path, uid: str) -> StudyConfig | None:
+    """The settings a stored unit was computed with (:func:`store_unit`), or None for a state
+    stored before units carried them.
+
+    Args:
+        root: the units' store (``OUT/units``).
+        uid: the unit's id.
+
+    Raises:
+        ValueError: the unit has no stored state (``report.json``), or its settings are not a
+            valid :class:`StudyConfig` (a field this version does not know: one line naming it).
+    """
+    import json
+
+    index = Path(root) / "state" / uid / "report.json"
+    if not index.is_file():
+        raise ValueError(f"unit {uid!r} has no stored state ({index} is missing); run the study first")
+    settings = json.loads(index.read_text()).get("settings")
+    return None if settings is None else StudyConfig.from_dict(settings)
 
 
 def _state_problem(folder: Path) -> str | None:
@@ -186,4 +217,5 @@ __all__ = [
     "study_status",
     "unit_id",
     "unit_label",
+    "unit_settings",
 ]

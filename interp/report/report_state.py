@@ -2,7 +2,8 @@
 
 Layout (no pickle: JSON, parquet and safetensors only)::
 
-    state/report.json               {"format": 1, "title", "threshold", "hold", "runs": [<run folder>, ...]}
+    state/report.json               {"format": 1, "title", "threshold", "hold", "runs": [<run folder>, ...],
+                                     "settings": {...} (a main-job unit's whole StudyConfig)}
     state/<i>-<model>-seed<seed>/
         run.json                    scalar fields, and for each field the kind it was saved as
         <field>.parquet             every DataFrame field (curve, heads, topk, and any added later)
@@ -144,8 +145,10 @@ def load_run(folder: Path, run_class):
     return run
 
 
-def save_report_state(report, folder: Path) -> dict[str, Path]:
-    """Write every run of ``report`` and ``report.json`` into ``folder``."""
+def save_report_state(report, folder: Path, settings: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Write every run of ``report`` and ``report.json`` into ``folder``; ``settings`` (the whole
+    settings object the runs were computed with, as JSON-safe values) goes into ``report.json``
+    when given."""
     folder = Path(folder)
     written, names = {}, []
     for i, run in enumerate(report.runs):
@@ -159,6 +162,8 @@ def save_report_state(report, folder: Path) -> dict[str, Path]:
         "hold": getattr(report, "hold", None),
         "runs": names,
     }
+    if settings is not None:
+        index["settings"] = settings
     written["state/report.json"] = atomic_write_text(folder / "report.json", json.dumps(index, indent=2))
     return written
 

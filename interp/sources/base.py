@@ -90,6 +90,7 @@ from interp.sources.checkpoint_integrity import WeightFileChecks
 from interp.sources.loading import (
     _TOKENIZER_PATTERNS,
     CheckpointError,
+    CorruptCheckpointError,
     TokenizerMismatchError,
     _default_device,
     _model_bytes,
@@ -159,6 +160,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         self._digests: dict[int, str] = {}
         self._file_digests: dict[int, dict[str, str]] = {}  # step -> {weight file name: sha256}
         self._problems: dict[int, str | None] = {}  # step -> "file: what is wrong" (corrupt), or None
+        self._non_finite: dict[int, dict[str, list[str]]] = {}  # step -> {file: tensors with NaN/inf}, once read
         self._tokenizer_ref: tuple[int, dict[str, str]] | None = None
         self._swap: WeightSwap | None = (
             None  # interp.sources.weight_swap.WeightSwap of the resident bridge, when swapping
@@ -382,8 +384,10 @@ class CheckpointSource(WeightFileChecks, ABC):
             CheckpointError: ``step`` is not available (names the nearest available steps).
             TokenizerMismatchError: ``step``'s tokenizer differs from the first one this source
                 handed out (names both steps).
-            CorruptCheckpointError: a weight file is truncated or its header overwritten (one
-                line naming the step and the file).
+            CorruptCheckpointError: a weight file is truncated or its header overwritten, a shard
+                its index names is absent, the folder holds two weight sets, or the weights hold a
+                NaN or an inf (one line naming the step and the file).
+            CheckpointError: the step's ``config.json`` asks for custom code (``auto_map``).
             ValueError: the checkpoint has only pickle weights and ``allow_pickle`` is off (one
                 line naming the files), the model has no attention heads (nothing to patch), or the
                 bridge cannot hook its architecture (one line naming it and the tested ones).
@@ -403,6 +407,7 @@ class CheckpointSource(WeightFileChecks, ABC):
         else:
             folder, revision, commit = self._resolve(step)
             files = self._require_weights(folder, step)
+        self.refuse_remote_code(step)
         self._refuse_corrupt(step, files)
         self._require_attention(folder, step)
         config_text = (folder / "config.json").read_text()
@@ -423,6 +428,7 @@ class CheckpointSource(WeightFileChecks, ABC):
             read_ahead = ahead is not None and "tensors" in ahead
             tensors = ahead["tensors"] if read_ahead and ahead is not None else weight_swap.read_weights(files)
             self.read_seconds += time.perf_counter() - started
+            self.refuse_non_finite(step, files, tensors)  # in memory: no second read
             if self._swap.fits(list(tensors), config_text):
                 # a read-ahead's tensors are ours and already in the bridge's dtype: adopted, not copied
                 self._swap.apply(tensors, adopt=read_ahead and device.type == "cpu")
@@ -444,6 +450,12 @@ class CheckpointSource(WeightFileChecks, ABC):
                 use_safetensors=None if self.allow_pickle else True,
                 trust_remote_code=self.trust_remote_code,
             ).to(device)
+        try:
+            self.refuse_non_finite(step, files, hf_model.named_parameters())  # in memory: no second read
+        except CorruptCheckpointError:
+            del hf_model
+            _release_memory()
+            raise
         hf_named = dict(hf_model.named_parameters()) if self.swap_weights and safetensors_only else None
         with refuse_unhookable(self.model_id, step, config):
             bridge = TransformerBridge.boot_transformers(
@@ -556,9 +568,10 @@ class CheckpointSource(WeightFileChecks, ABC):
         return dict(sorted(excluded.items()))
 
     def searchable_steps(self) -> list[int]:
-        """Available steps minus :meth:`duplicate_steps`, :meth:`partial_duplicates` and
-        :meth:`corrupt_steps`, sorted ascending."""
+        """Available steps minus :meth:`duplicate_steps`, :meth:`partial_duplicates`,
+        :meth:`corrupt_steps` and :meth:`remote_code_steps`, sorted ascending."""
         left_out = set(self.duplicate_steps()) | set(self.partial_duplicates()) | set(self.corrupt_steps())
+        left_out |= set(self.remote_code_steps())
         return [s for s in self.available_steps() if s not in left_out]
 
     def close(self) -> None:

@@ -11,6 +11,13 @@ Two hazards beyond whole-checkpoint duplicates (:meth:`interp.sources.Checkpoint
   Whole files that lack a tensor the model needs (transformers would initialise it at random
   on every load) or hold one it does not have are corrupt too
   (:func:`interp.sources.tensor_check.tensor_problem`, from the headers' names).
+* **corrupt**, too: weights that hold a NaN or an inf (a diverged step;
+  :mod:`interp.sources.weight_scan`, checked in the same read that hashes a local file), a shard
+  that the folder's ``*.index.json`` names but the folder lacks, and two weight sets in one folder
+  (a ``model.safetensors`` beside complete shards, or pickle ``.bin`` weights beside safetensors:
+  which one is the step's is unknown, so neither is chosen silently).
+* **needs-remote-code**: the step's ``config.json`` names classes of its own (``auto_map``); this
+  tool does not run a checkpoint's code, so the step is left out and refused in one line.
 * **partial-duplicate**: a sharded checkpoint whose shard is byte-identical to a shard of another
   step whose weights otherwise differ (pythia-12b's branches step50000 and step58000 carry the
   final model's first shard and their own others). Compared per shard by sha256 (the hub's LFS
@@ -33,8 +40,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from interp.sources.loading import CorruptCheckpointError, weight_files
+from interp.sources.loading import (
+    CheckpointError,
+    CorruptCheckpointError,
+    _sha256_of_file,
+    pickle_weight_files,
+    weight_files,
+)
+from interp.sources.remote_code import remote_code_request
 from interp.sources.tensor_check import tensor_problem
+from interp.sources.weight_scan import describe_non_finite, non_finite_names, scan_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -197,6 +212,8 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
     * ``corrupt``: a weight file truncated or with its header overwritten, or weight files that
       lack tensors the model needs or hold tensors it does not have (``detail``: the file and
       what is wrong, the tensors named): left out of the search;
+    * ``needs-remote-code``: ``config.json`` asks for custom code (``auto_map``; ``detail`` names
+      the classes): this tool does not run checkpoint code, so the step is left out of the search;
     * ``missing``: in the expected schedule, not held (no hub branch; offline: not in the cache);
       ``detail`` says more when the step is listed but its weights are not whole (a hub step
       whose download was cut short or whose cache link dangles: the file and the
@@ -220,7 +237,8 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
     groups = {step: group for group in source.duplicate_groups() for step in group}
     excluded = source.duplicate_steps()
     partial = source.partial_duplicates()
-    corrupt = source.corrupt_steps()
+    remote = source.remote_code_steps()
+    corrupt = {step: why for step, why in source.corrupt_steps().items() if step not in remote}
     rows = []
     for step in held:
         group = groups.get(step, [])
@@ -232,6 +250,8 @@ def checkpoint_table(source: CheckpointSource) -> pd.DataFrame:
             detail = describe_shared(names, source.shared_tensors(step, names), others)
         if step in corrupt:
             status, detail = "corrupt", corrupt[step]
+        if step in remote:
+            status, detail = "needs-remote-code", remote[step]
         rows.append(
             {
                 "step": step,
@@ -299,7 +319,7 @@ def hazard_lines(table: pd.DataFrame, name: str = "") -> list[str]:
                 else " (no label known right: every step of each group excluded)"
             )
         )
-    for kind in ("partial-duplicate", "corrupt"):
+    for kind in ("partial-duplicate", "corrupt", "needs-remote-code"):
         for row in table[table["status"] == kind].itertuples():
             detail = getattr(row, "detail", "") or ""
             lines.append(f"{prefix}step {int(row.step)} {kind}: {detail}; left out of the search")
@@ -325,6 +345,20 @@ class WeightFileChecks:
     ``_check_step``, ``_resolve``, ``digest``, ``available_steps``, ``kept_duplicate``,
     ``_file_digests``, ``_problems``, ``allow_pickle``, ``trust_remote_code`` and ``model_id``."""
 
+    if TYPE_CHECKING:  # what the source provides (declared for the type checker only)
+        model_id: str
+        allow_pickle: bool
+        trust_remote_code: bool
+        _problems: dict[int, str | None]
+        _file_digests: dict[int, dict[str, str]]
+        _non_finite: dict[int, dict[str, list[str]]]
+
+        def _check_step(self, step: int) -> int: ...
+        def _resolve(self, step: int) -> tuple[Path, str, str | None]: ...
+        def digest(self, step: int) -> str: ...
+        def available_steps(self) -> list[int]: ...
+        def kept_duplicate(self, group: Sequence[int]) -> int | None: ...
+
     def file_digests(self, step: int) -> dict[str, str] | None:
         """``{weight file name: sha256 hex}`` of ``step`` (one entry per shard), or None when only
         the whole digest is known.
@@ -340,29 +374,131 @@ class WeightFileChecks:
         folder, _, _ = self._resolve(step)
         return weight_files(folder, self.allow_pickle) or None
 
+    #: Whether a step's folder is final as it is (a local run). A hub cache's folder fills as
+    #: its files download, and a hub repository may hold one model in two formats: there a shard
+    #: not yet fetched or a ``.bin`` beside the safetensors is no damage.
+    _final_folders = True
+
     def corrupt_reason(self, step: int) -> str | None:
-        """``"<file>: <what is wrong>"`` when a weight file of ``step`` on this machine is truncated
-        or its header overwritten (:func:`interp.sources.checkpoint_integrity.safetensors_problem`),
-        or the files lack or add tensors against the model of the step's ``config.json``
-        (:func:`interp.sources.tensor_check.tensor_problem`, the tensors named); None when whole
-        or not downloaded.
+        """``"<file>: <what is wrong>"`` when ``step``'s weights on this machine are not whole, or
+        None when whole or not downloaded. In order: two weight sets in the folder or a shard its
+        index names absent (:meth:`_weight_set_problem`), a file truncated or its header
+        overwritten (:func:`interp.sources.checkpoint_integrity.safetensors_problem`), files that
+        lack or add tensors against the model of the step's ``config.json``
+        (:func:`interp.sources.tensor_check.tensor_problem`, the tensors named), values that are
+        not finite (:mod:`interp.sources.weight_scan`, known once the files were read to hash
+        them: always for a local run; a hub step when it loads).
 
         Raises:
             CheckpointError: ``step`` is not available.
         """
         step = self._check_step(step)
         if step not in self._problems:
-            problem = None
             files = self._local_weight_files(step) or []
-            for path in files:
-                reason = file_problem(path)
-                if reason is not None:
-                    problem = f"{path.name}: {reason}"
-                    break
-            if problem is None and (names := tensor_problem(files, self.trust_remote_code)) is not None:
-                problem = f"{_files_text(files)}: {names}"
-            self._problems[step] = problem
+            problem = self._weight_problem(step, files)
+            if step not in self._problems:  # a check above may have found more (a load)
+                self._problems[step] = problem
         return self._problems[step]
+
+    def _weight_problem(self, step: int, files: Sequence[Path]) -> str | None:
+        """What :meth:`corrupt_reason` reports for ``step``'s weight ``files`` (read only as far as
+        needed: headers, then the one read that also hashes them)."""
+        if not files:
+            return None
+        folder = files[0].parent
+        problem = self._weight_set_problem(step, folder)
+        if problem is not None:
+            return problem
+        for path in files:
+            reason = file_problem(path)
+            if reason is not None:
+                return f"{path.name}: {reason}"
+        if (names := tensor_problem(files, self.trust_remote_code)) is not None:
+            return f"{_files_text(files)}: {names}"
+        if self._non_finite_known(step):
+            return self._non_finite_text(step)
+        return None
+
+    def _weight_set_problem(self, step: int, folder: Path) -> str | None:
+        """Two weight sets in ``folder`` (a safetensors file beside the shards its index names;
+        pickle weights beside safetensors, in a final folder), or a shard the index names that
+        the folder lacks (a final folder): one phrase naming the files, or None."""
+        safe = weight_files(folder)
+        shards: set[str] = set()
+        indexes = sorted(folder.glob("*.safetensors.index.json"))
+        for index in indexes:
+            try:
+                named = set(json.loads(index.read_text())["weight_map"].values())
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):
+                continue
+            absent = sorted(name for name in named if not (folder / name).exists())
+            if absent and self._final_folders:
+                return (
+                    f"{absent[0]}: named by {index.name}, not in the folder "
+                    f"({len(absent)} of {len(named)} shards absent)"
+                )
+            shards |= named
+        others = [p.name for p in safe if p.name not in shards]
+        held_shards = sorted(name for name in shards if (folder / name).exists())
+        unknown = f"which one is step {step} is unknown: keep one set, move the other away"
+        if held_shards and others:
+            index_text = ", ".join(p.name for p in indexes)
+            return f"two weight sets: {', '.join(others)} and {', '.join(held_shards)} ({index_text}); {unknown}"
+        pickles = [p.name for p in pickle_weight_files(folder)]
+        if safe and pickles and self._final_folders:
+            return f"two weight sets: {', '.join(p.name for p in safe)} and {', '.join(pickles)}; {unknown}"
+        return None
+
+    def _scan_weight_files(self, step: int, files: Sequence[Path]) -> dict[str, str]:
+        """``{file name: sha256 hex}`` of ``step``'s weight files, read once each
+        (:func:`interp.sources.weight_scan.scan_file`): the same read records which tensors are
+        not finite. A file whose structure is damaged is only hashed."""
+        digests, bad = {}, {}
+        for path in sorted(files, key=lambda p: p.name):
+            if file_problem(path) is None:
+                digests[path.name], bad[path.name] = scan_file(path)
+            else:
+                digests[path.name] = _sha256_of_file(path)
+        self._non_finite[step] = {name: names for name, names in bad.items() if names}
+        return digests
+
+    def _non_finite_known(self, step: int) -> bool:
+        """Whether ``step``'s files were read (hashing them reads them: a local run's digest);
+        reading them for that here is the one read their digest needs anyway."""
+        if step not in self._non_finite:
+            try:
+                self.digest(step)
+            except Exception:  # not at hand (a hub step not cached): known when it loads
+                return False
+        return step in self._non_finite
+
+    def _non_finite_text(self, step: int) -> str | None:
+        bad = self._non_finite.get(step) or {}
+        names = sorted(n for names in bad.values() for n in names)
+        if not names:
+            return None
+        where = next(iter(bad)) if len(bad) == 1 else f"its {len(bad)} weight files"
+        return f"{where}: {describe_non_finite(names)}"
+
+    def refuse_non_finite(self, step: int, files: Sequence[Path], tensors) -> None:
+        """At load, for a step whose files were not read before (a hub step, whose digest is its
+        blob's name): refuse it when the ``tensors`` read (``{name: tensor}`` or ``(name,
+        tensor)`` pairs, already in memory) hold a NaN or an inf; the step is then corrupt for the
+        rest of the session.
+
+        Raises:
+            CorruptCheckpointError: one line naming the step, the files and the tensors.
+        """
+        if step in self._non_finite:
+            return
+        names = non_finite_names(tensors)
+        if names:
+            where = _files_text(files)
+            self._problems[step] = f"{where}: {describe_non_finite(names)}"
+            raise CorruptCheckpointError(
+                f"{self.model_id} step {step}: {where} {describe_non_finite(names)}; "
+                "the step is left out: download or re-train it again"
+            )
 
     def corrupt_steps(self) -> dict[int, str]:
         """``{step: "<file>: <what is wrong>"}`` for every available step with a corrupt weight file."""
@@ -370,6 +506,10 @@ class WeightFileChecks:
         return {step: reason for step, reason in reasons.items() if reason is not None}
 
     def _refuse_corrupt(self, step: int, files: Sequence[Path]) -> None:
+        problem = self._weight_set_problem(step, files[0].parent) if files else None
+        if problem is not None:
+            self._problems[step] = problem
+            raise CorruptCheckpointError(f"{self.model_id} step {step}: {problem}; the step is left out")
         for path in files:
             reason = file_problem(path)
             if reason is not None:
@@ -385,6 +525,41 @@ class WeightFileChecks:
                 f"{self.model_id} step {step}: {_files_text(files)} {names}; "
                 "the step is left out: download or re-train it again"
             )
+        if self._non_finite_known(step) and (text := self._non_finite_text(step)) is not None:
+            self._problems[step] = text
+            where, what = text.split(": ", 1)
+            raise CorruptCheckpointError(
+                f"{self.model_id} step {step}: {where} {what}; the step is left out: download or re-train it again"
+            )
+
+    def remote_code_reason(self, step: int) -> str | None:
+        """What custom code ``step``'s ``config.json`` asks for (``auto_map``), with "this tool does
+        not run checkpoint code"; None when it asks for none, when ``trust_remote_code`` is on
+        (a hub source told so), or when the config is not on this machine.
+
+        Raises:
+            CheckpointError: ``step`` is not available.
+        """
+        step = self._check_step(step)
+        if self.trust_remote_code:
+            return None
+        try:
+            folder = self._weights_folder(step)
+        except Exception:  # not at hand (a hub step not cached)
+            return None
+        return None if folder is None else remote_code_request(folder / "config.json")
+
+    def remote_code_steps(self) -> dict[int, str]:
+        """``{step: what it asks for}`` for every available step that needs custom code
+        (:meth:`remote_code_reason`): status ``needs-remote-code``, left out of the search."""
+        reasons = {step: self.remote_code_reason(step) for step in self.available_steps()}
+        return {step: reason for step, reason in reasons.items() if reason is not None}
+
+    def refuse_remote_code(self, step: int) -> None:
+        """Raise :class:`CheckpointError` (one line) when ``step`` needs custom code."""
+        reason = self.remote_code_reason(step)
+        if reason is not None:
+            raise CheckpointError(f"{self.model_id} step {step}: {reason}; the step is left out")
 
     def partial_duplicates(self) -> dict[int, tuple[list[int], list[str]]]:
         """Steps sharing a weight shard with another step whose weights otherwise differ:

@@ -82,6 +82,8 @@ class HubSource(CheckpointSource):
             schedule, or a bad ``revision_regex``.
     """
 
+    _final_folders = False  # a step's cache folder fills as it downloads; a repo may hold two formats
+
     def __init__(
         self,
         model_id: str,

@@ -56,7 +56,9 @@ _VALID_SPECS = (
 class CheckpointError(ValueError):
     """A step that the source does not hold (not on its schedule, not an integer, missing from
     the hub listing or the local suite, or, offline, not in the cache); the message names the
-    model, the step and the nearest available steps.
+    model, the step and the nearest available steps. Also a step whose ``config.json`` asks for
+    custom code (``auto_map``; ``checkpoints.csv`` status ``needs-remote-code``): this tool does
+    not run a checkpoint's code.
 
     Fix: pick a step the source holds (``source.available_steps()``, ``emergence curve SRC``
     lists them; for a hub step not cached offline, download it first: ``emergence download MODEL
@@ -87,7 +89,10 @@ class HubUnavailableError(ValueError):
 class CorruptCheckpointError(CheckpointError):
     """A weight file of a step is truncated or its header overwritten, or the step's weight files
     lack a tensor the model needs (transformers would fill it at random, other values on every
-    load) or hold one it does not have; in a local run, the step's ``config.json`` is missing, not
+    load) or hold one it does not have, or hold a NaN or an inf (a diverged step: "weights not
+    finite: N tensors, e.g. ..."); a shard its ``*.index.json`` names is not in the folder, or the
+    folder holds two weight sets (a ``model.safetensors`` beside complete shards, ``.bin`` beside
+    safetensors: both named, neither chosen); in a local run, the step's ``config.json`` is missing, not
     JSON, or gives another model shape than the run's, or its pickle weights hold more than
     tensors (torch's weights-only unpickler refused them). The searches leave the step out
     (``checkpoints.csv`` status ``corrupt``, the file and what is wrong in ``detail``) and loading

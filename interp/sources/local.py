@@ -14,7 +14,6 @@ from interp.sources.loading import (
     _STEP_NAME,
     _TOKENIZER_PATTERNS,
     CorruptCheckpointError,
-    _sha256_of_file,
     combine_digests,
     weight_candidates,
 )
@@ -222,7 +221,7 @@ class LocalSuiteSource(CheckpointSource):
         step = self._check_step(step)
         if step not in self._digests:
             files = sorted(self._require_weights(self._folders[step], step), key=lambda p: p.name)
-            self._file_digests[step] = {p.name: _sha256_of_file(p) for p in files}
+            self._file_digests[step] = self._scan_weight_files(step, files)  # the same read checks the values
             self._digests[step] = combine_digests(list(self._file_digests[step].values()))
         return self._digests[step]
 
