@@ -359,7 +359,8 @@ class WeightFileChecks:
                 if reason is not None:
                     problem = f"{path.name}: {reason}"
                     break
-            if problem is None and (names := tensor_problem(files, self.trust_remote_code)) is not None:
+            config = self._model_config_file(step, files[0].parent) if files else None
+            if problem is None and (names := tensor_problem(files, self.trust_remote_code, config)) is not None:
                 problem = f"{_files_text(files)}: {names}"
             self._problems[step] = problem
         return self._problems[step]
@@ -378,7 +379,8 @@ class WeightFileChecks:
                     f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
                     "the step is left out: download or re-train it again"
                 )
-        names = tensor_problem(files, self.trust_remote_code)
+        config = self._model_config_file(step, files[0].parent) if files else None
+        names = tensor_problem(files, self.trust_remote_code, config)
         if names is not None:
             self._problems[step] = f"{_files_text(files)}: {names}"
             raise CorruptCheckpointError(

@@ -48,7 +48,13 @@ def check_source_name(name: str) -> int:
     if is_embedded_name(name):
         return len(resolve_embedded(name))
     if _looks_like_path(name):
-        if not Path(name).expanduser().is_dir():
+        path = Path(name).expanduser()
+        if path.is_file():
+            raise ValueError(
+                f"local suite {name!r} is a file; give the folder that holds the run's checkpoints "
+                f"({str(path.parent)!r}: one checkpoint folder or file per step)"
+            )
+        if not path.is_dir():
             raise ValueError(f"local suite folder {name!r} does not exist")
         return 1
     if is_hub_id(name.partition(":")[0]):  # ID:SERIES picks a series of step-named branches
@@ -200,8 +206,9 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
     Args:
         spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
         **kwargs: passed to the source's constructor; for a local suite only ``model_id``,
-            ``allow_pickle``, ``include_zoom`` and ``step_pattern`` (how its checkpoint folders are
-            named, e.g. ``"epoch{E}-step{N}"``; default: recognised) apply (hub-only options such
+            ``allow_pickle``, ``include_zoom``, ``step_pattern`` (how its checkpoint folders are
+            named, e.g. ``"epoch{E}-step{N}"``; default: recognised) and ``config`` (the model's
+            config.json for steps that hold none) apply (hub-only options such
             as ``cache_dir`` are ignored there; ``include_zoom`` and ``step_pattern`` are ignored
             by hub sources).
 
@@ -218,16 +225,21 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         check_one_run(spec, "open_source")  # before any training
         return open_sources([spec], allow_pickle=bool(kwargs.get("allow_pickle", False)))[0]
     path = Path(spec).expanduser()
-    if path.is_dir():
+    if path.is_dir() or path.is_file():  # a file: refused by the source in one line naming its folder
         return LocalSuiteSource(
             path,
-            **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle", "include_zoom", "step_pattern")},
+            **{
+                k: v
+                for k, v in kwargs.items()
+                if k in ("model_id", "allow_pickle", "include_zoom", "step_pattern", "config")
+            },
         )
     text = str(spec)
     model_id, colon, series = text.partition(":")
     if is_hub_id(model_id):
         kwargs.pop("include_zoom", None)  # hub checkpoints have no zoom overlay
         kwargs.pop("step_pattern", None)  # nor folders: their branch names are parsed (interp.sources.families)
+        kwargs.pop("config", None)  # each branch holds its config.json
         if colon:
             kwargs = {**kwargs, "series": series}
         return HubSource(model_id, **kwargs)

@@ -49,7 +49,7 @@ _TOKENIZER_PATTERNS = [
 _VALID_HUB_IDS = PYTHIA_IDS_TEXT
 _VALID_SPECS = (
     f"{_VALID_HUB_IDS}, another org/name hub repo whose branches name training steps "
-    f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)"
+    f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders, or one checkpoint file per step)"
 )
 
 
