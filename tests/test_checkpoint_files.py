@@ -383,3 +383,27 @@ def test_key_prefix_table_strips_what_trainers_add():
     assert stripped == ["model."] and set(mapped) == set(llama_state)
     mapped, stripped, _ = map_state_dict(dict(llama_state), llama.to_dict())
     assert stripped == [] and set(mapped) == set(llama_state)
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def test_curve_reads_plain_state_dicts_with_config_given_on_the_command_line(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from emergence_lens.cli import app
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
+    plain_run(tmp_path / "run", ".pt")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "run" / "config.json").rename(tmp_path / "cfg" / "config.json")
+    args = ["curve", str(tmp_path / "run"), "--task", "token-repetition", "--n-prompts", "4"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2
+    (line,) = [s for s in refused.output.splitlines() if s.startswith("error:")]
+    assert "record no transformers config" in line and "--config PATH" in line
+    bad = CliRunner().invoke(app, [*args, "--config", str(tmp_path / "run" / "step10.pt")])
+    assert bad.exit_code == 2 and "--config: config" in bad.output
+    ok = CliRunner().invoke(app, [*args, "--config", str(tmp_path / "cfg" / "config.json")])
+    assert ok.exit_code == 0, ok.output
+    assert all(f" {step} " in ok.output for step in (10, 20, 30)), ok.output

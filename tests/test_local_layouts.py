@@ -225,6 +225,7 @@ def test_every_loading_command_takes_allow_pickle_and_step_pattern(tmp_path, mod
     for command in ("run", "curve", "bisect", "rank-heads", "decompose", "readiness", "scrub"):
         result = runner.invoke(app, [command, "--help"], terminal_width=200)
         assert "--allow-pickle" in result.output and "--step-pattern" in result.output, command
+        assert "--config" in result.output, command
     run = pickle_run(tmp_path, models)
     refused = runner.invoke(app, ["curve", str(run), "--task", "token-repetition", "--n-prompts", "4"])
     assert refused.exit_code == 2

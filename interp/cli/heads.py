@@ -17,6 +17,7 @@ from interp.cli.options import (
     LengthOpt,
     MethodOpt,
     MetricOpt,
+    ModelConfigOpt,
     OneTaskOpt,
     PromptsOpt,
     StepPatternOpt,
@@ -63,6 +64,7 @@ def rank_heads(
     metric: str = MetricOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Patch each head's attention pattern from POST into PRE; rank by delta (metric units); joint top-K."""
     if pre == post:
@@ -72,7 +74,7 @@ def rank_heads(
             f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
             "(patterns are patched from post into pre)"
         )
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "rank-heads")
@@ -133,11 +135,12 @@ def decompose(
     metric: str = MetricOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     config = StudyConfig(metric=metric, device=device)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "decompose")
@@ -240,6 +243,7 @@ def readiness_command(
     device: str = DeviceOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
     their ideal pattern; the readiness step R and E - R (docs/guide.md, "Ideal patterns, readiness and forcing")."""
@@ -252,7 +256,7 @@ def readiness_command(
     config = StudyConfig(threshold=threshold, hold=hold, device=device, method=method, n_boot=n_boot)
     wanted = parse_steps(steps) if steps else None
     check_sources(source)
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "readiness")
     check_tasks_on_sources(source, tasks, **options)
@@ -342,6 +346,7 @@ def scrub(
     device: str = DeviceOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
     slider with the point of emergence on its track, heads ordered by Δp (from --heads, or ranked
@@ -363,7 +368,7 @@ def scrub(
     check_one_run(source, "scrub")
     out = _check_page_path(out)
     wanted = parse_steps(steps) if steps else None
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     config = StudyConfig(threshold=threshold, device=device, metric=metric, scores=scores)
     device, tasks = check_common(config.device, task, n_prompts, length, None)
     task_obj = one_task(tasks, "scrub")

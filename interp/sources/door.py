@@ -92,6 +92,7 @@ def open_sources(
     include_zoom: bool = False,
     allow_pickle: bool = False,
     step_pattern: str | None = None,
+    config: str | Path | None = None,
 ) -> list[CheckpointSource]:
     """Open every source named (a suite name expands to its runs), in the order given.
 
@@ -109,6 +110,8 @@ def open_sources(
         step_pattern: how local runs name their checkpoint folders (``"epoch{E}-step{N}"``,
             ``--step-pattern``; :mod:`interp.sources.layouts`); None: recognised. Hub and
             embedded names ignore it.
+        config: a local run's model ``config.json`` (or its folder) for the steps that hold none
+            (``--config``; :class:`interp.sources.local.LocalSuiteSource`). Hub and embedded names ignore it.
 
     Raises:
         ValueError: see :func:`check_source_name`; a hub repo that cannot be listed (offline
@@ -116,7 +119,12 @@ def open_sources(
             checkpoint folders follow no convention, or two (:func:`interp.sources.layouts.find_step_folders`).
     """
     ready = ReadySources(
-        names, progress=progress, include_zoom=include_zoom, allow_pickle=allow_pickle, step_pattern=step_pattern
+        names,
+        progress=progress,
+        include_zoom=include_zoom,
+        allow_pickle=allow_pickle,
+        step_pattern=step_pattern,
+        config=config,
     )
     by_position = dict(ready.with_positions())
     return [by_position[i] for i in range(len(ready))]
@@ -144,13 +152,19 @@ class ReadySources:
         include_zoom: bool = False,
         allow_pickle: bool = False,
         step_pattern: str | None = None,
+        config: str | Path | None = None,
     ) -> None:
         for name in names:
             check_source_name(name)
         self.progress = progress
         self.include_zoom = include_zoom
         self.allow_pickle = allow_pickle
-        options = {"include_zoom": include_zoom, "allow_pickle": allow_pickle, "step_pattern": step_pattern}
+        options = {
+            "include_zoom": include_zoom,
+            "allow_pickle": allow_pickle,
+            "step_pattern": step_pattern,
+            "config": config,
+        }
         self._opened = {
             name: open_source(Path(name).expanduser() if name.startswith("~") else name, **options)
             for name in dict.fromkeys(names)
