@@ -94,9 +94,8 @@ def rank_heads(
         result = rank_heads_between(src, pre, post, batch, config)
     model, seed = model_and_seed(src.model_id)
     columns = list(HEADS_COLUMNS)
-    if "kv_head" in result.heads:  # grouped-query attention: each row is a query head
-        columns.insert(columns.index("head") + 1, "kv_head")
-        n_heads, n_kv = int(result.delta.shape[1]), int(result.heads["kv_head"].max()) + 1
+    n_heads, n_kv = int(result.delta.shape[1]), int(result.heads["kv_head"].max()) + 1
+    if n_kv < n_heads:  # grouped-query attention: each row is a query head
         typer.echo(
             f"grouped-query attention: {n_heads} query heads per layer share {n_kv} key/value heads; a head below "
             f"is a query head (its own pattern patched), kv_head the key/value head it reads"
