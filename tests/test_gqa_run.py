@@ -248,3 +248,18 @@ def test_emergence_run_with_head_scores_on_a_grouped_query_suite(tmp_path, archi
     assert set(scores["score"]) == {"previous_token", "prefix_matching", "copying"}
     assert len(scores) == 3 * 3 * 2 * N_HEADS and scores["value"].between(-1, 1).all()
     assert (out / "report.html").is_file() and "scrubber" in (out / "report.html").read_text().lower()
+
+
+def test_the_guides_architecture_table_is_the_tested_one():
+    """docs/guide.md's architecture table is ``architecture_table()``, and every test it names exists."""
+    import re
+
+    from interp.sources.loading import ARCHITECTURE_TESTS, architecture_table
+
+    root = Path(__file__).resolve().parents[1]
+    assert architecture_table() in (root / "docs" / "guide.md").read_text()
+    for _, tests in ARCHITECTURE_TESTS.values():
+        for test in tests:
+            file, _, name = test.partition("::")
+            text = (root / file).read_text()
+            assert not name or re.search(rf"^def {re.escape(name)}\(", text, re.M), test
