@@ -174,12 +174,17 @@ class ReadySources:
             source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
         # (position, opened name) or (position, suite config, run name), in the order of ``names``
         self._slots: list[tuple] = []
+        #: (suite config, run) -> the name the run is opened under: the suite as the user named it
+        #: (``embedded-quick/<run>`` stays that, never the full suite's ``embedded/<run>``)
+        self._labels: dict[tuple[int, str], str] = {}
         for name in names:
             if name in self._opened:
                 self._slots.append((len(self._slots), name))
             else:
                 for cfg, run in resolve_embedded(name):
                     self._slots.append((len(self._slots), cfg, run))
+                    suite = name[: -len(run) - 1] if name.endswith(f"/{run}") else name
+                    self._labels.setdefault((id(cfg), run), f"{suite}/{run}")
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -206,7 +211,12 @@ class ReadySources:
                 for position in wanted.get(run, []):
                     yield (
                         position,
-                        LocalSuiteSource(folder, include_zoom=self.include_zoom, allow_pickle=self.allow_pickle),
+                        LocalSuiteSource(
+                            folder,
+                            model_id=self._labels.get((id(cfg), run)),
+                            include_zoom=self.include_zoom,
+                            allow_pickle=self.allow_pickle,
+                        ),
                     )
 
 
