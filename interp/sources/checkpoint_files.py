@@ -465,8 +465,14 @@ def find_checkpoint_files(
     how: set[str] = set()
     for path in candidates:
         named = _step_from_name(path, patterns)
-        try:
-            record: CheckpointRecord | str = read_checkpoint(path, allow_pickle)
+        try:  # a safetensors file records no step or config: read when converted, not here
+            record: CheckpointRecord | str = (
+                CheckpointRecord({}, None, None, "state dict")
+                if path.suffix == ".safetensors"
+                else read_checkpoint(path, allow_pickle)
+            )
+            if isinstance(record, CheckpointRecord):
+                record.state = {}  # the tensors are read again only for a file not converted yet
         except PickleRefused as err:
             raise ValueError(f"local suite {str(root)!r}: {err}") from None
         except CheckpointFileError as err:
@@ -530,6 +536,7 @@ def find_checkpoint_files(
         folders[step] = target
         if not (target / "model.safetensors").is_file():
             try:
+                record = read_checkpoint(path, allow_pickle)
                 _convert(record, model_config, path, target)
             except CheckpointFileError as err:
                 problems[step] = str(err)
