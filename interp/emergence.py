@@ -226,23 +226,12 @@ def held_crossing(
 
 
 def no_room_to_hold(steps: Sequence[int], post: int | None, hold: int) -> str | None:
-    """The sentence saying that a crossing has no room to hold, or None when it has (or there is none).
-
-    A crossing at one of the last ``hold`` checkpoints cannot be checked at ``hold`` later ones.
-    The study dates it there (the rule's end-of-run clause, :func:`held_crossing` with
-    ``room=False``); a population censors the run at its budget instead (``room=True``,
-    :func:`interp.population.tables.held_post`, issue 52). Both read the same crossing through
-    :func:`held_crossing`, and both say so with this sentence (issue 67).
-
-    Args:
-        steps: the run's searchable steps (training steps; any order).
-        post: the post step the rule without room found (None: no crossing).
-        hold: checkpoints after post that must stay at or above the threshold.
-
-    Returns:
-        ``"the crossing at step 2300 has 1 checkpoint after it, fewer than the hold of 2 (a study
-        dates it there; a population censors the run at its budget)"``, or None.
-    """
+    """The sentence saying that a crossing at one of the last ``hold`` checkpoints has no room to
+    hold (``"the crossing at step 2300 has 1 checkpoint after it, fewer than the hold of 2 (...)"``),
+    or None. The study dates it there (:func:`held_crossing`, ``room=False``); a population
+    censors the run (``room=True``, :func:`interp.population.tables.held_post`); both say so
+    with this sentence. ``steps``: the run's steps; ``post``: the post step without room (None:
+    no crossing); ``hold``: checkpoints (>= 0)."""
     if post is None or hold <= 0:
         return None
     after = sum(1 for s in steps if int(s) > int(post))

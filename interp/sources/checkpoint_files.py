@@ -106,11 +106,24 @@ _GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "
 
 
 class CheckpointFileError(ValueError):
-    """A single-file checkpoint that cannot be read or converted (the message names the file)."""
+    """A single-file checkpoint (Lightning ``.ckpt``, nanoGPT ``.pt``, a state dict) that cannot be
+    read or converted: truncated, not a checkpoint dict or state dict, or tensors whose names do
+    not match the model its config describes (the message names the file and the tensors). In a
+    run folder the step is marked ``corrupt`` in ``checkpoints.csv`` and left out of the search.
+
+    Fix: re-save that step's file (``trainer.save_checkpoint``, ``torch.save``), or give the
+    config the weights were trained with (``--config PATH``).
+    """
 
 
 class PickleRefused(CheckpointFileError):
-    """A pickled checkpoint that holds more than tensors and plain containers."""
+    """A pickled checkpoint file that holds more than tensors and plain containers (a class of the
+    trainer's, e.g. a ``transformers`` config object in Lightning's hyperparameters): torch's
+    weights-only unpickler refuses it, and the run folder is refused in one line naming the file.
+
+    Fix: for a run you trust, give ``--allow-pickle`` (``allow_pickle=True``: unpickling can run
+    code); or re-save the checkpoints with plain hyperparameters (a config dict).
+    """
 
 
 @dataclass

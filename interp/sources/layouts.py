@@ -78,7 +78,12 @@ HUB_NAMES = "step{N}-tokens{M} (hub branch names)"
 class NoCheckpointFolders(ValueError):
     """A run folder none of whose folders follows a checkpoint convention (the message names what
     was found and the patterns tried); :class:`interp.sources.local.LocalSuiteSource` then reads its
-    single-file checkpoints, if any."""
+    single-file checkpoints, and only when it holds none is the folder refused (the message then
+    also says which files would be read).
+
+    Fix: give the folder that holds the checkpoint folders or files (Lightning: its
+    ``checkpoints/`` folder), or their naming with ``--step-pattern`` (``step_pattern=``).
+    """
 
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z]+)(?::0(\d+)d)?\}")
