@@ -302,17 +302,23 @@ def nanogpt_config(model_args: dict) -> dict:
     }
 
 
+#: config (canonical JSON) -> :func:`_skeleton` (one meta-device build per config and process)
+_SKELETONS: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, str]]] = {}
+
+
 def _skeleton(config: dict) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
     """(parameter names -> shapes, tied target -> source) of the model ``config`` describes,
-    built on the meta device (no memory, no initialisation)."""
+    built on the meta device (no memory, no initialisation), once per config."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    hf_config = AutoConfig.for_model(**config)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(hf_config)
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    tied = dict(getattr(model, "all_tied_weights_keys", None) or {})
-    return shapes, tied
+    key = json.dumps(config, sort_keys=True, default=str)
+    if key not in _SKELETONS:
+        hf_config = AutoConfig.for_model(**config)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_config)
+        shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        _SKELETONS[key] = shapes, dict(getattr(model, "all_tied_weights_keys", None) or {})
+    return _SKELETONS[key]
 
 
 def map_state_dict(
