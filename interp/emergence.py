@@ -225,6 +225,24 @@ def held_crossing(
     return (s[post - 1] if post > 0 else None), s[post]
 
 
+def no_room_to_hold(steps: Sequence[int], post: int | None, hold: int) -> str | None:
+    """The sentence saying that a crossing at one of the last ``hold`` checkpoints has no room to
+    hold (``"the crossing at step 2300 has 1 checkpoint after it, fewer than the hold of 2 (...)"``),
+    or None. The study dates it there (:func:`held_crossing`, ``room=False``); a population
+    censors the run (``room=True``, :func:`interp.population.tables.held_post`); both say so
+    with this sentence. ``steps``: the run's steps; ``post``: the post step without room (None:
+    no crossing); ``hold``: checkpoints (>= 0)."""
+    if post is None or hold <= 0:
+        return None
+    after = sum(1 for s in steps if int(s) > int(post))
+    if after >= hold:
+        return None
+    return (
+        f"the crossing at step {int(post)} has {after} checkpoint{'' if after == 1 else 's'} after it, fewer than "
+        f"the hold of {hold} (a study dates it there; a population censors the run at its budget)"
+    )
+
+
 def point_from_curve(
     steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
 ) -> tuple[int | None, int | None, bool]:
@@ -398,6 +416,8 @@ def search_emergence(
             break
         ev(nxt)
     point = _point(model_id, steps, scores, order, threshold, hold, drop_tolerance, "bisection")
+    if (note := no_room_to_hold(steps, point.post_step, hold)) is not None:
+        warnings.warn(f"{model_id or 'run'}: {note}", RuntimeWarning, stacklevel=2)
     if not point.monotone:
         warnings.warn(
             f"{model_id or 'run'}: evaluated accuracy is not monotone in step; scanned the stretch", stacklevel=2
@@ -507,6 +527,8 @@ def scan_emergence(
     order = [s for s in evaluator.order if s in scores]
     point = _point(source.model_id, steps, scores, order, threshold, hold, drop_tolerance, "scan")
     point.excluded_steps = dict(excluded)
+    if (note := no_room_to_hold(steps, point.post_step, hold)) is not None:
+        warnings.warn(f"{source.model_id}: {note}", RuntimeWarning, stacklevel=2)
     return point
 
 

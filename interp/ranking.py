@@ -285,9 +285,9 @@ def head_ranking(
         ``HeadRanking`` (values in the metric's unit: probability for ``p``, nats for
         ``logprob``, logits for ``logit-diff``). With grouped-query attention
         (``n_key_value_heads < n_heads``: Llama-style models; Ainslie et al. 2023, "GQA") a head
-        is a query head, its own pattern patched alone; ``heads`` then has a ``kv_head`` column
-        naming the key/value head it shares (``head // (n_heads // n_key_value_heads)``,
-        transformers' ``repeat_kv`` order).
+        is a query head, its own pattern patched alone; ``heads``' ``kv_head`` column names the
+        key/value head it shares (``head // (n_heads // n_key_value_heads)``, transformers'
+        ``repeat_kv`` order; ``kv_head == head`` without grouped-query attention).
 
     Raises:
         TypeError: ``config`` is not a ``StudyConfig`` or ``options`` not a ``RankingOptions``.
@@ -362,8 +362,8 @@ def head_ranking(
     ranking["delta_attribution"] = [float(estimate[l, h]) if estimate is not None else float("nan") for l, h in pairs]
     spec = metric_spec(metric)
     n_kv = getattr(pre_model.cfg, "n_key_value_heads", None) or n_heads
-    if n_kv < n_heads:  # grouped-query attention: name the key/value head each query head reads
-        ranking.insert(ranking.columns.get_loc("head") + 1, "kv_head", ranking["head"] // (n_heads // n_kv))
+    # the key/value head each (query) head reads: itself without grouped-query attention
+    ranking.insert(ranking.columns.get_loc("head") + 1, "kv_head", ranking["head"] // (n_heads // n_kv))
     ranking["metric"], ranking["unit"] = spec.name, spec.unit
     ranking["jump_too_small"] = jump_too_small
     topk = topk_recovery(

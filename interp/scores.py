@@ -121,7 +121,17 @@ def _gain(norm: Any, d_model: int) -> Tensor:
 
 
 def copying_scores(model: Any) -> Float[Tensor, "layer head"]:
-    """OV copying score of every head of a ``TransformerBridge`` (LayerNorm gains folded in)."""
+    """OV copying score of every head of a ``TransformerBridge`` (LayerNorm gains folded in).
+
+    With grouped-query attention (``W_V`` of shape ``[n_key_value_heads, d_model, d_head]``,
+    Ainslie et al. 2023) each query head's OV circuit reads the values of its key/value head
+    ``head // (n_heads // n_key_value_heads)``: the score is per query head, as the ranking's
+    heads are (tests/test_gqa_run.py: equal to the scores of the same model written with one
+    key/value head per query head, to 1e-5).
+
+    Returns:
+        [layer, head] scores in [-1, 1], one per query head.
+    """
     n_layers = int(model.cfg.n_layers)
     W_E = model.W_E.detach().float().cpu()
     W_U = model.W_U.detach().float().cpu() * _gain(model.ln_final, W_E.shape[1])[:, None]
@@ -129,7 +139,10 @@ def copying_scores(model: Any) -> Float[Tensor, "layer head"]:
     for l in range(n_layers):
         attn = model.blocks[l].attn
         W_V = attn.W_V.detach().float().cpu() * _gain(model.blocks[l].ln1, W_E.shape[1])[None, :, None]
-        out.append(copying_score_from_weights(W_E, W_V, attn.W_O.detach().float().cpu(), W_U))
+        W_O = attn.W_O.detach().float().cpu()
+        if W_V.shape[0] != W_O.shape[0] and W_V.shape[0] > 0 and W_O.shape[0] % W_V.shape[0] == 0:
+            W_V = W_V.repeat_interleave(W_O.shape[0] // W_V.shape[0], dim=0)  # each query head: its kv head
+        out.append(copying_score_from_weights(W_E, W_V, W_O, W_U))
     return torch.stack(out)
 
 

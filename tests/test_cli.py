@@ -1,5 +1,7 @@
 """Command-line interface: commands that run (bad input: tests/test_cli_bad_input.py)."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -87,6 +89,10 @@ def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
         resolve_embedded("embedded-quick/neox-2l-64d-seed0")
 
 
+#: A transformers config.json for --config (a tiny GPT-2's).
+CONFIG_FILE = str(Path(__file__).with_name("data") / "tiny-gpt2-config.json")
+#: Fields whose flag is not their name with dashes.
+FLAGS = {"model_config": "config"}
 #: A value other than the default for every StudyConfig field, as typed (None: a switch) and as the
 #: StudyConfig holds it. A field added to StudyConfig needs its row here (the first test says so).
 NOT_DEFAULT = {
@@ -107,6 +113,7 @@ NOT_DEFAULT = {
     "n_boot": ("0", 0),
     "allow_pickle": (None, True),
     "step_pattern": ("epoch{E}-step{N}", "epoch{E}-step{N}"),
+    "model_config": (CONFIG_FILE, CONFIG_FILE),
 }
 
 
@@ -114,7 +121,7 @@ def _flags(fields) -> list[str]:
     args = []
     for name in fields:
         text, value = NOT_DEFAULT[name]
-        flag = name.replace("_", "-")
+        flag = FLAGS.get(name, name.replace("_", "-"))
         args += [f"--{flag}" if value else f"--no-{flag}"] if text is None else [f"--{flag}", text]
     return args
 
@@ -143,7 +150,8 @@ def test_every_study_config_field_is_an_option_of_run_and_demo():
 
     fields = dataclasses.fields(StudyConfig)
     assert set(NOT_DEFAULT) == {f.name for f in fields}
-    assert set(DEMO_EXCLUDES) == {"allow_pickle", "step_pattern"}  # the embedded suite: safetensors in step{N}/
+    # the embedded suite: safetensors and config.json in step{N}/
+    assert set(DEMO_EXCLUDES) == {"allow_pickle", "step_pattern", "model_config"}
     group = typer.main.get_command(app)
     for command, defaults, left_out in (("run", StudyConfig(), set()), ("demo", DEMO_CONFIG, set(DEMO_EXCLUDES))):
         params = {p.name: p for p in group.commands[command].params}
@@ -152,7 +160,8 @@ def test_every_study_config_field_is_an_option_of_run_and_demo():
                 assert f.name not in params
                 continue
             option = params[f.name]
-            assert f"--{f.name.replace('_', '-')}" in option.opts, (command, f.name, option.opts)
+            flag = FLAGS.get(f.name, f.name.replace("_", "-"))
+            assert f"--{flag}" in option.opts, (command, f.name, option.opts)
             assert option.help == f.metadata["help"] and len(option.help) > 20
             assert option.default == getattr(defaults, f.name), (command, f.name)
         assert params["scan"].default is (command == "demo")  # the demo scans; run bisects

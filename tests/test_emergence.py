@@ -3,8 +3,10 @@ for the next ``hold`` checkpoints; pre = the one before), the bisection agrees w
 respects its evaluation budget."""
 
 import math
+import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from interp.emergence import (
@@ -363,3 +365,31 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
     assert (point.emerged, point.search, point.n_evaluations) == (False, "bisection", 2)
     with pytest.raises(ValueError, match="hold=-1"):
         runner.run_study([FakeSource([0, 1], untouchable=True)], task, StudyConfig(hold=-1), progress=False)
+
+
+def test_a_crossing_with_no_room_to_hold_is_said_by_the_study_in_the_populations_words():
+    """Issue 67 item 6: the study dates a crossing at one of the last ``hold`` checkpoints there
+    (the rule's end-of-run clause) and says, in the sentence the population's runs table uses, that
+    a population censors it; with room it says nothing."""
+    from interp.emergence import no_room_to_hold
+    from interp.population.tables import runs_from_curves
+
+    steps = [0, 100, 200, 300, 400]
+    curve = {0: 0.0, 100: 0.0, 200: 0.0, 300: 0.0, 400: 0.9}
+    evaluate, _ = counting(curve)
+    with pytest.warns(RuntimeWarning, match="run: the crossing at step 400 has 0 checkpoints after it") as seen:
+        point = search_emergence(steps, evaluate, hold=2)
+    assert (point.pre_step, point.post_step, point.emerged) == (300, 400, True)
+    note = no_room_to_hold(steps, 400, 2)
+    assert str(seen[0].message) == f"run: {note}" and "a population censors the run at its budget" in note
+    table = pd.DataFrame(
+        [{"arm": "a", "run": "r", "seed": 1, "n_layers": 1, "d_model": 16, "n_heads": 4, "d_head": 4, "step": s,
+          "accuracy": a, "p_answer": a, "budget": 400} for s, a in curve.items()]
+    )  # fmt: skip
+    (run,) = runs_from_curves(table, hold=2).itertuples()
+    assert not run.emerged and run.note == note  # the population: censored, in the same words
+    assert no_room_to_hold(steps, 200, 2) is None and no_room_to_hold(steps, 400, 0) is None
+    evaluate, _ = counting({**curve, 200: 0.9, 300: 0.9})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert search_emergence(steps, evaluate, hold=2).post_step == 200

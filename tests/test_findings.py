@@ -119,6 +119,21 @@ def test_the_heads_line_names_each_heads_mechanism_at_the_post_step():
         == "neither previous-token nor induction (prefix-matching 0.05, previous-token 0.12)"
     )
     assert head_mechanism(scores, 1, 1, 300) == "not scored"
+    # issue 67 item 5: layer-0 heads with prefix-matching 0.24 and 0.22 are not induction (nothing
+    # before them to compose with), nor a layer-1 head while no layer-0 head is a previous-token head
+    layer0 = pd.DataFrame(
+        [(300, 0, 0, "prefix_matching", 0.24), (300, 0, 0, "previous_token", 0.05)]
+        + [(300, 0, 1, "prefix_matching", 0.22), (300, 0, 1, "previous_token", 0.08)]
+        + [(300, 1, 0, "prefix_matching", 0.6), (300, 1, 0, "previous_token", 0.01)],
+        columns=scores.columns,
+    )
+    assert head_mechanism(layer0, 0, 0, 300) == (
+        "neither previous-token nor induction (prefix-matching 0.24, not induction: layer 0: no earlier layer to "
+        "compose with, previous-token 0.05)"
+    )
+    assert head_mechanism(layer0, 1, 0, 300).startswith(
+        "neither previous-token nor induction (prefix-matching 0.60, not induction: no previous-token head in layer 0"
+    )
     # just under the rule's 0.2: three decimals, so the number shown does not seem to meet it
     near = pd.DataFrame(
         [(300, 0, 0, "prefix_matching", 0.19798), (300, 0, 0, "previous_token", 0.12)], columns=scores.columns

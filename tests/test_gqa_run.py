@@ -23,38 +23,42 @@ runner = CliRunner()
 N_HEADS, N_KV = 4, 2
 
 
-@pytest.fixture(scope="module")
-def gqa_run(tmp_path_factory) -> Path:
-    """Steps 0, 10, 20 of a random Llama with grouped-query attention, and a byte tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+def gqa_config(architecture: str = "llama"):
+    """A tiny Llama or Qwen2 config with grouped-query attention (4 query heads, 2 key/value heads)."""
+    from transformers import LlamaConfig, Qwen2Config
 
-    root = tmp_path_factory.mktemp("gqa") / "llama-gqa"
+    shape = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=N_HEADS,
+        num_key_value_heads=N_KV,
+        max_position_embeddings=64,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    return LlamaConfig(**shape) if architecture == "llama" else Qwen2Config(**shape, use_sliding_window=False)
+
+
+def save_gqa_run(root: Path, architecture: str = "llama") -> Path:
+    """Steps 0, 10, 20 of a random Llama or Qwen2 with grouped-query attention, and a byte tokenizer."""
+    from transformers import AutoModelForCausalLM
+
     for step, seed in ((0, 0), (10, 1), (20, 2)):
         torch.manual_seed(seed)
-        config = LlamaConfig(
-            vocab_size=256,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=N_HEADS,
-            num_key_value_heads=N_KV,
-            max_position_embeddings=64,
-            bos_token_id=None,
-            eos_token_id=None,
-            pad_token_id=None,
-        )
-        LlamaForCausalLM(config).eval().save_pretrained(root / f"step{step}")
+        AutoModelForCausalLM.from_config(gqa_config(architecture)).eval().save_pretrained(root / f"step{step}")
     save_byte_tokenizer(root / "tokenizer")
     return root
 
 
-@pytest.fixture(scope="module")
-def own_answers(gqa_run, tmp_path_factory) -> Path:
+def own_answers_file(run: Path, path: Path) -> Path:
     """A task file: letter prompts whose answer is step 20's greedy next byte, kept where that byte
     is a printable letter and steps 0 and 10 predict another one."""
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    models = {s: LlamaForCausalLM.from_pretrained(gqa_run / f"step{s}").eval() for s in (0, 10, 20)}
+    models = {s: AutoModelForCausalLM.from_pretrained(run / f"step{s}").eval() for s in (0, 10, 20)}
     generator = torch.Generator().manual_seed(0)
     rows = []
     while len(rows) < 24:
@@ -67,9 +71,20 @@ def own_answers(gqa_run, tmp_path_factory) -> Path:
                 rows.append(
                     {"prompt": bytes(tokens[i].tolist()).decode(), "answer": chr(answer), "id": f"r{len(rows)}"}
                 )
-    path = tmp_path_factory.mktemp("task") / "own.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows[:24]))
     return path
+
+
+@pytest.fixture(scope="module")
+def gqa_run(tmp_path_factory) -> Path:
+    """Steps 0, 10, 20 of a random Llama with grouped-query attention, and a byte tokenizer."""
+    return save_gqa_run(tmp_path_factory.mktemp("gqa") / "llama-gqa")
+
+
+@pytest.fixture(scope="module")
+def own_answers(gqa_run, tmp_path_factory) -> Path:
+    """:func:`own_answers_file` of :func:`gqa_run`."""
+    return own_answers_file(gqa_run, tmp_path_factory.mktemp("task") / "own.jsonl")
 
 
 def test_gqa_curve_and_ranking_name_query_and_key_value_heads(gqa_run, own_answers, tmp_path):
@@ -170,3 +185,81 @@ def test_an_architecture_the_bridge_cannot_hook_is_one_line(tmp_path):
         and "ctrl step 0: CTRLLMHeadModel is not an architecture the TransformerLens bridge can hook" in text
     )
     assert all(name in text for name in TESTED_ARCHITECTURES)
+
+
+def test_gqa_copying_scores_equal_those_of_the_same_model_with_a_kv_head_per_query_head(tmp_path):
+    """Each query head's OV circuit reads its key/value head's W_V: the scores of a grouped-query
+    Llama equal those of the same function written with one key/value head per query head (its
+    k_proj/v_proj rows repeated in transformers' repeat_kv order)."""
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM
+
+    from interp.scores import copying_scores, head_scores, repeated_random_tokens
+    from interp.sources import open_source
+
+    torch.manual_seed(3)
+    gqa = LlamaForCausalLM(gqa_config()).eval()
+    mha_config = gqa_config()
+    mha_config.num_key_value_heads = N_HEADS
+    mha = AutoModelForCausalLM.from_config(mha_config).eval()
+    d_head, group = 64 // N_HEADS, N_HEADS // N_KV
+    state = gqa.state_dict()
+    for key, value in list(state.items()):
+        if key.endswith(("k_proj.weight", "v_proj.weight")):  # [n_kv * d_head, d_model] -> per query head
+            state[key] = value.view(N_KV, d_head, -1).repeat_interleave(group, dim=0).reshape(N_HEADS * d_head, -1)
+    mha.load_state_dict(state)
+    tokens = repeated_random_tokens(list(range(97, 123)), n_prompts=4, period=6, seed=0)
+    with torch.no_grad():
+        assert torch.allclose(gqa(tokens).logits, mha(tokens).logits, atol=1e-5)  # the same function
+    bridges = []
+    for model, name in ((gqa, "gqa"), (mha, "mha")):
+        model.save_pretrained(tmp_path / name / "step0")
+        save_byte_tokenizer(tmp_path / name / "tokenizer")
+        bridges.append(open_source(tmp_path / name).load(0, device="cpu").model)
+    got, want = copying_scores(bridges[0]), copying_scores(bridges[1])
+    assert got.shape == (2, N_HEADS) and torch.isfinite(got).all()
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+    scores = [head_scores(b, tokens, period=6) for b in bridges]
+    for name in scores[1]:
+        assert torch.allclose(scores[0][name], scores[1][name], atol=1e-5), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("architecture", ["llama", "qwen2"])
+def test_emergence_run_with_head_scores_on_a_grouped_query_suite(tmp_path, architecture):
+    """``emergence run`` with every step of the main job on (head scores, scrubber, report; the
+    decomposition is not defined for shared key/value heads and says so) on a tiny Llama and Qwen2."""
+    import pandas as pd
+
+    run = save_gqa_run(tmp_path / f"{architecture}-gqa", architecture)
+    answers = own_answers_file(run, tmp_path / "own.jsonl")
+    out = tmp_path / "report"
+    result = runner.invoke(
+        app,
+        ["run", str(run), "--task-file", str(answers), "--out", str(out), "--scan", "--n-boot", "20"],
+        terminal_width=200,
+    )
+    assert result.exit_code == 0, result.output
+    assert "4 query heads share 2 key/value heads" in result.output  # no decomposition: one line says why
+    points = pd.read_csv(out / "points.csv")
+    assert (bool(points["emerged"][0]), int(points["pre_step"][0]), int(points["post_step"][0])) == (True, 10, 20)
+    heads = pd.read_csv(out / "heads.csv")
+    assert len(heads) == 2 * N_HEADS and (heads["kv_head"] == heads["head"] // (N_HEADS // N_KV)).all()
+    scores = pd.read_csv(out / "head_scores.csv")
+    assert set(scores["score"]) == {"previous_token", "prefix_matching", "copying"}
+    assert len(scores) == 3 * 3 * 2 * N_HEADS and scores["value"].between(-1, 1).all()
+    assert (out / "report.html").is_file() and "scrubber" in (out / "report.html").read_text().lower()
+
+
+def test_the_guides_architecture_table_is_the_tested_one():
+    """docs/guide.md's architecture table is ``architecture_table()``, and every test it names exists."""
+    import re
+
+    from interp.sources.loading import ARCHITECTURE_TESTS, architecture_table
+
+    root = Path(__file__).resolve().parents[1]
+    assert architecture_table() in (root / "docs" / "guide.md").read_text()
+    for _, tests in ARCHITECTURE_TESTS.values():
+        for test in tests:
+            file, _, name = test.partition("::")
+            text = (root / file).read_text()
+            assert not name or re.search(rf"^def {re.escape(name)}\(", text, re.M), test

@@ -225,6 +225,7 @@ def test_every_loading_command_takes_allow_pickle_and_step_pattern(tmp_path, mod
     for command in ("run", "curve", "bisect", "rank-heads", "decompose", "readiness", "scrub"):
         result = runner.invoke(app, [command, "--help"], terminal_width=200)
         assert "--allow-pickle" in result.output and "--step-pattern" in result.output, command
+        assert "--config" in result.output, command
     run = pickle_run(tmp_path, models)
     refused = runner.invoke(app, ["curve", str(run), "--task", "token-repetition", "--n-prompts", "4"])
     assert refused.exit_code == 2
@@ -334,3 +335,43 @@ def test_capability_figure_draws_the_loss_on_a_second_axis():
     assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
     assert not [t for t in capability_figure(emergence, points).data if t.yaxis == "y2"]
     assert len(capability_with_loss(emergence, points, {}).data) == len(capability_figure(emergence, points).data)
+
+
+# ----------------------------------------------------------------------------- issue 67 items 2 and 4
+
+
+def test_a_run_level_config_serves_step_folders_without_one(tmp_path, models):
+    run = make_run(tmp_path / "run", models, {10: "checkpoint-10", 20: "checkpoint-20", 30: "checkpoint-30"})
+    shutil.copy(run / "checkpoint-10" / "config.json", run / "config.json")  # the run's config, saved once
+    for name in ("checkpoint-10", "checkpoint-20", "checkpoint-30"):
+        (run / name / "config.json").unlink()
+    weights = run / "checkpoint-30" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-2000])  # really cut short
+    source = LocalSuiteSource(run)
+    table = checkpoint_table(source)
+    assert table["status"].tolist() == ["searchable", "searchable", "corrupt"]
+    assert table["detail"][2].startswith("model.safetensors: truncated")
+    assert torch.allclose(bridge_logits(source.load(20, device="cpu").model), hf_logits(models[20]), atol=1e-5)
+    # the step's own config wins: a step whose own config.json names another shape is marked
+    other = json.loads((run / "config.json").read_text()) | {"n_layer": 3}
+    (run / "checkpoint-20" / "config.json").write_text(json.dumps(other))
+    assert LocalSuiteSource(run).corrupt_reason(20).startswith("config.json: another model's shape")
+    # no run config: a folder without config.json keeps its cut-short reason
+    (run / "config.json").unlink()
+    assert (
+        LocalSuiteSource(run).corrupt_reason(10) == "config.json: missing (the checkpoint was cut short while saving?)"
+    )
+
+
+def test_hub_branch_names_are_read_from_local_folders_with_their_tokens(tmp_path, models):
+    names = {10: "step10-tokens20K", 20: "step20-tokens41K", 30: "step30-tokens61K"}
+    source = LocalSuiteSource(make_run(tmp_path / "run", models, names))
+    assert source.available_steps() == [10, 20, 30]
+    assert [source.tokens_at(s) for s in (10, 20, 30)] == [20_000, 41_000, 61_000]
+    assert checkpoint_table(source)["tokens"].tolist() == [20_000, 41_000, 61_000]
+    assert source.revision(20) == "step20-tokens41K"
+    staged = {10: "stage1-step10-tokens2B", 20: "stage1-step20-tokens4B"}
+    assert LocalSuiteSource(make_run(tmp_path / "olmo2", models, staged)).tokens_at(20) == 4 * 10**9
+    # plain step{N} folders stay the step{N} convention (no clash with the hub names)
+    plain = LocalSuiteSource(make_run(tmp_path / "plain", models, {10: "step10", 20: "step20"}))
+    assert plain.layout == "step{N}" and plain.tokens_at(10) is None

@@ -144,7 +144,7 @@ def test_main_job_tables_and_report(quick_report):
     for name, columns in {
         "emergence": ["model", "seed", "task", "prepend_bos", "step", "accuracy", "p_answer"],
         "points": ["model", "seed", "task", "prepend_bos", "pre_step", "post_step", "emerged", "n_evaluations"],
-        "heads": ["model", "seed", "task", "prepend_bos", "layer", "head", "delta", "rank"],
+        "heads": ["model", "seed", "task", "prepend_bos", "layer", "head", "kv_head", "delta", "rank"],
         "topk": ["model", "seed", "task", "prepend_bos", "k", "value", "recovered"],
     }.items():
         table = pd.read_csv(out / f"{name}.csv")

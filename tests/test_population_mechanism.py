@@ -34,7 +34,31 @@ def test_heads_are_classed_by_what_they_do():
     # 0.45/0.3 = 1.5 x the previous-token threshold beats no induction: previous-token even though it copies
     assert classes == ["previous-token", "previous-token", "induction", "induction", "copying", "other"]
     both = scores.assign(previous_token=[0.45] * 6, prefix_matching=[0.4] * 6)  # 1.5x against 2x
-    assert set(classify_heads(both)["mechanism"]) == {"induction"}
+    # induction where it can compose: layer 1, after layer 0's previous-token heads; layer 0 cannot
+    assert classify_heads(both)["mechanism"].tolist() == ["previous-token"] * 2 + ["induction"] * 3 + ["previous-token"]
+
+
+def test_induction_is_named_only_where_a_head_can_compose():
+    """Issue 67 item 5: two layer-0 heads with prefix-matching 0.24 and 0.22 were called induction
+    with nothing before them to compose with; a layer-1 head with no previous-token head in layer 0
+    neither; a layer-1 head after one is."""
+    from interp.core.terms import induction_blocker
+
+    scores = pd.DataFrame(
+        {
+            "layer": [0, 0, 1],
+            "head": [0, 1, 0],
+            "previous_token": [0.05, 0.1, 0.1],
+            "prefix_matching": [0.24, 0.22, 0.5],
+            "copying": [0.1, 0.6, 0.2],
+        }
+    )
+    assert classify_heads(scores)["mechanism"].tolist() == ["other", "copying", "other"]
+    with_previous = scores.assign(previous_token=[0.05, 0.6, 0.1])
+    assert classify_heads(with_previous)["mechanism"].tolist() == ["other", "previous-token", "induction"]
+    assert induction_blocker(0, [0]) == "layer 0: no earlier layer to compose with"
+    assert induction_blocker(2, [2, 3]) == "no previous-token head in layers 0-1"
+    assert induction_blocker(1, [0]) is None
     with pytest.raises(ValueError, match=r"lack columns \['copying'\]"):
         classify_heads(scores.drop(columns="copying"))
 

@@ -164,3 +164,17 @@ def test_train_suite_command_lists_the_plan_and_refuses_bad_input(tmp_path, monk
     )
     both = runner.invoke(app, ["train-suite", str(spec), "--quick"])
     assert both.exit_code == 2 and "--quick names the quick suite; it takes no SPEC" in both.output
+
+
+def test_an_embedded_quick_run_keeps_its_name(quick_suite, monkeypatch):
+    """Issue 67 item 6: a quick-suite run opened as ``embedded-quick/<run>`` is named so in its
+    source (the steps dict, progress bars and the population read ``model_id``), never as the
+    full suite's ``embedded/<run>``."""
+    from interp.sources.door import open_sources
+
+    _, root = quick_suite
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(root))
+    quick = open_sources(["embedded-quick/neox-2l-64d-seed1"], progress=False)
+    assert [s.model_id for s in quick] == ["embedded-quick/neox-2l-64d-seed1"]
+    whole = open_sources(["embedded-quick"], progress=False)
+    assert [s.model_id for s in whole] == [f"embedded-quick/{run}" for run in catalogue.QUICK.run_names()]

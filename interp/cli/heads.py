@@ -17,6 +17,7 @@ from interp.cli.options import (
     LengthOpt,
     MethodOpt,
     MetricOpt,
+    ModelConfigOpt,
     OneTaskOpt,
     PromptsOpt,
     StepPatternOpt,
@@ -63,6 +64,7 @@ def rank_heads(
     metric: str = MetricOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Patch each head's attention pattern from POST into PRE; rank by delta (metric units); joint top-K."""
     if pre == post:
@@ -72,7 +74,7 @@ def rank_heads(
             f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
             "(patterns are patched from post into pre)"
         )
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "rank-heads")
@@ -92,9 +94,8 @@ def rank_heads(
         result = rank_heads_between(src, pre, post, batch, config)
     model, seed = model_and_seed(src.model_id)
     columns = list(HEADS_COLUMNS)
-    if "kv_head" in result.heads:  # grouped-query attention: each row is a query head
-        columns.insert(columns.index("head") + 1, "kv_head")
-        n_heads, n_kv = int(result.delta.shape[1]), int(result.heads["kv_head"].max()) + 1
+    n_heads, n_kv = int(result.delta.shape[1]), int(result.heads["kv_head"].max()) + 1
+    if n_kv < n_heads:  # grouped-query attention: each row is a query head
         typer.echo(
             f"grouped-query attention: {n_heads} query heads per layer share {n_kv} key/value heads; a head below "
             f"is a query head (its own pattern patched), kv_head the key/value head it reads"
@@ -133,11 +134,12 @@ def decompose(
     metric: str = MetricOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     config = StudyConfig(metric=metric, device=device)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "decompose")
@@ -240,6 +242,7 @@ def readiness_command(
     device: str = DeviceOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
     their ideal pattern; the readiness step R and E - R (docs/guide.md, "Ideal patterns, readiness and forcing")."""
@@ -252,7 +255,7 @@ def readiness_command(
     config = StudyConfig(threshold=threshold, hold=hold, device=device, method=method, n_boot=n_boot)
     wanted = parse_steps(steps) if steps else None
     check_sources(source)
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "readiness")
     check_tasks_on_sources(source, tasks, **options)
@@ -342,6 +345,7 @@ def scrub(
     device: str = DeviceOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
     slider with the point of emergence on its track, heads ordered by Δp (from --heads, or ranked
@@ -363,7 +367,7 @@ def scrub(
     check_one_run(source, "scrub")
     out = _check_page_path(out)
     wanted = parse_steps(steps) if steps else None
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     config = StudyConfig(threshold=threshold, device=device, metric=metric, scores=scores)
     device, tasks = check_common(config.device, task, n_prompts, length, None)
     task_obj = one_task(tasks, "scrub")

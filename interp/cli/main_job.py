@@ -20,6 +20,7 @@ from interp.cli.options import (
     DeviceOpt,
     HoldOpt,
     LengthOpt,
+    ModelConfigOpt,
     PromptsOpt,
     StepPatternOpt,
     TaskFileOpt,
@@ -45,7 +46,7 @@ app = typer.Typer()
 
 #: ``emergence demo``'s settings that are not options: the embedded suite writes safetensors in
 #: ``step{N}`` folders, so the loading options of hub and local runs have nothing to do there.
-DEMO_EXCLUDES = ("allow_pickle", "step_pattern")
+DEMO_EXCLUDES = ("allow_pickle", "step_pattern", "model_config")
 
 
 def demo(
@@ -101,7 +102,7 @@ def run(
     StudyConfig's fields (every one of them)."""
     config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
     check_sources(source)  # names next: a typo is refused before torch is imported
-    options = source_options(config.allow_pickle, config.step_pattern)
+    options = source_options(config.allow_pickle, config.step_pattern, config.model_config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_files=task_file)
     config = config.replace(device=device)
     check_tasks_on_sources(source, tasks, **options)
@@ -222,9 +223,10 @@ def curve(
     device: str = DeviceOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
     wanted = parse_steps(steps) if steps else None
     check_sources([source])
@@ -283,13 +285,14 @@ def bisect(
     hold: int = HoldOpt,
     allow_pickle: bool = AllowPickleOpt,
     step_pattern: str | None = StepPatternOpt,
+    model_config: str | None = ModelConfigOpt,
 ):
     """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
     StudyConfig(threshold=threshold, hold=hold)  # the rule's settings, checked in one line before anything loads
     check_sources(source)  # names next: a typo is refused before torch is imported
-    options = source_options(allow_pickle, step_pattern)
+    options = source_options(allow_pickle, step_pattern, model_config)
     device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
     if resolution is not None:
         if [t.name for t in tasks] != ["repetition"]:

@@ -45,14 +45,23 @@ DeviceOpt = typer.Option("auto", help=field_help(StudyConfig, "device"))
 MethodOpt = typer.Option("fast", help=field_help(StudyConfig, "method"))
 AllowPickleOpt = typer.Option(False, "--allow-pickle", help=field_help(StudyConfig, "allow_pickle"))
 StepPatternOpt = typer.Option(None, "--step-pattern", help=field_help(StudyConfig, "step_pattern"))
+ModelConfigOpt = typer.Option(None, "--config", help=field_help(StudyConfig, "model_config"))
 #: ``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch
 #: import, through the field's help); default None: the task's own metric.
 MetricOpt = typer.Option(None, "--metric", help=field_help(StudyConfig, "metric"))
 
 
-def source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
+def source_options(allow_pickle: bool, step_pattern: str | None, model_config: str | None = None) -> dict:
     """The options every loading command hands to the sources it opens (``--allow-pickle``,
-    ``--step-pattern``), the pattern checked first (one line, before anything loads)."""
+    ``--step-pattern``, ``--config``), the pattern and the config checked first (one line each,
+    before anything loads)."""
+    if model_config is not None:
+        from interp.sources.checkpoint_files import read_config_file
+
+        try:
+            read_config_file(model_config)
+        except ValueError as err:
+            raise ValueError(f"--config: {err}") from None
     if step_pattern is not None:
         from interp.sources.layouts import check_step_pattern
 
@@ -60,7 +69,7 @@ def source_options(allow_pickle: bool, step_pattern: str | None) -> dict:
             check_step_pattern(step_pattern)
         except ValueError as err:
             raise ValueError(f"--step-pattern: {err}") from None
-    return {"allow_pickle": allow_pickle, "step_pattern": step_pattern}
+    return {"allow_pickle": allow_pickle, "step_pattern": step_pattern, "config": model_config}
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------

@@ -26,12 +26,15 @@ from typing import Any
 __all__ = ["field_help", "field_options", "setting", "with_field_options"]
 
 
-def setting(default: Any, help: str, parse: Callable[[str], Any] | None = None) -> Any:
+def setting(default: Any, help: str, parse: Callable[[str], Any] | None = None, flag: str | None = None) -> Any:
     """A dataclass field with its ``help`` (and, when its type needs one, the command line's
-    ``parse``) in its metadata: ``threshold: float = setting(0.5, "Greedy-accuracy threshold.")``."""
+    ``parse``; when the field's name would make a poor flag, its ``flag``) in its metadata:
+    ``threshold: float = setting(0.5, "Greedy-accuracy threshold.")``."""
     metadata: dict[str, Any] = {"help": help}
     if parse is not None:
         metadata["parse"] = parse
+    if flag is not None:
+        metadata["flag"] = flag
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -78,7 +81,7 @@ def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) 
         if f.name in exclude:
             continue
         default = getattr(defaults, f.name) if defaults is not None else f.default
-        flag = "--" + f.name.replace("_", "-")
+        flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
         annotation = hints[f.name]
         parse = f.metadata.get("parse")
         if annotation is bool:

@@ -126,6 +126,13 @@ class StudyConfig:
         "global_step{N}, iter_{N:07d}, step-{N}, step_{N}, ckpt-{N}.",
     )
 
+    model_config: str | None = setting(
+        None,
+        "A local run's model config.json (or the folder holding one) for steps that hold none: single-file "
+        "checkpoints, safetensors-only folders; default: the run folder's config.json, else what a file records.",
+        flag="--config",
+    )
+
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
             raise ValueError(f"threshold={self.threshold!r} must be a number in (0, 1] (a greedy-accuracy fraction)")
@@ -154,6 +161,8 @@ class StudyConfig:
             for k in self.ks:
                 _positive_int("ks item", k)
         _positive_int("n_boot", self.n_boot, minimum=0)
+        if self.model_config is not None and not isinstance(self.model_config, str):
+            raise ValueError(f"model_config={self.model_config!r}: must be the path of a config.json (text)")
         if self.step_pattern is not None and (not isinstance(self.step_pattern, str) or "{N" not in self.step_pattern):
             # the whole pattern is checked where sources open (interp.sources.layouts.check_step_pattern)
             raise ValueError(

@@ -10,7 +10,16 @@ without importing the analyses above it.
 
 from __future__ import annotations
 
-__all__ = ["COMPONENT_COLUMNS", "DEFAULT_HOLD", "DEFAULT_THRESHOLD", "RULE", "rule_text"]
+__all__ = [
+    "COMPONENT_COLUMNS",
+    "DEFAULT_HOLD",
+    "DEFAULT_THRESHOLD",
+    "IND_THRESHOLD",
+    "PREV_THRESHOLD",
+    "RULE",
+    "induction_blocker",
+    "rule_text",
+]
 
 #: Greedy-accuracy threshold of the point of emergence (a fraction in (0, 1]; the rule's default).
 DEFAULT_THRESHOLD = 0.5
@@ -22,6 +31,34 @@ PREV_THRESHOLD = 0.3
 #: Prefix-matching score (fraction of attention on the token after an earlier copy) at which a head
 #: counts as an induction head (Olsson et al. 2022's score; formation order, head classes).
 IND_THRESHOLD = 0.2
+
+
+def induction_blocker(layer: int, previous_token_layers) -> str | None:
+    """Why a head at ``layer`` with a high prefix-matching score cannot be called an induction head,
+    or None when it can be.
+
+    An induction head attends to the token after an earlier copy of the current token by
+    K-composition with a previous-token head in an earlier layer (Olsson et al. 2022, "In-context
+    Learning and Induction Heads"; Elhage et al. 2021): a layer-0 head has nothing before it to
+    compose with, and a head with no previous-token head in any earlier layer has none either.
+    Every labeller (the findings' head line, the population's head classes) asks this one function.
+
+    Args:
+        layer: the head's layer (0-based).
+        previous_token_layers: the layers of the heads that are previous-token heads at the same
+            checkpoint (by the caller's previous-token threshold).
+
+    Returns:
+        ``"layer 0: no earlier layer to compose with"``, ``"no previous-token head in layers 0-2"``,
+        or None.
+    """
+    if layer < 1:
+        return "layer 0: no earlier layer to compose with"
+    if not any(int(other) < layer for other in previous_token_layers):
+        before = "layer 0" if layer == 1 else f"layers 0-{layer - 1}"
+        return f"no previous-token head in {before}"
+    return None
+
 
 #: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
 RULE = (

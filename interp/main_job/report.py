@@ -69,6 +69,7 @@ HEADS_COLUMNS = [
     *KEY_COLUMNS,
     "layer",
     "head",
+    "kv_head",
     "delta",
     "rank",
     "delta_attribution",
@@ -228,6 +229,16 @@ def labelled(
     return df[list(columns)]
 
 
+def _with_head_columns(heads: pd.DataFrame) -> pd.DataFrame:
+    """A ranking stored before a column existed, with it: ``jump_too_small`` unknown (NA), ``kv_head``
+    the head itself (rankings of grouped-query models carried ``kv_head`` from the start)."""
+    if "jump_too_small" not in heads:
+        heads = heads.assign(jump_too_small=pd.NA)
+    if "kv_head" not in heads:
+        heads = heads.assign(kv_head=heads["head"])
+    return heads
+
+
 def _run_labelled(df: pd.DataFrame, run: RunAnalysis, columns: Sequence[str]) -> pd.DataFrame:
     return labelled(df, run.model, run.seed, columns, task=run.task, prepend_bos=run.prepend_bos)
 
@@ -291,11 +302,7 @@ class MainJobReport:
         """Head ranking per emerged (run, task): model, seed, task, prepend_bos, layer, head, delta (metric
         units), rank, ..., metric, unit."""
         frames = [
-            _run_labelled(
-                r.heads if "jump_too_small" in r.heads else r.heads.assign(jump_too_small=pd.NA), r, HEADS_COLUMNS
-            )
-            for r in self.runs
-            if r.heads is not None
+            _run_labelled(_with_head_columns(r.heads), r, HEADS_COLUMNS) for r in self.runs if r.heads is not None
         ]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=HEADS_COLUMNS)
 

@@ -193,7 +193,11 @@ def analyse_unit(unit: dict[str, Any]) -> tuple[dict[str, Any], None]:
 
     config = unit["config"]
     (source,) = open_sources(
-        [unit["source"]], progress=False, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern
+        [unit["source"]],
+        progress=False,
+        allow_pickle=config.allow_pickle,
+        step_pattern=config.step_pattern,
+        config=config.model_config,
     )
     try:
         return _outcome(source, analyse_run(source, unit["task"], unit["config"])), None
@@ -252,7 +256,11 @@ def _local_records(
     pending = [n for n in names if n not in objects]
     stream: Any = (
         ReadySources(
-            pending, progress=progress, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern
+            pending,
+            progress=progress,
+            allow_pickle=config.allow_pickle,
+            step_pattern=config.step_pattern,
+            config=config.model_config,
         ).with_positions()
         if pending
         else iter(())

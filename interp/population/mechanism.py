@@ -66,7 +66,9 @@ def classify_heads(scores: pd.DataFrame, copying_threshold: float = COPYING_THRE
     :data:`interp.core.terms.IND_THRESHOLD` (0.2), a previous-token head when its
     previous-token score reaches :data:`~interp.core.terms.PREV_THRESHOLD` (0.3); when
     both do, the one it exceeds by the larger factor; else a copying head when its OV copying score
-    reaches ``copying_threshold``; else ``other``.
+    reaches ``copying_threshold``; else ``other``. A head is called induction only where it can
+    compose (:func:`interp.core.terms.induction_blocker`: layer >= 1 with a previous-token head in
+    an earlier layer of the same checkpoint); otherwise its prefix-matching score names nothing.
 
     Args:
         scores: one row per head: ``layer``, ``head``, ``previous_token``, ``prefix_matching``
@@ -83,7 +85,7 @@ def classify_heads(scores: pd.DataFrame, copying_threshold: float = COPYING_THRE
     Source: the scores of Olsson et al. 2022 ("In-context Learning and Induction Heads") and
     Elhage et al. 2021 ("A Mathematical Framework for Transformer Circuits").
     """
-    from interp.core.terms import IND_THRESHOLD, PREV_THRESHOLD
+    from interp.core.terms import IND_THRESHOLD, PREV_THRESHOLD, induction_blocker
 
     missing = [c for c in ("layer", "head", "previous_token", "prefix_matching", "copying") if c not in scores]
     if missing:
@@ -94,7 +96,10 @@ def classify_heads(scores: pd.DataFrame, copying_threshold: float = COPYING_THRE
     out["mechanism"] = "other"
     out.loc[scores["copying"] >= copying_threshold, "mechanism"] = "copying"
     out.loc[(prev >= 1) & (prev > ind), "mechanism"] = "previous-token"
-    out.loc[(ind >= 1) & (ind >= prev), "mechanism"] = "induction"
+    previous = scores.loc[prev >= 1, "layer"].tolist()  # heads attending to the previous token
+    composes = scores["layer"].map(lambda layer: induction_blocker(int(layer), previous) is None)
+    out.loc[(ind >= 1) & (ind >= prev) & composes, "mechanism"] = "induction"
+    out.loc[(ind >= 1) & (ind >= prev) & ~composes & (prev >= 1), "mechanism"] = "previous-token"
     return out
 
 

@@ -23,7 +23,7 @@ import pandas as pd
 from interp.core.objects import check_argument, results_equal
 from interp.core.settings import StudyConfig
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
-from interp.emergence import check_hold, held_crossing
+from interp.emergence import check_hold, held_crossing, no_room_to_hold
 from interp.population import survival
 
 
@@ -54,7 +54,9 @@ _INT_COLUMNS = ["seed", "n_layers", "d_model", "n_heads", "d_head", "step", "bud
 _SHAPE = ["arm", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget"]
 
 #: Columns of the run table (:func:`runs_from_curves`), in order.
-RUN_COLUMNS = [*RUN_KEYS, *SEED_COLUMNS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration"]
+RUN_COLUMNS = [
+    *RUN_KEYS, *SEED_COLUMNS, "E", "emerged", "censored_at", "budget", "pre_step", "post_step", "duration", "note",
+]  # fmt: skip
 
 #: The reference arm of each shipped population spec (the arm its pairwise tests compare with):
 #: the d_model-64 4-head arm, the middle of the head-count axis (docs/results.md, section 4).
@@ -195,7 +197,10 @@ def runs_from_curves(
         the rule finds none) from :func:`held_post` on the run's whole curve (a crossing with
         no room left to hold is none: the run is censored); ``emerged`` when a post exists at or before the budget; ``E`` = post (steps, NaN
         if censored); ``censored_at`` = the budget for a censored run (NaN otherwise);
-        ``duration`` = ``E`` or the budget (what the survival statistics read).
+        ``duration`` = ``E`` or the budget (what the survival statistics read); ``note`` = why a run
+        with a crossing is censored when it has no room to hold
+        (:func:`interp.emergence.no_room_to_hold`, the sentence the study's search warns with),
+        else empty.
 
     Raises:
         ValueError: a threshold outside (0, 1], ``hold`` not an integer >= 0, a run with fewer
@@ -211,7 +216,13 @@ def runs_from_curves(
     for run, curve in curves.groupby("run", sort=False):
         if len(curve) < 2:
             raise ValueError(f"run {run!r} has {len(curve)} checkpoint(s); the point of emergence needs at least 2")
-        pre, post = held_post(curve["step"].tolist(), curve["accuracy"].tolist(), threshold, hold)
+        steps, accuracy = curve["step"].tolist(), curve["accuracy"].tolist()
+        pre, post = held_post(steps, accuracy, threshold, hold)
+        note = (
+            ""
+            if post is not None
+            else (no_room_to_hold(steps, held_crossing(steps, accuracy, threshold, hold)[1], hold) or "")
+        )
         first = curve.iloc[0]
         budget = int(first["budget"])
         emerged = post is not None and post <= budget
@@ -227,6 +238,7 @@ def runs_from_curves(
                 "pre_step": pre,
                 "post_step": post,
                 "duration": duration,
+                "note": note,
             }
         )
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS).astype({"pre_step": "Int64", "post_step": "Int64", "emerged": bool})

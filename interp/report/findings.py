@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from interp.core.templating import render
-from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD, rule_text
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD, induction_blocker, rule_text
 from interp.sources.catalogue import run_label
 
 __all__ = [
@@ -243,18 +243,30 @@ def head_mechanism(scores: pd.DataFrame, layer: int, head: int, step) -> str:
     its first), from one run's ``head_scores`` rows (step, layer, head, score, value):
     ``"induction, prefix-matching 0.83"``, ``"previous-token, previous-token 0.91"``,
     ``"neither previous-token nor induction (prefix-matching 0.05, previous-token 0.12)"`` by
-    :data:`MECHANISM_SCORE`; ``"not scored"`` without rows for the head."""
+    :data:`MECHANISM_SCORE`; ``"not scored"`` without rows for the head. A head is called induction
+    only where it can compose (:func:`interp.core.terms.induction_blocker`: layer >= 1 with a
+    previous-token head in an earlier layer at that step), else its prefix-matching score is
+    shown with why it is not induction (``"prefix-matching 0.24, not induction: layer 0: no
+    earlier layer to compose with"``)."""
     mine = scores[(scores["layer"] == layer) & (scores["head"] == head) & scores["score"].isin(list(MECHANISMS))]
     if not len(mine):
         return "not scored"
     steps = sorted(int(s) for s in mine["step"].unique())
     at = max((s for s in steps if step is None or pd.isna(step) or s <= int(step)), default=steps[0])
     values = {r.score: float(r.value) for r in mine[mine["step"] == at].itertuples()}
-    best = max(values, key=values.get)
-    label = best.replace("_", "-")
-    if values[best] >= MECHANISM_SCORE:
-        return f"{MECHANISMS[best]}, {label} {_score_text(values[best])}"
-    both = ", ".join(f"{name.replace('_', '-')} {_score_text(v)}" for name, v in sorted(values.items()))
+    texts = {name: f"{name.replace('_', '-')} {_score_text(v)}" for name, v in values.items()}
+    qualified = {name: v for name, v in values.items() if v >= MECHANISM_SCORE}
+    if "prefix_matching" in qualified:  # induction only where it can compose (interp.core.terms)
+        at_step = scores[(scores["step"] == at) & (scores["score"] == "previous_token")]
+        previous = [int(r.layer) for r in at_step.itertuples() if float(r.value) >= MECHANISM_SCORE]
+        blocker = induction_blocker(layer, previous)
+        if blocker is not None:
+            del qualified["prefix_matching"]
+            texts["prefix_matching"] += f", not induction: {blocker}"
+    if qualified:
+        best = max(qualified, key=lambda name: qualified[name])
+        return f"{MECHANISMS[best]}, {texts[best]}"
+    both = ", ".join(texts[name] for name in sorted(texts))
     return f"neither previous-token nor induction ({both})"
 
 

@@ -409,8 +409,9 @@ class CheckpointSource(WeightFileChecks, ABC):
             files = self._require_weights(folder, step)
         self.refuse_remote_code(step)
         self._refuse_corrupt(step, files)
-        self._require_attention(folder, step)
-        config_text = (folder / "config.json").read_text()
+        config_file = self._model_config_file(step, folder)
+        self._require_attention(config_file, step)
+        config_text = config_file.read_text()
         digest = self._digests.get(step) or weights_digest(files)
         self._digests[step] = digest
         tokenizer_dir = self._tokenizer_dir(step, folder)
@@ -436,7 +437,7 @@ class CheckpointSource(WeightFileChecks, ABC):
                 return LoadedCheckpoint(model=self._bridge, step=step, digest=digest, revision=revision, commit=commit)
             del tensors
 
-        config = AutoConfig.from_pretrained(folder, trust_remote_code=self.trust_remote_code)
+        config = AutoConfig.from_pretrained(config_file, trust_remote_code=self.trust_remote_code)
         # A fresh tokenizer per boot: the bridge edits the one it gets (adds eos/pad tokens).
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
 
@@ -505,12 +506,16 @@ class CheckpointSource(WeightFileChecks, ABC):
             )
         raise ValueError(f"{self.model_id} step {step} has no weight files in {folder}")
 
-    def _require_attention(self, folder: Path, step: int) -> None:
+    def _model_config_file(self, step: int, folder: Path) -> Path:
+        """The ``config.json`` that describes ``step``'s model: the checkpoint folder's own (a local
+        run's config given once serves folders without one: :class:`LocalSuiteSource`)."""
+        return folder / "config.json"
+
+    def _require_attention(self, config_file: Path, step: int) -> None:
         # Read from config.json itself: transformers' config class divides by the head count and
         # would fail with a ZeroDivisionError. Models without these keys are checked after booting.
-        config_file = folder / "config.json"
         if not config_file.is_file():
-            raise ValueError(f"{self.model_id} step {step} has no config.json in {folder}")
+            raise ValueError(f"{self.model_id} step {step} has no config.json in {config_file.parent}")
         raw = json.loads(config_file.read_text())
         for key in ("num_attention_heads", "n_head"):
             if key in raw and (not isinstance(raw[key], int) or raw[key] <= 0):

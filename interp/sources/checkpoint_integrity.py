@@ -413,7 +413,8 @@ class WeightFileChecks:
             reason = file_problem(path)
             if reason is not None:
                 return f"{path.name}: {reason}"
-        if (names := tensor_problem(files, self.trust_remote_code)) is not None:
+        config = self._model_config_file(step, folder)
+        if (names := tensor_problem(files, self.trust_remote_code, config)) is not None:
             return f"{_files_text(files)}: {names}"
         if self._non_finite_known(step):
             return self._non_finite_text(step)
@@ -518,7 +519,8 @@ class WeightFileChecks:
                     f"{self.model_id} step {step}: {path.name} is corrupt ({reason}); "
                     "the step is left out: download or re-train it again"
                 )
-        names = tensor_problem(files, self.trust_remote_code)
+        config = self._model_config_file(step, files[0].parent) if files else None
+        names = tensor_problem(files, self.trust_remote_code, config)
         if names is not None:
             self._problems[step] = f"{_files_text(files)}: {names}"
             raise CorruptCheckpointError(

@@ -48,7 +48,13 @@ def check_source_name(name: str) -> int:
     if is_embedded_name(name):
         return len(resolve_embedded(name))
     if _looks_like_path(name):
-        if not Path(name).expanduser().is_dir():
+        path = Path(name).expanduser()
+        if path.is_file():
+            raise ValueError(
+                f"local suite {name!r} is a file; give the folder that holds the run's checkpoints "
+                f"({str(path.parent)!r}: one checkpoint folder or file per step)"
+            )
+        if not path.is_dir():
             raise ValueError(f"local suite folder {name!r} does not exist")
         return 1
     if is_hub_id(name.partition(":")[0]):  # ID:SERIES picks a series of step-named branches
@@ -86,6 +92,7 @@ def open_sources(
     include_zoom: bool = False,
     allow_pickle: bool = False,
     step_pattern: str | None = None,
+    config: str | Path | None = None,
 ) -> list[CheckpointSource]:
     """Open every source named (a suite name expands to its runs), in the order given.
 
@@ -103,6 +110,8 @@ def open_sources(
         step_pattern: how local runs name their checkpoint folders (``"epoch{E}-step{N}"``,
             ``--step-pattern``; :mod:`interp.sources.layouts`); None: recognised. Hub and
             embedded names ignore it.
+        config: a local run's model ``config.json`` (or its folder) for the steps that hold none
+            (``--config``; :class:`interp.sources.local.LocalSuiteSource`). Hub and embedded names ignore it.
 
     Raises:
         ValueError: see :func:`check_source_name`; a hub repo that cannot be listed (offline
@@ -110,7 +119,12 @@ def open_sources(
             checkpoint folders follow no convention, or two (:func:`interp.sources.layouts.find_step_folders`).
     """
     ready = ReadySources(
-        names, progress=progress, include_zoom=include_zoom, allow_pickle=allow_pickle, step_pattern=step_pattern
+        names,
+        progress=progress,
+        include_zoom=include_zoom,
+        allow_pickle=allow_pickle,
+        step_pattern=step_pattern,
+        config=config,
     )
     by_position = dict(ready.with_positions())
     return [by_position[i] for i in range(len(ready))]
@@ -138,13 +152,19 @@ class ReadySources:
         include_zoom: bool = False,
         allow_pickle: bool = False,
         step_pattern: str | None = None,
+        config: str | Path | None = None,
     ) -> None:
         for name in names:
             check_source_name(name)
         self.progress = progress
         self.include_zoom = include_zoom
         self.allow_pickle = allow_pickle
-        options = {"include_zoom": include_zoom, "allow_pickle": allow_pickle, "step_pattern": step_pattern}
+        options = {
+            "include_zoom": include_zoom,
+            "allow_pickle": allow_pickle,
+            "step_pattern": step_pattern,
+            "config": config,
+        }
         self._opened = {
             name: open_source(Path(name).expanduser() if name.startswith("~") else name, **options)
             for name in dict.fromkeys(names)
@@ -154,12 +174,17 @@ class ReadySources:
             source.tokenizer()  # a hub listing is lazy: a repo with no step branches fails here, before any training
         # (position, opened name) or (position, suite config, run name), in the order of ``names``
         self._slots: list[tuple] = []
+        #: (suite config, run) -> the name the run is opened under: the suite as the user named it
+        #: (``embedded-quick/<run>`` stays that, never the full suite's ``embedded/<run>``)
+        self._labels: dict[tuple[int, str], str] = {}
         for name in names:
             if name in self._opened:
                 self._slots.append((len(self._slots), name))
             else:
                 for cfg, run in resolve_embedded(name):
                     self._slots.append((len(self._slots), cfg, run))
+                    suite = name[: -len(run) - 1] if name.endswith(f"/{run}") else name
+                    self._labels.setdefault((id(cfg), run), f"{suite}/{run}")
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -186,7 +211,12 @@ class ReadySources:
                 for position in wanted.get(run, []):
                     yield (
                         position,
-                        LocalSuiteSource(folder, include_zoom=self.include_zoom, allow_pickle=self.allow_pickle),
+                        LocalSuiteSource(
+                            folder,
+                            model_id=self._labels.get((id(cfg), run)),
+                            include_zoom=self.include_zoom,
+                            allow_pickle=self.allow_pickle,
+                        ),
                     )
 
 
@@ -200,8 +230,9 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
     Args:
         spec: a hub id (``org/name[:SERIES]``) or a local suite folder.
         **kwargs: passed to the source's constructor; for a local suite only ``model_id``,
-            ``allow_pickle``, ``include_zoom`` and ``step_pattern`` (how its checkpoint folders are
-            named, e.g. ``"epoch{E}-step{N}"``; default: recognised) apply (hub-only options such
+            ``allow_pickle``, ``include_zoom``, ``step_pattern`` (how its checkpoint folders are
+            named, e.g. ``"epoch{E}-step{N}"``; default: recognised) and ``config`` (the model's
+            config.json for steps that hold none) apply (hub-only options such
             as ``cache_dir`` are ignored there; ``include_zoom`` and ``step_pattern`` are ignored
             by hub sources).
 
@@ -218,16 +249,21 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
         check_one_run(spec, "open_source")  # before any training
         return open_sources([spec], allow_pickle=bool(kwargs.get("allow_pickle", False)))[0]
     path = Path(spec).expanduser()
-    if path.is_dir():
+    if path.is_dir() or path.is_file():  # a file: refused by the source in one line naming its folder
         return LocalSuiteSource(
             path,
-            **{k: v for k, v in kwargs.items() if k in ("model_id", "allow_pickle", "include_zoom", "step_pattern")},
+            **{
+                k: v
+                for k, v in kwargs.items()
+                if k in ("model_id", "allow_pickle", "include_zoom", "step_pattern", "config")
+            },
         )
     text = str(spec)
     model_id, colon, series = text.partition(":")
     if is_hub_id(model_id):
         kwargs.pop("include_zoom", None)  # hub checkpoints have no zoom overlay
         kwargs.pop("step_pattern", None)  # nor folders: their branch names are parsed (interp.sources.families)
+        kwargs.pop("config", None)  # each branch holds its config.json
         if colon:
             kwargs = {**kwargs, "series": series}
         return HubSource(model_id, **kwargs)

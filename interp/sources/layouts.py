@@ -13,6 +13,10 @@ recognised without being told (:data:`LAYOUTS`), each written as a *step pattern
 ``ckpt-{N}``
 ==================  ==========================================================================
 
+Every name the hub parser reads (:mod:`interp.sources.families`: OLMo's ``step{N}-tokens{M}B``,
+OLMo-2's ``stage{k}-step{N}-tokens{M}B``, with one series followed as on the hub) is read from
+local folder names too, the tokens recorded (:func:`folder_tokens`).
+
 Any other naming is given as a pattern (``--step-pattern 'epoch{E}-step{N}'`` on the command
 line, ``step_pattern=`` in Python): ``{N}`` is the training step (required, once), ``{N:07d}``
 a step written with exactly 7 digits, any other ``{LETTERS}`` placeholder an integer that is read
@@ -40,12 +44,15 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "HUB_NAMES",
     "LAYOUTS",
     "SHAPE_KEYS",
+    "NoCheckpointFolders",
     "StepPattern",
     "check_step_pattern",
     "find_step_folders",
     "folder_problems",
+    "folder_tokens",
     "trainer_loss",
 ]
 
@@ -62,6 +69,22 @@ LAYOUTS: tuple[str, ...] = (
 
 #: Folders of a run that are never checkpoints (the zoom overlay, a saved tokenizer, logs).
 NOT_CHECKPOINTS = {"zoom", "tokenizer", "runs", "logs", "wandb", "__pycache__"}
+
+#: The convention of folders named as hub branches are (:mod:`interp.sources.families`), read
+#: where no convention of :data:`LAYOUTS` reads them.
+HUB_NAMES = "step{N}-tokens{M} (hub branch names)"
+
+
+class NoCheckpointFolders(ValueError):
+    """A run folder none of whose folders follows a checkpoint convention (the message names what
+    was found and the patterns tried); :class:`interp.sources.local.LocalSuiteSource` then reads its
+    single-file checkpoints, and only when it holds none is the folder refused (the message then
+    also says which files would be read).
+
+    Fix: give the folder that holds the checkpoint folders or files (Lightning: its
+    ``checkpoints/`` folder), or their naming with ``--step-pattern`` (``step_pattern=``).
+    """
+
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z]+)(?::0(\d+)d)?\}")
 
@@ -150,7 +173,20 @@ def find_step_folders(root: Path, step_pattern: str | None = None) -> tuple[dict
             step = pattern.step(folder.name)
             if step is not None:
                 matched.setdefault(pattern.text, {}).setdefault(step, []).append(folder)
-    tried = ", ".join(p.text for p in patterns)
+    if step_pattern is None:  # names the hub parser reads and no layout does: OLMo's step{N}-tokens{M}B
+        from interp.sources.families import RevisionParser, build_schedule
+
+        parser = RevisionParser()
+        hub = [c for c in candidates if parser.parse(c.name) and not any(p.step(c.name) is not None for p in patterns)]
+        if hub:
+            by_name = {c.name: c for c in hub}
+            schedule = build_schedule(by_name)
+            matched[HUB_NAMES] = {step: [by_name[r.name]] for step, r in schedule.revisions.items()}
+            for rev in schedule.alternates:
+                matched[HUB_NAMES][rev.step].append(by_name[rev.name])
+    tried = ", ".join(p.text for p in patterns) + (
+        ", hub branch names (step{N}-tokens{M}B)" if step_pattern is None else ""
+    )
     how = (
         "give the folders' pattern with --step-pattern (step_pattern= in Python), e.g. 'epoch{E}-step{N}'"
         if step_pattern is None
@@ -164,7 +200,7 @@ def find_step_folders(root: Path, step_pattern: str | None = None) -> tuple[dict
             if any(c.is_dir() and pattern.step(c.name) is not None for c in folder.iterdir())
         ]
         hint = f"; did you mean {inner[0]}?" if inner else ""
-        raise ValueError(
+        raise NoCheckpointFolders(
             f"local suite {str(root)!r} has no checkpoint folders: found {_shown([p.name for p in candidates])}; "
             f"tried {tried}; {how}{hint}"
         )
@@ -229,15 +265,27 @@ def _config_shape(config_file: Path) -> tuple[dict | None, str | None]:
     return {k: raw[k] for k in SHAPE_KEYS if k in raw}, None
 
 
-def folder_problems(folders: dict[int, Path]) -> dict[int, str]:
+def folder_tokens(folders: dict[int, Path]) -> dict[int, int]:
+    """Tokens seen at each step whose folder name carries them (``step100-tokens205K``: 205000),
+    read by the hub's revision parser (:class:`interp.sources.families.RevisionParser`)."""
+    from interp.sources.families import RevisionParser
+
+    parser = RevisionParser()
+    found = {step: parser.parse(folder.name) for step, folder in folders.items()}
+    return {step: rev.tokens for step, rev in found.items() if rev is not None and rev.tokens is not None}
+
+
+def folder_problems(folders: dict[int, Path], run_config: Path | None = None) -> dict[int, str]:
     """What is wrong with each damaged checkpoint folder of one run, before anything loads.
 
-    A folder without a readable ``config.json`` is damaged; so is one whose ``config.json``
-    disagrees with the run's shape (:data:`SHAPE_KEYS`): the shape most steps share, the final
-    step's on a tie.
+    A folder without a readable ``config.json`` is damaged (unless the run's config, given once,
+    serves it); so is one whose ``config.json`` disagrees with the run's shape (:data:`SHAPE_KEYS`):
+    the shape most steps share, the final step's on a tie.
 
     Args:
         folders: ``{step: folder}`` of one run.
+        run_config: the run's ``config.json`` given once (the run folder's, or ``--config``): read
+            for the folders that hold none; None: every folder must hold its own.
 
     Returns:
         ``{step: "config.json: what is wrong"}`` for the damaged steps only.
@@ -245,7 +293,8 @@ def folder_problems(folders: dict[int, Path]) -> dict[int, str]:
     shapes: dict[int, dict] = {}
     problems: dict[int, str] = {}
     for step, folder in folders.items():
-        shape, problem = _config_shape(folder / "config.json")
+        own = folder / "config.json"
+        shape, problem = _config_shape(own if own.is_file() or run_config is None else run_config)
         if problem is not None:
             problems[step] = problem
         else:

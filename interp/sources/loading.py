@@ -49,7 +49,7 @@ _TOKENIZER_PATTERNS = [
 _VALID_HUB_IDS = PYTHIA_IDS_TEXT
 _VALID_SPECS = (
     f"{_VALID_HUB_IDS}, another org/name hub repo whose branches name training steps "
-    f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders)"
+    f"(emergence list-models), or an existing local suite folder (ROOT/step{{N}}/ checkpoint folders, or one checkpoint file per step)"
 )
 
 
@@ -337,16 +337,48 @@ def refuse_unsafe_pickle(source, step: int, files: Sequence[Path]):
         raise CorruptCheckpointError(f"{source.model_id} step {step}: {reason}; the step is left out") from None
 
 
-#: Architectures whose runs a test takes through the main job's steps (docs/guide.md, "Your own
-#: training run", says which test holds which): the embedded suites' GPT-NeoX (tests/test_main_job.py),
-#: a Trainer-trained GPT-2 (tests/test_own_run.py), a Llama with grouped-query attention
-#: (tests/test_gqa_run.py), OLMo-2 (patching and ranking: tests/test_patching_families.py).
-TESTED_ARCHITECTURES = (
-    "GPT-NeoX (Pythia, the embedded suites)",
-    "GPT-2",
-    "Llama (grouped-query attention too)",
-    "OLMo-2",
-)
+#: Architectures whose runs a test takes through the main job's steps: name -> (what the guide
+#: calls it, the tests that hold it as ``file::test``). docs/guide.md's architecture table is
+#: :func:`architecture_table` (tests/test_gqa_run.py checks the page against it, and that every
+#: test named exists).
+ARCHITECTURE_TESTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "GPT-NeoX (Pythia, the embedded suites)": (
+        "GPT-NeoX (Pythia; the embedded suites)",
+        ("tests/test_main_job.py::test_main_job_tables_and_report", "tests/test_patching.py"),
+    ),
+    "GPT-2": (
+        "GPT-2 (a `Trainer` run; nanoGPT `.pt` files)",
+        (
+            "tests/test_own_run.py::test_own_training_run_script_finds_a_real_point_of_emergence",
+            "tests/test_checkpoint_files.py::test_nanogpt_checkpoints_give_nanogpts_logits",
+            "tests/test_patching_families.py",
+        ),
+    ),
+    "Llama (grouped-query attention too)": (
+        "Llama-style: RMSNorm, rotary, SwiGLU, grouped-query attention",
+        (
+            "tests/test_gqa_run.py::test_emergence_run_with_head_scores_on_a_grouped_query_suite",
+            "tests/test_patching_families.py",
+        ),
+    ),
+    "Qwen2 (grouped-query attention)": (
+        "Qwen2 (grouped-query attention, biased q/k/v)",
+        ("tests/test_gqa_run.py::test_emergence_run_with_head_scores_on_a_grouped_query_suite",),
+    ),
+    "OLMo-2": (
+        "OLMo-2 (norms after attention and MLP, QK-norm)",
+        ("tests/test_patching_families.py::test_joint_and_weight_targets_fast_equal_reference",),
+    ),
+}
+TESTED_ARCHITECTURES = tuple(ARCHITECTURE_TESTS)
+
+
+def architecture_table() -> str:
+    """docs/guide.md's table of the architectures the tests take through the main job (markdown)."""
+    rows = ["| architecture | held by |", "| --- | --- |"]
+    for label, tests in ARCHITECTURE_TESTS.values():
+        rows.append(f"| {label} | {', '.join(f'`{t}`' for t in tests)} |")
+    return "\n".join(rows) + "\n"
 
 
 @contextmanager

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp.sources.base import CheckpointSource
-from interp.sources.layouts import OTHER_SHAPE, find_step_folders, folder_problems
+from interp.sources.layouts import (
+    OTHER_SHAPE,
+    NoCheckpointFolders,
+    find_step_folders,
+    folder_problems,
+    folder_tokens,
+)
 from interp.sources.loading import (
     _SHA256_HEX,
     _STEP_NAME,
@@ -28,8 +34,14 @@ class LocalSuiteSource(CheckpointSource):
 
     The checkpoint folders may be named ``step{N}/`` (this toolkit's suites), ``checkpoint-{N}/``
     (transformers ``Trainer``), ``global_step{N}/``, ``iter_{N:07d}/``, ``step-{N}/``,
-    ``step_{N}/``, ``ckpt-{N}/``, or anything ``step_pattern`` describes. A damaged folder (no
-    ``config.json``, one that is not JSON, or one whose model shape differs from the run's) stays
+    ``step_{N}/``, ``ckpt-{N}/``, hub branch names (``step{N}-tokens{M}B/``, tokens recorded), or
+    anything ``step_pattern`` describes. A run folder with no checkpoint folders may hold one
+    single-file checkpoint per step instead (Lightning ``.ckpt``, nanoGPT ``.pt``, a plain state
+    dict in ``.pt``/``.bin``/``.safetensors``: :mod:`interp.sources.checkpoint_files`), each
+    converted once into a Hugging Face folder in the cache. The model's config is given once
+    where the checkpoints lack it: ``config`` (``--config``), else the run folder's ``config.json``
+    (a step folder's own ``config.json`` wins), else what a file records. A damaged folder (no
+    ``config.json`` and none given for the run, one that is not JSON, or one whose model shape differs from the run's) stays
     listed and is marked ``corrupt`` (:meth:`corrupt_reason`, ``checkpoints.csv``), left out of
     every search; loading it raises :class:`CorruptCheckpointError`, except a step of another
     shape, which loads with a one-line ``RuntimeWarning`` (it is a whole model, asked for by
@@ -42,12 +54,17 @@ class LocalSuiteSource(CheckpointSource):
             run code: only for a run you trust; ``--allow-pickle`` on the command line).
         include_zoom: also offer the steps that ``emergence zoom`` re-trained into the overlay
             ``ROOT/zoom/step{N}/`` (off by default: the base schedule is what analyses read).
-        step_pattern: how the checkpoint folders are named (``"epoch{E}-step{N}"``;
-            :func:`interp.sources.layouts.check_step_pattern`); None: recognised.
+        step_pattern: how the checkpoint folders (or files, without their suffix) are named
+            (``"epoch{E}-step{N}"``; :func:`interp.sources.layouts.check_step_pattern`); None: recognised.
+        config: the model's ``config.json`` (or a folder holding one) for every step that holds
+            none (``--config``); None: the run folder's ``config.json``, if any.
 
     Raises:
-        ValueError: ``root`` is not a folder; its folders follow none of the conventions, or two
-            (one line naming what was found and the patterns tried); ``suite.json`` lists a step
+        ValueError: ``root`` is not a folder (a checkpoint file: its folder is named); its folders
+            follow none of the conventions, or two, and it holds no checkpoint files (one line
+            naming what was found and what would be read); ``config`` is not a config.json;
+            single-file checkpoints that need full unpickling without ``allow_pickle``, whose
+            step is not known, or with no config given or recorded; ``suite.json`` lists a step
             whose folder is missing; no folder holds weight files.
     """
 
@@ -58,17 +75,39 @@ class LocalSuiteSource(CheckpointSource):
         allow_pickle: bool = False,
         include_zoom: bool = False,
         step_pattern: str | None = None,
+        config: str | Path | None = None,
     ):
         super().__init__()
         self.root = Path(root).expanduser()
+        if self.root.is_file():
+            raise ValueError(
+                f"local suite {str(self.root)!r} is a file; give the folder that holds the run's checkpoints "
+                f"({str(self.root.parent)!r}: one checkpoint folder or file per step)"
+            )
         if not self.root.is_dir():
             raise ValueError(
                 f"local suite {str(self.root)!r} is not a folder; expected a folder of checkpoint folders "
-                "(step{N}/, checkpoint-{N}/, ...)"
+                "(step{N}/, checkpoint-{N}/, ...) or of checkpoint files (.ckpt, .pt, .bin, .safetensors)"
             )
+        from interp.sources.checkpoint_files import read_config_file
+
+        #: the run's config.json given once (``config``, else ROOT/config.json): serves steps without one
+        self.run_config: Path | None = None
+        if config is not None:
+            given = Path(config).expanduser()
+            read_config_file(given)  # checked: one line when it is not a transformers config
+            self.run_config = given / "config.json" if given.is_dir() else given
+        elif (self.root / "config.json").is_file():
+            self.run_config = self.root / "config.json"
         meta_file = self.root / "suite.json"
         self.metadata: dict = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-        folders, self.layout = find_step_folders(self.root, step_pattern)
+        #: {step: single-file checkpoint} when the run is one file per step (else empty)
+        self._files: dict[int, Path] = {}
+        file_problems: dict[int, str] = {}
+        try:
+            folders, self.layout = find_step_folders(self.root, step_pattern)
+        except NoCheckpointFolders as err:
+            folders, self.layout, file_problems = self._read_files(err, step_pattern, allow_pickle, config)
         if "steps" in self.metadata:
             declared = sorted(int(s) for s in self.metadata["steps"])
             missing = [s for s in declared if s not in folders]
@@ -83,7 +122,9 @@ class LocalSuiteSource(CheckpointSource):
         self.allow_pickle = allow_pickle
         self.trust_remote_code = False
         #: steps whose folder holds no weight file at all: {step: reason}; listed as missing
-        self._no_weights = {s: why for s, p in folders.items() if (why := self._weightless(p)) is not None}
+        self._no_weights = {
+            s: why for s, p in folders.items() if not self._files and (why := self._weightless(p)) is not None
+        }
         if len(self._no_weights) == len(folders):
             step = min(folders)
             raise ValueError(
@@ -93,8 +134,41 @@ class LocalSuiteSource(CheckpointSource):
             )
         self._weightless_folders = {s: folders[s] for s in self._no_weights}
         self._folders = dict(sorted((s, p) for s, p in folders.items() if s not in self._no_weights))
-        #: damaged folders (config.json missing, unreadable or of another shape): {step: reason}
-        self._folder_problems = folder_problems(self._folders)
+        #: damaged folders (config.json missing, unreadable or of another shape), or single-file
+        #: checkpoints that could not be read or converted: {step: reason}
+        self._folder_problems = {
+            **folder_problems({s: p for s, p in self._folders.items() if s not in file_problems}, self.run_config),
+            **file_problems,
+        }
+        #: tokens seen per step, where the folder names carry them (``step100-tokens205K``)
+        self._tokens = folder_tokens(self._folders) if not self._files else {}
+
+    def _read_files(
+        self, err: NoCheckpointFolders, step_pattern: str | None, allow_pickle: bool, config: str | Path | None
+    ) -> tuple[dict[int, Path], str, dict[int, str]]:
+        """The run's single-file checkpoints, converted ({step: folder}, layout, {step: problem}),
+        or ``err`` with what else would be read when the folder holds none."""
+        from interp.sources.checkpoint_files import (
+            CHECKPOINT_SUFFIXES,
+            checkpoint_file_candidates,
+            find_checkpoint_files,
+            read_config_file,
+        )
+
+        if not checkpoint_file_candidates(self.root):
+            nested = [
+                p.name
+                for p in sorted(self.root.iterdir())
+                if p.is_dir() and not p.name.startswith(".") and checkpoint_file_candidates(p)
+            ]
+            hint = f"; did you mean {str(self.root / nested[0])!r} (it holds checkpoint files)?" if nested else ""
+            raise ValueError(
+                f"{err}; nor checkpoint files ({', '.join(CHECKPOINT_SUFFIXES)}: Lightning, nanoGPT, a state dict){hint}"
+            ) from None
+        run_config = read_config_file(self.run_config) if self.run_config is not None else None
+        road = find_checkpoint_files(self.root, step_pattern, allow_pickle, run_config)
+        self._files = road.files
+        return road.folders, road.layout, road.problems
 
     @staticmethod
     def _weightless(folder: Path) -> str | None:
@@ -104,6 +178,22 @@ class LocalSuiteSource(CheckpointSource):
         found = sorted(p.name for p in folder.iterdir())
         shown = ", ".join(found[:4]) + (f", ... ({len(found)} files)" if len(found) > 4 else "")
         return f"no weight files (found {shown or 'nothing'})"
+
+    def _model_config_file(self, step: int, folder: Path) -> Path:
+        """The step folder's own ``config.json``, else the run's given once (:attr:`run_config`)."""
+        own = folder / "config.json"
+        return own if own.is_file() or self.run_config is None else self.run_config
+
+    def tokens_at(self, step: int) -> int | None:
+        """Tokens seen at ``step`` when its folder name carries them (``step100-tokens205K``: 205000)."""
+        return self._tokens.get(step)
+
+    def _require_weights(self, folder: Path, step: int | None) -> list[Path]:
+        if step in self._files and step in self._folder_problems:  # a file that could not be converted
+            raise CorruptCheckpointError(
+                f"{self.model_id} step {step}: {self._folder_problems[step]}; the step is left out: re-save it"
+            )
+        return super()._require_weights(folder, step)
 
     def missing_steps(self) -> list[int]:
         """Steps whose checkpoint folder exists but holds no weight files (ascending)."""
@@ -163,7 +253,7 @@ class LocalSuiteSource(CheckpointSource):
 
     def _resolve(self, step: int) -> tuple[Path, str, str | None]:
         folder = self._folders[step]
-        return folder, folder.name, None
+        return folder, self.revision(step), None
 
     def _bridge_name(self, folder: Path) -> str:
         return str(folder)  # a local path: the bridge never looks it up on the hub
@@ -198,10 +288,12 @@ class LocalSuiteSource(CheckpointSource):
         return self._limit_context(tokenizer)
 
     def _config_file(self, step: int) -> Path | None:
-        return self._folders[step] / "config.json"
+        return self._model_config_file(step, self._folders[step])
 
     def revision(self, step: int) -> str:
-        """The step's folder name."""
+        """The step's folder name (its file's name for a run of single-file checkpoints)."""
+        if step in self._files:
+            return self._files[step].name
         folder = self._folders.get(step)
         folder = folder or self._weightless_folders.get(step)
         return folder.name if folder is not None else f"step{step}"
@@ -219,6 +311,8 @@ class LocalSuiteSource(CheckpointSource):
             ValueError: the step has no (allowed) weight files.
         """
         step = self._check_step(step)
+        if step in self._files and step in self._folder_problems and step not in self._digests:
+            self._digests[step] = _sha256_of_file(self._files[step])  # not converted: the file's own bytes
         if step not in self._digests:
             files = sorted(self._require_weights(self._folders[step], step), key=lambda p: p.name)
             self._file_digests[step] = self._scan_weight_files(step, files)  # the same read checks the values

@@ -47,18 +47,18 @@ def header_names(path: Path) -> list[str]:
 def _expected(config_file: Path, trust_remote_code: bool) -> tuple | None:
     text = config_file.read_text()
     if text not in _EXPECTED:
-        _EXPECTED[text] = _build_expected(config_file.parent, trust_remote_code)
+        _EXPECTED[text] = _build_expected(config_file, trust_remote_code)
     return _EXPECTED[text]
 
 
-def _build_expected(folder: Path, trust_remote_code: bool) -> tuple | None:
+def _build_expected(config_file: Path, trust_remote_code: bool) -> tuple | None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from interp.sources.weight_swap import _file_key_renamer
 
     try:
-        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(config_file, trust_remote_code=trust_remote_code)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
     except Exception:  # an architecture transformers cannot build here: not checked
@@ -91,13 +91,17 @@ def _listed(names: list[str]) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > SHOWN else "")
 
 
-def tensor_problem(files: Sequence[Path], trust_remote_code: bool = False) -> str | None:
+def tensor_problem(
+    files: Sequence[Path], trust_remote_code: bool = False, config_file: Path | None = None
+) -> str | None:
     """What a checkpoint's safetensors files lack or add against the model of its ``config.json``.
 
     Args:
         files: the step's weight files (structurally whole: :func:`safetensors_problem` passed),
             in the folder that holds its ``config.json``.
         trust_remote_code: passed to transformers when building the model's skeleton.
+        config_file: the model's ``config.json`` when it is not beside the files (a local run's
+            config given once); None: the files' folder's.
 
     Returns:
         ``"lacks 1 tensor the model needs (transformers would fill it at random on every load):
@@ -110,7 +114,7 @@ def tensor_problem(files: Sequence[Path], trust_remote_code: bool = False) -> st
     if not files or any(not p.name.endswith(".safetensors") for p in files):
         return None
     folder = files[0].parent
-    config_file = folder / "config.json"
+    config_file = config_file or folder / "config.json"
     if not config_file.is_file() or not _all_shards_here(folder, files):
         return None
     found = _expected(config_file, trust_remote_code)
