@@ -47,7 +47,7 @@ from interp.sources.interrupted import (
 )
 from interp.sources.loading import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.local import finished_run
-from interp.sources.progress import RunBars, drain_progress
+from interp.sources.progress import RunSteps, drain_progress
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -354,13 +354,13 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         rows.append((step - 1, loss, lr_at(cfg, step - 1)))  # the weights' step, as train_run's rows
         dying = kill_step is not None and step >= int(kill_step)
         if queue is not None and (step % 25 == 0 or step == steps or dying):
-            queue.put((run_name(size, seed), step - last[0], loss, os.getpid()))
+            queue.put((run_name(size, seed), step - last[0], loss, os.getpid(), None))
             last[0] = step
         if dying:
             os.kill(os.getpid(), int(getattr(signal, str(kill_signal), str(kill_signal))))
 
     if queue is not None:  # the parent learns which process trains this run
-        queue.put((run_name(size, seed), 0, float("nan"), os.getpid()))
+        queue.put((run_name(size, seed), 0, float("nan"), os.getpid(), None))
 
     started = time.time()
     prefix = None if interrupted is not None else _cached_prefix(size, seed, cfg, final.parent)
@@ -372,8 +372,9 @@ def _train_to_folder(size: ModelSize, seed: int, cfg: SuiteConfig, final: Path, 
         else:
             assert prefix is not None
             start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
-        if queue is not None:
-            queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1]), os.getpid()))
+        if queue is not None:  # the bar counts these steps as done before, and says so
+            why = "an interrupted run" if interrupted is not None else f"a shorter cached run, {prefix}"
+            queue.put((run_name(size, seed), start, float(earlier["loss"].iloc[-1]), os.getpid(), why))
         last[0] = start
         resumed = train_run(size, seed, cfg, tmp, on_step=report, eval_fn=keep_losses, resume_from=tmp / f"step{start}")
         losses = pd.concat([earlier, resumed], ignore_index=True)
@@ -555,14 +556,14 @@ def _train_and_hand_out(
         )
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
-        # one bar per run while it trains, beside the overall one (none when the suite is one run)
-        run_bars = RunBars({run_name(size, seed): cfg.steps_for(size) for size, seed, _ in missing}, progress)
+        # one bar for the training: each training run's step and loss at its end, not bars of their own
+        runs = RunSteps({run_name(size, seed): cfg.steps_for(size) for size, seed, _ in missing})
         try:
             while pending or finished:
                 done: set = set()
                 if pending:
                     done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                drain_progress(queue, bar, workers, run_bars)
+                drain_progress(queue, bar, workers, runs)
                 try:
                     finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
                 except BrokenProcessPool:
@@ -574,7 +575,6 @@ def _train_and_hand_out(
                     yield finished.pop(0)
         finally:
             torch.set_num_threads(threads)
-            run_bars.close()
             bar.close()
             unfinished = [future for future in pending if not future.done()]
             for future in unfinished:
