@@ -74,3 +74,16 @@ def test_skip_on_a_terminal_bar_keeps_the_steps_out_of_its_rate():
     assert (meter["n"], meter["initial"]) == (825, 800)
     assert bar.last_print_n == 825  # the smoothed rate's next count starts after the skipped steps
     bar.close()
+
+
+def test_the_last_line_is_not_printed_twice():
+    out = io.StringIO()
+    bar = LineProgress(2, "units", unit="unit", file=out, every=0.0)
+    bar.update(1)
+    bar.update(1)  # printed: 2/2
+    bar.close()  # says nothing new
+    assert [line.split(",")[0] for line in out.getvalue().splitlines()] == [
+        "units: 0/2 units (0 %)",
+        "units: 1/2 units (50 %)",
+        "units: 2/2 units (100 %)",
+    ]

@@ -194,3 +194,30 @@ def test_the_package_offers_each_name_from_the_room_that_defines_it():
     code = "import sys, interp.sources.catalogue, interp.sources; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_near_names_are_answered_with_did_you_mean():
+    """A name one or two edits from a shipped one is a typo, not a hub repo to fetch (issue 71); a
+    short or distant name gets the valid forms; a real hub id or Pythia id passes."""
+    from interp.core.near_names import edit_distance, near_name
+    from interp.sources.door import check_source_name
+
+    assert [
+        edit_distance(*pair) for pair in [("embeded", "embedded"), ("kitten", "sitting"), ("", "ab"), ("a", "a")]
+    ] == [
+        1,
+        3,
+        2,
+        0,
+    ]
+    assert near_name("abc", ["abd"]) is None  # a third of a short name is no typo
+    assert near_name("embedded", ["embedded"]) is None
+    with pytest.raises(ValueError, match=r"did you mean 'embedded/neox-2l-64d-seed0'\? \(emergence list-models"):
+        check_source_name("embeded/neox-2l-64d-seed0")
+    with pytest.raises(ValueError, match=r"did you mean 'suite:population'\?"):
+        check_source_name("suit:population")
+    with pytest.raises(ValueError, match=r"in 'embedded'; did you mean 'embedded/neox-2l-128d-seed2'\? valid: "):
+        check_source_name("embedded/neox-2l-128d-sed2")
+    with pytest.raises(ValueError, match=r"file; did you mean 'population-decoupled'\?$"):
+        check_source_name("suite:population-decupled")
+    assert check_source_name("EleutherAI/pythia-70m-seed3") == 1 and check_source_name("someone/embedded-runs") == 1

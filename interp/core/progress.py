@@ -98,7 +98,7 @@ class LineProgress:
         self.n = self.initial = initial
         self.file, self.every, self.postfix = file, every, ""
         self.started = self.shown = time.monotonic()
-        self.closed = False
+        self.closed, self.printed = False, None
         self.print_line()
 
     def line(self) -> str:
@@ -129,7 +129,7 @@ class LineProgress:
 
     def print_line(self) -> None:
         """Print the line now."""
-        self.shown = time.monotonic()
+        self.shown, self.printed = time.monotonic(), (self.n, self.postfix)
         self.write(self.line())
 
     def refresh(self) -> None:
@@ -149,10 +149,11 @@ class LineProgress:
             self.refresh()
 
     def close(self) -> None:
-        """Print the last line (once)."""
+        """Print the last line (once; not when the line printed last said the same)."""
         if not self.closed:
             self.closed = True
-            self.print_line()
+            if self.printed != (self.n, self.postfix):
+                self.print_line()
 
 
 def skip(bar: Any, n: int) -> None:
