@@ -153,22 +153,14 @@ def capability_figure(
         showlegend=True,
         # below the panels, two entries a row (each half the width): on an 800 px screen a legend
         # at the side left the curves a third of the width, and a tall one scrolled in its own box
-        legend=dict(
-            orientation="h",
-            yref="container",  # at the figure's foot, under the step axis' title, in a margin made for it
-            yanchor="bottom",
-            y=0,
-            x=0,
-            entrywidth=0.5,
-            entrywidthmode="fraction",
-            traceorder="normal",  # grouped (the default with legend groups) gave every entry its own row
-        ),
+        # at the figure's foot, under the step axis' title, in a margin made for it; "grouped" (the
+        # default with legend groups) gave every entry a row of its own
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, traceorder="normal")
+        | dict(entrywidth=0.5, entrywidthmode="fraction"),
         margin=dict(b=70 + 22 * legend_rows),
     )
     fit_step_ranges(fig, x_scale)
-    # said outright: with the step ranges set on rows that share them, plotly.js left these y axes
-    # at its default [-1, 4] instead of fitting them to the data
-    fig.update_yaxes(autorange=True)
+    fig.update_yaxes(autorange=True)  # said outright: with shared step ranges set, plotly.js left [-1, 4]
     return fig
 
 
