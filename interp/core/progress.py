@@ -78,10 +78,10 @@ class LineProgress:
 
     A line reads ``units: 2/6 units (33 %), 1:10 elapsed, 0.05 unit/s, about 1:20 left; step 300``:
     the rate and the time left only once this process has done some of the work (``n`` beyond
-    ``initial``), the time left only with a ``total``. The part of tqdm's interface this package
-    uses: :meth:`update`, :meth:`set_postfix_str`, :meth:`refresh` (here: at most one line per ``every``),
-    :meth:`write`, :meth:`close`,
-    ``n``, ``total``, ``initial``, ``desc``, ``disable``.
+    ``initial``), the time left only with a ``total``; below one unit a second, as seconds per
+    unit (``92.6 s/unit``). The part of tqdm's interface this package uses: :meth:`update`,
+    :meth:`set_postfix_str`, :meth:`refresh` (here: at most one line per ``every``), :meth:`write`,
+    :meth:`close`, ``n``, ``total``, ``initial``, ``desc``, ``disable``.
     """
 
     def __init__(
@@ -115,7 +115,7 @@ class LineProgress:
         done = self.n - self.initial
         if done > 0 and elapsed > 0:
             rate = done / elapsed
-            text += f", {rate:.3g} {self.unit}/s"
+            text += f", {rate:.3g} {self.unit}/s" if rate >= 1 else f", {1 / rate:.3g} s/{self.unit}"
             if self.total:
                 text += f", about {tqdm.format_interval(max(self.total - self.n, 0) / rate)} left"
         return text + (f"; {self.postfix}" if self.postfix else "")
