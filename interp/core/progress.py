@@ -98,7 +98,8 @@ class LineProgress:
         self.n = self.initial = initial
         self.file, self.every, self.postfix = file, every, ""
         self.started = self.shown = time.monotonic()
-        self.closed, self.printed = False, None
+        self.closed = False
+        self.printed: tuple[int, str] | None = None  # (n, postfix) of the line printed last
         self.print_line()
 
     def line(self) -> str:

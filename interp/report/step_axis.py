@@ -84,10 +84,10 @@ def fit_step_ranges(fig: go.Figure, scale: str = "linear", pad: float = 0.02) ->
         if xs and where in axes:
             groups.setdefault(axes[where].matches or where, []).extend(xs)
     for name, axis in axes.items():
-        xs = groups.get(name)
-        if axis.matches or not xs:  # a shared axis follows its root's range (set on both, plotly.js
+        drawn = groups.get(name)
+        if axis.matches or not drawn:  # a shared axis follows its root's range (set on both, plotly.js
             continue  # stopped fitting the y axes to their data)
-        lo, hi = min(xs), max(xs)
+        lo, hi = min(drawn), max(drawn)
         if scale == "log":
             lo, hi = np.log10(max(lo, 0.5)), np.log10(max(hi, 0.5))
         width = (hi - lo) or 1.0
