@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from interp.sources.base import CheckpointSource
 
 # Light on imports (torch, transformers and the sources' modules load inside the functions that
-# open something), so that a bad name is refused at once: `emergence run embeded/...` answered in
-# 26 s at load 16 when this module imported them (issue 71), ~3 s now.
+# open something), so that a bad name is refused at once: 3.5 s for `emergence run embeded/...` at
+# load 20 on 2 cores, where importing them took 20 s more (issue 71).
 
 VALID_NAMES = (
     f"{PYTHIA_IDS_TEXT}, "
