@@ -183,8 +183,9 @@ def _fixture_keys(item: pytest.Item):
 
 
 #: Seconds a long fixture (:data:`SLOW_FIXTURES`) may go without progress before it fails
-#: (tests/progress_watchdog.py): the quick suite's folder gains a checkpoint every 100 steps (about
-#: 5 s on 2 idle cores, about a minute at load 19); the others' CPU time grows while they work.
+#: (tests/progress_watchdog.py): the quick suite's folder gains a checkpoint every 100 steps (3.3 s
+#: on 2 idle cores: 2400 steps in 79 s, 2026-12-06; 600 s is 180x that); the others' CPU time grows
+#: while they work.
 #: pytest-timeout's wall-clock limit (`make test`: --timeout=900) counts only the test function
 #: (``timeout_func_only`` in pyproject.toml), never this fixture work: at load 12-19 the suite's
 #: training took more than 1800 s and the old limit failed every test of its worker (issue 71).
