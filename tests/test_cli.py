@@ -85,7 +85,10 @@ def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
     (quick / "suite.json").unlink()  # only the full one
     assert resolved() == expected
     assert not (suite_dir(FULL) / "neox-2l-64d-seed2").exists()  # nothing was trained
-    with pytest.raises(ValueError, match=r"unknown embedded run 'neox-2l-64d-seed0' in 'embedded-quick'; valid: "):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown embedded run 'neox-2l-64d-seed0' in 'embedded-quick'; did you mean 'embedded/neox-2l-64d-seed0'\? valid: ",
+    ):
         resolve_embedded("embedded-quick/neox-2l-64d-seed0")
 
 

@@ -180,10 +180,11 @@ def test_longer_suite_continues_a_shorter_cached_run_exactly(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, monkeypatch):
+def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, monkeypatch, capfd):
     """A worker killed half-way (here SIGKILL at step 12; Ctrl-C does the same) leaves its folder;
     the next ensure_suite takes it over and trains on from step 8, its last checkpoint, to the
-    weights and losses of a run never interrupted. A live worker's folder is left alone."""
+    weights and losses of a run never interrupted, and its progress (plain lines: standard error
+    is not a terminal here) says so. A live worker's folder is left alone."""
     from interp.core.kernel_pins import WorkerDiedError, run_pinned
 
     torch.set_num_threads(1)
@@ -197,7 +198,13 @@ def test_a_killed_training_continues_from_its_last_checkpoint_exactly(tmp_path, 
     (left,) = [p for p in suite.glob(".tmp-*") if p != live]
     assert sorted(p.name for p in left.glob("step*")) == ["step0", "step1", "step2", "step4", "step8"]
     assert interrupted.PARTIAL_LOSS_FILE in os.listdir(left)
-    (run,) = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=False)
+    capfd.readouterr()
+    (run,) = embedded.ensure_suite(CFG, root=tmp_path, n_jobs=1, progress=True)
+    err = capfd.readouterr().err
+    assert "neox-1l-32d-seed3: continuing from step 8 of 16 (an interrupted run)" in err
+    assert "\r" not in err and "\x1b" not in err  # no redrawn bar in a log
+    assert err.splitlines()[-1].startswith("training suite ")
+    assert " 16/16 steps (100 %)" in err.splitlines()[-1]
     meta = json.loads((run / "suite.json").read_text())
     assert meta["resumed_from_step"] == 8 and meta["continued_from"] is None
     assert sorted(p.name for p in suite.iterdir()) == [live.name, run.name]  # the dead worker's folder was taken over

@@ -79,6 +79,52 @@ def test_import_and_help_do_not_load_torch():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["run", "embeded/neox-2l-64d-seed0", "--out", "OUT"],
+            "unknown checkpoint source 'embeded/neox-2l-64d-seed0'; did you mean 'embedded/neox-2l-64d-seed0'?",
+        ),
+        (["run", "embedded-quik", "--out", "OUT"], "did you mean 'embedded-quick'?"),
+        (["demo", "--quick", "--out", "FILE"], "--out 'FILE': 'FILE' is an existing file, not a folder; give --out a"),
+        (["run", "embedded-quick", "--out", "FILE/sub"], "'FILE' is an existing file, not a folder"),
+        (["demo", "--quick", "--out", "/sys/emergence-out"], "--out '/sys/emergence-out': cannot write in '/sys' ("),
+    ],
+    ids=["source-typo", "suite-typo", "demo-out-is-a-file", "run-out-under-a-file", "demo-out-unwritable"],
+)
+def test_a_newcomers_mistake_is_refused_before_anything_heavy_loads(args, expected, tmp_path):
+    """A near-miss source name gets "did you mean"; an --out that cannot be a folder, or where nothing
+    can be written (/sys: refused even to root), is named with what would do; both before torch,
+    pandas or transformers load (issue 71: the typo went to the hub, the unwritable --out failed
+    after ~60 s with "Permission denied")."""
+    if args[-1].startswith("/sys") and not Path("/sys").is_dir():
+        pytest.skip("no /sys here (not Linux)")
+    plain = tmp_path / "a-file"
+    plain.write_text("keep me\n")
+    args = [a.replace("FILE", str(plain)).replace("OUT", str(tmp_path / "out")) for a in args]
+    expected = expected.replace("FILE", str(plain))
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom emergence_lens.cli import app\n"
+        f"result = CliRunner().invoke(app, {args!r})\n"
+        "heavy = [m for m in ('torch', 'pandas', 'transformers', 'transformer_lens') if m in sys.modules]\n"
+        "print(result.exit_code, heavy)\nprint(result.output)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "EMERGENCE_LENS_CACHE": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    status, _, output = done.stdout.partition("\n")
+    assert status == "2 []", done.stdout  # refused, and nothing heavy imported
+    assert output.strip().startswith("error: emergence ") and expected in output, output
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+    assert plain.read_text() == "keep me\n"
+
+
 # --------------------------------------------------------------------------- print and compare
 
 

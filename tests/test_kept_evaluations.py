@@ -39,8 +39,9 @@ def test_a_second_identical_question_loads_no_checkpoint(tiny_local_suite, capsy
     assert loads == [] and evaluator.reused == [0, 100, 200]
     pd.testing.assert_frame_equal(evaluator.table(), first)
     assert list(point.evaluations["accuracy"]) == list(first["accuracy"])
-    # the call said so, in its progress line (standard error outside a kernel)
-    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    # the call said so, in its progress line (standard error outside a kernel; plain lines here,
+    # where it is not a terminal)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "3/3" in last and "3 kept" in last
     # another prompt set is another question: every step is loaded again
     other = RepetitionTask(n_prompts=8, length=6, seed=1).build(again.tokenizer())
@@ -56,8 +57,10 @@ def test_the_progress_line_counts_the_kept_scores(tiny_local_suite, capsys):
     full_scan(source, batch, progress=False)
     assert capsys.readouterr().err == ""  # progress=False draws nothing
     full_scan(LocalSuiteSource(tiny_local_suite), batch, progress=True)
-    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
-    assert last.startswith(f"{source.model_id}: 100%") and "3/3" in last and last.endswith("3 kept]")
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert "\r" not in err  # not a terminal: plain lines (interp.core.progress.LineProgress)
+    assert last.startswith(f"{source.model_id}: 3/3 checkpoints (100 %)") and last.endswith("; 3 kept")
 
 
 def test_changed_weights_are_a_new_question(tiny_local_suite, tmp_path):

@@ -316,7 +316,7 @@ def test_loss_curve_of_a_run_of_ours_is_its_loss_csv(tmp_path, models):
     pd.testing.assert_frame_equal(open_source(run).loss_curve(), written)
 
 
-def test_capability_figure_draws_the_loss_on_a_second_axis():
+def test_capability_figure_draws_the_loss_in_a_panel_of_its_own():
     from interp.report.figures import capability_figure
     from interp.report.loss_axes import capability_with_loss
 
@@ -328,11 +328,14 @@ def test_capability_figure_draws_the_loss_on_a_second_axis():
     fig = capability_with_loss(emergence, points, {("run", 0): loss})
     traces = [t for t in fig.data if t.yaxis == "y2"]
     assert [t.name for t in traces] == [
-        "run seed 0: training loss (nats, right axis)",
+        "run seed 0: training loss (nats)",
         "run seed 0: point of emergence on the loss",
     ]
     assert list(traces[0].y) == loss["loss"].tolist() and list(traces[1].x) == [30] and list(traces[1].y) == [1.2]
-    assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
+    # below the capability panel (issue 71: drawn over the accuracy lines it hid them), on its step axis
+    assert fig.layout.yaxis2.overlaying is None and fig.layout.yaxis2.domain[1] < fig.layout.yaxis.domain[0]
+    assert fig.layout.xaxis.matches == "x2" and list(fig.layout.xaxis2.range) == [4.3, 40.7]  # data 5..40, 2 % pad
+    assert not [t for t in fig.data if t.yaxis == "y2" and t.showlegend is not False]  # the run's one entry
     assert not [t for t in capability_figure(emergence, points).data if t.yaxis == "y2"]
     assert len(capability_with_loss(emergence, points, {}).data) == len(capability_figure(emergence, points).data)
 

@@ -62,7 +62,7 @@ def test_own_training_run_script_finds_a_real_point_of_emergence(tmp_path):
     heads = [line for line in done.stdout.splitlines() if re.match(r"\s*run\s+0\s+\d\s+\d", line)]
     assert len(heads) == 4  # the printed top 4 of the 2 x 4 heads ranked
 
-    # the report draws that loss beside the capability (a second y axis, the point marked on it)
+    # the report draws that loss under the capability (its own panel, y2, the point marked on it)
     config = el.StudyConfig(scan=True, n_boot=50)  # the whole main job: decomposition, head scores, scrubber
     report = el.run_study(
         [str(run)], el.RepetitionTask(n_prompts=64), config, out_dir=tmp_path / "report", progress=False
@@ -70,4 +70,4 @@ def test_own_training_run_script_finds_a_real_point_of_emergence(tmp_path):
     assert report.runs[0].training_loss["loss"].tolist() == loss["loss"].tolist()
     on_loss = [t for t in report.capability_figure().data if t.yaxis == "y2"]
     assert [list(t.x) for t in on_loss][1] == [post] and list(on_loss[0].y) == loss["loss"].tolist()
-    assert "training loss (nats, right axis)" in (tmp_path / "report" / "report.html").read_text()
+    assert "training loss (nats)" in (tmp_path / "report" / "report.html").read_text()

@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from browser import chromium_path, visit
@@ -115,3 +116,101 @@ def test_notebook_export_in_headless_chromium(notebook_runs, tmp_path, name):
     result = _check_page(page, tmp_path / f"{name}.png")
     if name != "synthetic":
         assert result.state["views"], "the notebook shows no attention pattern"
+
+
+#: What the capability overview and the page's tables look like at a width (issue 71): the
+#: overview's step axes against its data, its legend's scroll bar, its annotations, where its loss
+#: traces are drawn, and every element wider than the window.
+_FIT_JS = """() => {
+  const heading = [...document.querySelectorAll('h2')].find(h => h.textContent === 'Capability of every run');
+  const gd = [...document.querySelectorAll('.plotly-graph-div')].find(
+      g => heading.compareDocumentPosition(g) & Node.DOCUMENT_POSITION_FOLLOWING);
+  const L = gd._fullLayout, axes = {};
+  for (const t of gd._fullData) {
+    if (!t.x || !t.x.length) continue;
+    const name = t.xaxis, root = L['xaxis' + name.slice(1)].matches || name;
+    const xs = Array.from(t.x).filter(v => v !== null);
+    axes[root] = axes[root] || {lo: Infinity, hi: -Infinity};
+    axes[root].lo = Math.min(axes[root].lo, ...xs); axes[root].hi = Math.max(axes[root].hi, ...xs);
+  }
+  const ranges = Object.entries(axes).map(([name, d]) => ({name, data: [d.lo, d.hi],
+      range: L['xaxis' + name.slice(1)].range}));
+  const domain = name => L['yaxis' + name.slice(1)].domain;
+  const box = gd.getBoundingClientRect();
+  const labels = [...gd.querySelectorAll('g.annotation')].map(a => {
+      const r = a.getBoundingClientRect(); return {text: a.textContent, left: r.left - box.left, right: r.right - box.left}; });
+  const scroll = gd.querySelector('g.legend .scrollbar');
+  const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+      .map(e => e.tagName + '.' + e.className);
+  const scrolled = [...document.querySelectorAll('.el-table-wrap')].filter(w => w.scrollWidth > w.clientWidth + 1)
+      .map(w => w.scrollWidth);
+  return {ranges, labels, width: box.width, wide, scrolled,
+          legend_scroll: scroll ? scroll.getBoundingClientRect().height : 0,
+          loss_domains: gd._fullData.filter(t => t.name.endsWith('training loss (nats)')).map(t => domain(t.yaxis)),
+          accuracy_domains: gd._fullData.filter(t => / seed \\d+: /.test(t.name) && !t.name.includes('loss')).map(t => domain(t.yaxis))};
+}"""
+
+
+def demo_shaped_report() -> MainJobReport:
+    """Six runs shaped as the demo's (two sizes x three seeds, the d64 runs 3000 steps and the d128
+    runs 2000, each with its training loss and a 22-column component table, as the demo writes)."""
+    from test_display import make_run
+
+    runs = []
+    for model, last in (("neox-2l-64d", 3000), ("neox-2l-128d", 2000)):
+        for seed in range(3):
+            run = make_run(seed + 1)
+            scale = last / 400  # make_run's steps are 0..400
+            curve = run.curve.assign(step=(run.curve["step"] * scale).astype(int))
+            point = dataclasses.replace(
+                run.point, pre_step=int(200 * scale), post_step=int(300 * scale), evaluations=curve.assign(order=1)
+            )
+            steps = pd.Series(range(0, last, 5))
+            loss = pd.DataFrame({"step": steps, "loss": 5.5 - 4 * steps / last, "lr": 1e-3})
+            components = pd.DataFrame(
+                [
+                    {
+                        "model": model, "seed": seed, "pre_step": point.pre_step, "post_step": point.post_step,
+                        "target": target, "scope": "all", "k": 8, "heads": "", "metric": "p", "unit": "probability",
+                        "value": 0.28, "value_lo": 0.22, "value_hi": 0.35, "recovered": 0.97, "recovered_lo": 0.56,
+                        "recovered_hi": 2.25, "value_pre": 0.237, "value_post": 0.286, "jump_se": 0.018,
+                        "jump_too_small": True, "task": "repetition", "prepend_bos": False,
+                    }
+                    for target in ("pattern", "q", "k", "v", "o", "mlp")
+                ]
+            )  # fmt: skip
+            runs.append(
+                dataclasses.replace(
+                    run, model=model, seed=seed, point=point, curve=curve, training_loss=loss, components=components
+                )
+            )
+    return MainJobReport(runs=runs, threshold=0.5, title="demo-shaped report (six runs)")
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_capability_overview_and_the_tables_fit_the_window(tmp_path, width):
+    """At 1280 and 800 px: the overview's step axes end where its data end (plotly's own autorange
+    ran on to 10k steps where the data stop at 3k), no label drawn on the plot but the panels'
+    titles (no point label to cut or to overlap), a legend with no scroll bar, the loss in panels
+    of its own under the accuracy, and at 1280 px no table scrolled sideways nor any element
+    wider than the window."""
+    _require_browser()
+    report = demo_shaped_report()
+    page = report.save(tmp_path / "report")["report.html"]
+    shot = tmp_path / f"report-{width}.png"
+    result = visit(page, shot, width=width, probe_js=_FIT_JS)
+    assert result.ready and result.page_errors == []
+    fit = result.probe
+    assert len(fit["ranges"]) == 2  # one step axis per model, shared by its accuracy and loss panels
+    for axis in fit["ranges"]:
+        lo, hi = axis["data"]
+        span = hi - lo
+        assert axis["range"][0] >= lo - 0.05 * span and axis["range"][1] <= hi + 0.05 * span, axis
+    assert sorted(axis["data"][1] for axis in fit["ranges"]) == [2000, 3000]
+    assert sorted(label["text"] for label in fit["labels"]) == ["neox-2l-128d", "neox-2l-64d"]
+    assert all(label["left"] >= 0 and label["right"] <= fit["width"] for label in fit["labels"]), fit["labels"]
+    assert fit["legend_scroll"] == 0
+    assert len(fit["loss_domains"]) == 6 and len(fit["accuracy_domains"]) == 6
+    assert max(top for _, top in fit["loss_domains"]) < min(bottom for bottom, _ in fit["accuracy_domains"])
+    if width == 1280:
+        assert fit["scrolled"] == [] and fit["wide"] == [], fit

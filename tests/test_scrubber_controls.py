@@ -10,6 +10,7 @@ steps x 2 layers x 3 heads), so each visit takes a few seconds; the browser is t
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -232,3 +233,23 @@ def test_keys_are_documented_on_the_page_in_the_guide_and_in_help():
         pattern = rf"(?<![\w-]){re.escape(word)}(?![\w-])"
         for where, text in (("page", keys_on_page), ("guide", guide), ("help", result.output)):
             assert re.search(pattern, text), (key, where)
+
+
+def test_a_heads_delta_p_reads_the_same_in_the_scrubber_and_the_summary(tmp_path):
+    """Δp 0.015501: the summary and the findings print +0.016 (interval_text); the scrubber once
+    rounded it to 4 digits for the page (0.0155) and rounded that again in the browser (+0.015).
+    Now the page shows the summary's own text (issue 71)."""
+    from interp.report.findings import interval_text
+
+    data = dataclasses.replace(toy_data(), delta_p=np.array([[0.015501, -0.02, 0.0], [0.3, 0.01, np.nan]]))
+    spec = data.payload()
+    assert spec["delta_text"][0][0] == interval_text(0.015501, signed=True) == "+0.016"
+    assert spec["delta_text"][1][2] is None and spec["delta_p"][0][0] == 0.0155  # the order's number
+    _require_browser()
+    from browser import open_page
+
+    path = Scrubber(data).save_html(tmp_path / "dp.html")
+    with open_page(path, width=1280) as (page, visit):
+        _ready(page)
+        titles = page.locator(".el-scrub-head span").all_text_contents()
+        assert "#2 L0H0  Δp +0.016" in titles, titles

@@ -194,3 +194,63 @@ def test_the_package_offers_each_name_from_the_room_that_defines_it():
     code = "import sys, interp.sources.catalogue, interp.sources; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_near_names_are_answered_with_did_you_mean():
+    """A name one or two edits from a shipped one is a typo, not a hub repo to fetch (issue 71); a
+    short or distant name gets the valid forms; a real hub id or Pythia id passes."""
+    from interp.core.near_names import edit_distance, near_name
+    from interp.sources.door import check_source_name
+
+    assert [
+        edit_distance(*pair) for pair in [("embeded", "embedded"), ("kitten", "sitting"), ("", "ab"), ("a", "a")]
+    ] == [
+        1,
+        3,
+        2,
+        0,
+    ]
+    assert near_name("abc", ["abd"]) is None  # a third of a short name is no typo
+    assert near_name("embedded", ["embedded"]) is None
+    with pytest.raises(ValueError, match=r"did you mean 'embedded/neox-2l-64d-seed0'\? \(emergence list-models"):
+        check_source_name("embeded/neox-2l-64d-seed0")
+    with pytest.raises(ValueError, match=r"did you mean 'suite:population'\?"):
+        check_source_name("suit:population")
+    with pytest.raises(ValueError, match=r"in 'embedded'; did you mean 'embedded/neox-2l-128d-seed2'\? valid: "):
+        check_source_name("embedded/neox-2l-128d-sed2")
+    with pytest.raises(ValueError, match=r"file; did you mean 'population-decoupled'\?$"):
+        check_source_name("suite:population-decupled")
+    assert check_source_name("EleutherAI/pythia-70m-seed3") == 1 and check_source_name("someone/embedded-runs") == 1
+
+
+@pytest.mark.slow
+def test_the_units_line_starts_with_the_analysis_not_with_the_training(tiny_local_suite, monkeypatch, capsys):
+    """While the sources train (here a stand-in that prints where the training would end), no
+    units line is drawn; it starts when the first run is handed out, so its rate and time left
+    are the analysis's (issue 71: "0/6" for 71 min, then an ETA of 6 h for 6 min of work), and,
+    standard error not being a terminal here, it is plain lines."""
+    import sys
+
+    from interp.core.settings import StudyConfig
+    from interp.main_job.runner import run_study
+    from interp.sources import LocalSuiteSource, door
+    from interp.tasks import RepetitionTask
+
+    class TrainedFirst:  # door.ReadySources: the training comes first, then the runs
+        def __init__(self, names, progress=True, **options):
+            self.names = names
+
+        def with_positions(self):
+            print("TRAINING ENDS HERE", file=sys.stderr)
+            for i, _ in enumerate(self.names):
+                yield i, LocalSuiteSource(tiny_local_suite, model_id=f"suite-seed{i}")
+
+    monkeypatch.setattr(door, "ReadySources", TrainedFirst)
+    names = [f"test/suite-seed{i}" for i in range(2)]
+    config = StudyConfig(device="cpu", decompose=False, scores=False)
+    run_study(names, RepetitionTask(n_prompts=4, length=4), config)
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err
+    lines = [line for line in err.splitlines() if line.startswith(("units:", "TRAINING"))]
+    assert lines[0] == "TRAINING ENDS HERE" and lines[1] == "units: 0/2 units (0 %), 00:00 elapsed"
+    assert lines[-1].startswith("units: 2/2 units (100 %)")

@@ -48,12 +48,26 @@ def format_value(value, digits: int = 3) -> str:
     return str(value)
 
 
-def table_fragment(df: pd.DataFrame, digits: int = 3, caption: str | Markup | None = None) -> str:
+def table_fragment(
+    df: pd.DataFrame, digits: int = 3, caption: str | Markup | None = None, fold_constant: bool = False
+) -> str:
     """A DataFrame as a compact HTML table: floats to ``digits`` decimals, missing values as "—",
     headers allowed to break after underscores (so that wide tables wrap instead of overflowing);
-    ``caption`` (text, or ``Markup``) under it (template ``core/templates/table.html.j2``)."""
+    ``caption`` (text, or ``Markup``) under it (template ``core/templates/table.html.j2``).
+
+    ``fold_constant``: the columns that hold one value on every row (a run's model, seed, steps,
+    metric, ...) are named once, in a line above the table, and left out of it: a run's
+    22-column component table was 1,700 px wide, in a box scrolled sideways at 1280 px (issue 71).
+    """
+    folded: list[tuple[str, str]] = []
+    if fold_constant and len(df) > 1:
+        same = [c for c in df.columns if df[c].map(lambda v: format_value(v, digits)).nunique() == 1]
+        folded = [(str(c), format_value(df[c].iloc[0], digits)) for c in same]
+        df = df.drop(columns=same)
     rows = [[format_value(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
-    return render("core/templates/table.html.j2", headers=[str(c) for c in df.columns], rows=rows, caption=caption)
+    return render(
+        "core/templates/table.html.j2", headers=[str(c) for c in df.columns], rows=rows, caption=caption, folded=folded
+    )
 
 
 def key_values_fragment(values: dict, caption: str | Markup | None = None) -> str:

@@ -160,11 +160,14 @@ def write_figure_html(fig: Any, path: str | os.PathLike) -> Path:
 def check_out_dir(path: str | os.PathLike | None, option: str = "--out") -> Path | None:
     """Refuse an output folder that cannot be one, before any work: returns ``path`` as a Path.
 
-    Nothing is created here; the atomic writers create the folder with the first file, so a
-    command that fails before writing leaves no folder behind.
+    Nothing is left behind here: the nearest existing folder on ``path`` is tried with a temporary
+    file, removed at once (as root, permission bits say nothing; a read-only file system or a
+    pseudo file system such as /sys only answers a write); the atomic writers create the folder
+    with the first file, so a command that fails before writing leaves no folder behind.
 
     Raises:
-        ValueError: ``path`` is an existing file, or lies under one.
+        ValueError: ``path`` is an existing file, or lies under one, or no file can be written
+            where it would be made; one line naming ``option`` and what would do instead.
     """
     if path is None:
         return None
@@ -172,6 +175,26 @@ def check_out_dir(path: str | os.PathLike | None, option: str = "--out") -> Path
     for where in (path, *path.parents):
         if where.exists():
             if not where.is_dir():
-                raise ValueError(f"{option} {str(path)!r}: {str(where)!r} is an existing file, not a folder")
+                raise ValueError(
+                    f"{option} {str(path)!r}: {str(where)!r} is an existing file, not a folder; "
+                    f"give {option} a folder (new or existing; a new one is made with the first file)"
+                )
+            try:
+                handle, probe = tempfile.mkstemp(dir=where, prefix=".emergence-write-check-")
+            except OSError as error:
+                raise ValueError(
+                    f"{option} {str(path)!r}: cannot write in {str(where)!r} ({error.strerror}); "
+                    f"give {option} a folder you can write, e.g. {option} {_writable_suggestion(path.name)}"
+                ) from None
+            os.close(handle)
+            os.unlink(probe)
             break
     return path
+
+
+def _writable_suggestion(name: str) -> str:
+    """A folder the user can write for an output named ``name``: under ``~/emergence-results``
+    when the home folder is writable, else under the temporary folder."""
+    home = Path.home()
+    base = home / "emergence-results" if os.access(home, os.W_OK) else Path(tempfile.gettempdir()) / "emergence-results"
+    return str(base / (name or "out"))

@@ -405,11 +405,26 @@ def run_study(
         errors: list[Exception] = []
         if todo:
             store.root.mkdir(parents=True, exist_ok=True)
-            bar = progress_bar(len(units), "units", unit="unit", enabled=progress, initial=len(units) - len(todo))
+            # The units' line starts with the analysis: with the local executor when the first run
+            # is handed out (an embedded suite's training, with its own line, comes first), so that
+            # its rate and time left are the analysis's, never the wait's (issue 71: "0/6" for 71 min,
+            # then an ETA of 6 h for 6 min of work).
+            bars: list[Any] = []
+
+            def units_bar():
+                if not bars:
+                    bars.append(
+                        progress_bar(len(units), "units", unit="unit", enabled=progress, initial=len(units) - len(todo))
+                    )
+                return bars[0]
+
+            if executor != "local":  # the workers start on the units at once
+                units_bar()
             scored = {"checkpoints": 0, "kept": 0}
             shown = [0.0]  # when the line was last redrawn (perf_counter seconds)
 
             def note(step: int, kept: bool) -> None:
+                bar = units_bar()
                 scored["checkpoints"] += 1
                 scored["kept"] += kept
                 kept_text = f", {scored['kept']} kept" if scored["kept"] else ""
@@ -445,9 +460,10 @@ def run_study(
                             "host": platform.node(),
                         }
                     )
-                    bar.update(1)
+                    units_bar().update(1)
             finally:
-                bar.close()
+                if bars:
+                    bars[0].close()
         if errors and len(errors) == len(failures) and all(_not_worth_a_retry(e) for e in errors):
             raise errors[0]
         if failures:

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from interp.core.terms import DEFAULT_THRESHOLD
-from interp.report.step_axis import check_step_scale, step_axis, x_steps
+from interp.report.step_axis import check_step_scale, fit_step_ranges, step_axis, x_steps
 from interp.sources.catalogue import run_label
 
 
@@ -34,12 +34,15 @@ def capability_figure(
     threshold: float | None = DEFAULT_THRESHOLD,
     totals: dict | None = None,
     x_scale: str = "linear",
+    loss_row: bool = False,
 ) -> go.Figure:
     """Capability vs training step, one line per seed, one panel per model; each run's point of
-    emergence starred and labelled with its seed ("seed 1: 1900→2000"). A run
-    whose point came from a bisection (``points.search == "bisection"``) is drawn as its
-    evaluated points only, named "bisection: n of N checkpoints" (no line through steps nobody
-    measured).
+    emergence starred, its span in the run's legend entry ("neox-2l-64d seed 1: 1900→2000"), so
+    that no label is drawn on the plot to be cut or to overlap another (issue 71). A run whose
+    point came from a bisection (``points.search == "bisection"``) is drawn as its evaluated points
+    only, named "bisection: n of N checkpoints" (no line through steps nobody measured). Each
+    panel's step axis ends where its data end (:func:`interp.report.step_axis.fit_step_ranges`);
+    the legend sits below the panels, two entries a row, one entry per run (its loss too).
 
     Args:
         emergence: rows (model, seed, step, accuracy, p_answer) -- ``emergence.csv``.
@@ -49,6 +52,8 @@ def capability_figure(
         totals: ``{(model, seed): searchable checkpoints}`` (the N of "n of N"; optional).
         x_scale: the step axis (:data:`interp.report.step_axis.STEP_SCALES`; default linear, so that late jumps are not
             squeezed into the right edge; ``"zoom"`` is the linear axis here).
+        loss_row: leave a second row of panels, sharing each column's step axis, for the runs'
+            training loss (:func:`interp.report.loss_axes.capability_with_loss` draws it there).
 
     Raises:
         ValueError: if ``metric`` is not a column of ``emergence``, or a bad ``x_scale``.
@@ -57,11 +62,19 @@ def capability_figure(
         raise ValueError(f"metric={metric!r}; valid: 'accuracy', 'p_answer'")
     check_step_scale(x_scale)
     models = list(dict.fromkeys(emergence["model"]))
+    cols, rows = max(1, len(models)), 2 if loss_row else 1
     fig = make_subplots(
-        rows=1, cols=max(1, len(models)), subplot_titles=[plot_text(m) for m in models], shared_yaxes=True
+        rows=rows,
+        cols=cols,
+        subplot_titles=[plot_text(m) for m in models] + [""] * (cols * (rows - 1)),
+        shared_yaxes=True,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        row_heights=[0.62, 0.38] if loss_row else None,
     )
     palette = pio.templates["plotly"].layout.colorway
     starred = False
+    entries = 0
     for col, model in enumerate(models, start=1):
         sub = emergence[emergence["model"] == model]
         for k, (seed, curve) in enumerate(sub.groupby("seed", sort=True)):
@@ -71,12 +84,19 @@ def capability_figure(
             bisected = bool(len(point)) and "search" in point and point["search"].iloc[0] == "bisection"
             total = (totals or {}).get((model, seed))
             of = f"bisection: {len(curve)}" + (f" of {total}" if total else "") + " checkpoints"
+            emerged = len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0])
+            span = ""
+            if emerged:
+                post, pre = int(point["post_step"].iloc[0]), point["pre_step"].iloc[0]
+                span = f"{int(pre)}→{post}" if pd.notna(pre) else f"→{post}"
             fig.add_trace(
                 go.Scatter(
                     x=x_steps(curve["step"], x_scale),
                     y=curve[metric],
                     mode="markers" if bisected else "lines+markers",
-                    name=f"{plot_text(model)} seed {seed}" + (f" ({of})" if bisected else ""),
+                    name=f"{plot_text(model)} seed {seed}: "
+                    + (span if emerged else "not emerged")
+                    + (f" ({of})" if bisected else ""),
                     line=dict(color=color),
                     marker=dict(size=7 if bisected else 4),
                     legendgroup=f"{model}-{seed}",
@@ -85,30 +105,12 @@ def capability_figure(
                 row=1,
                 col=col,
             )
-            if len(point) and bool(point["emerged"].iloc[0]) and pd.notna(point["post_step"].iloc[0]):
-                post = int(point["post_step"].iloc[0])
+            entries += 1
+            if emerged:
                 y = curve.loc[curve["step"] == post, metric]
-                pre = point["pre_step"].iloc[0]
-                span = f"{int(pre)}→{post}" if pd.notna(pre) else f"→{post}"
-                x_post = max(post, 0.5) if x_scale == "log" else post
-                if len(y) and pd.notna(y.iloc[0]):  # which run each star is, written beside it
-                    fig.add_annotation(
-                        x=np.log10(x_post) if x_scale == "log" else x_post,
-                        y=float(y.iloc[0]),
-                        text=f"seed {seed}: {span}",
-                        showarrow=True,
-                        arrowcolor=color,
-                        ax=-60 if k % 2 == 0 else 60,
-                        ay=-28 - 16 * (k // 2),
-                        font=dict(color=color, size=11),
-                        bgcolor="rgba(255,255,255,0.85)",
-                        bordercolor=color,
-                        row=1,
-                        col=col,
-                    )
                 fig.add_trace(
                     go.Scatter(
-                        x=[x_post],
+                        x=[max(post, 0.5) if x_scale == "log" else post],
                         y=[y.iloc[0] if len(y) else None],
                         mode="markers",
                         text=[f"seed {seed}: {span}"],
@@ -116,13 +118,17 @@ def capability_figure(
                         marker=dict(symbol="star", size=14, color=color, line=dict(width=1, color="black")),
                         hovertemplate=f"point of emergence<br>{plot_text(model)} seed {seed}<br>pre {pre} → post {post}<extra></extra>",
                         legendgroup=f"{model}-{seed}",
-                        name="★ post step of the point of emergence (labelled by seed)",
+                        name="★ post step of the point of emergence",
                     ),
                     row=1,
                     col=col,
                 )
+                entries += not starred
                 starred = True  # one legend entry explains every star
-        step_axis(fig, "log" if x_scale == "log" else "linear", row=1, col=col)
+        for row in range(1, rows + 1):
+            step_axis(fig, "log" if x_scale == "log" else "linear", row=row, col=col)
+            if row < rows:
+                fig.update_xaxes(title_text=None, row=row, col=col)
     if metric == "accuracy" and threshold is not None:
         # one line per panel, one legend entry for all of them (clicking it toggles every panel's)
         fig.add_hline(
@@ -132,19 +138,29 @@ def capability_figure(
             name=f"threshold ({threshold:g})",
             showlegend=True,
             legendgroup="threshold",
+            row=1,
+            col="all",
         )
         for i, shape in enumerate(s for s in fig.layout.shapes if s.legendgroup == "threshold"):
             shape.showlegend = i == 0
+        entries += 1
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
+    legend_rows = -(-entries // 2)
     fig.update_layout(
         title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
-        height=460,
+        height=(620 if loss_row else 420) + 22 * legend_rows,
         showlegend=True,
-        # below the plot: on an 800 px screen a legend at the side leaves the curves a third of the width
-        legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
-        margin=dict(b=40),
+        # below the panels, two entries a row (each half the width): on an 800 px screen a legend
+        # at the side left the curves a third of the width, and a tall one scrolled in its own box
+        # at the figure's foot, under the step axis' title, in a margin made for it; "grouped" (the
+        # default with legend groups) gave every entry a row of its own
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, traceorder="normal")
+        | dict(entrywidth=0.5, entrywidthmode="fraction"),
+        margin=dict(b=70 + 22 * legend_rows),
     )
+    fit_step_ranges(fig, x_scale)
+    fig.update_yaxes(autorange=True)  # said outright: with shared step ranges set, plotly.js left [-1, 4]
     return fig
 
 

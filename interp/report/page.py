@@ -308,7 +308,7 @@ def components_section(run, ctx: ReportContext) -> Section | None:
                 )
                 + _jump_note(run),
             ),
-            table_fragment(components),
+            table_fragment(components, fold_constant=True),  # one line for the run's own columns
         ),
     )
 

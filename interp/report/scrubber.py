@@ -54,6 +54,7 @@ from jaxtyping import Float, UInt8
 
 from interp.core.settings import StudyConfig
 from interp.core.terms import DEFAULT_THRESHOLD
+from interp.report.findings import interval_text
 from interp.report.scrub_script import scrub_script
 
 __all__ = [
@@ -191,6 +192,15 @@ class ScrubData:
             if self.delta_p is None
             else [
                 [None if not np.isfinite(v) else round(float(v), 4) for v in row]
+                for row in np.asarray(self.delta_p, float)
+            ],
+            # what each head's title shows, formatted here by the summary's and the findings' own
+            # rule (interval_text): rounding the rounded 4-digit values again in the browser showed
+            # +0.015 where they show +0.016 (issue 71); the numbers above only order the heads
+            "delta_text": None
+            if self.delta_p is None
+            else [
+                [None if not np.isfinite(v) else interval_text(float(v), signed=True) for v in row]
                 for row in np.asarray(self.delta_p, float)
             ],
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-__all__ = ["STEP_SCALES", "check_step_scale", "step_axis", "x_steps"]
+__all__ = ["STEP_SCALES", "check_step_scale", "fit_step_ranges", "step_axis", "x_steps"]
 
 
 #: Step axes: ``"linear"`` (the default: a jump late in training gets its share of the width),
@@ -65,3 +65,30 @@ def step_axis(fig: go.Figure, scale: str = "linear", point: tuple | None = None,
 def x_steps(steps: pd.Series, scale: str) -> pd.Series:
     """The x values of ``steps`` on a ``scale`` axis (step 0 at 0.5 on a log axis)."""
     return steps.clip(lower=0.5) if scale == "log" else steps
+
+
+def fit_step_ranges(fig: go.Figure, scale: str = "linear", pad: float = 0.02) -> None:
+    """End every step axis of ``fig`` where its data end: each x axis's range is the steps its
+    traces draw (those of every axis it is shared with, ``matches``), widened by ``pad`` of the
+    span each side so the end markers are whole (on a log axis, in log10 units). Plotly's own
+    autorange also fits markers, annotations and arrows in pixels, and ran an axis on to 10k steps
+    at 800 px where the data stop at 3k (issue 71). Axes without data are left alone.
+    """
+    import numpy as np
+
+    axes = {axis.plotly_name.replace("axis", ""): axis for axis in fig.select_xaxes()}  # "x", "x2", ...
+    groups: dict[str, list[float]] = {}
+    for trace in fig.data:
+        where = getattr(trace, "xaxis", None) or "x"
+        xs = [float(x) for x in (trace.x if trace.x is not None else ()) if x is not None and x == x]
+        if xs and where in axes:
+            groups.setdefault(axes[where].matches or where, []).extend(xs)
+    for name, axis in axes.items():
+        drawn = groups.get(name)
+        if axis.matches or not drawn:  # a shared axis follows its root's range (set on both, plotly.js
+            continue  # stopped fitting the y axes to their data)
+        lo, hi = min(drawn), max(drawn)
+        if scale == "log":
+            lo, hi = np.log10(max(lo, 0.5)), np.log10(max(hi, 0.5))
+        width = (hi - lo) or 1.0
+        axis.range = [lo - pad * width, hi + pad * width]

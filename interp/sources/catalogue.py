@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.core.io import cache_root
+from interp.core.near_names import near_name
 from interp.core.spec_file import SpecError, check_name, read_spec_file, unknown_key_message
 
 #: Version of the embedded training loop (data order, schedule, checkpoint contents); part of the
@@ -498,9 +499,10 @@ def spec_path(ref: str | Path) -> Path:
         return SHIPPED_SPECS / f"{text}.yaml"
     path = Path(text).expanduser()
     if path.suffix.lower() not in SPEC_SUFFIXES:
+        near = near_name(text, shipped_spec_names())
         raise ValueError(
             f"suite spec {text!r} is not a shipped spec ({', '.join(shipped_spec_names())}) "
-            f"nor a {'/'.join(SPEC_SUFFIXES)} file"
+            f"nor a {'/'.join(SPEC_SUFFIXES)} file" + (f"; did you mean {near!r}?" if near else "")
         )
     if not path.is_file():
         raise ValueError(f"suite spec file {text!r} does not exist")
@@ -687,5 +689,9 @@ def resolve_embedded(spec: str) -> list[tuple[SuiteConfig, str]]:
         return [(cfg, name) for name in cfg.run_names()]
     cfg = SUITES[suite]
     if run not in cfg.run_names():
-        raise ValueError(f"unknown embedded run {run!r} in {suite!r}; valid: {', '.join(cfg.run_names())}")
+        elsewhere = [f"{other}/{run}" for other, known in SUITES.items() if run in known.run_names()]
+        close = near_name(run, cfg.run_names())
+        near = elsewhere[0] if elsewhere else (f"{suite}/{close}" if close else None)
+        hint = f"did you mean {near!r}? " if near else ""
+        raise ValueError(f"unknown embedded run {run!r} in {suite!r}; {hint}valid: {', '.join(cfg.run_names())}")
     return [(cfg, run)]

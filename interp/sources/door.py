@@ -13,18 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from interp.sources.base import CheckpointSource
+from interp.core.near_names import near_name
 from interp.sources.catalogue import (
+    SUITE_PREFIX,
     SUITES,
+    embedded_source_names,
     is_embedded_name,
     is_hub_id,
     resolve_embedded,
+    shipped_spec_names,
 )
 from interp.sources.families import PYTHIA_IDS_TEXT
-from interp.sources.hub import HubSource
-from interp.sources.loading import _VALID_SPECS
-from interp.sources.local import LocalSuiteSource, overlay_steps
+
+if TYPE_CHECKING:
+    from interp.sources.base import CheckpointSource
+
+# Light on imports (torch, transformers and the sources' modules load inside the functions that
+# open something), so that a bad name is refused at once: 3.5 s for `emergence run embeded/...` at
+# load 20 on 2 cores, where importing them took 20 s more (issue 71).
 
 VALID_NAMES = (
     f"{PYTHIA_IDS_TEXT}, "
@@ -38,12 +46,23 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
 
 
+def shipped_source_names() -> list[str]:
+    """Every source name the package ships: the embedded ones (:func:`embedded_source_names`) and
+    ``suite:<spec>`` for each shipped suite spec."""
+    return embedded_source_names() + [f"{SUITE_PREFIX}{name}" for name in shipped_spec_names()]
+
+
 def check_source_name(name: str) -> int:
     """Check a source name without loading or training anything; returns how many runs it names.
 
+    A name a few edits from a shipped one (:func:`interp.sources.catalogue.near_name`:
+    ``embeded/neox-2l-64d-seed0``) is refused with "did you mean", before it could be taken for a
+    hub repo and fetched.
+
     Raises:
-        ValueError: an unknown name (the valid forms listed), an unknown embedded run (the valid
-            runs listed), or a local path that is not an existing folder.
+        ValueError: an unknown name (the valid forms listed), a name near a shipped one (that one
+            named), an unknown embedded run (the valid runs listed, the nearest named), or a local
+            path that is not an existing folder.
     """
     if is_embedded_name(name):
         return len(resolve_embedded(name))
@@ -57,6 +76,11 @@ def check_source_name(name: str) -> int:
         if not path.is_dir():
             raise ValueError(f"local suite folder {name!r} does not exist")
         return 1
+    near = near_name(name, shipped_source_names())  # before the hub: a typo is not a repo to fetch
+    if near is not None:
+        raise ValueError(
+            f"unknown checkpoint source {name!r}; did you mean {near!r}? (emergence list-models prints every name)"
+        )
     if is_hub_id(name.partition(":")[0]):  # ID:SERIES picks a series of step-named branches
         return 1
     raise ValueError(unknown_source_message(name, VALID_NAMES))
@@ -248,6 +272,10 @@ def open_source(spec: str | Path, **kwargs) -> CheckpointSource:
     if isinstance(spec, str) and is_embedded_name(spec):
         check_one_run(spec, "open_source")  # before any training
         return open_sources([spec], allow_pickle=bool(kwargs.get("allow_pickle", False)))[0]
+    from interp.sources.hub import HubSource
+    from interp.sources.loading import _VALID_SPECS
+    from interp.sources.local import LocalSuiteSource
+
     path = Path(spec).expanduser()
     if path.is_dir() or path.is_file():  # a file: refused by the source in one line naming its folder
         return LocalSuiteSource(
@@ -274,6 +302,8 @@ def zoomed_steps(name: str) -> list[int]:
     """Steps ``emergence zoom`` stored in the overlay of the one run ``name`` names (an embedded
     run already trained in the cache, or a local suite folder), without training or loading
     anything; [] for a hub id, an embedded run not trained yet, or a run never zoomed."""
+    from interp.sources.local import overlay_steps
+
     if is_embedded_name(name):
         from interp.sources.catalogue import suite_dir
 

@@ -51,7 +51,7 @@ from interp.sources.interrupted import (
 )
 from interp.sources.loading import make_byte_tokenizer, quiet_hf_progress, weight_files, weights_digest
 from interp.sources.local import finished_run
-from interp.sources.progress import RunBars, drain_progress
+from interp.sources.progress import RunSteps, drain_progress
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -380,13 +380,13 @@ def _train_to_folder(
         rows.append((step - 1, loss, lr_at(cfg, step - 1)))  # the weights' step, as train_run's rows
         dying = kill_step is not None and step >= int(kill_step)
         if queue is not None and (step % 25 == 0 or step == steps or dying):
-            queue.put((name, step - last[0], loss, os.getpid()))
+            queue.put((name, step - last[0], loss, os.getpid(), None))
             last[0] = step
         if dying:
             os.kill(os.getpid(), int(getattr(signal, str(kill_signal), str(kill_signal))))
 
     if queue is not None:  # the parent learns which process trains this run
-        queue.put((name, 0, float("nan"), os.getpid()))
+        queue.put((name, 0, float("nan"), os.getpid(), None))
 
     started = time.time()
     prefix = None if interrupted is not None else _cached_prefix(size, seed, cfg, final.parent, data)
@@ -398,8 +398,9 @@ def _train_to_folder(
         else:
             assert prefix is not None
             start, earlier = _copy_prefix(prefix, tmp, cfg.checkpoint_steps_for(size))
-        if queue is not None:
-            queue.put((name, start, float(earlier["loss"].iloc[-1]), os.getpid()))
+        if queue is not None:  # the bar counts these steps as done before, and says so
+            why = "an interrupted run" if interrupted is not None else f"a shorter cached run, {prefix}"
+            queue.put((name, start, float(earlier["loss"].iloc[-1]), os.getpid(), why))
         last[0] = start
         resumed = train_run(
             size,
@@ -591,14 +592,14 @@ def _train_and_hand_out(
         )
         pending = set(futures)  # cached runs (in ``finished``) wait for a free core like trained ones
         workers: dict[int, tuple[str, int]] = {}  # pid -> (run, last step reported)
-        # one bar per run while it trains, beside the overall one (none when the suite is one run)
-        run_bars = RunBars({final.name: cfg.steps_for(size) for size, _, _, final in missing}, progress)
+        # one bar for the training: each training run's step and loss at its end, not bars of their own
+        runs = RunSteps({final.name: cfg.steps_for(size) for size, _, _, final in missing})
         try:
             while pending or finished:
                 done: set = set()
                 if pending:
                     done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                drain_progress(queue, bar, workers, run_bars)
+                drain_progress(queue, bar, workers, runs)
                 try:
                     finished += [(futures[f], f.result()) for f in done]  # re-raises a worker's error here
                 except BrokenProcessPool:
@@ -610,7 +611,6 @@ def _train_and_hand_out(
                     yield finished.pop(0)
         finally:
             torch.set_num_threads(threads)
-            run_bars.close()
             bar.close()
             unfinished = [future for future in pending if not future.done()]
             for future in unfinished:

@@ -1,54 +1,65 @@
-"""The training pool's progress: the suite's bar over all steps and a bar per run while it trains,
-fed by the workers' ``(run, steps, loss, pid)`` messages (:func:`interp.sources.embedded.iter_suite`)."""
+"""The training pool's progress: one bar over all the suite's steps, fed by the workers'
+``(run, steps, loss, pid, resumed)`` messages (:func:`interp.sources.embedded.iter_suite`), that
+names each training run's step and loss, and says on a line of its own where a run continues."""
 
 from __future__ import annotations
 
+from interp.core.progress import say, skip
 
-class RunBars:
-    """A tqdm bar per run while it trains (``totals``: run -> its steps), below the suite's bar;
-    none for a suite of one run, without ``progress``, or in a Jupyter kernel (its one-line text
-    bars cannot stack: the suite's bar names the run and its loss there)."""
 
-    def __init__(self, totals: dict[str, int], progress: bool) -> None:
-        from interp.core.progress import in_kernel
+class RunSteps:
+    """Where each run stands while it trains (``totals``: run -> its steps), for the end of the
+    suite's bar: ``neox-2l-64d-seed1 1200/2400 loss 2.310, neox-2l-64d-seed2 800/2400 loss 2.402``
+    (one bar per level of work: the runs are a part of the suite's line, not bars of their own)."""
 
-        self.totals, self.enabled, self.bars = totals, progress and len(totals) > 1 and not in_kernel(), {}
+    def __init__(self, totals: dict[str, int]) -> None:
+        self.totals = totals
+        self.at: dict[str, tuple[int, float]] = {}  # run -> (steps done, last loss)
 
     def update(self, name: str, steps: int, loss: float) -> None:
-        if not self.enabled or name not in self.totals:
-            return
-        from tqdm.auto import tqdm
+        done, last = self.at.get(name, (0, float("nan")))
+        self.at[name] = (done + steps, loss if loss == loss else last)
 
-        bar = self.bars.get(name)
-        if bar is None:
-            bar = self.bars[name] = tqdm(total=self.totals[name], desc=f"  {name}", unit="step", leave=False)
-        bar.update(steps)
-        if loss == loss:
-            bar.set_postfix_str(f"loss {loss:.3f}", refresh=False)
-        if bar.n >= self.totals[name]:
-            self.bars.pop(name).close()
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-        self.bars.clear()
+    def text(self) -> str:
+        """The runs still training, each with its step and last loss."""
+        parts = []
+        for name, (done, loss) in self.at.items():
+            if done < self.totals.get(name, 0):
+                parts.append(f"{name} {done}/{self.totals[name]}" + (f" loss {loss:.3f}" if loss == loss else ""))
+        return ", ".join(parts)
 
 
-def drain_progress(queue, bar, workers: dict | None = None, run_bars: RunBars | None = None) -> None:
-    """Move the workers' (run, steps, loss, pid) messages onto the progress bar (and each run's own,
-    ``run_bars``); ``workers`` keeps each worker's run and last reported step (pid -> (run, step))."""
+def drain_progress(queue, bar, workers: dict | None = None, runs: RunSteps | None = None) -> None:
+    """Move the workers' messages onto the progress bar; ``workers`` keeps each worker's run and
+    last reported step (pid -> (run, step)).
+
+    A message is ``(run, steps, loss, pid, resumed)``: ``steps`` more steps trained, or, where
+    ``resumed`` says why (``"an interrupted run"``, ``"a shorter cached run"``), the step the run
+    continues from: those steps count in the bar's position but not in its rate
+    (:func:`interp.core.progress.skip`), and a line ``<run>: continuing from step N of M (...)`` says so.
+    """
     from queue import Empty
 
     while True:
         try:
-            name, steps, loss, pid = queue.get_nowait()
+            name, steps, loss, pid, resumed = queue.get_nowait()
         except Empty:
             return
         if workers is not None:  # steps are counted per run; a worker may train several in turn
             same_run = pid in workers and workers[pid][0] == name
             workers[pid] = (name, (workers[pid][1] if same_run else 0) + steps)
-        bar.update(steps)
-        if run_bars is not None:
-            run_bars.update(name, steps, loss)
-        if loss == loss:  # not the NaN of a worker's first message
-            bar.set_postfix_str(f"{name} loss {loss:.3f}")
+        if resumed:
+            total = runs.totals.get(name) if runs is not None else None
+            of = f" of {total}" if total else ""
+            say(
+                bar,
+                f"{name}: continuing from step {steps}{of} ({resumed}); its steps before are not counted in the rate",
+            )
+            skip(bar, steps)
+        else:
+            bar.update(steps)
+        if runs is not None:
+            runs.update(name, steps, loss)
+            bar.set_postfix_str(runs.text(), refresh=False)
+        elif loss == loss:  # not the NaN of a worker's first message
+            bar.set_postfix_str(f"{name} loss {loss:.3f}", refresh=False)

@@ -7,7 +7,7 @@ seeds, steps, the checkpoint schedule and the data settings; its hash names its 
 for the embedded default (``embedded/<config digest>-<environment key>``). Each run is one unit:
 
 - ``executor="local"``: the embedded trainer's pool (:func:`interp.sources.embedded.iter_suite`):
-  pinned worker processes, a bar per run and one overall, Ctrl-C stops at once and the next
+  pinned worker processes, one progress line naming each run's step, Ctrl-C stops at once and the next
   training continues each stopped run from its last checkpoint to the same weights.
 - ``executor="joblib"`` / ``"ray"``: one unit per run through :func:`sweeps.driver.run_sweep`
   (the results store in ``<suite folder>/units/``: a finished unit is not run again), each unit

@@ -38,7 +38,7 @@ async function mount(id){
   const tip=el('div',{className:'el-scrub-tip'},document.body);
   let canvases=[];
   const dp=(l,h)=>spec.delta_p&&spec.delta_p[l]&&spec.delta_p[l][h]!=null?spec.delta_p[l][h]:null;
-  const dpText=(l,h)=>{const v=dp(l,h);return v===null?'':'  '+(spec.delta_label||'Δp')+' '+(v>=0?'+':'')+v.toFixed(3);};
+  const dpText=(l,h)=>{const v=dp(l,h);return v===null?'':'  '+(spec.delta_label||'Δp')+' '+spec.delta_text[l][h];};
   function order(){const heads=[];for(let l=0;l<L;l++)for(let h=0;h<H;h++)heads.push([l,h]);
     if(st.order!=='delta')return heads;
     return heads.sort((a,b)=>{const x=dp(a[0],a[1]),y=dp(b[0],b[1]);if(x===null&&y===null)return 0;if(x===null)return 1;if(y===null)return -1;return y-x;});}
