@@ -28,6 +28,9 @@ emergence over seeds, and the page that shows them.
 - :mod:`interp.population.control_page`: ``forcing_control.html`` (the forcing control);
 - :mod:`interp.population.collect`: :func:`~interp.population.collect.population`, the capability
   table evaluated on checkpoint sources;
+- :mod:`interp.population.variance`: which part of the seed decides, variance components of a
+  per-run quantity over an initialisation × data-order grid (ANOVA and REML, bootstrap intervals,
+  permutation tests) and its grid figure;
 - :mod:`interp.population.cli`: ``emergence population``.
 
 Nothing in ``interp`` below this package imports it (``tests/test_import_graph.py``).

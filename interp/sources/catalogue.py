@@ -14,6 +14,10 @@ its checks and the run names read each other.
 
 Kept free of heavy imports so that ``emergence --help`` and ``emergence list-models`` start at
 once and a bad source name is refused before anything is loaded.
+
+Over 600 lines because a suite's identity is one concept: its config (and digest), its sizes, the
+spec that writes them, and the names of its runs (a run's two seeds included, issue 72) must agree
+in one place, or a run name, a cache folder and a spec could drift apart.
 """
 
 from __future__ import annotations

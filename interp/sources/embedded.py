@@ -17,6 +17,11 @@ model within 3000 steps (measured here, see docs/embedded.md). A fraction of seq
 ``prefix_len`` bytes of code followed by a random letters-and-digits segment repeated to fill
 the context gives the model an induction signal; the capability then appears abruptly, at a
 step that depends on the seed. The measured effect of each knob is in docs/embedded.md.
+
+Over 600 lines because the trainer is one concept: a run's batches and initial weights, its
+resumable checkpoints, the cached-prefix and interrupted-run continuations, and the pinned pool
+that trains runs and hands them out must agree bit for bit; split, the continuation rules would
+live apart from the training they continue.
 """
 
 from __future__ import annotations
