@@ -119,8 +119,23 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
         "NeoX, NeoX-r8 (8 rotary dims), Phi cross, NeoX-8h long: section 4):"
     )
     notes = [f"Superseded, no verdict: {s}." for s in superseded(verdicts)]
+    notes += seed_split_note()
     notes.append("Claims 3, 5: [synthetic](results-synthetic.md), [architectures](results-architectures.md).")
     return answer_markdown(table, lead, notes), table, verdicts
+
+
+def seed_split_note() -> list[str]:
+    """Claim 1's split of the seed (issue 72): its verdict line once the 8 × 8 grid is complete,
+    else how many of its runs are kept."""
+    from analyses.population_seed_split import KEPT, claim_line, components, read_kept_curves
+
+    curves = read_kept_curves(KEPT)
+    n = curves["run"].nunique() if len(curves) else 0
+    if n < 64:
+        return [
+            f"Claim 1, which part of the seed (initialisation × data order, 8 × 8): {n} of 64 runs trained, no verdict yet."
+        ]
+    return [claim_line(components(curves)).removeprefix("- ")]
 
 
 def update_docs(block: str, docs: Path = DOCS) -> None:

@@ -250,11 +250,25 @@ def claim_line(found: dict, verdict: str | None = None) -> str:
     """The headline line for the paper's claim 1 (a capability appears at very different steps
     "depending only on the seed"): which part of the seed the spread of log E goes with, in one
     factual sentence (:meth:`interp.population.variance.VarianceComponents.sentence`), behind the
-    verdict word ``verdict`` (the judge's, ``interp.population.judge``; until it is wired,
-    :data:`interp.population.variance.VERDICT_PLACEHOLDER`)."""
+    verdict word ``verdict`` (default: the judge's, :func:`judged`)."""
+    if verdict is None:
+        verdict = judged(found).word
     return (
         f'- **Claim 1, which part of the seed** (`{SPEC}`; the paper: E varies "depending only on the seed"): '
         f"{found['log_E'].claim_line(verdict)}"
+    )
+
+
+def judged(found: dict):
+    """The judge's verdict on claim 1 from the split of log E (:func:`interp.population.judge.judge_components`):
+    robust where the permutation and the F tests read the same."""
+    from interp.population.judge import ALPHA, judge_components
+
+    rows = found["log_E"].table.set_index("component")
+    init, data = rows.index[0], rows.index[1]
+    agree = all((rows.loc[c, "p_perm"] < ALPHA) == (rows.loc[c, "p_f"] < ALPHA) for c in (init, data))
+    return judge_components(
+        "Claim 1, which part of the seed", float(rows.loc[init, "p_perm"]), float(rows.loc[data, "p_perm"]), agree
     )
 
 

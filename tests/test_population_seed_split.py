@@ -106,5 +106,8 @@ def test_complete_grid_block_components_figure_and_claim_line(tmp_path):
     assert len(pd.read_csv(tmp_path / "components.csv")) == 9
     assert "plotly" in (tmp_path / "seed_grid.html").read_text()[:5000].lower()
     line = split.claim_line(found)
-    assert line.startswith("- **Claim 1, which part of the seed**") and VERDICT_PLACEHOLDER in line
-    assert "[verdict" not in split.claim_line(found, verdict="reproduced")
+    # E set by the initialisation alone (initialisation 100 %): the judge says reproduced, naming the part
+    v = split.judged(found)
+    assert (v.word, v.side) == ("reproduced", "initialisation")
+    assert line.startswith("- **Claim 1, which part of the seed**") and ": reproduced: Of the spread" in line
+    assert VERDICT_PLACEHOLDER not in line

@@ -61,6 +61,7 @@ __all__ = [
     "Verdict",
     "judge",
     "judge_claim",
+    "judge_components",
     "judge_fact",
     "judge_share",
 ]
@@ -472,3 +473,29 @@ def judge_fact(e: FactEvidence) -> Verdict:
     reason = "; ".join(x for x in (e.detail, broken) if x)
     decide = "" if robust != "not robust" else f"fails at {', '.join(no)}"
     return Verdict(word, robust, e.label, reason, decide)
+
+
+def judge_components(label: str, p_init: float, p_data: float, agree: bool = True) -> Verdict:
+    """The verdict on claim 1's "depending only on the seed" from a crossed initialisation ×
+    data-order population (:mod:`interp.population.variance`): ``reproduced`` where either part of
+    the seed carries a significant share of the spread of log E (permutation p < :data:`ALPHA`),
+    else ``not decidable``; which part is named in the reason, never in the word.
+
+    Args:
+        label: the claim in words.
+        p_init, p_data: the permutation test's p for the initialisation and the data-order
+            component (probability; NaN: not computed).
+        agree: whether the classical F test reads the same (``robust`` where it does).
+
+    Returns:
+        A :class:`Verdict` whose ``side`` is ``"initialisation"``, ``"data order"``, ``"both"`` or ``""``.
+    """
+    sig = [name for name, p in (("initialisation", p_init), ("data order", p_data)) if math.isfinite(p) and p < ALPHA]
+    side = "both" if len(sig) == 2 else sig[0] if sig else ""
+    word = "reproduced" if sig else "not decidable"
+    reason = (
+        f"the spread of E goes with {' and '.join(sig)} (permutation {fmt_p(p_init)} initialisation, "
+        f"{fmt_p(p_data)} data order)"
+    )
+    robust = "robust" if agree else "not robust"
+    return Verdict(word, robust, label, reason, "" if sig else "more seeds of each part", side=side)
