@@ -107,7 +107,8 @@ def test_what_else_varies_with_the_head_count_is_named_and_the_contrast_called_c
     fixed = {("neox-1l-64d-2h-r8", 2): [200, 300], ("neox-1l-64d-4h-r8", 4): [300, 400]}
     result = population_from_curves(table(fixed, d_model=64), StudyConfig(hold=0), grid=False)
     assert result.cox.loc[0, "also_varies"] == "d_head 32–16"
-    assert "Confounded: d_head 32–16 change with n_heads" in result.claims[-1]
+    assert result.claims[-1].startswith("Claim 4, heads (neox, d_model 64, 1 layers, heads 2, 4): confounded")
+    assert "also varies: d_head 16 vs 32)" in result.claims[-1]
 
 
 # ------------------------------------------------------------------ item 4: model checks
@@ -174,8 +175,9 @@ def test_loglinearity_lr_test_and_an_arm_with_no_events():
     assert "; this ratio leans on n_heads=8, where no run emerged (its runs enter censored at the budget)" in line
     # the headline gives the per-arm contrasts instead of a ratio per doubling, and names the silent arm
     (claim,) = [c for c in result.claims if c.startswith("Claim 4")]
-    assert "no single ratio per doubling is quoted (log-linearity in log2(heads) rejected" in claim
-    assert "1 → 2 heads ×" in claim and "4 → 8 heads: hazard ratio undetermined (no run of h8 emerged" in claim
+    # every contrast also varies d_head: the judge gives no verdict on the claim, only on each test
+    assert claim.startswith("Claim 4, heads (d_model 16, 1 layers, heads 1, 2, 4, 8): confounded")
+    assert "1 → 2 heads: confounded, robust null" in claim and "4 → 8 heads: confounded" in claim
     c = result.contrasts.set_index("heads")
     assert math.isnan(c.loc["4 → 8", "hr"]) and c.loc["4 → 8", "logrank_p"] < 0.05
     assert c.loc["1 → 2", "hr_lo"] < 1 < c.loc["1 → 2", "hr_hi"]  # 1 and 2 heads alike
