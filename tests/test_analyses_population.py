@@ -182,7 +182,7 @@ def test_the_long_continuation_block_counts_runs_emerged_by_each_multiple_of_the
     assert "Emerged by 12000 over the rule grid (threshold/hold: runs): 0.4/1: 2, 0.4/2: 2," in block
     assert (
         "- Claim 1, never: reproduced, robust at threshold 0.5, hold 2 (mixed arms: neox-2l-64d-8h 2 of 4 never); "
-        "the paper: or never, depending only on the seed.\n"
+        "the paper: or never.\n"
     ) in block
     assert block.rstrip().endswith(
         f"- The numbers at threshold 0.5, hold 2: 2 of 4 plain runs emerged by 12000 (95 % Wilson {lo:.2f}–{hi:.2f}) "
@@ -274,7 +274,7 @@ def test_the_continuations_headline_gives_the_judges_word_beside_the_paper():
     assert line.startswith('- **Claim 1, "never", past the budget** (`population-8h-long`:')
     assert (
         "trained on to 12000 steps = 3 × its budget; 9 of 9 runs): Claim 1, never: reproduced, robust at threshold "
-        "0.5, hold 2 (mixed arms: neox-2l-64d-8h 8 of 9 never); the paper: or never, depending only on the seed. The "
+        "0.5, hold 2 (mixed arms: neox-2l-64d-8h 8 of 9 never); the paper: or never. The "
         "numbers: 1 of 9 plain runs emerged by 12000 (95 % Wilson 0.02–0.43) at E 5000;" in line
     )
     alone = entry.long_headline(pd.concat(flat), 24)

@@ -226,7 +226,7 @@ def test_kept_runs_resume_and_a_damaged_one_is_redone(tmp_path):
     block, headline = docs_block(back, records, 48, "Settings.")
     assert (
         "Measured so far: 3 of the 48 planned runs" in headline
-        and "Claim 2 on A (3 emerged seeds measured): **not decidable**:" in block
+        and "Claim 2 over interval widths on **A** (3 emerged seeds;" in block
     )
     assert "| A | 5 steps | 3 (2) | 1 |" in block  # seed 3 within noise at 5 steps: named, not counted
     assert block.split("| A | 5 steps |")[1].splitlines()[0].endswith("| 3 |")  # named by its seed
