@@ -15,7 +15,7 @@ PYTHON ?= python3
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: setup setup-dev setup-notebook setup-test browser demo format lint check-constraints test test-fast pytest results results-paper lock
+.PHONY: findings setup setup-dev setup-notebook setup-test browser demo format lint check-constraints test test-fast pytest results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -138,6 +138,19 @@ test-fast: setup-dev
 # `make test`. Prints the total time; run it again to resume where it stopped.
 results: setup
 	OMP_NUM_THREADS=1 $(VENV)/bin/emergence results --out results
+
+# The findings in docs/results.md regenerated from the kept runs (docs/data/), no training: every
+# block's words from the judge, then the answer that opens the page (issue 65). About 15 min on 2 cores.
+findings: setup
+	$(PY) -m analyses.population --finished-only --update-docs
+	$(PY) -m analyses.population_decoupled --finished-only --update-docs
+	$(PY) -m analyses.population_heads_dhead --finished-only --update-docs
+	$(PY) -m analyses.population --spec population-8h-long --finished-only --update-docs
+	$(PY) -m analyses.forcing_control_8h --finished-only --update-docs
+	$(PY) -m analyses.population_mechanism --no-compute --update-docs
+	$(PY) -m analyses.population_mechanism --pair largest-jump --no-compute --update-docs
+	$(PY) -m analyses.population_seed_split --finished-only --update-docs
+	$(PY) -m analyses.answer --update-docs
 
 # The paper-scale entries (issue 27; ~11 h on 2 idle cores, estimates in docs/results-synthetic.md
 # and docs/results-architectures.md). On a GPU: make results-paper DEVICE=cuda. Resumable.

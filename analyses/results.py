@@ -197,6 +197,25 @@ REGISTRY: list[Analysis] = [
         ("--update-docs",),
         takes_device=False,
     ),
+    # Issue 65: claim 2 at the paper's kind of pair, the consecutive checkpoints with the largest
+    # p jump, every seed of the same two arms (48 runs, each trained again to the pair's later step;
+    # ~3 min a run on an idle core); kept in docs/data/population-mechanism-pair (resumes anywhere).
+    Analysis(
+        "population_mechanism_pair",
+        "analyses.population_mechanism",
+        "docs/results.md, claim 2 at the largest-jump pair",
+        ("--pair", "largest-jump", "--update-docs"),
+        takes_device=False,
+    ),
+    # Issue 65: the answer that opens docs/results.md, judged from every kept population (no training).
+    Analysis(
+        "answer",
+        "analyses.answer",
+        "docs/results.md, the answer",
+        ("--update-docs",),
+        runs_sweeps=False,
+        takes_device=False,
+    ),
     # 12 seeds x (true, control) forced runs of 4000 steps per (beta, N) cell: ~50 min of 2 idle cores per cell,
     # three cells by default (forcing_control.DEFAULT_CELLS, the cells docs/results.md §5 reports).
     Analysis(
