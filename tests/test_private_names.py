@@ -82,10 +82,20 @@ def _tl_original_component() -> bool:
     return '"_original_component"' in inspect.getsource(base)
 
 
-def _click_protected_args() -> bool:
-    import click
+def _typer_protected_args() -> bool:
+    import typer
 
-    return isinstance(click.Context(click.Command("x"))._protected_args, list)
+    app = typer.Typer()
+
+    @app.command()
+    def one() -> None: ...
+
+    @app.command()
+    def two() -> None: ...
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("emergence", ["two"], resilient_parsing=True)
+    return ctx._protected_args == ["two"]
 
 
 def _process_pool_processes() -> bool:
@@ -136,7 +146,10 @@ PRIVATE_ATTRIBUTES = {
         "interp/sources/weight_swap.py, synthetic/ensemble.py",
         "TransformerLens '_original_component' in a bridge's parameter names",
     ): _tl_original_component,
-    ("emergence_lens/cli.py", "click Context._protected_args (the words of an invocation)"): _click_protected_args,
+    (
+        "emergence_lens/cli.py",
+        "typer Context._protected_args (its vendored click's; the subcommand word of an invocation)",
+    ): _typer_protected_args,
     (
         "interp/core/kernel_pins.py, interp/sources/interrupted.py",
         "concurrent.futures ProcessPoolExecutor._processes (the pool's workers)",
