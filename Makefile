@@ -91,7 +91,8 @@ check-constraints: setup
 # lowest-direct: the lowest version of each dependency pyproject.toml names). torch alone is held at
 # TORCH_SPEC, installed first as `make setup` does (here the CPU build from local disk; the newest
 # from PyPI would be the CUDA build, GBs). Needs the package index. Not part of `make test` (the fast
-# tier again, ~6 min here on top of the install): a tier of its own (README, Set-up), run before a
+# tier again on top of the install; 2026-12-06 on 2 cores at load average ~25: install 32 s, the
+# runs of tools/check_resolution.sh 6-16 min): a tier of its own (README, Set-up), run before a
 # release or when a dependency publishes a new version.
 RESOLUTION ?= highest
 CHECK_VENV ?= .venv-$(RESOLUTION)
