@@ -15,7 +15,7 @@ PYTHON ?= python3
 # deliberate change: re-train the suite and regenerate the results after it).
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: findings setup setup-dev setup-notebook setup-test browser demo format lint check-constraints test test-fast pytest results results-paper lock
+.PHONY: findings setup setup-dev setup-notebook setup-test browser demo format lint check-constraints check-latest check-floors test test-fast pytest results results-paper lock
 # setup: what `emergence` needs; setup-dev adds the tests' tools (pytest, nbclient, playwright, ruff, mypy) and
 # Ray, which `make demo` does without (14 s of its first run here).
 setup: $(VENV)/.installed
@@ -82,6 +82,34 @@ check-constraints: setup
 	done; \
 	if [ -n "$$failed" ]; then echo "error: $(CONSTRAINTS) does not resolve on Python$$failed (uv's reasons above)"; exit 1; fi; \
 	echo "$(CONSTRAINTS) resolves on Python $(CHECK_PYTHONS)"
+
+# Declared ranges that are true (issue 66): what a pip user gets is not constraints.txt but the newest
+# versions pyproject.toml allows. check-latest resolves them without constraints (uv, --resolution
+# highest) into a fresh $(CHECK_VENV), lists them in $(CHECK_VENV)/versions.txt, runs the fast tier
+# and tools/check_resolution.sh (one short training of each of the five synthetic architectures, one
+# `emergence run` on a tiny suite). check-floors does the same at the floors (--resolution
+# lowest-direct: the lowest version of each dependency pyproject.toml names). torch alone is held at
+# TORCH_SPEC, installed first as `make setup` does (here the CPU build from local disk; the newest
+# from PyPI would be the CUDA build, GBs). Needs the package index. Not part of `make test` (the fast
+# tier again on top of the install; 2026-12-06 on 2 cores at load average ~25: install 32 s, the
+# runs of tools/check_resolution.sh 6-16 min): a tier of its own (README, Set-up), run before a
+# release or when a dependency publishes a new version.
+RESOLUTION ?= highest
+CHECK_VENV ?= .venv-$(RESOLUTION)
+CHECK_PY = $(CHECK_VENV)/bin/python
+check-latest: setup
+	rm -rf $(CHECK_VENV)
+	$(PYTHON) -m venv $(CHECK_VENV)
+	echo "$(TORCH_SPEC)" > $(CHECK_VENV)/torch-override.txt
+	$(if $(FIND_LINKS),$(VENV)/bin/uv pip install -q --python $(CHECK_PY) --no-deps --no-index $(addprefix --find-links ,$(FIND_LINKS)) "$(TORCH_SPEC)" ||) $(VENV)/bin/uv pip install -q --python $(CHECK_PY) --no-deps "$(TORCH_SPEC)"
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(CHECK_PY) --resolution $(RESOLUTION) \
+	  --override $(CHECK_VENV)/torch-override.txt $(addprefix --find-links ,$(FIND_LINKS)) -e ".[dev]"
+	$(VENV)/bin/uv pip freeze -q --python $(CHECK_PY) --exclude-editable > $(CHECK_VENV)/versions.txt
+	@echo "$(RESOLUTION) resolution: $$(wc -l < $(CHECK_VENV)/versions.txt) packages in $(CHECK_VENV)/versions.txt"
+	$(CHECK_PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --timeout=300 -m "not slow"
+	sh tools/check_resolution.sh $(CHECK_PY)
+check-floors:
+	@$(MAKE) --no-print-directory check-latest RESOLUTION=lowest-direct
 
 demo: setup
 	$(VENV)/bin/emergence demo --out $(OUT)

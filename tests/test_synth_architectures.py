@@ -231,6 +231,9 @@ FAKE_PACKAGES = {
 }
 
 
+#: transformers binds the packages' kernels as module-level functions of its modeling files from
+#: 5.15 (TransformerLens's GatedDeltaNetBridge, ``_resolve_hf_fn``): the stand-ins below reach them.
+MODULE_LEVEL_KERNELS = (5, 15)
 TRAP_TOKENS = torch.randint(0, 3, (2, 12), generator=torch.Generator().manual_seed(0))
 
 
@@ -269,10 +272,21 @@ def test_cpu_runs_when_triton_kernels_are_installed(kernels_installed):
         from synthetic.models.mamba import mamba2_config as hf_config
 
         hf_class = modeling.Mamba2ForCausalLM
-    # The trap is real: the plain HF model now calls the crashing kernel on CPU...
-    with pytest.raises(RuntimeError, match="triton kernel"):
-        hf_class(hf_config(cfg))(TRAP_TOKENS, use_cache=False)
-    # ...while our builder keeps the torch path on CPU: same logits as without the packages.
+    from synthetic.models.hf import DEVICE_AWARE_KERNELS, transformers_release
+
+    if transformers_release() < DEVICE_AWARE_KERNELS:
+        if transformers_release() >= MODULE_LEVEL_KERNELS:
+            # The trap is real on this transformers: the plain HF model calls the crashing kernel on CPU...
+            with pytest.raises(RuntimeError, match="triton kernel"):
+                hf_class(hf_config(cfg))(TRAP_TOKENS, use_cache=False)
+        # ...so our builder refuses before building, naming the fix (before 5.15 too: the kernels
+        # were bound per layer then, behind checks these stand-ins do not pass).
+        with pytest.raises(ValueError, match=r"install transformers>=5\.25.*or uninstall"):
+            build_model(cfg)
+        return
+    # From 5.25 transformers itself sends CPU tensors to its pure-torch path: the plain HF model
+    # runs, and our builder gives the same logits as without the packages.
     with torch.no_grad():
+        hf_class(hf_config(cfg))(TRAP_TOKENS, use_cache=False)
         got = build_model(cfg).eval()(TRAP_TOKENS)
     torch.testing.assert_close(got, reference, atol=1e-5, rtol=0)

@@ -17,6 +17,14 @@ from interp.cli.options import DeviceOpt, HoldOpt, LengthOpt, PromptsOpt, Thresh
 app = typer.Typer(add_completion=False, help="Survival statistics of the point of emergence over seeds.")
 
 
+def _read_csv(path: Path):
+    """A CSV table with every float as written: pandas before 3.0 parses floats with a fast parser
+    that can be one unit in the last place off (``make check-floors``, pandas 2.1 and 2.2)."""
+    import pandas as pd
+
+    return pd.read_csv(path, float_precision="round_trip")
+
+
 def _read_curves(path: Path, budget: int | None):
     """The capability table in ``path`` (CSV or parquet), checked (one-line errors)."""
     import pandas as pd
@@ -26,7 +34,7 @@ def _read_curves(path: Path, budget: int | None):
     if not path.is_file():
         raise ValueError(f"--from-curves {str(path)!r}: no such file (a CSV or parquet capability table)")
     try:
-        table = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+        table = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else _read_csv(path)
     except (ValueError, OSError, pd.errors.ParserError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ValueError(f"--from-curves {str(path)!r}: not a readable table ({first})") from None
@@ -43,7 +51,7 @@ def _read_mechanism(path: Path):
     if not path.is_file():
         raise ValueError(f"--mechanism {str(path)!r}: no such file (claim 2's per-run rows, CSV or parquet)")
     try:
-        table = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+        table = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else _read_csv(path)
         return check_rows(table)
     except (ValueError, OSError, pd.errors.ParserError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__

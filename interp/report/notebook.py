@@ -141,7 +141,7 @@ def init_notebook() -> None:
 def _offline_renderer():
     """A plotly renderer whose text/html is :func:`interp.report.display.figure_fragment` (plotly.js
     from the notebook's library output after :func:`init_notebook`, else inlined in the output)."""
-    from plotly.io._base_renderers import MimetypeRenderer
+    from plotly.io.base_renderers import MimetypeRenderer
 
     class OfflineRenderer(MimetypeRenderer):
         def to_mimebundle(self, fig_dict):

@@ -6,10 +6,10 @@ delta rule with per-head decay ``g`` and write strength ``beta``, gated RMSNorm 
 
 The CPU trap (reproduced by ``tests/test_synth_architectures.py``,
 ``test_cpu_runs_when_triton_kernels_are_installed``): with ``flash-linear-attention`` and triton
-installed, transformers binds ``fla``'s triton kernels at import time and calls them for CPU
-tensors too, which crashes. :func:`build` rebinds those functions through
-:func:`synthetic.models.hf.use_torch_kernels_off_cuda`: the ``fla`` kernel for CUDA tensors,
-transformers' ``torch_chunk_gated_delta_rule`` otherwise.
+installed, transformers binds ``fla``'s triton kernels at import time; before 5.25 it called them
+for CPU tensors too, which crashes, and from 5.25 it runs its own ``torch_chunk_gated_delta_rule``
+on the CPU. :func:`build` refuses the old case with a message naming the fix
+(:func:`synthetic.models.hf.check_cpu_kernels`).
 
 Mapping from :class:`synthetic.models.ModelConfig` (our choice; the paper gives no
 configuration):
@@ -29,17 +29,12 @@ import warnings
 import torch
 from torch import nn
 
-from synthetic.models.hf import TOY_LM_SETTINGS, freeze_dead_parameters, use_torch_kernels_off_cuda, wrap_hf_model
+from synthetic.models.hf import TOY_LM_SETTINGS, check_cpu_kernels, freeze_dead_parameters, wrap_hf_model
 
 ARCH = "gated-deltanet"
 CONV_KERNEL = 4  # Qwen3.5 default linear_conv_kernel_dim
-# Functions of modeling_qwen3_5 that transformers binds to fla / causal_conv1d kernels.
-KERNEL_FUNCTIONS = (
-    "torch_chunk_gated_delta_rule",
-    "torch_recurrent_gated_delta_rule",
-    "causal_conv1d_fn",
-    "causal_conv1d_update",
-)
+# Packages whose kernels transformers' Qwen3.5 modeling file binds when they are installed.
+KERNEL_PACKAGES = ("fla", "causal_conv1d")
 
 
 def _modeling_module():
@@ -82,13 +77,13 @@ def build(cfg) -> nn.Module:
     ``hook_beta``, ``hook_ssm_decay``) or the plain wrapper, with ``has_attention=False``.
 
     Raises:
-        ValueError: ``d_mlp`` < 0, or transformers' kernel plumbing changed (see
-            :func:`synthetic.models.hf.use_torch_kernels_off_cuda`).
+        ValueError: ``d_mlp`` < 1, or ``flash-linear-attention`` / ``causal-conv1d`` installed
+            beside a transformers older than 5.25 (:func:`synthetic.models.hf.check_cpu_kernels`).
     """
     if cfg.d_mlp is not None and cfg.d_mlp < 1:
         raise ValueError(f"d_mlp={cfg.d_mlp!r} is invalid: give a positive MLP width or None (no MLP)")
+    check_cpu_kernels(ARCH, KERNEL_PACKAGES)
     modeling = _modeling_module()
-    use_torch_kernels_off_cuda(modeling, KERNEL_FUNCTIONS)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         with warnings.catch_warnings():

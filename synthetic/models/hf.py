@@ -1,14 +1,13 @@
-"""Shared plumbing for the Hugging Face token mixers (Mamba-2, Gated DeltaNet, RWKV).
+"""Shared code for the Hugging Face token mixers (Mamba-2, Gated DeltaNet, RWKV).
 
 Three jobs, each needed by more than one architecture module:
 
-* :func:`use_torch_kernels_off_cuda`: transformers 5.x binds the fast kernels of optional
-  packages (``fla`` for Gated DeltaNet, ``mamba_ssm`` / ``causal_conv1d`` for Mamba-2) at
-  import time of the modeling file, via ``use_kernel_func_from_hub_with_fallback``. When such a
-  package is installed together with triton, the module-level function calls the triton
-  kernel even for CPU tensors and crashes. We rebind every such function to a dispatcher that
-  runs the package kernel only for CUDA tensors and transformers' own pure-torch reference
-  otherwise (the trap is reproduced in ``tests/test_synth_architectures.py``).
+* :func:`check_cpu_kernels`: transformers binds the fast kernels of optional packages (``fla``
+  for Gated DeltaNet, ``mamba_ssm`` / ``causal_conv1d`` for Mamba-2) when its modeling file is
+  imported; from 5.25 it runs them only on devices they support and its own pure-torch reference
+  on the CPU. On an older transformers with such a package installed the CPU path crashes, so the
+  build is refused with a message naming the fix (the trap is reproduced in
+  ``tests/test_synth_architectures.py``). The project never rewrites transformers' functions.
 * :func:`wrap_hf_model`: wraps the Hugging Face model in a TransformerLens 4.x
   ``TransformerBridge`` (``boot_transformers(path, hf_model=…, tokenizer=…)``) so hooks read
   the same way as on the transformer, and checks that the bridge's logits equal the HF model's.
@@ -21,20 +20,17 @@ Three jobs, each needed by more than one architecture module:
 from __future__ import annotations
 
 import copy
-import functools
-import inspect
+import importlib.util
+import re
+import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
-from types import ModuleType
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-
-# Attribute set on the dispatchers so that rebinding is idempotent.
-_DISPATCH_FLAG = "_emergence_lens_off_cuda_dispatch"
 
 #: Settings every toy language model's Hugging Face config shares: untied embeddings, no
 #: generation cache, and no special tokens (ids outside a toy vocabulary only trigger warnings;
@@ -59,74 +55,65 @@ class HFCausalLM(nn.Module):
         return self.hf_model(tokens, use_cache=False).logits
 
 
-def _torch_reference(fn: Callable) -> Callable | None:
-    """The pure-torch function that ``use_kernel_func_from_hub_with_fallback`` wrapped.
-
-    ``functools.wraps`` leaves it at the bottom of the ``__wrapped__`` chain.
-    """
-    if not hasattr(fn, "__wrapped__"):
-        return None
-    return inspect.unwrap(fn)
-
-
-def _on_cuda(args: tuple, kwargs: dict) -> bool:
-    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
-    return bool(tensors) and all(t.is_cuda for t in tensors)
+#: The first transformers release whose kernel wrapper (``use_kernel_func_from_hub_with_fallback``)
+#: sends tensors on a device the optional package does not support (CPU for ``fla``,
+#: ``mamba_ssm``, ``causal_conv1d``) to transformers' own pure-torch reference. Before it, an
+#: installed package's triton kernel was called for CPU tensors too, and crashed.
+DEVICE_AWARE_KERNELS = (5, 25)
+#: Import name -> distribution name of the kernel packages transformers binds when installed.
+KERNEL_DISTRIBUTIONS = {
+    "fla": "flash-linear-attention",
+    "mamba_ssm": "mamba-ssm",
+    "causal_conv1d": "causal-conv1d",
+}
 
 
-def _dispatcher(kernel_fn: Callable, torch_fn: Callable) -> Callable:
-    params = inspect.signature(torch_fn).parameters
-    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-    @functools.wraps(torch_fn)
-    def dispatch(*args, **kwargs):
-        if _on_cuda(args, kwargs):
-            return kernel_fn(*args, **kwargs)
-        if not accepts_any:
-            kwargs = {k: v for k, v in kwargs.items() if k in params}
-        return torch_fn(*args, **kwargs)
-
-    setattr(dispatch, _DISPATCH_FLAG, True)
-    return dispatch
+def _installed(package: str) -> bool:
+    if package in sys.modules:
+        return sys.modules[package] is not None
+    return importlib.util.find_spec(package) is not None
 
 
-def use_torch_kernels_off_cuda(module: ModuleType, names: Iterable[str]) -> list[str]:
-    """Rebind kernel-dispatching functions of a transformers modeling module (in place).
+def transformers_release() -> tuple[int, int]:
+    """The installed transformers' (major, minor) release, e.g. ``(5, 24)``."""
+    import transformers
 
-    Each named module-level function is replaced by a dispatcher: CUDA tensors go to whatever
-    transformers bound at import time (the ``fla`` / ``mamba_ssm`` / ``causal_conv1d`` kernel
-    when installed), any other device goes to transformers' pure-torch reference, which is
-    what runs anyway when those packages are absent. The forward of the HF layer (and of the
-    TransformerLens bridge, which looks the function up in the module at call time) picks the
-    rebinding up. Idempotent.
+    major, minor = (int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
+    return major, minor
+
+
+def check_cpu_kernels(arch: str, packages: Iterable[str]) -> None:
+    """Refuse, before any model is built, a transformers release that calls CUDA-only kernels on CPU.
+
+    transformers binds the kernels of optional packages (``fla`` for Gated DeltaNet, ``mamba_ssm``
+    and ``causal_conv1d`` for Mamba-2) when its modeling file is imported. From 5.25
+    (:data:`DEVICE_AWARE_KERNELS`) it calls them only for tensors on a device they support and its
+    pure-torch reference otherwise, so a CPU run takes the torch path whether or not they are
+    installed; before 5.25 a CPU tensor reached the triton kernel and crashed (reproduced by
+    ``tests/test_synth_architectures.py::test_cpu_runs_when_triton_kernels_are_installed``). The
+    model is built on the CPU and checked there (:func:`wrap_hf_model`), so the refusal holds for
+    every device. Nothing of transformers is touched: its public behaviour decides the path.
 
     Args:
-        module: e.g. ``transformers.models.qwen3_5.modeling_qwen3_5``.
-        names: module-level function names, e.g. ``["torch_chunk_gated_delta_rule"]``.
-
-    Returns:
-        The names that were rebound now (empty when all were already rebound).
+        arch: the architecture's name, for the message.
+        packages: import names of the kernel packages its modeling file binds
+            (keys of :data:`KERNEL_DISTRIBUTIONS`).
 
     Raises:
-        ValueError: a name is not a function of ``module`` or has no torch reference
-            (transformers changed its kernel plumbing; see the module docstring).
+        ValueError: one of ``packages`` is installed and transformers is older than 5.25; the
+            message names both fixes (a newer transformers, or uninstalling the package).
     """
-    rebound = []
-    for name in names:
-        fn = getattr(module, name, None)
-        if fn is None or not callable(fn):
-            raise ValueError(f"{module.__name__}.{name} is not a function: cannot force the torch path")
-        if getattr(fn, _DISPATCH_FLAG, False):
-            continue
-        torch_fn = _torch_reference(fn)
-        if torch_fn is None:
-            raise ValueError(
-                f"{module.__name__}.{name} has no __wrapped__ torch reference: transformers' kernel "
-                "plumbing changed, update synthetic/models/hf.py"
-            )
-        setattr(module, name, _dispatcher(fn, torch_fn))
-        rebound.append(name)
-    return rebound
+    import transformers
+
+    installed = [p for p in packages if _installed(p)]
+    if installed and transformers_release() < DEVICE_AWARE_KERNELS:
+        names = " ".join(KERNEL_DISTRIBUTIONS.get(p, p) for p in installed)
+        floor = ".".join(map(str, DEVICE_AWARE_KERNELS))
+        raise ValueError(
+            f"arch {arch!r}: transformers {transformers.__version__} calls the kernels of {names} (installed here) "
+            f"on CPU tensors too, where they crash; install transformers>={floor}, which runs its pure-torch path "
+            f"on the CPU, or uninstall {names}"
+        )
 
 
 def freeze_dead_parameters(params: Iterable[nn.Parameter]) -> None:

@@ -2,8 +2,9 @@
 
 ``transformers.Mamba2ForCausalLM`` runs on CPU without ``mamba-ssm`` through its pure-torch
 chunked scan (``mamba2_chunk_scan`` in transformers' Mamba-2 modeling file). If ``mamba-ssm`` or
-``causal-conv1d`` is installed, transformers binds their triton/CUDA kernels at import time;
-:func:`synthetic.models.hf.use_torch_kernels_off_cuda` keeps those for CUDA tensors only.
+``causal-conv1d`` is installed, transformers binds their triton/CUDA kernels at import time and,
+from 5.25, calls them for CUDA tensors only; on an older transformers the build is refused
+(:func:`synthetic.models.hf.check_cpu_kernels`).
 
 Mapping from :class:`synthetic.models.ModelConfig` (our choice; the paper gives no Mamba
 configuration):
@@ -26,20 +27,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from synthetic.models.hf import TOY_LM_SETTINGS, use_torch_kernels_off_cuda, wrap_hf_model
+from synthetic.models.hf import TOY_LM_SETTINGS, check_cpu_kernels, wrap_hf_model
 
 ARCH = "mamba2"
 EXPAND = 2  # Mamba-2 default inner expansion
 STATE_SIZE = 16  # N in the paper's notation; transformers' default 128 is far larger than our toys
 CONV_KERNEL = 4  # Mamba-2 default
-# Functions of modeling_mamba2 that transformers binds to mamba_ssm / causal_conv1d kernels.
-KERNEL_FUNCTIONS = (
-    "causal_conv1d_update",
-    "causal_conv1d_fn",
-    "mamba2_split_conv1d_scan_combined",
-    "mamba2_selective_state_update",
-    "mamba2_chunk_scan",
-)
+# Packages whose kernels transformers' Mamba-2 modeling file binds when they are installed.
+KERNEL_PACKAGES = ("mamba_ssm", "causal_conv1d")
 
 
 def mamba2_config(cfg):
@@ -83,13 +78,13 @@ def build(cfg) -> nn.Module:
     and ``arch="mamba2"``.
 
     Raises:
-        ValueError: see :func:`mamba2_config`.
+        ValueError: see :func:`mamba2_config`; or ``mamba-ssm`` / ``causal-conv1d`` installed
+            beside a transformers older than 5.25 (:func:`synthetic.models.hf.check_cpu_kernels`).
     """
-    from transformers import Mamba2ForCausalLM
-    from transformers.models.mamba2 import modeling_mamba2
-
     hf_cfg = mamba2_config(cfg)
-    use_torch_kernels_off_cuda(modeling_mamba2, KERNEL_FUNCTIONS)
+    check_cpu_kernels(ARCH, KERNEL_PACKAGES)
+    from transformers import Mamba2ForCausalLM
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         hf_model = Mamba2ForCausalLM(hf_cfg).float()
