@@ -54,7 +54,7 @@ def _rows(shares: dict[int, tuple[float, float, float]], noise: tuple[int, ...] 
 
 def test_the_verdict_counts_seeds_by_their_interval_and_names_the_noisy_ones():
     # 9 seeds firmly below half, 1 straddling, 1 within noise
-    shares = {s: (0.2, 0.1, 0.3) for s in range(9)} | {9: (0.53, 0.49, 0.56), 10: (5.0, -9.0, 9.0)}
+    shares = dict.fromkeys(range(9), (0.2, 0.1, 0.3)) | {9: (0.53, 0.49, 0.56), 10: (5.0, -9.0, 9.0)}
     rows = _rows(shares, noise=(10,))
     table = pair_table(rows).set_index(["metric", "component"])
     top = table.loc[("p", "top-2 patterns")]

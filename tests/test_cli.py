@@ -233,7 +233,8 @@ def test_open_source_opens_embedded_runs_like_the_cli(tiny_local_suite, tmp_path
     (suite_dir(QUICK) / "neox-2l-64d-seed2").mkdir()
     (suite_dir(QUICK) / "neox-2l-64d-seed2" / "suite.json").write_text("{}")
     source = open_source("embedded-quick/neox-2l-64d-seed1")
-    assert source.available_steps() == [0, 100, 200] and source.model_id == "embedded/neox-2l-64d-seed1"
+    # the quick suite keeps its own name (issue 67, item 6), whatever its suite.json says
+    assert source.available_steps() == [0, 100, 200] and source.model_id == "embedded-quick/neox-2l-64d-seed1"
     assert source.root == run
     with pytest.raises(ValueError, match="open_source takes one run, and 'embedded-quick' names 2"):
         open_source("embedded-quick")

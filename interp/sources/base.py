@@ -1,5 +1,9 @@
 """Checkpoint sources: one interface over a training run's checkpoints, on the hub or on disk.
 
+Over 600 lines because it is one concept, the door every source shares: steps, digests, the
+checks a step passes before it loads (tensors, integrity, remote code, a run-level config) and the
+load itself; each check's detail lives in its own module.
+
 A :class:`CheckpointSource` lists the training steps it holds, loads one step as a float32
 TransformerLens 4.x ``TransformerBridge`` (``TransformerBridge.boot_transformers``), gives each
 step's weight digest, and flags steps whose weights duplicate an earlier step's so that the

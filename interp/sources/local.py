@@ -20,6 +20,7 @@ from interp.sources.loading import (
     _STEP_NAME,
     _TOKENIZER_PATTERNS,
     CorruptCheckpointError,
+    _sha256_of_file,
     combine_digests,
     weight_candidates,
 )
