@@ -269,7 +269,8 @@ def _patch_values(
                 engine.check_tail()
                 if engine.device.type == "cpu":
                     chunk = min(chunk, max(1, round(cpu_chunk_tokens(pre_model) / batch.tokens.numel())))
-                out[fast] = engine.values_of_sets([units[i] for i in fast], chunk).cpu()
+                fast_units = [u for u in (units[i] for i in fast) if u is not None]  # fast_path_applies: never None
+                out[fast] = engine.values_of_sets(fast_units, chunk).cpu()
                 values_pre = engine.values_pre.cpu()
             except FastPathUnsupported as err:
                 warnings.warn(
