@@ -116,10 +116,10 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
         verdicts.append(v)
     table = answer_table(rows)
     lead = (
-        "**The answer** (threshold 0.5, hold 2; verdicts by [the judge](population.md#the-judge); populations "
-        "NeoX, NeoX-r8 (8 rotary dims), Phi cross, NeoX-8h long: section 4):"
+        "**The answer** (threshold 0.5, hold 2; verdicts by [the judge](population.md#the-judge); the "
+        "populations: section 4):"
     )
-    notes = [f"Superseded, no verdict: {s}." for s in superseded(verdicts)]
+    notes = [f"Superseded (no verdict): {s}." for s in superseded(verdicts)]
     notes += seed_split_note()
     notes.append("Claims 3, 5: [synthetic](results-synthetic.md), [architectures](results-architectures.md).")
     return answer_markdown(table, lead, notes), table, verdicts
@@ -134,7 +134,7 @@ def seed_split_note() -> list[str]:
     n = curves["run"].nunique() if len(curves) else 0
     if n < 64:
         return [
-            f"Claim 1, which part of the seed (initialisation × data order, 8 × 8): {n} of 64 runs trained, no verdict yet."
+            f"Claim 1, which part of the seed (initialisation × data order): {n} of 64 runs trained, no verdict yet."
         ]
     return [claim_line(components(curves)).removeprefix("- ")]
 

@@ -167,8 +167,10 @@ def test_first_hour_notebook_is_small_shows_progress_and_reuses_its_answers(note
     assert "Findings" in shown[2] and "el-run-analysis" in shown[3] and "point of emergence" in shown[4]
     assert "el-head-ranking" in shown[5] and 'id="circuits-vis-' in shown[6] and "class='el-scrub'" in shown[7]
     assert "emergence over seeds" in shown[8] and sum("plotly-graph-div" in h for h in shown) >= 6
-    # progress on standard output, never standard error, in every slow cell
-    assert not [o for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stderr"]
+    # progress on standard output, never standard error, in every slow cell; standard error holds at
+    # most the data's own caveat, a crossing with no room to hold (issue 67: said, not hidden)
+    errs = [o["text"] for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stderr"]
+    assert all("fewer than the hold of" in e and "RuntimeWarning" in e for e in errs), errs
     runs, _ = quick_suite
     n = len(LocalSuiteSource(runs[0]).searchable_steps())
     assert "units: 100%" in _stream(code[2]) and f"{2 * n} checkpoints" in _stream(code[2])
