@@ -191,13 +191,15 @@ class FactEvidence:
 
     Attributes:
         label: the fact in words; holds: cell name -> whether it holds there; operating: the
-        operating cell's name; detail: numbers for the reason.
+        operating cell's name; detail: numbers for the reason; ceiling: an arm's never-runs flat
+        just under the threshold, in words (``""``: none; claim 1's "never").
     """
 
     label: str
     holds: dict[str, bool]
     operating: str = "0.5/2"
     detail: str = ""
+    ceiling: str = ""
 
 
 @dataclass(frozen=True)
@@ -453,7 +455,8 @@ def judge_share(e: ShareEvidence, half: float = 0.5) -> Verdict:
 def judge_fact(e: FactEvidence) -> Verdict:
     """The verdict on a fact read in every cell of the rule grid (claim 1's spread over seeds):
     ``reproduced`` where it holds at the operating point, else ``not decidable`` (a fact that
-    fails is no evidence against the claim at this scale); ``robust`` where it holds in every cell,
+    fails is no evidence against the claim at this scale), and ``ceiling`` wherever
+    :attr:`FactEvidence.ceiling` says the runs that never emerged level off just under the threshold; ``robust`` where it holds in every cell,
     ``robust null`` where in none, else ``not robust`` naming the cells.
 
     Raises:
@@ -472,6 +475,11 @@ def judge_fact(e: FactEvidence) -> Verdict:
         robust, broken = "not robust", f"holds at {', '.join(yes)} only"
     reason = "; ".join(x for x in (e.detail, broken) if x)
     decide = "" if robust != "not robust" else f"fails at {', '.join(no)}"
+    if e.ceiling:  # the runs that never emerged sit flat just under the threshold: the rule cannot tell
+        reason = "; ".join(x for x in (reason, e.ceiling) if x)
+        return Verdict(
+            "ceiling", robust, e.label, reason, "a threshold-free measure (level, area under the accuracy curve)"
+        )
     return Verdict(word, robust, e.label, reason, decide)
 
 

@@ -102,25 +102,13 @@ def claim_verdicts(result) -> list[Verdict]:
             )
         )
     holds, detail = _fact_cells(result, _mixed)
-    never = judge_fact(FactEvidence("Claim 1, never", holds, operating, detail and f"mixed arms: {detail}"))
     ceiling = ceiling_text(check_curves(result.curves), result.runs, result.threshold)
-    if never.word == "reproduced" and ceiling:  # the seeds that never emerged sit just under the threshold
-        never = Verdict(
-            "ceiling", never.robust, never.label, f"{never.reason}; {ceiling}",
-            "a threshold-free measure (level, area under the accuracy curve)",
-        )  # fmt: skip
-    elif never.word != "reproduced":
-        if ceiling:
-            never = Verdict(
-                "ceiling", never.robust, never.label, f"no arm mixes emerged and never; {ceiling}",
-                "a threshold-free measure (level, area under the accuracy curve)",
-            )  # fmt: skip
-        else:
-            never = Verdict(
-                never.word, never.robust, never.label,
-                "no arm mixes seeds that emerged with seeds that never did by the budget",
-                "a longer budget",
-            )  # fmt: skip
+    mixed = (
+        f"mixed arms: {detail}" if detail else "no arm mixes seeds that emerged with seeds that never did by the budget"
+    )
+    never = judge_fact(FactEvidence("Claim 1, never", holds, operating, mixed, ceiling=ceiling))
+    if never.word == "not decidable":
+        never = Verdict(never.word, never.robust, never.label, never.reason, "a longer budget")
     out.append(never)
     arms = result.arms
     for (_, n_heads), group in arms.groupby(["n_layers", "n_heads"]):
