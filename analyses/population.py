@@ -295,7 +295,7 @@ def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = N
         f"**The population of seeds** (section 4; {len(result.runs)} of {n_planned} runs evaluated, "
         f"{result.arms['n_emerged'].sum()} emerged). The paper's claims 1 and 4 as statistics over seeds, each "
         f"with the judge's word at the operating point (threshold {result.threshold:g}, hold "
-        f"{result.hold}) and over the grid of rules (docs/population.md, \"The judge\"; section 4):"
+        f'{result.hold}) and over the grid of rules (docs/population.md, "The judge"; section 4):'
     )
     lines = [head, ""] + [f"- {line}" for line in result.claims]
     confounded = result.cox[result.cox["also_varies"].fillna("").astype(str) != ""]
