@@ -15,7 +15,6 @@ contrast is read again).
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -139,18 +138,17 @@ def seed_split_note() -> list[str]:
     return [claim_line(components(curves)).removeprefix("- ")]
 
 
-def update_docs(block: str, docs: Path = DOCS) -> None:
-    """Replace docs/results.md's answer block (added after the title where missing)."""
+def update_docs(block: str) -> None:
+    """Replace docs/results.md's answer block (:func:`analyses.population.update_docs`), first
+    adding the markers after the page's title where they are missing."""
+    from analyses.population import update_docs as replace_block
     from interp.core.io import atomic_write_text
 
-    text = docs.read_text()
+    text = DOCS.read_text()
     if BEGIN not in text:
         title, _, rest = text.partition("\n")
-        text = f"{title}\n\n{BEGIN}\n{END}\n{rest}"
-    text = re.sub(
-        re.escape(BEGIN) + r".*?" + re.escape(END), f"{BEGIN}\n{block}{END}".replace("\\", "\\\\"), text, flags=re.S
-    )
-    atomic_write_text(docs, text)
+        atomic_write_text(DOCS, f"{title}\n\n{BEGIN}\n{END}\n{rest}")
+    replace_block(block, (BEGIN, END))
 
 
 def main(argv=None) -> None:

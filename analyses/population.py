@@ -463,8 +463,10 @@ def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
     text = DOCS.read_text()
     if begin not in text or end not in text:
         raise SystemExit(f"{DOCS} has no {begin} ... {end} block to replace")
-    DOCS.write_text(
-        re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: f"{begin}\n{block}{end}", text, flags=re.S)
+    from interp.core.io import atomic_write_text
+
+    atomic_write_text(
+        DOCS, re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: f"{begin}\n{block}{end}", text, flags=re.S)
     )
 
 

@@ -766,14 +766,9 @@ def main_pairs(args, arms) -> None:
     if len(rows):
         atomic_to_csv(pair_table(rows), args.out / "pair_table.csv")
     if args.update_docs:
-        text = DOCS.read_text()
-        begin, end = PAIR_BLOCK
-        if begin not in text:
-            raise SystemExit(f"error: {DOCS} has no {begin} block; add it where the section should be")
-        text = re.sub(
-            re.escape(begin) + r".*?" + re.escape(end), f"{begin}\n{block}{end}".replace("\\", "\\\\"), text, flags=re.S
-        )
-        atomic_write_text(DOCS, text)
+        from analyses.population import update_docs as replace_block
+
+        replace_block(block, PAIR_BLOCK)
     print(block)
     print(f"wrote {args.out} in {time.time() - started:.0f} s")
     print(f"population_mechanism_pair_runs: {len(records)} of {len(planned_pairs(arms))}")
