@@ -56,6 +56,7 @@ import json
 import os
 import re
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -125,9 +126,22 @@ def read_kept_pairs(kept: Path = PAIR_KEPT, echo=print) -> tuple[pd.DataFrame, l
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIR_COLUMNS)), records
 
 
-def measure_pairs(todo: pd.DataFrame, kept: Path = PAIR_KEPT, n_prompts: int = 256, n_boot: int = 1000, echo=print):
+def measure_pairs(
+    todo: pd.DataFrame,
+    kept: Path = PAIR_KEPT,
+    n_prompts: int = 256,
+    n_boot: int = 1000,
+    echo=print,
+    timeline: bool = True,
+    measured: frozenset = frozenset(),
+):
     """Train each run of ``todo`` (:func:`planned_pairs` rows) to its pair's post step, check its
-    curve, measure claim 2 at the pair and keep it (rows first, the record last, atomically)."""
+    curve, measure claim 2 at the pair and keep it (rows first, the record last, atomically).
+
+    With ``timeline`` the run's head timeline on the same checkpoints (every consecutive pair up
+    to the post step, every head exact: :func:`interp.timeline.head_timeline`) is kept too, under
+    ``kept/timeline/<run>.csv`` (issue 69 item 4); a run in ``measured`` (its pair already kept)
+    is trained again for its timeline only."""
     from analyses.population import SPECS, read_kept_curves
     from interp.core.io import atomic_to_csv, atomic_write_text, remove_folder
     from interp.population.claim2_pair import PAIR_COLUMNS, measure_pair
@@ -148,6 +162,14 @@ def measure_pairs(todo: pd.DataFrame, kept: Path = PAIR_KEPT, n_prompts: int = 2
         trained = time.perf_counter() - started
         source = LocalSuiteSource(folder)
         try:
+            if timeline:
+                timed = time.perf_counter()
+                keep_timeline(source, item.run, kept, n_prompts, n_boot)
+                timed = time.perf_counter() - timed
+            if item.run in measured:
+                echo(f"{item.run}: timeline kept ({timed:.0f} s)")
+                remove_folder(folder)
+                continue
             rows = measure_pair(source, int(item.pre_step), int(item.post_step), n_prompts=n_prompts, n_boot=n_boot)
         finally:
             source.close()
@@ -157,7 +179,8 @@ def measure_pairs(todo: pd.DataFrame, kept: Path = PAIR_KEPT, n_prompts: int = 2
         record = {
             "arm": item.arm, "run": item.run, "seed": int(item.seed), "pre_step": int(item.pre_step),
             "post_step": int(item.post_step), "kept_jump": float(item.kept_jump), "curve_check": check,
-            "seconds": {"train_and_check": trained, "patch": time.perf_counter() - started - trained},
+            "seconds": {"train_and_check": trained, "patch": time.perf_counter() - started - trained}
+            | ({"of which timeline": timed} if timeline else {}),
             "seconds_total": time.perf_counter() - started, "load_average_at_start": load, "nice": os.nice(0),
             "cpu_model": env.get("cpu_model"), "python": env.get("python"),
             "settings": {"n_prompts": n_prompts, "n_boot": n_boot, "task_seed": 1},
@@ -171,6 +194,41 @@ def measure_pairs(todo: pd.DataFrame, kept: Path = PAIR_KEPT, n_prompts: int = 2
             f"[{top['recovered_lo']:.2f}, {top['recovered_hi']:.2f}] of the p jump, curve check "
             f"{'identical' if check['identical'] else 'differs'}, {record['seconds_total']:.0f} s"
         )
+
+
+def keep_timeline(source, run: str, kept: Path, n_prompts: int, n_boot: int) -> Path:
+    """One run's head timeline on its checkpoints up to the pair's post step (consecutive pairs,
+    every head exact, the pair's prompts: repetition task seed 1), kept atomically as
+    ``kept/timeline/<run>.csv`` (:data:`interp.population.claim2_timeline.TIMELINE_KEPT_COLUMNS`)."""
+    from interp.core.io import atomic_to_csv
+    from interp.core.settings import TIMELINE_CONFIG
+    from interp.population.claim2_timeline import TIMELINE_KEPT_COLUMNS
+    from interp.tasks import RepetitionTask
+    from interp.timeline import head_timeline
+
+    config = replace(TIMELINE_CONFIG, method="fast", scores=False, n_boot=n_boot)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the timeline's own E warning: E here is the kept curve's
+        found = head_timeline(source, RepetitionTask(n_prompts=n_prompts, seed=1), config, progress=False)
+    path = kept / "timeline" / f"{run}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_to_csv(found.table[TIMELINE_KEPT_COLUMNS], path)
+
+
+def read_kept_timelines(kept: Path = PAIR_KEPT, echo=print) -> dict[str, pd.DataFrame]:
+    """Every kept head timeline (run name -> table); a damaged file is named and removed (the
+    next ``--pair largest-jump --timeline`` call computes it again)."""
+    from interp.core.io import read_kept_csv
+    from interp.population.claim2_timeline import TIMELINE_KEPT_COLUMNS
+
+    found = {}
+    for path in sorted((kept / "timeline").glob("*.csv")):
+        table = read_kept_csv(path, TIMELINE_KEPT_COLUMNS, lambda f: len(f) > 0, then="its timeline is computed again")
+        if table is None:
+            path.unlink(missing_ok=True)
+            continue
+        found[path.stem] = table
+    return found
 
 
 def kept_paths(run: str, kept: Path = KEPT) -> tuple[Path, Path]:
@@ -613,6 +671,17 @@ def main(argv=None) -> None:
         "with the largest p jump, every seed of the two arms (issue 65, kept in docs/data/population-mechanism-pair)",
     )
     parser.add_argument("--seeds", default=None, help="largest-jump only: a seed range a-b (two processes split it)")
+    parser.add_argument(
+        "--no-timeline",
+        dest="timeline",
+        action="store_false",
+        help="largest-jump only: do not keep each new run's head timeline (kept by default)",
+    )
+    parser.add_argument(
+        "--timelines-missing",
+        action="store_true",
+        help="largest-jump only: also train the measured runs that have no kept timeline again, for it",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="(ignored: one run at a time, one thread)")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="(ignored)")
     args = parser.parse_args(argv)
@@ -737,6 +806,53 @@ def pair_block(rows: pd.DataFrame, records: list[dict], n_planned: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def timeline_block(rows: pd.DataFrame, timelines: dict[str, pd.DataFrame]) -> str:
+    """docs/results.md's lines on claim 2 along the time axis (issue 69 item 4): per arm, when the
+    seeds' top heads start to matter relative to E (:mod:`interp.population.claim2_timeline`)."""
+    from analyses.population import SPECS, read_kept_curves
+    from interp.population.claim2_timeline import FRACTIONS, lead_summary, lead_table, lead_verdict
+    from interp.population.tables import runs_from_curves
+    from interp.sources.catalogue import load_suite_spec
+
+    if not timelines:
+        return ""
+    cfg = load_suite_spec("population")
+    curves = read_kept_curves(SPECS["population"][0])
+    runs = runs_from_curves(curves[curves["run"].isin(list(timelines))])
+    by_fraction = {f: lead_table(timelines, rows, runs, cfg.checkpoint_every, f) for f in FRACTIONS}
+    leads = by_fraction[FRACTIONS[0]]
+    lines = [
+        "",
+        (
+            f"**Along the time axis** ({len(timelines)} of the {len(planned_pairs())} runs have a kept head timeline: "
+            "every head's pattern patched from each checkpoint into the one before it, up to the pair's post step, "
+            "every head exact). A seed's onset is the first checkpoint interval where one of its two top heads "
+            f"reaches {FRACTIONS[0]:g} of its peak effect on p(answer) with its 95 % interval excluding 0, dated at "
+            f"the interval's later checkpoint; the lead is E minus the onset (steps; checkpoints every "
+            f'{cfg.checkpoint_every} steps, so ±{cfg.checkpoint_every} is "at E").'
+        ),
+        "",
+        "| arm | seeds | dated | at E [95 % CI] | leads | lags | no onset | no E | median lead, steps [95 % CI] |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    order = {a: i for i, a in enumerate(ARMS)}
+    summary = lead_summary(leads)
+    for r in summary.sort_values("arm", key=lambda c: c.map(order), kind="stable").itertuples():
+        share = "—" if not r.dated else f"{r.at_E} ({r.at_E_lo:.2f}–{r.at_E_hi:.2f})"
+        median = "—" if not r.dated else f"{r.median_lead:.0f} [{r.median_lo:.0f}, {r.median_hi:.0f}]"
+        lines.append(
+            f"| {r.arm} | {r.seeds} | {r.dated} | {share} | {r.leads} | {r.lags} | {r.no_onset} | {r.no_E} | {median} |"
+        )
+    lines.append("")
+    for arm in sorted(summary.loc[summary["dated"] > 0, "arm"], key=order.get):
+        lines.append(f"- {lead_verdict(by_fraction, arm).text()}.")
+    lines.append(
+        '- The paper: the jump "coincides with a few heads abruptly learning a task-relevant attention '
+        'pattern" (claim 2); "at E" is that coincidence at this suite\'s checkpoint spacing.'
+    )
+    return "\n".join(lines) + "\n"
+
+
 def main_pairs(args, arms) -> None:
     """``--pair largest-jump``: measure the missing runs (within ``--seeds``), then the tables."""
     from interp.core.io import atomic_to_csv, atomic_write_text
@@ -754,14 +870,21 @@ def main_pairs(args, arms) -> None:
     started = time.time()
     kept = args.kept if args.kept != KEPT else PAIR_KEPT
     _, records = read_kept_pairs(kept)
-    todo = plan[~plan["run"].isin({r["run"] for r in records})]
+    if args.timelines_missing and not args.timeline:
+        raise SystemExit(
+            "error: --timelines-missing trains runs again for their timelines; it cannot go with --no-timeline"
+        )
+    done = frozenset(r["run"] for r in records)
+    todo = plan[~plan["run"].isin(done)]
+    if args.timelines_missing:  # measured runs without a timeline are trained again for it
+        todo = pd.concat([todo, plan[plan["run"].isin(done - set(read_kept_timelines(kept)))]])
     if args.limit is not None:
         todo = todo.head(args.limit)
     if not args.no_compute and len(todo):
-        measure_pairs(todo, kept, n_prompts=args.prompts, n_boot=args.n_boot)
+        measure_pairs(todo, kept, n_prompts=args.prompts, n_boot=args.n_boot, timeline=args.timeline, measured=done)
     rows, records = read_kept_pairs(kept)
     atomic_to_csv(rows, args.out / "pair_rows.csv")
-    block = pair_block(rows, records, len(planned_pairs(arms)))
+    block = pair_block(rows, records, len(planned_pairs(arms))) + timeline_block(rows, read_kept_timelines(kept))
     atomic_write_text(args.out / "pair.md", block)
     if len(rows):
         atomic_to_csv(pair_table(rows), args.out / "pair_table.csv")

@@ -174,6 +174,7 @@ class ShareEvidence:
         above, below, n: seeds whose interval lies above / below the bar, of ``n`` measurable.
         above_point, below_point: the same counted by the point estimate alone (the looser criterion).
         noise: seeds left out because their jump is within noise (named in the reason).
+        sides: the words for the two sides in the reason (default ``("above", "below")`` the bar).
     """
 
     label: str
@@ -183,6 +184,7 @@ class ShareEvidence:
     above_point: int
     below_point: int
     noise: str = ""
+    sides: tuple[str, str] = ("above", "below")
 
 
 @dataclass(frozen=True)
@@ -418,12 +420,17 @@ def _wilson(k: int, n: int) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _share_word(above: int, below: int, n: int, half: float) -> tuple[str, str]:
+def _share_word(
+    above: int, below: int, n: int, half: float, sides: tuple[str, str] = ("above", "below")
+) -> tuple[str, str]:
     if n == 0:
         return "not decidable", "no measurable seed"
     lo_a, hi_a = _wilson(above, n)
     lo_b, hi_b = _wilson(below, n)
-    text = f"{above} of {n} above (95 % {lo_a:.2f}–{hi_a:.2f}), {below} of {n} below (95 % {lo_b:.2f}–{hi_b:.2f})"
+    text = (
+        f"{above} of {n} {sides[0]} (95 % {lo_a:.2f}–{hi_a:.2f}), "
+        f"{below} of {n} {sides[1]} (95 % {lo_b:.2f}–{hi_b:.2f})"
+    )
     if lo_a > half:
         return "reproduced", text
     if lo_b > half:
@@ -443,7 +450,7 @@ def judge_share(e: ShareEvidence, half: float = 0.5) -> Verdict:
         A :class:`Verdict`; ``robust`` where the point-estimate criterion gives the same word,
         else ``not robust``.
     """
-    word, text = _share_word(e.above, e.below, e.n, half)
+    word, text = _share_word(e.above, e.below, e.n, half, e.sides)
     loose, _ = _share_word(e.above_point, e.below_point, e.n, half)
     robust = "robust" if loose == word else "not robust"
     noise = f"; jump within noise, not counted: seeds {e.noise}" if e.noise else ""

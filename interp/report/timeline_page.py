@@ -38,12 +38,12 @@ def _label(layer: int, head: int) -> str:
     return f"L{int(layer)}H{int(head)}"
 
 
-def head_onsets(table: pd.DataFrame, n: int = 3) -> pd.DataFrame:
+def head_onsets(table: pd.DataFrame, n: int = 3, fraction: float = ONSET_FRACTION) -> pd.DataFrame:
     """The ``n`` heads with the largest peak ``|delta|`` over the pairs (exact rows preferred:
     estimated rows count only for heads never verified), each with its peak and onset.
 
-    Onset: the first pair (by ``step``) where the head's ``delta`` reaches :data:`ONSET_FRACTION`
-    of its peak with the peak's sign and, on an exact row, its 95 % interval (``lo``, ``hi``)
+    Onset: the first pair (by ``step``) where the head's ``delta`` reaches ``fraction`` (default
+    :data:`ONSET_FRACTION`) of its peak with the peak's sign and, on an exact row, its 95 % interval (``lo``, ``hi``)
     excludes 0; NaN when no pair qualifies.
 
     Returns:
@@ -62,7 +62,7 @@ def head_onsets(table: pd.DataFrame, n: int = 3) -> pd.DataFrame:
         ordered = rows_h.sort_values("step")
         onset = math.nan
         for r in ordered.itertuples():
-            if not math.isfinite(r.delta) or sign * r.delta < ONSET_FRACTION * abs(peak) or peak == 0:
+            if not math.isfinite(r.delta) or sign * r.delta < fraction * abs(peak) or peak == 0:
                 continue
             if r.how == "exact" and math.isfinite(r.lo) and math.isfinite(r.hi) and r.lo <= 0 <= r.hi:
                 continue
