@@ -200,11 +200,13 @@ REGISTRY: list[Analysis] = [
     # Issue 65: claim 2 at the paper's kind of pair, the consecutive checkpoints with the largest
     # p jump, every seed of the same two arms (48 runs, each trained again to the pair's later step;
     # ~3 min a run on an idle core); kept in docs/data/population-mechanism-pair (resumes anywhere).
+    # Issue 69 item 4: each run's head timeline up to the pair (every head exact, ~30 s a run) is kept
+    # beside it; runs measured before the timeline existed are trained again for it.
     Analysis(
         "population_mechanism_pair",
         "analyses.population_mechanism",
-        "docs/results.md, claim 2 at the largest-jump pair",
-        ("--pair", "largest-jump", "--update-docs"),
+        "docs/results.md, claim 2 at the largest-jump pair and along the time axis",
+        ("--pair", "largest-jump", "--timelines-missing", "--update-docs"),
         takes_device=False,
     ),
     # Issue 65: the answer that opens docs/results.md, judged from every kept population (no training).
