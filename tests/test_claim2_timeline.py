@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -95,3 +96,36 @@ def test_median_interval_is_a_bootstrap_over_seeds():
     s = lead_summary(leads, n_boot=4000, seed=1).iloc[0]
     assert s.median_lead == 200.0  # leads -100, 0, ..., 500
     assert -100.0 <= s.median_lo < 200.0 < s.median_hi <= 500.0
+
+
+@pytest.mark.slow
+def test_the_kept_timeline_agrees_with_the_pair_measurement_on_the_quick_suite(quick_suite, tmp_path):
+    """On three checkpoints of a quick run: the kept timeline has one exact row per (pair, head),
+    and at the pair 900 -> 1000 its two largest single-head effects are the heads that
+    claim 2's pair measurement names as its top 2 (same prompts, same engine)."""
+    from analyses.population_mechanism import keep_timeline, read_kept_timelines
+    from interp.population.claim2_pair import measure_pair
+    from interp.sources import LocalSuiteSource
+
+    runs, _ = quick_suite
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("step800", "step900", "step1000", "tokenizer", "loss.csv"):
+        if (runs[0] / name).exists():
+            (run / name).symlink_to(runs[0] / name)
+    meta = json.loads((runs[0] / "suite.json").read_text())
+    (run / "suite.json").write_text(json.dumps({**meta, "steps": [800, 900, 1000]}))
+    source = LocalSuiteSource(run)
+    try:
+        keep_timeline(source, "r", tmp_path, n_prompts=32, n_boot=50)
+        rows = measure_pair(source, 900, 1000, n_prompts=32, n_boot=50)
+    finally:
+        source.close()
+    kept = read_kept_timelines(tmp_path)["r"]
+    assert list(kept.columns) == TIMELINE_KEPT_COLUMNS
+    assert sorted(set(zip(kept["step"], kept["post_step"], strict=True))) == [(800, 900), (900, 1000)]
+    assert (kept["how"] == "exact").all() and len(kept) == 2 * 8
+    at_pair = kept[kept["step"] == 900].sort_values("delta", ascending=False)
+    top2 = {f"L{r.layer}H{r.head}" for r in at_pair.head(2).itertuples()}
+    named = rows[(rows["metric"] == "p") & (rows["component"] == "top-2 patterns")]["heads"].iloc[0]
+    assert top2 == set(named.split())
