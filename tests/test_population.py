@@ -567,7 +567,7 @@ def test_p_values_keep_two_significant_digits_below_0_1():
 
 
 def test_kaplan_meier_legend_has_one_key_for_the_censoring_ticks(hand):
-    from interp.population.page import km_figure
+    from interp.population.figures import km_figure
 
     fig = km_figure(hand)
     shown = [t.name for t in fig.data if t.showlegend is not False]

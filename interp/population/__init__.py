@@ -25,7 +25,13 @@ emergence over seeds, and the page that shows them.
 - :mod:`interp.population.forecast`: a seed's point of emergence forecast from its earlier checkpoints;
 - :mod:`interp.population.formation`: the order circuits form in, per seed;
 - :mod:`interp.population.findings`: the findings in words, computed from the tables;
-- :mod:`interp.population.page`: ``population.html`` (Jinja2, autoescaped; plotly inlined once);
+- :mod:`interp.population.result`: :class:`~interp.population.result.StatResult`, the one result
+  type of every statistic (its table, the judge's verdict, an HTML section, a notebook display);
+- :mod:`interp.population.statistics`: each statistic as a ``StatResult``, one function each, and the
+  page's list of them (:data:`~interp.population.statistics.POPULATION_STATISTICS`);
+- :mod:`interp.population.figures`: the page's figures (Kaplan-Meier, E per seed, heatmaps);
+- :mod:`interp.population.page`: ``population.html`` (Jinja2, autoescaped; plotly inlined once;
+  the statistics rendered by one loop);
 - :mod:`interp.population.insight_page`: ``insight.html`` (the forecast and the formation order);
 - :mod:`interp.population.control_page`: ``forcing_control.html`` (the forcing control);
 - :mod:`interp.population.collect`: :func:`~interp.population.collect.population`, the capability

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from interp.core.templating import package_text, render, trusted
-from interp.population.page import _figure
+from interp.population.result import figure_html
 from interp.report.display import plotly_script
 from interp.report.figures import plot_text
 
@@ -147,7 +147,7 @@ def control_page(
         style=trusted(package_text("population/templates/style.css")),
         plotly=trusted(plotly_script()),
         findings=findings,
-        figure=_figure(control_figure(table, summary)),
+        figure=figure_html(control_figure(table, summary)),
         columns=list(shown.columns),
         rows=shown.values.tolist(),
         caption=caption,

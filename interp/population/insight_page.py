@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 
 from interp.core.templating import package_text, render, trusted
 from interp.population.findings import fmt_pct
-from interp.population.page import _figure
+from interp.population.result import figure_html
 from interp.report.display import plotly_script
 from interp.report.figures import plot_text
 
@@ -305,9 +305,9 @@ def insight_page(
         style=trusted(package_text("population/templates/style.css")),
         plotly=trusted(plotly_script()),  # plotly.js itself
         findings=insight_findings(forecasts, summary),
-        forecast_figure=_figure(forecast_figure({h: fc.predictions for h, fc in forecasts.items()})),
+        forecast_figure=figure_html(forecast_figure({h: fc.predictions for h, fc in forecasts.items()})),
         forecast_lines=forecast_lines,
-        formation_figure=_figure(formation_figure(order)),
+        formation_figure=figure_html(formation_figure(order)),
         summary_columns=list(shown.columns),
         summary_rows=shown.values.tolist(),
         formation_caption=caption,
