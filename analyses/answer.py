@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from analyses import description
+from interp.cli.options import description
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "answer"

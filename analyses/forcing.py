@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.terms import DEFAULT_THRESHOLD
 
@@ -258,7 +258,7 @@ def verdict(shift: pd.DataFrame) -> list[str]:
 
 def markdown(table: pd.DataFrame, shift: pd.DataFrame, settings: str, seconds: float) -> str:
     """The docs/results.md block: settings, the per-run table, the per-condition table, the verdict."""
-    from analyses.results import markdown_table
+    from interp.core.io import markdown_table
 
     def md(df: pd.DataFrame) -> str:
         import tempfile

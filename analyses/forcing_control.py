@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -66,8 +66,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import description
 from analyses.population import parse_seeds
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,11 +261,11 @@ CONTRASTS = (
 
 def judged_contrasts(table: pd.DataFrame, budget: int) -> list:
     """The contrasts of :data:`CONTRASTS` whose arms are in ``table`` (:func:`arm_curves`), each
-    judged (:func:`analyses.judged.judged`: arms sharing their seeds, so the log-rank test is
+    judged (:func:`interp.population.judged.judged`: arms sharing their seeds, so the log-rank test is
     stratified by seed; read over the rule grid; ``ceiling`` where no test is significant and an
     arm's runs level off just under the threshold) with the paper's direction: forced earlier."""
-    from analyses.judged import judged
     from analyses.population import HOLD, THRESHOLD
+    from interp.population.judged import judged
 
     arms = set(table["arm"]) if len(table) else set()
     return [
@@ -339,9 +339,9 @@ def docs_block(
     """The docs block: the command (with the call's runtime where it trained; else the kept runs'
     median training time from ``train_seconds``), the readout table (:func:`shares`), one line per
     judged contrast (``judged``, from :func:`judged_contrasts`: the judge's word, robustness over
-    the rule grid and reason, :func:`analyses.judged.contrast_line`) and (``paired``, from
+    the rule grid and reason, :func:`interp.population.judged.contrast_line`) and (``paired``, from
     :func:`paired_line`) the paired McNemar tests."""
-    from analyses.judged import contrast_line
+    from interp.population.judged import contrast_line
 
     names = {
         "true": "forced, true pattern",
@@ -395,8 +395,8 @@ def headline_line(table: pd.DataFrame, judged: Sequence, cell: str, paired: str 
     removes the plateau), then how many plain seeds emerge by 3 × the budget (a description);
     empty while no forced run is kept. ``cell``: the forcing cell ``"β:N"``; ``paired``: the paired
     tests' line (:func:`paired_line`), appended when given."""
-    from analyses.judged import contrast_line
     from analyses.population import HOLD, THRESHOLD
+    from interp.population.judged import contrast_line
 
     forced = table.set_index("group").loc[["true", "control"], "runs"]
     if not int(forced.sum()):

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
 from analyses import population as pop
+from interp.cli.options import description
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- population-crosscheck:begin -->", "<!-- population-crosscheck:end -->"

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import description
 from analyses import population as pop
+from interp.cli.options import description
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_decoupled"
@@ -65,17 +65,17 @@ def rotary_dims(arm: str, d_head: int) -> int:
 
 def rotary_contrasts(both: pd.DataFrame, pairs) -> list:
     """Each pair ``(population arm, decoupled arm)`` of ``pairs`` judged, the decoupled arm (8
-    rotary dims per head) against the population's (:func:`analyses.judged.judged`, both cut at
+    rotary dims per head) against the population's (:func:`interp.population.judged.judged`, both cut at
     :data:`COMMON_BUDGET` steps; the arms share their seeds, so the test is stratified by seed). The
     rotary dims per head are the one factor that differs; the hypothesis tested (``wanted``) is
     that more rotary dims per head emerge earlier (the population's head-count effect partly its
     positional code), so ``reproduced`` means the test finds them earlier.
 
     Returns:
-        One :class:`analyses.judged.Judged` per pair, labelled ``"neox-2l-64d-8h-r8 (8 rotary dims)
+        One :class:`interp.population.judged.Judged` per pair, labelled ``"neox-2l-64d-8h-r8 (8 rotary dims)
         against neox-2l-64d-8h (2)"``.
     """
-    from analyses.judged import judged
+    from interp.population.judged import judged
 
     out = []
     for a, b in pairs:
@@ -128,7 +128,7 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     """docs/results.md's headline line for the one-factor contrasts (rotary dimensions per head),
     computed from the kept curves: for each pair of :data:`PAIRS` whose decoupled arm holds all
     ``n_seeds`` seeds, both arms cut at :data:`COMMON_BUDGET` steps, the judge's line
-    (:func:`rotary_contrasts`, :func:`analyses.judged.contrast_line`: emerged counts, Kaplan–Meier
+    (:func:`rotary_contrasts`, :func:`interp.population.judged.contrast_line`: emerged counts, Kaplan–Meier
     medians, the judge's word and robustness over the rule grid), then each run's best accuracy (no
     rule: Mann–Whitney U). ``None`` while no decoupled arm of a pair is complete.
 
@@ -145,7 +145,7 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     pairs = [(a, b) for a, b in PAIRS if b in complete and a in set(popc["arm"])]
     if not pairs:
         return None
-    from analyses.judged import contrast_line
+    from interp.population.judged import contrast_line
 
     most = max(int(popc.loc[popc["arm"] == a, "n_heads"].iloc[0]) for a, _ in PAIRS if a in set(popc["arm"]))
     parts, cliff, faster, firm = [], None, 0, 0
@@ -218,7 +218,7 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
     both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
     pairs = [(a, b) for a, b in PAIRS if a in set(both["arm"]) and b in set(both["arm"])]
     if pairs:
-        from analyses.judged import contrast_line
+        from interp.population.judged import contrast_line
 
         lines.append(
             f"One factor, the rotary dimensions per head (same n_heads, d_head, seeds and data; both censored at "

@@ -15,7 +15,7 @@ The contrasts (:data:`PAIRS`), each between two arms cut at the smaller of their
 - **the head size alone**: d_head 16 against 8 at 4 heads and at 8 heads;
 - **both at once** (the population's contrast, called confounded): 8 heads of 8 dims against 4 of 16.
 
-Each contrast is read by :func:`analyses.judged.judged` (the log-rank test stratified by seed, the
+Each contrast is read by :func:`interp.population.judged.judged` (the log-rank test stratified by seed, the
 arms sharing their seeds, at the operating point threshold 0.5, hold 2 and in every cell of the rule
 grid threshold 0.4/0.5/0.6 x hold 1/2/3; the pair's proportional-hazards test and Kaplan–Meier
 crossings) and worded by the judge (:mod:`interp.population.judge`): every verdict and robustness
@@ -41,9 +41,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
 from analyses import population as pop
 from analyses.population_decoupled import best_accuracy, p_text
+from interp.cli.options import description
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_heads_dhead"
@@ -66,12 +66,12 @@ HEADLINE = "<!-- population-heads-dhead-headline:begin -->", "<!-- population-he
 
 def contrasts(curves: pd.DataFrame) -> list[dict]:
     """Every pair of :data:`PAIRS` whose two arms have kept curves, judged
-    (:func:`analyses.judged.judged`: both arms cut at the smaller budget, the test stratified by
-    seed, read over the rule grid): ``judged`` (:class:`analyses.judged.Judged`), ``verdict`` (its
+    (:func:`interp.population.judged.judged`: both arms cut at the smaller budget, the test stratified by
+    seed, read over the rule grid): ``judged`` (:class:`interp.population.judged.Judged`), ``verdict`` (its
     :class:`interp.population.judge.Verdict`), ``budget`` (steps), and ``best``: each run's best
     accuracy with the Mann–Whitney U p (no rule). The pair that varies both factors is given to
     the judge with what else varies (d_head), so its word is ``confounded``."""
-    from analyses.judged import judged
+    from interp.population.judged import judged
     from interp.population.shapes import pair_varies
 
     out = []
@@ -98,9 +98,9 @@ def contrasts(curves: pd.DataFrame) -> list[dict]:
 
 
 def contrast_line(c: dict) -> str:
-    """One contrast in words (:func:`analyses.judged.contrast_line`: emerged counts, Kaplan–Meier
+    """One contrast in words (:func:`interp.population.judged.contrast_line`: emerged counts, Kaplan–Meier
     medians, the judge's word, robustness and reason), then each run's best accuracy (no rule)."""
-    from analyses.judged import contrast_line as judged_line
+    from interp.population.judged import contrast_line as judged_line
 
     best = c["best"]
     return (

@@ -62,7 +62,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_mechanism"

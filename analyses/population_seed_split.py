@@ -37,8 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
 from analyses import population as pop
+from interp.cli.options import description
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_seed_split"

@@ -77,7 +77,7 @@ def test_the_block_contrasts_one_factor_at_a_common_budget_over_the_rule_grid():
     assert "not reached: **reproduced**, robust (log-rank stratified by seed p < 0.001, earlier;" in line8
     line4 = next(line for line in block.splitlines() if line.startswith("- neox-2l-64d-4h-r8"))
     assert "emerged 24/24 against 24/24" in line4 and "**not decidable**, robust null (log-rank stratified" in line4
-    from analyses.judged import judged
+    from interp.population.judged import judged
 
     j = judged(
         pd.concat([pop.at_budget(popc, 4000), pop.at_budget(eight, 4000)]), "neox-2l-64d-8h-r8", "neox-2l-64d-8h", "x"

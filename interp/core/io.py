@@ -100,6 +100,18 @@ def read_kept_csv(
     return frame
 
 
+def markdown_table(csv: str | os.PathLike) -> str:
+    """A CSV file as a GitHub Markdown table (floats to 4 significant digits, a missing value as
+    ``—``), one line per row and a trailing newline."""
+    import pandas as pd
+
+    df = pd.read_csv(csv)
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else ("—" if v is None else str(v))  # noqa: E731
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "| " + " | ".join("---" for _ in df.columns) + " |"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
 def atomic_to_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Save ``df`` as parquet (pyarrow) atomically."""
     with atomic_path(path, suffix=".parquet") as tmp:
