@@ -287,8 +287,8 @@ def tiny_run(tmp_path_factory):
     """One 2-layer run of 24 steps (checkpoints every 8) trained as a local suite run."""
     import dataclasses
 
-    from analyses.forcing import train_forced
     from interp.forcing import Forcing
+    from interp.population.forced import train_forced
     from interp.sources import catalogue
 
     cfg = dataclasses.replace(
@@ -374,7 +374,7 @@ def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(t
 
 def test_forcing_control_refuses_bad_input_before_training(tmp_path):
     from analyses import forcing_control as control
-    from analyses.forcing import select_runs
+    from interp.population.forced import select_runs
     from interp.sources.catalogue import load_suite_spec
 
     assert len(select_runs(load_suite_spec("population"), control.DEFAULT_RUNS)) == 12
@@ -515,7 +515,7 @@ def test_forecast_ratio_interval_resamples_runs_in_pairs():
 def test_train_for_heads_retrains_pinned_runs_checks_them_against_the_kept_curves_and_resumes(tmp_path, monkeypatch):
     import dataclasses
 
-    from analyses.population import evaluate_run
+    from interp.population.kept import evaluate_run
     from interp.sources import catalogue, embedded
     from interp.sources.catalogue import suite_dir
 
