@@ -19,7 +19,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from analyses import description
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "answer"
@@ -36,10 +37,10 @@ POPULATIONS = {
 MAX_WORDS = 300
 
 
-def verdicts_by_population(threshold: float = 0.5, hold: int = 2) -> dict[str, list]:
+def verdicts_by_population(threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD) -> dict[str, list]:
     """Each kept population's claim verdicts (:func:`interp.population.verdicts.claim_verdicts`)."""
-    from analyses.population import SPECS, read_kept_curves
     from interp.core.settings import StudyConfig
+    from interp.population.kept import SPECS, read_kept_curves
     from interp.population.tables import population_from_curves
 
     out = {}
@@ -127,9 +128,10 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
 def seed_split_note() -> list[str]:
     """Claim 1's split of the seed (issue 72): its verdict line once the 8 × 8 grid is complete,
     else how many of its runs are kept."""
-    from analyses.population_seed_split import KEPT, claim_line, components, read_kept_curves
+    from interp.population.kept import read_kept_split_curves
+    from interp.population.seed_split import claim_line, components
 
-    curves = read_kept_curves(KEPT)
+    curves = read_kept_split_curves()
     n = curves["run"].nunique() if len(curves) else 0
     if n < 64:
         return [
@@ -139,10 +141,10 @@ def seed_split_note() -> list[str]:
 
 
 def update_docs(block: str) -> None:
-    """Replace docs/results.md's answer block (:func:`analyses.population.update_docs`), first
+    """Replace docs/results.md's answer block (:func:`interp.population.kept.update_docs`), first
     adding the markers after the page's title where they are missing."""
-    from analyses.population import update_docs as replace_block
     from interp.core.io import atomic_write_text
+    from interp.population.kept import update_docs as replace_block
 
     text = DOCS.read_text()
     if BEGIN not in text:
@@ -160,7 +162,7 @@ def main(argv=None) -> None:
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     started = time.time()
-    from analyses.population_mechanism import PAIR_KEPT, read_kept_pairs
+    from interp.population.kept import PAIR_KEPT, read_kept_pairs
 
     pair_rows, _ = read_kept_pairs(PAIR_KEPT)
     block, table, _ = build(verdicts_by_population(), pair_rows)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.harness import Execution, finished, reproduce, run_configs
+from synthetic.harness import LATE_EVALS, Execution, finished, reproduce, run_configs
 
 NAME = "arch_cellular_automata"
 ARCHS = ("transformer", "mlp-mixer", "mamba2", "gated-deltanet", "rwkv")
@@ -33,7 +33,6 @@ PAPER_VERDICT = {
     "rwkv": "mostly loses [stated]",
     "transformer": "reference",
 }
-LATE_EVALS = 4  # evaluations averaged into late_loss
 
 
 def settings(paper_scale: bool = False) -> dict:

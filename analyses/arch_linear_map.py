@@ -26,11 +26,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.harness import LN2, Execution, finished, linear_map_floor, reproduce, run_configs
+from synthetic.harness import Execution, finished, reproduce, run_configs, scaled_threshold
 
 NAME = "arch_linear_map"
-PAPER_THRESHOLD = 0.40  # [figure] the loss level of the paper's s = 3 comparison (S = 16)
-FLOOR_S16 = linear_map_floor(16)  # 0.3354: (S−1)/(2S−1)·ln 2
 PAPER_STEPS = {3: {"mlp-mixer": 900, "transformer": 2500}}  # steps to 0.40 at S = 16 [figure]
 PAPER_FINAL = {
     5: {"mlp-mixer": 0.395, "transformer": 0.595},  # loss at 10⁴ steps [figure]
@@ -38,14 +36,6 @@ PAPER_FINAL = {
 }
 ARCHS = ("transformer", "mlp-mixer")
 TABLE_COLUMNS = ["s", "arch", "steps_mean", "final_loss", "paper_steps_to_0.40", "paper_final_loss"]
-
-
-def scaled_threshold(S: int) -> float:
-    """The paper's 0.40 (S = 16) moved to state size ``S`` at the same fraction of the
-    plateau-to-floor gap (nats/token)."""
-    frac = (PAPER_THRESHOLD - FLOOR_S16) / (LN2 - FLOOR_S16)
-    floor = linear_map_floor(S)
-    return floor + frac * (LN2 - floor)
 
 
 def settings(paper_scale: bool = False) -> dict:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.harness import Execution, finished, reproduce, run_configs
+from synthetic.harness import Execution, finished, reproduce, run_configs
 
 NAME = "bias_plateau"
 RATIO_LIMIT = 0.2  # the goal: "at most 1/5"

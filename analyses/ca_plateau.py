@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.harness import Execution, finished, reproduce, run_configs
+from synthetic.harness import Execution, finished, reproduce, run_configs
 
 NAME = "ca_plateau"
 PAPER_PLATEAU = {4: 60, 8: 380, 16: 400, 32: 650, 64: 1400, 128: 3300, 256: 8700}  # [figure]

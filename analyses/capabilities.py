@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 
 NAME = "capabilities"
 ROOT = Path(__file__).resolve().parents[1]

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.terms import DEFAULT_THRESHOLD
 from interp.emergence import DEFAULT_HOLD

@@ -23,9 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.arch_cellular_automata import LATE_EVALS
-from analyses.arch_linear_map import scaled_threshold
-from analyses.harness import Execution, finished, reproduce, run_configs
+from synthetic.harness import LATE_EVALS, Execution, finished, reproduce, run_configs, scaled_threshold
 
 NAME = "depth"
 PAPER = {"linear-map": "depth hurts [stated]", "cellular-automata": "depth helps (multi-rule) [stated]"}
@@ -97,7 +95,7 @@ def settings(paper_scale: bool = False) -> dict:
 
 def configs(cfg: dict) -> list[dict]:
     """One TrainConfig field dict per (task, n_layers, seed); the linear map gets the scaled
-    0.40 threshold of :func:`arch_linear_map.scaled_threshold`."""
+    0.40 threshold of :func:`synthetic.harness.scaled_threshold`."""
     out = []
     for task in cfg["tasks"]:
         extra = {"loss_threshold": scaled_threshold(task["S"])} if task["task"] == "linear-map" else {}

@@ -38,20 +38,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.terms import DEFAULT_THRESHOLD
+from interp.population.forced import crossing_of, mean_interval, select_runs, train_forced
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,39 +56,6 @@ NAME = "forcing"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- forcing:begin -->", "<!-- forcing:end -->"
 CONDITIONS = ("plain", "prev", "ind", "both")
-#: two-sided 95 % t quantiles by degrees of freedom (1..30)
-T95 = [
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-]
 COLUMNS = [
     "model",
     "seed",
@@ -132,41 +96,6 @@ def forcings(prev: tuple[int, int], ind: tuple[int, int], beta: float, steps: in
     }
 
 
-def train_forced(size, seed: int, cfg, forcing, final: Path) -> Path:
-    """Train one forced run into ``final`` (a temporary sibling renamed at the end); a local suite."""
-    import torch
-
-    from interp.sources import embedded, environment, make_byte_tokenizer
-
-    if (final / "suite.json").exists():
-        return final
-    torch.set_num_threads(cfg.threads)
-    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    make_byte_tokenizer().save_pretrained(tmp / "tokenizer")
-    started = time.time()
-    losses = embedded.train_run(size, seed, cfg, tmp, forcing=forcing)
-    atomic_to_csv(losses, tmp / embedded.LOSS_FILE)
-    meta = {
-        "model_id": f"forced/{final.parent.name}/{final.name}",
-        "size": dataclasses.asdict(size),
-        "seed": seed,
-        "steps": list(cfg.checkpoint_steps_for(size)),
-        "config": dataclasses.asdict(cfg),
-        "forcing": forcing.as_dict(),
-        "train_seconds": round(time.time() - started, 1),
-        "environment": environment.environment(cfg),
-        "resumable": True,
-    }
-    atomic_write_text(tmp / "suite.json", json.dumps(meta, indent=2))
-    if final.exists():
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-    return final
-
-
 def evaluate_run(
     folder: Path, n_prompts: int, threshold: float = DEFAULT_THRESHOLD, hold: int = 2
 ) -> tuple[pd.DataFrame, tuple]:
@@ -186,18 +115,6 @@ def final_loss(folder: Path, last: int = 100) -> float:
     """Mean training loss (nats) over the run's last ``last`` steps (``loss.csv``)."""
     losses = pd.read_csv(folder / "loss.csv")
     return float(losses["loss"].tail(last).mean())
-
-
-def mean_interval(values) -> tuple[float, float, float]:
-    """``(mean, lo, hi)``: 95 % t-interval over the values (NaN where fewer than 2)."""
-    x = np.asarray([v for v in values if v is not None and not pd.isna(v)], dtype=float)
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
-    if len(x) < 2:
-        return float(x.mean()), math.nan, math.nan
-    t = T95[min(len(x) - 1, len(T95)) - 1]
-    half = t * x.std(ddof=1) / math.sqrt(len(x))
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
 def summarise(table: pd.DataFrame) -> pd.DataFrame:
@@ -258,7 +175,7 @@ def verdict(shift: pd.DataFrame) -> list[str]:
 
 def markdown(table: pd.DataFrame, shift: pd.DataFrame, settings: str, seconds: float) -> str:
     """The docs/results.md block: settings, the per-run table, the per-condition table, the verdict."""
-    from analyses.results import markdown_table
+    from interp.core.io import markdown_table
 
     def md(df: pd.DataFrame) -> str:
         import tempfile
@@ -555,34 +472,6 @@ def main(argv=None) -> None:
     print(answer_text)
     print(f"wrote {args.out} in {seconds:.0f} s")
     print(f"forcing_runs: {len(table)}")
-
-
-def select_runs(cfg, runs: str | None) -> list[tuple]:
-    """``[(size, seed), ...]`` of the suite named by ``--runs`` (model or run names), in suite order.
-
-    Raises:
-        ValueError: a name that is neither a model nor a run of the suite (the valid ones named).
-    """
-    from interp.sources.catalogue import run_name
-
-    every = [(size, seed) for size in cfg.sizes for seed in cfg.seeds]
-    if runs is None:
-        return every
-    wanted = [name.strip() for name in runs.split(",") if name.strip()]
-    valid = {size.name for size in cfg.sizes} | {run_name(size, seed) for size, seed in every}
-    bad = [name for name in wanted if name not in valid]
-    if bad or not wanted:
-        raise ValueError(
-            f"--runs {runs!r}: {', '.join(bad) or 'no name'} not in this suite; valid: {', '.join(sorted(valid))}"
-        )
-    return [(size, seed) for size, seed in every if size.name in wanted or run_name(size, seed) in wanted]
-
-
-def crossing_of(curve: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, hold: int = 2) -> tuple:
-    """The point of emergence of a saved curve (the rule of :func:`interp.readiness.crossing`)."""
-    from interp.readiness import crossing
-
-    return crossing(curve["step"], curve["accuracy"], threshold, hold)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ small grid (``--cells``; default :data:`DEFAULT_CELLS`) of bias strength β (nat
 
 - ``true``: the layer-0 head with the highest previous-token score at the run's last checkpoint
   biased toward the ``previous_token`` pattern, and the layer-1 head with the highest
-  prefix-matching score there toward ``induction`` (:func:`chosen_heads`, from the kept head
+  prefix-matching score there toward ``induction`` (:func:`interp.population.forced.chosen_heads`, from the kept head
   features ``docs/data/population/heads/<run>.csv``);
 - ``control``: the same heads, the same β and N, toward ``offset_3`` (key ``i - 3``) and
   ``induction_offset_3`` (two keys past the induction key): one key per row, as sparse as the
@@ -51,8 +51,6 @@ Usage: ``python -m analyses.forcing_control [--runs NAMES] [--cells 1:500,1:250,
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import re
 import time
 from pathlib import Path
@@ -60,81 +58,36 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.forced import (
+    DEFAULT_CELLS,
+    PATTERNS,
+    crossing_of,
+    keep_forced_curve,
+    mean_interval,
+    parse_cells,
+    plan,
+    read_forced,
+    select_runs,
+    train_missing,
+)
+from interp.population.kept import POPULATION_KEPT as POPULATION
+from interp.population.kept import read_kept_curves, read_kept_heads
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "forcing_control"
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- forcing-control:begin -->", "<!-- forcing-control:end -->"
-#: The patterns of each condition: (layer-0 head, layer-1 head).
-PATTERNS = {"true": ("previous_token", "induction"), "control": ("offset_3", "induction_offset_3")}
 DEFAULT_RUNS = ",".join(f"neox-2l-64d-4h-seed{s}" for s in range(12))
-#: The grid's cells ``β:N`` (β in nats per unit of log(pattern + ε), N in steps at full β): the
-#: true forcing of §3 (β 1, N 500), a shorter one (N 250) and a weaker one (β 0.25).
-DEFAULT_CELLS = "1:500,1:250,0.25:500"
 COLUMNS = [
     "run", "condition", "beta", "force_steps", "heads", "E_plain", "E_forced", "forced_censored", "shift",
     "train_seconds",
 ]  # fmt: skip
 #: Where the forced runs' curves are kept (committed, so the entry resumes on any clone).
 KEPT = ROOT / "docs" / "data" / "forcing_control"
-
-
-def chosen_heads(heads: pd.DataFrame, run: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    """``((0, h0), (1, h1))``: the run's layer-0 head with the highest previous-token score and its
-    layer-1 head with the highest prefix-matching score, at its last checkpoint.
-
-    Raises:
-        ValueError: no head features of ``run``.
-    """
-    table = heads[heads["run"] == run]
-    if table.empty:
-        raise ValueError(f"no head features of run {run!r} (keep them first: python -m analyses.population_insight)")
-    last = table[table["step"] == table["step"].max()]
-    l0 = last[last["layer"] == 0].sort_values("previous_token", ascending=False).iloc[0]
-    l1 = last[last["layer"] == 1].sort_values("prefix_matching", ascending=False).iloc[0]
-    return (0, int(l0["head"])), (1, int(l1["head"]))
-
-
-def forcing_of(condition: str, prev: tuple[int, int], ind: tuple[int, int], beta: float, steps: int, anneal: int):
-    """The :class:`interp.forcing.Forcing` of a condition (:data:`PATTERNS`).
-
-    Raises:
-        ValueError: an unknown condition (the valid ones named), or a bad beta / steps (Forcing's).
-    """
-    from interp.forcing import Forcing
-
-    if condition not in PATTERNS:
-        raise ValueError(f"condition {condition!r} is unknown; valid: {', '.join(PATTERNS)}")
-    p0, p1 = PATTERNS[condition]
-    return Forcing(((*prev, p0), (*ind, p1)), beta=beta, steps=steps, anneal_steps=anneal)
-
-
-def plan(selected, heads: pd.DataFrame, cells, anneal: int, root: Path) -> list[dict]:
-    """One unit per (run, cell ``(β, N)`` of ``cells``, condition): ``run``, ``size``, ``seed``,
-    ``condition``, ``beta``, ``force_steps``, ``forcing``, ``folder``."""
-    from interp.sources.catalogue import run_name
-
-    units = []
-    for size, seed in selected:
-        run = run_name(size, seed)
-        prev, ind = chosen_heads(heads, run)
-        for beta, n in cells:
-            for condition in PATTERNS:
-                units.append(
-                    {
-                        "run": run,
-                        "size": size,
-                        "seed": seed,
-                        "condition": condition,
-                        "beta": float(beta),
-                        "force_steps": int(n),
-                        "forcing": forcing_of(condition, prev, ind, beta, n, anneal),
-                        "folder": root / run / f"{condition}-b{beta:g}-n{n}",
-                    }
-                )
-    return units
 
 
 def cells_line(asked: list[dict], done: list[dict]) -> str:
@@ -152,65 +105,6 @@ def cells_line(asked: list[dict], done: list[dict]) -> str:
     )
 
 
-def kept_curve(unit: dict, kept: Path) -> Path:
-    """The kept capability curve of one forced run:
-    ``kept/runs/<run>-<condition>-b<β>-n<N>-a<anneal>.csv``."""
-    return kept / "runs" / f"{unit['run']}-{unit['folder'].name}-a{unit['forcing'].anneal_steps}.csv"
-
-
-def read_kept(unit: dict, kept: Path, echo=print) -> pd.DataFrame | None:
-    """The kept curve of one forced run, or None when there is none; a damaged one (unreadable,
-    or not a whole curve: :func:`analyses.population.whole_curve`, with ``train_seconds``) is named,
-    removed and None returned, so that its run is trained and evaluated again."""
-    from analyses.population import curve_columns, whole_curve
-    from interp.core.io import read_kept_csv
-
-    return read_kept_csv(
-        kept_curve(unit, kept),
-        [*curve_columns(), "train_seconds"],
-        whole_curve,
-        "is not a whole curve",
-        "its run is trained and evaluated again",
-        echo,
-    )
-
-
-def train_missing(units: list[dict], cfg, jobs: int, kept: Path, echo=print, n_prompts: int | None = None) -> int:
-    """Train every unit whose curve is not kept and evaluate it as soon as it finishes (its curve
-    kept at once, with the run's ``train_seconds``), in a pool of pinned workers; returns how many
-    were trained. A unit whose curve is kept is never trained again, so the entry resumes on any
-    clone; one whose run folder is complete here is only evaluated. ``n_prompts``: prompts per
-    checkpoint of the evaluation (default: the population's, :func:`keep_curve`)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from analyses.forcing import train_forced
-    from interp.core.kernel_pins import pinned_context
-
-    missing = [u for u in units if read_kept(u, kept, echo) is None]
-    if not missing:
-        return 0
-    started = time.time()
-    with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=pinned_context(cfg.threads)) as pool:
-        futures = {pool.submit(train_forced, u["size"], u["seed"], cfg, u["forcing"], u["folder"]): u for u in missing}
-        for future in as_completed(futures):
-            keep_curve(futures[future], cfg, kept, n_prompts)
-            echo(f"trained and evaluated {future.result()} ({time.time() - started:.0f} s)")
-    return len(missing)
-
-
-def keep_curve(unit: dict, cfg, kept: Path, n_prompts: int | None = None) -> pd.DataFrame:
-    """Evaluate one trained forced run exactly as the population's runs
-    (:func:`analyses.population.evaluate_run`; ``n_prompts`` prompts per checkpoint, default the
-    population's 64) and keep its curve (``train_seconds`` added)."""
-    from analyses.population import N_PROMPTS, evaluate_run
-
-    curve = evaluate_run(unit["folder"], cfg, unit["size"], unit["seed"], n_prompts or N_PROMPTS)
-    meta = json.loads((unit["folder"] / "suite.json").read_text())
-    curve["train_seconds"] = meta.get("train_seconds")
-    atomic_to_csv(curve, kept_curve(unit, kept))
-    return curve
-
-
 def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], kept: Path) -> pd.DataFrame:
     """One row per unit (:data:`COLUMNS`): E of the forced run (from its kept curve, evaluated
     first where missing) and its shift against the plain run's E (steps; NaN where the plain run
@@ -218,13 +112,12 @@ def evaluate(units: list[dict], cfg, plain_e: dict[str, float | None], kept: Pat
     NaN and the shift's lower bound ``budget - E_plain``: a control that never emerges counts as at
     least that late, so the paired difference true - control is then an upper bound (conservative
     for the goal)."""
-    from analyses.forcing import crossing_of
 
     rows = []
     for u in units:
-        curve = read_kept(u, kept)
+        curve = read_forced(u, kept)
         if curve is None:
-            curve = keep_curve(u, cfg, kept)
+            curve = keep_forced_curve(u, cfg, kept)
         post = crossing_of(curve)[1]
         budget = cfg.steps_for(u["size"])
         censored = post is None or post > budget
@@ -253,7 +146,6 @@ def summarise(table: pd.DataFrame) -> pd.DataFrame:
     """Per (β, N): runs, mean shift of ``true`` and ``control`` with 95 % t-intervals, the paired
     difference true − control with its interval, the range of E of the true-forced runs
     (``true_E_min``, ``true_E_max``, steps) and ``goal_met`` (its upper end < 0 on >= 12 runs)."""
-    from analyses.forcing import mean_interval
 
     rows = []
     for (beta, n), cell in table.groupby(["beta", "force_steps"], sort=True):
@@ -352,35 +244,7 @@ def update_docs(block: str, docs: Path = DOCS) -> None:
     atomic_write_text(docs, text)
 
 
-def parse_cells(text: str) -> list[tuple[float, int]]:
-    """``"1:500,0.25:500"`` -> ``[(1.0, 500), (0.25, 500)]``, in the given order, each once.
-
-    Raises:
-        ValueError: an item that is not ``β:N`` with β >= 0 (nats) and N >= 1 (steps), one line.
-    """
-    cells = []
-    for item in filter(None, (v.strip() for v in text.split(","))):
-        beta, _, n = item.partition(":")
-        try:
-            cell = (float(beta), int(n))
-        except ValueError:
-            cell = (-1.0, 0)
-        if not (math.isfinite(cell[0]) and cell[0] >= 0) or cell[1] < 1:
-            cells = []
-            break
-        cells += [cell] if cell not in cells else []
-    if not cells:
-        raise ValueError(
-            f"--cells {text!r} must be comma-separated β:N pairs (β >= 0 nats, N >= 1 steps), e.g. {DEFAULT_CELLS}"
-        )
-    return cells
-
-
 def main(argv=None) -> None:
-    from analyses.forcing import select_runs
-    from analyses.population import HOLD, THRESHOLD, read_kept_curves
-    from analyses.population import KEPT as POPULATION
-    from analyses.population_insight import read_kept_heads
     from interp.core.settings import StudyConfig
     from interp.population.control_page import control_page
     from interp.population.tables import population_from_curves
@@ -421,7 +285,7 @@ def main(argv=None) -> None:
     units = plan(selected, read_kept_heads(), cells, args.anneal_steps, args.sweep_dir / tag)
     asked = units
     if args.finished_only:
-        units = [u for u in units if read_kept(u, args.kept) is not None]
+        units = [u for u in units if read_forced(u, args.kept) is not None]
         if not units:
             raise SystemExit(f"error: no forced run of this command is kept in {args.kept / 'runs'} yet")
     trained = 0 if args.finished_only else train_missing(units, cfg, args.jobs, args.kept)

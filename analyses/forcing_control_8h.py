@@ -8,7 +8,7 @@ E_forced − E_plain``, :mod:`analyses.forcing_control`) is undefined for it. He
 ``--seeds`` (default 0-11) and for the one cell ``β:N`` (default ``0.25:500``, the §5 cell: β in
 nats per unit of ``log(pattern + ε)``, N steps at full β, then a linear anneal over
 ``--anneal-steps``), two forced runs of ``--budget`` steps (default 8000), exactly as §5 forces
-them (:func:`analyses.forcing_control.plan`): ``true`` (the run's strongest previous-token head in
+them (:func:`interp.population.forced.plan`): ``true`` (the run's strongest previous-token head in
 layer 0 and prefix-matching head in layer 1 at its last checkpoint, from the kept head features
 ``docs/data/population/heads/<run>.csv``, biased toward ``previous_token`` / ``induction``) and
 ``control`` (the same heads toward ``offset_3`` / ``induction_offset_3``). In this arm the
@@ -66,9 +66,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import description
-from analyses.population import parse_seeds
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.forced import parse_cells, plan, read_forced, train_missing
+from interp.population.kept import SPECS, curve_columns, parse_seeds, read_kept_curves, read_kept_heads
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "forcing_control_8h"
@@ -115,7 +118,6 @@ def _emerged_at(curve: pd.DataFrame, budget: int, rule: tuple[float, int] | None
     (:func:`interp.population.tables.held_post`: accuracy 0.5 held 2 checkpoints, or ``rule`` =
     (threshold, hold); a crossing with no room left to hold is not emerged), NaN when it did not
     emerge by then."""
-    from analyses.population import HOLD, THRESHOLD
     from interp.population.tables import held_post
 
     threshold, hold = rule or (THRESHOLD, HOLD)
@@ -231,7 +233,6 @@ def arm_curves(
     seeds, each cut at ``budget`` steps: ``true`` and ``control`` (the forced runs of ``units``
     whose curves are in ``curves``, keyed ``"<run>/<folder name>"``) and ``plain`` (the long
     continuation's curves of ``runs``); runs are named ``"<arm>-seed<seed>"``."""
-    from analyses.population import curve_columns
 
     frames = []
     for u in units:
@@ -261,11 +262,10 @@ CONTRASTS = (
 
 def judged_contrasts(table: pd.DataFrame, budget: int) -> list:
     """The contrasts of :data:`CONTRASTS` whose arms are in ``table`` (:func:`arm_curves`), each
-    judged (:func:`analyses.judged.judged`: arms sharing their seeds, so the log-rank test is
+    judged (:func:`interp.population.judged.judged`: arms sharing their seeds, so the log-rank test is
     stratified by seed; read over the rule grid; ``ceiling`` where no test is significant and an
     arm's runs level off just under the threshold) with the paper's direction: forced earlier."""
-    from analyses.judged import judged
-    from analyses.population import HOLD, THRESHOLD
+    from interp.population.judged import judged
 
     arms = set(table["arm"]) if len(table) else set()
     return [
@@ -339,9 +339,9 @@ def docs_block(
     """The docs block: the command (with the call's runtime where it trained; else the kept runs'
     median training time from ``train_seconds``), the readout table (:func:`shares`), one line per
     judged contrast (``judged``, from :func:`judged_contrasts`: the judge's word, robustness over
-    the rule grid and reason, :func:`analyses.judged.contrast_line`) and (``paired``, from
+    the rule grid and reason, :func:`interp.population.judged.contrast_line`) and (``paired``, from
     :func:`paired_line`) the paired McNemar tests."""
-    from analyses.judged import contrast_line
+    from interp.population.judged import contrast_line
 
     names = {
         "true": "forced, true pattern",
@@ -367,7 +367,6 @@ def docs_block(
         share = "—" if not r.runs else f"{r.share:.2f} ({r.share_lo:.2f}–{r.share_hi:.2f})"
         e = "—" if not r.emerged else f"{r.E_min:.0f}–{r.E_max:.0f} ({r.E_median:.0f})"
         lines.append(f"| {names[r.group]} | {by_step} | {r.runs} | {r.emerged} | {share} | {e} |")
-    from analyses.population import HOLD, THRESHOLD
 
     note = _kept_note(table, min_runs)
     lines += [
@@ -395,8 +394,7 @@ def headline_line(table: pd.DataFrame, judged: Sequence, cell: str, paired: str 
     removes the plateau), then how many plain seeds emerge by 3 × the budget (a description);
     empty while no forced run is kept. ``cell``: the forcing cell ``"β:N"``; ``paired``: the paired
     tests' line (:func:`paired_line`), appended when given."""
-    from analyses.judged import contrast_line
-    from analyses.population import HOLD, THRESHOLD
+    from interp.population.judged import contrast_line
 
     forced = table.set_index("group").loc[["true", "control"], "runs"]
     if not int(forced.sum()):
@@ -433,7 +431,6 @@ def update_docs(block: str, docs: Path = DOCS, markers: tuple[str, str] = (BEGIN
 
 
 def main(argv=None) -> None:
-    from analyses import forcing_control as control
 
     parser = argparse.ArgumentParser(prog="python -m analyses.forcing_control_8h", description=description(__doc__))
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="seeds of the 8-head arm: 0-11 or 0,3,5-7")
@@ -448,7 +445,7 @@ def main(argv=None) -> None:
     parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args(argv)
     try:  # bad input: one line naming it, before anything loads
-        cells = control.parse_cells(args.cells)
+        cells = parse_cells(args.cells)
         if len(cells) != 1:
             raise ValueError(
                 f"--cells {args.cells!r} must be one β:N cell here (the verdict is per cell), e.g. 0.25:500"
@@ -459,20 +456,18 @@ def main(argv=None) -> None:
         seeds = parse_seeds(args.seeds, cfg.seeds)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    from analyses.population import SPECS, read_kept_curves
-    from analyses.population_insight import read_kept_heads
     from interp.sources import environment
 
     started = time.time()
     size = cfg.sizes[0]
     tag = f"{cfg.digest()}-{environment.environment_key(cfg)}-a{args.anneal_steps}"
-    units = control.plan([(size, s) for s in seeds], read_kept_heads(), cells, args.anneal_steps, args.sweep_dir / tag)
+    units = plan([(size, s) for s in seeds], read_kept_heads(), cells, args.anneal_steps, args.sweep_dir / tag)
     if args.finished_only:
-        units = [u for u in units if control.read_kept(u, args.kept) is not None]
+        units = [u for u in units if read_forced(u, args.kept) is not None]
         if not units:
             raise SystemExit(f"error: no forced run of this command is kept in {args.kept / 'runs'} yet")
-    trained = 0 if args.finished_only else control.train_missing(units, cfg, args.jobs, args.kept, n_prompts=N_PROMPTS)
-    curves = {f"{u['run']}/{u['folder'].name}": control.read_kept(u, args.kept) for u in units}
+    trained = 0 if args.finished_only else train_missing(units, cfg, args.jobs, args.kept, n_prompts=N_PROMPTS)
+    curves = {f"{u['run']}/{u['folder'].name}": read_forced(u, args.kept) for u in units}
     forced = forced_table(units, {k: v for k, v in curves.items() if v is not None}, args.budget)
     runs = sorted({u["run"] for u in units}, key=lambda r: int(r.rsplit("seed", 1)[1]))
     plain = plain_table(read_kept_curves(SPECS[LONG_SPEC][0]), runs, args.budget)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.population.mechanism import COMPONENTS
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.harness import Execution, finished, reproduce, run_configs, within
+from synthetic.harness import Execution, finished, reproduce, run_configs, within
 
 NAME = "linear_map_floors"
 PAPER_FLOOR = {8: 0.3235, 16: 0.3354, 32: 0.3411}  # Baherwani et al. 2026, linear map task [figure]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 
 NAME = "main_job"
 OUT = Path("results/analyses") / NAME

@@ -39,7 +39,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from analyses import description
+from interp.cli.options import description
 
 __all__ = ["UNINITIALISED", "OpRecorder", "compare_traces", "first_difference", "main", "read_trace", "trace_training"]
 

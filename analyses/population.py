@@ -9,7 +9,7 @@ arm's last checkpoint is censored there.
 
 Each run is a unit: train it (the pinned pool, resumable), then evaluate the capability at every
 checkpoint (the repetition task, 64 prompts, as ``emergence demo``) and keep that curve in
-``docs/data/population/curves/<run>.csv`` (:data:`KEPT`). A kept curve is never recomputed, so a
+``docs/data/population/curves/<run>.csv`` (:data:`interp.population.kept.POPULATION_KEPT`). A kept curve is never recomputed, so a
 fresh clone with the kept curves resumes where the last session stopped: only the runs without a
 curve are trained. Runs are trained in blocks of seeds (every arm's seeds 0-1, then 2-3, …), so
 that a stopped entry leaves every arm with about as many seeds.
@@ -29,250 +29,29 @@ with disjoint seeds share an arm; the curves land in the same folder either way.
 from __future__ import annotations
 
 import argparse
-import math
-import re
-import time
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import (
+    SPECS,
+    curve_columns,
+    keep_spec,
+    read_kept_curves,
+    read_kept_mechanism,
+    selected_seeds,
+    update_docs,
+)
+from interp.population.reading import at_budget, population_block, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population"
-#: Where the evaluated curves are kept (committed): one CSV per run.
-KEPT = ROOT / "docs" / "data" / "population"
-#: The task and prompts of each checkpoint's evaluation (those of ``emergence demo``).
-N_PROMPTS = 64
-TASK_SEED = 0
-#: The point of emergence's rule (``emergence demo``'s) and the arm the others are compared with.
-THRESHOLD, HOLD, REFERENCE = 0.5, 2, "neox-2l-64d-4h"  # = interp.population.tables.SPEC_REFERENCES["population"]
-DOCS = ROOT / "docs" / "results.md"
-#: The populations this entry trains: shipped suite spec -> (folder of its kept curves, prompts
-#: per checkpoint). ``population-decoupled`` (issue 52) holds the rotary dimensions per head fixed;
-#: ``population-heads-dhead`` (issue 52, item 1b) crosses {4, 8 heads} with {d_head 8, 16} (Phi models).
-SPECS = {
-    "population": (KEPT, N_PROMPTS),
-    "population-decoupled": (ROOT / "docs" / "data" / "population-decoupled", 256),
-    "population-8h-long": (ROOT / "docs" / "data" / "population-8h-long", 256),
-    "population-heads-dhead": (ROOT / "docs" / "data" / "population-heads-dhead", 256),
-}
 BEGIN, END = "<!-- population:begin -->", "<!-- population:end -->"
 #: The headline at the top of docs/results.md: the paper's claims 1 and 4 as population statistics.
 HEADLINE = "<!-- population-headline:begin -->", "<!-- population-headline:end -->"
-
-
-def curve_columns() -> list[str]:
-    """Columns of a kept curve: one row per checkpoint of one run."""
-    return ["arm", "run", "seed", "n_layers", "d_model", "n_heads", "d_head", "budget", "step", "accuracy", "p_answer"]
-
-
-def evaluate_run(folder: Path, cfg, size, seed: int, n_prompts: int = N_PROMPTS) -> pd.DataFrame:
-    """Capability at every checkpoint of one trained run: greedy accuracy and mean p(answer)
-    (probability) on the repetition task (:class:`interp.tasks.RepetitionTask`, ``n_prompts``
-    prompts, seed ``TASK_SEED``), one row per step (:data:`curve_columns`)."""
-    from interp.emergence import full_scan
-    from interp.sources import LocalSuiteSource
-    from interp.tasks import RepetitionTask
-
-    source = LocalSuiteSource(folder)
-    try:
-        batch = RepetitionTask(n_prompts=n_prompts, seed=TASK_SEED).build(source.tokenizer())
-        table = full_scan(source, batch)
-    finally:
-        source.close()
-    out = table[["step", "accuracy", "p_answer"]].copy()
-    out.insert(0, "budget", cfg.steps_for(size))
-    for i, (key, value) in enumerate(
-        [
-            ("arm", size.name),
-            ("run", folder.name),
-            ("seed", seed),
-            ("n_layers", size.n_layers),
-            ("d_model", size.d_model),
-            ("n_heads", size.n_heads),
-            ("d_head", size.d_head),
-        ]
-    ):
-        out.insert(i, key, value)
-    return out[curve_columns()]
-
-
-def kept_curve(run: str, kept: Path = KEPT) -> Path:
-    """The kept curve file of one run."""
-    return kept / "curves" / f"{run}.csv"
-
-
-def whole_curve(curve: pd.DataFrame) -> bool:
-    """Whether a kept curve is whole: rows, no missing value in its columns, and its last
-    checkpoint at the run's budget (a file cut short fails one of these)."""
-    return (
-        not curve.empty
-        and bool(curve.notna().all().all())
-        and float(curve["step"].max()) == float(curve["budget"].iloc[0])
-    )
-
-
-def read_kept_curves(kept: Path = KEPT, columns: list[str] | None = None) -> pd.DataFrame:
-    """Every kept curve as one table (``columns``, default :func:`curve_columns`); an unreadable
-    file, or one with other columns, is named and left out (it is redone by the next run of the
-    entry, which removes it)."""
-    from interp.core.io import read_kept_csv
-
-    columns = curve_columns() if columns is None else columns
-    frames = [
-        read_kept_csv(path, columns, whole_curve, "is not a whole curve", "its run is evaluated again")
-        for path in sorted((kept / "curves").glob("*.csv"))
-    ]
-    frames = [f for f in frames if f is not None]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-
-
-def blocks(cfg, seeds_per_block: int) -> list[list[tuple]]:
-    """The runs as blocks of seeds: every arm's first ``seeds_per_block`` seeds, then the next ones."""
-    seeds = list(cfg.seeds)
-    return [
-        [(size, seed) for seed in seeds[i : i + seeds_per_block] for size in cfg.sizes]
-        for i in range(0, len(seeds), seeds_per_block)
-    ]
-
-
-def parse_seeds(text: str, valid: tuple[int, ...]) -> list[int]:
-    """``"0-11"`` or ``"0,3,5-7"`` -> the seeds, in order, each once.
-
-    Raises:
-        ValueError: an item that is not a seed or ``a-b`` range of ``valid``, one line.
-    """
-    seeds: list[int] = []
-    for item in filter(None, (v.strip() for v in text.split(","))):
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
-        if not match:
-            seeds = []
-            break
-        lo, hi = int(match[1]), int(match[2] or match[1])
-        if hi < lo or any(s not in valid for s in range(lo, hi + 1)):
-            seeds = []
-            break
-        seeds += [s for s in range(lo, hi + 1) if s not in seeds]
-    if not seeds:
-        raise ValueError(f"--seeds {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. 0-11")
-    return seeds
-
-
-def train_and_keep(
-    cfg,
-    jobs: int | None,
-    seeds_per_block: int,
-    kept: Path = KEPT,
-    train_only: bool = False,
-    n_prompts: int = N_PROMPTS,
-    arms: tuple[str, ...] = (),
-) -> int:
-    """Train and evaluate every run whose curve is not kept, block by block; returns how many
-    curves were added. ``jobs=0``: evaluate the runs the cache already holds, train none.
-    ``arms``: only these sizes (names), in this order, each arm's seeds before the next arm's
-    (default: every size, blocks of seeds across the arms)."""
-    from interp.core.io import atomic_to_csv
-    from interp.sources.catalogue import run_name
-    from interp.sources.embedded import iter_suite
-
-    read_kept_curves(kept)  # removes damaged files first, so that their runs are redone
-    added = 0
-    if jobs == 0:  # evaluate the runs already trained in the cache; train nothing
-        from interp.sources.catalogue import suite_dir
-
-        for size in cfg.sizes:
-            for seed in cfg.seeds:
-                run = run_name(size, seed)
-                folder = suite_dir(cfg) / run
-                if (folder / "suite.json").is_file() and not kept_curve(run, kept).is_file():
-                    kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
-                    atomic_to_csv(evaluate_run(folder, cfg, size, seed, n_prompts), kept_curve(run, kept))
-                    added += 1
-                    print(f"{run}: kept its curve", flush=True)
-        return added
-    by_name = {size.name: size for size in cfg.sizes}
-    order = (
-        [
-            [(by_name[a], seed) for seed in cfg.seeds[i : i + seeds_per_block]]
-            for a in arms
-            for i in range(0, len(cfg.seeds), seeds_per_block)
-        ]
-        if arms
-        else blocks(cfg, seeds_per_block)
-    )
-    for block in order:
-        todo = {
-            run_name(size, seed): (size, seed)
-            for size, seed in block
-            if not kept_curve(run_name(size, seed), kept).is_file()
-        }
-        if not todo:
-            continue
-        started = time.time()
-        for run, folder in iter_suite(cfg, n_jobs=jobs, runs=list(todo)):
-            if train_only:
-                continue
-            size, seed = todo[run]
-            curve = evaluate_run(folder, cfg, size, seed, n_prompts)
-            kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
-            atomic_to_csv(curve, kept_curve(run, kept))
-            added += 1
-            print(f"{run}: kept its curve ({len(curve)} checkpoints)", flush=True)
-        print(f"block of {len(todo)} runs done in {time.time() - started:.0f} s", flush=True)
-    return added
-
-
-def docs_block(result, n_planned: int, elapsed_note: str) -> str:
-    """docs/results.md's population block: the findings in words and the arm table, from ``result``."""
-    arms = result.arms
-    lines = [f"Runs evaluated: {len(result.runs)} of the spec's {n_planned} ({elapsed_note}).", ""]
-    lines += [f"- {line}" for line in result.findings]
-    lines += [
-        "",
-        (
-            f"| arm | n_heads | d_head | rotary dims per head | against {result.reference}: also varies | runs | "
-            "emerged | median E (95 % CI), steps | never emerged by the budget (95 % CI) |"
-        ),
-    ]
-    lines += ["| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for row in arms.itertuples():
-        also = "(reference)" if row.compared == "reference" else f"{row.compared}; {row.also_varies or 'nothing else'}"
-        lines.append(
-            f"| {row.arm} | {row.n_heads} | {row.d_head} | {row.rotary_dims} | {also} | {row.n_runs} | {row.n_emerged} | "
-            f"{median_text(row)} | {row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
-        )
-    if len(result.grid):
-        from interp.population.robust import wide
-
-        grid = wide(result.grid)
-        lines += [
-            "",
-            (
-                "**Does it hang on the rule?** Each finding recomputed with E dated at accuracy threshold 0.4, 0.5 or "
-                "0.6 held for 1, 2 or 3 checkpoints (columns: threshold/hold; a crossing with no room left to hold is "
-                "censored at the budget); robust only where direction and significance (p < 0.05) hold in every cell:"
-            ),
-            "",
-            "| " + " | ".join(grid.columns) + " |",
-            "|" + " --- |" * len(grid.columns),
-        ]
-        lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in grid.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
-
-
-def median_text(row) -> str:
-    """An arm's Kaplan–Meier median E with its interval as text, ``"1450 (1300–1650)"`` (steps);
-    an unbounded end is ``…``; a median the curve never reaches is "not reached".
-
-    ``row``: a row of :attr:`interp.population.PopulationResult.arms` (``median_E``,
-    ``median_E_lo``, ``median_E_hi``)."""
-    if row.median_E != row.median_E:
-        return "not reached"
-    lo = f"{row.median_E_lo:.0f}" if math.isfinite(row.median_E_lo) else "…"
-    hi = f"{row.median_E_hi:.0f}" if math.isfinite(row.median_E_hi) else "…"
-    return f"{row.median_E:.0f} ({lo}–{hi})"
 
 
 def decoupled_status() -> tuple[int, int]:
@@ -319,14 +98,6 @@ def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = N
             for line in decoupled_result.claims
         ]
     return "\n".join(lines) + "\n"
-
-
-def at_budget(curves: pd.DataFrame, budget: int) -> pd.DataFrame:
-    """The curves cut at ``budget`` steps, every run's budget set to it (a run not emerged by then
-    is censored there: a common budget for arms trained to different ones)."""
-    cut = curves[curves["step"] <= budget].copy()
-    cut["budget"] = budget
-    return cut
 
 
 #: docs/results.md's block of the 8-head continuation (issue 52, item 2: is "never" the budget?).
@@ -457,20 +228,8 @@ def long_headline(curves: pd.DataFrame, n_planned: int) -> str:
     )
 
 
-def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
-    """Replace docs/results.md's block between ``markers`` (default: the population block)."""
-    begin, end = markers
-    text = DOCS.read_text()
-    if begin not in text or end not in text:
-        raise SystemExit(f"{DOCS} has no {begin} ... {end} block to replace")
-    from interp.core.io import atomic_write_text
-
-    atomic_write_text(
-        DOCS, re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: f"{begin}\n{block}{end}", text, flags=re.S)
-    )
-
-
 def main(argv=None) -> None:
+    """Train and keep the runs of ``--spec`` not kept yet, then their statistics (module docstring)."""
     from interp.core.settings import StudyConfig
     from interp.population.tables import default_reference, population_from_curves
     from interp.sources.catalogue import load_suite_spec
@@ -506,49 +265,31 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.seeds_per_block < 1:
         raise SystemExit(f"error: --seeds-per-block={args.seeds_per_block} must be >= 1")
-    cfg = load_suite_spec(args.spec)
     arms = tuple(a for a in args.arms.split(",") if a)
-    valid = [size.name for size in cfg.sizes]
-    bad = [a for a in arms if a not in valid]
-    if bad:
-        raise SystemExit(f"error: --arms {bad[0]!r} is not a size of {args.spec}; valid: {', '.join(valid)}")
     try:
-        seeds = tuple(parse_seeds(args.seeds, cfg.seeds)) if args.seeds else cfg.seeds
+        seeds = selected_seeds(load_suite_spec(args.spec), args.spec, args.seeds, arms)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
-    kept, n_prompts = SPECS[args.spec]
-    started = time.time()
-    if not args.finished_only:
-        train_and_keep(
-            replace(cfg, seeds=seeds), args.jobs, args.seeds_per_block, kept, args.train_only, n_prompts, arms
-        )
-    curves = read_kept_curves(kept)
+    cfg, curves = keep_spec(
+        args.spec, args.jobs, args.seeds_per_block, seeds, arms, args.finished_only, args.train_only
+    )
     n_runs = curves["run"].nunique() if len(curves) else 0
-    print(f"{n_runs} of {len(cfg.run_names())} runs kept; {time.time() - started:.0f} s", flush=True)
     if args.update_docs and args.spec == "population-8h-long" and not args.train_only:
         update_docs(long_block(curves, len(cfg.run_names())), LONG_MARKERS)
         update_docs(long_headline(curves, len(cfg.run_names())), LONG_HEADLINE)
     if n_runs == 0 or args.train_only:
         return
-    reference = default_reference(curves["arm"].unique())
-    result = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), reference=reference)
-    if args.spec == "population":  # claim 2 over these seeds (issue 53), as far as it is measured
-        from analyses.population_mechanism import read_kept as read_mechanism
-
-        rows, _ = read_mechanism()
-        rows = rows[rows["arm"].isin(result.arms["arm"])]  # the decoupling work's arms are kept beside them
-        if len(rows):
-            result = result.with_mechanism(rows)
-    result.save(args.out)
-    for line in result.findings:
-        print(line)
+    # claim 2 over the population's seeds (issue 53), as far as it is measured
+    mechanism = read_kept_mechanism()[0] if args.spec == "population" else None
+    result = summarise(curves, args.out, mechanism)
     if args.update_docs and args.spec not in ("population", "population-8h-long"):
         print(f"note: --update-docs rewrites the population's blocks only; {args.spec}'s are written by its own entry")
     elif args.update_docs and args.spec == "population":  # the continuation wrote its own block above
         update_docs(
-            docs_block(
+            population_block(
                 result, len(cfg.run_names()), "the rest not trained yet" if n_runs < len(cfg.run_names()) else "all"
-            )
+            ),
+            (BEGIN, END),
         )
         kept_runs, planned = decoupled_status()
         decoupled = None

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
-from analyses import population as pop
+from interp.cli.options import description
+from interp.population.kept import SPECS, update_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- population-crosscheck:begin -->", "<!-- population-crosscheck:end -->"
@@ -157,7 +157,7 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m analyses.population_crosscheck", description=description(__doc__))
     parser.add_argument("--python", action="append", required=True, help="another interpreter (repeatable)")
-    parser.add_argument("--spec", choices=sorted(pop.SPECS), default="population", help="which shipped population")
+    parser.add_argument("--spec", choices=sorted(SPECS), default="population", help="which shipped population")
     parser.add_argument(
         "--run", action="append", default=None, help=f"a run of the spec (default: {', '.join(RUNS)} for population)"
     )
@@ -171,7 +171,7 @@ def main(argv=None) -> None:
     block = docs_block(kept.to_dict("records"))
     print(block)
     if args.update_docs:
-        pop.update_docs(block, (BEGIN, END))
+        update_docs(block, (BEGIN, END))
     if any(r["differ"] for r in rows):
         raise SystemExit(1)
 

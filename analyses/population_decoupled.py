@@ -28,20 +28,22 @@ Usage: ``python -m analyses.population_decoupled [--train] [--jobs N] [--update-
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from analyses import description
-from analyses import population as pop
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import N_PROMPTS as POPULATION_PROMPTS
+from interp.population.kept import POPULATION_KEPT, SPECS, keep_spec, read_kept_curves, update_docs
+from interp.population.reading import at_budget, best_accuracy, median_text, p_text, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_decoupled"
 SPEC = "population-decoupled"
-KEPT, N_PROMPTS = pop.SPECS[SPEC]
+KEPT, N_PROMPTS = SPECS[SPEC]
 #: The arms trained first: the one whose answer decides the artefact question (8 heads), then 4, 1, 2.
 ARM_ORDER = "neox-2l-64d-8h-r8,neox-2l-64d-4h-r8,neox-2l-64d-1h-r8,neox-2l-64d-2h-r8"
 #: (population arm, decoupled arm): same n_heads and d_head, rotary dimensions per head differ.
@@ -65,17 +67,17 @@ def rotary_dims(arm: str, d_head: int) -> int:
 
 def rotary_contrasts(both: pd.DataFrame, pairs) -> list:
     """Each pair ``(population arm, decoupled arm)`` of ``pairs`` judged, the decoupled arm (8
-    rotary dims per head) against the population's (:func:`analyses.judged.judged`, both cut at
+    rotary dims per head) against the population's (:func:`interp.population.judged.judged`, both cut at
     :data:`COMMON_BUDGET` steps; the arms share their seeds, so the test is stratified by seed). The
     rotary dims per head are the one factor that differs; the hypothesis tested (``wanted``) is
     that more rotary dims per head emerge earlier (the population's head-count effect partly its
     positional code), so ``reproduced`` means the test finds them earlier.
 
     Returns:
-        One :class:`analyses.judged.Judged` per pair, labelled ``"neox-2l-64d-8h-r8 (8 rotary dims)
+        One :class:`interp.population.judged.Judged` per pair, labelled ``"neox-2l-64d-8h-r8 (8 rotary dims)
         against neox-2l-64d-8h (2)"``.
     """
-    from analyses.judged import judged
+    from interp.population.judged import judged
 
     out = []
     for a, b in pairs:
@@ -90,45 +92,18 @@ def rotary_contrasts(both: pd.DataFrame, pairs) -> list:
                 label,
                 wanted=+1 if rb > ra else -1,
                 budget=COMMON_BUDGET,
-                threshold=pop.THRESHOLD,
-                hold=pop.HOLD,
+                threshold=THRESHOLD,
+                hold=HOLD,
             )
         )
     return out
-
-
-def best_accuracy(curves: pd.DataFrame, a: str, b: str) -> dict:
-    """Each run's best greedy accuracy (a fraction) in arms ``a`` and ``b``: range, median, how many
-    of ``b``'s runs exceed every run of ``a``, and the two-sided Mann–Whitney U p (scipy) of equal
-    distributions. A statement that needs no threshold or hold."""
-    from scipy.stats import mannwhitneyu
-
-    best = curves.groupby(["arm", "run"])["accuracy"].max()
-    xa, xb = best.loc[a].to_numpy(), best.loc[b].to_numpy()
-    return {
-        "n_a": len(xa),
-        "n_b": len(xb),
-        "lo_a": float(xa.min()),
-        "hi_a": float(xa.max()),
-        "med_a": float(np.median(xa)),
-        "lo_b": float(xb.min()),
-        "hi_b": float(xb.max()),
-        "med_b": float(np.median(xb)),
-        "above": int((xb > xa.max()).sum()),
-        "p": float(mannwhitneyu(xb, xa, alternative="two-sided").pvalue),
-    }
-
-
-def p_text(p: float) -> str:
-    """A p-value as text with its size kept: ``"1.0e-05"`` below 0.001, else ``"0.011"``; NaN -> "undetermined"."""
-    return "undetermined" if math.isnan(p) else (f"{p:.1e}" if p < 1e-3 else f"{p:.3f}")
 
 
 def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | None:
     """docs/results.md's headline line for the one-factor contrasts (rotary dimensions per head),
     computed from the kept curves: for each pair of :data:`PAIRS` whose decoupled arm holds all
     ``n_seeds`` seeds, both arms cut at :data:`COMMON_BUDGET` steps, the judge's line
-    (:func:`rotary_contrasts`, :func:`analyses.judged.contrast_line`: emerged counts, Kaplan–Meier
+    (:func:`rotary_contrasts`, :func:`interp.population.judged.contrast_line`: emerged counts, Kaplan–Meier
     medians, the judge's word and robustness over the rule grid), then each run's best accuracy (no
     rule: Mann–Whitney U). ``None`` while no decoupled arm of a pair is complete.
 
@@ -140,12 +115,12 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     show it."""
     if not len(dec) or not len(popc):
         return None
-    both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
+    both = pd.concat([at_budget(popc, COMMON_BUDGET), at_budget(dec, COMMON_BUDGET)], ignore_index=True)
     complete = {arm for arm, runs in dec.groupby("arm")["run"].nunique().items() if runs >= n_seeds}
     pairs = [(a, b) for a, b in PAIRS if b in complete and a in set(popc["arm"])]
     if not pairs:
         return None
-    from analyses.judged import contrast_line
+    from interp.population.judged import contrast_line
 
     most = max(int(popc.loc[popc["arm"] == a, "n_heads"].iloc[0]) for a, _ in PAIRS if a in set(popc["arm"]))
     parts, cliff, faster, firm = [], None, 0, 0
@@ -175,12 +150,12 @@ def headline_line(dec: pd.DataFrame, popc: pd.DataFrame, n_seeds: int) -> str | 
     head = (
         "- **Rotary dimensions per head, one factor** (the decoupled arms against the population's: same n_heads, "
         f"d_head, seeds and data, both cut at {COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against "
-        f"{pop.N_PROMPTS}; the hypothesis tested: more rotary dims per head emerge earlier; words and robustness "
+        f"{POPULATION_PROMPTS}; the hypothesis tested: more rotary dims per head emerge earlier; words and robustness "
         "over the rule grid the judge's): "
     )
     overall = (
         f"The test finds more rotary dimensions per head earlier in {faster} of {len(pairs)} "
-        f"pair{'s' if len(pairs) > 1 else ''} at threshold {pop.THRESHOLD}, hold {pop.HOLD}; {firm} of them robust "
+        f"pair{'s' if len(pairs) > 1 else ''} at threshold {THRESHOLD}, hold {HOLD}; {firm} of them robust "
         "over the rule grid"
     )
     return head + "; ".join(parts) + f". {overall}" + (f". Reading: {cliff}." if cliff else ".")
@@ -196,12 +171,12 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
         (
             f"Runs evaluated: {n_runs} of the spec's {n_planned} "
             f"({'all' if n_runs == n_planned else 'the rest not trained yet'}; {N_PROMPTS} prompts per checkpoint; "
-            f"point of emergence at accuracy {pop.THRESHOLD} held {pop.HOLD})."
+            f"point of emergence at accuracy {THRESHOLD} held {HOLD})."
         ),
         "",
     ]
     if n_runs:
-        result = population_from_curves(dec, StudyConfig(threshold=pop.THRESHOLD, hold=pop.HOLD))
+        result = population_from_curves(dec, StudyConfig(threshold=THRESHOLD, hold=HOLD))
         lines += [
             (
                 "| arm | n_heads | d_head | rotary dims per head | budget | runs | emerged | median E (95 % CI), steps "
@@ -212,18 +187,18 @@ def docs_block(dec: pd.DataFrame, popc: pd.DataFrame, n_planned: int) -> str:
         for row in result.arms.itertuples():
             lines.append(
                 f"| {row.arm} | {row.n_heads} | {row.d_head} | {rotary_dims(row.arm, row.d_head)} | {row.budget} | "
-                f"{row.n_runs} | {row.n_emerged} | {pop.median_text(row)} | d_head |"
+                f"{row.n_runs} | {row.n_emerged} | {median_text(row)} | d_head |"
             )
         lines.append("")
-    both = pd.concat([pop.at_budget(popc, COMMON_BUDGET), pop.at_budget(dec, COMMON_BUDGET)], ignore_index=True)
+    both = pd.concat([at_budget(popc, COMMON_BUDGET), at_budget(dec, COMMON_BUDGET)], ignore_index=True)
     pairs = [(a, b) for a, b in PAIRS if a in set(both["arm"]) and b in set(both["arm"])]
     if pairs:
-        from analyses.judged import contrast_line
+        from interp.population.judged import contrast_line
 
         lines.append(
             f"One factor, the rotary dimensions per head (same n_heads, d_head, seeds and data; both censored at "
-            f"{COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against {pop.N_PROMPTS}, in the order of each "
-            f"line; at threshold {pop.THRESHOLD}, hold {pop.HOLD}; the word and robustness over the rule grid are the "
+            f"{COMMON_BUDGET} steps; evaluation prompts {N_PROMPTS} against {POPULATION_PROMPTS}, in the order of each "
+            f"line; at threshold {THRESHOLD}, hold {HOLD}; the word and robustness over the rule grid are the "
             "judge's, interp.population.judge, for the hypothesis that more rotary dims per head emerge earlier):"
         )
         lines.append("")
@@ -258,17 +233,18 @@ def main(argv=None) -> None:
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's decoupled block")
     args = parser.parse_args(argv)
     if not args.finished_only:
-        jobs = [] if args.jobs is None else ["--jobs", str(args.jobs)]
-        pop.main(["--spec", SPEC, "--arms", ARM_ORDER, "--out", str(args.out / "arms"), *jobs])
-    dec, popc = pop.read_kept_curves(KEPT), pop.read_kept_curves(pop.KEPT)
+        _, curves = keep_spec(SPEC, args.jobs, arms=tuple(ARM_ORDER.split(",")))
+        if len(curves):
+            summarise(curves, args.out / "arms")
+    dec, popc = read_kept_curves(KEPT), read_kept_curves(POPULATION_KEPT)
     block = docs_block(dec, popc, len(load_suite_spec(SPEC).run_names()))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{NAME}.md").write_text(block)
     print(block)
     if args.update_docs:
-        pop.update_docs(block, (BEGIN, END))
+        update_docs(block, (BEGIN, END))
         line = headline_line(dec, popc, len(load_suite_spec(SPEC).seeds))
-        pop.update_docs(
+        update_docs(
             (
                 line
                 or f"- The one-factor contrast of the rotary dimensions per head joins here once a decoupled arm is "

@@ -15,7 +15,7 @@ The contrasts (:data:`PAIRS`), each between two arms cut at the smaller of their
 - **the head size alone**: d_head 16 against 8 at 4 heads and at 8 heads;
 - **both at once** (the population's contrast, called confounded): 8 heads of 8 dims against 4 of 16.
 
-Each contrast is read by :func:`analyses.judged.judged` (the log-rank test stratified by seed, the
+Each contrast is read by :func:`interp.population.judged.judged` (the log-rank test stratified by seed, the
 arms sharing their seeds, at the operating point threshold 0.5, hold 2 and in every cell of the rule
 grid threshold 0.4/0.5/0.6 x hold 1/2/3; the pair's proportional-hazards test and Kaplan–Meier
 crossings) and worded by the judge (:mod:`interp.population.judge`): every verdict and robustness
@@ -41,14 +41,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
-from analyses import population as pop
-from analyses.population_decoupled import best_accuracy, p_text
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import SPECS, curve_columns, keep_spec, read_kept_curves, selected_seeds, update_docs
+from interp.population.reading import at_budget, best_accuracy, p_text, population_block, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_heads_dhead"
 SPEC = "population-heads-dhead"
-KEPT, N_PROMPTS = pop.SPECS[SPEC]
+KEPT, N_PROMPTS = SPECS[SPEC]
 #: (arm a, arm b, what differs, label): each contrast reads arm b against arm a.
 PAIRS = (
     ("phi-2l-64d-4h-dh16-r8", "phi-2l-64d-8h-dh16-r8", "n_heads", "8 heads against 4, d_head 16"),
@@ -66,12 +68,12 @@ HEADLINE = "<!-- population-heads-dhead-headline:begin -->", "<!-- population-he
 
 def contrasts(curves: pd.DataFrame) -> list[dict]:
     """Every pair of :data:`PAIRS` whose two arms have kept curves, judged
-    (:func:`analyses.judged.judged`: both arms cut at the smaller budget, the test stratified by
-    seed, read over the rule grid): ``judged`` (:class:`analyses.judged.Judged`), ``verdict`` (its
+    (:func:`interp.population.judged.judged`: both arms cut at the smaller budget, the test stratified by
+    seed, read over the rule grid): ``judged`` (:class:`interp.population.judged.Judged`), ``verdict`` (its
     :class:`interp.population.judge.Verdict`), ``budget`` (steps), and ``best``: each run's best
     accuracy with the Mann–Whitney U p (no rule). The pair that varies both factors is given to
     the judge with what else varies (d_head), so its word is ``confounded``."""
-    from analyses.judged import judged
+    from interp.population.judged import judged
     from interp.population.shapes import pair_varies
 
     out = []
@@ -80,8 +82,8 @@ def contrasts(curves: pd.DataFrame) -> list[dict]:
         if a not in arms or b not in arms:
             continue
         also = pair_varies(curves, b, a, "n_heads") if factor == "both" else ""
-        j = judged(curves, b, a, label, wanted=+1, also_varies=also, threshold=pop.THRESHOLD, hold=pop.HOLD)
-        both = pop.at_budget(curves[curves["arm"].isin([a, b])], j.budget)
+        j = judged(curves, b, a, label, wanted=+1, also_varies=also, threshold=THRESHOLD, hold=HOLD)
+        both = at_budget(curves[curves["arm"].isin([a, b])], j.budget)
         out.append(
             dict(
                 a=a,
@@ -98,9 +100,9 @@ def contrasts(curves: pd.DataFrame) -> list[dict]:
 
 
 def contrast_line(c: dict) -> str:
-    """One contrast in words (:func:`analyses.judged.contrast_line`: emerged counts, Kaplan–Meier
+    """One contrast in words (:func:`interp.population.judged.contrast_line`: emerged counts, Kaplan–Meier
     medians, the judge's word, robustness and reason), then each run's best accuracy (no rule)."""
-    from analyses.judged import contrast_line as judged_line
+    from interp.population.judged import contrast_line as judged_line
 
     best = c["best"]
     return (
@@ -135,15 +137,15 @@ def docs_block(curves: pd.DataFrame, n_planned: int) -> str:
         lines += [
             (
                 f"One factor at a time ({ARCHITECTURE} models; each line: arm b against arm a, both cut at the smaller "
-                f"budget, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; the word and robustness over the rule grid "
+                f"budget, at threshold {THRESHOLD}, hold {HOLD}; the word and robustness over the rule grid "
                 "are the judge's, interp.population.judge):"
             ),
             "",
         ]
         lines += [f"- {contrast_line(c)}." for c in found]
         lines.append("")
-    result = population_from_curves(curves, StudyConfig(threshold=pop.THRESHOLD, hold=pop.HOLD), reference=PAIRS[0][0])
-    lines.append(pop.docs_block(result, n_planned, "the rest not trained yet" if n < n_planned else "all"))
+    result = population_from_curves(curves, StudyConfig(threshold=THRESHOLD, hold=HOLD), reference=PAIRS[0][0])
+    lines.append(population_block(result, n_planned, "the rest not trained yet" if n < n_planned else "all"))
     return "\n".join(lines)
 
 
@@ -195,7 +197,7 @@ def headline_line(curves: pd.DataFrame, n_planned: int) -> str:
     size_v = claim_verdict(sizes, f"Claim 4, head size ({ARCHITECTURE}, d_head 16 against 8 at 4 and 8 heads)")
     return (
         f"- **Claim 4, one factor at a time, {ARCHITECTURE}** (`{SPEC}`: {{4, 8 heads}} × {{d_head 8, 16}}, 8 rotary "
-        f"dims per head, {n} runs, at threshold {pop.THRESHOLD}, hold {pop.HOLD}; built as {ARCHITECTURE}, so these "
+        f"dims per head, {n} runs, at threshold {THRESHOLD}, hold {HOLD}; built as {ARCHITECTURE}, so these "
         f"findings hold for {ARCHITECTURE}, not yet for the population's GPT-NeoX arms; two head sizes cannot show "
         f"where a larger head's help stops). {_claim_text(head_v, 'more heads help', heads)} "
         f"{_claim_text(size_v, 'a larger head helps only up to a minimum capacity', sizes)} {both_reading(found)}"
@@ -248,19 +250,22 @@ def main(argv=None) -> None:
     parser.add_argument("--update-docs", action="store_true", help="rewrite docs/results.md's block and headline line")
     args = parser.parse_args(argv)
     if not args.finished_only:
-        extra = (["--jobs", str(args.jobs)] if args.jobs is not None else []) + (
-            ["--seeds", args.seeds] if args.seeds else []
-        )
-        pop.main(["--spec", SPEC, "--out", str(args.out / "arms"), *extra])
-    curves = pop.read_kept_curves(KEPT) if (KEPT / "curves").is_dir() else pd.DataFrame(columns=pop.curve_columns())
+        try:
+            seeds = selected_seeds(load_suite_spec(SPEC), SPEC, args.seeds)
+        except ValueError as error:
+            raise SystemExit(f"error: {error}") from None
+        _, arms = keep_spec(SPEC, args.jobs, seeds=seeds)
+        if len(arms):
+            summarise(arms, args.out / "arms")
+    curves = read_kept_curves(KEPT) if (KEPT / "curves").is_dir() else pd.DataFrame(columns=curve_columns())
     n_planned = len(load_suite_spec(SPEC).run_names())
     block = docs_block(curves, n_planned)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{NAME}.md").write_text(block)
     print(block)
     if args.update_docs:
-        pop.update_docs(block, (BEGIN, END))
-        pop.update_docs(headline_line(curves, n_planned) + "\n", HEADLINE)
+        update_docs(block, (BEGIN, END))
+        update_docs(headline_line(curves, n_planned) + "\n", HEADLINE)
 
 
 if __name__ == "__main__":

@@ -42,20 +42,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import POPULATION_KEPT, evaluate_run, kept_heads, read_kept_curves, read_kept_heads
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_insight"
-KEPT = ROOT / "docs" / "data" / "population"
+KEPT = POPULATION_KEPT
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- population-insight:begin -->", "<!-- population-insight:end -->"
 #: Forecast horizons: each run's E / 2, and a fixed early step (steps).
 HORIZONS = ("half", 500, 1000)
-
-
-def kept_heads(run: str, kept: Path = KEPT) -> Path:
-    """The kept head-feature file of one run."""
-    return kept / "heads" / f"{run}.csv"
 
 
 def keep_head_features(folders, kept: Path = KEPT, echo=print) -> dict[str, float]:
@@ -115,7 +113,6 @@ def train_for_heads(
     Raises:
         ValueError: ``jobs < 1`` or a negative ``limit`` (before anything trains).
     """
-    from analyses.population import evaluate_run
     from interp.core.io import atomic_to_csv, remove_folder
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
@@ -170,28 +167,6 @@ def read_retrained(record: Path, echo=print) -> pd.DataFrame:
 
     table = read_kept_csv(record, RETRAINED_COLUMNS, None, "lacks columns", "it is started again", echo)
     return pd.DataFrame(columns=RETRAINED_COLUMNS) if table is None else table
-
-
-def read_kept_heads(kept: Path = KEPT) -> pd.DataFrame:
-    """Every kept head-feature table as one (:data:`interp.population.heads.FEATURE_COLUMNS`); a
-    damaged file (unreadable, missing values, a checkpoint cut short) is named and removed."""
-    from interp.core.io import read_kept_csv
-    from interp.population.heads import FEATURE_COLUMNS
-
-    # a damaged file is named and removed: the next call with the run's checkpoints computes it again
-    frames = [
-        read_kept_csv(path, FEATURE_COLUMNS, _whole_heads, then="its head features are computed again")
-        for path in sorted((kept / "heads").glob("*.csv"))
-    ]
-    frames = [f for f in frames if f is not None]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=FEATURE_COLUMNS)
-
-
-def _whole_heads(frame: pd.DataFrame) -> bool:
-    """Rows, no missing value, and every checkpoint with the same (layer, head) rows."""
-    if frame.empty or not bool(frame.notna().all().all()):
-        return False
-    return frame.groupby("step").size().nunique() == 1
 
 
 def analyse(population, heads: pd.DataFrame, horizons=HORIZONS, n_boot: int = 2000) -> dict:
@@ -325,7 +300,6 @@ def write(result: dict, out: Path) -> None:
 
 
 def main(argv=None) -> None:
-    from analyses.population import HOLD, THRESHOLD, read_kept_curves
     from interp.core.io import atomic_write_text
     from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves

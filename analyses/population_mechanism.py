@@ -62,11 +62,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import (
+    MECHANISM_KEPT,
+    PAIR_KEPT,
+    SPECS,
+    evaluate_run,
+    kept_paths,
+    read_kept_curves,
+    read_kept_pairs,
+    read_kept_timelines,
+)
+from interp.population.kept import read_kept_mechanism as read_kept
+from interp.population.kept import update_docs as replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_mechanism"
-KEPT = ROOT / "docs" / "data" / "population-mechanism"
+KEPT = MECHANISM_KEPT
 DOCS = ROOT / "docs" / "results.md"
 BEGIN, END = "<!-- population-mechanism:begin -->", "<!-- population-mechanism:end -->"
 HEADLINE = "<!-- population-mechanism-headline:begin -->", "<!-- population-mechanism-headline:end -->"
@@ -80,14 +94,12 @@ WIDE = 500
 #: later on 512 prompts, and the wide contrast needs post + WIDE.
 MARGIN = 800
 #: Where the largest-jump pair's runs are kept (``--pair largest-jump``).
-PAIR_KEPT = ROOT / "docs" / "data" / "population-mechanism-pair"
 PAIR_BLOCK = "<!-- population-mechanism-pair:begin -->", "<!-- population-mechanism-pair:end -->"
 
 
 def planned_pairs(arms=ARMS, spec: str = "population") -> pd.DataFrame:
     """Every run of ``arms`` (emerged or not) with its largest-jump pair at the suite's native
     spacing (:func:`interp.population.claim2_pair.largest_jump_pairs`) and its budget, seed by seed."""
-    from analyses.population import SPECS, read_kept_curves
     from interp.population.claim2_pair import largest_jump_pairs
     from interp.sources.catalogue import load_suite_spec
 
@@ -98,32 +110,6 @@ def planned_pairs(arms=ARMS, spec: str = "population") -> pd.DataFrame:
     pairs["budget"] = pairs["run"].map(curves.groupby("run")["budget"].first())
     pairs["arm_order"] = pairs["arm"].map({a: i for i, a in enumerate(arms)})
     return pairs.sort_values(["seed", "arm_order"]).drop(columns="arm_order").reset_index(drop=True)
-
-
-def read_kept_pairs(kept: Path = PAIR_KEPT, echo=print) -> tuple[pd.DataFrame, list[dict]]:
-    """Every kept largest-jump-pair run: its rows and records (a damaged pair of files is named,
-    removed and measured again)."""
-    from interp.core.io import read_kept_csv
-    from interp.population.claim2_pair import PAIR_COLUMNS
-
-    frames, records = [], []
-    for record_path in sorted(kept.glob("*.json")):
-        try:
-            record = json.loads(record_path.read_text())
-            rows = read_kept_csv(
-                record_path.with_suffix(".csv"), PAIR_COLUMNS, lambda f: len(f) > 0, then="its run is measured again"
-            )
-            bad = None if rows is not None and record.get("run") == record_path.stem else "has no whole rows beside it"
-        except (OSError, ValueError) as error:
-            rows, bad = None, f"cannot be read ({error})"
-        if bad is not None:
-            echo(f"warning: {record_path} {bad}; its run is measured again")
-            record_path.unlink(missing_ok=True)
-            record_path.with_suffix(".csv").unlink(missing_ok=True)
-            continue
-        frames.append(rows)
-        records.append(record)
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIR_COLUMNS)), records
 
 
 def measure_pairs(
@@ -142,7 +128,6 @@ def measure_pairs(
     to the post step, every head exact: :func:`interp.timeline.head_timeline`) is kept too, under
     ``kept/timeline/<run>.csv`` (issue 69 item 4); a run in ``measured`` (its pair already kept)
     is trained again for its timeline only."""
-    from analyses.population import SPECS, read_kept_curves
     from interp.core.io import atomic_to_csv, atomic_write_text, remove_folder
     from interp.population.claim2_pair import PAIR_COLUMNS, measure_pair
     from interp.sources import LocalSuiteSource
@@ -215,65 +200,10 @@ def keep_timeline(source, run: str, kept: Path, n_prompts: int, n_boot: int) -> 
     return atomic_to_csv(found.table[TIMELINE_KEPT_COLUMNS], path)
 
 
-def read_kept_timelines(kept: Path = PAIR_KEPT, echo=print) -> dict[str, pd.DataFrame]:
-    """Every kept head timeline (run name -> table); a damaged file is named and removed (the
-    next ``--pair largest-jump --timeline`` call computes it again)."""
-    from interp.core.io import read_kept_csv
-    from interp.population.claim2_timeline import TIMELINE_KEPT_COLUMNS
-
-    found = {}
-    for path in sorted((kept / "timeline").glob("*.csv")):
-        table = read_kept_csv(path, TIMELINE_KEPT_COLUMNS, lambda f: len(f) > 0, then="its timeline is computed again")
-        if table is None:
-            path.unlink(missing_ok=True)
-            continue
-        found[path.stem] = table
-    return found
-
-
-def kept_paths(run: str, kept: Path = KEPT) -> tuple[Path, Path]:
-    """The kept rows (``.csv``) and record (``.json``) of one run."""
-    return kept / f"{run}.csv", kept / f"{run}.json"
-
-
-def read_kept(kept: Path = KEPT, echo=print) -> tuple[pd.DataFrame, list[dict]]:
-    """Every kept run: its rows (:data:`interp.population.mechanism.ROW_COLUMNS`) and records.
-    A run whose record is unreadable or whose rows are missing or damaged is named and both files
-    removed (the next call measures it again)."""
-    from interp.core.io import read_kept_csv
-    from interp.population.mechanism import ROW_COLUMNS
-
-    frames, records = [], []
-    for record_path in sorted(kept.glob("*.json")):
-        rows_path = record_path.with_suffix(".csv")
-        try:
-            record = json.loads(record_path.read_text())
-            bad = None if record.get("run") == record_path.stem else "names another run"
-        except (OSError, ValueError) as error:
-            record, bad = None, f"cannot be read ({error})"
-        rows = None
-        if bad is None:
-            if record.get("crossing") is False:  # no held crossing on 512 prompts: no rows, by design
-                rows = pd.DataFrame(columns=ROW_COLUMNS)
-            else:
-                rows = read_kept_csv(rows_path, ROW_COLUMNS, lambda f: len(f) > 0, then="its run is measured again")
-                bad = None if rows is not None else "has no whole rows file beside it"
-        if bad is not None:
-            echo(f"warning: {record_path} {bad}; its run is measured again")
-            record_path.unlink(missing_ok=True)
-            rows_path.unlink(missing_ok=True)
-            continue
-        frames.append(rows)
-        records.append(record)
-    frames = [f for f in frames if len(f)]
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ROW_COLUMNS)), records
-
-
 def planned_runs(arms=ARMS, spec: str = "population") -> pd.DataFrame:
     """The emerged runs of ``arms`` with their kept E (steps), seed by seed across the arms, read
     from the kept curves of the population spec ``spec`` (:data:`analyses.population.SPECS`:
     ``population``, or an arm of the decoupling work such as ``population-decoupled``)."""
-    from analyses.population import HOLD, SPECS, THRESHOLD, read_kept_curves
     from interp.core.settings import StudyConfig
     from interp.population.tables import population_from_curves
 
@@ -295,7 +225,6 @@ def train_and_check(
         ``(run folder, check)``: ``check`` holds ``checkpoints`` compared, ``identical`` (bit for
         bit), ``max_abs_diff_accuracy`` and ``max_abs_diff_p_answer`` (probability).
     """
-    from analyses.population import evaluate_run
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
 
@@ -477,7 +406,6 @@ def measure_population(
     """Train, check and measure each run of ``todo`` (:func:`planned_runs` rows of the population
     spec ``spec``) and keep it (:func:`kept_paths`; rows first, the record last, each written
     atomically); returns the runs measured now. The run's training folder is removed after it is kept."""
-    from analyses.population import SPECS, read_kept_curves
     from interp.core.io import atomic_to_csv, atomic_write_text, remove_folder
     from interp.sources.catalogue import load_suite_spec
     from interp.sources.environment import environment
@@ -691,7 +619,6 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: --widths {args.widths!r} must be comma-separated steps, e.g. 100,20,5") from None
     if any(w < 1 for w in widths) or (args.limit is not None and args.limit < 0) or args.prompts < 2:
         raise SystemExit(f"error: --widths {args.widths} must be >= 1, --limit >= 0, --prompts >= 2")
-    from analyses.population import SPECS
     from interp.sources.catalogue import load_suite_spec
 
     if args.spec not in SPECS:
@@ -809,7 +736,6 @@ def pair_block(rows: pd.DataFrame, records: list[dict], n_planned: int) -> str:
 def timeline_block(rows: pd.DataFrame, timelines: dict[str, pd.DataFrame]) -> str:
     """docs/results.md's lines on claim 2 along the time axis (issue 69 item 4): per arm, when the
     seeds' top heads start to matter relative to E (:mod:`interp.population.claim2_timeline`)."""
-    from analyses.population import SPECS, read_kept_curves
     from interp.population.claim2_timeline import FRACTIONS, lead_summary, lead_table, lead_verdict
     from interp.population.tables import runs_from_curves
     from interp.sources.catalogue import load_suite_spec
@@ -889,8 +815,6 @@ def main_pairs(args, arms) -> None:
     if len(rows):
         atomic_to_csv(pair_table(rows), args.out / "pair_table.csv")
     if args.update_docs:
-        from analyses.population import update_docs as replace_block
-
         replace_block(block, PAIR_BLOCK)
     print(block)
     print(f"wrote {args.out} in {time.time() - started:.0f} s")

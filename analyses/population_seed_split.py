@@ -37,25 +37,34 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
-from analyses import population as pop
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import (
+    DOCS,
+    SEED_SPLIT_KEPT,
+    SPECS,
+    evaluate_run,
+    kept_curve,
+    parse_seeds,
+    read_kept_split_curves,
+    split_curve_columns,
+    whole_curve,
+)
+from interp.population.kept import curve_columns as population_columns
+from interp.population.kept import update_docs as replace_block
+from interp.population.seed_split import SPLIT, claim_line, components
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_seed_split"
 SPEC = "population-seed-split"
 #: Where the evaluated curves are kept (committed): one CSV per run.
-KEPT = ROOT / "docs" / "data" / "population-seed-split"
+KEPT = SEED_SPLIT_KEPT
 #: Prompts per checkpoint: those of the decoupled population, whose 4-head arm this is.
 N_PROMPTS = 256
 #: The population whose runs with equal seeds are these runs with equal seeds (same training).
-SAME_RUNS = ROOT / "docs" / "data" / "population-decoupled"
+SAME_RUNS = SPECS["population-decoupled"][0]
 BEGIN, END = "<!-- population-seed-split:begin -->", "<!-- population-seed-split:end -->"
-
-
-def curve_columns() -> list[str]:
-    """Columns of a kept curve here: the population's (:func:`analyses.population.curve_columns`;
-    ``seed`` is the initialisation seed) plus ``init_seed`` and ``data_order_seed``."""
-    return [*pop.curve_columns(), "init_seed", "data_order_seed"]
 
 
 def run_order(cfg) -> list[tuple]:
@@ -79,10 +88,10 @@ def run_order(cfg) -> list[tuple]:
 
 def evaluate(folder: Path, cfg, size, seed: int, data_order_seed: int) -> pd.DataFrame:
     """One run's curve (:func:`analyses.population.evaluate_run`, :data:`N_PROMPTS` prompts) with
-    its two seeds (:func:`curve_columns`)."""
-    curve = pop.evaluate_run(folder, cfg, size, seed, N_PROMPTS)
+    its two seeds (:func:`interp.population.kept.split_curve_columns`)."""
+    curve = evaluate_run(folder, cfg, size, seed, N_PROMPTS)
     curve["init_seed"], curve["data_order_seed"] = seed, data_order_seed
-    return curve[curve_columns()]
+    return curve[split_curve_columns()]
 
 
 def take_same_runs(cfg, kept: Path = KEPT, same: Path = SAME_RUNS) -> int:
@@ -95,15 +104,15 @@ def take_same_runs(cfg, kept: Path = KEPT, same: Path = SAME_RUNS) -> int:
     taken = 0
     for size, seed, data in cfg.runs():
         name = run_name(size, seed, data)
-        if seed != data or pop.kept_curve(name, kept).is_file():
+        if seed != data or kept_curve(name, kept).is_file():
             continue
-        path = pop.kept_curve(name, same)
-        curve = read_kept_csv(path, pop.curve_columns(), pop.whole_curve, "is not a whole curve", "not taken")
+        path = kept_curve(name, same)
+        curve = read_kept_csv(path, population_columns(), whole_curve, "is not a whole curve", "not taken")
         if curve is None or int(curve["budget"].iloc[0]) != cfg.steps_for(size):
             continue
         curve["init_seed"], curve["data_order_seed"] = seed, data
-        pop.kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
-        atomic_to_csv(curve[curve_columns()], pop.kept_curve(name, kept))
+        kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
+        atomic_to_csv(curve[split_curve_columns()], kept_curve(name, kept))
         taken += 1
         print(f"{name}: curve taken from {same.relative_to(ROOT) if same.is_relative_to(ROOT) else same}", flush=True)
     return taken
@@ -117,8 +126,8 @@ def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT) -> 
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
 
-    read_kept_curves(kept)  # removes damaged files first, so that their runs are redone
-    todo = [(size, s, d) for size, s, d in runs if not pop.kept_curve(run_name(size, s, d), kept).is_file()]
+    read_kept_split_curves(kept)  # removes damaged files first, so that their runs are redone
+    todo = [(size, s, d) for size, s, d in runs if not kept_curve(run_name(size, s, d), kept).is_file()]
     added = 0
     for i in range(0, len(todo), jobs):
         chunk = {run_name(size, s, d): (size, s, d) for size, s, d in todo[i : i + jobs]}
@@ -126,19 +135,12 @@ def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT) -> 
         for name, folder in iter_suite(cfg, n_jobs=jobs, runs=list(chunk)):
             size, seed, data = chunk[name]
             curve = evaluate(folder, cfg, size, seed, data)
-            pop.kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
-            atomic_to_csv(curve, pop.kept_curve(name, kept))
+            kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
+            atomic_to_csv(curve, kept_curve(name, kept))
             added += 1
             print(f"{name}: kept its curve ({len(curve)} checkpoints)", flush=True)
         print(f"{len(chunk)} run(s) done in {time.time() - started:.0f} s", flush=True)
     return added
-
-
-def read_kept_curves(kept: Path = KEPT) -> pd.DataFrame:
-    """Every kept curve (:func:`curve_columns`); a damaged file is named and removed."""
-    if not (kept / "curves").is_dir():
-        return pd.DataFrame(columns=curve_columns())
-    return pop.read_kept_curves(kept, curve_columns())
 
 
 def parse_indices(text: str, n: int, what: str) -> list[int]:
@@ -148,7 +150,7 @@ def parse_indices(text: str, n: int, what: str) -> list[int]:
         ValueError: anything else, one line naming ``what`` and the valid range.
     """
     try:
-        return pop.parse_seeds(text, tuple(range(n)))
+        return parse_seeds(text, tuple(range(n)))
     except ValueError:
         raise ValueError(f"{what} {text!r} must be numbers or a-b ranges of 0-{n - 1}, e.g. 0-{n // 2 - 1}") from None
 
@@ -174,7 +176,7 @@ def select(cfg, runs: str = "", init_seeds: str = "", data_seeds: str = "") -> l
 
 def _seeds(text: str, valid: tuple[int, ...], what: str) -> list[int]:
     try:
-        return pop.parse_seeds(text, valid)
+        return parse_seeds(text, valid)
     except ValueError:
         raise ValueError(
             f"{what} {text!r} must be seeds or a-b ranges of {min(valid)}-{max(valid)}, e.g. {min(valid)}-{max(valid)}"
@@ -190,35 +192,12 @@ def e_grid(curves: pd.DataFrame) -> pd.DataFrame:
 
     from interp.population.tables import check_curves, runs_from_curves
 
-    runs = runs_from_curves(check_curves(curves), threshold=pop.THRESHOLD, hold=pop.HOLD)
+    runs = runs_from_curves(check_curves(curves), threshold=THRESHOLD, hold=HOLD)
     runs["E"] = runs["E"].where(runs["emerged"], math.inf)
     return runs.pivot(index="init_seed", columns="data_order_seed", values="E")
 
 
 #: The per-run quantities split into initialisation, data order and interaction, in block order.
-SPLIT = ("log_E", "level", "auc")
-
-
-def components(curves: pd.DataFrame, n_boot: int = 2000, n_perm: int = 2000) -> dict:
-    """Variance components (:func:`interp.population.variance.variance_components`) of each
-    quantity of :data:`SPLIT` over the complete grid of kept runs, at the population's operating
-    point (threshold :data:`analyses.population.THRESHOLD`, hold :data:`analyses.population.HOLD`);
-    ``{"runs": the per-run table, quantity: VarianceComponents}``.
-
-    Raises:
-        ValueError: the grid is not complete (:func:`interp.population.variance.seed_grid`).
-    """
-    from interp.population.variance import run_quantities, variance_components
-
-    runs = run_quantities(curves, pop.THRESHOLD, pop.HOLD)
-    out: dict = {"runs": runs}
-    for quantity in SPLIT:
-        out[quantity] = variance_components(
-            runs, quantity, censored="censored" if quantity == "log_E" else None, n_boot=n_boot, n_perm=n_perm
-        )
-    return out
-
-
 def components_table(found: dict) -> list[str]:
     """The components as a Markdown table: per quantity and component, the variance with its
     interval, the share with its interval, the REML check and the two tests' p values."""
@@ -246,32 +225,6 @@ def _p(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else "< 0.001"
 
 
-def claim_line(found: dict, verdict: str | None = None) -> str:
-    """The headline line for the paper's claim 1 (a capability appears at very different steps
-    "depending only on the seed"): which part of the seed the spread of log E goes with, in one
-    factual sentence (:meth:`interp.population.variance.VarianceComponents.sentence`), behind the
-    verdict word ``verdict`` (default: the judge's, :func:`judged`)."""
-    if verdict is None:
-        verdict = judged(found).word
-    return (
-        f'- **Claim 1, which part of the seed** (`{SPEC}`; the paper: E varies "depending only on the seed"): '
-        f"{found['log_E'].claim_line(verdict)}"
-    )
-
-
-def judged(found: dict):
-    """The judge's verdict on claim 1 from the split of log E (:func:`interp.population.judge.judge_components`):
-    robust where the permutation and the F tests read the same."""
-    from interp.population.judge import ALPHA, judge_components
-
-    rows = found["log_E"].table.set_index("component")
-    init, data = rows.index[0], rows.index[1]
-    agree = all((rows.loc[c, "p_perm"] < ALPHA) == (rows.loc[c, "p_f"] < ALPHA) for c in (init, data))
-    return judge_components(
-        "Claim 1, which part of the seed", float(rows.loc[init, "p_perm"]), float(rows.loc[data, "p_perm"]), agree
-    )
-
-
 def docs_block(curves: pd.DataFrame, n_planned: int, found: dict | None = None) -> str:
     """docs/results.md's block: how many runs are kept, E on the init × data-order grid, and once
     the grid is complete the variance components of log E, the level and the area under the curve
@@ -289,7 +242,7 @@ def docs_block(curves: pd.DataFrame, n_planned: int, found: dict | None = None) 
     grid = e_grid(curves)
     lines += [
         (
-            f"E in steps (threshold {pop.THRESHOLD}, hold {pop.HOLD}; never: not emerged by the budget, censored "
+            f"E in steps (threshold {THRESHOLD}, hold {HOLD}; never: not emerged by the budget, censored "
             "there; —: not trained yet), rows the initialisation seed, columns the data-order seed:"
         ),
         "",
@@ -320,11 +273,11 @@ def docs_block(curves: pd.DataFrame, n_planned: int, found: dict | None = None) 
 def update_docs(block: str) -> None:
     """Rewrite docs/results.md's block (:data:`BEGIN` … :data:`END`); where the page has no such
     block yet, say so and leave the page alone."""
-    text = pop.DOCS.read_text() if pop.DOCS.is_file() else ""
+    text = DOCS.read_text() if DOCS.is_file() else ""
     if BEGIN not in text or END not in text:
-        print(f"note: {pop.DOCS} has no {BEGIN} ... {END} block; the block is in the entry's output folder only")
+        print(f"note: {DOCS} has no {BEGIN} ... {END} block; the block is in the entry's output folder only")
         return
-    pop.update_docs(block, (BEGIN, END))
+    replace_block(block, (BEGIN, END))
 
 
 def main(argv=None) -> None:
@@ -351,7 +304,7 @@ def main(argv=None) -> None:
     if not args.finished_only:
         take_same_runs(cfg)
         train_and_keep(cfg, chosen, args.jobs)
-    curves = read_kept_curves()
+    curves = read_kept_split_curves()
     n_planned = len(cfg.run_names())
     n = curves["run"].nunique() if len(curves) else 0
     print(f"{n} of {n_planned} runs kept; {time.time() - started:.0f} s", flush=True)

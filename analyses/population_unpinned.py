@@ -28,14 +28,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
-from analyses import population as pop
+from interp.cli.options import description
+from interp.core.terms import DEFAULT_HOLD as HOLD
+from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.kept import POPULATION_KEPT, read_kept_curves, train_and_keep, update_docs
+from interp.population.reading import median_text
+from interp.population.tables import SPEC_REFERENCES
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_unpinned"
-KEPT = pop.KEPT / "unpinned"
+KEPT = POPULATION_KEPT / "unpinned"
 #: The arm re-trained: the population's reference arm (d_model 64, 4 heads).
-ARM = pop.REFERENCE
+ARM = SPEC_REFERENCES["population"]
 LEVELS = ("default", "avx2", "avx512")
 BEGIN, END = "<!-- population-unpinned:begin -->", "<!-- population-unpinned:end -->"
 
@@ -59,9 +63,7 @@ def comparison(pinned: pd.DataFrame, unpinned: pd.DataFrame, arm: str, level: st
     label = f"{arm}-unpinned-{level}"
     unpinned = unpinned.assign(arm=label, run=unpinned["run"] + "-unpinned")
     both = pd.concat([pinned[pinned["arm"] == arm], unpinned], ignore_index=True)
-    result = population_from_curves(
-        both, StudyConfig(threshold=pop.THRESHOLD, hold=pop.HOLD), reference=arm, grid=False
-    )
+    result = population_from_curves(both, StudyConfig(threshold=THRESHOLD, hold=HOLD), reference=arm, grid=False)
     runs = result.runs
     left = runs[runs["arm"] == arm].set_index("seed")
     right = runs[runs["arm"] == label].set_index("seed")
@@ -119,7 +121,7 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
             else "- The capability curves are equal at every checkpoint: these runs did not differ in their bits "
             "(were the kernels really unpinned?)."
         ),
-        f"- Median E unpinned {pop.median_text(b)} against pinned {pop.median_text(a)}: "
+        f"- Median E unpinned {median_text(b)} against pinned {median_text(a)}: "
         + ("inside the pinned arm's 95 % interval." if inside else "**outside** the pinned arm's 95 % interval."),
         f"- Log-rank test, unpinned against pinned: p = {p:.2f}"
         + (
@@ -136,7 +138,7 @@ def docs_block(result, pairs: pd.DataFrame, arm: str, label: str, n_planned: int
     for name, kernels in ((arm, "pinned AVX2"), (label, label.rsplit("-", 1)[-1] + ", unpinned")):
         row = arms.loc[name]
         lines.append(
-            f"| {name} | {kernels} | {int(row.n_runs)} | {int(row.n_emerged)} | {pop.median_text(row)} | "
+            f"| {name} | {kernels} | {int(row.n_runs)} | {int(row.n_emerged)} | {median_text(row)} | "
             f"{row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
         )
     return "\n".join(lines) + "\n"
@@ -165,9 +167,9 @@ def main(argv=None) -> None:
 
     cfg = arm_config(load_suite_spec("population"), args.arm)
     started = time.time()
-    trained = 0 if args.finished_only else pop.train_and_keep(cfg, args.jobs, 2, kept=KEPT)
-    unpinned = pop.read_kept_curves(KEPT)
-    pinned = pop.read_kept_curves()
+    trained = 0 if args.finished_only else train_and_keep(cfg, args.jobs, 2, kept=KEPT)
+    unpinned = read_kept_curves(KEPT)
+    pinned = read_kept_curves()
     print(
         f"{unpinned['run'].nunique() if len(unpinned) else 0} of {len(cfg.run_names())} unpinned runs kept; "
         f"{time.time() - started:.0f} s",
@@ -189,7 +191,7 @@ def main(argv=None) -> None:
     block = docs_block(result, pairs, args.arm, label, len(cfg.run_names()), runtime)
     print(block)
     if args.update_docs:
-        pop.update_docs(block, (BEGIN, END))
+        update_docs(block, (BEGIN, END))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.arch_linear_map import scaled_threshold
-from analyses.harness import Execution, finished, reproduce, run_configs
+from synthetic.harness import Execution, finished, reproduce, run_configs, scaled_threshold
 
 NAME = "prepretraining"
 ARMS = ("scratch", "dyck", "nca")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def verdict(points: pd.DataFrame) -> list[str]:
 def markdown(points: pd.DataFrame, settings: str, seconds: float) -> str:
     import tempfile
 
-    from analyses.results import markdown_table
+    from interp.core.io import markdown_table
 
     with tempfile.TemporaryDirectory() as tmp:
         points.to_csv(Path(tmp) / "p.csv", index=False)

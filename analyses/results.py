@@ -47,7 +47,7 @@ class Analysis:
         paper_scale: an entry at the paper's steps and tokens per step (issue 27: hours of CPU
             each, runtimes in docs/results-synthetic.md and results-architectures.md); run only
             with ``emergence results --paper-scale`` (or named with ``--only``).
-        takes_device: whether ``main`` takes ``--device`` (the sweeps of :mod:`analyses.harness`);
+        takes_device: whether ``main`` takes ``--device`` (the sweeps of :mod:`synthetic.harness`);
             the entries that train with the embedded trainer (kernel-pinned, on the CPU) do not,
             and ``emergence results --device`` says so instead of passing it.
     """
@@ -278,17 +278,6 @@ def select(
     return [a for a in registry if a.paper_scale == paper_scale]
 
 
-def markdown_table(csv: Path) -> str:
-    """A CSV file as a GitHub Markdown table (numbers to 4 significant digits)."""
-    import pandas as pd
-
-    df = pd.read_csv(csv)
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else ("—" if v is None else str(v))  # noqa: E731
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "| " + " | ".join("---" for _ in df.columns) + " |"]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
-
-
 def run_results(
     out: Path,
     names: list[str] | None = None,
@@ -317,7 +306,7 @@ def run_results(
     Raises:
         ValueError: an unknown name, ``jobs < 1`` or ``out`` an existing file (before any work).
     """
-    from interp.core.io import atomic_write_text, check_out_dir
+    from interp.core.io import atomic_write_text, check_out_dir, markdown_table
 
     chosen = select(names, registry, paper_scale=paper_scale)
     if device is not None and device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
@@ -420,7 +409,7 @@ def _keep_finished(analysis: Analysis, out: Path, kept_root: Path | None, echo) 
 def _report_finished(analysis: Analysis, out: Path, echo, device: str | None = None) -> None:
     """One entry's tables from the runs its store holds (``run_results(finished_only=True)``);
     ``device`` as the runs were given it (it is part of each run's id)."""
-    from interp.core.io import atomic_write_text
+    from interp.core.io import atomic_write_text, markdown_table
 
     store = out / "sweeps" / analysis.name
     if not analysis.runs_sweeps:

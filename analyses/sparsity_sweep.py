@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analyses.harness import LN2, Execution, finished, reproduce, run_configs
+from synthetic.harness import LN2, Execution, finished, reproduce, run_configs
 
 NAME = "sparsity_sweep"
 MARGIN = 0.05

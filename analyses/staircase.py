@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analyses.harness import LN2, Execution, finished, reproduce, run_configs
+from synthetic.harness import LN2, Execution, finished, reproduce, run_configs
 
 NAME = "staircase"
 

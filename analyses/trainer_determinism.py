@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 
 #: (label, pinned, torch threads, caller's environment changes)
 SETTINGS = [

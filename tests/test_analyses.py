@@ -8,8 +8,9 @@ import math
 import pandas as pd
 import pytest
 
-from analyses import harness, linear_map_floors, prepretraining, staircase
-from analyses.harness import Execution
+from analyses import linear_map_floors, prepretraining, staircase
+from synthetic import harness
+from synthetic.harness import Execution
 
 
 @pytest.mark.slow
@@ -172,8 +173,8 @@ def test_paper_scale_settings_are_the_papers_steps_and_tokens():
 
 def test_paper_scale_argument_path_runs_tiny_as_ensembles_on_the_given_device(tmp_path):
     from analyses import heads_vs_dhead
-    from analyses.harness import parse_args
     from sweeps import load_results
+    from synthetic.harness import parse_args
 
     args, execution = parse_args(
         "heads_vs_dhead", "x", ["--paper-scale", "--sweep-dir", str(tmp_path / "sw"), "--device", "cpu", "--jobs", "1"]
@@ -246,7 +247,7 @@ def test_finished_only_reports_the_runs_the_store_holds_and_trains_none(tmp_path
     """--finished-only on a half-run entry: the table has exactly the finished runs, with the
     numbers the full run wrote, nothing is trained, and an empty store is one clear line."""
     from analyses import sparsity_sweep
-    from analyses.harness import FinishedOnlyError
+    from synthetic.harness import FinishedOnlyError
 
     tiny = {"eval_every": 2, "eval_tokens": 64, "steps": {8: 4}, "tokens_per_step": {8: 64}, "seeds": [0]}
     cfg = {**sparsity_sweep.settings(True), **tiny, "grid": {8: [1, 2, 3]}}

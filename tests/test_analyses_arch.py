@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analyses import arch_linear_map as alm
-from analyses.harness import Execution, write_outputs
+from synthetic.harness import Execution, write_outputs
 
 
 @pytest.mark.slow

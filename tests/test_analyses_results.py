@@ -96,13 +96,11 @@ def test_device_reaches_only_the_entries_that_take_it(tmp_path, monkeypatch):
     import sys
     import types
 
-    # each registered entry that trains: takes --device exactly when its parser can (analyses.harness's)
+    # each registered entry that trains: takes --device exactly when its parser can (synthetic.harness's)
     for entry in REGISTRY:
         if entry.runs_sweeps:
             source = inspect.getsource(importlib.import_module(entry.module))
-            assert entry.takes_device == ("analyses.harness" in source or "from analyses import harness" in source), (
-                entry.name
-            )
+            assert entry.takes_device == ("synthetic.harness" in source), entry.name
     seen: list[list[str]] = []
 
     def strict_main(argv):  # an entry whose parser knows no --device

@@ -51,7 +51,7 @@ def test_docs_results_md_opens_on_the_answer_that_analyses_answer_builds_from_th
     """The block at the top of docs/results.md is what ``python -m analyses.answer --update-docs``
     writes from the kept curves and claim-2 runs, and it fits one screen (at most 300 words)."""
     from analyses.answer import MAX_WORDS, build, verdicts_by_population
-    from analyses.population_mechanism import PAIR_KEPT, read_kept_pairs
+    from interp.population.kept import PAIR_KEPT, read_kept_pairs
 
     text = (ROOT / "docs" / "results.md").read_text()
     assert text.index("<!-- answer:begin -->") < text.index("## ")  # it opens the page

@@ -60,7 +60,7 @@ def hand_median(duration, emerged, convention="midpoint"):
 @pytest.fixture(scope="module")
 def heads_dhead():
     """The run table of population-heads-dhead from its kept curves, by the project's own code, with level and auc."""
-    from analyses.population import read_kept_curves
+    from interp.population.kept import read_kept_curves
     from interp.population.tables import check_curves, runs_from_curves
 
     curves = check_curves(read_kept_curves(HEADS_DHEAD))
@@ -365,7 +365,7 @@ def test_run_level_and_auc_by_hand():
 
 
 def test_add_run_measures(heads_dhead):
-    from analyses.population import read_kept_curves
+    from interp.population.kept import read_kept_curves
 
     row = heads_dhead[heads_dhead["run"] == "phi-2l-64d-8h-dh8-r8-seed0"].iloc[0]
     curve = pd.read_csv(HEADS_DHEAD / "curves" / "phi-2l-64d-8h-dh8-r8-seed0.csv")

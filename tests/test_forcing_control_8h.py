@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analyses import forcing_control as control
 from analyses import forcing_control_8h as entry
-from analyses import population as pop
+from interp.population import forced as control
+from interp.population import kept as pop
 
 ARM = "neox-2l-64d-8h"
 Z = 1.959963984540054
@@ -30,7 +30,7 @@ def _wilson(k: int, n: int) -> tuple[float, float]:
 def _curve(run: str, budget: int, e: int | None, seconds: float | None = None) -> pd.DataFrame:
     """A kept curve of ``run`` to ``budget`` (checkpoints every 100): accuracy 0.1, then 0.9 from
     step ``e`` on (never when None)."""
-    from analyses.population import curve_columns
+    from interp.population.kept import curve_columns
 
     steps = list(range(0, budget + 1, 100))
     acc = [0.9 if e is not None and s >= e else 0.1 for s in steps]
@@ -84,7 +84,7 @@ def test_shares_give_the_wilson_interval_and_e_of_each_group():
 
 
 def _units(n: int = 12):
-    from analyses.population_insight import read_kept_heads
+    from interp.population.kept import read_kept_heads
 
     cfg = entry.forced_config(8000)
     return control.plan([(cfg.sizes[0], s) for s in range(n)], read_kept_heads(), [(0.25, 500)], 250, Path("s"))
@@ -244,7 +244,7 @@ def test_forced_config_is_the_long_spec_cut_to_the_budget_with_the_populations_w
 
 
 def test_plan_forces_each_8_head_seed_on_its_own_kept_heads():
-    from analyses.population_insight import read_kept_heads
+    from interp.population.kept import read_kept_heads
 
     cfg = entry.forced_config(8000)
     seeds = pop.parse_seeds("0-11", cfg.seeds)
@@ -284,8 +284,8 @@ def test_bad_options_are_refused_in_one_line_before_anything_loads(argv, message
 
 
 def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation(tmp_path, monkeypatch):
-    from analyses import population
-    from analyses.population_insight import read_kept_heads
+    from interp.population import kept as population
+    from interp.population.kept import read_kept_heads
 
     with pytest.raises(SystemExit, match=r"^error: no forced run of this command is kept in .*runs yet"):
         entry.main(["--finished-only", "--kept", str(tmp_path / "kept"), "--out", str(tmp_path / "out")])
@@ -294,7 +294,7 @@ def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation
     units = control.plan([(cfg.sizes[0], s) for s in (0, 1)], read_kept_heads(), [(0.25, 500)], 250, sweep)
     for u in units:  # true runs emerge (1200, 1300), controls never; written as the entry keeps them
         e = 1200 + 100 * u["seed"] if u["condition"] == "true" else None
-        path = control.kept_curve(u, tmp_path / "kept")
+        path = control.forced_curve(u, tmp_path / "kept")
         path.parent.mkdir(parents=True, exist_ok=True)
         _curve(u["run"], 8000, e, 300.0).to_csv(path, index=False)
     long = tmp_path / "long"
@@ -332,7 +332,7 @@ def test_finished_only_reads_the_kept_forced_runs_against_the_plain_continuation
 def test_a_toy_forced_pair_is_trained_evaluated_on_the_asked_prompts_and_read(tmp_path, monkeypatch):
     """CI-sized: the entry's training path (forcing_control.train_missing with the entry's prompt
     count) on a 2-layer model of 24 steps, then its readout."""
-    from analyses import population
+    from interp.population import kept as population
     from interp.sources import catalogue
 
     cfg = dataclasses.replace(
@@ -355,7 +355,7 @@ def test_a_toy_forced_pair_is_trained_evaluated_on_the_asked_prompts_and_read(tm
     kept = tmp_path / "kept"
     assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None, n_prompts=8) == 2
     assert asked == [8, 8]
-    curves = {f"{u['run']}/{u['folder'].name}": control.read_kept(u, kept) for u in units}
+    curves = {f"{u['run']}/{u['folder'].name}": control.read_forced(u, kept) for u in units}
     forced = entry.forced_table(units, curves, 24)
     assert forced["heads"].tolist() == [
         "L0H1=previous_token+L1H0=induction",

@@ -320,8 +320,8 @@ def test_concordance_by_hand():
 def test_cli_from_curves_reproduces_section_4_with_the_specs_reference(tmp_path):
     from typer.testing import CliRunner
 
-    from analyses.population import read_kept_curves
     from emergence_lens.cli import app
+    from interp.population.kept import read_kept_curves
 
     curves = read_kept_curves()
     if curves["run"].nunique() < 120:

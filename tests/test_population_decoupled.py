@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analyses import population as pop
 from analyses import population_decoupled as dec
+from interp.population import kept as pop
+from interp.population.reading import at_budget
 from interp.sources.catalogue import FULL, QUICK, load_suite_spec, suite_config_from_spec
 
 
@@ -51,7 +52,7 @@ def _stand_ins():
     an 8-head arm at 8 rotary dims (each seed's own run), its 4-head runs for the 4-head one with
     their seeds shifted by one (seed s carries seed s + 1's run: the same arm, another pairing,
     so no difference is to be found)."""
-    popc = pop.read_kept_curves(pop.KEPT)
+    popc = pop.read_kept_curves(pop.POPULATION_KEPT)
     four = popc[popc["arm"] == "neox-2l-64d-4h"].assign(arm="neox-2l-64d-4h-r8")
     four = four.assign(seed=(four["seed"] + 23) % 24)
     four = four.assign(run="neox-2l-64d-4h-r8-seed" + four["seed"].astype(str))
@@ -77,11 +78,9 @@ def test_the_block_contrasts_one_factor_at_a_common_budget_over_the_rule_grid():
     assert "not reached: **reproduced**, robust (log-rank stratified by seed p < 0.001, earlier;" in line8
     line4 = next(line for line in block.splitlines() if line.startswith("- neox-2l-64d-4h-r8"))
     assert "emerged 24/24 against 24/24" in line4 and "**not decidable**, robust null (log-rank stratified" in line4
-    from analyses.judged import judged
+    from interp.population.judged import judged
 
-    j = judged(
-        pd.concat([pop.at_budget(popc, 4000), pop.at_budget(eight, 4000)]), "neox-2l-64d-8h-r8", "neox-2l-64d-8h", "x"
-    )
+    j = judged(pd.concat([at_budget(popc, 4000), at_budget(eight, 4000)]), "neox-2l-64d-8h-r8", "neox-2l-64d-8h", "x")
     # k strata (seeds) where the stand-in emerged, its twin never: O - E = 1/2, variance 1/4 each,
     # chi2 = (k/2)^2 / (k/4) = k with 1 df: k = 24, except at threshold 0.6 held 2 or 3 (one run
     # does not hold 0.6 by 4000: k = 23)
@@ -115,7 +114,7 @@ def test_the_headline_line_reads_the_one_factor_contrast_once_an_arm_is_complete
     )
     assert "median E 1" not in line.split("Mann")[0] or "earlier median" not in line  # no median-made direction
     best = dec.best_accuracy(
-        pd.concat([pop.at_budget(popc, 4000), pop.at_budget(eight, 4000)]), "neox-2l-64d-8h", "neox-2l-64d-8h-r8"
+        pd.concat([at_budget(popc, 4000), at_budget(eight, 4000)]), "neox-2l-64d-8h", "neox-2l-64d-8h-r8"
     )
     assert f"best accuracy median {best['med_b']:.2f} against {best['med_a']:.2f}" in line
     assert dec.headline_line(eight, popc, 25) is None
@@ -136,7 +135,7 @@ def test_the_head_count_at_fixed_rotary_dims_is_confounded_never_reproduced_or_c
     assert heads.word == "confounded" and [p.word for p in heads.parts] == ["confounded"]
     assert "reproduced" not in heads.text() and "contradicted" not in heads.text()
     (four_pair,) = dec.rotary_contrasts(
-        pd.concat([pop.at_budget(popc, 4000), pop.at_budget(four, 4000)]), [("neox-2l-64d-4h", "neox-2l-64d-4h-r8")]
+        pd.concat([at_budget(popc, 4000), at_budget(four, 4000)]), [("neox-2l-64d-4h", "neox-2l-64d-4h-r8")]
     )
     assert (four_pair.verdict.word, four_pair.verdict.robust) == ("not decidable", "robust null")
 

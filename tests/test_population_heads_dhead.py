@@ -12,8 +12,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from analyses import population as pop
 from analyses.results import REGISTRY
+from interp.population import kept as pop
 from interp.population.tables import SPEC_REFERENCES
 from interp.sources.catalogue import load_suite_spec, suite_config_from_spec
 
@@ -44,7 +44,7 @@ def test_the_shipped_spec_crosses_heads_with_head_size_and_d_head_reaches_the_mo
         assert model.model.rotary_emb.inv_freq.numel() == 4  # 8 rotary dims = 4 frequencies per head
         assert n_parameters(size) == sum(p.numel() for p in model.parameters())  # the dry run's disk estimate
     # registered: kept curves on 256 prompts, a `make results` entry, the 4-head d_head-16 reference arm
-    assert pop.SPECS[SPEC] == (pop.ROOT / "docs" / "data" / SPEC, 256)
+    assert pop.SPECS[SPEC] == (pop.DATA / SPEC, 256)
     entry = {a.name: a for a in REGISTRY}["population_heads_dhead"]
     assert (entry.module, entry.args) == ("analyses.population_heads_dhead", ("--update-docs",))
     assert SPEC_REFERENCES[SPEC] in {s.name for s in cfg.sizes}

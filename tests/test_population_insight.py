@@ -287,8 +287,8 @@ def tiny_run(tmp_path_factory):
     """One 2-layer run of 24 steps (checkpoints every 8) trained as a local suite run."""
     import dataclasses
 
-    from analyses.forcing import train_forced
     from interp.forcing import Forcing
+    from interp.population.forced import train_forced
     from interp.sources import catalogue
 
     cfg = dataclasses.replace(
@@ -338,30 +338,31 @@ def test_head_features_of_a_tiny_run_match_the_scores_and_are_kept_once(tiny_run
 @pytest.mark.slow
 def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(tiny_run, tmp_path):
     from analyses import forcing_control as control
+    from interp.population import forced
     from interp.population.heads import run_head_features
 
     cfg, folder = tiny_run
     heads = run_head_features(folder).assign(run=f"{cfg.sizes[0].name}-seed1")
-    prev, ind = control.chosen_heads(heads, f"{cfg.sizes[0].name}-seed1")
+    prev, ind = forced.chosen_heads(heads, f"{cfg.sizes[0].name}-seed1")
     last = heads[heads["step"] == TINY_STEPS]
     assert prev[1] == int(last[last["layer"] == 0].set_index("head")["previous_token"].idxmax())
-    units = control.plan([(cfg.sizes[0], 1)], heads, [(2.0, 8)], 4, tmp_path / "sweep")
+    units = forced.plan([(cfg.sizes[0], 1)], heads, [(2.0, 8)], 4, tmp_path / "sweep")
     assert [u["condition"] for u in units] == ["true", "control"]
     kept = tmp_path / "kept"
-    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 2
+    assert forced.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 2
     assert len(list((kept / "runs").glob("*.csv"))) == 2  # each evaluated and kept as it finished
     true, wrong = ((u["folder"] / "step24" / "model.safetensors").read_bytes() for u in units)
     assert true != wrong
     for u in units:  # the run folders gone (another clone): the kept curves alone resume the entry
         shutil.rmtree(u["folder"])
-    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 0
-    damaged = control.kept_curve(units[1], kept)
+    assert forced.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 0
+    damaged = forced.forced_curve(units[1], kept)
     assert damaged.name == f"{cfg.sizes[0].name}-seed1-control-b2-n8-a4.csv"
     damaged.write_text(damaged.read_text()[:200])  # cut short: named and redone, never trusted
     said = []
-    assert control.read_kept(units[1], kept, echo=said.append) is None and not damaged.exists()
+    assert forced.read_forced(units[1], kept, echo=said.append) is None and not damaged.exists()
     assert said == [f"warning: {damaged} is not a whole curve; its run is trained and evaluated again"]
-    assert control.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 1  # only it, again
+    assert forced.train_missing(units, cfg, jobs=1, kept=kept, echo=lambda s: None) == 1  # only it, again
     table = control.evaluate(units, cfg, {}, kept)
     assert table["heads"].tolist() == [
         f"L0H{prev[1]}=previous_token+L1H{ind[1]}=induction",
@@ -374,21 +375,22 @@ def test_forcing_control_trains_true_and_control_on_the_chosen_heads_resumably(t
 
 def test_forcing_control_refuses_bad_input_before_training(tmp_path):
     from analyses import forcing_control as control
-    from analyses.forcing import select_runs
+    from interp.population import forced
+    from interp.population.forced import select_runs
     from interp.sources.catalogue import load_suite_spec
 
     assert len(select_runs(load_suite_spec("population"), control.DEFAULT_RUNS)) == 12
     for bad in ("1,x", "1:500,x:500", "1:0", "-1:500", "nan:500", "inf:500", "", "1:2.5"):
         with pytest.raises(SystemExit, match=rf"^error: --cells '{re.escape(bad)}' must be comma-separated β:N pairs"):
             control.main([f"--cells={bad}"])
-    assert control.parse_cells(" 1:500, 0.25:500,1:500 ") == [(1.0, 500), (0.25, 500)]
-    assert control.parse_cells(control.DEFAULT_CELLS) == [(1.0, 500), (1.0, 250), (0.25, 500)]
+    assert forced.parse_cells(" 1:500, 0.25:500,1:500 ") == [(1.0, 500), (0.25, 500)]
+    assert forced.parse_cells(forced.DEFAULT_CELLS) == [(1.0, 500), (1.0, 250), (0.25, 500)]
     with pytest.raises(SystemExit, match=r"no forced run of this command is kept in .*runs yet"):
         control.main(["--finished-only", "--kept", str(tmp_path), "--out", str(tmp_path / "out")])
     with pytest.raises(ValueError, match=r"condition 'other' is unknown; valid: true, control"):
-        control.forcing_of("other", (0, 0), (1, 0), 1.0, 10, 0)
+        forced.forcing_of("other", (0, 0), (1, 0), 1.0, 10, 0)
     with pytest.raises(ValueError, match=r"no head features of run 'r'"):
-        control.chosen_heads(_heads("s", 2, 100, 200), "r")
+        forced.chosen_heads(_heads("s", 2, 100, 200), "r")
 
 
 def test_forcing_control_names_the_grid_cells_not_complete():
@@ -515,7 +517,7 @@ def test_forecast_ratio_interval_resamples_runs_in_pairs():
 def test_train_for_heads_retrains_pinned_runs_checks_them_against_the_kept_curves_and_resumes(tmp_path, monkeypatch):
     import dataclasses
 
-    from analyses.population import evaluate_run
+    from interp.population.kept import evaluate_run
     from interp.sources import catalogue, embedded
     from interp.sources.catalogue import suite_dir
 

@@ -191,8 +191,8 @@ def test_the_figure_page_opens_on_its_words_as_text():
 
 
 def test_the_decoupling_works_arms_are_planned_from_their_own_kept_curves():
-    from analyses.population import SPECS, read_kept_curves
     from analyses.population_mechanism import ARMS, main, planned_runs
+    from interp.population.kept import SPECS, read_kept_curves
 
     plan = planned_runs(("neox-2l-64d-8h-r8",), "population-decoupled")
     curves = read_kept_curves(SPECS["population-decoupled"][0])
@@ -209,7 +209,9 @@ def test_the_decoupling_works_arms_are_planned_from_their_own_kept_curves():
 
 
 def test_kept_runs_resume_and_a_damaged_one_is_redone(tmp_path):
-    from analyses.population_mechanism import docs_block, kept_paths, read_kept
+    from analyses.population_mechanism import docs_block
+    from interp.population.kept import kept_paths
+    from interp.population.kept import read_kept_mechanism as read_kept
 
     rows = _rows()
     for run, part in rows[rows["arm"] == "A"].groupby("run"):

@@ -17,6 +17,14 @@ from interp.core.field_options import field_help
 from interp.core.settings import StudyConfig
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
+
+def description(doc: str) -> str:
+    """The first paragraph of a module's docstring on one line: the ``--help`` description of a
+    runnable entry (``python -m analyses.<name>``; the first line alone cuts a wrapped sentence in two)."""
+    paragraph = doc.strip().split("\n\n")[0]
+    return " ".join(paragraph.split())
+
+
 TaskOpt = typer.Option(
     None,
     help="Capability task(s), comma-separated: repetition | token-repetition | "

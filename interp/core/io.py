@@ -100,6 +100,36 @@ def read_kept_csv(
     return frame
 
 
+def replace_block(path: str | os.PathLike, block: str, markers: tuple[str, str]) -> Path:
+    """Replace the text of ``path`` between the ``markers`` (begin, end; both kept; every such
+    block) by ``block``, atomically: a docs page's generated block. Returns the path.
+
+    Raises:
+        ValueError: ``path`` lacks either marker, one line naming the file and both markers.
+    """
+    import re
+
+    begin, end = markers
+    text = Path(path).read_text()
+    if begin not in text or end not in text:
+        raise ValueError(f"{path} has no {begin} ... {end} block to replace")
+    return atomic_write_text(
+        path, re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: f"{begin}\n{block}{end}", text, flags=re.S)
+    )
+
+
+def markdown_table(csv: str | os.PathLike) -> str:
+    """A CSV file as a GitHub Markdown table (floats to 4 significant digits, a missing value as
+    ``—``), one line per row and a trailing newline."""
+    import pandas as pd
+
+    df = pd.read_csv(csv)
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else ("—" if v is None else str(v))  # noqa: E731
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "| " + " | ".join("---" for _ in df.columns) + " |"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
 def atomic_to_parquet(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Save ``df`` as parquet (pyarrow) atomically."""
     with atomic_path(path, suffix=".parquet") as tmp:

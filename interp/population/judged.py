@@ -1,5 +1,5 @@
-"""A two-arm contrast of an analyses entry, judged and put in words: the entries (head count
-against head size, the rotary-dims contrasts, the forcing control) word no verdict themselves;
+"""A two-arm contrast, judged and put in words: the analyses entries (head count against head
+size, the rotary-dims contrasts, the forcing control) word no verdict themselves;
 each contrast is read by :func:`interp.population.contrast.contrast_evidence` and judged by
 :func:`interp.population.judge.judge`, and its line (:func:`contrast_line`) prints the judge's
 word, robustness and reason beside the emerged counts and Kaplan-Meier medians.
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 from interp.population.contrast_stats import PairContrast
 from interp.population.judge import Evidence, Verdict
 
@@ -49,11 +50,11 @@ def judged(
     wanted: int = 1,
     also_varies: str = "",
     budget: int | None = None,
-    threshold: float = 0.5,
-    hold: int = 2,
+    threshold: float = DEFAULT_THRESHOLD,
+    hold: int = DEFAULT_HOLD,
 ) -> Judged:
     """Arm ``b`` against arm ``a`` of ``curves``, judged at the operating point (``threshold``,
-    ``hold``) and over the rule grid.
+    ``hold``; default the settings', :class:`interp.core.settings.StudyConfig`) and over the rule grid.
 
     Args:
         curves: capability table holding both arms (:data:`interp.population.tables.CURVE_COLUMNS`).

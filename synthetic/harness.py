@@ -1,4 +1,5 @@
-"""Shared helpers for the reproductions in ``analyses/``.
+"""Shared helpers for the synthetic reproductions in ``analyses/`` (each entry reads them here, never
+from another entry).
 
 Each reproduction builds a list of run configs (:class:`synthetic.training.TrainConfig` field
 dicts, or any runner's fields), runs them with :func:`run_configs` (joblib processes, one torch
@@ -22,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyses import description
+from interp.cli.options import description
 from interp.core.io import atomic_to_csv, write_figure_html
 from synthetic.sweeps import DEFAULT_RUNNER
 
@@ -287,6 +288,20 @@ def plateau_loss(task: str, **fields: Any) -> float:
 
 #: The linear map's plateau, ln 2 nats/token (binary tokens), as the task defines it.
 LN2 = plateau_loss("linear-map", S=4, s=1)
+#: The loss level of the paper's s = 3 comparison of the linear map (S = 16; read from its figure).
+PAPER_THRESHOLD = 0.40
+#: The linear map's floor at S = 16, 0.3354 nats/token: (S−1)/(2S−1)·ln 2.
+FLOOR_S16 = linear_map_floor(16)
+#: Evaluations averaged into a run's ``late_loss`` (the cellular-automata and depth entries).
+LATE_EVALS = 4
+
+
+def scaled_threshold(S: int) -> float:
+    """The paper's 0.40 (S = 16) moved to state size ``S`` at the same fraction of the
+    plateau-to-floor gap (nats/token); ``scaled_threshold(16) == 0.40``."""
+    frac = (PAPER_THRESHOLD - FLOOR_S16) / (LN2 - FLOOR_S16)
+    floor = linear_map_floor(S)
+    return floor + frac * (LN2 - floor)
 
 
 def apply_overrides(cfg: dict[str, Any], pairs: Sequence[str]) -> dict[str, Any]:
