@@ -150,7 +150,8 @@ def scrub_data(
         config: the study settings (:class:`interp.core.settings.StudyConfig`): ``device`` (where
             checkpoints load; None: cuda if usable, else cpu), ``scores`` (also record head scores
             at every step, :mod:`interp.scores`), ``threshold`` (greedy-accuracy fraction drawn on
-            the capability curve, and the point's on the scrubbed curve) and, with ``rank``, the
+            the capability curve, and the point's on the scrubbed curve), ``hold`` (the point's
+            checkpoints that must stay at or above it) and, with ``rank``, the
             ranking's settings (``metric``: None, the task's own, :func:`interp.tasks.metric_for`;
             ``method``, ``n_boot``, ...).
         ranking: a ``RunAnalysis`` (its per-head ``delta`` and point of emergence), a heads table
@@ -231,7 +232,9 @@ def _record(source, zoom_steps, task, steps, n_prompts, config: StudyConfig, ran
     if pre is None and post is None and len(curve) >= 2:  # no ranking: the point on the scrubbed curve
         from interp.emergence import point_from_curve
 
-        found_pre, found_post, emerged = point_from_curve(curve["step"], curve["accuracy"], config.threshold)
+        found_pre, found_post, emerged = point_from_curve(
+            curve["step"], curve["accuracy"], config.threshold, config.hold
+        )
         pre, post = (found_pre, found_post) if emerged and found_pre is not None else (None, None)
     return ScrubData(
         label=run_label(model, seed),

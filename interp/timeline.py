@@ -397,7 +397,7 @@ def head_timeline(
             (``attribution``: screen then verify; ``fast``/``reference``: every head exact),
             ``prescreen_top_n`` (N verified per pair; None: a quarter of the heads),
             ``prescreen_steps``, ``n_boot``, ``scores`` (head scores per step), ``device``,
-            ``dtype``, ``swap_weights``, ``allow_pickle``, ``step_pattern``.
+            ``dtype``, ``swap_weights``, ``allow_pickle``, ``step_pattern``, ``model_config``.
         pairs: ``consecutive``, ``to-post`` or ``to-final`` (:data:`interp.core.settings.TIMELINE_PAIRS`).
         sample: heads outside the top N verified exactly per pair, drawn at random (0: no bound).
         seed: the sample's random seed (the draw of a pair depends on it and the pair's steps).
@@ -430,7 +430,9 @@ def head_timeline(
     if isinstance(source, (str, Path)):
         from interp.sources.door import open_source
 
-        opened = source = open_source(source, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern)
+        opened = source = open_source(
+            source, allow_pickle=config.allow_pickle, step_pattern=config.step_pattern, config=config.model_config
+        )
     try:
         result = _timeline(
             source, task, config.replace(metric=metric_for(task, config.metric)), settings, out, progress

@@ -92,112 +92,6 @@ def test_embedded_names_resolve_without_training(tmp_path, monkeypatch):
         resolve_embedded("embedded-quick/neox-2l-64d-seed0")
 
 
-#: A transformers config.json for --config (a tiny GPT-2's).
-CONFIG_FILE = str(Path(__file__).with_name("data") / "tiny-gpt2-config.json")
-#: Fields whose flag is not their name with dashes.
-FLAGS = {"model_config": "config"}
-#: A value other than the default for every StudyConfig field, as typed (None: a switch) and as the
-#: StudyConfig holds it. A field added to StudyConfig needs its row here (the first test says so).
-NOT_DEFAULT = {
-    "threshold": ("0.75", 0.75),
-    "hold": ("3", 3),
-    "scan": (None, True),
-    "method": ("attribution", "attribution"),
-    "metric": ("logprob", "logprob"),
-    "prescreen_top_n": ("4", 4),
-    "prescreen_steps": ("3", 3),
-    "decompose": (None, False),
-    "scores": (None, False),
-    "scrub": (None, False),
-    "dtype": ("bfloat16", "bfloat16"),
-    "swap_weights": (None, False),
-    "device": ("cpu", "cpu"),
-    "ks": ("1,3", (1, 3)),
-    "n_boot": ("0", 0),
-    "allow_pickle": (None, True),
-    "step_pattern": ("epoch{E}-step{N}", "epoch{E}-step{N}"),
-    "model_config": (CONFIG_FILE, CONFIG_FILE),
-}
-
-
-def _flags(fields) -> list[str]:
-    args = []
-    for name in fields:
-        text, value = NOT_DEFAULT[name]
-        flag = FLAGS.get(name, name.replace("_", "-"))
-        args += [f"--{flag}" if value else f"--no-{flag}"] if text is None else [f"--{flag}", text]
-    return args
-
-
-def _spy_on_the_runner(monkeypatch) -> list:
-    """``run_study`` records the config it receives (and runs nothing); the summary prints nothing."""
-    import interp.cli.main_job as commands
-    from interp.main_job import runner as main_runner
-
-    received = []
-    monkeypatch.setattr(main_runner, "run_study", lambda sources, tasks, config, **kw: received.append(config))
-    monkeypatch.setattr(commands, "_print_summary", lambda report, out: None)
-    return received
-
-
-def test_every_study_config_field_is_an_option_of_run_and_demo():
-    """``emergence run`` offers every StudyConfig field (``demo`` every one but the two loading options
-    of hub and local runs), named ``--field-with-dashes``, its help the field's metadata, its default
-    the field's (``demo``: ``DEMO_CONFIG``'s)."""
-    import dataclasses
-
-    import typer
-
-    from interp.cli.main_job import DEMO_EXCLUDES
-    from interp.core.settings import DEMO_CONFIG, StudyConfig
-
-    fields = dataclasses.fields(StudyConfig)
-    assert set(NOT_DEFAULT) == {f.name for f in fields}
-    # the embedded suite: safetensors and config.json in step{N}/
-    assert set(DEMO_EXCLUDES) == {"allow_pickle", "step_pattern", "model_config"}
-    group = typer.main.get_command(app)
-    for command, defaults, left_out in (("run", StudyConfig(), set()), ("demo", DEMO_CONFIG, set(DEMO_EXCLUDES))):
-        params = {p.name: p for p in group.commands[command].params}
-        for f in fields:
-            if f.name in left_out:
-                assert f.name not in params
-                continue
-            option = params[f.name]
-            flag = FLAGS.get(f.name, f.name.replace("_", "-"))
-            assert f"--{flag}" in option.opts, (command, f.name, option.opts)
-            assert option.help == f.metadata["help"] and len(option.help) > 20
-            assert option.default == getattr(defaults, f.name), (command, f.name)
-        assert params["scan"].default is (command == "demo")  # the demo scans; run bisects
-    help_text = " ".join(
-        runner.invoke(app, ["run", "--help"], env={"COLUMNS": "200"}, terminal_width=200).output.split()
-    )
-    for flag in ("--threshold", "--scan", "--no-scan", "--prescreen-top-n", "--ks", "--n-boot", "--no-scrub"):
-        assert flag in help_text
-
-
-def test_run_and_demo_hand_every_flag_to_the_study_config(tmp_path, monkeypatch):
-    """A value typed for each field reaches the StudyConfig the runner receives (one road: the
-    flags, then ``StudyConfig(**flags)``, then ``run_study``)."""
-    from interp.cli.main_job import DEMO_EXCLUDES
-    from interp.core.settings import DEMO_CONFIG, StudyConfig
-
-    received = _spy_on_the_runner(monkeypatch)
-    result = runner.invoke(app, ["run", "embedded-quick", "--out", str(tmp_path / "run"), *_flags(NOT_DEFAULT)])
-    assert result.exit_code == 0, result.output
-    expected = StudyConfig(**{name: value for name, (_, value) in NOT_DEFAULT.items()})
-    assert received == [expected]
-    assert all(getattr(expected, name) != getattr(StudyConfig(), name) for name in NOT_DEFAULT)
-
-    demo_fields = [name for name in NOT_DEFAULT if name not in DEMO_EXCLUDES and name != "scan"]
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), *_flags(demo_fields)])
-    assert result.exit_code == 0, result.output
-    assert received[1] == DEMO_CONFIG.replace(**{name: NOT_DEFAULT[name][1] for name in demo_fields})
-    assert received[1].scan is True  # DEMO_CONFIG's, no flag given
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--no-scan"])
-    assert result.exit_code == 0, result.output
-    assert received[2].replace(device=None) == DEMO_CONFIG.replace(scan=False)  # the device: auto, resolved
-
-
 def test_the_demo_plans_only_the_suite_it_analyses(tmp_path, monkeypatch):
     """``emergence demo`` (source ``embedded``) plans every unit, and opens every run, on the full
     suite, and ``demo --quick`` on the quick one, whatever the cache holds: the first run never
@@ -267,7 +161,6 @@ def test_the_command_line_package_exports_and_imports_only_public_names():
     """``interp.cli`` lists no private name in ``__all__``, and no module imports a private name
     (``_x``) from :mod:`interp.cli.options`: the helpers the commands share are public there."""
     import ast
-    from pathlib import Path
 
     import interp.cli
 
@@ -280,46 +173,3 @@ def test_the_command_line_package_exports_and_imports_only_public_names():
                 importers.add(path.name)
                 private += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
     assert {"main_job.py", "heads.py"} <= importers and private == []
-
-
-def test_field_options_follow_the_dataclass():
-    """The generic helper on a toy dataclass: one option per field (a switch for a bool, text read
-    through ``parse``), defaults from the instance given, an excluded field absent; an unknown
-    excluded name and an own parameter named like a field are refused."""
-    import dataclasses
-
-    import typer
-
-    from interp.core.field_options import field_help, setting, with_field_options
-
-    @dataclasses.dataclass(frozen=True)
-    class Toy:
-        n_items: int = setting(3, "How many items.")
-        loud: bool = setting(False, "Shout.")
-        sizes: tuple[int, ...] = setting(
-            (1, 2), "Sizes, e.g. 1,2.", parse=lambda text: tuple(map(int, text.split(",")))
-        )
-        label: str = setting("x", "A label.")
-
-    seen = []
-
-    def command(name: str = typer.Option("a", "--name"), **fields):
-        seen.append((name, Toy(**fields)))
-
-    toy = typer.Typer()
-    toy.command()(with_field_options(command, Toy, defaults=Toy(n_items=7), exclude=["label"]))
-    toy.command("other")(lambda: None)  # two commands: the first is invoked by name
-    ok = runner.invoke(toy, ["command", "--loud", "--sizes", "4,5,6", "--name", "b"])
-    assert ok.exit_code == 0, ok.output
-    assert seen == [("b", Toy(n_items=7, loud=True, sizes=(4, 5, 6)))]  # n_items: the instance's default
-    excluded = runner.invoke(toy, ["command", "--label", "y"])
-    assert excluded.exit_code == 2 and "No such option: --label" in excluded.output
-    assert field_help(Toy, "loud") == "Shout."
-    with pytest.raises(ValueError, match=r"exclude=\['lable'\]: not fields of Toy"):
-        with_field_options(command, Toy, exclude=["lable"])
-
-    def clashing(label: str = "z", **fields):
-        pass
-
-    with pytest.raises(ValueError, match=r"own parameters named like fields of Toy: \['label'\]"):
-        with_field_options(clashing, Toy)

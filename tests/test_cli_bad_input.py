@@ -75,7 +75,7 @@ BAD = [
     (
         "rank-heads-prescreen",
         ["rank-heads", "SUITE", "--pre", "100", "--post", "200", "--prescreen-top-n", "-3", "--out", "OUT"],
-        "Invalid value",
+        "prescreen_top_n=-3: must be an integer >= 1",  # StudyConfig's, as every command's settings
     ),
     (
         "rank-heads-suite-of-runs",
@@ -165,7 +165,7 @@ BAD = [
     ),
     ("demo-metric", ["demo", "--metric", "kl", "--out", "OUT"], "metric='kl'; valid"),
     ("bisect-resolution", ["bisect", "SUITE", "--resolution", "0", "--out", "OUT"], "Invalid value"),
-    ("bisect-hold", ["bisect", "SUITE", "--hold", "-1", "--out", "OUT"], "Invalid value for '--hold'"),
+    ("bisect-hold", ["bisect", "SUITE", "--hold", "-1", "--out", "OUT"], "hold=-1: must be an integer >= 0"),
     ("run-hold", ["run", "SUITE", "--hold", "-2", "--out", "OUT"], "hold=-2: must be an integer >= 0"),  # StudyConfig's
     ("demo-hold", ["demo", "--hold", "-1", "--out", "OUT"], "hold=-1: must be an integer >= 0"),
     ("run-ks", ["run", "SUITE", "--ks", "1,0", "--out", "OUT"], "ks item=0: must be an integer >= 1"),

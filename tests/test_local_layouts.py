@@ -236,8 +236,10 @@ def test_every_loading_command_takes_allow_pickle_and_step_pattern(tmp_path, mod
     )
     assert allowed.exit_code == 0, allowed.output
     assert "token-repetition" in allowed.output and " 20 " in allowed.output
-    bad = runner.invoke(app, ["bisect", str(run), "--step-pattern", "epoch{E}"])
-    assert bad.exit_code == 2 and "--step-pattern: step pattern 'epoch{E}' has no {N} placeholder" in bad.output
+    bad = runner.invoke(app, ["bisect", str(run), "--step-pattern", "epoch{E}"])  # StudyConfig's check first
+    assert bad.exit_code == 2 and "step_pattern='epoch{E}': must be text naming the step" in bad.output
+    bad = runner.invoke(app, ["bisect", str(run), "--step-pattern", "step{N}-{N}"])  # then the pattern's own
+    assert bad.exit_code == 2 and "--step-pattern: step pattern 'step{N}-{N}' has" in bad.output, bad.output
     renamed = tmp_path / "renamed"
     (renamed / "e0-s20").parent.mkdir()
     shutil.copytree(run / "checkpoint-20", renamed / "e0-s20")

@@ -152,7 +152,7 @@ def test_auto_heads_pick_the_top_scores(tiny_local_suite):
         (["--heads", "L1X0"], "--heads: 'L1X0' is not a head"),
         (["--patterns", "inductoin"], "--patterns: 'inductoin' is unknown"),
         (["--heads", "L1H0,L0H2", "--patterns", "induction,uniform,uniform"], "3 names for 2 heads"),
-        (["--method", "attribution"], "--method 'attribution' is unknown; valid: fast, reference"),
+        (["--method", "exact"], "method='exact'; valid: fast, reference, attribution"),  # the settings' list
         (["--threshold", "0"], "threshold=0.0 must be in (0, 1]"),
         (["--heads", "L2H0", "--patterns", "induction"], "--heads: L2H0 is outside neox-2l-64d-seed1 (layers 0..1"),
     ],

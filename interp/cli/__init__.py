@@ -7,18 +7,21 @@ One app (:data:`app`) holds them in that order: the main job's commands
 (:mod:`interp.cli.main_job`), the head-level ones (:mod:`interp.cli.heads`), then the suite and
 listing commands below. What they share (options, argument checks, openers of sources) is
 :mod:`interp.cli.options` (public names, imported from there; this package re-exports none), and
-the settings' options of ``run`` and ``demo`` are derived from ``StudyConfig``'s fields
-(:mod:`interp.core.field_options`); a test that stands in for a helper patches it in the module of
-the command that calls it (``interp.cli.heads.open_named``).
+every command's settings options are derived from ``StudyConfig``'s fields, the ones it reads
+(:func:`interp.cli.options.study_options`; ``tests/test_cli_settings.py`` lists them per command);
+a test that stands in for a helper patches it in the module of the command that calls it
+(``interp.cli.heads.open_named``).
 
 Every command is one call of a public function that a notebook can make too, and checks all of
 its arguments (device, task, sources, steps, output folder) before it loads or trains anything.
 Commands raise ``ValueError`` for bad input; the root app turns any escaping error into one
 line (``error: ...``, exit status 2). Heavy libraries are imported inside the commands.
 
-Adding a command: write a function with ``@app.command()`` in the module of its group; check its
-arguments first (the ``check_*`` helpers of :mod:`interp.cli.options`), then make the one call.
-Nothing else needs registering.
+Adding a command: write a function with ``@app.command()`` in the module of its group; if it
+reads study settings, put ``@study_options((field, ...))`` under it, take ``**settings`` and build
+``StudyConfig(**settings)`` first (and add its row to the test's table); check its other arguments
+(the ``check_*`` helpers of :mod:`interp.cli.options`), then make the one call. Nothing else needs
+registering.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@ between two steps), ``decompose`` (the jump by component), ``zoom`` (re-train be
 steps, storing checkpoints densely), ``readiness`` (capability with chosen heads set to their ideal
 pattern) and ``scrub`` (every head's pattern over the checkpoints, as a page). Options and
 argument checks: :mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
+
+Each command but ``zoom`` takes the settings as :class:`~interp.core.settings.StudyConfig`'s fields
+it reads (:func:`interp.cli.options.study_options`: the ranking's, the rule's, the loading ones) and
+builds ``StudyConfig(**settings)`` first, which checks every value in one line.
 """
 
 from __future__ import annotations
@@ -12,18 +16,14 @@ from pathlib import Path
 import typer
 
 from interp.cli.options import (
-    AllowPickleOpt,
-    DeviceOpt,
+    LOADING,
+    RANKING,
+    RULE,
     LengthOpt,
-    MethodOpt,
-    MetricOpt,
-    ModelConfigOpt,
     OneTaskOpt,
     PromptsOpt,
-    StepPatternOpt,
     TaskFileOpt,
     TaskOpt,
-    ThresholdOpt,
     check_common,
     check_embedded_heads,
     check_embedded_steps,
@@ -37,34 +37,27 @@ from interp.cli.options import (
     open_step_pair,
     parse_steps,
     source_options,
+    study_options,
     warnings_as_lines,
 )
-from interp.core.settings import N_BOOT, StudyConfig
-from interp.core.terms import DEFAULT_HOLD
+from interp.core.settings import StudyConfig
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
 app = typer.Typer()
 
 
 @app.command("rank-heads")
+@study_options(RANKING + LOADING)
 def rank_heads(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
     post: int = typer.Option(..., min=0, help="Post-emergence step (later than --pre; zoomed steps too)."),
-    method: str = MethodOpt,
-    prescreen_top_n: int | None = typer.Option(
-        None, min=1, help="Exact per-head delta only for the attribution pre-screen's top N heads."
-    ),
     task: str | None = TaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write heads.csv and topk.csv here."),
-    device: str = DeviceOpt,
-    metric: str = MetricOpt,
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
-    model_config: str | None = ModelConfigOpt,
+    **settings,
 ):
     """Patch each head's attention pattern from POST into PRE; rank by delta (metric units); joint top-K."""
     if pre == post:
@@ -74,8 +67,8 @@ def rank_heads(
             f"--pre {pre} is later than --post {post}: --post must be the later checkpoint "
             "(patterns are patched from post into pre)"
         )
-    options = source_options(allow_pickle, step_pattern, model_config)
-    config = StudyConfig(method=method, prescreen_top_n=prescreen_top_n, device=device, metric=metric, decompose=False)
+    config = StudyConfig(**settings, decompose=False)  # every setting checked here, once (no torch imported)
+    options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "rank-heads")
     from interp.tasks import metric_for
@@ -121,6 +114,7 @@ def rank_heads(
 
 
 @app.command("decompose")
+@study_options(("method", "metric", "ks", "n_boot", *LOADING))
 def decompose(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     pre: int = typer.Option(..., min=0, help="Pre-emergence step: of the schedule, or one `emergence zoom` stored."),
@@ -130,17 +124,13 @@ def decompose(
     length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write components.csv here."),
-    device: str = DeviceOpt,
-    metric: str = MetricOpt,
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
-    model_config: str | None = ModelConfigOpt,
+    **settings,
 ):
     """Share of the PRE -> POST jump each component recovers when patched from POST into PRE."""
     if pre >= post:
         raise ValueError(f"--pre {pre} must be earlier than --post {post}")
-    options = source_options(allow_pickle, step_pattern, model_config)
-    config = StudyConfig(metric=metric, device=device)
+    config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
+    options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "decompose")
     from interp.tasks import metric_for
@@ -216,6 +206,7 @@ def zoom(
 
 
 @app.command("readiness")
+@study_options(("method", "n_boot", *RULE, *LOADING))
 def readiness_command(
     source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
     heads: str = typer.Option(
@@ -227,22 +218,13 @@ def readiness_command(
         "for every head, or one per head: previous_token | induction | duplicate_token | "
         "first_token | uniform.",
     ),
-    threshold: float = ThresholdOpt,
-    hold: int = typer.Option(
-        DEFAULT_HOLD, min=0, help="Checkpoints after a crossing that must stay above the threshold (E and R)."
-    ),
     steps: str | None = typer.Option(None, help="Comma-separated steps (default: every searchable step)."),
-    n_boot: int = typer.Option(N_BOOT, min=1, help="Bootstrap resamples over prompts for the interval of E - R."),
-    method: str = typer.Option("fast", help="Patching engine: fast | reference."),
     task: str | None = TaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write readiness.csv, readiness_points.csv and readiness.html here."),
-    device: str = DeviceOpt,
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
-    model_config: str | None = ModelConfigOpt,
+    **settings,
 ):
     """Per checkpoint, capability as trained and with the chosen heads' attention patterns set to
     their ideal pattern; the readiness step R and E - R (docs/guide.md, "Ideal patterns, readiness and forcing")."""
@@ -250,12 +232,10 @@ def readiness_command(
 
     chosen = parse_heads(heads)
     names = parse_patterns(patterns, None if chosen == "auto" else len(chosen))
-    if method not in ("fast", "reference"):
-        raise ValueError(f"--method {method!r} is unknown; valid: fast, reference")
-    config = StudyConfig(threshold=threshold, hold=hold, device=device, method=method, n_boot=n_boot)
+    config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
     wanted = parse_steps(steps) if steps else None
     check_sources(source)
-    options = source_options(allow_pickle, step_pattern, model_config)
+    options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_file)
     task_obj = one_task(tasks, "readiness")
     check_tasks_on_sources(source, tasks, **options)
@@ -321,6 +301,7 @@ def _read_ranking(path: Path):
 
 
 @app.command()
+@study_options(("scores", *RULE, "method", "metric", "prescreen_top_n", "prescreen_steps", *LOADING))
 def scrub(
     source: str = typer.Argument(..., help="One run: hub id, suite folder or embedded[-quick]/<run>."),
     out: Path = typer.Option(..., help="The page to write (.html)."),
@@ -339,13 +320,7 @@ def scrub(
         help="Without --heads: rank the heads between the point of emergence found on the scrubbed curve "
         "(as rank-heads: each head's post pattern patched into pre), so the page orders them by Δp.",
     ),
-    metric: str = MetricOpt,
-    scores: bool = typer.Option(True, help="Head scores (previous-token, prefix-matching, copying) per checkpoint."),
-    threshold: float = ThresholdOpt,
-    device: str = DeviceOpt,
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
-    model_config: str | None = ModelConfigOpt,
+    **settings,
 ):
     """One offline page: every head's attention pattern on a prompt at each checkpoint, a step
     slider with the point of emergence on its track, heads ordered by Δp (from --heads, or ranked
@@ -364,11 +339,11 @@ def scrub(
     """
     from interp.sources.door import check_one_run
 
+    config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
     check_one_run(source, "scrub")
     out = _check_page_path(out)
     wanted = parse_steps(steps) if steps else None
-    options = source_options(allow_pickle, step_pattern, model_config)
-    config = StudyConfig(threshold=threshold, device=device, metric=metric, scores=scores)
+    options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, None)
     task_obj = one_task(tasks, "scrub")
     from interp.tasks import metric_for

@@ -3,10 +3,12 @@
 (the point of emergence, optionally refined densely). Options and argument checks:
 :mod:`interp.cli.options`; :mod:`interp.cli` puts these commands on the one app.
 
-``run`` and ``demo`` take the settings as :class:`~interp.core.settings.StudyConfig`'s fields: one
-option per field, derived from the dataclass (:func:`interp.core.field_options.with_field_options`),
-so a field added there is an option here; the command builds ``StudyConfig(**settings)``, which
-checks every value (one line, before anything loads), and hands it to the runner.
+Every command takes the settings as :class:`~interp.core.settings.StudyConfig`'s fields: one option
+per field it reads, derived from the dataclass (:func:`interp.cli.options.study_options`), so a
+field added there is an option of ``run`` (every field) and ``demo`` (all but the loading options
+of hub and local runs); ``curve`` reads the loading fields, ``bisect`` those and the rule's. The
+command builds ``StudyConfig(**settings)``, which checks every value (one line, before anything
+loads), and hands it on.
 """
 
 from __future__ import annotations
@@ -16,16 +18,12 @@ from pathlib import Path
 import typer
 
 from interp.cli.options import (
-    AllowPickleOpt,
-    DeviceOpt,
-    HoldOpt,
+    LOADING,
+    RULE,
     LengthOpt,
-    ModelConfigOpt,
     PromptsOpt,
-    StepPatternOpt,
     TaskFileOpt,
     TaskOpt,
-    ThresholdOpt,
     check_common,
     check_embedded_steps,
     check_resumable,
@@ -35,9 +33,9 @@ from interp.cli.options import (
     open_named,
     parse_steps,
     source_options,
+    study_options,
     warnings_as_lines,
 )
-from interp.core.field_options import with_field_options
 from interp.core.settings import DEMO_CONFIG, StudyConfig
 
 #: the commands of this module, in the order ``emergence --help`` lists them (:mod:`interp.cli`)
@@ -49,6 +47,8 @@ app = typer.Typer()
 DEMO_EXCLUDES = ("allow_pickle", "step_pattern", "model_config")
 
 
+@app.command()
+@study_options(defaults=DEMO_CONFIG, exclude=DEMO_EXCLUDES)
 def demo(
     quick: bool = typer.Option(
         False, "--quick", help="Small suite for CI: one model size, two seeds (about 2 min on 2 idle cores)."
@@ -75,6 +75,8 @@ def demo(
     _print_summary(report, out)
 
 
+@app.command()
+@study_options()
 def run(
     source: list[str] = typer.Argument(
         ..., help="Sources: hub ids, suite folders, embedded, embedded-quick, embedded/<run>."
@@ -102,7 +104,7 @@ def run(
     StudyConfig's fields (every one of them)."""
     config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
     check_sources(source)  # names next: a typo is refused before torch is imported
-    options = source_options(config.allow_pickle, config.step_pattern, config.model_config)
+    options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, out, task_files=task_file)
     config = config.replace(device=device)
     check_tasks_on_sources(source, tasks, **options)
@@ -121,11 +123,6 @@ def run(
     with warnings_as_lines():  # too few prompts for the accuracy rule, bootstrap bounds left out, ...
         report = runner.run_study(source, tasks, config, executor=executor, jobs=jobs, address=address, out_dir=out)
     _print_summary(report, out)
-
-
-# the settings' options, derived from StudyConfig's fields (interp.core.field_options), then registered
-app.command()(with_field_options(demo, StudyConfig, defaults=DEMO_CONFIG, exclude=DEMO_EXCLUDES))
-app.command()(with_field_options(run, StudyConfig))
 
 
 def _print_summary(report, out: Path) -> None:
@@ -208,6 +205,7 @@ def _notna(value) -> bool:
 
 
 @app.command()
+@study_options(LOADING)
 def curve(
     source: str = typer.Argument(..., help="Hub id (EleutherAI/pythia-70m-seed3), suite folder, or embedded name."),
     steps: str | None = typer.Option(
@@ -220,14 +218,12 @@ def curve(
     length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write emergence.csv here."),
-    device: str = DeviceOpt,
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
-    model_config: str | None = ModelConfigOpt,
+    **settings,
 ):
     """Capability (greedy accuracy, p(answer)) per checkpoint."""
-    options = source_options(allow_pickle, step_pattern, model_config)
-    device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
+    config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
+    options = source_options(config)
+    device, tasks = check_common(config.device, task, n_prompts, length, out, task_files=task_file)
     wanted = parse_steps(steps) if steps else None
     check_sources([source])
     check_embedded_steps(source, wanted or [])
@@ -267,33 +263,30 @@ def curve(
 
 
 @app.command()
+@study_options(RULE + LOADING)
 def bisect(
     source: list[str] = typer.Argument(..., help="One or more sources (hub ids, suite folders, embedded names)."),
-    threshold: float = ThresholdOpt,
     task: str | None = TaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
     task_file: list[Path] | None = TaskFileOpt,
     out: Path | None = typer.Option(None, help="Write points.csv, emergence.csv and checkpoints.csv here."),
-    device: str = DeviceOpt,
     resolution: int | None = typer.Option(
         None, min=1, help="Locate the point to N steps by re-training denser checkpoints (runs trained here only)."
     ),
     dense_prompts: int = typer.Option(
         512, min=1, help="Prompts per checkpoint in the dense search (with --resolution)."
     ),
-    hold: int = HoldOpt,
-    allow_pickle: bool = AllowPickleOpt,
-    step_pattern: str | None = StepPatternOpt,
-    model_config: str | None = ModelConfigOpt,
+    **settings,
 ):
     """Point of emergence of each source by bisection over its checkpoints (post: the first checkpoint at or
     above the threshold that holds for the next --hold checkpoints); with --resolution N,
     zoom recursively into the bracketing interval down to N steps (see docs/embedded.md)."""
-    StudyConfig(threshold=threshold, hold=hold)  # the rule's settings, checked in one line before anything loads
+    config = StudyConfig(**settings)  # every setting checked here, once (no torch imported)
     check_sources(source)  # names next: a typo is refused before torch is imported
-    options = source_options(allow_pickle, step_pattern, model_config)
-    device, tasks = check_common(device, task, n_prompts, length, out, task_files=task_file)
+    options = source_options(config)
+    device, tasks = check_common(config.device, task, n_prompts, length, out, task_files=task_file)
+    config = config.replace(device=device)
     if resolution is not None:
         if [t.name for t in tasks] != ["repetition"]:
             raise ValueError(
@@ -301,7 +294,7 @@ def bisect(
             )
         for name in source:
             check_resumable(name, "bisect --resolution")
-        return _bisect_dense(source, resolution, threshold, dense_prompts, hold, length, out)
+        return _bisect_dense(source, resolution, config, dense_prompts, length, out)
     import pandas as pd
 
     from interp.core.io import atomic_to_csv
@@ -317,7 +310,9 @@ def bisect(
         for task_obj in tasks:  # one point of emergence per (run, task)
             batch = task_obj.build(src.tokenizer())
             with warnings_as_lines():
-                point = find_emergence(src, batch, threshold=threshold, device=device, hold=hold, progress=False)
+                point = find_emergence(
+                    src, batch, threshold=config.threshold, device=device, hold=config.hold, progress=False
+                )
             points.append(
                 {
                     "model": model,
@@ -352,7 +347,7 @@ def bisect(
 
 
 def _bisect_dense(
-    specs: list[str], resolution: int, threshold: float, n_prompts: int, hold: int, length: int, out: Path | None
+    specs: list[str], resolution: int, config: StudyConfig, n_prompts: int, length: int, out: Path | None
 ) -> None:
     """``bisect --resolution``: :func:`interp.dense.dense_point` per run; points_dense.csv in OUT."""
     import pandas as pd
@@ -362,9 +357,7 @@ def _bisect_dense(
 
     rows, curves = [], []
     for src in open_named(specs):
-        point = dense_point(
-            src, resolution, StudyConfig(threshold=threshold, hold=hold), n_prompts=n_prompts, length=length
-        )
+        point = dense_point(src, resolution, config, n_prompts=n_prompts, length=length)
         rows.append(point.as_row())
         curves.append(point.evaluations.assign(model_id=point.model_id))
         flag = "  (jump too small to divide by)" if point.jump_too_small else ""

@@ -1,5 +1,6 @@
-"""What every checkpoint-suite command of ``emergence`` shares: the options (``TaskOpt``,
-``DeviceOpt``, ``MetricOpt``, ...), the argument checks (``check_*``, cheap: run before anything
+"""What every checkpoint-suite command of ``emergence`` shares: the settings' options (derived from
+StudyConfig's fields by :func:`study_options`, never declared by hand), the other options
+(``TaskOpt``, ``PromptsOpt``, ...), the argument checks (``check_*``, cheap: run before anything
 is loaded) and the openers of sources (``open_named``, ``open_step_pair``).
 
 The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bisect``) and
@@ -9,13 +10,13 @@ The commands are :mod:`interp.cli.main_job` (``demo``, ``run``, ``curve``, ``bis
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import typer
 
-from interp.core.field_options import field_help
+from interp.core.field_options import with_field_options
 from interp.core.settings import StudyConfig
-from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
 
 def description(doc: str) -> str:
@@ -44,25 +45,51 @@ TaskFileOpt = typer.Option(
 )
 PromptsOpt = typer.Option(64, min=1, help="Number of prompts.")
 LengthOpt = typer.Option(10, min=1, help="Random items per prompt before the partial repeat.")
-# The options below that are also StudyConfig's fields (interp.core.settings) take their help from
-# the field (field_help): one text, whether a command builds a StudyConfig (run, demo: all of its
-# fields, derived by interp.core.field_options) or declares the option by hand (bisect, rank-heads, ...).
-ThresholdOpt = typer.Option(DEFAULT_THRESHOLD, help=field_help(StudyConfig, "threshold"))
-HoldOpt = typer.Option(DEFAULT_HOLD, min=0, help=field_help(StudyConfig, "hold"))
-DeviceOpt = typer.Option("auto", help=field_help(StudyConfig, "device"))
-MethodOpt = typer.Option("fast", help=field_help(StudyConfig, "method"))
-AllowPickleOpt = typer.Option(False, "--allow-pickle", help=field_help(StudyConfig, "allow_pickle"))
-StepPatternOpt = typer.Option(None, "--step-pattern", help=field_help(StudyConfig, "step_pattern"))
-ModelConfigOpt = typer.Option(None, "--config", help=field_help(StudyConfig, "model_config"))
-#: ``--metric``: choices and help from the metric registry (:mod:`interp.core.metrics`, no torch
-#: import, through the field's help); default None: the task's own metric.
-MetricOpt = typer.Option(None, "--metric", help=field_help(StudyConfig, "metric"))
+#: The ``--help`` panel of the options derived from StudyConfig's fields (:func:`study_options`).
+SETTINGS_PANEL = "Study settings (StudyConfig)"
+#: StudyConfig's fields that every command opening checkpoints reads: where they load, and how a
+#: hub or local run's files are read (:func:`source_options`).
+LOADING = ("device", "allow_pickle", "step_pattern", "model_config")
+#: The fields of the point of emergence's rule (:mod:`interp.emergence`).
+RULE = ("threshold", "hold")
+#: The fields a head ranking reads (:func:`interp.ranking.rank_heads_between`; ``ks`` and ``n_boot``
+#: its joint top-K and intervals).
+RANKING = ("method", "metric", "prescreen_top_n", "prescreen_steps", "ks", "n_boot")
 
 
-def source_options(allow_pickle: bool, step_pattern: str | None, model_config: str | None = None) -> dict:
-    """The options every loading command hands to the sources it opens (``--allow-pickle``,
-    ``--step-pattern``, ``--config``), the pattern and the config checked first (one line each,
-    before anything loads)."""
+def study_options(
+    include: Sequence[str] | None = None, defaults: StudyConfig | None = None, exclude: Sequence[str] = ()
+) -> Callable[[Callable], Callable]:
+    """The one road from the settings to a command's options: a decorator (under
+    ``@app.command()``) that gives the command one option per StudyConfig field it reads,
+    ``--name-with-dashes`` with the field's help, type and default (``defaults``' value when given:
+    ``DEMO_CONFIG``, ``TIMELINE_CONFIG``), listed in ``--help`` under :data:`SETTINGS_PANEL`. The
+    command takes them as ``**settings`` and builds ``StudyConfig(**settings)`` (or
+    ``defaults.replace(**settings)``), which checks every value in one line before anything loads;
+    no command declares a settings option by hand (``tests/test_cli_settings.py``).
+
+    Args:
+        include: the fields the command reads (None: every field not in ``exclude``).
+        defaults: the settings whose values are the options' defaults (None: StudyConfig's own).
+        exclude: with ``include`` None, the fields the command does not read.
+
+    Raises:
+        ValueError: a name that is not a StudyConfig field, or a parameter of the command named
+            like one (:func:`interp.core.field_options.with_field_options`).
+    """
+
+    def derive(command: Callable) -> Callable:
+        return with_field_options(command, StudyConfig, defaults, exclude, include, SETTINGS_PANEL)
+
+    return derive
+
+
+def source_options(config: StudyConfig) -> dict:
+    """The options every loading command hands to the sources it opens: ``config``'s
+    ``allow_pickle``, ``step_pattern`` and ``model_config`` (``--allow-pickle``, ``--step-pattern``,
+    ``--config``), the pattern and the config file checked first (one line each, before anything
+    loads)."""
+    model_config, step_pattern = config.model_config, config.step_pattern
     if model_config is not None:
         from interp.sources.checkpoint_files import read_config_file
 
@@ -77,7 +104,7 @@ def source_options(allow_pickle: bool, step_pattern: str | None, model_config: s
             check_step_pattern(step_pattern)
         except ValueError as err:
             raise ValueError(f"--step-pattern: {err}") from None
-    return {"allow_pickle": allow_pickle, "step_pattern": step_pattern, "config": model_config}
+    return {"allow_pickle": config.allow_pickle, "step_pattern": step_pattern, "config": model_config}
 
 
 # -- argument checks (cheap; run before anything is loaded) -----------------------------------

@@ -3,7 +3,7 @@
 puts the command on the one app.
 
 The settings' options are :class:`~interp.core.settings.StudyConfig`'s fields (derived as ``emergence
-run``'s are, :func:`interp.core.field_options.with_field_options`), their defaults
+run``'s are, :func:`interp.cli.options.study_options`), their defaults
 :data:`interp.core.settings.TIMELINE_CONFIG`'s (the screen, then exact verification), without the four
 the timeline does not read (``scan``: it always scans; ``decompose``, ``scrub``, ``ks``). Its own:
 ``--pairs``, ``--sample``, ``--seed``. Every argument is checked before anything loads.
@@ -24,10 +24,10 @@ from interp.cli.options import (
     check_tasks_on_sources,
     one_task,
     source_options,
+    study_options,
     warnings_as_lines,
 )
-from interp.core.field_options import with_field_options
-from interp.core.settings import TIMELINE_CONFIG, StudyConfig, check_pairs
+from interp.core.settings import TIMELINE_CONFIG, check_pairs
 
 #: the commands of this module (:mod:`interp.cli`)
 app = typer.Typer()
@@ -36,6 +36,8 @@ app = typer.Typer()
 TIMELINE_EXCLUDES = ("scan", "decompose", "scrub", "ks")
 
 
+@app.command()
+@study_options(defaults=TIMELINE_CONFIG, exclude=TIMELINE_EXCLUDES)
 def timeline(
     source: str = typer.Argument(..., help="One run: hub id, suite folder (any layout) or embedded[-quick]/<run>."),
     out: Path = typer.Option(..., help="Output folder (resumable: finished pairs are kept in OUT/pairs)."),
@@ -66,7 +68,7 @@ def timeline(
         if value < 0:
             raise ValueError(f"{name}={value}: must be an integer >= 0")
     check_one_run(source, "timeline")
-    options = source_options(config.allow_pickle, config.step_pattern)
+    options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, out)
     task_obj = one_task(tasks, "timeline")
     config = config.replace(device=device)
@@ -79,6 +81,3 @@ def timeline(
     for line in result.findings():
         typer.echo(f"- {line}")
     typer.echo(f"wrote {out}/timeline.html, timeline.csv/.parquet, pairs.csv, curve.csv ({len(result.pairs)} pairs)")
-
-
-app.command()(with_field_options(timeline, StudyConfig, defaults=TIMELINE_CONFIG, exclude=TIMELINE_EXCLUDES))

@@ -9,8 +9,11 @@ default are the field's (or those of a given instance, e.g. a command's own defa
 field is a ``--name/--no-name`` switch. The values are not checked here: the dataclass checks them
 when the command builds it from them (``TrainConfig(**fields)``, ``StudyConfig(**fields)``).
 
-Used by ``emergence synth train`` (:class:`synthetic.training.TrainConfig`) and ``emergence run`` /
-``emergence demo`` (:class:`interp.core.settings.StudyConfig`). typer reads a command's options
+Used by ``emergence synth train`` (:class:`synthetic.training.TrainConfig`) and every command that
+takes the study settings (:class:`interp.core.settings.StudyConfig`, through
+:func:`interp.cli.options.study_options`: ``run``, ``demo``, ``timeline``, ``curve``, ``bisect``,
+``rank-heads``, ``decompose``, ``readiness``, ``scrub``, ``population``), each naming the fields it
+reads (``include``) or the few it does not (``exclude``). typer reads a command's options
 from its signature (and the annotations beside it), so :func:`with_field_options` writes the
 fields into the command's ``__signature__``; the command takes them as ``**fields``.
 """
@@ -51,7 +54,13 @@ def field_help(cls: type, name: str) -> str:
     return str(fields[name].metadata.get("help", ""))
 
 
-def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) -> list[inspect.Parameter]:
+def field_options(
+    cls: type,
+    defaults: Any = None,
+    exclude: Iterable[str] = (),
+    include: Iterable[str] | None = None,
+    panel: str | None = None,
+) -> list[inspect.Parameter]:
     """One keyword-only ``typer.Option`` parameter per field of dataclass ``cls``, in field order.
 
     Args:
@@ -59,6 +68,9 @@ def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) 
         defaults: an instance of ``cls`` whose values are the options' defaults (None: the fields'
             own defaults).
         exclude: field names the command does not offer.
+        include: the field names the command offers (None: every field not in ``exclude``); give
+            one of ``include`` and ``exclude``.
+        panel: the ``--help`` panel the options are listed under (None: typer's ``Options``).
 
     Returns:
         ``inspect.Parameter`` objects: name the field's, flag ``--`` plus the name with dashes
@@ -66,19 +78,23 @@ def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) 
         for a field with ``parse``, whose option reads its text through it).
 
     Raises:
-        ValueError: a name in ``exclude`` that is not a field of ``cls``.
+        ValueError: a name in ``exclude`` or ``include`` that is not a field of ``cls``, or both given.
     """
     import typer  # here: the settings module writes its fields with setting() and imports no CLI
 
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
-    exclude = set(exclude)
-    unknown = sorted(exclude - set(names))
-    if unknown:
-        raise ValueError(f"exclude={unknown}: not fields of {cls.__name__}; fields: {', '.join(names)}")
+    exclude, include = set(exclude), None if include is None else set(include)
+    for label, given in (("exclude", exclude), ("include", include or set())):
+        unknown = sorted(given - set(names))
+        if unknown:
+            raise ValueError(f"{label}={unknown}: not fields of {cls.__name__}; fields: {', '.join(names)}")
+    if include is not None and exclude:
+        raise ValueError(f"give include or exclude, not both (include={sorted(include)}, exclude={sorted(exclude)})")
+    offered = include if include is not None else set(names) - exclude
     params = []
     for f in dataclasses.fields(cls):
-        if f.name in exclude:
+        if f.name not in offered:
             continue
         default = getattr(defaults, f.name) if defaults is not None else f.default
         flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
@@ -89,28 +105,41 @@ def field_options(cls: type, defaults: Any = None, exclude: Iterable[str] = ()) 
         if parse is not None:
             annotation = str | None if default is None else str
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else True
-            option = typer.Option(default, flag, help=f.metadata.get("help"), parser=parse, show_default=shown)
+            option = typer.Option(
+                default, flag, help=f.metadata.get("help"), parser=parse, show_default=shown, rich_help_panel=panel
+            )
         elif typing.get_origin(annotation) is typing.Literal:  # text, checked by the dataclass in one line
             annotation = str
-            option = typer.Option(default, flag, help=f.metadata.get("help"), metavar="<choice>")
+            option = typer.Option(default, flag, help=f.metadata.get("help"), metavar="<choice>", rich_help_panel=panel)
         else:
-            option = typer.Option(default, flag, help=f.metadata.get("help"))
+            option = typer.Option(default, flag, help=f.metadata.get("help"), rich_help_panel=panel)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
     return params
 
 
-def with_field_options(command: Callable, cls: type, defaults: Any = None, exclude: Iterable[str] = ()) -> Callable:
+def with_field_options(
+    command: Callable,
+    cls: type,
+    defaults: Any = None,
+    exclude: Iterable[str] = (),
+    include: Iterable[str] | None = None,
+    panel: str | None = None,
+) -> Callable:
     """``command`` with the options of :func:`field_options` after its own: its signature's
     parameters (the ``**fields`` that receives the fields' values left out) followed by one per
-    field, written into ``__signature__`` and ``__annotations__`` where typer reads them. Apply it
+    field, written into ``__signature__`` and ``__annotations__`` where typer reads them, and the
+    names of the fields offered in ``command.field_options`` (a tuple, field order). Apply it
     before registering the command (``app.command()(with_field_options(run, StudyConfig))``).
 
     Raises:
-        ValueError: a field whose name one of ``command``'s own parameters already has, or as
-            :func:`field_options`.
+        ValueError: ``command`` takes no ``**fields``, a field whose name one of ``command``'s own
+            parameters already has, or as :func:`field_options`.
     """
-    own = [p for p in inspect.signature(command).parameters.values() if p.kind is not p.VAR_KEYWORD]
-    fields = field_options(cls, defaults, set(exclude))
+    fields = field_options(cls, defaults, set(exclude), include, panel)
+    signature = inspect.signature(command)
+    if not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+        raise ValueError(f"{command.__name__} takes no **fields to receive the options of {cls.__name__}")
+    own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     clash = sorted({p.name for p in own} & {p.name for p in fields})
     if clash:
         raise ValueError(f"{command.__name__} has its own parameters named like fields of {cls.__name__}: {clash}")
@@ -118,4 +147,5 @@ def with_field_options(command: Callable, cls: type, defaults: Any = None, exclu
     params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in own] + fields
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
+    command.field_options = tuple(p.name for p in fields)  # type: ignore[attr-defined]
     return command

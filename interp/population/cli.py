@@ -3,7 +3,9 @@ seeds, from checkpoint sources (every checkpoint evaluated) or from a capability
 
 Mounted lazily by :data:`emergence_lens.cli.LAZY_COMMANDS` (statsmodels and scipy are imported
 only when it runs). Every argument is checked before anything loads: the sources' names, the
-task, threshold, hold and budget, the output folder, and a curves file's columns and values.
+task, the settings and budget, the output folder, and a curves file's columns and values. The
+settings' options are :class:`~interp.core.settings.StudyConfig`'s fields it reads (the rule's and
+``device``, :func:`interp.cli.options.study_options`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from interp.cli.options import DeviceOpt, HoldOpt, LengthOpt, PromptsOpt, ThresholdOpt
+from interp.cli.options import RULE, LengthOpt, PromptsOpt, study_options
 
 app = typer.Typer(add_completion=False, help="Survival statistics of the point of emergence over seeds.")
 
@@ -59,6 +61,7 @@ def _read_mechanism(path: Path):
 
 
 @app.command("population")
+@study_options((*RULE, "device"))
 def population_command(
     source: list[str] | None = typer.Argument(
         None,
@@ -75,8 +78,6 @@ def population_command(
         "p_answer, accuracy, budget) instead of sources.",
     ),
     task: str = typer.Option("repetition", help="Capability task (a name from `emergence list-tasks`)."),
-    threshold: float = ThresholdOpt,
-    hold: int = HoldOpt,
     budget: int | None = typer.Option(
         None, help="Step budget of every run (steps): not emerged by then = censored. Default: the last step."
     ),
@@ -87,7 +88,6 @@ def population_command(
     ),
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
-    device: str = DeviceOpt,
     title: str = typer.Option("emergence over seeds", help="The page's title."),
     mechanism: Path | None = typer.Option(
         None,
@@ -95,6 +95,7 @@ def population_command(
         help="Claim 2's per-run rows (CSV or parquet, as `python -m analyses.population_mechanism` writes rows.csv): "
         "the page then shows the share of the jump each component recovers per width, beside claims 1 and 4.",
     ),
+    **settings,
 ):
     """Survival statistics of the point of emergence over seeds: Kaplan-Meier per arm, median E
     with its interval, share never emerged, log-rank tests, Cox hazard ratio per doubling of heads;
@@ -105,7 +106,7 @@ def population_command(
         raise ValueError(f"--budget {budget}: must be an integer >= 0 (optimizer steps)")
     from interp.core.settings import StudyConfig
 
-    config = StudyConfig(threshold=threshold, hold=hold, device=device)  # checked here, before anything loads
+    config = StudyConfig(**settings)  # every setting checked here, once, before anything loads
     check_out_dir(out)
     if bool(source) == (from_curves is not None):
         raise ValueError("give either sources or --from-curves FILE (one of the two)")
@@ -121,7 +122,8 @@ def population_command(
         from interp.cli.options import check_common, check_sources, check_tasks_on_sources, one_task
 
         check_sources(list(source or []))
-        device, tasks = check_common(device, task, n_prompts, length, out)
+        device, tasks = check_common(config.device, task, n_prompts, length, out)
+        config = config.replace(device=device)
         task_obj = one_task(tasks, "population")
         check_tasks_on_sources(list(source or []), tasks)
         from interp.population.collect import population
