@@ -56,7 +56,6 @@ import json
 import os
 import re
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,6 +64,7 @@ import pandas as pd
 from interp.cli.options import description
 from interp.core.terms import DEFAULT_HOLD as HOLD
 from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
+from interp.population.claim2_timeline import keep_timeline
 from interp.population.kept import (
     MECHANISM_KEPT,
     PAIR_KEPT,
@@ -179,25 +179,6 @@ def measure_pairs(
             f"[{top['recovered_lo']:.2f}, {top['recovered_hi']:.2f}] of the p jump, curve check "
             f"{'identical' if check['identical'] else 'differs'}, {record['seconds_total']:.0f} s"
         )
-
-
-def keep_timeline(source, run: str, kept: Path, n_prompts: int, n_boot: int) -> Path:
-    """One run's head timeline on its checkpoints up to the pair's post step (consecutive pairs,
-    every head exact, the pair's prompts: repetition task seed 1), kept atomically as
-    ``kept/timeline/<run>.csv`` (:data:`interp.population.claim2_timeline.TIMELINE_KEPT_COLUMNS`)."""
-    from interp.core.io import atomic_to_csv
-    from interp.core.settings import TIMELINE_CONFIG
-    from interp.population.claim2_timeline import TIMELINE_KEPT_COLUMNS
-    from interp.tasks import RepetitionTask
-    from interp.timeline import head_timeline
-
-    config = replace(TIMELINE_CONFIG, method="fast", scores=False, n_boot=n_boot)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the timeline's own E warning: E here is the kept curve's
-        found = head_timeline(source, RepetitionTask(n_prompts=n_prompts, seed=1), config, progress=False)
-    path = kept / "timeline" / f"{run}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_to_csv(found.table[TIMELINE_KEPT_COLUMNS], path)
 
 
 def planned_runs(arms=ARMS, spec: str = "population") -> pd.DataFrame:

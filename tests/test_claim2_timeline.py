@@ -103,8 +103,9 @@ def test_the_kept_timeline_agrees_with_the_pair_measurement_on_the_quick_suite(q
     """On three checkpoints of a quick run: the kept timeline has one exact row per (pair, head),
     and at the pair 900 -> 1000 its two largest single-head effects are the heads that
     claim 2's pair measurement names as its top 2 (same prompts, same engine)."""
-    from analyses.population_mechanism import keep_timeline, read_kept_timelines
     from interp.population.claim2_pair import measure_pair
+    from interp.population.claim2_timeline import keep_timeline
+    from interp.population.kept import read_kept_timelines
     from interp.sources import LocalSuiteSource
 
     runs, _ = quick_suite

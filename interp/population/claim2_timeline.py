@@ -27,6 +27,7 @@ a task-relevant attention pattern"); Wilson 1927; percentile bootstrap (Efron & 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,7 @@ __all__ = [
     "FRACTIONS",
     "LEAD_COLUMNS",
     "TIMELINE_KEPT_COLUMNS",
+    "keep_timeline",
     "lead_summary",
     "lead_table",
     "lead_verdict",
@@ -240,3 +242,24 @@ def lead_verdict(by_fraction: dict[float, pd.DataFrame], arm: str):
     grid = ", ".join(f"{f:g}" for f in sorted(by_fraction))
     reason = f"{verdict.reason}; onset fractions {grid}" + (f"; differs at {'; '.join(differ)}" if differ else "")
     return replace(verdict, robust=robust, reason=reason)
+
+
+def keep_timeline(source, run: str, kept: Path, n_prompts: int = 256, n_boot: int = 1000) -> Path:
+    """One run's head timeline on its checkpoints up to the pair's post step (consecutive pairs,
+    every head exact, the pair's prompts: repetition task seed 1), kept atomically as
+    ``kept/timeline/<run>.csv`` (:data:`interp.population.claim2_timeline.TIMELINE_KEPT_COLUMNS`)."""
+    import warnings
+    from dataclasses import replace
+
+    from interp.core.io import atomic_to_csv
+    from interp.core.settings import TIMELINE_CONFIG
+    from interp.tasks import RepetitionTask
+    from interp.timeline import head_timeline
+
+    config = replace(TIMELINE_CONFIG, method="fast", scores=False, n_boot=n_boot)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the timeline's own E warning: E here is the kept curve's
+        found = head_timeline(source, RepetitionTask(n_prompts=n_prompts, seed=1), config, progress=False)
+    path = kept / "timeline" / f"{run}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_to_csv(found.table[TIMELINE_KEPT_COLUMNS], path)
