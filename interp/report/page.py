@@ -54,8 +54,10 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     thin_curve,
 )
 from interp.report.findings import (  # noqa: F401  (the summary table's names: interp.report.page's too)
+    COMPONENT_WRAPPING,
     SHARED_SUMMARY_COLUMNS,
     SUMMARY_HEADERS,
+    components_display,
     summary_fragment,
 )
 from interp.report.head_view import head_comparisons_html, head_scores_figure
@@ -308,7 +310,8 @@ def components_section(run, ctx: ReportContext) -> Section | None:
                 )
                 + _jump_note(run),
             ),
-            table_fragment(components, fold_constant=True),  # one line for the run's own columns
+            # one line for the run's own columns; values with their intervals in one cell each
+            table_fragment(components_display(components), fold_constant=True, wrap=COMPONENT_WRAPPING),
         ),
     )
 
