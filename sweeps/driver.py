@@ -199,11 +199,12 @@ def run_sweep(
     # the house's progress (interp.core.progress): a bar in a terminal or a kernel, plain lines
     # every 30 s where standard error is neither; runs already in the store count in the
     # position, not in the rate, and a resumed sweep says so
-    bar = progress_bar(len(tasks), sweep_name or "sweep", unit="run", enabled=progress, initial=len(tasks) - len(todo))
+    desc = sweep_name or "sweep"  # (a disabled tqdm bar keeps no desc)
+    bar = progress_bar(len(tasks), desc, unit="run", enabled=progress, initial=len(tasks) - len(todo))
     if not todo:
-        say(bar, f"{bar.desc}: all {len(tasks)} runs already in {store.root}; nothing to run")
+        say(bar, f"{desc}: all {len(tasks)} runs already in {store.root}; nothing to run")
     elif len(todo) < len(tasks):
-        say(bar, f"{bar.desc}: continuing: {len(tasks) - len(todo)} of {len(tasks)} runs already in {store.root}")
+        say(bar, f"{desc}: continuing: {len(tasks) - len(todo)} of {len(tasks)} runs already in {store.root}")
     by_id = {t.run_id: t for t in todo}
     units = group_units(todo, ensemble)
     # the state folders of unfinished runs (STORE/partial/): each goes once its runs' rows are written
