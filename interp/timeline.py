@@ -181,18 +181,33 @@ class HeadTimeline:
             f"({self.settings.get('pairs', '?')}), {self.table.shape[0]} rows, metric {self.metric} ({self.unit}))"
         )
 
-    def save_html(self, path: str | Path) -> Path:
+    def save_html(self, path: str | Path, scrubber: str | Path | None = None) -> Path:
         """Write the timeline's own page (self-contained, opens offline; atomic).
 
+        Args:
+            path: the page to write.
+            scrubber: a page holding this run's scrubber (``emergence scrub``'s page, or a main
+                job's ``report.html``): clicking a heatmap cell opens it on that head at that step
+                (:func:`interp.report.timeline_page.scrubber_link`). Linked by its path relative
+                to ``path``'s folder, so the two pages move together. None: no link.
+
         Returns ``path`` as a ``Path``."""
+        import os
+        from urllib.parse import quote
+
         from interp.core.io import atomic_write_text
         from interp.report.timeline_page import timeline_page
 
-        return atomic_write_text(Path(path), timeline_page(self))
+        path = Path(path)
+        href = None
+        if scrubber is not None:
+            href = quote(Path(os.path.relpath(Path(scrubber).resolve(), path.resolve().parent)).as_posix())
+        return atomic_write_text(path, timeline_page(self, scrubber=href))
 
-    def save(self, out_dir: str | Path) -> Path:
+    def save(self, out_dir: str | Path, scrubber: str | Path | None = None) -> Path:
         """Write ``timeline.csv``/``.parquet``, ``pairs.csv``, ``curve.csv`` and ``timeline.html``
-        into ``out_dir`` (each atomically); returns the page's path."""
+        into ``out_dir`` (each atomically); returns the page's path. ``scrubber``: as
+        :meth:`save_html`'s."""
         from interp.core.io import atomic_to_csv, atomic_to_parquet
 
         out = Path(out_dir)
@@ -201,7 +216,7 @@ class HeadTimeline:
         atomic_to_parquet(self.table, out / "timeline.parquet")
         atomic_to_csv(self.pairs, out / "pairs.csv")
         atomic_to_csv(self.curve, out / "curve.csv")
-        return self.save_html(out / "timeline.html")
+        return self.save_html(out / "timeline.html", scrubber=scrubber)
 
 
 # --------------------------------------------------------------------------- one pair

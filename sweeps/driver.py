@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from interp.core.io import atomic_write_text, config_json, remove_folder
+from interp.core.progress import progress_bar, say
 from interp.core.spec_file import dump_spec_text
 from sweeps.execute import RunRecord, git_commit, group_state_dir, group_units
 from sweeps.executors import RUN_EXECUTORS, check_executor, failed_record, started_marker, starts_of
@@ -92,7 +92,10 @@ def run_sweep(
         ray_address: an existing Ray cluster (e.g. ``"ray://head:10001"`` or ``"auto"``);
             None = start a local Ray with ``jobs`` CPUs. Remote workers must have this package.
         retry_failed: also re-run runs recorded as failed.
-        progress: show a runs-done / total bar with ETA on stderr.
+        progress: the runs done of the total on standard error
+            (:func:`interp.core.progress.progress_bar`: a bar in a terminal, plain lines every 30 s
+            where standard error is not one), with a line saying how many runs a resumed sweep
+            found already done; False: silent.
         runner: overrides the spec's runner (a name, or a callable; a callable is pickled to
             joblib workers and cannot reach a remote Ray cluster unless importable there).
         default_runner: the runner when neither ``runner`` nor the spec names one.
@@ -193,14 +196,15 @@ def run_sweep(
             )
     n_ran = n_failed_now = 0
     last_consolidated = time.monotonic()
-    bar = tqdm(
-        total=len(tasks),
-        initial=len(tasks) - len(todo),
-        unit="run",
-        desc=sweep_name or "sweep",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    # the house's progress (interp.core.progress): a bar in a terminal or a kernel, plain lines
+    # every 30 s where standard error is neither; runs already in the store count in the
+    # position, not in the rate, and a resumed sweep says so
+    desc = sweep_name or "sweep"  # (a disabled tqdm bar keeps no desc)
+    bar = progress_bar(len(tasks), desc, unit="run", enabled=progress, initial=len(tasks) - len(todo))
+    if not todo:
+        say(bar, f"{desc}: all {len(tasks)} runs already in {store.root}; nothing to run")
+    elif len(todo) < len(tasks):
+        say(bar, f"{desc}: continuing: {len(tasks) - len(todo)} of {len(tasks)} runs already in {store.root}")
     by_id = {t.run_id: t for t in todo}
     units = group_units(todo, ensemble)
     # the state folders of unfinished runs (STORE/partial/): each goes once its runs' rows are written
@@ -236,7 +240,7 @@ def run_sweep(
                 bar.update(1)
                 if record.status != "ok":
                     n_failed_now += 1
-                    bar.set_postfix(failed=n_failed_now)
+                    bar.set_postfix_str(f"{n_failed_now} failed")
                     logger.warning(
                         "run %s failed: %s (log: %s)", record.run_id, record.error, store.log_path(record.run_id)
                     )

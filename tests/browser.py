@@ -117,16 +117,20 @@ atexit.register(shut_down)
 
 
 @contextmanager
-def open_page(page_path: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000):
+def open_page(
+    page_path: Path, width: int = 1280, height: int = 900, timeout_ms: int = 90_000, also: tuple[Path, ...] = ()
+):
     """Open ``page_path`` in headless Chromium with every other request blocked, as :func:`visit`
     does, and yield ``(page, PageVisit)`` for a test to drive (the visit records requests,
     blocked requests, console and page errors while the page is open). Each call gets a new,
-    offline browser context with service workers blocked."""
+    offline browser context with service workers blocked. ``also``: local pages the test may
+    navigate to from it (a link's target; its fragment aside), allowed as the page is."""
     url = page_path.resolve().as_uri()
+    allowed = {url, *(p.resolve().as_uri() for p in also)}
     result = PageVisit(url=url)
 
     def on_route(route):
-        if route.request.url == url or route.request.url.startswith(("data:", "blob:")):
+        if route.request.url.split("#")[0] in allowed or route.request.url.startswith(("data:", "blob:")):
             route.continue_()
         else:
             result.blocked.append(route.request.url)

@@ -306,6 +306,34 @@ def test_a_bisection_curve_draws_evaluated_points_only_and_says_so():
     ]  # and each star's hover
     assert not [a.text for a in overview.layout.annotations if a.text.startswith("seed")]  # nothing on the plot
     assert overview.layout.xaxis.type == "linear"
+    # names past half an 800 px plot get a row each; short ones two a row
+    assert overview.layout.legend.entrywidth == 1.0
+    other = make_run(4, 0.2, (0.1, 0.3))
+    other.point.search = "scan"
+    short = MainJobReport(runs=[scan, other]).capability_figure()
+    assert short.layout.legend.entrywidth == 0.5
+
+
+def test_component_table_shows_each_value_with_its_interval_in_one_cell():
+    from interp.core.html_fragments import table_fragment
+    from interp.report.findings import COMPONENT_WRAPPING, components_display
+
+    components = pd.DataFrame(
+        {
+            "target": ["pattern", "interaction"], "scope": ["top-2", "all"], "heads": ["L1H1 L0H1", "qk ov"],
+            "value": [0.2852, np.nan], "value_lo": [0.2235, np.nan], "value_hi": [0.3534, np.nan],
+            "recovered": [0.9775, -0.22], "recovered_lo": [0.5627, -0.73], "recovered_hi": [2.2571, -0.03],
+            "jump_se": [0.018, 0.018],
+        }
+    )  # fmt: skip
+    shown = components_display(components)
+    assert list(shown.columns) == ["target", "scope", "heads", "value [95 % CI]", "recovered [95 % CI]", "jump_se"]
+    assert list(shown["value [95 % CI]"]) == ["0.285 [0.224, 0.353]", "—"]
+    assert list(shown["recovered [95 % CI]"]) == ["0.98 [0.56, 2.26]", "-0.22 [-0.73, -0.03]"]
+    html = table_fragment(shown, fold_constant=True, wrap=COMPONENT_WRAPPING)
+    assert '<td class="el-wrap">L1H1 L0H1</td>' in html and "<td>0.285 [0.224, 0.353]</td>" in html
+    assert "Every row: jump_se <b>0.018</b>" in html  # the run's own value, folded above the table
+    assert components_display(components.drop(columns=["value_hi"]))["value"].iloc[0] == 0.2852  # no pair: as is
 
 
 def test_the_page_a_reader_opens_answers_first(tmp_path):

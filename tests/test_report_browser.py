@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from itertools import pairwise
 from pathlib import Path
 
 import pandas as pd
@@ -140,11 +141,13 @@ _FIT_JS = """() => {
   const labels = [...gd.querySelectorAll('g.annotation')].map(a => {
       const r = a.getBoundingClientRect(); return {text: a.textContent, left: r.left - box.left, right: r.right - box.left}; });
   const scroll = gd.querySelector('g.legend .scrollbar');
+  const entries = [...gd.querySelectorAll('g.legend g.traces')].map(t => {
+      const r = t.getBoundingClientRect(); return {text: t.textContent, left: r.left - box.left, right: r.right - box.left, top: Math.round(r.top)}; });
   const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
       .map(e => e.tagName + '.' + e.className);
   const scrolled = [...document.querySelectorAll('.el-table-wrap')].filter(w => w.scrollWidth > w.clientWidth + 1)
       .map(w => w.scrollWidth);
-  return {ranges, labels, width: box.width, wide, scrolled,
+  return {ranges, labels, entries, width: box.width, wide, scrolled, tables: document.querySelectorAll('.el-table-wrap').length,
           legend_scroll: scroll ? scroll.getBoundingClientRect().height : 0,
           loss_domains: gd._fullData.filter(t => t.name.endsWith('training loss (nats)')).map(t => domain(t.yaxis)),
           accuracy_domains: gd._fullData.filter(t => / seed \\d+: /.test(t.name) && !t.name.includes('loss')).map(t => domain(t.yaxis))};
@@ -153,7 +156,8 @@ _FIT_JS = """() => {
 
 def demo_shaped_report() -> MainJobReport:
     """Six runs shaped as the demo's (two sizes x three seeds, the d64 runs 3000 steps and the d128
-    runs 2000, each with its training loss and a 22-column component table, as the demo writes)."""
+    runs 2000, each with its training loss and a 22-column component table of 21 rows whose values,
+    intervals and head lists differ from row to row, as the demo writes)."""
     from test_display import make_run
 
     runs = []
@@ -167,16 +171,24 @@ def demo_shaped_report() -> MainJobReport:
             )
             steps = pd.Series(range(0, last, 5))
             loss = pd.DataFrame({"step": steps, "loss": 5.5 - 4 * steps / last, "lr": 1e-3})
+            # the demo's rows: every component kind over all heads, then the top-k heads' patterns
+            # (k = 1..8, their heads named), each value and share with its own interval
+            heads = ["L1H1", "L0H1", "L1H0", "L0H0", "L1H3", "L0H3", "L1H2", "L0H2"]
+            kinds = ("pattern", "q", "k", "v", "z", "qk", "ov", "mlp", "mlp_weights", "embed", "unembed", "block")
+            rows = [(target, "all", 8, "") for target in kinds]
+            rows += [("interaction", "all", 2, "qk ov mlp_weights")]
+            rows += [("pattern", f"top-{k}", k, " ".join(heads[:k])) for k in range(1, 9)]
             components = pd.DataFrame(
                 [
                     {
                         "model": model, "seed": seed, "pre_step": point.pre_step, "post_step": point.post_step,
-                        "target": target, "scope": "all", "k": 8, "heads": "", "metric": "p", "unit": "probability",
-                        "value": 0.28, "value_lo": 0.22, "value_hi": 0.35, "recovered": 0.97, "recovered_lo": 0.56,
-                        "recovered_hi": 2.25, "value_pre": 0.237, "value_post": 0.286, "jump_se": 0.018,
+                        "target": target, "scope": scope, "k": k, "heads": named, "metric": "p", "unit": "probability",
+                        "value": 0.2 + 0.01 * i, "value_lo": 0.15 + 0.01 * i, "value_hi": 0.35 + 0.01 * i,
+                        "recovered": -0.5 + 0.2 * i, "recovered_lo": -1.25 + 0.2 * i, "recovered_hi": 2.25 + 0.2 * i,
+                        "value_pre": 0.237, "value_post": 0.286, "jump_se": 0.018,
                         "jump_too_small": True, "task": "repetition", "prepend_bos": False,
                     }
-                    for target in ("pattern", "q", "k", "v", "o", "mlp")
+                    for i, (target, scope, k, named) in enumerate(rows)
                 ]
             )  # fmt: skip
             runs.append(
@@ -191,8 +203,10 @@ def demo_shaped_report() -> MainJobReport:
 def test_the_capability_overview_and_the_tables_fit_the_window(tmp_path, width):
     """At 1280 and 800 px: the overview's step axes end where its data end (plotly's own autorange
     ran on to 10k steps where the data stop at 3k), no label drawn on the plot but the panels'
-    titles (no point label to cut or to overlap), a legend with no scroll bar, the loss in panels
-    of its own under the accuracy, and at 1280 px no table scrolled sideways nor any element
+    titles (no point label to cut or to overlap), a legend with no scroll bar whose entries
+    neither overlap nor run past the figure, the loss in panels
+    of its own under the accuracy, and at both widths no table scrolled sideways (the component
+    tables were 928 px wide at 800 px, their bounds in columns of their own) nor any element
     wider than the window."""
     _require_browser()
     report = demo_shaped_report()
@@ -210,7 +224,14 @@ def test_the_capability_overview_and_the_tables_fit_the_window(tmp_path, width):
     assert sorted(label["text"] for label in fit["labels"]) == ["neox-2l-128d", "neox-2l-64d"]
     assert all(label["left"] >= 0 and label["right"] <= fit["width"] for label in fit["labels"]), fit["labels"]
     assert fit["legend_scroll"] == 0
+    # every legend entry inside the figure, none over the next one in its row (at 800 px two a
+    # row overlapped: the bisected runs' names are longer than half the plot)
+    entries = fit["entries"]
+    assert len(entries) == 8 and all(e["left"] >= 0 and e["right"] <= fit["width"] for e in entries), entries
+    for row in {e["top"] for e in entries}:
+        line = sorted((e for e in entries if e["top"] == row), key=lambda e: e["left"])
+        assert all(a["right"] <= b["left"] for a, b in pairwise(line)), line
     assert len(fit["loss_domains"]) == 6 and len(fit["accuracy_domains"]) == 6
     assert max(top for _, top in fit["loss_domains"]) < min(bottom for bottom, _ in fit["accuracy_domains"])
-    if width == 1280:
-        assert fit["scrolled"] == [] and fit["wide"] == [], fit
+    assert fit["tables"] >= 7  # the summary and the six runs' component tables were measured
+    assert fit["scrolled"] == [] and fit["wide"] == [], fit

@@ -237,10 +237,22 @@ def test_failing_run_is_recorded_and_rerun_runs_only_missing(tmp_path, capsys):
     extended = run_sweep(extended_spec, tmp_path, runner=toy_runner, progress=True, force=True)
     assert (extended.n_ran, extended.n_skipped) == (8, 0)
     assert len(pd.read_parquet(tmp_path / "results.parquet")) == 8
-    bar = capsys.readouterr().err
-    assert "toy: 100%" in bar and "8/8 [" in bar and "<" in bar  # elapsed<ETA
+    # progress as the house's plain lines where standard error is not a terminal (capsys): no
+    # cursor codes, the first line at once, the last with the rate and the failures
+    lines = capsys.readouterr().err
+    assert "\r" not in lines and "\x1b" not in lines
+    bar = [line for line in lines.splitlines() if line.startswith("toy: ")]
+    assert bar[0] == "toy: 0/8 runs (0 %), 00:00 elapsed"
+    assert bar[-1].startswith("toy: 8/8 runs (100 %), ") and bar[-1].endswith(" left; 2 failed"), bar
+    # A resumed sweep says what it found done; those runs count in the position, not in the rate.
+    retried = run_sweep(extended_spec, tmp_path, runner=toy_runner, progress=True, retry_failed=True)
+    assert (retried.n_ran, retried.n_skipped) == (2, 6)
+    bar = [line for line in capsys.readouterr().err.splitlines() if line.startswith("toy: ")]
+    assert bar[:2] == ["toy: 6/8 runs (75 %), 00:00 elapsed", f"toy: continuing: 6 of 8 runs already in {tmp_path}"]
+    assert bar[-1].startswith("toy: 8/8 runs (100 %), ") and bar[-1].endswith("; 2 failed"), bar
     # The same spec (renamed) resumes.
-    assert run_sweep(dict(extended_spec, name="again"), tmp_path, runner=toy_runner, progress=False).n_ran == 0
+    assert run_sweep(dict(extended_spec, name="again"), tmp_path, runner=toy_runner, progress=True).n_ran == 0
+    assert f"again: all 8 runs already in {tmp_path}; nothing to run" in capsys.readouterr().err.splitlines()
 
 
 def test_finished_runs_copied_into_a_fresh_store_are_not_run_again(tmp_path):

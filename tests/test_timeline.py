@@ -256,6 +256,97 @@ def test_page_in_a_browser(tmp_path, width):
     assert visit_.probe["scroll"] <= width  # nothing wider than the window
 
 
+def test_the_report_links_a_runs_timeline_saved_in_its_folder(tmp_path):
+    """Issue 69 item 2: a report saved where a run's timeline page is (OUT/timelines/<run>/) links
+    it in that run's part; the timeline written there with the report as its scrubber links back
+    to ../../report.html; a run without one gets no link."""
+    from interp.main_job.report import MainJobReport
+    from interp.report.timeline_page import report_timeline_path
+    from test_display import make_run
+
+    report = MainJobReport(runs=[make_run(1), make_run(2)])
+    (first, second) = report.runs
+    href = report_timeline_path(first.model, first.seed)
+    assert href == f"timelines/{first.model}-seed{first.seed}/timeline.html"
+    report.save(tmp_path)  # no timeline yet: no link
+    assert "Head timeline" not in (tmp_path / "report.html").read_text(encoding="utf-8")
+    timeline = _synthetic(model_id=f"{first.model}-seed{first.seed}")
+    page = timeline.save_html(tmp_path / href, scrubber=tmp_path / "report.html")
+    assert 'href="../../report.html"' in page.read_text(encoding="utf-8")
+    report.save(tmp_path)
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert html.count(f"<a href='{href}'>the head timeline</a>") == 1  # the first run only
+    assert f"Head timeline — {first.model} seed {first.seed}" in html
+    assert f"Head timeline — {second.model} seed {second.seed}" not in html
+
+
+#: Where a heatmap cell of the timeline's figure is on the page (viewport pixels), by its step's
+#: column and its head's row (the heatmap is the second row of panels: axes x2, y2).
+_CELL_JS = """([column, row]) => {
+  const gd = document.querySelector('.el-timeline-map .plotly-graph-div');
+  gd.scrollIntoView({block: 'center'});
+  const L = gd._fullLayout, xa = L.xaxis2, ya = L.yaxis2, box = gd.getBoundingClientRect();
+  return [box.left + xa._offset + xa.l2p(column), box.top + ya._offset + ya.l2p(row)];
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_a_heatmap_cell_opens_the_scrubber_on_that_head_at_that_step(tmp_path, width):
+    """Issue 69 item 2: on a timeline page saved with the run's scrubber, clicking a cell of the
+    heatmap opens the scrubber (another page, linked by its relative path) with that head enlarged
+    at the recorded step nearest the cell's step, saying so when it is not the same step."""
+    import dataclasses
+
+    from browser import chromium_path, open_page
+    from test_scrubber import toy_data
+
+    if chromium_path() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("headless Chromium not found (Debian package 'chromium')")
+        pytest.skip("headless Chromium not found (Debian package 'chromium')")
+    recorded = [0, 100, 250, 400, 500]  # the scrubber recorded step 250, not 200
+    data = toy_data()  # 2 layers x 3 heads, labelled "toy seed 0", the timeline's run
+    data = dataclasses.replace(
+        data, steps=recorded, curve=data.curve.assign(step=recorded), zoom_steps=[], pre_step=250, post_step=400
+    )
+    from interp.report.scrubber import Scrubber
+
+    scrub_page = Scrubber(data).save_html(tmp_path / "scrub" / "toy.html")
+    timeline = _synthetic()
+    page = timeline.save_html(tmp_path / "timeline" / "timeline.html", scrubber=scrub_page)
+    html = page.read_text(encoding="utf-8")
+    assert 'href="../scrub/toy.html"' in html  # relative: the two folders move together
+    assert timeline.save_html(tmp_path / "alone.html").read_text(encoding="utf-8").count("el-timeline-scrubber") == 0
+    wanted = {(1, 0, 200): 250, (0, 1, 100): 100}  # (layer, head, the cell's step): the step the scrubber shows
+    for (layer, head, step), shown in wanted.items():
+        with open_page(page, width=width, also=(scrub_page,)) as (browser_page, visit_):
+            browser_page.wait_for_function(
+                "() => !!document.querySelector('.el-timeline-map .plotly-graph-div svg.main-svg')"
+            )
+            row = [(0, 0), (0, 1), (1, 0), (1, 1)].index((layer, head))  # the heatmap's rows, by layer then head
+            x, y = browser_page.evaluate(_CELL_JS, [step // 100, row])
+            browser_page.mouse.click(x, y)
+            browser_page.wait_for_url("**/scrub/toy.html#*")
+            browser_page.wait_for_function(
+                "() => document.querySelector('.el-scrub')?.dataset.ready === '1' && !!ELScrub.all[0].enlarged"
+            )
+            state = browser_page.evaluate(
+                """() => { const s = ELScrub.all[0]; return {enlarged: s.enlarged, step: s.steps[s.index],
+                    title: document.querySelector('.el-scrub-big-title').textContent,
+                    note: document.querySelector('.el-scrub-big-step').textContent,
+                    hidden: document.querySelector('.el-scrub-big').hidden, hash: location.hash}; }"""
+            )
+            if (layer, head) == (1, 0):
+                browser_page.screenshot(path=str(tmp_path / f"scrubber-from-timeline-{width}.png"))
+            assert visit_.page_errors == [] and visit_.console_errors == [] and visit_.blocked == []
+        assert state["enlarged"] == [layer, head] and state["step"] == shown and not state["hidden"], state
+        assert (
+            state["title"].startswith(f"L{layer}H{head}")
+            and state["hash"] == f"#run=toy+seed+0&head=L{layer}H{head}&step={step}"
+        )
+        assert (f"the recorded step nearest step {step}" in state["note"]) == (shown != step), state["note"]
+
+
 def test_a_trainer_layout_gives_the_same_timeline(tiny_local_suite, exact_timeline, tmp_path):
     """The door reads a Trainer's ``checkpoint-{N}`` folders (tokenizer inside each): same table."""
     import shutil

@@ -6,7 +6,7 @@ The settings' options are :class:`~interp.core.settings.StudyConfig`'s fields (d
 run``'s are, :func:`interp.cli.options.study_options`), their defaults
 :data:`interp.core.settings.TIMELINE_CONFIG`'s (the screen, then exact verification), without the four
 the timeline does not read (``scan``: it always scans; ``decompose``, ``scrub``, ``ks``). Its own:
-``--pairs``, ``--sample``, ``--seed``. Every argument is checked before anything loads.
+``--pairs``, ``--sample``, ``--seed``, ``--scrubber``. Every argument is checked before anything loads.
 """
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ def timeline(
         4, help="Heads outside the screen's top N patched exactly per pair, drawn at random: the miss bound."
     ),
     seed: int = typer.Option(0, help="Random seed of the sample."),
+    scrubber: Path | None = typer.Option(
+        None,
+        help="A page holding this run's scrubber (emergence scrub's page, or the main job's report.html): "
+        "clicking a heatmap cell opens it on that head at that step.",
+    ),
     task: str | None = OneTaskOpt,
     n_prompts: int = PromptsOpt,
     length: int = LengthOpt,
@@ -68,6 +73,8 @@ def timeline(
         if value < 0:
             raise ValueError(f"{name}={value}: must be an integer >= 0")
     check_one_run(source, "timeline")
+    if scrubber is not None and not scrubber.is_file():
+        raise ValueError(f"--scrubber {str(scrubber)!r}: no such file; give the page emergence scrub or run wrote")
     options = source_options(config)
     device, tasks = check_common(config.device, task, n_prompts, length, out)
     task_obj = one_task(tasks, "timeline")
@@ -78,6 +85,8 @@ def timeline(
 
     with warnings_as_lines():
         result = head_timeline(source, task_obj, config, pairs=pairs, sample=sample, seed=seed, out_dir=out)
+    if scrubber is not None:  # the page again, its cells linked to the scrubber
+        result.save_html(out / "timeline.html", scrubber=scrubber)
     for line in result.findings():
         typer.echo(f"- {line}")
     typer.echo(f"wrote {out}/timeline.html, timeline.csv/.parquet, pairs.csv, curve.csv ({len(result.pairs)} pairs)")

@@ -13,6 +13,7 @@ it carries markup of the toolkit's own.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from markupsafe import Markup
@@ -49,7 +50,11 @@ def format_value(value, digits: int = 3) -> str:
 
 
 def table_fragment(
-    df: pd.DataFrame, digits: int = 3, caption: str | Markup | None = None, fold_constant: bool = False
+    df: pd.DataFrame,
+    digits: int = 3,
+    caption: str | Markup | None = None,
+    fold_constant: bool = False,
+    wrap: Sequence[str] = (),
 ) -> str:
     """A DataFrame as a compact HTML table: floats to ``digits`` decimals, missing values as "—",
     headers allowed to break after underscores (so that wide tables wrap instead of overflowing);
@@ -58,13 +63,17 @@ def table_fragment(
     ``fold_constant``: the columns that hold one value on every row (a run's model, seed, steps,
     metric, ...) are named once, in a line above the table, and left out of it: a run's
     22-column component table was 1,700 px wide, in a box scrolled sideways at 1280 px (issue 71).
+
+    ``wrap``: the columns whose cells may break across lines (every other cell stays on one
+    line); a name not among ``df``'s columns is ignored.
     """
     folded: list[tuple[str, str]] = []
     if fold_constant and len(df) > 1:
         same = [c for c in df.columns if df[c].map(lambda v: format_value(v, digits)).nunique() == 1]
         folded = [(str(c), format_value(df[c].iloc[0], digits)) for c in same]
         df = df.drop(columns=same)
-    rows = [[format_value(v, digits) for v in row] for row in df.itertuples(index=False, name=None)]
+    wraps = [c in wrap for c in df.columns]
+    rows = [[(format_value(v, digits), w) for v, w in zip(row, wraps)] for row in df.itertuples(index=False, name=None)]
     return render(
         "core/templates/table.html.j2", headers=[str(c) for c in df.columns], rows=rows, caption=caption, folded=folded
     )

@@ -501,10 +501,12 @@ class MainJobReport:
             )
         return figures
 
-    def html(self) -> str:
+    def html(self, timelines: dict | None = None) -> str:
         """The self-contained report page (plotly.js and the circuitsvis bundle inlined once each;
-        opens offline). Layout and sections: :mod:`interp.report.page` (``RUN_SECTIONS``)."""
-        return vis.report_page(self)
+        opens offline). Layout and sections: :mod:`interp.report.page` (``RUN_SECTIONS``).
+        ``timelines``: ``{(model, seed): href}`` of the runs' head timeline pages (:meth:`save`
+        finds them in its folder)."""
+        return vis.report_page(self, timelines)
 
     def _html(self, assets) -> str:
         """The report's content (libraries from ``assets``)."""
@@ -524,7 +526,8 @@ class MainJobReport:
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``emergence``, ``points``, ``heads``, ``topk``, ``components``, ``head_scores`` and
         ``checkpoints`` as CSV and parquet, ``report.html``, ``provenance.json`` and ``state/``
-        (what :meth:`load` reads back).
+        (what :meth:`load` reads back). A run whose head timeline page is in the folder
+        (:func:`interp.report.timeline_page.report_timeline_path`) gets a link to it.
 
         Every file is written atomically (temporary file, then rename); the HTML is rendered in
         memory before anything is written, so a rendering error leaves the folder untouched.
@@ -532,9 +535,11 @@ class MainJobReport:
         """
         from interp.core.provenance import make_provenance, write_provenance
         from interp.report import report_state
+        from interp.report.timeline_page import report_timeline_path
 
         out = Path(out_dir)
-        page = self.html()
+        timelines = {(r.model, r.seed): report_timeline_path(r.model, r.seed) for r in self.runs}
+        page = self.html({key: href for key, href in timelines.items() if (out / href).is_file()})
         written = {}
         for name in ("emergence", "points", "heads", "topk", "components", "head_scores", "checkpoints"):
             table = getattr(self, name)

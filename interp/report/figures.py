@@ -27,6 +27,13 @@ def plot_text(text) -> str:
     return html.escape(str(text), quote=False)
 
 
+#: The longest legend name (characters) that two entries a row leave room for in the overview's
+#: legend on an 800 px page: half its plot area is about 300 px, and an entry is its 40 px symbol
+#: and about 5.5 px a character (12 px font). Longer names, as "neox-2l-128d seed 2: 1000→1500
+#: (bisection: 5 checkpoints)" (57 characters, 354 px), overlapped the next entry (issue 71).
+LEGEND_HALF_CHARS = 42
+
+
 def capability_figure(
     emergence: pd.DataFrame,
     points: pd.DataFrame,
@@ -42,7 +49,8 @@ def capability_figure(
     point came from a bisection (``points.search == "bisection"``) is drawn as its evaluated points
     only, named "bisection: n of N checkpoints" (no line through steps nobody measured). Each
     panel's step axis ends where its data end (:func:`interp.report.step_axis.fit_step_ranges`);
-    the legend sits below the panels, two entries a row, one entry per run (its loss too).
+    the legend sits below the panels, one entry per run (its loss too), two entries a row when
+    every name fits half of an 800 px plot (:data:`LEGEND_HALF_CHARS`), else one.
 
     Args:
         emergence: rows (model, seed, step, accuracy, p_answer) -- ``emergence.csv``.
@@ -146,17 +154,20 @@ def capability_figure(
         entries += 1
     fig.update_yaxes(title_text="greedy accuracy" if metric == "accuracy" else "p(answer)", row=1, col=1)
     label = "Greedy accuracy" if metric == "accuracy" else "p(answer)"
-    legend_rows = -(-entries // 2)
+    longest = max((len(t.name or "") for t in fig.data if t.showlegend is not False), default=0)
+    per_row = 2 if longest <= LEGEND_HALF_CHARS else 1
+    legend_rows = -(-entries // per_row)
     fig.update_layout(
         title=f"{label} per checkpoint, one line per seed (★ = post step of the point of emergence)",
         height=(620 if loss_row else 420) + 22 * legend_rows,
         showlegend=True,
-        # below the panels, two entries a row (each half the width): on an 800 px screen a legend
-        # at the side left the curves a third of the width, and a tall one scrolled in its own box
-        # at the figure's foot, under the step axis' title, in a margin made for it; "grouped" (the
-        # default with legend groups) gave every entry a row of its own
+        # below the panels, two entries a row (each half the width) when the names fit half of
+        # an 800 px plot, else one: on an 800 px screen a legend at the side left the curves a
+        # third of the width, and a tall one scrolled in its own box at the figure's foot, under
+        # the step axis' title, in a margin made for it; "grouped" (the default with legend
+        # groups) gave every entry a row of its own
         legend=dict(orientation="h", yref="container", yanchor="bottom", y=0, x=0, traceorder="normal")
-        | dict(entrywidth=0.5, entrywidthmode="fraction"),
+        | dict(entrywidth=1 / per_row, entrywidthmode="fraction"),
         margin=dict(b=70 + 22 * legend_rows),
     )
     fit_step_ranges(fig, x_scale)

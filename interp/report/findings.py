@@ -30,11 +30,13 @@ from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD, induction_blocker
 from interp.sources.catalogue import run_label
 
 __all__ = [
+    "COMPONENT_WRAPPING",
     "MOST",
     "NOISY",
     "SHARED_SUMMARY_COLUMNS",
     "SUMMARY_HEADERS",
     "SUMMARY_ROW_COLUMNS",
+    "components_display",
     "findings",
     "findings_html",
     "head_mechanism",
@@ -107,6 +109,32 @@ def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
     columns = ["top_delta_lo", "top_delta_hi", "recovered_top2_lo", "recovered_top2_hi", "jump_se"]
     columns += ["pre_step", "post_step", "value_pre", "value_post", "prescreen_top2_found"]
     return out.drop(columns=[*columns, *(["jump_too_small"] if "jump" in out else [])], errors="ignore")
+
+
+#: The component table's value columns shown with their interval in one cell (name, digits), as
+#: the summary prints the top head's Δ (3 digits) and the share the top 2 recover (2).
+_COMPONENT_INTERVALS = (("value", 3), ("recovered", 2))
+#: The component table's columns whose cells may wrap: the head lists (a value and its interval
+#: stay on one line, so that at 800 px the heads wrap, not the numbers).
+COMPONENT_WRAPPING = ("heads",)
+
+
+def components_display(components: pd.DataFrame) -> pd.DataFrame:
+    """A run's component table (``components.csv`` rows: ``target, scope, k, heads, value,
+    value_lo, value_hi, recovered, recovered_lo, recovered_hi, ...``) for reading: ``value`` and
+    ``recovered`` each as one text cell ``0.285 [0.224, 0.353]`` (:func:`interval_text`) under the header ``value [95 % CI]`` /
+    ``recovered [95 % CI]``, their bound columns dropped; the other columns as they are. With
+    ``table_fragment(..., fold_constant=True, wrap=COMPONENT_WRAPPING)`` the table fits an 800 px
+    window (it was 928 px with the bounds in columns of their own, issue 71). A value column
+    without both bounds is left as it is."""
+    out = components.copy()
+    for name, digits in _COMPONENT_INTERVALS:
+        lo, hi = f"{name}_lo", f"{name}_hi"
+        if not {name, lo, hi} <= set(out.columns):
+            continue
+        out[name] = [interval_text(r[name], r[lo], r[hi], digits) for _, r in out.iterrows()]
+        out = out.drop(columns=[lo, hi]).rename(columns={name: f"{name} [95 % CI]"})
+    return out
 
 
 def _arrow(a, b, spec: str) -> str:

@@ -54,8 +54,10 @@ from interp.report.figures import (  # noqa: F401  (the figures are read here to
     thin_curve,
 )
 from interp.report.findings import (  # noqa: F401  (the summary table's names: interp.report.page's too)
+    COMPONENT_WRAPPING,
     SHARED_SUMMARY_COLUMNS,
     SUMMARY_HEADERS,
+    components_display,
     summary_fragment,
 )
 from interp.report.head_view import head_comparisons_html, head_scores_figure
@@ -86,12 +88,14 @@ class ReportContext:
         delta_p_bound: one colour range (±bound, metric units) for every per-head heatmap of the page.
         fraction_bound: one colour range (±bound, fraction of each run's jump) for every heatmap
             drawn relative to its run's jump (:func:`fraction_bound`); None: absolute units.
+        timelines: the head timeline page of each run that has one (:func:`timeline_link_section`).
     """
 
     assets: Assets
     threshold: float = DEFAULT_THRESHOLD
     delta_p_bound: float | None = None
     fraction_bound: float | None = None
+    timelines: dict | None = None  # {(model, seed): the run's timeline page, relative to the report}
 
 
 def _run_label(run) -> str:
@@ -308,7 +312,8 @@ def components_section(run, ctx: ReportContext) -> Section | None:
                 )
                 + _jump_note(run),
             ),
-            table_fragment(components, fold_constant=True),  # one line for the run's own columns
+            # one line for the run's own columns; values with their intervals in one cell each
+            table_fragment(components_display(components), fold_constant=True, wrap=COMPONENT_WRAPPING),
         ),
     )
 
@@ -356,6 +361,21 @@ def training_loss_section(run, ctx: ReportContext) -> Section | None:
     )
 
 
+def timeline_link_section(run, ctx: ReportContext) -> Section | None:
+    """A link to the run's head timeline page (every head's effect at every checkpoint pair,
+    :mod:`interp.timeline`), when the report's folder holds one
+    (:func:`interp.report.timeline_page.report_timeline_path`)."""
+    href = (ctx.timelines or {}).get((run.model, run.seed))
+    if href is None:
+        return None
+    body = Markup(
+        "<p>Every head's pattern-patching effect at every checkpoint pair of this run, under its capability "
+        "curve: <a href='{}'>the head timeline</a>. Its cells open this page's scrubber on that head at that "
+        "step when the timeline was written with <code>--scrubber</code> naming this report.</p>"
+    ).format(href)
+    return Section(f"Head timeline — {_run_label(run)}", body)
+
+
 def hazards_section(run, ctx: ReportContext) -> Section | None:
     """Checkpoint hazards of the run's per-step ``checkpoints`` table
     (:func:`interp.sources.checkpoint_table`): duplicate-weight groups left out of the search,
@@ -393,6 +413,7 @@ RUN_SECTIONS: list[Callable] = [
     topk_section,
     attention_section,
     scrubber_section,
+    timeline_link_section,
     components_section,
     head_scores_section,
     training_loss_section,
@@ -527,23 +548,30 @@ def report_body(report, ctx: ReportContext) -> str:
     )
 
 
-def page_context(runs: Sequence, assets: Assets, threshold: float) -> ReportContext:
-    """The shared context of a page of ``runs``: the absolute and the jump-relative colour ranges."""
+def page_context(runs: Sequence, assets: Assets, threshold: float, timelines: dict | None = None) -> ReportContext:
+    """The shared context of a page of ``runs``: the absolute and the jump-relative colour ranges,
+    and the runs' timeline pages (``timelines``, :attr:`ReportContext.timelines`)."""
     return ReportContext(
-        assets=assets, threshold=threshold, delta_p_bound=delta_p_bound(runs), fraction_bound=fraction_bound(runs)
+        assets=assets,
+        threshold=threshold,
+        delta_p_bound=delta_p_bound(runs),
+        fraction_bound=fraction_bound(runs),
+        timelines=timelines,
     )
 
 
-def report_page(report) -> str:
+def report_page(report, timelines: dict | None = None) -> str:
     """The whole self-contained report page for a main-job report (:func:`page_html`).
 
     Args:
         report: an ``interp.main_job.report.MainJobReport`` (``title``, ``threshold``, ``runs``,
             ``summary()``, ``emergence``, ``points``).
+        timelines: ``{(model, seed): href}``, the runs' head timeline pages relative to the
+            page (:func:`timeline_link_section`); None: no links.
     """
 
     def body(assets: Assets) -> str:
-        ctx = page_context(report.runs, assets, report.threshold)
+        ctx = page_context(report.runs, assets, report.threshold, timelines)
         return report_body(report, ctx)
 
     return page_html(report.title, body)

@@ -15,7 +15,10 @@ previous step or any chosen reference step, coloured per step or on a fixed ± r
 compare), a click or Enter that enlarges one head with its tokens written out, and beside it the
 capability curve, the head scores (:mod:`interp.scores`) and Δp with a marker that moves with the
 slider. Keys (listed on the page): ← / → step, Home / End, p plays, d difference, r reference,
-f fixed range, Esc closes the enlarged head, ↑ / ↓ move it between heads.
+f fixed range, Esc closes the enlarged head, ↑ / ↓ move it between heads. A link whose fragment
+is ``#run=<label>&head=L1H2&step=300`` (the head timeline's cells, :mod:`interp.report.timeline_page`)
+opens on the recorded step nearest 300 with L1H2 enlarged, in the scrubber of that run (``label``,
+:func:`interp.sources.catalogue.run_label`) or the page's only one.
 
 The markup is the Jinja2 template ``templates/scrubber.html.j2`` (autoescaped: token text, run
 names and captions are data), the script and style are package data files
@@ -393,7 +396,7 @@ def scrubber_fragment(data: ScrubData, assets, max_chars: int = 140_000, delta_p
         parts.append({"html": Markup(figure), "caption": caption})  # plotly's own HTML (its JSON escapes "</")
         figs.append({"id": div_id, "marker": marker})
     start = _start_index(data)
-    spec = {**data.payload(max_chars), "figs": figs, "start": start}
+    spec = {**data.payload(max_chars), "figs": figs, "start": start, "label": data.label}  # label: links' run=
     precision = (
         f"Attention is shown to 1/{spec['levels']} of a probability (±{0.5 / spec['levels']:.3f})"
         + ("" if spec["levels"] == LEVELS else " to keep the page light (emergence scrub keeps more)")

@@ -27,7 +27,31 @@ import pandas as pd
 from interp.core.html_fragments import style_tag, table_fragment
 from interp.core.templating import render, trusted
 
-__all__ = ["head_onsets", "timeline_figure", "timeline_findings", "timeline_fragment", "timeline_page"]
+__all__ = [
+    "TIMELINES_FOLDER",
+    "head_onsets",
+    "report_timeline_path",
+    "scrubber_link",
+    "timeline_figure",
+    "timeline_findings",
+    "timeline_fragment",
+    "timeline_page",
+]
+
+#: Where a run's head timeline sits in a main-job report's folder (:func:`report_timeline_path`):
+#: the report links it when it saves, and the timeline written there with ``--scrubber
+#: OUT/report.html`` links each cell back to the report's scrubber of that run.
+TIMELINES_FOLDER = "timelines"
+
+
+def report_timeline_path(model: str, seed: int) -> str:
+    """The timeline page of run (``model``, ``seed``) relative to its report's folder:
+    ``timelines/<model>-seed<seed>/timeline.html`` (characters other than letters, digits,
+    ``.``, ``_``, ``-`` as ``-``); write it with ``emergence timeline SRC --out OUT/timelines/<...>``."""
+    import re
+
+    return f"{TIMELINES_FOLDER}/{re.sub(r'[^A-Za-z0-9._-]+', '-', f'{model}-seed{int(seed)}')}/timeline.html"
+
 
 #: A head's effect "rises" at the first pair where it reaches this fraction of its peak (same
 #: sign) and, where computed exactly, its 95 % interval excludes 0.
@@ -192,7 +216,7 @@ def timeline_figure(
     col = {s: j for j, s in enumerate(columns)}
     shape = (len(heads), len(columns))
     z = np.full(shape, np.nan)
-    custom = np.empty(shape + (1,), dtype=object)
+    custom = np.empty(shape + (2,), dtype=object)  # hover text, the step (a click's link into the scrubber)
     custom[:] = ""
     dots: dict[bool, tuple[list, list]] = {True: ([], []), False: ([], [])}
     for r in table.itertuples():
@@ -207,6 +231,7 @@ def timeline_figure(
         else:
             interval = "(estimated by the screen)"
         custom[i, j, 0] = f"pair {int(r.step)} → {int(r.post_step)}, Δ {r.delta:+.4f} {interval}"
+        custom[i, j, 1] = int(r.step)
     panels = [170, 18 * len(heads) + 20, 90]  # pixels: the curve, the heatmap (a row per head), the bound
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, row_heights=[p / sum(panels) for p in panels], vertical_spacing=0.03
@@ -275,15 +300,30 @@ def timeline_figure(
     return fig
 
 
-def timeline_fragment(timeline: Any, assets: Any, heading: bool = True) -> str:
+def scrubber_link(href: str, run: str, head: str, step: int) -> str:
+    """The address that opens ``href`` (a scrubber page, or a report holding the run's scrubber)
+    on ``head`` (``"L1H2"``) enlarged at the recorded step nearest ``step``, in the scrubber of
+    ``run`` (:func:`interp.sources.catalogue.run_label`): ``href#run=...&head=...&step=...``,
+    the fragment the scrubber's script reads (:mod:`interp.report.scrubber`). The timeline page's
+    script builds the same address for a clicked cell."""
+    from urllib.parse import urlencode
+
+    return f"{href}#{urlencode({'run': run, 'head': head, 'step': int(step)})}"
+
+
+def timeline_fragment(timeline: Any, assets: Any, heading: bool = True, scrubber: str | None = None) -> str:
     """The timeline as a page fragment: findings, figure, pairs' table (``report/templates/timeline.html.j2``).
 
     Args:
         timeline: an :class:`interp.timeline.HeadTimeline`.
         assets: the page's :class:`interp.report.display.Assets` (plotly.js inlined once).
         heading: the title as a heading (Jupyter; the page has its own).
+        scrubber: the address of a page holding the run's scrubber (``emergence scrub``'s page,
+            or the main job's report.html), relative to this page: clicking a heatmap cell opens
+            it on that head at that step (:func:`scrubber_link`); None: cells are not links.
     """
     from interp.report.display import figure_fragment
+    from interp.sources.catalogue import model_and_seed, run_label
 
     caption = (
         f"Top: the capability at each checkpoint. Middle: Δ ({timeline.metric}, {timeline.unit}) of patching one "
@@ -308,11 +348,17 @@ def timeline_fragment(timeline: Any, assets: Any, heading: bool = True) -> str:
         figure=trusted(figure),
         table=trusted(table_fragment(shown, digits=4)),
         settings=", ".join(f"{k}={v}" for k, v in timeline.settings.items() if k not in ("config", "task_spec")),
+        scrubber=scrubber,
+        run=run_label(*model_and_seed(timeline.model_id)),
     )
 
 
-def timeline_page(timeline: Any) -> str:
-    """The timeline's own page: self-contained (plotly.js inlined once in ``<head>``), offline."""
+def timeline_page(timeline: Any, scrubber: str | None = None) -> str:
+    """The timeline's own page: self-contained (plotly.js inlined once in ``<head>``), offline;
+    ``scrubber``: as :func:`timeline_fragment`'s."""
     from interp.report.display import page_html
 
-    return page_html(timeline.title, lambda assets: style_tag() + timeline_fragment(timeline, assets, heading=False))
+    return page_html(
+        timeline.title,
+        lambda assets: style_tag() + timeline_fragment(timeline, assets, heading=False, scrubber=scrubber),
+    )

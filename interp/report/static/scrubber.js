@@ -25,7 +25,7 @@ async function mount(id){
   // diff: show cur - reference; ref: -1 for the previous step, else a step index; fixed: the
   // difference scale is +-range (attention) at every step instead of the step's largest change
   const st={prompt:0,index:Math.max(0,Math.min(S-1,spec.start||0)),diff:false,ref:-1,fixed:false,range:0.5,order:spec.delta_p?'delta':'layer',
-    big:null,timer:null,cell:10,scale:1};
+    big:null,timer:null,cell:10,scale:1,asked:null};
   const at=(q,k)=>spec.causal?(k>q?-1:q*(q+1)/2+k):q*n+k;
   const base=(p,s,l,h)=>(((p*S+s)*L+l)*H+h)*cells;
   const q_=s=>root.querySelector(s);
@@ -84,7 +84,8 @@ async function mount(id){
     const room=Math.min(window.innerWidth-labels-70,window.innerHeight-labels-120);return Math.max(16,Math.min(40,Math.floor(room/n)));}
   function drawBig(){if(!st.big)return;const [l,h]=st.big,cs=bigCell(),tokens=spec.tokens[st.prompt];
     const longest=Math.min(16,Math.max(...tokens.map(t=>t.length))),lab=Math.ceil(longest*7.5+12);
-    bigTitle.textContent='L'+l+'H'+h+dpText(l,h);bigStep.textContent=label.textContent;
+    bigTitle.textContent='L'+l+'H'+h+dpText(l,h);bigStep.textContent=label.textContent
+      +(st.asked&&st.asked[0]===st.index&&spec.steps[st.index]!==st.asked[1]?' · the recorded step nearest step '+st.asked[1]:'');
     bigMatrix.textContent='';bigMatrix.style.gridTemplateColumns=lab+'px '+(n*cs)+'px';bigMatrix.style.gridTemplateRows=lab+'px '+(n*cs)+'px';
     el('span',{},bigMatrix);
     const kl=el('div',{className:'el-scrub-klabels'},bigMatrix);
@@ -157,11 +158,21 @@ async function mount(id){
     for(let q=0;q<n;q++)for(let k=0;k<n;k++){const i=at(q,k);out.push(i<0?null:ref===null?bytes[cur+i]/V:(bytes[cur+i]-bytes[r+i])/V);}return out;}
   const api={go,key,root,draw:drawGrid,markers,open,close,setDiff,setRef,setFixed,setOrder,
     get index(){return st.index;},get steps(){return spec.steps;},get scale(){return st.diff?st.scale/V:1;},
-    get reference(){return refIndex();},get enlarged(){return st.big;},order,
+    get reference(){return refIndex();},get enlarged(){return st.big;},get label(){return spec.label;},order,
     pattern:(l,h)=>values(l,h,null),difference:(l,h)=>values(l,h),
     setPrompt(p){st.prompt=p;chooser.value=p;drawGrid();}};
   all.push(api);
-  build();let width=grid.clientWidth;drawGrid();markers();
+  // a link into the scrubber (the head timeline's cells): #run=<label>&head=L1H2&step=300 goes to
+  // the recorded step nearest 300 and enlarges L1H2, in the scrubber of that run (or the page's
+  // only one); a fragment naming no run goes to the page's first scrubber
+  function fromHash(){const p=new URLSearchParams(location.hash.slice(1)),head=/^L(\d+)H(\d+)$/.exec(p.get('head')||'');
+    const want=Number(p.get('step')),run=p.get('run'),roots=[...document.querySelectorAll('.el-scrub')];
+    if(!head||p.get('step')===null||!Number.isFinite(want))return;
+    if(run===null?roots[0]!==root:(spec.label!==run&&roots.length>1))return;
+    const l=+head[1],h=+head[2];if(l>=L||h>=H)return;
+    let best=0;spec.steps.forEach((s,i)=>{if(Math.abs(s-want)<Math.abs(spec.steps[best]-want))best=i;});
+    st.asked=[best,want];stop();go(best);open(l,h);root.scrollIntoView();}
+  build();let width=grid.clientWidth;drawGrid();markers();fromHash();window.addEventListener('hashchange',fromHash);
   window.addEventListener('resize',()=>{if(grid.clientWidth!==width){width=grid.clientWidth;layout();drawGrid();}else drawBig();});
   root.dataset.ready='1';
   return api;}
