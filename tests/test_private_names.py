@@ -89,7 +89,9 @@ def foreign_private_names() -> dict[str, str]:
     module = nn.Linear(2, 2)
     with torch.device("meta"):
         model = GPTNeoXForCausalLM(
-            GPTNeoXConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=8)
+            GPTNeoXConfig(
+                hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=8
+            )
         )
     server = forkserver.ForkServer()
     with ProcessPoolExecutor(max_workers=1) as pool:
@@ -261,7 +263,9 @@ def test_transformers_load_ignore_patterns():
 
     with torch.device("meta"):
         model = GPTNeoXForCausalLM(
-            GPTNeoXConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=8)
+            GPTNeoXConfig(
+                hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=8
+            )
         )
     missing, unexpected = load_ignore_patterns(model)
     assert missing == []
@@ -305,7 +309,9 @@ def test_cpython_fork_server_internals():
     assert "self._Popen(self)" in inspect.getsource(process.BaseProcess.start)
     launch = inspect.getsource(popen_forkserver.Popen._launch)
     for step in ("get_preparation_data(process_obj._name)", "connect_to_new_process(self._fds)", "read_signed"):
-        assert step in launch, f"CPython's forkserver launch changed ({step!r} gone): update interp/core/adapters/cpython.py"
+        assert step in launch, (
+            f"CPython's forkserver launch changed ({step!r} gone): update interp/core/adapters/cpython.py"
+        )
     assert callable(spawn.get_preparation_data)
 
 
