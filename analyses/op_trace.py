@@ -5,6 +5,7 @@ kernel settings) train different weights, the sha256 of the result says only *th
 this trace says *where*. It runs the quick suite's first run (``neox-2l-64d-seed1``) for
 ``--steps`` optimizer steps (1 by default: initialisation, one forward, one backward, gradient
 clipping and one AdamW update) under a :class:`torch.utils._python_dispatch.TorchDispatchMode`
+(through :mod:`interp.core.adapters.torch`, the one place the project uses torch's private names)
 that records every ATen operation in call order: its name, and for each tensor output its
 shape, dtype and the sha256 of its bytes (first 16 hex digits). Two traces are compared op by
 op; the first op whose outputs differ while its inputs were the same bits is the kernel to fix
@@ -36,12 +37,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from interp.cli.options import description
+from interp.core.adapters.torch import TorchDispatchMode, written_arguments
 
 __all__ = ["UNINITIALISED", "OpRecorder", "compare_traces", "first_difference", "main", "read_trace", "trace_training"]
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors in an operation's arguments or outputs: ``value`` itself, or those inside its
+    lists, tuples and dict values (nested), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
 
 
 def tensor_digest(t: torch.Tensor) -> str:
@@ -81,22 +93,15 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        inputs = [self._digest(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        inputs = [self._digest(t) for t in _tensors((args, kwargs))]
         out = func(*args, **kwargs)
         name = str(func.name())
-        written = [
-            a
-            for arg, a in zip(func._schema.arguments, args)
-            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(a, torch.Tensor)
-        ]
-        written += [
-            kwargs[arg.name]
-            for arg in func._schema.arguments
-            if arg.alias_info is not None and arg.alias_info.is_write and isinstance(kwargs.get(arg.name), torch.Tensor)
-        ]
+        writes = written_arguments(func)
+        written = [args[i] for i, _ in writes if i < len(args) and isinstance(args[i], torch.Tensor)]
+        written += [kwargs[arg] for _, arg in writes if isinstance(kwargs.get(arg), torch.Tensor)]
         for t in written:
             self._uninit.discard(t.untyped_storage().data_ptr())
-        tensors = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        tensors = _tensors(out)
         if name in UNINITIALISED:
             self._uninit.update(t.untyped_storage().data_ptr() for t in tensors)
         outs = [[list(t.shape), str(t.dtype).removeprefix("torch."), self._digest(t)] for t in tensors]

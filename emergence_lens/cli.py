@@ -68,6 +68,10 @@ def _listed_as_one_line(command: TyperCommand | None) -> TyperCommand | None:
     return command
 
 
+#: Key of ``Context.meta`` (shared by a command's nested contexts) holding the words after ``emergence``.
+_WORDS = "emergence_lens.words"
+
+
 class RootGroup(TyperGroup):
     """Eager commands from :mod:`interp.cli`, lazy ones from :data:`LAZY_COMMANDS`, and the one
     error handler (in :meth:`invoke`, so it covers every command and sub-command)."""
@@ -86,12 +90,12 @@ class RootGroup(TyperGroup):
         return _listed_as_one_line(super().get_command(ctx, cmd_name))
 
     def resolve_command(self, ctx: typer.Context, args: list[str]):
+        ctx.meta[_WORDS] = list(args)  # the sub-command and what follows it, for an error's first words
         if args and args[0] in LAZY_COMMANDS and args[0] not in self.commands:
             return args[0], _load(args[0]), args[1:]
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: typer.Context):
-        words = [*getattr(ctx, "_protected_args", []), *ctx.args]
         try:
             return super().invoke(ctx)
         except (TyperException, typer.Exit, typer.Abort):  # usage errors, exits: typer prints them
@@ -103,7 +107,7 @@ class RootGroup(TyperGroup):
                 raise
             lines = getattr(err, "lines", None)  # a task file: one line per bad row (interp.tasks.files)
             for line in lines if isinstance(lines, list) and lines else [one_line(err)]:
-                typer.echo(f"error: {_command_path(words)}: {line}", err=True)
+                typer.echo(f"error: {_command_path(ctx.meta.get(_WORDS, []))}: {line}", err=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
 

@@ -82,6 +82,33 @@ def batched_supported(config) -> bool:
     )
 
 
+def native_names(root: nn.Module) -> dict[str, str]:
+    """Module path -> native path in ``root`` (a bridge's ``original_model``), looking through the
+    TransformerLens components that wrap native modules in place: a component's wrapped module
+    (its public ``original_component``) takes the component's own path, so
+    ``layers.0.attn.<wrapped>.q`` is ``layers.0.attn.q``. Every module of ``root`` is a key,
+    shared ones under each of their paths; ``""`` is ``root`` itself."""
+    from transformer_lens.model_bridge.generalized_components.base import GeneralizedComponent
+
+    paths = {"": ""}
+    for name, module in root.named_modules(remove_duplicate=False):
+        wrapped = module.original_component if isinstance(module, GeneralizedComponent) else None
+        for child_name, child in module.named_children():
+            path = f"{name}.{child_name}" if name else child_name
+            native = paths[name]
+            if child is not wrapped:
+                native = f"{native}.{child_name}" if native else child_name
+            paths[path] = native
+    return paths
+
+
+def _native_name(paths: dict[str, str], name: str) -> str:
+    """The native name of the parameter or buffer ``name`` (``<module path>.<leaf>``) of :func:`native_names`' root."""
+    module, _, leaf = name.rpartition(".")
+    native = paths[module]
+    return f"{native}.{leaf}" if native else leaf
+
+
 def native_state(model: nn.Module) -> dict[str, Tensor]:
     """The bridge's native weights by native name (``tok_embed.weight``, ``layers.0.attn.q.weight``…),
     parameters and the unembedding's bias buffer, as live tensors of ``model`` (no copy: the
@@ -96,8 +123,9 @@ def native_state(model: nn.Module) -> dict[str, Tensor]:
         ``Float[Tensor, "d_vocab d_model"]``); the causal-mask buffers are left out.
     """
     state = {}
+    paths = native_names(model.original_model)
     for name, tensor in list(model.original_model.named_parameters()) + list(model.original_model.named_buffers()):
-        key = name.replace("._original_component", "")
+        key = _native_name(paths, name)
         if key.endswith("causal_mask"):
             continue
         state[key] = tensor
@@ -245,8 +273,8 @@ def _train_batched(
         )
     models = [to_device(build_model(c.model_config(t)), device) for c, t in zip(configs, tasks)]
     states = [native_state(m) for m in models]
-    trainable = {name for name, _ in models[0].original_model.named_parameters()}
-    trainable = {n.replace("._original_component", "") for n in trainable}
+    paths = native_names(models[0].original_model)
+    trainable = {_native_name(paths, name) for name, _ in models[0].original_model.named_parameters()}
     params = {
         name: torch.stack([s[name].detach() for s in states]).requires_grad_(name in trainable) for name in states[0]
     }

@@ -12,6 +12,7 @@ import warnings
 
 import torch
 
+from interp.core.adapters.transformer_lens import softmax_upcast
 from interp.core.settings import StudyConfig
 from interp.emergence import find_emergence
 from interp.ranking import rank_heads_between
@@ -41,7 +42,7 @@ def test_low_precision_delta_p_within_tolerance_of_float32(quick_suite):
             loaded = source.load(point.post_step, device="cpu")
             assert next(loaded.model.parameters()).dtype == dtype
             attn = loaded.model.blocks[0].attn
-            assert hasattr(attn._softmax_dropout_pattern, "__wrapped__") == (dtype != torch.float32)
+            assert softmax_upcast(attn) == (dtype != torch.float32)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 ranking = rank_heads_between(

@@ -47,6 +47,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from interp.core.adapters import cpython
+
 #: Environment set in every training worker before torch is imported.
 PINS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 #: The kernel level torch reports in a pinned worker (``torch.backends.cpu.get_cpu_capability()``).
@@ -325,12 +327,9 @@ _SERVERS: dict[tuple, Any] = {}  # import-time environment -> multiprocessing.fo
 
 def _uses_fork_server() -> bool:
     """Whether training workers fork from a pinned fork server here: on POSIX, with CPython's
-    forkserver internals of 3.10-3.13 (what :func:`_fork_server_popen_class` follows; a newer
-    Python spawns), unless :data:`SPAWN_VAR` is set."""
-    from multiprocessing import reduction
-
-    known = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
-    return os.name == "posix" and known and reduction.HAVE_SEND_HANDLE and os.environ.get(SPAWN_VAR, "") in ("", "0")
+    forkserver internals of 3.10-3.13 (:func:`interp.core.adapters.cpython.can_fork_from_server`;
+    a newer Python spawns), unless :data:`SPAWN_VAR` is set."""
+    return cpython.can_fork_from_server() and os.environ.get(SPAWN_VAR, "") in ("", "0")
 
 
 def _import_time_key(env: dict[str, str]) -> tuple:
@@ -344,26 +343,16 @@ def _fork_server(env: dict[str, str]):
     """The running fork server whose interpreter started with ``env`` (started on first use, with
     :data:`PRELOAD` imported; the least recently used one is stopped beyond :data:`MAX_SERVERS`).
     Call with ``_SERVER_LOCK`` held."""
-    from multiprocessing import forkserver
-
     key = _import_time_key(env)
     server = _SERVERS.pop(key, None)
     if server is None:
-        server = forkserver.ForkServer()
-        server.set_forkserver_preload(list(PRELOAD))
+        server = cpython.new_fork_server(PRELOAD)
     _SERVERS[key] = server  # most recently used last
     while len(_SERVERS) > MAX_SERVERS:
-        _stop_server(_SERVERS.pop(next(iter(_SERVERS))))
+        cpython.stop_fork_server(_SERVERS.pop(next(iter(_SERVERS))))
     with _patched_environ(env, replace=True):  # its interpreter (and so its kernels) starts from env
         server.ensure_running()  # restarts a server that died
     return server
-
-
-def _stop_server(server) -> None:
-    stop = getattr(server, "_stop", None)  # CPython >= 3.8; a server also exits when its parent does
-    if stop is not None:
-        with suppress(OSError, ChildProcessError):
-            stop()
 
 
 def stop_fork_servers() -> None:
@@ -372,64 +361,23 @@ def stop_fork_servers() -> None:
     still fork from the modules the server imported."""
     with _SERVER_LOCK:
         while _SERVERS:
-            _stop_server(_SERVERS.pop(next(iter(_SERVERS))))
+            cpython.stop_fork_server(_SERVERS.pop(next(iter(_SERVERS))))
 
 
 atexit.register(stop_fork_servers)
 
 
-def _popen_class():
-    from multiprocessing import popen_spawn_posix
-
-    class PinnedPopen(popen_spawn_posix.Popen):
-        def _launch(self, process_obj):
-            with _patched_environ(getattr(process_obj, "_pinned_env", {})):
-                super()._launch(process_obj)
-
-    return PinnedPopen
+def _take_caller_env_and_stdio(popen, process_obj) -> None:
+    """Before a worker forks from a server: the caller's environment (with the pins) and its
+    standard output and error go with it (taken over in :meth:`PinnedProcess.run`)."""
+    process_obj._worker_env = {**os.environ, **getattr(process_obj, "_pinned_env", {})}
+    process_obj._stdio = [(fd, popen.duplicate_for_child(fd)) for fd in (1, 2) if _is_open(fd)]
 
 
-def _fork_server_popen_class():
-    import io
-    from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
-    from multiprocessing.context import set_spawning_popen
-
-    class PinnedForkServerPopen(popen_forkserver.Popen):
-        """``popen_forkserver.Popen`` whose ``_launch`` (CPython's, 3.10-3.13) connects to the
-        pinned server of the caller's environment instead of the process-wide one, and hands the
-        caller's standard output and error to the worker. Its exit status is read once, under a
-        lock: a pool's manager thread and :func:`pool_exit_codes` may ask at the same moment, and
-        the second read of CPython's unlocked ``poll`` finds the pipe at its end (status 255)."""
-
-        def __init__(self, process_obj):
-            self._poll_lock = threading.Lock()
-            super().__init__(process_obj)
-
-        def poll(self, flag=os.WNOHANG):
-            with self._poll_lock:
-                return super().poll(flag)
-
-        def _launch(self, process_obj):
-            env = {**os.environ, **getattr(process_obj, "_pinned_env", {})}
-            process_obj._worker_env = env
-            process_obj._stdio = [(fd, self.duplicate_for_child(fd)) for fd in (1, 2) if _is_open(fd)]
-            prep_data = spawn.get_preparation_data(process_obj._name)
-            buf = io.BytesIO()
-            set_spawning_popen(self)
-            try:
-                reduction.dump(prep_data, buf)
-                reduction.dump(process_obj, buf)
-            finally:
-                set_spawning_popen(None)
-            with _SERVER_LOCK:
-                self.sentinel, w = _fork_server(env).connect_to_new_process(self._fds)
-            _parent_w = os.dup(w)  # the child's sentinel of its parent, as in CPython
-            self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
-            with open(w, "wb", closefd=True) as f:
-                f.write(buf.getbuffer())
-            self.pid = forkserver.read_signed(self.sentinel)
-
-    return PinnedForkServerPopen
+def _connect_to_pinned_server(process_obj, fds):
+    """A new process of the pinned server of ``process_obj``'s environment."""
+    with _SERVER_LOCK:
+        return _fork_server(process_obj._worker_env).connect_to_new_process(fds)
 
 
 def _is_open(fd: int) -> bool:
@@ -440,7 +388,7 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-class PinnedProcess(mp_context.SpawnProcess):
+class PinnedProcess(cpython.CustomStartProcess):
     """A training worker whose environment carries :func:`worker_env` from its start.
 
     On POSIX it is forked from a pinned fork server (:data:`PRELOAD` already imported there, with
@@ -449,25 +397,24 @@ class PinnedProcess(mp_context.SpawnProcess):
     :data:`SPAWN_VAR` set, it is spawned as a fresh interpreter.
     """
 
-    @staticmethod
-    def _Popen(process_obj):
+    def popen(self):
+        """Start this worker (:class:`PinnedProcess`); its ``Popen`` handle."""
+        pinned = functools.partial(_patched_environ, getattr(self, "_pinned_env", {}))
         if os.name == "nt":  # pragma: no cover - Windows spawns via its own Popen
-            with _patched_environ(getattr(process_obj, "_pinned_env", {})):
-                return mp_context.SpawnProcess._Popen(process_obj)
+            with pinned():
+                return super().popen()
         if _uses_fork_server():
-            return _fork_server_popen_class()(process_obj)
-        return _popen_class()(process_obj)
+            return cpython.fork_server_popen(self, _take_caller_env_and_stdio, _connect_to_pinned_server)
+        return cpython.spawn_popen(self, pinned)
 
     def run(self):
         """In the worker: forked from a server, first take the caller's environment and standard
         output and error (as a spawned process starts with them); then run the target."""
         env = getattr(self, "_worker_env", None)
         if env is not None:  # forked from a server: the caller's environment and streams, as spawn gives
-            from multiprocessing import forkserver
-
             os.environ.clear()
             os.environ.update(env)
-            inherited = forkserver.get_inherited_fds() or []
+            inherited = cpython.inherited_fds()
             for fd, index in getattr(self, "_stdio", []):
                 with suppress(OSError, ValueError):
                     (sys.stdout if fd == 1 else sys.stderr).flush()
@@ -536,7 +483,7 @@ def pool_exit_codes(pool, wait_s: float = 5.0) -> dict[int, int | None]:
     """
     import time
 
-    processes = dict(getattr(pool, "_processes", None) or {})
+    processes = cpython.pool_processes(pool)
     deadline = time.monotonic() + wait_s
     for process in processes.values():
         while process.exitcode is None and time.monotonic() < deadline:

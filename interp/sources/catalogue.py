@@ -216,10 +216,11 @@ class ModelSize:
         """Rotary dimensions per head as the model applies them (``int(d_head * rotary_pct)``)."""
         return self.rotary_dim if self.rotary_dim is not None else int(self.d_head * 0.25)
 
-    def hf_config(self, vocab_size: int, n_ctx: int):
+    def hf_config(self, vocab_size: int, n_ctx: int, **overrides):
         """The ``GPTNeoXConfig`` of this size (:func:`neox_config`), or its ``PhiConfig`` when
-        ``head_dim`` is given (:func:`phi_config`); byte 0 as BOS/EOS."""
-        ids = {"bos_token_id": 0, "eos_token_id": 0}
+        ``head_dim`` is given (:func:`phi_config`); byte 0 as BOS/EOS. ``overrides``: any other
+        argument of the config class (``attn_implementation="eager"``)."""
+        ids = {"bos_token_id": 0, "eos_token_id": 0, **overrides}
         if self.head_dim is not None:
             return phi_config(
                 self.d_model, self.n_layers, self.n_heads, self.d_head, self.rotary_dims, vocab_size, n_ctx, **ids

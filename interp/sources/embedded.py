@@ -117,8 +117,7 @@ def build_model(size: ModelSize, cfg: SuiteConfig, seed: int):
     """A freshly initialised model of ``size`` (float32; :meth:`ModelSize.model_class`), seeded by
     ``seed``: the run's initialisation seed (``torch.manual_seed(seed)``)."""
     torch.manual_seed(seed)
-    config = size.hf_config(vocab_size=256, n_ctx=cfg.n_ctx)
-    config._attn_implementation = cfg.attn_implementation
+    config = size.hf_config(vocab_size=256, n_ctx=cfg.n_ctx, attn_implementation=cfg.attn_implementation)
     return size.model_class()(config).float()
 
 

@@ -143,7 +143,9 @@ def stop_workers(pool) -> None:
     if terminate is not None:
         terminate()
         return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
+    from interp.core.adapters.cpython import pool_processes
+
+    for process in pool_processes(pool).values():
         if process.is_alive():
             process.terminate()
 

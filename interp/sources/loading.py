@@ -414,20 +414,10 @@ def _default_device(device: str | torch.device | None) -> torch.device:
 def upcast_softmax(bridge) -> int:
     """Make every attention of ``bridge`` take its softmax in float32 and cast the pattern back to
     the scores' dtype before ``hook_pattern`` (TransformerLens's own ``upcast_to_fp32`` option of
-    ``_softmax_dropout_pattern``, which the GPT-NeoX attention does not turn on): the bridge's
-    softmax is otherwise taken in the model's dtype, and float16 gave NaNs on pythia-70m-deduped
+    its softmax step, which the GPT-NeoX attention does not turn on;
+    :func:`interp.core.adapters.transformer_lens.upcast_attention_softmax`): the bridge's softmax
+    is otherwise taken in the model's dtype, and float16 gave NaNs on pythia-70m-deduped
     (TransformerLens issue #104). Returns the number of attention modules changed."""
-    import functools
+    from interp.core.adapters.transformer_lens import upcast_attention_softmax
 
-    changed = 0
-    for module in bridge.modules():
-        original = getattr(type(module), "_softmax_dropout_pattern", None)
-        if original is None:
-            continue
-
-        def softmax_fp32(attn_scores, target_dtype=None, upcast_to_fp32=False, *, _module=module, _original=original):
-            return _original(_module, attn_scores, target_dtype=target_dtype or attn_scores.dtype, upcast_to_fp32=True)
-
-        module._softmax_dropout_pattern = functools.update_wrapper(softmax_fp32, original)
-        changed += 1
-    return changed
+    return sum(upcast_attention_softmax(module) for module in bridge.modules())

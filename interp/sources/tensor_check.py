@@ -14,8 +14,9 @@ memory, no initialisation). The comparison follows transformers' own loading rul
 * file names are mapped by the checkpoint renamings transformers applies
   (:func:`interp.sources.weight_swap._file_key_renamer`; GPT-NeoX's ``embed_out.`` -> ``lm_head.``);
 * a parameter tied to another (``all_tied_weights_keys``, e.g. an unembedding tied to the
-  embedding) may be absent, as may keys matching ``_keys_to_ignore_on_load_missing``;
-* extra names matching ``_keys_to_ignore_on_load_unexpected`` (old GPT-NeoX files' ``attention.bias``
+  embedding) may be absent, as may keys matching the model's patterns of keys to ignore when
+  missing (:func:`interp.core.adapters.transformers.load_ignore_patterns`);
+* extra names matching its patterns of keys to ignore when unexpected (old GPT-NeoX files' ``attention.bias``
   and ``masked_bias``) or naming a buffer the model computes itself (``rotary_emb.inv_freq``) are
   not extras.
 
@@ -26,7 +27,6 @@ A model that cannot be built on the meta device (remote code, an unknown type) i
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,6 +55,7 @@ def _build_expected(config_file: Path, trust_remote_code: bool) -> tuple | None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from interp.core.adapters.transformers import load_ignore_patterns
     from interp.sources.weight_swap import _file_key_renamer
 
     try:
@@ -65,8 +66,7 @@ def _build_expected(config_file: Path, trust_remote_code: bool) -> tuple | None:
         return None
     expected = set(model.state_dict())
     tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-    ignore_missing = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_missing", None) or []]
-    ignore_extra = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_unexpected", None) or []]
+    ignore_missing, ignore_extra = load_ignore_patterns(model)
     buffers = {name.rsplit(".", 1)[-1] for name, _ in model.named_buffers()}
     rename = _file_key_renamer(model) or (lambda key: key)
     return expected, tied, ignore_missing, ignore_extra, buffers, rename

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float
 from torch import Tensor
+from transformer_lens.hook_points import HookPoint
 from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.sources.native.model import NativeAttention
 from transformer_lens.utilities.activation_functions import apply_softcap
@@ -39,13 +40,13 @@ class PreSoftmaxAttention(NativeAttention):
     post hoc with the pattern; ``hook_pattern`` still fires inside via ``pattern_fn``.
     """
 
-    _scores_hook: Callable[[Tensor], Tensor]
-    _pattern_hook: Callable[[Tensor], Tensor]
+    _scores_hook: HookPoint
+    _pattern_hook: HookPoint
 
     def _hooks_active(self) -> bool:
-        # HookPoints are nn.Modules: a TransformerLens hook (run_with_hooks, run_with_cache,
-        # the attention-bias intervention) is a registered forward hook on one of them.
-        return bool(self._scores_hook._forward_hooks) or bool(self._pattern_hook._forward_hooks)
+        # A TransformerLens hook (run_with_hooks, run_with_cache, the attention-bias intervention)
+        # is added through HookPoint.add_hook, which HookPoint.has_hooks sees.
+        return self._scores_hook.has_hooks("fwd") or self._pattern_hook.has_hooks("fwd")
 
     def forward(  # type: ignore[override]
         self,
