@@ -30,7 +30,7 @@ def test_a_second_identical_question_loads_no_checkpoint(tiny_local_suite, capsy
     batch = RepetitionTask(n_prompts=8, length=6).build(first_source.tokenizer())
     first_loads = _counting(first_source)
     first = full_scan(first_source, batch, progress=False)
-    assert first_loads == [0, 100, 200] and len(KEPT) == 3
+    assert first_loads == [0, 100, 200] and len(KEPT) == 6  # per step: the capability and the shape
     # another source object on the same weights, the same prompts: every score is kept
     again = LocalSuiteSource(tiny_local_suite)
     loads = _counting(again)
@@ -96,7 +96,7 @@ def test_population_and_scrubber_reuse_the_scan(tiny_local_suite):
     pop_source = LocalSuiteSource(tiny_local_suite)
     loads = _counting(pop_source)
     result = population([pop_source], task=task, progress=False)
-    assert loads == [200]  # the shape only (the scan kept the scores, not the model's shape)
+    assert loads == []  # the scan kept the scores and each model's shape
     assert list(result.curves["accuracy"]) == list(full_scan(source, task.build(source.tokenizer()))["accuracy"])
     scrub_source = LocalSuiteSource(tiny_local_suite)
     scrub_loads = _counting(scrub_source)
