@@ -361,7 +361,7 @@ def readiness(
     """
     from interp.core.kept import KEPT, batch_digest
     from interp.core.progress import progress_bar
-    from interp.evaluator import StepEvaluator, evaluate_steps
+    from interp.evaluator import StepEvaluator, watching
     from interp.patching import IdealPatterns, patch_values, pattern
     from interp.patching._forward import check_batch
     from interp.sources.catalogue import model_and_seed
@@ -378,14 +378,15 @@ def readiness(
     if len(steps) < 2:
         raise ValueError(f"readiness needs at least 2 checkpoints, got {steps}")
     evaluator = StepEvaluator(source, batch, device=device)  # the road every capability curve takes
-    evaluator(steps[0], then=steps[1])
-    if not isinstance(heads, str):  # a head outside the model is refused before the other checkpoints run
-        from interp.patching.targets import Target
-
-        shape = evaluator.shapes[steps[0]]
-        Target("pattern", tuple(heads)).resolved_heads(shape["n_layers"], shape["n_heads"])
     label = str(getattr(source, "model_id", "run"))
-    evaluate_steps(evaluator, steps, progress, desc=f"{label} as trained")
+    with watching(evaluator, len(steps), progress, desc=f"{label} as trained"):
+        for step, then in zip(steps, [*steps[1:], None]):
+            evaluator(step, then=then)
+            if step == steps[0] and not isinstance(heads, str):  # a head outside the model: refused now
+                from interp.patching.targets import Target
+
+                shape = evaluator.shapes[step]
+                Target("pattern", tuple(heads)).resolved_heads(shape["n_layers"], shape["n_heads"])
     correct = np.stack([evaluator.prompt_scores[step].correct for step in steps])
     plain_p = [evaluator.prompt_scores[step].p for step in steps]
     emergence = crossing(steps, correct.mean(1), threshold, hold)
