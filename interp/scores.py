@@ -299,6 +299,7 @@ def head_scores_over_checkpoints(
             if later and hasattr(source, "prefetch"):
                 source.prefetch(later[0])  # read while this step is scored (swapping sources only)
             scores = kept_head_scores(source, step, tokens, period, device, model=loaded.model)
+        assert scores is not None  # measured on the loaded model
         for name, values in scores.items():
             for (layer, head), value in np.ndenumerate(values):
                 rows.append((model, seed, int(step), int(layer), int(head), name, float(value)))
