@@ -24,6 +24,7 @@ A jump below 3 standard errors of the paired per-prompt difference
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.core.kept import KEPT, batch_digest
 from interp.core.objects import check_argument, results_equal, short_repr
 from interp.core.settings import StudyConfig
 from interp.decomposition import DecomposeOptions, decompose_jump
@@ -428,7 +430,9 @@ def rank_heads_between(
 
     Returns:
         ``HeadRanking`` with the example patterns filled in; its ``heads`` and ``topk`` tables
-        start with the source's ``model`` and ``seed`` columns.
+        start with the source's ``model`` and ``seed`` columns. A ranking asked for before in this
+        process (the same weights at both steps, prompts and ``config``) is a copy of the kept
+        one, and nothing is loaded (:mod:`interp.core.kept`).
 
     Raises:
         TypeError: ``source`` is not a checkpoint source, or ``batch`` not a ``TaskBatch`` (one line).
@@ -446,6 +450,24 @@ def rank_heads_between(
             "(patching goes from the later checkpoint into the earlier one)"
         )
     config = config or StudyConfig(decompose=False)
+    key = KEPT.key(
+        source,
+        (pre_step, post_step),
+        batch_digest(batch),
+        f"ranking:{sorted(config.as_dict().items())}:{n_example_heads}",
+        config.device,
+    )
+    kept = KEPT.get(key)
+    if kept is not None:  # asked before in this process: same weights, prompts and settings
+        return copy.deepcopy(kept)
+    ranking = _rank_heads_between(source, pre_step, post_step, batch, config, n_example_heads)
+    KEPT.put(key, copy.deepcopy(ranking))
+    return ranking
+
+
+def _rank_heads_between(
+    source: Any, pre_step: int, post_step: int, batch: TaskBatch, config: StudyConfig, n_example_heads: int
+) -> HeadRanking:
     metric, device, decompose = metric_for(batch, config.metric), config.device, config.decompose
     post_loaded = source.load(post_step, device=device)
     if hasattr(source, "prefetch"):

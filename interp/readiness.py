@@ -42,6 +42,7 @@ __all__ = [
     "crossing",
     "parse_heads",
     "parse_patterns",
+    "pick_heads",
     "readiness",
     "readiness_figure",
     "readiness_html",
@@ -148,7 +149,17 @@ def auto_heads(
     tokens = repeated_random_tokens(alnum_token_pool(tokenizer), n_prompts=n_prompts, period=period)
     with torch.inference_mode():
         scores = head_scores(model, tokens, period)
-    prefix, prev = scores["prefix_matching"], scores["previous_token"]
+    return pick_heads(scores, heads)
+
+
+def pick_heads(scores: Mapping[str, Any], heads: Sequence[tuple[int, int]] | None = None) -> dict[tuple[int, int], str]:
+    """:func:`auto_heads`'s choice from head scores already measured (``{"prefix_matching": ...,
+    "previous_token": ...}``, each ``Float[Tensor or ndarray, "layer head"]``, :func:`interp.scores.head_scores`).
+
+    Returns:
+        ``{(layer, head): pattern name}``.
+    """
+    prefix, prev = torch.as_tensor(scores["prefix_matching"]), torch.as_tensor(scores["previous_token"])
     if heads is None:
         n_heads = prefix.shape[1]
         ind = divmod(int(prefix.argmax()), n_heads)
@@ -157,6 +168,19 @@ def auto_heads(
         pt = divmod(int(masked.argmax()), n_heads)
         return {ind: "induction", pt: "previous_token"}
     return {(h[0], h[1]): ("induction" if prefix[h] >= prev[h] else "previous_token") for h in heads}
+
+
+def _scores_at(source: Any, step: int, device: str | None) -> dict[str, Any]:
+    """The head scores of ``step`` (:func:`interp.scores.kept_head_scores` on the sequences of
+    :func:`interp.scores.score_tokens`): kept from the main job's scan or the scrubber, else one load."""
+    from interp.scores import kept_head_scores, score_tokens
+
+    tokens, period = score_tokens(source.tokenizer())
+    scores = kept_head_scores(source, step, tokens, period, device)
+    if scores is None:
+        scores = kept_head_scores(source, step, tokens, period, device, model=source.load(step, device=device).model)
+    assert scores is not None  # measured on the loaded model
+    return scores
 
 
 def _correct(rows: torch.Tensor, batch) -> torch.Tensor:
@@ -294,6 +318,7 @@ def readiness(
     config: StudyConfig = StudyConfig(),
     boot_seed: int = 0,
     on_step: Callable[[int], None] | None = None,
+    progress: bool = True,
 ) -> ReadinessResult:
     """Capability per checkpoint as trained and with the chosen heads' patterns set to ideal.
 
@@ -315,6 +340,11 @@ def readiness(
             :data:`interp.core.settings.N_BOOT`; 0: no interval).
         boot_seed: the bootstrap's generator seed.
         on_step: called with each step once its ideal-pattern values are measured (progress).
+        progress: one progress line over the checkpoints as trained, then one over the
+            ideal-pattern values (standard output in a notebook, :mod:`interp.core.progress`);
+            what this process measured before on the same weights, prompts and settings (the
+            main job's scan, an earlier readiness call: :mod:`interp.core.kept`) is counted as
+            kept and not loaded again; ``False`` silences them.
 
     Returns:
         :class:`ReadinessResult` (steps in training steps; accuracies fractions).
@@ -329,8 +359,11 @@ def readiness(
     2022, "In-context Learning and Induction Heads" (previous-token and induction patterns and
     scores); Efron & Tibshirani 1993 (percentile bootstrap of ``E - R``).
     """
+    from interp.core.kept import KEPT, batch_digest
+    from interp.core.progress import progress_bar
+    from interp.evaluator import StepEvaluator, watching
     from interp.patching import IdealPatterns, patch_values, pattern
-    from interp.patching._forward import answer_logits_forward, check_batch
+    from interp.patching._forward import check_batch
     from interp.sources.catalogue import model_and_seed
 
     check_argument(isinstance(config, StudyConfig), config, "readiness: config", "a StudyConfig")
@@ -344,26 +377,18 @@ def readiness(
     steps = sorted(int(s) for s in (steps if steps is not None else source.searchable_steps()))
     if len(steps) < 2:
         raise ValueError(f"readiness needs at least 2 checkpoints, got {steps}")
-    if not isinstance(heads, str):  # a head outside the model is refused before the checkpoints run
-        from interp.patching._forward import heads_shape
-        from interp.patching.targets import Target
+    evaluator = StepEvaluator(source, batch, device=device)  # the road every capability curve takes
+    label = str(getattr(source, "model_id", "run"))
+    with watching(evaluator, len(steps), progress, desc=f"{label} as trained"):
+        for step, then in zip(steps, [*steps[1:], None]):
+            evaluator(step, then=then)
+            if step == steps[0] and not isinstance(heads, str):  # a head outside the model: refused now
+                from interp.patching.targets import Target
 
-        Target("pattern", tuple(heads)).resolved_heads(*heads_shape(source.load(steps[0], device=device).model))
-    plain_p, plain_c = [], []
-
-    def plain(step: int):
-        model = source.load(step, device=device).model
-        b = batch.to(next(model.parameters()).device)
-        with torch.inference_mode():
-            rows, _ = answer_logits_forward(model, b)
-            rows = rows.float()
-            return (rows.softmax(-1).gather(1, b.answers[:, None])[:, 0].cpu().numpy(), _correct(rows, b).cpu().numpy())
-
-    for step in steps:
-        p, c = plain(step)
-        plain_p.append(p)
-        plain_c.append(c)
-    correct = np.stack(plain_c)
+                shape = evaluator.shapes[step]
+                Target("pattern", tuple(heads)).resolved_heads(shape["n_layers"], shape["n_heads"])
+    correct = np.stack([evaluator.prompt_scores[step].correct for step in steps])
+    plain_p = [evaluator.prompt_scores[step].p for step in steps]
     emergence = crossing(steps, correct.mean(1), threshold, hold)
     if isinstance(heads, Mapping):
         chosen = dict(heads)
@@ -371,8 +396,7 @@ def readiness(
         pick_step = emergence[1] if emergence[1] is not None else steps[-1]
         picked: dict[tuple[int, int], str] = {}
         if heads == "auto" or patterns == "auto":  # head scores at E's post step (the last step if none)
-            post_model = source.load(pick_step, device=device).model
-            picked = auto_heads(post_model, source.tokenizer(), None if heads == "auto" else list(heads))
+            picked = pick_heads(_scores_at(source, pick_step, device), None if heads == "auto" else list(heads))
         chosen_heads = list(picked) if heads == "auto" else [tuple(h) for h in heads]
         if patterns == "auto":
             chosen = picked
@@ -382,13 +406,34 @@ def readiness(
             chosen = dict(zip([tuple(h) for h in chosen_heads], names))
     ideal = IdealPatterns(chosen)
     target = pattern(sorted(ideal.heads))
+    # kept per step for the process when every pattern is named (a callable has no stable key)
+    named = all(isinstance(rule, str) for rule in ideal.heads.values())
+    what = f"ideal:{sorted(ideal.heads.items())}:{method}"
+    batch_key = batch_digest(batch)
     ideal_p, ideal_c = [], []
-    for step in steps:
-        model = source.load(step, device=device).model
-        ideal_p.append(patch_values(model, ideal, batch, [target], metric="p", method=method)[0].numpy())
-        ideal_c.append(patch_values(model, ideal, batch, [target], metric=_correct, method=method)[0].numpy())
-        if on_step is not None:
-            on_step(step)
+    bar = progress_bar(len(steps), f"{label} ideal patterns", enabled=progress)
+    kept = 0
+    try:
+        for step in steps:
+            key = KEPT.key(source, step, batch_key, what, device) if named else None
+            values = KEPT.get(key)
+            if values is None:
+                model = source.load(step, device=device).model
+                values = (
+                    patch_values(model, ideal, batch, [target], metric="p", method=method)[0].numpy(),
+                    patch_values(model, ideal, batch, [target], metric=_correct, method=method)[0].numpy(),
+                )
+                KEPT.put(key, values)
+            else:
+                kept += 1
+                bar.set_postfix_str(f"{kept} kept", refresh=False)
+            ideal_p.append(values[0])
+            ideal_c.append(values[1])
+            bar.update(1)
+            if on_step is not None:
+                on_step(step)
+    finally:
+        bar.close()
     ideal_correct = np.stack(ideal_c)
     ready = crossing(steps, ideal_correct.mean(1), threshold, hold)
     e_minus_r = None if emergence[1] is None or ready[1] is None else int(emergence[1] - ready[1])

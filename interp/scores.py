@@ -33,6 +33,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.core.kept import KEPT, tensor_digest
+
 __all__ = [
     "HEAD_SCORE_COLUMNS",
     "SCORES",
@@ -40,6 +42,8 @@ __all__ = [
     "copying_scores",
     "head_scores",
     "head_scores_over_checkpoints",
+    "kept_head_scores",
+    "kept_scores_key",
     "prefix_matching_score",
     "previous_token_score",
     "repeated_random_tokens",
@@ -209,6 +213,27 @@ def score_tokens(
     return repeated_random_tokens(pool, n_prompts=n_prompts, period=period), period
 
 
+def kept_scores_key(source: Any, step: int, tokens: Tensor, period: int, device: str | None = None) -> tuple | None:
+    """The key of ``step``'s head scores on ``tokens`` in the process's kept evaluations
+    (:mod:`interp.core.kept`; None where the source gives no digest)."""
+    return KEPT.key(source, step, tensor_digest(tokens, period), "head-scores", device)
+
+
+def kept_head_scores(
+    source: Any, step: int, tokens: Tensor, period: int, device: str | None = None, model: Any = None
+) -> dict[str, np.ndarray] | None:
+    """:func:`head_scores` of ``source``'s ``step`` (``{name: Float[ndarray, "layer head"]}``), taken
+    from the process's kept evaluations (:mod:`interp.core.kept`) when measured before; else
+    measured on ``model`` (``step`` loaded by the caller) and kept, or None without a ``model``."""
+    key = kept_scores_key(source, step, tokens, period, device)
+    scores = KEPT.get(key)
+    if scores is None and model is not None:
+        with torch.inference_mode():
+            scores = {name: values.cpu().numpy() for name, values in head_scores(model, tokens, period).items()}
+        KEPT.put(key, scores)
+    return scores
+
+
 def steps_around(steps: Sequence[int], pre_step: int, post_step: int, n_before: int = 3, n_after: int = 3) -> list[int]:
     """``pre_step`` and the ``n_before`` checkpoints before it, ``post_step`` and the ``n_after`` after it.
 
@@ -230,7 +255,9 @@ def head_scores_over_checkpoints(
     model: str | None = None,
     seed: int | None = None,
 ) -> pd.DataFrame:
-    """``head_scores`` at each of ``steps`` of a checkpoint source, one row per (step, head, score).
+    """``head_scores`` at each of ``steps`` of a checkpoint source, one row per (step, head, score);
+    a step scored before in this process on the same sequences (the main job's scan, the
+    scrubber: :func:`kept_head_scores`) is not loaded again.
 
     Args:
         source: a checkpoint source (``interp.sources``).
@@ -263,13 +290,17 @@ def head_scores_over_checkpoints(
     tokens, period = score_tokens(source.tokenizer(), token_pool, n_prompts, period)
     rows = []
     steps = list(steps)
-    for i, step in enumerate(steps):
-        loaded = source.load(step, device=device)
-        if i + 1 < len(steps) and hasattr(source, "prefetch"):
-            source.prefetch(steps[i + 1])  # read while this step is scored (swapping sources only)
-        with torch.inference_mode():
-            scores = head_scores(loaded.model, tokens, period)
+    wanted = [s for s in steps if KEPT.get(kept_scores_key(source, s, tokens, period, device)) is None]
+    for step in steps:
+        scores = kept_head_scores(source, step, tokens, period, device)
+        if scores is None:
+            loaded = source.load(step, device=device)
+            later = [s for s in wanted if s > step]
+            if later and hasattr(source, "prefetch"):
+                source.prefetch(later[0])  # read while this step is scored (swapping sources only)
+            scores = kept_head_scores(source, step, tokens, period, device, model=loaded.model)
+        assert scores is not None  # measured on the loaded model
         for name, values in scores.items():
-            for (layer, head), value in np.ndenumerate(values.numpy()):
+            for (layer, head), value in np.ndenumerate(values):
                 rows.append((model, seed, int(step), int(layer), int(head), name, float(value)))
     return pd.DataFrame(rows, columns=HEAD_SCORE_COLUMNS)

@@ -35,7 +35,6 @@ from interp.report.scrubber import (
     scrubber_fragment,
     token_labels,
 )
-from interp.tasks import evaluate
 
 __all__ = [
     "DEFAULT_PROMPTS",
@@ -58,7 +57,9 @@ class PatternRecorder(StepEvaluator):
     """A :class:`interp.emergence.StepEvaluator` that also keeps, for every step it loads, each
     head's attention pattern on the first ``n_prompts`` prompts (quantised,
     ``UInt8[ndarray, "prompt layer head query_pos key_pos"]``) and, when ``scores``, the head
-    scores of :func:`interp.scores.head_scores` -- no checkpoint is loaded twice."""
+    scores of :func:`interp.scores.head_scores` on :func:`interp.scores.score_tokens`'s sequences
+    (kept as :func:`interp.scores.head_scores_over_checkpoints` keeps them) -- no checkpoint is
+    loaded twice, in this call or a later one of the process (:mod:`interp.core.kept`)."""
 
     def __init__(
         self, source, batch, device: str | None = None, n_prompts: int = DEFAULT_PROMPTS, scores: bool = False
@@ -70,57 +71,51 @@ class PatternRecorder(StepEvaluator):
         self.score_rows: list[tuple] = []
         self._score_tokens: tuple[torch.Tensor, int] | None = None
 
-    def __call__(self, step: int, then: int | None = None):  # then: read-ahead hint, not used here
-        if step not in self.scores:
-            wanted = ["capability", self._patterns_name, *(["head-scores"] if self.want_scores else [])]
-            keys = {what: self.kept_key(step, what) for what in wanted}
-            values = {what: self.kept.get(key) for what, key in keys.items()}
-            reused = all(value is not None for value in values.values())
-            if not reused:  # one load fills in whatever the process has not kept
-                self._measure(step, values)
-                for what, value in values.items():
-                    self.kept.put(keys[what], value)
-            self.scores[step] = values["capability"]
-            self.patterns[step] = values[self._patterns_name]
-            if self.want_scores:
-                self.score_rows.extend(values["head-scores"])
-            self._done(step, reused)
-        return self.scores[step]
+    def measurements(self) -> list[str]:
+        """The evaluator's, the patterns and, when ``scores``, the head scores."""
+        return [*super().measurements(), self._patterns_name, *(["head-scores"] if self.want_scores else [])]
+
+    def kept_key(self, step: int, what: str = "capability") -> tuple | None:
+        if what == "head-scores":
+            from interp.scores import kept_scores_key
+
+            return kept_scores_key(self.source, step, *self.score_tokens(), self.device)
+        return super().kept_key(step, what)
 
     @property
     def _patterns_name(self) -> str:
         return f"patterns:{self.n_prompts}"
 
-    def _measure(self, step: int, kept: dict) -> None:
-        """Load ``step`` once and fill in what ``kept`` lacks (None values)."""
-        from interp.patching import cache_patterns
-
-        checkpoint = self.source.load(step, device=self.device)
-        if kept["capability"] is None:
-            kept["capability"] = evaluate(checkpoint.model, self.batch)
-        if kept[self._patterns_name] is None:
-            with torch.inference_mode():
-                patterns = cache_patterns(checkpoint.model, self.batch.tokens[: self.n_prompts])
-            kept[self._patterns_name] = quantise_patterns(patterns.permute(1, 0, 2, 3, 4))  # prompt first
-        if kept.get("head-scores", ()) is None:
-            kept["head-scores"] = self._score_rows(step, checkpoint.model)
-
-    def _score_rows(self, step: int, model) -> list[tuple]:
-        from interp.scores import head_scores, repeated_random_tokens
-        from interp.tasks import alnum_token_pool
-
+    def score_tokens(self) -> tuple[torch.Tensor, int]:
+        """The head scores' sequences and period (:func:`interp.scores.score_tokens`, made once)."""
         if self._score_tokens is None:
-            pool = alnum_token_pool(self.source.tokenizer())
-            period = min(20, len(pool))
-            self._score_tokens = (repeated_random_tokens(pool, n_prompts=16, period=period), period)
-        tokens, period = self._score_tokens
-        with torch.inference_mode():
-            values = head_scores(model, tokens, period)
-        return [
-            (int(step), int(layer), int(head), name, float(value))
-            for name, table in values.items()
-            for (layer, head), value in np.ndenumerate(table.numpy())
-        ]
+            from interp.scores import score_tokens
+
+            self._score_tokens = score_tokens(self.source.tokenizer())
+        return self._score_tokens
+
+    def _measure(self, step: int, model, values: dict) -> None:
+        """The evaluator's measurements, then the patterns and head scores ``values`` lacks."""
+        from interp.patching import cache_patterns
+        from interp.scores import kept_head_scores
+
+        super()._measure(step, model, values)
+        if values[self._patterns_name] is None:
+            with torch.inference_mode():
+                patterns = cache_patterns(model, self.batch.tokens[: self.n_prompts])
+            values[self._patterns_name] = quantise_patterns(patterns.permute(1, 0, 2, 3, 4))  # prompt first
+        if values.get("head-scores", ()) is None:
+            values["head-scores"] = kept_head_scores(self.source, step, *self.score_tokens(), self.device, model=model)
+
+    def _record(self, step: int, values: dict) -> None:
+        super()._record(step, values)
+        self.patterns[step] = values[self._patterns_name]
+        if self.want_scores:
+            self.score_rows.extend(
+                (int(step), int(layer), int(head), name, float(value))
+                for name, table in values["head-scores"].items()
+                for (layer, head), value in np.ndenumerate(table)
+            )
 
     def recorded(self, steps: Sequence[int] | None = None) -> tuple[list[int], np.ndarray]:
         """(steps, ``UInt8[ndarray, "prompt step layer head query_pos key_pos"]``) of the recorded

@@ -28,12 +28,12 @@ from typing import Any
 import pandas as pd
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from interp.core.devices import choose_device
 from interp.core.field_options import setting
 from interp.core.io import atomic_to_parquet, atomic_write_text, remove_folder
 from interp.core.objects import short_repr, values_equal
+from interp.core.progress import progress_bar, skip
 from interp.core.provenance import make_provenance, write_provenance
 from interp.core.train_loop import train_loop, warmup_constant
 from synthetic.datasets import TASKS, SyntheticTask, make_task
@@ -493,7 +493,9 @@ def train(
 
     run = _start_wandb(config, out_path) if wandb else None
     last_train_loss = [torch.tensor(float("nan"))]
-    bar = tqdm(total=config.steps, disable=not progress, desc=f"{config.task} S={config.S}")
+    # the house progress line (interp.core.progress): text on standard output in a notebook (no widget,
+    # no ipywidgets warning), a tqdm bar in a terminal, plain lines in a log
+    bar = progress_bar(config.steps, f"{config.task} S={config.S}", unit="step", enabled=progress)
 
     def at_step(step: int) -> None:  # bias schedule, evaluation and checkpoints before update `step`
         beta = bias_beta(config.bias, config.bias_schedule, step, anneal_steps)
@@ -517,7 +519,7 @@ def train(
             row["elapsed_s"] = time.perf_counter() - start
             rows.append(row)
             model.train()
-            bar.set_postfix(step=step, loss=f"{row['loss']:.4f}")
+            bar.set_postfix_str(f"step={step}, loss={row['loss']:.4f}", refresh=False)
             if on_eval is not None:
                 on_eval(row)
             if run is not None:
@@ -548,7 +550,7 @@ def train(
 
     try:
         with bias if bias is not None else nullcontext():
-            bar.update(start_step)
+            skip(bar, start_step)  # a resumed run's steps move the position, not the rate
             train_loop(
                 model,
                 optimizer,

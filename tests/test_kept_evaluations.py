@@ -30,7 +30,7 @@ def test_a_second_identical_question_loads_no_checkpoint(tiny_local_suite, capsy
     batch = RepetitionTask(n_prompts=8, length=6).build(first_source.tokenizer())
     first_loads = _counting(first_source)
     first = full_scan(first_source, batch, progress=False)
-    assert first_loads == [0, 100, 200] and len(KEPT) == 3
+    assert first_loads == [0, 100, 200] and len(KEPT) == 6  # per step: the capability and the shape
     # another source object on the same weights, the same prompts: every score is kept
     again = LocalSuiteSource(tiny_local_suite)
     loads = _counting(again)
@@ -96,7 +96,7 @@ def test_population_and_scrubber_reuse_the_scan(tiny_local_suite):
     pop_source = LocalSuiteSource(tiny_local_suite)
     loads = _counting(pop_source)
     result = population([pop_source], task=task, progress=False)
-    assert loads == [200]  # the shape only (the scan kept the scores, not the model's shape)
+    assert loads == []  # the scan kept the scores and each model's shape
     assert list(result.curves["accuracy"]) == list(full_scan(source, task.build(source.tokenizer()))["accuracy"])
     scrub_source = LocalSuiteSource(tiny_local_suite)
     scrub_loads = _counting(scrub_source)
@@ -105,3 +105,81 @@ def test_population_and_scrubber_reuse_the_scan(tiny_local_suite):
     second = scrub_data(scrub_source, task=task, progress=False)
     assert scrub_loads == [0, 100, 200]  # nothing loaded the second time
     assert (first.patterns == second.patterns).all() and first.head_scores.equals(second.head_scores)
+
+
+def test_study_then_scrubber_then_readiness_reuse_every_answer(quick_suite, monkeypatch):
+    """Issue 67 item 7, a notebook's order on one quick-suite run: ``run_study`` (a scan), the
+    scrubber, readiness, then the study and readiness again. After the study the scrubber loads
+    no checkpoint and readiness evaluates no capability curve (it loads each step once, for the
+    ideal patterns only); the second study and readiness load nothing. Every answer equals the
+    one each call gives alone, with nothing kept."""
+    import numpy as np
+
+    import interp.evaluator
+    from interp.core.settings import StudyConfig
+    from interp.main_job.runner import run_study
+    from interp.readiness import readiness
+    from interp.scrubbing import scrub_data
+    from interp.sources.base import CheckpointSource
+
+    folder = quick_suite[0][0]
+    loads: list[int] = []
+    curves: list[int] = []  # forwards that score a step's capability (interp.tasks.evaluate_prompts)
+    original_load, original_score = CheckpointSource.load, interp.evaluator.evaluate_prompts
+
+    def load(self, step, device=None):
+        loads.append(step)
+        return original_load(self, step, device=device)
+
+    def score(model, batch, chunk_size=64):
+        curves.append(1)
+        return original_score(model, batch, chunk_size)
+
+    monkeypatch.setattr(CheckpointSource, "load", load)
+    monkeypatch.setattr(interp.evaluator, "evaluate_prompts", score)
+    # a scan (the scrubber wants every step), no decomposition and few resamples: the test's time
+    task, config = RepetitionTask(n_prompts=32), StudyConfig(scan=True, decompose=False, n_boot=20)
+
+    def calls() -> dict:
+        source = LocalSuiteSource(folder)
+        batch = task.build(source.tokenizer())
+        counts: dict = {}
+        before = len(loads), len(curves)
+        study = run_study([LocalSuiteSource(folder)], task, config, progress=False)
+        counts["study"] = (len(loads) - before[0], len(curves) - before[1])
+        before = len(loads), len(curves)
+        scrub = scrub_data(source, task, config=config, ranking=study.runs[0], progress=False)
+        counts["scrubber"] = (len(loads) - before[0], len(curves) - before[1])
+        before = len(loads), len(curves)
+        ready = readiness(source, batch, config=config, progress=False)
+        counts["readiness"] = (len(loads) - before[0], len(curves) - before[1])
+        return {"study": study, "scrub": scrub, "ready": ready, "counts": counts, "steps": source.searchable_steps()}
+
+    first = calls()
+    n_steps = len(first["steps"])
+    assert first["counts"]["study"][0] >= n_steps and first["counts"]["study"][1] == n_steps
+    assert first["counts"]["scrubber"] == (0, 0)  # patterns and head scores came with the study's scan
+    assert first["counts"]["readiness"] == (n_steps, 0)  # the ideal patterns only: the curve was kept
+    before = len(loads), len(curves)
+    again = calls()
+    assert (len(loads), len(curves)) == before  # the second time nothing at all is loaded or scored
+    assert again["counts"] == {"study": (0, 0), "scrubber": (0, 0), "readiness": (0, 0)}
+
+    # each answer as a call on its own gives it, with nothing kept: the first study was one (the
+    # store starts empty); the scrubber and readiness are run again alone
+    KEPT.clear()
+    alone_scrub = scrub_data(
+        LocalSuiteSource(folder), task, config=config, ranking=first["study"].runs[0], progress=False
+    )
+    KEPT.clear()
+    source = LocalSuiteSource(folder)
+    alone_ready = readiness(source, task.build(source.tokenizer()), config=config, progress=False)
+    for name in ("points", "heads", "topk", "head_scores"):
+        pd.testing.assert_frame_equal(getattr(again["study"], name)(), getattr(first["study"], name)())
+    assert first["study"].runs[0].heads is not None  # the run emerged: its ranking was kept and reused
+    for kept in (first, again):
+        assert np.array_equal(kept["scrub"].patterns, alone_scrub.patterns)
+        pd.testing.assert_frame_equal(kept["scrub"].curve, alone_scrub.curve)
+        pd.testing.assert_frame_equal(kept["scrub"].head_scores, alone_scrub.head_scores)
+        pd.testing.assert_frame_equal(kept["ready"].curve, alone_ready.curve)
+        assert kept["ready"].heads == alone_ready.heads and kept["ready"].point_row() == alone_ready.point_row()

@@ -177,7 +177,8 @@ def test_first_hour_notebook_is_small_shows_progress_and_reuses_its_answers(note
     # the repeated questions: the scan and the population loaded nothing, and said so
     assert f"{n}/{n}" in _stream(code[4]) and f"{n} kept" in _stream(code[4])
     assert _stream(code[8]).count(f"{n} kept") == 2
-    assert "100%" in _stream(code[7])  # the scrubber (patterns were not kept: it loads each step)
+    # the scrubber: the study's scan kept every step's patterns and head scores (issue 67 item 7)
+    assert "100%" in _stream(code[7]) and f"{n} kept" in _stream(code[7])
     # the worked run is one whose jump stands above its noise, and the findings name its heads
     report = MainJobReport.load(out / "results")
     summary = report.summary()

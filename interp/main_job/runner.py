@@ -81,7 +81,9 @@ def analyse_run(
             ``decompose`` the jump is decomposed by component, with ``scores`` every head is
             scored around the point (:mod:`interp.scores`), with ``scrub`` every head's pattern
             on the first prompts is kept at each evaluated step (the report's scrubber);
-            ``dtype`` and ``swap_weights`` are set on the source before its first load.
+            ``dtype`` and ``swap_weights`` are set on the source before its first load; with
+            ``scrub`` and ``scores`` the head scores are measured at every evaluated step as it
+            is loaded, so the scores around the point and a later scrubber load nothing.
         progress: called as ``progress(step, kept)`` after each checkpoint the search scores
             (``kept``: taken from the process's kept evaluations, :mod:`interp.core.kept`);
             :func:`run_study`'s progress line hangs here.
@@ -112,7 +114,7 @@ def analyse_run(
     batch = task.build(source.tokenizer())
     model, seed = model_and_seed(source.model_id)
     evaluator = (
-        PatternRecorder(source, batch, device=device, n_prompts=DEFAULT_PROMPTS)
+        PatternRecorder(source, batch, device=device, n_prompts=DEFAULT_PROMPTS, scores=config.scores)
         if config.scrub
         else StepEvaluator(source, batch, device=device)
     )

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from interp.core.kept import KEPT
 from interp.core.objects import check_argument
 from interp.core.settings import StudyConfig
 from interp.evaluator import StepEvaluator, evaluate_steps
@@ -36,34 +35,6 @@ def seed_arm(shape_arm: str, varies: str) -> str:
     ``shape_arm`` where both do, else ``"L12-d768-h12 (data order varied)"`` /
     ``"... (initialisation varied)"``."""
     return shape_arm if varies == "both" else f"{shape_arm} ({varies} varied)"
-
-
-class _ShapeRecorder:
-    """A source whose first loaded checkpoint's shape is remembered (``n_layers``, ``d_model``,
-    ``n_heads``, ``d_head`` from the bridge's config), so the shape costs no extra load."""
-
-    def __init__(self, source) -> None:
-        self._source = source
-        self.shape: dict[str, int] | None = None
-
-    def load(self, step: int, device=None):
-        checkpoint = self._source.load(step, device=device)
-        if self.shape is None:
-            cfg = checkpoint.model.cfg
-            self.shape = {k: int(getattr(cfg, k)) for k in ("n_layers", "d_model", "n_heads", "d_head")}
-            KEPT.put(KEPT.key(self._source, step, "", "shape"), self.shape)
-        return checkpoint
-
-    def kept_shape(self, steps: Sequence[int]) -> dict[str, int] | None:
-        """The shape kept for one of ``steps`` (a run scored from kept evaluations loads nothing)."""
-        for step in steps:
-            shape = KEPT.get(KEPT.key(self._source, step, "", "shape"))
-            if shape is not None:
-                return shape
-        return None
-
-    def __getattr__(self, name: str):
-        return getattr(self._source, name)
 
 
 def source_curve(
@@ -99,15 +70,11 @@ def source_curve(
     check_argument(isinstance(config, StudyConfig), config, "source_curve: config", "a StudyConfig")
     device = config.device
 
-    recorder = _ShapeRecorder(source)
-    evaluator = StepEvaluator(recorder, batch, device=device)
+    evaluator = StepEvaluator(source, batch, device=device)  # each load keeps the model's shape too
     steps = source.searchable_steps()  # without duplicate weights, shared shards and corrupt files
     evaluate_steps(evaluator, steps, progress)
     table = evaluator.table()
-    shape = recorder.shape or recorder.kept_shape(steps)
-    if shape is None:  # kept scores but no kept shape (a scan, not a population, scored them): one load
-        recorder.load(steps[-1], device=device)
-        shape = recorder.shape or {"n_layers": 0, "d_model": 0, "n_heads": 0, "d_head": 0}
+    shape = evaluator.shapes[steps[-1]]
     _, seed = model_and_seed(source.model_id)
     _, init_seed, data_order_seed, varies = seed_parts(source.model_id)
     table = table.assign(

@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
@@ -277,7 +278,50 @@ def score_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: TaskBatch) -
     return CapabilityScore(accuracy=accuracy, p_answer=p_answer, n_prompts=len(batch))
 
 
+@dataclass(frozen=True)
+class PromptScores:
+    """Per-prompt capability of one checkpoint on one task (what :func:`evaluate_prompts` returns).
+
+    Attributes:
+        score: the :class:`CapabilityScore` (the means, as :func:`evaluate` gives them).
+        correct: ``Float[ndarray, "prompt"]``: 1.0 where the greedy prediction is the answer, else 0.0.
+        p: ``Float[ndarray, "prompt"]``: p(answer) at the answer position (probability).
+    """
+
+    score: CapabilityScore
+    correct: np.ndarray
+    p: np.ndarray
+
+
 @torch.inference_mode()
+def evaluate_prompts(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> PromptScores:
+    """:func:`evaluate`, keeping each prompt's greedy correctness and p(answer) too (the
+    readiness curve resamples prompts); the means are those :func:`evaluate` returns, bit for bit.
+
+    Args:
+        model, batch, chunk_size: as :func:`evaluate`.
+
+    Returns:
+        :class:`PromptScores` (``correct`` and ``p`` of length ``len(batch)``, float32).
+    """
+    from interp.core.metrics import METRICS
+
+    device = next(model.parameters()).device
+    correct, p_sum = 0.0, 0.0
+    hits, probabilities = [], []
+    for start in range(0, len(batch), chunk_size):
+        chunk = batch.rows(slice(start, start + chunk_size)).to(device)
+        logits = model(chunk.tokens, **chunk.forward_kwargs())
+        final = answer_logits(getattr(logits, "logits", logits), chunk)
+        hit, p = METRICS["accuracy"](final, chunk), METRICS["p"](final, chunk)
+        correct += hit.mean().item() * len(chunk)  # as score_logits: the chunk's mean, then weighted
+        p_sum += p.mean().item() * len(chunk)
+        hits.append(hit.float().cpu().numpy())
+        probabilities.append(p.float().cpu().numpy())
+    score = CapabilityScore(accuracy=correct / len(batch), p_answer=p_sum / len(batch), n_prompts=len(batch))
+    return PromptScores(score=score, correct=np.concatenate(hits), p=np.concatenate(probabilities))
+
+
 def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> CapabilityScore:
     """Score a model (a TransformerBridge or any tokens -> logits module) on a task batch.
 
@@ -289,15 +333,7 @@ def evaluate(model: torch.nn.Module, batch: TaskBatch, chunk_size: int = 64) -> 
         chunk_size: prompts per forward pass (bounds memory).
 
     Returns:
-        Greedy accuracy (fraction) and mean p(answer) (probability) over all prompts.
+        Greedy accuracy (fraction) and mean p(answer) (probability) over all prompts
+        (:func:`evaluate_prompts` keeps the per-prompt values too).
     """
-    device = next(model.parameters()).device
-    correct, p_sum = 0.0, 0.0
-    for start in range(0, len(batch), chunk_size):
-        chunk = batch.rows(slice(start, start + chunk_size)).to(device)
-        logits = model(chunk.tokens, **chunk.forward_kwargs())
-        logits = getattr(logits, "logits", logits)
-        score = score_logits(logits, chunk)
-        correct += score.accuracy * len(chunk)
-        p_sum += score.p_answer * len(chunk)
-    return CapabilityScore(accuracy=correct / len(batch), p_answer=p_sum / len(batch), n_prompts=len(batch))
+    return evaluate_prompts(model, batch, chunk_size).score
