@@ -15,6 +15,7 @@ contrast is read again).
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -111,33 +112,58 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
         parts = [replace(v, label=v.label.split("(")[1].split(",")[0]) for v in pair_verdicts(pair_rows)]
         row, v = answer_row("Claim 2", PAPER["Claim 2"], parts, "arm")  # at the largest-jump pair
         seeds = pair_rows["run"].nunique()
-        row["evidence"] = f"largest-jump pair, top-2 patterns ({seeds} of 48 seeds so far): " + row["evidence"]
+        seeds_text = f"{seeds} seeds" if seeds >= 48 else f"{seeds} of 48 seeds so far"
+        row["evidence"] = f"largest-jump pair, top-2 patterns ({seeds_text}): " + row["evidence"]
         rows.append(row)
         verdicts.append(v)
+    split_row, split_note = seed_split_row()
+    if split_row is not None:
+        rows.insert(1, split_row)
     table = answer_table(rows)
-    lead = (
-        "**The answer** (threshold 0.5, hold 2; verdicts by [the judge](population.md#the-judge); the "
-        "populations: section 4):"
-    )
-    notes = [f"Superseded (no verdict): {s}." for s in superseded(verdicts)]
-    notes += seed_split_note()
+    lead = "**The answer** (threshold 0.5, hold 2; verdicts by [the judge](population.md#the-judge); section 4):"
+    gone = superseded(verdicts)
+    varied = {re.search(r" \((.*) vary too\)$", g).group(1) for g in gone if re.search(r" \(.*vary too\)$", g)}
+    if gone and len(varied) == 1 and all(g.endswith(" vary too)") for g in gone):  # said once
+        gone = [re.sub(r" \(.*\)$", "", g) for g in gone]
+        notes = [f"Superseded, no verdict ({varied.pop()} vary too): {'; '.join(gone)}."]
+    else:
+        notes = [f"Superseded (no verdict): {'; '.join(gone)}."] if gone else []
+    notes += split_note
     notes.append("Claims 3, 5: [synthetic](results-synthetic.md), [architectures](results-architectures.md).")
     return answer_markdown(table, lead, notes), table, verdicts
 
 
-def seed_split_note() -> list[str]:
-    """Claim 1's split of the seed (issue 72): its verdict line once the 8 × 8 grid is complete,
-    else how many of its runs are kept."""
+def seed_split_row() -> tuple[dict | None, list[str]]:
+    """Claim 1's split of the seed (issue 72): its answer row once the 8 × 8 grid is complete
+    (the shares of log E's spread with their 95 % intervals, the judge's word), else a note of how
+    many of its runs are kept."""
     from interp.population.kept import read_kept_split_curves
-    from interp.population.seed_split import claim_line, components
+    from interp.population.seed_split import components, judged
+    from interp.population.variance import COMPONENTS
+    from interp.population.verdicts import PAPER
 
     curves = read_kept_split_curves()
     n = curves["run"].nunique() if len(curves) else 0
     if n < 64:
-        return [
+        return None, [
             f"Claim 1, which part of the seed (initialisation × data order): {n} of 64 runs trained, no verdict yet."
         ]
-    return [claim_line(components(curves)).removeprefix("- ")]
+    found = components(curves)
+    split = found["log_E"]
+    shares = ", ".join(
+        f"{name} {100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f})"
+        for name, (a, lo, hi) in ((c, split.share(c)) for c in COMPONENTS)
+    )
+    v = judged(found)
+    row = {
+        "claim": "Claim 1, which part of the seed",
+        "paper": PAPER["Claim 1, seed"],
+        "evidence": f"NeoX-r8, 8 × 8 seeds: {shares} of log E's spread",
+        "verdict": v.word,
+        "robust": v.robust or "—",
+        "decide": v.decide or "—",
+    }
+    return row, []
 
 
 def update_docs(block: str) -> None:
