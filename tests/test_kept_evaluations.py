@@ -175,7 +175,7 @@ def test_study_then_scrubber_then_readiness_reuse_every_answer(quick_suite, monk
     source = LocalSuiteSource(folder)
     alone_ready = readiness(source, task.build(source.tokenizer()), config=config, progress=False)
     for name in ("points", "heads", "topk", "head_scores"):
-        pd.testing.assert_frame_equal(getattr(again["study"], name)(), getattr(first["study"], name)())
+        pd.testing.assert_frame_equal(getattr(again["study"], name), getattr(first["study"], name))
     assert first["study"].runs[0].heads is not None  # the run emerged: its ranking was kept and reused
     for kept in (first, again):
         assert np.array_equal(kept["scrub"].patterns, alone_scrub.patterns)
