@@ -17,6 +17,8 @@ emergence over seeds, and the page that shows them.
   Kaplan-Meier crossings, shares at fixed steps, RMST, paired tests over seeds);
 - :mod:`interp.population.verdicts`: the paper's claims 1 and 4 judged on one population, in words;
 - :mod:`interp.population.claim2_pair`: claim 2 at the consecutive checkpoints with the largest jump;
+- :mod:`interp.population.claim2_timeline`: claim 2 along the time axis: when a seed's top heads start
+  to matter, relative to its point of emergence;
 - :mod:`interp.population.answer`: the answer table (claim | the paper | evidence | verdict |
   robust? | what would decide it) that opens docs/results.md, the page and the notebook display;
 - :mod:`interp.population.mechanism`: claim 2 (the mechanism) as a statistic over an arm's seeds;

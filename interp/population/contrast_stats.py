@@ -612,10 +612,12 @@ def run_auc(curve: pd.DataFrame) -> float:
     Raises:
         ValueError: as :func:`run_level`.
 
-    Source: the trapezoid rule (``numpy.trapezoid``).
+    Source: the trapezoid rule (``scipy.integrate.trapezoid``).
     """
+    from scipy.integrate import trapezoid
+
     steps, acc = _curve(curve)
-    return float(np.trapezoid(acc, steps) / (steps[-1] - steps[0]))
+    return float(trapezoid(acc, steps) / (steps[-1] - steps[0]))
 
 
 def add_run_measures(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:

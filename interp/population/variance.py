@@ -384,6 +384,8 @@ def run_quantities(curves: pd.DataFrame, threshold: float, hold: int) -> pd.Data
         ValueError: as :func:`interp.population.tables.check_curves` (a bad table), a threshold
             or hold the rule refuses.
     """
+    from scipy.integrate import trapezoid
+
     from interp.population.tables import check_curves, runs_from_curves
 
     table = check_curves(curves)
@@ -398,7 +400,7 @@ def run_quantities(curves: pd.DataFrame, threshold: float, hold: int) -> pd.Data
             {
                 "run": run,
                 "level": float(late.mean()) if len(late) else math.nan,
-                "auc": float(np.trapezoid(acc, steps) / budget) if budget > 0 else math.nan,
+                "auc": float(trapezoid(acc, steps) / budget) if budget > 0 else math.nan,
             }
         )
     out = runs.merge(pd.DataFrame(rows), on="run")
