@@ -108,6 +108,7 @@ EXPORTS: dict[str, str] = {
     "population": "interp.population.collect",
     "population_from_curves": "interp.population.tables",
     "PopulationResult": "interp.population.tables",
+    "StatResult": "interp.population.result",
     "forecast": "interp.population.forecast",
     "ForecastResult": "interp.population.forecast",
     "formation_order": "interp.population.formation",
