@@ -9,13 +9,15 @@ import pytest
 
 from analyses import population as entry
 from interp.core.settings import StudyConfig
+from interp.population import kept as kept_io
+from interp.population.reading import population_block
 from interp.population.tables import population_from_curves
 from interp.sources.catalogue import load_suite_spec
 
 
 def test_blocks_give_every_arm_its_seeds_in_turn():
     cfg = load_suite_spec("population")
-    blocks = entry.blocks(cfg, 2)
+    blocks = kept_io.blocks(cfg, 2)
     assert len(blocks) == 12 and all(len(block) == 10 for block in blocks)
     assert [(size.name, seed) for size, seed in blocks[0][:5]] == [
         ("neox-2l-64d-1h", 0),
@@ -50,15 +52,15 @@ def _curve(arm: str, n_heads: int, seed: int, crossing: int | None, budget: int 
 def test_kept_curves_round_trip_and_a_damaged_one_is_redone(tmp_path, capsys):
     curves = [_curve("a", 1, 0, 200), _curve("a", 1, 1, None), _curve("b", 2, 0, 100)]
     for curve in curves:
-        path = entry.kept_curve(curve["run"].iloc[0], tmp_path)
+        path = kept_io.kept_curve(curve["run"].iloc[0], tmp_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         curve.to_csv(path, index=False)
-    entry.kept_curve("a-seed1", tmp_path).write_text("arm,run\nhalf")  # cut short
-    b = entry.kept_curve("b-seed0", tmp_path)
+    kept_io.kept_curve("a-seed1", tmp_path).write_text("arm,run\nhalf")  # cut short
+    b = kept_io.kept_curve("b-seed0", tmp_path)
     b.write_text(b.read_text()[: len(b.read_text()) // 2])  # cut mid-row: every column there, the end missing
-    table = entry.read_kept_curves(tmp_path)
+    table = kept_io.read_kept_curves(tmp_path)
     assert sorted(table["run"].unique()) == ["a-seed0"]
-    assert not entry.kept_curve("a-seed1", tmp_path).exists()  # removed: its run is evaluated again
+    assert not kept_io.kept_curve("a-seed1", tmp_path).exists()  # removed: its run is evaluated again
     assert not b.exists()
     said = capsys.readouterr().out
     assert "a-seed1.csv is not a whole curve" in said and "b-seed0.csv is not a whole curve" in said
@@ -71,7 +73,7 @@ def test_docs_block_states_the_tables():
         ignore_index=True,
     )
     result = population_from_curves(curves, StudyConfig(threshold=0.5, hold=2), reference="neox-a")
-    block = entry.docs_block(result, 120, "the rest not trained yet")
+    block = population_block(result, 120, "the rest not trained yet")
     assert block.startswith("Runs evaluated: 6 of the spec's 120 (the rest not trained yet).")
     # E = the post step held for 2 checkpoints; a run that never crosses is censored at 600
     assert list(result.runs.sort_values(["arm", "seed"])["E"].fillna(-1)) == [200, 300, -1, 100, 100, 200]
@@ -242,7 +244,7 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
     kept = tmp_path / "kept"
     for seed, crossing in enumerate([5000, None, None]):
         curve = _curve(arm, 8, seed, crossing, budget=12000)
-        path = entry.kept_curve(curve["run"].iloc[0], kept)
+        path = kept_io.kept_curve(curve["run"].iloc[0], kept)
         path.parent.mkdir(parents=True, exist_ok=True)
         curve.to_csv(path, index=False)
     docs = tmp_path / "results.md"
@@ -254,7 +256,7 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
         + f"{entry.LONG_MARKERS[0]}\nold\n{entry.LONG_MARKERS[1]}\n"
         + f"{entry.LONG_HEADLINE[0]}\nold\n{entry.LONG_HEADLINE[1]}\n"
     )
-    monkeypatch.setattr(entry, "DOCS", docs)
+    monkeypatch.setattr(kept_io, "DOCS", docs)
     monkeypatch.setitem(entry.SPECS, "population-8h-long", (kept, 256))
     entry.main(["--spec", "population-8h-long", "--finished-only", "--update-docs", "--out", str(tmp_path / "out")])
     text = docs.read_text()
@@ -262,7 +264,7 @@ def test_the_continuation_rewrites_its_own_block_and_leaves_the_populations_alon
     assert "Runs evaluated: 3 of the spec's 24 (the rest not trained yet; 256 prompts per checkpoint;" in text
     assert "| 12000 | 3 | 1 |" in text and "\nold\n" not in text
     headline = text.split(entry.LONG_HEADLINE[0] + "\n", 1)[1].split(entry.LONG_HEADLINE[1])[0]
-    assert headline == entry.long_headline(entry.read_kept_curves(kept), 24)
+    assert headline == entry.long_headline(kept_io.read_kept_curves(kept), 24)
 
 
 def test_the_continuations_headline_gives_the_judges_word_beside_the_paper():

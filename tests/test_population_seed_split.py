@@ -6,8 +6,9 @@ import math
 import pandas as pd
 import pytest
 
-from analyses import population as pop
 from analyses import population_seed_split as split
+from interp.population import kept as pop
+from interp.population import seed_split as split_library
 from interp.sources.catalogue import load_suite_spec, run_name
 
 CFG = load_suite_spec(split.SPEC)
@@ -56,7 +57,7 @@ def test_equal_seed_runs_are_taken_from_the_same_runs_curves(tmp_path):
         pop.kept_curve("neox-2l-64d-4h-r8-seed2", same), index=False
     )  # another budget: not the same run, not taken
     assert split.take_same_runs(CFG, kept, same) == 2
-    curves = split.read_kept_curves(kept)
+    curves = pop.read_kept_split_curves(kept)
     assert sorted(curves["run"].unique()) == ["neox-2l-64d-4h-r8-seed0", "neox-2l-64d-4h-r8-seed1"]
     one = curves[curves["run"] == "neox-2l-64d-4h-r8-seed1"]
     assert (one["init_seed"] == 1).all() and (one["data_order_seed"] == 1).all()
@@ -105,9 +106,9 @@ def test_complete_grid_block_components_figure_and_claim_line(tmp_path):
     assert len(pd.read_csv(tmp_path / "runs.csv")) == 64
     assert len(pd.read_csv(tmp_path / "components.csv")) == 9
     assert "plotly" in (tmp_path / "seed_grid.html").read_text()[:5000].lower()
-    line = split.claim_line(found)
+    line = split_library.claim_line(found)
     # E set by the initialisation alone (initialisation 100 %): the judge says reproduced, naming the part
-    v = split.judged(found)
+    v = split_library.judged(found)
     assert (v.word, v.side) == ("reproduced", "initialisation")
     assert line.startswith("- **Claim 1, which part of the seed**") and ": reproduced: Of the spread" in line
     assert VERDICT_PLACEHOLDER not in line

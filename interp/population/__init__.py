@@ -17,6 +17,12 @@ emergence over seeds, and the page that shows them.
   Kaplan-Meier crossings, shares at fixed steps, RMST, paired tests over seeds);
 - :mod:`interp.population.verdicts`: the paper's claims 1 and 4 judged on one population, in words;
 - :mod:`interp.population.claim2_pair`: claim 2 at the consecutive checkpoints with the largest jump;
+- :mod:`interp.population.kept`: the kept runs' folders and files (curves, mechanism, pairs, timelines),
+  evaluating and keeping one run, and writing a docs block;
+- :mod:`interp.population.reading`: the population's docs block and summaries read from kept curves;
+- :mod:`interp.population.judged`: one contrast of kept arms judged in one line (the entries' claim lines);
+- :mod:`interp.population.seed_split`: claim 1's split of the seed (initialisation × data order), judged;
+- :mod:`interp.population.forced`: the forced runs (true pattern, control) of the forcing entries;
 - :mod:`interp.population.claim2_timeline`: claim 2 along the time axis: when a seed's top heads start
   to matter, relative to its point of emergence;
 - :mod:`interp.population.answer`: the answer table (claim | the paper | evidence | verdict |

@@ -414,8 +414,8 @@ def read_kept_timelines(kept: Path = PAIR_KEPT, echo=print) -> dict[str, pd.Data
     return found
 
 
-def update_docs(block: str, markers: tuple[str, str], docs: Path = DOCS) -> None:
-    """Replace the block of ``docs`` (default docs/results.md) between ``markers`` (begin, end) with
+def update_docs(block: str, markers: tuple[str, str], docs: Path | None = None) -> None:
+    """Replace the block of ``docs`` (default :data:`DOCS`, docs/results.md, read at the call) between ``markers`` (begin, end) with
     ``block``, atomically (:func:`interp.core.io.replace_block`).
 
     Raises:
@@ -425,6 +425,6 @@ def update_docs(block: str, markers: tuple[str, str], docs: Path = DOCS) -> None
     from interp.core.io import replace_block
 
     try:
-        replace_block(docs, block, markers)
+        replace_block(DOCS if docs is None else docs, block, markers)
     except ValueError as error:
         raise SystemExit(str(error)) from None
