@@ -178,6 +178,7 @@ findings: setup
 	$(PY) -m analyses.population_mechanism --no-compute --update-docs
 	$(PY) -m analyses.population_mechanism --pair largest-jump --no-compute --update-docs
 	$(PY) -m analyses.population_seed_split --finished-only --update-docs
+	$(PY) -m analyses.population_seed_split --spec population-seed-split-128d --finished-only --update-docs
 	$(PY) -m analyses.answer --update-docs
 
 # The paper-scale entries (issue 27; ~11 h on 2 idle cores, estimates in docs/results-synthetic.md

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +43,8 @@ from interp.core.terms import DEFAULT_HOLD as HOLD
 from interp.core.terms import DEFAULT_THRESHOLD as THRESHOLD
 from interp.population.kept import (
     DOCS,
+    POPULATION_KEPT,
+    SEED_SPLIT_128D_KEPT,
     SEED_SPLIT_KEPT,
     SPECS,
     evaluate_run,
@@ -67,6 +70,33 @@ SAME_RUNS = SPECS["population-decoupled"][0]
 BEGIN, END = "<!-- population-seed-split:begin -->", "<!-- population-seed-split:end -->"
 
 
+@dataclass(frozen=True)
+class Grid:
+    """One crossed grid: its suite ``spec``, where its curves are ``kept``, the population whose
+    equal-seed runs are its diagonal (``same``, same training and prompts), the prompts per
+    checkpoint (``n_prompts``, those of ``same``) and its docs/results.md block ``markers``."""
+
+    spec: str
+    kept: Path
+    same: Path
+    n_prompts: int
+    markers: tuple[str, str]
+
+
+#: The shipped grids, by suite spec (``--spec``): the decoupled population's 4-head arm (item 3)
+#: and the population's d_model-128 4-head arm (issue 72 item 5; 64 prompts, as that population).
+GRIDS = {
+    SPEC: Grid(SPEC, KEPT, SAME_RUNS, N_PROMPTS, (BEGIN, END)),
+    "population-seed-split-128d": Grid(
+        "population-seed-split-128d",
+        SEED_SPLIT_128D_KEPT,
+        POPULATION_KEPT,
+        SPECS["population"][1],
+        ("<!-- population-seed-split-128d:begin -->", "<!-- population-seed-split-128d:end -->"),
+    ),
+}
+
+
 def run_order(cfg) -> list[tuple]:
     """The runs ``(size, initialisation seed, data-order seed)`` in training order: for each
     offset ``b`` (0 first), every initialisation seed ``i`` with data-order seed ``(i + b) mod n``
@@ -79,17 +109,17 @@ def run_order(cfg) -> list[tuple]:
     inits, datas = list(cfg.seeds), list(cfg.data_order_seeds)
     if len(inits) != len(datas):
         raise ValueError(
-            f"{SPEC}: {len(inits)} initialisation seeds against {len(datas)} data-order seeds; "
+            f"the suite spec has {len(inits)} initialisation seeds against {len(datas)} data-order seeds; "
             "the run order needs a square grid"
         )
     n = len(inits)
     return [(size, inits[i], datas[(i + b) % n]) for b in range(n) for size in cfg.sizes for i in range(n)]
 
 
-def evaluate(folder: Path, cfg, size, seed: int, data_order_seed: int) -> pd.DataFrame:
-    """One run's curve (:func:`analyses.population.evaluate_run`, :data:`N_PROMPTS` prompts) with
+def evaluate(folder: Path, cfg, size, seed: int, data_order_seed: int, n_prompts: int = N_PROMPTS) -> pd.DataFrame:
+    """One run's curve (:func:`interp.population.kept.evaluate_run`, ``n_prompts`` prompts) with
     its two seeds (:func:`interp.population.kept.split_curve_columns`)."""
-    curve = evaluate_run(folder, cfg, size, seed, N_PROMPTS)
+    curve = evaluate_run(folder, cfg, size, seed, n_prompts)
     curve["init_seed"], curve["data_order_seed"] = seed, data_order_seed
     return curve[split_curve_columns()]
 
@@ -118,10 +148,10 @@ def take_same_runs(cfg, kept: Path = KEPT, same: Path = SAME_RUNS) -> int:
     return taken
 
 
-def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT) -> int:
+def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT, n_prompts: int = N_PROMPTS) -> int:
     """Train and evaluate every run of ``runs`` (``(size, init seed, data-order seed)``) whose
-    curve is not kept, ``jobs`` at a time in the pinned pool, keeping each curve as it is
-    evaluated; returns how many curves were added."""
+    curve is not kept, ``jobs`` at a time in the pinned pool, keeping each curve (``n_prompts``
+    prompts per checkpoint) as it is evaluated; returns how many curves were added."""
     from interp.core.io import atomic_to_csv
     from interp.sources.catalogue import run_name
     from interp.sources.embedded import iter_suite
@@ -134,7 +164,7 @@ def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT) -> 
         started = time.time()
         for name, folder in iter_suite(cfg, n_jobs=jobs, runs=list(chunk)):
             size, seed, data = chunk[name]
-            curve = evaluate(folder, cfg, size, seed, data)
+            curve = evaluate(folder, cfg, size, seed, data, n_prompts)
             kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
             atomic_to_csv(curve, kept_curve(name, kept))
             added += 1
@@ -270,21 +300,25 @@ def docs_block(curves: pd.DataFrame, n_planned: int, found: dict | None = None) 
     return "\n".join(lines) + "\n"
 
 
-def update_docs(block: str) -> None:
-    """Rewrite docs/results.md's block (:data:`BEGIN` … :data:`END`); where the page has no such
-    block yet, say so and leave the page alone."""
+def update_docs(block: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Rewrite docs/results.md's block (``markers``, default :data:`BEGIN` … :data:`END`); where
+    the page has no such block yet, say so and leave the page alone."""
+    begin, end = markers
     text = DOCS.read_text() if DOCS.is_file() else ""
-    if BEGIN not in text or END not in text:
-        print(f"note: {DOCS} has no {BEGIN} ... {END} block; the block is in the entry's output folder only")
+    if begin not in text or end not in text:
+        print(f"note: {DOCS} has no {begin} ... {end} block; the block is in the entry's output folder only")
         return
-    replace_block(block, (BEGIN, END))
+    replace_block(block, markers)
 
 
 def main(argv=None) -> None:
     from interp.sources.catalogue import load_suite_spec
 
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "analyses" / NAME)
+    parser.add_argument(
+        "--spec", default=SPEC, choices=sorted(GRIDS), help=f"which crossed grid (default {SPEC}; suites in interp/data/suites)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help=f"output folder (default results/analyses/{NAME}[-128d])")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time in this process (default 1)")
     parser.add_argument("--runs", default="", help="only these runs, by index into the run order: a-b ranges (0-63)")
     parser.add_argument("--init-seeds", default="", help="only runs with these initialisation seeds (a-b ranges)")
@@ -295,32 +329,34 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         raise SystemExit(f"error: --jobs={args.jobs} must be >= 1")
-    cfg = load_suite_spec(SPEC)
+    grid = GRIDS[args.spec]
+    out = args.out or ROOT / "results" / "analyses" / (NAME + args.spec.removeprefix(SPEC))
+    cfg = load_suite_spec(grid.spec)
     try:
         chosen = select(cfg, args.runs, args.init_seeds, args.data_seeds)
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
     started = time.time()
     if not args.finished_only:
-        take_same_runs(cfg)
-        train_and_keep(cfg, chosen, args.jobs)
-    curves = read_kept_split_curves()
+        take_same_runs(cfg, grid.kept, grid.same)
+        train_and_keep(cfg, chosen, args.jobs, grid.kept, grid.n_prompts)
+    curves = read_kept_split_curves(grid.kept)
     n_planned = len(cfg.run_names())
     n = curves["run"].nunique() if len(curves) else 0
     print(f"{n} of {n_planned} runs kept; {time.time() - started:.0f} s", flush=True)
     found = components(curves) if n == n_planned else None
     block = docs_block(curves, n_planned, found)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{NAME}.md").write_text(block)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{NAME}.md").write_text(block)
     print(block)
     if found is not None:
-        write_outputs(found, args.out)
-        print(claim_line(found))
+        write_outputs(found, out, grid.spec)
+        print(claim_line(found, spec=grid.spec))
     if args.update_docs:
-        update_docs(block)
+        update_docs(block, grid.markers)
 
 
-def write_outputs(found: dict, out: Path) -> None:
+def write_outputs(found: dict, out: Path, spec: str = SPEC) -> None:
     """The per-run table (``runs.csv``), the components (``components.csv``) and the figure
     (``seed_grid.html``: E on the init × data-order grid, opens offline) in ``out``."""
     import plotly.io as pio
@@ -331,7 +367,7 @@ def write_outputs(found: dict, out: Path) -> None:
     atomic_to_csv(found["runs"], out / "runs.csv")
     tables = [found[q].table.assign(quantity=q) for q in SPLIT]
     atomic_to_csv(pd.concat(tables, ignore_index=True), out / "components.csv")
-    fig = seed_grid_figure(found["runs"], title=f"{SPEC}: point of emergence E per initialisation and data-order seed")
+    fig = seed_grid_figure(found["runs"], title=f"{spec}: point of emergence E per initialisation and data-order seed")
     atomic_write_text(out / "seed_grid.html", pio.to_html(fig, include_plotlyjs=True, full_html=True))
 
 

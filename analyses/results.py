@@ -155,6 +155,16 @@ REGISTRY: list[Analysis] = [
         ("--update-docs",),
         takes_device=False,
     ),
+    # Issue 72 item 5: the same 8 x 8 on the population's d_model-128 4-head arm (3000 steps, 64
+    # prompts; the 8 with equal seeds taken from the population's kept curves); kept in
+    # docs/data/population-seed-split-128d (runtime per run: that folder's README).
+    Analysis(
+        "population_seed_split_128d",
+        "analyses.population_seed_split",
+        "docs/results.md §4 (which part of the seed, second arm)",
+        ("--spec", "population-seed-split-128d", "--update-docs"),
+        takes_device=False,
+    ),
     # Issue 52 item 2, the forcing side: 12 of the 8-head seeds forced (true pattern against the
     # offset control, beta 0.25, N 500) for 8000 steps: 24 runs, ~10 min each on an idle core with
     # the 256-prompt evaluation, ~2 h of 2 idle cores (estimated from forcing_control's 4000-step

@@ -66,6 +66,21 @@ def test_equal_seed_runs_are_taken_from_the_same_runs_curves(tmp_path):
     assert split.take_same_runs(CFG, kept, same) == 0  # kept already: not taken again
 
 
+def test_the_128d_grid_takes_its_diagonal_from_the_population(tmp_path):
+    """Issue 72 item 5: the second grid's equal-seed runs are the population's kept d_model-128
+    runs (same budget, same 64 prompts), taken whole from the committed curves."""
+    grid = split.GRIDS["population-seed-split-128d"]
+    cfg = load_suite_spec(grid.spec)
+    assert grid.same == pop.POPULATION_KEPT and grid.n_prompts == pop.SPECS["population"][1]
+    assert len(cfg.run_names()) == 64 and cfg.steps_for(cfg.sizes[0]) == 3000
+    assert split.take_same_runs(cfg, tmp_path, grid.same) == 8
+    curves = pop.read_kept_split_curves(tmp_path)
+    seed3 = curves[curves["run"] == "neox-2l-128d-4h-seed3"].reset_index(drop=True)
+    original = pd.read_csv(pop.kept_curve("neox-2l-128d-4h-seed3", pop.POPULATION_KEPT))
+    pd.testing.assert_frame_equal(seed3[pop.curve_columns()], original)
+    assert split.e_grid(curves).loc[3, 3] == 1600  # the population's E for seed 3 at threshold 0.5, hold 2
+
+
 def test_e_grid_and_docs_block():
     frames = []
     for size, s, d in split.run_order(CFG)[:10]:

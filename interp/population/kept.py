@@ -38,6 +38,7 @@ __all__ = [
     "N_PROMPTS",
     "PAIR_KEPT",
     "POPULATION_KEPT",
+    "SEED_SPLIT_128D_KEPT",
     "SEED_SPLIT_KEPT",
     "SPECS",
     "TASK_SEED",
@@ -85,6 +86,8 @@ MECHANISM_KEPT = DATA / "population-mechanism"
 PAIR_KEPT = DATA / "population-mechanism-pair"
 #: The seed split's curves (issue 72): initialisation × data-order seeds.
 SEED_SPLIT_KEPT = DATA / "population-seed-split"
+#: The same grid on the population's d_model-128 4-head arm (issue 72 item 5).
+SEED_SPLIT_128D_KEPT = DATA / "population-seed-split-128d"
 
 
 def curve_columns() -> list[str]:

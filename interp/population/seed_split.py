@@ -42,15 +42,15 @@ def components(curves: pd.DataFrame, n_boot: int = 2000, n_perm: int = 2000) -> 
     return out
 
 
-def claim_line(found: dict, verdict: str | None = None) -> str:
+def claim_line(found: dict, verdict: str | None = None, spec: str = SPEC) -> str:
     """The headline line for the paper's claim 1 (a capability appears at very different steps
     "depending only on the seed"): which part of the seed the spread of log E goes with, in one
     factual sentence (:meth:`interp.population.variance.VarianceComponents.sentence`), behind the
-    verdict word ``verdict`` (default: the judge's, :func:`judged`)."""
+    verdict word ``verdict`` (default: the judge's, :func:`judged`); ``spec`` names the grid's suite."""
     if verdict is None:
         verdict = judged(found).word
     return (
-        f'- **Claim 1, which part of the seed** (`{SPEC}`; the paper: E varies "depending only on the seed"): '
+        f'- **Claim 1, which part of the seed** (`{spec}`; the paper: E varies "depending only on the seed"): '
         f"{found['log_E'].claim_line(verdict)}"
     )
 
