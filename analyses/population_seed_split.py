@@ -316,9 +316,14 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
     parser.add_argument(
-        "--spec", default=SPEC, choices=sorted(GRIDS), help=f"which crossed grid (default {SPEC}; suites in interp/data/suites)"
+        "--spec",
+        default=SPEC,
+        choices=sorted(GRIDS),
+        help=f"which crossed grid (default {SPEC}; suites in interp/data/suites)",
     )
-    parser.add_argument("--out", type=Path, default=None, help=f"output folder (default results/analyses/{NAME}[-128d])")
+    parser.add_argument(
+        "--out", type=Path, default=None, help=f"output folder (default results/analyses/{NAME}[-128d])"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time in this process (default 1)")
     parser.add_argument("--runs", default="", help="only these runs, by index into the run order: a-b ranges (0-63)")
     parser.add_argument("--init-seeds", default="", help="only runs with these initialisation seeds (a-b ranges)")
