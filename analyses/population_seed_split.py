@@ -47,7 +47,7 @@ from interp.population.kept import (
     SEED_SPLIT_128D_KEPT,
     SEED_SPLIT_KEPT,
     SPECS,
-    evaluate_run,
+    keep_runs,
     kept_curve,
     parse_seeds,
     read_kept_split_curves,
@@ -116,14 +116,6 @@ def run_order(cfg) -> list[tuple]:
     return [(size, inits[i], datas[(i + b) % n]) for b in range(n) for size in cfg.sizes for i in range(n)]
 
 
-def evaluate(folder: Path, cfg, size, seed: int, data_order_seed: int, n_prompts: int = N_PROMPTS) -> pd.DataFrame:
-    """One run's curve (:func:`interp.population.kept.evaluate_run`, ``n_prompts`` prompts) with
-    its two seeds (:func:`interp.population.kept.split_curve_columns`)."""
-    curve = evaluate_run(folder, cfg, size, seed, n_prompts)
-    curve["init_seed"], curve["data_order_seed"] = seed, data_order_seed
-    return curve[split_curve_columns()]
-
-
 def take_same_runs(cfg, kept: Path = KEPT, same: Path = SAME_RUNS) -> int:
     """Keep, for each run whose two seeds are equal and that has no curve here, the curve
     ``same`` holds under its name (the same training and evaluation; :data:`SAME_RUNS`), with
@@ -149,28 +141,10 @@ def take_same_runs(cfg, kept: Path = KEPT, same: Path = SAME_RUNS) -> int:
 
 
 def train_and_keep(cfg, runs: list[tuple], jobs: int = 1, kept: Path = KEPT, n_prompts: int = N_PROMPTS) -> int:
-    """Train and evaluate every run of ``runs`` (``(size, init seed, data-order seed)``) whose
-    curve is not kept, ``jobs`` at a time in the pinned pool, keeping each curve (``n_prompts``
-    prompts per checkpoint) as it is evaluated; returns how many curves were added."""
-    from interp.core.io import atomic_to_csv
-    from interp.sources.catalogue import run_name
-    from interp.sources.embedded import iter_suite
-
-    read_kept_split_curves(kept)  # removes damaged files first, so that their runs are redone
-    todo = [(size, s, d) for size, s, d in runs if not kept_curve(run_name(size, s, d), kept).is_file()]
-    added = 0
-    for i in range(0, len(todo), jobs):
-        chunk = {run_name(size, s, d): (size, s, d) for size, s, d in todo[i : i + jobs]}
-        started = time.time()
-        for name, folder in iter_suite(cfg, n_jobs=jobs, runs=list(chunk)):
-            size, seed, data = chunk[name]
-            curve = evaluate(folder, cfg, size, seed, data, n_prompts)
-            kept_curve(name, kept).parent.mkdir(parents=True, exist_ok=True)
-            atomic_to_csv(curve, kept_curve(name, kept))
-            added += 1
-            print(f"{name}: kept its curve ({len(curve)} checkpoints)", flush=True)
-        print(f"{len(chunk)} run(s) done in {time.time() - started:.0f} s", flush=True)
-    return added
+    """Train and evaluate every run of ``runs`` (``(size, init seed, data-order seed)``, in this
+    order) whose curve is not kept, ``jobs`` at a time (:func:`interp.population.kept.keep_runs`,
+    the population's loop, with the two seed columns); returns how many curves were added."""
+    return keep_runs(cfg, [runs[i : i + jobs] for i in range(0, len(runs), jobs)], jobs, kept, n_prompts, split=True)
 
 
 def parse_indices(text: str, n: int, what: str) -> list[int]:

@@ -90,3 +90,38 @@ def test_judged_defaults_are_the_settings_operating_point():
 
     params = inspect.signature(judged).parameters
     assert (params["threshold"].default, params["hold"].default) == (StudyConfig().threshold, StudyConfig().hold)
+
+
+@pytest.mark.slow
+def test_keep_runs_trains_keeps_each_curve_and_resumes(tmp_path, monkeypatch):
+    """The one loop of both kept populations (:func:`interp.population.kept.keep_runs`): a tiny
+    crossed suite's two runs trained and kept with their two seeds; their curves equal
+    :func:`kept.evaluate_run` on the trained folders; a second call keeps nothing; a damaged
+    file is removed and its run's curve kept again, equal to the first."""
+    from interp.sources import embedded
+    from interp.sources.catalogue import run_name, suite_dir
+
+    monkeypatch.setenv("EMERGENCE_LENS_CACHE", str(tmp_path / "cache"))
+    tiny = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
+    cfg = embedded.SuiteConfig(
+        sizes=(tiny,), seeds=(3,), data_order_seeds=(3, 4), steps=4, checkpoint_every=2,
+        n_ctx=32, batch_size=4, warmup_steps=2, corpus_bytes=200_000,
+    )  # fmt: skip
+    runs = cfg.runs()
+    assert [run_name(*r) for r in runs] == ["neox-1l-32d-seed3", "neox-1l-32d-init3-data4"]
+    out = tmp_path / "kept"
+    assert kept.keep_runs(cfg, [runs], 1, out, n_prompts=8, split=True) == 2
+    curves = kept.read_kept_split_curves(out)
+    assert list(curves.columns) == kept.split_curve_columns()
+    two = curves[curves["run"] == "neox-1l-32d-init3-data4"].reset_index(drop=True)
+    assert two["step"].tolist() == list(cfg.checkpoint_steps) == [0, 1, 2, 4]
+    assert (two["init_seed"] == 3).all() and (two["data_order_seed"] == 4).all()
+    alone = kept.evaluate_run(suite_dir(cfg) / "neox-1l-32d-init3-data4", cfg, tiny, 3, 8)
+    pd.testing.assert_frame_equal(two[kept.curve_columns()], alone[kept.curve_columns()])
+    assert kept.keep_runs(cfg, [runs], 1, out, n_prompts=8, split=True) == 0  # resumes: nothing to do
+    path = kept.kept_curve("neox-1l-32d-init3-data4", out)
+    path.write_text(path.read_text()[:40])  # cut short
+    assert kept.keep_runs(cfg, [runs], 1, out, n_prompts=8, split=True) == 1
+    again = kept.read_kept_split_curves(out)
+    pd.testing.assert_frame_equal(again.sort_values(["run", "step"]).reset_index(drop=True),
+                                  curves.sort_values(["run", "step"]).reset_index(drop=True))  # fmt: skip

@@ -45,6 +45,7 @@ __all__ = [
     "blocks",
     "curve_columns",
     "evaluate_run",
+    "keep_runs",
     "keep_spec",
     "kept_curve",
     "kept_heads",
@@ -202,7 +203,6 @@ def train_and_keep(
     (default: every size, blocks of seeds across the arms)."""
     from interp.core.io import atomic_to_csv
     from interp.sources.catalogue import run_name
-    from interp.sources.embedded import iter_suite
 
     read_kept_curves(kept)  # removes damaged files first, so that their runs are redone
     added = 0
@@ -229,25 +229,51 @@ def train_and_keep(
         if arms
         else blocks(cfg, seeds_per_block)
     )
+    return keep_runs(
+        cfg, [[(size, seed, seed) for size, seed in block] for block in order], jobs, kept, n_prompts, train_only
+    )
+
+
+def keep_runs(
+    cfg,
+    order: list[list[tuple]],
+    jobs: int | None,
+    kept: Path,
+    n_prompts: int,
+    train_only: bool = False,
+    split: bool = False,
+) -> int:
+    """The one loop that trains and keeps population runs: for each block of ``order`` (runs as
+    ``(size, initialisation seed, data-order seed)``), train the runs whose curve is not kept in
+    ``kept`` (``jobs`` at a time in the kernel-pinned pool, :func:`interp.sources.embedded.iter_suite`)
+    and keep each one's curve (:func:`evaluate_run`, ``n_prompts`` prompts per checkpoint) atomically
+    as it is evaluated; ``split``: the curve carries its two seeds (:func:`split_curve_columns`);
+    ``train_only``: train, keep nothing. A damaged kept file is named and removed first, so that its
+    run is redone. Returns how many curves were added; prints each run and each block's seconds."""
+    from interp.core.io import atomic_to_csv
+    from interp.sources.catalogue import run_name
+    from interp.sources.embedded import iter_suite
+
+    (read_kept_split_curves if split else read_kept_curves)(kept)
+    added = 0
     for block in order:
-        todo = {
-            run_name(size, seed): (size, seed)
-            for size, seed in block
-            if not kept_curve(run_name(size, seed), kept).is_file()
-        }
+        todo = {run_name(*run): run for run in block if not kept_curve(run_name(*run), kept).is_file()}
         if not todo:
             continue
         started = time.time()
         for run, folder in iter_suite(cfg, n_jobs=jobs, runs=list(todo)):
             if train_only:
                 continue
-            size, seed = todo[run]
+            size, seed, data = todo[run]
             curve = evaluate_run(folder, cfg, size, seed, n_prompts)
+            if split:
+                curve["init_seed"], curve["data_order_seed"] = seed, data
+                curve = curve[split_curve_columns()]
             kept_curve(run, kept).parent.mkdir(parents=True, exist_ok=True)
             atomic_to_csv(curve, kept_curve(run, kept))
             added += 1
             print(f"{run}: kept its curve ({len(curve)} checkpoints)", flush=True)
-        print(f"block of {len(todo)} runs done in {time.time() - started:.0f} s", flush=True)
+        print(f"block of {len(todo)} run(s) done in {time.time() - started:.0f} s", flush=True)
     return added
 
 
