@@ -104,16 +104,16 @@ def test_claim_2_at_the_pair_carries_the_answer_tables_verdict():
     """The pair's result: its table is the per-arm count, its verdict the one the answer table's
     claim 2 row words (judge_claim over the per-arm verdicts), each arm a part."""
     from interp.population.answer import answer_row
-    from interp.population.claim2_pair import pair_table, pair_verdicts
     from interp.population.verdicts import PAPER
     from tests.test_claim2_pair import _rows
 
     rows = _rows(dict.fromkeys(range(9), (0.2, 0.1, 0.3)) | {9: (0.53, 0.49, 0.56), 10: (5.0, -9.0, 9.0)}, noise=(10,))
     r = claim2_pair_result(rows)
-    pd.testing.assert_frame_equal(r.table, pair_table(rows))
-    row, verdict = answer_row("Claim 2", PAPER["Claim 2"], pair_verdicts(rows), noun="arm")
+    top = r.table.set_index(["metric", "component"]).loc[("p", "top-2 patterns")]
+    assert (top["measurable"], top["above"], top["below"], top["straddle"]) == (10, 0, 9, 1)
+    row, verdict = answer_row("Claim 2", PAPER["Claim 2"], list(r.verdict.parts), noun="arm")
     assert r.verdict == verdict and (r.verdict.word, r.verdict.robust) == ("contradicted", "robust")
-    assert row["verdict"] == r.verdict.word and r.verdict.parts == tuple(pair_verdicts(rows))
+    assert row["verdict"] == r.verdict.word and [p.label for p in r.verdict.parts] == ["Claim 2 (A, largest-jump pair)"]
     html = r.to_html()
     assert f"<li>{r.verdict.parts[0].text()}</li>".replace("'", "&#39;") in html and html.count("<li>") == 2
 
