@@ -131,3 +131,34 @@ def test_the_seed_split_carries_the_judges_verdict():
     r = seed_split_result(vc, verdict)
     assert r.table is vc.table and r.verdict.word == "reproduced" and r.verdict.side == "initialisation"
     assert r.caption == vc.sentence() + "." and "initialisation" in r.to_html()
+
+
+def test_a_statistic_with_headline_lines_joins_the_headline(hand):
+    """The page's headline is rendered from results: the claims' lines (one result per claim),
+    then each shown statistic's headline lines under its own lead, escaped; a statistic without
+    headline lines adds none."""
+    from interp.population.result import headline
+    from interp.population.statistics import CLAIMS_LEAD, claim_results
+
+    claims = claim_results(hand)
+    assert [line for r in claims for line in r.headline] == hand.claims and len(hand.claims) == 3
+    assert headline([*claims, None, logrank_result(hand)]) == [(CLAIMS_LEAD, hand.claims)]
+
+    def toy(result) -> StatResult:
+        k = int(result.runs["emerged"].sum())
+        return StatResult(
+            "toy", "Toy", result.arms, headline=(f"Toy {HOSTILE}: {k} of {len(result.runs)} emerged",), lead="A toy:"
+        )
+
+    html = population_fragment(hand, include_plotlyjs=False, statistics=[*POPULATION_STATISTICS, toy])
+    findings = html.split('<section id="findings">')[1].split("</section>")[0]
+    line = "Toy &lt;img src=x onerror=window.__pwned=1&gt;: 7 of 9 emerged"
+    assert int(hand.runs["emerged"].sum()) == 7 and len(hand.runs) == 9
+    assert findings.index(hand.claims[-1][:40]) < findings.index('<p class="el-lead">A toy:</p>') < findings.index(line)
+    assert findings.index(line) < findings.index("Per arm, per test, per fit:")
+    plain = population_fragment(hand, include_plotlyjs=False)
+    assert "A toy:" not in plain and findings.replace(
+        f'<p class="el-lead">A toy:</p>\n<ul class="el-findings el-claims"><li>{line}</li></ul>', ""
+    ).count("<li>") == plain.split('<section id="findings">')[1].split("</section>")[0].count("<li>")
+    with pytest.raises(ValueError, match=r"^StatResult 'x': headline is 'a line'; expected a tuple of strings$"):
+        StatResult("x", "t", pd.DataFrame(), headline="a line")
