@@ -3,8 +3,10 @@ verdict from the judge over every kept population (issue 65, item 4).
 
 Reads the kept curves of every population (docs/data/population*, no training) and the kept
 claim-2 runs at the largest-jump pair (docs/data/population-mechanism-pair); judges each claim
-(:mod:`interp.population.judge` through :func:`interp.population.verdicts.claim_verdicts` and
-:func:`interp.population.claim2_pair.pair_verdicts`); writes the table
+(:mod:`interp.population.judge`), reading every verdict from a statistic's result
+(:class:`interp.population.result.StatResult`: :func:`interp.population.statistics.claim_results`,
+:func:`~interp.population.statistics.claim2_pair_result`,
+:func:`~interp.population.statistics.seed_split_result`); writes the table
 (:mod:`interp.population.answer`) to ``--out`` (``answer.md``, ``answer.csv``) and, with
 ``--update-docs``, between ``answer:begin`` / ``answer:end`` at the top of docs/results.md.
 
@@ -39,9 +41,11 @@ MAX_WORDS = 300
 
 
 def verdicts_by_population(threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD) -> dict[str, list]:
-    """Each kept population's claim verdicts (:func:`interp.population.verdicts.claim_verdicts`)."""
+    """Each kept population's claim verdicts: the verdicts of its claims' results
+    (:func:`interp.population.statistics.claim_results`)."""
     from interp.core.settings import StudyConfig
     from interp.population.kept import SPECS, read_kept_curves
+    from interp.population.statistics import claim_results
     from interp.population.tables import population_from_curves
 
     out = {}
@@ -49,14 +53,8 @@ def verdicts_by_population(threshold: float = DEFAULT_THRESHOLD, hold: int = DEF
         curves = read_kept_curves(SPECS[spec][0])
         if len(curves):
             result = population_from_curves(curves, StudyConfig(threshold=threshold, hold=hold), grid=False)
-            out[spec] = claim_verdicts_of(result)
+            out[spec] = [r.verdict for r in claim_results(result)]
     return out
-
-
-def claim_verdicts_of(result) -> list:
-    from interp.population.verdicts import claim_verdicts
-
-    return claim_verdicts(result)
 
 
 def _named(found: dict[str, list], claim: str) -> list:
@@ -107,9 +105,10 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
             rows.append(row)
             verdicts.append(v)
     if pair_rows is not None and len(pair_rows):
-        from interp.population.claim2_pair import pair_verdicts
+        from interp.population.statistics import claim2_pair_result
 
-        parts = [replace(v, label=v.label.split("(")[1].split(",")[0]) for v in pair_verdicts(pair_rows)]
+        pair = claim2_pair_result(pair_rows).verdict.parts
+        parts = [replace(v, label=v.label.split("(")[1].split(",")[0]) for v in pair]
         row, v = answer_row("Claim 2", PAPER["Claim 2"], parts, "arm")  # at the largest-jump pair
         seeds = pair_rows["run"].nunique()
         seeds_text = f"{seeds} seeds" if seeds >= 48 else f"{seeds} of 48 seeds so far"
@@ -139,6 +138,7 @@ def seed_split_row() -> tuple[dict | None, list[str]]:
     many of its runs are kept."""
     from interp.population.kept import read_kept_split_curves
     from interp.population.seed_split import components, judged
+    from interp.population.statistics import seed_split_result
     from interp.population.variance import COMPONENTS
     from interp.population.verdicts import PAPER
 
@@ -150,11 +150,12 @@ def seed_split_row() -> tuple[dict | None, list[str]]:
         ]
     found = components(curves)
     split = found["log_E"]
+    result = seed_split_result(split, judged(found))
     shares = ", ".join(
         f"{name} {100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f})"
         for name, (a, lo, hi) in ((c, split.share(c)) for c in COMPONENTS)
     )
-    v = judged(found)
+    v = result.verdict
     row = {
         "claim": "Claim 1, which part of the seed",
         "paper": PAPER["Claim 1, seed"],

@@ -66,7 +66,7 @@ def decoupled_status() -> tuple[int, int]:
 
 def headline_block(result, n_planned: int, decoupled: tuple[int, int] | None = None, decoupled_result=None) -> str:
     """docs/results.md's headline: the paper's claims 1 and 4 answered by the population
-    (``result.claims``: :func:`interp.population.findings.claim_lines`), computed from ``result``'s
+    (``result.claims``: :func:`interp.population.statistics.claim_results`), computed from ``result``'s
     tables; then, while the decoupled arms (``decoupled`` = runs kept, planned) are not complete,
     the plain statement that claim 4's contrast is confounded; once they are, their own claim
     lines, 1 and 4 (``decoupled_result``: their :class:`~interp.population.tables.PopulationResult`)."""

@@ -461,7 +461,8 @@ def cost_line(records: list[dict], n_planned: int) -> str:
 
 def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings: str) -> tuple[str, str]:
     """(docs/results.md's block, the headline lines) from the kept runs."""
-    from interp.population.mechanism import claim_lines, claim_table, width_table
+    from interp.population.mechanism import width_table
+    from interp.population.statistics import claim2_widths_result
 
     measured = len(records)
     partial = (
@@ -485,7 +486,8 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
         ]
     if rows.empty:
         return "\n".join(lines) + "\n", partial
-    claims = claim_table(rows)
+    claims_result = claim2_widths_result(rows, arm_format="**{}**")
+    claims = claims_result.table
     lines += [
         (
             "Per arm and width: seeds where the top two heads' patterns recover ≥ 0.5 of the jump with the 95 % "
@@ -525,7 +527,7 @@ def docs_block(rows: pd.DataFrame, records: list[dict], n_planned: int, settings
                 )
             lines.append(f"| {component} | " + " | ".join(cells) + " |")
         lines.append("")
-    said = claim_lines(rows, verdict_format="**{}**")
+    said = claims_result.headline
     lines += [f"- {s}" for s in said]
     headline = partial + "\n\n" + "\n".join(f"- {line}" for line in said)
     return "\n".join(lines) + "\n", headline
@@ -551,7 +553,8 @@ def update_docs(block: str, headline: str, figure_page: str, docs: Path = DOCS) 
 
 def main(argv=None) -> None:
     from interp.core.io import atomic_to_csv, atomic_write_text
-    from interp.population.mechanism import claim_lines, claim_table, figure, width_table
+    from interp.population.mechanism import figure, width_table
+    from interp.population.statistics import claim2_widths_result
     from interp.report import page as vis
 
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{NAME}", description=description(__doc__))
@@ -656,12 +659,13 @@ def main(argv=None) -> None:
     block, headline = docs_block(rows, records, len(plan), settings)
     atomic_write_text(args.out / "mechanism.md", block)
     atomic_to_csv(rows, args.out / "rows.csv")
-    if len(rows):
+    claims = claim2_widths_result(rows) if len(rows) else None
+    if claims is not None:
         atomic_to_csv(width_table(rows), args.out / "widths.csv")
-        atomic_to_csv(claim_table(rows), args.out / "claims.csv")
+        atomic_to_csv(claims.table, args.out / "claims.csv")
     title = "Claim 2 over the population: share of the jump recovered per width"
     figures = [("Share recovered per width and component (one point per seed)", figure(rows))]
-    lead = claim_lines(rows) if len(rows) else ["No run measured yet."]
+    lead = list(claims.headline) if claims is not None else ["No run measured yet."]
     if len(records) < len(plan):
         lead = [
             f"Measured so far: {len(records)} of the {len(plan)} planned runs; not yet a population statistic."
@@ -677,7 +681,7 @@ def main(argv=None) -> None:
 def pair_block(rows: pd.DataFrame, records: list[dict], n_planned: int) -> str:
     """docs/results.md's block for the largest-jump pair: how many runs are in, the measured cost,
     the curve checks, the table per arm, metric and component, and the judge's line per arm."""
-    from interp.population.claim2_pair import pair_table, pair_verdicts
+    from interp.population.statistics import claim2_pair_result
 
     n = len(records)
     lines = [
@@ -703,14 +707,15 @@ def pair_block(rows: pd.DataFrame, records: list[dict], n_planned: int) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     order = {a: i for i, a in enumerate(ARMS)}
-    for r in pair_table(rows).sort_values("arm", key=lambda c: c.map(order), kind="stable").itertuples():
+    pair = claim2_pair_result(rows)
+    for r in pair.table.sort_values("arm", key=lambda c: c.map(order), kind="stable").itertuples():
         median = "—" if not r.measurable else f"{r.median:.2f} [{r.q1:.2f}, {r.q3:.2f}]"
         lines.append(
             f"| {r.arm} | {'p(answer)' if r.metric == 'p' else 'accuracy'} | {r.component} | {r.seeds} ({r.measurable}) "
             f"| {r.above} | {r.below} | {r.straddle} | {median} | {r.noise_seeds or '—'} |"
         )
     lines.append("")
-    lines += [f"- {v.text()}." for v in pair_verdicts(rows)]
+    lines += [f"- {v.text()}." for v in pair.verdict.parts]
     return "\n".join(lines) + "\n"
 
 
@@ -763,7 +768,7 @@ def timeline_block(rows: pd.DataFrame, timelines: dict[str, pd.DataFrame]) -> st
 def main_pairs(args, arms) -> None:
     """``--pair largest-jump``: measure the missing runs (within ``--seeds``), then the tables."""
     from interp.core.io import atomic_to_csv, atomic_write_text
-    from interp.population.claim2_pair import pair_table
+    from interp.population.statistics import claim2_pair_result
 
     if args.spec != "population" or set(arms) != set(ARMS):
         raise SystemExit(f"error: --pair largest-jump measures the population's arms ({', '.join(ARMS)}) only")
@@ -794,7 +799,7 @@ def main_pairs(args, arms) -> None:
     block = pair_block(rows, records, len(planned_pairs(arms))) + timeline_block(rows, read_kept_timelines(kept))
     atomic_write_text(args.out / "pair.md", block)
     if len(rows):
-        atomic_to_csv(pair_table(rows), args.out / "pair_table.csv")
+        atomic_to_csv(claim2_pair_result(rows).table, args.out / "pair_table.csv")
     if args.update_docs:
         replace_block(block, PAIR_BLOCK)
     print(block)

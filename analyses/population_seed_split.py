@@ -56,7 +56,8 @@ from interp.population.kept import (
 )
 from interp.population.kept import curve_columns as population_columns
 from interp.population.kept import update_docs as replace_block
-from interp.population.seed_split import SPLIT, claim_line, components
+from interp.population.seed_split import SPLIT, components, judged
+from interp.population.statistics import seed_split_result
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_seed_split"
@@ -330,7 +331,8 @@ def main(argv=None) -> None:
     print(block)
     if found is not None:
         write_outputs(found, out, grid.spec)
-        print(claim_line(found, spec=grid.spec))
+        (line,) = seed_split_result(found["log_E"], judged(found), spec=grid.spec).headline
+        print(f"- {line}")
     if args.update_docs:
         update_docs(block, grid.markers)
 

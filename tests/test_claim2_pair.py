@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.population.claim2_pair import PAIR_COLUMNS, largest_jump_pairs, pair_table, pair_verdicts
+from interp.population.claim2_pair import PAIR_COLUMNS, largest_jump_pairs
+from interp.population.statistics import claim2_pair_result
 
 
 def _curve(run: str, seed: int, p: list[float], steps: list[int]) -> pd.DataFrame:
@@ -56,12 +57,13 @@ def test_the_verdict_counts_seeds_by_their_interval_and_names_the_noisy_ones():
     # 9 seeds firmly below half, 1 straddling, 1 within noise
     shares = dict.fromkeys(range(9), (0.2, 0.1, 0.3)) | {9: (0.53, 0.49, 0.56), 10: (5.0, -9.0, 9.0)}
     rows = _rows(shares, noise=(10,))
-    table = pair_table(rows).set_index(["metric", "component"])
+    found = claim2_pair_result(rows)
+    table = found.table.set_index(["metric", "component"])
     top = table.loc[("p", "top-2 patterns")]
     assert (top["seeds"], top["measurable"], top["above"], top["below"], top["straddle"]) == (11, 10, 0, 9, 1)
     assert top["noise_seeds"] == "10"
     assert top["median"] == pytest.approx(float(np.median([0.2] * 9 + [0.53])))
-    (v,) = pair_verdicts(rows)
+    (v,) = found.verdict.parts
     assert (v.word, v.robust) == ("contradicted", "robust")
     assert "0 of 10 above" in v.reason and "9 of 10 below" in v.reason and "seeds 10" in v.reason
 

@@ -273,9 +273,14 @@ def test_findings_in_words_are_computed_from_the_tables(hand):
 
 def test_the_papers_claims_in_words_from_the_tables(hand):
     """Every verdict word from the judge (interp.population.judge), on the hand population."""
-    from interp.population.findings import claim_lines
+    from interp.population.statistics import claim_results
 
-    seed, never, heads = claim_lines(hand)
+    found = claim_results(hand)
+    assert [r.name for r in found] == ["claim-1-seed", "claim-1-never", "claim-4-heads"]
+    assert [r.verdict.word for r in found] == ["reproduced", "reproduced", "confounded"]
+    assert len(found[2].table) == 1 and found[2].table.iloc[0]["word"] == "confounded"  # its one contrast
+    seed, never, heads = hand.claims
+    assert [line for r in found for line in r.headline] == hand.claims
     assert seed.startswith("Claim 1, seed: reproduced, not robust at threshold 0.5, hold 1 (") and (
         "A 200–400 (×2.00, 3 seeds); B 100–300 (×3.00, 4 seeds); holds at 0.4/1, 0.5/1, 0.6/1 only" in seed
     )
@@ -297,7 +302,7 @@ def test_the_papers_claims_in_words_from_the_tables(hand):
         ]
     )
     both = population_from_curves(pd.concat([hand_table(), bigger]), StudyConfig(hold=0))
-    (size,) = [line for line in claim_lines(both) if line.startswith("Claim 1, size")]
+    (size,) = [line for line in both.claims if line.startswith("Claim 1, size")]
     assert size.startswith(
         "Claim 1, size (d_model 32 vs 16, 4 heads): confounded, robust null at threshold 0.5, hold 0"
     )
@@ -406,9 +411,7 @@ def test_page_in_headless_chromium(tmp_path):
     visit = _check_page(page, tmp_path / "population.png", probe_js=probe)
     text = visit.probe["text"]
     assert visit.probe["first"] == "The answer" and not visit.probe["pwned"]
-    from interp.population.findings import claim_lines
-
-    for line in result.findings + claim_lines(result):
+    for line in result.findings + result.claims:
         assert line in text, line
     assert text.index("Claim 1, seed:") < text.index("B <b>bold</b>: 4 of 4")  # the claims open the page
     assert "B <b>bold</b>: 4 of 4 seeds emerged" in text and "population <i>test</i>" in text
@@ -425,7 +428,7 @@ def test_page_in_headless_chromium(tmp_path):
 def test_the_page_carries_claim_2_over_the_seeds_when_its_rows_are_attached(hand, tmp_path):
     """``with_mechanism``: claim 2's per-run rows (issue 53) join the result; the page opens on
     their lines beside claims 1 and 4 and shows the per-width figure and table; save/load keeps them."""
-    from interp.population.mechanism import claim_lines
+    from interp.population.statistics import claim2_widths_result
     from tests.test_population_mechanism import _rows
     from tests.test_report_browser import _check_page, _require_browser
 
@@ -439,7 +442,7 @@ def test_the_page_carries_claim_2_over_the_seeds_when_its_rows_are_attached(hand
         hand.with_mechanism(rows.drop(columns="recovered"))
     result = hand.with_mechanism(rows.iloc[::-1])  # listed in the result's arm order, whatever the rows' order
     assert list(dict.fromkeys(result.mechanism["arm"])) == ["A", "B"]
-    assert result.mechanism_claims == claim_lines(rows) and hand.mechanism_claims == []
+    assert result.mechanism_claims == list(claim2_widths_result(rows).headline) and hand.mechanism_claims == []
     written = result.save(tmp_path / "pop")
     assert {"mechanism.csv", "mechanism.parquet"} <= set(written)
     assert PopulationResult.load(tmp_path / "pop") == result and PopulationResult.load(tmp_path / "pop") != hand

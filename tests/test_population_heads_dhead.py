@@ -236,9 +236,8 @@ def test_crossed_arms_set_each_head_count_against_its_own_head_size_and_the_bloc
         "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh16-r8 vs phi-2l-64d-4h-dh16-r8",
         "claim 4: heads 4 → 8, d_model 64, phi-2l-64d-8h-dh8-r8 vs phi-2l-64d-4h-dh8-r8",
     ]
-    from interp.population.findings import claim_lines
 
-    (heads,) = [line for line in claim_lines(result) if line.startswith("Claim 4, heads (phi, d_model 64")]
+    (heads,) = [line for line in result.claims if line.startswith("Claim 4, heads (phi, d_model 64")]
     # 3 seeds, each 8-head run 1000 or 3000 steps after its 4-head twin: stratified by seed, p = 0.083
     assert heads.startswith("Claim 4, heads (phi, d_model 64, 2 layers, heads 4, 8): not decidable, robust null")
     assert "4 → 8 heads at d_head 16: not decidable, robust null (log-rank stratified by seed p = 0.083" in heads

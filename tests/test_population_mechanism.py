@@ -12,12 +12,11 @@ from statsmodels.stats.proportion import proportion_confint
 from interp.population.mechanism import (
     COMPONENTS,
     ROW_COLUMNS,
-    claim_lines,
-    claim_table,
     classify_heads,
     figure,
     width_table,
 )
+from interp.population.statistics import claim2_widths_result
 
 
 def test_heads_are_classed_by_what_they_do():
@@ -118,7 +117,7 @@ def test_per_width_table_leaves_noise_out_and_names_it():
 
 
 def test_claim_table_counts_firm_seeds_with_wilson_intervals():
-    claims = claim_table(_rows()).set_index(["arm", "width"])
+    claims = claim2_widths_result(_rows()).table.set_index(["arm", "width"])
     at100 = claims.loc[("A", "100")]
     # firm: share >= 0.5 and lower bound above 0.5: seeds 0 and 3 (seed 1's interval reaches 0.4)
     assert (at100["seeds"], at100["measurable"], at100["top2_firm"]) == (4, 4, 2)
@@ -135,7 +134,7 @@ def test_claim_lines_give_the_profile_over_widths_without_a_verdict_word():
     """The verdict on claim 2 is taken at the largest-jump pair (tests/test_claim2_pair.py); the
     widths are a profile: numbers per width, never a verdict word."""
     rows = _rows()
-    a, b = claim_lines(rows)
+    a, b = claim2_widths_result(rows).headline
     lo, hi = proportion_confint(2, 4, method="wilson")
     lo3, hi3 = proportion_confint(2, 3, method="wilson")
     assert a.startswith("Claim 2 over interval widths on A (4 emerged seeds; pre = E − width, E located to one step):")
@@ -167,7 +166,7 @@ def test_claim_lines_give_the_profile_over_widths_without_a_verdict_word():
                 )
             )
     many = pd.concat(many, ignore_index=True)
-    (line,) = claim_lines(many)
+    (line,) = claim2_widths_result(many).headline
     assert "100 steps: 20 of 20 (95 % 0.84–1.00, above half; 20 by the point estimate alone)" in line
     assert "5 steps: 0 of 20 (95 % 0.00–0.16, below half; 0 by the point estimate alone)" in line
     assert "5 steps: none above 0.1 (top-1 patterns 0.05)" in line  # every component recovers 0.05 there
@@ -184,9 +183,9 @@ def test_figure_has_a_box_per_component_and_arm():
 def test_the_figure_page_opens_on_its_words_as_text():
     from interp.report import page as vis
 
-    lines = claim_lines(_rows()) + ["<script>window.__pwned = 1</script>"]
+    lines = [*claim2_widths_result(_rows()).headline, "<script>window.__pwned = 1</script>"]
     html = vis.figures_page("Claim 2", [("Share recovered", figure(_rows()))], lead=lines)
-    assert html.index(claim_lines(_rows())[0].replace("'", "&#39;")) < html.index("Share recovered</h2>")
+    assert html.index(lines[0].replace("'", "&#39;")) < html.index("Share recovered</h2>")
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html
 
 
@@ -264,7 +263,7 @@ def test_one_run_measured_end_to_end_on_the_quick_suite(quick_suite, tmp_path):
     for _, part in rows.groupby("width"):
         assert part["jump"].nunique() == 1
         assert part["jump"].iloc[0] == pytest.approx(part["p_post"].iloc[0] - part["p_pre"].iloc[0])
-    claims = claim_table(rows)
+    claims = claim2_widths_result(rows).table
     assert claims["seeds"].tolist() == [1, 1, 1] and claims["width"].tolist() == ["20", "5", "wide"]
 
 

@@ -104,16 +104,16 @@ def test_claim_2_at_the_pair_carries_the_answer_tables_verdict():
     """The pair's result: its table is the per-arm count, its verdict the one the answer table's
     claim 2 row words (judge_claim over the per-arm verdicts), each arm a part."""
     from interp.population.answer import answer_row
-    from interp.population.claim2_pair import pair_table, pair_verdicts
     from interp.population.verdicts import PAPER
     from tests.test_claim2_pair import _rows
 
     rows = _rows(dict.fromkeys(range(9), (0.2, 0.1, 0.3)) | {9: (0.53, 0.49, 0.56), 10: (5.0, -9.0, 9.0)}, noise=(10,))
     r = claim2_pair_result(rows)
-    pd.testing.assert_frame_equal(r.table, pair_table(rows))
-    row, verdict = answer_row("Claim 2", PAPER["Claim 2"], pair_verdicts(rows), noun="arm")
+    top = r.table.set_index(["metric", "component"]).loc[("p", "top-2 patterns")]
+    assert (top["measurable"], top["above"], top["below"], top["straddle"]) == (10, 0, 9, 1)
+    row, verdict = answer_row("Claim 2", PAPER["Claim 2"], list(r.verdict.parts), noun="arm")
     assert r.verdict == verdict and (r.verdict.word, r.verdict.robust) == ("contradicted", "robust")
-    assert row["verdict"] == r.verdict.word and r.verdict.parts == tuple(pair_verdicts(rows))
+    assert row["verdict"] == r.verdict.word and [p.label for p in r.verdict.parts] == ["Claim 2 (A, largest-jump pair)"]
     html = r.to_html()
     assert f"<li>{r.verdict.parts[0].text()}</li>".replace("'", "&#39;") in html and html.count("<li>") == 2
 
@@ -131,3 +131,34 @@ def test_the_seed_split_carries_the_judges_verdict():
     r = seed_split_result(vc, verdict)
     assert r.table is vc.table and r.verdict.word == "reproduced" and r.verdict.side == "initialisation"
     assert r.caption == vc.sentence() + "." and "initialisation" in r.to_html()
+
+
+def test_a_statistic_with_headline_lines_joins_the_headline(hand):
+    """The page's headline is rendered from results: the claims' lines (one result per claim),
+    then each shown statistic's headline lines under its own lead, escaped; a statistic without
+    headline lines adds none."""
+    from interp.population.result import headline
+    from interp.population.statistics import CLAIMS_LEAD, claim_results
+
+    claims = claim_results(hand)
+    assert [line for r in claims for line in r.headline] == hand.claims and len(hand.claims) == 3
+    assert headline([*claims, None, logrank_result(hand)]) == [(CLAIMS_LEAD, hand.claims)]
+
+    def toy(result) -> StatResult:
+        k = int(result.runs["emerged"].sum())
+        return StatResult(
+            "toy", "Toy", result.arms, headline=(f"Toy {HOSTILE}: {k} of {len(result.runs)} emerged",), lead="A toy:"
+        )
+
+    html = population_fragment(hand, include_plotlyjs=False, statistics=[*POPULATION_STATISTICS, toy])
+    findings = html.split('<section id="findings">')[1].split("</section>")[0]
+    line = "Toy &lt;img src=x onerror=window.__pwned=1&gt;: 7 of 9 emerged"
+    assert int(hand.runs["emerged"].sum()) == 7 and len(hand.runs) == 9
+    assert findings.index(hand.claims[-1][:40]) < findings.index('<p class="el-lead">A toy:</p>') < findings.index(line)
+    assert findings.index(line) < findings.index("Per arm, per test, per fit:")
+    plain = population_fragment(hand, include_plotlyjs=False)
+    assert "A toy:" not in plain and findings.replace(
+        f'<p class="el-lead">A toy:</p>\n<ul class="el-findings el-claims"><li>{line}</li></ul>', ""
+    ).count("<li>") == plain.split('<section id="findings">')[1].split("</section>")[0].count("<li>")
+    with pytest.raises(ValueError, match=r"^StatResult 'x': headline is 'a line'; expected a tuple of strings$"):
+        StatResult("x", "t", pd.DataFrame(), headline="a line")

@@ -121,9 +121,14 @@ def test_complete_grid_block_components_figure_and_claim_line(tmp_path):
     assert len(pd.read_csv(tmp_path / "runs.csv")) == 64
     assert len(pd.read_csv(tmp_path / "components.csv")) == 9
     assert "plotly" in (tmp_path / "seed_grid.html").read_text()[:5000].lower()
-    line = split_library.claim_line(found)
+    from interp.population.statistics import seed_split_result
+
+    (line,) = seed_split_result(found["log_E"], split_library.judged(found), spec=split_library.SPEC).headline
     # E set by the initialisation alone (initialisation 100 %): the judge says reproduced, naming the part
     v = split_library.judged(found)
     assert (v.word, v.side) == ("reproduced", "initialisation")
-    assert line.startswith("- **Claim 1, which part of the seed**") and ": reproduced: Of the spread" in line
+    assert (
+        line.startswith("**Claim 1, which part of the seed** (`population-seed-split`;")
+        and ": reproduced: Of the spread" in line
+    )
     assert VERDICT_PLACEHOLDER not in line

@@ -145,13 +145,16 @@ def answer_html(table: pd.DataFrame) -> str:
 
 def population_answer(result) -> pd.DataFrame:
     """The answer table of one population (:class:`interp.population.tables.PopulationResult`):
-    a row per claim its verdicts speak to (:func:`interp.population.verdicts.claim_verdicts`), and
-    claim 2 at the largest-jump pair where its rows are attached (``result.pair_rows``)."""
-    from interp.population.verdicts import PAPER, claim_verdicts
+    a row per claim its results speak to (the verdicts of
+    :func:`interp.population.statistics.claim_results`), and claim 2 at the largest-jump pair
+    where its rows are attached (``result.pair_rows``: the parts of
+    :func:`interp.population.statistics.claim2_pair_result`'s verdict)."""
+    from interp.population.statistics import claim2_pair_result, claim_results
+    from interp.population.verdicts import PAPER
 
     rows = []
-    verdicts = getattr(result, "verdicts", None)
-    for v in verdicts if verdicts is not None else claim_verdicts(result):
+    for found in claim_results(result):
+        v = found.verdict
         base = v.label.split(" (")[0]
         parts = list(v.parts) if v.parts else [v]
         extra = v.decide if v.parts and v.word != "confounded" else ""
@@ -161,9 +164,7 @@ def population_answer(result) -> pd.DataFrame:
         rows.append(row)
     pair_rows = getattr(result, "pair_rows", None)
     if pair_rows is not None and len(pair_rows):
-        from interp.population.claim2_pair import pair_verdicts
-
-        parts = pair_verdicts(pair_rows)
+        parts = list(claim2_pair_result(pair_rows).verdict.parts)
         row, _ = answer_row("Claim 2", PAPER["Claim 2"], parts, noun="arm")
         rows.append(row)
     return answer_table(rows)

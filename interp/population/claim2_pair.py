@@ -19,7 +19,8 @@ the share recovered (:func:`measure_pair`):
   (:func:`interp.ranking_stats.bootstrap_interval`).
 
 A seed whose p jump on the patching prompts is below 3 standard errors (``jump_too_small``) is
-named and counted as neither side (:func:`pair_table`).
+named and counted as neither side. The table per arm, metric and component and the judge's verdict are
+one statistic, :func:`interp.population.statistics.claim2_pair_result`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["PAIR_COLUMNS", "PAIR_COMPONENTS", "largest_jump_pairs", "measure_pair", "pair_table", "pair_verdicts"]
+__all__ = ["PAIR_COLUMNS", "PAIR_COMPONENTS", "largest_jump_pairs", "measure_pair"]
 
 #: (label, decompose_jump target, scope) of the components measured at the pair.
 PAIR_COMPONENTS = (
@@ -183,7 +184,7 @@ def measure_pair(source, pre_step: int, post_step: int, n_prompts: int = 256, n_
     return out
 
 
-def pair_table(rows: pd.DataFrame, half: float = 0.5) -> pd.DataFrame:
+def _pair_table(rows: pd.DataFrame, half: float = 0.5) -> pd.DataFrame:
     """Per arm, metric and component: the seeds measured, those whose p jump is within noise
     (named, counted as neither side), and among the rest the seeds whose share recovered has its
     95 % interval above ``half`` (firm), below it, or straddling it; the firm share with its
@@ -233,7 +234,7 @@ def pair_table(rows: pd.DataFrame, half: float = 0.5) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def pair_verdicts(rows: pd.DataFrame, half: float = 0.5) -> list:
+def _pair_verdicts(rows: pd.DataFrame, half: float = 0.5) -> list:
     """Claim 2 per arm at the largest-jump pair, judged (:func:`interp.population.judge.judge_share`):
     most seeds' top-2 heads' patterns firmly recover at least ``half`` of the p(answer) jump
     (reproduced), most firmly recover less (contradicted), or neither (not decidable); robust where
@@ -250,7 +251,7 @@ def pair_verdicts(rows: pd.DataFrame, half: float = 0.5) -> list:
     """
     from interp.population.judge import ShareEvidence, Verdict, judge_share
 
-    table = pair_table(rows, half)
+    table = _pair_table(rows, half)
     out = []
     for arm, sub in table.groupby("arm", sort=False):
         top = sub[(sub["metric"] == "p") & (sub["component"] == "top-2 patterns")].iloc[0]

@@ -16,7 +16,7 @@ import pandas as pd
 from interp.population.survival import ALL_ARMS
 
 __all__ = [
-    "arm_line", "checks_failed", "claim_lines", "contrast_line", "contrast_text", "cox_line", "findings", "fmt_p",
+    "arm_line", "checks_failed", "contrast_line", "contrast_text", "cox_line", "findings", "fmt_p",
     "fmt_pct", "fmt_steps", "test_line",
 ]  # fmt: skip
 
@@ -166,22 +166,3 @@ def findings(result) -> list[str]:
     lines += [cox_line(row) for _, row in result.cox.iterrows()]
     lines += [contrast_line(row) for _, row in result.contrasts.iterrows()]
     return lines
-
-
-def claim_lines(result) -> list[str]:
-    """The paper's claims 1 and 4 (Baherwani et al. 2026; shared/PAPER.md) answered by a
-    population, one line each: the judge's verdict (:mod:`interp.population.judge`: reproduced,
-    contradicted, confounded, curves cross, ceiling, non-monotone, not decidable; robust, robust
-    null or not robust over the rule grid) at the operating point, the numbers behind it, the
-    paper's statement, and what would decide it (:func:`interp.population.verdicts.claim_verdicts`).
-
-    Returns:
-        Lines of text, each starting with the claim it answers ("Claim 1, seed:", "Claim 1,
-        never:", "Claim 1, size (…):", "Claim 4, heads (…):"); a claim the population cannot
-        speak to has no line.
-    """
-    from interp.population.verdicts import claim_line, claim_verdicts
-
-    at = f"at threshold {result.threshold:g}, hold {result.hold}"
-    verdicts = getattr(result, "verdicts", None)
-    return [claim_line(v, at) for v in (verdicts if verdicts is not None else claim_verdicts(result))]

@@ -8,7 +8,7 @@ recovers (:func:`interp.decomposition.decompose_jump`) at several interval width
 per-run rows (:data:`ROW_COLUMNS`) become, per arm and width:
 
 - :func:`width_table`: the distribution over seeds of each component's share (median, quartiles);
-- :func:`claim_table`: the share of seeds where the top two heads' patterns recover >= 0.5 with
+- :func:`interp.population.statistics.claim2_widths_result` (its table and headline lines): the share of seeds where the top two heads' patterns recover >= 0.5 with
   the 95 % interval above 0.5 (Wilson interval over seeds), and the same for the seed's induction
   head and previous-token head, by what they do (:func:`classify_heads`), not by index.
 
@@ -26,8 +26,6 @@ __all__ = [
     "MECHANISMS",
     "ROW_COLUMNS",
     "check_rows",
-    "claim_lines",
-    "claim_table",
     "classify_heads",
     "figure",
     "width_table",
@@ -180,7 +178,7 @@ def _firm(sub: pd.DataFrame) -> pd.Series:
     return (sub["recovered"].astype(float) >= HALF) & (sub["recovered_lo"].astype(float) > HALF)
 
 
-def claim_table(rows: pd.DataFrame) -> pd.DataFrame:
+def _claim_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per arm and width: how many seeds show the paper's mechanism firmly.
 
     A seed shows it at a width when the top two heads' patterns recover >= 0.5 of the jump and
@@ -252,7 +250,7 @@ def _side(lo: float, hi: float) -> str:
     return "above half" if lo > HALF else "below half" if hi < HALF else "undecided"
 
 
-def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
+def _claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
     """Claim 2's profile over interval widths per arm, in words: one line per arm, numbers only.
 
     The verdict on claim 2 is taken at the paper's kind of pair, the consecutive checkpoints with
@@ -273,7 +271,7 @@ def claim_lines(rows: pd.DataFrame, verdict_format: str = "{}") -> list[str]:
     Raises:
         ValueError: a missing column (named).
     """
-    claims = claim_table(rows)
+    claims = _claim_table(rows)
     widths = width_table(rows)
     out = []
     for arm, sub in claims.groupby("arm", sort=False):

@@ -27,8 +27,8 @@ from interp.core.templating import package_text, render, trusted
 from interp.core.terms import rule_text
 from interp.population.figures import heatmap_figure
 from interp.population.findings import fmt_steps
-from interp.population.result import figure_html
-from interp.population.statistics import POPULATION_STATISTICS
+from interp.population.result import figure_html, headline
+from interp.population.statistics import POPULATION_STATISTICS, claim_results
 from interp.report.display import Assets, plotly_script
 
 
@@ -55,12 +55,13 @@ def _context(result, include_plotlyjs: bool, statistics) -> dict:
         for r in result.runs.to_dict("records")
     ]
     shown = [s for s in (fn(result) for fn in statistics) if s is not None]
+    claims = claim_results(result)
     return {
         "title": result.title,
         "findings": result.findings,
-        "claims": result.claims,
+        # the verdict lines above the tables: the claims', then each shown statistic's headline
+        "headline": headline([*claims, *shown]) if claims else [],
         "answer": trusted(answer_html(result.answer)),
-        "mechanism_lines": result.mechanism_claims,
         # plotly.js, script-safe; in a notebook set up by el.init_notebook() its one copy serves (Assets)
         "plotly": trusted(Assets().require("plotly")) if include_plotlyjs else "",
         "n_runs": len(result.runs),
@@ -84,7 +85,10 @@ def population_fragment(result, include_plotlyjs: bool = True, statistics: Seque
             every other display).
         statistics: the statistics shown between the findings and the heatmaps, each
             ``(result) -> StatResult | None`` rendered by one loop (None: skipped); default
-            :data:`interp.population.statistics.POPULATION_STATISTICS`.
+            :data:`interp.population.statistics.POPULATION_STATISTICS`. The findings open on the
+            headline (:func:`interp.population.result.headline`): the claims'
+            (:func:`interp.population.statistics.claim_results`), then each shown statistic's
+            headline lines, under their leads.
     """
     chosen = POPULATION_STATISTICS if statistics is None else statistics
     return render("population/templates/body.html.j2", **_context(result, include_plotlyjs, chosen))

@@ -108,9 +108,9 @@ def population_block(result, n_planned: int, elapsed_note: str) -> str:
             f"{median_text(row)} | {row.share_never_emerged:.2f} ({row.share_never_lo:.2f}–{row.share_never_hi:.2f}) |"
         )
     if len(result.grid):
-        from interp.population.robust import wide
+        from interp.population.statistics import grid_result
 
-        grid = wide(result.grid)
+        grid = grid_result(result).cells
         lines += [
             "",
             (

@@ -6,11 +6,14 @@ object: its table of numbers (:attr:`StatResult.table`, what a caller computes w
 verdict where the judge has one (:attr:`StatResult.verdict`, a
 :class:`interp.population.judge.Verdict`; words are never typed here), the table as a reader sees
 it (:attr:`StatResult.cells`: intervals and p-values as text, columns headed in words), a figure,
-and a caption saying how it was computed. It renders itself: :meth:`StatResult.to_html` (one
-``<section>``, Jinja2 with autoescape on), ``_repr_html_`` (a notebook), ``repr`` and
-:meth:`StatResult.print_summary` (a terminal). The population page renders its statistics by one
-loop over such results (:data:`interp.population.statistics.POPULATION_STATISTICS`), so a new
-statistic is one function ``(PopulationResult) -> StatResult | None`` and its test.
+and a caption saying how it was computed; where it answers one of the paper's claims, its lines
+in the headline (:attr:`StatResult.headline`, the verdict in words, under :attr:`StatResult.lead`).
+It renders itself: :meth:`StatResult.to_html` (one ``<section>``, Jinja2 with autoescape on),
+``_repr_html_`` (a notebook), ``repr`` and :meth:`StatResult.print_summary` (a terminal). The
+population page renders its statistics by one loop over such results
+(:data:`interp.population.statistics.POPULATION_STATISTICS`) and its headline from the same results
+(:func:`headline`), so a new statistic is one function ``(PopulationResult) -> StatResult | None``
+and its test.
 
 The model is lifelines' ``StatisticalResult`` (``summary``, ``print_summary``, ``to_html``,
 ``_repr_html_``): one shape whatever the test, so a new test plugs into every view.
@@ -27,7 +30,7 @@ from markupsafe import Markup
 
 from interp.population.judge import Verdict
 
-__all__ = ["StatResult", "figure_html"]
+__all__ = ["StatResult", "figure_html", "headline"]
 
 
 def figure_html(fig: go.Figure) -> Markup:
@@ -70,9 +73,15 @@ class StatResult:
             markup written in the code, never for data).
         figure: a plotly figure drawn above the table, or None.
         wrap: whether long cells wrap (the rule grid, claim 2's table).
+        headline: the statistic's lines in the headline (the page's and the docs' verdict lines
+            above the tables: the verdict in words, from the judge), in order; empty: not in the
+            headline.
+        lead: the sentence introducing :attr:`headline` (text; :class:`markupsafe.Markup` only for
+            markup written in the code); results in a row with the same lead share one.
 
     Raises:
-        ValueError: a bad ``name`` or a ``table`` that is not a DataFrame (at construction).
+        ValueError: a bad ``name``, a ``table`` that is not a DataFrame or a ``headline`` that is
+            not a tuple of strings (at construction).
     """
 
     name: str
@@ -83,6 +92,8 @@ class StatResult:
     caption: str = ""
     figure: go.Figure | None = None
     wrap: bool = False
+    headline: tuple[str, ...] = ()
+    lead: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
@@ -91,6 +102,8 @@ class StatResult:
             raise ValueError(f"StatResult {self.name!r}: table is {type(self.table).__name__}; expected a DataFrame")
         if self.verdict is not None and not isinstance(self.verdict, Verdict):
             raise ValueError(f"StatResult {self.name!r}: verdict is {type(self.verdict).__name__}; expected a Verdict")
+        if not isinstance(self.headline, tuple) or not all(isinstance(x, str) for x in self.headline):
+            raise ValueError(f"StatResult {self.name!r}: headline is {self.headline!r}; expected a tuple of strings")
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -153,3 +166,32 @@ class StatResult:
             else ""
         )
         return f"StatResult({self.name!r}: {self.title}; {len(self.table)} rows{verdict})"
+
+
+def headline(results) -> list[tuple[str, list[str]]]:
+    """The headline of some statistics: each result's :attr:`StatResult.headline` lines, in order,
+    grouped under their :attr:`StatResult.lead` (consecutive results with the same lead share one
+    group); None entries and results without headline lines are skipped.
+
+    Args:
+        results: :class:`StatResult` objects (or None), in the headline's order.
+
+    Returns:
+        ``[(lead, lines), ...]``: what the population page renders as its verdict lines.
+
+    Raises:
+        ValueError: an entry that is neither a StatResult nor None (named).
+    """
+    groups: list[tuple[str, list[str]]] = []
+    for r in results:
+        if r is None:
+            continue
+        if not isinstance(r, StatResult):
+            raise ValueError(f"headline entry {r!r}: expected a StatResult or None")
+        if not r.headline:
+            continue
+        if groups and groups[-1][0] == r.lead:
+            groups[-1][1].extend(r.headline)
+        else:
+            groups.append((r.lead, list(r.headline)))
+    return groups

@@ -28,7 +28,6 @@ __all__ = [
     "grid_table",
     "key_findings",
     "robustness",
-    "wide",
 ]
 
 #: Accuracy thresholds (fractions) and holds (checkpoints) of the grid.
@@ -300,7 +299,7 @@ def robustness(grid: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["key", "finding", "kind", "cells", "robust", "verdict"])
 
 
-def wide(grid: pd.DataFrame) -> pd.DataFrame:
+def _wide(grid: pd.DataFrame) -> pd.DataFrame:
     """The grid as a compact table: one row per finding (its short label), one column per cell
     (``"0.4/1"``: threshold / hold) holding its estimate, then the verdict."""
     verdicts = robustness(grid).set_index("key")

@@ -2,9 +2,9 @@
 (initialisation or data order) the spread of a run's point of emergence goes with, over the kept
 initialisation × data-order grid of ``population-seed-split``
 (:func:`interp.population.kept.read_kept_split_curves`): the variance components
-(:func:`components`), the judge's verdict (:func:`judged`) and claim 1's headline line
-(:func:`claim_line`), at the settings' operating point (threshold and hold of
-:class:`interp.core.settings.StudyConfig`).
+(:func:`components`) and the judge's verdict (:func:`judged`), at the settings' operating point
+(threshold and hold of :class:`interp.core.settings.StudyConfig`). The statistic, with claim 1's headline line, is
+:func:`interp.population.statistics.seed_split_result`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 
 from interp.core.terms import DEFAULT_HOLD, DEFAULT_THRESHOLD
 
-__all__ = ["SPEC", "SPLIT", "claim_line", "components", "judged"]
+__all__ = ["SPEC", "SPLIT", "components", "judged"]
 
 #: The shipped suite spec of the grid.
 SPEC = "population-seed-split"
@@ -40,19 +40,6 @@ def components(curves: pd.DataFrame, n_boot: int = 2000, n_perm: int = 2000) -> 
             runs, quantity, censored="censored" if quantity == "log_E" else None, n_boot=n_boot, n_perm=n_perm
         )
     return out
-
-
-def claim_line(found: dict, verdict: str | None = None, spec: str = SPEC) -> str:
-    """The headline line for the paper's claim 1 (a capability appears at very different steps
-    "depending only on the seed"): which part of the seed the spread of log E goes with, in one
-    factual sentence (:meth:`interp.population.variance.VarianceComponents.sentence`), behind the
-    verdict word ``verdict`` (default: the judge's, :func:`judged`); ``spec`` names the grid's suite."""
-    if verdict is None:
-        verdict = judged(found).word
-    return (
-        f'- **Claim 1, which part of the seed** (`{spec}`; the paper: E varies "depending only on the seed"): '
-        f"{found['log_E'].claim_line(verdict)}"
-    )
 
 
 def judged(found: dict):

@@ -5,8 +5,11 @@ decomposition).
 
 A population statistic is a function ``(PopulationResult) -> StatResult | None`` (None: the
 population holds nothing for it, e.g. no rule grid computed, no claim 2 rows attached). The page
-(:func:`interp.population.page.population_fragment`) renders every one by the same loop, so a new
-statistic is one function here (or anywhere, passed as ``statistics=``) and its test; the numbers
+(:func:`interp.population.page.population_fragment`) renders every one by the same loop, and its
+headline (the verdict lines above the tables) from the same results
+(:func:`interp.population.result.headline`: the paper's claims, :func:`claim_results`, then each
+shown statistic's :attr:`~interp.population.result.StatResult.headline`), so a new statistic is one
+function here (or anywhere, passed as ``statistics=``) and its test; the numbers
 come from the tables of :class:`interp.population.tables.PopulationResult`, the words from the
 judge (:mod:`interp.population.judge`), never typed here. The cells are the numbers as the docs
 print them (:func:`interp.population.findings.fmt_p`, :func:`~interp.population.findings.fmt_steps`).
@@ -26,9 +29,13 @@ from interp.population.judge import Verdict, judge_claim
 from interp.population.result import StatResult
 
 __all__ = [
+    "CLAIMS_LEAD",
+    "MECHANISM_LEAD",
     "POPULATION_STATISTICS",
     "arms_result",
     "claim2_pair_result",
+    "claim2_widths_result",
+    "claim_results",
     "contrasts_result",
     "cox_result",
     "forecast_result",
@@ -42,6 +49,13 @@ __all__ = [
 
 #: A frame with no columns: the section shows its figure, not a table.
 _NO_TABLE = pd.DataFrame()
+#: The sentence above the claims' lines in the page's headline (:func:`claim_results`).
+CLAIMS_LEAD = "The paper's claims 1 and 4 (Baherwani et al. 2026) over these seeds:"
+#: The sentence above claim 2's lines over interval widths in the page's headline (:func:`claim2_widths_result`).
+MECHANISM_LEAD = Markup(
+    "The paper's claim 2 (a few heads' patterns carry the jump) over the emerged seeds, by patching "
+    '(<a href="#mechanism">the figure</a>):'
+)
 
 
 def p_cell(p: float) -> str:
@@ -229,10 +243,12 @@ def contrasts_result(result) -> StatResult | None:
 def grid_result(result) -> StatResult | None:
     """The findings over the grid of rules (``result.grid``:
     :data:`interp.population.robust.GRID_COLUMNS`), one row per finding with the judge's
-    robustness word (:func:`interp.population.robust.wide`); None where the grid was not computed."""
+    robustness word; as cells, one row per finding (its short label), one column per rule
+    (``"0.4/1"``: threshold / hold) holding its estimate, then the verdict
+    (:func:`interp.population.robust.robustness`); None where the grid was not computed."""
     if not len(result.grid):
         return None
-    from interp.population.robust import wide
+    from interp.population.robust import _wide as wide
 
     return StatResult(
         "robustness",
@@ -248,18 +264,36 @@ def grid_result(result) -> StatResult | None:
 
 
 def mechanism_result(result) -> StatResult | None:
-    """Claim 2 per arm and interval width (:func:`interp.population.mechanism.claim_table` of
-    ``result.mechanism``; shares are fractions of the jump in p(answer)); None without claim 2's rows."""
-    if result.mechanism is None:
-        return None
-    from interp.population.mechanism import claim_table
+    """Claim 2 per arm and interval width on the population's attached rows
+    (:func:`claim2_widths_result` of ``result.mechanism``); None without claim 2's rows."""
+    return None if result.mechanism is None else claim2_widths_result(result.mechanism)
+
+
+def claim2_widths_result(rows: pd.DataFrame, arm_format: str = "{}") -> StatResult:
+    """Claim 2 per arm and interval width: per (arm, width), the seeds measured and measurable,
+    those whose top two heads' patterns recover at least half the jump with the 95 % bootstrap
+    interval above half (firm; their share with its Wilson 95 % interval), the seed's induction
+    head's pattern likewise, the mechanisms of the top-1 heads and the seeds whose jump is within
+    noise (shares are fractions of the jump in p(answer)); its headline is one line per arm, numbers
+    only (the verdict on claim 2 is :func:`claim2_pair_result`'s, at the largest-jump pair).
+
+    Args:
+        rows: per-run rows (:data:`interp.population.mechanism.ROW_COLUMNS`).
+        arm_format: how an arm's name is written in the headline lines (``"**{}**"`` in Markdown).
+
+    Raises:
+        ValueError: a missing column (named).
+
+    Source: Wilson 1927 score interval (``statsmodels.stats.proportion.proportion_confint``).
+    """
+    from interp.population.mechanism import _claim_lines, _claim_table
     from interp.population.mechanism import figure as mechanism_figure
 
-    table = claim_table(result.mechanism)
-    rows = []
+    table = _claim_table(rows)
+    rows_shown = []
     for c in table.to_dict("records"):
         share = "—" if not c["measurable"] else interval(c["top2_share"], c["top2_lo"], c["top2_hi"], "{:.2f}".format)
-        rows.append(
+        rows_shown.append(
             {
                 "arm": c["arm"],
                 "width": f"{c['width']} steps" if c["width"].isdigit() else "±500 (wide)",
@@ -275,8 +309,8 @@ def mechanism_result(result) -> StatResult | None:
         "mechanism",
         "Is it a few heads? The share of the jump each component recovers",
         table,
-        cells=pd.DataFrame(rows),
-        figure=mechanism_figure(result.mechanism),
+        cells=pd.DataFrame(rows_shown),
+        figure=mechanism_figure(rows),
         wrap=True,
         caption="Each emerged seed's E located to one step; its p(answer) jump from pre = E − width to post = E "
         "(and the wide contrast E − 500 → E + 500) decomposed by patching each component from post into pre (the "
@@ -285,6 +319,8 @@ def mechanism_result(result) -> StatResult | None:
         "lies above 0.5; the share of firm seeds has Wilson's 95 % interval. A seed whose jump at a width is below "
         "3 standard errors is named in the last column (by its seed) and left out of the figure and the share. "
         "Heads are compared by what they do (induction, previous-token, copying: their scores at E), not by index.",
+        headline=tuple(_claim_lines(rows, arm_format)),
+        lead=MECHANISM_LEAD,
     )
 
 
@@ -308,22 +344,29 @@ POPULATION_STATISTICS: list[Callable] = [
 
 def claim2_pair_result(rows: pd.DataFrame, half: float = 0.5) -> StatResult:
     """Claim 2 at the consecutive checkpoints with the largest jump: per arm, metric and component
-    the seeds whose share recovered lies firmly above ``half`` (:func:`interp.population.claim2_pair.pair_table`;
-    shares are fractions of the jump), and the judge's verdict over the arms
-    (:func:`~interp.population.judge.judge_claim` of :func:`~interp.population.claim2_pair.pair_verdicts`,
-    one part per arm), as the answer table words it.
+    the seeds measured, those whose p jump is within noise (named, counted as neither side), and
+    among the rest the seeds whose share recovered has its 95 % interval above ``half`` (firm),
+    below it, or straddling it, with the firm share's Wilson 95 % interval and the median share with
+    its quartiles (shares are fractions of the jump; columns ``arm``, ``metric``, ``component``,
+    ``seeds``, ``noise_seeds``, ``measurable``, ``above``, ``below``, ``straddle``, ``share_above``,
+    ``share_lo``, ``share_hi``, ``median``, ``q1``, ``q3``); and the judge's verdict over the arms
+    (:func:`~interp.population.judge.judge_claim`), one part per arm
+    (:func:`~interp.population.judge.judge_share`: most seeds firmly above half, reproduced; most
+    firmly below, contradicted; else not decidable; each part labelled
+    ``"Claim 2 (<arm>, largest-jump pair)"``, its reason adding the median shares), as the answer
+    table words it.
 
     Args:
         rows: :data:`interp.population.claim2_pair.PAIR_COLUMNS` rows of one or more runs.
         half: the share that counts as "most of the jump" (the paper's reading: half).
     """
-    from interp.population.claim2_pair import pair_table, pair_verdicts
+    from interp.population.claim2_pair import _pair_table, _pair_verdicts
 
     return StatResult(
         "claim2-pair",
         "Claim 2 at the largest-jump pair",
-        pair_table(rows, half),
-        verdict=judge_claim("Claim 2", pair_verdicts(rows, half), noun="arm"),
+        _pair_table(rows, half),
+        verdict=judge_claim("Claim 2", _pair_verdicts(rows, half), noun="arm"),
         wrap=True,
         caption=f"Per arm, metric and component: seeds whose share of the jump recovered has its 95 % bootstrap "
         f"interval above {half:g} (firm), below it, or straddling it, with the firm share's Wilson 95 % interval; "
@@ -343,15 +386,71 @@ def forecast_result(forecast, title: str = "Forecast of the point of emergence")
     )
 
 
-def seed_split_result(components, verdict: Verdict | None = None) -> StatResult:
+def seed_split_result(components, verdict: Verdict | None = None, spec: str = "") -> StatResult:
     """The seed decomposition (:class:`interp.population.variance.VarianceComponents`: each
     component's variance, share of the total with its bootstrap interval, REML estimate, F and
     permutation p) with the judge's verdict on claim 1's "depending only on the seed" where given
-    (:func:`interp.population.judge.judge_components`)."""
+    (:func:`interp.population.judge.judge_components`, :func:`interp.population.seed_split.judged`).
+    Its headline line: which part of the seed the spread goes with, in one factual sentence
+    (:meth:`~interp.population.variance.VarianceComponents.sentence`) behind the verdict's word
+    (:data:`interp.population.variance.VERDICT_PLACEHOLDER` without one); ``spec`` names the grid's
+    suite in it (none where empty)."""
+    where = f"`{spec}`; " if spec else ""
+    line = (
+        f'**Claim 1, which part of the seed** ({where}the paper: E varies "depending only on the seed"): '
+        f"{components.claim_line(verdict.word if verdict is not None else None)}"
+    )
     return StatResult(
         "seed-split",
         f"Which part of the seed decides: {components.quantity}",
         components.table,
         verdict=verdict,
         caption=components.sentence() + ".",
+        headline=(line,),
     )
+
+
+# ------------------------------------------------------------------ the headline
+
+
+def claim_results(result) -> list[StatResult]:
+    """The paper's claims 1 and 4 answered by a population, one result per claim it speaks to: the
+    judge's verdict (:func:`interp.population.verdicts.claim_verdicts`, computed once per result:
+    ``result.verdicts``) at the operating point, its contrasts as the table (one row per part:
+    ``label``, ``word``, ``robust``, ``reason``, ``decide``; the claim itself where it has no
+    parts), and its headline line (:func:`interp.population.verdicts.claim_line`: the verdict, the
+    numbers behind it, the paper's statement, what would decide it).
+
+    Args:
+        result: a :class:`interp.population.tables.PopulationResult`.
+
+    Returns:
+        Results named ``claim-1-seed``, ``claim-1-never``, ``claim-1-size``, ``claim-4-heads``,
+        ``claim-4-head-size``, in the verdicts' order (a repeated name numbered from its second:
+        ``claim-4-heads-2``), each titled by its claim's label; a claim the population cannot
+        speak to has none.
+    """
+    from interp.population.verdicts import claim_line, claim_verdicts
+
+    at = f"at threshold {result.threshold:g}, hold {result.hold}"
+    verdicts = getattr(result, "verdicts", None)
+    out, seen = [], {}
+    for v in verdicts if verdicts is not None else claim_verdicts(result):
+        base = "-".join(v.label.split(" (")[0].lower().replace(",", " ").split())
+        seen[base] = seen.get(base, 0) + 1
+        table = pd.DataFrame(
+            [{"label": p.label, "word": p.word, "robust": p.robust, "reason": p.reason, "decide": p.decide}
+             for p in (v.parts or (v,))],
+            columns=["label", "word", "robust", "reason", "decide"],
+        )  # fmt: skip
+        out.append(
+            StatResult(
+                base if seen[base] == 1 else f"{base}-{seen[base]}",
+                v.label,
+                table,
+                verdict=v,
+                headline=(claim_line(v, at),),
+                lead=CLAIMS_LEAD,
+            )
+        )
+    return out

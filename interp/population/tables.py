@@ -323,11 +323,13 @@ class PopulationResult:
 
     @property
     def claims(self) -> list[str]:
-        """The paper's claims 1 and 4 answered in words from the tables
-        (:func:`interp.population.findings.claim_lines`)."""
-        from interp.population.findings import claim_lines
+        """The paper's claims 1 and 4 answered in words from the tables: the headline lines of
+        :func:`interp.population.statistics.claim_results` (one per claim the population speaks to,
+        each starting with its claim: "Claim 1, seed:", "Claim 1, never:", "Claim 1, size (…):",
+        "Claim 4, heads (…):")."""
+        from interp.population.statistics import claim_results
 
-        return claim_lines(self)
+        return [line for r in claim_results(self) for line in r.headline]
 
     @property
     def answer(self) -> pd.DataFrame:
@@ -341,10 +343,12 @@ class PopulationResult:
     @property
     def mechanism_claims(self) -> list[str]:
         """The paper's claim 2 over the seeds in words, one line per arm
-        (:func:`interp.population.mechanism.claim_lines`); empty without :attr:`mechanism`."""
-        from interp.population.mechanism import claim_lines
+        (the headline of :func:`interp.population.statistics.mechanism_result`); empty without
+        :attr:`mechanism`."""
+        from interp.population.statistics import mechanism_result
 
-        return [] if self.mechanism is None else claim_lines(self.mechanism)
+        found = mechanism_result(self)
+        return [] if found is None else list(found.headline)
 
     def with_mechanism(self, rows: pd.DataFrame) -> PopulationResult:
         """This result with claim 2's per-run rows attached (its page and ``save`` then carry them).
