@@ -56,7 +56,7 @@ def test_capabilities_on_the_quick_suite(quick_suite, tmp_path, monkeypatch):
     assert (out / "report" / "report.html").read_text().count("<h2>Task: ") == len(tasks)
     # the report opens offline in a real browser, one section per task, every figure drawn
     from browser import visit
-    from test_report_browser import _require_browser
+    from tests.interp.report.test_report_browser import _require_browser
 
     _require_browser()
     result = visit(out / "report" / "report.html", tmp_path / "capabilities.png")

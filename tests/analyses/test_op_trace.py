@@ -14,7 +14,7 @@ import torch
 from analyses.op_trace import OpRecorder, compare_traces, first_difference, read_trace, trace_training, write_trace
 from interp.core import kernel_pins
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _small_step(x: torch.Tensor) -> list[dict]:

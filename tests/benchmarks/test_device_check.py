@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import save_tiny_neox
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 

@@ -1,4 +1,4 @@
-"""Command-line interface: commands that run (bad input: tests/test_cli_bad_input.py)."""
+"""Command-line interface: commands that run (bad input: tests/emergence_lens/test_cli_bad_input.py)."""
 
 from pathlib import Path
 

@@ -23,7 +23,7 @@ from interp.core.settings import DEMO_CONFIG, TIMELINE_CONFIG, StudyConfig
 runner = CliRunner()
 
 #: A transformers config.json for --config (a tiny GPT-2's).
-CONFIG_FILE = str(Path(__file__).with_name("data") / "tiny-gpt2-config.json")
+CONFIG_FILE = str(Path(__file__).resolve().parents[1] / "data" / "tiny-gpt2-config.json")
 #: Fields whose flag is not their name with dashes.
 FLAGS = {"model_config": "config"}
 #: A value other than the default for every StudyConfig field, as typed (None: a switch) and as the

@@ -16,7 +16,7 @@ import emergence_lens as el
 from interp.core.objects import MAX_REPR_CHARS, values_equal
 from interp.core.settings import StudyConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_one_import_exposes_the_notebook_names():
@@ -210,7 +210,7 @@ def test_every_result_class_prints_short_and_compares(tmp_path):
 def test_main_job_report_prints_short_and_equals_its_saved_copy(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from interp.main_job.report import MainJobReport
-    from test_display import make_run
+    from tests.interp.report.test_display import make_run
 
     report = MainJobReport(runs=[make_run(1), make_run(3, emerged=False)], title="toy report")
     assert len(repr(report)) < 600 and "MainJobReport(" in repr(report)

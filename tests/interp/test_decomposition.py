@@ -17,7 +17,7 @@ from interp.decomposition import COMPONENT_COLUMNS, DecomposeOptions, decompose_
 from interp.patching import TaskBatch
 from interp.ranking import RankingOptions, head_ranking
 from interp.ranking_stats import bootstrap_interval
-from tests.test_patching import native_bridge
+from tests.interp.patching.test_patching import native_bridge
 
 N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 8, 9
 NO_PRESCREEN = RankingOptions(attribution=False)

@@ -23,7 +23,7 @@ N_LAYERS, N_HEADS, VOCAB, BATCH, POS = 3, 4, 256, 6, 9
 
 
 # the same random native transformer as the patching tests (one definition)
-from tests.test_patching import native_bridge  # noqa: E402
+from tests.interp.patching.test_patching import native_bridge  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ def test_copying_score_signs():
 def test_head_scores_on_a_bridge_find_a_planted_previous_token_head():
     """A native transformer whose layer-0 head 0 attends to the previous token by construction
     (patterns overridden by a hook): the score reads it back; every score has [layer, head]."""
-    from tests.test_patching import N_HEADS, N_LAYERS, native_bridge
+    from tests.interp.patching.test_patching import N_HEADS, N_LAYERS, native_bridge
 
     model = native_bridge()
     tokens = repeated_random_tokens(range(100), n_prompts=3, period=PERIOD)

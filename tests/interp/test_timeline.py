@@ -262,7 +262,7 @@ def test_the_report_links_a_runs_timeline_saved_in_its_folder(tmp_path):
     to ../../report.html; a run without one gets no link."""
     from interp.main_job.report import MainJobReport
     from interp.report.timeline_page import report_timeline_path
-    from test_display import make_run
+    from tests.interp.report.test_display import make_run
 
     report = MainJobReport(runs=[make_run(1), make_run(2)])
     (first, second) = report.runs
@@ -298,7 +298,7 @@ def test_a_heatmap_cell_opens_the_scrubber_on_that_head_at_that_step(tmp_path, w
     import dataclasses
 
     from browser import chromium_path, open_page
-    from test_scrubber import toy_data
+    from tests.interp.report.test_scrubber import toy_data
 
     if chromium_path() is None:
         if os.environ.get("CI", "").lower() == "true":

@@ -12,7 +12,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {"interp", "synthetic", "sweeps", "analyses", "emergence_lens", "tests", "benchmarks"}
 
 

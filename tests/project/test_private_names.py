@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The folders whose Python files are scanned.
 SCANNED = ("interp", "synthetic", "sweeps", "analyses", "emergence_lens", "benchmarks", "tests", "tools")
 #: Top-level modules that are the project's own (their private names are ours to use).
@@ -32,7 +32,7 @@ OWN = {"interp", "synthetic", "sweeps", "analyses", "emergence_lens", "benchmark
 #: Where other libraries' private names may appear: one module per library.
 ADAPTERS = "interp/core/adapters/"
 #: This file names them all, to look for them.
-THIS = "tests/test_private_names.py"
+THIS = "tests/project/test_private_names.py"
 
 #: Private names that introspecting the installed libraries does not find (module names, names
 #: set on instances after construction, a child module's name), with their library.
@@ -59,11 +59,11 @@ TEST_PLUMBING = {
     ("tests/conftest.py", "_split_scope"): (
         "pytest-xdist's one extension point for grouping tests on a worker (no public hook takes a key)"
     ),
-    ("tests/test_patching_hooks.py", "_forward_hooks"): "the leak check lists every torch hook left on a model",
-    ("tests/test_patching_hooks.py", "_forward_pre_hooks"): "the leak check lists every torch hook left on a model",
-    ("tests/test_patching_hooks.py", "_backward_hooks"): "the leak check lists every torch hook left on a model",
-    ("tests/test_patching_hooks.py", "_backward_pre_hooks"): "the leak check lists every torch hook left on a model",
-    ("tests/test_dtype.py", "_masked_softmax"): "a spy on the dtype TransformerLens's softmax is asked for",
+    **{
+        ("tests/interp/patching/test_patching_hooks.py", hook): "the leak check lists every torch hook left on a model"
+        for hook in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    },
+    ("tests/interp/test_dtype.py", "_masked_softmax"): "a spy on the dtype TransformerLens's softmax is asked for",
 }
 
 
@@ -279,7 +279,7 @@ def test_transformers_load_ignore_patterns():
 
 def test_transformer_lens_softmax_step():
     """The wrapped method still takes the arguments the adapter passes, and calls the softmax the
-    float16 test (tests/test_dtype.py) spies on."""
+    float16 test (tests/interp/test_dtype.py) spies on."""
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 
     from interp.core.adapters.transformer_lens import softmax_upcast, upcast_attention_softmax

@@ -16,7 +16,7 @@ import pytest
 
 from progress_watchdog import WATCHDOG_SIGNAL, cpu_probe, folder_probe, progress_watchdog
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The fake trainers' time constants (seconds): small, but a slow trainer's gap between
 #: checkpoints stays well inside the stall limit even when this machine is loaded.
 STALL, POLL, CHECKPOINT_EVERY, CHECKPOINTS = 1.5, 0.05, 0.1, 40

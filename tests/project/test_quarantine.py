@@ -15,7 +15,7 @@ import ast
 import re
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 QUARANTINE = TESTS / "QUARANTINE.md"
 CALLS = {"skip": "skip", "xfail": "xfail", "importorskip": "importorskip"}
 MARKS = {"skip": "skip", "skipif": "skipif", "xfail": "xfail"}

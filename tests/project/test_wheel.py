@@ -14,7 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The packages pyproject.toml installs (``[tool.setuptools.packages.find]``).
 PACKAGES = ("emergence_lens", "interp", "sweeps", "synthetic", "analyses")
 #: Packages whose code opens files of its own folders (templates, suite specs, the training text,

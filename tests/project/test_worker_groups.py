@@ -40,14 +40,14 @@ def _config(n: int):
 
 def test_a_group_reaches_one_worker_and_the_rest_spread():
     ids = [
-        "tests/test_notebooks.py::test_a",
-        "tests/test_cli.py::test_one",
-        "tests/test_report_browser.py::test_b[main_job]",
-        "tests/test_cli.py::test_two",
-        "tests/test_zoom.py::test_c",
-        "tests/test_report_browser.py::test_d[synthetic]",
-        "tests/test_zoom.py::test_e",
-        "tests/test_cli.py::test_three",
+        "tests/project/test_notebooks.py::test_a",
+        "tests/emergence_lens/test_cli.py::test_one",
+        "tests/interp/report/test_report_browser.py::test_b[main_job]",
+        "tests/emergence_lens/test_cli.py::test_two",
+        "tests/interp/test_zoom.py::test_c",
+        "tests/interp/report/test_report_browser.py::test_d[synthetic]",
+        "tests/interp/test_zoom.py::test_e",
+        "tests/emergence_lens/test_cli.py::test_three",
     ]
     scheduler = worker_group_scheduling(_config(2))
     workers = [_Worker("gw0"), _Worker("gw1")]
@@ -75,8 +75,8 @@ def test_the_groups_cover_the_tests_that_share_a_fixture(request):
     for item in request.session.items:
         group = shared_work_group(item)
         assert group is None or WORKER_GROUPS.get(item.path.name) == group, item.nodeid
-    assert worker_group("tests/test_report_browser.py::test_x[a::b]") == "notebooks"
-    assert worker_group("tests/test_cli.py::test_x") is None
+    assert worker_group("tests/interp/report/test_report_browser.py::test_x[a::b]") == "notebooks"
+    assert worker_group("tests/emergence_lens/test_cli.py::test_x") is None
 
 
 @pytest.mark.parametrize("dist", ["load", "loadfile", "no"])

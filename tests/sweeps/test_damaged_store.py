@@ -139,7 +139,7 @@ def test_the_sweep_command_names_a_damaged_run_once(tmp_path, caplog):
     from emergence_lens.cli import app
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text("grid:\n  s: [1, 2]\nseeds: [0]\nrunner: tests.test_damaged_store:ok_runner\n")
+    spec.write_text("grid:\n  s: [1, 2]\nseeds: [0]\nrunner: tests.sweeps.test_damaged_store:ok_runner\n")
     out = tmp_path / "out"
     first = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(out), "--no-progress"])
     assert first.exit_code == 0, first.output

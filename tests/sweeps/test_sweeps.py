@@ -40,7 +40,7 @@ from synthetic.sweep_plots import (
 )
 from synthetic.training import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRAIN = "synthetic.sweeps:train_runner"  # the runner `emergence sweep` uses when a spec names none
 
 # The documented example spec, shortened to test size (steps <= 50, S <= 8).
@@ -282,8 +282,8 @@ def test_finished_runs_copied_into_a_fresh_store_are_not_run_again(tmp_path):
 
 def test_cli_sweep_refuses_another_spec_in_one_line(tmp_path):
     first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
-    first.write_text("runner: tests.test_sweeps:toy_runner\ngrid:\n  s: [1]\nseeds: [0]\n")
-    second.write_text("runner: tests.test_sweeps:toy_runner\ngrid:\n  s: [1, 2]\nseeds: [0]\n")
+    first.write_text("runner: tests.sweeps.test_sweeps:toy_runner\ngrid:\n  s: [1]\nseeds: [0]\n")
+    second.write_text("runner: tests.sweeps.test_sweeps:toy_runner\ngrid:\n  s: [1, 2]\nseeds: [0]\n")
     out = tmp_path / "sw"
     runner = CliRunner()
     assert runner.invoke(emergence_app, ["sweep", str(first), "--out", str(out), "--no-progress"]).exit_code == 0

@@ -202,7 +202,7 @@ def test_the_shim_is_built_once_and_a_non_intel_cpu_without_it_is_unpinned(tmp_p
         assert kernel_pins.mkl_vendor_shim() == (shim, None) and shim.stat().st_mtime_ns == built
         preloaded = subprocess.run(
             [sys.executable, "-c", "from interp.core import kernel_pins; print(kernel_pins.mkl_takes_intel_path())"],
-            env={**os.environ, "LD_PRELOAD": str(shim), "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            env={**os.environ, "LD_PRELOAD": str(shim), "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
             capture_output=True,
             text=True,
             timeout=300,

@@ -12,7 +12,7 @@ from interp.core import metrics
 from interp.core.metrics import METRICS, MetricSpec, answer_logits, get_metric, metric_spec, resolve_metric
 from interp.tasks import TaskBatch, score_logits
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _batch():

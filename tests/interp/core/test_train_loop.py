@@ -2,7 +2,7 @@
 replaced, and stop + resume = uninterrupted.
 
 The digests below were recorded with the loops as they were before they became one (commit
-bb97382, tests/train_loop_scenarios.py, each scenario in a process with the kernel pins, one torch
+bb97382, tests/interp/core/train_loop_scenarios.py, each scenario in a process with the kernel pins, one torch
 thread) on the machine of :data:`REFERENCE_MACHINE`; they are asserted exactly wherever the pins
 apply under the same environment key (checked on an AMD EPYC as well: the pins give the Intel
 machine's bits there) and skipped, with the reason printed, elsewhere. The

@@ -1,8 +1,8 @@
 """Short training runs of every caller of the training loop, reduced to sha256 digests.
 
-Used by tests/test_train_loop.py (the digests recorded before the loops became one,
+Used by tests/interp/core/test_train_loop.py (the digests recorded before the loops became one,
 ``interp/core/train_loop.py``, must come back bit for bit) and runnable on its own to print them:
-``python tests/train_loop_scenarios.py`` (each scenario in a process with the kernel pins,
+``python tests/interp/core/train_loop_scenarios.py`` (each scenario in a process with the kernel pins,
 :func:`interp.core.kernel_pins.run_pinned`, one torch thread).
 
 Each scenario returns ``{name: sha256 hex}``: the saved weights, optimizer state and trainer state
@@ -68,7 +68,7 @@ FORCED_CFG = dict(steps=24, checkpoint_every=8, seeds=(1,), warmup_steps=4, batc
 
 
 def embedded_forced(resume: bool = False) -> dict[str, str]:
-    """tests/test_forcing.py's tiny forced run (β 1 on L0H0 previous-token and L1H0 induction for
+    """tests/interp/test_forcing.py's tiny forced run (β 1 on L0H0 previous-token and L1H0 induction for
     10 steps, annealed over 6) to step 24 (resume: stop at 8, inside the forced phase)."""
     from interp.forcing import Forcing
     from interp.sources import catalogue, embedded

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from interp.main_job.report import MainJobReport
-from test_display import make_run
+from tests.interp.report.test_display import make_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_topk_and_every_per_task_table_name_the_task_and_bos(tmp_path):
@@ -289,7 +289,7 @@ def test_demo_page_fits_1280_and_800_px_with_readable_tiles(tmp_path):
     them reach 4.5:1; the per-head heatmaps carry values in their cells. Screenshots of both
     widths are saved beside the page."""
     from browser import visit
-    from test_report_browser import _require_browser
+    from tests.interp.report.test_report_browser import _require_browser
 
     _require_browser()
     page = demo_shaped_report().save(tmp_path / "report")["report.html"]

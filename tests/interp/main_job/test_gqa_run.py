@@ -256,7 +256,7 @@ def test_the_guides_architecture_table_is_the_tested_one():
 
     from interp.sources.loading import ARCHITECTURE_TESTS, architecture_table
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     assert architecture_table() in (root / "docs" / "guide.md").read_text()
     for _, tests in ARCHITECTURE_TESTS.values():
         for test in tests:

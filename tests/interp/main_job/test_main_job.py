@@ -1,7 +1,7 @@
 """The main job end to end on the embedded quick suite, trained here by our own code.
 
 The suite is trained once per test session into a temporary cache by the ``quick_suite`` fixture
-of conftest.py, shared with tests/test_zoom.py and the notebook tests.
+of conftest.py, shared with tests/interp/test_zoom.py and the notebook tests.
 """
 
 import itertools

@@ -21,7 +21,7 @@ from interp.main_job.units import plan_units, study_status
 from interp.tasks import RepetitionTask
 from tests.conftest import save_tiny_neox
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TABLES = ("emergence", "points", "heads", "topk", "checkpoints", "head_scores", "components")
 TASK = RepetitionTask(n_prompts=8, length=6, seed=0)
 CONFIG = StudyConfig(scan=True, threshold=0.5)

@@ -5,7 +5,7 @@ with the layer-skip path itself (a fallback to full forwards raises here).
 
 Pre and post are two random models of one shape with non-trivial norm gains, so every component
 differs between them. Helpers (TransformerLens all-position reference, prompts) come from
-tests/test_patching_targets.py, whose sizes this file shares.
+tests/interp/patching/test_patching_targets.py, whose sizes this file shares.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from interp.patching import (
     qk_weights,
 )
 from interp.patching.targets import Target
-from test_patching_targets import (
+from tests.interp.patching.test_patching_targets import (
     D_MODEL,
     N_HEADS,
     N_LAYERS,

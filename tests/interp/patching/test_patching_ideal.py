@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from interp.core.metrics import answer_probability
 from interp.patching import IdealPatterns, ideal_pattern, patch_values, pattern, per_head_delta
 from interp.patching._forward import answer_rows
-from tests.test_patching_targets import N_HEADS, N_LAYERS, boot, make_batch, native, neox_hf
+from tests.interp.patching.test_patching_targets import N_HEADS, N_LAYERS, boot, make_batch, native, neox_hf
 
 TOKENS = torch.tensor([[5, 7, 9, 5, 7, 3, 5]])
 

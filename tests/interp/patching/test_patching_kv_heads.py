@@ -6,7 +6,7 @@ hand-written TransformerLens hook to 1e-5. Without grouping a key/value head is 
 equals ``k``.
 
 Models: a tiny Llama bridge (3 layers, 4 query heads sharing 2 key/value heads, d_model 64) and
-the GPT-NeoX bridge of tests/test_patching_targets.py.
+the GPT-NeoX bridge of tests/interp/patching/test_patching_targets.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from interp.patching import (
     patch_values,
     per_head_delta,
 )
-from test_patching_targets import N_HEADS, N_LAYERS, VOCAB, boot, make_batch, models  # noqa: F401
+from tests.interp.patching.test_patching_targets import N_HEADS, N_LAYERS, VOCAB, boot, make_batch, models  # noqa: F401
 
 N_KV = 2
 

@@ -4,7 +4,7 @@ patched across checkpoints by the generic engine, and ``rank_neurons`` equals a 
 TransformerLens hook loop to 1e-5; a neuron declared as a head kind is refused.
 
 Models, prompts: the GPT-NeoX bridge (parallel residual) and the native sequential bridge of
-tests/test_patching_targets.py (two random checkpoints of one shape; ``d_mlp`` = 256).
+tests/interp/patching/test_patching_targets.py (two random checkpoints of one shape; ``d_mlp`` = 256).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from interp.core.settings import StudyConfig
 from interp.neuron_ranking import rank_neurons
 from interp.patching import Target, answer_probability, capture_post, metric_values, neurons, patch_values, pattern
 from interp.patching.kinds import Kind, get_kind, register, unregister
-from test_patching_targets import N_HEADS, N_LAYERS, models  # noqa: F401  (the module-scoped fixture)
+from tests.interp.patching.test_patching_targets import N_HEADS, N_LAYERS, models  # noqa: F401  (the module-scoped fixture)
 
 LAYER = 1
 

@@ -18,7 +18,7 @@ from interp.population.answer import (
 )
 from interp.population.judge import Verdict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_a_row_leaves_confounded_contrasts_out_of_the_verdict_and_lists_them_as_superseded():

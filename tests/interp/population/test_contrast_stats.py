@@ -18,7 +18,7 @@ from interp.population import contrast_stats as cs
 from interp.population.survival import cox_fit, km_median, logrank_tests, median_interval
 
 Z = 1.959963984540054
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 HEADS_DHEAD = ROOT / "docs" / "data" / "population-heads-dhead"
 
 

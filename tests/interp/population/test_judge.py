@@ -1,5 +1,5 @@
 """The one judge (interp.population.judge): each verdict word from its decision table, on evidence
-built by hand; the words on constructed populations are in tests/test_contrast.py."""
+built by hand; the words on constructed populations are in tests/interp/population/test_contrast.py."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def test_only_the_tables_words_exist():
 def test_docs_population_md_prints_the_decision_table_as_it_is():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "population.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "population.md").read_text()
     block = text.split("<!-- judge-table:begin -->")[1].split("<!-- judge-table:end -->")[0]
     rows = [line.split(" | ") for line in block.strip().splitlines()[2:]]
     assert {r[0].strip("| "): r[1].strip("| ") for r in rows} == DECISION_TABLE

@@ -389,7 +389,7 @@ def test_save_and_load_round_trip(hand, tmp_path):
 
 
 def test_page_in_headless_chromium(tmp_path):
-    from tests.test_report_browser import _check_page, _require_browser
+    from tests.interp.report.test_report_browser import _check_page, _require_browser
 
     _require_browser()
     table = hand_table()
@@ -426,8 +426,8 @@ def test_the_page_carries_claim_2_over_the_seeds_when_its_rows_are_attached(hand
     """``with_mechanism``: claim 2's per-run rows (issue 53) join the result; the page opens on
     their lines beside claims 1 and 4 and shows the per-width figure and table; save/load keeps them."""
     from interp.population.mechanism import claim_lines
-    from tests.test_population_mechanism import _rows
-    from tests.test_report_browser import _check_page, _require_browser
+    from tests.interp.population.test_population_mechanism import _rows
+    from tests.interp.report.test_report_browser import _check_page, _require_browser
 
     rows = _rows()
     rows.loc[rows["run"] == "B-seed1", "run"] = HOSTILE
@@ -492,7 +492,7 @@ def test_cli_attaches_claim_2_rows_and_refuses_bad_ones_in_one_line(hand, tmp_pa
     from typer.testing import CliRunner
 
     from emergence_lens.cli import app
-    from tests.test_population_mechanism import _rows
+    from tests.interp.population.test_population_mechanism import _rows
 
     hand_table().to_csv(tmp_path / "curves.csv", index=False)
     _rows().to_csv(tmp_path / "rows.csv", index=False)

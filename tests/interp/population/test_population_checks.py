@@ -17,7 +17,7 @@ import pytest
 from interp.core.settings import StudyConfig
 from interp.population.tables import population_from_curves
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def rows(arm, seed, n_heads, accuracy, budget, d_model=16, steps=None):

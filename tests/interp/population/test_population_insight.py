@@ -245,7 +245,7 @@ def test_page_formation_table_puts_each_share_with_its_interval_in_one_cell():
 
 def test_insight_page_in_headless_chromium_opens_on_findings_and_its_table_fits_800_px(tmp_path):
     from browser import visit
-    from tests.test_report_browser import _check_page, _require_browser
+    from tests.interp.report.test_report_browser import _check_page, _require_browser
 
     _require_browser()
     runs, heads = _population()
@@ -475,7 +475,7 @@ def test_forcing_control_page_in_headless_chromium(tmp_path):
     from analyses import forcing_control as control
     from browser import visit
     from interp.population.control_page import control_page
-    from tests.test_report_browser import _check_page, _require_browser
+    from tests.interp.report.test_report_browser import _check_page, _require_browser
 
     _require_browser()
     hostile = "<img src=x onerror=window.__pwned=1>"

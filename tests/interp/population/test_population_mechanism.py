@@ -132,7 +132,7 @@ def test_claim_table_counts_firm_seeds_with_wilson_intervals():
 
 
 def test_claim_lines_give_the_profile_over_widths_without_a_verdict_word():
-    """The verdict on claim 2 is taken at the largest-jump pair (tests/test_claim2_pair.py); the
+    """The verdict on claim 2 is taken at the largest-jump pair (tests/interp/population/test_claim2_pair.py); the
     widths are a profile: numbers per width, never a verdict word."""
     rows = _rows()
     a, b = claim_lines(rows)

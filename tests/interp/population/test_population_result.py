@@ -21,7 +21,7 @@ from interp.population.statistics import (
     seed_split_result,
 )
 from interp.population.tables import population_from_curves
-from tests.test_population import hand_table
+from tests.interp.population.test_population import hand_table
 
 HOSTILE = "<img src=x onerror=window.__pwned=1>"
 
@@ -106,7 +106,7 @@ def test_claim_2_at_the_pair_carries_the_answer_tables_verdict():
     from interp.population.answer import answer_row
     from interp.population.claim2_pair import pair_table, pair_verdicts
     from interp.population.verdicts import PAPER
-    from tests.test_claim2_pair import _rows
+    from tests.interp.population.test_claim2_pair import _rows
 
     rows = _rows(dict.fromkeys(range(9), (0.2, 0.1, 0.3)) | {9: (0.53, 0.49, 0.56), 10: (5.0, -9.0, 9.0)}, noise=(10,))
     r = claim2_pair_result(rows)
@@ -120,7 +120,7 @@ def test_claim_2_at_the_pair_carries_the_answer_tables_verdict():
 
 def test_the_seed_split_carries_the_judges_verdict():
     from interp.population.variance import variance_components
-    from tests.test_variance_components import _runs
+    from tests.interp.population.test_variance_components import _runs
 
     y = 5 + np.array([1, -1] * 4)[:, None] * 0.6 + np.zeros((8, 8)) + np.random.default_rng(0).normal(0, 0.05, (8, 8))
     vc = variance_components(_runs(y), "y", n_boot=200, n_perm=200)

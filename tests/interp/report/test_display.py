@@ -274,7 +274,7 @@ def test_the_rule_is_stated_in_legend_and_captions_and_kept_by_save_load(tmp_pat
 
 @pytest.mark.slow
 def test_save_load_brings_back_tables_tensors_and_figures(report, tmp_path):
-    report.provenance = make_provenance("tests.test_display", {"threshold": 0.5})
+    report.provenance = make_provenance("tests.interp.report.test_display", {"threshold": 0.5})
     report.runs[0].training_loss = pd.DataFrame({"step": [0, 100], "loss": [5.0, 4.0]})  # a field added later
     written = report.save(tmp_path)
     assert {"report.html", "provenance.json", "state/report.json"} <= set(written)
@@ -319,7 +319,7 @@ def test_provenance_records_call_settings_versions_and_sources():
     import hashlib
     from pathlib import Path
 
-    here = Path(__file__).resolve().parents[1] / "interp" / "report" / "display.py"
+    here = Path(__file__).resolve().parents[3] / "interp" / "report" / "display.py"
     assert digests["files"]["interp/report/display.py"] == hashlib.sha256(here.read_bytes()).hexdigest()
     assert record["checkpoints"] == {"a": {"step1": "ff"}}
     import subprocess

@@ -339,7 +339,7 @@ def test_component_table_shows_each_value_with_its_interval_in_one_cell():
 def test_the_page_a_reader_opens_answers_first(tmp_path):
     """Headless Chromium, network cut: the findings box is the first thing on the page (inside the
     first 900 px), the summary fits 1280 px, the top-K band and the head comparison drew."""
-    from test_report_browser import _check_page, _require_browser
+    from tests.interp.report.test_report_browser import _check_page, _require_browser
 
     _require_browser()
     run = bisected_run()

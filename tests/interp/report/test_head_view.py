@@ -37,7 +37,7 @@ def test_ranking_show_head_three_panels_post_minus_pre(tiny_local_suite):
 
 
 def test_run_show_head_uses_the_kept_patterns():
-    from tests.test_findings import make_run
+    from tests.interp.report.test_findings import make_run
 
     run = make_run(1, 0.1, (0.05, 0.15))
     pre, post = torch.rand(6, 6).softmax(-1), torch.rand(6, 6).softmax(-1)

@@ -31,8 +31,8 @@ from interp.decomposition import COMPONENT_COLUMNS
 from interp.main_job.report import MainJobReport
 from interp.ranking import HeadRanking
 from interp.report import display, notebook
-from tests.test_display import make_run
-from tests.test_report_browser import _check_page, _require_browser
+from tests.interp.report.test_display import make_run
+from tests.interp.report.test_report_browser import _check_page, _require_browser
 
 #: The hostile tokens, in the order that triggers the double-escaped state.
 HOSTILE = ["<!--", "<script>", "</script>", "\u2028", "\"q'", "&amp;", "<img src=x onerror=window.__pwned=1>", "<b>"]
@@ -234,7 +234,7 @@ NOTEBOOK_CELLS = [
         "from interp.report.display import show_attention\n"
         "from interp.report.notebook import init_notebook\n"
         "import plotly.graph_objects as go, torch\n"
-        "from tests.test_hostile_pages import HOSTILE, hostile_run\n"
+        "from tests.interp.report.test_hostile_pages import HOSTILE, hostile_run\n"
         "from interp.main_job.report import MainJobReport\n"
         "init_notebook()"
     ),

@@ -52,7 +52,7 @@ def test_a_bare_embedded_run_name_suggests_the_name_that_works():
 
 def test_report_title_names_its_runs():
     from interp.main_job.report import MainJobReport
-    from tests.test_findings import make_run
+    from tests.interp.report.test_findings import make_run
 
     report = MainJobReport(runs=[make_run(1, 0.1), make_run(2, 0.2)])
     assert report.title == "emergence-lens: toy seeds 1, 2 · repetition"
@@ -63,7 +63,7 @@ def test_report_title_names_its_runs():
 def test_captions_and_axes_match_the_figures():
     from interp.report import page as vis
     from interp.report.figures import loss_curve_figure
-    from tests.test_findings import make_run
+    from tests.interp.report.test_findings import make_run
 
     run = make_run(1, 0.1, (0.05, 0.15))
     run.head_scores = pd.DataFrame(

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import execute_cells_twice
 from interp.report.notebook import export_notebook_html, library_copies, packed_library
-from tests.test_report_browser import _check_page, _require_browser
+from tests.interp.report.test_report_browser import _check_page, _require_browser
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ MAX_SAVED = 2_500_000
 CELLS = [
     (
         "import plotly.graph_objects as go\nimport emergence_lens as el\n"
-        "from tests.test_display import make_run\nrun = make_run(1)\nel.init_notebook()"
+        "from tests.interp.report.test_display import make_run\nrun = make_run(1)\nel.init_notebook()"
     ),
     "go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name='a line'), layout=dict(showlegend=True))",
     "el.run_capability_figure(run.curve, 200, 300, title='capability')",

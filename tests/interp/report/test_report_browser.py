@@ -158,7 +158,7 @@ def demo_shaped_report() -> MainJobReport:
     """Six runs shaped as the demo's (two sizes x three seeds, the d64 runs 3000 steps and the d128
     runs 2000, each with its training loss and a 22-column component table of 21 rows whose values,
     intervals and head lists differ from row to row, as the demo writes)."""
-    from test_display import make_run
+    from tests.interp.report.test_display import make_run
 
     runs = []
     for model, last in (("neox-2l-64d", 3000), ("neox-2l-128d", 2000)):

@@ -175,7 +175,7 @@ def test_head_labels_follow_the_rankings_metric(metric, label):
 
 def test_report_shows_a_scrubber_for_a_run_that_recorded_one(tmp_path):
     from interp.main_job.report import MainJobReport
-    from test_display import make_run
+    from tests.interp.report.test_display import make_run
 
     run, other = make_run(1), make_run(2)
     data = toy_data(n_steps=5)
@@ -195,7 +195,7 @@ def test_summary_headers_are_words_and_threshold_is_listed_once():
     from interp.main_job.report import MainJobReport
     from interp.report import display
     from interp.report import page as vis
-    from test_display import make_run
+    from tests.interp.report.test_display import make_run
 
     report = MainJobReport(runs=[make_run(1)], title="toy")
     fragment = vis.summary_fragment(report.summary())
@@ -322,7 +322,7 @@ def test_scrub_ranks_between_the_point_or_reads_a_run_folder(scrub_suite, tmp_pa
 
 
 def _require_browser():
-    from test_report_browser import _require_browser as require
+    from tests.interp.report.test_report_browser import _require_browser as require
 
     require()
 

@@ -18,7 +18,7 @@ import pytest
 
 from interp.report import scrub_script
 from interp.report.scrubber import Scrubber
-from test_scrubber import HOSTILE, _ready, _require_browser, toy_data
+from tests.interp.report.test_scrubber import HOSTILE, _ready, _require_browser, toy_data
 
 pytestmark = pytest.mark.slow  # the browser
 

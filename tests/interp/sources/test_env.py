@@ -21,7 +21,7 @@ from interp.sources import catalogue, environment, machine
 from interp.sources.environment import environment_key_parts
 from interp.sources.machine import DOCUMENTED_SUITES, environment_report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 

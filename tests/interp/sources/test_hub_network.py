@@ -120,7 +120,7 @@ def test_the_study_passes_the_hub_error_on_as_it_is(tmp_path, hub_offline):
 def test_offline_a_step_not_cached_says_which_download_fetches_it(tiny_hub_cache, hub_offline):
     source = HubSource(REPO.replace("70m-seed3", "14m-seed3"), cache_dir=tiny_hub_cache["cache_dir"])
     with pytest.raises(CheckpointError, match=r"no checkpoint at step 1000"):
-        source.digest(1000)  # not a cached branch: the nearest are named (tests/test_checkpoints.py)
+        source.digest(1000)  # not a cached branch: the nearest are named (tests/interp/sources/test_checkpoints.py)
     import shutil
 
     copy = tiny_hub_cache["cache_dir"].parent / "cache_without_weights"

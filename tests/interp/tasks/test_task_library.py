@@ -301,8 +301,8 @@ def _padded_batch(post, vocab: int) -> TaskBatch:
 
 @pytest.fixture(scope="module", params=["neox", "olmo2"])
 def bridges(request, tmp_path_factory):
-    from test_patching_families import hf_model
-    from test_patching_targets import VOCAB, boot, neox_hf
+    from tests.interp.patching.test_patching_families import hf_model
+    from tests.interp.patching.test_patching_targets import VOCAB, boot, neox_hf
 
     torch.set_num_threads(1)
     make = neox_hf if request.param == "neox" else (lambda seed: hf_model("olmo2", seed))
