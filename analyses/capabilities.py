@@ -4,7 +4,7 @@ every task the byte tokenizer allows, on every run, and whether they share heads
 Baherwani et al. 2026 measure four capabilities on Pythia (string repetition, in-context
 repetition, pattern completion, IOI). The embedded suite has a byte tokenizer, so IOI cannot be
 measured here (its names are not single tokens: it needs a word-piece vocabulary; the task is
-tested on a word-level tokenizer in tests/test_task_library.py). For every other registered task
+tested on a word-level tokenizer in tests/interp/tasks/test_task_library.py). For every other registered task
 (:data:`interp.tasks.REGISTRY`, ``byte_tokenizer=True``) this runs the main job
 (:func:`interp.main_job.runner.run_study`, one analysis per (run, task), full scans) and writes:
 
@@ -206,7 +206,7 @@ def markdown(points: pd.DataFrame, overlap: pd.DataFrame, settings: str) -> str:
             "Not measured here: IOI (Wang et al. 2022) needs names that are single tokens, i.e. a "
             "word-piece vocabulary; the embedded suite's byte tokenizer has one token per byte, so "
             "`--task ioi` is refused on it (the task is tested on a word-level tokenizer built by "
-            "tests/test_task_library.py)."
+            "tests/interp/tasks/test_task_library.py)."
         ),
     ]
     return "\n".join(lines) + "\n"

@@ -4,7 +4,7 @@ For every run of an embedded suite (default: the default suite, all six runs) an
 conditions:
 
 - ``plain``: the suite's own run (the trainer with ``forcing=None``; its bytes are the plain
-  trainer's, tests/test_forcing.py);
+  trainer's, tests/interp/test_forcing.py);
 - ``prev``: ``β · log(previous-token pattern + ε)`` on the attention scores of a layer-0 head
   (``--prev-head``, default L0H0);
 - ``ind``: the induction pattern on a layer-1 head (``--ind-head``, default L1H0);

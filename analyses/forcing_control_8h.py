@@ -47,7 +47,7 @@ what is missing. Writes to ``--out``: ``forcing_control_8h.csv`` (per forced run
 Runtime, measured (AMD EPYC, Python 3.11.7, 2026-12-04, one process per core): 298–383 s of
 training per 8000-step forced run (median 342 s), plus ≈ 14 s for the evaluation of its 88
 checkpoints on 256 prompts; the 24 runs took ≈ 1.3 h of 2 cores. A 24-step toy pair
-(tests/test_forcing_control_8h.py, slow) took 42 s under a load of 9.
+(tests/analyses/test_forcing_control_8h.py, slow) took 42 s under a load of 9.
 
 Usage: ``python -m analyses.forcing_control_8h [--seeds 0-11] [--cells 0.25:500] [--budget 8000]
 [--anneal-steps 250] [--jobs 2] [--finished-only] [--update-docs]``.

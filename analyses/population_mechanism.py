@@ -1,8 +1,9 @@
 """Is it a few heads? The paper's mechanism (claim 2) measured on every emerged seed of an arm (issue 53).
 
-Over 600 lines because it holds the two measurements of claim 2 that share training, the curve
-check and the kept-run store: around the dense E at interval widths, and at the largest-jump pair
-(whose library part is :mod:`interp.population.claim2_pair`).
+One concept: claim 2 measured over an arm's seeds. Its two measurements, around the dense E at
+interval widths and at the largest-jump pair (whose library part is
+:mod:`interp.population.claim2_pair`), share the training, the curve check and the kept-run store;
+split, each would carry its own copy of them.
 
 For every emerged seed of the arms :data:`ARMS` of the population (``interp/data/suites/
 population.yaml``; the point of emergence E read from its kept curve, docs/data/population):

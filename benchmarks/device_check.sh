@@ -7,7 +7,7 @@
 #      and a check that every number of the two agrees to 1e-4 (benchmarks/compare_reports.py).
 #
 #   benchmarks/device_check.sh                # on the CUDA machine, from the repository root
-#   benchmarks/device_check.sh --cpu --tiny   # the CPU half at tiny scale (what CI runs: tests/test_device_check.py)
+#   benchmarks/device_check.sh --cpu --tiny   # the CPU half at tiny scale (what CI runs: tests/benchmarks/test_device_check.py)
 #
 # --cpu: run everything on the CPU (step 3 compares two CPU runs: the plumbing, not the device).
 # --tiny: tiny shapes and a 2-step suite instead of the 70m/410m shapes; step 3 on SUITE (a folder) if set.

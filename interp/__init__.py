@@ -4,7 +4,7 @@ attention-pattern patching, head ranking and the report (Baherwani et al. 2026, 
 Start with :func:`interp.main_job.runner.run_study` (settings: :class:`interp.core.settings.StudyConfig`) or the ``emergence`` command; docs/guide.md.
 
 Rooms, lowest floor first (a module imports only from its own floor or the floors below;
-``tests/test_import_graph.py`` checks it): ``interp.core`` (io, provenance, devices, kernel pins,
+``tests/project/test_import_graph.py`` checks it): ``interp.core`` (io, provenance, devices, kernel pins,
 training state, the metric registry, result objects), ``interp.sources`` (checkpoint sources
 behind one door), ``interp.patching`` (the patching engine), ``interp.report`` (figures, page,
 display, scrubber, report state), the top floor ``interp.*`` (tasks, emergence, evaluator, zoom,

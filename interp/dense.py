@@ -75,7 +75,7 @@ class DenseEvaluator:
     """Per-prompt scores of a run's stored checkpoints (base and overlay), each step once.
 
     Loads each step's ``save_pretrained`` weights into one Hugging Face model (no bridge: plain
-    logits are all the capability needs; bridge logits equal them: tests/test_checkpoints.py checks it).
+    logits are all the capability needs; bridge logits equal them: tests/interp/sources/test_checkpoints.py checks it).
     """
 
     def __init__(self, run: Path, batch, device: str = "cpu"):

@@ -14,7 +14,7 @@ so ``softmax(scores + bias)`` multiplies the attention to every key off the idea
 Schedule (:meth:`Forcing.beta_at`, ``t`` = optimizer steps done): ``β`` for ``t < steps``, then
 linearly to 0 over ``anneal_steps``, then 0.  β is a function of the step alone and the ideal
 pattern of the step's tokens alone, so a forced run resumed from a saved step continues exactly
-(tests/test_forcing.py: bit for bit).  When ``β(t) = 0`` nothing is installed, so the step is
+(tests/interp/test_forcing.py: bit for bit).  When ``β(t) = 0`` nothing is installed, so the step is
 computed by exactly the plain trainer's code.
 
 How the bias enters: a forward pre-hook on each chosen layer's ``GPTNeoXAttention`` replaces its

@@ -413,7 +413,7 @@ def rank_heads_between(
     a copy of its weights: a :class:`interp.patching.PostCheckpoint`) and its model released, so
     that at most one model is resident while pre is analysed. Loading pre boots a fresh bridge:
     a post model the caller still holds keeps its weights unchanged (max |difference| 0,
-    ``tests/test_first_hour.py::test_loading_pre_leaves_post_weights_untouched``).
+    ``tests/emergence_lens/test_first_hour.py::test_loading_pre_leaves_post_weights_untouched``).
 
     Args:
         source: a checkpoint source (``interp.sources``).

@@ -130,7 +130,7 @@ def copying_scores(model: Any) -> Float[Tensor, "layer head"]:
     With grouped-query attention (``W_V`` of shape ``[n_key_value_heads, d_model, d_head]``,
     Ainslie et al. 2023) each query head's OV circuit reads the values of its key/value head
     ``head // (n_heads // n_key_value_heads)``: the score is per query head, as the ranking's
-    heads are (tests/test_gqa_run.py: equal to the scores of the same model written with one
+    heads are (tests/interp/main_job/test_gqa_run.py: equal to the scores of the same model written with one
     key/value head per query head, to 1e-5).
 
     Returns:

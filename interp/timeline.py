@@ -1,8 +1,7 @@
 """The time axis: every head's pattern-patching effect at every checkpoint pair of a run.
 
-Over 600 lines because it is one concept, one run's timeline from its arguments to its tidy table
-(checks, the per-pair engine call, the resumable store, the assembly); its page is
-:mod:`interp.report.timeline_page`.
+One concept: one run's timeline from its arguments to its tidy table (checks, the per-pair
+engine call, the resumable store, the assembly); its page is :mod:`interp.report.timeline_page`.
 
 :func:`head_timeline` patches each head's attention pattern (``blocks.{l}.attn.hook_pattern``,
 all query positions) from the later checkpoint of a pair into the earlier one, for every pair of

@@ -29,7 +29,7 @@ LayerNorm (the TL-native pre-LN attention-only or GELU-MLP block, as
 :func:`synthetic.models.transformer.build_transformer` builds), no attention bias, no
 checkpoints, no resume. Any other config trains one member at a time with
 :func:`~synthetic.training.train` (same results, no speed-up). Equal to one-at-a-time training to
-float rounding: ``tests/test_synth_ensemble.py`` (3 members, 50 steps: losses and weights within
+float rounding: ``tests/synthetic/test_synth_ensemble.py`` (3 members, 50 steps: losses and weights within
 1e-4 relative). Speed: ``benchmarks/bench_synth_ensemble.py``.
 """
 
@@ -195,7 +195,7 @@ def train_ensemble(
     """Train ``configs`` (TrainConfig, one shape) together; one :class:`~synthetic.training.TrainResult` each.
 
     Equal to ``[train(c, out_dir=d) for c, d in zip(configs, out_dirs)]`` up to float rounding
-    (batched matmuls sum in another order; ``tests/test_synth_ensemble.py``: 1e-4 relative after
+    (batched matmuls sum in another order; ``tests/synthetic/test_synth_ensemble.py``: 1e-4 relative after
     50 steps), with the same metrics columns, summary keys and files in each ``out_dir``
     (``metrics.parquet``, ``summary.json``, ``provenance.json``). The summary's ``wall_time_s``
     is the ensemble's wall time divided by the number of members. ``on_eval(rows)`` is called at

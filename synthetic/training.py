@@ -438,7 +438,7 @@ def train(
     :func:`synthetic.state.drop_state`): a run started again with the same ``state_dir`` and config continues from it,
     and its metrics, summary and weights equal
     an uninterrupted run's bit for bit at one torch thread, as sweeps train
-    (tests/test_synth_ensemble.py; at two threads even two uninterrupted ensembles of one
+    (tests/synthetic/test_synth_ensemble.py; at two threads even two uninterrupted ensembles of one
     process can differ in the last bits here). The sweeps keep paper-scale runs there, so a
     killed sweep loses at most ``state_every`` steps of each run.
 

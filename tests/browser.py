@@ -2,7 +2,7 @@
 
 Every request other than the page's own file is aborted and recorded; console errors and page
 errors are collected; the page is checked for plotly figures that drew their SVG (with a
-legend) and circuitsvis views that mounted. Used by tests/test_report_browser.py.
+legend) and circuitsvis views that mounted. Used by tests/interp/report/test_report_browser.py.
 """
 
 from __future__ import annotations

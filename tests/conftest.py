@@ -1,6 +1,6 @@
 """Shared test helpers and fixtures.
 
-Checkpoint fixtures (tests/test_checkpoints.py): tiny random GPT-NeoX checkpoints saved with
+Checkpoint fixtures (tests/interp/sources/test_checkpoints.py): tiny random GPT-NeoX checkpoints saved with
 ``save_pretrained``, a byte-level tokenizer folder, and a Hugging Face hub cache built on disk in
 the hub's own layout (``models--ORG--NAME/{blobs,refs,snapshots}``) so the hub code path runs
 offline. Other modules may append their own fixtures below; these are self-contained.
@@ -90,8 +90,9 @@ def add_hub_revision(cache_dir: Path, repo_id: str, revision: str, files: dict[s
 #: Fixtures whose work is cached per process but shared across modules: their users run on one
 #: pytest-xdist worker, so the work is done once (each notebook executes once, not once per worker).
 SHARED_ACROSS_MODULES = {"notebook_runs": "notebooks"}
-#: Where each group's tests live: the test files whose tests `make test` keeps on one worker, and
-#: the group of each. Checked against the fixtures at collection (:func:`shared_work_group`).
+#: Where each group's tests live: the test files (by name, wherever they sit in tests/) whose tests
+#: `make test` keeps on one worker, and the group of each. Checked against the fixtures at
+#: collection (:func:`shared_work_group`).
 WORKER_GROUPS = {
     "test_notebooks.py": "notebooks",
     "test_report_browser.py": "notebooks",
@@ -145,7 +146,7 @@ def shared_work_group(item: pytest.Item) -> str | None:
     """
     # Private on purpose: pytest offers no public way to ask, at collection, where a fixture is
     # defined and with which scope (``item._fixtureinfo.name2fixturedefs`` is what pytest's own
-    # ``--fixtures-per-test`` reads); tests/test_worker_groups.py fails if a pytest release moves it.
+    # ``--fixtures-per-test`` reads); tests/project/test_worker_groups.py fails if a pytest release moves it.
     names = set(item.fixturenames)
     for fixture, group in SHARED_ACROSS_MODULES.items():
         if fixture in names:
@@ -219,7 +220,10 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def worker_group(nodeid: str) -> str | None:
-    """The :data:`WORKER_GROUPS` group of a test id (``tests/test_x.py::test_y[...]``), or None."""
+    """The :data:`WORKER_GROUPS` group of a test id (``tests/interp/test_x.py::test_y[...]``), or None.
+
+    Keyed by the file's name alone: a test file's name is unique in the tree (pytest imports each
+    under its bare name in its default "prepend" import mode, and refuses two files of one name)."""
     return WORKER_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
 
 
@@ -262,7 +266,7 @@ def worker_group_scheduling(config, log=None):
     this scheduler groups by the file part of the id instead, which both keep. It overrides
     ``LoadScopeScheduling._split_scope``, pytest-xdist's one documented-in-code extension point
     for ``--dist loadscope``/``loadfile``/``loadgroup`` (no public hook takes a grouping key);
-    tests/test_worker_groups.py checks the grouping on the installed pytest-xdist.
+    tests/project/test_worker_groups.py checks the grouping on the installed pytest-xdist.
     """
     from xdist.scheduler import LoadScopeScheduling
 
@@ -357,7 +361,7 @@ def load_analysis(name: str):
 
 
 # ----------------------------------------------------------------------------- other families
-# Tiny OLMo-2- and GPT-2-shaped hub caches with step-named revisions (tests/test_families.py).
+# Tiny OLMo-2- and GPT-2-shaped hub caches with step-named revisions (tests/interp/sources/test_families.py).
 
 OLMO2_REPO = "allenai/OLMo-2-0425-1B"
 GPT2_REPO = "emergence-lens/gpt2-tiny-steps"

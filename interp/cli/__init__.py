@@ -8,7 +8,7 @@ One app (:data:`app`) holds them in that order: the main job's commands
 listing commands below. What they share (options, argument checks, openers of sources) is
 :mod:`interp.cli.options` (public names, imported from there; this package re-exports none), and
 every command's settings options are derived from ``StudyConfig``'s fields, the ones it reads
-(:func:`interp.cli.options.study_options`; ``tests/test_cli_settings.py`` lists them per command);
+(:func:`interp.cli.options.study_options`; ``tests/emergence_lens/test_cli_settings.py`` lists them per command);
 a test that stands in for a helper patches it in the module of the command that calls it
 (``interp.cli.heads.open_named``).
 

@@ -66,7 +66,7 @@ def study_options(
     ``DEMO_CONFIG``, ``TIMELINE_CONFIG``), listed in ``--help`` under :data:`SETTINGS_PANEL`. The
     command takes them as ``**settings`` and builds ``StudyConfig(**settings)`` (or
     ``defaults.replace(**settings)``), which checks every value in one line before anything loads;
-    no command declares a settings option by hand (``tests/test_cli_settings.py``).
+    no command declares a settings option by hand (``tests/emergence_lens/test_cli_settings.py``).
 
     Args:
         include: the fields the command reads (None: every field not in ``exclude``).

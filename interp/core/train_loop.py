@@ -18,7 +18,7 @@ One step ``t`` (0-based; ``t`` optimizer updates done before it), as nanoGPT's `
 The learning rate is a function of the step alone and the data order is either a function of the
 step or a generator state saved beside the optimizer, so a run resumed at step ``A`` (the model
 and optimizer loaded from a state written at ``A``) continues bit for bit as if it never stopped
-(same kernels and thread count): ``tests/test_train_loop.py``.
+(same kernels and thread count): ``tests/interp/core/test_train_loop.py``.
 
 Resumable state (one format for every caller, :mod:`interp.core.training_state`): in a checkpoint folder
 ``optimizer.safetensors`` (AdamW's moments and step counts, plus extra tensors such as a batch

@@ -7,7 +7,7 @@ and ``W_O[h] = o.weight[:, h*d_head:(h+1)*d_head].T``; transformers' ``Conv1D`` 
 ``x @ weight + bias``) stores ``[in, out]``, so its head slices are the transposed ones
 (``W_O[h] = o.weight[h*d_head:(h+1)*d_head]``). The bridge's forward uses the split projections
 (GPT-NeoX's fused ``qkv`` linear and GPT-2's ``c_attn`` are not called by it;
-tests/test_patching_families.py checks GPT-2's weight targets against a Hugging Face model built
+tests/interp/patching/test_patching_families.py checks GPT-2's weight targets against a Hugging Face model built
 with the swapped ``c_attn`` / ``c_proj`` columns).
 """
 

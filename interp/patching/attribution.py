@@ -107,7 +107,7 @@ def attribution_delta_p(
     a second one with all of them: hence ``delta_attribution`` differing in its 9th digit
     between the two. The main job records each run's thread count in ``provenance.json``
     (``runs``); pin ``torch.set_num_threads`` to compare bit for bit
-    (tests/test_first_demo.py).
+    (tests/interp/main_job/test_first_demo.py).
     """
     batch = check_batch(inputs)
     fn = resolve_metric(metric)

@@ -5,7 +5,7 @@ the prompt's tokens.  ``IdealPatterns({(layer, head): name_or_callable})`` is pa
 post checkpoint goes (``patch_values(pre, IdealPatterns(...), batch, [pattern(heads)])``); the
 engine builds a :class:`~interp.patching.post.PostCheckpoint` whose ``hook_pattern`` holds the
 ideal pattern of each chosen head, so the fast path and the reference path patch it exactly as
-they patch a post pattern (equal to 1e-5, tests/test_patching_ideal.py).
+they patch a post pattern (equal to 1e-5, tests/interp/patching/test_patching_ideal.py).
 
 Named patterns (``IDEAL_PATTERNS``; ``[batch, query_pos, key_pos]``, row ``i`` = query ``i``):
 

@@ -49,5 +49,5 @@ emergence over seeds, and the page that shows them.
   permutation tests) and its grid figure;
 - :mod:`interp.population.cli`: ``emergence population``.
 
-Nothing in ``interp`` below this package imports it (``tests/test_import_graph.py``).
+Nothing in ``interp`` below this package imports it (``tests/project/test_import_graph.py``).
 """

@@ -1,8 +1,9 @@
 """Statistics of one two-arm contrast that mean what they say (issue 65, item 2).
 
-Over 600 lines because it is one concept, every statistic one two-arm contrast quotes (the
-proportional-hazards test, crossings, shares at fixed steps, restricted means, paired tests, each
-run's level and area), each with its result dataclass, and :func:`pair_contrast` reads them in one call.
+One concept: every statistic one two-arm contrast quotes (the proportional-hazards test,
+crossings, shares at fixed steps, restricted means, paired tests, each run's level and area),
+each with its result dataclass, and :func:`pair_contrast` reads them in one call; split, the
+statistics would be read back together from several modules by that one call.
 
 A hazard ratio summarises a contrast only when the hazards are proportional; where the two
 Kaplan-Meier curves cross (one arm ahead early, behind late) it averages opposite effects. This

@@ -6,7 +6,7 @@ run's ``TrainResult``) show themselves in a notebook through ``_repr_html_``: ta
 figures built from the same fragments as ``report.html``; :func:`page_html` makes any of them,
 the report (:mod:`interp.report.page`) and the scrubber (:mod:`interp.report.scrubber`) a page.
 This module reads result objects through their attributes and never imports the analyses that
-make them (the report floor, ``tests/test_import_graph.py``). Three rules hold everywhere:
+make them (the report floor, ``tests/project/test_import_graph.py``). Three rules hold everywhere:
 
 * Nothing is fetched from the network. plotly.js and the circuitsvis bundle are inlined;
   circuitsvis's own ``RenderedHTML`` is never displayed (its ``str()`` imports from a CDN and
@@ -187,7 +187,7 @@ _RENDER = re.compile(r"CircuitsVis\.render\((.*)\)\s*</script>\s*$", re.DOTALL)
 #: The head-selector tiles of circuitsvis's ``attention_heads`` view (and its zoomed head's title)
 #: label each head in white on its hue (``hsla(360 i / n, 70 %, 50 %)``): 1.5:1 on yellow and cyan. This style lays half
 #: white over the hue and writes the label in near-black: at least 6.8:1 on every hue (WCAG AA
-#: asks 4.5:1; computed from the page's colours in tests/test_first_demo.py).
+#: asks 4.5:1; computed from the page's colours in tests/interp/main_job/test_first_demo.py).
 TILE_TEXT, TILE_WHITE_OVERLAY = "#111111", 0.5
 TILE_STYLE = (  # the tiles' labels (h4) and the zoomed head's label (h2)
     ".el-circuitsvis h4[style*=background],.el-circuitsvis h2[style*=background]{"

@@ -2,8 +2,8 @@
 the Δp heatmap, top-K recovery and the component decomposition (per-head views and head-score
 curves: :mod:`interp.report.head_view`).
 
-Over 600 lines because it is one concept, the report's figures and the layout rules they share
-(axes that end where the data end, legends that fit at 800 px); splitting it would split those rules.
+One concept: the report's figures and the layout rules they share (axes that end where the data
+end, legends that fit at 800 px); splitting it would split those rules.
 :mod:`interp.report.page` arranges them into the report's sections.
 """
 

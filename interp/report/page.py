@@ -1,8 +1,8 @@
 """The self-contained HTML report: its sections (figures: :mod:`interp.report.figures`; the page
 around them: :func:`interp.report.display.page_html`).
 
-Over 600 lines because it is one concept, the report's sections in reading order (findings,
-summary, per-run sections, scrubbers, the timeline link); each section is a short function here.
+One concept: the report's sections in reading order (findings, summary, per-run sections,
+scrubbers, the timeline link); each section is a short function here.
 
 Plotly figures for Jupyter and for the report; circuitsvis attention patterns rendered offline
 (:mod:`interp.report.display`: no CDN, no network probe). The report is one HTML file that opens

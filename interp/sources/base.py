@@ -1,8 +1,8 @@
 """Checkpoint sources: one interface over a training run's checkpoints, on the hub or on disk.
 
-Over 600 lines because it is one concept, the door every source shares: steps, digests, the
-checks a step passes before it loads (tensors, integrity, remote code, a run-level config) and the
-load itself; each check's detail lives in its own module.
+One concept: the door every source shares: steps, digests, the checks a step passes before it
+loads (tensors, integrity, remote code, a run-level config) and the load itself; each check's
+detail lives in its own module.
 
 A :class:`CheckpointSource` lists the training steps it holds, loads one step as a float32
 TransformerLens 4.x ``TransformerBridge`` (``TransformerBridge.boot_transformers``), gives each

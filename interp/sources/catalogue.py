@@ -1,8 +1,10 @@
 """The checkpoint sources this toolkit knows by name, without importing torch.
 
-Over 600 lines because it is the one table of names and suite specs the toolkit reads before
-anything heavy loads (a refusal names the valid values without importing torch); the spec schema,
-its checks and the run names read each other.
+One concept: a suite's identity, in the one table of names and suite specs the toolkit reads
+before anything heavy loads (a refusal names the valid values without importing torch). Its config
+(and digest), its sizes, the spec that writes them and the names of its runs (a run's two seeds
+included, issue 72) must agree in one place, or a run name, a cache folder and a spec could drift
+apart.
 
 - Pythia / PolyPythia hub ids (:func:`pythia_model_ids`, :func:`is_pythia_id`).
 - The embedded suites: their configs (:data:`FULL`, :data:`QUICK`), run names
@@ -14,10 +16,6 @@ its checks and the run names read each other.
 
 Kept free of heavy imports so that ``emergence --help`` and ``emergence list-models`` start at
 once and a bad source name is refused before anything is loaded.
-
-Over 600 lines because a suite's identity is one concept: its config (and digest), its sizes, the
-spec that writes them, and the names of its runs (a run's two seeds included, issue 72) must agree
-in one place, or a run name, a cache folder and a spec could drift apart.
 """
 
 from __future__ import annotations

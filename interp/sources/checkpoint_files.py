@@ -30,7 +30,7 @@ differ). Key names are mapped by :data:`KEY_PREFIXES` (a trainer's wrapping pref
 weights stored as ``nn.Linear`` (nanoGPT: ``c_attn.weight`` of shape ``(3 * n_embd, n_embd)``) are
 transposed into transformers' ``Conv1D`` layout; biases a ``bias=False`` nanoGPT does not have are
 zeros (the same function). The nanoGPT mapping is checked against nanoGPT's own forward pass in
-tests/test_checkpoint_files.py (logits equal to 1e-5).
+tests/interp/sources/test_checkpoint_files.py (logits equal to 1e-5).
 
 Safety: pickled files load with ``torch.load(weights_only=True)`` (tensors and plain containers
 only); a file that needs full unpickling (a class of the trainer's in its hyperparameters) is
@@ -87,7 +87,7 @@ STEP_KEYS = ("global_step", "iter_num", "step")
 STATE_KEYS = ("state_dict", "model", "model_state_dict")
 
 #: Prefixes a trainer puts before the model's own parameter names, stripped while that makes
-#: more names the model's: (prefix, who writes it). Tested in tests/test_checkpoint_files.py.
+#: more names the model's: (prefix, who writes it). Tested in tests/interp/sources/test_checkpoint_files.py.
 KEY_PREFIXES: tuple[tuple[str, str], ...] = (
     ("model.", "a LightningModule holding the transformers model as self.model"),
     ("_orig_mod.", "torch.compile (nanoGPT's train.py with compile=True)"),

@@ -1,8 +1,9 @@
 """The embedded default: a local checkpoint suite that our own code trains, offline, on CPU.
 
-Over 600 lines because it is one concept, the embedded suite's trainer: the run's weights and
-data order (two seeds that a spec may set apart), its resumable checkpoints, the cache and the
-parallel training that fills it.
+One concept: the embedded suite's trainer. A run's batches and initial weights (two seeds that a
+spec may set apart), its resumable checkpoints, the cached-prefix and interrupted-run
+continuations, the cache and the pinned pool that trains runs and hands them out must agree bit
+for bit; split, the continuation rules would live apart from the training they continue.
 
 Small GPT-NeoX models (the Pythia architecture: rotary on 25 % of each head's dims, parallel
 residual, untied embeddings) in two sizes x three seeds, trained on a text of Python source code shipped with the package
@@ -17,11 +18,6 @@ model within 3000 steps (measured here, see docs/embedded.md). A fraction of seq
 ``prefix_len`` bytes of code followed by a random letters-and-digits segment repeated to fill
 the context gives the model an induction signal; the capability then appears abruptly, at a
 step that depends on the seed. The measured effect of each knob is in docs/embedded.md.
-
-Over 600 lines because the trainer is one concept: a run's batches and initial weights, its
-resumable checkpoints, the cached-prefix and interrupted-run continuations, and the pinned pool
-that trains runs and hands them out must agree bit for bit; split, the continuation rules would
-live apart from the training they continue.
 """
 
 from __future__ import annotations

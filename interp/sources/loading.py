@@ -279,7 +279,7 @@ def _release_memory() -> None:
 #: Bytes of weights dropped since the last full collection, and the amount that triggers one. A
 #: collection per load cost 0.2 s of a 0.27 s load of an embedded run's 2-layer model (3.5 s of a
 #: run's 10 s analysis, measured here); collecting once per 32 MiB of dropped weights keeps the
-#: garbage bounded (tests/test_checkpoints.py::test_resident_memory_over_30_loads: <= 10 % growth
+#: garbage bounded (tests/interp/sources/test_checkpoints.py::test_resident_memory_over_30_loads: <= 10 % growth
 #: over 30 loads of a 7.3 MB model) and still collects at every load of a model that size or larger.
 _DROPPED_BYTES = 0
 _COLLECT_EVERY_BYTES = 32 * 2**20
@@ -339,35 +339,38 @@ def refuse_unsafe_pickle(source, step: int, files: Sequence[Path]):
 
 #: Architectures whose runs a test takes through the main job's steps: name -> (what the guide
 #: calls it, the tests that hold it as ``file::test``). docs/guide.md's architecture table is
-#: :func:`architecture_table` (tests/test_gqa_run.py checks the page against it, and that every
+#: :func:`architecture_table` (tests/interp/main_job/test_gqa_run.py checks the page against it, and that every
 #: test named exists).
 ARCHITECTURE_TESTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "GPT-NeoX (Pythia, the embedded suites)": (
         "GPT-NeoX (Pythia; the embedded suites)",
-        ("tests/test_main_job.py::test_main_job_tables_and_report", "tests/test_patching.py"),
+        (
+            "tests/interp/main_job/test_main_job.py::test_main_job_tables_and_report",
+            "tests/interp/patching/test_patching.py",
+        ),
     ),
     "GPT-2": (
         "GPT-2 (a `Trainer` run; nanoGPT `.pt` files)",
         (
-            "tests/test_own_run.py::test_own_training_run_script_finds_a_real_point_of_emergence",
-            "tests/test_checkpoint_files.py::test_nanogpt_checkpoints_give_nanogpts_logits",
-            "tests/test_patching_families.py",
+            "tests/project/test_own_run.py::test_own_training_run_script_finds_a_real_point_of_emergence",
+            "tests/interp/sources/test_checkpoint_files.py::test_nanogpt_checkpoints_give_nanogpts_logits",
+            "tests/interp/patching/test_patching_families.py",
         ),
     ),
     "Llama (grouped-query attention too)": (
         "Llama-style: RMSNorm, rotary, SwiGLU, grouped-query attention",
         (
-            "tests/test_gqa_run.py::test_emergence_run_with_head_scores_on_a_grouped_query_suite",
-            "tests/test_patching_families.py",
+            "tests/interp/main_job/test_gqa_run.py::test_emergence_run_with_head_scores_on_a_grouped_query_suite",
+            "tests/interp/patching/test_patching_families.py",
         ),
     ),
     "Qwen2 (grouped-query attention)": (
         "Qwen2 (grouped-query attention, biased q/k/v)",
-        ("tests/test_gqa_run.py::test_emergence_run_with_head_scores_on_a_grouped_query_suite",),
+        ("tests/interp/main_job/test_gqa_run.py::test_emergence_run_with_head_scores_on_a_grouped_query_suite",),
     ),
     "OLMo-2": (
         "OLMo-2 (norms after attention and MLP, QK-norm)",
-        ("tests/test_patching_families.py::test_joint_and_weight_targets_fast_equal_reference",),
+        ("tests/interp/patching/test_patching_families.py::test_joint_and_weight_targets_fast_equal_reference",),
     ),
 }
 TESTED_ARCHITECTURES = tuple(ARCHITECTURE_TESTS)

@@ -19,7 +19,7 @@ copies the result into ``q``/``k``/``v``.
 Safety: a plan is built at a fresh boot and refuses (``WeightSwap.build`` returns None, and the
 source keeps booting) unless every parameter of the bridge is written by one of the two routes;
 buffers (rotary frequencies, a zero unembedding bias) depend on the config only, and a swap is
-only used between checkpoints whose ``config.json`` is identical. tests/test_weight_swap.py checks
+only used between checkpoints whose ``config.json`` is identical. tests/interp/sources/test_weight_swap.py checks
 that every capability value and logit of a swapped bridge equals a fresh boot's.
 """
 

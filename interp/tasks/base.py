@@ -6,7 +6,7 @@ A task turns a tokenizer into a :class:`TaskBatch`: ``tokens [batch, pos]``, the
 scored: each prompt's own last token). Prompts of different lengths are padded on the right with
 an ``attention_mask`` (1 = real token) and ``position_ids`` (each real token keeps its index in
 its own prompt, as when run alone); under causal attention no real position sees a pad, so each
-prompt's answer logits equal those of the prompt run alone (tests/test_task_library.py, to 1e-5).
+prompt's answer logits equal those of the prompt run alone (tests/interp/tasks/test_task_library.py, to 1e-5).
 Prompts come from a fixed seed, so every checkpoint of a sweep is scored on identical tokens.
 
 BOS: every task has ``prepend_bos`` (``None`` = the source's training convention, read from its

@@ -4,7 +4,7 @@ Built from the pure-torch layers transformers ships: a ``Qwen3_5ForCausalLM`` wh
 layer is ``linear_attention`` (``Qwen3_5GatedDeltaNet``: short causal conv on q/k/v, gated
 delta rule with per-head decay ``g`` and write strength ``beta``, gated RMSNorm output).
 
-The CPU trap (reproduced by ``tests/test_synth_architectures.py``,
+The CPU trap (reproduced by ``tests/synthetic/test_synth_architectures.py``,
 ``test_cpu_runs_when_triton_kernels_are_installed``): with ``flash-linear-attention`` and triton
 installed, transformers binds ``fla``'s triton kernels at import time; before 5.25 it called them
 for CPU tensors too, which crashes, and from 5.25 it runs its own ``torch_chunk_gated_delta_rule``

@@ -7,7 +7,7 @@ Three jobs, each needed by more than one architecture module:
   imported; from 5.25 it runs them only on devices they support and its own pure-torch reference
   on the CPU. On an older transformers with such a package installed the CPU path crashes, so the
   build is refused with a message naming the fix (the trap is reproduced in
-  ``tests/test_synth_architectures.py``). The project never rewrites transformers' functions.
+  ``tests/synthetic/test_synth_architectures.py``). The project never rewrites transformers' functions.
 * :func:`wrap_hf_model`: wraps the Hugging Face model in a TransformerLens 4.x
   ``TransformerBridge`` (``boot_transformers(path, hf_model=…, tokenizer=…)``) so hooks read
   the same way as on the transformer, and checks that the bridge's logits equal the HF model's.
@@ -90,7 +90,7 @@ def check_cpu_kernels(arch: str, packages: Iterable[str]) -> None:
     (:data:`DEVICE_AWARE_KERNELS`) it calls them only for tensors on a device they support and its
     pure-torch reference otherwise, so a CPU run takes the torch path whether or not they are
     installed; before 5.25 a CPU tensor reached the triton kernel and crashed (reproduced by
-    ``tests/test_synth_architectures.py::test_cpu_runs_when_triton_kernels_are_installed``). The
+    ``tests/synthetic/test_synth_architectures.py::test_cpu_runs_when_triton_kernels_are_installed``). The
     model is built on the CPU and checked there (:func:`wrap_hf_model`), so the refusal holds for
     every device. Nothing of transformers is touched: its public behaviour decides the path.
 
@@ -175,7 +175,7 @@ def wrap_hf_model(hf_model: nn.Module, d_vocab: int, n_ctx: int, seed: int, **me
 
     The check: logits of bridge and HF model on one random batch must agree to 1e-5
     (measured here: bridge logits equal the HF model's eager logits,
-    ``tests/test_synth_architectures.py::test_hf_models_are_bridged_and_match_hf_logits``).
+    ``tests/synthetic/test_synth_architectures.py::test_hf_models_are_bridged_and_match_hf_logits``).
 
     The returned module has ``forward(tokens) -> logits`` and these attributes:
     ``has_attention = False`` (no attention pattern exists, so attention bias and pattern

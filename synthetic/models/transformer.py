@@ -9,7 +9,7 @@ pre-softmax seam, so :func:`build_transformer` swaps each layer's attention for
 causally-masked scores through ``blocks.{l}.attn.hook_attn_scores`` before the softmax, as
 ``HookedTransformer`` did. When no hook is registered on the scores or the pattern (plain
 training steps) it runs ``scaled_dot_product_attention`` instead, equal to float rounding
-(1e-6; ``tests/test_synth_training.py::test_unhooked_fast_attention_equals_the_hooked_path``)
+(1e-6; ``tests/synthetic/test_synth_training.py::test_unhooked_fast_attention_equals_the_hooked_path``)
 and faster (``benchmarks/bench_synth_step.py``).
 """
 

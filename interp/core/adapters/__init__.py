@@ -1,7 +1,7 @@
 """Adapters: the one place per library where the project uses a name that library keeps private.
 
 The rest of the code calls the public-looking functions here and never spells another library's
-``_private`` name; ``tests/test_private_names.py`` fails when one appears anywhere else, and
+``_private`` name; ``tests/project/test_private_names.py`` fails when one appears anywhere else, and
 checks on the installed versions that each name used here is still there (so a release that
 moves one fails that test, naming the adapter, before a training or a trace fails less clearly).
 

@@ -4,8 +4,8 @@ behind public-looking names of ours.
 Checked on CPython 3.10 to 3.13 (3.11.7 here); :func:`can_fork_from_server` answers False on any
 other interpreter or version, and the training workers are then spawned (slower by ~8 s of imports
 each, the same bits). What moves breaks the pinned training workers of
-:mod:`interp.core.kernel_pins` (every embedded-suite training); ``tests/test_kernel_pins.py`` and
-``tests/test_private_names.py`` fail first.
+:mod:`interp.core.kernel_pins` (every embedded-suite training); ``tests/interp/core/test_kernel_pins.py`` and
+``tests/project/test_private_names.py`` fail first.
 
 * :class:`CustomStartProcess` overrides ``Process._Popen``, the one hook through which a
   ``multiprocessing`` context decides how a process starts. The public road
