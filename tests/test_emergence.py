@@ -312,6 +312,7 @@ def test_scan_takes_the_rule_over_every_step_and_records_hold():
         "threshold": 0.5,
         "hold": 2,
         "search": "scan",
+        "note": "",
     }
     assert point.excluded_steps == {2100: 2000}
     with pytest.warns(UserWarning, match="not monotone"):
