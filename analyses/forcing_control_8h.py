@@ -114,15 +114,15 @@ def forced_config(budget: int):
 
 
 def _emerged_at(curve: pd.DataFrame, budget: int, rule: tuple[float, int] | None = None) -> float:
-    """E (steps) of a curve cut at ``budget`` under the population's one rule
-    (:func:`interp.population.tables.held_post`: accuracy 0.5 held 2 checkpoints, or ``rule`` =
+    """E (steps) of a curve cut at ``budget`` under the one rule
+    (:func:`interp.emergence.held_crossing`: accuracy 0.5 held 2 checkpoints, or ``rule`` =
     (threshold, hold); a crossing with no room left to hold is not emerged), NaN when it did not
     emerge by then."""
-    from interp.population.tables import held_post
+    from interp.emergence import held_crossing
 
     threshold, hold = rule or (THRESHOLD, HOLD)
     cut = curve[curve["step"] <= budget]
-    post = held_post(cut["step"].tolist(), cut["accuracy"].tolist(), threshold, hold)[1] if len(cut) >= 2 else None
+    post = held_crossing(cut["step"].tolist(), cut["accuracy"].tolist(), threshold, hold)[1] if len(cut) >= 2 else None
     return np.nan if post is None else float(post)
 
 

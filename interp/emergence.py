@@ -3,26 +3,31 @@
 The rule (one definition, used by every search, table and page of the toolkit): given the
 searchable steps ``s_0 < ... < s_{N-1}`` of a run and a threshold on greedy accuracy (default
 0.5), **post is the first checkpoint whose accuracy is at or above the threshold and stays at or
-above it at the next ``hold`` checkpoints (default 2); pre is the checkpoint before it.** Near the
-end of the run a crossing within the last ``hold`` checkpoints must hold at every remaining one
-(the last checkpoint alone qualifies when it is at or above the threshold). A run emerged when
-some checkpoint qualifies; one that qualifies at ``s_0`` emerged before the first checkpoint
-(``pre = None``). ``hold = 0`` is the plain first crossing. Why a hold: on 64 prompts the
+above it at the next ``hold`` checkpoints (default 2); pre is the checkpoint before it.** A
+crossing within the last ``hold`` checkpoints has no room to hold and is no point of emergence:
+the run counts as not emerged by its last checkpoint (censored there), in the study as in a
+population, and every search, table and page that meets one says so in one sentence
+(:func:`no_room_to_hold`; ``EmergencePoint.note``). A run emerged when some checkpoint
+qualifies; one that qualifies at ``s_0`` emerged before the first checkpoint (``pre = None``).
+``hold = 0`` is the plain first crossing. Why a hold: on 64 prompts the
 standard error of an accuracy near 0.5 is 0.06, and real runs touch the threshold and fall back
 (``neox-2l-128d`` seed 0 of the quick suite: 0.031, **0.500**, 0.203, 0.609 at steps
 1000-1300, issue 19); the crossing that holds is 1200 -> 1300, not the touch at 1100.
-:func:`held_crossing` is the rule; :func:`point_from_curve` and the dense search of
-:mod:`interp.zoom` call it, and :func:`search_emergence` / :func:`scan_emergence` apply its core
-(``_first_holding``) to the steps they evaluated.
+:func:`held_crossing` is the rule; :func:`point_from_curve`, the dense search of
+:mod:`interp.zoom`, the readiness and the population's tables call it, and
+:func:`search_emergence` / :func:`scan_emergence` apply its core (``_first_holding``) to the steps
+they evaluated.
 Source: Baherwani et al. 2026 (Pythia part: "the abrupt transition between two consecutive
 checkpoints", located by binary search over checkpoints); the hold is this toolkit's noise rule.
 
 The bisection (:func:`search_emergence`) evaluates the last and the first step, then the middle
 of the gap between the first evaluated step at or above the threshold (whose evaluated
 neighbours within ``hold`` do not fall below it) and the evaluated step before it, until the two
-are consecutive; then it verifies that post holds (evaluating the next ``hold`` checkpoints) and
-looks at the ``hold`` checkpoints before pre. A candidate that does not hold is dropped and the
-search goes on after it. On a monotone curve that costs at most ``ceil(log2 N) + 2 + 2 * hold``
+are consecutive; then it verifies that post holds (evaluating the next ``hold`` checkpoints, or
+the ones left) and looks at the ``hold`` checkpoints before pre. A candidate that does not hold
+is dropped and the search goes on after it; one that holds on the checkpoints left but has no
+room to hold is the crossing the result names in its ``note``, not a point (the steps evaluated
+are the same either way). On a monotone curve that costs at most ``ceil(log2 N) + 2 + 2 * hold``
 evaluations (:func:`max_bisection_evaluations`). When the evaluated accuracies are not monotone
 (a step at or above the threshold before one below it, or a drop larger than sampling noise: 3
 standard errors by default), the result says ``monotone=False`` and every step of the stretch
@@ -70,6 +75,9 @@ class EmergencePoint:
             ({excluded step: a step with the same weights}; :meth:`CheckpointSource.duplicate_steps`).
         hold: checkpoints after post that had to stay at or above the threshold (the rule).
         search: how the point was found: ``"bisection"`` or ``"scan"`` (every searchable step).
+        note: the sentence of :func:`no_room_to_hold` when the run's crossing lies within its
+            last ``hold`` checkpoints (not dated: ``emerged`` False, the run censored at its last
+            checkpoint); empty otherwise.
 
     Source: the point of emergence of Baherwani et al. 2026 (the transition between two
     consecutive checkpoints); the hold is this toolkit's noise rule (module docstring).
@@ -86,6 +94,7 @@ class EmergencePoint:
     excluded_steps: dict[int, int] = field(default_factory=dict)
     hold: int = DEFAULT_HOLD
     search: str = "bisection"
+    note: str = ""
 
     __eq__ = results_equal
     __repr__ = short_repr
@@ -101,6 +110,7 @@ class EmergencePoint:
             "threshold": self.threshold,
             "hold": self.hold,
             "search": self.search,
+            "note": self.note,
         }
 
     def _html(self, assets) -> str:
@@ -171,8 +181,25 @@ def _holds(acc: dict[int, float], i: int, n: int, threshold: float, hold: int) -
 
 
 def _first_holding(acc: dict[int, float], n: int, threshold: float, hold: int) -> int | None:
-    """The rule on indices ``0..n-1``: the first known index that holds (see :func:`_holds`)."""
+    """The rule on indices ``0..n-1``: the first known index with room to hold (``hold``
+    indices after it) that holds (see :func:`_holds`)."""
+    return next((i for i in sorted(acc) if i + hold <= n - 1 and _holds(acc, i, n, threshold, hold)), None)
+
+
+def _first_crossing(acc: dict[int, float], n: int, threshold: float, hold: int) -> int | None:
+    """The first known index that holds on the indices left (its window cut at ``n - 1``): the
+    crossing the bisection closes in on. It is :func:`_first_holding` when it has room; without
+    room no later index has any, and the run did not emerge (:func:`no_room_to_hold` says why)."""
     return next((i for i in sorted(acc) if _holds(acc, i, n, threshold, hold)), None)
+
+
+def _no_room_sentence(steps: Sequence[int], crossing: int, hold: int) -> str:
+    """The sentence for a crossing at ``crossing`` (a step) among ``steps`` (no room to hold)."""
+    after = sum(1 for s in steps if int(s) > int(crossing))
+    return (
+        f"the crossing at step {int(crossing)} has {after} checkpoint{'' if after == 1 else 's'} after it, fewer than "
+        f"the hold of {hold}: not dated, the run counts as not emerged by its last checkpoint (censored there)"
+    )
 
 
 def held_crossing(
@@ -180,14 +207,15 @@ def held_crossing(
     accuracy: Sequence[float],
     threshold: float = DEFAULT_THRESHOLD,
     hold: int = DEFAULT_HOLD,
-    room: bool = False,
 ) -> tuple[int | None, int | None]:
     """The point of emergence of a fully evaluated curve: the rule of the module docstring.
 
     ``post`` is the first step whose accuracy is at or above ``threshold`` and stays there at the
-    next ``hold`` steps of the curve (at every remaining step when fewer are left); ``pre`` is the
-    step just before it. With 64 prompts the standard error of an accuracy near 0.5 is 0.06 (0.022
-    with 512), so a single checkpoint above the threshold amid ones below it is not a crossing.
+    next ``hold`` steps of the curve; ``pre`` is the step just before it. A step with fewer than
+    ``hold`` steps after it cannot be ``post`` (no room to hold: the run is censored at its last
+    step; :func:`no_room_to_hold` gives the sentence that says so). With 64 prompts the standard
+    error of an accuracy near 0.5 is 0.06 (0.022 with 512), so a single checkpoint above the
+    threshold amid ones below it is not a crossing.
 
     Args:
         steps: evaluated steps (training steps; any order, sorted here).
@@ -195,10 +223,6 @@ def held_crossing(
         threshold: accuracy threshold (fraction, in (0, 1]).
         hold: checkpoints after ``post`` that must stay at or above the threshold (>= 0; 0 = the
             first step at or above the threshold).
-        room: when True, a step with fewer than ``hold`` checkpoints after it cannot be ``post``
-            (a crossing with no room left to hold is not a crossing: the population's survival
-            statistics censor such a run at its budget, issue 52); when False (the default of a
-            single curve), the hold window is cut at the last step.
 
     Returns:
         ``(pre, post)``; ``(None, first step)`` when the first step already qualifies;
@@ -217,37 +241,52 @@ def held_crossing(
     s = [int(steps[i]) for i in order]
     _validate(s, threshold, hold)
     post = _first_holding({k: float(accuracy[i]) for k, i in enumerate(order)}, len(s), threshold, hold)
-    if post is not None and room and post + hold > len(s) - 1:
-        # the first holding step has no room to hold: no later step has more room, so none qualifies
-        post = None
     if post is None:
         return None, None
     return (s[post - 1] if post > 0 else None), s[post]
 
 
-def no_room_to_hold(steps: Sequence[int], post: int | None, hold: int) -> str | None:
-    """The sentence saying that a crossing at one of the last ``hold`` checkpoints has no room to
-    hold (``"the crossing at step 2300 has 1 checkpoint after it, fewer than the hold of 2 (...)"``),
-    or None. The study dates it there (:func:`held_crossing`, ``room=False``); a population
-    censors the run (``room=True``, :func:`interp.population.tables.held_post`); both say so
-    with this sentence. ``steps``: the run's steps; ``post``: the post step without room (None:
-    no crossing); ``hold``: checkpoints (>= 0)."""
-    if post is None or hold <= 0:
+def no_room_to_hold(
+    steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
+) -> str | None:
+    """The one sentence saying that a curve's crossing has no room to hold, or None.
+
+    The crossing is the first step at or above ``threshold`` that stays there at every step left
+    after it; when it has fewer than ``hold`` steps after it, :func:`held_crossing` dates no
+    point and the run counts as not emerged by its last step (censored there):
+    ``"the crossing at step 2300 has 1 checkpoint after it, fewer than the hold of 2: not dated,
+    the run counts as not emerged by its last checkpoint (censored there)"``. The study's searches
+    (``EmergencePoint.note`` and a ``RuntimeWarning``), the population's ``runs`` table
+    (``note``) and the pages say so with this sentence.
+
+    Args:
+        steps, accuracy: the curve (training steps, greedy accuracy as a fraction; any order).
+        threshold: in (0, 1]; hold: >= 0 checkpoints.
+
+    Returns:
+        The sentence, or None (a point is dated, or nothing crosses, or ``hold == 0``).
+
+    Raises:
+        ValueError: as :func:`held_crossing`.
+    """
+    if len(steps) != len(accuracy):
+        raise ValueError(f"{len(steps)} steps but {len(accuracy)} accuracies")
+    order = sorted(range(len(steps)), key=lambda i: steps[i])
+    s = [int(steps[i]) for i in order]
+    _validate(s, threshold, hold)
+    acc = {k: float(accuracy[i]) for k, i in enumerate(order)}
+    crossing = _first_crossing(acc, len(s), threshold, hold)
+    if crossing is None or _first_holding(acc, len(s), threshold, hold) is not None:
         return None
-    after = sum(1 for s in steps if int(s) > int(post))
-    if after >= hold:
-        return None
-    return (
-        f"the crossing at step {int(post)} has {after} checkpoint{'' if after == 1 else 's'} after it, fewer than "
-        f"the hold of {hold} (a study dates it there; a population censors the run at its budget)"
-    )
+    return _no_room_sentence(s, s[crossing], hold)
 
 
 def point_from_curve(
     steps: Sequence[int], accuracy: Sequence[float], threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
 ) -> tuple[int | None, int | None, bool]:
     """Reference answer from a fully evaluated curve: ``(pre_step, post_step, emerged)`` by the
-    rule (:func:`held_crossing`); ``emerged`` is whether some step qualifies as post.
+    rule (:func:`held_crossing`); ``emerged`` is whether some step qualifies as post (a crossing
+    with no room to hold does not: :func:`no_room_to_hold` says so).
 
     Raises:
         ValueError: as :func:`held_crossing`.
@@ -303,10 +342,10 @@ def _non_monotone_span(
 def _next_step(n: int, acc: dict[int, float], threshold: float, hold: int) -> int | None:
     """The bisection's next index to evaluate given the known accuracies (index -> value), or
     ``None`` when the point is settled. Order: close the bracket before the candidate post (the
-    first known index that holds), then verify its hold window, then look at the ``hold``
+    first known index that holds on the indices left, :func:`_first_crossing`), then verify its hold window, then look at the ``hold``
     indices before pre (they cannot change the point: a step that holds there would have pre in
     its window; they show a transient crossing next to the point, i.e. ``monotone=False``)."""
-    post = _first_holding(acc, n, threshold, hold)
+    post = _first_crossing(acc, n, threshold, hold)  # closed in on even without room: the note names it
     if post is None:
         return None  # nothing at or above the threshold that holds: the gaps are assumed below
     if post > 0 and post - 1 not in acc:
@@ -333,7 +372,9 @@ def _point(
     acc = {s: scores[s].accuracy for s in scores}
     evaluated = sorted(acc)
     index = {s: k for k, s in enumerate(steps)}
-    post = _first_holding({index[s]: acc[s] for s in evaluated}, len(steps), threshold, hold)
+    known = {index[s]: acc[s] for s in evaluated}
+    post = _first_holding(known, len(steps), threshold, hold)
+    crossing = None if post is not None else _first_crossing(known, len(steps), threshold, hold)
     n_prompts = min(score.n_prompts for score in scores.values())
     table = (
         pd.DataFrame(
@@ -357,6 +398,7 @@ def _point(
         evaluations=table,
         hold=hold,
         search=search,
+        note="" if crossing is None else _no_room_sentence(steps, steps[crossing], hold),
     )
 
 
@@ -416,8 +458,8 @@ def search_emergence(
             break
         ev(nxt)
     point = _point(model_id, steps, scores, order, threshold, hold, drop_tolerance, "bisection")
-    if (note := no_room_to_hold(steps, point.post_step, hold)) is not None:
-        warnings.warn(f"{model_id or 'run'}: {note}", RuntimeWarning, stacklevel=2)
+    if point.note:
+        warnings.warn(f"{model_id or 'run'}: {point.note}", RuntimeWarning, stacklevel=2)
     if not point.monotone:
         warnings.warn(
             f"{model_id or 'run'}: evaluated accuracy is not monotone in step; scanned the stretch", stacklevel=2
@@ -527,8 +569,8 @@ def scan_emergence(
     order = [s for s in evaluator.order if s in scores]
     point = _point(source.model_id, steps, scores, order, threshold, hold, drop_tolerance, "scan")
     point.excluded_steps = dict(excluded)
-    if (note := no_room_to_hold(steps, point.post_step, hold)) is not None:
-        warnings.warn(f"{source.model_id}: {note}", RuntimeWarning, stacklevel=2)
+    if point.note:
+        warnings.warn(f"{source.model_id}: {point.note}", RuntimeWarning, stacklevel=2)
     return point
 
 

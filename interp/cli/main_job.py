@@ -177,6 +177,9 @@ def _print_summary(report, out: Path) -> None:
         ]
         table.add_row(*cells)
     Console(width=max(150, Console().width)).print(table)
+    for r in report.runs:  # a run not emerged because its crossing has no room to hold: said, not a bare False
+        if r.point.note:
+            typer.echo(f"not emerged: {run_label(r.model, r.seed)}{'' if one_task else f' ({r.task})'}: {r.point.note}")
     if summary.get("jump_too_small", None) is not None and summary["jump_too_small"].fillna(False).astype(bool).any():
         typer.echo(f"{NOISY}: the run's jump is below 3 standard errors; its Δ and recovered compare against noise.")
     typer.echo("findings (computed from the tables; report.html opens with them):")
@@ -339,7 +342,7 @@ def bisect(
             typer.echo(f"hazard: {line}", err=True)
         src.close()
     points_df = pd.DataFrame(points).astype({"pre_step": "Int64", "post_step": "Int64"})
-    typer.echo(points_df.to_string(index=False))
+    typer.echo(points_df.drop(columns="note").to_string(index=False))  # a note is said by its warning line
     if out is not None:
         atomic_to_csv(points_df, out / "points.csv")
         atomic_to_csv(pd.concat(curves, ignore_index=True), out / "emergence.csv")

@@ -60,16 +60,18 @@ def induction_blocker(layer: int, previous_token_layers) -> str | None:
     return None
 
 
-#: The rule in words, for legends and captions (``{hold}`` is filled in by :func:`rule_text`).
+#: The rule in words, for legends and captions (``{hold}`` and ``{room}`` are filled in by :func:`rule_text`).
 RULE = (
     "post = the first checkpoint whose greedy accuracy is at or above the threshold and stays there at the next "
-    "{hold} checkpoint(s) (at every remaining one near the end of the run); pre = the checkpoint before it"
+    "{hold} checkpoint(s){room}; pre = the checkpoint before it"
 )
+#: The end-of-run clause of :data:`RULE` (for ``hold >= 1``): a crossing with no room to hold.
+_ROOM = " (which must exist: a crossing with no room left to hold is none, the run not emerged by its last checkpoint)"
 
 
 def rule_text(hold: int = DEFAULT_HOLD) -> str:
     """The point-of-emergence rule in words with ``hold`` (checkpoints) filled in, for legends and captions."""
-    return RULE.format(hold=hold)
+    return RULE.format(hold=hold, room=_ROOM if hold else "")
 
 
 #: Columns of the component-decomposition table (``decompose_jump``, ``components.csv``), in order:

@@ -51,6 +51,7 @@ POINTS_COLUMNS = [
     "threshold",
     "hold",
     "search",
+    "note",
 ]
 #: One row per checkpoint of a run: the same for every task, so no task column.
 CHECKPOINTS_COLUMNS = [
@@ -264,6 +265,7 @@ class MainJobReport:
         runs = ", ".join(
             f"{r.model} seed {r.seed} {r.task}: "
             + (f"{r.point.pre_step}→{r.point.post_step}" if r.point.emerged else "not emerged")
+            + (f" ({r.point.note})" if r.point.note else "")
             for r in self.runs[:8]
         )
         more = f", … {len(self.runs)} runs" if len(self.runs) > 8 else ""
@@ -290,7 +292,8 @@ class MainJobReport:
     @property
     def points(self) -> pd.DataFrame:
         """Point of emergence per (run, task): ``POINTS_COLUMNS`` (model, seed, task, prepend_bos, pre_step,
-        post_step, emerged, n_evaluations, monotone, threshold, hold, search)."""
+        post_step, emerged, n_evaluations, monotone, threshold, hold, search, note: the sentence of
+        :func:`interp.emergence.no_room_to_hold` for a crossing with no room to hold, else empty)."""
         rows = [
             {"model": r.model, "seed": r.seed, "task": r.task, "prepend_bos": r.prepend_bos, **r.point.as_row()}
             for r in self.runs

@@ -2,8 +2,7 @@
 
 Three events per run, each the first checkpoint where a quantity reaches its threshold and stays
 there for the next ``hold`` checkpoints, by the one rule that dates the point of emergence
-(:func:`interp.population.tables.held_post`: :func:`interp.emergence.held_crossing`; a crossing
-with no room left to hold is no event), read off the run's kept head features (:mod:`interp.population.heads`):
+(:func:`interp.emergence.held_crossing`; a crossing with no room left to hold is no event), read off the run's kept head features (:mod:`interp.population.heads`):
 
 - ``t_prev``: the previous-token head forms: the max previous-token score over layer-0 heads
   reaches :data:`PREV_THRESHOLD` (fraction of attention on key ``i - 1``);
@@ -44,13 +43,13 @@ EVENTS = ("t_prev", "t_ind", "E")
 
 
 def _held_first(steps: np.ndarray, values: np.ndarray, threshold: float, hold: int) -> float:
-    """The step an event happens by the population's one rule (:func:`interp.population.tables.held_post`,
-    the rule of E); ``inf`` when it does not happen within the run (a single checkpoint: never)."""
-    from interp.population.tables import held_post
+    """The step an event happens by the one rule (:func:`interp.emergence.held_crossing`, the rule
+    of E); ``inf`` when it does not happen within the run (a single checkpoint: never)."""
+    from interp.emergence import held_crossing
 
     if len(steps) < 2:
         return math.inf
-    _, post = held_post(steps, values, threshold, hold)
+    _, post = held_crossing(list(steps), list(values), threshold, hold)
     return math.inf if post is None else float(post)
 
 

@@ -32,16 +32,6 @@ from interp.population.statistics import POPULATION_STATISTICS, claim_results
 from interp.report.display import Assets, plotly_script
 
 
-def population_rule(hold: int) -> str:
-    """The point-of-emergence rule of a population in words: the project's rule
-    (:func:`interp.core.terms.rule_text`) without its end-of-run clause, since a population
-    censors a crossing with no room left to hold (:func:`interp.population.tables.held_post`)."""
-    text = rule_text(hold)
-    end = " (at every remaining one near the end of the run)"
-    room = " (which must exist: a crossing with no room left to hold is none)" if hold else ""
-    return text.replace(end, room) if end in text else text
-
-
 def _context(result, include_plotlyjs: bool, statistics) -> dict:
     from interp.population.answer import answer_html
 
@@ -66,7 +56,7 @@ def _context(result, include_plotlyjs: bool, statistics) -> dict:
         "plotly": trusted(Assets().require("plotly")) if include_plotlyjs else "",
         "n_runs": len(result.runs),
         "n_arms": len(result.arms),
-        "rule": population_rule(result.hold),
+        "rule": rule_text(result.hold),
         "threshold": f"{result.threshold:g}",
         "hold": result.hold,
         "statistics": [trusted(s.to_html()) for s in shown],

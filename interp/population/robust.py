@@ -4,7 +4,7 @@ Each finding (:func:`key_findings`: the arms differ; an arm mixes seeds that eme
 that never did; the larger model emerges earlier; the hazard per doubling of heads; each head
 count against the next fewer; the model checks) is recomputed over a grid of rules, accuracy
 threshold x hold (:data:`THRESHOLDS` x :data:`HOLDS`), with a crossing that has no room left to
-hold censored at the budget (:func:`interp.population.tables.held_post`). Whether a finding is
+hold censored at the budget (:func:`interp.emergence.held_crossing`). Whether a finding is
 robust over the grid (:func:`robustness`) is the judge's word
 (:func:`interp.population.judge.robustness`): robust only where its direction and its significance
 (p < :data:`ALPHA`) are the same in every cell of the grid; a finding significant nowhere is a

@@ -164,24 +164,6 @@ def _first_bad(table: pd.DataFrame, bad: pd.Series, column: str) -> str:
     return f"run {str(row.get('run'))!r} step {row.get('step')}: {column}={value!r}"
 
 
-def held_post(steps, values, threshold: float, hold: int) -> tuple[int | None, int | None]:
-    """The population's one rule for dating an event on a run's checkpoints: ``(pre, post)`` of
-    :func:`interp.emergence.held_crossing` with ``room=True`` (a crossing with fewer than ``hold``
-    checkpoints after it is not a crossing: the run is censored at its budget). The point of
-    emergence (:func:`runs_from_curves`) and the formation events
-    (:func:`interp.population.formation.formation_order`) both use it.
-
-    Args:
-        steps: shape ``(n_checkpoints,)``, steps.
-        values: shape ``(n_checkpoints,)``, the quantity (greedy accuracy, or a score; fraction).
-        threshold: in (0, 1]; hold: >= 0 checkpoints.
-
-    Raises:
-        ValueError: as :func:`interp.emergence.held_crossing`.
-    """
-    return held_crossing(list(steps), list(values), threshold=threshold, hold=hold, room=True)
-
-
 def runs_from_curves(
     curves: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD, hold: int = DEFAULT_HOLD
 ) -> pd.DataFrame:
@@ -194,11 +176,12 @@ def runs_from_curves(
 
     Returns:
         :data:`RUN_COLUMNS`, one row per run: ``pre_step`` / ``post_step`` (steps; ``<NA>`` when
-        the rule finds none) from :func:`held_post` on the run's whole curve (a crossing with
-        no room left to hold is none: the run is censored); ``emerged`` when a post exists at or before the budget; ``E`` = post (steps, NaN
-        if censored); ``censored_at`` = the budget for a censored run (NaN otherwise);
-        ``duration`` = ``E`` or the budget (what the survival statistics read); ``note`` = why a run
-        with a crossing is censored when it has no room to hold
+        the rule finds none) from :func:`interp.emergence.held_crossing` on the run's whole curve
+        (the study's one rule: a crossing with no room left to hold is none, the run is
+        censored); ``emerged`` when a post exists at or before the budget; ``E`` = post (steps,
+        NaN if censored); ``censored_at`` = the budget for a censored run (NaN otherwise);
+        ``duration`` = ``E`` or the budget (what the survival statistics read); ``note`` = why a
+        run with a crossing is censored when it has no room to hold
         (:func:`interp.emergence.no_room_to_hold`, the sentence the study's search warns with),
         else empty.
 
@@ -217,12 +200,8 @@ def runs_from_curves(
         if len(curve) < 2:
             raise ValueError(f"run {run!r} has {len(curve)} checkpoint(s); the point of emergence needs at least 2")
         steps, accuracy = curve["step"].tolist(), curve["accuracy"].tolist()
-        pre, post = held_post(steps, accuracy, threshold, hold)
-        note = (
-            ""
-            if post is not None
-            else (no_room_to_hold(steps, held_crossing(steps, accuracy, threshold, hold)[1], hold) or "")
-        )
+        pre, post = held_crossing(steps, accuracy, threshold, hold)
+        note = "" if post is not None else (no_room_to_hold(steps, accuracy, threshold, hold) or "")
         first = curve.iloc[0]
         budget = int(first["budget"])
         emerged = post is not None and post <= budget

@@ -484,6 +484,8 @@ def point_html(point, assets: Assets | None = None) -> str:
         "search": point.search,
         "n_evaluations": point.n_evaluations,
     }
+    if point.note:  # a crossing with no room to hold (interp.emergence.no_room_to_hold)
+        values["note"] = point.note
     if point.excluded_steps:
         values["excluded (duplicate weights)"] = ", ".join(
             f"{a} = {b}" for a, b in sorted(point.excluded_steps.items())

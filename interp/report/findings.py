@@ -164,19 +164,24 @@ def _claim_one(points: pd.DataFrame, threshold: float, hold: int) -> str:
     for model, rows in points.groupby("model", sort=False):
         up = rows[rows["emerged"].astype(bool) & rows["post_step"].notna()]
         steps = sorted(int(s) for s in up["post_step"])
-        never = [str(int(s)) for s in rows.loc[~rows["emerged"].astype(bool), "seed"]]
+        out = rows[~rows["emerged"].astype(bool)]
+        notes = out["note"].fillna("").astype(str) if "note" in out else pd.Series("", index=out.index)
+        never = [str(int(s)) for s in out.loc[notes == "", "seed"]]
+        # a crossing with no room to hold: not emerged by the last checkpoint, in the rule's sentence
+        unroomed = [f"seed {int(s)} ({note})" for s, note in zip(out["seed"], notes) if note]
         where = f"post steps {', '.join(map(str, steps))}" if steps else "no post step"
         if len(rows) < 2:
             verdict = "one run: a worked example, not a spread"
-        elif len(set(steps)) > 1 or (steps and never):
+        elif len(set(steps)) > 1 or (steps and len(out)):
             verdict = "the step differs by seed"
-        elif steps and not never:
+        elif steps and not len(out):
             verdict = f"every seed at step {steps[0]}: no spread seen"
         else:
             verdict = "no seed emerged"
         parts.append(
             f"{model}: {where} over {len(rows)} seed(s)"
             + (f", never emerged: seed {', '.join(never)}" if never else "")
+            + (f", not emerged by the last checkpoint: {'; '.join(unroomed)}" if unroomed else "")
             + f" ({verdict})"
         )
     medians = (

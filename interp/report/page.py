@@ -154,6 +154,8 @@ def capability_section(run, ctx: ReportContext) -> Section | None:
         where = f"The capability switches on between steps {pre} and {post} (shaded)."
     elif post is not None:
         where = f"The capability was on from the first checkpoint (step {post})."
+    elif getattr(point, "note", ""):  # a crossing with no room to hold: said, not a bare "never"
+        where = f"No point of emergence: {point.note}."
     else:
         where = "No checkpoint crosses the threshold and holds."
     if point is not None and not getattr(point, "monotone", True):

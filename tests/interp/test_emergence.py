@@ -16,6 +16,7 @@ from interp.emergence import (
     find_emergence,
     held_crossing,
     max_bisection_evaluations,
+    no_room_to_hold,
     point_from_curve,
     scan_emergence,
     search_emergence,
@@ -90,7 +91,12 @@ def test_bisection_on_pythia_schedule_matches_scan_within_budget(jump_index, hol
     point = search_emergence(steps, evaluate, threshold=0.5, hold=hold)
     pre, post, emerged = point_from_curve(steps, acc, 0.5, hold=hold)
     assert (point.pre_step, point.post_step, point.emerged) == (pre, post, emerged)
-    assert (pre, post) == (steps[jump_index - 1], steps[jump_index])
+    if jump_index + hold <= len(steps) - 1:
+        assert (pre, post) == (steps[jump_index - 1], steps[jump_index]) and point.note == ""
+    else:  # the jump within the last hold checkpoints: no room to hold, not dated (issue 67)
+        assert (pre, post, emerged) == (None, None, False) and point.note.startswith(
+            f"the crossing at step {steps[jump_index]}"
+        )
     assert point.monotone and point.hold == hold and point.search == "bisection"
     assert len(calls) == len(set(calls)) == point.n_evaluations
     # ceil(log2 154) + 2 = 10 to close the bracket (the budget before the hold rule), then at most
@@ -159,22 +165,37 @@ def test_crossing_at_exactly_the_threshold_that_falls_back():
 
 
 @pytest.mark.parametrize(
-    "tail, expected",
+    "tail, expected, note",
     [
-        ([0.2, 0.7], (800, 900, True)),  # the last checkpoint alone: holds at every (no) remaining one
-        ([0.7, 0.8], (700, 800, True)),  # one checkpoint left of the two the rule asks for: it holds there
-        ([0.7, 0.3], (None, None, False)),  # crosses at the end and falls back at the last checkpoint
-        ([0.7, 0.8, 0.3], (None, None, False)),  # falls back within hold of the crossing
+        ([0.2, 0.7], (None, None, False), 900),  # the last checkpoint alone: no room to hold (issue 67)
+        ([0.7, 0.8], (None, None, False), 800),  # one checkpoint left of the two the rule asks for
+        ([0.7, 0.3], (None, None, False), None),  # crosses at the end and falls back at the last checkpoint
+        ([0.7, 0.8, 0.3], (None, None, False), None),  # falls back within hold of the crossing
+        ([0.7, 0.8, 0.9], (700, 800, True), None),  # room to hold: dated
     ],
 )
-def test_crossing_in_the_last_checkpoints(tail, expected):
+def test_crossing_in_the_last_checkpoints(tail, expected, note):
+    """A crossing within the last ``hold`` checkpoints is no point (the population's rule, now
+    the study's too): the scan's rule, the bisection and the sentence agree."""
     steps = list(range(0, 100 * (8 + len(tail)), 100))
     acc = [0.1] * 8 + tail
     assert point_from_curve(steps, acc) == expected
     evaluate, calls = counting(dict(zip(steps, acc)))
-    point = search_emergence(steps, evaluate)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        point = search_emergence(steps, evaluate)
     assert (point.pre_step, point.post_step, point.emerged) == expected
     assert point.n_evaluations <= max_bisection_evaluations(len(steps))
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    if note is None:
+        assert point.note == "" and not said and no_room_to_hold(steps, acc) is None
+    else:
+        after = steps[-1] // 100 - note // 100
+        sentence = (
+            f"the crossing at step {note} has {after} checkpoint{'' if after == 1 else 's'} after it, fewer than the "
+            "hold of 2: not dated, the run counts as not emerged by its last checkpoint (censored there)"
+        )
+        assert point.note == no_room_to_hold(steps, acc) == sentence and said == [f"run: {sentence}"]
 
 
 def test_hold_0_is_the_plain_first_crossing_on_random_curves():
@@ -189,8 +210,8 @@ def test_hold_0_is_the_plain_first_crossing_on_random_curves():
 def test_bisection_verifies_a_transient_bump_it_lands_on():
     # The bisection lands on 400 (0.9); the next checkpoint (0.2) shows it does not hold, so the
     # search goes on after it. Without the hold (hold = 0) the bump is the first crossing.
-    steps = list(range(0, 900, 100))
-    acc = [0.0, 0.0, 0.0, 0.0, 0.9, 0.2, 0.2, 0.9, 0.9]
+    steps = list(range(0, 1000, 100))
+    acc = [0.0, 0.0, 0.0, 0.0, 0.9, 0.2, 0.2, 0.9, 0.9, 0.9]
     evaluate, calls = counting(dict(zip(steps, acc)))
     with pytest.warns(UserWarning, match="not monotone"):
         point = search_emergence(steps, evaluate, threshold=0.5)
@@ -205,8 +226,8 @@ def test_bisection_verifies_a_transient_bump_it_lands_on():
 def test_bisection_cannot_see_a_held_crossing_between_two_probes_below():
     # Documented limit: 0.55 held at 100-300 lies between probes at 0 and 400 (0.4), with no
     # significant drop between them; the bisection reports the later crossing, a scan the first.
-    steps = list(range(0, 900, 100))
-    acc = [0.0, 0.55, 0.55, 0.55, 0.4, 0.4, 0.4, 0.9, 0.9]
+    steps = list(range(0, 1000, 100))
+    acc = [0.0, 0.55, 0.55, 0.55, 0.4, 0.4, 0.4, 0.9, 0.9, 0.9]
     evaluate, calls = counting(dict(zip(steps, acc)))
     point = search_emergence(steps, evaluate, threshold=0.5)
     assert point.monotone and (point.pre_step, point.post_step) == (600, 700)
@@ -231,8 +252,8 @@ def test_emerged_before_first_checkpoint():
 
 
 def test_non_monotone_probe_values_trigger_a_scan_of_the_stretch():
-    steps = list(range(0, 900, 100))  # 9 steps: 0..800
-    acc = [0.0, 0.0, 0.0, 0.0, 0.45, 0.8, 0.1, 0.9, 0.9]  # probe at 400 (0.45) then 600 (0.1): a drop
+    steps = list(range(0, 1000, 100))  # 10 steps: 0..900 (700 has room to hold)
+    acc = [0.0, 0.0, 0.0, 0.0, 0.45, 0.8, 0.1, 0.9, 0.9, 0.9]  # probe at 400 (0.45) then 600 (0.1): a drop
     evaluate, calls = counting(dict(zip(steps, acc)))
     with pytest.warns(UserWarning, match="not monotone"):
         point = search_emergence(steps, evaluate, threshold=0.5)
@@ -291,6 +312,7 @@ def test_scan_takes_the_rule_over_every_step_and_records_hold():
         "threshold": 0.5,
         "hold": 2,
         "search": "scan",
+        "note": "",
     }
     assert point.excluded_steps == {2100: 2000}
     with pytest.warns(UserWarning, match="not monotone"):
@@ -367,29 +389,63 @@ def test_main_job_takes_the_point_from_the_scan(tiny_local_suite, tmp_path, monk
         runner.run_study([FakeSource([0, 1], untouchable=True)], task, StudyConfig(hold=-1), progress=False)
 
 
-def test_a_crossing_with_no_room_to_hold_is_said_by_the_study_in_the_populations_words():
-    """Issue 67 item 6: the study dates a crossing at one of the last ``hold`` checkpoints there
-    (the rule's end-of-run clause) and says, in the sentence the population's runs table uses, that
-    a population censors it; with room it says nothing."""
-    from interp.emergence import no_room_to_hold
+def test_a_crossing_with_no_room_to_hold_is_one_rule_and_one_sentence_for_study_and_population():
+    """Issue 67 item 6: a crossing at one of the last ``hold`` checkpoints is no point of emergence
+    for the study (bisection and scan) as for the population: not emerged, censored at the last
+    checkpoint, and each says so with the one sentence of ``no_room_to_hold``."""
     from interp.population.tables import runs_from_curves
 
     steps = [0, 100, 200, 300, 400]
     curve = {0: 0.0, 100: 0.0, 200: 0.0, 300: 0.0, 400: 0.9}
-    evaluate, _ = counting(curve)
-    with pytest.warns(RuntimeWarning, match="run: the crossing at step 400 has 0 checkpoints after it") as seen:
-        point = search_emergence(steps, evaluate, hold=2)
-    assert (point.pre_step, point.post_step, point.emerged) == (300, 400, True)
-    note = no_room_to_hold(steps, 400, 2)
-    assert str(seen[0].message) == f"run: {note}" and "a population censors the run at its budget" in note
+    acc = list(curve.values())
+    sentence = (
+        "the crossing at step 400 has 0 checkpoints after it, fewer than the hold of 2: not dated, the run "
+        "counts as not emerged by its last checkpoint (censored there)"
+    )
+    assert no_room_to_hold(steps, acc, hold=2) == sentence
+    assert point_from_curve(steps, acc, hold=2) == (None, None, False) and held_crossing(steps, acc) == (None, None)
+    evaluate, calls = counting(curve)
+    with pytest.warns(RuntimeWarning, match="the crossing at step 400 has 0 checkpoints after it") as seen:
+        point = search_emergence(steps, evaluate, hold=2, model_id="r")
+    assert (point.pre_step, point.post_step, point.emerged, point.note) == (None, None, False, sentence)
+    assert [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)] == [f"r: {sentence}"]
+    assert point.n_evaluations == len(calls) <= max_bisection_evaluations(len(steps), 2)
+    # the scan (the rule over every step) says the same as the bisection
+    source = FakeSource(steps)
+    with pytest.warns(RuntimeWarning, match="fake-seed0: the crossing at step 400 has 0 checkpoints after it"):
+        scanned = scan_emergence(source, None, evaluator=CurveEvaluator({s: (a, a) for s, a in curve.items()}))
+    assert (scanned.pre_step, scanned.post_step, scanned.emerged, scanned.note) == (None, None, False, sentence)
+    # the population: the same curve censored at its budget, in the same words
     table = pd.DataFrame(
         [{"arm": "a", "run": "r", "seed": 1, "n_layers": 1, "d_model": 16, "n_heads": 4, "d_head": 4, "step": s,
           "accuracy": a, "p_answer": a, "budget": 400} for s, a in curve.items()]
     )  # fmt: skip
     (run,) = runs_from_curves(table, hold=2).itertuples()
-    assert not run.emerged and run.note == note  # the population: censored, in the same words
-    assert no_room_to_hold(steps, 200, 2) is None and no_room_to_hold(steps, 400, 0) is None
-    evaluate, _ = counting({**curve, 200: 0.9, 300: 0.9})
+    assert not run.emerged and run.censored_at == 400 and pd.isna(run.post_step) and run.note == sentence
+    # with room to hold: dated, nothing said
+    assert no_room_to_hold(steps, acc, hold=0) is None
+    held = {**curve, 200: 0.9, 300: 0.9}
+    assert no_room_to_hold(steps, list(held.values()), hold=2) is None
+    evaluate, _ = counting(held)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert search_emergence(steps, evaluate, hold=2).post_step == 200
+        found = search_emergence(steps, evaluate, hold=2)
+    assert (found.pre_step, found.post_step, found.note) == (100, 200, "")
+
+
+def test_bisection_agrees_with_the_scan_near_the_end_of_random_curves():
+    """On rising curves whose crossing falls anywhere, the last ``hold`` checkpoints included, the
+    bisection's point, ``emerged`` and note equal the rule's over the whole curve, within its budget."""
+    rng = np.random.default_rng(1)
+    steps = list(range(0, 1200, 100))
+    for hold in (1, 2, 3):
+        for jump in range(1, len(steps) + 1):
+            acc = [0.1 + 0.05 * rng.uniform() if k < jump else 0.7 + 0.2 * rng.uniform() for k in range(len(steps))]
+            evaluate, calls = counting(dict(zip(steps, acc)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                point = search_emergence(steps, evaluate, hold=hold)
+            assert (point.pre_step, point.post_step, point.emerged) == point_from_curve(steps, acc, hold=hold)
+            assert point.emerged == (jump + hold <= len(steps) - 1), (hold, jump)
+            assert point.note == (no_room_to_hold(steps, acc, hold=hold) or "")
+            assert point.n_evaluations <= max_bisection_evaluations(len(steps), hold)

@@ -187,12 +187,12 @@ def test_loglinearity_lr_test_and_an_arm_with_no_events():
 
 
 def test_a_crossing_with_no_room_to_hold_is_censored_and_the_grid_says_what_holds():
+    from interp.emergence import held_crossing
     from interp.population.robust import robustness, wide
-    from interp.population.tables import held_post
 
-    # a crossing on the last checkpoint: E's old rule dated it there; now it is no crossing
-    assert held_post([0, 100, 200, 300], [0, 0, 0, 1], 0.5, 2) == (None, None)
-    assert held_post([0, 100, 200, 300], [0, 1, 1, 1], 0.5, 2) == (0, 100)
+    # a crossing on the last checkpoint: no room to hold, no crossing (the study's one rule, issue 67)
+    assert held_crossing([0, 100, 200, 300], [0, 0, 0, 1], 0.5, 2) == (None, None)
+    assert held_crossing([0, 100, 200, 300], [0, 1, 1, 1], 0.5, 2) == (0, 100)
     # arm A's runs reach 0.55 early, 1.0 only 400 steps later; B's reach 1.0 at once: at threshold
     # 0.5 the 4-head arm B emerges later, at 0.6 earlier
     out = []

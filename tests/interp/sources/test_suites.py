@@ -178,3 +178,10 @@ def test_an_embedded_quick_run_keeps_its_name(quick_suite, monkeypatch):
     assert [s.model_id for s in quick] == ["embedded-quick/neox-2l-64d-seed1"]
     whole = open_sources(["embedded-quick"], progress=False)
     assert [s.model_id for s in whole] == [f"embedded-quick/{run}" for run in catalogue.QUICK.run_names()]
+    from interp.main_job.units import expand_sources
+    from interp.sources.door import open_source
+
+    # one run opened by its name, and the names the main job expands a suite to (its units and
+    # report rows, issue 55): the name typed, never the full suite's
+    assert open_source("embedded-quick/neox-2l-64d-seed1").model_id == "embedded-quick/neox-2l-64d-seed1"
+    assert expand_sources(["embedded-quick"]) == [s.model_id for s in whole]
