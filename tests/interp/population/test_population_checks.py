@@ -188,7 +188,8 @@ def test_loglinearity_lr_test_and_an_arm_with_no_events():
 
 def test_a_crossing_with_no_room_to_hold_is_censored_and_the_grid_says_what_holds():
     from interp.emergence import held_crossing
-    from interp.population.robust import robustness, wide
+    from interp.population.robust import robustness
+    from interp.population.statistics import grid_result
 
     # a crossing on the last checkpoint: no room to hold, no crossing (the study's one rule, issue 67)
     assert held_crossing([0, 100, 200, 300], [0, 0, 0, 1], 0.5, 2) == (None, None)
@@ -211,7 +212,7 @@ def test_a_crossing_with_no_room_to_hold_is_censored_and_the_grid_says_what_hold
     assert verdict["verdict"] == (  # the judge's word, the cells named
         "not robust: later at 0.4/1, 0.4/2, 0.4/3, 0.5/1, 0.5/2, 0.5/3; earlier at 0.6/1, 0.6/2, 0.6/3"
     )
-    shown = wide(grid)
+    shown = grid_result(result).cells
     assert list(shown.columns) == ["finding", *[f"{t}/{h}" for t in (0.4, 0.5, 0.6) for h in (1, 2, 3)], "verdict"]
     (claim,) = [c for c in result.claims if c.startswith("Claim 4")]  # d_head varies too: confounded, whatever the test
     assert "2 → 4 heads: confounded, not robust (log-rank stratified by seed p = 0.0047, later;" in claim
