@@ -172,8 +172,10 @@ def _claim_one(points: pd.DataFrame, threshold: float, hold: int) -> str:
         where = f"post steps {', '.join(map(str, steps))}" if steps else "no post step"
         if len(rows) < 2:
             verdict = "one run: a worked example, not a spread"
-        elif len(set(steps)) > 1 or (steps and len(out)):
+        elif len(set(steps)) > 1:
             verdict = "the step differs by seed"
+        elif steps and len(out):  # one step among the emerged seeds: they differ in whether, not when
+            verdict = f"{len(steps)} of {len(rows)} seeds emerged: the seeds differ in whether they emerged"
         elif steps and not len(out):
             verdict = f"every seed at step {steps[0]}: no spread seen"
         else:
@@ -381,7 +383,8 @@ def findings(
 #: The verdict words of a finding, bold on the page.
 VERDICTS = re.compile(
     r"(does not hold on \d+ of \d+ runs|holds on \d+ of \d+ runs|holds on \d+, does not hold on \d+|"
-    r"not testable here|too noisy to say|the step differs by seed|no spread seen)"
+    r"not testable here|too noisy to say|the step differs by seed|the seeds differ in whether they emerged|"
+    r"no spread seen)"
 )
 
 

@@ -75,6 +75,21 @@ def three_runs() -> MainJobReport:
     )
 
 
+def test_claim_one_words_one_emerged_step_against_a_seed_that_did_not():
+    """One seed emerged and one did not: the seeds differ in whether they emerged, not in the step
+    (the quick suite's case under the one end-of-run rule, issue 67)."""
+    from interp.report.findings import _claim_one
+
+    points = pd.DataFrame(
+        {"model": ["toy", "toy"], "seed": [1, 2], "emerged": [False, True], "post_step": [None, 1900],
+         "note": ["the crossing at step 2300 has 1 checkpoint after it", ""]}
+    )  # fmt: skip
+    line = _claim_one(points, 0.5, 2)
+    assert "toy: post steps 1900 over 2 seed(s), not emerged by the last checkpoint: seed 1 (the crossing" in line
+    assert line.count("(1 of 2 seeds emerged: the seeds differ in whether they emerged)") == 1
+    assert "the step differs by seed" not in line
+
+
 def test_findings_state_what_the_tables_imply():
     report = three_runs()
     lines = report.findings()
