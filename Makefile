@@ -48,7 +48,9 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "error: $$(command -v $(PYTHON)) cannot create a virtual environment (no ensurepip): on Debian/Ubuntu, sudo apt-get install python3-venv"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) uv || { echo "note: uv cannot be installed; pip installs everything"; $(PY) -m pip install -q --upgrade pip; }
+	@echo "installing $(TORCH_SPEC): from a local wheel where pip finds one (seconds), else from the index (a CUDA build is about 2.5 GB: minutes, quietly)"
 	$(if $(FIND_LINKS),$(UV) --no-deps --no-index $(addprefix --find-links ,$(FIND_LINKS)) "$(TORCH_SPEC)" 2>/dev/null ||) $(PIP_INSTALL) "$(TORCH_SPEC)"
+	@echo "installing emergence-lens and its dependencies (constraints.txt)"
 	$(UV) -e . || $(PIP_INSTALL) -e .
 	touch $@
 

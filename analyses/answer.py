@@ -115,9 +115,8 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
         row["evidence"] = f"largest-jump pair, top-2 patterns ({seeds_text}): " + row["evidence"]
         rows.append(row)
         verdicts.append(v)
-    split_row, split_note = seed_split_row()
-    if split_row is not None:
-        rows.insert(1, split_row)
+    split_rows, split_note = seed_split_rows()
+    rows[1:1] = split_rows
     table = answer_table(rows)
     lead = "**The answer** (threshold 0.5, hold 2; verdicts by [the judge](population.md#the-judge); section 4):"
     gone = superseded(verdicts)
@@ -132,39 +131,51 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
     return answer_markdown(table, lead, notes), table, verdicts
 
 
-def seed_split_row() -> tuple[dict | None, list[str]]:
-    """Claim 1's split of the seed (issue 72): its answer row once the 8 × 8 grid is complete
-    (the shares of log E's spread with their 95 % intervals, the judge's word), else a note of how
-    many of its runs are kept."""
-    from interp.population.kept import read_kept_split_curves
+#: The crossed initialisation × data-order grids of claim 1's split (issue 72), in answer order:
+#: (kept folder's name in interp.population.kept, the architecture's label in the answer, the
+#: claim's label).
+SPLIT_GRIDS = (
+    ("SEED_SPLIT_KEPT", "NeoX-r8", "Claim 1, which part of the seed"),
+    ("SEED_SPLIT_128D_KEPT", "NeoX-128d", "Claim 1, which part of the seed (d_model 128)"),
+)
+
+
+def seed_split_rows() -> tuple[list[dict], list[str]]:
+    """Claim 1's split of the seed (issue 72), one answer row per crossed grid (:data:`SPLIT_GRIDS`)
+    whose 8 × 8 runs are all kept (the shares of log E's spread with their 95 % intervals, the
+    judge's word), and for a grid still training a note of how many of its runs are kept."""
+    from interp.population import kept
     from interp.population.seed_split import components, judged
     from interp.population.statistics import seed_split_result
     from interp.population.variance import COMPONENTS
     from interp.population.verdicts import PAPER
 
-    curves = read_kept_split_curves()
-    n = curves["run"].nunique() if len(curves) else 0
-    if n < 64:
-        return None, [
-            f"Claim 1, which part of the seed (initialisation × data order): {n} of 64 runs trained, no verdict yet."
-        ]
-    found = components(curves)
-    split = found["log_E"]
-    result = seed_split_result(split, judged(found))
-    shares = ", ".join(
-        f"{name} {100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f})"
-        for name, (a, lo, hi) in ((c, split.share(c)) for c in COMPONENTS)
-    )
-    v = result.verdict
-    row = {
-        "claim": "Claim 1, which part of the seed",
-        "paper": PAPER["Claim 1, seed"],
-        "evidence": f"NeoX-r8, 8 × 8 seeds: {shares} of log E's spread",
-        "verdict": v.word,
-        "robust": v.robust or "—",
-        "decide": v.decide or "—",
-    }
-    return row, []
+    rows: list[dict] = []
+    notes: list[str] = []
+    for folder, arm, label in SPLIT_GRIDS:
+        curves = kept.read_kept_split_curves(getattr(kept, folder))
+        n = curves["run"].nunique() if len(curves) else 0
+        if n < 64:
+            notes.append(f"{label} ({arm}, initialisation × data order): {n} of 64 runs trained, no verdict yet.")
+            continue
+        found = components(curves)
+        split = found["log_E"]
+        v = seed_split_result(split, judged(found)).verdict
+        shares = ", ".join(
+            f"{name} {100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f})"
+            for name, (a, lo, hi) in ((c, split.share(c)) for c in COMPONENTS)
+        )
+        rows.append(
+            {
+                "claim": label,
+                "paper": PAPER["Claim 1, seed"],
+                "evidence": f"{arm}, 8 × 8 seeds: {shares} of log E's spread",
+                "verdict": v.word,
+                "robust": v.robust or "—",
+                "decide": v.decide or "—",
+            }
+        )
+    return rows, notes
 
 
 def update_docs(block: str) -> None:

@@ -19,7 +19,10 @@ the estimate's size (``config.prescreen_top_n``; None: a quarter of the heads) a
 heads drawn at random from the rest. The largest exact ``|delta|`` among the sampled heads is the
 pair's ``bound``: an estimate, from the sample, of what the screen may have missed (the AtP*
 idea: Kramár et al. 2024, arXiv:2403.00745, verify what a gradient screen ranks first and check
-a random draw of the rest). With ``method="fast"`` or ``"reference"`` every head is exact.
+a random draw of the rest). With ``method="fast"`` or ``"reference"`` every head is exact. The
+screen's forward of the earlier checkpoint also gives the pair's pre values and, kept, the post
+patterns of the pair before it (:func:`interp.patching.attribution.attribution_screen`), so each
+checkpoint is run once for both roles.
 
 The table (:attr:`HeadTimeline.table`) is tidy: one row per (pair, head) with ``step`` (the
 earlier checkpoint of the pair, the one patched into), ``post_step``, ``layer``, ``head``,
@@ -251,7 +254,7 @@ def pair_effects(
     config: StudyConfig,
     sample: int,
     rng: np.random.Generator,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pd.DataFrame, dict[str, Any], Any]:
     """One checkpoint pair: the screen's estimate of every head, exact deltas (with 95 % bootstrap
     intervals) of the verified heads, and the miss bound from the sample.
 
@@ -266,17 +269,20 @@ def pair_effects(
 
     Returns:
         (one row per head: ``layer, head, delta, lo, hi, how, chosen, estimate``; the pair's
-        summary: ``value_pre, value_post, n_exact, n_sampled, bound, bound_layer, bound_head, spearman``).
+        summary: ``value_pre, value_post, n_exact, n_sampled, bound, bound_layer, bound_head, spearman``;
+        the earlier checkpoint's patterns and answer logits, seen by the screen's forward, as the
+        post of the pair before: :class:`interp.patching.attribution.AttributionScreen`).
     """
     from scipy.stats import spearmanr
 
-    from interp.patching import attribution_delta_p, metric_values, per_head_delta
+    from interp.patching import per_head_delta
+    from interp.patching.attribution import attribution_screen
     from interp.ranking_stats import bootstrap_interval
 
     metric = config.metric or "p"
-    values_pre = metric_values(pre_model, batch, metric)
+    screen = attribution_screen(pre_model, batch, post, metric=metric, steps=config.prescreen_steps)
+    estimate, values_pre = screen.estimate, screen.values_pre
     values_post = post.values(batch, metric)
-    estimate = attribution_delta_p(pre_model, batch, post, metric=metric, steps=config.prescreen_steps)
     top, sampled = _verified_heads(estimate, config.method, config.prescreen_top_n, sample, rng)
     exact_heads = top + sampled
     per_prompt = per_head_delta(
@@ -325,7 +331,7 @@ def pair_effects(
         "bound_head": int(bound_at[1]),
         "spearman": spearman,
     }
-    return heads, summary
+    return heads, summary, screen.pre
 
 
 # --------------------------------------------------------------------------- the run
@@ -421,7 +427,7 @@ def head_timeline(
         seed: the sample's random seed (the draw of a pair depends on it and the pair's steps).
         out_dir: where finished pairs are stored and the tables and page written (resumable);
             None: nothing is written.
-        progress: one progress line over the pairs.
+        progress: a progress line over the scanned checkpoints (the capability), then one over the pairs.
 
     Returns:
         :class:`HeadTimeline` (metric units: probability for ``p``, nats for ``logprob``,
@@ -484,7 +490,7 @@ def _timeline(source: Any, task: Any, config: StudyConfig, settings: dict, out: 
         atomic_write_text(out / "timeline.json", json.dumps(settings, indent=2, sort_keys=True, default=str))
         for line in store.damaged_lines():  # type: ignore[union-attr]
             logger.warning(line)
-    curve, point = _curve(source, batch, config, store, StepEvaluator, scan_emergence)
+    curve, point = _curve(source, batch, config, store, StepEvaluator, scan_emergence, progress)
     steps = [int(s) for s in curve["step"]]
     wanted = timeline_pairs(steps, settings["pairs"], point["post_step"] if point["emerged"] else None)
     done = store.done_ids() if store is not None else set()
@@ -506,10 +512,13 @@ def _timeline(source: Any, task: Any, config: StudyConfig, settings: dict, out: 
                     source.prefetch(order[i + 1])  # read while this one is patched (swapping sources only)
                 model = loaded.model
                 batch_here = batch.to(next(model.parameters()).device)
+                seen = None  # this checkpoint's patterns and answer logits, from a pair's screen
                 for pre, post in [p for p in todo if p[0] == step]:
                     t0 = time.perf_counter()
                     rng = np.random.default_rng([settings["seed"], pre, post])
-                    heads, summary = pair_effects(model, captured[post], batch_here, config, settings["sample"], rng)
+                    heads, summary, seen = pair_effects(
+                        model, captured[post], batch_here, config, settings["sample"], rng
+                    )
                     scores = _scores_at(model, tokens, period, config.scores, head_scores)
                     heads = _with_context(heads, pre, post, accuracy.get(pre, math.nan), summary, scores)
                     summary = {"run_id": _pair_id(pre, post), "step": pre, "post_step": post, **summary,
@@ -521,7 +530,9 @@ def _timeline(source: Any, task: Any, config: StudyConfig, settings: dict, out: 
                     if last_use[post] == pre:
                         captured.pop(post, None)
                 if step in posts_needed and any(pre < step for pre, p in todo if p == step):
-                    captured[step] = capture_post(model, batch_here, kinds=["pattern"], weights=False)
+                    captured[step] = (
+                        seen if seen is not None else capture_post(model, batch_here, kinds=["pattern"], weights=False)
+                    )
                 del loaded, model
         finally:
             bar.close()
@@ -551,7 +562,9 @@ def _with_context(
     return heads[TABLE_COLUMNS]
 
 
-def _curve(source: Any, batch: Any, config: StudyConfig, store: Any, evaluator_cls: Any, scan: Callable):
+def _curve(
+    source: Any, batch: Any, config: StudyConfig, store: Any, evaluator_cls: Any, scan: Callable, progress: bool
+):
     """The capability at every checkpoint and the point of emergence: from the store when a
     readable one is there, else scanned (and stored)."""
     if store is not None and "curve" in store.done_ids():
@@ -560,7 +573,7 @@ def _curve(source: Any, batch: Any, config: StudyConfig, store: Any, evaluator_c
         point = json.loads(row["point"])
         return curve, point
     evaluator = evaluator_cls(source, batch, device=config.device)
-    found = scan(source, batch, threshold=config.threshold, evaluator=evaluator, hold=config.hold, progress=False)
+    found = scan(source, batch, threshold=config.threshold, evaluator=evaluator, hold=config.hold, progress=progress)
     curve = evaluator.table()[["step", "accuracy", "p_answer"]].sort_values("step", ignore_index=True)
     point = {
         "emerged": bool(found.emerged),

@@ -23,12 +23,18 @@ layer-skip engine's cached pre-run): that layer's patterns then follow the strai
 and by IG's completeness the estimates of its heads sum to the effect of patching all of the
 layer's patterns.  ``mode="joint"`` moves every layer at once (one pass; later layers' patterns
 are then off the line, cheaper and rougher).
+
+:func:`attribution_screen` returns, beside the estimate, what the screen's natural forward of the
+pre checkpoint saw (its metric per prompt, its patterns and answer logits as a
+:class:`~interp.patching.PostCheckpoint`), so a caller that also needs those (the head timeline:
+the pre values of a pair, the post of the pair before it) runs no other forward for them.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -38,10 +44,30 @@ from torch import Tensor
 from interp.core.metrics import MetricLike, resolve_metric
 from interp.core.task_batch import TaskBatch
 from interp.patching._forward import answer_logits_forward, check_batch, heads_shape, model_device
-from interp.patching.engine import cache_patterns, post_from_patterns
+from interp.patching.engine import cache_patterns, capture_post, post_from_patterns
+from interp.patching.post import PostCheckpoint
 from interp.patching.targets import hook_name
 
-__all__ = ["attribution_delta_p"]
+__all__ = ["AttributionScreen", "attribution_delta_p", "attribution_screen"]
+
+
+@dataclass(frozen=True)
+class AttributionScreen:
+    """The pre-screen's estimate and what its forward of the pre checkpoint saw (:func:`attribution_screen`).
+
+    Attributes:
+        estimate: ``Float[Tensor, "layer head"]`` estimated change of the mean metric per head
+            (metric units, CPU), as :func:`attribution_delta_p` returns it.
+        values_pre: ``Float[Tensor, " batch"]`` the metric of the pre checkpoint per prompt (metric
+            units, CPU), as :func:`interp.patching.metric_values` gives it.
+        pre: the pre checkpoint's patterns (``hook_pattern`` of every layer) and answer logits, as
+            :func:`interp.patching.capture_post` with ``kinds=["pattern"], weights=False`` gives
+            them: the post of an earlier checkpoint's pair.
+    """
+
+    estimate: Tensor
+    values_pre: Tensor
+    pre: PostCheckpoint
 
 
 def _tail_runner(model: Any, batch: TaskBatch, fn: Callable) -> Any:
@@ -76,6 +102,19 @@ def attribution_delta_p(
     steps: int = 1,
     mode: Literal["joint", "layer"] = "layer",
 ) -> Float[Tensor, "layer head"]:
+    """Gradient estimate of every head's pattern-patching effect: :func:`attribution_screen`'s
+    ``estimate`` (its arguments, errors and sources)."""
+    return attribution_screen(model, inputs, patterns, metric, steps, mode).estimate
+
+
+def attribution_screen(
+    model: Any,
+    inputs: TaskBatch,
+    patterns: Any,
+    metric: MetricLike = "p",
+    steps: int = 1,
+    mode: Literal["joint", "layer"] = "layer",
+) -> AttributionScreen:
     """Gradient estimate of every head's pattern-patching effect (``delta_p`` for ``metric="p"``).
 
     Source: attribution patching (Nanda 2023; Syed et al. 2023) for ``steps=1``; integrated
@@ -93,7 +132,11 @@ def attribution_delta_p(
             ``"joint"`` (all layers at once; one pass).  Equal for ``steps=1``.
 
     Returns:
-        ``Float[Tensor, "layer head"]`` estimated change of the mean metric (metric units, CPU).
+        :class:`AttributionScreen`: ``estimate``, ``Float[Tensor, "layer head"]`` estimated change
+        of the mean metric (metric units, CPU); the pre checkpoint's metric per prompt and its
+        patterns and answer logits, from the screen's own natural forward (``steps=1``) or the
+        layer-skip engine's pre-run (``mode="layer"``); one more forward only where neither ran
+        (joint integrated gradients, or a model the engine does not take).
 
     Raises:
         ValueError: bad batch, metric, steps or mode, or patterns of the wrong shape.
@@ -122,7 +165,8 @@ def attribution_delta_p(
         mode = "joint"  # at alpha = 0 both modes are the same single gradient
     # The moved layer's own pattern is the pre pattern whenever no earlier layer moves (layer mode,
     # or alpha = 0): read it in the hook; only joint IG needs a separate pre-run.
-    pre_cached = cache_patterns(model, batch.tokens).float() if mode == "joint" and steps > 1 else None
+    seen = capture_post(model, batch, kinds=["pattern"], weights=False) if mode == "joint" and steps > 1 else None
+    pre_cached = None if seen is None else torch.stack([seen.activation("pattern", l) for l in range(n_layers)])
     # clone(): tensors made under inference_mode cannot enter an autograd graph.
     batch = batch.to(device)
     batch = type(batch)(
@@ -173,4 +217,21 @@ def attribution_delta_p(
             # mean over the alphas is the sum over copies / steps (already in `total`)
             grad = grad.reshape(steps, *pre[layer].shape).sum(dim=0)
             estimate[layer] = (grad * (post[layer] - pre[layer])).sum(dim=(0, 2, 3))
-    return estimate.detach().cpu()
+    # what the pre checkpoint's natural forward saw: the screen's own (alpha = 0), the layer-skip
+    # engine's pre-run, joint IG's pre-run, or (a model the engine does not take) one more forward
+    if steps == 1:
+        values, patterns, rows = fn(rows, stacked), [pre[l] for l in range(n_layers)], rows.detach()
+    elif tail is not None:
+        values, patterns, rows = tail.values_pre, [tail.pre("pattern", l) for l in range(n_layers)], tail.answer_rows
+    else:
+        seen = seen if seen is not None else capture_post(model, batch, kinds=["pattern"], weights=False)
+        return AttributionScreen(estimate.detach().cpu(), seen.values(batch, fn), seen)
+    seen = PostCheckpoint(
+        {hook_name("pattern", l): patterns[l].detach().float().clone() for l in range(n_layers)},
+        rows.float().clone(),
+        None,
+        n_layers,
+        n_heads,
+        tokens=batch.tokens.clone(),
+    )
+    return AttributionScreen(estimate.detach().cpu(), values.detach().float().cpu(), seen)

@@ -25,6 +25,7 @@ __all__ = [
     "HOLDS",
     "SPREAD",
     "THRESHOLDS",
+    "grid_cells",
     "grid_table",
     "key_findings",
     "robustness",
@@ -299,9 +300,16 @@ def robustness(grid: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["key", "finding", "kind", "cells", "robust", "verdict"])
 
 
-def _wide(grid: pd.DataFrame) -> pd.DataFrame:
+def grid_cells(grid: pd.DataFrame) -> pd.DataFrame:
     """The grid as a compact table: one row per finding (its short label), one column per cell
-    (``"0.4/1"``: threshold / hold) holding its estimate, then the verdict."""
+    (``"0.4/1"``: threshold / hold) holding its estimate, then the verdict (:func:`robustness`).
+
+    Args:
+        grid: :func:`grid_table`'s long table (:data:`GRID_COLUMNS`).
+
+    Returns:
+        ``DataFrame`` with columns ``finding``, one per cell (``"—"`` where a finding has no
+        estimate there), ``verdict``."""
     verdicts = robustness(grid).set_index("key")
     cells = grid[["threshold", "hold"]].drop_duplicates().sort_values(["threshold", "hold"])
     names = [f"{t:g}/{h}" for t, h in cells.itertuples(index=False)]

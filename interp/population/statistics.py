@@ -248,13 +248,13 @@ def grid_result(result) -> StatResult | None:
     (:func:`interp.population.robust.robustness`); None where the grid was not computed."""
     if not len(result.grid):
         return None
-    from interp.population.robust import _wide as wide
+    from interp.population.robust import grid_cells
 
     return StatResult(
         "robustness",
         "Does it hang on the rule? The findings over thresholds and holds",
         result.grid,
-        cells=wide(result.grid),
+        cells=grid_cells(result.grid),
         wrap=True,
         caption="Each finding recomputed with E dated at accuracy threshold 0.4, 0.5 or 0.6 held for 1, 2 or 3 "
         "checkpoints (columns: threshold/hold); a crossing with no room left to hold is censored at the budget. A "

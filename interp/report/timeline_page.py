@@ -53,8 +53,8 @@ def report_timeline_path(model: str, seed: int) -> str:
     return f"{TIMELINES_FOLDER}/{re.sub(r'[^A-Za-z0-9._-]+', '-', f'{model}-seed{int(seed)}')}/timeline.html"
 
 
-#: A head's effect "rises" at the first pair where it reaches this fraction of its peak (same
-#: sign) and, where computed exactly, its 95 % interval excludes 0.
+#: A head's effect "rises" (a negative peak's: "falls") at the first pair where it reaches this
+#: fraction of its peak (same sign) and, where computed exactly, its 95 % interval excludes 0.
 ONSET_FRACTION = 0.5
 
 
@@ -156,14 +156,14 @@ def timeline_findings(
             )
             continue
         onset = int(r.onset_step)
-        if e is None:
-            when = f"rises at step {onset}"
-        elif onset < e:
-            when = f"rises at step {onset}, {e - onset} steps before E"
-        elif onset == e:
-            when = f"rises at step {onset}, at E"
-        else:
-            when = f"rises at step {onset}, {onset - e} steps after E"
+        # the onset reaches half the peak with the peak's sign: a negative peak's effect falls to it
+        when = f"{'rises' if r.peak > 0 else 'falls'} to half its peak at step {onset}"
+        if e is not None and onset < e:
+            when += f", {e - onset} steps before E"
+        elif e is not None and onset == e:
+            when += ", at E"
+        elif e is not None:
+            when += f", {onset - e} steps after E"
         lines.append(f"{name}'s effect {when}; {peak}.")
     exact_all = bool((table["how"] == "exact").all())
     n_heads = int(table.groupby(["layer", "head"]).ngroups)

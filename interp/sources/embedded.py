@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
@@ -41,7 +42,7 @@ from torch import Tensor
 from interp.core.io import atomic_to_csv, atomic_write_text
 from interp.core.training_state import read_training_state
 from interp.sources.catalogue import FULL, QUICK, ModelSize, SuiteConfig, run_name, suite_dir, suite_label
-from interp.sources.environment import environment, training_text
+from interp.sources.environment import environment, training_text, why_trained_here
 from interp.sources.interrupted import (
     PARTIAL_LOSS_FILE,
     adopt_interrupted,
@@ -554,6 +555,9 @@ def iter_suite(
         return
     # Longest runs first (steps x d_model^2 x layers), so that the pool stays busy to the end.
     missing.sort(key=lambda r: -(cfg.steps_for(r[0]) * r[0].n_layers * r[0].d_model ** 2))
+    note = why_trained_here(base, cfg)
+    if note is not None and progress:
+        print(note, file=sys.stderr, flush=True)
     base.mkdir(parents=True, exist_ok=True)
     n_jobs = max(1, min(n_jobs or os.cpu_count() or 1, len(missing)))
     ctx = kernel_pins.pinned_context(cfg.threads)  # spawned workers, kernels pinned before torch loads

@@ -190,3 +190,44 @@ def environment_key(cfg: SuiteConfig) -> str:
 def hash_parts(parts: dict[str, str | None]) -> str:
     """8 hex digits of the sha256 of ``parts`` as sorted JSON: an environment key."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def recorded_key_parts(meta: dict) -> dict[str, str | None]:
+    """The environment key's parts a trained run recorded (its suite.json ``environment``), as
+    :func:`environment_key_parts` names them, except ``cpu`` (the pins' label is not recorded).
+    """
+    env = meta.get("environment") or {}
+    packages = env.get("packages") or {}
+    return {
+        "corpus": env.get("corpus_sha256"),
+        "torch": torch_release(packages.get("torch")),
+        "transformers": packages.get("transformers"),
+    }
+
+
+def why_trained_here(suite: Path, cfg: SuiteConfig) -> str | None:
+    """One line, where ``suite`` (this environment's cache folder of ``cfg``) lacks runs that a
+    folder of the same config trained in another environment holds: which folder, which part of
+    the key differs (e.g. ``transformers 5.24.0 there, 5.25.0 here``) and why this environment
+    trains its own copy. None where no such folder is cached.
+    """
+    digest = suite.name.split("-")[0]
+    here = environment_key_parts(cfg)
+    for other in sorted(suite.parent.glob(f"{digest}-*")):
+        if other == suite or not other.is_dir():
+            continue
+        meta_files = sorted(other.glob("*/suite.json"))
+        if not meta_files:
+            continue
+        try:
+            there = recorded_key_parts(json.loads(meta_files[0].read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+        differ = [f"{part} {there[part]} there, {here[part]} here" for part in there if there[part] != here[part]]
+        what = "; ".join(differ) if differ else "the CPU kernel level"
+        return (
+            f"note: {other} holds this suite trained in another environment ({what}); the weights depend on "
+            "it, so this environment trains its own copy in "
+            f"{suite.name} (constraints.txt pins the documented versions; `emergence env` compares them)"
+        )
+    return None

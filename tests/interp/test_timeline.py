@@ -224,10 +224,26 @@ def test_findings_are_computed_from_the_table():
     onsets = head_onsets(t.table)
     assert (onsets.loc[0, "layer"], onsets.loc[0, "head"], onsets.loc[0, "onset_step"]) == (1, 0, 200)
     lines = timeline_findings(t.table, t.pairs, t.point, t.unit, "consecutive")
-    assert "L1H0's effect rises at step 200, 200 steps before E; peak Δ +0.1 [+0.095, +0.105] at step 300." in lines
+    assert (
+        "L1H0's effect rises to half its peak at step 200, 200 steps before E; peak Δ +0.1 [+0.095, +0.105] at step 300."
+        in lines
+    )
     assert any("is 0.004 probability (L0H1 at step 200)" in line for line in lines)
     html = t._repr_html_()
-    assert "rises at step 200" in html and "plotly" in html
+    assert "rises to half its peak at step 200" in html and "plotly" in html
+
+
+def test_a_negative_peak_falls_to_its_onset():
+    """The words follow the peak's sign: the same head with every delta negated falls (a new
+    user's report: a -0.0475 peak was said to rise)."""
+    t = _synthetic()
+    table = t.table.assign(delta=-t.table["delta"], lo=-t.table["hi"], hi=-t.table["lo"])
+    lines = timeline_findings(table, t.pairs, t.point, t.unit, "consecutive")
+    assert (
+        "L1H0's effect falls to half its peak at step 200, 200 steps before E; peak Δ -0.1 [-0.105, -0.095] at step 300."
+        in lines
+    )
+    assert not any("rises" in line for line in lines)
 
 
 @pytest.mark.parametrize("width", [1280, 800])

@@ -169,6 +169,7 @@ class LayerSkipEngine:
         finally:
             for h in handles:
                 h.remove()
+        self.answer_rows = rows  # the pre checkpoint's logits at the answer positions
         self.values_pre = self.metric(rows, self.batch).float()
         missing = sorted(n for n in names if n not in cache.keys())
         if missing or len(block_calls) != L or "last" not in attn_call:

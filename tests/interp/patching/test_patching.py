@@ -348,3 +348,29 @@ def test_integrated_gradients_from_the_cached_prefix_equals_full_forwards(pair, 
     full = attribution_delta_p(pre, inputs, patterns, steps=3, mode="layer")
     assert float(full.abs().max()) > 1e-4
     assert torch.allclose(fast, full, atol=1e-6, rtol=1e-4), (fast - full).abs().max()
+
+
+@pytest.mark.parametrize(
+    "steps, mode, engine", [(1, "layer", True), (2, "layer", True), (2, "joint", True), (2, "layer", False)]
+)
+def test_the_screen_returns_what_its_forward_of_the_pre_checkpoint_saw(pair, monkeypatch, steps, mode, engine):
+    """attribution_screen's values and patterns equal a separate forward's (metric_values,
+    capture_post) to 1e-6, on every path: the screen's own forward (1 point), the layer-skip
+    engine's pre-run (layer IG), joint IG's pre-run and, where the engine does not take the model,
+    one more forward; its estimate is attribution_delta_p's, bit for bit."""
+    from interp.patching import attribution, capture_post, metric_values
+
+    _, pre, _, inputs, patterns = pair
+    if not engine:
+        monkeypatch.setattr(attribution, "_tail_runner", lambda *args: None)
+    screen = attribution.attribution_screen(pre, inputs, patterns, metric="logprob", steps=steps, mode=mode)
+    separate = capture_post(pre, inputs, kinds=["pattern"], weights=False)
+    assert torch.allclose(screen.values_pre, metric_values(pre, inputs, "logprob"), atol=1e-6, rtol=0)
+    assert float(screen.values_pre.std()) > 1e-3  # prompts differ: a shuffled row would be caught
+    assert torch.allclose(screen.pre.answer_logits, separate.answer_logits, atol=1e-5, rtol=0)
+    for layer in range(N_LAYERS):
+        assert torch.allclose(
+            screen.pre.activation("pattern", layer), separate.activation("pattern", layer), atol=1e-6, rtol=0
+        )
+    assert torch.equal(screen.estimate, attribution_delta_p(pre, inputs, patterns, "logprob", steps, mode))
+    assert torch.equal(screen.pre.tokens, inputs.tokens)

@@ -161,3 +161,34 @@ def test_the_suite_key_names_the_torch_release_not_its_build(monkeypatch):
         keys[build] = environment.environment_key(catalogue.FULL)
         monkeypatch.setattr(environment, "environment", real)
     assert keys["2.13.0+cpu"] == keys["2.13.0+cu130"] != keys["2.14.0+cpu"]
+
+
+def test_a_suite_cached_in_another_environment_is_named_before_training_again(tmp_path):
+    """A new user whose transformers is newer than the one a cached suite was trained with sees
+    one line naming the cached folder and the part of the key that differs (a new user's report:
+    the quick suite silently trained again under transformers 5.25.0)."""
+    import json
+    from importlib.metadata import version
+
+    from interp.sources.catalogue import SUITES, suite_dir
+    from interp.sources.environment import why_trained_here
+
+    cfg = SUITES["embedded-quick"]
+    here = suite_dir(cfg, tmp_path)
+    assert why_trained_here(here, cfg) is None  # nothing cached anywhere
+    other = here.parent / f"{here.name.split('-')[0]}-0badf00d"
+    (other / "neox-2l-64d-seed1").mkdir(parents=True)
+    (other / ".tmp-neox-2l-64d-seed2-1").mkdir()  # an interrupted run is no trained copy
+    meta = {"environment": {"corpus_sha256": "x", "packages": {"torch": "2.13.0+cu130", "transformers": "5.0.0"}}}
+    (other / "neox-2l-64d-seed1" / "suite.json").write_text(json.dumps(meta))
+    line = why_trained_here(here, cfg)
+    assert line.startswith(f"note: {other} holds this suite trained in another environment (")
+    parts = environment_key_parts(cfg)
+    differ = [f"corpus x there, {parts['corpus']} here"]
+    if parts["torch"] != "2.13.0":  # a build label (+cu130) is no difference: the release is compared
+        differ.append(f"torch 2.13.0 there, {parts['torch']} here")
+    differ.append(f"transformers 5.0.0 there, {version('transformers')} here")
+    assert f"another environment ({'; '.join(differ)});" in line
+    assert line.endswith(
+        f"trains its own copy in {here.name} (constraints.txt pins the documented versions; `emergence env` compares them)"
+    )
