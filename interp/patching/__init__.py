@@ -37,7 +37,9 @@ Ideal patterns (``ideal``): ``IdealPatterns({(layer, head): "induction" | callab
 
 Pre-screen (``attribution``)
     ``attribution_delta_p(model, batch, patterns, steps=1 | n)`` -> ``Float[Tensor, "layer head"]``
-    (attribution patching; integrated gradients for ``steps > 1``).
+    (attribution patching; integrated gradients for ``steps > 1``);
+    ``attribution_screen(...)`` -> ``AttributionScreen`` (the estimate, and the pre checkpoint's
+    metric per prompt, patterns and answer logits from the same forward).
 
 The input is an :class:`interp.tasks.TaskBatch` (tokens ``[batch, pos]``, answers ``[batch]``,
 answer_pos ``[batch]``, optional distractors).  ``fast`` holds the layer-skip engine behind
@@ -56,7 +58,7 @@ from interp.core.metrics import (
     resolve_metric,
 )
 from interp.core.task_batch import TaskBatch
-from interp.patching.attribution import attribution_delta_p
+from interp.patching.attribution import AttributionScreen, attribution_delta_p, attribution_screen
 from interp.patching.engine import (
     PostCheckpoint,
     answer_prob,
@@ -98,6 +100,7 @@ __all__ = [
     "IDEAL_PATTERNS",
     "KINDS",
     "METRICS",
+    "AttributionScreen",
     "IdealPatterns",
     "PostCheckpoint",
     "Target",
@@ -106,6 +109,7 @@ __all__ = [
     "answer_prob",
     "answer_probability",
     "attribution_delta_p",
+    "attribution_screen",
     "block_weights",
     "cache_patterns",
     "capture_post",
