@@ -132,50 +132,51 @@ def build(found: dict[str, list], pair_rows) -> tuple[str, object, list]:
 
 
 #: The crossed initialisation × data-order grids of claim 1's split (issue 72), in answer order:
-#: (kept folder's name in interp.population.kept, the architecture's label in the answer, the
-#: claim's label).
-SPLIT_GRIDS = (
-    ("SEED_SPLIT_KEPT", "NeoX-r8", "Claim 1, which part of the seed"),
-    ("SEED_SPLIT_128D_KEPT", "NeoX-128d", "Claim 1, which part of the seed (d_model 128)"),
-)
+#: (kept folder's name in interp.population.kept, the arm's label in the answer).
+SPLIT_GRIDS = (("SEED_SPLIT_KEPT", "NeoX-r8"), ("SEED_SPLIT_128D_KEPT", "NeoX-128d"))
+#: The claim's label in the answer.
+SPLIT_CLAIM = "Claim 1, which part of the seed"
 
 
 def seed_split_rows() -> tuple[list[dict], list[str]]:
-    """Claim 1's split of the seed (issue 72), one answer row per crossed grid (:data:`SPLIT_GRIDS`)
-    whose 8 × 8 runs are all kept (the shares of log E's spread with their 95 % intervals, the
-    judge's word), and for a grid still training a note of how many of its runs are kept."""
+    """Claim 1's split of the seed (issue 72): one answer row judged over every crossed grid
+    (:data:`SPLIT_GRIDS`) whose 8 × 8 runs are all kept, the judge's word combining the arms'
+    (:func:`interp.population.answer.answer_row`), the evidence the shares of log E's spread with
+    their 95 % intervals, arm by arm; for a grid still training, a note of how many of its runs
+    are kept. No row while no grid is complete."""
+    from dataclasses import replace
+
     from interp.population import kept
+    from interp.population.answer import answer_row
     from interp.population.seed_split import components, judged
     from interp.population.statistics import seed_split_result
-    from interp.population.variance import COMPONENTS
     from interp.population.verdicts import PAPER
 
-    rows: list[dict] = []
-    notes: list[str] = []
-    for folder, arm, label in SPLIT_GRIDS:
+    parts, splits, notes = [], [], []
+    for folder, arm in SPLIT_GRIDS:
         curves = kept.read_kept_split_curves(getattr(kept, folder))
         n = curves["run"].nunique() if len(curves) else 0
         if n < 64:
-            notes.append(f"{label} ({arm}, initialisation × data order): {n} of 64 runs trained, no verdict yet.")
+            notes.append(f"{SPLIT_CLAIM} ({arm}, initialisation × data order): {n} of 64 runs trained, no verdict yet.")
             continue
         found = components(curves)
-        split = found["log_E"]
-        v = seed_split_result(split, judged(found)).verdict
-        shares = ", ".join(
-            f"{name} {100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f})"
-            for name, (a, lo, hi) in ((c, split.share(c)) for c in COMPONENTS)
+        parts.append(replace(seed_split_result(found["log_E"], judged(found)).verdict, label=arm))
+        splits.append(found["log_E"])
+    if not parts:
+        return [], notes
+    row, _ = answer_row(SPLIT_CLAIM, PAPER["Claim 1, seed"], parts, "arm")
+
+    def shares(component: str) -> str:
+        return ", ".join(
+            f"{100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f})" for a, lo, hi in (x.share(component) for x in splits)
         )
-        rows.append(
-            {
-                "claim": label,
-                "paper": PAPER["Claim 1, seed"],
-                "evidence": f"{arm}, 8 × 8 seeds: {shares} of log E's spread",
-                "verdict": v.word,
-                "robust": v.robust or "—",
-                "decide": v.decide or "—",
-            }
-        )
-    return rows, notes
+
+    # the answer fits one screen: the rest of log E's spread is the interaction, as docs/results.md says
+    row["evidence"] = (
+        f"log E's spread: initialisation {shares('initialisation')}; data order {shares('data order')} "
+        f"({', '.join(p.label for p in parts)})"
+    )
+    return [row], notes
 
 
 def update_docs(block: str) -> None:

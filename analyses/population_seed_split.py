@@ -35,6 +35,7 @@ import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -58,6 +59,9 @@ from interp.population.kept import curve_columns as population_columns
 from interp.population.kept import update_docs as replace_block
 from interp.population.seed_split import SPLIT, components, judged
 from interp.population.statistics import seed_split_result
+
+if TYPE_CHECKING:
+    from interp.population.variance import VarianceComponents
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "population_seed_split"
@@ -96,6 +100,11 @@ GRIDS = {
         ("<!-- population-seed-split-128d:begin -->", "<!-- population-seed-split-128d:end -->"),
     ),
 }
+
+
+#: Each grid's arm, as the sentences name it, and the arm's architecture.
+ARMS = {SPEC: "64d", "population-seed-split-128d": "128d"}
+ARMS_MODEL = {"64d": "neox-2l-64d-4h-r8", "128d": "neox-2l-128d-4h"}
 
 
 def run_order(cfg) -> list[tuple]:
@@ -226,6 +235,43 @@ def components_table(found: dict) -> list[str]:
     return lines
 
 
+def arms_sentence(here: VarianceComponents, there: VarianceComponents, arm_here: str, arm_there: str) -> str:
+    """One sentence setting two arms' splits of log E side by side (``arm_here``, ``arm_there``:
+    :data:`ARMS`' short names): each component's share with its interval on both, which main
+    effects are significant on each (permutation p < the judge's
+    :data:`interp.population.judge.ALPHA`), and whether each component's two intervals overlap."""
+    from interp.population.judge import ALPHA
+    from interp.population.variance import COMPONENTS
+
+    def pct(split: VarianceComponents, component: str) -> str:
+        a, lo, hi = split.share(component)
+        return f"{100 * a:.0f} % ({100 * lo:.0f}–{100 * hi:.0f} %)"
+
+    shares = "; ".join(f"{c} {pct(here, c)} against {pct(there, c)}" for c in COMPONENTS)
+    tests = []
+    for c in COMPONENTS[:2]:
+        ps = [float(split.table.set_index("component").loc[c, "p_perm"]) for split in (here, there)]
+        sig = [p < ALPHA for p in ps]
+        where = (
+            "both arms"
+            if all(sig)
+            else "neither arm"
+            if not any(sig)
+            else f"the {arm_here if sig[0] else arm_there} arm only"
+        )
+        tests.append(f"{c} carries a significant share on {where} (permutation p {_p(ps[0])} and {_p(ps[1])})")
+    apart = [c for c in COMPONENTS if here.share(c)[1] > there.share(c)[2] or there.share(c)[1] > here.share(c)[2]]
+    overlap = (
+        "every component's two intervals overlap"
+        if not apart
+        else f"the intervals do not overlap for {', '.join(apart)}"
+    )
+    return (
+        f"Beside the {arm_there} arm ({ARMS_MODEL[arm_there]}), the {arm_here} arm first: of the spread of log E, "
+        f"{shares}; {'; '.join(tests)}; {overlap}."
+    )
+
+
 def _p(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else "< 0.001"
 
@@ -326,6 +372,12 @@ def main(argv=None) -> None:
     print(f"{n} of {n_planned} runs kept; {time.time() - started:.0f} s", flush=True)
     found = components(curves) if n == n_planned else None
     block = docs_block(curves, n_planned, found)
+    first = GRIDS[SPEC]
+    if found is not None and grid.spec != SPEC:  # a second arm: set beside the first where it is complete
+        first_curves = read_kept_split_curves(first.kept)
+        if first_curves["run"].nunique() == len(load_suite_spec(first.spec).run_names()):
+            line = arms_sentence(found["log_E"], components(first_curves)["log_E"], ARMS[grid.spec], ARMS[SPEC])
+            block = block.replace("\n\n| quantity |", f"\n- {line}\n\n| quantity |", 1)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{NAME}.md").write_text(block)
     print(block)

@@ -132,3 +132,27 @@ def test_complete_grid_block_components_figure_and_claim_line(tmp_path):
         and ": reproduced: Of the spread" in line
     )
     assert VERDICT_PLACEHOLDER not in line
+
+
+def test_the_kept_128d_block_sets_both_arms_side_by_side_from_their_curves():
+    """docs/results.md's 128d block is what --finished-only --update-docs writes from the kept
+    curves of both grids: the 64 runs, and the sentence beside the 64d arm, whose words follow from
+    the numbers (significant where permutation p < ALPHA, intervals compared)."""
+    from interp.population.judge import ALPHA
+
+    grid = split.GRIDS["population-seed-split-128d"]
+    first = split.GRIDS[split.SPEC]
+    found = split.components(split.read_kept_split_curves(grid.kept))
+    other = split.components(split.read_kept_split_curves(first.kept))
+    line = split.arms_sentence(found["log_E"], other["log_E"], "128d", "64d")
+    text = (split.DOCS).read_text()
+    block = text[text.index(grid.markers[0]) : text.index(grid.markers[1])]
+    assert "All 64 planned runs measured." in block and f"- {line}\n" in block
+    p = {
+        arm: dict(zip(f["log_E"].table["component"], f["log_E"].table["p_perm"]))
+        for arm, f in (("128d", found), ("64d", other))
+    }
+    for component in ("initialisation", "data order"):
+        sig = [p[arm][component] < ALPHA for arm in ("128d", "64d")]
+        word = "both arms" if all(sig) else "neither arm" if not any(sig) else "arm only"
+        assert f"{component} carries a significant share on" in line and word in line.split(component + " carries")[1]

@@ -62,13 +62,13 @@ def test_docs_results_md_opens_on_the_answer_that_analyses_answer_builds_from_th
     assert list(table.columns) == ANSWER_COLUMNS and len(table) >= 5
 
 
-def test_each_crossed_grid_gives_a_row_when_complete_and_a_count_until_then(monkeypatch, tmp_path):
-    """Claim 1's split (issue 72): the complete 8 × 8 grid kept in docs/data gives its answer row
-    (shares of log E's spread with intervals, the judge's word); a grid with 3 of its 64 curves
-    gives no row, only the count."""
+def test_the_crossed_grids_give_one_row_judged_over_the_complete_ones_and_a_count_until_then(monkeypatch, tmp_path):
+    """Claim 1's split (issue 72): the complete 8 × 8 grid kept in docs/data gives the row (its
+    shares of log E's spread with intervals, the judge's word over the complete arms); a grid with
+    3 of its 64 curves gives no part of it, only the count."""
     import shutil
 
-    from analyses.answer import SPLIT_GRIDS, seed_split_rows
+    from analyses.answer import SPLIT_CLAIM, SPLIT_GRIDS, seed_split_rows
     from interp.population import kept
 
     partial = tmp_path / "partial"
@@ -77,12 +77,11 @@ def test_each_crossed_grid_gives_a_row_when_complete_and_a_count_until_then(monk
         shutil.copy(path, partial / "curves" / path.name)
     monkeypatch.setattr(kept, "SEED_SPLIT_128D_KEPT", partial)
     rows, notes = seed_split_rows()
-    (_, arm, label), (_, other_arm, other_label) = SPLIT_GRIDS
-    assert [r["claim"] for r in rows] == [label]
+    (_, arm), (_, other_arm) = SPLIT_GRIDS
+    assert [r["claim"] for r in rows] == [SPLIT_CLAIM]
     assert re.fullmatch(
-        rf"{arm}, 8 × 8 seeds: initialisation \d+ % \(\d+–\d+\), data order \d+ % \(\d+–\d+\), "
-        r"interaction \d+ % \(\d+–\d+\) of log E's spread",
+        rf"log E's spread: initialisation \d+ % \(\d+–\d+\); data order \d+ % \(\d+–\d+\) \({arm}\)",
         rows[0]["evidence"],
     )
     assert rows[0]["verdict"] in ("reproduced", "not decidable")
-    assert notes == [f"{other_label} ({other_arm}, initialisation × data order): 3 of 64 runs trained, no verdict yet."]
+    assert notes == [f"{SPLIT_CLAIM} ({other_arm}, initialisation × data order): 3 of 64 runs trained, no verdict yet."]
