@@ -271,7 +271,7 @@ def pair_effects(
         (one row per head: ``layer, head, delta, lo, hi, how, chosen, estimate``; the pair's
         summary: ``value_pre, value_post, n_exact, n_sampled, bound, bound_layer, bound_head, spearman``;
         the earlier checkpoint's patterns and answer logits, seen by the screen's forward, as the
-        post of the pair before: :class:`interp.patching.attribution.AttributionScreen`).
+        post of the pair before: a ``PostCheckpoint``, :attr:`interp.patching.attribution.AttributionScreen.pre`).
     """
     from scipy.stats import spearmanr
 
