@@ -166,13 +166,7 @@ def environment_key_parts(cfg: SuiteConfig) -> dict[str, str | None]:
     """
     from interp.core import kernel_pins
 
-    env = environment(cfg)
-    return {
-        "corpus": env["corpus_sha256"],
-        "torch": torch_release(env["packages"]["torch"]),
-        "transformers": env["packages"]["transformers"],
-        "cpu": kernel_pins.level_label(),
-    }
+    return {**recorded_key_parts(environment(cfg)), "cpu": kernel_pins.level_label()}
 
 
 def torch_release(version: str | None) -> str | None:
@@ -192,11 +186,10 @@ def hash_parts(parts: dict[str, str | None]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def recorded_key_parts(meta: dict) -> dict[str, str | None]:
-    """The environment key's parts a trained run recorded (its suite.json ``environment``), as
-    :func:`environment_key_parts` names them, except ``cpu`` (the pins' label is not recorded).
-    """
-    env = meta.get("environment") or {}
+def recorded_key_parts(env: dict) -> dict[str, str | None]:
+    """The environment key's parts in an :func:`environment` record (this process's, or a trained
+    run's suite.json ``environment``), except ``cpu`` (the pins' label is not recorded):
+    ``corpus``, ``torch`` (its release, :func:`torch_release`) and ``transformers``."""
     packages = env.get("packages") or {}
     return {
         "corpus": env.get("corpus_sha256"),
@@ -220,7 +213,7 @@ def why_trained_here(suite: Path, cfg: SuiteConfig) -> str | None:
         if not meta_files:
             continue
         try:
-            there = recorded_key_parts(json.loads(meta_files[0].read_text(encoding="utf-8")))
+            there = recorded_key_parts(json.loads(meta_files[0].read_text(encoding="utf-8")).get("environment") or {})
         except (OSError, ValueError):
             continue
         differ = [f"{part} {there[part]} there, {here[part]} here" for part in there if there[part] != here[part]]

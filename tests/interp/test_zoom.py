@@ -11,18 +11,9 @@ from interp.core.training_state import NotResumableError, has_training_state
 from interp.emergence import held_crossing
 from interp.sources import HubSource, LocalSuiteSource, embedded
 from interp.zoom import ZoomMismatchError, _max_abs_diff, default_every, overlay_steps, stored_steps, zoom, zoom_plan
+from tiny_suite import TINY, tiny_suite
 
-TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(
-    sizes=(TINY,),
-    seeds=(5,),
-    steps=16,
-    checkpoint_every=8,
-    n_ctx=32,
-    batch_size=4,
-    warmup_steps=4,
-    corpus_bytes=200_000,
-)
+CFG = tiny_suite(seed=5)
 
 
 @pytest.fixture(scope="module")

@@ -15,18 +15,9 @@ import torch
 
 from interp.core import kernel_pins
 from interp.sources import embedded
+from tiny_suite import TINY, tiny_suite
 
-TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(
-    sizes=(TINY,),
-    seeds=(3,),
-    steps=16,
-    checkpoint_every=8,
-    n_ctx=32,
-    batch_size=4,
-    warmup_steps=4,
-    corpus_bytes=200_000,
-)
+CFG = tiny_suite(seed=3)
 
 needs_pins = pytest.mark.skipif(
     not kernel_pins.pins_apply(), reason=f"the kernel pins do not apply here: {kernel_pins.why_not()}"

@@ -15,18 +15,9 @@ from safetensors.torch import load_file
 
 from interp.core.training_state import NotResumableError, has_training_state, read_training_state
 from interp.sources import embedded, environment, interrupted
+from tiny_suite import TINY, tiny_suite
 
-TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(
-    sizes=(TINY,),
-    seeds=(3,),
-    steps=16,
-    checkpoint_every=8,
-    n_ctx=32,
-    batch_size=4,
-    warmup_steps=4,
-    corpus_bytes=200_000,
-)
+CFG = tiny_suite(seed=3)
 
 
 @pytest.fixture(scope="module")

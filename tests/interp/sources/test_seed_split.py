@@ -19,6 +19,7 @@ from interp.sources.catalogue import (
     shipped_spec_names,
     suite_config_from_spec,
 )
+from tiny_suite import TINY, tiny_suite
 
 #: The digests of the shipped specs before the two seeds were set apart (computed at commit
 #: 0575bcc, before ``data_order_seeds`` existed): they name the cache folders of every trained run.
@@ -31,17 +32,7 @@ DIGESTS_BEFORE = {
     "population-heads-dhead": "99e7e2e731e6",
 }
 
-TINY = embedded.ModelSize("neox-1l-32d", n_layers=1, d_model=32, n_heads=4)
-CFG = embedded.SuiteConfig(
-    sizes=(TINY,),
-    seeds=(3,),
-    steps=4,
-    checkpoint_every=4,
-    n_ctx=32,
-    batch_size=4,
-    warmup_steps=2,
-    corpus_bytes=200_000,
-)
+CFG = tiny_suite(seed=3, steps=4, checkpoint_every=4, warmup_steps=2)
 
 
 def test_shipped_specs_keep_their_digests_and_run_names():
